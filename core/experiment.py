@@ -1,0 +1,174 @@
+"""The experiment interface every lab experiment implements.
+
+An experiment is a frozen config dataclass plus a generator ``run(config, ctx)`` that yields
+:class:`Progress` events and *returns* an :class:`Output`. The frame (worker, store, CLI, pages)
+only ever sees these types, so adding an experiment means adding a module that defines
+``EXPERIMENTS = [Experiment(...)]`` — nothing else changes.
+"""
+from __future__ import annotations
+
+import dataclasses
+import types
+import typing
+from dataclasses import dataclass, field
+from typing import Any, Callable, Generator, Literal, Mapping
+
+
+class ConfigError(ValueError):
+    """A config that cannot run; the message names the field and the limit."""
+
+
+class Unsupported(Exception):
+    """The device cannot run this experiment (the run is stored with status ``unsupported``)."""
+
+
+@dataclass(frozen=True)
+class Progress:
+    """One progress event. ``rows`` are finished data rows, kept even if the run is cancelled."""
+
+    done: int
+    total: int
+    message: str = ""
+    rows: tuple[dict, ...] = ()
+
+
+@dataclass
+class Output:
+    """What an experiment returns: its rows (one record per measured point) and extra data."""
+
+    rows: list[dict]
+    meta: dict = field(default_factory=dict)
+
+
+@dataclass(frozen=True)
+class Context:
+    """What the worker tells an experiment about where it runs."""
+
+    device: str  # resolved torch device string: "cpu" or "cuda:N"
+    device_name: str
+
+    @property
+    def is_cuda(self) -> bool:
+        return self.device.startswith("cuda")
+
+    def unsupported(self, reason: str) -> Unsupported:
+        """The one wording for "this device cannot do it", used by every experiment."""
+        return Unsupported(f"unsupported on {self.device_name}: {reason}")
+
+
+RunFn = Callable[[Any, Context], Generator[Progress, None, Output]]
+
+
+@dataclass(frozen=True)
+class Experiment:
+    name: str  # CLI sub-command and store key, e.g. "matmul"
+    title: str
+    config_type: type
+    run: RunFn
+    description: str = ""
+    # Allocator experiments need a process whose allocator has never been used.
+    fresh_process: bool = False
+    # Environment for a fresh worker (e.g. PYTORCH_CUDA_ALLOC_CONF); non-empty forces a fresh process.
+    worker_env: Callable[[Any], dict[str, str]] | None = None
+    hidden: bool = False  # diagnostics, not shown in the dashboard
+
+    def make_config(self, values: Mapping[str, Any]) -> Any:
+        return config_from_dict(self.config_type, values)
+
+    def env_for(self, config: Any) -> dict[str, str]:
+        return dict(self.worker_env(config)) if self.worker_env else {}
+
+
+def _field_types(cls: type) -> dict[str, Any]:
+    return typing.get_type_hints(cls)
+
+
+def _coerce(name: str, tp: Any, value: Any) -> Any:
+    """Convert JSON-ish values (lists, ints) to the annotated field type; refuse the rest."""
+    origin = typing.get_origin(tp)
+    args = typing.get_args(tp)
+    if origin in (typing.Union, types.UnionType):
+        if value is None and type(None) in args:
+            return None
+        inner = [a for a in args if a is not type(None)]
+        return _coerce(name, inner[0], value)
+    if origin is Literal:
+        if value not in args:
+            raise ConfigError(f"{name}: {value!r} is not one of {', '.join(map(str, args))}")
+        return value
+    if origin is tuple:
+        if isinstance(value, str):
+            value = [v for v in value.split(",") if v.strip()]
+        if not isinstance(value, (list, tuple)):
+            raise ConfigError(f"{name}: expected a list, got {value!r}")
+        item = args[0] if args else Any
+        return tuple(_coerce(name, item, v) for v in value)
+    if tp is bool:
+        if isinstance(value, bool):
+            return value
+        raise ConfigError(f"{name}: expected true or false, got {value!r}")
+    if tp is int:
+        if isinstance(value, bool):
+            raise ConfigError(f"{name}: expected a whole number, got {value!r}")
+        if isinstance(value, int):
+            return value
+        if isinstance(value, float) and value.is_integer():
+            return int(value)
+        if isinstance(value, str):
+            try:
+                return int(value.strip())
+            except ValueError:
+                pass
+        raise ConfigError(f"{name}: expected a whole number, got {value!r}")
+    if tp is float:
+        if isinstance(value, bool):
+            raise ConfigError(f"{name}: expected a number, got {value!r}")
+        try:
+            return float(value)
+        except (TypeError, ValueError):
+            raise ConfigError(f"{name}: expected a number, got {value!r}") from None
+    if tp is str:
+        if not isinstance(value, str):
+            raise ConfigError(f"{name}: expected text, got {value!r}")
+        return value
+    return value
+
+
+def config_from_dict(cls: type, values: Mapping[str, Any]) -> Any:
+    """Build (and so validate) a config dataclass from JSON values; unknown keys are refused."""
+    if not isinstance(values, Mapping):
+        raise ConfigError(f"config must be an object, got {type(values).__name__}")
+    hints = _field_types(cls)
+    names = {f.name for f in dataclasses.fields(cls)}
+    unknown = set(values) - names
+    if unknown:
+        raise ConfigError(f"unknown option(s) for {cls.__name__}: {', '.join(sorted(unknown))}")
+    kwargs = {k: _coerce(k, hints[k], v) for k, v in values.items()}
+    try:
+        return cls(**kwargs)
+    except TypeError as exc:  # a missing required field
+        raise ConfigError(str(exc)) from None
+
+
+def config_to_dict(config: Any) -> dict:
+    """JSON-ready dict of a config (tuples become lists)."""
+    return json_ready(dataclasses.asdict(config))
+
+
+def json_ready(value: Any) -> Any:
+    """Recursively turn tuples into lists and non-finite floats into strings ("inf", "nan").
+
+    Strict JSON has no Infinity/NaN; the lab's values legitimately overflow (65536 in fp16), so they
+    travel as strings and :func:`core.result.rows_frame` turns them back into floats.
+    """
+    if isinstance(value, float):
+        if value != value:
+            return "nan"
+        if value in (float("inf"), float("-inf")):
+            return "inf" if value > 0 else "-inf"
+        return value
+    if isinstance(value, Mapping):
+        return {str(k): json_ready(v) for k, v in value.items()}
+    if isinstance(value, (list, tuple)):
+        return [json_ready(v) for v in value]
+    return value

@@ -1,0 +1,301 @@
+"""Every finished run, in an embedded SQLite database (WAL: many readers, concurrent writers).
+
+One table holds each run's :class:`~core.result.RunResult` as JSON plus the columns the history
+filters on. ``PRAGMA user_version`` records the schema version; :data:`MIGRATIONS` brings older
+databases forward. Runs travel between boxes as JSON files ({"format": "gpulab-runs", ...}),
+validated field by field before anything is written; a pickle is never loaded.
+"""
+from __future__ import annotations
+
+import json
+import os
+import sqlite3
+from contextlib import closing, contextmanager
+from pathlib import Path
+from typing import Iterable, Iterator
+
+from core.experiment import json_ready
+from core.paths import db_path
+from core.result import SCHEMA_VERSION, RunResult, SchemaError, now_iso
+
+EXPORT_FORMAT = "gpulab-runs"
+MAX_IMPORT_BYTES = 256 * 2**20
+DB_VERSION = 1
+
+
+class StoreError(RuntimeError):
+    """The database cannot be opened or written (read-only directory, disk full, locked, newer schema)."""
+
+
+class ImportRefused(ValueError):
+    """An import file that is not a valid GPU Lab runs file; nothing was written."""
+
+
+def _v1(conn: sqlite3.Connection) -> None:
+    statements = """
+        CREATE TABLE runs (
+            id TEXT PRIMARY KEY,
+            experiment TEXT NOT NULL,
+            status TEXT NOT NULL,
+            device_name TEXT NOT NULL,
+            device_kind TEXT NOT NULL,
+            started_at TEXT NOT NULL,
+            finished_at TEXT,
+            name TEXT NOT NULL DEFAULT '',
+            tags TEXT NOT NULL DEFAULT '[]',
+            imported INTEGER NOT NULL DEFAULT 0,
+            owner_pid INTEGER,
+            payload TEXT NOT NULL
+        );
+        CREATE INDEX runs_experiment ON runs(experiment, started_at);
+        CREATE INDEX runs_started ON runs(started_at)
+    """
+    for statement in statements.split(";"):  # not executescript: it would commit our transaction
+        conn.execute(statement)
+
+
+# MIGRATIONS[n] upgrades a database of version n to n + 1.
+MIGRATIONS = {0: _v1}
+
+
+class RunStore:
+    def __init__(self, path: str | os.PathLike | None = None) -> None:
+        self.path = Path(path) if path else db_path()
+        try:
+            self.path.parent.mkdir(parents=True, exist_ok=True)
+        except OSError as exc:
+            raise StoreError(f"cannot create the data directory {self.path.parent}: {exc.strerror or exc}") from None
+        with self._connect():
+            pass  # creates and migrates, so errors surface at start-up
+
+    @contextmanager
+    def _connect(self) -> Iterator[sqlite3.Connection]:
+        try:
+            conn = sqlite3.connect(self.path, timeout=30, isolation_level=None)
+        except sqlite3.Error as exc:
+            raise StoreError(f"cannot open the run database {self.path}: {exc}") from None
+        try:
+            with closing(conn):
+                conn.execute("PRAGMA busy_timeout = 30000")
+                mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
+                if mode.lower() != "wal" and os.access(self.path, os.W_OK):
+                    raise StoreError(f"cannot switch {self.path} to WAL mode (got {mode})")
+                self._migrate(conn)
+                yield conn
+        except sqlite3.Error as exc:
+            raise StoreError(f"run database {self.path}: {exc}") from None
+
+    @staticmethod
+    def _migrate(conn: sqlite3.Connection) -> None:
+        version = conn.execute("PRAGMA user_version").fetchone()[0]
+        if version > DB_VERSION:
+            raise StoreError(f"the run database has version {version}, newer than this GPU Lab ({DB_VERSION})")
+        while version < DB_VERSION:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                if conn.execute("PRAGMA user_version").fetchone()[0] == version:  # another process may have won
+                    MIGRATIONS[version](conn)
+                    conn.execute(f"PRAGMA user_version = {version + 1}")
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+            version = conn.execute("PRAGMA user_version").fetchone()[0]
+
+    # -- writing -----------------------------------------------------------------------------------
+
+    @staticmethod
+    def _record(run: RunResult, owner_pid: int | None) -> tuple:
+        payload = json.dumps(json_ready(run.to_dict()), allow_nan=False)
+        return (run.id, run.experiment, run.status, str(run.device.get("name", "")), str(run.device.get("kind", "")),
+                run.started_at, run.finished_at, run.name, json.dumps(run.tags), int(run.imported), owner_pid, payload)
+
+    _UPSERT = """INSERT INTO runs (id, experiment, status, device_name, device_kind, started_at, finished_at, name,
+                                   tags, imported, owner_pid, payload) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)"""
+
+    def save(self, run: RunResult, owner_pid: int | None = None) -> None:
+        """Insert or replace a run (a "running" row is replaced by its final result)."""
+        with self._connect() as conn:
+            conn.execute(self._UPSERT.replace("INSERT", "INSERT OR REPLACE"), self._record(run, owner_pid))
+
+    def delete(self, ids: Iterable[str]) -> int:
+        ids = list(ids)
+        with self._connect() as conn:
+            return conn.execute(f"DELETE FROM runs WHERE id IN ({','.join('?' * len(ids))})", ids).rowcount if ids else 0
+
+    def relabel(self, run_id: str, *, name: str | None = None, tags: list[str] | None = None) -> RunResult:
+        run = self.get(run_id)
+        if name is not None:
+            run.name = name
+        if tags is not None:
+            run.tags = [t.strip() for t in tags if t.strip()]
+        self.save(run)
+        return run
+
+    def mark_interrupted(self) -> int:
+        """Runs left "running" by a process that no longer exists become "interrupted"."""
+        with self._connect() as conn:
+            rows = conn.execute("SELECT id, owner_pid FROM runs WHERE status = 'running'").fetchall()
+        count = 0
+        for run_id, pid in rows:
+            if pid == os.getpid() or (pid and _pid_alive(pid)):
+                continue  # still being run by a live process
+            run = self.get(run_id)
+            run.status = "interrupted"
+            run.error = (f"the GPU Lab process that ran it (pid {pid}) stopped before the run finished; "
+                         f"{len(run.rows)} row(s) were recorded")
+            run.finished_at = None
+            self.save(run)
+            count += 1
+        return count
+
+    # -- reading -----------------------------------------------------------------------------------
+
+    def get(self, run_id: str) -> RunResult:
+        with self._connect() as conn:
+            row = conn.execute("SELECT payload FROM runs WHERE id = ?", (run_id,)).fetchone()
+        if row is None:
+            raise KeyError(f"no run with id {run_id!r}")
+        return RunResult.from_dict(json.loads(row[0]))
+
+    def find(self, prefix: str) -> RunResult:
+        """A run by id or unique id prefix (as the CLI prints short ids)."""
+        with self._connect() as conn:
+            rows = conn.execute("SELECT id FROM runs WHERE id LIKE ? ESCAPE '\\'",
+                                (prefix.replace("%", r"\%").replace("_", r"\_") + "%",)).fetchall()
+        if not rows:
+            raise KeyError(f"no run with id {prefix!r}")
+        if len(rows) > 1:
+            raise KeyError(f"id prefix {prefix!r} matches {len(rows)} runs; give more characters")
+        return self.get(rows[0][0])
+
+    def list(self, *, experiment: str | None = None, device: str | None = None, status: str | None = None,
+             since: str | None = None, until: str | None = None, limit: int | None = None) -> list[RunResult]:
+        """Runs newest first; ``device`` matches part of the device name; dates are ISO prefixes."""
+        where, args = [], []
+        if experiment:
+            where.append("experiment = ?"); args.append(experiment)
+        if device:
+            where.append("device_name LIKE ?"); args.append(f"%{device}%")
+        if status:
+            where.append("status = ?"); args.append(status)
+        if since:
+            where.append("started_at >= ?"); args.append(since)
+        if until:
+            where.append("started_at < ?"); args.append(until)
+        sql = "SELECT payload FROM runs" + (f" WHERE {' AND '.join(where)}" if where else "")
+        sql += " ORDER BY started_at DESC"
+        if limit:
+            sql += f" LIMIT {int(limit)}"
+        with self._connect() as conn:
+            return [RunResult.from_dict(json.loads(p)) for (p,) in conn.execute(sql, args)]
+
+    def count(self) -> int:
+        with self._connect() as conn:
+            return conn.execute("SELECT COUNT(*) FROM runs").fetchone()[0]
+
+    def frame(self, **filters):
+        """One line per run (no rows): what the history table shows."""
+        import pandas as pd
+
+        runs = self.list(**filters)
+        return pd.DataFrame([{
+            "id": r.id, "experiment": r.experiment, "device": r.device.get("name", ""), "status": r.status,
+            "started_at": r.started_at, "duration_s": r.duration_s, "name": r.name, "tags": ", ".join(r.tags),
+            "imported": r.imported, "rows": len(r.rows), "error": r.error or "",
+        } for r in runs], columns=["id", "experiment", "device", "status", "started_at", "duration_s", "name",
+                                   "tags", "imported", "rows", "error"])
+
+    # -- exchange ----------------------------------------------------------------------------------
+
+    def export_data(self, ids: Iterable[str] | None = None) -> dict:
+        runs = [self.get(i) for i in ids] if ids is not None else list(reversed(self.list()))
+        return {"format": EXPORT_FORMAT, "schema_version": SCHEMA_VERSION, "exported_at": now_iso(),
+                "runs": [json_ready(r.to_dict()) for r in runs]}
+
+    def export_json(self, ids: Iterable[str] | None = None) -> str:
+        return json.dumps(self.export_data(ids), allow_nan=False, indent=1)
+
+    def import_bytes(self, raw: bytes) -> tuple[int, int]:
+        """Validate a whole runs file, then add its runs in one transaction: (added, already present)."""
+        runs = parse_runs_file(raw)
+        with self._connect() as conn:
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                added = 0
+                for run in runs:
+                    run.imported = True
+                    cur = conn.execute(self._UPSERT.replace("INSERT", "INSERT OR IGNORE"), self._record(run, None))
+                    added += cur.rowcount
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
+        return added, len(runs) - added
+
+    def import_file(self, path: str | os.PathLike) -> tuple[int, int]:
+        path = Path(path)
+        try:
+            size = path.stat().st_size
+            if size > MAX_IMPORT_BYTES:
+                raise ImportRefused(f"{path.name} is {size / 2**20:.0f} MiB; the limit is {MAX_IMPORT_BYTES // 2**20} MiB")
+            raw = path.read_bytes()
+        except OSError as exc:
+            raise ImportRefused(f"cannot read {path}: {exc.strerror or exc}") from None
+        return self.import_bytes(raw)
+
+
+def parse_runs_file(raw: bytes) -> list[RunResult]:
+    """Decode and validate a runs file (or a single run as printed by ``--json``); never unpickle."""
+    if len(raw) > MAX_IMPORT_BYTES:
+        raise ImportRefused(f"file is larger than {MAX_IMPORT_BYTES // 2**20} MiB")
+    if raw[:1] == b"\x80" or raw[:2] in (b"(d", b"(l", b"}q", b"]q"):
+        raise ImportRefused("this is a Python pickle; GPU Lab never loads pickles — "
+                            "export runs with `python -m core runs export` instead")
+    try:
+        text = raw.decode("utf-8-sig")
+    except UnicodeDecodeError:
+        raise ImportRefused("not a GPU Lab runs file: it is not UTF-8 text") from None
+    try:
+        data = json.loads(text, parse_constant=_refuse_constant)
+    except (json.JSONDecodeError, ValueError, RecursionError) as exc:
+        raise ImportRefused(f"not valid JSON ({exc}); the file may be truncated") from None
+    if isinstance(data, dict) and "format" in data:
+        if data.get("format") != EXPORT_FORMAT:
+            raise ImportRefused(f"format {data.get('format')!r} is not {EXPORT_FORMAT!r}")
+        if data.get("schema_version") != SCHEMA_VERSION:
+            raise ImportRefused(f"runs file schema_version {data.get('schema_version')!r} is not {SCHEMA_VERSION}")
+        items = data.get("runs")
+        if not isinstance(items, list):
+            raise ImportRefused("'runs' must be a list")
+    elif isinstance(data, dict) and "experiment" in data:
+        items = [data]
+    else:
+        raise ImportRefused(f"not a GPU Lab runs file: expected an object with format {EXPORT_FORMAT!r}")
+    runs = []
+    seen = set()
+    for i, item in enumerate(items):
+        try:
+            run = RunResult.from_dict(item)
+        except (SchemaError, TypeError) as exc:
+            raise ImportRefused(f"run {i + 1} of {len(items)}: {exc}") from None
+        if run.status == "running":
+            raise ImportRefused(f"run {i + 1} of {len(items)} is still 'running'; only finished runs can be imported")
+        if run.id not in seen:
+            seen.add(run.id)
+            runs.append(run)
+    return runs
+
+
+def _refuse_constant(name: str):
+    raise ValueError(f"{name} is not JSON")
+
+
+def _pid_alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

@@ -1,0 +1,204 @@
+"""The worker process: ``python -m core.worker`` runs experiments away from the dashboard.
+
+Protocol (JSON lines, the shape pyperf uses). The parent writes requests on the worker's stdin:
+
+    {"op": "run", "job_id": "...", "experiment": "matmul", "config": {...}, "device": "auto"}
+    {"op": "exit"}                                   (or just close stdin)
+
+The worker answers on stdout, one JSON object per line; anything else the experiment or a C
+library prints is redirected to stderr, so stdout carries nothing but the protocol:
+
+    {"type": "ready", "pid": 123, "env": {...}}                  once, at start
+    {"type": "waiting", "job_id", "message"}                     another process holds the device
+    {"type": "started", "job_id", "device": {...}, "versions": {...}, "started_at"}
+    {"type": "progress", "job_id", "done", "total", "message", "rows": [...]}
+    {"type": "result", "job_id", "status", "error", "rows", "meta", "finished_at", "recycle"}
+
+``python -m core.worker --info`` prints one JSON line with :func:`core.device.describe_all` and
+exits. Run it by hand to debug an experiment: type a ``run`` request and read the events.
+
+Jobs on one physical device never overlap, across processes too: the worker holds an exclusive
+``flock`` on ``<lock_dir>/<device>.lock`` from "started" to "result". A worker whose parent dies
+exits by itself (it watches its parent pid), so no orphan keeps a GPU busy.
+"""
+from __future__ import annotations
+
+import argparse
+import fcntl
+import gc
+import json
+import os
+import resource
+import sys
+import threading
+import time
+import traceback
+from contextlib import contextmanager
+
+from core.experiment import ConfigError, Context, Output, Progress, Unsupported, json_ready
+from core.paths import lock_dir
+from core.result import now_iso
+
+# Environment a parent may set for the worker.
+MEMORY_LIMIT_ENV = "GPULAB_WORKER_MEMORY_LIMIT_BYTES"  # address-space cap: CPU out-of-memory becomes catchable
+REPORTED_ENV = ("PYTORCH_CUDA_ALLOC_CONF", "NVIDIA_TF32_OVERRIDE", "CUDA_VISIBLE_DEVICES", MEMORY_LIMIT_ENV)
+
+
+class _Channel:
+    """Protocol output on a private duplicate of fd 1; fd 1 itself is pointed at stderr."""
+
+    def __init__(self) -> None:
+        sys.stdout.flush()
+        self._out = os.fdopen(os.dup(1), "w", buffering=1, encoding="utf-8")
+        os.dup2(2, 1)
+        sys.stdout = sys.stderr
+        self._lock = threading.Lock()
+
+    def emit(self, event: dict) -> None:
+        line = json.dumps(json_ready(event), allow_nan=False)
+        with self._lock:
+            self._out.write(line + "\n")
+            self._out.flush()
+
+
+def _watch_parent() -> None:
+    parent = os.getppid()
+
+    def loop() -> None:
+        while True:
+            time.sleep(0.5)
+            if os.getppid() != parent:
+                os._exit(3)
+
+    threading.Thread(target=loop, daemon=True, name="parent-watch").start()
+
+
+@contextmanager
+def device_lock(torch_device: str, on_wait):
+    path = lock_dir() / f"{torch_device.replace(':', '')}.lock"
+    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    try:
+        try:
+            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+        except BlockingIOError:
+            on_wait(f"waiting for {torch_device}: another GPU Lab process is running a job on it")
+            fcntl.flock(fd, fcntl.LOCK_EX)
+        yield
+    finally:
+        os.close(fd)  # closing releases the lock
+
+
+def _is_oom(exc: BaseException) -> bool:
+    import torch
+
+    if isinstance(exc, (MemoryError, torch.cuda.OutOfMemoryError)):
+        return True
+    text = str(exc).lower()
+    return isinstance(exc, RuntimeError) and ("out of memory" in text or "can't allocate memory" in text)
+
+
+def _free_memory() -> None:
+    import torch
+
+    gc.collect()
+    if torch.cuda.is_available() and torch.cuda.is_initialized():
+        torch.cuda.empty_cache()
+
+
+def run_job(request: dict, emit) -> None:
+    """Run one request to the end, emitting events; never raises."""
+    from core import device as devices, registry
+
+    job_id = request.get("job_id", "")
+
+    def result(status: str, error: str | None, rows=(), meta=None, recycle=False) -> None:
+        emit({"type": "result", "job_id": job_id, "status": status, "error": error, "rows": list(rows),
+              "meta": meta or {}, "finished_at": now_iso(), "recycle": recycle})
+
+    try:
+        exp = registry.get(request["experiment"])
+        config = exp.make_config(request.get("config") or {})
+        torch_device = devices.resolve(request.get("device", "auto"))
+        desc = devices.describe(torch_device)
+    except (ConfigError, KeyError) as exc:
+        result("error", f"invalid request: {exc}")
+        return
+
+    with device_lock(torch_device, lambda msg: emit({"type": "waiting", "job_id": job_id, "message": msg})):
+        emit({"type": "started", "job_id": job_id, "device": desc, "versions": devices.versions(),
+              "started_at": now_iso(), "pid": os.getpid()})
+        ctx = Context(device=torch_device, device_name=desc["name"])
+        gen = exp.run(config, ctx)
+        try:
+            while True:
+                event = next(gen)
+                if isinstance(event, Progress):
+                    emit({"type": "progress", "job_id": job_id, "done": event.done, "total": event.total,
+                          "message": event.message, "rows": list(event.rows)})
+        except StopIteration as stop:
+            out = stop.value if isinstance(stop.value, Output) else Output(rows=[])
+            result("ok", None, out.rows, out.meta)
+        except Unsupported as exc:
+            result("unsupported", str(exc))
+        except ConfigError as exc:
+            result("error", f"invalid config: {exc}")
+        except BaseException as exc:  # noqa: BLE001 - every failure becomes a stored result
+            if isinstance(exc, (KeyboardInterrupt, SystemExit)):
+                raise
+            if _is_oom(exc):
+                first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+                result("error", f"out of memory on {desc['name']}: {first}", meta={"oom": True}, recycle=True)
+            else:
+                result("error", f"{type(exc).__name__}: {exc}", meta={"traceback": traceback.format_exc()})
+        finally:
+            gen.close()
+            _free_memory()
+
+
+def _apply_memory_limit() -> None:
+    limit = os.environ.get(MEMORY_LIMIT_ENV)
+    if limit:
+        resource.setrlimit(resource.RLIMIT_AS, (int(limit), int(limit)))
+
+
+def serve() -> int:
+    channel = _Channel()
+    _watch_parent()
+    _apply_memory_limit()
+    channel.emit({"type": "ready", "pid": os.getpid(),
+                  "env": {k: os.environ[k] for k in REPORTED_ENV if k in os.environ}})
+    for line in sys.stdin:
+        if not line.strip():
+            continue
+        try:
+            request = json.loads(line)
+        except json.JSONDecodeError as exc:
+            channel.emit({"type": "result", "job_id": "", "status": "error", "error": f"bad request: {exc}",
+                          "rows": [], "meta": {}, "finished_at": now_iso(), "recycle": False})
+            continue
+        op = request.get("op")
+        if op == "exit":
+            break
+        if op == "run":
+            run_job(request, channel.emit)
+        else:
+            channel.emit({"type": "result", "job_id": request.get("job_id", ""), "status": "error",
+                          "error": f"unknown op {op!r}", "rows": [], "meta": {}, "finished_at": now_iso(),
+                          "recycle": False})
+    return 0
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = argparse.ArgumentParser(prog="python -m core.worker", description=__doc__.splitlines()[0])
+    parser.add_argument("--info", action="store_true", help="print the device description as JSON and exit")
+    args = parser.parse_args(argv)
+    if args.info:
+        from core.device import describe_all
+
+        print(json.dumps(json_ready(describe_all()), allow_nan=False), flush=True)
+        return 0
+    return serve()
+
+
+if __name__ == "__main__":
+    sys.exit(main())
