@@ -1,0 +1,22 @@
+"""GPU Lab: live experiments on the GPU next to you — number formats, matmul units, memory.
+
+``streamlit run app.py``. The entrypoint draws the shared sidebar (device, model size, dtype) and
+the navigation; each page is a short script in ``pages/``. Experiments never run in this process.
+"""
+import streamlit as st
+
+from pages.common import catalog, lab
+
+
+def run() -> None:
+    st.set_page_config(page_title="GPU Lab", page_icon=":material/science:", layout="wide")
+    nav = st.navigation([st.Page(path, title=title, icon=icon, default=(path == "pages/home.py"))
+                         for path, title, icon in catalog.available()])
+    lab.sidebar()
+    problem = lab.store_problem()
+    if problem:
+        st.sidebar.error(f"Runs are not being saved: {problem}")
+    nav.run()
+
+
+run()

@@ -1,0 +1,46 @@
+"""Chart styling shared by every page: one colour per dtype, units on axes, titles that name the device."""
+from __future__ import annotations
+
+import pandas as pd
+import plotly.graph_objects as go
+import streamlit as st
+
+from core.result import RunResult
+from pages.common.export import export_buttons, toolbar_config
+
+DTYPE_COLORS = {
+    "fp64": "#1f77b4", "fp32": "#ff7f0e", "tf32": "#2ca02c", "bf16": "#d62728", "fp16": "#9467bd",
+    "fp8": "#8c564b", "fp8_e4m3fn": "#8c564b", "fp8_e5m2": "#c49c94", "int8": "#e377c2", "int4": "#7f7f7f",
+}
+_FALLBACK = ("#17becf", "#bcbd22", "#393b79", "#637939", "#8c6d31", "#843c39", "#7b4173")
+
+
+def color_for(name: str) -> str:
+    if name in DTYPE_COLORS:
+        return DTYPE_COLORS[name]
+    return _FALLBACK[sum(map(ord, str(name))) % len(_FALLBACK)]
+
+
+def device_label(run: RunResult) -> str:
+    """'CPU — <model>' or 'cuda:0 — <GPU>': every chart says where its numbers come from."""
+    device = run.device
+    if device.get("kind") == "cpu":
+        return f"CPU — {device.get('name', '')}"
+    return device.get("label") or device.get("name", "unknown device")
+
+
+def title(text: str, run: RunResult | None = None, detail: str = "") -> str:
+    sub = " · ".join(filter(None, [device_label(run) if run else "", detail]))
+    return f"{text}<br><sup>{sub}</sup>" if sub else text
+
+
+def style(fig: go.Figure, title_text: str, x_title: str, y_title: str, **layout) -> go.Figure:
+    fig.update_layout(template="plotly_white", title=title_text, xaxis_title=x_title, yaxis_title=y_title,
+                      legend_title_text=layout.pop("legend_title", None), margin=dict(t=80), **layout)
+    return fig
+
+
+def show(fig: go.Figure, data: pd.DataFrame | None, name: str, key: str) -> None:
+    """Draw a chart with the shared toolbar settings and the export row under it."""
+    st.plotly_chart(fig, width="stretch", config=toolbar_config(name), key=f"{key}.chart")
+    export_buttons(fig, data, name, key)

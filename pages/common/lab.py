@@ -1,0 +1,103 @@
+"""The dashboard's handles on the engine, shared by every page and every browser tab.
+
+One :class:`~core.jobs.JobManager` per server (``st.cache_resource``: thread-safe, shared by all
+sessions), so jobs from two tabs queue on the same device. The server never touches CUDA: the
+device list comes from a worker (:func:`core.jobs.query_devices`).
+"""
+from __future__ import annotations
+
+import streamlit as st
+
+from core.jobs import JobManager, query_devices
+from core.presets import DEFAULT_BATCH, PRESET_NAMES
+from core.store import RunStore, StoreError
+
+DTYPES = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "int8")
+# Non-widget session keys that hold the sidebar's shared selections (they survive page switches).
+DEVICE_KEY, MODEL_KEY, DTYPE_KEY = "lab.device", "lab.model", "lab.dtype"
+
+
+@st.cache_resource(show_spinner=False)
+def store() -> RunStore | None:
+    """The run store, or None (with the reason in :func:`store_problem`) when it cannot be opened."""
+    try:
+        return RunStore()
+    except StoreError as exc:
+        _problems["store"] = str(exc)
+        return None
+
+
+_problems: dict[str, str] = {}
+
+
+def store_problem() -> str | None:
+    store()
+    return _problems.get("store")
+
+
+@st.cache_resource(show_spinner=False)
+def manager() -> JobManager:
+    return JobManager(store=store())
+
+
+@st.cache_resource(show_spinner="Asking a worker which devices this box has…")
+def _devices() -> dict:
+    try:
+        return query_devices()
+    except Exception as exc:  # noqa: BLE001 - a broken torch install must not take the page down
+        return {"devices": [], "default": "cpu", "cuda_available": False, "error": str(exc),
+                "cuda_unavailable_reason": str(exc), "versions": {}}
+
+
+def devices(refresh: bool = False) -> dict:
+    if refresh:
+        _devices.clear()
+    return _devices()
+
+
+def device_options() -> dict[str, str]:
+    """torch device string → label, for the sidebar."""
+    info = devices()
+    options = {d["torch_device"]: d["label"] for d in info["devices"] if d["kind"] == "cuda"}
+    options["cpu"] = next((d["label"] for d in info["devices"] if d["kind"] == "cpu"), "CPU")
+    return options
+
+
+def device_info(torch_device: str) -> dict | None:
+    return next((d for d in devices()["devices"] if d["torch_device"] == torch_device), None)
+
+
+def selected_device() -> str:
+    return st.session_state.get(DEVICE_KEY) or devices().get("default", "cpu")
+
+
+def selected_model() -> str:
+    return st.session_state.get(MODEL_KEY) or "tiny"
+
+
+def selected_dtype() -> str:
+    return st.session_state.get(DTYPE_KEY) or "fp32"
+
+
+def sidebar() -> None:
+    """The selections every page shares: device, model size, dtype.
+
+    Drawn by app.py on every page, so these keyed widgets never leave the screen and keep their
+    values across page switches (a keyed widget on a page would lose its value).
+    """
+    options = device_options()
+    if st.session_state.get(DEVICE_KEY) not in options:
+        st.session_state[DEVICE_KEY] = devices().get("default", "cpu") if devices().get("default") in options \
+            else next(iter(options))
+    st.session_state.setdefault(MODEL_KEY, "tiny")
+    st.session_state.setdefault(DTYPE_KEY, "fp32")
+    with st.sidebar:
+        st.selectbox("Device", list(options), key=DEVICE_KEY, format_func=options.get,
+                     help="Experiments run in a worker process on this device.")
+        st.selectbox("Model size", PRESET_NAMES, key=MODEL_KEY,
+                     help=f"The course's Transformer presets (tiny and mini run in seconds on CPU); "
+                          f"batch {DEFAULT_BATCH} by default.")
+        st.selectbox("Dtype", DTYPES, key=DTYPE_KEY, help="The number format the pages start from.")
+        active = manager().active()
+        if active:
+            st.caption(f"{len(active)} job(s) running or queued")

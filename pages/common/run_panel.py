@@ -1,0 +1,110 @@
+"""The one way a page runs an experiment: Run button → queued/progress/cancel → stored result.
+
+The job lives in the server-wide :class:`~core.jobs.JobManager`; the page only keeps its id in
+session state, and a ``run_every`` fragment polls it (no ``st.*`` call from other threads). When
+the job ends, its :class:`~core.result.RunResult` (already in the store) is drawn by the page's
+``render`` function — the same function that redraws a stored run later.
+"""
+from __future__ import annotations
+
+from typing import Callable
+
+import streamlit as st
+
+from core.experiment import ConfigError
+from core.result import RunResult
+from pages.common import lab
+from pages.common.charts import device_label
+
+Render = Callable[[RunResult], None]
+
+
+def _job_key(key: str) -> str:
+    return f"{key}.job"
+
+
+def _run_key(key: str) -> str:
+    return f"{key}.run"
+
+
+def status_banner(run: RunResult) -> None:
+    """What happened to a run, in words, above its charts."""
+    when = run.started_at[:19].replace("T", " ")
+    took = f", {run.duration_s:.1f} s" if run.duration_s is not None else ""
+    st.caption(f"Run `{run.id[:8]}` · {device_label(run)} · {when} UTC{took}")
+    if run.status == "unsupported":
+        st.warning(run.error or "unsupported on this device")
+    elif run.status in ("error", "interrupted"):
+        st.error(f"{run.status}: {run.error}")
+    elif run.status == "cancelled":
+        st.info(f"Cancelled — showing the {len(run.rows)} point(s) finished before the cancel.")
+    if run.meta.get("store_error"):
+        st.warning(f"The run could not be stored: {run.meta['store_error']}")
+
+
+def submit(key: str, experiment: str, values: dict, device: str | None = None, name: str = "") -> bool:
+    """Queue a run for this page; shows a clear message and returns False on bad settings."""
+    try:
+        job = lab.manager().submit(experiment, values, device or lab.selected_device(), name=name)
+    except ConfigError as exc:
+        st.error(f"Invalid settings: {exc}")
+        return False
+    st.session_state[_job_key(key)] = job.id
+    return True
+
+
+def run_controls(key: str, experiment: str, values: Callable[[], dict], label: str = "Run",
+                 device: str | None = None) -> None:
+    """A Run button that validates the settings (built lazily by ``values``) and queues the job."""
+    running = _current_job(key) is not None
+    if st.button(label, key=f"{key}.button", type="primary", disabled=running):
+        try:
+            submitted = values()
+        except ConfigError as exc:
+            st.error(f"Invalid settings: {exc}")
+            return
+        submit(key, experiment, submitted, device)
+
+
+def _current_job(key: str):
+    job_id = st.session_state.get(_job_key(key))
+    return lab.manager().get(job_id) if job_id else None
+
+
+def results(key: str, render: Render, empty: str = "No run yet: choose settings and press Run.") -> RunResult | None:
+    """Progress while the page's job runs, then its result drawn by ``render``; returns the run shown."""
+    job = _current_job(key)
+    if job is not None and job.state == "done":
+        st.session_state[_run_key(key)] = job.result
+        del st.session_state[_job_key(key)]
+        job = None
+    if job is not None:
+        _progress(key)
+        return None
+    run = st.session_state.get(_run_key(key))
+    if run is None:
+        st.info(empty)
+        return None
+    status_banner(run)
+    if run.rows or run.status == "ok":
+        render(run)
+    return run
+
+
+@st.fragment(run_every=0.5)
+def _progress(key: str) -> None:
+    job = _current_job(key)
+    if job is None or job.state == "done":
+        st.rerun(scope="app")
+        return
+    if job.state == "queued":
+        position = lab.manager().queue_position(job)
+        st.info(f"Queued{f' (position {position})' if position else ''}: {job.message} — jobs on one device "
+                f"run one at a time so timings are never polluted.")
+    else:
+        text = job.message or "running"
+        if job.total_steps:
+            text = f"{job.done_steps}/{job.total_steps} · {text}"
+        st.progress(job.fraction, text=text)
+    if st.button("Cancel", key=f"{key}.cancel"):
+        job.cancel()
