@@ -44,3 +44,9 @@ def show(fig: go.Figure, data: pd.DataFrame | None, name: str, key: str) -> None
     """Draw a chart with the shared toolbar settings and the export row under it."""
     st.plotly_chart(fig, width="stretch", config=toolbar_config(name), key=f"{key}.chart")
     export_buttons(fig, data, name, key)
+
+
+def show_charts(charts, key: str) -> None:
+    """Draw a list of :class:`pages.plots.Chart` with their export rows."""
+    for i, chart in enumerate(charts):
+        show(chart.figure, chart.data, chart.name, f"{key}.{i}.{chart.name}")

@@ -1,0 +1,31 @@
+"""Summary statistics derived from raw timing samples (the samples themselves are kept in results)."""
+from __future__ import annotations
+
+import statistics
+from typing import Sequence
+
+
+def percentile(sorted_values: Sequence[float], q: float) -> float:
+    """Linear-interpolated percentile (q in 0..100) of already sorted values, as numpy's default."""
+    if not sorted_values:
+        raise ValueError("no samples")
+    pos = (len(sorted_values) - 1) * q / 100.0
+    lo = int(pos)
+    hi = min(lo + 1, len(sorted_values) - 1)
+    return sorted_values[lo] + (sorted_values[hi] - sorted_values[lo]) * (pos - lo)
+
+
+def summarize(samples: Sequence[float], prefix: str = "") -> dict[str, float]:
+    """median, mean, std, min, max, p20, p80 and count of ``samples``; keys get ``prefix`` (e.g. ``ms_``)."""
+    values = sorted(float(v) for v in samples)
+    out = {
+        "median": statistics.median(values),
+        "mean": statistics.fmean(values),
+        "std": statistics.stdev(values) if len(values) > 1 else 0.0,
+        "min": values[0],
+        "max": values[-1],
+        "p20": percentile(values, 20),
+        "p80": percentile(values, 80),
+        "count": len(values),
+    }
+    return {f"{prefix}{k}": v for k, v in out.items()}

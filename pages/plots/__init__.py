@@ -1,0 +1,45 @@
+"""Figure builders, one module per experiment: ``pages/plots/<experiment>.py`` (dashes → underscores).
+
+Each module defines ``figures(run: RunResult) -> list[Chart]``: pure Plotly, no Streamlit, so the
+experiment's page, the compare page and the HTML report draw a stored run identically. A module
+may also define ``overlay(runs: list[RunResult]) -> list[Chart]`` for the compare page.
+"""
+from __future__ import annotations
+
+import importlib
+from dataclasses import dataclass
+
+import pandas as pd
+import plotly.graph_objects as go
+
+from core.result import RunResult
+
+
+@dataclass
+class Chart:
+    name: str  # file name stem and widget key, e.g. "matmul-tflops"
+    figure: go.Figure
+    data: pd.DataFrame | None = None  # what the CSV/JSON export holds
+
+
+def _module(experiment: str):
+    try:
+        return importlib.import_module(f"pages.plots.{experiment.replace('-', '_')}")
+    except ModuleNotFoundError:
+        return None
+
+
+def figures_for(run: RunResult) -> list[Chart]:
+    """The experiment's own charts for a run (empty if it has no plot module or no rows)."""
+    module = _module(run.experiment)
+    if module is None or not run.rows:
+        return []
+    return module.figures(run)
+
+
+def overlay_for(runs: list[RunResult]) -> list[Chart] | None:
+    """Overlay charts for runs of one experiment, or None if its module defines no overlay."""
+    module = _module(runs[0].experiment)
+    if module is None or not hasattr(module, "overlay"):
+        return None
+    return module.overlay(runs)
