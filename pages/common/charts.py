@@ -1,9 +1,12 @@
-"""Chart styling shared by every page: one colour per dtype, units on axes, titles that name the device."""
+"""Chart styling shared by every page: one colour per dtype, units on axes, titles that name the device.
+
+Styling is pure Plotly (the HTML report and the CLI use it too); only :func:`show` and
+:func:`show_charts` draw with Streamlit, which they import when called.
+"""
 from __future__ import annotations
 
 import pandas as pd
 import plotly.graph_objects as go
-import streamlit as st
 
 from core.result import RunResult
 from pages.common.export import export_buttons, toolbar_config
@@ -42,6 +45,8 @@ def style(fig: go.Figure, title_text: str, x_title: str, y_title: str, **layout)
 
 def show(fig: go.Figure, data: pd.DataFrame | None, name: str, key: str) -> None:
     """Draw a chart with the shared toolbar settings and the export row under it."""
+    import streamlit as st
+
     st.plotly_chart(fig, width="stretch", config=toolbar_config(name), key=f"{key}.chart")
     export_buttons(fig, data, name, key)
 

@@ -1,24 +1,37 @@
 """Export of a chart and its data, identical on every page: PNG/SVG, offline HTML, CSV, JSON.
 
-PNG and SVG are rendered on the server with kaleido when it and a Chromium/Chrome are present
-(kaleido's sync server is started once per process: a cold export costs ~2.5 s, a warm one ~0.2 s);
-otherwise the Plotly toolbar's camera button still downloads a PNG from the browser. Files are
-built only when the user clicks (``download_button`` with a callable).
+PNG and SVG are rendered on the server with kaleido when it and a Chromium/Chrome are present.
+kaleido's sync server is started once per process (a cold export costs ~2.5 s, a warm one ~0.2 s);
+without a browser the Plotly toolbar's camera button still downloads a PNG from the browser, and
+the export row says so. Files are built only when the user clicks (``download_button`` with a
+callable). Streamlit is imported only by :func:`export_buttons`, so the byte builders also serve
+the HTML report and the CLI.
 """
 from __future__ import annotations
 
 import json
+import os
 import re
 import shutil
 import threading
+import warnings
 from functools import lru_cache
 
 import pandas as pd
 import plotly.graph_objects as go
-import streamlit as st
+
+from core.experiment import json_ready
+
+IMAGE_WIDTH_PX, IMAGE_HEIGHT_PX = 1100, 600
+PNG_SCALE = 2
+_BROWSERS = ("chromium", "chromium-browser", "google-chrome", "google-chrome-stable", "chrome")
 
 _kaleido_lock = threading.Lock()
 _kaleido_started = False
+
+
+class ImageExportError(RuntimeError):
+    """Server-side PNG/SVG export is not possible here (the message says why)."""
 
 
 def slug(text: str) -> str:
@@ -27,25 +40,44 @@ def slug(text: str) -> str:
 
 @lru_cache(maxsize=1)
 def image_export_problem() -> str | None:
-    """None when server-side PNG/SVG export works here, else why not."""
+    """None when server-side PNG/SVG export can work here, else why not."""
     try:
         import kaleido  # noqa: F401
     except ImportError:
         return "server-side PNG/SVG export needs the kaleido package"
-    if not any(shutil.which(b) for b in ("chromium", "chromium-browser", "google-chrome", "chrome")):
+    browser = os.environ.get("BROWSER_PATH")
+    if not (browser and os.access(browser, os.X_OK)) and not any(shutil.which(b) for b in _BROWSERS):
         return "server-side PNG/SVG export needs Chromium or Chrome (apt-get install chromium)"
     return None
 
 
-def image_bytes(fig: go.Figure, fmt: str, scale: float = 2.0) -> bytes:
+def _ensure_kaleido_server() -> None:
+    """Start kaleido's browser once per process; later exports reuse it (call with the lock held)."""
     global _kaleido_started
+    if _kaleido_started:
+        return
     import kaleido
 
+    kaleido.start_sync_server(silence_warnings=True)  # a singleton: a second start is a silent no-op
+    _kaleido_started = True
+
+
+def image_bytes(fig: go.Figure, fmt: str, scale: float = PNG_SCALE) -> bytes:
+    """PNG or SVG rendered by kaleido: IMAGE_WIDTH_PX × IMAGE_HEIGHT_PX (PNG times ``scale``)."""
+    if fmt not in ("png", "svg"):
+        raise ValueError(f"image format must be png or svg, got {fmt!r}")
+    problem = image_export_problem()
+    if problem:
+        raise ImageExportError(problem)
     with _kaleido_lock:
-        if not _kaleido_started:
-            kaleido.start_sync_server(silence_warnings=True)
-            _kaleido_started = True
-        return fig.to_image(format=fmt, scale=scale if fmt == "png" else 1, width=1100, height=600)
+        _ensure_kaleido_server()
+        with warnings.catch_warnings():  # plotly warns that per-call options are ignored by the server
+            warnings.simplefilter("ignore", UserWarning)
+            try:
+                return fig.to_image(format=fmt, scale=scale if fmt == "png" else 1,
+                                    width=IMAGE_WIDTH_PX, height=IMAGE_HEIGHT_PX)
+            except Exception as exc:  # noqa: BLE001 - kaleido raises assorted errors when the browser dies
+                raise ImageExportError(f"kaleido could not render the {fmt.upper()}: {exc}") from exc
 
 
 def html_bytes(fig: go.Figure) -> bytes:
@@ -58,16 +90,32 @@ def csv_bytes(df: pd.DataFrame) -> bytes:
 
 
 def json_bytes(df: pd.DataFrame) -> bytes:
-    return json.dumps(json.loads(df.to_json(orient="records")), indent=1).encode("utf-8")
+    """Records as strict JSON; non-finite floats travel as "inf"/"nan" strings, as in the store."""
+    records = [{str(k): _plain(v) for k, v in row.items()} for row in df.to_dict(orient="records")]
+    return json.dumps(json_ready(records), indent=1, allow_nan=False, default=str).encode("utf-8")
+
+
+def _plain(value):
+    """numpy scalars → Python numbers; missing values (None/NaN/NaT) → None."""
+    if hasattr(value, "item") and not isinstance(value, (list, dict, str)):
+        value = value.item()
+    try:
+        if pd.isna(value) and not (isinstance(value, float) and value != value):
+            return None
+    except (TypeError, ValueError):  # lists and dicts
+        pass
+    return value
 
 
 def toolbar_config(name: str) -> dict:
     return {"displaylogo": False,
-            "toImageButtonOptions": {"format": "png", "filename": slug(name), "scale": 2}}
+            "toImageButtonOptions": {"format": "png", "filename": slug(name), "scale": PNG_SCALE}}
 
 
 def export_buttons(fig: go.Figure, data: pd.DataFrame | None, name: str, key: str) -> None:
     """One row of download buttons under a chart."""
+    import streamlit as st
+
     base = slug(name)
     problem = image_export_problem()
     cols = st.columns(5 if problem is None else 3)
@@ -90,4 +138,4 @@ def export_buttons(fig: go.Figure, data: pd.DataFrame | None, name: str, key: st
 
 
 __all__ = ["export_buttons", "html_bytes", "csv_bytes", "json_bytes", "image_bytes", "image_export_problem",
-           "toolbar_config", "slug"]
+           "toolbar_config", "slug", "ImageExportError", "IMAGE_WIDTH_PX", "IMAGE_HEIGHT_PX", "PNG_SCALE"]

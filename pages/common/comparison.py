@@ -1,0 +1,267 @@
+"""Comparing stored runs of one experiment, for any experiment: pure pandas and Plotly.
+
+Experiments only agree on the :class:`~core.result.RunResult` schema, so the generic comparison
+reads the rows' columns: integer and text columns without a unit are *keys* (the sweep: size,
+dtype, step), numbers with a unit or float values are *metrics* (``median_ms``, ``tflops``,
+``peak_bytes``). The compare page and the HTML report both use it; a plot module's own
+``overlay(runs)`` replaces :func:`generic_overlay` where it exists.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Hashable
+
+import pandas as pd
+import plotly.graph_objects as go
+
+from core.result import RunResult
+from pages.common.charts import DTYPE_COLORS, color_for, style, title
+from pages.plots import Chart
+
+# Name tokens that mark a measured quantity (``time_ms``, ``ms_median``, ``peak_bytes``).
+MEASURE_TOKENS = frozenset({
+    "ms", "us", "ns", "s", "sec", "seconds", "bytes", "kib", "mib", "gib", "kb", "mb", "gb", "flops", "tflops",
+    "gflops", "tops", "gbs", "pct", "percent", "ratio", "error", "err", "ulp", "rate", "throughput", "median",
+    "mean", "std", "min", "max", "p20", "p80", "time", "peak", "allocated", "reserved", "memory", "loss",
+})
+# Free-text columns: never join keys, never plotted.
+TEXT_COLUMNS = frozenset({"reason", "error", "message", "note", "notes", "status", "traceback"})
+# Line styles tell runs apart when colour already means dtype.
+DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")
+RUN_COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f")
+
+
+# -- columns -----------------------------------------------------------------------------------------
+
+def _tokens(name: str) -> set[str]:
+    return set(str(name).lower().replace("-", "_").split("_"))
+
+
+def _hashable(series: pd.Series) -> bool:
+    return all(isinstance(v, Hashable) for v in series.dropna())
+
+
+def split_columns(df: pd.DataFrame) -> tuple[list[str], list[str]]:
+    """(keys, metrics) of a rows frame, in column order."""
+    keys, metrics = [], []
+    for col in df.columns:
+        series = df[col]
+        if str(col) in TEXT_COLUMNS or not _hashable(series):
+            continue
+        numeric = pd.api.types.is_numeric_dtype(series) and not pd.api.types.is_bool_dtype(series)
+        if numeric and (pd.api.types.is_float_dtype(series) or _tokens(col) & MEASURE_TOKENS):
+            metrics.append(col)
+        else:
+            keys.append(col)
+    return keys, metrics
+
+
+def _common(runs: list[RunResult]) -> tuple[list[pd.DataFrame], list[str], list[str]]:
+    frames = [r.frame() for r in runs]
+    split = [split_columns(f) for f in frames]
+    keys = [c for c in split[0][0] if all(c in s[0] for s in split[1:])]
+    metrics = [c for c in split[0][1] if all(c in s[1] for s in split[1:])]
+    return frames, keys, metrics
+
+
+def x_column(df: pd.DataFrame, keys: list[str]) -> str | None:
+    """The sweep axis: the first numeric key (size, step, batch), if any."""
+    return next((k for k in keys if pd.api.types.is_numeric_dtype(df[k]) and not pd.api.types.is_bool_dtype(df[k])),
+                None)
+
+
+def headline_metric(metrics: list[str]) -> tuple[str, str] | None:
+    """(column, "max"|"min"): the figure a run is known by — throughput up, time down, memory up."""
+    preference = ((("tflops", "tops"), "max"), (("gflops", "flops"), "max"), (("gbs",), "max"),
+                  (("ms", "us", "ns", "s", "time"), "min"), (("bytes", "gib", "mib", "peak"), "max"))
+    for tokens, how in preference:
+        found = [m for m in metrics if _tokens(m) & set(tokens)]
+        if found:
+            return next((m for m in found if "median" in _tokens(m)), found[0]), how
+    return (metrics[0], "max") if metrics else None
+
+
+def fmt(value) -> str:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return str(value)
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    return f"{value:.4g}"
+
+
+def headline(run: RunResult) -> str:
+    """E.g. 'max tflops 312.4' — the history table's one-number summary of a run."""
+    if not run.rows:
+        return ""
+    df = run.frame()
+    chosen = headline_metric(split_columns(df)[1])
+    if chosen is None:
+        return f"{len(df)} row(s)"
+    col, how = chosen
+    values = pd.to_numeric(df[col], errors="coerce").dropna()
+    if values.empty:
+        return f"{col}: no value"
+    return f"{how} {col} {fmt(values.max() if how == 'max' else values.min())}"
+
+
+def settings_text(config: dict, limit: int = 90) -> str:
+    text = ", ".join(f"{k}={value_text(v)}" for k, v in config.items())
+    return text if len(text) <= limit else text[:limit - 1] + "…"
+
+
+def value_text(value) -> str:
+    if isinstance(value, (list, tuple)):
+        return ",".join(map(str, value))
+    return str(value)
+
+
+# -- what differs ------------------------------------------------------------------------------------
+
+def device_text(run: RunResult) -> str:
+    return "CPU" if run.device.get("kind") == "cpu" else str(run.device.get("name", "unknown device"))
+
+
+def differences(runs: list[RunResult]) -> list[str]:
+    """Names of what differs between the runs: 'device', then config fields, then 'torch'."""
+    out = []
+    if len({(r.device.get("kind"), r.device.get("name")) for r in runs}) > 1:
+        out.append("device")
+    keys = list(dict.fromkeys(k for r in runs for k in r.config))
+    out += [k for k in keys if len({value_text(r.config.get(k)) for r in runs}) > 1]
+    if len({r.versions.get("torch") for r in runs}) > 1:
+        out.append("torch")
+    return out
+
+
+def labels(runs: list[RunResult]) -> list[str]:
+    """One legend label per run naming what differs (unique; the run's name or id when nothing does)."""
+    differ = differences(runs)
+
+    def part(run: RunResult, key: str) -> str:
+        if key == "device":
+            return device_text(run)
+        if key == "torch":
+            return f"torch {run.versions.get('torch')}"
+        return f"{key}={value_text(run.config.get(key))}"
+
+    out = [" · ".join(part(r, k) for k in differ) or (r.name or f"run {r.id[:6]}") for r in runs]
+    for i, (run, label) in enumerate(zip(runs, out)):
+        if out.count(label) > 1:
+            out[i] = f"{label} ({run.name or run.id[:6]})"
+    return out
+
+
+def compare_problem(runs: list[RunResult]) -> str | None:
+    """Why these runs cannot share a chart, or None when they can."""
+    if len(runs) < 2:
+        return "pick at least two runs to compare"
+    experiments = sorted({r.experiment for r in runs})
+    if len(experiments) > 1:
+        return f"runs of different experiments cannot share a chart: {', '.join(experiments)}"
+    empty = [r for r in runs if not r.rows]
+    if empty:
+        return "; ".join(f"run {r.id[:8]} ({r.status}) has no measured rows" for r in empty)
+    fields = [set(r.config) for r in runs]
+    if any(f != fields[0] for f in fields[1:]):
+        odd = sorted(set.union(*fields) - set.intersection(*fields))
+        return (f"incompatible settings: field(s) {', '.join(odd)} exist in only some runs "
+                f"(made by different GPU Lab versions?)")
+    _, _, metrics = _common(runs)
+    if not metrics:
+        return "the runs share no measured column to compare"
+    return None
+
+
+def common_metrics(runs: list[RunResult]) -> list[str]:
+    return _common(runs)[2]
+
+
+# -- charts and tables -------------------------------------------------------------------------------
+
+def generic_overlay(runs: list[RunResult], metric: str | None = None) -> Chart:
+    """All runs' ``metric`` on one chart: x is the sweep key, one trace per run (and per dtype-like key)."""
+    frames, keys, metrics = _common(runs)
+    if metric is None:
+        metric = (headline_metric(metrics) or (metrics[0], ""))[0]
+    if metric not in metrics:
+        raise ValueError(f"{metric!r} is not a measured column shared by these runs ({', '.join(metrics)})")
+    x = x_column(frames[0], keys)
+    groups = [k for k in keys if k != x and not pd.api.types.is_numeric_dtype(frames[0][k])][:2]
+    names = labels(runs)
+    fig = go.Figure()
+    parts = []
+    for i, (df, name) in enumerate(zip(frames, names)):
+        df = df.assign(run=name, run_id=runs[i].id)
+        parts.append(df)
+        for group, sub in (df.groupby(groups, sort=False, dropna=False) if groups else [((), df)]):
+            group = group if isinstance(group, tuple) else (group,)
+            dtype_like = len(group) == 1 and group[0] in DTYPE_COLORS
+            colour = color_for(group[0]) if dtype_like else RUN_COLORS[i % len(RUN_COLORS)]
+            trace = " · ".join([name, *map(str, group)])
+            xs = sub[x] if x else list(range(len(sub)))
+            fig.add_trace(go.Scatter(x=xs, y=pd.to_numeric(sub[metric], errors="coerce"), mode="lines+markers",
+                                     name=trace, line=dict(color=colour, dash=DASHES[i % len(DASHES)] if dtype_like
+                                                           else "solid")))
+    xs_all = pd.concat([pd.to_numeric(f[x], errors="coerce") for f in frames]).dropna() if x else pd.Series([])
+    log_x = bool(len(xs_all)) and xs_all.min() > 0 and xs_all.max() / xs_all.min() >= 100
+    experiment = runs[0].experiment
+    differ = differences(runs)
+    detail = f"differs: {', '.join(differ)}" if differ else "same settings and device"
+    style(fig, title(f"{experiment}: {metric}", None, detail), x or "point", metric,
+          legend_title="run", xaxis_type="log" if log_x else None)
+    return Chart(name=f"{experiment}-compare-{metric}", figure=fig, data=pd.concat(parts, ignore_index=True))
+
+
+def delta_table(runs: list[RunResult], metrics: list[str] | None = None) -> pd.DataFrame:
+    """Per metric and key, each run against the first: value, difference and ratio.
+
+    Rows are matched on the shared key columns (median over repeats); runs with no matching
+    points are compared on the median over all their rows.
+    """
+    frames, keys, shared = _common(runs)
+    metrics = [m for m in (metrics or shared) if m in shared]
+    names = labels(runs)
+
+    def reduce(df: pd.DataFrame) -> pd.DataFrame:
+        values = df[keys + metrics].copy()
+        for m in metrics:
+            values[m] = pd.to_numeric(values[m], errors="coerce")
+        if not keys:
+            return values.median().to_frame().T.assign(point="median of all rows")
+        return values.groupby(keys, dropna=False, sort=False)[metrics].median().reset_index()
+
+    base = reduce(frames[0])
+    out = []
+    for name, df in zip(names[1:], frames[1:]):
+        other = reduce(df)
+        on = keys if keys else ["point"]
+        merged = base.merge(other, on=on, suffixes=(" base", " run"))
+        if merged.empty:
+            merged = (frames[0][metrics].apply(pd.to_numeric, errors="coerce").median().to_frame().T
+                      .add_suffix(" base")
+                      .join(df[metrics].apply(pd.to_numeric, errors="coerce").median().to_frame().T.add_suffix(" run"))
+                      .assign(**{k: "median of all rows" for k in on}))
+        for row in merged.to_dict(orient="records"):
+            for m in metrics:
+                a, b = row[f"{m} base"], row[f"{m} run"]
+                out.append({**{k: row[k] for k in on}, "metric": m, "baseline": names[0], "run": name,
+                            "baseline value": a, "value": b, "difference": b - a,
+                            "ratio": b / a if a not in (0, 0.0) and pd.notna(a) else float("nan")})
+    columns = (keys or ["point"]) + ["metric", "baseline", "run", "baseline value", "value", "difference", "ratio"]
+    return pd.DataFrame(out, columns=columns)
+
+
+def generic_figures(run: RunResult) -> list[Chart]:
+    """For a run whose experiment has no plot module: each metric against the sweep key."""
+    df = run.frame()
+    keys, metrics = split_columns(df)
+    if not metrics:
+        return []
+    x = x_column(df, keys)
+    fig = go.Figure()
+    for i, m in enumerate(metrics[:8]):
+        fig.add_trace(go.Scatter(x=df[x] if x else list(range(len(df))), y=pd.to_numeric(df[m], errors="coerce"),
+                                 mode="lines+markers", name=m, line=dict(color=RUN_COLORS[i % len(RUN_COLORS)])))
+    style(fig, title(f"{run.experiment}: measured columns", run, settings_text(run.config, 60)), x or "point",
+          "value (unit in the legend name)")
+    return [Chart(name=f"{run.experiment}-rows", figure=fig, data=df)]

@@ -1,0 +1,25 @@
+"""Charts for the ``probe`` diagnostic: which steps finished, and when (rows kept from progress events)."""
+from __future__ import annotations
+
+import plotly.graph_objects as go
+
+from core.result import RunResult
+from pages.common.charts import style, title
+from pages.plots import Chart
+
+
+def figures(run: RunResult) -> list[Chart]:
+    df = run.frame()
+    if "step" not in df.columns:
+        return []
+    fig = go.Figure()
+    if "t" in df.columns:  # progress rows carry a wall-clock stamp: show the time between steps
+        elapsed_s = df["t"] - df["t"].min()
+        fig.add_trace(go.Scatter(x=df["step"], y=elapsed_s, mode="lines+markers", name="elapsed"))
+        y_title = "time since the first step (s)"
+    else:
+        fig.add_trace(go.Bar(x=df["step"], y=[1] * len(df), name="finished"))
+        y_title = "finished (1 = yes)"
+    style(fig, title(f"Worker probe: {len(df)} step(s), status {run.status}", run,
+                     f"mode={run.config.get('mode')}"), "step", y_title)
+    return [Chart(name="probe-steps", figure=fig, data=df)]
