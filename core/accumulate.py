@@ -1,0 +1,113 @@
+"""``accumulate``: repeat ``s += x`` for every accumulator × addend dtype, as the course note does.
+
+Each pair runs the note's Python loop on the selected device (one in-place add per step, so every
+partial sum is rounded to the accumulator's dtype), and the result is compared with the exact sum
+``value × steps`` of the typed decimal. Two more numbers separate the two error sources:
+``addend_stored`` (what the addend dtype holds for ``value``) and ``error_vs_stored_addend``
+(the loop's error against ``steps × addend_stored``: accumulation error alone).
+
+Rows: one per pair (``method: "loop"``) plus one per dtype for ``torch.sum`` of the same data
+(``method: "torch.sum"``; the reduction kernel's own accumulator and summation order decide).
+``meta["curve"]``: the running sum at ``meta["curve"]["steps"]`` for each pair (up to
+``curve_points`` checkpoints), so the page can draw the error over the steps and show where a
+low-precision accumulator stalls (``stalled_at_step``: first step that left the sum unchanged).
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from decimal import Decimal
+
+import torch
+
+from core.experiment import ConfigError, Context, Experiment, Output, Progress
+
+DTYPES = {"fp64": torch.float64, "fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
+MAX_STEPS = 100_000
+
+
+@dataclass(frozen=True)
+class AccumulateConfig:
+    value: float = field(default=0.01, metadata={"help": "the addend x in s += x"})
+    steps: int = field(default=1000, metadata={"help": f"additions per pair (1..{MAX_STEPS})"})
+    dtypes: tuple[str, ...] = field(default=tuple(DTYPES), metadata={"help": "accumulator and addend dtypes"})
+    curve_points: int = field(default=400, metadata={"help": "checkpoints kept for the error curve"})
+
+    def __post_init__(self) -> None:
+        if not 1 <= self.steps <= MAX_STEPS:
+            raise ConfigError(f"steps must be between 1 and {MAX_STEPS}, got {self.steps}")
+        unknown = [d for d in self.dtypes if d not in DTYPES]
+        if unknown or not self.dtypes:
+            raise ConfigError(f"dtypes must be a non-empty list of {', '.join(DTYPES)}; got {', '.join(unknown)}")
+        if not 2 <= self.curve_points <= 5000:
+            raise ConfigError(f"curve_points must be between 2 and 5000, got {self.curve_points}")
+        if not abs(self.value) < 1e300:
+            raise ConfigError(f"value must be finite and below 1e300 in magnitude, got {self.value}")
+
+
+def checkpoints(steps: int, points: int) -> list[int]:
+    """Steps at which the running sum is recorded: every step if few, else evenly spaced (always the last)."""
+    if steps <= points:
+        return list(range(1, steps + 1))
+    return sorted({max(1, round(i * steps / (points - 1))) for i in range(points)} | {steps})
+
+
+def accumulate(value: float, steps: int, acc: torch.dtype, addend: torch.dtype, device: str,
+               record: set[int]) -> tuple[float, list[float], int | None]:
+    """The note's loop. Returns (final sum, sums at the ``record`` steps, first step that changed nothing)."""
+    s = torch.zeros((), dtype=acc, device=device)
+    x = torch.tensor(value, dtype=addend, device=device)
+    sums: list[torch.Tensor] = []
+    stalled = torch.zeros((), dtype=torch.int64, device=device)  # 0 = never stalled
+    for step in range(1, steps + 1):
+        before = s.clone()
+        s += x
+        # Recorded on the device (no sync per step): the first step at which s did not move.
+        stalled = torch.where((stalled == 0) & (s == before), torch.tensor(step, device=device), stalled)
+        if step in record:
+            sums.append(s.clone())
+    curve = torch.stack(sums).double().tolist() if sums else []
+    first = int(stalled.item())
+    return float(s.double().item()), curve, first or None
+
+
+def _error_fields(result: float, exact: Decimal, steps: int, stored_addend: float) -> dict:
+    def diff(a: float, b: Decimal) -> float:
+        return float(Decimal(a) - b) if abs(a) != float("inf") and a == a else a - float(b)
+
+    err = diff(result, exact)
+    return {"error": err, "abs_error": abs(err), "rel_error": abs(err) / abs(float(exact)) if exact else abs(err),
+            "error_vs_stored_addend": diff(result, Decimal(stored_addend) * steps)}
+
+
+def run(cfg: AccumulateConfig, ctx: Context):
+    exact = Decimal(repr(cfg.value)) * cfg.steps
+    pairs = [(a, b) for a in cfg.dtypes for b in cfg.dtypes]
+    record = checkpoints(cfg.steps, cfg.curve_points)
+    record_set = set(record)
+    rows, series = [], []
+    total = len(pairs) + 1
+    for i, (acc, add) in enumerate(pairs):
+        result, curve, stalled = accumulate(cfg.value, cfg.steps, DTYPES[acc], DTYPES[add], ctx.device, record_set)
+        stored = torch.tensor(cfg.value, dtype=DTYPES[add]).double().item()
+        row = {"method": "loop", "accumulator": acc, "addend": add, "pair": f"{acc} += {add}", "steps": cfg.steps,
+               "result": result, "exact": float(exact), "addend_stored": stored,
+               **_error_fields(result, exact, cfg.steps, stored), "stalled_at_step": stalled,
+               "result_dtype": acc}
+        rows.append(row)
+        series.append({"accumulator": acc, "addend": add, "sum": curve})
+        yield Progress(i + 1, total, f"{acc} += {add}: {result:.6g}", rows=(row,))
+    for add in cfg.dtypes:  # the same data, reduced by torch.sum in its own dtype
+        data = torch.full((cfg.steps,), cfg.value, dtype=DTYPES[add], device=ctx.device)
+        result = float(data.sum().double().item())
+        stored = data[0].double().item()
+        rows.append({"method": "torch.sum", "accumulator": "torch.sum", "addend": add, "pair": f"torch.sum({add})",
+                     "steps": cfg.steps, "result": result, "exact": float(exact), "addend_stored": stored,
+                     **_error_fields(result, exact, cfg.steps, stored), "stalled_at_step": None,
+                     "result_dtype": add})
+    yield Progress(total, total, "torch.sum", rows=tuple(rows[-len(cfg.dtypes):]))
+    return Output(rows=rows, meta={"curve": {"steps": record, "series": series}, "exact": str(exact),
+                                   "curve_note": "running sum of each loop pair at meta.curve.steps"})
+
+
+EXPERIMENTS = [Experiment(name="accumulate", title="Accumulation error: s += x by accumulator and addend dtype",
+                          config_type=AccumulateConfig, run=run, description=__doc__.splitlines()[0])]
