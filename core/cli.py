@@ -76,6 +76,10 @@ def build_parser() -> argparse.ArgumentParser:
     p = rsub.add_parser("delete", parents=[common], help="delete runs")
     p.add_argument("ids", nargs="+")
 
+    p = sub.add_parser("report", parents=[common], help="write one self-contained HTML report of stored runs")
+    p.add_argument("ids", nargs="+", help="run ids or unique prefixes")
+    p.add_argument("-o", "--output", default="report.html", help="HTML file to write [default: report.html]")
+
     for exp in registry.experiments().values():
         p = sub.add_parser(exp.name, parents=[common], help=exp.title, description=exp.description)
         p.add_argument("--device", default="auto", help="auto (first GPU, else CPU), cpu, cuda or cuda:N")
@@ -179,6 +183,20 @@ def _cmd_runs(args) -> int:
     return 2
 
 
+def _cmd_report(args) -> int:
+    store = _store(args)
+    runs = [store.find(i) for i in args.ids]
+    try:
+        from pages.common.report import write_report  # plotly lives outside core, imported only here
+    except ImportError as exc:
+        print(f"error: the HTML report needs plotly and the GPU Lab pages package ({exc}); "
+              f"pip install plotly pandas, and run from the repository root", file=sys.stderr)
+        return 2
+    size = write_report(runs, args.output)
+    print(f"wrote {len(runs)} run(s) to {args.output} ({size / 2**20:.1f} MiB, opens offline)", file=sys.stderr)
+    return 0
+
+
 def _progress_printer(job, event: dict) -> None:
     kind = event.get("type")
     if kind == "progress":
@@ -222,6 +240,8 @@ def main(argv: list[str] | None = None) -> int:
             return _cmd_info(args)
         if args.command == "runs":
             return _cmd_runs(args)
+        if args.command == "report":
+            return _cmd_report(args)
         return _cmd_experiment(args, registry.get(args.command))
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
