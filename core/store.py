@@ -21,6 +21,8 @@ from core.result import SCHEMA_VERSION, RunResult, SchemaError, now_iso
 EXPORT_FORMAT = "gpulab-runs"
 MAX_IMPORT_BYTES = 256 * 2**20
 DB_VERSION = 1
+# How long a write waits for another process's lock before it fails with "database is locked".
+BUSY_TIMEOUT_S = 30.0
 
 
 class StoreError(RuntimeError):
@@ -71,12 +73,12 @@ class RunStore:
     @contextmanager
     def _connect(self) -> Iterator[sqlite3.Connection]:
         try:
-            conn = sqlite3.connect(self.path, timeout=30, isolation_level=None)
+            conn = sqlite3.connect(self.path, timeout=BUSY_TIMEOUT_S, isolation_level=None)
         except sqlite3.Error as exc:
             raise StoreError(f"cannot open the run database {self.path}: {exc}") from None
         try:
             with closing(conn):
-                conn.execute("PRAGMA busy_timeout = 30000")
+                conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
                 mode = conn.execute("PRAGMA journal_mode = WAL").fetchone()[0]
                 if mode.lower() != "wal" and os.access(self.path, os.W_OK):
                     raise StoreError(f"cannot switch {self.path} to WAL mode (got {mode})")

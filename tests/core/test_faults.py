@@ -1,0 +1,366 @@
+"""Faults injected while the lab works: each must end as a stored, explained run — never a hang, a
+crashed JobManager, an orphan worker or a lost earlier run — and the next job must still run.
+
+The process-table checks only look at workers whose environment carries this test's private lock
+directory, so colleagues' test runs on the same machine never confuse them.
+"""
+from __future__ import annotations
+
+import json
+import os
+import signal
+import sqlite3
+import subprocess
+import sys
+import textwrap
+import time
+from pathlib import Path
+
+import psutil
+import pytest
+
+from core.jobs import JobManager
+from core.store import RunStore, StoreError
+from core.worker import MEMORY_LIMIT_ENV
+
+ROOT = Path(__file__).resolve().parents[2]
+WAIT_S = 120  # a cold worker imports torch; a loaded 2-core CI box can take a while
+
+
+# -- helpers -----------------------------------------------------------------------------------------
+
+
+def our_workers() -> list[psutil.Process]:
+    """Live ``core.worker`` processes started for this test (matched by its lock directory)."""
+    lock_dir = os.environ["GPULAB_LOCK_DIR"]
+    found = []
+    for proc in psutil.process_iter(["cmdline"]):
+        try:
+            if "core.worker" in (proc.info["cmdline"] or []) and proc.environ().get("GPULAB_LOCK_DIR") == lock_dir \
+                    and proc.status() != psutil.STATUS_ZOMBIE:
+                found.append(proc)
+        except psutil.Error:
+            continue
+    return found
+
+
+def gone(pid: int, timeout_s: float = 10) -> bool:
+    """The process has exited (a zombie waiting for a reaper counts as gone: it holds no memory or lock)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
+                return True
+        except psutil.NoSuchProcess:
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def assert_no_orphans(manager: JobManager) -> None:
+    manager.shutdown()
+    deadline = time.monotonic() + 10
+    while our_workers() and time.monotonic() < deadline:
+        time.sleep(0.1)
+    assert our_workers() == [], "worker processes outlived their JobManager"
+
+
+class Events:
+    """Collects a job's protocol events (the worker pid comes with "started")."""
+
+    def __init__(self) -> None:
+        self.seen: list[dict] = []
+
+    def __call__(self, job, event: dict) -> None:
+        self.seen.append(event)
+
+    @property
+    def worker_pid(self) -> int | None:
+        return next((e["pid"] for e in self.seen if e.get("type") == "started"), None)
+
+
+def wait_for(predicate, timeout_s: float = WAIT_S, what: str = "condition") -> None:
+    deadline = time.monotonic() + timeout_s
+    while not predicate():
+        if time.monotonic() > deadline:
+            raise AssertionError(f"timed out waiting for {what}")
+        time.sleep(0.05)
+
+
+def run_ok(manager: JobManager, steps: int = 1):
+    run = manager.submit("probe", {"steps": steps}, "cpu").wait(WAIT_S)
+    assert run is not None and run.status == "ok", run and run.error
+    return run
+
+
+@pytest.fixture
+def earlier(manager, store):
+    """A finished run stored before the fault; the test checks it is byte-for-byte intact after."""
+    run = run_ok(manager, steps=2)
+    return run.id, store.get(run.id).to_dict()
+
+
+def assert_recovered(manager: JobManager, store: RunStore, earlier) -> None:
+    """The next job runs and is stored; the earlier run is untouched; no worker outlives the manager."""
+    nxt = run_ok(manager, steps=2)
+    assert store.get(nxt.id).status == "ok"
+    run_id, snapshot = earlier
+    assert store.get(run_id).to_dict() == snapshot
+    assert_no_orphans(manager)
+
+
+# -- the faults --------------------------------------------------------------------------------------
+
+
+def test_worker_sigkilled_mid_run(manager, store, earlier):
+    events = Events()
+    job = manager.submit("probe", {"steps": 400, "seconds": 0.05}, "cpu", on_event=events)
+    wait_for(lambda: job.done_steps >= 3, what="three progress steps")
+    pid = events.worker_pid
+    os.kill(pid, signal.SIGKILL)
+    run = job.wait(WAIT_S)
+    assert run.status == "error"
+    assert "SIGKILL" in run.error and "before finishing" in run.error
+    assert len(run.rows) >= 3 and [r["step"] for r in run.rows] == list(range(1, len(run.rows) + 1))
+    assert store.get(run.id).rows == run.rows  # the finished points are stored, not just shown
+    assert gone(pid)
+    assert_recovered(manager, store, earlier)
+
+
+def test_out_of_memory_under_address_space_limit_is_an_error_result(monkeypatch, store):
+    monkeypatch.setenv(MEMORY_LIMIT_ENV, str(3 * 2**30))  # workers inherit the environment
+    manager = JobManager(store=store)
+    try:
+        earlier = run_ok(manager, steps=2)
+        snapshot = store.get(earlier.id).to_dict()
+        events = Events()
+        run = manager.submit("probe", {"mode": "oom", "steps": 2}, "cpu", on_event=events).wait(WAIT_S)
+        assert run.status == "error"
+        assert run.error.startswith("out of memory on "), run.error
+        assert run.meta.get("oom") is True
+        assert run.meta["worker"]["env"].get(MEMORY_LIMIT_ENV) == str(3 * 2**30)
+        assert len(run.rows) == 2  # points before the failure are kept
+        assert gone(events.worker_pid), "an OOM'd worker must be recycled, not reused"
+        assert_recovered(manager, store, (earlier.id, snapshot))
+    finally:
+        manager.shutdown()
+
+
+ALLOCATE = textwrap.dedent("""
+    import json, sys
+    from core import registry
+    from core.experiment import Experiment, Output
+    from core.diagnostics import ProbeConfig
+    from core import worker
+
+    def allocate(cfg, ctx):
+        import torch
+        block = torch.ones(int(sys.argv[1]), dtype=torch.uint8)  # touched, so it is really committed
+        yield from ()
+        return Output(rows=[{"bytes": block.numel()}])
+
+    registry.experiments()["allocate"] = Experiment("allocate", "allocate", ProbeConfig, allocate)
+    worker._apply_memory_limit()
+    worker.run_job({"op": "run", "job_id": "j", "experiment": "allocate", "config": {}, "device": "cpu"},
+                   lambda event: print(json.dumps(event), flush=True))
+""")
+
+
+@pytest.mark.parametrize("limited", [False, True])
+def test_address_space_limit_turns_a_real_allocation_into_an_oom_result(limited):
+    """A 4 GiB tensor fits this box without the limit and fails as OOM (not a crash) under a 2 GiB one."""
+    if psutil.virtual_memory().available < 6 * 2**30:
+        pytest.skip("needs ~6 GiB of free memory for the unlimited control run")
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    env.pop(MEMORY_LIMIT_ENV, None)
+    if limited:
+        env[MEMORY_LIMIT_ENV] = str(2 * 2**30)
+    out = subprocess.run([sys.executable, "-c", ALLOCATE, str(4 * 2**30)], capture_output=True, text=True,
+                         env=env, cwd=ROOT, timeout=WAIT_S)
+    assert out.returncode == 0, out.stderr[-2000:]
+    result = [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")][-1]
+    if limited:
+        assert result["status"] == "error" and result["meta"] == {"oom": True} and result["recycle"] is True
+        assert "out of memory" in result["error"]
+    else:
+        assert result["status"] == "ok" and result["rows"] == [{"bytes": 4 * 2**30}]
+
+
+def test_job_past_its_timeout(manager, store, earlier):
+    events = Events()
+    begun = time.monotonic()
+    run = manager.submit("probe", {"mode": "sleep", "steps": 1}, "cpu", timeout_s=1.5, on_event=events).wait(WAIT_S)
+    assert time.monotonic() - begun < 60, "a sleeping job must be stopped at its limit, not after an hour"
+    assert run.status == "error" and "timed out after 1.5 s" in run.error
+    assert len(run.rows) == 1
+    assert gone(events.worker_pid)
+    assert_recovered(manager, store, earlier)
+
+
+def test_cancel_during_a_sweep_keeps_finished_points(manager, store, earlier):
+    events = Events()
+    job = manager.submit("probe", {"steps": 400, "seconds": 0.05}, "cpu", on_event=events)
+    wait_for(lambda: job.done_steps >= 4, what="four progress steps")
+    job.cancel()
+    run = job.wait(WAIT_S)
+    assert run.status == "cancelled"
+    steps = [r["step"] for r in run.rows]
+    assert len(steps) >= 4 and steps == list(range(1, len(steps) + 1)) and len(steps) < 400
+    assert store.get(run.id).status == "cancelled" and store.get(run.id).rows == run.rows
+    assert gone(events.worker_pid)
+    assert_recovered(manager, store, earlier)
+
+
+SERVER = textwrap.dedent("""
+    import json, time
+    from core.jobs import JobManager
+    from core.store import RunStore
+
+    pids = {}
+    manager = JobManager(store=RunStore())
+    job = manager.submit("probe", {"steps": 2000, "seconds": 0.05}, "cpu",
+                         on_event=lambda job, e: pids.setdefault("worker", e.get("pid")) if e.get("type") == "started" else None)
+    while job.done_steps < 3:
+        time.sleep(0.05)
+    print(json.dumps({"job": job.id, "worker": pids["worker"]}), flush=True)
+    time.sleep(3600)
+""")
+
+
+def test_server_restarted_while_a_job_runs(store, earlier, manager):
+    """The serving process dies mid-run: its worker exits by itself, the run becomes "interrupted"."""
+    manager.shutdown()  # the fixture's manager plays no part: the "server" is a separate process
+    server = subprocess.Popen([sys.executable, "-c", SERVER], stdout=subprocess.PIPE, text=True, cwd=ROOT,
+                              env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    try:
+        line = server.stdout.readline()
+        assert line, "the server process died before its job ran"
+        info = json.loads(line)
+        assert store.get(info["job"]).status == "running"
+        server.send_signal(signal.SIGKILL)
+        server.wait(10)
+    finally:
+        if server.poll() is None:
+            server.kill()
+            server.wait()
+    assert gone(info["worker"], timeout_s=10), "the worker must notice its parent died and exit"
+
+    restarted = JobManager(store=store)  # what a restarted server does first
+    try:
+        run = store.get(info["job"])
+        assert run.status == "interrupted"
+        assert f"pid {server.pid}" in run.error
+        events = Events()
+        nxt = restarted.submit("probe", {"steps": 1}, "cpu", on_event=events).wait(WAIT_S)
+        assert nxt.status == "ok"
+        assert not any(e.get("type") == "waiting" for e in events.seen), "the dead run's device lock was kept"
+        assert store.get(earlier[0]).to_dict() == earlier[1]
+        assert_recovered(restarted, store, earlier)
+    finally:
+        restarted.shutdown()
+
+
+LOCKER = textwrap.dedent("""
+    import sqlite3, sys, time
+    conn = sqlite3.connect(sys.argv[1], isolation_level=None)
+    conn.execute("BEGIN EXCLUSIVE")
+    conn.execute("UPDATE runs SET name = name")
+    print("locked", flush=True)
+    time.sleep(float(sys.argv[2]))
+    conn.execute("COMMIT")
+""")
+
+
+def hold_lock(path: Path, seconds: float) -> subprocess.Popen:
+    locker = subprocess.Popen([sys.executable, "-c", LOCKER, str(path), str(seconds)], stdout=subprocess.PIPE,
+                              text=True)
+    assert locker.stdout.readline().strip() == "locked"
+    return locker
+
+
+def test_database_briefly_locked_by_another_process_waits_and_saves(manager, store, earlier):
+    locker = hold_lock(store.path, 3)
+    try:
+        with pytest.raises(sqlite3.OperationalError, match="locked"):  # the lock is real
+            sqlite3.connect(store.path, timeout=0, isolation_level=None).execute("BEGIN IMMEDIATE")
+        job = manager.submit("probe", {"steps": 2}, "cpu")
+        run = job.wait(WAIT_S)
+    finally:
+        locker.wait(30)
+    assert run.status == "ok" and job.store_error is None
+    assert store.get(run.id).rows == run.rows
+    assert_recovered(manager, store, earlier)
+
+
+def test_database_locked_past_the_busy_timeout_is_a_clear_error(monkeypatch, manager, store, earlier):
+    monkeypatch.setattr("core.store.BUSY_TIMEOUT_S", 0.5)
+    locker = hold_lock(store.path, 8)
+    try:
+        job = manager.submit("probe", {"steps": 2}, "cpu")
+        run = job.wait(WAIT_S)
+        assert run.status == "ok" and len(run.rows) == 2  # the measurement itself is not lost
+        assert "database is locked" in job.store_error and str(store.path) in job.store_error
+        assert run.meta["store_error"] == job.store_error  # what the page's status banner shows
+    finally:
+        locker.wait(30)
+    with pytest.raises(KeyError):
+        store.get(run.id)
+    assert_recovered(manager, store, earlier)
+
+
+def test_data_directory_gone_mid_session(manager, store, earlier, data_dir, tmp_path):
+    """The database's directory is replaced by a file (works as root too, unlike chmod)."""
+    data_dir.rename(tmp_path / "moved")
+    data_dir.write_text("not a directory")
+    try:
+        job = manager.submit("probe", {"steps": 1}, "cpu")
+        run = job.wait(WAIT_S)
+        assert run.status == "ok"
+        assert job.store_error and "cannot open the run database" in job.store_error
+        assert run_ok(manager).status == "ok"  # the queue keeps working with a broken store
+    finally:
+        data_dir.unlink()
+        (tmp_path / "moved").rename(data_dir)
+    assert_recovered(manager, store, earlier)
+
+
+RO_MOUNT = 'mount --bind "$0" "$0" && mount -o remount,bind,ro "$0" && exec "$@"'
+
+
+def read_only(data: Path, command: list[str]) -> list[str]:
+    """``command`` with ``data`` read-only. Root ignores file modes, so as root the directory is
+    re-mounted read-only in a private mount namespace instead of chmod'ed."""
+    if os.geteuid() != 0:
+        for path in [data, *data.iterdir()]:
+            os.chmod(path, 0o555 if path.is_dir() else 0o444)
+        return command
+    probe = subprocess.run(["unshare", "--mount", "sh", "-c", RO_MOUNT, str(data), "true"], capture_output=True)
+    if probe.returncode != 0:
+        pytest.skip(f"running as root and cannot mount {data} read-only: {probe.stderr.decode().strip()}")
+    return ["unshare", "--mount", "sh", "-c", RO_MOUNT, str(data), *command]
+
+
+@pytest.mark.parametrize("existing_db", [False, True])
+def test_read_only_data_directory_is_a_clear_cli_error(data_dir, existing_db):
+    data_dir.mkdir(parents=True, exist_ok=True)
+    before = RunStore().count() if existing_db else None
+    cli = [sys.executable, "-m", "core", "probe", "--steps", "1", "--device", "cpu"]
+    try:
+        out = subprocess.run(read_only(data_dir, cli), capture_output=True, text=True, cwd=ROOT, timeout=WAIT_S)
+        assert out.returncode == 2, out.stderr[-2000:]
+        assert out.stderr.startswith("error: ") and str(data_dir) in out.stderr and "Traceback" not in out.stderr
+        unsaved = subprocess.run(read_only(data_dir, cli + ["--no-save"]), capture_output=True, text=True, cwd=ROOT,
+                                 timeout=WAIT_S)
+        assert unsaved.returncode == 0, unsaved.stderr[-2000:]  # the lab still measures, it just cannot store
+    finally:
+        for path in [data_dir, *data_dir.iterdir()]:
+            os.chmod(path, 0o755 if path.is_dir() else 0o644)
+    if existing_db:
+        assert RunStore().count() == before
+
+
+def test_unwritable_data_directory_at_start_is_a_store_error(tmp_path):
+    blocker = tmp_path / "file"
+    blocker.write_text("x")
+    with pytest.raises(StoreError, match="cannot create the data directory"):
+        RunStore(blocker / "sub" / "runs.sqlite")
