@@ -1,0 +1,197 @@
+"""Compare & export: every stored run — browse, reopen, rename/tag, delete, overlay, import, export, report."""
+from __future__ import annotations
+
+import pandas as pd
+import streamlit as st
+
+from core.result import FINAL_STATUSES, RunResult
+from core.store import MAX_IMPORT_BYTES, ImportRefused, RunStore, StoreError
+from pages.common import comparison, lab
+from pages.common.charts import device_label, show_charts
+from pages.common.export import csv_bytes, slug
+from pages.common.report import build_report, device_pairs
+from pages.common.run_panel import status_banner
+from pages.plots import figures_for, overlay_for
+
+KEY = "compare"
+SELECTED = f"{KEY}.selected"
+SORTS = {"newest first": lambda r: r.started_at, "experiment": lambda r: r.experiment,
+         "device": comparison.device_text, "status": lambda r: r.status, "name": lambda r: r.name.lower()}
+
+
+@st.cache_resource(show_spinner=False)
+def _headlines() -> dict:
+    """(run id, status, finished_at) → headline text: reading every run's rows once per server."""
+    return {}
+
+
+def headline(run: RunResult) -> str:
+    cache = _headlines()
+    key = (run.id, run.status, run.finished_at)
+    if key not in cache:
+        cache[key] = comparison.headline(run)
+    return cache[key]
+
+
+def history_frame(runs: list[RunResult]) -> pd.DataFrame:
+    return pd.DataFrame([{
+        "id": r.id[:8], "started": r.started_at[:19].replace("T", " "), "experiment": r.experiment,
+        "device": comparison.device_text(r), "settings": comparison.settings_text(r.config), "status": r.status,
+        "headline": headline(r), "name": r.name, "tags": ", ".join(r.tags), "imported": r.imported,
+    } for r in runs], columns=["id", "started", "experiment", "device", "settings", "status", "headline", "name",
+                               "tags", "imported"])
+
+
+def run_label(run: RunResult) -> str:
+    name = f" · {run.name}" if run.name else ""
+    return f"{run.id[:8]} · {run.experiment} · {comparison.device_text(run)} · {run.started_at[:16]}{name}"
+
+
+def import_section(store: RunStore) -> None:
+    with st.expander("Import runs exported on another box", icon=":material/upload:"):
+        st.caption("A runs file from `python -m core runs export -o runs.json` or this page's export. Imported runs "
+                   "keep their original device and versions and are marked *imported*; runs already here are "
+                   f"skipped. The whole file is checked before anything is added (limit "
+                   f"{MAX_IMPORT_BYTES // 2**20} MiB; pickles are never loaded).")
+        upload = st.file_uploader("Runs file", key=f"{KEY}.upload")
+        if upload is not None and st.button("Import", key=f"{KEY}.import"):
+            try:
+                added, present = store.import_bytes(upload.getvalue())
+            except ImportRefused as exc:
+                st.error(f"Import refused, nothing was changed: {exc}")
+            else:
+                st.success(f"Imported {added} run(s) from {upload.name}; {present} were already here.")
+
+
+def filtered(runs: list[RunResult]) -> list[RunResult]:
+    cols = st.columns([2, 2, 2, 3, 2])
+    experiments = cols[0].multiselect("Experiment", sorted({r.experiment for r in runs}), key=f"{KEY}.f.exp")
+    statuses = cols[1].multiselect("Status", FINAL_STATUSES, key=f"{KEY}.f.status")
+    device = cols[2].text_input("Device contains", key=f"{KEY}.f.device").strip().lower()
+    text = cols[3].text_input("Name, tag or setting contains", key=f"{KEY}.f.text").strip().lower()
+    sort = cols[4].selectbox("Sort by", list(SORTS), key=f"{KEY}.f.sort")
+    out = [r for r in runs
+           if (not experiments or r.experiment in experiments) and (not statuses or r.status in statuses)
+           and (not device or device in comparison.device_text(r).lower() or device in device_label(r).lower())
+           and (not text or text in " ".join([r.name, *r.tags, comparison.settings_text(r.config, 10**6)]).lower())]
+    return sorted(out, key=SORTS[sort], reverse=(sort == "newest first"))
+
+
+def _delete(store: RunStore, ids: list[str]) -> None:
+    removed = store.delete(ids)
+    st.session_state[SELECTED] = []
+    st.session_state[f"{KEY}.deleted"] = removed
+
+
+def actions(store: RunStore, selected: list[RunResult]) -> None:
+    ids = [r.id for r in selected]
+    cols = st.columns(3)
+    cols[0].download_button("Export runs file", lambda: store.export_json(ids).encode("utf-8"),
+                            f"gpulab-runs-{len(ids)}.json", "application/json", key=f"{KEY}.export",
+                            on_click="ignore", icon=":material/download:",
+                            help="JSON runs file: import it on another box (page or `python -m core runs import`)")
+    cols[1].download_button("Report (HTML)", lambda: build_report([store.get(i) for i in ids]).encode("utf-8"),
+                            f"gpulab-report-{slug('-'.join(sorted({r.experiment for r in selected})))}.html",
+                            "text/html", key=f"{KEY}.report", on_click="ignore", icon=":material/description:",
+                            help="one self-contained HTML file: charts, device descriptions, settings (opens offline)")
+    with cols[2].popover(f"Delete {len(ids)} run(s)", icon=":material/delete:"):
+        st.write("Deleted runs cannot be recovered (export them first to keep a copy).")
+        st.button("Delete for good", key=f"{KEY}.delete", type="primary", on_click=_delete, args=(store, ids))
+
+
+def relabel_form(store: RunStore, run: RunResult) -> None:
+    with st.form(f"{KEY}.relabel.{run.id}", border=False):
+        cols = st.columns([3, 3, 1], vertical_alignment="bottom")
+        name = cols[0].text_input("Name", run.name, max_chars=120)
+        tags = cols[1].text_input("Tags (comma-separated)", ", ".join(run.tags), max_chars=300)
+        if cols[2].form_submit_button("Save"):
+            store.relabel(run.id, name=name.strip(), tags=tags.split(","))
+            _headlines().clear()
+            st.rerun()
+
+
+def run_detail(store: RunStore, run: RunResult) -> None:
+    st.subheader(f"{run.experiment}{' — ' + run.name if run.name else ''}")
+    status_banner(run)
+    if run.imported:
+        st.caption("Imported from another box: device and versions are the original ones.")
+    relabel_form(store, run)
+    if run.rows:
+        try:
+            charts = figures_for(run) or comparison.generic_figures(run)
+        except Exception as exc:  # noqa: BLE001 - a stored run from another version may not fit today's plots
+            st.warning(f"The {run.experiment} charts could not redraw this run ({exc}); showing its columns.")
+            charts = comparison.generic_figures(run)
+        show_charts(charts, f"{KEY}.run.{run.id}")
+    cols = st.columns(2)
+    cols[0].write("**Settings**")
+    cols[0].dataframe(pd.DataFrame([(k, comparison.value_text(v)) for k, v in run.config.items()],
+                                   columns=["setting", "value"]), hide_index=True)
+    cols[1].write("**Device**")
+    cols[1].dataframe(pd.DataFrame([(k, str(v)) for k, v in device_pairs(run.device) if v not in (None, "")]
+                                   + [(k, str(v)) for k, v in run.versions.items() if v],
+                                   columns=["property", "value"]), hide_index=True)
+    if run.rows:
+        with st.expander(f"Data ({len(run.rows)} rows)"):
+            st.dataframe(run.frame(), hide_index=True)
+
+
+def compare_view(runs: list[RunResult]) -> None:
+    st.subheader(f"Comparing {len(runs)} runs")
+    problem = comparison.compare_problem(runs)
+    if problem:
+        st.error(f"Cannot compare these runs: {problem}.")
+        return
+    differ = comparison.differences(runs)
+    st.caption("What differs: " + (", ".join(differ) if differ else "nothing in device or settings (repeat runs)"))
+    metrics = comparison.common_metrics(runs)
+    default = (comparison.headline_metric(metrics) or (metrics[0], ""))[0]
+    metric = st.selectbox("Metric", metrics, index=metrics.index(default), key=f"{KEY}.metric")
+    try:
+        charts = overlay_for(runs)
+    except Exception as exc:  # noqa: BLE001
+        st.warning(f"The {runs[0].experiment} overlay failed ({exc}); showing the generic overlay.")
+        charts = None
+    show_charts(charts or [comparison.generic_overlay(runs, metric)], f"{KEY}.cmp")
+    deltas = comparison.delta_table(runs, [metric])
+    st.write(f"**{metric}: each run against {comparison.labels(runs)[0]}** (difference = run − baseline, "
+             f"ratio = run / baseline)")
+    st.dataframe(deltas, hide_index=True)
+    st.download_button("Delta table (CSV)", csv_bytes(comparison.delta_table(runs)),
+                       f"{slug(runs[0].experiment)}-deltas.csv", "text/csv", key=f"{KEY}.deltas",
+                       on_click="ignore", help="every shared metric, not only the one shown")
+
+
+st.title("Compare & export")
+st.caption("Every run made on this box (dashboard or `python -m core`) and every imported run. Pick one to see its "
+           "charts again; pick two or more of one experiment to overlay them; export runs, charts or a report.")
+store = lab.store()
+if store is None:
+    st.error(f"The run store is unavailable: {lab.store_problem()}")
+    st.stop()
+
+try:
+    import_section(store)
+    if st.session_state.get(f"{KEY}.deleted") is not None:
+        st.success(f"Deleted {st.session_state.pop(f'{KEY}.deleted')} run(s).")
+    all_runs = store.list()
+    if not all_runs:
+        st.info("No runs stored yet: run an experiment on another page, or import a runs file above.")
+        st.stop()
+    shown = filtered(all_runs)
+    st.dataframe(history_frame(shown), hide_index=True, key=f"{KEY}.history")
+    st.caption(f"{len(shown)} of {len(all_runs)} run(s). Click a column header to sort by it.")
+    by_id = {r.id: r for r in all_runs}
+    st.session_state[SELECTED] = [i for i in st.session_state.get(SELECTED, []) if i in by_id]
+    options = [r.id for r in shown] + [i for i in st.session_state[SELECTED] if i not in {r.id for r in shown}]
+    chosen = [by_id[i] for i in st.multiselect("Selected runs", options, key=SELECTED,
+                                               format_func=lambda i: run_label(by_id[i]),
+                                               placeholder="pick one run to open it, two or more to compare")]
+    if chosen:
+        actions(store, chosen)
+    if len(chosen) == 1:
+        run_detail(store, chosen[0])
+    elif len(chosen) > 1:
+        compare_view(chosen)
+except StoreError as exc:
+    st.error(f"The run store failed: {exc}")
