@@ -108,11 +108,12 @@ def rows_frame(rows: list[dict]):
     df = pd.DataFrame(rows)
     special = {"inf": float("inf"), "-inf": float("-inf"), "nan": float("nan")}
     for col in df.columns:
-        if df[col].dtype != object:
+        if pd.api.types.is_numeric_dtype(df[col]) or pd.api.types.is_bool_dtype(df[col]):
             continue
         values = df[col].dropna()
         if len(values) and all((isinstance(v, (int, float)) and not isinstance(v, bool))
                                or (isinstance(v, str) and v in special) for v in values):
             if any(isinstance(v, str) for v in values):
-                df[col] = df[col].map(lambda v: special.get(v, v) if isinstance(v, str) else v).astype(float)
+                df[col] = pd.Series([special.get(v, v) if isinstance(v, str) else v for v in df[col]],
+                                    index=df.index, dtype=float)
     return df

@@ -1,0 +1,138 @@
+"""The worker frame survives every way a child can fail, and jobs on one device never overlap."""
+import json
+import subprocess
+import sys
+import time
+from datetime import datetime
+
+import pytest
+
+from core.jobs import JobManager, WorkerProcess
+from tests.conftest import ROOT
+
+
+def run_probe(manager, timeout_s=None, **config):
+    job = manager.submit("probe", config, "cpu", timeout_s=timeout_s)
+    run = job.wait(120)
+    assert run is not None, "job did not finish"
+    return run
+
+
+@pytest.mark.parametrize("mode, status, needle", [
+    ("ok", "ok", None),
+    ("raise", "error", "RuntimeError: probe raised on purpose"),
+    ("exit", "error", "exited with code 1"),
+    ("segfault", "error", "SIGSEGV"),
+    ("oom", "error", "out of memory"),
+    ("unsupported", "unsupported", "unsupported on "),
+])
+def test_each_failure_becomes_a_stored_run_and_the_next_job_runs(manager, store, mode, status, needle):
+    run = run_probe(manager, mode=mode, steps=2)
+    assert run.status == status
+    if needle:
+        assert needle in run.error
+    stored = store.get(run.id)
+    assert stored.status == status and stored.error == run.error
+    assert len(stored.rows) == 2  # finished points survive the failure
+    assert run_probe(manager, mode="ok", steps=1).status == "ok"  # the caller survives
+
+
+def test_timeout_kills_the_worker_and_keeps_progress(manager, store):
+    t0 = time.monotonic()
+    run = run_probe(manager, timeout_s=1.5, mode="sleep", steps=1)
+    assert run.status == "error" and "timed out after 1.5 s" in run.error
+    assert time.monotonic() - t0 < 60
+    assert store.get(run.id).rows == run.rows and len(run.rows) == 1
+    pid = run.meta["worker"]["pid"]
+    time.sleep(0.2)
+    with pytest.raises(ProcessLookupError):
+        import os
+        os.kill(pid, 0)
+
+
+def test_cancel_mid_run_keeps_finished_points(manager, store):
+    job = manager.submit("probe", {"mode": "ok", "steps": 200, "seconds": 0.05}, "cpu")
+    deadline = time.monotonic() + 60
+    while len(job.rows) < 3 and time.monotonic() < deadline:
+        time.sleep(0.05)
+    job.cancel()
+    run = job.wait(60)
+    assert run.status == "cancelled" and run.error == "cancelled by user"
+    assert 3 <= len(run.rows) < 200
+    assert store.get(run.id).status == "cancelled"
+
+
+def test_two_jobs_on_one_device_run_one_after_the_other(manager):
+    a = manager.submit("probe", {"steps": 4, "seconds": 0.25}, "cpu")
+    b = manager.submit("probe", {"steps": 4, "seconds": 0.25}, "cpu")
+    time.sleep(0.1)
+    assert b.state == "queued" and manager.queue_position(b) == 1
+    ra, rb = a.wait(120), b.wait(120)
+    assert ra.status == rb.status == "ok"
+    assert datetime.fromisoformat(rb.started_at) >= datetime.fromisoformat(ra.finished_at)
+
+
+def test_two_managers_share_the_device_lock(store):
+    """Like two servers (or the CLI beside the dashboard): the worker's flock serialises them."""
+    m1, m2 = JobManager(store=store), JobManager(store=store)
+    try:
+        a = m1.submit("probe", {"steps": 4, "seconds": 0.3}, "cpu")
+        time.sleep(0.05)
+        b = m2.submit("probe", {"steps": 4, "seconds": 0.3}, "cpu")
+        ra, rb = a.wait(120), b.wait(120)
+    finally:
+        m1.shutdown(), m2.shutdown()
+    first, second = sorted([ra, rb], key=lambda r: r.started_at)
+    assert datetime.fromisoformat(second.started_at) >= datetime.fromisoformat(first.finished_at)
+
+
+def test_warm_worker_is_reused_and_fresh_process_is_not(manager):
+    r1 = run_probe(manager, steps=1)
+    r2 = run_probe(manager, steps=1)
+    assert r1.meta["pid"] == r2.meta["pid"]  # warm worker
+    r3 = run_probe(manager, mode="raise", steps=0)
+    r4 = run_probe(manager, steps=1)
+    assert r4.meta["pid"] == r1.meta["pid"]  # a Python exception does not cost the worker
+
+
+def test_stdout_noise_from_the_experiment_does_not_break_the_protocol(manager):
+    run = run_probe(manager, mode="print", steps=1)
+    assert run.status == "ok"
+
+
+def test_invalid_config_is_refused_before_queueing(manager):
+    from core.experiment import ConfigError
+
+    with pytest.raises(ConfigError, match="steps must be between 0 and 10000"):
+        manager.submit("probe", {"steps": -1}, "cpu")
+    with pytest.raises(ConfigError, match="unknown experiment"):
+        manager.submit("nope", {}, "cpu")
+    with pytest.raises(ConfigError, match="device 'gpu7'"):
+        manager.submit("probe", {}, "gpu7")
+
+
+def test_missing_gpu_is_a_clear_error(manager):
+    import torch
+
+    if torch.cuda.is_available():
+        pytest.skip("this machine has a GPU")
+    run = manager.submit("probe", {}, "cuda:0").wait(120)
+    assert run.status == "error" and "CUDA is unavailable" in run.error
+
+
+def test_worker_protocol_by_hand():
+    """The worker is a plain module one can drive from a shell: requests in, JSON lines out."""
+    proc = subprocess.run([sys.executable, "-m", "core.worker"], cwd=ROOT, capture_output=True, text=True,
+                          timeout=120, input=json.dumps({"op": "run", "job_id": "j1", "experiment": "probe",
+                                                         "config": {"steps": 2}, "device": "cpu"}) + "\n")
+    events = [json.loads(line) for line in proc.stdout.splitlines()]
+    assert [e["type"] for e in events] == ["ready", "started", "progress", "progress", "result"]
+    assert events[-1]["status"] == "ok" and events[-1]["job_id"] == "j1"
+
+
+def test_worker_process_exits_when_stdin_closes():
+    worker = WorkerProcess()
+    worker.wait_ready(120)
+    worker.proc.stdin.close()
+    assert worker.proc.wait(timeout=30) == 0
+    worker.close()
