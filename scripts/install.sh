@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
-# Install what GPU Lab needs. `--test` adds the test tools.
-# torch is installed only when none is importable, so a GPU box keeps its CUDA build; on a machine
-# without torch, torch==2.13.0 is taken (a CPU build on the lab's CI machines, CUDA from PyPI elsewhere).
+# Install what GPU Lab needs. `--test` adds the test tools and Debian's Chromium (browser tests,
+# server-side PNG/SVG export). torch is installed only when none is importable, so a GPU box keeps
+# its CUDA build; elsewhere torch==2.13.0 is taken (the CPU build on the lab's CI machines).
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
@@ -12,4 +12,11 @@ if [ "${1:-}" = "--test" ]; then
   "$PY" -m pip install --quiet -r requirements-dev.txt
 else
   "$PY" -m pip install --quiet -r requirements.txt
+fi
+# Chromium: kaleido renders PNG/SVG with it; the e2e tests drive it. Optional for the dashboard.
+if ! command -v chromium >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
+  if [ "${1:-}" = "--test" ] || [ "${GPULAB_INSTALL_CHROMIUM:-0}" = 1 ]; then
+    (apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq chromium >/dev/null) \
+      || echo "warning: could not install chromium; image export falls back to the browser, e2e tests skip" >&2
+  fi
 fi
