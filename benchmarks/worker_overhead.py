@@ -1,0 +1,91 @@
+"""What running in a worker process costs, against running the same experiment in-process.
+
+Times, for the `probe` experiment (one progress event, no work):
+  submit → first progress event, last event → result stored in the database, and submit → stored
+  result minus the in-process time of the same generator. Warm worker (the normal case) and fresh
+  worker (includes starting Python and importing torch) are reported separately.
+Target (issue 2): under 0.5 s extra with a warm worker.
+
+    python benchmarks/worker_overhead.py [--repeats 20]
+"""
+from __future__ import annotations
+
+import argparse
+import os
+import statistics
+import sys
+import tempfile
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+from core import registry  # noqa: E402
+from core.experiment import Context  # noqa: E402
+from core.jobs import JobManager  # noqa: E402
+from core.store import RunStore  # noqa: E402
+
+CONFIG = {"mode": "ok", "steps": 1, "seconds": 0.0}
+
+
+def in_process_s() -> float:
+    exp = registry.get("probe")
+    cfg = exp.make_config(CONFIG)
+    t0 = time.perf_counter()
+    gen = exp.run(cfg, Context("cpu", "cpu"))
+    try:
+        while True:
+            next(gen)
+    except StopIteration:
+        pass
+    return time.perf_counter() - t0
+
+
+def one_job(manager: JobManager) -> dict:
+    marks: dict[str, float] = {}
+
+    def on_event(job, event):
+        kind = event.get("type")
+        if kind == "progress" and "first" not in marks:
+            marks["first"] = time.perf_counter()
+        if kind == "progress":
+            marks["last"] = time.perf_counter()
+        if kind == "done":
+            marks["stored"] = time.perf_counter()
+
+    t0 = time.perf_counter()
+    job = manager.submit("probe", CONFIG, "cpu", on_event=on_event)
+    run = job.wait(300)
+    assert run.status == "ok", run.error
+    return {"to_first_s": marks["first"] - t0, "last_to_stored_s": marks["stored"] - marks["last"],
+            "total_s": marks["stored"] - t0}
+
+
+def main() -> int:
+    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser.add_argument("--repeats", type=int, default=20)
+    args = parser.parse_args()
+    with tempfile.TemporaryDirectory() as tmp:
+        os.environ["GPULAB_LOCK_DIR"] = tmp
+        manager = JobManager(store=RunStore(Path(tmp) / "bench.sqlite"))
+        try:
+            fresh = one_job(manager)  # starts the worker: Python + torch import
+            warm = [one_job(manager) for _ in range(args.repeats)]
+        finally:
+            manager.shutdown()
+    base = statistics.median(in_process_s() for _ in range(args.repeats))
+    med = {k: statistics.median(w[k] for w in warm) for k in warm[0]}
+    extra = med["total_s"] - base
+    print(f"in-process run of the same experiment (median): {base * 1e3:8.2f} ms")
+    print(f"warm worker, submit → first event (median):      {med['to_first_s'] * 1e3:8.2f} ms")
+    print(f"warm worker, last event → stored (median):       {med['last_to_stored_s'] * 1e3:8.2f} ms")
+    print(f"warm worker, submit → stored (median):           {med['total_s'] * 1e3:8.2f} ms")
+    print(f"fresh worker, submit → stored (incl. torch import): {fresh['total_s'] * 1e3:8.1f} ms")
+    print(f"extra over in-process, warm: {extra * 1e3:.1f} ms  (target < 500 ms: "
+          f"{'met' if extra < 0.5 else 'NOT met'}); ratio worker/in-process total: "
+          f"{med['total_s'] / base:.0f}x on a {base * 1e3:.2f} ms experiment")
+    return 0
+
+
+if __name__ == "__main__":
+    sys.exit(main())
