@@ -1,0 +1,125 @@
+"""GPU clocks, power, temperature and throttle reasons, sampled by NVML in a background thread.
+
+A matmul number is only meaningful with the clock it ran at: a throttled GPU shows a lower TFLOPS
+and, here, a lower SM clock and a throttle reason at the same moment. NVML comes from the optional
+``nvidia-ml-py`` package (imported as ``pynvml``); where it or the driver is missing the sampler
+records a note and no samples — never an error.
+"""
+from __future__ import annotations
+
+import threading
+import time
+from dataclasses import dataclass, field
+from typing import Any
+
+# NVML "clocks event reasons" (formerly "throttle reasons") bit masks, as in nvml.h.
+THROTTLE_REASONS = {
+    0x1: "gpu_idle", 0x2: "applications_clocks_setting", 0x4: "sw_power_cap", 0x8: "hw_slowdown",
+    0x10: "sync_boost", 0x20: "sw_thermal_slowdown", 0x40: "hw_thermal_slowdown",
+    0x80: "hw_power_brake_slowdown", 0x100: "display_clock_setting",
+}
+# Reasons that mean "running slower than it could" (idle and sync boost are not slowdowns under load).
+SLOWDOWNS = frozenset({"sw_power_cap", "hw_slowdown", "sw_thermal_slowdown", "hw_thermal_slowdown",
+                       "hw_power_brake_slowdown"})
+
+
+def decode_reasons(mask: int) -> list[str]:
+    return [name for bit, name in THROTTLE_REASONS.items() if mask & bit]
+
+
+def _load_nvml():
+    import pynvml  # nvidia-ml-py
+
+    pynvml.nvmlInit()
+    return pynvml
+
+
+@dataclass
+class ClockSampler:
+    """``with ClockSampler(pci_bus_id, index) as s:`` fills ``s.samples`` every ``interval_s``.
+
+    Sample times ``t_s`` are ``time.perf_counter()`` values, so callers can line them up with their
+    own timestamps. ``note`` says why there are no samples, if there are none.
+    """
+
+    pci_bus_id: str | None = None
+    index: int = 0
+    interval_s: float = 0.05
+    samples: list[dict] = field(default_factory=list)
+    note: str | None = None
+    _nvml: Any = None
+    _handle: Any = None
+    _stop: threading.Event = field(default_factory=threading.Event)
+    _thread: threading.Thread | None = None
+
+    def __enter__(self) -> "ClockSampler":
+        try:
+            self._nvml = _load_nvml()
+            self._handle = self._open_handle()
+            self.read()  # fail here, not in the thread
+        except ImportError:
+            self.note = "clocks not sampled: nvidia-ml-py (pynvml) is not installed"
+            return self
+        except Exception as exc:  # noqa: BLE001 - NVMLError subclasses vary by driver
+            self.note = f"clocks not sampled: NVML unavailable ({type(exc).__name__}: {exc})"
+            return self
+        self._thread = threading.Thread(target=self._loop, daemon=True, name="gpulab-clocks")
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(timeout=5)
+        if self._nvml is not None:
+            try:
+                self._nvml.nvmlShutdown()
+            except Exception:  # noqa: BLE001
+                pass
+
+    def _open_handle(self):
+        nvml = self._nvml
+        if self.pci_bus_id:
+            try:
+                return nvml.nvmlDeviceGetHandleByPciBusId(self.pci_bus_id)
+            except Exception:  # noqa: BLE001 - fall back to the index below
+                pass
+        return nvml.nvmlDeviceGetHandleByIndex(self.index)
+
+    def read(self) -> dict:
+        """One sample: SM and memory clock (MHz), power (W), temperature (°C), throttle reasons."""
+        nvml, h = self._nvml, self._handle
+        reasons_fn = getattr(nvml, "nvmlDeviceGetCurrentClocksEventReasons", None) \
+            or nvml.nvmlDeviceGetCurrentClocksThrottleReasons
+        return {
+            "t_s": time.perf_counter(),
+            "sm_clock_mhz": float(nvml.nvmlDeviceGetClockInfo(h, nvml.NVML_CLOCK_SM)),
+            "mem_clock_mhz": float(nvml.nvmlDeviceGetClockInfo(h, nvml.NVML_CLOCK_MEM)),
+            "power_w": nvml.nvmlDeviceGetPowerUsage(h) / 1000.0,
+            "temp_c": float(nvml.nvmlDeviceGetTemperature(h, nvml.NVML_TEMPERATURE_GPU)),
+            "reasons": decode_reasons(int(reasons_fn(h))),
+        }
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            try:
+                self.samples.append(self.read())
+            except Exception as exc:  # noqa: BLE001 - a failing read ends sampling, not the run
+                self.note = f"clock sampling stopped: {type(exc).__name__}: {exc}"
+                return
+            self._stop.wait(self.interval_s)
+
+    def window(self, t0_s: float, t1_s: float) -> dict:
+        """Summary of the samples taken between two ``perf_counter`` times (empty dict if none)."""
+        inside = [s for s in list(self.samples) if t0_s <= s["t_s"] <= t1_s]
+        if not inside:
+            return {}
+        reasons = sorted({r for s in inside for r in s["reasons"]})
+        return {
+            "sm_clock_mhz": sum(s["sm_clock_mhz"] for s in inside) / len(inside),
+            "sm_clock_min_mhz": min(s["sm_clock_mhz"] for s in inside),
+            "power_w": sum(s["power_w"] for s in inside) / len(inside),
+            "temp_c": max(s["temp_c"] for s in inside),
+            "throttle_reasons": reasons,
+            "throttled": bool(SLOWDOWNS.intersection(reasons)),
+        }
