@@ -540,7 +540,8 @@ def run(cfg: AllocatorConfig, ctx: Context):
                 first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
                 row = recorder.row(i, step, ws, status="oom", note=first)
                 yield Progress(i, total, f"out of memory at step {i}", rows=(row,))
-                raise StepOutOfMemory(f"scenario stopped at step {i}/{total} '{step.title}' — {first}") from None
+                raise StepOutOfMemory(f"out of memory at step {i}/{total} '{step.title}', the scenario stopped "
+                                      f"there — {first}") from None
             row = recorder.row(i, step, ws, note=note)
             if cfg.scenario == "lifecycle":
                 row["seed_claim"] = LIFECYCLE_SEED_CLAIMS[i - 1]
