@@ -283,10 +283,26 @@ def parse_runs_file(raw: bytes) -> list[RunResult]:
             raise ImportRefused(f"run {i + 1} of {len(items)}: {exc}") from None
         if run.status == "running":
             raise ImportRefused(f"run {i + 1} of {len(items)} is still 'running'; only finished runs can be imported")
+        problem = _unstorable(run)
+        if problem:
+            raise ImportRefused(f"run {i + 1} of {len(items)}: {problem}")
         if run.id not in seen:
             seen.add(run.id)
             runs.append(run)
     return runs
+
+
+def _unstorable(run: RunResult) -> str | None:
+    """What passes the schema check but would break the store or the history table."""
+    try:
+        run.duration_s
+    except TypeError:
+        return "started_at and finished_at must both have a time zone or both lack one"
+    try:
+        json.dumps(run.to_dict(), ensure_ascii=False).encode("utf-8")
+    except UnicodeEncodeError:
+        return "it contains text that is not valid Unicode (an unpaired surrogate escape)"
+    return None
 
 
 def _refuse_constant(name: str):

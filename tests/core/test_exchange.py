@@ -1,0 +1,228 @@
+"""Runs files between boxes: a lossless round trip, idempotent imports, and refusals that change nothing."""
+import json
+import math
+import pickle
+
+import pytest
+from hypothesis import HealthCheck, given, settings
+from hypothesis import strategies as st
+
+from core.cli import main
+from core.result import RunResult
+from core.store import EXPORT_FORMAT, ImportRefused, RunStore, parse_runs_file
+
+GPU = {"kind": "cuda", "index": 0, "torch_device": "cuda:0", "name": "NVIDIA H100 80GB HBM3",
+       "label": "cuda:0 — NVIDIA H100 80GB HBM3", "total_memory_bytes": 85_000_000_000,
+       "spec": {"name": "H100 SXM", "tflops": {"bf16": 989.4}}}
+CPU = {"kind": "cpu", "name": "Intel(R) Xeon(R)", "label": "CPU — Intel(R) Xeon(R)", "spec": None}
+
+
+def sample_runs() -> list[RunResult]:
+    """Runs that exercise every field: statuses, non-finite values, unicode, nesting, labels."""
+    runs = [
+        RunResult("matmul", {"dtype": "bf16", "sizes": [256, 512]}, GPU, {"torch": "2.5.0", "cuda": "12.4"},
+                  "2026-01-02T03:04:05.678+00:00", "2026-01-02T03:05:00.000+00:00", "ok",
+                  rows=[{"size": 256, "tflops": 101.5, "samples_ms": [0.1, 0.2]},
+                        {"size": 512, "tflops": "inf", "note": "überlauf ✓"}],
+                  meta={"nested": {"a": [1, {"b": None}]}}, name="H100 baseline", tags=["h100", "bf16"]),
+        RunResult("number-formats", {"dtype": "fp16"}, CPU, {"torch": "2.13.0", "cuda": None},
+                  "2026-01-03T00:00:00+00:00", None, "cancelled", rows=[{"value": "nan", "ok": True}]),
+        RunResult("probe", {"mode": "raise"}, CPU, {}, "2026-01-04T00:00:00+00:00",
+                  "2026-01-04T00:00:01+00:00", "error", error="probe raised on purpose"),
+        RunResult("matmul", {"dtype": "fp8"}, CPU, {}, "2026-01-05T00:00:00+00:00",
+                  "2026-01-05T00:00:00.5+00:00", "unsupported", error="unsupported on CPU: no fp8 units"),
+    ]
+    for i, run in enumerate(runs):
+        run.id = f"a1b2c3d4e5f6{i:04d}"  # fixed, so two calls describe the same runs
+    return runs
+
+
+@pytest.fixture
+def seeded(store):
+    for run in sample_runs():
+        store.save(run)
+    return store
+
+
+def snapshot(store: RunStore) -> list[dict]:
+    return store.export_data()["runs"]
+
+
+def test_round_trip_keeps_every_field_but_the_imported_mark(seeded, tmp_path):
+    other = RunStore(tmp_path / "other.sqlite")
+    assert other.import_bytes(seeded.export_json().encode()) == (4, 0)
+    originals = {r.id: r for r in sample_runs()}
+    assert {r.id for r in other.list()} == set(originals)
+    for run_id, original in originals.items():
+        copy = other.get(run_id)
+        assert copy.imported is True
+        theirs, ours = copy.to_dict(), original.to_dict()
+        theirs.pop("imported"), ours.pop("imported")
+        assert theirs == ours
+    matmul = other.get(sample_runs()[0].id).frame()
+    assert math.isinf(matmul["tflops"][1]) and matmul["samples_ms"][0] == [0.1, 0.2]
+
+
+def test_importing_the_same_file_twice_adds_nothing(seeded, tmp_path):
+    path = tmp_path / "runs.json"
+    path.write_text(seeded.export_json(), encoding="utf-8")
+    other = RunStore(tmp_path / "other.sqlite")
+    assert other.import_file(path) == (4, 0)
+    before = snapshot(other)
+    assert other.import_file(path) == (0, 4)
+    assert other.count() == 4 and snapshot(other) == before
+
+
+def test_imported_run_keeps_its_local_label_on_reimport(seeded, tmp_path):
+    """A re-import never overwrites what the user did to a run here (a rename, tags)."""
+    raw = seeded.export_json().encode()
+    other = RunStore(tmp_path / "other.sqlite")
+    other.import_bytes(raw)
+    run_id = sample_runs()[0].id
+    other.relabel(run_id, name="renamed here")
+    other.import_bytes(raw)
+    assert other.get(run_id).name == "renamed here"
+
+
+def test_cli_export_then_import(seeded, tmp_path, capsys):
+    path = tmp_path / "cli-runs.json"
+    assert main(["runs", "export", "-o", str(path)]) == 0
+    db = tmp_path / "elsewhere.sqlite"
+    assert main(["runs", "import", str(path), "--db", str(db)]) == 0
+    assert "imported 4 run(s); 0 already present" in capsys.readouterr().out
+    assert RunStore(db).count() == 4
+
+
+def _valid_file() -> dict:
+    return {"format": EXPORT_FORMAT, "schema_version": 1, "exported_at": "2026-01-01T00:00:00+00:00",
+            "runs": [r.to_dict() for r in sample_runs()]}
+
+
+def _with(change) -> bytes:
+    data = _valid_file()
+    change(data)
+    return json.dumps(data).encode()
+
+
+HAND_MADE = {
+    "empty file": b"",
+    "whitespace": b"  \n",
+    "not JSON": b"hello, world",
+    "binary": bytes(range(256)),
+    "JSON null": b"null",
+    "JSON list": b"[]",
+    "truncated": json.dumps(_valid_file()).encode()[:-1],
+    "half a file": json.dumps(_valid_file()).encode()[:500],
+    "NaN literal": json.dumps(_valid_file()).encode().replace(b'"inf"', b"NaN"),
+    "deeply nested": b"[" * 100_000 + b"]" * 100_000,
+    "other format": _with(lambda d: d.update(format="something-else")),
+    "newer schema": _with(lambda d: d.update(schema_version=2)),
+    "runs not a list": _with(lambda d: d.update(runs={"a": 1})),
+    "run not an object": _with(lambda d: d["runs"].append("run")),
+    "missing rows": _with(lambda d: d["runs"][1].pop("rows")),
+    "unknown field": _with(lambda d: d["runs"][0].update(surprise=1)),
+    "status unknown": _with(lambda d: d["runs"][0].update(status="great")),
+    "still running": _with(lambda d: d["runs"][0].update(status="running")),
+    "bad id": _with(lambda d: d["runs"][0].update(id="../../etc")),
+    "bad date": _with(lambda d: d["runs"][0].update(started_at="yesterday")),
+    "naive and aware dates": _with(lambda d: d["runs"][0].update(started_at="2026-01-02T03:04:05")),
+    "row not an object": _with(lambda d: d["runs"][0]["rows"].append(3)),
+    "tag not text": _with(lambda d: d["runs"][0].update(tags=["ok", 3])),
+    "unpaired surrogate": json.dumps(_valid_file()).encode().replace(b"H100 baseline", b"H100 \\ud800"),
+    "latin-1 text": json.dumps(_valid_file(), ensure_ascii=False).encode("latin-1", "replace").replace(
+        b"H100 baseline", b"H100 \xe9"),
+}
+HAND_MADE |= {f"pickle protocol {p}": pickle.dumps(_valid_file(), protocol=p) for p in range(pickle.HIGHEST_PROTOCOL + 1)}
+HAND_MADE["pickled list"] = pickle.dumps(_valid_file()["runs"], protocol=0)
+
+
+@pytest.mark.parametrize("case", HAND_MADE)
+def test_bad_file_is_refused_and_changes_nothing(seeded, case):
+    before = snapshot(seeded)
+    with pytest.raises(ImportRefused) as refused:
+        seeded.import_bytes(HAND_MADE[case])
+    message = str(refused.value)
+    assert message and "Traceback" not in message and len(message) < 400
+    assert snapshot(seeded) == before
+
+
+def test_pickle_is_named_as_such(store):
+    with pytest.raises(ImportRefused, match="pickle"):
+        store.import_bytes(pickle.dumps(_valid_file()))
+
+
+def test_refused_file_from_disk_leaves_store_unchanged(seeded, tmp_path):
+    path = tmp_path / "runs.pkl"
+    path.write_bytes(pickle.dumps(_valid_file()))
+    before = snapshot(seeded)
+    with pytest.raises(ImportRefused):
+        seeded.import_file(path)
+    with pytest.raises(ImportRefused, match="cannot read"):
+        seeded.import_file(tmp_path / "missing.json")
+    assert snapshot(seeded) == before
+
+
+# -- generated junk ----------------------------------------------------------------------------------
+
+# The types each field accepts, written from the schema's documentation (not read from the code).
+FIELD_TYPES = {"id": str, "experiment": str, "config": dict, "device": dict, "versions": dict, "started_at": str,
+               "finished_at": (str, type(None)), "status": str, "error": (str, type(None)), "rows": list,
+               "meta": dict, "name": str, "tags": list, "imported": bool, "schema_version": int}
+json_values = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False,
+                                                                                   allow_infinity=False) | st.text(),
+                           lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(), inner, max_size=3),
+                           max_leaves=8)
+JUNK = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
+
+
+def _refused_without_change(store: RunStore, raw: bytes) -> None:
+    before = snapshot(store)
+    with pytest.raises(ImportRefused):
+        store.import_bytes(raw)
+    assert snapshot(store) == before
+
+
+@JUNK
+@given(raw=st.binary(max_size=2000))
+def test_random_bytes_are_refused(seeded, raw):
+    _refused_without_change(seeded, raw)
+
+
+@JUNK
+@given(value=json_values)
+def test_random_json_is_refused(seeded, value):
+    _refused_without_change(seeded, json.dumps(value).encode())
+
+
+@JUNK
+@given(cut=st.integers(min_value=0, max_value=10**6))
+def test_any_truncation_is_refused(seeded, cut):
+    raw = seeded.export_json().encode()
+    _refused_without_change(seeded, raw[:cut % len(raw)])
+
+
+@JUNK
+@given(run_index=st.integers(0, 3), field=st.sampled_from(sorted(FIELD_TYPES)), value=json_values)
+def test_a_wrongly_typed_field_is_refused(seeded, run_index, field, value):
+    if isinstance(value, FIELD_TYPES[field]) and not (field == "imported" and not isinstance(value, bool)):
+        value = [value]  # make it wrong: no field takes a list except rows and tags
+        if field in ("rows", "tags"):
+            value = {"not": "a list"}
+    data = json.loads(seeded.export_json())
+    data["runs"][run_index][field] = value
+    _refused_without_change(seeded, json.dumps(data).encode())
+
+
+@JUNK
+@given(run_index=st.integers(0, 3), field=st.sampled_from(["id", "experiment", "config", "device", "versions",
+                                                            "started_at", "status", "rows"]))
+def test_a_missing_required_field_is_refused(seeded, run_index, field):
+    data = json.loads(seeded.export_json())
+    del data["runs"][run_index][field]
+    _refused_without_change(seeded, json.dumps(data).encode())
+
+
+def test_a_single_run_json_is_accepted(store):
+    """What `python -m core <exp> --json` prints is a one-run file."""
+    run = sample_runs()[0]
+    assert [r.id for r in parse_runs_file(json.dumps(run.to_dict()).encode())] == [run.id]
