@@ -1,0 +1,70 @@
+"""Charts of a ``formats`` run: the inspector's error per format and the ULP spacing of every float format."""
+from __future__ import annotations
+
+import math
+
+import plotly.graph_objects as go
+
+from core.result import RunResult, rows_frame
+from pages.common.charts import color_for, style, title
+from pages.plots import Chart
+
+
+def inspector_chart(run: RunResult) -> Chart:
+    """Relative error per format (log axis); the outcome (overflow, underflow…) is written on each bar."""
+    df = run.frame()
+    value = run.config.get("value")
+    shown = df[df["status"] != "unsupported"].copy()
+    # A bar of height 0 vanishes on a log axis: exact stores are drawn at the axis floor and labelled.
+    finite = shown["rel_error"].replace([math.inf], math.nan)
+    floor = max(min([v for v in finite if v and v > 0] or [1e-17]) / 10, 1e-18)
+    top = max([v for v in finite if v == v] + [1.0]) * 10
+    heights = [top if v == math.inf else (floor if not v or v != v else v) for v in shown["rel_error"]]
+    fig = go.Figure(go.Bar(x=shown["format"], y=heights, marker_color=[color_for(f) for f in shown["format"]],
+                           text=shown["status"], textposition="outside",
+                           customdata=shown[["stored", "bits"]].astype(str).values,
+                           hovertemplate="%{x}: stored %{customdata[0]}<br>%{customdata[1]}<br>"
+                                         "relative error %{y:.3g}<extra></extra>"))
+    style(fig, title(f"What each format stores for {value}", run, "relative error; bar text = outcome"),
+          "format", "relative error |stored − value| / |value|", yaxis_type="log", showlegend=False)
+    cols = [c for c in ("format", "value", "stored", "abs_error", "rel_error", "bits", "hex", "status", "reason")
+            if c in df.columns]
+    return Chart("formats-inspector", fig, df[cols])
+
+
+def spacing_chart(run: RunResult) -> Chart:
+    """ULP against magnitude, log–log, with each format's smallest normal and max marked."""
+    spacing = rows_frame(run.meta.get("spacing", []))
+    table = rows_frame(run.meta.get("table", []))
+    fig = go.Figure()
+    for fmt, part in spacing.groupby("format", sort=False):
+        color = color_for(fmt)
+        fig.add_trace(go.Scatter(x=part["magnitude"], y=part["ulp"], name=fmt, mode="lines", line_shape="hv",
+                                 line_color=color, legendgroup=fmt))
+        limits = table[table["format"] == fmt].iloc[0] if not table.empty else None
+        if limits is None:
+            continue
+        marks = [(limits.get("smallest_normal"), "smallest normal", "triangle-up"), (limits.get("max"), "max", "x")]
+        for x, label, symbol in marks:
+            if x is None or x != x:
+                continue
+            y = part.iloc[(part["magnitude"] - x).abs().argmin()]["ulp"]
+            fig.add_trace(go.Scatter(x=[x], y=[y], mode="markers", marker=dict(symbol=symbol, size=10, color=color),
+                                     legendgroup=fmt, showlegend=False, name=f"{fmt} {label}",
+                                     hovertemplate=f"{fmt} {label}: %{{x:.4g}}<extra></extra>"))
+    value = run.config.get("value")
+    if isinstance(value, (int, float)) and math.isfinite(value) and value != 0:
+        fig.add_vline(x=abs(value), line_dash="dot", line_color="#555", annotation_text=f"|{value}|")
+    style(fig, title("Gap to the next representable number (ULP)", run, "▲ smallest normal · ✕ max"),
+          "magnitude", "ULP (spacing)", xaxis_type="log", yaxis_type="log", legend_title="format")
+    return Chart("formats-spacing", fig, spacing)
+
+
+def figures(run: RunResult) -> list[Chart]:
+    charts = [inspector_chart(run)]
+    if run.meta.get("spacing"):
+        charts.append(spacing_chart(run))
+    return charts
+
+
+__all__ = ["figures", "inspector_chart", "spacing_chart"]
