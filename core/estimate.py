@@ -194,7 +194,7 @@ def moments(cfg: EstimateConfig) -> list[Moment]:
     c = sh.compute_bytes
     params = n * e
     grads = n * e
-    state = optimizer_state_bytes(p, cfg.optimizer, cfg.precision, cfg.target)
+    state = 0 if cfg.forward_only else optimizer_state_bytes(p, cfg.optimizer, cfg.precision, cfg.target)
     head_dim = p.d_model // p.num_heads
     other = (2 * cfg.batch * cfg.context * 8  # int64 inputs and targets
              + 2 * cfg.context * (head_dim // 2) * 4  # RoPE cos/sin tables
@@ -232,17 +232,13 @@ def moments(cfg: EstimateConfig) -> list[Moment]:
     head_temp = sh.bsv * c + (v * d * 2 if sh.autocast else 0)
     out.append(moment("backward", "lm_head backward", max(persistent_grads, grads_done),
                       all_acts - sh.bsv * 4, head_temp))
-    acts_left = p.num_layers * layer_kept
     mlp_w = (3 * d * p.d_ff + d) * e
     for i in reversed(range(p.num_layers)):
         below = i * layer_kept
-        recomputed = layer_full if cfg.checkpointing else 0
-        live = below + (layer_kept if not cfg.checkpointing else layer_kept) + recomputed
-        out.append(moment("backward", f"layer {i} attention backward",
-                          max(persistent_grads, grads_done + mlp_w),
-                          live - layer["mlp"] * (0 if cfg.checkpointing else 1), 0 * acts_left + scores_temp
-                          + (layer["attention"] + layer["mlp"] + layer["weight_copies"] if cfg.checkpointing else 0)
-                          - (layer_full if cfg.checkpointing else 0)))
+        # Checkpointing recomputes the whole layer before its backward; otherwise its MLP part is freed by now.
+        acts = below + layer_kept + layer_full if cfg.checkpointing else below + layer_full - layer["mlp"]
+        out.append(moment("backward", f"layer {i} attention backward", max(persistent_grads, grads_done + mlp_w),
+                          acts, scores_temp))
         grads_done += (matmul_w + norm_w) * e
     out.append(moment("backward", "embedding backward", grads, 0, 0))
     out.append(moment("optimizer", f"{cfg.optimizer} step", grads, 0,
