@@ -1,0 +1,129 @@
+"""Matmul throughput: achieved TFLOPS per dtype against the datasheet, with accuracy, roofline and clocks."""
+import pandas as pd
+import streamlit as st
+
+from core.matmul import CPU_SIZES, DTYPES, GPU_SIZES
+from core.presets import DEFAULT_BATCH, DEFAULT_CONTEXT, PRESET_NAMES
+from core.result import RunResult
+from pages.common import lab
+from pages.common.charts import show_charts
+from pages.common.run_panel import results, run_controls
+from pages.plots.matmul import figures, measured
+
+KEY = "matmul"
+MODES = {"square": "Square sweep", "mnk": "Custom M×N×K", "model": "Model preset GEMMs", "search": "Find the max"}
+TABLE_COLUMNS = ["dtype", "m", "n", "k", "label", "median_ms", "p20_ms", "p80_ms", "min_ms", "reps", "tflops",
+                 "pct_of_peak", "pct_of_best", "rel_error", "intensity_flop_per_byte", "sm_clock_mhz", "power_w"]
+
+HOW_MEASURED = """
+- **Inputs**: fresh random-normal draws per point (never zeros); B is stored N×K and used transposed, like an
+  `nn.Linear` weight. bf16/fp16/fp64 are the draw cast to that dtype; **tf32** is fp32 with
+  `torch.backends.cuda.matmul.allow_tf32=True` / `set_float32_matmul_precision("high")` (fp32 runs with
+  "highest"; the flags are restored after every point); **fp8** is e4m3 with per-tensor scales through
+  `torch._scaled_mm` (bf16 out); **int8** is symmetric per-tensor quantisation through `torch._int_mm` (int32 out).
+- **GPU timing** (as `triton.testing.do_bench` and mamf-finder): a one-off busy warm-up so clocks ramp, then per
+  point a time-based warm-up; every call has its own CUDA event pair, and a buffer of max(256 MiB, 2×L2) is zeroed
+  *before* the start event, so inputs come from device memory and the flush is never counted. Calls are queued
+  and synchronised once.
+- **CPU timing**: the same loop with a monotonic clock (`time.perf_counter_ns`) per call; instead of a flush (a
+  memset wakes the thread pool and distorts the next call) calls rotate through input sets larger than 2× the
+  cores' L2. The last-level cache is not flushed. CPU numbers are GFLOPS and have no datasheet column.
+- **Statistics**: median (headline), min, p20/p80 of all timed calls; the raw samples are stored.
+  TFLOPS = 2·M·N·K / median time (TOPS for int8). % of datasheet uses the dense peak of the dtype's unit from
+  `core/specs.py` (fp64 against the fp64 tensor-core figure); % of best is against the best point of that dtype
+  in this run.
+- **Accuracy**: ‖C − C_ref‖/‖C_ref‖ over up to 512 random rows of C, where C_ref is the float64 product of the
+  fp32 draw the inputs were made from — so it includes rounding the inputs into the dtype. C is poisoned with
+  NaN first, so an unwritten element shows up.
+- **Roofline**: copy bandwidth = (bytes read + written) / median time of a large device-to-device copy;
+  arithmetic intensity = 2·M·N·K / (bytes of A + B + C).
+- **Clocks**: NVML (`nvidia-ml-py`) samples SM/memory clock, power, temperature and throttle reasons every
+  50 ms during a GPU run. Jobs on one device never overlap, but other programs on the machine can still interfere.
+"""
+
+
+def _device_kind() -> str:
+    info = lab.device_info(lab.selected_device())
+    return info["kind"] if info else "cpu"
+
+
+def settings(is_cuda: bool) -> dict:
+    values: dict = {}
+    values["dtypes"] = st.multiselect("Dtypes", DTYPES, default=list(DTYPES), key=f"{KEY}.dtypes",
+                                      help="What the device cannot run is reported as unsupported, with the reason.")
+    mode = st.radio("Shapes", list(MODES), format_func=MODES.get, horizontal=True, key=f"{KEY}.mode")
+    defaults = GPU_SIZES if is_cuda else CPU_SIZES
+    if mode == "square":
+        options = sorted(set(defaults) | set(CPU_SIZES) | set(GPU_SIZES))
+        values["sizes"] = st.multiselect("Sizes (M = N = K)", options, default=list(defaults), key=f"{KEY}.sizes")
+    elif mode == "mnk":
+        cols = st.columns(3)
+        values["mnk"] = [cols[i].number_input(name, 1, 131072, 1024 if is_cuda else 256, key=f"{KEY}.{name}")
+                         for i, name in enumerate("MNK")]
+    elif mode == "model":
+        cols = st.columns(3)
+        values["model"] = cols[0].selectbox("Model preset", PRESET_NAMES, index=PRESET_NAMES.index(lab.selected_model()),
+                                            key=f"{KEY}.model")
+        values["batch"] = cols[1].number_input("Batch", 1, 4096, DEFAULT_BATCH, key=f"{KEY}.batch")
+        values["context"] = cols[2].number_input("Context", 1, 131072, DEFAULT_CONTEXT, key=f"{KEY}.context")
+    else:
+        cols = st.columns(5)
+        start, stop, step = (256, 16384, 256) if is_cuda else (64, 1024, 64)
+        values["search"] = True
+        values["m_range"] = [cols[0].number_input("M from", 1, 131072, start, key=f"{KEY}.m0"),
+                             cols[1].number_input("M to", 1, 131072, stop, key=f"{KEY}.m1"),
+                             cols[2].number_input("step", 1, 131072, step, key=f"{KEY}.step")]
+        values["n"] = cols[3].number_input("N", 1, 131072, 4096 if is_cuda else 512, key=f"{KEY}.n")
+        values["k"] = cols[4].number_input("K", 1, 131072, 4096 if is_cuda else 512, key=f"{KEY}.k")
+    with st.expander("Timing options"):
+        cols = st.columns(4)
+        values["warmup_ms"] = cols[0].number_input("warm-up per point (ms)", 0.0, 60000.0, 50.0, key=f"{KEY}.warm")
+        values["rep_ms"] = cols[1].number_input("timed per point (ms)", 1.0, 600000.0, 200.0, key=f"{KEY}.rep")
+        values["min_reps"] = cols[2].number_input("min calls", 1, 100000, 10, key=f"{KEY}.minr")
+        values["max_reps"] = cols[3].number_input("max calls", 1, 100000, 500, key=f"{KEY}.maxr")
+        cols = st.columns(3)
+        values["flush"] = cols[0].checkbox("keep inputs out of cache", True, key=f"{KEY}.flush")
+        values["accuracy"] = cols[1].checkbox("accuracy vs fp64", True, key=f"{KEY}.acc")
+        values["roofline"] = cols[2].checkbox("measure copy bandwidth", True, key=f"{KEY}.roof")
+    return values
+
+
+def render(run: RunResult) -> None:
+    df = measured(run)
+    rows = pd.DataFrame(run.rows)
+    if not df.empty:
+        best = df.loc[df.groupby("dtype", sort=False)["tflops"].idxmax()]
+        cols = st.columns(min(len(best), 6) or 1)
+        unit = "TFLOPS" if run.device.get("kind") == "cuda" else "GFLOPS"
+        for col, (_, r) in zip(cols * 2, best.iterrows()):
+            peak = f"{r['pct_of_peak']:.0f}% of datasheet" if pd.notna(r.get("pct_of_peak")) else None
+            col.metric(f"best {r['dtype']}", f"{r['throughput']:.1f} {unit}", peak, delta_color="off",
+                       help=f"at {r['shape']}")
+        show_charts(figures(run), KEY)
+        st.dataframe(df[[c for c in TABLE_COLUMNS if c in df]], hide_index=True)
+    skipped = rows[rows["status"] != "ok"] if "status" in rows else rows.iloc[0:0]
+    if len(skipped):
+        st.warning("Not measured:\n" + "\n".join(
+            f"- {r['dtype']} {r['m']}×{r['n']}×{r['k']}: {r['reason']}"
+            for _, r in skipped.drop_duplicates(["dtype", "reason"]).iterrows()))
+    notes = [run.meta.get(k) for k in ("cache_note", "clocks_note") if run.meta.get(k)]
+    if run.device.get("kind") != "cuda":
+        notes.append("CPU run: GFLOPS only — the datasheet column stays empty (no CPU peaks in the lab).")
+    if run.meta.get("copy_bandwidth_gbs"):
+        notes.append(f"measured copy bandwidth {run.meta['copy_bandwidth_gbs']:.1f} GB/s")
+    if notes:
+        st.caption(" · ".join(notes))
+
+
+st.title("Matmul throughput")
+st.write("How fast is this device really, per dtype — and what does each dtype cost in accuracy? Every point is "
+         "measured live: median time over many calls, TFLOPS against the datasheet peak, relative error against "
+         "an fp64 product, and where small matmuls are bandwidth-bound.")
+is_cuda = _device_kind() == "cuda"
+if not is_cuda:
+    st.info("Running on the **CPU**: results are GFLOPS and labelled CPU; TF32 and fp8 are reported as unsupported.")
+with st.expander("How measured"):
+    st.markdown(HOW_MEASURED)
+chosen = settings(is_cuda)
+run_controls(KEY, "matmul", lambda: chosen)
+results(KEY, render)

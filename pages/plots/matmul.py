@@ -1,0 +1,169 @@
+"""Figures of a ``matmul`` run: throughput vs size, speed vs accuracy, roofline, clocks under throughput."""
+from __future__ import annotations
+
+import pandas as pd
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from core.matmul import add_pct_of_best
+from core.result import RunResult
+from pages.common.charts import color_for, style, title
+from pages.plots import Chart
+
+ZERO_ERROR = 1e-17  # where an exactly-zero relative error is drawn on the log axis
+
+
+def measured(run: RunResult) -> pd.DataFrame:
+    """The measured points (pct_of_best filled in for cancelled runs too), with display columns."""
+    rows = add_pct_of_best([dict(r) for r in run.rows])
+    df = pd.DataFrame(rows)
+    if df.empty or "status" not in df:
+        return pd.DataFrame()
+    df = df[df["status"] == "ok"].copy()
+    if df.empty:
+        return df
+    df["shape"] = df["m"].astype(str) + "×" + df["n"].astype(str) + "×" + df["k"].astype(str)
+    df["throughput"] = df["tflops"] * (1 if _is_cuda(run) else 1e3)
+    return df.drop(columns=["samples_ms"], errors="ignore")
+
+
+def _is_cuda(run: RunResult) -> bool:
+    return run.device.get("kind") == "cuda"
+
+
+def _unit(run: RunResult) -> str:
+    return "TFLOPS (TOPS for int8)" if _is_cuda(run) else "GFLOPS (GOPS for int8)"
+
+
+def _x(df: pd.DataFrame, run: RunResult) -> tuple[str, str]:
+    mode = run.config.get("model") or ("search" if run.config.get("search") else "")
+    if run.config.get("search"):
+        return "m", f"M (N={df['n'].iloc[0]}, K={df['k'].iloc[0]})"
+    if mode or run.config.get("mnk"):
+        return "shape", "GEMM M×N×K"
+    return "m", "size (M = N = K)"
+
+
+def throughput_figure(run: RunResult, df: pd.DataFrame) -> go.Figure:
+    fig = go.Figure()
+    scale = 1 if _is_cuda(run) else 1e3
+    xcol, xtitle = _x(df, run)
+    for dtype, g in df.groupby("dtype", sort=False):
+        color = color_for(dtype)
+        fig.add_trace(go.Scatter(
+            x=g[xcol], y=g["throughput"], name=dtype, mode="lines+markers", line=dict(color=color),
+            error_y=dict(type="data", symmetric=False, array=(g["tflops_p80"] - g["tflops"]) * scale,
+                         arrayminus=(g["tflops"] - g["tflops_p20"]) * scale),
+            customdata=g[["median_ms", "pct_of_peak", "pct_of_best", "label"]],
+            hovertemplate="%{x}: %{y:.1f}<br>median %{customdata[0]:.4f} ms<br>"
+                          "%{customdata[1]:.1f}% of datasheet, %{customdata[2]:.1f}% of best<br>%{customdata[3]}"))
+        peak = g["peak_tflops"].dropna()
+        if len(peak):
+            fig.add_hline(y=float(peak.iloc[0]), line=dict(color=color, dash="dash", width=1),
+                          annotation_text=f"{dtype} datasheet {peak.iloc[0]:g}", annotation_position="top left")
+    detail = "median, bars p20–p80; dashed: datasheet dense peak" if _is_cuda(run) else \
+        "median, bars p20–p80; CPU: no datasheet peak"
+    style(fig, title("Matmul throughput", run, detail), xtitle, _unit(run), legend_title="dtype")
+    if xcol == "m" and not run.config.get("search"):
+        fig.update_xaxes(type="log")
+    return fig
+
+
+def accuracy_figure(run: RunResult, df: pd.DataFrame) -> go.Figure:
+    fig = go.Figure()
+    for dtype, g in df.groupby("dtype", sort=False):
+        err = g["rel_error"].astype(float)
+        fig.add_trace(go.Scatter(
+            x=err.clip(lower=ZERO_ERROR), y=g["throughput"], name=dtype, mode="markers",
+            marker=dict(color=color_for(dtype), size=9), customdata=g[["shape", "rel_error"]],
+            hovertemplate="%{customdata[0]}<br>rel. error %{customdata[1]:.3g}<br>%{y:.1f}"))
+    style(fig, title("Speed vs accuracy", run, f"‖C−C_ref‖/‖C_ref‖ vs fp64; an error of 0 is drawn at {ZERO_ERROR:g}"),
+          "relative error (log)", _unit(run), legend_title="dtype")
+    fig.update_xaxes(type="log")
+    return fig
+
+
+def roofline_figure(run: RunResult, df: pd.DataFrame) -> go.Figure:
+    fig = go.Figure()
+    scale = 1 if _is_cuda(run) else 1e3
+    bw = run.meta.get("copy_bandwidth_gbs")
+    lo, hi = df["intensity_flop_per_byte"].min(), df["intensity_flop_per_byte"].max()
+    for dtype, g in df.groupby("dtype", sort=False):
+        color = color_for(dtype)
+        fig.add_trace(go.Scatter(x=g["intensity_flop_per_byte"], y=g["throughput"], name=dtype, mode="markers",
+                                 marker=dict(color=color, size=8), customdata=g[["shape"]],
+                                 hovertemplate="%{customdata[0]}<br>%{x:.1f} FLOP/B<br>%{y:.1f}"))
+        fig.add_trace(go.Scatter(x=[lo / 2, hi * 2], y=[g["throughput"].max()] * 2, mode="lines", showlegend=False,
+                                 line=dict(color=color, dash="dot", width=1), hoverinfo="skip",
+                                 name=f"{dtype} measured ceiling"))
+    if bw:
+        xs = [lo / 2, hi * 2]
+        fig.add_trace(go.Scatter(x=xs, y=[bw * x / 1e3 * scale for x in xs], mode="lines", name=f"copy {bw:.0f} GB/s",
+                                 line=dict(color="black", width=2)))
+    detail = f"slope: measured copy bandwidth {bw:.0f} GB/s; dotted: best measured per dtype" if bw else \
+        "copy bandwidth not measured"
+    style(fig, title("Roofline", run, detail), "arithmetic intensity (FLOP per byte moved, log)", _unit(run) + " (log)",
+          legend_title="dtype")
+    fig.update_xaxes(type="log")
+    fig.update_yaxes(type="log")
+    return fig
+
+
+def clocks_figure(run: RunResult, df: pd.DataFrame) -> go.Figure | None:
+    samples = pd.DataFrame(run.meta.get("clocks") or [])
+    if samples.empty:
+        return None
+    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, row_heights=[0.55, 0.45], vertical_spacing=0.06,
+                        specs=[[{}], [{"secondary_y": True}]])
+    mid = (df["t_start_s"] + df["t_end_s"]) / 2
+    for dtype, g in df.assign(t_mid=mid).groupby("dtype", sort=False):
+        fig.add_trace(go.Scatter(x=g["t_mid"], y=g["throughput"], name=dtype, mode="markers",
+                                 marker=dict(color=color_for(dtype)), customdata=g[["shape"]],
+                                 hovertemplate="%{customdata[0]}: %{y:.1f}"), row=1, col=1)
+    fig.add_trace(go.Scatter(x=samples["t_s"], y=samples["sm_clock_mhz"], name="SM clock (MHz)",
+                             line=dict(color="#444")), row=2, col=1)
+    fig.add_trace(go.Scatter(x=samples["t_s"], y=samples["power_w"], name="power (W)",
+                             line=dict(color="#d62728", dash="dot")), row=2, col=1, secondary_y=True)
+    throttled = samples[samples["reasons"].apply(lambda r: bool(set(r) - {"gpu_idle", "sync_boost"}))]
+    if len(throttled):
+        fig.add_trace(go.Scatter(x=throttled["t_s"], y=throttled["sm_clock_mhz"], mode="markers", name="throttled",
+                                 marker=dict(symbol="x", color="#d62728"),
+                                 text=throttled["reasons"].apply(", ".join)), row=2, col=1)
+    style(fig, title("Clocks under the throughput curve", run, "NVML samples; × = a slowdown reason was active"),
+          "", "")
+    fig.update_xaxes(title_text="time since run start (s)", row=2, col=1)
+    fig.update_yaxes(title_text=_unit(run), row=1, col=1)
+    fig.update_yaxes(title_text="MHz", row=2, col=1)
+    fig.update_yaxes(title_text="W", row=2, col=1, secondary_y=True)
+    return fig
+
+
+def figures(run: RunResult) -> list[Chart]:
+    df = measured(run)
+    if df.empty:
+        return []
+    charts = [Chart("matmul-throughput", throughput_figure(run, df), df)]
+    if df["rel_error"].notna().any():
+        charts.append(Chart("matmul-accuracy", accuracy_figure(run, df.dropna(subset=["rel_error"])), df))
+    charts.append(Chart("matmul-roofline", roofline_figure(run, df), df))
+    clocks = clocks_figure(run, df)
+    if clocks is not None:
+        charts.append(Chart("matmul-clocks", clocks, pd.DataFrame(run.meta.get("clocks"))))
+    return charts
+
+
+def overlay(runs: list[RunResult]) -> list[Chart]:
+    """Best throughput per dtype of each run, side by side (runs on different devices compare here)."""
+    records = []
+    for run in runs:
+        df = measured(run)
+        for dtype, g in df.groupby("dtype", sort=False):
+            records.append({"run": f"{run.id[:8]} {run.device.get('name', '')}", "dtype": dtype,
+                            "best_tflops": g["tflops"].max()})
+    data = pd.DataFrame(records)
+    fig = go.Figure()
+    for dtype, g in data.groupby("dtype", sort=False) if not data.empty else []:
+        fig.add_trace(go.Bar(x=g["run"], y=g["best_tflops"], name=dtype, marker_color=color_for(dtype)))
+    style(fig, "Best matmul throughput per run", "run", "TFLOPS (TOPS for int8)", legend_title="dtype",
+          barmode="group")
+    return [Chart("matmul-overlay", fig, data)]
