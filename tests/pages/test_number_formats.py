@@ -1,0 +1,67 @@
+"""AppTest of the Number formats page on CPU: loads, the inspector follows the typed value, charts render."""
+import time
+
+PAGE = "pages/number_formats.py"
+
+
+def _until(at, predicate, timeout_s=90.0):
+    """Rerun the script (run_every fragments do not fire in AppTest) until ``predicate(at)`` holds."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        at.run()
+        if predicate(at):
+            return at
+        time.sleep(0.3)
+    raise AssertionError(f"timed out; errors on the page: {[e.value for e in at.error]}")
+
+
+def _inspector(at):
+    frames = [d.value for d in at.dataframe]
+    return next((f for f in frames if "format" in f.columns and "stored" in f.columns), None)
+
+
+def _charts(at):
+    return at.get("plotly_chart")
+
+
+def test_page_loads_and_typing_updates_the_table(app):
+    at = app.run()
+    at.switch_page(PAGE).run()
+    assert not at.exception
+    at = _until(at, lambda a: _inspector(a) is not None)
+    df = _inspector(at).set_index("format")
+    assert df.loc["bf16", "stored"] == 3.140625  # the default value, π to 9 digits, in bf16 (hand-rounded)
+    assert len(_charts(at)) >= 2  # inspector bars and the spacing chart
+
+    at.text_input(key="nf.value").input("65536").run()
+    at = _until(at, lambda a: _inspector(a) is not None and _inspector(a).set_index("format").loc["fp32", "stored"]
+                == 65536.0)
+    df = _inspector(at).set_index("format")
+    assert df.loc["fp16", "status"] == "overflow" and df.loc["fp16", "stored"] == float("inf")
+
+    at.text_input(key="nf.value").input("not a number").run()
+    assert any("not a number" in e.value for e in at.error)
+
+
+def test_each_experiment_tab_renders_its_charts(app):
+    at = app.run()
+    at.switch_page(PAGE).run()
+    at = _until(at, lambda a: _inspector(a) is not None)
+    base = len(_charts(at))
+    at.number_input(key="nf.acc.steps").set_value(200).run()
+    at.number_input(key="nf.round.size").set_value(64).run()
+    at.number_input(key="nf.q.size").set_value(2000).run()
+    expected = base
+    for key, count in (("nf.accumulate", 2), ("nf.rounding", 1), ("nf.quantize", 3), ("nf.autocast", 2)):
+        at.button(key=f"{key}.button").click().run()
+        expected += count
+        at = _until(at, lambda a, n=expected: len(_charts(a)) >= n)
+    assert not at.exception
+    titles = " ".join(c.proto.spec for c in _charts(at))
+    for text in ("s += 0.01 repeated 200 times", "error against fp64", "Values per integer level",
+                 "Autocast dtype map: toy", "Autocast dtype map: block"):
+        assert text in titles
+    # CPU: the TF32 row is named unsupported, never a second fp32 number.
+    frames = [d.value for d in at.dataframe if "mode" in d.value.columns]
+    tf32 = frames[0].set_index("mode").loc["tf32"]
+    assert tf32["status"] == "unsupported" and tf32["reason"] == "TF32 applies to CUDA tensor cores only"
