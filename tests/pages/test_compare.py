@@ -1,0 +1,153 @@
+"""Compare & export: the generic comparison (by hand-checked numbers) and the page in AppTest."""
+import time
+
+import pandas as pd
+import pytest
+
+from core.result import RunResult
+from pages.common import comparison
+from pages.plots import figures_for
+
+H100 = {"kind": "cuda", "name": "NVIDIA H100 80GB HBM3", "label": "cuda:0 — NVIDIA H100 80GB HBM3"}
+A100 = {"kind": "cuda", "name": "NVIDIA A100-SXM4-80GB", "label": "cuda:0 — NVIDIA A100-SXM4-80GB"}
+CPU = {"kind": "cpu", "name": "Test CPU", "label": "CPU — Test CPU"}
+
+
+def sweep(device, tflops, run_id, experiment="sweep", dtype="bf16", started="2026-03-01T00:00:00+00:00", **config):
+    """Hand-built matmul-like run: one row per (size, dtype) with the given TFLOPS values."""
+    rows = [{"size": s, "dtype": dtype, "tflops": t, "median_ms": 2 * s**3 / (t * 1e9), "status": "ok"}
+            for s, t in zip((256, 4096, 65536), tflops)]
+    run = RunResult(experiment, {"dtype": dtype, **config}, device, {"torch": "2.13.0"}, started, started, "ok",
+                    rows=rows)
+    run.id = run_id
+    return run
+
+
+def test_columns_split_into_sweep_keys_and_metrics():
+    df = pd.DataFrame({"size": [1], "dtype": ["bf16"], "tflops": [1], "ms_median": [1], "peak_bytes": [3],
+                       "batch": [8], "ratio": [0.5], "reason": ["x"], "samples_ms": [[1.0, 2.0]], "ok": [True]})
+    assert comparison.split_columns(df) == (["size", "dtype", "batch", "ok"], ["tflops", "ms_median", "peak_bytes",
+                                                                               "ratio"])
+    assert comparison.headline_metric(["ms_median", "peak_bytes", "tflops"]) == ("tflops", "max")
+    assert comparison.headline_metric(["peak_bytes", "ms_median"]) == ("ms_median", "min")
+
+
+def test_headline_is_the_best_throughput():
+    assert comparison.headline(sweep(H100, (100.0, 600.0, 550.0), "a1")) == "max tflops 600"
+
+
+def test_legend_names_what_differs():
+    runs = [sweep(H100, (1, 2, 3), "a1"), sweep(A100, (1, 2, 3), "b2", dtype="fp16")]
+    assert comparison.differences(runs) == ["device", "dtype"]
+    assert comparison.labels(runs) == ["NVIDIA H100 80GB HBM3 · dtype=bf16", "NVIDIA A100-SXM4-80GB · dtype=fp16"]
+    same = [sweep(CPU, (1, 2, 3), "c3"), sweep(CPU, (1, 2, 3), "d4")]
+    assert comparison.labels(same) == ["run c3", "run d4"]
+
+
+def test_delta_table_ratio_and_difference_by_hand():
+    base, other = sweep(H100, (100.0, 600.0, 800.0), "a1"), sweep(A100, (50.0, 300.0, 200.0), "b2")
+    table = comparison.delta_table([base, other], ["tflops"])
+    assert list(table["size"]) == [256, 4096, 65536]
+    assert list(table["difference"]) == [-50.0, -300.0, -600.0]
+    assert list(table["ratio"]) == [0.5, 0.5, 0.25]
+    assert set(table["run"]) == {"NVIDIA A100-SXM4-80GB"} and set(table["baseline"]) == {"NVIDIA H100 80GB HBM3"}
+
+
+def test_delta_table_with_no_common_points_compares_medians():
+    base = sweep(CPU, (1.0, 2.0, 9.0), "a1")
+    other = sweep(CPU, (4.0, 4.0, 4.0), "b2")
+    for row in other.rows:
+        row["size"] += 1  # no shared size
+    table = comparison.delta_table([base, other], ["tflops"])
+    assert len(table) == 1 and table["ratio"][0] == 2.0  # medians 2 and 4
+
+
+@pytest.mark.parametrize("runs, reason", [
+    ([sweep(CPU, (1, 2, 3), "a1")], "at least two"),
+    ([sweep(CPU, (1, 2, 3), "a1"), sweep(CPU, (1, 2, 3), "b2", experiment="other")], "different experiments"),
+    ([sweep(CPU, (1, 2, 3), "a1"), sweep(CPU, (1, 2, 3), "b2", model="tiny")], "incompatible settings: field(s) model"),
+])
+def test_incompatible_runs_are_refused_with_the_reason(runs, reason):
+    assert reason in comparison.compare_problem(runs)
+
+
+def test_runs_without_rows_or_metrics_are_refused():
+    empty = sweep(CPU, (1, 2, 3), "b2")
+    empty.rows, empty.status = [], "error"
+    assert "run b2 (error) has no measured rows" in comparison.compare_problem([sweep(CPU, (1, 2, 3), "a1"), empty])
+    steps = [RunResult("probe", {}, CPU, {}, "2026-01-01T00:00:00+00:00", None, "ok", rows=[{"step": 1}])
+             for _ in range(2)]
+    assert "no measured column" in comparison.compare_problem(steps)
+
+
+def test_generic_overlay_draws_one_trace_per_run_on_a_log_axis():
+    runs = [sweep(H100, (1, 2, 3), "a1"), sweep(A100, (4, 5, 6), "b2"), sweep(CPU, (7, 8, 9), "c3")]
+    chart = comparison.generic_overlay(runs, "tflops")
+    fig = chart.figure
+    assert [list(t.y) for t in fig.data] == [[1, 2, 3], [4, 5, 6], [7, 8, 9]]
+    assert [t.name for t in fig.data] == ["NVIDIA H100 80GB HBM3 · bf16", "NVIDIA A100-SXM4-80GB · bf16", "CPU · bf16"]
+    assert fig.layout.xaxis.type == "log"  # sizes span 256 … 65536
+    assert "differs: device" in fig.layout.title.text
+    assert len(chart.data) == 9 and set(chart.data["run_id"]) == {"a1", "b2", "c3"}
+    with pytest.raises(ValueError, match="not a measured column"):
+        comparison.generic_overlay(runs, "size")
+
+
+def test_probe_figures():
+    run = RunResult("probe", {"mode": "ok"}, CPU, {}, "2026-01-01T00:00:00+00:00", None, "cancelled",
+                    rows=[{"step": 1, "t": 100.0}, {"step": 2, "t": 100.25}, {"step": 3, "t": 101.0}])
+    (chart,) = figures_for(run)
+    assert list(chart.figure.data[0].y) == [0.0, 0.25, 1.0]
+    assert "CPU — Test CPU" in chart.figure.layout.title.text and "cancelled" in chart.figure.layout.title.text
+
+
+# -- the page ----------------------------------------------------------------------------------------
+
+def _open(app):
+    at = app.run()
+    at.switch_page("pages/compare.py").run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def test_history_lists_runs_and_compare_draws_one_chart(app, store):
+    runs = [sweep(H100, (100.0, 600.0, 800.0), "a1a1", started="2026-03-01T00:00:00+00:00"),
+            sweep(A100, (50.0, 300.0, 200.0), "b2b2", started="2026-03-02T00:00:00+00:00"),
+            sweep(CPU, (0.1, 0.2, 0.3), "c3c3", experiment="other", started="2026-03-03T00:00:00+00:00")]
+    for run in runs:
+        store.save(run)
+    at = _open(app)
+    history = at.dataframe[0].value
+    assert list(history["id"]) == ["c3c3", "b2b2", "a1a1"]  # newest first
+    assert list(history["headline"]) == ["max tflops 0.3", "max tflops 300", "max tflops 800"]
+    assert set(history["device"]) == {"CPU", "NVIDIA H100 80GB HBM3", "NVIDIA A100-SXM4-80GB"}
+
+    at.multiselect(key="compare.selected").set_value(["a1a1", "b2b2"]).run()
+    assert not at.exception, [e.value for e in at.exception]
+    charts = at.get("plotly_chart")
+    assert len(charts) == 1
+    assert "sweep: tflops" in charts[0].proto.spec
+    deltas = at.dataframe[1].value
+    assert list(deltas["ratio"]) == [0.5, 0.5, 0.25]
+    assert [b.label for b in at.get("download_button")][:2] == ["Export runs file", "Report (HTML)"]
+
+    at.multiselect(key="compare.selected").set_value(["a1a1", "c3c3"]).run()
+    assert len(at.get("plotly_chart")) == 0
+    assert "different experiments" in at.error[0].value
+
+
+def test_open_rename_and_delete_a_run(app, store):
+    store.save(sweep(H100, (100.0, 600.0, 800.0), "a1a1"))
+    store.save(sweep(A100, (1.0, 2.0, 3.0), "b2b2"))
+    at = _open(app)
+    at.multiselect(key="compare.selected").set_value(["a1a1"]).run()
+    assert len(at.get("plotly_chart")) == 1  # the run's charts again (generic: no plot module for "sweep")
+    name_box = next(t for t in at.text_input if t.label == "Name")
+    name_box.input("H100 baseline")
+    next(t for t in at.text_input if t.label.startswith("Tags")).input("h100, bf16")
+    next(b for b in at.button if b.label == "Save").click().run()
+    assert (store.get("a1a1").name, store.get("a1a1").tags) == ("H100 baseline", ["h100", "bf16"])
+    next(b for b in at.button if b.label == "Delete for good").click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    assert [r.id for r in store.list()] == ["b2b2"]
+    assert "Deleted 1 run(s)" in at.success[0].value
