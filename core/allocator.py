@@ -408,13 +408,16 @@ def _segment_view(segments: list[dict]) -> tuple[list[dict], dict]:
     """Compact JSON segment map (offsets, sizes, states) and the fragmentation numbers it implies."""
     compact, largest_free, free_total = [], 0, 0
     for seg in segments:
-        blocks = []
-        for block in seg.get("blocks", []):
+        blocks, offset = [], 0
+        for block in seg.get("blocks", []):  # blocks tile their segment in address order
             state = block.get("state", "")
             if state == "inactive":
                 largest_free = max(largest_free, block["size"])
                 free_total += block["size"]
-            blocks.append({"offset": block["address"] - seg["address"], "size": block["size"], "state": state})
+            if "address" in block:
+                offset = block["address"] - seg["address"]
+            blocks.append({"offset": offset, "size": block["size"], "state": state})
+            offset += block["size"]
         compact.append({"total_size": seg["total_size"], "segment_type": seg.get("segment_type"),
                         "expandable": bool(seg.get("is_expandable", False)),
                         "blocks": blocks[:MAX_BLOCKS_PER_SEGMENT], "blocks_dropped": max(0, len(blocks) - MAX_BLOCKS_PER_SEGMENT)})
