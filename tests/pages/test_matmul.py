@@ -1,0 +1,80 @@
+"""The Matmul throughput page: widgets → a tiny CPU sweep → charts; figure builders checked directly."""
+import time
+
+import pytest
+
+from core.result import RunResult
+
+
+def _rows():
+    base = {"n": 0, "k": 0, "label": "square", "status": "ok", "reason": None, "peak_tflops": None,
+            "pct_of_peak": None, "median_ms": 1.0, "p20_ms": 0.9, "p80_ms": 1.1, "t_start_s": 0.0, "t_end_s": 1.0}
+    rows = []
+    for dtype, m, tflops, err in (("fp32", 64, 0.1, 2e-7), ("fp32", 128, 0.2, 3e-7), ("bf16", 64, 0.4, 3e-3),
+                                  ("bf16", 128, 0.8, 3e-3), ("fp64", 64, 0.05, 0.0)):
+        rows.append(base | {"dtype": dtype, "m": m, "n": m, "k": m, "tflops": tflops, "tflops_p20": tflops * 0.9,
+                            "tflops_p80": tflops * 1.1, "rel_error": err, "intensity_flop_per_byte": m / 6})
+    rows.append(base | {"dtype": "tf32", "m": 64, "n": 64, "k": 64, "status": "unsupported", "reason": "no TF32",
+                        "tflops": None})
+    return rows
+
+
+def _run(rows, **meta):
+    return RunResult(id="abcdef123456", experiment="matmul", config={"sizes": [64, 128]},
+                     device={"kind": "cpu", "name": "Test CPU"}, versions={}, started_at="2026-01-01T00:00:00",
+                     finished_at=None, status="ok", error=None, rows=rows, meta=meta)
+
+
+def test_figures_plot_the_measured_points():
+    from pages.plots.matmul import figures
+
+    charts = figures(_run(_rows(), copy_bandwidth_gbs=10.0))
+    names = [c.name for c in charts]
+    assert names == ["matmul-throughput", "matmul-accuracy", "matmul-roofline"]  # no clocks on CPU
+    tput = {t.name: list(t.y) for t in charts[0].figure.data}
+    assert tput["bf16"] == pytest.approx([400.0, 800.0])  # CPU shows GFLOPS: 0.4 TFLOPS → 400
+    assert "tf32" not in tput  # unsupported rows are not drawn as zeros
+    acc = {t.name: list(t.x) for t in charts[1].figure.data}
+    assert acc["fp64"] == [1e-17]  # an exact 0 error is drawn at the floor, not dropped
+    slope = [t for t in charts[2].figure.data if t.name.startswith("copy")][0]
+    assert slope.y[0] == pytest.approx(10.0 * slope.x[0])  # GB/s × FLOP/B = GFLOP/s
+    assert "CPU" in charts[0].figure.layout.title.text
+
+
+def test_clock_chart_when_samples_exist():
+    from pages.plots.matmul import figures
+
+    clocks = [{"t_s": 0.1 * i, "sm_clock_mhz": 1980 - i, "mem_clock_mhz": 2619, "power_w": 600.0, "temp_c": 60,
+               "reasons": ["sw_power_cap"] if i == 3 else []} for i in range(10)]
+    run = _run(_rows(), clocks=clocks)
+    run.device = {"kind": "cuda", "name": "Fake GPU", "label": "cuda:0 — Fake GPU"}
+    charts = figures(run)
+    assert charts[-1].name == "matmul-clocks"
+    throttled = [t for t in charts[-1].figure.data if t.name == "throttled"][0]
+    assert list(throttled.x) == [pytest.approx(0.3)]
+
+
+def test_page_runs_a_tiny_cpu_sweep_and_draws_charts(app):
+    at = app.run()
+    at.switch_page("pages/matmul.py").run()
+    assert not at.exception
+    assert any("How measured" in e.label for e in at.expander)
+    at.multiselect(key="matmul.dtypes").set_value(["fp32", "bf16", "tf32"]).run()
+    at.multiselect(key="matmul.sizes").set_value([64, 128]).run()
+    at.number_input(key="matmul.warm").set_value(5.0)
+    at.number_input(key="matmul.rep").set_value(10.0)
+    at.number_input(key="matmul.minr").set_value(3)
+    at.checkbox(key="matmul.roof").uncheck()
+    at.run()
+    at.button(key="matmul.button").click().run()
+    deadline = time.monotonic() + 120
+    while not at.get("plotly_chart") and time.monotonic() < deadline:
+        time.sleep(0.5)
+        at.run()
+    assert not at.exception
+    charts = at.get("plotly_chart")
+    assert len(charts) >= 3
+    table = at.dataframe[-1].value
+    assert sorted(table["dtype"].unique()) == ["bf16", "fp32"] and sorted(table["m"].unique()) == [64, 128]
+    warning = " ".join(w.value for w in at.warning)
+    assert "tf32" in warning and "unsupported on" in warning
