@@ -180,10 +180,10 @@ def _status(value: float, stored: float, info: dict, kind: str, exact: Decimal |
         return "nan"
     if math.isnan(stored):
         return "overflow"  # a finite value that became NaN (fnuz fp8 formats have no inf)
-    big = info.get("max")
     if math.isinf(stored) and not math.isinf(value):
         return "overflow"
-    if big is not None and abs(value) > big and abs(stored) == big:
+    big, small = info.get("max"), info.get("min")
+    if big is not None and ((value > big and stored == big) or (small is not None and value < small == stored)):
         return "saturated"
     if value != 0 and stored == 0:
         return "underflow"
