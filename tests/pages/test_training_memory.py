@@ -1,0 +1,61 @@
+"""AppTest: pick a preset and precision from the dropdowns, plan without running, run tiny on CPU, charts render."""
+import time
+
+PAGE = "pages/training_memory.py"
+
+
+def test_planner_and_cpu_run_render(app):
+    at = app.run()
+    at.switch_page(PAGE).run()
+    assert not at.exception
+    at.selectbox(key="training_memory.model").set_value("xl").run()
+    at.selectbox(key="training_memory.precision").set_value("bf16-autocast").run()
+    # The planner answers for xl without running anything.
+    assert any("Estimated peak" in m.label for m in at.metric)
+    assert len(at.get("plotly_chart")) >= 1
+
+    at.selectbox(key="training_memory.model").set_value("tiny").run()
+    at.selectbox(key="training_memory.precision").set_value("fp32").run()
+    at.number_input(key="training_memory.context").set_value(32).run()
+    at.button(key="training_memory.button").click().run()
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline:
+        at.run()
+        if any(m.label == "Measured peak" for m in at.metric):
+            break
+        time.sleep(0.5)
+    assert not at.exception
+    assert any(m.label == "Measured peak" for m in at.metric), [e.value for e in at.error]
+    assert len(at.get("plotly_chart")) >= 3  # planner + timeline + estimate-vs-measured
+
+
+def test_figures_and_overlay_from_a_run():
+    from core.experiment import Context
+    from core.result import RunResult
+    from core.train_memory import TrainMemoryConfig, run
+    from pages.plots.train_memory import figures, overlay
+
+    def record(precision):
+        gen = run(TrainMemoryConfig(model="tiny", precision=precision, batch=1, context=32), Context("cpu", "CPU"))
+        try:
+            while True:
+                next(gen)
+        except StopIteration as stop:
+            out = stop.value
+        return RunResult(experiment="train-memory", config={"model": "tiny", "precision": precision,
+                                                             "optimizer": "adamw", "batch": 1, "context": 32},
+                         device={"kind": "cpu", "name": "test CPU"}, versions={}, started_at="2026-01-01T00:00:00",
+                         finished_at=None, status="ok", rows=out.rows, meta=out.meta)
+
+    a, b = record("fp32"), record("bf16")
+    charts = figures(a)
+    assert [c.name for c in charts] == ["train-memory-timeline", "train-memory-peak"]
+    timeline = charts[0].figure
+    stacked = [t for t in timeline.data if t.stackgroup == "memory"]
+    assert len(stacked) == 6
+    assert "CPU" in timeline.layout.title.text
+    peak_bar = charts[1].data
+    assert peak_bar[peak_bar.source == "measured"].bytes.sum() == a.meta["trace_peak_bytes"]
+    lines, bars = overlay([a, b])
+    assert len(lines.figure.data) == 2
+    assert list(bars.data.measured_bytes) == [a.meta["peak_measured_bytes"], b.meta["peak_measured_bytes"]]
