@@ -145,14 +145,14 @@ def compare_view(runs: list[RunResult]) -> None:
     differ = comparison.differences(runs)
     st.caption("What differs: " + (", ".join(differ) if differ else "nothing in device or settings (repeat runs)"))
     metrics = comparison.common_metrics(runs)
-    default = (comparison.headline_metric(metrics) or (metrics[0], ""))[0]
-    metric = st.selectbox("Metric", metrics, index=metrics.index(default), key=f"{KEY}.metric")
+    metric = st.selectbox("Metric", metrics, index=metrics.index(comparison.default_metric(runs)),
+                          key=f"{KEY}.metric")
     try:
         charts = overlay_for(runs)
     except Exception as exc:  # noqa: BLE001
         st.warning(f"The {runs[0].experiment} overlay failed ({exc}); showing the generic overlay.")
         charts = None
-    show_charts(charts or [comparison.generic_overlay(runs, metric)], f"{KEY}.cmp")
+    show_charts(charts or comparison.generic_charts(runs, metric), f"{KEY}.cmp")
     deltas = comparison.delta_table(runs, [metric])
     st.write(f"**{metric}: each run against {comparison.labels(runs)[0]}** (difference = run − baseline, "
              f"ratio = run / baseline)")

@@ -15,6 +15,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from core.result import RunResult
+from core.specs import unit_for
 from pages.common.charts import DTYPE_COLORS, color_for, style, title
 from pages.plots import Chart
 
@@ -176,22 +177,60 @@ def common_metrics(runs: list[RunResult]) -> list[str]:
     return _common(runs)[2]
 
 
+def default_metric(runs: list[RunResult]) -> str:
+    """The shared metric a comparison starts with (call after :func:`compare_problem` said yes)."""
+    chosen = headline_metric(common_metrics(runs))
+    if chosen is None:
+        raise ValueError("the runs share no measured column")
+    return chosen[0]
+
+
+# -- percent of datasheet peak ------------------------------------------------------------------------
+
+def is_throughput(metric: str) -> bool:
+    return bool(_tokens(metric) & {"tflops", "tops"})
+
+
+def row_peaks(run: RunResult, df: pd.DataFrame) -> pd.Series | None:
+    """Each row's datasheet dense peak (TFLOPS) for its dtype on the run's *own* device; None without a sheet."""
+    peaks = (run.device.get("spec") or {}).get("tflops") or {}
+    if not peaks:
+        return None
+    dtypes = df["dtype"] if "dtype" in df.columns else pd.Series([run.config.get("dtype")] * len(df), index=df.index)
+    return dtypes.map(lambda d: peaks.get(unit_for(str(d))) if d else None).astype(float)
+
+
+def without_peak(runs: list[RunResult]) -> list[str]:
+    """Legend labels of the runs that have no datasheet entry (CPUs, unknown GPUs)."""
+    return [label for run, label in zip(runs, labels(runs)) if not (run.device.get("spec") or {}).get("tflops")]
+
+
 # -- charts and tables -------------------------------------------------------------------------------
 
-def generic_overlay(runs: list[RunResult], metric: str | None = None) -> Chart:
-    """All runs' ``metric`` on one chart: x is the sweep key, one trace per run (and per dtype-like key)."""
+def generic_overlay(runs: list[RunResult], metric: str | None = None, percent_of_peak: bool = False) -> Chart:
+    """All runs' ``metric`` on one chart: x is the sweep key, one trace per run (and per dtype-like key).
+
+    With ``percent_of_peak`` a throughput is drawn as percent of each run's own device datasheet peak
+    for the row's dtype; runs without a datasheet entry are left out and named in the title.
+    """
     frames, keys, metrics = _common(runs)
-    if metric is None:
-        metric = (headline_metric(metrics) or (metrics[0], ""))[0]
+    metric = metric or default_metric(runs)
     if metric not in metrics:
         raise ValueError(f"{metric!r} is not a measured column shared by these runs ({', '.join(metrics)})")
     x = x_column(frames[0], keys)
     groups = [k for k in keys if k != x and not pd.api.types.is_numeric_dtype(frames[0][k])][:2]
+    if percent_of_peak and not is_throughput(metric):
+        raise ValueError(f"{metric!r} is not a throughput; only TFLOPS/TOPS have a datasheet peak")
     names = labels(runs)
     fig = go.Figure()
     parts = []
     for i, (df, name) in enumerate(zip(frames, names)):
         df = df.assign(run=name, run_id=runs[i].id)
+        if percent_of_peak:
+            peaks = row_peaks(runs[i], df)
+            if peaks is None:
+                continue
+            df = df.assign(peak_tflops=peaks, **{metric: pd.to_numeric(df[metric], errors="coerce") / peaks * 100})
         parts.append(df)
         for group, sub in (df.groupby(groups, sort=False, dropna=False) if groups else [((), df)]):
             group = group if isinstance(group, tuple) else (group,)
@@ -207,9 +246,26 @@ def generic_overlay(runs: list[RunResult], metric: str | None = None) -> Chart:
     experiment = runs[0].experiment
     differ = differences(runs)
     detail = f"differs: {', '.join(differ)}" if differ else "same settings and device"
-    style(fig, title(f"{experiment}: {metric}", None, detail), x or "point", metric,
+    y_title = metric
+    if percent_of_peak:
+        y_title = f"{metric} (% of own datasheet dense peak)"
+        missing = without_peak(runs)
+        detail += f" · no datasheet, not shown: {', '.join(missing)}" if missing else ""
+    style(fig, title(f"{experiment}: {y_title}", None, detail), x or "point", y_title,
           legend_title="run", xaxis_type="log" if log_x else None)
-    return Chart(name=f"{experiment}-compare-{metric}", figure=fig, data=pd.concat(parts, ignore_index=True))
+    suffix = "-pct-of-peak" if percent_of_peak else ""
+    data = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
+    return Chart(name=f"{experiment}-compare-{metric}{suffix}", figure=fig, data=data)
+
+
+def generic_charts(runs: list[RunResult], metric: str | None = None) -> list[Chart]:
+    """The absolute overlay, plus percent of each device's own datasheet peak for a throughput when any run
+    has a datasheet entry (an H100 and an A100 sweep: who gets closer to its own peak?)."""
+    metric = metric or default_metric(runs)
+    absolute = generic_overlay(runs, metric)
+    if is_throughput(metric) and len(without_peak(runs)) < len(runs):
+        return [absolute, generic_overlay(runs, metric, percent_of_peak=True)]
+    return [absolute]
 
 
 def delta_table(runs: list[RunResult], metrics: list[str] | None = None) -> pd.DataFrame:

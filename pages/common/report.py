@@ -114,7 +114,7 @@ def _comparison_section(runs: list[RunResult], index: int) -> str:
     if problem:
         return head + f"<p class='muted'>Not compared: {_e(problem)}</p>"
     try:
-        charts = overlay_for(runs) or [comparison.generic_overlay(runs)]
+        charts = overlay_for(runs) or comparison.generic_charts(runs)
     except Exception as exc:  # noqa: BLE001
         return head + f"<p class='status-bad'>the overlay could not be drawn: {_e(exc)}</p>"
     legend = comparison.labels(runs)

@@ -52,7 +52,9 @@ def test_report_is_self_contained_and_names_devices_and_settings():
 def test_report_compares_runs_of_one_experiment():
     text = build([sweep(H100, 1.0, "aa01"), sweep(CPU, 0.5, "cc03")])
     assert "Comparison: sweep (2 runs)" in text
-    assert text.count("Plotly.newPlot") == 3  # the overlay + each run's own chart
+    # absolute and percent-of-peak overlays (the H100 has a datasheet, the CPU has none) + each run's own chart
+    assert text.count("Plotly.newPlot") == 4
+    assert "% of own datasheet dense peak" in text and "no datasheet, not shown: CPU" in text
     assert "Differences against NVIDIA H100 80GB HBM3" in text
 
 

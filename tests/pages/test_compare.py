@@ -151,3 +151,13 @@ def test_open_rename_and_delete_a_run(app, store):
     assert not at.exception, [e.value for e in at.exception]
     assert [r.id for r in store.list()] == ["b2b2"]
     assert "Deleted 1 run(s)" in at.success[0].value
+
+
+def test_throughput_is_also_shown_as_percent_of_each_devices_own_peak():
+    h100 = sweep(H100 | {"spec": {"name": "H100 SXM", "tflops": {"bf16": 1000.0}}}, (100.0, 500.0, 800.0), "a1")
+    a100 = sweep(A100 | {"spec": {"name": "A100 SXM", "tflops": {"bf16": 300.0}}}, (30.0, 150.0, 240.0), "b2")
+    absolute, percent = comparison.generic_charts([h100, a100, sweep(CPU, (1, 2, 3), "c3")])
+    assert [list(t.y) for t in percent.figure.data] == [[10.0, 50.0, 80.0], [10.0, 50.0, 80.0]]
+    assert "no datasheet, not shown: CPU" in percent.figure.layout.title.text
+    assert len(absolute.figure.data) == 3
+    assert len(comparison.generic_charts([sweep(CPU, (1, 2, 3), "c3"), sweep(CPU, (1, 2, 3), "d4")])) == 1
