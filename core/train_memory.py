@@ -82,7 +82,7 @@ def tensor_pointers(model, optimizer) -> dict[str, set[int]]:
     return {"parameters": params, "gradients": grads, "optimizer_state": state}
 
 
-def classify(trace: Trace, record_from_ns: int) -> tuple[list[tuple[int, int, str]], dict]:
+def classify(trace: Trace) -> tuple[list[tuple[int, int, str]], dict]:
     """Turn the trace into (time_ns, delta, category) events; returns them and the lifetimes' count."""
     phase_times = [m[0] for m in trace.marks]
 
@@ -128,7 +128,7 @@ def classify(trace: Trace, record_from_ns: int) -> tuple[list[tuple[int, int, st
 
 def timeline(trace: Trace, record_from_ns: int, record_to_ns: int) -> dict:
     """Category totals after every event; the peak (with its phase) inside the recorded window."""
-    events, counts = classify(trace, record_from_ns)
+    events, counts = classify(trace)
     totals = dict.fromkeys(CATEGORIES, 0)
     points = []
     peak_total, peak_point = -1, None
