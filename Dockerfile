@@ -46,7 +46,7 @@ RUN if ! command -v chromium >/dev/null; then \
     fi
 
 COPY . .
-RUN useradd --create-home --uid 1000 gpulab \
+RUN useradd --create-home gpulab \
  && mkdir -p /data \
  && chown gpulab:gpulab /data
 USER gpulab

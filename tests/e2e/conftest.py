@@ -1,0 +1,215 @@
+"""Browser end-to-end harness: one real ``streamlit run app.py`` per test session on a free localhost
+port with a private data directory, driven by Playwright with Debian's Chromium.
+
+Nothing sleeps for a fixed time: the server is polled on ``/_stcore/health`` and every step waits
+for the app to be connected with its script idle (Streamlit's own e2e harness does the same), then
+for the element it expects. Without Playwright or Chromium the tests skip with the reason.
+"""
+from __future__ import annotations
+
+import os
+import re
+import socket
+import struct
+import subprocess
+import sys
+import time
+import urllib.request
+from pathlib import Path
+
+import pytest
+
+ROOT = Path(__file__).resolve().parents[2]
+HERE = Path(__file__).resolve().parent
+CHROMIUM = os.environ.get("GPULAB_E2E_CHROMIUM", "/usr/bin/chromium")
+JOB_TIMEOUT_MS = 180_000  # a cold worker imports torch; the machine may be busy
+
+
+def _missing() -> str | None:
+    try:
+        import playwright.sync_api  # noqa: F401
+        import pytest_playwright  # noqa: F401
+    except ImportError as exc:
+        return f"browser tests need playwright and pytest-playwright ({exc}); pip install -r requirements-dev.txt"
+    if not os.access(CHROMIUM, os.X_OK):
+        return f"browser tests need Chromium at {CHROMIUM} (apt-get install chromium, or set GPULAB_E2E_CHROMIUM)"
+    return None
+
+
+def pytest_collection_modifyitems(config, items):
+    problem = _missing()
+    for item in items:
+        if HERE in Path(str(item.fspath)).parents:
+            item.add_marker(pytest.mark.e2e)
+            if problem:
+                item.add_marker(pytest.mark.skip(reason=problem))
+
+
+@pytest.fixture(scope="session")
+def browser_type_launch_args(browser_type_launch_args):
+    return {**browser_type_launch_args, "executable_path": CHROMIUM}
+
+
+@pytest.fixture(scope="session")
+def browser_context_args(browser_context_args):
+    return {**browser_context_args, "accept_downloads": True, "viewport": {"width": 1400, "height": 1000}}
+
+
+def _free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+@pytest.fixture(scope="session")
+def server(tmp_path_factory):
+    """The dashboard, as a user starts it, on its own port and data directory."""
+    if _missing():
+        pytest.skip(_missing())
+    base = tmp_path_factory.mktemp("e2e-server")
+    port = _free_port()
+    env = dict(os.environ, GPULAB_DATA_DIR=str(base / "data"), GPULAB_LOCK_DIR=str(base / "locks"))
+    env.pop("GPULAB_DB", None)
+    log = open(base / "server.log", "wb")
+    proc = subprocess.Popen([sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port),
+                             "--server.headless", "true", "--server.fileWatcherType", "none",
+                             "--browser.gatherUsageStats", "false"],
+                            cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+    url = f"http://127.0.0.1:{port}"
+    deadline = time.monotonic() + 90
+    while True:
+        try:
+            with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as response:
+                if response.read() == b"ok":
+                    break
+        except OSError:
+            pass
+        if proc.poll() is not None or time.monotonic() > deadline:
+            proc.kill()
+            pytest.fail(f"streamlit did not become healthy: {(base / 'server.log').read_text()[-2000:]}")
+        time.sleep(0.2)
+    yield {"url": url, "data_dir": base / "data", "log": base / "server.log", "proc": proc}
+    proc.terminate()
+    try:
+        proc.wait(20)
+    except subprocess.TimeoutExpired:
+        proc.kill()
+        proc.wait()
+    log.close()
+
+
+@pytest.fixture(scope="session")
+def base_url(server):
+    return server["url"]
+
+
+class Lab:
+    """What a user does in the dashboard, as Playwright steps that wait for the app, not the clock."""
+
+    def __init__(self, page, url: str) -> None:
+        from playwright.sync_api import expect
+
+        self.page, self.url, self.expect = page, url, expect
+        self.errors: list[str] = []
+        page.on("pageerror", lambda exc: self.errors.append(str(exc)))
+
+    def idle(self, timeout_ms: float = 60_000) -> None:
+        self.page.wait_for_selector("[data-testid='stApp'][data-test-connection-state='CONNECTED']",
+                                    state="attached", timeout=timeout_ms)
+        self.page.wait_for_selector("[data-testid='stApp'][data-test-script-state='notRunning']",
+                                    state="attached", timeout=timeout_ms)
+
+    def open(self, path: str = "") -> None:
+        self.page.goto(f"{self.url}/{path}")
+        self.idle(120_000)  # the first visit asks a worker for the device list
+        self.expect(self.page.get_by_test_id("stSidebar")).to_be_visible()
+
+    def no_exception(self) -> None:
+        self.expect(self.page.get_by_test_id("stException")).to_have_count(0)
+        assert not self.errors, self.errors
+
+    def nav(self, title: str) -> None:
+        """Switch page through the sidebar (same session, like a user; page.goto would start a new one)."""
+        self.page.get_by_test_id("stSidebarNav").get_by_role("link", name=title, exact=True).click()
+        self.expect(self.page.get_by_test_id("stHeading").first).to_be_visible()
+        self.expect(self.page.locator("h1").first).to_have_text(re.compile(r"\S"))
+        self.idle()
+
+    def selectbox(self, label: str, scope=None):
+        scope = scope or self.page
+        return scope.get_by_test_id("stSelectbox").filter(
+            has=self.page.get_by_test_id("stWidgetLabel").get_by_text(label, exact=True))
+
+    def choose(self, label: str, option: str, sidebar: bool = False) -> None:
+        scope = self.page.get_by_test_id("stSidebar") if sidebar else self.page.get_by_test_id("stMain")
+        box = self.selectbox(label, scope)
+        self.expect(box).to_have_count(1)
+        box.click()
+        self.page.get_by_role("option", name=option, exact=True).click()
+        self.idle()
+        assert self.value(label, sidebar) == option
+
+    def value(self, label: str, sidebar: bool = False) -> str:
+        """The option a selectbox shows (its combobox's value, as a screen reader reads it)."""
+        scope = self.page.get_by_test_id("stSidebar") if sidebar else self.page.get_by_test_id("stMain")
+        box = self.selectbox(label, scope)
+        snapshot = box.aria_snapshot()
+        found = re.search(r'combobox "[^"]*": (.+)', snapshot)
+        return found.group(1).strip().strip('"') if found else snapshot
+
+    def run(self, button: str = "Run") -> None:
+        """Press Run, see the job's progress (or its queue position), then its first chart."""
+        main = self.page.get_by_test_id("stMain")
+        main.get_by_test_id("stButton").get_by_role("button", name=button, exact=True).click()
+        progress = main.get_by_test_id("stProgress").or_(main.get_by_text(re.compile(r"^Queued")))
+        charts = main.get_by_test_id("stPlotlyChart")
+        self.expect(progress.or_(charts).first).to_be_visible(timeout=JOB_TIMEOUT_MS)
+        self.expect(charts.first).to_be_visible(timeout=JOB_TIMEOUT_MS)
+        self.idle()
+
+    def download(self, label: str, index: int = 0) -> tuple[str, bytes]:
+        """Click an export button; returns (suggested file name, bytes)."""
+        button = self.page.get_by_test_id("stDownloadButton").get_by_role("button", name=label, exact=True)
+        with self.page.expect_download(timeout=60_000) as info:
+            button.nth(index).click()
+        download = info.value
+        return download.suggested_filename, Path(download.path()).read_bytes()
+
+
+@pytest.fixture
+def lab(page, server):
+    return Lab(page, server["url"])
+
+
+def png_size(data: bytes) -> tuple[int, int]:
+    """Width and height from the PNG header (independent of the code that wrote it)."""
+    assert data[:8] == b"\x89PNG\r\n\x1a\n", "not a PNG file"
+    assert data[12:16] == b"IHDR"
+    return struct.unpack(">II", data[16:24])
+
+
+@pytest.fixture
+def check_exports(lab):
+    """Download the first chart's PNG, HTML and CSV and check each file is what it says."""
+    def check(csv_columns: set[str] = frozenset()) -> dict[str, bytes]:
+        import csv
+        import io
+
+        files = {}
+        if lab.page.get_by_test_id("stDownloadButton").get_by_role("button", name="PNG", exact=True).count():
+            name, data = lab.download("PNG")
+            assert name.endswith(".png") and png_size(data) == (2200, 1200)  # 1100×600 at scale 2
+            files["png"] = data
+        name, data = lab.download("HTML")
+        text = data.decode("utf-8")
+        assert name.endswith(".html") and text.lstrip().lower().startswith("<html") and "Plotly.newPlot" in text
+        assert "cdn.plot.ly" not in text  # self-contained: opens offline
+        files["html"] = data
+        name, data = lab.download("CSV")
+        rows = list(csv.DictReader(io.StringIO(data.decode("utf-8"))))
+        assert name.endswith(".csv") and rows, "the CSV has no data rows"
+        assert csv_columns <= set(rows[0]), f"CSV columns {sorted(rows[0])} lack {sorted(csv_columns - set(rows[0]))}"
+        files["csv"] = data
+        return files
+
+    return check

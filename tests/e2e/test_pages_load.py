@@ -1,0 +1,50 @@
+"""Every page of the catalog that exists opens in a real browser without an exception and shows its
+title; the home page describes this box and links to every page; the sidebar selections survive a
+page switch."""
+from __future__ import annotations
+
+import re
+
+import pytest
+
+from pages.common.catalog import available
+
+PAGES = available()
+
+
+def url_path(file: str) -> str:
+    """st.navigation serves pages/x.py at /x and the default page at /."""
+    return "" if file == "pages/home.py" else file.removeprefix("pages/").removesuffix(".py")
+
+
+def test_home_describes_this_box_and_links_every_page(lab):
+    lab.open()
+    lab.expect(lab.page.locator("h1").first).to_have_text("GPU Lab")
+    main = lab.page.get_by_test_id("stMain")
+    lab.expect(main.get_by_text(re.compile(r"No CUDA GPU here|cuda:0")).first).to_be_visible()
+    lab.expect(main.get_by_test_id("stMetric").first).to_be_visible()
+    for _, title, _ in PAGES[1:]:
+        lab.expect(main.get_by_test_id("stPageLink").get_by_text(title, exact=True)).to_be_visible()
+    lab.no_exception()
+
+
+@pytest.mark.parametrize("file,title", [(p, t) for p, t, _ in PAGES], ids=[url_path(p) or "home" for p, _, _ in PAGES])
+def test_every_page_loads_and_shows_its_title(lab, file, title):
+    lab.open(url_path(file))
+    lab.expect(lab.page.locator("h1").first).to_be_visible()
+    heading = lab.page.locator("h1").first.inner_text()
+    assert heading.strip(), f"{file} shows no title"
+    nav = lab.page.get_by_test_id("stSidebarNav")
+    for _, other, _ in PAGES:
+        lab.expect(nav.get_by_role("link", name=other, exact=True)).to_be_visible()
+    lab.no_exception()
+
+
+def test_sidebar_selections_persist_across_pages(lab):
+    lab.open()
+    lab.choose("Model size", "mini", sidebar=True)
+    lab.choose("Dtype", "bf16", sidebar=True)
+    for _, title, _ in PAGES[1:] + PAGES[:1]:
+        lab.nav(title)
+        assert (lab.value("Model size", sidebar=True), lab.value("Dtype", sidebar=True)) == ("mini", "bf16"), title
+        lab.no_exception()
