@@ -9,6 +9,8 @@ from core.result import RunResult, rows_frame
 from pages.common.charts import color_for, style, title
 from pages.plots import Chart
 
+FP32_VIEW_X, FP32_VIEW_Y = (-46, 39), (-46, 33)  # log10 ranges of the initial view: fp32's whole range
+
 
 def inspector_chart(run: RunResult) -> Chart:
     """Relative error per format (log axis); the outcome (overflow, underflow…) is written on each bar."""
@@ -55,8 +57,11 @@ def spacing_chart(run: RunResult) -> Chart:
     value = run.config.get("value")
     if isinstance(value, (int, float)) and math.isfinite(value) and value != 0:
         fig.add_vline(x=abs(value), line_dash="dot", line_color="#555", annotation_text=f"|{value}|")
-    style(fig, title("Gap to the next representable number (ULP)", run, "▲ smallest normal · ✕ max"),
+    style(fig, title("Gap to the next representable number (ULP)", run,
+                     "▲ smallest normal · ✕ max · fp64 runs on to 5e-324 … 1.8e308: zoom out"),
           "magnitude", "ULP (spacing)", xaxis_type="log", yaxis_type="log", legend_title="format")
+    fig.update_xaxes(range=FP32_VIEW_X)  # fp64's range would squash every other format into a dot
+    fig.update_yaxes(range=FP32_VIEW_Y)
     return Chart("formats-spacing", fig, spacing)
 
 
