@@ -1,0 +1,116 @@
+"""Does the lab's step timing add overhead? Its timed step against a bare training loop, in one run.
+
+Same model object, optimizer, batches and precision for both; the bare loop is what a user would
+write: ``synchronize(); t0 = perf_counter(); forward; loss; backward; step; zero_grad;
+synchronize()``. Blocks of lab steps and bare steps alternate (A B B A …) so that drift of a shared
+machine hits both alike; the two halves of the bare samples are compared too, as the noise floor.
+Target: lab median within ±3% of the bare median on a GPU, ±5% on a CPU.
+
+    python benchmarks/step_overhead.py --model tiny --device cpu
+    python benchmarks/step_overhead.py --model small --device cuda --precision bf16-autocast
+"""
+from __future__ import annotations
+
+import argparse
+import statistics
+import sys
+import time
+from pathlib import Path
+
+sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
+
+import torch  # noqa: E402
+
+from core.experiment import Context  # noqa: E402
+from core.step_bench import PhaseTimer, StepBenchConfig, make_bench, warm_up  # noqa: E402
+from core.training import PRECISIONS, check_precision, matmul_precision  # noqa: E402
+
+AUTOCAST = {"bf16-autocast": torch.bfloat16, "fp16-autocast": torch.float16}
+
+
+def bare_step(model, optimizer, scaler, x, y, precision: str, device: str) -> float:
+    """One plain training step, timed with synchronize + perf_counter; milliseconds."""
+    cuda = device.startswith("cuda")
+    if cuda:
+        torch.cuda.synchronize()
+    t0 = time.perf_counter()
+    with torch.autocast("cuda" if cuda else "cpu", dtype=AUTOCAST.get(precision, torch.float32),
+                        enabled=precision in AUTOCAST):
+        # the logits are dropped before backward, as TrainStep does (their memory is reused by the grads)
+        loss = torch.nn.functional.cross_entropy(model(x).flatten(0, 1).float(), y.flatten())
+    if scaler:
+        scaler.scale(loss).backward()
+        scaler.step(optimizer)
+        scaler.update()
+    else:
+        loss.backward()
+        optimizer.step()
+    optimizer.zero_grad(set_to_none=True)
+    if cuda:
+        torch.cuda.synchronize()
+    return (time.perf_counter() - t0) * 1e3
+
+
+def main(argv=None) -> int:
+    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p.add_argument("--model", default="tiny")
+    p.add_argument("--batch", type=int, default=4)
+    p.add_argument("--context", type=int, default=128)
+    p.add_argument("--precision", default="fp32", choices=PRECISIONS)
+    p.add_argument("--optimizer", default="adamw")
+    p.add_argument("--device", default="cuda" if torch.cuda.is_available() else "cpu")
+    p.add_argument("--warmup", type=int, default=5)
+    p.add_argument("--steps", type=int, default=10, help="steps per block")
+    p.add_argument("--rounds", type=int, default=10, help="lab/bare block pairs, alternating order")
+    p.add_argument("--threads", type=int, help="torch CPU threads (1 is steadier on a busy shared CPU)")
+    args = p.parse_args(argv)
+    if args.threads:
+        torch.set_num_threads(args.threads)
+
+    device = "cuda:0" if args.device == "cuda" else args.device
+    ctx = Context(device, torch.cuda.get_device_name(device) if device.startswith("cuda") else "CPU")
+    check_precision(args.precision, ctx)
+    cfg = StepBenchConfig(model=args.model, batch=args.batch, context=args.context, precision=args.precision,
+                          optimizer=args.optimizer)
+    bench = make_bench(cfg, args.precision, device)
+    model, optimizer = bench.step.model, bench.step.optimizer
+    timer = PhaseTimer(device)
+    warm_up(bench, args.warmup, device)
+
+    lab: list[float] = []
+    bare: list[float] = []
+    paired: list[float] = []  # per round: lab block median / bare block median (cancels slow drift)
+    with matmul_precision(args.precision):  # the bare loop's TF32 setting, as a user would set it once
+        for _ in range(args.warmup):
+            bare_step(model, optimizer, bench.step.scaler, *bench.next_batch(), args.precision, device)
+        for r in range(args.rounds):
+            for which in (("lab", "bare") if r % 2 == 0 else ("bare", "lab")):
+                for _ in range(args.steps):
+                    if which == "lab":
+                        lab.append(timer.time_step(bench.step, *bench.next_batch())["step"])
+                    else:
+                        bare.append(bare_step(model, optimizer, bench.step.scaler, *bench.next_batch(),
+                                              args.precision, device))
+            paired.append(statistics.median(lab[-args.steps:]) / statistics.median(bare[-args.steps:]))
+
+    target = 0.03 if device.startswith("cuda") else 0.05
+    lab_ms, bare_ms = statistics.median(lab), statistics.median(bare)
+    half = len(bare) // 2
+    noise = statistics.median(bare[half:]) / statistics.median(bare[:half])
+    ratio = lab_ms / bare_ms
+    print(f"device {ctx.device_name} · {args.model} · batch {args.batch} × {args.context} · {args.precision} · "
+          f"{args.optimizer} · {len(lab)} + {len(bare)} steps (torch threads {torch.get_num_threads()})")
+    print(f"{'':6} {'median ms':>10} {'p20':>9} {'p80':>9}")
+    for name, values in (("lab", lab), ("bare", bare)):
+        q = statistics.quantiles(values, n=5)
+        print(f"{name:6} {statistics.median(values):10.3f} {q[0]:9.3f} {q[3]:9.3f}")
+    print(f"bare, second half / first half (noise floor): {noise:.3f}")
+    print(f"per-round lab/bare ratios: median {statistics.median(paired):.3f}, "
+          f"range {min(paired):.3f}–{max(paired):.3f}")
+    verdict = "PASS" if abs(ratio - 1) <= target else "FAIL"
+    print(f"ratio lab/bare = {ratio:.3f}  (target 1 ± {target:.0%}) {verdict}")
+    return 0 if verdict == "PASS" else 1
+
+
+if __name__ == "__main__":
+    sys.exit(main())
