@@ -108,6 +108,9 @@ def main(argv=None) -> int:
     print(f"per-round lab/bare ratios: median {statistics.median(paired):.3f}, "
           f"range {min(paired):.3f}–{max(paired):.3f}")
     verdict = "PASS" if abs(ratio - 1) <= target else "FAIL"
+    if abs(noise - 1) > target:
+        print(f"warning: the bare loop alone drifted {abs(noise - 1):.0%} between its halves, more than the "
+              f"target: this machine is too noisy for the verdict to mean much (busy CPU? try --threads 1)")
     print(f"ratio lab/bare = {ratio:.3f}  (target 1 ± {target:.0%}) {verdict}")
     return 0 if verdict == "PASS" else 1
 
