@@ -108,7 +108,9 @@ def _print_run(run: RunResult, as_json: bool) -> None:
         import pandas as pd
 
         with pd.option_context("display.max_rows", 200, "display.max_columns", 30, "display.width", 200):
-            print(run.frame().to_string(index=False))
+            frame = run.frame()
+            nested = [c for c in frame.columns if frame[c].map(lambda v: isinstance(v, (list, dict))).any()]
+            print(frame.drop(columns=nested).to_string(index=False))
     for key, value in run.meta.items():
         if key not in ("worker", "traceback") and not isinstance(value, (list, dict)):
             print(f"  {key}: {value}")

@@ -145,11 +145,14 @@ def run_job(request: dict, emit) -> None:
         except BaseException as exc:  # noqa: BLE001 - every failure becomes a stored result
             if isinstance(exc, (KeyboardInterrupt, SystemExit)):
                 raise
+            extra = getattr(exc, "meta", None)  # an experiment may attach context (e.g. the failing step)
+            extra = dict(extra) if isinstance(extra, dict) else {}
             if _is_oom(exc):
                 first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-                result("error", f"out of memory on {desc['name']}: {first}", meta={"oom": True}, recycle=True)
+                result("error", f"out of memory on {desc['name']}: {first}", meta=extra | {"oom": True},
+                       recycle=True)
             else:
-                result("error", f"{type(exc).__name__}: {exc}", meta={"traceback": traceback.format_exc()})
+                result("error", f"{type(exc).__name__}: {exc}", meta=extra | {"traceback": traceback.format_exc()})
         finally:
             gen.close()
             _free_memory()
