@@ -307,17 +307,21 @@ def delta_table(runs: list[RunResult], metrics: list[str] | None = None) -> pd.D
     return pd.DataFrame(out, columns=columns)
 
 
-def generic_figures(run: RunResult) -> list[Chart]:
-    """For a run whose experiment has no plot module: each metric against the sweep key."""
+def generic_figures(run: RunResult, limit: int = 6) -> list[Chart]:
+    """For a run whose experiment has no plot module: one chart per metric (its own unit on its own axis)."""
     df = run.frame()
     keys, metrics = split_columns(df)
-    if not metrics:
-        return []
     x = x_column(df, keys)
-    fig = go.Figure()
-    for i, m in enumerate(metrics[:8]):
-        fig.add_trace(go.Scatter(x=df[x] if x else list(range(len(df))), y=pd.to_numeric(df[m], errors="coerce"),
-                                 mode="lines+markers", name=m, line=dict(color=RUN_COLORS[i % len(RUN_COLORS)])))
-    style(fig, title(f"{run.experiment}: measured columns", run, settings_text(run.config, 60)), x or "point",
-          "value (unit in the legend name)")
-    return [Chart(name=f"{run.experiment}-rows", figure=fig, data=df)]
+    groups = [k for k in keys if k != x and not pd.api.types.is_numeric_dtype(df[k])][:1]
+    charts = []
+    for m in metrics[:limit]:
+        fig = go.Figure()
+        for i, (group, sub) in enumerate(df.groupby(groups, sort=False, dropna=False) if groups else [("", df)]):
+            group = group[0] if isinstance(group, tuple) else group
+            colour = color_for(group) if group in DTYPE_COLORS else RUN_COLORS[i % len(RUN_COLORS)]
+            fig.add_trace(go.Scatter(x=sub[x] if x else list(range(len(sub))), y=pd.to_numeric(sub[m], errors="coerce"),
+                                     mode="lines+markers", name=str(group) or m, line=dict(color=colour)))
+        style(fig, title(f"{run.experiment}: {m}", run, settings_text(run.config, 60)), x or "point", m,
+              legend_title=groups[0] if groups else None)
+        charts.append(Chart(name=f"{run.experiment}-{m}", figure=fig, data=df))
+    return charts

@@ -42,7 +42,7 @@ def _scripts(text):
 def test_report_is_self_contained_and_names_devices_and_settings():
     text = build([sweep(H100, 1.0, "aa01", sizes=[256, 512]), probe("bb02")])
     assert all("src" not in tag.lower() for tag in _scripts(text))  # plotly.js inline, nothing fetched
-    assert len(text) > 3_000_000 and text.count("Plotly.newPlot") == 2  # one chart per run
+    assert len(text) > 3_000_000 and text.count("Plotly.newPlot") == 2  # one chart per run (tflops, probe steps)
     assert "cuda:0 — NVIDIA H100 80GB HBM3" in text and "80.0 GiB" in text and "H100 SXM" in text
     assert "CPU — Test CPU" in text
     assert "<th>sizes</th><td>256,512</td>" in text and "<th>mode</th><td>ok</td>" in text

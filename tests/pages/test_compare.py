@@ -93,6 +93,13 @@ def test_generic_overlay_draws_one_trace_per_run_on_a_log_axis():
         comparison.generic_overlay(runs, "size")
 
 
+def test_generic_figures_give_each_metric_its_own_axis():
+    charts = comparison.generic_figures(sweep(H100, (1.0, 2.0, 3.0), "a1"))
+    assert [c.figure.layout.yaxis.title.text for c in charts] == ["tflops", "median_ms"]
+    assert list(charts[0].figure.data[0].y) == [1.0, 2.0, 3.0] and charts[0].figure.data[0].name == "bf16"
+    assert "cuda:0 — NVIDIA H100 80GB HBM3" in charts[0].figure.layout.title.text
+
+
 def test_probe_figures():
     run = RunResult("probe", {"mode": "ok"}, CPU, {}, "2026-01-01T00:00:00+00:00", None, "cancelled",
                     rows=[{"step": 1, "t": 100.0}, {"step": 2, "t": 100.25}, {"step": 3, "t": 101.0}])
@@ -141,7 +148,7 @@ def test_open_rename_and_delete_a_run(app, store):
     store.save(sweep(A100, (1.0, 2.0, 3.0), "b2b2"))
     at = _open(app)
     at.multiselect(key="compare.selected").set_value(["a1a1"]).run()
-    assert len(at.get("plotly_chart")) == 1  # the run's charts again (generic: no plot module for "sweep")
+    assert len(at.get("plotly_chart")) == 2  # generic (no plot module for "sweep"): tflops and median_ms
     name_box = next(t for t in at.text_input if t.label == "Name")
     name_box.input("H100 baseline")
     next(t for t in at.text_input if t.label.startswith("Tags")).input("h100, bf16")
