@@ -50,22 +50,25 @@ def cold_chart(run: RunResult) -> Chart | None:
     samples = _rows(run, "sample")
     if samples.empty:
         return None
-    steps = samples[samples["phase"] == "step"]
+    steps = samples[samples["phase"] == "step"].copy()
+    # warm steps come after the cold ones and the untimed warm-up: number them as the process ran them
+    offset = run.config.get("cold_steps", 0) + run.config.get("warmup_steps", 0)
+    steps["step_in_process"] = steps["step"] + (steps["series"] == "warm") * offset
     fig = go.Figure()
     for series, label, color in (("cold", "no warm-up (fresh process)", "#d62728"),
                                  ("warm", "after warm-up", "#1f77b4")):
         part = steps[steps["series"] == series]
         if len(part):
-            fig.add_trace(go.Scatter(x=part["step"], y=part["ms"], mode="lines+markers", name=label,
+            fig.add_trace(go.Scatter(x=part["step_in_process"], y=part["ms"], mode="lines+markers", name=label,
                                      line=dict(color=color)))
     warm = steps.loc[steps["series"] == "warm", "ms"]
     if len(warm):
         fig.add_hline(y=float(warm.median()), line_dash="dash", line_color="#1f77b4",
                       annotation_text=f"warm median {warm.median():.2f} ms")
-    style(fig, title("First steps without warm-up vs warmed-up steps", run, _detail(run)), "step", "ms per step (log)",
-          legend_title="series")
+    style(fig, title("First steps without warm-up vs warmed-up steps", run, _detail(run)), "step number since the process started",
+          "ms per step (log)", legend_title="series")
     fig.update_yaxes(type="log")
-    return Chart("step-cold-vs-warm", fig, steps[["series", "step", "ms"]])
+    return Chart("step-cold-vs-warm", fig, steps[["series", "step", "step_in_process", "ms"]])
 
 
 def groups_chart(run: RunResult) -> Chart | None:

@@ -47,7 +47,8 @@ def _run(rows, config, meta=None):
                      rows=rows, meta=meta or {})
 
 
-SINGLE = {"model": "tiny", "batch": 2, "context": 16, "precision": "fp32", "optimizer": "adamw", "sweep": False}
+SINGLE = {"model": "tiny", "batch": 2, "context": 16, "precision": "fp32", "optimizer": "adamw", "sweep": False,
+          "cold_steps": 3, "warmup_steps": 2}
 
 
 def test_single_run_figures_from_rows():
@@ -66,6 +67,7 @@ def test_single_run_figures_from_rows():
                             "step-top-kernels"]
     cold = charts["step-cold-vs-warm"].figure
     assert [list(t.y) for t in cold.data] == [[50.0 * 3 + 1.1] * 3, [10.0 * 3 + 1.1] * 3]
+    assert [list(t.x) for t in cold.data] == [[1, 2, 3], [6, 7, 8]]  # 3 cold + 2 warm-up steps before
     stacked = charts["step-kernel-groups"].figure
     assert sum(t.y[0] for t in stacked.data) == pytest.approx(100.0)
 
