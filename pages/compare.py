@@ -146,7 +146,7 @@ def compare_view(runs: list[RunResult]) -> None:
     st.caption("What differs: " + (", ".join(differ) if differ else "nothing in device or settings (repeat runs)"))
     metrics = comparison.common_metrics(runs)
     metric = st.selectbox("Metric", metrics, index=metrics.index(comparison.default_metric(runs)),
-                          key=f"{KEY}.metric")
+                          key=f"{KEY}.metric", help="drawn by the generic overlay and used by the delta table")
     try:
         charts = overlay_for(runs)
     except Exception as exc:  # noqa: BLE001

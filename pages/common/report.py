@@ -41,7 +41,7 @@ def _frame_table(df: pd.DataFrame) -> str:
     shown = df.head(MAX_TABLE_ROWS)
     note = (f"<p class='muted'>first {MAX_TABLE_ROWS} of {len(df)} rows (the full data is in the runs file)</p>"
             if len(df) > MAX_TABLE_ROWS else "")
-    return shown.to_html(index=False, border=0, na_rep="", escape=True) + note
+    return shown.to_html(index=False, border=0, na_rep="", escape=True, float_format=comparison.fmt) + note
 
 
 def _gib(value) -> str | None:
