@@ -61,12 +61,8 @@ def _free_port() -> int:
         return s.getsockname()[1]
 
 
-@pytest.fixture(scope="session")
-def server(tmp_path_factory):
-    """The dashboard, as a user starts it, on its own port and data directory."""
-    if _missing():
-        pytest.skip(_missing())
-    base = tmp_path_factory.mktemp("e2e-server")
+def start_server(base: Path) -> dict:
+    """``streamlit run app.py`` on a free port with its own data and lock directories; waits for health."""
     port = _free_port()
     env = dict(os.environ, GPULAB_DATA_DIR=str(base / "data"), GPULAB_LOCK_DIR=str(base / "locks"))
     env.pop("GPULAB_DB", None)
@@ -88,14 +84,47 @@ def server(tmp_path_factory):
             proc.kill()
             pytest.fail(f"streamlit did not become healthy: {(base / 'server.log').read_text()[-2000:]}")
         time.sleep(0.2)
-    yield {"url": url, "data_dir": base / "data", "log": base / "server.log", "proc": proc}
+    return {"url": url, "data_dir": base / "data", "log": log, "proc": proc}
+
+
+def stop_server(server: dict) -> None:
+    proc = server["proc"]
     proc.terminate()
     try:
         proc.wait(20)
     except subprocess.TimeoutExpired:
         proc.kill()
         proc.wait()
-    log.close()
+    server["log"].close()
+
+
+@pytest.fixture(scope="session")
+def server(tmp_path_factory, browser):
+    """The dashboard for the whole session, first opened at ``/`` as a user would.
+
+    Until some session has run app.py's ``st.navigation``, Streamlit treats ``pages/`` as a legacy
+    multipage folder and serves a deep link such as ``/matmul`` without app.py (no shared sidebar);
+    see ``test_deep_link_on_a_fresh_server_keeps_the_sidebar``.
+    """
+    if _missing():
+        pytest.skip(_missing())
+    running = start_server(tmp_path_factory.mktemp("e2e-server"))
+    page = browser.new_page()
+    try:
+        page.goto(running["url"])
+        page.get_by_test_id("stSidebar").get_by_test_id("stSelectbox").first.wait_for(timeout=120_000)
+    finally:
+        page.close()
+    yield running
+    stop_server(running)
+
+
+@pytest.fixture
+def fresh_server(tmp_path):
+    """A server no browser has visited yet."""
+    running = start_server(tmp_path)
+    yield running
+    stop_server(running)
 
 
 @pytest.fixture(scope="session")
@@ -118,6 +147,13 @@ class Lab:
                                     state="attached", timeout=timeout_ms)
         self.page.wait_for_selector("[data-testid='stApp'][data-test-script-state='notRunning']",
                                     state="attached", timeout=timeout_ms)
+
+    def start(self, model: str, dtype: str, page_title: str) -> None:
+        """A user's first steps: pick the model size and dtype in the sidebar, then open a page."""
+        self.open()
+        self.choose("Model size", model, sidebar=True)
+        self.choose("Dtype", dtype, sidebar=True)
+        self.nav(page_title)
 
     def open(self, path: str = "") -> None:
         self.page.goto(f"{self.url}/{path}")
@@ -157,19 +193,56 @@ class Lab:
         found = re.search(r'combobox "[^"]*": (.+)', snapshot)
         return found.group(1).strip().strip('"') if found else snapshot
 
-    def run(self, button: str = "Run") -> None:
-        """Press Run, see the job's progress (or its queue position), then its first chart."""
-        main = self.page.get_by_test_id("stMain")
-        main.get_by_test_id("stButton").get_by_role("button", name=button, exact=True).click()
-        progress = main.get_by_test_id("stProgress").or_(main.get_by_text(re.compile(r"^Queued")))
-        charts = main.get_by_test_id("stPlotlyChart")
-        self.expect(progress.or_(charts).first).to_be_visible(timeout=JOB_TIMEOUT_MS)
-        self.expect(charts.first).to_be_visible(timeout=JOB_TIMEOUT_MS)
+    def main(self):
+        return self.page.get_by_test_id("stMain")
+
+    def number(self, label: str, value) -> None:
+        box = self.main().get_by_test_id("stNumberInput").filter(visible=True).filter(
+            has=self.page.get_by_test_id("stWidgetLabel").get_by_text(label, exact=True))
+        self.expect(box).to_have_count(1)
+        box.locator("input").fill(str(value))
+        box.locator("input").press("Enter")
         self.idle()
+        self.expect(box.locator("input")).to_have_value(str(value))
+
+    def tab(self, name: str) -> None:
+        self.page.get_by_role("tab", name=name, exact=True).click()
+        self.idle()
+
+    def run(self, button: str = "Run") -> str:
+        """Press Run, see the job's progress (or its queue position), then its result; returns the run id.
+
+        The result is recognised by the run panel's banner, "Run <id> · CPU — <cpu> · …", which also
+        proves the run is labelled CPU.
+        """
+        main = self.main()
+        before = set(self.banners())
+        main.get_by_role("button", name=button, exact=True).filter(visible=True).click()
+        progress = main.get_by_test_id("stProgress").or_(main.get_by_text(re.compile(r"^Queued")))
+        self.expect(progress.filter(visible=True).first).to_be_visible(timeout=JOB_TIMEOUT_MS)
+        deadline = time.monotonic() + JOB_TIMEOUT_MS / 1000
+        while not set(self.banners()) - before:
+            assert time.monotonic() < deadline, "the run never finished"
+            self.page.wait_for_timeout(250)  # polling the app's own progress fragment, not a fixed wait
+        self.idle()
+        (run_id,) = set(self.banners()) - before
+        self.no_exception()
+        return run_id
+
+    def banners(self) -> list[str]:
+        texts = self.main().get_by_text(re.compile(r"^Run [0-9a-f]{8} · ")).filter(visible=True).all_inner_texts()
+        found = [re.match(r"Run ([0-9a-f]{8}) · (.*)", t) for t in texts]
+        for match in found:
+            assert match.group(2).startswith("CPU"), f"a CPU run must be labelled CPU: {match.group(0)}"
+        return [m.group(1) for m in found]
+
+    def charts(self):
+        return self.main().get_by_test_id("stPlotlyChart").filter(visible=True)
 
     def download(self, label: str, index: int = 0) -> tuple[str, bytes]:
         """Click an export button; returns (suggested file name, bytes)."""
-        button = self.page.get_by_test_id("stDownloadButton").get_by_role("button", name=label, exact=True)
+        button = self.page.get_by_test_id("stDownloadButton").filter(visible=True).get_by_role(
+            "button", name=label, exact=True)
         with self.page.expect_download(timeout=60_000) as info:
             button.nth(index).click()
         download = info.value
@@ -196,14 +269,15 @@ def check_exports(lab):
         import io
 
         files = {}
-        if lab.page.get_by_test_id("stDownloadButton").get_by_role("button", name="PNG", exact=True).count():
+        if lab.page.get_by_test_id("stDownloadButton").filter(visible=True).get_by_role("button", name="PNG",
+                                                                                      exact=True).count():
             name, data = lab.download("PNG")
             assert name.endswith(".png") and png_size(data) == (2200, 1200)  # 1100×600 at scale 2
             files["png"] = data
         name, data = lab.download("HTML")
         text = data.decode("utf-8")
-        assert name.endswith(".html") and text.lstrip().lower().startswith("<html") and "Plotly.newPlot" in text
-        assert "cdn.plot.ly" not in text  # self-contained: opens offline
+        assert name.endswith(".html") and "<html" in text[:300].lower() and "Plotly.newPlot" in text
+        assert not re.search(r"<script[^>]*\bsrc=", text)  # plotly.js embedded: the file opens offline
         files["html"] = data
         name, data = lab.download("CSV")
         rows = list(csv.DictReader(io.StringIO(data.decode("utf-8"))))

@@ -1,0 +1,108 @@
+"""Each experiment page as a user goes through it on a CPU: pick settings (sidebar and page), run a
+small experiment, watch its progress, see the chart, download PNG/HTML/CSV; then reload and find the
+run in the history of the compare page."""
+from __future__ import annotations
+
+import json
+import re
+
+import pytest
+
+from pages.common.catalog import available
+
+EXISTING = {path for path, _, _ in available()}
+
+
+def needs(page_file: str):
+    return pytest.mark.skipif(page_file not in EXISTING, reason=f"{page_file} does not exist yet")
+
+
+@needs("pages/number_formats.py")
+def test_number_formats(lab, check_exports):
+    lab.start("tiny", "fp16", "Number formats")
+    lab.expect(lab.charts().first).to_be_visible(timeout=180_000)  # the inspector runs on its own
+    lab.tab("Accumulation")
+    lab.number("Steps", 200)
+    lab.run()
+    lab.expect(lab.charts().first).to_be_visible()
+    files = check_exports()
+    assert b"fp16" in files["csv"]
+    lab.no_exception()
+
+
+@needs("pages/matmul.py")
+def test_matmul(lab, check_exports):
+    lab.start("tiny", "bf16", "Matmul throughput")
+    lab.page.get_by_text("Custom M×N×K", exact=True).click()
+    lab.idle()
+    lab.number("M", 128)
+    lab.run()
+    lab.expect(lab.charts().first).to_be_visible()
+    files = check_exports({"dtype"})
+    assert b"bf16" in files["csv"] and b"fp32" in files["csv"]
+    lab.expect(lab.main().get_by_text(re.compile("tf32.*unsupported|not measured", re.I)).first).to_be_attached()
+    lab.no_exception()
+
+
+@needs("pages/allocator.py")
+def test_allocator(lab, check_exports):
+    lab.start("small", "fp32", "Allocator")
+    lab.expect(lab.main().get_by_text("CPU selected", exact=False).first).to_be_visible()
+    lab.number("Tensor size (MiB)", 64)
+    lab.run()
+    lab.expect(lab.charts().first).to_be_visible()
+    check_exports({"step"})
+    lab.no_exception()
+
+
+@needs("pages/training_memory.py")
+def test_training_memory(lab, check_exports):
+    lab.start("mini", "bf16", "Training memory")
+    assert (lab.value("Model"), lab.value("Precision")) == ("mini", "bf16-autocast")  # the page follows the sidebar
+    lab.choose("Model", "tiny")
+    lab.number("Batch", 2)
+    lab.number("Context (tokens)", 32)
+    planner_charts = lab.charts().count()
+    lab.run("Run and record")
+    lab.expect(lab.charts()).not_to_have_count(planner_charts)
+    check_exports()
+    lab.no_exception()
+
+
+@needs("pages/step_benchmark.py")
+def test_step_benchmark(lab, check_exports):
+    lab.start("tiny", "bf16", "Step benchmark")
+    assert lab.value("Precision") == "bf16-autocast"
+    lab.number("Batch", 2)
+    lab.number("Context (tokens)", 32)
+    lab.number("Warm-up steps", 1)
+    lab.number("Timed steps", 3)
+    lab.number("Profiled steps", 0)
+    lab.run("Run step benchmark")
+    lab.expect(lab.charts().first).to_be_visible()
+    check_exports()
+    lab.no_exception()
+
+
+@needs("pages/compare.py")
+@needs("pages/number_formats.py")
+def test_reload_and_find_the_run_in_history(lab):
+    lab.open("number_formats")
+    lab.expect(lab.charts().first).to_be_visible(timeout=180_000)
+    (run_id,) = lab.banners()
+    lab.page.reload()
+    lab.idle()
+    lab.nav("Compare & export")
+    picker = lab.main().get_by_test_id("stMultiSelect").filter(has_text="Selected runs")
+    picker.click()
+    option = lab.page.get_by_role("option", name=re.compile(rf"^{run_id} · formats"))
+    lab.expect(option).to_have_count(1)
+    option.click()
+    lab.page.keyboard.press("Escape")
+    lab.idle()
+    lab.expect(lab.main().get_by_text(re.compile(rf"^Run {run_id} · CPU"))).to_be_visible()
+    lab.expect(lab.charts().first).to_be_visible()
+    name, data = lab.download("Export runs file")
+    exported = json.loads(data)
+    assert exported["format"] == "gpulab-runs" and [r["id"][:8] for r in exported["runs"]] == [run_id]
+    lab.no_exception()
