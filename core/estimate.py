@@ -16,10 +16,8 @@ from dataclasses import dataclass, field
 from typing import Literal
 
 from core.experiment import ConfigError, Context, Experiment, Output, Progress
-from core.presets import PRESET_NAMES, ModelPreset, get_preset
+from core.presets import OPTIMIZERS, PRECISIONS, PRESET_NAMES, ModelPreset, get_preset
 
-PRECISION_NAMES = ("fp32", "tf32", "bf16-autocast", "fp16-autocast", "bf16")
-OPTIMIZER_NAMES = ("sgd", "sgd-momentum", "adamw")
 CATEGORIES = ("parameters", "gradients", "optimizer_state", "activations", "temporaries", "other")
 # Allowances, not measurements: shown labelled as such and only used for "fits on the device".
 CUDA_CONTEXT_ALLOWANCE_BYTES = 600 * 2**20  # CUDA context + kernels outside the allocator (seed 001: ~0.7 GB)
@@ -30,8 +28,8 @@ FRAGMENTATION_ALLOWANCE = 0.05  # reserved-but-unused blocks of the caching allo
 @dataclass(frozen=True)
 class EstimateConfig:
     model: Literal[PRESET_NAMES] = field(default="tiny", metadata={"help": "model preset"})
-    precision: Literal[PRECISION_NAMES] = field(default="fp32", metadata={"help": "precision mode"})
-    optimizer: Literal[OPTIMIZER_NAMES] = field(default="adamw", metadata={"help": "optimizer"})
+    precision: Literal[PRECISIONS] = field(default="fp32", metadata={"help": "precision mode"})
+    optimizer: Literal[OPTIMIZERS] = field(default="adamw", metadata={"help": "optimizer"})
     batch: int = field(default=4, metadata={"help": "sequences per step"})
     context: int = field(default=256, metadata={"help": "tokens per sequence"})
     checkpointing: bool = field(default=False, metadata={"help": "activation checkpointing per layer"})

@@ -2,7 +2,8 @@
 
 Pre-norm decoder-only LM: RMSNorm, causal multi-head attention with RoPE, SwiGLU feed-forward of
 width d_ff, no biases, untied embedding and output projection, vocabulary 10,000. ``tiny`` and
-``mini`` are added so that CPU runs finish in seconds.
+``mini`` are added so that CPU runs finish in seconds. The precision modes and optimizers that every
+training experiment offers live here too: torch-free, so the planner answers without importing torch.
 """
 from __future__ import annotations
 
@@ -10,6 +11,8 @@ from dataclasses import asdict, dataclass
 
 from core.experiment import ConfigError
 
+PRECISIONS = ("fp32", "tf32", "bf16-autocast", "fp16-autocast", "bf16")
+OPTIMIZERS = ("sgd", "sgd-momentum", "adamw")
 VOCAB_SIZE = 10_000
 DEFAULT_BATCH = 4
 DEFAULT_CONTEXT = 256

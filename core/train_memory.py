@@ -24,9 +24,9 @@ import time
 from dataclasses import asdict, dataclass, field, replace
 from typing import Callable, Literal
 
-from core.estimate import CATEGORIES, OPTIMIZER_NAMES, PRECISION_NAMES, EstimateConfig, plan
+from core.estimate import CATEGORIES, EstimateConfig, plan
 from core.experiment import ConfigError, Context, Experiment, Output, Progress
-from core.presets import PRESET_NAMES, get_preset
+from core.presets import OPTIMIZERS, PRECISIONS, PRESET_NAMES, get_preset
 
 MAX_TIMELINE_POINTS = 1500
 
@@ -34,8 +34,8 @@ MAX_TIMELINE_POINTS = 1500
 @dataclass(frozen=True)
 class TrainMemoryConfig:
     model: Literal[PRESET_NAMES] = field(default="tiny", metadata={"help": "model preset"})
-    precision: Literal[PRECISION_NAMES] = field(default="fp32", metadata={"help": "precision mode"})
-    optimizer: Literal[OPTIMIZER_NAMES] = field(default="adamw", metadata={"help": "optimizer"})
+    precision: Literal[PRECISIONS] = field(default="fp32", metadata={"help": "precision mode"})
+    optimizer: Literal[OPTIMIZERS] = field(default="adamw", metadata={"help": "optimizer"})
     batch: int = field(default=4, metadata={"help": "sequences per step"})
     context: int = field(default=256, metadata={"help": "tokens per sequence"})
     checkpointing: bool = field(default=False, metadata={"help": "activation checkpointing per layer"})
@@ -355,8 +355,8 @@ def run(cfg: TrainMemoryConfig, ctx: Context):
 @dataclass(frozen=True)
 class MaxBatchConfig:
     model: Literal[PRESET_NAMES] = field(default="small", metadata={"help": "model preset"})
-    precision: Literal[PRECISION_NAMES] = field(default="bf16-autocast", metadata={"help": "precision mode"})
-    optimizer: Literal[OPTIMIZER_NAMES] = field(default="adamw", metadata={"help": "optimizer"})
+    precision: Literal[PRECISIONS] = field(default="bf16-autocast", metadata={"help": "precision mode"})
+    optimizer: Literal[OPTIMIZERS] = field(default="adamw", metadata={"help": "optimizer"})
     context: int = field(default=256, metadata={"help": "tokens per sequence"})
     checkpointing: bool = field(default=False, metadata={"help": "activation checkpointing per layer"})
     max_probes: int = field(default=12, metadata={"help": "real steps the binary search may run"})

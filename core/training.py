@@ -14,9 +14,8 @@ import torch
 from torch import nn
 
 from core.experiment import ConfigError, Context
+from core.presets import OPTIMIZERS, PRECISIONS
 
-PRECISIONS = ("fp32", "tf32", "bf16-autocast", "fp16-autocast", "bf16")
-OPTIMIZERS = ("sgd", "sgd-momentum", "adamw")
 PHASES = ("forward", "backward", "optimizer", "zero_grad")
 
 

@@ -2,9 +2,9 @@
 import pandas as pd
 import streamlit as st
 
-from core.estimate import OPTIMIZER_NAMES, PRECISION_NAMES, EstimateConfig, moments, plan
+from core.estimate import EstimateConfig, moments, plan
 from core.experiment import ConfigError
-from core.presets import DEFAULT_BATCH, DEFAULT_CONTEXT, PRESET_NAMES, get_preset
+from core.presets import DEFAULT_BATCH, DEFAULT_CONTEXT, OPTIMIZERS, PRECISIONS, PRESET_NAMES, get_preset
 from pages.common import lab, run_panel
 from pages.common.charts import show, show_charts
 from pages.plots import overlay_for
@@ -31,9 +31,9 @@ model = cols[0].selectbox("Model", PRESET_NAMES, index=PRESET_NAMES.index(lab.se
 precision_default = PRECISION_FOR_DTYPE.get(lab.selected_dtype(), "fp32")
 if target == "cpu" and precision_default == "tf32":
     precision_default = "fp32"
-precision = cols[1].selectbox("Precision", PRECISION_NAMES, index=PRECISION_NAMES.index(precision_default),
+precision = cols[1].selectbox("Precision", PRECISIONS, index=PRECISIONS.index(precision_default),
                               key=f"{KEY}.precision")
-optimizer = cols[2].selectbox("Optimizer", OPTIMIZER_NAMES, index=OPTIMIZER_NAMES.index("adamw"),
+optimizer = cols[2].selectbox("Optimizer", OPTIMIZERS, index=OPTIMIZERS.index("adamw"),
                               key=f"{KEY}.optimizer")
 batch = cols[3].number_input("Batch", 1, 65_536, DEFAULT_BATCH, key=f"{KEY}.batch")
 cols = st.columns(4)

@@ -13,7 +13,11 @@ from pages.common.export import export_buttons, toolbar_config
 
 DTYPE_COLORS = {
     "fp64": "#1f77b4", "fp32": "#ff7f0e", "tf32": "#2ca02c", "bf16": "#d62728", "fp16": "#9467bd",
-    "fp8": "#8c564b", "fp8_e4m3fn": "#8c564b", "fp8_e5m2": "#c49c94", "int8": "#e377c2", "int4": "#7f7f7f",
+    "fp8": "#8c564b", "fp8_e4m3fn": "#8c564b", "fp8_e5m2": "#c49c94", "fp8_e4m3fnuz": "#6b3d2e",
+    "fp8_e5m2fnuz": "#e0b9a8", "fp8_e8m0fnu": "#a0522d", "fp4_e2m1fn_x2": "#bcbd22",
+    "int8": "#e377c2", "int4": "#7f7f7f",
+    # training precision modes take the colour of the dtype their matmuls run in
+    "bf16-autocast": "#d62728", "fp16-autocast": "#9467bd",
 }
 _FALLBACK = ("#17becf", "#bcbd22", "#393b79", "#637939", "#8c6d31", "#843c39", "#7b4173")
 
