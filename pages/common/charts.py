@@ -16,8 +16,8 @@ DTYPE_COLORS = {
     "fp8": "#8c564b", "fp8_e4m3fn": "#8c564b", "fp8_e5m2": "#c49c94", "fp8_e4m3fnuz": "#6b3d2e",
     "fp8_e5m2fnuz": "#e0b9a8", "fp8_e8m0fnu": "#a0522d", "fp4_e2m1fn_x2": "#bcbd22",
     "int8": "#e377c2", "int4": "#7f7f7f",
-    # training precision modes take the colour of the dtype their matmuls run in
-    "bf16-autocast": "#d62728", "fp16-autocast": "#9467bd",
+    # autocast modes: a lighter shade of the dtype their matmuls run in (pure bf16 appears beside them)
+    "bf16-autocast": "#ff9896", "fp16-autocast": "#c5b0d5",
 }
 _FALLBACK = ("#17becf", "#bcbd22", "#393b79", "#637939", "#8c6d31", "#843c39", "#7b4173")
 
