@@ -94,10 +94,11 @@ def render(run: RunResult) -> None:
     if not df.empty:
         best = df.loc[df.groupby("dtype", sort=False)["tflops"].idxmax()]
         cols = st.columns(min(len(best), 6) or 1)
-        unit = "TFLOPS" if run.device.get("kind") == "cuda" else "GFLOPS"
+        prefix = "T" if run.device.get("kind") == "cuda" else "G"
         for col, (_, r) in zip(cols * 2, best.iterrows()):
             peak = f"{r['pct_of_peak']:.0f}% of datasheet" if pd.notna(r.get("pct_of_peak")) else None
-            col.metric(f"best {r['dtype']}", f"{r['throughput']:.1f} {unit}", peak, delta_color="off",
+            unit = prefix + ("OPS" if r["dtype"] == "int8" else "FLOPS")
+            col.metric(f"best {r['dtype']} ({unit})", f"{r['throughput']:.1f}", peak, delta_color="off",
                        help=f"at {r['shape']}")
         show_charts(figures(run), KEY)
         st.dataframe(df[[c for c in TABLE_COLUMNS if c in df]], hide_index=True)

@@ -56,7 +56,8 @@ def submit(key: str, experiment: str, values: dict, device: str | None = None, n
 def run_controls(key: str, experiment: str, values: Callable[[], dict], label: str = "Run",
                  device: str | None = None) -> None:
     """A Run button that validates the settings (built lazily by ``values``) and queues the job."""
-    running = _current_job(key) is not None
+    job = _current_job(key)
+    running = job is not None and job.state != "done"
     if st.button(label, key=f"{key}.button", type="primary", disabled=running):
         try:
             submitted = values()
