@@ -45,7 +45,9 @@ def render_formats(run: RunResult) -> None:
         st.subheader("Format table")
         st.dataframe(table[["format", "bits", "sign_bits", "exponent_bits", "mantissa_bits", "bytes", "max",
                             "smallest_normal", "smallest_subnormal", "eps", "decimal_digits", "course note says",
-                            "source", "note"]], hide_index=True)
+                            "source", "note"]], hide_index=True,
+                     column_config={c: st.column_config.NumberColumn(format="%.6g")
+                                    for c in ("max", "smallest_normal", "smallest_subnormal", "eps")})
         st.caption("max / smallest normal / eps from torch.finfo/iinfo; eps and field widths measured from bit "
                    "patterns; tf32, int4 and fp4 from their definitions (see *source*). The last column quotes "
                    "the course note for comparison: fp16's real range is 6.0e-8 (subnormal) to 65504.")
