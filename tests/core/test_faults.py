@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import json
 import os
+import re
 import signal
 import sqlite3
 import subprocess
@@ -364,3 +365,47 @@ def test_unwritable_data_directory_at_start_is_a_store_error(tmp_path):
     blocker.write_text("x")
     with pytest.raises(StoreError, match="cannot create the data directory"):
         RunStore(blocker / "sub" / "runs.sqlite")
+
+
+FULL_DISK = textwrap.dedent("""
+    import json, os
+    from core.jobs import JobManager
+    from core.store import RunStore
+
+    store = RunStore()
+    manager = JobManager(store=store)
+    first = manager.submit("probe", {"steps": 2}, "cpu").wait(120)
+    filler = os.path.join(os.environ["GPULAB_DATA_DIR"], "filler")
+    with open(filler, "wb", buffering=0) as fh:  # take every free byte of the little file system
+        try:
+            while True:
+                fh.write(b"x" * 4096)
+        except OSError:
+            pass
+    job = manager.submit("probe", {"steps": 300}, "cpu")
+    full = job.wait(120)
+    os.remove(filler)
+    after = manager.submit("probe", {"steps": 1}, "cpu").wait(120)
+    print(json.dumps({"first": first.id, "full_status": full.status, "full_rows": len(full.rows), "full_error": full.error,
+                      "store_error": job.store_error, "first_intact": store.get(first.id).to_dict() == first.to_dict(),
+                      "after": after.status, "after_saved": store.get(after.id).status, "count": store.count()}))
+    manager.shutdown()
+""")
+
+
+def test_full_disk_is_a_clear_error_and_nothing_earlier_is_lost(data_dir, tmp_path):
+    """The data directory is a 1 MiB tmpfs (in a private mount namespace) that a filler file takes whole."""
+    data_dir.mkdir(parents=True, exist_ok=True)
+    mount = 'mount -t tmpfs -o size=1m tmpfs "$0" && exec "$@"'
+    check = subprocess.run(["unshare", "--mount", "sh", "-c", mount, str(data_dir), "true"], capture_output=True)
+    if check.returncode != 0:
+        pytest.skip(f"cannot mount a small tmpfs to fill (needs root): {check.stderr.decode().strip()}")
+    out = subprocess.run(["unshare", "--mount", "sh", "-c", mount, str(data_dir), sys.executable, "-c", FULL_DISK],
+                         capture_output=True, text=True, cwd=ROOT, timeout=WAIT_S,
+                         env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    assert out.returncode == 0, out.stderr[-3000:]
+    report = json.loads(out.stdout.strip().splitlines()[-1])
+    assert report["full_status"] == "ok" and report["full_rows"] == 300, report  # the measurement itself survives
+    assert re.search("database or disk is full|disk I/O error", report["store_error"]), report
+    assert report["first_intact"] and report["after"] == "ok" and report["after_saved"] == "ok"
+    assert report["count"] == 2  # the first and the last run; the one that hit the full disk is reported, not stored

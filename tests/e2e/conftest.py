@@ -100,11 +100,11 @@ def stop_server(server: dict) -> None:
 
 @pytest.fixture(scope="session")
 def server(tmp_path_factory, browser):
-    """The dashboard for the whole session, first opened at ``/`` as a user would.
+    """The dashboard for the whole session, first opened at ``/`` so the device list is cached.
 
-    Until some session has run app.py's ``st.navigation``, Streamlit treats ``pages/`` as a legacy
-    multipage folder and serves a deep link such as ``/matmul`` without app.py (no shared sidebar);
-    see ``test_deep_link_on_a_fresh_server_keeps_the_sidebar``.
+    (Until a session has run app.py's ``st.navigation``, Streamlit briefly treats ``pages/`` as a
+    legacy multipage folder; ``test_deep_link_on_a_fresh_server_shows_the_shared_sidebar`` covers
+    a first request that is a deep link.)
     """
     if _missing():
         pytest.skip(_missing())
@@ -252,6 +252,11 @@ class Lab:
 @pytest.fixture
 def lab(page, server):
     return Lab(page, server["url"])
+
+
+@pytest.fixture
+def fresh_lab(page, fresh_server):
+    return Lab(page, fresh_server["url"])
 
 
 def png_size(data: bytes) -> tuple[int, int]:

@@ -50,14 +50,13 @@ def test_sidebar_selections_persist_across_pages(lab):
         lab.no_exception()
 
 
-@pytest.mark.xfail(strict=True, reason="Streamlit runs pages/ as a legacy multipage folder until some session has "
-                                       "called st.navigation: a deep link (or a tab reconnecting after a server "
-                                       "restart) gets the page without app.py's shared sidebar")
-def test_deep_link_on_a_fresh_server_keeps_the_sidebar(page, fresh_server):
-    from conftest import Lab
 
-    lab = Lab(page, fresh_server["url"])
-    lab.page.goto(f"{fresh_server['url']}/matmul")
+def test_deep_link_on_a_fresh_server_shows_the_shared_sidebar(fresh_lab):
+    """A bookmarked page (or a tab reconnecting after a restart) is the first request the server sees."""
+    lab = fresh_lab
+    lab.page.goto(f"{lab.url}/matmul")
     lab.idle(120_000)
-    lab.expect(lab.page.locator("h1").first).to_be_visible()
-    lab.expect(lab.selectbox("Model size", lab.page.get_by_test_id("stSidebar"))).to_have_count(1)
+    lab.expect(lab.page.locator("h1").first).to_have_text("Matmul throughput", timeout=60_000)
+    lab.expect(lab.selectbox("Model size", lab.page.get_by_test_id("stSidebar"))).to_have_count(1, timeout=60_000)
+    lab.expect(lab.page.get_by_test_id("stSidebarNav").get_by_role("link", name="Compare & export")).to_have_count(1)
+    lab.no_exception()
