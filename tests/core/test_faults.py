@@ -358,6 +358,7 @@ def test_read_only_data_directory_is_a_clear_cli_error(data_dir, existing_db):
             os.chmod(path, 0o755 if path.is_dir() else 0o644)
     if existing_db:
         assert RunStore().count() == before
+    wait_for(lambda: not our_workers(), timeout_s=10, what="the CLI's workers to exit")
 
 
 def test_unwritable_data_directory_at_start_is_a_store_error(tmp_path):
@@ -409,3 +410,4 @@ def test_full_disk_is_a_clear_error_and_nothing_earlier_is_lost(data_dir, tmp_pa
     assert re.search("database or disk is full|disk I/O error", report["store_error"]), report
     assert report["first_intact"] and report["after"] == "ok" and report["after_saved"] == "ok"
     assert report["count"] == 2  # the first and the last run; the one that hit the full disk is reported, not stored
+    wait_for(lambda: not our_workers(), timeout_s=10, what="the workers to exit")
