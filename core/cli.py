@@ -229,6 +229,8 @@ def _cmd_experiment(args, exp: Experiment) -> int:
     _print_run(run, args.json)
     if job.store_error:
         print(f"warning: {job.store_error}", file=sys.stderr)
+    if run.status == "error" and (run.error or "").startswith("invalid request:"):
+        return 2  # e.g. a GPU index this box does not have: bad input, found by the worker
     return EXIT.get(run.status, 1)
 
 

@@ -30,6 +30,7 @@ from core.result import RunResult, new_run_id, now_iso
 REPO_ROOT = Path(__file__).resolve().parent.parent
 STARTUP_TIMEOUT_S = 120.0  # importing torch on a cold disk can take a while
 DEFAULT_TIMEOUT_S = 3600.0
+RUNNING_SAVE_INTERVAL_S = 2.0  # how often a running job's finished rows are written to the store
 
 
 class WorkerDied(Exception):
@@ -278,6 +279,7 @@ class DeviceQueue:
 
     def _follow(self, job: Job, worker: WorkerProcess, started: dict, ready: dict) -> dict:
         deadline = None
+        saved_at = time.monotonic()
         while True:
             if job.cancelled:
                 worker.kill()
@@ -303,7 +305,11 @@ class DeviceQueue:
                 job.done_steps = int(event.get("done", 0))
                 job.total_steps = int(event.get("total", 0))
                 job.message = str(event.get("message", ""))
-                job.rows.extend(r for r in event.get("rows", []) if isinstance(r, dict))
+                new_rows = [r for r in event.get("rows", []) if isinstance(r, dict)]
+                job.rows.extend(new_rows)
+                if new_rows and time.monotonic() - saved_at > RUNNING_SAVE_INTERVAL_S:
+                    self._save_running(job, started)  # a server restart then keeps these points
+                    saved_at = time.monotonic()
             elif kind == "result":
                 return event
             self._notify(job, event)

@@ -67,6 +67,9 @@ class RunStore:
             self.path.parent.mkdir(parents=True, exist_ok=True)
         except OSError as exc:
             raise StoreError(f"cannot create the data directory {self.path.parent}: {exc.strerror or exc}") from None
+        if not os.access(self.path.parent, os.W_OK) or (self.path.exists() and not os.access(self.path, os.W_OK)):
+            raise StoreError(f"the run database {self.path} is read-only (or its directory is): runs cannot be "
+                             f"saved; set GPULAB_DATA_DIR or --db to a writable place")
         with self._connect():
             pass  # creates and migrates, so errors surface at start-up
 

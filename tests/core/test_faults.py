@@ -221,7 +221,7 @@ SERVER = textwrap.dedent("""
     manager = JobManager(store=RunStore())
     job = manager.submit("probe", {"steps": 2000, "seconds": 0.05}, "cpu",
                          on_event=lambda job, e: pids.setdefault("worker", e.get("pid")) if e.get("type") == "started" else None)
-    while job.done_steps < 3:
+    while job.done_steps < 80:  # > RUNNING_SAVE_INTERVAL_S of progress, so some rows reach the store
         time.sleep(0.05)
     print(json.dumps({"job": job.id, "worker": pids["worker"]}), flush=True)
     time.sleep(3600)
@@ -251,6 +251,8 @@ def test_server_restarted_while_a_job_runs(store, earlier, manager):
         run = store.get(info["job"])
         assert run.status == "interrupted"
         assert f"pid {server.pid}" in run.error
+        steps = [r["step"] for r in run.rows]
+        assert steps and steps == list(range(1, len(steps) + 1)), "finished points of the dead run are kept"
         events = Events()
         nxt = restarted.submit("probe", {"steps": 1}, "cpu", on_event=events).wait(WAIT_S)
         assert nxt.status == "ok"
