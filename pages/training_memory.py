@@ -4,7 +4,7 @@ import streamlit as st
 
 from core.estimate import EstimateConfig, moments, plan
 from core.experiment import ConfigError
-from core.presets import DEFAULT_BATCH, DEFAULT_CONTEXT, OPTIMIZERS, PRECISIONS, PRESET_NAMES, get_preset
+from core.presets import DEFAULT_BATCH, DEFAULT_CONTEXT, OPTIMIZERS, PRECISIONS, get_preset
 from pages.common import lab, run_panel
 from pages.common.charts import show, show_charts
 from pages.plots import overlay_for
@@ -26,8 +26,9 @@ device = lab.selected_device()
 info = lab.device_info(device) or {"kind": "cpu", "total_memory_bytes": None}
 target = "cuda" if info.get("kind") == "cuda" else "cpu"
 
+model = lab.selected_model()  # the sidebar's model size: one selector for every page
 cols = st.columns(4)
-model = cols[0].selectbox("Model", PRESET_NAMES, index=PRESET_NAMES.index(lab.selected_model()), key=f"{KEY}.model")
+cols[0].text_input("Model (sidebar)", model, disabled=True, help="Change the model size in the sidebar.")
 precision_default = PRECISION_FOR_DTYPE.get(lab.selected_dtype(), "fp32")
 if target == "cpu" and precision_default == "tf32":
     precision_default = "fp32"

@@ -58,8 +58,10 @@ def test_allocator(lab, check_exports):
 @needs("pages/training_memory.py")
 def test_training_memory(lab, check_exports):
     lab.start("mini", "bf16", "Training memory")
-    assert (lab.value("Model"), lab.value("Precision")) == ("mini", "bf16-autocast")  # the page follows the sidebar
-    lab.choose("Model", "tiny")
+    assert lab.value("Precision") == "bf16-autocast"  # the page starts from the sidebar's dtype
+    lab.expect(lab.main().get_by_text("mini: 3,609,728 parameters")).to_be_visible()  # and uses its model size
+    lab.choose("Model size", "tiny", sidebar=True)  # changed on the page: the page follows
+    lab.expect(lab.main().get_by_text("tiny: 1,411,392 parameters")).to_be_visible()
     lab.number("Batch", 2)
     lab.number("Context (tokens)", 32)
     planner_charts = lab.charts().count()

@@ -4,17 +4,32 @@ import time
 PAGE = "pages/training_memory.py"
 
 
+def test_planner_answers_for_the_sidebar_model_without_running(data_dir):
+    """The page alone (AppTest re-runs only the page after a first app run, dropping the sidebar's widget
+    state), with the sidebar's selections as plain session keys."""
+    import streamlit as st
+    from streamlit.testing.v1 import AppTest
+
+    from tests.conftest import ROOT
+
+    st.cache_resource.clear()
+    at = AppTest.from_file(str(ROOT / PAGE), default_timeout=120)
+    at.session_state["lab.model"] = "xl"
+    at.session_state["lab.dtype"] = "bf16"
+    at.session_state["lab.device"] = "cpu"
+    at.run()
+    assert not at.exception
+    assert at.selectbox(key="training_memory.precision").value == "bf16-autocast"  # from the sidebar's dtype
+    assert any(c.value.startswith("xl: 1,998,235,200 parameters") for c in at.caption)
+    assert any("Estimated peak" in m.label for m in at.metric)
+    assert len(at.get("plotly_chart")) >= 1
+    assert not any(m.label == "Measured peak" for m in at.metric)  # nothing ran
+
+
 def test_planner_and_cpu_run_render(app):
     at = app.run()
     at.switch_page(PAGE).run()
     assert not at.exception
-    at.selectbox(key="training_memory.model").set_value("xl").run()
-    at.selectbox(key="training_memory.precision").set_value("bf16-autocast").run()
-    # The planner answers for xl without running anything.
-    assert any("Estimated peak" in m.label for m in at.metric)
-    assert len(at.get("plotly_chart")) >= 1
-
-    at.selectbox(key="training_memory.model").set_value("tiny").run()
     at.selectbox(key="training_memory.precision").set_value("fp32").run()
     at.number_input(key="training_memory.context").set_value(32).run()
     at.button(key="training_memory.button").click().run()
