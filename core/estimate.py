@@ -12,8 +12,8 @@ allowance used only for "does it fit".
 """
 from __future__ import annotations
 
-from dataclasses import dataclass, field
-from typing import Literal
+from dataclasses import dataclass, field, fields
+from typing import ClassVar, Literal
 
 from core.experiment import ConfigError, Context, Experiment, Output, Progress
 from core.presets import OPTIMIZERS, PRECISIONS, PRESET_NAMES, ModelPreset, get_preset
@@ -26,7 +26,9 @@ FRAGMENTATION_ALLOWANCE = 0.05  # reserved-but-unused blocks of the caching allo
 
 
 @dataclass(frozen=True)
-class EstimateConfig:
+class StepSetup:
+    """The training step a plan or a measurement is about (shared by ``estimate`` and ``train-memory``)."""
+
     model: Literal[PRESET_NAMES] = field(default="tiny", metadata={"help": "model preset"})
     precision: Literal[PRECISIONS] = field(default="fp32", metadata={"help": "precision mode"})
     optimizer: Literal[OPTIMIZERS] = field(default="adamw", metadata={"help": "optimizer"})
@@ -35,17 +37,32 @@ class EstimateConfig:
     checkpointing: bool = field(default=False, metadata={"help": "activation checkpointing per layer"})
     set_to_none: bool = field(default=True, metadata={"help": "zero_grad(set_to_none=...)"})
     forward_only: bool = field(default=False, metadata={"help": "forward pass under no_grad only"})
+
+    # A plan is arithmetic and may be asked about anything; a measured run must fit a real machine.
+    MAX_BATCH: ClassVar[int] = 1_000_000
+    MAX_CONTEXT: ClassVar[int] = 1_048_576
+
+    def __post_init__(self) -> None:
+        get_preset(self.model)
+        if not 1 <= self.batch <= self.MAX_BATCH:
+            raise ConfigError(f"batch must be between 1 and {self.MAX_BATCH}, got {self.batch}")
+        if not 1 <= self.context <= self.MAX_CONTEXT:
+            raise ConfigError(f"context must be between 1 and {self.MAX_CONTEXT} tokens, got {self.context}")
+
+    def setup(self) -> dict:
+        """Just the step's fields, to build another config about the same step."""
+        return {f.name: getattr(self, f.name) for f in fields(StepSetup)}
+
+
+@dataclass(frozen=True)
+class EstimateConfig(StepSetup):
     target: Literal["cpu", "cuda"] = field(default="cuda", metadata={
         "help": "device kind the plan is for (autocast policies and cuBLAS workspace differ)"})
     memory_gib: float = field(default=0.0, metadata={
         "help": "device memory for 'max batch that fits' (0: the run's device)"})
 
     def __post_init__(self) -> None:
-        get_preset(self.model)
-        if not 1 <= self.batch <= 1_000_000:
-            raise ConfigError(f"batch must be between 1 and 1000000, got {self.batch}")
-        if not 1 <= self.context <= 1_048_576:
-            raise ConfigError(f"context must be between 1 and 1048576 tokens, got {self.context}")
+        super().__post_init__()
         if not 0 <= self.memory_gib <= 100_000:
             raise ConfigError(f"memory_gib must be between 0 and 100000, got {self.memory_gib}")
 

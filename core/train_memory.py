@@ -22,9 +22,9 @@ import subprocess
 import sys
 import time
 from dataclasses import asdict, dataclass, field, replace
-from typing import Callable, Literal
+from typing import Callable, ClassVar, Literal
 
-from core.estimate import CATEGORIES, EstimateConfig, plan
+from core.estimate import CATEGORIES, EstimateConfig, StepSetup, plan
 from core.experiment import ConfigError, Context, Experiment, Output, Progress
 from core.presets import OPTIMIZERS, PRECISIONS, PRESET_NAMES, get_preset
 
@@ -32,34 +32,23 @@ MAX_TIMELINE_POINTS = 1500
 
 
 @dataclass(frozen=True)
-class TrainMemoryConfig:
-    model: Literal[PRESET_NAMES] = field(default="tiny", metadata={"help": "model preset"})
-    precision: Literal[PRECISIONS] = field(default="fp32", metadata={"help": "precision mode"})
-    optimizer: Literal[OPTIMIZERS] = field(default="adamw", metadata={"help": "optimizer"})
-    batch: int = field(default=4, metadata={"help": "sequences per step"})
-    context: int = field(default=256, metadata={"help": "tokens per sequence"})
-    checkpointing: bool = field(default=False, metadata={"help": "activation checkpointing per layer"})
-    set_to_none: bool = field(default=True, metadata={"help": "zero_grad(set_to_none=...)"})
-    forward_only: bool = field(default=False, metadata={"help": "forward pass under no_grad only"})
+class TrainMemoryConfig(StepSetup):
     warmup_steps: int = field(default=1, metadata={"help": "steps before recording (optimizer state appears here)"})
     steps: int = field(default=1, metadata={"help": "recorded steps"})
     seed: int = field(default=0, metadata={"help": "random seed for weights and tokens"})
 
+    MAX_BATCH: ClassVar[int] = 65_536
+    MAX_CONTEXT: ClassVar[int] = 65_536
+
     def __post_init__(self) -> None:
-        get_preset(self.model)
-        if not 1 <= self.batch <= 65_536:
-            raise ConfigError(f"batch must be between 1 and 65536, got {self.batch}")
-        if not 1 <= self.context <= 65_536:
-            raise ConfigError(f"context must be between 1 and 65536 tokens, got {self.context}")
+        super().__post_init__()
         if not 0 <= self.warmup_steps <= 20:
             raise ConfigError(f"warmup_steps must be between 0 and 20, got {self.warmup_steps}")
         if not 1 <= self.steps <= 10:
             raise ConfigError(f"steps must be between 1 and 10, got {self.steps}")
 
     def estimate_config(self, target: str) -> EstimateConfig:
-        return EstimateConfig(model=self.model, precision=self.precision, optimizer=self.optimizer,
-                              batch=self.batch, context=self.context, checkpointing=self.checkpointing,
-                              set_to_none=self.set_to_none, forward_only=self.forward_only, target=target)
+        return EstimateConfig(**self.setup(), target=target)
 
 
 @dataclass
