@@ -21,7 +21,7 @@ from pathlib import Path
 sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from core import registry  # noqa: E402
-from core.experiment import Context  # noqa: E402
+from core.experiment import Context, drive  # noqa: E402
 from core.jobs import JobManager  # noqa: E402
 from core.store import RunStore  # noqa: E402
 
@@ -32,12 +32,7 @@ def in_process_s() -> float:
     exp = registry.get("probe")
     cfg = exp.make_config(CONFIG)
     t0 = time.perf_counter()
-    gen = exp.run(cfg, Context("cpu", "cpu"))
-    try:
-        while True:
-            next(gen)
-    except StopIteration:
-        pass
+    drive(exp.run(cfg, Context("cpu", "cpu")))
     return time.perf_counter() - t0
 
 

@@ -79,6 +79,17 @@ class Experiment:
         return dict(self.worker_env(config)) if self.worker_env else {}
 
 
+def drive(gen: Generator[Progress, None, Output]) -> tuple[Output, list[Progress]]:
+    """Run an experiment's generator to its end in this process (tests, benchmarks, debugging):
+    its Output and every Progress it yielded. Dashboard and CLI runs go through the worker instead."""
+    events: list[Progress] = []
+    while True:
+        try:
+            events.append(next(gen))
+        except StopIteration as stop:
+            return stop.value, events
+
+
 def _field_types(cls: type) -> dict[str, Any]:
     return typing.get_type_hints(cls)
 

@@ -9,7 +9,7 @@ import pytest
 import torch
 
 from core.accumulate import AccumulateConfig, accumulate, checkpoints, run
-from core.experiment import ConfigError, Context
+from core.experiment import ConfigError, Context, drive
 
 
 def numpy_loop(value, steps, acc, addend):
@@ -58,12 +58,7 @@ def test_checkpoints():
 
 
 def test_run_rows_and_curve():
-    gen = run(AccumulateConfig(steps=300, dtypes=("fp32", "fp16")), Context("cpu", "CPU"))
-    try:
-        while True:
-            next(gen)
-    except StopIteration as stop:
-        out = stop.value
+    out, _ = drive(run(AccumulateConfig(steps=300, dtypes=("fp32", "fp16")), Context("cpu", "CPU")))
     loops = [r for r in out.rows if r["method"] == "loop"]
     sums = [r for r in out.rows if r["method"] == "torch.sum"]
     assert len(loops) == 4 and len(sums) == 2

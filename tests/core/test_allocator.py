@@ -4,6 +4,7 @@ import pytest
 from core.allocator import (MIB, AllocatorConfig, StepOutOfMemory, check_size, parse_alloc_conf, parse_step,
                             run, scenario_steps, validate_steps, worker_env)
 from core.experiment import ConfigError, Context, Output, Unsupported
+from core.experiment import drive as drive_generator
 
 CPU = Context(device="cpu", device_name="test CPU")
 SIZE_MIB = 64  # above glibc's 32 MiB mmap ceiling, so a free goes straight back to the OS
@@ -11,13 +12,8 @@ SIZE_MIB = 64  # above glibc's 32 MiB mmap ceiling, so a free goes straight back
 
 def drive(cfg, ctx=CPU):
     """Run the generator like the worker does: progress rows as they come, then the Output."""
-    gen = run(cfg, ctx)
-    progress = []
-    try:
-        while True:
-            progress.extend(next(gen).rows)
-    except StopIteration as stop:
-        return progress, stop.value
+    out, events = drive_generator(run(cfg, ctx))
+    return [row for event in events for row in event.rows], out
 
 
 # --- custom steps --------------------------------------------------------------------------------

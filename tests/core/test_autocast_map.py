@@ -2,7 +2,7 @@
 import pytest
 
 from core.autocast_map import AutocastConfig, dtype_map, run
-from core.experiment import ConfigError, Context
+from core.experiment import ConfigError, Context, drive
 
 
 def rows_by_module(model, autocast, device="cpu"):
@@ -32,12 +32,7 @@ def test_block_rmsnorm_stays_fp32_and_linears_go_bf16():
 
 
 def test_cpu_run_modes():
-    gen = run(AutocastConfig(models=("toy",)), Context("cpu", "CPU"))
-    try:
-        while True:
-            next(gen)
-    except StopIteration as stop:
-        out = stop.value
+    out, _ = drive(run(AutocastConfig(models=("toy",)), Context("cpu", "CPU")))
     assert out.meta["autocast_modes"] == ["none", "bf16"]
     assert {r["autocast"] for r in out.rows} == {"none", "bf16"}
 

@@ -5,7 +5,7 @@ import numpy as np
 import pytest
 import torch
 
-from core.experiment import ConfigError, Context
+from core.experiment import ConfigError, Context, drive
 from core.matmul import (MatmulConfig, Shape, dtype_support, flops, make_operands, measure_point, model_shapes,
                          relative_error, run, shapes_for, tflops_from_ms)
 from core.timing import TimingPlan, time_cpu
@@ -15,13 +15,8 @@ QUICK = dict(warmup_ms=5.0, rep_ms=10.0, min_reps=3, max_reps=20, roofline=False
 
 
 def _run(cfg):
-    gen = run(cfg, CPU)
-    progress = []
-    try:
-        while True:
-            progress.append(next(gen))
-    except StopIteration as stop:
-        return progress, stop.value
+    out, progress = drive(run(cfg, CPU))
+    return progress, out
 
 
 def test_tflops_arithmetic_by_hand():

@@ -2,16 +2,8 @@
 import pytest
 import torch
 
-from core.experiment import ConfigError, Context
+from core.experiment import ConfigError, Context, drive
 from core.quantize import QuantizeConfig, quantize, run
-
-
-def finish(gen):
-    try:
-        while True:
-            next(gen)
-    except StopIteration as stop:
-        return stop.value
 
 
 def test_symmetric_int8_by_hand():
@@ -52,15 +44,15 @@ def test_round_trip_error_is_at_most_half_a_step():
 
 def test_outliers_hurt_the_bulk():
     ctx = Context("cpu", "CPU")
-    normal = {r["quantization"]: r for r in finish(run(QuantizeConfig(distribution="normal", size=20_000), ctx)).rows}
-    spiky = {r["quantization"]: r for r in finish(run(QuantizeConfig(distribution="outliers", size=20_000), ctx)).rows}
+    normal = {r["quantization"]: r for r in drive(run(QuantizeConfig(distribution="normal", size=20_000), ctx))[0].rows}
+    spiky = {r["quantization"]: r for r in drive(run(QuantizeConfig(distribution="outliers", size=20_000), ctx))[0].rows}
     for name in ("int8 symmetric", "int8 asymmetric"):
         assert spiky[name]["rmse_bulk"] > 5 * normal[name]["rmse_bulk"]
         assert spiky[name]["levels_used"] < normal[name]["levels_used"] / 3
 
 
 def test_custom_tensor_lists_every_code():
-    out = finish(run(QuantizeConfig(distribution="custom"), Context("cpu", "CPU")))
+    out = drive(run(QuantizeConfig(distribution="custom"), Context("cpu", "CPU")))[0]
     codes = [r["code"] for r in out.meta["round_trip"] if r["quantization"] == "int8 asymmetric"]
     assert codes == [21, 106, 191, 255]
     assert sum(out.meta["values_hist"]["counts"]) == 4

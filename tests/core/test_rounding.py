@@ -3,16 +3,8 @@ import numpy as np
 import pytest
 import torch
 
-from core.experiment import ConfigError, Context
+from core.experiment import ConfigError, Context, drive
 from core.rounding import RoundingConfig, relative_error, run
-
-
-def finish(gen):
-    try:
-        while True:
-            next(gen)
-    except StopIteration as stop:
-        return stop.value
 
 
 def test_relative_error_against_numpy():
@@ -24,7 +16,7 @@ def test_relative_error_against_numpy():
 
 
 def test_cpu_rows():
-    rows = {r["mode"]: r for r in finish(run(RoundingConfig(size=128), Context("cpu", "CPU"))).rows}
+    rows = {r["mode"]: r for r in drive(run(RoundingConfig(size=128), Context("cpu", "CPU")))[0].rows}
     assert rows["tf32"]["status"] == "unsupported"
     assert rows["tf32"]["reason"] == "TF32 applies to CUDA tensor cores only" and "rel_error" not in rows["tf32"]
     assert rows["fp32"]["rel_error"] < 1e-5 < rows["fp16"]["rel_error"] < rows["bf16"]["rel_error"] < 2e-2
@@ -37,7 +29,7 @@ def test_config_limits():
 
 @pytest.mark.gpu
 def test_cuda_tf32_sits_between_fp32_and_bf16():
-    rows = {r["mode"]: r for r in finish(run(RoundingConfig(size=1024), Context("cuda:0", "GPU"))).rows}
+    rows = {r["mode"]: r for r in drive(run(RoundingConfig(size=1024), Context("cuda:0", "GPU")))[0].rows}
     if rows["tf32"]["status"] == "unsupported":
         pytest.skip(rows["tf32"]["reason"])
     assert rows["fp32"]["rel_error"] < rows["tf32"]["rel_error"] < rows["bf16"]["rel_error"]

@@ -5,20 +5,11 @@ import time
 
 import pytest
 
-from core.experiment import ConfigError, Context
+from core.experiment import ConfigError, Context, drive
 from core.step_bench import GROUPS, PhaseTimer, StepBenchConfig, classify, run
 
 CPU = Context("cpu", "CPU")
 SMALL = dict(model="tiny", batch=2, context=16, warmup_steps=1, timed_steps=3, cold_steps=2, profile_steps=1)
-
-
-def drive(gen):
-    events = []
-    while True:
-        try:
-            events.append(next(gen))
-        except StopIteration as stop:
-            return stop.value, events
 
 
 @pytest.fixture(scope="module")

@@ -2,19 +2,14 @@
 import pytest
 
 from core.estimate import plan
-from core.experiment import Context
+from core.experiment import Context, drive
 from core.train_memory import TrainMemoryConfig, binary_search_max, measure, run
 
 CPU = Context("cpu", "CPU")
 
 
 def _run(cfg):
-    gen = run(cfg, CPU)
-    try:
-        while True:
-            next(gen)
-    except StopIteration as stop:
-        return stop.value
+    return drive(run(cfg, CPU))[0]
 
 
 @pytest.mark.parametrize("model,batch,context", [("tiny", 2, 128), ("mini", 2, 64)])
@@ -87,9 +82,4 @@ def test_estimate_within_10_percent_on_gpu(model, precision, optimizer):
 
 
 def _run_gpu(cfg):
-    gen = run(cfg, Context("cuda:0", "GPU"))
-    try:
-        while True:
-            next(gen)
-    except StopIteration as stop:
-        return stop.value
+    return drive(run(cfg, Context("cuda:0", "GPU")))[0]

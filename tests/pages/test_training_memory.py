@@ -45,18 +45,14 @@ def test_planner_and_cpu_run_render(app):
 
 
 def test_figures_and_overlay_from_a_run():
-    from core.experiment import Context
+    from core.experiment import Context, drive
     from core.result import RunResult
     from core.train_memory import TrainMemoryConfig, run
     from pages.plots.train_memory import figures, overlay
 
     def record(precision):
-        gen = run(TrainMemoryConfig(model="tiny", precision=precision, batch=1, context=32), Context("cpu", "CPU"))
-        try:
-            while True:
-                next(gen)
-        except StopIteration as stop:
-            out = stop.value
+        out, _ = drive(run(TrainMemoryConfig(model="tiny", precision=precision, batch=1, context=32),
+                           Context("cpu", "CPU")))
         return RunResult(experiment="train-memory", config={"model": "tiny", "precision": precision,
                                                              "optimizer": "adamw", "batch": 1, "context": 32},
                          device={"kind": "cpu", "name": "test CPU"}, versions={}, started_at="2026-01-01T00:00:00",
