@@ -21,7 +21,7 @@ from core import device as devices
 from core.clocks import ClockSampler
 from core.experiment import ConfigError, Context, Experiment, Output, Progress
 from core.presets import DEFAULT_BATCH, DEFAULT_CONTEXT, PRESET_NAMES, get_preset
-from core.specs import unit_for
+from core.specs import device_peak, unit_for
 from core.stats import summarize
 from core.timing import TimingPlan, flush_bytes, keep_busy, make_flush, time_op
 from core.training import matmul_precision
@@ -350,15 +350,10 @@ def cpu_l2_bytes() -> int:
 
 
 def _peak(dtype: str, desc: dict) -> tuple[float | None, str | None]:
-    """Datasheet peak (TFLOPS, TOPS for int8) for the dtype's unit, or None with the reason."""
-    if desc.get("kind") != "cuda":
-        return None, "CPU: no datasheet peak; achieved GFLOPS only"
-    spec = desc.get("spec")
-    if not spec:
-        return None, f"no datasheet entry for {desc.get('name')}"
-    unit = unit_for(dtype, tensor_fp64="fp64_tc" in spec["tflops"])
-    peak = spec["tflops"].get(unit)
-    return (peak, None) if peak else (None, f"datasheet lists no {unit} figure for {spec['name']}")
+    """Datasheet peak (TFLOPS, TOPS for int8) for the dtype's unit (fp64: the tensor-core figure where
+    the sheet has one), or None with the reason."""
+    tflops = (desc.get("spec") or {}).get("tflops", {})
+    return device_peak(desc, unit_for(dtype, tensor_fp64="fp64_tc" in tflops))
 
 
 def measure_point(dtype: str, shape: Shape, ctx: Context, cfg: MatmulConfig, flush, generator,

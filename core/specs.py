@@ -109,8 +109,19 @@ def spec_for_device(device: dict) -> DeviceSpec | None:
     return match_spec(device.get("name", ""), device.get("total_memory_bytes"))
 
 
+def device_peak(device: dict, unit: str) -> tuple[float | None, str | None]:
+    """Dense datasheet peak of ``unit`` for a :mod:`core.device` description, or (None, why not)."""
+    if device.get("kind") != "cuda":
+        return None, "CPU: no datasheet peak"
+    spec = device.get("spec")
+    if not spec:
+        return None, f"no datasheet entry for {device.get('name')}"
+    peak = spec["tflops"].get(unit)
+    return (peak, None) if peak else (None, f"the {spec['name']} datasheet lists no {unit} peak")
+
+
 def all_specs() -> list[dict]:
     return [s.to_dict() for s in SPECS]
 
 
-__all__ = ["DeviceSpec", "SPECS", "match_spec", "unit_for", "spec_for_device", "all_specs", "DTYPE_UNITS"]
+__all__ = ["DeviceSpec", "SPECS", "match_spec", "unit_for", "spec_for_device", "device_peak", "all_specs", "DTYPE_UNITS"]

@@ -31,6 +31,7 @@ from core.flops import StepFlops, count_step_flops
 from core.model import build_model, random_batch
 from core.paths import data_dir
 from core.presets import DEFAULT_BATCH, get_preset
+from core.specs import device_peak
 from core.stats import summarize
 from core.training import OPTIMIZERS, PHASES, PRECISIONS, TrainStep, check_precision, make_optimizer, param_dtype
 
@@ -163,15 +164,8 @@ def samples(rows: list[dict], series: str, phase: str) -> list[float]:
 
 def peak_tflops(device_info: dict, precision: str) -> tuple[float | None, str | None]:
     """Datasheet dense peak of the unit the precision's matmuls run on, or (None, why not)."""
-    if device_info.get("kind") != "cuda":
-        return None, "CPU: no datasheet peak, so no MFU"
-    spec = device_info.get("spec")
-    if not spec:
-        return None, f"no datasheet entry for {device_info.get('name')}: no MFU"
-    peak = spec["tflops"].get(PEAK_UNIT[precision])
-    if not peak:
-        return None, f"the {spec['name']} datasheet lists no {PEAK_UNIT[precision]} peak"
-    return peak, None
+    peak, why = device_peak(device_info, PEAK_UNIT[precision])
+    return peak, (f"{why}, so no MFU" if why else None)
 
 
 def throughput(flops: StepFlops, step_ms: float, peak: float | None) -> dict:

@@ -80,3 +80,14 @@ def test_peaks_are_dense_figures_from_the_datasheets():
 def test_unit_for_matmul_dtypes():
     assert specs.unit_for("fp64") == "fp64_tc" and specs.unit_for("bf16") == "bf16"
     assert specs.spec_for_device({"kind": "cpu", "name": "x"}) is None
+
+
+def test_device_peak_names_why_there_is_none():
+    h100 = {"kind": "cuda", "name": "NVIDIA H100 80GB HBM3",
+            "spec": specs.match_spec("NVIDIA H100 80GB HBM3", 80 * 2**30).to_dict()}
+    assert specs.device_peak(h100, "bf16") == (989.4, None)
+    l4 = {"kind": "cuda", "name": "NVIDIA L4", "spec": specs.match_spec("NVIDIA L4").to_dict()}
+    assert specs.device_peak(l4, "fp64") == (None, "the NVIDIA L4 datasheet lists no fp64 peak")
+    assert specs.device_peak({"kind": "cuda", "name": "GTX 1080", "spec": None}, "fp32")[1] == \
+        "no datasheet entry for GTX 1080"
+    assert specs.device_peak({"kind": "cpu", "name": "x"}, "fp32") == (None, "CPU: no datasheet peak")
