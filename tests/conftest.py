@@ -1,14 +1,39 @@
 """Test set-up: every test gets its own data directory (workers inherit it through the environment),
 GPU tests skip with a reason on machines without CUDA, and AppTest never sees another test's caches."""
 import os
+import socket
 import sys
 import tempfile
+import time
+import urllib.request
 from pathlib import Path
 
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
 sys.path.insert(0, str(ROOT))
+
+
+def free_port() -> int:
+    with socket.socket() as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def wait_healthy(url: str, timeout_s: float, alive=lambda: True, poll_s: float = 0.2) -> bool:
+    """Poll a Streamlit server's ``/_stcore/health`` until it answers "ok" (True), the deadline passes
+    or ``alive()`` turns False (False). No fixed sleeps in the tests that start servers."""
+    deadline = time.monotonic() + timeout_s
+    while True:
+        try:
+            with urllib.request.urlopen(f"{url}/_stcore/health", timeout=3) as response:
+                if response.read() == b"ok":
+                    return True
+        except OSError:
+            pass
+        if not alive() or time.monotonic() > deadline:
+            return False
+        time.sleep(poll_s)
 
 
 def _cuda_available() -> bool:

@@ -9,14 +9,13 @@ from __future__ import annotations
 import os
 import re
 import shutil
-import socket
 import subprocess
-import time
-import urllib.request
 import uuid
 from pathlib import Path
 
 import pytest
+
+from tests.conftest import free_port, wait_healthy
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCKERFILE = (ROOT / "Dockerfile").read_text()
@@ -71,12 +70,6 @@ def _docker_problem() -> str | None:
     return None
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 @pytest.mark.slow
 def test_image_builds_and_answers_its_health_check():
     problem = _docker_problem()
@@ -88,21 +81,13 @@ def test_image_builds_and_answers_its_health_check():
         build[2:2] = ["--build-arg", f"BASE_IMAGE={os.environ['GPULAB_DOCKER_BASE']}"]
     out = subprocess.run(build, cwd=ROOT, capture_output=True, text=True, timeout=1800)
     assert out.returncode == 0, out.stderr[-3000:]
-    port = _free_port()
+    port = free_port()
     container = subprocess.run(["docker", "run", "-d", "--rm", "-p", f"127.0.0.1:{port}:8501", tag],
                                capture_output=True, text=True, check=True).stdout.strip()
     try:
-        deadline = time.monotonic() + 120
-        while True:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=3) as response:
-                    assert response.read() == b"ok"
-                break
-            except OSError:
-                if time.monotonic() > deadline:
-                    logs = subprocess.run(["docker", "logs", container], capture_output=True, text=True).stderr
-                    pytest.fail(f"no health answer within 120 s; logs: {logs[-2000:]}")
-                time.sleep(1)
+        if not wait_healthy(f"http://127.0.0.1:{port}", 120, poll_s=1):
+            logs = subprocess.run(["docker", "logs", container], capture_output=True, text=True).stderr
+            pytest.fail(f"no health answer within 120 s; logs: {logs[-2000:]}")
         uid = subprocess.run(["docker", "exec", container, "id", "-u"], capture_output=True, text=True).stdout
         assert uid.strip() not in ("", "0")
         probe = subprocess.run(["docker", "exec", container, "python", "-m", "core", "probe", "--steps", "1",

@@ -6,12 +6,9 @@ import ast
 import json
 import os
 import pickle
-import socket
 import subprocess
 import sys
-import time
 import tomllib
-import urllib.request
 from pathlib import Path
 
 import psutil
@@ -19,6 +16,7 @@ import pytest
 
 from core import store as store_module
 from core.store import ImportRefused, parse_runs_file
+from tests.conftest import free_port, wait_healthy
 
 ROOT = Path(__file__).resolve().parents[2]
 SOURCES = sorted(p for p in ROOT.rglob("*.py") if not {".git", ".venv", "node_modules"} & set(p.parts))
@@ -100,29 +98,15 @@ def test_server_binds_localhost_by_default():
     assert config.get("browser", {}).get("gatherUsageStats") is False
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def test_running_server_listens_on_loopback_only(data_dir):
     """Start the real server with no address flag: every listening socket it opens is on 127.0.0.1."""
-    port = _free_port()
+    port = free_port()
     env = dict(os.environ, GPULAB_DATA_DIR=str(data_dir))
     server = subprocess.Popen([sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port)],
                               cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
     try:
-        deadline = time.monotonic() + 60
-        while True:
-            try:
-                with urllib.request.urlopen(f"http://127.0.0.1:{port}/_stcore/health", timeout=2) as response:
-                    assert response.read() == b"ok"
-                break
-            except OSError:
-                if time.monotonic() > deadline or server.poll() is not None:
-                    pytest.fail("the dashboard did not answer its health check within 60 s")
-                time.sleep(0.3)
+        if not wait_healthy(f"http://127.0.0.1:{port}", 60, alive=lambda: server.poll() is None):
+            pytest.fail("the dashboard did not answer its health check within 60 s")
         listening = [c.laddr for c in psutil.Process(server.pid).net_connections(kind="inet")
                      if c.status == psutil.CONN_LISTEN]
         assert listening and {a.ip for a in listening} <= {"127.0.0.1"}, listening

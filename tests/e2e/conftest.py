@@ -9,15 +9,15 @@ from __future__ import annotations
 
 import os
 import re
-import socket
 import struct
 import subprocess
 import sys
 import time
-import urllib.request
 from pathlib import Path
 
 import pytest
+
+from tests.conftest import free_port, wait_healthy
 
 ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
@@ -55,15 +55,9 @@ def browser_context_args(browser_context_args):
     return {**browser_context_args, "accept_downloads": True, "viewport": {"width": 1400, "height": 1000}}
 
 
-def _free_port() -> int:
-    with socket.socket() as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
-
-
 def start_server(base: Path) -> dict:
     """``streamlit run app.py`` on a free port with its own data and lock directories; waits for health."""
-    port = _free_port()
+    port = free_port()
     env = dict(os.environ, GPULAB_DATA_DIR=str(base / "data"), GPULAB_LOCK_DIR=str(base / "locks"))
     env.pop("GPULAB_DB", None)
     log = open(base / "server.log", "wb")
@@ -72,18 +66,9 @@ def start_server(base: Path) -> dict:
                              "--browser.gatherUsageStats", "false"],
                             cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
     url = f"http://127.0.0.1:{port}"
-    deadline = time.monotonic() + 90
-    while True:
-        try:
-            with urllib.request.urlopen(f"{url}/_stcore/health", timeout=2) as response:
-                if response.read() == b"ok":
-                    break
-        except OSError:
-            pass
-        if proc.poll() is not None or time.monotonic() > deadline:
-            proc.kill()
-            pytest.fail(f"streamlit did not become healthy: {(base / 'server.log').read_text()[-2000:]}")
-        time.sleep(0.2)
+    if not wait_healthy(url, 90, alive=lambda: proc.poll() is None):
+        proc.kill()
+        pytest.fail(f"streamlit did not become healthy: {(base / 'server.log').read_text()[-2000:]}")
     return {"url": url, "data_dir": base / "data", "log": log, "proc": proc}
 
 
