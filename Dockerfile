@@ -4,7 +4,7 @@
 #   docker run --gpus all -p 127.0.0.1:8501:8501 -v gpulab-data:/data gpulab
 #
 # The base image brings PyTorch with CUDA; it is never reinstalled (the requirements are installed
-# under a constraint pinning the base's torch). For a CPU-only image:
+# under a constraint pinning the base's torch, beside requirements.lock for everything else). For a CPU-only image:
 #
 #   docker build --build-arg BASE_IMAGE=python:3.11-slim-bookworm -t gpulab:cpu .
 #
@@ -34,10 +34,10 @@ RUN apt-get update \
  && rm -rf /var/lib/apt/lists/*
 
 WORKDIR /app
-COPY requirements.txt ./
+COPY requirements.txt requirements.lock ./
 RUN python -c "import torch" 2>/dev/null || python -m pip install "torch>=2.4" --index-url "${TORCH_INDEX_URL}"; \
     python -c "import torch; print('torch==' + torch.__version__)" > /tmp/keep-base-torch.txt \
- && python -m pip install -r requirements.txt -c /tmp/keep-base-torch.txt \
+ && python -m pip install -r requirements.txt -c /tmp/keep-base-torch.txt -c requirements.lock \
  && python -c "import torch, sys; want = open('/tmp/keep-base-torch.txt').read().split('==')[1].strip(); \
 sys.exit(0 if torch.__version__ == want else 'torch was replaced')"
 RUN if ! command -v chromium >/dev/null; then \

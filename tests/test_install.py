@@ -1,0 +1,59 @@
+"""The install is reproducible: requirements.lock pins everything the requirements name (except torch,
+which a GPU box keeps as its own CUDA build), and this environment runs exactly the pinned versions."""
+import re
+from importlib import metadata
+
+from tests.conftest import ROOT
+
+NAME = re.compile(r"^\s*([A-Za-z0-9][A-Za-z0-9._-]*)")
+
+
+def _canonical(name: str) -> str:
+    return re.sub(r"[-_.]+", "-", name).lower()
+
+
+def _names(path) -> set[str]:
+    names = set()
+    for line in path.read_text().splitlines():
+        line = line.split("#", 1)[0].strip()
+        if not line:
+            continue
+        if line.startswith("-r "):
+            names |= _names(path.parent / line[3:].strip())
+            continue
+        names.add(_canonical(NAME.match(line).group(1)))
+    return names
+
+
+def _lock() -> dict[str, str]:
+    pins = {}
+    for line in (ROOT / "requirements.lock").read_text().splitlines():
+        line = line.split("#", 1)[0].strip()
+        if line:
+            name, version = line.split("==")
+            pins[_canonical(name)] = version.strip()
+    return pins
+
+
+def test_the_lock_pins_every_requirement_but_torch():
+    wanted = _names(ROOT / "requirements-dev.txt")
+    pins = _lock()
+    assert "torch" in wanted and "torch" not in pins
+    assert wanted - {"torch"} <= set(pins), sorted(wanted - {"torch"} - set(pins))
+
+
+def test_the_installer_and_the_image_use_the_lock():
+    assert "-c requirements.lock" in (ROOT / "scripts" / "install.sh").read_text()
+    assert "-c requirements.lock" in (ROOT / "Dockerfile").read_text()
+
+
+def test_this_environment_runs_the_pinned_versions():
+    drift = {}
+    for name, version in _lock().items():
+        try:
+            installed = metadata.version(name)
+        except metadata.PackageNotFoundError:
+            continue  # a dependency of another platform or Python (the lock is resolved for CI's)
+        if installed != version:
+            drift[name] = (installed, version)
+    assert not drift, f"installed vs locked: {drift}; run scripts/install.sh, or scripts/lock.sh after a green CI"
