@@ -5,6 +5,8 @@ Streamlit routes the very first request of a fresh server by the legacy ``pages/
 user whose first visit is a deep link (``/compare``) would get the page without the shared sidebar
 and with the legacy menu. Every page imports this package, so such a run switches the server to
 ``st.navigation`` routing and reruns: app.py then draws the sidebar and opens the requested page.
+This is Streamlit's private class attribute: ``tests/pages/test_streamlit_routing.py`` fails loudly on
+a Streamlit release that changes it, and requirements.lock keeps the version CI passed with.
 """
 from streamlit.runtime.pages_manager import PagesManager
 

@@ -25,6 +25,8 @@ def test_home_describes_this_box_and_links_every_page(lab):
     lab.expect(main.get_by_test_id("stMetric").first).to_be_visible()
     for _, title, _ in PAGES[1:]:
         lab.expect(main.get_by_test_id("stPageLink").get_by_text(title, exact=True)).to_be_visible()
+    lab.expect(lab.page.get_by_test_id("stMainMenu")).to_be_visible()  # the viewer menu stays
+    lab.expect(lab.page.get_by_test_id("stAppDeployButton")).to_have_count(0)  # the developer's Deploy goes
     lab.no_exception()
 
 
@@ -48,7 +50,6 @@ def test_sidebar_selections_persist_across_pages(lab):
         lab.nav(title)
         assert (lab.value("Model size", sidebar=True), lab.value("Dtype", sidebar=True)) == ("mini", "bf16"), title
         lab.no_exception()
-
 
 
 def test_deep_link_on_a_fresh_server_shows_the_shared_sidebar(fresh_lab):
