@@ -19,12 +19,12 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import torch  # noqa: E402
 
-from core import device as devices  # noqa: E402
+from core.hardware import device as devices  # noqa: E402
 from core.experiment import Context  # noqa: E402
-from core.matmul import (MatmulConfig, Shape, _warm_gpu, dtype_support, make_operands, measure_point,  # noqa: E402
+from core.experiments.matmul import (MatmulConfig, Shape, _warm_gpu, dtype_support, make_operands, measure_point,  # noqa: E402
                          shape_problem, tflops_from_ms)
-from core.timing import flush_bytes, make_flush  # noqa: E402
-from core.training import matmul_precision  # noqa: E402
+from core.measure.timing import flush_bytes, make_flush  # noqa: E402
+from core.transformer.training import matmul_precision  # noqa: E402
 
 
 def reference_ms(op, is_cuda: bool, min_run_time_s: float) -> float:

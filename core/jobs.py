@@ -23,7 +23,7 @@ from pathlib import Path
 from typing import Any, Callable
 
 from core import registry
-from core.device import check_device_string
+from core.hardware.device import check_device_string
 from core.experiment import config_to_dict, json_ready
 from core.result import RunResult, new_run_id, now_iso
 

@@ -33,7 +33,7 @@ def new_run_id() -> str:
 class RunResult:
     experiment: str
     config: dict
-    device: dict  # core.device description of the device the run used
+    device: dict  # core.hardware.device description of the device the run used
     versions: dict  # library versions (torch, CUDA, cuDNN, python, gpulab)
     started_at: str
     finished_at: str | None

@@ -14,7 +14,7 @@ library prints is redirected to stderr, so stdout carries nothing but the protoc
     {"type": "progress", "job_id", "done", "total", "message", "rows": [...]}
     {"type": "result", "job_id", "status", "error", "rows", "meta", "finished_at", "recycle"}
 
-``python -m core.worker --info`` prints one JSON line with :func:`core.device.describe_all` and
+``python -m core.worker --info`` prints one JSON line with :func:`core.hardware.device.describe_all` and
 exits. Run it by hand to debug an experiment: type a ``run`` request and read the events.
 
 Jobs on one physical device never overlap, across processes too: the worker holds an exclusive
@@ -107,7 +107,8 @@ def _free_memory() -> None:
 
 def run_job(request: dict, emit) -> None:
     """Run one request to the end, emitting events; never raises."""
-    from core import device as devices, registry
+    from core import registry
+    from core.hardware import device as devices
 
     job_id = request.get("job_id", "")
 
@@ -196,7 +197,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--info", action="store_true", help="print the device description as JSON and exit")
     args = parser.parse_args(argv)
     if args.info:
-        from core.device import describe_all
+        from core.hardware.device import describe_all
 
         print(json.dumps(json_ready(describe_all()), allow_nan=False), flush=True)
         return 0

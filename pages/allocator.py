@@ -1,7 +1,7 @@
 """Allocator: replay seed 001's memory experiments on this device and watch PyTorch's caching allocator."""
 import streamlit as st
 
-from core.allocator import (GPU_ONLY_SCENARIOS, MIB, OPS, SCENARIOS, AllocatorConfig, check_size, parse_step,
+from core.experiments.allocator import (GPU_ONLY_SCENARIOS, MIB, OPS, SCENARIOS, AllocatorConfig, check_size, parse_step,
                             scenario_steps, validate_steps)
 from core.experiment import ConfigError
 from pages.common import lab, run_panel

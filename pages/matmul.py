@@ -2,8 +2,8 @@
 import pandas as pd
 import streamlit as st
 
-from core.matmul import CPU_SIZES, DTYPES, GPU_SIZES
-from core.presets import DEFAULT_BATCH, DEFAULT_CONTEXT, PRESET_NAMES
+from core.experiments.matmul import CPU_SIZES, DTYPES, GPU_SIZES
+from core.transformer.presets import DEFAULT_BATCH, DEFAULT_CONTEXT, PRESET_NAMES
 from core.result import RunResult
 from pages.common import lab
 from pages.common.charts import show_charts
@@ -30,7 +30,7 @@ HOW_MEASURED = """
   cores' L2. The last-level cache is not flushed. CPU numbers are GFLOPS and have no datasheet column.
 - **Statistics**: median (headline), min, p20/p80 of all timed calls; the raw samples are stored.
   TFLOPS = 2·M·N·K / median time (TOPS for int8). % of datasheet uses the dense peak of the dtype's unit from
-  `core/specs.py` (fp64 against the fp64 tensor-core figure); % of best is against the best point of that dtype
+  `core/hardware/specs.py` (fp64 against the fp64 tensor-core figure); % of best is against the best point of that dtype
   in this run.
 - **Accuracy**: ‖C − C_ref‖/‖C_ref‖ over up to 512 random rows of C, where C_ref is the float64 product of the
   fp32 draw the inputs were made from — so it includes rounding the inputs into the dtype. C is poisoned with

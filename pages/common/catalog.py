@@ -8,8 +8,8 @@ PAGES = (
     ("pages/number_formats.py", "Number formats", ":material/pin:"),
     ("pages/matmul.py", "Matmul throughput", ":material/speed:"),
     ("pages/allocator.py", "Allocator", ":material/memory:"),
-    ("pages/training_memory.py", "Training memory", ":material/stacked_bar_chart:"),
-    ("pages/step_benchmark.py", "Step benchmark", ":material/timer:"),
+    ("pages/train_memory.py", "Training memory", ":material/stacked_bar_chart:"),
+    ("pages/step_bench.py", "Step benchmark", ":material/timer:"),
     ("pages/compare.py", "Compare & export", ":material/compare_arrows:"),
 )
 

@@ -15,7 +15,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from core.result import RunResult
-from core.specs import unit_for
+from core.hardware.specs import unit_for
 from pages.common.charts import DTYPE_COLORS, color_for, style, title
 from pages.plots import Chart
 

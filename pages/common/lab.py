@@ -9,7 +9,7 @@ from __future__ import annotations
 import streamlit as st
 
 from core.jobs import JobManager, query_devices
-from core.presets import DEFAULT_BATCH, PRESET_NAMES
+from core.transformer.presets import DEFAULT_BATCH, PRESET_NAMES
 from core.store import RunStore, StoreError
 
 DTYPES = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "int8")

@@ -5,7 +5,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from core.matmul import add_pct_of_best
+from core.experiments.matmul import add_pct_of_best
 from core.result import RunResult
 from pages.common.charts import color_for, style, title
 from pages.plots import Chart

@@ -4,7 +4,7 @@ from __future__ import annotations
 import pandas as pd
 import plotly.graph_objects as go
 
-from core.estimate import CATEGORIES
+from core.transformer.planner import CATEGORIES
 from core.result import RunResult
 from pages.common.charts import color_for, style, title
 from pages.plots import Chart

@@ -151,7 +151,7 @@ ALLOCATE = textwrap.dedent("""
     import json, sys
     from core import registry
     from core.experiment import Experiment, Output
-    from core.diagnostics import ProbeConfig
+    from core.experiments.probe import ProbeConfig
     from core import worker
 
     def allocate(cfg, ctx):

@@ -55,7 +55,7 @@ def test_allocator(lab, check_exports):
     lab.no_exception()
 
 
-@needs("pages/training_memory.py")
+@needs("pages/train_memory.py")
 def test_training_memory(lab, check_exports):
     lab.start("mini", "bf16", "Training memory")
     assert lab.value("Precision") == "bf16-autocast"  # the page starts from the sidebar's dtype
@@ -71,7 +71,7 @@ def test_training_memory(lab, check_exports):
     lab.no_exception()
 
 
-@needs("pages/step_benchmark.py")
+@needs("pages/step_bench.py")
 def test_step_benchmark(lab, check_exports):
     lab.start("tiny", "bf16", "Step benchmark")
     assert lab.value("Precision") == "bf16-autocast"

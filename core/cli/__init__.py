@@ -1,0 +1,53 @@
+"""``python -m core``: the same engine as the dashboard, from a shell.
+
+Every module of this package is a group of sub-commands: it defines ``ORDER`` (its place in
+``--help``) and ``register(sub, common)``, which adds its parsers and sets ``handler`` on each.
+Adding a command is adding a module; :func:`build_parser` finds it. Experiment sub-commands are
+generated from the experiments' config dataclasses (:mod:`core.cli.experiments`).
+
+Exit codes: 0 done, 1 the run failed, 2 bad input (named on stderr), 3 unsupported on this device.
+"""
+from __future__ import annotations
+
+import argparse
+import importlib
+import pkgutil
+import sys
+
+from core.experiment import ConfigError
+
+
+def _common() -> argparse.ArgumentParser:
+    common = argparse.ArgumentParser(add_help=False)
+    common.add_argument("--db", help="run database (default: $GPULAB_DB or ~/.local/share/gpulab/runs.sqlite)")
+    common.add_argument("--json", action="store_true", help="print JSON instead of text")
+    return common
+
+
+def _command_modules() -> list:
+    modules = [importlib.import_module(f"{__name__}.{info.name}") for info in pkgutil.iter_modules(__path__)]
+    return sorted((m for m in modules if hasattr(m, "register")), key=lambda m: m.ORDER)
+
+
+def build_parser() -> argparse.ArgumentParser:
+    common = _common()
+    parser = argparse.ArgumentParser(prog="python -m core", description="GPU Lab engine: run experiments, manage runs.")
+    sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
+    for module in _command_modules():
+        module.register(sub, common)
+    return parser
+
+
+def main(argv: list[str] | None = None) -> int:
+    parser = build_parser()
+    args = parser.parse_args(argv)
+    from core.store import StoreError
+
+    try:
+        return args.handler(args)
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    except (StoreError, KeyError) as exc:
+        print(f"error: {exc.args[0] if exc.args else exc}", file=sys.stderr)
+        return 2

@@ -1,0 +1,33 @@
+"""``info``: the devices of this box, with their datasheet peaks."""
+from __future__ import annotations
+
+from core.cli.output import dump
+
+ORDER = 10
+
+
+def register(sub, common) -> None:
+    p = sub.add_parser("info", parents=[common], help="describe the devices of this box (with datasheet peaks)")
+    p.set_defaults(handler=run)
+
+
+def run(args) -> int:
+    from core.hardware.device import describe_all
+
+    info = describe_all()
+    if args.json:
+        print(dump(info))
+        return 0
+    v = info["versions"]
+    print(f"torch {v['torch']}  CUDA {v['cuda']}  cuDNN {v['cudnn']}  driver {v['driver']}  python {v['python']}")
+    if not info["cuda_available"]:
+        print(f"No GPU: {info['cuda_unavailable_reason']}")
+    for d in info["devices"]:
+        mem = d.get("total_memory_bytes")
+        print(f"- {d['label']}  memory {mem / 2**30:.1f} GiB" if mem else f"- {d['label']}")
+        if d["kind"] == "cuda":
+            spec = d["spec"]
+            print(f"  compute capability {d['compute_capability']}, {d['multiprocessors']} SMs, "
+                  f"bf16 {'yes' if d['bf16_supported'] else 'no'}, TF32 flags {d['tf32']}")
+            print(f"  datasheet: {spec['name'] + ' ' + str(spec['tflops']) if spec else 'no datasheet entry'}")
+    return 0

@@ -1,0 +1,32 @@
+"""``estimate``: the memory planner — where every byte of a training step should go, without running it.
+
+The arithmetic lives in :mod:`core.transformer.planner` (torch-free, shared with ``train-memory`` and the
+pages); this module makes its answer a run that is stored, compared and charted like a measurement,
+always labelled *estimate*.
+"""
+from __future__ import annotations
+
+from core.experiment import Context, Experiment, Output, Progress
+from core.transformer.planner import EstimateConfig, moments, peak, plan
+
+
+def run(cfg: EstimateConfig, ctx: Context):
+    from dataclasses import replace
+
+    memory = int(cfg.memory_gib * 2**30)
+    if not memory:
+        from core.hardware.device import describe
+
+        memory = describe(ctx.device).get("total_memory_bytes") or 0
+    yield Progress(0, 1, "estimating")
+    result = plan(cfg, memory or None)
+    rows = [{"moment": m.label, "phase": m.phase, "total_bytes": m.total_bytes, **m.bytes} for m in moments(cfg)]
+    meta = dict(result)
+    if cfg.memory_gib == 0 and not ctx.is_cuda and cfg.target == "cuda":
+        meta["memory_note"] = "max batch computed for this machine's RAM; pass --memory-gib for a GPU"
+    meta["fp32_peak_estimated_bytes"] = peak(replace(cfg, precision="fp32")).total_bytes
+    return Output(rows=rows, meta=meta)
+
+
+EXPERIMENTS = [Experiment(name="estimate", title="Training memory planner (estimate)", config_type=EstimateConfig,
+                          run=run, description=__doc__.splitlines()[0])]

@@ -1,0 +1,516 @@
+"""``matmul``: achieved TFLOPS per dtype against the datasheet peak, with accuracy, roofline and clocks.
+
+One point = one dtype at one M×N×K: fresh random-normal inputs, timed per call (CUDA events with an
+L2 flush before each call on GPU, a monotonic clock on CPU — see :mod:`core.measure.timing`), the relative
+error of the result against an fp64 product of the same inputs, and the point's arithmetic intensity
+for the roofline. Shapes come from a square sweep, explicit M,N,K triples, a model preset's GEMMs, or a
+mamf-finder-style search over M with N and K fixed. What the device cannot run becomes a row with
+``status: "unsupported"`` and the reason.
+"""
+from __future__ import annotations
+
+import functools
+import math
+import time
+from dataclasses import dataclass, field
+from typing import Callable, Iterator
+
+import torch
+
+from core.hardware import device as devices
+from core.hardware.clocks import ClockSampler
+from core.experiment import ConfigError, Context, Experiment, Output, Progress
+from core.transformer.presets import DEFAULT_BATCH, DEFAULT_CONTEXT, PRESET_NAMES, get_preset
+from core.hardware.specs import device_peak, unit_for
+from core.measure.stats import summarize
+from core.measure.timing import TimingPlan, flush_bytes, keep_busy, make_flush, time_op
+from core.transformer.training import matmul_precision
+
+DTYPES = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "int8")
+GPU_SIZES = (256, 384, 512, 768, 1024, 1536, 2048, 3072, 4096, 6144, 8192, 12288, 16384)
+CPU_SIZES = (64, 128, 256, 384, 512, 768, 1024)
+MAX_DIM = 131072
+FP8_MAX = 448.0  # largest finite float8_e4m3fn
+INT8_MAX = 127.0
+CPU_COPY_BYTES = 256 * 2**20
+GPU_COPY_BYTES = 2**30
+
+
+@dataclass(frozen=True)
+class MatmulConfig:
+    dtypes: tuple[str, ...] = field(default=DTYPES, metadata={"help": "dtypes to measure"})
+    sizes: tuple[int, ...] = field(default=(), metadata={
+        "help": "square sizes (M=N=K); empty = device default (GPU 256…16384, CPU 64…1024)"})
+    mnk: tuple[int, ...] = field(default=(), metadata={"help": "custom shapes as M,N,K (several: M,N,K,M,N,K…)"})
+    model: str = field(default="", metadata={"help": f"model preset whose GEMMs to time: {', '.join(PRESET_NAMES)}"})
+    batch: int = field(default=DEFAULT_BATCH, metadata={"help": "batch size for --model (tokens = batch×context)"})
+    context: int = field(default=DEFAULT_CONTEXT, metadata={"help": "context length for --model"})
+    search: bool = field(default=False, metadata={"help": "find the max over a range of M with N and K fixed"})
+    m_range: tuple[int, ...] = field(default=(), metadata={
+        "help": "search range START,STOP,STEP for M; empty = device default (GPU 256,16384,256; CPU 64,1024,64)"})
+    n: int = field(default=0, metadata={"help": "N for --search (0 = GPU 4096, CPU 512)"})
+    k: int = field(default=0, metadata={"help": "K for --search (0 = GPU 4096, CPU 512)"})
+    warmup_ms: float = field(default=50.0, metadata={"help": "time-based warm-up per point"})
+    rep_ms: float = field(default=200.0, metadata={"help": "timed calls per point fill about this long"})
+    min_reps: int = field(default=10, metadata={"help": "timed calls per point, at least"})
+    max_reps: int = field(default=500, metadata={"help": "timed calls per point, at most"})
+    gpu_warmup_s: float = field(default=1.0, metadata={"help": "busy seconds before the first point (GPU clock ramp)"})
+    flush: bool = field(default=True, metadata={
+        "help": "keep inputs out of cache: GPU zeroes a buffer > L2 before each call, CPU rotates input sets"})
+    accuracy: bool = field(default=True, metadata={"help": "relative error against an fp64 product"})
+    accuracy_rows: int = field(default=512, metadata={"help": "rows of C checked against fp64 (all if M is smaller)"})
+    roofline: bool = field(default=True, metadata={"help": "measure device copy bandwidth for the roofline"})
+    seed: int = field(default=0, metadata={"help": "random seed of the inputs"})
+
+    def __post_init__(self) -> None:
+        if not self.dtypes:
+            raise ConfigError("dtypes: choose at least one of " + ", ".join(DTYPES))
+        bad = [d for d in self.dtypes if d not in DTYPES]
+        if bad:
+            raise ConfigError(f"dtypes: {', '.join(bad)} not one of {', '.join(DTYPES)}")
+        modes = [name for name, on in (("mnk", bool(self.mnk)), ("model", bool(self.model)),
+                                       ("search", self.search)) if on]
+        if len(modes) > 1:
+            raise ConfigError(f"choose one shape mode, got {' and '.join(modes)}")
+        for name, dims in (("sizes", self.sizes), ("mnk", self.mnk)):
+            for d in dims:
+                _check_dim(name, d)
+        if self.mnk and len(self.mnk) % 3:
+            raise ConfigError(f"mnk: expected M,N,K triples, got {len(self.mnk)} numbers")
+        if self.model and self.model not in PRESET_NAMES:
+            raise ConfigError(f"model: unknown preset {self.model!r}; choose one of {', '.join(PRESET_NAMES)}")
+        if not 1 <= self.batch <= 4096 or not 1 <= self.context <= 131072:
+            raise ConfigError("batch must be 1…4096 and context 1…131072")
+        if self.m_range:
+            if len(self.m_range) != 3:
+                raise ConfigError(f"m_range: expected START,STOP,STEP, got {len(self.m_range)} numbers")
+            start, stop, step = self.m_range
+            _check_dim("m_range", start)
+            _check_dim("m_range", stop)
+            if step < 1 or stop < start or (stop - start) // step > 1000:
+                raise ConfigError("m_range: need STEP ≥ 1, STOP ≥ START and at most 1001 points")
+        for name in ("n", "k"):
+            value = getattr(self, name)
+            if value:
+                _check_dim(name, value)
+        if not 0 <= self.warmup_ms <= 60_000 or not 0 < self.rep_ms <= 600_000:
+            raise ConfigError("warmup_ms must be 0…60000 and rep_ms 0…600000 (exclusive of 0)")
+        if not 1 <= self.min_reps <= self.max_reps <= 100_000:
+            raise ConfigError("need 1 ≤ min_reps ≤ max_reps ≤ 100000")
+        if not 0 <= self.gpu_warmup_s <= 600:
+            raise ConfigError("gpu_warmup_s must be 0…600")
+        if not 1 <= self.accuracy_rows <= MAX_DIM:
+            raise ConfigError(f"accuracy_rows must be 1…{MAX_DIM}")
+
+    @property
+    def plan(self) -> TimingPlan:
+        return TimingPlan(self.warmup_ms, self.rep_ms, self.min_reps, self.max_reps)
+
+
+def _check_dim(name: str, value: int) -> None:
+    if not 1 <= value <= MAX_DIM:
+        raise ConfigError(f"{name}: every dimension must be 1…{MAX_DIM}, got {value}")
+
+
+@dataclass(frozen=True)
+class Shape:
+    m: int
+    n: int
+    k: int
+    label: str = ""
+
+
+def shapes_for(cfg: MatmulConfig, is_cuda: bool) -> list[Shape]:
+    """The points of the run, in order; device defaults fill what the config left empty."""
+    if cfg.mnk:
+        return [Shape(*cfg.mnk[i:i + 3], label="custom") for i in range(0, len(cfg.mnk), 3)]
+    if cfg.model:
+        return model_shapes(cfg.model, cfg.batch * cfg.context)
+    if cfg.search:
+        start, stop, step = cfg.m_range or ((256, 16384, 256) if is_cuda else (64, 1024, 64))
+        n = cfg.n or (4096 if is_cuda else 512)
+        k = cfg.k or (4096 if is_cuda else 512)
+        return [Shape(m, n, k, label="search") for m in range(start, stop + 1, step)]
+    return [Shape(s, s, s, label="square") for s in (cfg.sizes or (GPU_SIZES if is_cuda else CPU_SIZES))]
+
+
+def model_shapes(preset: str, tokens: int) -> list[Shape]:
+    """Forward GEMMs of one layer plus the LM head, as (tokens × in) @ (in × out)."""
+    p = get_preset(preset)
+    return [Shape(tokens, p.d_model, p.d_model, "attn q/k/v/o proj"),
+            Shape(tokens, p.d_ff, p.d_model, "ffn w1/w3"),
+            Shape(tokens, p.d_model, p.d_ff, "ffn w2"),
+            Shape(tokens, p.vocab_size, p.d_model, "lm head")]
+
+
+def flops(m: int, n: int, k: int) -> int:
+    """One multiply and one add per term of every dot product."""
+    return 2 * m * n * k
+
+
+def tflops_from_ms(m: int, n: int, k: int, ms: float) -> float:
+    return flops(m, n, k) / (ms * 1e-3) / 1e12
+
+
+# --- what runs where -------------------------------------------------------------------------------
+
+IN_BYTES = {"fp64": 8, "fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2, "fp8": 1, "int8": 1}
+OUT_BYTES = {"fp64": 8, "fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2, "fp8": 2, "int8": 4}  # fp8 → bf16, int8 → int32
+
+
+def _capability(device: dict) -> tuple[int, int]:
+    major, minor = str(device.get("compute_capability", "0.0")).split(".")
+    return int(major), int(minor)
+
+
+def dtype_support(dtype: str, device: dict) -> str | None:
+    """Why ``device`` (a :mod:`core.hardware.device` description) cannot run ``dtype``; None if it can."""
+    if device.get("kind") != "cuda":
+        if dtype == "tf32":
+            return "TF32 is a mode of NVIDIA tensor cores (compute capability ≥ 8.0); CPU matmuls have no TF32"
+        if dtype == "fp8":
+            return ("fp8 matmul throughput needs fp8 tensor cores (CUDA compute capability ≥ 8.9, "
+                    "torch._scaled_mm); the CPU has none")
+        if dtype == "int8" and not hasattr(torch, "_int_mm"):
+            return f"this PyTorch ({torch.__version__}) has no torch._int_mm"
+        return None
+    cc = _capability(device)
+    cc_text = f"{device.get('name', 'this GPU')} is compute capability {cc[0]}.{cc[1]}"
+    if dtype == "tf32" and cc < (8, 0):
+        return f"TF32 tensor cores need compute capability ≥ 8.0; {cc_text}"
+    if dtype == "bf16" and not device.get("bf16_supported", cc >= (8, 0)):
+        return f"torch.cuda.is_bf16_supported() is False; {cc_text}"
+    if dtype == "fp8":
+        if not hasattr(torch, "float8_e4m3fn") or not hasattr(torch, "_scaled_mm"):
+            return f"this PyTorch ({torch.__version__}) has no float8_e4m3fn / torch._scaled_mm"
+        if cc < (8, 9):
+            return f"fp8 tensor cores (torch._scaled_mm) need compute capability ≥ 8.9; {cc_text}"
+    if dtype == "int8":
+        if not hasattr(torch, "_int_mm"):
+            return f"this PyTorch ({torch.__version__}) has no torch._int_mm"
+        if cc < (7, 5):
+            return f"int8 tensor cores (torch._int_mm) need compute capability ≥ 7.5; {cc_text}"
+    return None
+
+
+def shape_problem(dtype: str, shape: Shape, is_cuda: bool) -> str | None:
+    """Layout rules of the CUDA kernels, said before they fail."""
+    if not is_cuda:
+        return None
+    if dtype == "fp8" and any(d % 16 for d in (shape.m, shape.n, shape.k)):
+        return "torch._scaled_mm needs M, N and K divisible by 16"
+    if dtype == "int8" and (shape.m <= 16 or shape.n % 8 or shape.k % 8):
+        return "torch._int_mm needs M > 16 and N, K divisible by 8"
+    return None
+
+
+# --- one point -------------------------------------------------------------------------------------
+
+@dataclass
+class Operands:
+    """The timed operation ``op`` (writes ``c``) and how to read ``c`` back as float64 values."""
+
+    op: Callable[[], object]
+    c: torch.Tensor
+    as_float64: Callable[[torch.Tensor], torch.Tensor]
+    x: torch.Tensor  # the fp32 draw A was made from (M×K)
+    w: torch.Tensor  # the fp32 draw B was made from (N×K; B = wᵀ, the layout of an nn.Linear weight)
+
+
+def _symmetric_scale(t: torch.Tensor, limit: float) -> float:
+    """Per-tensor scale mapping the largest |value| to ``limit`` (standard symmetric quantisation)."""
+    return limit / max(float(t.abs().max()), 1e-12)
+
+
+def make_operands(dtype: str, shape: Shape, device: str, generator: torch.Generator) -> Operands:
+    """Fresh random-normal inputs in ``dtype`` and the matmul over them, writing into a preallocated C."""
+    m, n, k = shape.m, shape.n, shape.k
+    x = torch.randn(m, k, device=device, generator=generator)
+    w = torch.randn(n, k, device=device, generator=generator)
+    identity = lambda c: c.double()  # noqa: E731
+    if dtype in ("fp64", "fp32", "tf32", "bf16", "fp16"):
+        tdt = {"fp64": torch.float64, "fp32": torch.float32, "tf32": torch.float32, "bf16": torch.bfloat16,
+               "fp16": torch.float16}[dtype]
+        a, b = x.to(tdt), w.to(tdt).t()
+        c = torch.empty(m, n, dtype=tdt, device=device)
+        return Operands(lambda: torch.mm(a, b, out=c), c, identity, x, w)
+    if dtype == "fp8":
+        sa, sb = _symmetric_scale(x, FP8_MAX), _symmetric_scale(w, FP8_MAX)
+        a = (x * sa).to(torch.float8_e4m3fn)
+        b = (w * sb).to(torch.float8_e4m3fn).t()
+        scale_a = torch.tensor(1.0 / sa, device=device)
+        scale_b = torch.tensor(1.0 / sb, device=device)
+        c = torch.empty(m, n, dtype=torch.bfloat16, device=device)
+        return Operands(lambda: torch._scaled_mm(a, b, scale_a, scale_b, out_dtype=torch.bfloat16, out=c),
+                        c, identity, x, w)
+    if dtype == "int8":
+        sa, sb = _symmetric_scale(x, INT8_MAX), _symmetric_scale(w, INT8_MAX)
+        a = torch.round(x * sa).to(torch.int8)
+        b = torch.round(w * sb).to(torch.int8).t()
+        c = torch.empty(m, n, dtype=torch.int32, device=device)
+        return Operands(lambda: torch._int_mm(a, b, out=c), c, lambda t: t.double() / (sa * sb), x, w)
+    raise ConfigError(f"unknown dtype {dtype!r}")
+
+
+def relative_error(ops: Operands, rows: int, generator: torch.Generator) -> float:
+    """‖C − C_ref‖/‖C_ref‖ over up to ``rows`` random rows of C, C_ref = x·wᵀ in float64.
+
+    The reference takes the fp32 draw the dtype's inputs were made from, so the error includes the
+    rounding of the inputs into the dtype — what using that dtype costs. The output is poisoned with
+    NaN (or a sentinel) first, so an unwritten element shows up as a non-finite error.
+    """
+    m = ops.x.shape[0]
+    idx = torch.randperm(m, device=ops.x.device, generator=generator)[:rows] if rows < m else None
+    if ops.c.is_floating_point():
+        ops.c.fill_(float("nan"))
+    else:
+        ops.c.fill_(torch.iinfo(ops.c.dtype).min)
+    ops.op()
+    got = ops.as_float64(ops.c if idx is None else ops.c[idx])
+    ref = (ops.x if idx is None else ops.x[idx]).double() @ ops.w.double().t()
+    if not ops.c.is_floating_point() and bool((ops.c == torch.iinfo(ops.c.dtype).min).any()):
+        return float("nan")
+    return float(torch.linalg.vector_norm(got - ref) / torch.linalg.vector_norm(ref))
+
+
+def bytes_moved(dtype: str, shape: Shape) -> int:
+    """Fewest bytes a matmul must move: read A and B once, write C once."""
+    return (shape.m * shape.k + shape.k * shape.n) * IN_BYTES[dtype] + shape.m * shape.n * OUT_BYTES[dtype]
+
+
+def memory_needed_bytes(dtype: str, shape: Shape, accuracy_rows: int) -> int:
+    """Bytes a point allocates: the fp32 draws, A, B, C, and the float64 reference rows."""
+    m, n, k = shape.m, shape.n, shape.k
+    draws = 4 * (m * k + n * k)
+    ref = 8 * n * k + 8 * min(m, accuracy_rows) * (k + 2 * n)
+    return draws + bytes_moved(dtype, shape) + ref  # CPU input rotation adds at most 2× the L2 on top
+
+
+def _free_bytes(device: str) -> int | None:
+    if device.startswith("cuda"):
+        free, _ = torch.cuda.mem_get_info(device)
+        return free + torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device)
+    return devices.describe_cpu().get("free_memory_bytes")
+
+
+def _flush_for(ctx: Context, desc: dict, enabled: bool) -> tuple[Callable[[], None] | None, int]:
+    """GPU only: a buffer of twice the L2 (at least 256 MiB) zeroed before every call."""
+    if not enabled or not ctx.is_cuda:
+        return None, 0
+    nbytes = flush_bytes(desc.get("l2_cache_bytes"))
+    return make_flush(ctx.device, nbytes), nbytes
+
+
+def input_sets(dtype: str, shape: Shape, is_cuda: bool, enabled: bool) -> int:
+    """CPU: how many input sets to rotate through so that consecutive calls never find theirs in L2.
+
+    A CPU flush (a memset between calls) wakes the thread pool and was measured to slow the next
+    small matmul 100-fold on this lab's 2-core box, so the CPU rotates inputs instead.
+    """
+    if is_cuda or not enabled:
+        return 1
+    return int(min(64, max(1, math.ceil(2 * cpu_l2_bytes() / bytes_moved(dtype, shape)))))
+
+
+def _rotating(ops: list[Callable[[], object]]) -> Callable[[], object]:
+    if len(ops) == 1:
+        return ops[0]
+    state = {"i": 0}
+
+    def op():
+        state["i"] = (state["i"] + 1) % len(ops)
+        return ops[state["i"]]()
+    return op
+
+
+@functools.lru_cache(maxsize=1)
+def cpu_l2_bytes() -> int:
+    """Sum of the private L2 caches of this CPU (Linux sysfs; 1 MiB per core if unreadable)."""
+    import glob
+    import os
+
+    seen, total = set(), 0
+    for path in glob.glob("/sys/devices/system/cpu/cpu[0-9]*/cache/index[0-9]*"):
+        try:
+            with open(os.path.join(path, "level")) as f:
+                if f.read().strip() != "2":
+                    continue
+            with open(os.path.join(path, "shared_cpu_list")) as f:
+                shared = f.read().strip()
+            with open(os.path.join(path, "size")) as f:
+                size = f.read().strip().upper()
+        except OSError:
+            continue
+        if shared in seen:
+            continue
+        seen.add(shared)
+        scale = {"K": 2**10, "M": 2**20, "G": 2**30}.get(size[-1], 1)
+        total += int(size.rstrip("KMG")) * scale
+    return total or (os.cpu_count() or 1) * 2**20
+
+
+def _peak(dtype: str, desc: dict) -> tuple[float | None, str | None]:
+    """Datasheet peak (TFLOPS, TOPS for int8) for the dtype's unit (fp64: the tensor-core figure where
+    the sheet has one), or None with the reason."""
+    tflops = (desc.get("spec") or {}).get("tflops", {})
+    return device_peak(desc, unit_for(dtype, tensor_fp64="fp64_tc" in tflops))
+
+
+def measure_point(dtype: str, shape: Shape, ctx: Context, cfg: MatmulConfig, flush, generator,
+                  t0_s: float) -> dict:
+    """Time one dtype at one shape (flags set for the dtype and restored after) and check its accuracy."""
+    sets = input_sets(dtype, shape, ctx.is_cuda, cfg.flush)
+    opsets = [make_operands(dtype, shape, ctx.device, generator) for _ in range(sets)]
+    ops = opsets[-1]
+    with matmul_precision("tf32" if dtype == "tf32" else "fp32"):
+        precision = torch.get_float32_matmul_precision()
+        allow_tf32 = bool(torch.backends.cuda.matmul.allow_tf32)
+        start = time.perf_counter()
+        samples = time_op(_rotating([o.op for o in opsets]), ctx.device, cfg.plan, flush)
+        end = time.perf_counter()
+        error = relative_error(ops, cfg.accuracy_rows, generator) if cfg.accuracy else None
+    stats = summarize(samples)
+    f = flops(shape.m, shape.n, shape.k)
+    moved = bytes_moved(dtype, shape)
+    row = {
+        "median_ms": stats["median"], "mean_ms": stats["mean"], "std_ms": stats["std"], "min_ms": stats["min"],
+        "max_ms": stats["max"], "p20_ms": stats["p20"], "p80_ms": stats["p80"], "reps": stats["count"],
+        "tflops": f / (stats["median"] * 1e9), "tflops_max": f / (stats["min"] * 1e9),
+        "tflops_p20": f / (stats["p80"] * 1e9), "tflops_p80": f / (stats["p20"] * 1e9),
+        "rel_error": error, "rel_error_rows": min(shape.m, cfg.accuracy_rows) if cfg.accuracy else None,
+        "bytes_moved": moved, "intensity_flop_per_byte": f / moved,
+        "input_sets": sets, "float32_matmul_precision": precision, "allow_tf32": allow_tf32,
+        "t_start_s": start - t0_s, "t_end_s": end - t0_s, "samples_ms": samples,
+    }
+    row["gflops"] = row["tflops"] * 1e3
+    return row
+
+
+# --- the run ---------------------------------------------------------------------------------------
+
+def copy_bandwidth_gbs(ctx: Context, cfg: MatmulConfig) -> dict:
+    """Device-to-device copy of a large buffer: (bytes read + bytes written) / median time."""
+    nbytes = GPU_COPY_BYTES if ctx.is_cuda else CPU_COPY_BYTES
+    free = _free_bytes(ctx.device)
+    if free:
+        nbytes = min(nbytes, free // 4)
+    src = torch.randn(nbytes // 4, device=ctx.device)
+    dst = torch.empty_like(src)
+    samples = time_op(lambda: dst.copy_(src), ctx.device, TimingPlan(cfg.warmup_ms, cfg.rep_ms, 5, 100), None)
+    stats = summarize(samples)
+    return {"copy_bandwidth_gbs": 2 * src.numel() * 4 / (stats["median"] * 1e-3) / 1e9,
+            "copy_bytes": src.numel() * 4, "copy_median_ms": stats["median"], "copy_samples_ms": samples}
+
+
+def _warm_gpu(ctx: Context, cfg: MatmulConfig, support: dict) -> dict:
+    if not ctx.is_cuda or cfg.gpu_warmup_s <= 0:
+        return {}
+    dtype = "bf16" if support.get("bf16") is None else "fp32"
+    ops = make_operands(dtype, Shape(4096, 4096, 4096), ctx.device, torch.Generator(ctx.device).manual_seed(1))
+    calls = keep_busy(ops.op, ctx.device, cfg.gpu_warmup_s)
+    return {"gpu_warmup": {"dtype": dtype, "size": 4096, "seconds": cfg.gpu_warmup_s, "calls": calls}}
+
+
+def add_pct_of_best(rows: list[dict]) -> list[dict]:
+    """pct_of_best = TFLOPS / best TFLOPS of the same dtype in these rows (measured rows only)."""
+    best: dict[str, float] = {}
+    for r in rows:
+        if r.get("status") == "ok" and r.get("tflops"):
+            best[r["dtype"]] = max(best.get(r["dtype"], 0.0), r["tflops"])
+    for r in rows:
+        top = best.get(r["dtype"])
+        r["pct_of_best"] = 100.0 * r["tflops"] / top if top and r.get("status") == "ok" else None
+        r["is_best"] = bool(top) and r.get("status") == "ok" and r["tflops"] == top
+    return rows
+
+
+def run(cfg: MatmulConfig, ctx: Context) -> Iterator[Progress]:
+    desc = devices.describe(ctx.device)
+    shapes = shapes_for(cfg, ctx.is_cuda)
+    support = {d: dtype_support(d, desc) for d in cfg.dtypes}
+    generator = torch.Generator(ctx.device).manual_seed(cfg.seed)
+    flush, flush_nbytes = _flush_for(ctx, desc, cfg.flush)
+    meta: dict = {"support": {d: r or "ok" for d, r in support.items()}, "flush_bytes": flush_nbytes,
+                  "torch_threads": torch.get_num_threads(), "shapes": len(shapes),
+                  "timer": "CUDA events per call" if ctx.is_cuda else "time.perf_counter_ns per call"}
+    if not ctx.is_cuda:
+        meta["cache_note"] = (f"CPU: calls rotate through input sets totalling ≥ {2 * cpu_l2_bytes() / 2**20:.0f} MiB "
+                              "(2× the cores' L2); the last-level cache is not flushed") if cfg.flush else "no flush"
+    total = len(shapes) * len(cfg.dtypes)
+    rows: list[dict] = []
+    index = torch.cuda.device(ctx.device).idx if ctx.is_cuda else 0
+    bus_id = _pci_bus_id(ctx.device) if ctx.is_cuda else None
+    sampler = ClockSampler(bus_id, index) if ctx.is_cuda else None
+    t0_s = time.perf_counter()
+    if sampler:
+        sampler.__enter__()
+    try:
+        yield Progress(0, total, "warming up" if ctx.is_cuda else "measuring copy bandwidth")
+        meta.update(_warm_gpu(ctx, cfg, support))
+        if cfg.roofline:
+            meta.update(copy_bandwidth_gbs(ctx, cfg))
+        for shape in shapes:
+            for dtype in cfg.dtypes:
+                row = _point(dtype, shape, ctx, cfg, desc, support, flush, generator, t0_s, meta)
+                if sampler and row.get("status") == "ok":
+                    row.update(sampler.window(t0_s + row["t_start_s"], t0_s + row["t_end_s"]))
+                rows.append(row)
+                yield Progress(len(rows), total, _message(row, ctx.is_cuda), rows=(row,))
+    finally:
+        if sampler:
+            sampler.__exit__(None, None, None)
+            meta["clocks"] = [dict(s, t_s=s["t_s"] - t0_s) for s in sampler.samples]
+            meta["clocks_note"] = sampler.note
+    if not ctx.is_cuda:
+        meta["clocks_note"] = "clock sampling reads NVIDIA GPUs through NVML; not applicable to a CPU run"
+    add_pct_of_best(rows)
+    meta["best"] = {r["dtype"]: {k: r[k] for k in ("m", "n", "k", "tflops", "median_ms")} for r in rows if r["is_best"]}
+    return Output(rows=rows, meta=meta)
+
+
+def _pci_bus_id(device: str) -> str | None:
+    props = torch.cuda.get_device_properties(device)
+    try:
+        return f"{props.pci_domain_id:08X}:{props.pci_bus_id:02X}:{props.pci_device_id:02X}.0"
+    except AttributeError:
+        return None
+
+
+def _point(dtype, shape, ctx, cfg, desc, support, flush, generator, t0_s, meta) -> dict:
+    peak, peak_note = _peak(dtype, desc)
+    row = {"dtype": dtype, "m": shape.m, "n": shape.n, "k": shape.k, "label": shape.label,
+           "flops": flops(shape.m, shape.n, shape.k), "device_kind": desc.get("kind"),
+           "peak_tflops": peak, "peak_note": peak_note, "status": "ok", "reason": None,
+           "median_ms": None, "tflops": None, "pct_of_peak": None, "rel_error": None,
+           "copy_bandwidth_gbs": meta.get("copy_bandwidth_gbs")}
+    reason = support[dtype] or shape_problem(dtype, shape, ctx.is_cuda)
+    free = _free_bytes(ctx.device)
+    need = memory_needed_bytes(dtype, shape, cfg.accuracy_rows)
+    if reason is None and free is not None and need > 0.9 * free:
+        reason = f"needs {need / 2**30:.1f} GiB, {free / 2**30:.1f} GiB free on {ctx.device_name}"
+    if reason:
+        return row | {"status": "unsupported", "reason": f"unsupported on {ctx.device_name}: {reason}"}
+    try:
+        row.update(measure_point(dtype, shape, ctx, cfg, flush, generator, t0_s))
+    except (RuntimeError, MemoryError) as exc:  # one failed point (OOM, kernel refusal) must not end the sweep
+        if ctx.is_cuda:
+            torch.cuda.empty_cache()
+        return row | {"status": "error", "reason": f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}"}
+    if peak:
+        row["pct_of_peak"] = 100.0 * row["tflops"] / peak
+    if row.get("copy_bandwidth_gbs"):
+        row["bandwidth_bound_tflops"] = row["copy_bandwidth_gbs"] * row["intensity_flop_per_byte"] / 1e3
+    return row
+
+
+def _message(row: dict, is_cuda: bool) -> str:
+    shape = f"{row['dtype']} {row['m']}×{row['n']}×{row['k']}"
+    if row["status"] != "ok":
+        return f"{shape}: {row['status']}"
+    unit = "TOPS" if row["dtype"] == "int8" else "TFLOPS"
+    value = f"{row['tflops']:.1f} {unit}" if is_cuda else f"{row['gflops']:.1f} G{unit[1:]}"
+    return f"{shape}: {value} ({row['median_ms']:.3f} ms)"
+
+
+EXPERIMENTS = [Experiment(name="matmul", title="Matmul throughput", config_type=MatmulConfig, run=run,
+                          description=__doc__.splitlines()[0])]

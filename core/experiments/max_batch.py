@@ -1,0 +1,129 @@
+"""``max-batch``: the planner's "max batch that fits", confirmed with real steps.
+
+A binary search around the planner's answer where every probe is a fresh Python process (so no
+cached block or CUDA context survives from the previous probe) and an out-of-memory is "does not fit".
+"""
+from __future__ import annotations
+
+import json
+import os
+import subprocess
+import sys
+from dataclasses import asdict, dataclass, field, replace
+from typing import Callable, Literal
+
+from core.experiment import ConfigError, Context, Experiment, Output, Progress
+from core.experiments.train_memory import TrainMemoryConfig
+from core.transformer.planner import EstimateConfig, plan
+from core.transformer.presets import OPTIMIZERS, PRECISIONS, PRESET_NAMES, get_preset
+
+_REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
+
+
+@dataclass(frozen=True)
+class MaxBatchConfig:
+    model: Literal[PRESET_NAMES] = field(default="small", metadata={"help": "model preset"})
+    precision: Literal[PRECISIONS] = field(default="bf16-autocast", metadata={"help": "precision mode"})
+    optimizer: Literal[OPTIMIZERS] = field(default="adamw", metadata={"help": "optimizer"})
+    context: int = field(default=256, metadata={"help": "tokens per sequence"})
+    checkpointing: bool = field(default=False, metadata={"help": "activation checkpointing per layer"})
+    max_probes: int = field(default=12, metadata={"help": "real steps the binary search may run"})
+
+    def __post_init__(self) -> None:
+        get_preset(self.model)
+        if not 1 <= self.context <= 65_536:
+            raise ConfigError(f"context must be between 1 and 65536 tokens, got {self.context}")
+        if not 1 <= self.max_probes <= 40:
+            raise ConfigError(f"max_probes must be between 1 and 40, got {self.max_probes}")
+
+
+def binary_search_max(fits: Callable[[int], bool], guess: int, max_probes: int) -> tuple[int, list[tuple[int, bool]]]:
+    """Largest b with fits(b), searching around ``guess``; returns it (0: not even 1) and the probes run."""
+    probes: list[tuple[int, bool]] = []
+
+    def probe(b: int) -> bool:
+        ok = fits(b)
+        probes.append((b, ok))
+        return ok
+
+    guess = max(1, guess)
+    if probe(guess):
+        lo, hi = guess, None
+        while hi is None and len(probes) < max_probes:
+            nxt = lo * 2
+            if probe(nxt):
+                lo = nxt
+            else:
+                hi = nxt
+        if hi is None:
+            return lo, probes
+    else:
+        hi, lo = guess, 0
+    while hi - lo > 1 and len(probes) < max_probes:
+        mid = (lo + hi) // 2
+        if probe(mid):
+            lo = mid
+        else:
+            hi = mid
+    return lo, probes
+
+
+def probe_step(values: dict, device: str) -> dict:
+    """One warm-up and one measured step in *this* process (run by :func:`_fresh_probe` in a child)."""
+    import torch
+
+    cfg = TrainMemoryConfig(**values)
+    from core.transformer.model import build_model, random_batch
+    from core.transformer.training import TrainStep, make_optimizer, param_dtype
+
+    try:
+        model = build_model(get_preset(cfg.model), cfg.context, device, param_dtype(cfg.precision), cfg.checkpointing)
+        step = TrainStep(model, make_optimizer(cfg.optimizer, model.parameters()), cfg.precision, device)
+        x, y = random_batch(cfg.batch, cfg.context, model.preset.vocab_size, device)
+        for _ in range(2):
+            step.run(x, y)
+        torch.cuda.synchronize()
+        return {"fits": True, "peak_bytes": torch.cuda.max_memory_allocated()}
+    except torch.cuda.OutOfMemoryError as exc:
+        return {"fits": False, "error": str(exc).splitlines()[0]}
+
+
+def _fresh_probe(values: dict, device: str) -> dict:
+    code = ("import json, sys; from core.experiments.max_batch import probe_step; "
+            "print(json.dumps(probe_step(json.loads(sys.argv[1]), sys.argv[2])))")
+    proc = subprocess.run([sys.executable, "-c", code, json.dumps(values), device], capture_output=True, text=True,
+                          cwd=_REPO_ROOT, timeout=600)
+    if proc.returncode != 0:
+        raise RuntimeError(f"probe at batch {values['batch']} crashed: {proc.stderr.strip().splitlines()[-1:]}")
+    return json.loads(proc.stdout.strip().splitlines()[-1])
+
+
+def run_max_batch(cfg: MaxBatchConfig, ctx: Context):
+    if not ctx.is_cuda:
+        raise ctx.unsupported("a CPU has no device-memory limit to search (system RAM would swap or be killed); "
+                              "the planner's estimate is shown instead")
+    from core.hardware.device import describe
+
+    total = describe(ctx.device)["total_memory_bytes"]
+    est_cfg = EstimateConfig(model=cfg.model, precision=cfg.precision, optimizer=cfg.optimizer, batch=1,
+                             context=cfg.context, checkpointing=cfg.checkpointing, target="cuda")
+    guess = plan(est_cfg, total)["max_batch_estimated"]
+    rows: list[dict] = []
+    base = {"model": cfg.model, "precision": cfg.precision, "optimizer": cfg.optimizer, "context": cfg.context,
+            "checkpointing": cfg.checkpointing}
+
+    def fits(b: int) -> bool:
+        result = _fresh_probe(base | {"batch": b}, ctx.device)
+        est = plan(replace(est_cfg, batch=b))["peak_estimated_bytes"]
+        rows.append({"batch": b, "fits": result["fits"], "peak_measured_bytes": result.get("peak_bytes"),
+                     "peak_estimated_bytes": est, "error": result.get("error")})
+        return result["fits"]
+
+    found, _ = binary_search_max(fits, guess, cfg.max_probes)
+    yield Progress(len(rows), len(rows), f"max batch {found}", rows=tuple(rows))
+    return Output(rows=rows, meta={"max_batch_measured": found, "max_batch_estimated": guess,
+                                   "memory_bytes": total, "config": asdict(cfg)})
+
+
+EXPERIMENTS = [Experiment(name="max-batch", title="Max batch that fits (real steps)", config_type=MaxBatchConfig,
+                          run=run_max_batch, description="binary search of real steps, each in a fresh process")]

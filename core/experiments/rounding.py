@@ -1,0 +1,84 @@
+"""``rounding``: how far one large matmul lands from an fp64 reference, per precision mode.
+
+The same random fp32 inputs are multiplied in fp32 with TF32 not allowed, fp32 with TF32 allowed
+(CUDA tensor cores only: on CPU, or a GPU before compute capability 8.0, that row is
+``status: "unsupported"`` instead of a second fp32 number), bf16 and fp16. Errors are relative
+Frobenius norms, ``‖C − C_ref‖ / ‖C_ref‖`` with ``C_ref = A.double() @ B.double()``, plus the
+worst element. ``rel_error_vs_rounded_inputs`` compares with the fp64 product of the *already
+rounded* inputs, isolating what the matmul's own accumulation adds to the input rounding.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+import torch
+
+from core.experiment import ConfigError, Context, Experiment, Output, Progress
+from core.transformer.training import matmul_precision
+
+MODES = ("fp32", "tf32", "bf16", "fp16")
+_DTYPE = {"fp32": torch.float32, "tf32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
+
+
+@dataclass(frozen=True)
+class RoundingConfig:
+    size: int = field(default=1024, metadata={"help": "n for the n×n @ n×n matmul (16..8192)"})
+    seed: int = field(default=0, metadata={"help": "random seed for the inputs"})
+
+    def __post_init__(self) -> None:
+        if not 16 <= self.size <= 8192:
+            raise ConfigError(f"size must be between 16 and 8192, got {self.size}")
+
+
+def tf32_problem(ctx: Context) -> str | None:
+    """Why TF32 cannot run here, or None."""
+    if not ctx.is_cuda:
+        return "TF32 applies to CUDA tensor cores only"
+    major, minor = torch.cuda.get_device_capability(ctx.device)
+    if major < 8:
+        return f"TF32 needs compute capability 8.0 or newer (this GPU is {major}.{minor})"
+    return None
+
+
+def relative_error(c: torch.Tensor, ref: torch.Tensor) -> tuple[float, float]:
+    """(‖c − ref‖_F / ‖ref‖_F, max |c − ref| / max |ref|), computed in fp64."""
+    diff = c.double() - ref
+    return (diff.norm() / ref.norm()).item(), (diff.abs().max() / ref.abs().max()).item()
+
+
+def run(cfg: RoundingConfig, ctx: Context):
+    gen = torch.Generator(device=ctx.device).manual_seed(cfg.seed)
+    n = cfg.size
+    a = torch.randn(n, n, device=ctx.device, generator=gen)
+    b = torch.randn(n, n, device=ctx.device, generator=gen)
+    ref = a.double() @ b.double()
+    rows = []
+    for i, mode in enumerate(MODES):
+        row = {"mode": mode, "size": n, "input_dtype": "fp32",
+               "compute_dtype": "fp32 (TF32 tensor cores)" if mode == "tf32" else mode}
+        problem = tf32_problem(ctx) if mode == "tf32" else None
+        if problem:
+            row |= {"status": "unsupported", "reason": problem}
+        elif mode == "bf16" and ctx.is_cuda and not torch.cuda.is_bf16_supported():
+            row |= {"status": "unsupported", "reason": "torch.cuda.is_bf16_supported() is False"}
+        else:
+            x, y = a.to(_DTYPE[mode]), b.to(_DTYPE[mode])
+            with matmul_precision("tf32" if mode == "tf32" else "fp32"):
+                c = x @ y
+            rel, worst = relative_error(c, ref)
+            rel_rounded, _ = relative_error(c, x.double() @ y.double())
+            row |= {"status": "ok", "rel_error": rel, "max_rel_error": worst,
+                    "rel_error_vs_rounded_inputs": rel_rounded,
+                    "unit_roundoff": torch.finfo(_DTYPE[mode]).eps / 2 if mode != "tf32" else 2.0 ** -11}
+        rows.append(row)
+        yield Progress(i + 1, len(MODES), mode, rows=(row,))
+    meta = {"reference": "A.double() @ B.double() of the same fp32 inputs", "inputs": "torch.randn, fp32"}
+    if ctx.is_cuda:  # cuBLAS may reduce bf16/fp16 partial sums in reduced precision when these are True
+        m = torch.backends.cuda.matmul
+        meta["allow_fp16_reduced_precision_reduction"] = m.allow_fp16_reduced_precision_reduction
+        meta["allow_bf16_reduced_precision_reduction"] = m.allow_bf16_reduced_precision_reduction
+    return Output(rows=rows, meta=meta)
+
+
+EXPERIMENTS = [Experiment(name="rounding", title="Matmul rounding against an fp64 reference",
+                          config_type=RoundingConfig, run=run, description=__doc__.splitlines()[0])]

@@ -1,0 +1,455 @@
+"""``step-bench``: how long one training step takes, where the time goes, and what precision buys.
+
+Times forward, backward, optimizer and the whole step of the course's Transformer (the shared
+:class:`~core.transformer.training.TrainStep`) with a clock read at each phase boundary — CUDA events on a GPU
+(one synchronize per step, like a loop that logs its loss), ``perf_counter`` on a CPU, whose ops
+are synchronous. It runs in a fresh process so the first steps, timed before any warm-up, show
+the real first-step cost (CUDA context, cuBLAS handles, lazy optimizer state). Inputs are random
+token batches rotated between steps; no cache flush, because consecutive training steps do not
+flush either. ``torch.profiler`` then attributes kernel time (GPU) or self CPU time (CPU) to
+groups, for a forward-only pass and for the full step, and writes a Chrome trace for Perfetto.
+With ``sweep`` it times every precision mode instead.
+"""
+from __future__ import annotations
+
+import bisect
+import gc
+import gzip
+import os
+import shutil
+import time
+import uuid
+from collections import defaultdict
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Literal
+
+import torch
+
+from core.experiment import ConfigError, Context, Experiment, Output, Progress, Unsupported
+from core.transformer.flops import StepFlops, count_step_flops
+from core.transformer.model import build_model, random_batch
+from core.paths import data_dir
+from core.transformer.presets import DEFAULT_BATCH, get_preset
+from core.hardware.specs import device_peak
+from core.measure.stats import summarize
+from core.transformer.training import OPTIMIZERS, PHASES, PRECISIONS, TrainStep, check_precision, make_optimizer, param_dtype
+
+Precision = Literal[PRECISIONS]
+OptimizerName = Literal[OPTIMIZERS]
+
+TIMED_PHASES = PHASES + ("step",)
+GROUPS = ("matmul", "attention-softmax", "elementwise", "normalisation", "optimizer", "other")
+SCOPES = ("forward", "step")  # forward-only pass under no_grad, full training step
+# The datasheet column a precision mode's matmuls run on.
+PEAK_UNIT = {"fp32": "fp32", "tf32": "tf32", "bf16-autocast": "bf16", "fp16-autocast": "fp16", "bf16": "bf16"}
+ROTATED_BATCHES = 4
+KEEP_TRACES = 20  # newest trace files kept in <data dir>/traces; older ones are deleted
+_ANNOTATION = "gpulab:"
+HOST_GAP_NAME = "(host: Python and dispatch between ops)"
+
+
+@dataclass(frozen=True)
+class StepBenchConfig:
+    model: str = field(default="tiny", metadata={"help": "model preset"})
+    batch: int = field(default=DEFAULT_BATCH, metadata={"help": "sequences per step"})
+    context: int = field(default=128, metadata={"help": "tokens per sequence"})
+    precision: Precision = field(default="fp32", metadata={"help": "precision mode (ignored with --sweep)"})
+    optimizer: OptimizerName = field(default="adamw", metadata={"help": "optimizer"})
+    warmup_steps: int = field(default=3, metadata={"help": "untimed steps before the timed ones"})
+    timed_steps: int = field(default=10, metadata={"help": "timed steps (median and spread over these)"})
+    cold_steps: int = field(default=5, metadata={"help": "steps timed one by one before any warm-up"})
+    profile_steps: int = field(default=2, metadata={"help": "profiled steps per scope (0: no kernel breakdown)"})
+    top_kernels: int = field(default=15, metadata={"help": "kernels listed per scope"})
+    trace: bool = field(default=True, metadata={"help": "write a Chrome trace (gzip JSON) for Perfetto"})
+    sweep: bool = field(default=False, metadata={"help": "time every precision mode instead of profiling one"})
+
+    def __post_init__(self) -> None:
+        get_preset(self.model)
+        limits = {"batch": (1, 4096), "context": (2, 16384), "warmup_steps": (0, 1000), "timed_steps": (2, 10_000),
+                  "cold_steps": (0, 100), "profile_steps": (0, 10), "top_kernels": (1, 100)}
+        for name, (lo, hi) in limits.items():
+            value = getattr(self, name)
+            if not lo <= value <= hi:
+                raise ConfigError(f"{name} must be between {lo} and {hi}, got {value}")
+        if self.precision not in PRECISIONS:
+            raise ConfigError(f"precision {self.precision!r} is not one of {', '.join(PRECISIONS)}")
+        if self.optimizer not in OPTIMIZERS:
+            raise ConfigError(f"optimizer {self.optimizer!r} is not one of {', '.join(OPTIMIZERS)}")
+
+
+# --- timing -------------------------------------------------------------------------------------
+
+class PhaseTimer:
+    """Reads a clock at each of TrainStep's phase marks: CUDA events on a GPU, perf_counter on a CPU."""
+
+    def __init__(self, device: str) -> None:
+        self.cuda = device.startswith("cuda")
+        self._marks: list[tuple[str, object]] = []
+
+    def mark(self, phase: str) -> None:
+        if self.cuda:
+            event = torch.cuda.Event(enable_timing=True)
+            event.record()
+            self._marks.append((phase, event))
+        else:
+            self._marks.append((phase, time.perf_counter()))
+
+    def _ms(self, a, b) -> float:
+        return a.elapsed_time(b) if self.cuda else (b - a) * 1e3
+
+    def time_step(self, step: TrainStep, x: torch.Tensor, y: torch.Tensor) -> dict[str, float]:
+        """One synchronised step: milliseconds per phase and for the whole step."""
+        self._marks = []
+        if self.cuda:
+            torch.cuda.synchronize()  # start from an idle device, as a loop that reads its loss does
+        step.run(x, y, self.mark)
+        if self.cuda:
+            self._marks[-1][1].synchronize()
+        out = {phase: self._ms(a, b) for (phase, a), (_, b) in zip(self._marks, self._marks[1:])}
+        out["step"] = self._ms(self._marks[0][1], self._marks[-1][1])
+        return out
+
+
+def sync(device: str) -> None:
+    if device.startswith("cuda"):
+        torch.cuda.synchronize()
+
+
+@dataclass
+class Bench:
+    """A model, its optimizer and step, and rotated random batches, ready to time."""
+
+    step: TrainStep
+    batches: list[tuple[torch.Tensor, torch.Tensor]]
+    flops: StepFlops
+    i: int = 0
+
+    def next_batch(self) -> tuple[torch.Tensor, torch.Tensor]:
+        self.i += 1
+        return self.batches[self.i % len(self.batches)]
+
+
+def make_bench(cfg: StepBenchConfig, precision: str, device: str) -> Bench:
+    preset = get_preset(cfg.model)
+    torch.manual_seed(0)
+    model = build_model(preset, cfg.context, device, param_dtype(precision))
+    gen = torch.Generator(device=device).manual_seed(1)
+    batches = [random_batch(cfg.batch, cfg.context, preset.vocab_size, device, gen) for _ in range(ROTATED_BATCHES)]
+    step = TrainStep(model, make_optimizer(cfg.optimizer, model.parameters()), precision, device)
+    return Bench(step, batches, count_step_flops(model, cfg.batch, cfg.context))
+
+
+def timed_series(bench: Bench, timer: PhaseTimer, steps: int, series: str, precision: str) -> list[dict]:
+    """``steps`` timed steps as raw sample rows (one per phase and step)."""
+    rows = []
+    for i in range(steps):
+        for phase, ms in timer.time_step(bench.step, *bench.next_batch()).items():
+            rows.append({"kind": "sample", "series": series, "precision": precision, "step": i + 1,
+                         "phase": phase, "ms": ms})
+    return rows
+
+
+def warm_up(bench: Bench, steps: int, device: str) -> None:
+    for _ in range(steps):
+        bench.step.run(*bench.next_batch())
+    sync(device)
+
+
+def samples(rows: list[dict], series: str, phase: str) -> list[float]:
+    return [r["ms"] for r in rows if r["kind"] == "sample" and r["series"] == series and r["phase"] == phase]
+
+
+# --- derived numbers ----------------------------------------------------------------------------
+
+def peak_tflops(device_info: dict, precision: str) -> tuple[float | None, str | None]:
+    """Datasheet dense peak of the unit the precision's matmuls run on, or (None, why not)."""
+    peak, why = device_peak(device_info, PEAK_UNIT[precision])
+    return peak, (f"{why}, so no MFU" if why else None)
+
+
+def throughput(flops: StepFlops, step_ms: float, peak: float | None) -> dict:
+    achieved = flops.total / (step_ms * 1e-3) / 1e12
+    return {"tokens_per_s": flops.tokens / (step_ms * 1e-3), "model_flops_per_step": flops.total,
+            "achieved_tflops": achieved, "mfu": achieved / peak if peak else None}
+
+
+# --- kernel breakdown ---------------------------------------------------------------------------
+
+_LOSS = ("log_softmax", "logsoftmax", "nll_loss", "cross_entropy")
+_SOFTMAX = ("softmax", "masked_fill", "triu")
+_MATMUL = ("gemm", "gemv", "cutlass", "xmma", "nvjet", "cublas", "splitkreduce", "aten::mm", "aten::bmm",
+           "aten::addmm", "aten::matmul", "aten::linear", "aten::baddbmm")
+_NORM = ("rsqrt", "norm", "aten::mean", "meanops", "pow")
+_ELEMENTWISE = ("elementwise", "vectorized", "unrolled", "silu", "sigmoid", "copy", "fill", "aten::add", "aten::mul",
+                "aten::div", "aten::sub", "aten::neg", "aten::exp", "aten::cat", "catarray", "aten::stack",
+                "aten::where", "aten::clone", "aten::cos", "aten::sin", "aten::ones", "aten::zero", "aten::sum",
+                "aten::slice_backward", "aten::contiguous", "aten::to")
+_OPTIMIZER = ("optimizer.", "adam", "sgd", "_foreach")
+
+
+def classify(name: str, phase: str | None) -> str:
+    """Group of a kernel (GPU) or op (CPU) by its name, and by phase for the optimizer's work.
+
+    Everything launched during optimizer.step/zero_grad is optimizer time (its kernels are plain
+    element-wise ones). The model writes RMSNorm out of pow/mean/rsqrt, which are matched as
+    normalisation; its multiplies land in elementwise. Autograd wrappers (``…Backward0``) only hold
+    dispatch overhead — their kernels are counted under the ops they call.
+    """
+    if phase in ("optimizer", "zero_grad"):
+        return "optimizer"
+    low = name.lower()
+    if low.startswith(_ANNOTATION) or name == HOST_GAP_NAME or "autograd::" in low or low.rstrip("0123456789").endswith("backward"):
+        return "other"
+    for group, patterns in (("optimizer", _OPTIMIZER), ("other", _LOSS), ("attention-softmax", _SOFTMAX),
+                            ("matmul", _MATMUL), ("normalisation", _NORM), ("elementwise", _ELEMENTWISE)):
+        if any(p in low for p in patterns):
+            return group
+    return "other"
+
+
+class _Ranges:
+    """Our record_function ranges (scopes and phases) as sorted intervals, to place an event in time."""
+
+    def __init__(self, events, kind: str) -> None:
+        prefix = f"{_ANNOTATION}{kind}:"
+        spans = sorted((e.time_range.start, e.time_range.end, e.name[len(prefix):]) for e in events
+                       if e.name.startswith(prefix) and _is_cpu(e))
+        self.starts = [s[0] for s in spans]
+        self.spans = spans
+
+    def at(self, t: float) -> str | None:
+        i = bisect.bisect_right(self.starts, t) - 1
+        if i >= 0 and t <= self.spans[i][1]:
+            return self.spans[i][2]
+        return None
+
+    def total_us(self, name: str) -> float:
+        return sum(end - start for start, end, n in self.spans if n == name)
+
+
+def _is_cpu(event) -> bool:
+    return getattr(event.device_type, "name", str(event.device_type)) == "CPU"
+
+
+def attribute(events, cuda: bool) -> list[tuple[str, str | None, str, float]]:
+    """(scope, phase, name, µs) for every kernel (GPU) or every op's self CPU time (CPU) in our scopes.
+
+    GPU: each kernel hangs on exactly one CPU op (the launch's correlation), so nothing is counted
+    twice; it is placed by its launching op's start. CPU: self times partition a range's duration,
+    so the groups add up to the profiled wall time; our own ranges' self time is the host time
+    between ops.
+    """
+    scopes, phases = _Ranges(events, "scope"), _Ranges(events, "phase")
+    items = []
+    for e in events:
+        if not _is_cpu(e):
+            continue
+        scope = scopes.at(e.time_range.start)
+        if scope is None:
+            continue
+        phase = phases.at(e.time_range.start)
+        if cuda:
+            if not e.name.startswith(_ANNOTATION):
+                items.extend((scope, phase, k.name, float(k.duration)) for k in e.kernels)
+        else:
+            name = HOST_GAP_NAME if e.name.startswith(_ANNOTATION) else e.name
+            items.append((scope, phase, name, float(e.self_cpu_time_total)))
+    return items
+
+
+def breakdown_rows(items, steps: int, flops: StepFlops, top: int) -> tuple[list[dict], dict]:
+    """Kernel rows (top ``top`` per scope) and group rows (all kernels), in ms per step."""
+    rows, totals = [], {}
+    flop_parts = {"forward": (flops.forward, flops.softmax_forward_estimate),
+                  "step": (flops.total, flops.softmax_forward_estimate + flops.softmax_backward_estimate)}
+    for scope in SCOPES:
+        kernels: dict[tuple[str, str], list[float]] = defaultdict(lambda: [0, 0.0])
+        for s, phase, name, us in items:
+            if s == scope:
+                entry = kernels[(name, classify(name, phase))]
+                entry[0] += 1
+                entry[1] += us
+        total_us = sum(us for _, us in kernels.values())
+        totals[scope] = total_us / 1e3 / steps
+        ranked = sorted(kernels.items(), key=lambda kv: -kv[1][1])
+        for rank, ((name, group), (count, us)) in enumerate(ranked[:top], start=1):
+            rows.append({"kind": "kernel", "scope": scope, "rank": rank, "name": name, "group": group,
+                         "count_per_step": count / steps, "ms_per_step": us / 1e3 / steps,
+                         "share": us / total_us if total_us else 0.0})
+        by_group = defaultdict(float)
+        for (_, group), (_, us) in kernels.items():
+            by_group[group] += us
+        matmul_flops, softmax_flops = flop_parts[scope]
+        flop_share = {"matmul": matmul_flops / (matmul_flops + softmax_flops),
+                      "attention-softmax": softmax_flops / (matmul_flops + softmax_flops)}
+        for group in GROUPS:
+            rows.append({"kind": "group", "scope": scope, "group": group, "ms_per_step": by_group[group] / 1e3 / steps,
+                         "share": by_group[group] / total_us if total_us else 0.0,
+                         "flops_share": flop_share.get(group)})
+    return rows, totals
+
+
+class _PhaseRanges:
+    """A ``mark`` callback that opens one record_function range per phase (visible in the trace)."""
+
+    def __init__(self) -> None:
+        self._open = None
+
+    def __call__(self, phase: str) -> None:
+        self.close()
+        if phase != "end":
+            self._open = torch.profiler.record_function(f"{_ANNOTATION}phase:{phase}")
+            self._open.__enter__()
+
+    def close(self) -> None:
+        if self._open is not None:
+            self._open.__exit__(None, None, None)
+            self._open = None
+
+
+def profile_bench(bench: Bench, device: str, steps: int):
+    """Profile ``steps`` forward-only passes, then ``steps`` full steps; returns the profiler."""
+    from torch.profiler import ProfilerActivity, profile, record_function
+
+    activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.startswith("cuda") else [])
+    marks = _PhaseRanges()
+    with profile(activities=activities) as prof:
+        for scope, forward_only in (("forward", True), ("step", False)):
+            for _ in range(steps):
+                with record_function(f"{_ANNOTATION}scope:{scope}"):
+                    try:
+                        bench.step.run(*bench.next_batch(), marks, forward_only=forward_only)
+                    finally:
+                        marks.close()
+                    sync(device)
+    return prof
+
+
+def traces_dir() -> Path:
+    return data_dir() / "traces"
+
+
+def save_trace(prof) -> dict:
+    """Gzip the Chrome trace into the data directory (Perfetto opens .json.gz) and keep only the newest few."""
+    folder = traces_dir()
+    folder.mkdir(parents=True, exist_ok=True)
+    stem = f"step-bench-{time.strftime('%Y%m%d-%H%M%S')}-{uuid.uuid4().hex[:8]}"
+    raw = folder / f"{stem}.json"
+    prof.export_chrome_trace(str(raw))
+    path = folder / f"{stem}.json.gz"
+    with open(raw, "rb") as src, gzip.open(path, "wb", compresslevel=6) as dst:
+        shutil.copyfileobj(src, dst)
+    raw_bytes = raw.stat().st_size
+    raw.unlink()
+    for old in sorted(folder.glob("step-bench-*.json.gz"), key=os.path.getmtime)[:-KEEP_TRACES]:
+        old.unlink(missing_ok=True)
+    return {"trace_path": str(path), "trace_bytes": path.stat().st_size, "trace_json_bytes": raw_bytes}
+
+
+# --- the experiment -----------------------------------------------------------------------------
+
+def _device_info(ctx: Context) -> dict:
+    from core.hardware.device import describe
+
+    return describe(ctx.device)
+
+
+def _free(device: str) -> None:
+    gc.collect()
+    if device.startswith("cuda"):
+        torch.cuda.empty_cache()
+
+
+def run(cfg: StepBenchConfig, ctx: Context):
+    info = _device_info(ctx)
+    common = {"timing": "CUDA events at each phase boundary, one synchronize per step" if ctx.is_cuda
+              else "time.perf_counter at each phase boundary (CPU ops are synchronous)",
+              "torch_threads": torch.get_num_threads(), "preset": get_preset(cfg.model).to_dict(),
+              "tokens_per_step": cfg.batch * cfg.context}
+    if cfg.sweep:
+        return (yield from _sweep(cfg, ctx, info, common))
+    check_precision(cfg.precision, ctx, info.get("bf16_supported", True))
+    bench = make_bench(cfg, cfg.precision, ctx.device)
+    timer = PhaseTimer(ctx.device)
+    total = cfg.cold_steps + cfg.timed_steps + (1 if cfg.profile_steps else 0)
+    rows = timed_series(bench, timer, cfg.cold_steps, "cold", cfg.precision)
+    yield Progress(cfg.cold_steps, total, "first steps timed without warm-up", rows=tuple(rows))
+    warm_up(bench, cfg.warmup_steps, ctx.device)
+    chunk = max(1, cfg.timed_steps // 10)
+    for done in range(0, cfg.timed_steps, chunk):
+        n = min(chunk, cfg.timed_steps - done)
+        new = timed_series(bench, timer, n, "warm", cfg.precision)
+        for r in new:
+            r["step"] += done
+        rows += new
+        yield Progress(cfg.cold_steps + done + n, total, f"timed step {done + n}/{cfg.timed_steps}", rows=tuple(new))
+
+    for phase in TIMED_PHASES:
+        rows.append({"kind": "phase", "series": "warm", "precision": cfg.precision, "phase": phase,
+                     **summarize(samples(rows, "warm", phase), "ms_")})
+    peak, peak_note = peak_tflops(info, cfg.precision)
+    warm_ms = summarize(samples(rows, "warm", "step"), "step_ms_")
+    fwd, bwd = (summarize(samples(rows, "warm", p))["median"] for p in ("forward", "backward"))
+    cold = samples(rows, "cold", "step")
+    summary = {"kind": "summary", "precision": cfg.precision, "tokens_per_step": bench.flops.tokens, **warm_ms,
+               **throughput(bench.flops, warm_ms["step_ms_median"], peak), "peak_tflops": peak,
+               "peak_unit": PEAK_UNIT[cfg.precision], "mfu_note": peak_note, "backward_forward_ratio": bwd / fwd,
+               "first_step_ms": cold[0] if cold else None,
+               "first_step_over_median": cold[0] / warm_ms["step_ms_median"] if cold else None}
+    rows.append(summary)
+    meta = common | {"flops": bench.flops.to_dict()}
+
+    if cfg.profile_steps:
+        yield Progress(total - 1, total, f"profiling {cfg.profile_steps} forward-only and full steps")
+        prof = profile_bench(bench, ctx.device, cfg.profile_steps)
+        events = prof.events()
+        kernel_rows, totals = breakdown_rows(attribute(events, ctx.is_cuda), cfg.profile_steps, bench.flops,
+                                             cfg.top_kernels)
+        scopes = _Ranges(events, "scope")
+        meta |= {"profiled_total_ms": totals, "profile_steps": cfg.profile_steps,
+                 "scope_wall_ms": {s: scopes.total_us(s) / 1e3 / cfg.profile_steps for s in SCOPES},
+                 "profile_measure": "GPU kernel time (sum of kernel durations)" if ctx.is_cuda
+                 else "self CPU time of each op (sums to the profiled wall time)"}
+        if cfg.trace:
+            meta |= save_trace(prof)
+        rows += kernel_rows
+        yield Progress(total, total, "kernel breakdown done", rows=tuple(kernel_rows))
+    return Output(rows=rows, meta=meta)
+
+
+def _sweep(cfg: StepBenchConfig, ctx: Context, info: dict, common: dict):
+    rows: list[dict] = []
+    total = len(PRECISIONS)
+    for i, precision in enumerate(PRECISIONS):
+        row = {"kind": "precision", "precision": precision, "peak_unit": PEAK_UNIT[precision]}
+        try:
+            check_precision(precision, ctx, info.get("bf16_supported", True))
+            bench = make_bench(cfg, precision, ctx.device)
+            warm_up(bench, cfg.warmup_steps, ctx.device)
+            new = timed_series(bench, PhaseTimer(ctx.device), cfg.timed_steps, "warm", precision)
+            flops = bench.flops
+            del bench
+        except Unsupported as exc:
+            row |= {"status": "unsupported", "reason": str(exc)}
+            new = []
+        except torch.OutOfMemoryError as exc:
+            row |= {"status": "error", "reason": f"out of memory on {ctx.device_name}: {str(exc).splitlines()[0]}"}
+            new = []
+        _free(ctx.device)
+        if new:
+            step_ms = summarize([r["ms"] for r in new if r["phase"] == "step"], "step_ms_")
+            peak, note = peak_tflops(info, precision)
+            row |= {"status": "ok", "reason": None, **step_ms, **throughput(flops, step_ms["step_ms_median"], peak),
+                    "peak_tflops": peak, "mfu_note": note}
+        rows += new + [row]
+        yield Progress(i + 1, total, f"{precision}: {row['status']}", rows=tuple(new + [row]))
+    base = next((r for r in rows if r["kind"] == "precision" and r["precision"] == "fp32" and r["status"] == "ok"), None)
+    for r in rows:
+        if r["kind"] == "precision" and r["status"] == "ok" and base:
+            r["speedup_vs_fp32"] = base["step_ms_median"] / r["step_ms_median"]
+    return Output(rows=rows, meta=common)
+
+
+EXPERIMENTS = [Experiment(name="step-bench", title="Step benchmark", config_type=StepBenchConfig, run=run,
+                          description=__doc__.splitlines()[0], fresh_process=True)]

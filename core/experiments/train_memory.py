@@ -1,0 +1,335 @@
+"""``train-memory``: every allocation of real training steps, attributed to categories and phases.
+
+Recording starts before the model is built, so the trace holds every byte the step's tensors use:
+on GPU the caching allocator's history (``torch.cuda.memory._record_memory_history``) with the
+official ``max_memory_allocated`` as the measured peak; on CPU the profiler's allocation events
+(``profile_memory=True``: every tensor storage through PyTorch's CPU allocator, with pointer, size
+and running total) — the profiler's peak is the measured peak. Phases are marked from
+``TrainStep``'s callbacks. Each allocation becomes a lifetime; it is a parameter, gradient or
+optimizer state if its pointer is one at a phase mark, an activation if a forward allocation lives
+into backward, a temporary if it dies inside its phase, and "other" otherwise (inputs, RoPE tables,
+workspaces). The peak's phase is read off the trace, never assumed.
+"""
+from __future__ import annotations
+
+import bisect
+import time
+from dataclasses import dataclass, field
+from typing import ClassVar
+
+from core.transformer.planner import CATEGORIES, EstimateConfig, StepSetup, plan
+from core.experiment import ConfigError, Context, Experiment, Output, Progress
+from core.transformer.presets import get_preset
+
+MAX_TIMELINE_POINTS = 1500
+
+
+@dataclass(frozen=True)
+class TrainMemoryConfig(StepSetup):
+    warmup_steps: int = field(default=1, metadata={"help": "steps before recording (optimizer state appears here)"})
+    steps: int = field(default=1, metadata={"help": "recorded steps"})
+    seed: int = field(default=0, metadata={"help": "random seed for weights and tokens"})
+
+    MAX_BATCH: ClassVar[int] = 65_536
+    MAX_CONTEXT: ClassVar[int] = 65_536
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if not 0 <= self.warmup_steps <= 20:
+            raise ConfigError(f"warmup_steps must be between 0 and 20, got {self.warmup_steps}")
+        if not 1 <= self.steps <= 10:
+            raise ConfigError(f"steps must be between 1 and 10, got {self.steps}")
+
+    def estimate_config(self, target: str) -> EstimateConfig:
+        return EstimateConfig(**self.setup(), target=target)
+
+
+@dataclass
+class Trace:
+    """Allocator events and phase marks on one clock (nanoseconds)."""
+
+    events: list[tuple[int, int, int]] = field(default_factory=list)  # (time_ns, ptr, +size or -size)
+    marks: list[tuple[int, int, str]] = field(default_factory=list)  # (time_ns, step, phase); phase "end" closes
+    tags: list[tuple[int, dict[str, set[int]]]] = field(default_factory=list)  # (time_ns, category → pointers)
+
+
+def tensor_pointers(model, optimizer) -> dict[str, set[int]]:
+    """Pointers of the tensors whose category is known by construction."""
+    params = {p.data_ptr() for p in model.parameters()}
+    grads = {p.grad.data_ptr() for p in model.parameters() if p.grad is not None}
+    state = set()
+    if optimizer is not None:
+        for per_param in optimizer.state.values():
+            state |= {v.data_ptr() for v in per_param.values() if hasattr(v, "data_ptr")}
+    return {"parameters": params, "gradients": grads, "optimizer_state": state}
+
+
+def classify(trace: Trace) -> tuple[list[tuple[int, int, str]], dict]:
+    """Turn the trace into (time_ns, delta, category) events; returns them and the lifetimes' count."""
+    phase_times = [m[0] for m in trace.marks]
+
+    def phase_at(t: int) -> tuple[int, str]:
+        i = bisect.bisect_right(phase_times, t) - 1
+        return (trace.marks[i][1], trace.marks[i][2]) if i >= 0 else (-1, "setup")
+
+    tag_times = [t for t, _ in trace.tags]
+    live: dict[int, tuple[int, int]] = {}  # ptr → (t0, size)
+    lifetimes: list[tuple[int, int, int, int]] = []  # (t0, t1, ptr, size); t1 = None-ish (max) if alive
+    end = 2**63
+    for t, ptr, delta in trace.events:
+        if delta > 0:
+            live[ptr] = (t, delta)
+        elif ptr in live:
+            t0, size = live.pop(ptr)
+            lifetimes.append((t0, t, ptr, size))
+    lifetimes += [(t0, end, ptr, size) for ptr, (t0, size) in live.items()]
+
+    backward_starts = {m[1]: m[0] for m in trace.marks if m[2] == "backward"}
+    out: list[tuple[int, int, str]] = []
+    for t0, t1, ptr, size in lifetimes:
+        category = None
+        lo, hi = bisect.bisect_left(tag_times, t0), bisect.bisect_left(tag_times, t1)
+        for _, tags in trace.tags[lo:hi]:
+            category = next((name for name, ptrs in tags.items() if ptr in ptrs), None)
+            if category:
+                break
+        if category is None:
+            step, phase = phase_at(t0)
+            if phase == "forward" and step in backward_starts and t1 > backward_starts[step]:
+                category = "activations"
+            elif phase in ("forward", "backward", "optimizer", "zero_grad"):
+                category = "temporaries"
+            else:
+                category = "other"
+        out.append((t0, size, category))
+        if t1 != end:
+            out.append((t1, -size, category))
+    out.sort(key=lambda e: (e[0], e[1] > 0))  # frees before allocations at the same instant
+    return out, {"allocations": len(lifetimes)}
+
+
+def timeline(trace: Trace, record_from_ns: int, record_to_ns: int) -> dict:
+    """Category totals after every event; the peak (with its phase) inside the recorded window."""
+    events, counts = classify(trace)
+    totals = dict.fromkeys(CATEGORIES, 0)
+    points = []
+    peak_total, peak_point = -1, None
+    phase_times = [m[0] for m in trace.marks]
+    for t, delta, category in events:
+        totals[category] += delta
+        if record_from_ns <= t <= record_to_ns:
+            total = sum(totals.values())
+            point = (t, total, dict(totals))
+            points.append(point)
+            if total > peak_total:
+                peak_total, peak_point = total, point
+    if peak_point is None:
+        raise RuntimeError("no allocation was recorded inside the measured steps")
+    i = bisect.bisect_right(phase_times, peak_point[0]) - 1
+    step, phase = trace.marks[i][1], trace.marks[i][2]
+    return {"points": _thin(points, peak_point), "peak_bytes": peak_total, "peak_phase": phase, "peak_step": step,
+            "peak_breakdown_bytes": peak_point[2], "peak_time_ns": peak_point[0], **counts}
+
+
+def _thin(points: list, keep: tuple) -> list:
+    """At most MAX_TIMELINE_POINTS: the highest point of each bin (so no spike is lost) plus the peak."""
+    if len(points) <= MAX_TIMELINE_POINTS:
+        return points
+    size = len(points) / MAX_TIMELINE_POINTS
+    out = []
+    for b in range(MAX_TIMELINE_POINTS):
+        chunk = points[int(b * size):int((b + 1) * size)]
+        if chunk:
+            out.append(max(chunk, key=lambda p: p[1]))
+    if keep not in out:
+        out.append(keep)
+        out.sort(key=lambda p: p[0])
+    return out
+
+
+class _Recorder:
+    """Starts recording before the model exists; marks phases on the recorder's own clock."""
+
+    def __init__(self, device: str) -> None:
+        self.device = device
+        self.trace = Trace()
+        self._range = None
+        self._tags: list = []
+        self._finished = False
+        self.step = -1
+
+    def __enter__(self):
+        import torch
+
+        if self.device.startswith("cuda"):
+            torch.cuda.memory._record_memory_history(max_entries=5_000_000)
+        else:
+            from torch.profiler import ProfilerActivity, profile
+
+            self._prof = profile(activities=[ProfilerActivity.CPU], profile_memory=True)
+            self._prof.__enter__()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        """On error, stop recording; on success :meth:`finish` already has."""
+        if exc[0] is not None and not self._finished:
+            self._finished = True
+            if self.device.startswith("cuda"):
+                import torch
+
+                torch.cuda.memory._record_memory_history(enabled=None)
+            else:
+                self._prof.__exit__(*exc)
+
+    def mark(self, phase: str, tags: dict | None = None) -> None:
+        """GPU: wall clock (the allocator's trace uses it too); CPU: a profiler range read back later."""
+        import torch
+
+        if self.device.startswith("cuda"):
+            t = time.time_ns()
+            self.trace.marks.append((t, self.step, phase))
+            if tags is not None:
+                self.trace.tags.append((t, tags))
+            return
+        if self._range is not None:
+            self._range.__exit__(None, None, None)
+        self._range = torch.profiler.record_function(f"gpulab|{self.step}|{phase}|{len(self._tags)}")
+        self._range.__enter__()
+        self._tags.append(tags)
+
+    def finish(self) -> Trace:
+        import torch
+
+        self._finished = True
+        if self.device.startswith("cuda"):
+            snapshot = torch.cuda.memory._snapshot()
+            torch.cuda.memory._record_memory_history(enabled=None)
+            index = torch.device(self.device).index or 0
+            for entry in snapshot["device_traces"][index]:
+                if entry["action"] == "alloc":
+                    self.trace.events.append((entry["time_us"] * 1000, entry["addr"], entry["size"]))
+                elif entry["action"] == "free_completed":
+                    self.trace.events.append((entry["time_us"] * 1000, entry["addr"], -entry["size"]))
+            self.trace.events.sort(key=lambda e: e[0])
+            return self.trace
+        if self._range is not None:
+            self._range.__exit__(None, None, None)
+        self._prof.__exit__(None, None, None)
+        from torch._C._profiler import _EventType
+
+        stack = list(self._prof.profiler.kineto_results.experimental_event_tree())
+        ranges = []
+        while stack:
+            ev = stack.pop()
+            stack.extend(ev.children)
+            if ev.tag == _EventType.Allocation:
+                f = ev.extra_fields
+                self.trace.events.append((ev.start_time_ns, f.ptr, f.alloc_size))
+            elif ev.name.startswith("gpulab|"):
+                _, step, phase, index = ev.name.split("|")
+                ranges.append((ev.start_time_ns, int(step), phase, int(index)))
+        self.trace.events.sort(key=lambda e: e[0])
+        for t, step, phase, index in sorted(ranges):
+            self.trace.marks.append((t, step, phase))
+            tags = self._tags[index]
+            if tags is not None:
+                self.trace.tags.append((t, tags))
+        return self.trace
+
+
+def measure(cfg: TrainMemoryConfig, device: str) -> dict:
+    """Run warm-up and recorded steps under the recorder; return the trace analysis and counters."""
+    import torch
+
+    from core.transformer.model import build_model, random_batch
+    from core.transformer.training import TrainStep, make_optimizer, param_dtype
+
+    torch.manual_seed(cfg.seed)
+    cuda = device.startswith("cuda")
+    if cuda:
+        torch.cuda.empty_cache()
+    with _Recorder(device) as rec:
+        model = build_model(get_preset(cfg.model), cfg.context, device, param_dtype(cfg.precision),
+                            cfg.checkpointing)
+        optimizer = None if cfg.forward_only else make_optimizer(cfg.optimizer, model.parameters())
+        step = TrainStep(model, optimizer, cfg.precision, device, set_to_none=cfg.set_to_none)
+        gen = torch.Generator(device=device).manual_seed(cfg.seed)
+        x, y = random_batch(cfg.batch, cfg.context, model.preset.vocab_size, device, gen)
+        peak_counter = None
+
+        def mark(phase: str) -> None:
+            # Known tensors are tagged after backward (gradients exist) and at the end (state exists).
+            tagged = phase in ("optimizer", "zero_grad", "end", "forward")
+            if cuda and phase in ("forward", "end"):
+                torch.cuda.synchronize()
+            rec.mark(phase, tensor_pointers(model, optimizer) if tagged else None)
+
+        for i in range(cfg.warmup_steps + cfg.steps):
+            rec.step = i
+            if i == cfg.warmup_steps and cuda:
+                torch.cuda.synchronize()
+                torch.cuda.reset_peak_memory_stats()
+            step.run(x, y, mark, forward_only=cfg.forward_only)
+        if cuda:
+            torch.cuda.synchronize()
+            peak_counter = torch.cuda.max_memory_allocated()
+        trace = rec.finish()
+    first = next(t for t, s, p in trace.marks if s == cfg.warmup_steps)
+    last = trace.marks[-1][0]
+    result = timeline(trace, first, last)
+    result["bands"] = _bands(trace, first)
+    result["t0_ns"] = first
+    result["peak_counter_bytes"] = peak_counter
+    return result
+
+
+def _bands(trace: Trace, first_ns: int) -> list[dict]:
+    marks = [m for m in trace.marks if m[0] >= first_ns]
+    return [{"step": s, "phase": p, "start_ms": (t - first_ns) / 1e6, "end_ms": (marks[i + 1][0] - first_ns) / 1e6}
+            for i, (t, s, p) in enumerate(marks[:-1]) if p != "end"]
+
+
+def run(cfg: TrainMemoryConfig, ctx: Context):
+    from core.hardware.device import describe
+    from core.transformer.training import check_precision
+
+    device = describe(ctx.device)
+    check_precision(cfg.precision, ctx, bool(device.get("bf16_supported", True)))
+    yield Progress(0, 2, f"recording {cfg.warmup_steps} warm-up + {cfg.steps} step(s) of {cfg.model}")
+    try:
+        result = measure(cfg, ctx.device)
+    except Exception as exc:  # noqa: BLE001 - only the OOM is re-labelled
+        if type(exc).__name__ == "OutOfMemoryError":
+            raise ctx.unsupported(f"out of memory at batch {cfg.batch}: {str(exc).splitlines()[0]}") from None
+        raise
+    target = "cuda" if ctx.is_cuda else "cpu"
+    est = plan(cfg.estimate_config(target), device.get("total_memory_bytes"))
+    measured = result["peak_counter_bytes"] if ctx.is_cuda else result["peak_bytes"]
+    t0 = result["t0_ns"]
+    rows = [{"t_ms": (t - t0) / 1e6, "total_bytes": total, **cats} for t, total, cats in result["points"]]
+    meta = {
+        "peak_measured_bytes": measured,
+        "peak_estimated_bytes": est["peak_estimated_bytes"],
+        "error_pct": 100.0 * (est["peak_estimated_bytes"] - measured) / measured,
+        "peak_phase": result["peak_phase"],
+        "peak_phase_estimated": est["peak_phase"],
+        "peak_moment_estimated": est["peak_moment"],
+        "peak_t_ms": (result["peak_time_ns"] - t0) / 1e6,
+        "breakdown_measured_bytes": result["peak_breakdown_bytes"],
+        "breakdown_estimated_bytes": est["breakdown_bytes"],
+        "trace_peak_bytes": result["peak_bytes"],
+        "bands": result["bands"],
+        "params": est["params"],
+        "allocations": result["allocations"],
+        "estimate": est,
+        "method": ("CUDA caching-allocator history (_record_memory_history) + max_memory_allocated"
+                   if ctx.is_cuda else
+                   "CPU: torch.profiler profile_memory allocation events (tensor storages via PyTorch's CPU "
+                   "allocator; library-internal scratch buffers are not seen)"),
+    }
+    yield Progress(2, 2, "done")
+    return Output(rows=rows, meta=meta)
+
+
+EXPERIMENTS = [Experiment(name="train-memory", title="Training-step memory timeline", config_type=TrainMemoryConfig,
+                          run=run, description=__doc__.splitlines()[0], fresh_process=True)]

@@ -1,0 +1,198 @@
+"""What the lab runs on: every device of the box, its versions and its TF32 flags.
+
+Only ever called in a worker process or the CLI: the Streamlit server must make no CUDA call
+(CUDA cannot be used after fork, and even ``device_count()`` can initialise it), so the dashboard
+asks a worker for this description (:func:`core.jobs.query_devices`).
+"""
+from __future__ import annotations
+
+import os
+import platform
+import re
+import shutil
+import subprocess
+import sys
+
+import torch
+
+from core import __version__
+from core.experiment import ConfigError
+from core.hardware.specs import match_spec
+
+
+def versions() -> dict:
+    """Library and driver versions, for the result schema and the device card."""
+    cudnn = None
+    if torch.backends.cudnn.is_available():
+        cudnn = torch.backends.cudnn.version()
+    return {
+        "gpulab": __version__,
+        "python": platform.python_version(),
+        "torch": torch.__version__,
+        "cuda": torch.version.cuda,
+        "cudnn": cudnn,
+        "driver": _driver_version(),
+        "platform": platform.platform(),
+    }
+
+
+def _driver_version() -> str | None:
+    if not torch.cuda.is_available():
+        return None
+    try:
+        import pynvml  # nvidia-ml-py, optional
+
+        pynvml.nvmlInit()
+        version = pynvml.nvmlSystemGetDriverVersion()
+        return version.decode() if isinstance(version, bytes) else version
+    except Exception:
+        pass
+    if shutil.which("nvidia-smi"):
+        try:
+            out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                                 capture_output=True, text=True, timeout=10)
+            if out.returncode == 0 and out.stdout.strip():
+                return out.stdout.strip().splitlines()[0]
+        except (OSError, subprocess.SubprocessError):
+            pass
+    return None
+
+
+def tf32_flags() -> dict:
+    """The process-wide switches that decide whether fp32 matmuls/convolutions use TF32."""
+    return {
+        "cuda_matmul_allow_tf32": bool(torch.backends.cuda.matmul.allow_tf32),
+        "cudnn_allow_tf32": bool(torch.backends.cudnn.allow_tf32),
+        "float32_matmul_precision": torch.get_float32_matmul_precision(),
+        "NVIDIA_TF32_OVERRIDE": os.environ.get("NVIDIA_TF32_OVERRIDE"),
+    }
+
+
+def _cpu_model() -> str:
+    try:
+        with open("/proc/cpuinfo", encoding="utf-8") as fh:
+            for line in fh:
+                if line.lower().startswith("model name"):
+                    return line.split(":", 1)[1].strip()
+    except OSError:
+        pass
+    return platform.processor() or platform.machine() or "unknown CPU"
+
+
+def _meminfo() -> tuple[int | None, int | None]:
+    """Total and available system memory in bytes (Linux /proc/meminfo, else sysconf)."""
+    try:
+        values = {}
+        with open("/proc/meminfo", encoding="utf-8") as fh:
+            for line in fh:
+                key, rest = line.split(":", 1)
+                values[key] = int(rest.split()[0]) * 1024
+        return values.get("MemTotal"), values.get("MemAvailable")
+    except (OSError, ValueError):
+        try:
+            total = os.sysconf("SC_PAGE_SIZE") * os.sysconf("SC_PHYS_PAGES")
+            return total, None
+        except (ValueError, OSError, AttributeError):
+            return None, None
+
+
+def describe_cpu() -> dict:
+    total, free = _meminfo()
+    return {
+        "kind": "cpu",
+        "index": None,
+        "torch_device": "cpu",
+        "name": _cpu_model(),
+        "label": f"CPU — {_cpu_model()}",
+        "cores": os.cpu_count(),
+        "torch_threads": torch.get_num_threads(),
+        "total_memory_bytes": total,
+        "free_memory_bytes": free,
+        "torch_build": {
+            "cuda_build": torch.version.cuda is not None,
+            "mkldnn": torch.backends.mkldnn.is_available(),
+            "openmp": torch.backends.openmp.is_available(),
+            "debug": bool(torch.version.debug),
+        },
+        "bf16_supported": True,  # CPU kernels exist for bf16 (speed varies by ISA)
+        "tf32": tf32_flags(),
+        "spec": None,
+    }
+
+
+def describe_cuda(index: int) -> dict:
+    props = torch.cuda.get_device_properties(index)
+    with torch.cuda.device(index):
+        free, total = torch.cuda.mem_get_info(index)
+        bf16 = torch.cuda.is_bf16_supported()
+    spec = match_spec(props.name, props.total_memory)
+    return {
+        "kind": "cuda",
+        "index": index,
+        "torch_device": f"cuda:{index}",
+        "name": props.name,
+        "label": f"cuda:{index} — {props.name}",
+        "compute_capability": f"{props.major}.{props.minor}",
+        "multiprocessors": props.multi_processor_count,
+        "l2_cache_bytes": getattr(props, "L2_cache_size", None),
+        "total_memory_bytes": total,
+        "free_memory_bytes": free,
+        "bf16_supported": bool(bf16),
+        "tf32": tf32_flags(),
+        "spec": spec.to_dict() if spec else None,
+    }
+
+
+def cuda_unavailable_reason() -> str | None:
+    if torch.cuda.is_available():
+        return None
+    if torch.version.cuda is None:
+        return f"this PyTorch ({torch.__version__}) is a CPU-only build"
+    return "PyTorch has CUDA support but found no usable GPU (no device or no driver)"
+
+
+def describe_all() -> dict:
+    """Every device of the box (CPU first, then each GPU), the default and the versions."""
+    cuda_count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    devices = [describe_cpu()] + [describe_cuda(i) for i in range(cuda_count)]
+    return {
+        "devices": devices,
+        "default": "cuda:0" if cuda_count else "cpu",
+        "cuda_available": bool(cuda_count),
+        "cuda_unavailable_reason": cuda_unavailable_reason(),
+        "versions": versions(),
+        "executable": sys.executable,
+    }
+
+
+_DEVICE_RE = re.compile(r"^(auto|cpu|cuda(:\d+)?)$")
+
+
+def check_device_string(device: str) -> str:
+    """Syntax check usable anywhere (no CUDA call): 'auto', 'cpu', 'cuda' or 'cuda:N'."""
+    if not isinstance(device, str) or not _DEVICE_RE.match(device.strip()):
+        raise ConfigError(f"device {device!r} is not one of: auto, cpu, cuda, cuda:N")
+    return device.strip()
+
+
+def resolve(device: str) -> str:
+    """Turn a requested device into a torch device string, checking it exists (worker side)."""
+    device = check_device_string(device)
+    count = torch.cuda.device_count() if torch.cuda.is_available() else 0
+    if device == "auto":
+        return "cuda:0" if count else "cpu"
+    if device == "cpu":
+        return "cpu"
+    index = int(device.split(":")[1]) if ":" in device else 0
+    if count == 0:
+        raise ConfigError(f"device {device} requested but CUDA is unavailable: {cuda_unavailable_reason()}")
+    if index >= count:
+        raise ConfigError(f"device {device} does not exist: this box has {count} GPU(s), cuda:0..cuda:{count - 1}")
+    return f"cuda:{index}"
+
+
+def describe(torch_device: str) -> dict:
+    """Description of one resolved device."""
+    if torch_device == "cpu":
+        return describe_cpu()
+    return describe_cuda(int(torch_device.split(":")[1]))

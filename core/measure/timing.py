@@ -1,0 +1,116 @@
+"""Per-call timing of one operation, done the way mamf-finder and ``triton.testing.do_bench`` do it.
+
+GPU: a time-based warm-up, then every call is bracketed by its own pair of CUDA events, with a
+buffer larger than L2 written *before* the start event (so each call reads its inputs from device
+memory and the flush is never counted); the calls are queued and synchronised once at the end.
+CPU: the same loop with ``time.perf_counter_ns`` around each call (a monotonic clock). The raw
+samples are returned; :func:`core.measure.stats.summarize` turns them into median/min/p20/p80.
+"""
+from __future__ import annotations
+
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+
+MIN_FLUSH_BYTES = 256 * 2**20  # what do_bench and mamf-finder write between calls
+
+
+@dataclass(frozen=True)
+class TimingPlan:
+    """How long to warm up and how many calls to time; call counts derive from the warm-up's speed."""
+
+    warmup_ms: float = 50.0
+    rep_ms: float = 200.0
+    min_reps: int = 10
+    max_reps: int = 500
+
+
+def flush_bytes(l2_cache_bytes: int | None) -> int:
+    """Twice the L2, and never less than the references' 256 MiB, so no input survives in L2."""
+    return max(MIN_FLUSH_BYTES, 2 * int(l2_cache_bytes or 0))
+
+
+def make_flush(device: str, nbytes: int) -> Callable[[], None]:
+    buf = torch.empty(nbytes // 4, dtype=torch.int32, device=device)
+    return buf.zero_
+
+
+def _reps(plan: TimingPlan, per_call_ms: float) -> int:
+    return int(min(plan.max_reps, max(plan.min_reps, plan.rep_ms / max(per_call_ms, 1e-6))))
+
+
+def time_cuda(op: Callable[[], object], plan: TimingPlan, flush: Callable[[], None] | None) -> list[float]:
+    """Milliseconds of each timed call of ``op`` on the current CUDA stream."""
+    sync = torch.cuda.synchronize
+    op()
+    sync()
+    # Warm-up: whole batches of calls until warmup_ms of wall time has passed; its speed sizes the run.
+    calls, start = 0, time.perf_counter()
+    batch = 1
+    while True:
+        for _ in range(batch):
+            if flush:
+                flush()
+            op()
+        sync()
+        calls += batch
+        elapsed_ms = (time.perf_counter() - start) * 1e3
+        if elapsed_ms >= plan.warmup_ms:
+            break
+        batch = min(batch * 2, 64)
+    n = _reps(plan, elapsed_ms / calls)
+    starts = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
+    ends = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
+    for i in range(n):
+        if flush:
+            flush()
+        starts[i].record()
+        op()
+        ends[i].record()
+    sync()
+    return [s.elapsed_time(e) for s, e in zip(starts, ends)]
+
+
+def time_cpu(op: Callable[[], object], plan: TimingPlan, flush: Callable[[], None] | None = None) -> list[float]:
+    """Milliseconds of each timed call of ``op``, read from the monotonic ``perf_counter_ns``."""
+    clock = time.perf_counter_ns
+    warm_ns, calls, t0 = 0, 0, clock()
+    while True:
+        if flush:
+            flush()
+        a = clock()
+        op()
+        warm_ns += clock() - a
+        calls += 1
+        if (clock() - t0) / 1e6 >= plan.warmup_ms:
+            break
+    n = _reps(plan, warm_ns / calls / 1e6)
+    samples = []
+    for _ in range(n):
+        if flush:
+            flush()
+        a = clock()
+        op()
+        samples.append((clock() - a) / 1e6)
+    return samples
+
+
+def time_op(op: Callable[[], object], device: str, plan: TimingPlan,
+            flush: Callable[[], None] | None) -> list[float]:
+    if device.startswith("cuda"):
+        return time_cuda(op, plan, flush)
+    return time_cpu(op, plan, flush)
+
+
+def keep_busy(op: Callable[[], object], device: str, seconds: float) -> int:
+    """Run ``op`` back to back for ``seconds`` so GPU clocks ramp up before anything is timed."""
+    end, calls = time.perf_counter() + seconds, 0
+    while time.perf_counter() < end:
+        for _ in range(8):
+            op()
+        calls += 8
+        if device.startswith("cuda"):
+            torch.cuda.synchronize()
+    return calls

@@ -1,0 +1,317 @@
+"""The memory planner: where every byte of a training step of the course's model should go, without running it.
+
+Pure arithmetic on the preset's shapes (no torch import), so a 2.7B plan answers instantly on a laptop.
+Activations are counted tensor by tensor from what ``core/transformer/model.py`` actually saves for backward
+(RMSNorm inputs in fp32, the per-linear autocast copies, the b·a·s² softmax output, SwiGLU's four
+b·s·d_ff tensors, the fp32 log-probabilities of the cross-entropy). The step is then walked phase by
+phase as a handful of *moments* (end of each layer's forward, start of backward, each layer's
+backward, optimizer, zero_grad); the largest moment is the predicted peak, and its phase is the
+predicted peak phase. Bytes are what the allocator is asked for (``max_memory_allocated`` on GPU,
+the profiler's total on CPU); the CUDA context is not allocator memory and is a separate, labelled
+allowance used only for "does it fit".
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field, fields
+from typing import ClassVar, Literal
+
+from core.experiment import ConfigError
+from core.transformer.presets import (
+    OPTIMIZERS,
+    PRECISIONS,
+    PRESET_NAMES,
+    ModelPreset,
+    get_preset,
+)
+
+CATEGORIES = ("parameters", "gradients", "optimizer_state", "activations", "temporaries", "other")
+# Allowances, not measurements: shown labelled as such and only used for "fits on the device".
+CUDA_CONTEXT_ALLOWANCE_BYTES = 600 * 2**20  # CUDA context + kernels outside the allocator (seed 001: ~0.7 GB)
+CUBLAS_WORKSPACE_BYTES = 32 * 2**20  # cuBLAS workspace, allocated through the caching allocator on GPU
+FRAGMENTATION_ALLOWANCE = 0.05  # reserved-but-unused blocks of the caching allocator
+
+
+@dataclass(frozen=True)
+class StepSetup:
+    """The training step a plan or a measurement is about (shared by ``estimate`` and ``train-memory``)."""
+
+    model: Literal[PRESET_NAMES] = field(default="tiny", metadata={"help": "model preset"})
+    precision: Literal[PRECISIONS] = field(default="fp32", metadata={"help": "precision mode"})
+    optimizer: Literal[OPTIMIZERS] = field(default="adamw", metadata={"help": "optimizer"})
+    batch: int = field(default=4, metadata={"help": "sequences per step"})
+    context: int = field(default=256, metadata={"help": "tokens per sequence"})
+    checkpointing: bool = field(default=False, metadata={"help": "activation checkpointing per layer"})
+    set_to_none: bool = field(default=True, metadata={"help": "zero_grad(set_to_none=...)"})
+    forward_only: bool = field(default=False, metadata={"help": "forward pass under no_grad only"})
+
+    # A plan is arithmetic and may be asked about anything; a measured run must fit a real machine.
+    MAX_BATCH: ClassVar[int] = 1_000_000
+    MAX_CONTEXT: ClassVar[int] = 1_048_576
+
+    def __post_init__(self) -> None:
+        get_preset(self.model)
+        if not 1 <= self.batch <= self.MAX_BATCH:
+            raise ConfigError(f"batch must be between 1 and {self.MAX_BATCH}, got {self.batch}")
+        if not 1 <= self.context <= self.MAX_CONTEXT:
+            raise ConfigError(f"context must be between 1 and {self.MAX_CONTEXT} tokens, got {self.context}")
+
+    def setup(self) -> dict:
+        """Just the step's fields, to build another config about the same step."""
+        return {f.name: getattr(self, f.name) for f in fields(StepSetup)}
+
+
+@dataclass(frozen=True)
+class EstimateConfig(StepSetup):
+    target: Literal["cpu", "cuda"] = field(default="cuda", metadata={
+        "help": "device kind the plan is for (autocast policies and cuBLAS workspace differ)"})
+    memory_gib: float = field(default=0.0, metadata={
+        "help": "device memory for 'max batch that fits' (0: the run's device)"})
+
+    def __post_init__(self) -> None:
+        super().__post_init__()
+        if not 0 <= self.memory_gib <= 100_000:
+            raise ConfigError(f"memory_gib must be between 0 and 100000, got {self.memory_gib}")
+
+
+@dataclass(frozen=True)
+class Moment:
+    """The predicted live bytes per category at one point of the step."""
+
+    phase: str  # forward | backward | optimizer | zero_grad
+    label: str
+    bytes: dict
+
+    @property
+    def total_bytes(self) -> int:
+        return int(sum(self.bytes.values()))
+
+
+@dataclass(frozen=True)
+class Shapes:
+    """Byte sizes of one configuration's tensors, named after what they are."""
+
+    preset: ModelPreset
+    batch: int
+    context: int
+    precision: str
+    target: str
+
+    @property
+    def param_bytes_each(self) -> int:
+        return 2 if self.precision == "bf16" else 4
+
+    @property
+    def autocast(self) -> bool:
+        return self.precision.endswith("-autocast")
+
+    @property
+    def compute_bytes(self) -> int:  # dtype of matmul outputs
+        return 2 if self.autocast or self.precision == "bf16" else 4
+
+    @property
+    def residual_bytes(self) -> int:  # embedding (fp32) + bf16 branch promotes back to fp32 under autocast
+        return self.param_bytes_each
+
+    @property
+    def softmax_bytes(self) -> int:  # CUDA autocast runs softmax in fp32; CPU autocast keeps the low type
+        return 4 if self.autocast and self.target == "cuda" else self.compute_bytes
+
+    @property
+    def bsd(self) -> int:
+        return self.batch * self.context * self.preset.d_model
+
+    @property
+    def bsf(self) -> int:
+        return self.batch * self.context * self.preset.d_ff
+
+    @property
+    def bas2(self) -> int:
+        return self.batch * self.preset.num_heads * self.context ** 2
+
+    @property
+    def bsv(self) -> int:
+        return self.batch * self.context * self.preset.vocab_size
+
+
+def param_count(preset: ModelPreset) -> int:
+    return preset.param_count()
+
+
+def layer_weight_elements(preset: ModelPreset) -> tuple[int, int]:
+    """(matmul weight elements, norm weight elements) of one Transformer block."""
+    d, f = preset.d_model, preset.d_ff
+    return 4 * d * d + 3 * d * f, 2 * d
+
+
+def norm_saved_bytes(sh: Shapes) -> int:
+    """RMSNorm saves its input as fp32 (a copy under pure bf16), x·rsqrt (fp32) and rsqrt (b·s·4)."""
+    return 2 * sh.bsd * 4 + sh.batch * sh.context * 4
+
+
+def layer_saved_bytes(sh: Shapes) -> dict[str, int]:
+    """Saved-for-backward bytes of one block, split at the attention/MLP boundary."""
+    c = sh.compute_bytes
+    ln_out_copies = 3 if sh.autocast else 1  # autocast casts the norm output once per linear (q, k, v)
+    attention = (norm_saved_bytes(sh) + ln_out_copies * sh.bsd * (2 if sh.autocast else sh.residual_bytes)
+                 + 4 * sh.bsd * c  # rotated q, rotated k, v reshaped for bmm, heads merged for output_proj
+                 + sh.bas2 * sh.softmax_bytes + (sh.bas2 * 2 if sh.softmax_bytes != c else 0)  # bf16 copy for @V
+                 + sh.context ** 2)  # causal mask (bool)
+    mlp = (norm_saved_bytes(sh) + (2 if sh.autocast else 1) * sh.bsd * (2 if sh.autocast else sh.residual_bytes)
+           + 4 * sh.bsf * c)  # w1 out (silu input), silu out, w3 out, their product (w2 input)
+    matmul_weights, _ = layer_weight_elements(sh.preset)
+    weight_copies = matmul_weights * 2 if sh.autocast else 0  # autocast's low-precision weight copies
+    return {"attention": attention, "mlp": mlp, "weight_copies": weight_copies}
+
+
+def final_saved_bytes(sh: Shapes) -> int:
+    """Final norm, its output (a low-precision copy under autocast), lm_head weight copy, fp32 log-probs."""
+    d, v = sh.preset.d_model, sh.preset.vocab_size
+    head_input = sh.bsd * (2 if sh.autocast else sh.residual_bytes)
+    weight_copy = v * d * 2 if sh.autocast else 0
+    return norm_saved_bytes(sh) + head_input + weight_copy + sh.bsv * 4
+
+
+def activation_breakdown(cfg: EstimateConfig) -> dict[str, int]:
+    """Saved-for-backward bytes per part of the model (what the planner shows per layer)."""
+    sh = _shapes(cfg)
+    layer = layer_saved_bytes(sh)
+    out = {"per_layer_attention": layer["attention"], "per_layer_mlp": layer["mlp"],
+           "per_layer_weight_copies": layer["weight_copies"], "final_norm_head_loss": final_saved_bytes(sh),
+           "per_layer_checkpoint_input": sh.bsd * sh.residual_bytes}
+    return out
+
+
+def optimizer_state_bytes(preset: ModelPreset, optimizer: str, precision: str, target: str = "cuda") -> int:
+    """Momentum (×1) or Adam's two moments (×2) in the parameter dtype, plus Adam's per-tensor step counters."""
+    n = param_count(preset)
+    each = 2 if precision == "bf16" else 4
+    tensors = 9 * preset.num_layers + 3
+    if optimizer == "sgd":
+        return 0
+    if optimizer == "sgd-momentum":
+        return n * each
+    step_counter = 512 if target == "cuda" else 4  # a float32 scalar; the CUDA allocator rounds to 512 bytes
+    return 2 * n * each + tensors * step_counter
+
+
+def optimizer_temporary_bytes(preset: ModelPreset, optimizer: str, precision: str) -> int:
+    """Per-parameter AdamW (foreach=False) builds sqrt(v) and sqrt(v)/c for the largest tensor: 2× it."""
+    if optimizer != "adamw":
+        return 0
+    largest = max(preset.vocab_size * preset.d_model, preset.d_ff * preset.d_model)
+    return 2 * largest * (2 if precision == "bf16" else 4)
+
+
+def _shapes(cfg: EstimateConfig) -> Shapes:
+    return Shapes(get_preset(cfg.model), cfg.batch, cfg.context, cfg.precision, cfg.target)
+
+
+def moments(cfg: EstimateConfig) -> list[Moment]:
+    """The step as a sequence of predicted moments; the largest is the predicted peak."""
+    sh = _shapes(cfg)
+    p = sh.preset
+    n = param_count(p)
+    e = sh.param_bytes_each
+    c = sh.compute_bytes
+    params = n * e
+    grads = n * e
+    state = 0 if cfg.forward_only else optimizer_state_bytes(p, cfg.optimizer, cfg.precision, cfg.target)
+    head_dim = p.d_model // p.num_heads
+    other = (2 * cfg.batch * cfg.context * 8  # int64 inputs and targets
+             + 2 * cfg.context * (head_dim // 2) * 4  # RoPE cos/sin tables
+             + (CUBLAS_WORKSPACE_BYTES if cfg.target == "cuda" else 0))
+    persistent_grads = 0 if cfg.set_to_none or cfg.forward_only else grads
+
+    def moment(phase: str, label: str, grads_live: int, acts: int, temps: int) -> Moment:
+        return Moment(phase, label, {"parameters": params, "gradients": grads_live, "optimizer_state": state,
+                                     "activations": acts, "temporaries": temps, "other": other})
+
+    scores_temp = 2 * sh.bas2 * max(c, sh.softmax_bytes)  # scores and their masked/softmaxed successor
+    logits_temp = sh.bsv * c + (sh.bsv * 4 if c != 4 else 0)  # logits (+ the fp32 copy for the loss)
+    if cfg.forward_only:
+        layer_temp = 3 * sh.bsd * max(c, sh.residual_bytes) + scores_temp
+        return [moment("forward", "attention scores (no_grad)", 0, 0, layer_temp + sh.bsd * sh.residual_bytes),
+                moment("forward", "logits and log-probs (no_grad)", 0, 0, logits_temp + sh.bsv * 4)]
+
+    layer = layer_saved_bytes(sh)
+    layer_full = layer["attention"] + layer["mlp"] + layer["weight_copies"]
+    layer_kept = sh.bsd * sh.residual_bytes if cfg.checkpointing else layer_full
+    final = final_saved_bytes(sh)
+    out: list[Moment] = []
+    for i in range(p.num_layers):
+        acts = i * layer_kept + (layer_full if cfg.checkpointing else 0)
+        out.append(moment("forward", f"layer {i} attention", persistent_grads,
+                          acts + layer["attention"] + (0 if cfg.checkpointing else layer["weight_copies"]),
+                          scores_temp))
+    all_acts = p.num_layers * layer_kept + final
+    out.append(moment("forward", "logits and log-probs", persistent_grads, all_acts, logits_temp))
+    out.append(moment("backward", "cross-entropy backward (grad of log-probs and logits)", persistent_grads,
+                      all_acts, 2 * sh.bsv * 4))
+    d, v = p.d_model, p.vocab_size
+    matmul_w, norm_w = layer_weight_elements(p)
+    grads_done = (v * d + d) * e  # lm_head and final norm
+    head_temp = sh.bsv * c + (v * d * 2 if sh.autocast else 0)
+    out.append(moment("backward", "lm_head backward", max(persistent_grads, grads_done),
+                      all_acts - sh.bsv * 4, head_temp))
+    mlp_w = (3 * d * p.d_ff + d) * e
+    for i in reversed(range(p.num_layers)):
+        below = i * layer_kept
+        # Checkpointing recomputes the whole layer before its backward; otherwise its MLP part is freed by now.
+        acts = below + layer_kept + layer_full if cfg.checkpointing else below + layer_full - layer["mlp"]
+        out.append(moment("backward", f"layer {i} attention backward", max(persistent_grads, grads_done + mlp_w),
+                          acts, scores_temp))
+        grads_done += (matmul_w + norm_w) * e
+    out.append(moment("backward", "embedding backward", grads, 0, 0))
+    out.append(moment("optimizer", f"{cfg.optimizer} step", grads, 0,
+                      optimizer_temporary_bytes(p, cfg.optimizer, cfg.precision)))
+    out.append(moment("zero_grad", "after zero_grad", persistent_grads, 0, 0))
+    return out
+
+
+def peak(cfg: EstimateConfig) -> Moment:
+    return max(moments(cfg), key=lambda m: m.total_bytes)
+
+
+def device_total_bytes(peak_bytes: int, target: str) -> int:
+    """What the device must hold: allocator peak + fragmentation + CUDA context (allowances)."""
+    if target != "cuda":
+        return peak_bytes
+    return int(peak_bytes * (1 + FRAGMENTATION_ALLOWANCE)) + CUDA_CONTEXT_ALLOWANCE_BYTES
+
+
+def max_batch(cfg: EstimateConfig, memory_bytes: int, limit: int = 1_000_000) -> int:
+    """Largest batch whose estimated device total fits in ``memory_bytes`` (0 if not even batch 1)."""
+    from dataclasses import replace
+
+    def fits(b: int) -> bool:
+        return device_total_bytes(peak(replace(cfg, batch=b)).total_bytes, cfg.target) <= memory_bytes
+
+    if not fits(1):
+        return 0
+    lo, hi = 1, 2
+    while hi <= limit and fits(hi):
+        lo, hi = hi, hi * 2
+    hi = min(hi, limit + 1)
+    while hi - lo > 1:
+        mid = (lo + hi) // 2
+        lo, hi = (mid, hi) if fits(mid) else (lo, mid)
+    return lo
+
+
+def plan(cfg: EstimateConfig, memory_bytes: int | None = None) -> dict:
+    """The planner's answer: counts, bytes per category at the predicted peak, peak phase, max batch."""
+    top = peak(cfg)
+    preset = get_preset(cfg.model)
+    result = {
+        "model": cfg.model, "params": param_count(preset), "precision": cfg.precision,
+        "optimizer": cfg.optimizer, "batch": cfg.batch, "context": cfg.context, "target": cfg.target,
+        "peak_estimated_bytes": top.total_bytes, "peak_phase": top.phase, "peak_moment": top.label,
+        "breakdown_bytes": dict(top.bytes), "activations_bytes": activation_breakdown(cfg),
+        "cuda_context_allowance_bytes": CUDA_CONTEXT_ALLOWANCE_BYTES if cfg.target == "cuda" else 0,
+        "device_total_estimated_bytes": device_total_bytes(top.total_bytes, cfg.target),
+        "label": "estimate (analytical)",
+    }
+    if memory_bytes:
+        result["memory_bytes"] = memory_bytes
+        result["max_batch_estimated"] = max_batch(cfg, memory_bytes)
+    return result

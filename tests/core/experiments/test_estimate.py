@@ -1,0 +1,113 @@
+"""The planner: parameter counts against an independent count, category arithmetic by hand, the CLI."""
+import json
+import os
+import subprocess
+import sys
+import time
+
+import pytest
+
+from core.transformer.planner import EstimateConfig, max_batch, optimizer_state_bytes, plan
+from core.experiment import ConfigError
+from core.transformer.presets import PRESETS, get_preset
+
+from tests.conftest import ROOT
+
+
+def independent_count(d, f, layers, heads, vocab=10_000):
+    """Weight shapes listed one by one (not the preset's formula)."""
+    shapes = [(vocab, d), (d, vocab), (d,)]  # embedding, lm_head, final norm
+    for _ in range(layers):
+        shapes += [(d, d)] * 4 + [(d, f), (f, d), (d, f)] + [(d,), (d,)]
+    total = 0
+    for s in shapes:
+        n = 1
+        for x in s:
+            n *= x
+        total += n
+    return total
+
+
+@pytest.mark.parametrize("name,d,f,layers,heads", [
+    ("tiny", 64, 256, 2, 4), ("mini", 128, 512, 4, 4), ("small", 768, 3072, 12, 12), ("medium", 1024, 4096, 24, 16),
+    ("large", 1280, 5120, 36, 20), ("xl", 1600, 6400, 48, 25), ("2.7B", 2560, 10240, 32, 32)])
+def test_param_counts_match_architecture(name, d, f, layers, heads):
+    assert plan(EstimateConfig(model=name))["params"] == independent_count(d, f, layers, heads)
+
+
+def test_param_count_matches_built_model():
+    from core.transformer.model import build_model
+
+    model = build_model(get_preset("mini"), 16)
+    assert sum(p.numel() for p in model.parameters()) == plan(EstimateConfig(model="mini"))["params"]
+
+
+def test_optimizer_state_per_optimizer_and_precision():
+    p = PRESETS["small"]
+    n = independent_count(768, 3072, 12, 12)
+    assert optimizer_state_bytes(p, "sgd", "fp32") == 0
+    assert optimizer_state_bytes(p, "sgd-momentum", "fp32") == 4 * n
+    assert optimizer_state_bytes(p, "sgd-momentum", "bf16") == 2 * n
+    # AdamW: two fp32 moments + one 512-byte (CUDA-rounded) step counter per tensor (9 per layer + 3).
+    assert optimizer_state_bytes(p, "adamw", "bf16-autocast") == 8 * n + (9 * 12 + 3) * 512
+
+
+def test_weights_grads_state_at_optimizer_peak_by_hand():
+    # batch 1, 8 tokens: activations are negligible, so AdamW's step is the peak:
+    # params 4n + grads 4n + state 8n + 2 temporaries of the largest tensor (10000 x 64 fp32).
+    n = independent_count(64, 256, 2, 4)
+    out = plan(EstimateConfig(model="tiny", batch=1, context=8, target="cpu"))
+    b = out["breakdown_bytes"]
+    assert out["peak_phase"] == "optimizer"
+    assert (b["parameters"], b["gradients"]) == (4 * n, 4 * n)
+    assert b["optimizer_state"] == 8 * n + (9 * 2 + 3) * 4
+    assert b["temporaries"] == 2 * 10_000 * 64 * 4
+
+
+def test_softmax_scores_scale_with_context_squared():
+    small = plan(EstimateConfig(model="small", context=256))["activations_bytes"]["per_layer_attention"]
+    big = plan(EstimateConfig(model="small", context=512))["activations_bytes"]["per_layer_attention"]
+    # b·a·s² (fp32, 4 bytes) quadruples, the rest doubles: difference is exactly known.
+    b, a = 4, 12
+    assert big - 2 * small == 4 * b * a * (512**2 - 2 * 256**2) + (512**2 - 2 * 256**2)
+
+
+def test_checkpointing_and_mixed_precision_change_activations():
+    base = dict(model="medium", batch=8, context=512)
+    full = plan(EstimateConfig(**base))["breakdown_bytes"]["activations"]
+    ckpt = plan(EstimateConfig(**base, checkpointing=True))["breakdown_bytes"]["activations"]
+    assert ckpt < full / 3
+
+
+def test_max_batch_is_monotonic_and_consistent():
+    cfg = EstimateConfig(model="small", precision="bf16-autocast")
+    b80, b24 = max_batch(cfg, 80 * 2**30), max_batch(cfg, 24 * 2**30)
+    assert b80 > b24 > 0
+    from dataclasses import replace
+
+    from core.transformer.planner import device_total_bytes, peak
+    assert device_total_bytes(peak(replace(cfg, batch=b24)).total_bytes, "cuda") <= 24 * 2**30
+    assert device_total_bytes(peak(replace(cfg, batch=b24 + 1)).total_bytes, "cuda") > 24 * 2**30
+    assert max_batch(EstimateConfig(model="2.7B"), 8 * 2**30) == 0  # 2.7B weights + Adam alone exceed 8 GiB
+
+
+def test_bad_config_names_the_limit():
+    with pytest.raises(ConfigError, match="batch"):
+        EstimateConfig(batch=0)
+    with pytest.raises(ConfigError, match="preset"):
+        EstimateConfig(model="huge")
+
+
+def test_cli_answers_quickly_with_breakdown(tmp_path):
+    env = dict(os.environ, PYTHONPATH=ROOT)
+    t = time.monotonic()
+    out = subprocess.run([sys.executable, "-m", "core", "estimate", "--model", "xl", "--precision", "bf16-autocast",
+                          "--optimizer", "adamw", "--batch", "4", "--context", "512", "--json", "--device", "cpu",
+                          "--no-save"], capture_output=True, text=True, cwd=ROOT, env=env, timeout=120)
+    assert out.returncode == 0, out.stderr
+    assert time.monotonic() - t < 60
+    meta = json.loads(out.stdout)["meta"]
+    assert meta["params"] == independent_count(1600, 6400, 48, 25)
+    assert set(meta["breakdown_bytes"]) == {"parameters", "gradients", "optimizer_state", "activations",
+                                            "temporaries", "other"}
+    assert meta["breakdown_bytes"]["parameters"] == 4 * meta["params"]

@@ -1,0 +1,174 @@
+"""The matmul experiment: arithmetic, support rules, flags, accuracy, cancel, unsupported rows (CPU)."""
+import time
+
+import numpy as np
+import pytest
+import torch
+
+from core.experiment import ConfigError, Context, drive
+from core.experiments.matmul import (MatmulConfig, Shape, dtype_support, flops, make_operands, measure_point, model_shapes,
+                         relative_error, run, shapes_for, tflops_from_ms)
+from core.measure.timing import TimingPlan, time_cpu
+
+CPU = Context(device="cpu", device_name="test CPU")
+QUICK = dict(warmup_ms=5.0, rep_ms=10.0, min_reps=3, max_reps=20, roofline=False)
+
+
+def _run(cfg):
+    out, progress = drive(run(cfg, CPU))
+    return progress, out
+
+
+def test_tflops_arithmetic_by_hand():
+    assert flops(2, 3, 4) == 48
+    assert tflops_from_ms(1000, 1000, 1000, 1.0) == pytest.approx(2.0)  # 2e9 FLOP in 1 ms = 2e12 FLOP/s
+    assert tflops_from_ms(8192, 8192, 8192, 1.0) == pytest.approx(1099.511627776)
+    _, out = _run(MatmulConfig(dtypes=("fp32",), sizes=(96,), **QUICK))
+    row = out.rows[0]
+    assert row["tflops"] == pytest.approx(2 * 96**3 / (row["median_ms"] / 1e3) / 1e12)
+    assert row["gflops"] == pytest.approx(row["tflops"] * 1000)
+    assert row["median_ms"] == pytest.approx(float(np.median(row["samples_ms"])))
+    assert row["intensity_flop_per_byte"] == pytest.approx(2 * 96**3 / (3 * 96 * 96 * 4))
+    assert row["pct_of_peak"] is None and "CPU" in row["peak_note"]
+
+
+@pytest.mark.parametrize("device, unsupported", [
+    ({"kind": "cpu"}, {"tf32", "fp8"}),
+    ({"kind": "cuda", "name": "H100", "compute_capability": "9.0", "bf16_supported": True}, set()),
+    ({"kind": "cuda", "name": "L4", "compute_capability": "8.9", "bf16_supported": True}, set()),
+    ({"kind": "cuda", "name": "A100", "compute_capability": "8.0", "bf16_supported": True}, {"fp8"}),
+    ({"kind": "cuda", "name": "T4", "compute_capability": "7.5", "bf16_supported": False}, {"tf32", "bf16", "fp8"}),
+    ({"kind": "cuda", "name": "V100", "compute_capability": "7.0", "bf16_supported": False},
+     {"tf32", "bf16", "fp8", "int8"}),
+])
+def test_dtype_support_detection(device, unsupported):
+    reasons = {d: dtype_support(d, device) for d in ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "int8")}
+    assert {d for d, r in reasons.items() if r} == unsupported
+    for d in unsupported:
+        assert reasons[d] and len(reasons[d]) > 20  # a reason a user can read
+    if device["kind"] == "cuda" and "fp8" in unsupported:
+        assert "8.9" in reasons["fp8"] and device["compute_capability"] in reasons["fp8"]
+
+
+def test_unsupported_dtypes_are_reported_as_rows():
+    progress, out = _run(MatmulConfig(dtypes=("fp32", "tf32", "fp8"), sizes=(64,), **QUICK))
+    by_dtype = {r["dtype"]: r for r in out.rows}
+    assert set(by_dtype) == {"fp32", "tf32", "fp8"}
+    assert by_dtype["fp32"]["status"] == "ok"
+    for d in ("tf32", "fp8"):
+        assert by_dtype[d]["status"] == "unsupported"
+        assert by_dtype[d]["reason"].startswith("unsupported on test CPU: ")
+    assert sum(len(p.rows) for p in progress) == 3  # every point, unsupported ones too, went out as progress
+    assert out.meta["support"]["tf32"] != "ok" and out.meta["support"]["fp32"] == "ok"
+
+
+def test_tf32_flags_are_set_per_point_and_restored():
+    saved = (torch.backends.cuda.matmul.allow_tf32, torch.get_float32_matmul_precision())
+    torch.backends.cuda.matmul.allow_tf32 = True
+    torch.set_float32_matmul_precision("medium")
+    try:
+        cfg = MatmulConfig(dtypes=("fp32",), **QUICK)
+        gen = torch.Generator().manual_seed(0)
+        tf32 = measure_point("tf32", Shape(32, 32, 32), CPU, cfg, None, gen, time.perf_counter())
+        assert torch.get_float32_matmul_precision() == "medium" and torch.backends.cuda.matmul.allow_tf32
+        fp32 = measure_point("fp32", Shape(32, 32, 32), CPU, cfg, None, gen, time.perf_counter())
+        assert torch.get_float32_matmul_precision() == "medium" and torch.backends.cuda.matmul.allow_tf32
+        assert (tf32["float32_matmul_precision"], tf32["allow_tf32"]) == ("high", True)
+        assert (fp32["float32_matmul_precision"], fp32["allow_tf32"]) == ("highest", False)
+    finally:
+        torch.backends.cuda.matmul.allow_tf32 = saved[0]
+        torch.set_float32_matmul_precision(saved[1])
+
+
+def test_accuracy_ordering_fp64_fp32_bf16():
+    _, out = _run(MatmulConfig(dtypes=("fp64", "fp32", "bf16", "fp16", "int8"), sizes=(256,), **QUICK))
+    err = {r["dtype"]: r["rel_error"] for r in out.rows}
+    assert err["fp64"] < err["fp32"] < err["bf16"]
+    assert err["fp32"] < 1e-5  # METHOD.md: float32 lands far under 1e-3
+    assert 1e-3 < err["bf16"] < 1e-2  # bf16 operands: between 1e-3 and 1e-2
+    assert err["fp32"] < err["fp16"] < err["bf16"]  # fp16 keeps 3 more mantissa bits than bf16
+    assert 1e-3 < err["int8"] < 0.1  # per-tensor int8 quantisation of normal data
+
+
+def test_relative_error_matches_numpy():
+    gen = torch.Generator().manual_seed(3)
+    ops = make_operands("bf16", Shape(40, 24, 56), "cpu", gen)
+    err = relative_error(ops, rows=1000, generator=gen)
+    x, w = ops.x.numpy().astype(np.float64), ops.w.numpy().astype(np.float64)
+    ref = x @ w.T
+    got = ops.c.float().numpy().astype(np.float64)
+    assert err == pytest.approx(np.linalg.norm(got - ref) / np.linalg.norm(ref), rel=1e-9)
+    assert ops.x.abs().min() > 0  # random normal, not zeros
+
+
+def test_cpu_timer_against_a_known_sleep():
+    samples = time_cpu(lambda: time.sleep(0.002), TimingPlan(warmup_ms=5, rep_ms=20, min_reps=5, max_reps=50))
+    assert 5 <= len(samples) <= 50
+    assert 2.0 <= float(np.median(samples)) < 6.0
+
+
+def test_model_shapes_by_hand():
+    shapes = model_shapes("small", 4 * 256)  # d_model 768, d_ff 3072, vocab 10000
+    assert [(s.m, s.n, s.k) for s in shapes] == [(1024, 768, 768), (1024, 3072, 768), (1024, 768, 3072),
+                                                 (1024, 10000, 768)]
+    cfg = MatmulConfig(model="small", batch=2, context=128)
+    assert shapes_for(cfg, False)[0].m == 256
+    search = shapes_for(MatmulConfig(search=True, m_range=(64, 256, 64), n=128, k=96), False)
+    assert [(s.m, s.n, s.k) for s in search] == [(64, 128, 96), (128, 128, 96), (192, 128, 96), (256, 128, 96)]
+    assert [s.m for s in shapes_for(MatmulConfig(mnk=(10, 20, 30, 1, 2, 3)), True)] == [10, 1]
+
+
+@pytest.mark.parametrize("values, needle", [
+    ({"dtypes": ("fp32", "fp12")}, "fp12"),
+    ({"dtypes": ()}, "at least one"),
+    ({"mnk": (1, 2)}, "triples"),
+    ({"mnk": (8, 8, 8), "search": True}, "one shape mode"),
+    ({"sizes": (0,)}, "1…131072"),
+    ({"model": "huge"}, "unknown preset"),
+    ({"m_range": (512, 64, 64)}, "STOP"),
+    ({"min_reps": 10, "max_reps": 5}, "min_reps"),
+])
+def test_bad_configs_name_the_limit(values, needle):
+    with pytest.raises(ConfigError, match=needle):
+        MatmulConfig(**values)
+
+
+def test_search_marks_the_best_point():
+    _, out = _run(MatmulConfig(dtypes=("fp32",), search=True, m_range=(32, 96, 32), n=64, k=64, **QUICK))
+    best = [r for r in out.rows if r["is_best"]]
+    assert len(best) == 1 and best[0]["tflops"] == max(r["tflops"] for r in out.rows)
+    assert best[0]["pct_of_best"] == pytest.approx(100.0)
+    assert out.meta["best"]["fp32"]["m"] == best[0]["m"]
+
+
+def test_cancel_mid_sweep_keeps_finished_points(manager, store):
+    job = manager.submit("matmul", {"dtypes": ["fp64"], "sizes": [192] * 40, "warmup_ms": 20, "rep_ms": 100,
+                                    "roofline": False}, "cpu")
+    deadline = time.monotonic() + 120
+    while len(job.rows) < 2 and time.monotonic() < deadline:
+        time.sleep(0.1)
+    job.cancel()
+    result = job.wait(60)
+    assert result.status == "cancelled"
+    assert 2 <= len(result.rows) < 40
+    for row in result.rows:
+        assert row["status"] == "ok" and row["median_ms"] > 0 and row["m"] == 192
+    assert len(store.get(result.id).rows) == len(result.rows)
+
+
+@pytest.mark.gpu
+def test_bf16_8192_reaches_97_percent_of_do_bench():
+    triton_testing = pytest.importorskip("triton.testing")
+    cuda = Context(device="cuda:0", device_name=torch.cuda.get_device_name(0))
+    from core.hardware.device import describe
+    from core.measure.timing import flush_bytes, make_flush
+    from core.experiments.matmul import _warm_gpu
+
+    cfg = MatmulConfig(dtypes=("bf16",), sizes=(8192,))
+    _warm_gpu(cuda, cfg, {"bf16": None})
+    gen = torch.Generator("cuda:0").manual_seed(0)
+    flush = make_flush("cuda:0", flush_bytes(describe("cuda:0").get("l2_cache_bytes")))
+    lab = measure_point("bf16", Shape(8192, 8192, 8192), cuda, cfg, flush, gen, time.perf_counter())
+    ops = make_operands("bf16", Shape(8192, 8192, 8192), "cuda:0", gen)
+    ref_ms = triton_testing.do_bench(ops.op, warmup=25, rep=100, return_mode="median")
+    assert lab["tflops"] >= 0.97 * tflops_from_ms(8192, 8192, 8192, ref_ms)

@@ -1,0 +1,150 @@
+"""step-bench on CPU: both timing series, a breakdown that adds up, honest unsupported modes."""
+import gzip
+import json
+import time
+
+import pytest
+
+from core.experiment import ConfigError, Context, drive
+from core.experiments.step_bench import GROUPS, PhaseTimer, StepBenchConfig, classify, run
+
+CPU = Context("cpu", "CPU")
+SMALL = dict(model="tiny", batch=2, context=16, warmup_steps=1, timed_steps=3, cold_steps=2, profile_steps=1)
+
+
+@pytest.fixture(scope="module")
+def output(tmp_path_factory):
+    """One small run shared by the tests below (its trace goes to a private data directory)."""
+    with pytest.MonkeyPatch.context() as mp:
+        mp.setenv("GPULAB_DATA_DIR", str(tmp_path_factory.mktemp("step-bench-data")))
+        return drive(run(StepBenchConfig(**SMALL), CPU))
+
+
+def test_warm_and_cold_series(output):
+    out, events = output
+    samples = [r for r in out.rows if r["kind"] == "sample"]
+    for series, steps in (("cold", 2), ("warm", 3)):
+        got = [r for r in samples if r["series"] == series]
+        assert sorted({r["step"] for r in got}) == list(range(1, steps + 1))
+        assert {r["phase"] for r in got} == {"forward", "backward", "optimizer", "zero_grad", "step"}
+        assert all(r["ms"] > 0 for r in got)
+    # progress events carried the cold samples before the run finished
+    assert any(r.get("series") == "cold" for e in events for r in e.rows)
+    summary = next(r for r in out.rows if r["kind"] == "summary")
+    assert summary["mfu"] is None and "CPU" in summary["mfu_note"]
+    assert summary["tokens_per_step"] == 2 * 16
+    warm_steps = sorted(r["ms"] for r in samples if r["series"] == "warm" and r["phase"] == "step")
+    assert summary["step_ms_median"] == warm_steps[1]
+    assert summary["tokens_per_s"] == pytest.approx(32 / (warm_steps[1] / 1e3))
+
+
+def test_phases_add_up_to_the_step(output):
+    out, _ = output
+    samples = [r for r in out.rows if r["kind"] == "sample"]
+    for series, step in {(r["series"], r["step"]) for r in samples}:
+        mine = {r["phase"]: r["ms"] for r in samples if r["series"] == series and r["step"] == step}
+        parts = mine["forward"] + mine["backward"] + mine["optimizer"] + mine["zero_grad"]
+        assert parts == pytest.approx(mine["step"], rel=1e-9)
+
+
+def test_groups_sum_to_profiled_total(output):
+    out, _ = output
+    trace = json.loads(gzip.open(out.meta["trace_path"]).read())
+    for scope in ("forward", "step"):
+        groups = [r for r in out.rows if r["kind"] == "group" and r["scope"] == scope]
+        assert [g["group"] for g in groups] == list(GROUPS)
+        total = sum(g["ms_per_step"] for g in groups)
+        assert total == pytest.approx(out.meta["profiled_total_ms"][scope], rel=1e-9)
+        assert sum(g["share"] for g in groups) == pytest.approx(1.0)
+        # independent: the wall duration of the scope's range in the exported Chrome trace (µs)
+        wall_us = sum(e["dur"] for e in trace["traceEvents"]
+                      if e.get("name") == f"gpulab:scope:{scope}" and e.get("ph") == "X")
+        assert total == pytest.approx(wall_us / 1e3, rel=0.02)
+        kernels = [r for r in out.rows if r["kind"] == "kernel" and r["scope"] == scope]
+        assert kernels and kernels[0]["rank"] == 1
+        assert [k["ms_per_step"] for k in kernels] == sorted((k["ms_per_step"] for k in kernels), reverse=True)
+    step_groups = {r["group"]: r for r in out.rows if r["kind"] == "group" and r["scope"] == "step"}
+    fwd_groups = {r["group"]: r for r in out.rows if r["kind"] == "group" and r["scope"] == "forward"}
+    assert step_groups["optimizer"]["ms_per_step"] > 0 and fwd_groups["optimizer"]["ms_per_step"] == 0
+    assert step_groups["matmul"]["ms_per_step"] > 0
+    assert step_groups["matmul"]["flops_share"] + step_groups["attention-softmax"]["flops_share"] == pytest.approx(1)
+
+
+def test_classify_known_names():
+    assert classify("ampere_sgemm_128x64_tn", "forward") == "matmul"
+    assert classify("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64", "backward") == "matmul"
+    assert classify("nvjet_tst_128x256_64x4_1x2_h_bz_coopA_NNT", "forward") == "matmul"
+    assert classify("void (anonymous namespace)::softmax_warp_forward<float, float, float, 7, false, false>",
+                    "forward") == "attention-softmax"
+    assert classify("void at::native::(anonymous namespace)::cunn_SoftMaxForward<4, float, float, float, "
+                    "at::native::(anonymous namespace)::LogSoftMaxForwardEpilogue>", "forward") == "other"
+    assert classify("void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float, at::native::MeanOps<float, "
+                    "float, float, float>, unsigned int, float, 4> >", "forward") == "normalisation"
+    assert classify("void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>>",
+                    "forward") == "elementwise"
+    # the same element-wise kernel launched by optimizer.step is optimizer time
+    assert classify("void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>>",
+                    "optimizer") == "optimizer"
+    assert classify("aten::mm", "backward") == "matmul"
+    assert classify("autograd::engine::evaluate_function: MmBackward0", "backward") == "other"
+    assert classify("SoftmaxBackward0", "backward") == "other"
+    assert classify("Memcpy HtoD (Pageable -> Device)", None) == "other"
+
+
+class _SleepyStep:
+    """Stands in for TrainStep: known sleeps per phase."""
+
+    def run(self, x, y, mark):
+        for phase, s in (("forward", 0.02), ("backward", 0.04), ("optimizer", 0.01), ("zero_grad", 0.0)):
+            mark(phase)
+            time.sleep(s)
+        mark("end")
+
+
+def test_phase_timer_against_sleeps():
+    t0 = time.perf_counter()
+    ms = PhaseTimer("cpu").time_step(_SleepyStep(), None, None)
+    wall_ms = (time.perf_counter() - t0) * 1e3
+    assert ms["forward"] >= 20 and ms["backward"] >= 40 and ms["optimizer"] >= 10
+    assert 70 <= ms["step"] <= wall_ms
+
+
+def test_sweep_reports_unsupported_modes():
+    cfg = StepBenchConfig(**(SMALL | {"timed_steps": 2, "warmup_steps": 0}), sweep=True)
+    out, _ = drive(run(cfg, CPU))
+    rows = {r["precision"]: r for r in out.rows if r["kind"] == "precision"}
+    assert list(rows) == ["fp32", "tf32", "bf16-autocast", "fp16-autocast", "bf16"]
+    assert rows["tf32"]["status"] == "unsupported" and "unsupported on CPU" in rows["tf32"]["reason"]
+    assert rows["fp32"]["status"] == "ok" and rows["fp32"]["speedup_vs_fp32"] == 1.0
+    assert rows["bf16"]["status"] == "ok"
+    assert rows["bf16"]["speedup_vs_fp32"] == pytest.approx(rows["fp32"]["step_ms_median"] / rows["bf16"]["step_ms_median"])
+
+
+def test_tf32_on_cpu_is_unsupported():
+    from core.experiment import Unsupported
+
+    with pytest.raises(Unsupported, match="unsupported on CPU"):
+        drive(run(StepBenchConfig(**(SMALL | {"precision": "tf32"})), CPU))
+
+
+@pytest.mark.parametrize("bad, limit", [({"timed_steps": 1}, "timed_steps must be between 2"),
+                                        ({"batch": 0}, "batch must be between 1"),
+                                        ({"model": "huge"}, "unknown model preset"),
+                                        ({"profile_steps": 11}, "profile_steps must be between 0 and 10")])
+def test_bad_config_names_the_limit(bad, limit):
+    with pytest.raises(ConfigError, match=limit):
+        StepBenchConfig(**bad)
+
+
+@pytest.mark.gpu
+def test_gpu_step_bench_kernels_and_mfu():
+    import torch
+
+    ctx = Context("cuda:0", torch.cuda.get_device_name(0))
+    out, _ = drive(run(StepBenchConfig(**(SMALL | {"model": "mini", "context": 128})), ctx))
+    groups = {r["group"]: r for r in out.rows if r["kind"] == "group" and r["scope"] == "step"}
+    assert groups["matmul"]["ms_per_step"] > 0
+    kernels = [r for r in out.rows if r["kind"] == "kernel"]
+    assert not any(k["name"].startswith("aten::") for k in kernels)  # GPU kernels, not CPU ops
+    summary = next(r for r in out.rows if r["kind"] == "summary")
+    assert summary["mfu"] is None or 0 < summary["mfu"] < 1

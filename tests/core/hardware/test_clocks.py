@@ -1,0 +1,79 @@
+"""The NVML clock sampler: decodes reasons, samples in a thread, and turns a missing NVML into a note."""
+import sys
+import time
+
+import pytest
+
+from core.hardware import clocks
+from core.hardware.clocks import ClockSampler, decode_reasons
+
+
+def test_decode_reasons_by_hand():
+    assert decode_reasons(0) == []
+    assert decode_reasons(0x4 | 0x40) == ["sw_power_cap", "hw_thermal_slowdown"]
+    assert decode_reasons(0x1) == ["gpu_idle"]
+
+
+def test_missing_package_is_a_note(monkeypatch):
+    monkeypatch.setitem(sys.modules, "pynvml", None)  # import pynvml → ImportError
+    with ClockSampler() as s:
+        pass
+    assert s.samples == [] and "nvidia-ml-py" in s.note
+
+
+def test_missing_driver_is_a_note(monkeypatch):
+    def broken():
+        raise RuntimeError("NVML Shared Library Not Found")
+
+    monkeypatch.setattr(clocks, "_load_nvml", broken)
+    with ClockSampler() as s:
+        pass
+    assert s.samples == [] and "NVML unavailable" in s.note and "Library Not Found" in s.note
+
+
+class FakeNVML:
+    NVML_CLOCK_SM, NVML_CLOCK_MEM, NVML_TEMPERATURE_GPU = 1, 2, 0
+
+    def __init__(self):
+        self.calls = 0
+
+    def nvmlDeviceGetHandleByPciBusId(self, bus):
+        raise RuntimeError("no such bus")
+
+    def nvmlDeviceGetHandleByIndex(self, index):
+        return ("handle", index)
+
+    def nvmlDeviceGetClockInfo(self, h, kind):
+        self.calls += 1
+        return 1980 if kind == self.NVML_CLOCK_SM else 2619
+
+    def nvmlDeviceGetPowerUsage(self, h):
+        return 650_000  # mW
+
+    def nvmlDeviceGetTemperature(self, h, kind):
+        return 61
+
+    def nvmlDeviceGetCurrentClocksEventReasons(self, h):
+        return 0x4
+
+    def nvmlShutdown(self):
+        pass
+
+
+def test_samples_in_the_background_and_summarises_a_window(monkeypatch):
+    fake = FakeNVML()
+    monkeypatch.setattr(clocks, "_load_nvml", lambda: fake)
+    t0 = time.perf_counter()
+    with ClockSampler(pci_bus_id="00000000:01:00.0", index=0, interval_s=0.01) as s:
+        time.sleep(0.15)
+    t1 = time.perf_counter()
+    assert s.note is None and len(s.samples) >= 5
+    first = s.samples[0]
+    assert (first["sm_clock_mhz"], first["mem_clock_mhz"], first["power_w"], first["temp_c"]) == (1980, 2619, 650, 61)
+    assert first["reasons"] == ["sw_power_cap"]
+    window = s.window(t0, t1)
+    assert window["sm_clock_mhz"] == pytest.approx(1980) and window["throttled"] is True
+    assert s.window(t1 + 10, t1 + 20) == {}
+    n = len(s.samples)
+    time.sleep(0.05)
+    assert len(s.samples) == n  # the thread stopped with the block

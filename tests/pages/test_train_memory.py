@@ -1,0 +1,72 @@
+"""AppTest: pick a preset and precision from the dropdowns, plan without running, run tiny on CPU, charts render."""
+import time
+
+PAGE = "pages/train_memory.py"
+
+
+def test_planner_answers_for_the_sidebar_model_without_running(data_dir):
+    """The page alone (AppTest re-runs only the page after a first app run, dropping the sidebar's widget
+    state), with the sidebar's selections as plain session keys."""
+    import streamlit as st
+    from streamlit.testing.v1 import AppTest
+
+    from tests.conftest import ROOT
+
+    st.cache_resource.clear()
+    at = AppTest.from_file(str(ROOT / PAGE), default_timeout=120)
+    at.session_state["lab.model"] = "xl"
+    at.session_state["lab.dtype"] = "bf16"
+    at.session_state["lab.device"] = "cpu"
+    at.run()
+    assert not at.exception
+    assert at.selectbox(key="training_memory.precision").value == "bf16-autocast"  # from the sidebar's dtype
+    assert any(c.value.startswith("xl: 1,998,235,200 parameters") for c in at.caption)
+    assert any("Estimated peak" in m.label for m in at.metric)
+    assert len(at.get("plotly_chart")) >= 1
+    assert not any(m.label == "Measured peak" for m in at.metric)  # nothing ran
+
+
+def test_planner_and_cpu_run_render(app):
+    at = app.run()
+    at.switch_page(PAGE).run()
+    assert not at.exception
+    at.selectbox(key="training_memory.precision").set_value("fp32").run()
+    at.number_input(key="training_memory.context").set_value(32).run()
+    at.button(key="training_memory.button").click().run()
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline:
+        at.run()
+        if any(m.label == "Measured peak" for m in at.metric):
+            break
+        time.sleep(0.5)
+    assert not at.exception
+    assert any(m.label == "Measured peak" for m in at.metric), [e.value for e in at.error]
+    assert len(at.get("plotly_chart")) >= 3  # planner + timeline + estimate-vs-measured
+
+
+def test_figures_and_overlay_from_a_run():
+    from core.experiment import Context, drive
+    from core.result import RunResult
+    from core.experiments.train_memory import TrainMemoryConfig, run
+    from pages.plots.train_memory import figures, overlay
+
+    def record(precision):
+        out, _ = drive(run(TrainMemoryConfig(model="tiny", precision=precision, batch=1, context=32),
+                           Context("cpu", "CPU")))
+        return RunResult(experiment="train-memory", config={"model": "tiny", "precision": precision,
+                                                             "optimizer": "adamw", "batch": 1, "context": 32},
+                         device={"kind": "cpu", "name": "test CPU"}, versions={}, started_at="2026-01-01T00:00:00",
+                         finished_at=None, status="ok", rows=out.rows, meta=out.meta)
+
+    a, b = record("fp32"), record("bf16")
+    charts = figures(a)
+    assert [c.name for c in charts] == ["train-memory-timeline", "train-memory-peak"]
+    timeline = charts[0].figure
+    stacked = [t for t in timeline.data if t.stackgroup == "memory"]
+    assert len(stacked) == 6
+    assert "CPU" in timeline.layout.title.text
+    peak_bar = charts[1].data
+    assert peak_bar[peak_bar.source == "measured"].bytes.sum() == a.meta["trace_peak_bytes"]
+    lines, bars = overlay([a, b])
+    assert len(lines.figure.data) == 2
+    assert list(bars.data.measured_bytes) == [a.meta["peak_measured_bytes"], b.meta["peak_measured_bytes"]]
