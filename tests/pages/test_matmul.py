@@ -54,8 +54,8 @@ def test_clock_chart_when_samples_exist():
     assert list(throttled.x) == [pytest.approx(0.3)]
 
 
-def test_page_runs_a_tiny_cpu_sweep_and_draws_charts(app):
-    at = app.run()
+def test_page_runs_a_tiny_cpu_sweep_and_draws_charts(cpu_app):
+    at = cpu_app.run()
     at.switch_page("pages/matmul.py").run()
     assert not at.exception
     assert any("How measured" in e.label for e in at.expander)

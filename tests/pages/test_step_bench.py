@@ -19,8 +19,8 @@ def _wait_for_charts(at, deadline_s=240):
     raise AssertionError("no chart within the deadline")
 
 
-def test_page_runs_tiny_on_cpu(app):
-    at = app.run()
+def test_page_runs_tiny_on_cpu(cpu_app):
+    at = cpu_app.run()
     at = at.switch_page(PAGE).run()
     assert not at.exception
     at.number_input(key="step_bench.context").set_value(16)
@@ -85,3 +85,22 @@ def test_sweep_figures_show_unsupported_modes():
     assert list(tokens.figure.data[0].text) == ["1.00× fp32", "2.00× fp32"]
     (chart,) = overlay([run])
     assert sorted(chart.data["step_ms_median"]) == [5.0, 10.0]
+
+
+@pytest.mark.gpu
+def test_page_on_a_gpu_times_with_cuda_events_and_reports_mfu(gpu_app):
+    at = gpu_app.run()
+    at = at.switch_page(PAGE).run()
+    at.number_input(key="step_bench.context").set_value(64)
+    at.number_input(key="step_bench.timed").set_value(3)
+    at.number_input(key="step_bench.profile").set_value(1)
+    at.run()
+    next(b for b in at.button if b.label == "Run step benchmark").click().run()
+    _wait_for_charts(at)
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    titles = [c.proto.spec for c in at.get("plotly_chart")]
+    assert any("cuda:0" in t for t in titles) and not any("CPU —" in t for t in titles)
+    assert any("CUDA events" in c.value for c in at.caption)
+    mfu = next(m for m in at.metric if m.label == "MFU")
+    assert mfu.value.endswith("%") or "no datasheet entry" in (mfu.delta or "")  # a number where the GPU has a sheet
+    assert at.dataframe and "Top kernels" in [s.value for s in at.subheader]

@@ -26,8 +26,8 @@ def test_planner_answers_for_the_sidebar_model_without_running(data_dir):
     assert not any(m.label == "Measured peak" for m in at.metric)  # nothing ran
 
 
-def test_planner_and_cpu_run_render(app):
-    at = app.run()
+def test_planner_and_cpu_run_render(cpu_app):
+    at = cpu_app.run()
     at.switch_page(PAGE).run()
     assert not at.exception
     at.selectbox(key="training_memory.precision").set_value("fp32").run()
