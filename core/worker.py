@@ -33,7 +33,7 @@ import sys
 import threading
 import time
 import traceback
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 
 from core.experiment import ConfigError, Context, Output, Progress, Unsupported, json_ready
 from core.paths import lock_dir
@@ -88,6 +88,17 @@ def device_lock(torch_device: str, on_wait):
         os.close(fd)  # closing releases the lock
 
 
+def current_device(torch_device: str):
+    """Make the job's GPU the current one: a library call that takes no device (autocast's scaler, a
+    kernel launched without a tensor) then lands on cuda:N, not on cuda:0. The lab's own calls name the
+    device anyway (tests/core/test_cuda_device_explicit.py)."""
+    if not torch_device.startswith("cuda"):
+        return nullcontext()
+    import torch
+
+    return torch.cuda.device(torch_device)
+
+
 def _is_oom(exc: BaseException) -> bool:
     import torch
 
@@ -125,7 +136,8 @@ def run_job(request: dict, emit) -> None:
         result("error", f"invalid request: {exc}")
         return
 
-    with device_lock(torch_device, lambda msg: emit({"type": "waiting", "job_id": job_id, "message": msg})):
+    with device_lock(torch_device, lambda msg: emit({"type": "waiting", "job_id": job_id, "message": msg})), \
+            current_device(torch_device):
         emit({"type": "started", "job_id": job_id, "device": desc, "versions": devices.versions(),
               "started_at": now_iso(), "pid": os.getpid()})
         ctx = Context(device=torch_device, device_name=desc["name"])

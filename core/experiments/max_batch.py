@@ -82,8 +82,8 @@ def probe_step(values: dict, device: str) -> dict:
         x, y = random_batch(cfg.batch, cfg.context, model.preset.vocab_size, device)
         for _ in range(2):
             step.run(x, y)
-        torch.cuda.synchronize()
-        return {"fits": True, "peak_bytes": torch.cuda.max_memory_allocated()}
+        torch.cuda.synchronize(device)
+        return {"fits": True, "peak_bytes": torch.cuda.max_memory_allocated(device)}
     except torch.cuda.OutOfMemoryError as exc:
         return {"fits": False, "error": str(exc).splitlines()[0]}
 

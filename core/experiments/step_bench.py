@@ -84,13 +84,14 @@ class PhaseTimer:
     """Reads a clock at each of TrainStep's phase marks: CUDA events on a GPU, perf_counter on a CPU."""
 
     def __init__(self, device: str) -> None:
+        self.device = device
         self.cuda = device.startswith("cuda")
         self._marks: list[tuple[str, object]] = []
 
     def mark(self, phase: str) -> None:
         if self.cuda:
             event = torch.cuda.Event(enable_timing=True)
-            event.record()
+            event.record(torch.cuda.current_stream(self.device))
             self._marks.append((phase, event))
         else:
             self._marks.append((phase, time.perf_counter()))
@@ -102,7 +103,7 @@ class PhaseTimer:
         """One synchronised step: milliseconds per phase and for the whole step."""
         self._marks = []
         if self.cuda:
-            torch.cuda.synchronize()  # start from an idle device, as a loop that reads its loss does
+            torch.cuda.synchronize(self.device)  # start from an idle device, as a loop that reads its loss does
         step.run(x, y, self.mark)
         if self.cuda:
             self._marks[-1][1].synchronize()
@@ -113,7 +114,7 @@ class PhaseTimer:
 
 def sync(device: str) -> None:
     if device.startswith("cuda"):
-        torch.cuda.synchronize()
+        torch.cuda.synchronize(device)
 
 
 @dataclass

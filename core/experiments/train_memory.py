@@ -261,18 +261,18 @@ def measure(cfg: TrainMemoryConfig, device: str) -> dict:
             # Known tensors are tagged after backward (gradients exist) and at the end (state exists).
             tagged = phase in ("optimizer", "zero_grad", "end", "forward")
             if cuda and phase in ("forward", "end"):
-                torch.cuda.synchronize()
+                torch.cuda.synchronize(device)
             rec.mark(phase, tensor_pointers(model, optimizer) if tagged else None)
 
         for i in range(cfg.warmup_steps + cfg.steps):
             rec.step = i
             if i == cfg.warmup_steps and cuda:
-                torch.cuda.synchronize()
-                torch.cuda.reset_peak_memory_stats()
+                torch.cuda.synchronize(device)
+                torch.cuda.reset_peak_memory_stats(device)
             step.run(x, y, mark, forward_only=cfg.forward_only)
         if cuda:
-            torch.cuda.synchronize()
-            peak_counter = torch.cuda.max_memory_allocated()
+            torch.cuda.synchronize(device)
+            peak_counter = torch.cuda.max_memory_allocated(device)
         trace = rec.finish()
     first = next(t for t, s, p in trace.marks if s == cfg.warmup_steps)
     last = trace.marks[-1][0]

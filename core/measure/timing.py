@@ -41,9 +41,15 @@ def _reps(plan: TimingPlan, per_call_ms: float) -> int:
     return int(min(plan.max_reps, max(plan.min_reps, plan.rep_ms / max(per_call_ms, 1e-6))))
 
 
-def time_cuda(op: Callable[[], object], plan: TimingPlan, flush: Callable[[], None] | None) -> list[float]:
-    """Milliseconds of each timed call of ``op`` on the current CUDA stream."""
-    sync = torch.cuda.synchronize
+def time_cuda(op: Callable[[], object], device: str, plan: TimingPlan,
+              flush: Callable[[], None] | None) -> list[float]:
+    """Milliseconds of each timed call of ``op`` on ``device``'s current stream (events recorded there,
+    never on whichever device happens to be current)."""
+    stream = torch.cuda.current_stream(device)
+
+    def sync() -> None:
+        torch.cuda.synchronize(device)
+
     op()
     sync()
     # Warm-up: whole batches of calls until warmup_ms of wall time has passed; its speed sizes the run.
@@ -66,9 +72,9 @@ def time_cuda(op: Callable[[], object], plan: TimingPlan, flush: Callable[[], No
     for i in range(n):
         if flush:
             flush()
-        starts[i].record()
+        starts[i].record(stream)
         op()
-        ends[i].record()
+        ends[i].record(stream)
     sync()
     return [s.elapsed_time(e) for s, e in zip(starts, ends)]
 
@@ -100,7 +106,7 @@ def time_cpu(op: Callable[[], object], plan: TimingPlan, flush: Callable[[], Non
 def time_op(op: Callable[[], object], device: str, plan: TimingPlan,
             flush: Callable[[], None] | None) -> list[float]:
     if device.startswith("cuda"):
-        return time_cuda(op, plan, flush)
+        return time_cuda(op, device, plan, flush)
     return time_cpu(op, plan, flush)
 
 
@@ -112,5 +118,5 @@ def keep_busy(op: Callable[[], object], device: str, seconds: float) -> int:
             op()
         calls += 8
         if device.startswith("cuda"):
-            torch.cuda.synchronize()
+            torch.cuda.synchronize(device)
     return calls
