@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Literal
 
 from core.experiment import ConfigError, Context, Experiment, Output, Progress
+from core.measure import history
 
 MIB = 2**20
 COLUMNS = 1024  # every tensor is (rows, 1024) fp32: 4 KiB a row, 256 rows a MiB
@@ -496,12 +497,11 @@ class _Recorder:
 
     def start_history(self) -> None:
         if self.ctx.is_cuda and self.cfg.history_entries and self.snapshots:
-            self.torch.cuda.memory._record_memory_history(enabled="all", context=None, stacks="python",
-                                                          max_entries=self.cfg.history_entries)
+            history.start(self.torch, self.cfg.history_entries)
 
     def stop_history(self) -> None:
         if self.ctx.is_cuda and self.cfg.history_entries and self.snapshots:
-            self.torch.cuda.memory._record_memory_history(enabled=None)
+            history.stop(self.torch)
 
     def row(self, index: int, step: Step | None, ws: _Workspace, status: str = "ok", note: str = "") -> dict:
         device_bytes, host_bytes = ws.live_bytes()
