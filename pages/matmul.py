@@ -20,7 +20,8 @@ HOW_MEASURED = """
   `nn.Linear` weight. bf16/fp16/fp64 are the draw cast to that dtype; **tf32** is fp32 with
   `torch.backends.cuda.matmul.allow_tf32=True` / `set_float32_matmul_precision("high")` (fp32 runs with
   "highest"; the flags are restored after every point); **fp8** is e4m3 with per-tensor scales through
-  `torch._scaled_mm` (bf16 out); **int8** is symmetric per-tensor quantisation through `torch._int_mm` (int32 out).
+  `torch._scaled_mm` (bf16 out) with `use_fast_accum=False`, torch's default and mamf-finder's; **fp8-fast-accum**
+  is the same with `use_fast_accum=True`, the path the datasheet's fp8 peak assumes; **int8** is symmetric per-tensor quantisation through `torch._int_mm` (int32 out).
 - **GPU timing** (as `triton.testing.do_bench` and mamf-finder): a one-off busy warm-up so clocks ramp, then per
   point a time-based warm-up; every call has its own CUDA event pair, and a buffer of max(256 MiB, 2×L2) is zeroed
   *before* the start event, so inputs come from device memory and the flush is never counted. Calls are queued

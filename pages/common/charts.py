@@ -13,7 +13,7 @@ from pages.common.export import export_buttons, toolbar_config
 
 DTYPE_COLORS = {
     "fp64": "#1f77b4", "fp32": "#ff7f0e", "tf32": "#2ca02c", "bf16": "#d62728", "fp16": "#9467bd",
-    "fp8": "#8c564b", "fp8_e4m3fn": "#8c564b", "fp8_e5m2": "#c49c94", "fp8_e4m3fnuz": "#6b3d2e",
+    "fp8": "#8c564b", "fp8-fast-accum": "#d4a373", "fp8_e4m3fn": "#8c564b", "fp8_e5m2": "#c49c94", "fp8_e4m3fnuz": "#6b3d2e",
     "fp8_e5m2fnuz": "#e0b9a8", "fp8_e8m0fnu": "#a0522d", "fp4_e2m1fn_x2": "#bcbd22",
     "int8": "#e377c2", "int4": "#7f7f7f",
     # autocast modes: a lighter shade of the dtype their matmuls run in (pure bf16 appears beside them)

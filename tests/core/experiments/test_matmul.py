@@ -172,3 +172,32 @@ def test_bf16_8192_reaches_97_percent_of_do_bench():
     ops = make_operands("bf16", Shape(8192, 8192, 8192), "cuda:0", gen)
     ref_ms = triton_testing.do_bench(ops.op, warmup=25, rep=100, return_mode="median")
     assert lab["tflops"] >= 0.97 * tflops_from_ms(8192, 8192, 8192, ref_ms)
+
+
+def test_fp8_is_measured_with_and_without_fast_accumulation(monkeypatch):
+    """_scaled_mm(use_fast_accum=False) is torch's default; the datasheet peak assumes the fast path."""
+    from core.experiments import matmul
+
+    assert dtype_support("fp8-fast-accum", {"kind": "cpu"}) == dtype_support("fp8", {"kind": "cpu"})
+    h100 = {"kind": "cuda", "name": "H100", "compute_capability": "9.0", "bf16_supported": True,
+            "spec": {"name": "NVIDIA H100 SXM", "tflops": {"fp8": 1978.9}}}
+    assert matmul._peak("fp8-fast-accum", h100) == matmul._peak("fp8", h100) == (1978.9, None)
+    seen = []
+    monkeypatch.setattr(torch, "_scaled_mm", lambda *a, **k: seen.append(k["use_fast_accum"]))
+    gen = torch.Generator().manual_seed(0)
+    for dtype in ("fp8", "fp8-fast-accum"):
+        make_operands(dtype, Shape(32, 32, 32), "cpu", gen).op()
+    assert seen == [False, True]
+
+
+@pytest.mark.gpu
+def test_gpu_fp8_rows_say_which_accumulation_they_measured():
+    cuda = Context(device="cuda:0", device_name=torch.cuda.get_device_name(0))
+    if torch.cuda.get_device_capability(0) < (8, 9):
+        pytest.skip("fp8 tensor cores need compute capability 8.9")
+    out, _ = drive(run(MatmulConfig(dtypes=("fp8", "fp8-fast-accum"), sizes=(4096,), gpu_warmup_s=0.5), cuda))
+    rows = {r["dtype"]: r for r in out.rows}
+    assert rows["fp8"]["fp8_fast_accum"] is False and rows["fp8-fast-accum"]["fp8_fast_accum"] is True
+    assert rows["fp8-fast-accum"]["tflops"] >= 0.9 * rows["fp8"]["tflops"]  # the fast path is never much slower
+    if rows["fp8"]["peak_tflops"]:
+        assert "fast accumulation" in rows["fp8"]["peak_note"]
