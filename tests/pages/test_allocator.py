@@ -133,3 +133,13 @@ def test_page_on_a_gpu_offers_every_scenario_and_measures_the_backward_peak(gpu_
     # y = 5*x keeps x, y, grad of y and x.grad alive (4 sizes); (5*x) keeps 3: the seed's arithmetic
     assert list(backward["measured peak / size(x)"].round(1)) == [4.0, 3.0]
     assert not any("Not measured on a CPU" in c.value for c in at.caption)
+
+
+def test_segment_map_colours_every_block_state_a_snapshot_writes():
+    from pages.plots import allocator as plots
+
+    run = _gpu_run()
+    run.rows[1]["segment_map"][0]["blocks"][1]["state"] = "active_pending_free"  # as real snapshots write it
+    chart = plots.segment_map(run, 1)
+    colours = {t.name: t.marker.color for t in chart.figure.data}
+    assert colours == {"active_allocated": "#d62728", "active_pending_free": "#ff7f0e"}  # not the grey fallback
