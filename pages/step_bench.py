@@ -55,7 +55,7 @@ def metrics(run: RunResult) -> None:
     cols[4].metric("Backward / forward", f"{summary['backward_forward_ratio']:.2f}×")
     if summary.get("first_step_ms") is not None:
         st.caption(f"First step without warm-up: **{summary['first_step_ms']:.1f} ms**, "
-                   f"{summary['first_step_over_median']:.1f}× the warmed-up median. "
+                   f"{summary['first_step_over_median']:.1f}× the warmed-up median ({run.meta.get('cold_includes', '')}). "
                    f"Timing: {run.meta.get('timing', '')}. Model FLOPs: 6·N·tokens for the N = "
                    f"{run.meta.get('flops', {}).get('matmul_params', 0):,} matmul weights plus attention scores/values.")
 

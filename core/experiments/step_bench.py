@@ -4,7 +4,9 @@ Times forward, backward, optimizer and the whole step of the course's Transforme
 :class:`~core.transformer.training.TrainStep`) with a clock read at each phase boundary — CUDA events on a GPU
 (one synchronize per step, like a loop that logs its loss), ``perf_counter`` on a CPU, whose ops
 are synchronous. It runs in a fresh process so the first steps, timed before any warm-up, show
-the real first-step cost (CUDA context, cuBLAS handles, lazy optimizer state). Inputs are random
+the real first-step cost — not the CUDA context, which the worker created before the job (it asked the
+GPU for its description), but everything a training loop meets on its first steps (:data:`COLD_INCLUDES`).
+Inputs are random
 token batches rotated between steps; no cache flush, because consecutive training steps do not
 flush either. ``torch.profiler`` then attributes kernel time (GPU) or self CPU time (CPU) to
 groups, for a forward-only pass and for the full step, and writes a Chrome trace for Perfetto.
@@ -44,6 +46,15 @@ SCOPES = ("forward", "step")  # forward-only pass under no_grad, full training s
 # The datasheet column a precision mode's matmuls run on.
 PEAK_UNIT = {"fp32": "fp32", "tf32": "tf32", "bf16-autocast": "bf16", "fp16-autocast": "fp16", "bf16": "bf16"}
 ROTATED_BATCHES = 4
+# What the steps timed before any warm-up pay for, per device kind (said on the chart and the page).
+COLD_INCLUDES = {
+    "cuda": ("the CUDA context already existed (the worker created it before the job); the first steps pay for "
+             "cuBLAS handle and workspace creation (forward's thread, then autograd's thread at the first backward), "
+             "lazy loading of kernel modules, first-shape GEMM heuristics, the caching allocator's first cudaMalloc "
+             "calls and the optimizer's lazily created state"),
+    "cpu": ("the first steps pay for first-touch page faults of new allocations, the thread pool's start, "
+            "oneDNN/BLAS first-call set-up and the optimizer's lazily created state"),
+}
 KEEP_TRACES = 20  # newest trace files kept in <data dir>/traces; older ones are deleted
 _ANNOTATION = "gpulab:"
 HOST_GAP_NAME = "(host: Python and dispatch between ops)"
@@ -367,7 +378,8 @@ def run(cfg: StepBenchConfig, ctx: Context):
     common = {"timing": "CUDA events at each phase boundary, one synchronize per step" if ctx.is_cuda
               else "time.perf_counter at each phase boundary (CPU ops are synchronous)",
               "torch_threads": torch.get_num_threads(), "preset": get_preset(cfg.model).to_dict(),
-              "tokens_per_step": cfg.batch * cfg.context}
+              "tokens_per_step": cfg.batch * cfg.context,
+              "cold_includes": COLD_INCLUDES["cuda" if ctx.is_cuda else "cpu"]}
     if cfg.sweep:
         return (yield from _sweep(cfg, ctx, info, common))
     check_precision(cfg.precision, ctx, info.get("bf16_supported", True))

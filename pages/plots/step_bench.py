@@ -55,7 +55,7 @@ def cold_chart(run: RunResult) -> Chart | None:
     offset = run.config.get("cold_steps", 0) + run.config.get("warmup_steps", 0)
     steps["step_in_process"] = steps["step"] + (steps["series"] == "warm") * offset
     fig = go.Figure()
-    for series, label, color in (("cold", "no warm-up (fresh process)", "#d62728"),
+    for series, label, color in (("cold", "first steps, no warm-up", "#d62728"),
                                  ("warm", "after warm-up", "#1f77b4")):
         part = steps[steps["series"] == series]
         if len(part):

@@ -38,6 +38,15 @@ def test_warm_and_cold_series(output):
     assert summary["tokens_per_s"] == pytest.approx(32 / (warm_steps[1] / 1e3))
 
 
+def test_cold_steps_say_what_they_pay_for_and_it_is_not_the_context(output):
+    from core.experiments.step_bench import COLD_INCLUDES
+
+    out, _ = output
+    assert out.meta["cold_includes"] == COLD_INCLUDES["cpu"]
+    # the worker creates the CUDA context before a job starts (describe → mem_get_info): the GPU note says so
+    assert "context already existed" in COLD_INCLUDES["cuda"] and "cuBLAS handle" in COLD_INCLUDES["cuda"]
+
+
 def test_phases_add_up_to_the_step(output):
     out, _ = output
     samples = [r for r in out.rows if r["kind"] == "sample"]
