@@ -124,7 +124,7 @@ def clocks_figure(run: RunResult, df: pd.DataFrame) -> go.Figure | None:
                              line=dict(color="#444")), row=2, col=1)
     fig.add_trace(go.Scatter(x=samples["t_s"], y=samples["power_w"], name="power (W)",
                              line=dict(color="#d62728", dash="dot")), row=2, col=1, secondary_y=True)
-    throttled = samples[samples["reasons"].apply(lambda r: bool(set(r) - {"gpu_idle", "sync_boost"}))]
+    throttled = samples[samples["reasons"].apply(lambda r: bool(set(r or ()) - {"gpu_idle", "sync_boost"}))]
     if len(throttled):
         fig.add_trace(go.Scatter(x=throttled["t_s"], y=throttled["sm_clock_mhz"], mode="markers", name="throttled",
                                  marker=dict(symbol="x", color="#d62728"),
