@@ -21,7 +21,7 @@ from core.hardware import device as devices
 from core.hardware.clocks import ClockSampler
 from core.experiment import ConfigError, Context, Experiment, Output, Progress
 from core.transformer.presets import DEFAULT_BATCH, DEFAULT_CONTEXT, PRESET_NAMES, get_preset
-from core.hardware.specs import device_peak, unit_for
+from core.hardware.specs import above_peak_error, device_peak, unit_for
 from core.measure.stats import summarize
 from core.measure.timing import TimingPlan, flush_bytes, keep_busy, make_flush, time_op
 from core.transformer.training import matmul_precision
@@ -432,6 +432,19 @@ def add_pct_of_best(rows: list[dict]) -> list[dict]:
     return rows
 
 
+def flag_above_peak(row: dict) -> dict:
+    """``above_peak`` and the error text on a measured row whose median throughput beats the sheet."""
+    error = above_peak_error(row.get("tflops"), row.get("peak_tflops"),
+                             f"{row['dtype']} {row['m']}×{row['n']}×{row['k']}")
+    row["above_peak"] = error is not None
+    row["measurement_error"] = error
+    return row
+
+
+def measurement_errors(rows: list[dict]) -> list[str]:
+    return [r["measurement_error"] for r in rows if r.get("measurement_error")]
+
+
 def run(cfg: MatmulConfig, ctx: Context) -> Iterator[Progress]:
     desc = devices.describe(ctx.device)
     shapes = shapes_for(cfg, ctx.is_cuda)
@@ -472,6 +485,7 @@ def run(cfg: MatmulConfig, ctx: Context) -> Iterator[Progress]:
     if not ctx.is_cuda:
         meta["clocks_note"] = "clock sampling reads NVIDIA GPUs through NVML; not applicable to a CPU run"
     add_pct_of_best(rows)
+    meta["measurement_errors"] = measurement_errors(rows)
     meta["best"] = {r["dtype"]: {k: r[k] for k in ("m", "n", "k", "tflops", "median_ms")} for r in rows if r["is_best"]}
     return Output(rows=rows, meta=meta)
 
@@ -508,6 +522,7 @@ def _point(dtype, shape, ctx, cfg, desc, support, flush, generator, t0_s, meta) 
         return row | {"status": "error", "reason": f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}"}
     if peak:
         row["pct_of_peak"] = 100.0 * row["tflops"] / peak
+    flag_above_peak(row)
     if row.get("copy_bandwidth_gbs"):
         row["bandwidth_bound_tflops"] = row["copy_bandwidth_gbs"] * row["intensity_flop_per_byte"] / 1e3
     return row
@@ -519,7 +534,8 @@ def _message(row: dict, is_cuda: bool) -> str:
         return f"{shape}: {row['status']}"
     unit = "TOPS" if row["dtype"] == "int8" else "TFLOPS"
     value = f"{row['tflops']:.1f} {unit}" if is_cuda else f"{row['gflops']:.1f} G{unit[1:]}"
-    return f"{shape}: {value} ({row['median_ms']:.3f} ms)"
+    warning = " — ABOVE THE DATASHEET PEAK: measurement error" if row.get("above_peak") else ""
+    return f"{shape}: {value} ({row['median_ms']:.3f} ms){warning}"
 
 
 EXPERIMENTS = [Experiment(name="matmul", title="Matmul throughput", config_type=MatmulConfig, run=run,

@@ -33,7 +33,7 @@ from core.transformer.flops import StepFlops, count_step_flops
 from core.transformer.model import build_model, random_batch
 from core.paths import data_dir
 from core.transformer.presets import DEFAULT_BATCH, get_preset
-from core.hardware.specs import device_peak
+from core.hardware.specs import above_peak_error, device_peak
 from core.measure.stats import summarize
 from core.transformer.training import OPTIMIZERS, PHASES, PRECISIONS, TrainStep, check_precision, make_optimizer, param_dtype
 
@@ -180,10 +180,12 @@ def peak_tflops(device_info: dict, precision: str) -> tuple[float | None, str | 
     return peak, (f"{why}, so no MFU" if why else None)
 
 
-def throughput(flops: StepFlops, step_ms: float, peak: float | None) -> dict:
+def throughput(flops: StepFlops, step_ms: float, peak: float | None, what: str = "the training step") -> dict:
     achieved = flops.total / (step_ms * 1e-3) / 1e12
+    error = above_peak_error(achieved, peak, what)
     return {"tokens_per_s": flops.tokens / (step_ms * 1e-3), "model_flops_per_step": flops.total,
-            "achieved_tflops": achieved, "mfu": achieved / peak if peak else None}
+            "achieved_tflops": achieved, "mfu": achieved / peak if peak else None,
+            "above_peak": error is not None, "measurement_error": error}
 
 
 # --- kernel breakdown ---------------------------------------------------------------------------
@@ -411,7 +413,7 @@ def run(cfg: StepBenchConfig, ctx: Context):
                "first_step_ms": cold[0] if cold else None,
                "first_step_over_median": cold[0] / warm_ms["step_ms_median"] if cold else None}
     rows.append(summary)
-    meta = common | {"flops": bench.flops.to_dict()}
+    meta = common | {"flops": bench.flops.to_dict(), "measurement_errors": [e for e in [summary["measurement_error"]] if e]}
 
     if cfg.profile_steps:
         yield Progress(total - 1, total, f"profiling {cfg.profile_steps} forward-only and full steps")
@@ -453,7 +455,8 @@ def _sweep(cfg: StepBenchConfig, ctx: Context, info: dict, common: dict):
         if new:
             step_ms = summarize([r["ms"] for r in new if r["phase"] == "step"], "step_ms_")
             peak, note = peak_tflops(info, precision)
-            row |= {"status": "ok", "reason": None, **step_ms, **throughput(flops, step_ms["step_ms_median"], peak),
+            row |= {"status": "ok", "reason": None, **step_ms,
+                    **throughput(flops, step_ms["step_ms_median"], peak, f"the {precision} step"),
                     "peak_tflops": peak, "mfu_note": note}
         rows += new + [row]
         yield Progress(i + 1, total, f"{precision}: {row['status']}", rows=tuple(new + [row]))
@@ -461,7 +464,8 @@ def _sweep(cfg: StepBenchConfig, ctx: Context, info: dict, common: dict):
     for r in rows:
         if r["kind"] == "precision" and r["status"] == "ok" and base:
             r["speedup_vs_fp32"] = base["step_ms_median"] / r["step_ms_median"]
-    return Output(rows=rows, meta=common)
+    errors = [r["measurement_error"] for r in rows if r.get("measurement_error")]
+    return Output(rows=rows, meta=common | {"measurement_errors": errors})
 
 
 EXPERIMENTS = [Experiment(name="step-bench", title="Step benchmark", config_type=StepBenchConfig, run=run,

@@ -5,7 +5,7 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from core.experiments.matmul import add_pct_of_best
+from core.experiments.matmul import add_pct_of_best, flag_above_peak
 from core.result import RunResult
 from pages.common.charts import color_for, style, title
 from pages.plots import Chart
@@ -22,6 +22,8 @@ def measured(run: RunResult) -> pd.DataFrame:
     df = df[df["status"] == "ok"].copy()
     if df.empty:
         return df
+    if "above_peak" not in df:  # runs stored before the flag existed are checked the same way
+        df = pd.DataFrame([flag_above_peak(dict(r)) for r in df.to_dict("records")], index=df.index)
     df["shape"] = df["m"].astype(str) + "×" + df["n"].astype(str) + "×" + df["k"].astype(str)
     df["throughput"] = df["tflops"] * (1 if _is_cuda(run) else 1e3)
     return df.drop(columns=["samples_ms"], errors="ignore")
@@ -61,6 +63,12 @@ def throughput_figure(run: RunResult, df: pd.DataFrame) -> go.Figure:
         if len(peak):
             fig.add_hline(y=float(peak.iloc[0]), line=dict(color=color, dash="dash", width=1),
                           annotation_text=f"{dtype} datasheet {peak.iloc[0]:g}", annotation_position="top left")
+    wrong = df[df["above_peak"].fillna(False).astype(bool)]
+    if len(wrong):
+        fig.add_trace(go.Scatter(x=wrong[xcol], y=wrong["throughput"], mode="markers", name="above the datasheet peak: "
+                                 "measurement error", marker=dict(symbol="x-thin-open", size=18, color="#d62728",
+                                                                  line=dict(width=3)),
+                                 text=wrong["measurement_error"], hovertemplate="%{text}<extra></extra>"))
     detail = "median, bars p20–p80; dashed: datasheet dense peak" if _is_cuda(run) else \
         "median, bars p20–p80; CPU: no datasheet peak"
     style(fig, title("Matmul throughput", run, detail), xtitle, _unit(run), legend_title="dtype")

@@ -168,3 +168,18 @@ def test_throughput_is_also_shown_as_percent_of_each_devices_own_peak():
     assert "no datasheet, not shown: CPU" in percent.figure.layout.title.text
     assert len(absolute.figure.data) == 3
     assert len(comparison.generic_charts([sweep(CPU, (1, 2, 3), "c3"), sweep(CPU, (1, 2, 3), "d4")])) == 1
+
+
+def test_a_run_with_a_measurement_error_says_so_above_its_charts(app, store):
+    from core.experiments.matmul import flag_above_peak, measurement_errors
+
+    rows = [flag_above_peak({"dtype": "bf16", "m": 8192, "n": 8192, "k": 8192, "tflops": 1000.0, "peak_tflops": 989.4,
+                             "status": "ok", "median_ms": 1.1})]
+    run = RunResult("matmul", {"sizes": [8192]}, H100, {}, "2026-03-01T00:00:00+00:00", None, "ok", rows=rows,
+                    meta={"measurement_errors": measurement_errors(rows)})
+    run.id = "e1e1"
+    store.save(run)
+    at = _open(app)
+    at.multiselect(key="compare.selected").set_value(["e1e1"]).run()
+    assert any(e.value.startswith("Measurement error: above the datasheet peak: bf16 8192×8192×8192 measured 1000.0")
+               for e in at.error), [e.value for e in at.error]

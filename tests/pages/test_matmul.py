@@ -78,3 +78,23 @@ def test_page_runs_a_tiny_cpu_sweep_and_draws_charts(cpu_app):
     assert sorted(table["dtype"].unique()) == ["bf16", "fp32"] and sorted(table["m"].unique()) == [64, 128]
     warning = " ".join(w.value for w in at.warning)
     assert "tf32" in warning and "unsupported on" in warning
+
+
+def _gpu_run_above_peak():
+    """A fabricated H100 run: 1000 TFLOPS against the 989.4 sheet (101 %) is flagged, 700 (71 %) is not."""
+    base = {"label": "square", "status": "ok", "reason": None, "peak_tflops": 989.4, "median_ms": 1.0, "p20_ms": 0.9,
+            "p80_ms": 1.1, "t_start_s": 0.0, "t_end_s": 1.0, "rel_error": 3e-3, "intensity_flop_per_byte": 100.0}
+    rows = [base | {"dtype": "bf16", "m": m, "n": m, "k": m, "tflops": t, "tflops_p20": t, "tflops_p80": t,
+                    "pct_of_peak": t / 9.894} for m, t in ((4096, 700.0), (8192, 1000.0))]
+    run = _run(rows)
+    run.device = {"kind": "cuda", "name": "NVIDIA H100 80GB HBM3", "label": "cuda:0 — NVIDIA H100 80GB HBM3"}
+    return run
+
+
+def test_a_point_above_the_datasheet_is_marked_as_a_measurement_error():
+    from pages.plots.matmul import figures
+
+    chart = figures(_gpu_run_above_peak())[0]
+    (wrong,) = [t for t in chart.figure.data if t.name.startswith("above the datasheet peak")]
+    assert list(wrong.x) == [8192] and list(wrong.y) == [1000.0]  # flagged from the rows, by hand
+    assert "measurement error" in wrong.name

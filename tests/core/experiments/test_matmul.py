@@ -201,3 +201,18 @@ def test_gpu_fp8_rows_say_which_accumulation_they_measured():
     assert rows["fp8-fast-accum"]["tflops"] >= 0.9 * rows["fp8"]["tflops"]  # the fast path is never much slower
     if rows["fp8"]["peak_tflops"]:
         assert "fast accumulation" in rows["fp8"]["peak_note"]
+
+
+@pytest.mark.parametrize("tflops, peak, flagged", [(1000.0, 989.4, True), (989.4, 989.4, False), (900.0, 989.4, False),
+                                                   (5.0, None, False), (None, 989.4, False)])
+def test_throughput_above_the_datasheet_is_flagged_as_a_measurement_error(tflops, peak, flagged):
+    from core.experiments.matmul import flag_above_peak
+
+    row = flag_above_peak({"dtype": "bf16", "m": 8192, "n": 8192, "k": 8192, "tflops": tflops, "peak_tflops": peak})
+    assert row["above_peak"] is flagged
+    if flagged:  # 1000 / 989.4 = 101.07 %, by hand
+        assert row["measurement_error"] == ("measurement error: above the datasheet peak: bf16 8192×8192×8192 "
+                                            "measured 1000.0 TFLOPS > 989.4 on the sheet (101%); the timing is "
+                                            "wrong, not the hardware faster")
+    else:
+        assert row["measurement_error"] is None

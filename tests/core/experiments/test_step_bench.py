@@ -157,3 +157,18 @@ def test_gpu_step_bench_kernels_and_mfu():
     assert not any(k["name"].startswith("aten::") for k in kernels)  # GPU kernels, not CPU ops
     summary = next(r for r in out.rows if r["kind"] == "summary")
     assert summary["mfu"] is None or 0 < summary["mfu"] < 1
+
+
+def test_a_step_faster_than_the_datasheet_is_a_measurement_error():
+    from core.experiments.step_bench import throughput
+    from core.transformer.flops import StepFlops
+
+    # 4e12 FLOP in 2 ms = 2000 TFLOPS: beyond an H100's 989.4 bf16 peak, so the timing must be wrong
+    flops = StepFlops(tokens=1000, matmul_params=1, weight_forward=1e12, weight_backward=3e12, attention_forward=0,
+                      attention_backward=0, softmax_forward_estimate=0, softmax_backward_estimate=0)
+    wrong = throughput(flops, 2.0, 989.4)
+    assert wrong["achieved_tflops"] == pytest.approx(2000.0) and wrong["above_peak"] is True
+    assert wrong["measurement_error"].startswith("measurement error: above the datasheet peak: the training step")
+    fine = throughput(flops, 8.0, 989.4)  # 500 TFLOPS
+    assert fine["above_peak"] is False and fine["mfu"] == pytest.approx(500 / 989.4)
+    assert throughput(flops, 2.0, None)["above_peak"] is False  # no sheet, nothing to compare
