@@ -1,4 +1,5 @@
 """The Step benchmark page runs `tiny` on CPU and draws the timing and kernel charts; figure builders checked directly."""
+import math
 import time
 
 import pytest
@@ -66,8 +67,11 @@ def test_single_run_figures_from_rows():
     assert list(charts) == ["step-phase-times", "step-cold-vs-warm", "step-kernel-groups", "step-time-vs-flops",
                             "step-top-kernels"]
     cold = charts["step-cold-vs-warm"].figure
-    assert [list(t.y) for t in cold.data] == [[50.0 * 3 + 1.1] * 3, [10.0 * 3 + 1.1] * 3]
-    assert [list(t.x) for t in cold.data] == [[1, 2, 3], [6, 7, 8]]  # 3 cold + 2 warm-up steps before
+    assert [list(t.y) for t in cold.data[:2]] == [[50.0 * 3 + 1.1] * 3, [10.0 * 3 + 1.1] * 3]
+    assert [list(t.x) for t in cold.data[:2]] == [[1, 2, 3], [6, 7, 8]]  # 3 cold + 2 warm-up steps before
+    # the log axis spans the data, by hand: log10(31.1 / 1.5) … log10(151.1 × 1.5) — not up to 10^77
+    assert list(cold.layout.yaxis.range) == pytest.approx([math.log10(31.1 / 1.5), math.log10(151.1 * 1.5)])
+    assert not cold.layout.annotations and cold.data[2].name == "warm median 31.10 ms"
     stacked = charts["step-kernel-groups"].figure
     assert sum(t.y[0] for t in stacked.data) == pytest.approx(100.0)
 
