@@ -6,13 +6,14 @@ from core.experiments.matmul import CPU_SIZES, DTYPES, GPU_SIZES
 from core.transformer.presets import DEFAULT_BATCH, DEFAULT_CONTEXT, PRESET_NAMES
 from core.result import RunResult
 from pages.common import lab
-from pages.common.charts import show_charts
+from pages.common.charts import show_charts, throughput_unit
 from pages.common.run_panel import results, run_controls
 from pages.plots.matmul import figures, measured
 
 KEY = "matmul"
 MODES = {"square": "Square sweep", "mnk": "Custom M×N×K", "model": "Model preset GEMMs", "search": "Find the max"}
-TABLE_COLUMNS = ["dtype", "m", "n", "k", "label", "median_ms", "p20_ms", "p80_ms", "min_ms", "reps", "tflops",
+# "throughput" is shown under the run's unit (TFLOPS on a GPU, GFLOPS on a CPU), like every chart.
+TABLE_COLUMNS = ["dtype", "m", "n", "k", "label", "median_ms", "p20_ms", "p80_ms", "min_ms", "reps", "throughput",
                  "pct_of_peak", "pct_of_best", "rel_error", "intensity_flop_per_byte", "sm_clock_mhz", "power_w"]
 
 HOW_MEASURED = """
@@ -95,14 +96,16 @@ def render(run: RunResult) -> None:
     if not df.empty:
         best = df.loc[df.groupby("dtype", sort=False)["tflops"].idxmax()]
         cols = st.columns(min(len(best), 6) or 1)
-        prefix = "T" if run.device.get("kind") == "cuda" else "G"
+        is_cuda = run.device.get("kind") == "cuda"
         for col, (_, r) in zip(cols * 2, best.iterrows()):
             peak = f"{r['pct_of_peak']:.0f}% of datasheet" if pd.notna(r.get("pct_of_peak")) else None
-            unit = prefix + ("OPS" if r["dtype"] == "int8" else "FLOPS")
+            unit = throughput_unit(is_cuda, ops=r["dtype"] == "int8")[0]
             col.metric(f"best {r['dtype']} ({unit})", f"{r['throughput']:.1f}", peak, delta_color="off",
                        help=f"at {r['shape']}")
         show_charts(figures(run), KEY)
-        st.dataframe(df[[c for c in TABLE_COLUMNS if c in df]], hide_index=True)
+        unit = throughput_unit(is_cuda)[0]
+        st.dataframe(df[[c for c in TABLE_COLUMNS if c in df]].rename(columns={"throughput": f"{unit} (int8: OPS)"}),
+                     hide_index=True)
     skipped = rows[rows["status"] != "ok"] if "status" in rows else rows.iloc[0:0]
     if len(skipped):
         st.warning("Not measured:\n" + "\n".join(

@@ -22,6 +22,13 @@ DTYPE_COLORS = {
 _FALLBACK = ("#17becf", "#bcbd22", "#393b79", "#637939", "#8c6d31", "#843c39", "#7b4173")
 
 
+def throughput_unit(is_cuda: bool, ops: bool = False) -> tuple[str, float]:
+    """The lab's one unit rule for throughput: TFLOPS on a GPU, GFLOPS on a CPU (TOPS/GOPS for integer ops).
+    Values are stored in TFLOPS; returns the unit and the factor a stored value is multiplied by."""
+    unit = ("T" if is_cuda else "G") + ("OPS" if ops else "FLOPS")
+    return unit, 1.0 if is_cuda else 1e3
+
+
 def color_for(name: str) -> str:
     if name in DTYPE_COLORS:
         return DTYPE_COLORS[name]

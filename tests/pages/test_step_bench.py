@@ -40,6 +40,9 @@ def test_page_runs_tiny_on_cpu(cpu_app):
     assert any("CPU" in t for t in titles)  # CPU runs say so on every chart
     assert at.dataframe  # the kernel table
     assert any(m.label == "MFU" and m.value == "n/a" for m in at.metric)
+    # one unit rule: GFLOPS on a CPU, the unit in the label so the value is never cut off
+    achieved = next(m for m in at.metric if m.label.startswith("Achieved"))
+    assert achieved.label == "Achieved (GFLOPS)" and float(achieved.value.replace(",", "")) > 0
 
 
 def _run(rows, config, meta=None):
