@@ -19,6 +19,10 @@ DTYPE_COLORS = {
     # autocast modes: a lighter shade of the dtype their matmuls run in (pure bf16 appears beside them)
     "bf16-autocast": "#ff9896", "fp16-autocast": "#c5b0d5",
 }
+# Training-memory categories (timeline, planner, estimate vs measured): the Okabe–Ito palette, distinct
+# for colour-blind readers too; the hash fallback drew parameters and temporaries in the same brown.
+CATEGORY_COLORS = {"parameters": "#0072B2", "gradients": "#E69F00", "optimizer_state": "#009E73",
+                   "activations": "#D55E00", "temporaries": "#CC79A7", "other": "#999999"}
 _FALLBACK = ("#17becf", "#bcbd22", "#393b79", "#637939", "#8c6d31", "#843c39", "#7b4173")
 
 
@@ -32,6 +36,8 @@ def throughput_unit(is_cuda: bool, ops: bool = False) -> tuple[str, float]:
 def color_for(name: str) -> str:
     if name in DTYPE_COLORS:
         return DTYPE_COLORS[name]
+    if name in CATEGORY_COLORS:
+        return CATEGORY_COLORS[name]
     return _FALLBACK[sum(map(ord, str(name))) % len(_FALLBACK)]
 
 
