@@ -111,7 +111,7 @@ def render(run: RunResult) -> None:
         st.warning("Not measured:\n" + "\n".join(
             f"- {r['dtype']} {r['m']}×{r['n']}×{r['k']}: {r['reason']}"
             for _, r in skipped.drop_duplicates(["dtype", "reason"]).iterrows()))
-    notes = [run.meta.get(k) for k in ("cache_note", "clocks_note") if run.meta.get(k)]
+    notes = [run.meta.get(k) for k in ("cache_note", "clocks_note", "cpu_load_note") if run.meta.get(k)]
     if run.device.get("kind") != "cuda":
         notes.append("CPU run: GFLOPS only — the datasheet column stays empty (no CPU peaks in the lab).")
     if run.meta.get("copy_bandwidth_gbs"):

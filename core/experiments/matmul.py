@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import math
+import os
 import time
 from dataclasses import dataclass, field
 from typing import Callable, Iterator
@@ -23,7 +24,7 @@ from core.experiment import ConfigError, Context, Experiment, Output, Progress
 from core.transformer.presets import DEFAULT_BATCH, DEFAULT_CONTEXT, PRESET_NAMES, get_preset
 from core.hardware.specs import above_peak_error, device_peak, unit_for
 from core.measure.stats import summarize
-from core.measure.timing import TimingPlan, flush_bytes, keep_busy, make_flush, time_op
+from core.measure.timing import TimingPlan, flush_bytes, keep_busy, make_flush, time_op, wake_cpu
 from core.transformer.training import matmul_precision
 
 DTYPES = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "fp8-fast-accum", "int8")
@@ -335,7 +336,6 @@ def _rotating(ops: list[Callable[[], object]]) -> Callable[[], object]:
 def cpu_l2_bytes() -> int:
     """Sum of the private L2 caches of this CPU (Linux sysfs; 1 MiB per core if unreadable)."""
     import glob
-    import os
 
     seen, total = set(), 0
     for path in glob.glob("/sys/devices/system/cpu/cpu[0-9]*/cache/index[0-9]*"):
@@ -410,8 +410,17 @@ def copy_bandwidth_gbs(ctx: Context, cfg: MatmulConfig) -> dict:
             "copy_bytes": src.numel() * 4, "copy_median_ms": stats["median"], "copy_samples_ms": samples}
 
 
-def _warm_gpu(ctx: Context, cfg: MatmulConfig, support: dict) -> dict:
-    if not ctx.is_cuda or cfg.gpu_warmup_s <= 0:
+def _warm_up(ctx: Context, cfg: MatmulConfig, support: dict) -> dict:
+    """Before the first point: GPU clocks ramped by a busy loop; a CPU's thread pool woken and settled."""
+    if not ctx.is_cuda:
+        woken = wake_cpu()
+        load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
+        out = {"cpu_warmup": woken, "cpu_load_1min": load}
+        if load is not None and load > (os.cpu_count() or 1):
+            out["cpu_load_note"] = (f"the CPU was busy (1-minute load {load:.1f} on {os.cpu_count()} cores, this run "
+                                    f"included): other processes compete for the cores, so times include waits")
+        return out
+    if cfg.gpu_warmup_s <= 0:
         return {}
     dtype = "bf16" if support.get("bf16") is None else "fp32"
     ops = make_operands(dtype, Shape(4096, 4096, 4096), ctx.device, torch.Generator(ctx.device).manual_seed(1))
@@ -467,7 +476,7 @@ def run(cfg: MatmulConfig, ctx: Context) -> Iterator[Progress]:
         sampler.__enter__()
     try:
         yield Progress(0, total, "warming up" if ctx.is_cuda else "measuring copy bandwidth")
-        meta.update(_warm_gpu(ctx, cfg, support))
+        meta.update(_warm_up(ctx, cfg, support))
         if cfg.roofline:
             meta.update(copy_bandwidth_gbs(ctx, cfg))
         for shape in shapes:

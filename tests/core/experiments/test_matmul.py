@@ -162,10 +162,10 @@ def test_bf16_8192_reaches_97_percent_of_do_bench():
     cuda = Context(device="cuda:0", device_name=torch.cuda.get_device_name(0))
     from core.hardware.device import describe
     from core.measure.timing import flush_bytes, make_flush
-    from core.experiments.matmul import _warm_gpu
+    from core.experiments.matmul import _warm_up
 
     cfg = MatmulConfig(dtypes=("bf16",), sizes=(8192,))
-    _warm_gpu(cuda, cfg, {"bf16": None})
+    _warm_up(cuda, cfg, {"bf16": None})
     gen = torch.Generator("cuda:0").manual_seed(0)
     flush = make_flush("cuda:0", flush_bytes(describe("cuda:0").get("l2_cache_bytes")))
     lab = measure_point("bf16", Shape(8192, 8192, 8192), cuda, cfg, flush, gen, time.perf_counter())
@@ -216,3 +216,28 @@ def test_throughput_above_the_datasheet_is_flagged_as_a_measurement_error(tflops
                                             "wrong, not the hardware faster")
     else:
         assert row["measurement_error"] is None
+
+
+def test_the_first_cpu_point_is_not_an_outlier():
+    """The same shape five times: the first point (after the thread pool was woken) times like the others.
+
+    Robust on a shared box: the first median may be up to 3× the median of the other four, plus a 0.05 ms
+    floor (the bug was 300×: ~15 ms against ~0.05 ms)."""
+    import statistics
+
+    _, out = _run(MatmulConfig(dtypes=("fp64",), sizes=(64,) * 5, warmup_ms=5.0, rep_ms=20.0, min_reps=5,
+                               max_reps=200, roofline=False))
+    medians = [r["median_ms"] for r in out.rows]
+    assert medians[0] <= 3 * statistics.median(medians[1:]) + 0.05, medians
+    woken = out.meta["cpu_warmup"]
+    assert woken["calls"] >= 8 and woken["seconds"] >= 0.2 and woken["threads"] == torch.get_num_threads()
+
+
+def test_reps_follow_the_typical_warm_up_call_not_a_slow_first_one():
+    calls = iter([50.0] + [1.0] * 10_000)  # ms: one slow first call, then fast ones
+
+    def op():
+        time.sleep(next(calls) / 1e3)
+
+    samples = time_cpu(op, TimingPlan(warmup_ms=60, rep_ms=30, min_reps=3, max_reps=500))
+    assert len(samples) >= 20  # ~30 ms / ~1 ms a call; the mean of the warm-up (≈6 ms) would give 5
