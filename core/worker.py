@@ -33,7 +33,7 @@ import sys
 import threading
 import time
 import traceback
-from contextlib import contextmanager
+from contextlib import contextmanager, nullcontext
 
 from core.experiment import ConfigError, Context, Output, Progress, Unsupported, json_ready
 from core.paths import lock_dir
@@ -88,13 +88,48 @@ def device_lock(torch_device: str, on_wait):
         os.close(fd)  # closing releases the lock
 
 
-def _is_oom(exc: BaseException) -> bool:
+def current_device(torch_device: str):
+    """Make the job's GPU the current one: a library call that takes no device (autocast's scaler, a
+    kernel launched without a tensor) then lands on cuda:N, not on cuda:0. The lab's own calls name the
+    device anyway (tests/core/test_cuda_device_explicit.py)."""
+    if not torch_device.startswith("cuda"):
+        return nullcontext()
     import torch
 
-    if isinstance(exc, (MemoryError, torch.cuda.OutOfMemoryError)):
-        return True
+    return torch.cuda.device(torch_device)
+
+
+# Allocation failures that do not surface as torch.cuda.OutOfMemoryError near the memory limit: the
+# library's own status in the message says which allocation it was.
+ALLOCATION_FAILURES = (
+    ("cublas_status_alloc_failed", "cuBLAS could not allocate its handle or workspace (CUBLAS_STATUS_ALLOC_FAILED)"),
+    ("cudnn_status_alloc_failed", "cuDNN could not allocate (CUDNN_STATUS_ALLOC_FAILED)"),
+    ("cusolver_status_alloc_failed", "cuSOLVER could not allocate (CUSOLVER_STATUS_ALLOC_FAILED)"),
+    ("cufft_alloc_failed", "cuFFT could not allocate (CUFFT_ALLOC_FAILED)"),
+    ("cudaerrormemoryallocation", "a CUDA runtime allocation failed (cudaErrorMemoryAllocation)"),
+    ("out of memory", "out of memory"),
+    ("can't allocate memory", "host memory (the OS refused the allocation)"),
+    ("failed to allocate", "an allocation failed"),
+)
+
+
+def allocation_failure(exc: BaseException | str) -> str | None:
+    """Which allocation failed, in words, if ``exc`` (or an error text) is one; None for other errors."""
+    if not isinstance(exc, str):
+        import torch
+
+        if isinstance(exc, torch.cuda.OutOfMemoryError):
+            return "torch.cuda.OutOfMemoryError (the caching allocator could not get a block)"
+        if isinstance(exc, MemoryError):
+            return "MemoryError (host memory)"
+        if not isinstance(exc, RuntimeError):
+            return None
     text = str(exc).lower()
-    return isinstance(exc, RuntimeError) and ("out of memory" in text or "can't allocate memory" in text)
+    return next((kind for marker, kind in ALLOCATION_FAILURES if marker in text), None)
+
+
+def _is_oom(exc: BaseException) -> bool:
+    return allocation_failure(exc) is not None
 
 
 def _free_memory() -> None:
@@ -125,7 +160,8 @@ def run_job(request: dict, emit) -> None:
         result("error", f"invalid request: {exc}")
         return
 
-    with device_lock(torch_device, lambda msg: emit({"type": "waiting", "job_id": job_id, "message": msg})):
+    with device_lock(torch_device, lambda msg: emit({"type": "waiting", "job_id": job_id, "message": msg})), \
+            current_device(torch_device):
         emit({"type": "started", "job_id": job_id, "device": desc, "versions": devices.versions(),
               "started_at": now_iso(), "pid": os.getpid()})
         ctx = Context(device=torch_device, device_name=desc["name"])

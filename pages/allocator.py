@@ -85,7 +85,21 @@ def _composer() -> None:
         st.caption("No steps yet: pick an operation and press Add step.")
 
 
+def _allocator_report(run) -> None:
+    """What the allocator itself says it ran with: a variable can be silently ignored."""
+    meta = run.meta
+    if meta.get("allocator_backend"):
+        settings = meta.get("allocator_settings_reported") or {}
+        shown = ", ".join(f"`{k}={v}`" for k, v in settings.items() if k != "roundup_power2_divisions")
+        st.caption(f"The allocator reports: backend `{meta['allocator_backend']}`" + (f"; {shown}" if shown else ""))
+    for text in meta.get("alloc_conf_not_applied") or []:
+        st.warning(f"Setting not applied — {text}")
+    if meta.get("snapshot_note"):
+        st.info(meta["snapshot_note"])
+
+
 def _render(run) -> None:
+    _allocator_report(run)
     charts = plots.figures(run)
     show(charts[0].figure, charts[0].data, charts[0].name, f"{KEY}.timeline")
     claims = plots.seed_claims_frame(run)
@@ -184,8 +198,9 @@ with tab_ab:
     finished = []
     for key in st.session_state.get(AB_KEYS, []):
         with st.container(border=True):
-            done = run_panel.results(key, lambda run: st.caption(f"setting seen by the worker: "
-                                                                 f"`{run.meta.get('alloc_conf_seen', '?')}`"))
+            done = run_panel.results(key, lambda run: (st.caption(f"setting seen by the worker: "
+                                                                  f"`{run.meta.get('alloc_conf_seen', '?')}`"),
+                                                       _allocator_report(run)))
             if done is not None and done.rows:
                 finished.append(done)
     if finished and len(finished) == len(st.session_state.get(AB_KEYS, [])):

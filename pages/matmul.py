@@ -6,13 +6,14 @@ from core.experiments.matmul import CPU_SIZES, DTYPES, GPU_SIZES
 from core.transformer.presets import DEFAULT_BATCH, DEFAULT_CONTEXT, PRESET_NAMES
 from core.result import RunResult
 from pages.common import lab
-from pages.common.charts import show_charts
+from pages.common.charts import show_charts, throughput_unit
 from pages.common.run_panel import results, run_controls
 from pages.plots.matmul import figures, measured
 
 KEY = "matmul"
 MODES = {"square": "Square sweep", "mnk": "Custom M×N×K", "model": "Model preset GEMMs", "search": "Find the max"}
-TABLE_COLUMNS = ["dtype", "m", "n", "k", "label", "median_ms", "p20_ms", "p80_ms", "min_ms", "reps", "tflops",
+# "throughput" is shown under the run's unit (TFLOPS on a GPU, GFLOPS on a CPU), like every chart.
+TABLE_COLUMNS = ["dtype", "m", "n", "k", "label", "median_ms", "p20_ms", "p80_ms", "min_ms", "reps", "throughput",
                  "pct_of_peak", "pct_of_best", "rel_error", "intensity_flop_per_byte", "sm_clock_mhz", "power_w"]
 
 HOW_MEASURED = """
@@ -20,7 +21,8 @@ HOW_MEASURED = """
   `nn.Linear` weight. bf16/fp16/fp64 are the draw cast to that dtype; **tf32** is fp32 with
   `torch.backends.cuda.matmul.allow_tf32=True` / `set_float32_matmul_precision("high")` (fp32 runs with
   "highest"; the flags are restored after every point); **fp8** is e4m3 with per-tensor scales through
-  `torch._scaled_mm` (bf16 out); **int8** is symmetric per-tensor quantisation through `torch._int_mm` (int32 out).
+  `torch._scaled_mm` (bf16 out) with `use_fast_accum=False`, torch's default and mamf-finder's; **fp8-fast-accum**
+  is the same with `use_fast_accum=True`, the path the datasheet's fp8 peak assumes; **int8** is symmetric per-tensor quantisation through `torch._int_mm` (int32 out).
 - **GPU timing** (as `triton.testing.do_bench` and mamf-finder): a one-off busy warm-up so clocks ramp, then per
   point a time-based warm-up; every call has its own CUDA event pair, and a buffer of max(256 MiB, 2×L2) is zeroed
   *before* the start event, so inputs come from device memory and the flush is never counted. Calls are queued
@@ -94,20 +96,22 @@ def render(run: RunResult) -> None:
     if not df.empty:
         best = df.loc[df.groupby("dtype", sort=False)["tflops"].idxmax()]
         cols = st.columns(min(len(best), 6) or 1)
-        prefix = "T" if run.device.get("kind") == "cuda" else "G"
+        is_cuda = run.device.get("kind") == "cuda"
         for col, (_, r) in zip(cols * 2, best.iterrows()):
             peak = f"{r['pct_of_peak']:.0f}% of datasheet" if pd.notna(r.get("pct_of_peak")) else None
-            unit = prefix + ("OPS" if r["dtype"] == "int8" else "FLOPS")
+            unit = throughput_unit(is_cuda, ops=r["dtype"] == "int8")[0]
             col.metric(f"best {r['dtype']} ({unit})", f"{r['throughput']:.1f}", peak, delta_color="off",
                        help=f"at {r['shape']}")
         show_charts(figures(run), KEY)
-        st.dataframe(df[[c for c in TABLE_COLUMNS if c in df]], hide_index=True)
+        unit = throughput_unit(is_cuda)[0]
+        st.dataframe(df[[c for c in TABLE_COLUMNS if c in df]].rename(columns={"throughput": f"{unit} (int8: OPS)"}),
+                     hide_index=True)
     skipped = rows[rows["status"] != "ok"] if "status" in rows else rows.iloc[0:0]
     if len(skipped):
         st.warning("Not measured:\n" + "\n".join(
             f"- {r['dtype']} {r['m']}×{r['n']}×{r['k']}: {r['reason']}"
             for _, r in skipped.drop_duplicates(["dtype", "reason"]).iterrows()))
-    notes = [run.meta.get(k) for k in ("cache_note", "clocks_note") if run.meta.get(k)]
+    notes = [run.meta.get(k) for k in ("cache_note", "clocks_note", "cpu_load_note") if run.meta.get(k)]
     if run.device.get("kind") != "cuda":
         notes.append("CPU run: GFLOPS only — the datasheet column stays empty (no CPU peaks in the lab).")
     if run.meta.get("copy_bandwidth_gbs"):

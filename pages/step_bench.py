@@ -8,7 +8,7 @@ from core.result import RunResult
 from core.experiments.step_bench import PEAK_UNIT, StepBenchConfig
 from core.transformer.training import OPTIMIZERS, PRECISIONS
 from pages.common import lab, run_panel
-from pages.common.charts import show_charts
+from pages.common.charts import show_charts, throughput_unit
 from pages.plots.step_bench import figures
 
 KEY = "step_bench"
@@ -45,7 +45,8 @@ def metrics(run: RunResult) -> None:
     cols[0].metric("Step (median)", f"{summary['step_ms_median']:.2f} ms",
                    f"mean {summary['step_ms_mean']:.2f} ± {summary['step_ms_std']:.2f}", delta_color="off")
     cols[1].metric("Tokens / s", f"{summary['tokens_per_s']:,.0f}")
-    cols[2].metric("Achieved", f"{summary['achieved_tflops']:.3g} TFLOPS",
+    unit, scale = throughput_unit(run.device.get("kind") == "cuda")
+    cols[2].metric(f"Achieved ({unit})", f"{summary['achieved_tflops'] * scale:,.1f}",
                    f"{summary['model_flops_per_step'] / 1e9:,.2f} GFLOP per step", delta_color="off")
     if summary.get("mfu") is not None:
         cols[3].metric("MFU", f"{summary['mfu']:.1%}", f"of {summary['peak_tflops']:g} TFLOPS {summary['peak_unit']}",
@@ -55,7 +56,7 @@ def metrics(run: RunResult) -> None:
     cols[4].metric("Backward / forward", f"{summary['backward_forward_ratio']:.2f}×")
     if summary.get("first_step_ms") is not None:
         st.caption(f"First step without warm-up: **{summary['first_step_ms']:.1f} ms**, "
-                   f"{summary['first_step_over_median']:.1f}× the warmed-up median. "
+                   f"{summary['first_step_over_median']:.1f}× the warmed-up median ({run.meta.get('cold_includes', '')}). "
                    f"Timing: {run.meta.get('timing', '')}. Model FLOPs: 6·N·tokens for the N = "
                    f"{run.meta.get('flops', {}).get('matmul_params', 0):,} matmul weights plus attention scores/values.")
 
@@ -92,6 +93,10 @@ def render_sweep(run: RunResult) -> None:
     show_charts(figures(run), f"{KEY}.sweep")
     modes = run.frame()
     modes = modes[modes["kind"] == "precision"].dropna(axis=1, how="all")
+    unit, scale = throughput_unit(run.device.get("kind") == "cuda")
+    if "achieved_tflops" in modes:
+        modes = modes.assign(achieved_tflops=modes["achieved_tflops"] * scale).rename(
+            columns={"achieved_tflops": f"achieved {unit}"})
     st.dataframe(modes.drop(columns=["kind"]), hide_index=True)
 
 

@@ -80,6 +80,25 @@ def manager(store):
     m.shutdown()
 
 
+# What a GPU box's worker reports for its first GPU, added to the device list where this box has none,
+# so the CPU-pinned page tests below run under a GPU box's defaults (cuda:0 selected) everywhere.
+FAKE_GPU = {
+    "kind": "cuda", "index": 0, "torch_device": "cuda:0", "name": "Test GPU (a GPU box's default device)",
+    "label": "cuda:0 — Test GPU (a GPU box's default device)", "compute_capability": "9.0",
+    "multiprocessors": 132, "l2_cache_bytes": 50 * 2**20, "total_memory_bytes": 80 * 2**30,
+    "free_memory_bytes": 79 * 2**30, "bf16_supported": True, "spec": None,
+    "tf32": {"cuda_matmul_allow_tf32": False, "cudnn_allow_tf32": True, "float32_matmul_precision": "highest",
+             "NVIDIA_TF32_OVERRIDE": None},
+}
+
+
+def as_on_a_gpu_box(info: dict) -> dict:
+    """The device list as a GPU box reports it: a cuda:0 that is the default (real GPUs are kept as they are)."""
+    if any(d.get("kind") == "cuda" for d in info.get("devices", [])):
+        return info
+    return info | {"devices": [*info.get("devices", []), FAKE_GPU], "default": "cuda:0", "cuda_available": True}
+
+
 @pytest.fixture
 def app(data_dir):
     """An AppTest of the whole dashboard with fresh server-wide caches."""
@@ -97,6 +116,31 @@ def app(data_dir):
     except Exception:  # noqa: BLE001
         pass
     st.cache_resource.clear()
+
+
+@pytest.fixture
+def cpu_app(app, monkeypatch):
+    """The dashboard with the sidebar's device pinned to the CPU, under a GPU box's defaults.
+
+    On a GPU box the sidebar starts on cuda:0; a test that expects CPU behaviour (GFLOPS, RSS, "CPU" in
+    titles, unsupported TF32) must say so. Here the device list always has a cuda:0 default (a stand-in
+    where this box has no GPU), so a test that forgets to pin fails on a CPU box too.
+    """
+    from pages.common import lab
+
+    real = lab.query_devices
+    monkeypatch.setattr(lab, "query_devices", lambda *a, **k: as_on_a_gpu_box(real(*a, **k)))
+    app.session_state[lab.DEVICE_KEY] = "cpu"
+    return app
+
+
+@pytest.fixture
+def gpu_app(app):
+    """The dashboard with the sidebar on cuda:0 (for ``@pytest.mark.gpu`` page tests)."""
+    from pages.common import lab
+
+    app.session_state[lab.DEVICE_KEY] = "cuda:0"
+    return app
 
 
 os.environ.setdefault("GPULAB_DATA_DIR", tempfile.mkdtemp(prefix="gpulab-tests-"))

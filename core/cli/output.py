@@ -2,6 +2,7 @@
 from __future__ import annotations
 
 import json
+import sys
 from typing import Any
 
 from core.experiment import json_ready
@@ -21,6 +22,7 @@ def open_store(args):
 def print_run(run: RunResult, as_json: bool) -> None:
     if as_json:
         print(dump(run.to_dict()))
+        warn_measurement_errors(run)
         return
     device = run.device.get("label") or run.device.get("name")
     print(f"{run.experiment}  {run.id}  [{run.status}]  on {device}  at {run.started_at}")
@@ -36,3 +38,10 @@ def print_run(run: RunResult, as_json: bool) -> None:
     for key, value in run.meta.items():
         if key not in ("worker", "traceback") and not isinstance(value, (list, dict)):
             print(f"  {key}: {value}")
+    warn_measurement_errors(run)
+
+
+def warn_measurement_errors(run: RunResult) -> None:
+    """Said on stderr whatever the output format, so a script reading JSON still sees it."""
+    for error in run.meta.get("measurement_errors") or []:
+        print(f"warning: {error}", file=sys.stderr)

@@ -56,18 +56,25 @@ def accumulate(value: float, steps: int, acc: torch.dtype, addend: torch.dtype, 
     """The note's loop. Returns (final sum, sums at the ``record`` steps, first step that changed nothing)."""
     s = torch.zeros((), dtype=acc, device=device)
     x = torch.tensor(value, dtype=addend, device=device)
-    sums: list[torch.Tensor] = []
     stalled = torch.zeros((), dtype=torch.int64, device=device)  # 0 = never stalled
-    for step in range(1, steps + 1):
-        before = s.clone()
-        s += x
-        # Recorded on the device (no sync per step): the first step at which s did not move.
-        stalled = torch.where((stalled == 0) & (s == before), torch.tensor(step, device=device), stalled)
-        if step in record:
-            sums.append(s.clone())
+    sums = add_loop(s, x, stalled, steps, record)
     curve = torch.stack(sums).double().tolist() if sums else []
     first = int(stalled.item())
     return float(s.double().item()), curve, first or None
+
+
+def add_loop(s: torch.Tensor, x: torch.Tensor, stalled: torch.Tensor, steps: int, record: set[int]) -> list:
+    """``s += x`` ``steps`` times in place, all on the device: no host round trip per step (the step number
+    goes into ``torch.where`` as a scalar argument, not as a new tensor copied from the host each step).
+    ``stalled`` gets the first step that left ``s`` unchanged; returns the sums at the ``record`` steps."""
+    sums: list[torch.Tensor] = []
+    for step in range(1, steps + 1):
+        before = s.clone()
+        s += x
+        stalled.copy_(torch.where((stalled == 0) & (s == before), step, stalled))
+        if step in record:
+            sums.append(s.clone())
+    return sums
 
 
 def _error_fields(result: float, exact: Decimal, steps: int, stored_addend: float) -> dict:

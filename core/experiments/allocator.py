@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Literal
 
 from core.experiment import ConfigError, Context, Experiment, Output, Progress
+from core.measure import history
 
 MIB = 2**20
 COLUMNS = 1024  # every tensor is (rows, 1024) fp32: 4 KiB a row, 256 rows a MiB
@@ -184,6 +185,8 @@ def parse_alloc_conf(text: str) -> dict[str, str]:
             raise ConfigError(f"alloc_conf: {part!r} is not key:value")
         if key not in ALLOC_CONF_KEYS:
             raise ConfigError(f"alloc_conf: unknown key {key!r}; known: {', '.join(ALLOC_CONF_KEYS)}")
+        if key == "backend" and value not in ("native", ASYNC_BACKEND):
+            raise ConfigError(f"alloc_conf: backend must be native or {ASYNC_BACKEND}, got {value!r}")
         if key == "expandable_segments" and value not in ("True", "False"):
             raise ConfigError(f"alloc_conf: expandable_segments must be True or False, got {value!r}")
         if key == "garbage_collection_threshold":
@@ -394,6 +397,44 @@ def _max_rss_bytes() -> int:
     return peak if sys.platform == "darwin" else peak * 1024
 
 
+# How a PYTORCH_CUDA_ALLOC_CONF key appears in the snapshot's "allocator_settings" (torch's
+# memory_snapshot: PYTORCH_CUDA_ALLOC_CONF, max_split_size in bytes, garbage_collection_threshold,
+# expandable_segments, pinned_num_register_threads, release_lock_on_cudamalloc,
+# pinned_use_cuda_host_register, roundup_power2_divisions).
+_REPORTED_AS = {"expandable_segments": ("expandable_segments", "bool"),
+                "max_split_size_mb": ("max_split_size", "mib"),
+                "garbage_collection_threshold": ("garbage_collection_threshold", "float"),
+                "release_lock_on_cudamalloc": ("release_lock_on_cudamalloc", "bool"),
+                "pinned_use_cuda_host_register": ("pinned_use_cuda_host_register", "bool"),
+                "pinned_num_register_threads": ("pinned_num_register_threads", "int")}
+ASYNC_BACKEND = "cudaMallocAsync"
+ASYNC_NOTE = ("backend:cudaMallocAsync keeps no block list, so torch refuses memory snapshots with it ('Calling "
+              "snapshot with backend:cudaMallocAsync is not meaningful'): no segment map, fragmentation numbers or "
+              "allocation history in this run; allocated/reserved/peak and the driver's numbers are measured")
+
+
+def settings_not_applied(requested: dict[str, str], backend: str | None, reported: dict | None) -> list[str]:
+    """Each requested allocator setting the allocator itself does not report, in words.
+
+    ``PYTORCH_ALLOC_CONF``/``PYTORCH_CUDA_ALLOC_CONF`` can be silently ignored (read too late, a typo, a
+    wrapper that overrides it): the allocator's own report (``get_allocator_backend()`` and the
+    snapshot's ``allocator_settings``) is what the run really used.
+    """
+    out = []
+    if backend is not None and requested.get("backend", "native") != backend:
+        out.append(f"backend: asked {requested.get('backend', 'native')}, the allocator runs {backend}")
+    for key, value in requested.items():
+        if key not in _REPORTED_AS or reported is None:
+            continue
+        name, kind = _REPORTED_AS[key]
+        got = reported.get(name)
+        want = {"bool": lambda v: v == "True", "int": int, "float": float,
+                "mib": lambda v: int(v) * MIB}[kind](value)
+        if got is None or (abs(float(got) - want) > 1e-9 if kind == "float" else got != want):
+            out.append(f"{key}: asked {value}, the allocator reports {name}={got}")
+    return out
+
+
 def seen_setting() -> dict[str, str | None]:
     """The allocator setting this process really has in its environment."""
     return {key: os.environ.get(key) for key in ENV_KEYS}
@@ -438,15 +479,29 @@ class _Recorder:
         self.setting = _setting_text(seen_setting())
         self._last_trace_us = -1
         self._trace_budget = cfg.history_entries
+        # What the allocator itself says it runs with (the variable alone can be silently ignored).
+        self.backend = torch.cuda.memory.get_allocator_backend() if ctx.is_cuda else None
+        self.snapshots = self.backend != ASYNC_BACKEND
+        self.reported_settings: dict | None = None
+
+    def settings_report(self) -> dict:
+        """For the run's meta: the backend and settings the allocator reported, and what it ignored."""
+        if not self.ctx.is_cuda:
+            return {}
+        report = {"allocator_backend": self.backend, "allocator_settings_reported": self.reported_settings,
+                  "alloc_conf_not_applied": settings_not_applied(parse_alloc_conf(self.cfg.alloc_conf), self.backend,
+                                                                 self.reported_settings)}
+        if not self.snapshots:
+            report["snapshot_note"] = ASYNC_NOTE
+        return report
 
     def start_history(self) -> None:
-        if self.ctx.is_cuda and self.cfg.history_entries:
-            self.torch.cuda.memory._record_memory_history(enabled="all", context=None, stacks="python",
-                                                          max_entries=self.cfg.history_entries)
+        if self.ctx.is_cuda and self.cfg.history_entries and self.snapshots:
+            history.start(self.torch, self.cfg.history_entries)
 
     def stop_history(self) -> None:
-        if self.ctx.is_cuda and self.cfg.history_entries:
-            self.torch.cuda.memory._record_memory_history(enabled=None)
+        if self.ctx.is_cuda and self.cfg.history_entries and self.snapshots:
+            history.stop(self.torch)
 
     def row(self, index: int, step: Step | None, ws: _Workspace, status: str = "ok", note: str = "") -> dict:
         device_bytes, host_bytes = ws.live_bytes()
@@ -470,7 +525,12 @@ class _Recorder:
                "inactive_split_bytes": stats.get("inactive_split_bytes.all.current"),
                "alloc_retries": stats.get("num_alloc_retries"), "ooms": stats.get("num_ooms"),
                "device_alloc_count": stats.get("num_device_alloc"), "device_free_count": stats.get("num_device_free")}
+        if not self.snapshots:
+            return out | dict.fromkeys(("largest_free_block_bytes", "free_in_reserved_bytes", "fragmentation_ratio",
+                                        "segment_map", "trace"))
         snapshot = cuda.memory._snapshot()
+        if self.reported_settings is None:
+            self.reported_settings = snapshot.get("allocator_settings")
         segments = [s for s in snapshot.get("segments", []) if s.get("device", dev.index or 0) == (dev.index or 0)]
         compact, numbers = _segment_view(segments)
         out.update(numbers)
@@ -531,7 +591,8 @@ def run(cfg: AllocatorConfig, ctx: Context):
         torch.cuda.reset_peak_memory_stats(ctx.device)
     recorder.start_history()
     total = len(steps)
-    rows = [recorder.row(0, None, ws, note="baseline" + (" (CUDA context created)" if ctx.is_cuda else ""))]
+    baseline = "baseline" + (" (CUDA context created)" if ctx.is_cuda else "")
+    rows = [recorder.row(0, None, ws, note=baseline + ("" if recorder.snapshots else f"; {ASYNC_NOTE}"))]
     yield Progress(0, total, "baseline", rows=(rows[0],))
     try:
         for i, step in enumerate(steps, 1):
@@ -555,7 +616,7 @@ def run(cfg: AllocatorConfig, ctx: Context):
         ws.tensors.clear()
     meta: dict = {"scenario": cfg.scenario, "steps": [s.text for s in steps], "alloc_conf_requested": cfg.alloc_conf,
                   "alloc_conf_seen": recorder.setting, "alloc_conf_env": seen_setting(), "pid": os.getpid(),
-                  "planned_peak_device_mib_estimate": validate_steps(steps)}
+                  "planned_peak_device_mib_estimate": validate_steps(steps), **recorder.settings_report()}
     if cfg.scenario == "backward-peak":
         meta["backward_peak"] = _backward_summary(rows, cfg.size_mib * MIB)
     return Output(rows=rows, meta=meta)

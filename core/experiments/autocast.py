@@ -16,6 +16,7 @@ import torch
 from torch import nn
 
 from core.experiment import ConfigError, Context, Experiment, Output, Progress
+from core.hardware.device import cuda_bf16_supported
 from core.transformer.model import RotaryEmbedding, TransformerBlock
 
 MODELS = ("toy", "block")
@@ -127,7 +128,7 @@ def modes(ctx: Context) -> list[tuple[str, str | None]]:
     """(autocast mode, reason it cannot run or None): none always; fp16+bf16 on CUDA, bf16 on CPU."""
     if not ctx.is_cuda:
         return [("none", None), ("bf16", None)]
-    bf16 = None if torch.cuda.is_bf16_supported() else "torch.cuda.is_bf16_supported() is False"
+    bf16 = None if cuda_bf16_supported(ctx.device) else "torch.cuda.is_bf16_supported() is False"
     return [("none", None), ("fp16", None), ("bf16", bf16)]
 
 

@@ -11,6 +11,7 @@ from __future__ import annotations
 
 import functools
 import math
+import os
 import time
 from dataclasses import dataclass, field
 from typing import Callable, Iterator
@@ -21,12 +22,18 @@ from core.hardware import device as devices
 from core.hardware.clocks import ClockSampler
 from core.experiment import ConfigError, Context, Experiment, Output, Progress
 from core.transformer.presets import DEFAULT_BATCH, DEFAULT_CONTEXT, PRESET_NAMES, get_preset
-from core.hardware.specs import device_peak, unit_for
+from core.hardware.specs import above_peak_error, device_peak, unit_for
 from core.measure.stats import summarize
-from core.measure.timing import TimingPlan, flush_bytes, keep_busy, make_flush, time_op
+from core.measure.timing import TimingPlan, flush_bytes, keep_busy, make_flush, time_op, wake_cpu
 from core.transformer.training import matmul_precision
 
-DTYPES = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "int8")
+DTYPES = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "fp8-fast-accum", "int8")
+# torch._scaled_mm(..., use_fast_accum=False) is torch's default (and mamf-finder's): the tensor cores
+# promote partial sums to fp32 more often, which costs speed. The datasheet's fp8 peak assumes the fast
+# path, so both are measured, each under its own name, against the same fp8 column.
+FP8 = {"fp8": False, "fp8-fast-accum": True}  # dtype → use_fast_accum
+FP8_SLOW_NOTE = ("use_fast_accum=False (torch's default, as mamf-finder runs it); the datasheet fp8 peak "
+                 "assumes fast accumulation — see fp8-fast-accum")
 GPU_SIZES = (256, 384, 512, 768, 1024, 1536, 2048, 3072, 4096, 6144, 8192, 12288, 16384)
 CPU_SIZES = (64, 128, 256, 384, 512, 768, 1024)
 MAX_DIM = 131072
@@ -154,8 +161,9 @@ def tflops_from_ms(m: int, n: int, k: int, ms: float) -> float:
 
 # --- what runs where -------------------------------------------------------------------------------
 
-IN_BYTES = {"fp64": 8, "fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2, "fp8": 1, "int8": 1}
-OUT_BYTES = {"fp64": 8, "fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2, "fp8": 2, "int8": 4}  # fp8 → bf16, int8 → int32
+IN_BYTES = {"fp64": 8, "fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2, "fp8": 1, "fp8-fast-accum": 1, "int8": 1}
+OUT_BYTES = {"fp64": 8, "fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2, "fp8": 2, "fp8-fast-accum": 2,
+             "int8": 4}  # fp8 → bf16, int8 → int32
 
 
 def _capability(device: dict) -> tuple[int, int]:
@@ -168,7 +176,7 @@ def dtype_support(dtype: str, device: dict) -> str | None:
     if device.get("kind") != "cuda":
         if dtype == "tf32":
             return "TF32 is a mode of NVIDIA tensor cores (compute capability ≥ 8.0); CPU matmuls have no TF32"
-        if dtype == "fp8":
+        if dtype in FP8:
             return ("fp8 matmul throughput needs fp8 tensor cores (CUDA compute capability ≥ 8.9, "
                     "torch._scaled_mm); the CPU has none")
         if dtype == "int8" and not hasattr(torch, "_int_mm"):
@@ -180,7 +188,7 @@ def dtype_support(dtype: str, device: dict) -> str | None:
         return f"TF32 tensor cores need compute capability ≥ 8.0; {cc_text}"
     if dtype == "bf16" and not device.get("bf16_supported", cc >= (8, 0)):
         return f"torch.cuda.is_bf16_supported() is False; {cc_text}"
-    if dtype == "fp8":
+    if dtype in FP8:
         if not hasattr(torch, "float8_e4m3fn") or not hasattr(torch, "_scaled_mm"):
             return f"this PyTorch ({torch.__version__}) has no float8_e4m3fn / torch._scaled_mm"
         if cc < (8, 9):
@@ -197,7 +205,7 @@ def shape_problem(dtype: str, shape: Shape, is_cuda: bool) -> str | None:
     """Layout rules of the CUDA kernels, said before they fail."""
     if not is_cuda:
         return None
-    if dtype == "fp8" and any(d % 16 for d in (shape.m, shape.n, shape.k)):
+    if dtype in FP8 and any(d % 16 for d in (shape.m, shape.n, shape.k)):
         return "torch._scaled_mm needs M, N and K divisible by 16"
     if dtype == "int8" and (shape.m <= 16 or shape.n % 8 or shape.k % 8):
         return "torch._int_mm needs M > 16 and N, K divisible by 8"
@@ -234,15 +242,16 @@ def make_operands(dtype: str, shape: Shape, device: str, generator: torch.Genera
         a, b = x.to(tdt), w.to(tdt).t()
         c = torch.empty(m, n, dtype=tdt, device=device)
         return Operands(lambda: torch.mm(a, b, out=c), c, identity, x, w)
-    if dtype == "fp8":
+    if dtype in FP8:
         sa, sb = _symmetric_scale(x, FP8_MAX), _symmetric_scale(w, FP8_MAX)
         a = (x * sa).to(torch.float8_e4m3fn)
         b = (w * sb).to(torch.float8_e4m3fn).t()
         scale_a = torch.tensor(1.0 / sa, device=device)
         scale_b = torch.tensor(1.0 / sb, device=device)
         c = torch.empty(m, n, dtype=torch.bfloat16, device=device)
-        return Operands(lambda: torch._scaled_mm(a, b, scale_a, scale_b, out_dtype=torch.bfloat16, out=c),
-                        c, identity, x, w)
+        fast = FP8[dtype]
+        return Operands(lambda: torch._scaled_mm(a, b, scale_a, scale_b, out_dtype=torch.bfloat16,
+                                                 use_fast_accum=fast, out=c), c, identity, x, w)
     if dtype == "int8":
         sa, sb = _symmetric_scale(x, INT8_MAX), _symmetric_scale(w, INT8_MAX)
         a = torch.round(x * sa).to(torch.int8)
@@ -327,7 +336,6 @@ def _rotating(ops: list[Callable[[], object]]) -> Callable[[], object]:
 def cpu_l2_bytes() -> int:
     """Sum of the private L2 caches of this CPU (Linux sysfs; 1 MiB per core if unreadable)."""
     import glob
-    import os
 
     seen, total = set(), 0
     for path in glob.glob("/sys/devices/system/cpu/cpu[0-9]*/cache/index[0-9]*"):
@@ -353,7 +361,7 @@ def _peak(dtype: str, desc: dict) -> tuple[float | None, str | None]:
     """Datasheet peak (TFLOPS, TOPS for int8) for the dtype's unit (fp64: the tensor-core figure where
     the sheet has one), or None with the reason."""
     tflops = (desc.get("spec") or {}).get("tflops", {})
-    return device_peak(desc, unit_for(dtype, tensor_fp64="fp64_tc" in tflops))
+    return device_peak(desc, unit_for("fp8" if dtype in FP8 else dtype, tensor_fp64="fp64_tc" in tflops))
 
 
 def measure_point(dtype: str, shape: Shape, ctx: Context, cfg: MatmulConfig, flush, generator,
@@ -402,8 +410,17 @@ def copy_bandwidth_gbs(ctx: Context, cfg: MatmulConfig) -> dict:
             "copy_bytes": src.numel() * 4, "copy_median_ms": stats["median"], "copy_samples_ms": samples}
 
 
-def _warm_gpu(ctx: Context, cfg: MatmulConfig, support: dict) -> dict:
-    if not ctx.is_cuda or cfg.gpu_warmup_s <= 0:
+def _warm_up(ctx: Context, cfg: MatmulConfig, support: dict) -> dict:
+    """Before the first point: GPU clocks ramped by a busy loop; a CPU's thread pool woken and settled."""
+    if not ctx.is_cuda:
+        woken = wake_cpu()
+        load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
+        out = {"cpu_warmup": woken, "cpu_load_1min": load}
+        if load is not None and load > (os.cpu_count() or 1):
+            out["cpu_load_note"] = (f"the CPU was busy (1-minute load {load:.1f} on {os.cpu_count()} cores, this run "
+                                    f"included): other processes compete for the cores, so times include waits")
+        return out
+    if cfg.gpu_warmup_s <= 0:
         return {}
     dtype = "bf16" if support.get("bf16") is None else "fp32"
     ops = make_operands(dtype, Shape(4096, 4096, 4096), ctx.device, torch.Generator(ctx.device).manual_seed(1))
@@ -422,6 +439,19 @@ def add_pct_of_best(rows: list[dict]) -> list[dict]:
         r["pct_of_best"] = 100.0 * r["tflops"] / top if top and r.get("status") == "ok" else None
         r["is_best"] = bool(top) and r.get("status") == "ok" and r["tflops"] == top
     return rows
+
+
+def flag_above_peak(row: dict) -> dict:
+    """``above_peak`` and the error text on a measured row whose median throughput beats the sheet."""
+    error = above_peak_error(row.get("tflops"), row.get("peak_tflops"),
+                             f"{row['dtype']} {row['m']}×{row['n']}×{row['k']}")
+    row["above_peak"] = error is not None
+    row["measurement_error"] = error
+    return row
+
+
+def measurement_errors(rows: list[dict]) -> list[str]:
+    return [r["measurement_error"] for r in rows if r.get("measurement_error")]
 
 
 def run(cfg: MatmulConfig, ctx: Context) -> Iterator[Progress]:
@@ -446,7 +476,7 @@ def run(cfg: MatmulConfig, ctx: Context) -> Iterator[Progress]:
         sampler.__enter__()
     try:
         yield Progress(0, total, "warming up" if ctx.is_cuda else "measuring copy bandwidth")
-        meta.update(_warm_gpu(ctx, cfg, support))
+        meta.update(_warm_up(ctx, cfg, support))
         if cfg.roofline:
             meta.update(copy_bandwidth_gbs(ctx, cfg))
         for shape in shapes:
@@ -464,6 +494,7 @@ def run(cfg: MatmulConfig, ctx: Context) -> Iterator[Progress]:
     if not ctx.is_cuda:
         meta["clocks_note"] = "clock sampling reads NVIDIA GPUs through NVML; not applicable to a CPU run"
     add_pct_of_best(rows)
+    meta["measurement_errors"] = measurement_errors(rows)
     meta["best"] = {r["dtype"]: {k: r[k] for k in ("m", "n", "k", "tflops", "median_ms")} for r in rows if r["is_best"]}
     return Output(rows=rows, meta=meta)
 
@@ -478,7 +509,9 @@ def _pci_bus_id(device: str) -> str | None:
 
 def _point(dtype, shape, ctx, cfg, desc, support, flush, generator, t0_s, meta) -> dict:
     peak, peak_note = _peak(dtype, desc)
-    row = {"dtype": dtype, "m": shape.m, "n": shape.n, "k": shape.k, "label": shape.label,
+    if dtype == "fp8" and peak:
+        peak_note = FP8_SLOW_NOTE
+    row = {"dtype": dtype, "fp8_fast_accum": FP8.get(dtype), "m": shape.m, "n": shape.n, "k": shape.k, "label": shape.label,
            "flops": flops(shape.m, shape.n, shape.k), "device_kind": desc.get("kind"),
            "peak_tflops": peak, "peak_note": peak_note, "status": "ok", "reason": None,
            "median_ms": None, "tflops": None, "pct_of_peak": None, "rel_error": None,
@@ -498,6 +531,7 @@ def _point(dtype, shape, ctx, cfg, desc, support, flush, generator, t0_s, meta) 
         return row | {"status": "error", "reason": f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}"}
     if peak:
         row["pct_of_peak"] = 100.0 * row["tflops"] / peak
+    flag_above_peak(row)
     if row.get("copy_bandwidth_gbs"):
         row["bandwidth_bound_tflops"] = row["copy_bandwidth_gbs"] * row["intensity_flop_per_byte"] / 1e3
     return row
@@ -509,7 +543,8 @@ def _message(row: dict, is_cuda: bool) -> str:
         return f"{shape}: {row['status']}"
     unit = "TOPS" if row["dtype"] == "int8" else "TFLOPS"
     value = f"{row['tflops']:.1f} {unit}" if is_cuda else f"{row['gflops']:.1f} G{unit[1:]}"
-    return f"{shape}: {value} ({row['median_ms']:.3f} ms)"
+    warning = " — ABOVE THE DATASHEET PEAK: measurement error" if row.get("above_peak") else ""
+    return f"{shape}: {value} ({row['median_ms']:.3f} ms){warning}"
 
 
 EXPERIMENTS = [Experiment(name="matmul", title="Matmul throughput", config_type=MatmulConfig, run=run,

@@ -1,7 +1,9 @@
 """``max-batch``: the planner's "max batch that fits", confirmed with real steps.
 
 A binary search around the planner's answer where every probe is a fresh Python process (so no
-cached block or CUDA context survives from the previous probe) and an out-of-memory is "does not fit".
+cached block or CUDA context survives from the previous probe) and every allocation failure is "does
+not fit" — near the limit it may surface as ``torch.cuda.OutOfMemoryError`` or as another error
+(cuBLAS workspace, a lazily loaded kernel module); each row says which one it was.
 """
 from __future__ import annotations
 
@@ -14,6 +16,7 @@ from typing import Callable, Literal
 
 from core.experiment import ConfigError, Context, Experiment, Output, Progress
 from core.experiments.train_memory import TrainMemoryConfig
+from core.worker import allocation_failure, current_device
 from core.transformer.planner import EstimateConfig, plan
 from core.transformer.presets import OPTIMIZERS, PRECISIONS, PRESET_NAMES, get_preset
 
@@ -77,15 +80,25 @@ def probe_step(values: dict, device: str) -> dict:
     from core.transformer.training import TrainStep, make_optimizer, param_dtype
 
     try:
-        model = build_model(get_preset(cfg.model), cfg.context, device, param_dtype(cfg.precision), cfg.checkpointing)
-        step = TrainStep(model, make_optimizer(cfg.optimizer, model.parameters()), cfg.precision, device)
-        x, y = random_batch(cfg.batch, cfg.context, model.preset.vocab_size, device)
-        for _ in range(2):
-            step.run(x, y)
-        torch.cuda.synchronize()
-        return {"fits": True, "peak_bytes": torch.cuda.max_memory_allocated()}
-    except torch.cuda.OutOfMemoryError as exc:
-        return {"fits": False, "error": str(exc).splitlines()[0]}
+        with current_device(device):
+            model = build_model(get_preset(cfg.model), cfg.context, device, param_dtype(cfg.precision),
+                                cfg.checkpointing)
+            step = TrainStep(model, make_optimizer(cfg.optimizer, model.parameters()), cfg.precision, device)
+            x, y = random_batch(cfg.batch, cfg.context, model.preset.vocab_size, device)
+            for _ in range(2):
+                step.run(x, y)
+            torch.cuda.synchronize(device)
+            return {"fits": True, "peak_bytes": torch.cuda.max_memory_allocated(device)}
+    except Exception as exc:  # noqa: BLE001 - every allocation failure is "does not fit"; the rest is raised
+        kind = allocation_failure(exc)
+        if kind is None:
+            raise
+        return {"fits": False, "failure": kind, "error": _first_line(exc)}
+
+
+def _first_line(exc: BaseException | str) -> str:
+    text = str(exc).strip()
+    return text.splitlines()[0][:300] if text else type(exc).__name__
 
 
 def _fresh_probe(values: dict, device: str) -> dict:
@@ -94,7 +107,13 @@ def _fresh_probe(values: dict, device: str) -> dict:
     proc = subprocess.run([sys.executable, "-c", code, json.dumps(values), device], capture_output=True, text=True,
                           cwd=_REPO_ROOT, timeout=600)
     if proc.returncode != 0:
-        raise RuntimeError(f"probe at batch {values['batch']} crashed: {proc.stderr.strip().splitlines()[-1:]}")
+        # A child killed while allocating (a CUDA error raised outside Python, at context or module load)
+        # is still "does not fit" when its last words say an allocation failed.
+        last = (proc.stderr.strip().splitlines() or [f"exit code {proc.returncode}"])[-1]
+        kind = allocation_failure(proc.stderr)
+        if kind is None:
+            raise RuntimeError(f"probe at batch {values['batch']} crashed: {last}")
+        return {"fits": False, "failure": kind, "error": f"probe process ended: {last[:300]}"}
     return json.loads(proc.stdout.strip().splitlines()[-1])
 
 
@@ -116,7 +135,7 @@ def run_max_batch(cfg: MaxBatchConfig, ctx: Context):
         result = _fresh_probe(base | {"batch": b}, ctx.device)
         est = plan(replace(est_cfg, batch=b))["peak_estimated_bytes"]
         rows.append({"batch": b, "fits": result["fits"], "peak_measured_bytes": result.get("peak_bytes"),
-                     "peak_estimated_bytes": est, "error": result.get("error")})
+                     "peak_estimated_bytes": est, "failure": result.get("failure"), "error": result.get("error")})
         return result["fits"]
 
     found, _ = binary_search_max(fits, guess, cfg.max_probes)

@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 import torch
 
 from core.experiment import ConfigError, Context, Experiment, Output, Progress
+from core.hardware.device import cuda_bf16_supported
 from core.transformer.training import matmul_precision
 
 MODES = ("fp32", "tf32", "bf16", "fp16")
@@ -59,7 +60,7 @@ def run(cfg: RoundingConfig, ctx: Context):
         problem = tf32_problem(ctx) if mode == "tf32" else None
         if problem:
             row |= {"status": "unsupported", "reason": problem}
-        elif mode == "bf16" and ctx.is_cuda and not torch.cuda.is_bf16_supported():
+        elif mode == "bf16" and ctx.is_cuda and not cuda_bf16_supported(ctx.device):
             row |= {"status": "unsupported", "reason": "torch.cuda.is_bf16_supported() is False"}
         else:
             x, y = a.to(_DTYPE[mode]), b.to(_DTYPE[mode])

@@ -4,7 +4,9 @@ Times forward, backward, optimizer and the whole step of the course's Transforme
 :class:`~core.transformer.training.TrainStep`) with a clock read at each phase boundary — CUDA events on a GPU
 (one synchronize per step, like a loop that logs its loss), ``perf_counter`` on a CPU, whose ops
 are synchronous. It runs in a fresh process so the first steps, timed before any warm-up, show
-the real first-step cost (CUDA context, cuBLAS handles, lazy optimizer state). Inputs are random
+the real first-step cost — not the CUDA context, which the worker created before the job (it asked the
+GPU for its description), but everything a training loop meets on its first steps (:data:`COLD_INCLUDES`).
+Inputs are random
 token batches rotated between steps; no cache flush, because consecutive training steps do not
 flush either. ``torch.profiler`` then attributes kernel time (GPU) or self CPU time (CPU) to
 groups, for a forward-only pass and for the full step, and writes a Chrome trace for Perfetto.
@@ -31,7 +33,7 @@ from core.transformer.flops import StepFlops, count_step_flops
 from core.transformer.model import build_model, random_batch
 from core.paths import data_dir
 from core.transformer.presets import DEFAULT_BATCH, get_preset
-from core.hardware.specs import device_peak
+from core.hardware.specs import above_peak_error, device_peak
 from core.measure.stats import summarize
 from core.transformer.training import OPTIMIZERS, PHASES, PRECISIONS, TrainStep, check_precision, make_optimizer, param_dtype
 
@@ -44,6 +46,15 @@ SCOPES = ("forward", "step")  # forward-only pass under no_grad, full training s
 # The datasheet column a precision mode's matmuls run on.
 PEAK_UNIT = {"fp32": "fp32", "tf32": "tf32", "bf16-autocast": "bf16", "fp16-autocast": "fp16", "bf16": "bf16"}
 ROTATED_BATCHES = 4
+# What the steps timed before any warm-up pay for, per device kind (said on the chart and the page).
+COLD_INCLUDES = {
+    "cuda": ("the CUDA context already existed (the worker created it before the job); the first steps pay for "
+             "cuBLAS handle and workspace creation (forward's thread, then autograd's thread at the first backward), "
+             "lazy loading of kernel modules, first-shape GEMM heuristics, the caching allocator's first cudaMalloc "
+             "calls and the optimizer's lazily created state"),
+    "cpu": ("the first steps pay for first-touch page faults of new allocations, the thread pool's start, "
+            "oneDNN/BLAS first-call set-up and the optimizer's lazily created state"),
+}
 KEEP_TRACES = 20  # newest trace files kept in <data dir>/traces; older ones are deleted
 _ANNOTATION = "gpulab:"
 HOST_GAP_NAME = "(host: Python and dispatch between ops)"
@@ -84,13 +95,14 @@ class PhaseTimer:
     """Reads a clock at each of TrainStep's phase marks: CUDA events on a GPU, perf_counter on a CPU."""
 
     def __init__(self, device: str) -> None:
+        self.device = device
         self.cuda = device.startswith("cuda")
         self._marks: list[tuple[str, object]] = []
 
     def mark(self, phase: str) -> None:
         if self.cuda:
             event = torch.cuda.Event(enable_timing=True)
-            event.record()
+            event.record(torch.cuda.current_stream(self.device))
             self._marks.append((phase, event))
         else:
             self._marks.append((phase, time.perf_counter()))
@@ -102,7 +114,7 @@ class PhaseTimer:
         """One synchronised step: milliseconds per phase and for the whole step."""
         self._marks = []
         if self.cuda:
-            torch.cuda.synchronize()  # start from an idle device, as a loop that reads its loss does
+            torch.cuda.synchronize(self.device)  # start from an idle device, as a loop that reads its loss does
         step.run(x, y, self.mark)
         if self.cuda:
             self._marks[-1][1].synchronize()
@@ -113,7 +125,7 @@ class PhaseTimer:
 
 def sync(device: str) -> None:
     if device.startswith("cuda"):
-        torch.cuda.synchronize()
+        torch.cuda.synchronize(device)
 
 
 @dataclass
@@ -168,10 +180,12 @@ def peak_tflops(device_info: dict, precision: str) -> tuple[float | None, str | 
     return peak, (f"{why}, so no MFU" if why else None)
 
 
-def throughput(flops: StepFlops, step_ms: float, peak: float | None) -> dict:
+def throughput(flops: StepFlops, step_ms: float, peak: float | None, what: str = "the training step") -> dict:
     achieved = flops.total / (step_ms * 1e-3) / 1e12
+    error = above_peak_error(achieved, peak, what)
     return {"tokens_per_s": flops.tokens / (step_ms * 1e-3), "model_flops_per_step": flops.total,
-            "achieved_tflops": achieved, "mfu": achieved / peak if peak else None}
+            "achieved_tflops": achieved, "mfu": achieved / peak if peak else None,
+            "above_peak": error is not None, "measurement_error": error}
 
 
 # --- kernel breakdown ---------------------------------------------------------------------------
@@ -366,7 +380,8 @@ def run(cfg: StepBenchConfig, ctx: Context):
     common = {"timing": "CUDA events at each phase boundary, one synchronize per step" if ctx.is_cuda
               else "time.perf_counter at each phase boundary (CPU ops are synchronous)",
               "torch_threads": torch.get_num_threads(), "preset": get_preset(cfg.model).to_dict(),
-              "tokens_per_step": cfg.batch * cfg.context}
+              "tokens_per_step": cfg.batch * cfg.context,
+              "cold_includes": COLD_INCLUDES["cuda" if ctx.is_cuda else "cpu"]}
     if cfg.sweep:
         return (yield from _sweep(cfg, ctx, info, common))
     check_precision(cfg.precision, ctx, info.get("bf16_supported", True))
@@ -398,7 +413,7 @@ def run(cfg: StepBenchConfig, ctx: Context):
                "first_step_ms": cold[0] if cold else None,
                "first_step_over_median": cold[0] / warm_ms["step_ms_median"] if cold else None}
     rows.append(summary)
-    meta = common | {"flops": bench.flops.to_dict()}
+    meta = common | {"flops": bench.flops.to_dict(), "measurement_errors": [e for e in [summary["measurement_error"]] if e]}
 
     if cfg.profile_steps:
         yield Progress(total - 1, total, f"profiling {cfg.profile_steps} forward-only and full steps")
@@ -440,7 +455,8 @@ def _sweep(cfg: StepBenchConfig, ctx: Context, info: dict, common: dict):
         if new:
             step_ms = summarize([r["ms"] for r in new if r["phase"] == "step"], "step_ms_")
             peak, note = peak_tflops(info, precision)
-            row |= {"status": "ok", "reason": None, **step_ms, **throughput(flops, step_ms["step_ms_median"], peak),
+            row |= {"status": "ok", "reason": None, **step_ms,
+                    **throughput(flops, step_ms["step_ms_median"], peak, f"the {precision} step"),
                     "peak_tflops": peak, "mfu_note": note}
         rows += new + [row]
         yield Progress(i + 1, total, f"{precision}: {row['status']}", rows=tuple(new + [row]))
@@ -448,7 +464,8 @@ def _sweep(cfg: StepBenchConfig, ctx: Context, info: dict, common: dict):
     for r in rows:
         if r["kind"] == "precision" and r["status"] == "ok" and base:
             r["speedup_vs_fp32"] = base["step_ms_median"] / r["step_ms_median"]
-    return Output(rows=rows, meta=common)
+    errors = [r["measurement_error"] for r in rows if r.get("measurement_error")]
+    return Output(rows=rows, meta=common | {"measurement_errors": errors})
 
 
 EXPERIMENTS = [Experiment(name="step-bench", title="Step benchmark", config_type=StepBenchConfig, run=run,

@@ -19,9 +19,13 @@ from typing import ClassVar
 
 from core.transformer.planner import CATEGORIES, EstimateConfig, StepSetup, plan
 from core.experiment import ConfigError, Context, Experiment, Output, Progress
+from core.measure import history
 from core.transformer.presets import get_preset
 
 MAX_TIMELINE_POINTS = 1500
+# Allocator events kept while recording (no stack traces, so each is small); a full buffer has lost the
+# step's first allocations (the parameters), so such a run is refused rather than misattributed.
+HISTORY_MAX_ENTRIES = 2_000_000
 
 
 @dataclass(frozen=True)
@@ -162,7 +166,7 @@ class _Recorder:
         import torch
 
         if self.device.startswith("cuda"):
-            torch.cuda.memory._record_memory_history(max_entries=5_000_000)
+            history.start(torch, HISTORY_MAX_ENTRIES)
         else:
             from torch.profiler import ProfilerActivity, profile
 
@@ -177,7 +181,7 @@ class _Recorder:
             if self.device.startswith("cuda"):
                 import torch
 
-                torch.cuda.memory._record_memory_history(enabled=None)
+                history.stop(torch)
             else:
                 self._prof.__exit__(*exc)
 
@@ -203,9 +207,13 @@ class _Recorder:
         self._finished = True
         if self.device.startswith("cuda"):
             snapshot = torch.cuda.memory._snapshot()
-            torch.cuda.memory._record_memory_history(enabled=None)
+            history.stop(torch)
             index = torch.device(self.device).index or 0
-            for entry in snapshot["device_traces"][index]:
+            entries = snapshot["device_traces"][index]
+            if history.overflowed(entries, HISTORY_MAX_ENTRIES):
+                raise RuntimeError(f"the allocator history filled its {HISTORY_MAX_ENTRIES:,} entries, so the "
+                                   f"first allocations were overwritten; record fewer steps or a smaller batch")
+            for entry in entries:
                 if entry["action"] == "alloc":
                     self.trace.events.append((entry["time_us"] * 1000, entry["addr"], entry["size"]))
                 elif entry["action"] == "free_completed":
@@ -261,18 +269,18 @@ def measure(cfg: TrainMemoryConfig, device: str) -> dict:
             # Known tensors are tagged after backward (gradients exist) and at the end (state exists).
             tagged = phase in ("optimizer", "zero_grad", "end", "forward")
             if cuda and phase in ("forward", "end"):
-                torch.cuda.synchronize()
+                torch.cuda.synchronize(device)
             rec.mark(phase, tensor_pointers(model, optimizer) if tagged else None)
 
         for i in range(cfg.warmup_steps + cfg.steps):
             rec.step = i
             if i == cfg.warmup_steps and cuda:
-                torch.cuda.synchronize()
-                torch.cuda.reset_peak_memory_stats()
+                torch.cuda.synchronize(device)
+                torch.cuda.reset_peak_memory_stats(device)
             step.run(x, y, mark, forward_only=cfg.forward_only)
         if cuda:
-            torch.cuda.synchronize()
-            peak_counter = torch.cuda.max_memory_allocated()
+            torch.cuda.synchronize(device)
+            peak_counter = torch.cuda.max_memory_allocated(device)
         trace = rec.finish()
     first = next(t for t, s, p in trace.marks if s == cfg.warmup_steps)
     last = trace.marks[-1][0]

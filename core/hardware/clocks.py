@@ -23,6 +23,9 @@ SLOWDOWNS = frozenset({"sw_power_cap", "hw_slowdown", "sw_thermal_slowdown", "hw
                        "hw_power_brake_slowdown"})
 
 
+COUNTERS = ("sm_clock_mhz", "mem_clock_mhz", "power_w", "temp_c", "reasons")
+
+
 def decode_reasons(mask: int) -> list[str]:
     return [name for bit, name in THROTTLE_REASONS.items() if mask & bit]
 
@@ -47,6 +50,7 @@ class ClockSampler:
     interval_s: float = 0.05
     samples: list[dict] = field(default_factory=list)
     note: str | None = None
+    missing: dict[str, str] = field(default_factory=dict)  # counter → why this driver cannot read it
     _nvml: Any = None
     _handle: Any = None
     _stop: threading.Event = field(default_factory=threading.Event)
@@ -56,13 +60,17 @@ class ClockSampler:
         try:
             self._nvml = _load_nvml()
             self._handle = self._open_handle()
-            self.read()  # fail here, not in the thread
         except ImportError:
             self.note = "clocks not sampled: nvidia-ml-py (pynvml) is not installed"
             return self
         except Exception as exc:  # noqa: BLE001 - NVMLError subclasses vary by driver
             self.note = f"clocks not sampled: NVML unavailable ({type(exc).__name__}: {exc})"
             return self
+        first = self.read()  # a counter this driver lacks is dropped here, the others go on
+        if all(first[k] is None for k in COUNTERS):
+            self.note = "clocks not sampled: NVML answered no counter (" + "; ".join(self.missing.values()) + ")"
+            return self
+        self.samples.append(first)
         self._thread = threading.Thread(target=self._loop, daemon=True, name="gpulab-clocks")
         self._thread.start()
         return self
@@ -76,6 +84,8 @@ class ClockSampler:
                 self._nvml.nvmlShutdown()
             except Exception:  # noqa: BLE001
                 pass
+        if self.missing and self.samples and self.note is None:
+            self.note = "not sampled on this driver: " + "; ".join(self.missing.values())
 
     def _open_handle(self):
         nvml = self._nvml
@@ -86,40 +96,63 @@ class ClockSampler:
                 pass
         return nvml.nvmlDeviceGetHandleByIndex(self.index)
 
+    def _reasons(self, h) -> int:
+        """Newer drivers: ...ClocksEventReasons; older ones only have ...ClocksThrottleReasons. nvidia-ml-py
+        defines both names and raises NVMLError_FunctionNotFound when the driver lacks the symbol."""
+        nvml = self._nvml
+        try:
+            return int(nvml.nvmlDeviceGetCurrentClocksEventReasons(h))
+        except Exception:  # noqa: BLE001 - fall back to the older name
+            return int(nvml.nvmlDeviceGetCurrentClocksThrottleReasons(h))
+
     def read(self) -> dict:
-        """One sample: SM and memory clock (MHz), power (W), temperature (°C), throttle reasons."""
+        """One sample: SM and memory clock (MHz), power (W), temperature (°C), throttle reasons.
+
+        Each counter is read on its own: one this driver does not have is None (and not asked again),
+        the others are still sampled.
+        """
         nvml, h = self._nvml, self._handle
-        reasons_fn = getattr(nvml, "nvmlDeviceGetCurrentClocksEventReasons", None) \
-            or nvml.nvmlDeviceGetCurrentClocksThrottleReasons
-        return {
-            "t_s": time.perf_counter(),
-            "sm_clock_mhz": float(nvml.nvmlDeviceGetClockInfo(h, nvml.NVML_CLOCK_SM)),
-            "mem_clock_mhz": float(nvml.nvmlDeviceGetClockInfo(h, nvml.NVML_CLOCK_MEM)),
-            "power_w": nvml.nvmlDeviceGetPowerUsage(h) / 1000.0,
-            "temp_c": float(nvml.nvmlDeviceGetTemperature(h, nvml.NVML_TEMPERATURE_GPU)),
-            "reasons": decode_reasons(int(reasons_fn(h))),
+        calls = {
+            "sm_clock_mhz": lambda: float(nvml.nvmlDeviceGetClockInfo(h, nvml.NVML_CLOCK_SM)),
+            "mem_clock_mhz": lambda: float(nvml.nvmlDeviceGetClockInfo(h, nvml.NVML_CLOCK_MEM)),
+            "power_w": lambda: nvml.nvmlDeviceGetPowerUsage(h) / 1000.0,
+            "temp_c": lambda: float(nvml.nvmlDeviceGetTemperature(h, nvml.NVML_TEMPERATURE_GPU)),
+            "reasons": lambda: decode_reasons(self._reasons(h)),
         }
+        sample: dict = {"t_s": time.perf_counter()}
+        for key, call in calls.items():
+            if key in self.missing:
+                sample[key] = None
+                continue
+            try:
+                sample[key] = call()
+            except Exception as exc:  # noqa: BLE001 - NVMLError_NotSupported / FunctionNotFound / …
+                self.missing[key] = f"{key} ({type(exc).__name__}: {exc})"
+                sample[key] = None
+        return sample
 
     def _loop(self) -> None:
-        while not self._stop.is_set():
-            try:
-                self.samples.append(self.read())
-            except Exception as exc:  # noqa: BLE001 - a failing read ends sampling, not the run
-                self.note = f"clock sampling stopped: {type(exc).__name__}: {exc}"
-                return
-            self._stop.wait(self.interval_s)
+        while not self._stop.wait(self.interval_s):
+            self.samples.append(self.read())
 
     def window(self, t0_s: float, t1_s: float) -> dict:
-        """Summary of the samples taken between two ``perf_counter`` times (empty dict if none)."""
+        """Summary of the samples taken between two ``perf_counter`` times (empty dict if none).
+        A counter the driver could not read is None in the summary, never a made-up value."""
         inside = [s for s in list(self.samples) if t0_s <= s["t_s"] <= t1_s]
         if not inside:
             return {}
-        reasons = sorted({r for s in inside for r in s["reasons"]})
+
+        def values(key: str) -> list[float]:
+            return [s[key] for s in inside if s.get(key) is not None]
+
+        sm, power, temp = values("sm_clock_mhz"), values("power_w"), values("temp_c")
+        known = [s["reasons"] for s in inside if s.get("reasons") is not None]
+        reasons = sorted({r for rs in known for r in rs})
         return {
-            "sm_clock_mhz": sum(s["sm_clock_mhz"] for s in inside) / len(inside),
-            "sm_clock_min_mhz": min(s["sm_clock_mhz"] for s in inside),
-            "power_w": sum(s["power_w"] for s in inside) / len(inside),
-            "temp_c": max(s["temp_c"] for s in inside),
-            "throttle_reasons": reasons,
-            "throttled": bool(SLOWDOWNS.intersection(reasons)),
+            "sm_clock_mhz": sum(sm) / len(sm) if sm else None,
+            "sm_clock_min_mhz": min(sm) if sm else None,
+            "power_w": sum(power) / len(power) if power else None,
+            "temp_c": max(temp) if temp else None,
+            "throttle_reasons": reasons if known else None,
+            "throttled": bool(SLOWDOWNS.intersection(reasons)) if known else None,
         }

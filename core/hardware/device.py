@@ -120,11 +120,16 @@ def describe_cpu() -> dict:
     }
 
 
+def cuda_bf16_supported(device: str | int) -> bool:
+    """``torch.cuda.is_bf16_supported()`` asks the *current* device; this asks ``device``."""
+    with torch.cuda.device(device):
+        return bool(torch.cuda.is_bf16_supported())
+
+
 def describe_cuda(index: int) -> dict:
     props = torch.cuda.get_device_properties(index)
-    with torch.cuda.device(index):
-        free, total = torch.cuda.mem_get_info(index)
-        bf16 = torch.cuda.is_bf16_supported()
+    free, total = torch.cuda.mem_get_info(index)
+    bf16 = cuda_bf16_supported(index)
     spec = match_spec(props.name, props.total_memory)
     return {
         "kind": "cuda",

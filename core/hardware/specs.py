@@ -120,8 +120,21 @@ def device_peak(device: dict, unit: str) -> tuple[float | None, str | None]:
     return (peak, None) if peak else (None, f"the {spec['name']} datasheet lists no {unit} peak")
 
 
+ABOVE_PEAK = "measurement error: above the datasheet peak"
+
+
+def above_peak_error(achieved: float | None, peak: float | None, what: str) -> str | None:
+    """A measured throughput above the dense datasheet peak is a measurement error, never a result
+    (a missing synchronisation, a cached result, a wrong FLOP count); None when it is not above."""
+    if achieved is None or not peak or achieved <= peak:
+        return None
+    return (f"{ABOVE_PEAK}: {what} measured {achieved:.1f} TFLOPS > {peak:g} on the sheet "
+            f"({100.0 * achieved / peak:.0f}%); the timing is wrong, not the hardware faster")
+
+
 def all_specs() -> list[dict]:
     return [s.to_dict() for s in SPECS]
 
 
-__all__ = ["DeviceSpec", "SPECS", "match_spec", "unit_for", "spec_for_device", "device_peak", "all_specs", "DTYPE_UNITS"]
+__all__ = ["DeviceSpec", "SPECS", "match_spec", "unit_for", "spec_for_device", "device_peak", "all_specs", "DTYPE_UNITS",
+           "ABOVE_PEAK", "above_peak_error"]

@@ -41,9 +41,15 @@ def _reps(plan: TimingPlan, per_call_ms: float) -> int:
     return int(min(plan.max_reps, max(plan.min_reps, plan.rep_ms / max(per_call_ms, 1e-6))))
 
 
-def time_cuda(op: Callable[[], object], plan: TimingPlan, flush: Callable[[], None] | None) -> list[float]:
-    """Milliseconds of each timed call of ``op`` on the current CUDA stream."""
-    sync = torch.cuda.synchronize
+def time_cuda(op: Callable[[], object], device: str, plan: TimingPlan,
+              flush: Callable[[], None] | None) -> list[float]:
+    """Milliseconds of each timed call of ``op`` on ``device``'s current stream (events recorded there,
+    never on whichever device happens to be current)."""
+    stream = torch.cuda.current_stream(device)
+
+    def sync() -> None:
+        torch.cuda.synchronize(device)
+
     op()
     sync()
     # Warm-up: whole batches of calls until warmup_ms of wall time has passed; its speed sizes the run.
@@ -66,27 +72,31 @@ def time_cuda(op: Callable[[], object], plan: TimingPlan, flush: Callable[[], No
     for i in range(n):
         if flush:
             flush()
-        starts[i].record()
+        starts[i].record(stream)
         op()
-        ends[i].record()
+        ends[i].record(stream)
     sync()
     return [s.elapsed_time(e) for s, e in zip(starts, ends)]
 
 
 def time_cpu(op: Callable[[], object], plan: TimingPlan, flush: Callable[[], None] | None = None) -> list[float]:
-    """Milliseconds of each timed call of ``op``, read from the monotonic ``perf_counter_ns``."""
+    """Milliseconds of each timed call of ``op``, read from the monotonic ``perf_counter_ns``.
+
+    The number of timed calls comes from the *median* warm-up call: a few slow first calls (a sleeping
+    thread pool, first-touch page faults) must not shrink the run to ``min_reps``.
+    """
     clock = time.perf_counter_ns
-    warm_ns, calls, t0 = 0, 0, clock()
+    warm: list[int] = []
+    t0 = clock()
     while True:
         if flush:
             flush()
         a = clock()
         op()
-        warm_ns += clock() - a
-        calls += 1
+        warm.append(clock() - a)
         if (clock() - t0) / 1e6 >= plan.warmup_ms:
             break
-    n = _reps(plan, warm_ns / calls / 1e6)
+    n = _reps(plan, sorted(warm)[len(warm) // 2] / 1e6)
     samples = []
     for _ in range(n):
         if flush:
@@ -100,8 +110,33 @@ def time_cpu(op: Callable[[], object], plan: TimingPlan, flush: Callable[[], Non
 def time_op(op: Callable[[], object], device: str, plan: TimingPlan,
             flush: Callable[[], None] | None) -> list[float]:
     if device.startswith("cuda"):
-        return time_cuda(op, plan, flush)
+        return time_cuda(op, device, plan, flush)
     return time_cpu(op, plan, flush)
+
+
+def wake_cpu(min_s: float = 0.2, max_s: float = 2.0, settle: int = 8) -> dict:
+    """Wake the CPU's thread pool before the first timed point, as ``keep_busy`` ramps GPU clocks.
+
+    A parallel matmul (256³ fp32, split over every torch thread) runs until ``min_s`` has passed *and*
+    its last ``settle`` calls are within 1.5× of the fastest one (the pool's threads are awake and
+    scheduled), or ``max_s`` is spent. Without it the first point of a CPU sweep paid the pool's start
+    (measured on a 2-core box: ~15 ms against ~0.05 ms for the next point).
+    """
+    a = torch.randn(256, 256)
+    b = torch.randn(256, 256)
+    out = torch.empty(256, 256)
+    calls: list[float] = []
+    t0 = time.perf_counter()
+    while True:
+        start = time.perf_counter()
+        torch.mm(a, b, out=out)
+        calls.append((time.perf_counter() - start) * 1e3)
+        elapsed = time.perf_counter() - t0
+        recent = calls[-settle:]
+        settled = len(calls) >= settle and max(recent) <= 1.5 * min(calls)
+        if elapsed >= max_s or (elapsed >= min_s and settled):
+            return {"seconds": elapsed, "calls": len(calls), "settled": settled, "first_ms": calls[0],
+                    "last_ms": calls[-1], "threads": torch.get_num_threads()}
 
 
 def keep_busy(op: Callable[[], object], device: str, seconds: float) -> int:
@@ -112,5 +147,5 @@ def keep_busy(op: Callable[[], object], device: str, seconds: float) -> int:
             op()
         calls += 8
         if device.startswith("cuda"):
-            torch.cuda.synchronize()
+            torch.cuda.synchronize(device)
     return calls

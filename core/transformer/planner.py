@@ -27,7 +27,10 @@ from core.transformer.presets import (
 CATEGORIES = ("parameters", "gradients", "optimizer_state", "activations", "temporaries", "other")
 # Allowances, not measurements: shown labelled as such and only used for "fits on the device".
 CUDA_CONTEXT_ALLOWANCE_BYTES = 600 * 2**20  # CUDA context + kernels outside the allocator (seed 001: ~0.7 GB)
-CUBLAS_WORKSPACE_BYTES = 32 * 2**20  # cuBLAS workspace, allocated through the caching allocator on GPU
+CUBLAS_WORKSPACE_BYTES = 32 * 2**20  # one cuBLAS workspace (per handle and stream), through the caching allocator
+# cuBLAS handles are per thread: the forward pass runs on the caller's thread, backward on autograd's own
+# device thread, so a training step holds two workspaces; a forward-only pass holds one.
+CUBLAS_WORKSPACES_TRAINING = 2
 FRAGMENTATION_ALLOWANCE = 0.05  # reserved-but-unused blocks of the caching allocator
 
 
@@ -182,7 +185,12 @@ def activation_breakdown(cfg: EstimateConfig) -> dict[str, int]:
 
 
 def optimizer_state_bytes(preset: ModelPreset, optimizer: str, precision: str, target: str = "cuda") -> int:
-    """Momentum (×1) or Adam's two moments (×2) in the parameter dtype, plus Adam's per-tensor step counters."""
+    """Momentum (×1) or Adam's two moments (×2) in the parameter dtype, plus Adam's per-tensor step counters.
+
+    The step counters are float32 scalars that torch keeps on the *CPU* unless the optimizer is
+    capturable or fused (torch/optim/adam.py, "Deliberately host `step` on CPU"): on a GPU they are no
+    device memory at all; a CPU run counts them.
+    """
     n = param_count(preset)
     each = 2 if precision == "bf16" else 4
     tensors = 9 * preset.num_layers + 3
@@ -190,8 +198,8 @@ def optimizer_state_bytes(preset: ModelPreset, optimizer: str, precision: str, t
         return 0
     if optimizer == "sgd-momentum":
         return n * each
-    step_counter = 512 if target == "cuda" else 4  # a float32 scalar; the CUDA allocator rounds to 512 bytes
-    return 2 * n * each + tensors * step_counter
+    step_counters = tensors * 4 if target == "cpu" else 0
+    return 2 * n * each + step_counters
 
 
 def optimizer_temporary_bytes(preset: ModelPreset, optimizer: str, precision: str) -> int:
@@ -217,9 +225,10 @@ def moments(cfg: EstimateConfig) -> list[Moment]:
     grads = n * e
     state = 0 if cfg.forward_only else optimizer_state_bytes(p, cfg.optimizer, cfg.precision, cfg.target)
     head_dim = p.d_model // p.num_heads
+    workspaces = 1 if cfg.forward_only else CUBLAS_WORKSPACES_TRAINING
     other = (2 * cfg.batch * cfg.context * 8  # int64 inputs and targets
              + 2 * cfg.context * (head_dim // 2) * 4  # RoPE cos/sin tables
-             + (CUBLAS_WORKSPACE_BYTES if cfg.target == "cuda" else 0))
+             + (workspaces * CUBLAS_WORKSPACE_BYTES if cfg.target == "cuda" else 0))
     persistent_grads = 0 if cfg.set_to_none or cfg.forward_only else grads
 
     def moment(phase: str, label: str, grads_live: int, acts: int, temps: int) -> Moment:

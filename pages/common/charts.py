@@ -13,18 +13,31 @@ from pages.common.export import export_buttons, toolbar_config
 
 DTYPE_COLORS = {
     "fp64": "#1f77b4", "fp32": "#ff7f0e", "tf32": "#2ca02c", "bf16": "#d62728", "fp16": "#9467bd",
-    "fp8": "#8c564b", "fp8_e4m3fn": "#8c564b", "fp8_e5m2": "#c49c94", "fp8_e4m3fnuz": "#6b3d2e",
+    "fp8": "#8c564b", "fp8-fast-accum": "#d4a373", "fp8_e4m3fn": "#8c564b", "fp8_e5m2": "#c49c94", "fp8_e4m3fnuz": "#6b3d2e",
     "fp8_e5m2fnuz": "#e0b9a8", "fp8_e8m0fnu": "#a0522d", "fp4_e2m1fn_x2": "#bcbd22",
     "int8": "#e377c2", "int4": "#7f7f7f",
     # autocast modes: a lighter shade of the dtype their matmuls run in (pure bf16 appears beside them)
     "bf16-autocast": "#ff9896", "fp16-autocast": "#c5b0d5",
 }
+# Training-memory categories (timeline, planner, estimate vs measured): the Okabe–Ito palette, distinct
+# for colour-blind readers too; the hash fallback drew parameters and temporaries in the same brown.
+CATEGORY_COLORS = {"parameters": "#0072B2", "gradients": "#E69F00", "optimizer_state": "#009E73",
+                   "activations": "#D55E00", "temporaries": "#CC79A7", "other": "#999999"}
 _FALLBACK = ("#17becf", "#bcbd22", "#393b79", "#637939", "#8c6d31", "#843c39", "#7b4173")
+
+
+def throughput_unit(is_cuda: bool, ops: bool = False) -> tuple[str, float]:
+    """The lab's one unit rule for throughput: TFLOPS on a GPU, GFLOPS on a CPU (TOPS/GOPS for integer ops).
+    Values are stored in TFLOPS; returns the unit and the factor a stored value is multiplied by."""
+    unit = ("T" if is_cuda else "G") + ("OPS" if ops else "FLOPS")
+    return unit, 1.0 if is_cuda else 1e3
 
 
 def color_for(name: str) -> str:
     if name in DTYPE_COLORS:
         return DTYPE_COLORS[name]
+    if name in CATEGORY_COLORS:
+        return CATEGORY_COLORS[name]
     return _FALLBACK[sum(map(ord, str(name))) % len(_FALLBACK)]
 
 

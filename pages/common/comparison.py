@@ -16,7 +16,7 @@ import plotly.graph_objects as go
 
 from core.result import RunResult
 from core.hardware.specs import unit_for
-from pages.common.charts import DTYPE_COLORS, color_for, style, title
+from pages.common.charts import DTYPE_COLORS, color_for, style, throughput_unit, title
 from pages.plots import Chart
 
 # Name tokens that mark a measured quantity (``time_ms``, ``ms_median``, ``peak_bytes``).
@@ -102,7 +102,11 @@ def headline(run: RunResult) -> str:
     values = pd.to_numeric(df[col], errors="coerce").dropna()
     if values.empty:
         return f"{col}: no value"
-    return f"{how} {col} {fmt(values.max() if how == 'max' else values.min())}"
+    value = values.max() if how == "max" else values.min()
+    if _tokens(col) & {"tflops", "tops"}:  # the lab's unit rule: TFLOPS on a GPU, GFLOPS on a CPU
+        unit, scale = throughput_unit(run.device.get("kind") == "cuda", ops="tops" in _tokens(col))
+        return f"{how} {unit} {fmt(value * scale)}"
+    return f"{how} {col} {fmt(value)}"
 
 
 def settings_text(config: dict, limit: int = 90) -> str:

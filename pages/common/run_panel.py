@@ -38,6 +38,8 @@ def status_banner(run: RunResult) -> None:
         st.error(f"{run.status}: {run.error}")
     elif run.status == "cancelled":
         st.info(f"Cancelled — showing the {len(run.rows)} point(s) finished before the cancel.")
+    for error in run.meta.get("measurement_errors") or []:
+        st.error(error[:1].upper() + error[1:])
     if run.meta.get("store_error"):
         st.warning(f"The run could not be stored: {run.meta['store_error']}")
 

@@ -18,7 +18,9 @@ CPU_LINES = (("rss_bytes", "process RSS"), ("max_rss_bytes", "RSS high-water mar
 COUNTERS = ("step", "status", "segments", "alloc_count", "free_count", "inactive_split_bytes",
             "largest_free_block_bytes", "free_in_reserved_bytes", "fragmentation_ratio", "alloc_retries", "ooms",
             "device_alloc_count", "device_free_count", "note")
-BLOCK_COLORS = {"active_allocated": "#d62728", "active_awaiting_free": "#ff7f0e", "inactive": "#c7e9c0"}
+# Block states as snapshots write them (torch's _snapshot docstring still says "active_awaiting_free"; real
+# snapshots say "active_pending_free": freed by its tensor, waiting for another stream's work to finish).
+BLOCK_COLORS = {"active_allocated": "#d62728", "active_pending_free": "#ff7f0e", "inactive": "#c7e9c0"}
 
 
 def is_cuda_run(run: RunResult) -> bool:

@@ -5,9 +5,9 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from core.experiments.matmul import add_pct_of_best
+from core.experiments.matmul import add_pct_of_best, flag_above_peak
 from core.result import RunResult
-from pages.common.charts import color_for, style, title
+from pages.common.charts import color_for, style, throughput_unit, title
 from pages.plots import Chart
 
 ZERO_ERROR = 1e-17  # where an exactly-zero relative error is drawn on the log axis
@@ -22,9 +22,15 @@ def measured(run: RunResult) -> pd.DataFrame:
     df = df[df["status"] == "ok"].copy()
     if df.empty:
         return df
+    if "above_peak" not in df:  # runs stored before the flag existed are checked the same way
+        df = pd.DataFrame([flag_above_peak(dict(r)) for r in df.to_dict("records")], index=df.index)
     df["shape"] = df["m"].astype(str) + "×" + df["n"].astype(str) + "×" + df["k"].astype(str)
-    df["throughput"] = df["tflops"] * (1 if _is_cuda(run) else 1e3)
+    df["throughput"] = df["tflops"] * _scale(run)
     return df.drop(columns=["samples_ms"], errors="ignore")
+
+
+def _scale(run: RunResult) -> float:
+    return throughput_unit(_is_cuda(run))[1]
 
 
 def _is_cuda(run: RunResult) -> bool:
@@ -32,7 +38,7 @@ def _is_cuda(run: RunResult) -> bool:
 
 
 def _unit(run: RunResult) -> str:
-    return "TFLOPS (TOPS for int8)" if _is_cuda(run) else "GFLOPS (GOPS for int8)"
+    return f"{throughput_unit(_is_cuda(run))[0]} ({throughput_unit(_is_cuda(run), ops=True)[0]} for int8)"
 
 
 def _x(df: pd.DataFrame, run: RunResult) -> tuple[str, str]:
@@ -46,7 +52,7 @@ def _x(df: pd.DataFrame, run: RunResult) -> tuple[str, str]:
 
 def throughput_figure(run: RunResult, df: pd.DataFrame) -> go.Figure:
     fig = go.Figure()
-    scale = 1 if _is_cuda(run) else 1e3
+    scale = _scale(run)
     xcol, xtitle = _x(df, run)
     for dtype, g in df.groupby("dtype", sort=False):
         color = color_for(dtype)
@@ -61,6 +67,12 @@ def throughput_figure(run: RunResult, df: pd.DataFrame) -> go.Figure:
         if len(peak):
             fig.add_hline(y=float(peak.iloc[0]), line=dict(color=color, dash="dash", width=1),
                           annotation_text=f"{dtype} datasheet {peak.iloc[0]:g}", annotation_position="top left")
+    wrong = df[df["above_peak"].fillna(False).astype(bool)]
+    if len(wrong):
+        fig.add_trace(go.Scatter(x=wrong[xcol], y=wrong["throughput"], mode="markers", name="above the datasheet peak: "
+                                 "measurement error", marker=dict(symbol="x-thin-open", size=18, color="#d62728",
+                                                                  line=dict(width=3)),
+                                 text=wrong["measurement_error"], hovertemplate="%{text}<extra></extra>"))
     detail = "median, bars p20–p80; dashed: datasheet dense peak" if _is_cuda(run) else \
         "median, bars p20–p80; CPU: no datasheet peak"
     style(fig, title("Matmul throughput", run, detail), xtitle, _unit(run), legend_title="dtype")
@@ -85,7 +97,7 @@ def accuracy_figure(run: RunResult, df: pd.DataFrame) -> go.Figure:
 
 def roofline_figure(run: RunResult, df: pd.DataFrame) -> go.Figure:
     fig = go.Figure()
-    scale = 1 if _is_cuda(run) else 1e3
+    scale = _scale(run)
     bw = run.meta.get("copy_bandwidth_gbs")
     lo, hi = df["intensity_flop_per_byte"].min(), df["intensity_flop_per_byte"].max()
     for dtype, g in df.groupby("dtype", sort=False):
@@ -124,7 +136,7 @@ def clocks_figure(run: RunResult, df: pd.DataFrame) -> go.Figure | None:
                              line=dict(color="#444")), row=2, col=1)
     fig.add_trace(go.Scatter(x=samples["t_s"], y=samples["power_w"], name="power (W)",
                              line=dict(color="#d62728", dash="dot")), row=2, col=1, secondary_y=True)
-    throttled = samples[samples["reasons"].apply(lambda r: bool(set(r) - {"gpu_idle", "sync_boost"}))]
+    throttled = samples[samples["reasons"].apply(lambda r: bool(set(r or ()) - {"gpu_idle", "sync_boost"}))]
     if len(throttled):
         fig.add_trace(go.Scatter(x=throttled["t_s"], y=throttled["sm_clock_mhz"], mode="markers", name="throttled",
                                  marker=dict(symbol="x", color="#d62728"),
@@ -153,7 +165,10 @@ def figures(run: RunResult) -> list[Chart]:
 
 
 def overlay(runs: list[RunResult]) -> list[Chart]:
-    """Best throughput per dtype of each run, side by side (runs on different devices compare here)."""
+    """Best throughput per dtype of each run, side by side (runs on different devices compare here).
+    One unit for the chart: TFLOPS if any run is on a GPU, GFLOPS when all are CPU runs."""
+    cuda = any(_is_cuda(run) for run in runs)
+    unit, scale = throughput_unit(cuda)
     records = []
     for run in runs:
         df = measured(run)
@@ -163,7 +178,7 @@ def overlay(runs: list[RunResult]) -> list[Chart]:
     data = pd.DataFrame(records)
     fig = go.Figure()
     for dtype, g in data.groupby("dtype", sort=False) if not data.empty else []:
-        fig.add_trace(go.Bar(x=g["run"], y=g["best_tflops"], name=dtype, marker_color=color_for(dtype)))
-    style(fig, "Best matmul throughput per run", "run", "TFLOPS (TOPS for int8)", legend_title="dtype",
-          barmode="group")
+        fig.add_trace(go.Bar(x=g["run"], y=g["best_tflops"] * scale, name=dtype, marker_color=color_for(dtype)))
+    style(fig, "Best matmul throughput per run", "run", f"{unit} ({throughput_unit(cuda, ops=True)[0]} for int8)",
+          legend_title="dtype", barmode="group")
     return [Chart("matmul-overlay", fig, data)]

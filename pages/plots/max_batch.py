@@ -21,7 +21,8 @@ def figures(run: RunResult) -> list[Chart]:
     failed = df[~df["fits"].astype(bool)]
     fig.add_trace(go.Scatter(x=failed["batch"], y=failed["peak_estimated_bytes"] / GIB, mode="markers",
                              name="does not fit", marker=dict(symbol="x", size=12, color="#d62728"),
-                             text=failed.get("error"), hovertemplate="batch %{x}: %{text}<extra></extra>"))
+                             text=failed.get("failure", failed.get("error")),
+                             hovertemplate="batch %{x}: %{text}<extra></extra>"))
     memory = run.meta.get("memory_bytes")
     if memory:
         fig.add_hline(y=memory / GIB, line_dash="dash", annotation_text="device memory")

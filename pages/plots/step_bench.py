@@ -1,6 +1,8 @@
 """Charts of a ``step-bench`` run: phase times, first steps vs warm, kernel groups, precision sweep."""
 from __future__ import annotations
 
+import math
+
 import pandas as pd
 import plotly.graph_objects as go
 
@@ -55,20 +57,30 @@ def cold_chart(run: RunResult) -> Chart | None:
     offset = run.config.get("cold_steps", 0) + run.config.get("warmup_steps", 0)
     steps["step_in_process"] = steps["step"] + (steps["series"] == "warm") * offset
     fig = go.Figure()
-    for series, label, color in (("cold", "no warm-up (fresh process)", "#d62728"),
+    for series, label, color in (("cold", "first steps, no warm-up", "#d62728"),
                                  ("warm", "after warm-up", "#1f77b4")):
         part = steps[steps["series"] == series]
         if len(part):
             fig.add_trace(go.Scatter(x=part["step_in_process"], y=part["ms"], mode="lines+markers", name=label,
                                      line=dict(color=color)))
     warm = steps.loc[steps["series"] == "warm", "ms"]
-    if len(warm):
-        fig.add_hline(y=float(warm.median()), line_dash="dash", line_color="#1f77b4",
-                      annotation_text=f"warm median {warm.median():.2f} ms")
+    if len(warm):  # a trace, not an annotation: a log axis reads an annotation's y as log10(y) and stretched to 10^77
+        median = float(warm.median())
+        fig.add_trace(go.Scatter(x=[steps["step_in_process"].min(), steps["step_in_process"].max()],
+                                 y=[median, median], mode="lines", name=f"warm median {median:.2f} ms",
+                                 line=dict(color="#1f77b4", dash="dash", width=1), hoverinfo="skip"))
     style(fig, title("First steps without warm-up vs warmed-up steps", run, _detail(run)), "step number since the process started",
           "ms per step (log)", legend_title="series")
-    fig.update_yaxes(type="log")
+    fig.update_yaxes(type="log", range=log_range(steps["ms"]))
     return Chart("step-cold-vs-warm", fig, steps[["series", "step", "step_in_process", "ms"]])
+
+
+def log_range(values: pd.Series, margin: float = 1.5) -> list[float] | None:
+    """A log axis's range (in log10 units, as Plotly wants it) from the data: min / margin … max × margin."""
+    positive = values[values > 0]
+    if positive.empty:
+        return None
+    return [math.log10(float(positive.min()) / margin), math.log10(float(positive.max()) * margin)]
 
 
 def groups_chart(run: RunResult) -> Chart | None:

@@ -60,3 +60,15 @@ def test_failed_run_exit_code_and_db_flag(tmp_path):
     out = cli("probe", "--mode", "raise", "--steps", "0", "--device", "cpu", "--db", str(db))
     assert out.returncode == 1 and "probe raised on purpose" in out.stdout
     assert "error" in cli("runs", "list", "--db", str(db)).stdout
+
+
+def test_a_measurement_error_is_a_warning_in_text_and_json(store):
+    from core.result import RunResult
+
+    error = "measurement error: above the datasheet peak: bf16 8192×8192×8192 measured 1000.0 TFLOPS > 989.4"
+    run = RunResult("matmul", {}, {"kind": "cuda", "name": "H100"}, {}, "2026-03-01T00:00:00+00:00", None, "ok",
+                    rows=[{"dtype": "bf16", "tflops": 1000.0, "above_peak": True}], meta={"measurement_errors": [error]})
+    store.save(run)
+    for extra in ((), ("--json",)):
+        out = cli("runs", "show", run.id[:8], *extra)
+        assert out.returncode == 0 and f"warning: {error}" in out.stderr

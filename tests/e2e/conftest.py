@@ -144,6 +144,16 @@ class Lab:
         self.page.goto(f"{self.url}/{path}")
         self.idle(120_000)  # the first visit asks a worker for the device list
         self.expect(self.page.get_by_test_id("stSidebar")).to_be_visible()
+        self.pin_cpu()
+
+    def pin_cpu(self) -> None:
+        """These flows expect CPU behaviour; a GPU box's sidebar starts on cuda:0, so pick the CPU."""
+        box = self.selectbox("Device", self.page.get_by_test_id("stSidebar"))
+        self.expect(box).to_have_count(1)
+        box.click()
+        self.page.get_by_role("option", name=re.compile(r"^CPU")).click()
+        self.idle()
+        assert self.value("Device", sidebar=True).startswith("CPU")
 
     def no_exception(self) -> None:
         self.expect(self.page.get_by_test_id("stException")).to_have_count(0)

@@ -1,5 +1,7 @@
-"""Allocator page on a CPU: loads, says what needs a GPU, runs the lifecycle, composes custom steps."""
+"""Allocator page on the CPU (pinned in the sidebar): loads, says what needs a GPU, runs the lifecycle, composes custom steps."""
 import time
+
+import pytest
 
 PAGE = "pages/allocator.py"
 
@@ -19,16 +21,16 @@ def _wait_for_result(at, deadline_s=180):
     raise AssertionError("the run did not finish in time")
 
 
-def test_page_loads_on_cpu_and_explains_the_gpu_only_parts(app):
-    at = _open(app)
+def test_page_loads_on_cpu_and_explains_the_gpu_only_parts(cpu_app):
+    at = _open(cpu_app)
     assert not at.exception
     text = " ".join(i.value for i in at.info)
     assert "no caching allocator" in text and "segment map" in text and "backward-peak" in text
     assert at.selectbox(key="allocator.scenario").options == ["lifecycle", "custom"]
 
 
-def test_page_runs_the_cpu_lifecycle(app):
-    at = _open(app)
+def test_page_runs_the_cpu_lifecycle(cpu_app):
+    at = _open(cpu_app)
     at.number_input(key="allocator.size").set_value(48).run()
     at.button(key="allocator.button").click().run()
     _wait_for_result(at)
@@ -41,8 +43,8 @@ def test_page_runs_the_cpu_lifecycle(app):
     assert any("Not measured on a CPU" in c.value for c in at.caption)
 
 
-def test_custom_composer_validates_each_step(app):
-    at = _open(app)
+def test_custom_composer_validates_each_step(cpu_app):
+    at = _open(cpu_app)
     at.selectbox(key="allocator.scenario").set_value("custom").run()
     at.selectbox(key="allocator.op").set_value("free").run()
     at.button(key="allocator.add").click().run()
@@ -56,8 +58,8 @@ def test_custom_composer_validates_each_step(app):
     assert at.session_state["allocator.custom_steps"] == ["alloc a 8", "free a"]
 
 
-def test_size_beyond_free_memory_is_refused_with_the_limit(app):
-    at = _open(app)
+def test_size_beyond_free_memory_is_refused_with_the_limit(cpu_app):
+    at = _open(cpu_app)
     at.number_input(key="allocator.size").set_value(10**6).run()
     at.button(key="allocator.button").click().run()
     assert any("free on this device" in e.value and "limit" in e.value for e in at.error)
@@ -113,3 +115,31 @@ def test_overlay_draws_reserved_and_allocated_per_setting():
                                                    "expandable_segments:True · allocated"]
     assert list(chart.figure.data[2].y) == [0, 64, 64]
     assert "segment_map" not in chart.data.columns  # nested JSON never goes into the CSV export
+
+
+# --- on a GPU (the sidebar on cuda:0) ------------------------------------------------------------
+
+@pytest.mark.gpu
+def test_page_on_a_gpu_offers_every_scenario_and_measures_the_backward_peak(gpu_app):
+    at = _open(gpu_app)
+    assert not any("no caching allocator" in i.value for i in at.info)
+    assert at.selectbox(key="allocator.scenario").options == ["lifecycle", "backward-peak", "fragmentation", "custom"]
+    at.selectbox(key="allocator.scenario").set_value("backward-peak").run()
+    at.number_input(key="allocator.size").set_value(64).run()
+    at.button(key="allocator.button").click().run()
+    _wait_for_result(at)
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    backward = next(d.value for d in at.dataframe if "measured peak / size(x)" in d.value.columns)
+    # y = 5*x keeps x, y, grad of y and x.grad alive (4 sizes); (5*x) keeps 3: the seed's arithmetic
+    assert list(backward["measured peak / size(x)"].round(1)) == [4.0, 3.0]
+    assert not any("Not measured on a CPU" in c.value for c in at.caption)
+
+
+def test_segment_map_colours_every_block_state_a_snapshot_writes():
+    from pages.plots import allocator as plots
+
+    run = _gpu_run()
+    run.rows[1]["segment_map"][0]["blocks"][1]["state"] = "active_pending_free"  # as real snapshots write it
+    chart = plots.segment_map(run, 1)
+    colours = {t.name: t.marker.color for t in chart.figure.data}
+    assert colours == {"active_allocated": "#d62728", "active_pending_free": "#ff7f0e"}  # not the grey fallback

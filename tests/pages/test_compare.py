@@ -32,8 +32,9 @@ def test_columns_split_into_sweep_keys_and_metrics():
     assert comparison.headline_metric(["peak_bytes", "ms_median"]) == ("ms_median", "min")
 
 
-def test_headline_is_the_best_throughput():
-    assert comparison.headline(sweep(H100, (100.0, 600.0, 550.0), "a1")) == "max tflops 600"
+def test_headline_is_the_best_throughput_in_the_devices_unit():
+    assert comparison.headline(sweep(H100, (100.0, 600.0, 550.0), "a1")) == "max TFLOPS 600"
+    assert comparison.headline(sweep(CPU, (0.01, 0.0313, 0.02), "a1")) == "max GFLOPS 31.3"
 
 
 def test_legend_names_what_differs():
@@ -126,7 +127,8 @@ def test_history_lists_runs_and_compare_draws_one_chart(app, store):
     at = _open(app)
     history = at.dataframe[0].value
     assert list(history["id"]) == ["c3c3", "b2b2", "a1a1"]  # newest first
-    assert list(history["headline"]) == ["max tflops 0.3", "max tflops 300", "max tflops 800"]
+    # one unit rule: GFLOPS for the CPU run (0.3 TFLOPS = 300 GFLOPS), TFLOPS for the GPUs
+    assert list(history["headline"]) == ["max GFLOPS 300", "max TFLOPS 300", "max TFLOPS 800"]
     assert set(history["device"]) == {"CPU", "NVIDIA H100 80GB HBM3", "NVIDIA A100-SXM4-80GB"}
 
     at.multiselect(key="compare.selected").set_value(["a1a1", "b2b2"]).run()
@@ -168,3 +170,18 @@ def test_throughput_is_also_shown_as_percent_of_each_devices_own_peak():
     assert "no datasheet, not shown: CPU" in percent.figure.layout.title.text
     assert len(absolute.figure.data) == 3
     assert len(comparison.generic_charts([sweep(CPU, (1, 2, 3), "c3"), sweep(CPU, (1, 2, 3), "d4")])) == 1
+
+
+def test_a_run_with_a_measurement_error_says_so_above_its_charts(app, store):
+    from core.experiments.matmul import flag_above_peak, measurement_errors
+
+    rows = [flag_above_peak({"dtype": "bf16", "m": 8192, "n": 8192, "k": 8192, "tflops": 1000.0, "peak_tflops": 989.4,
+                             "status": "ok", "median_ms": 1.1})]
+    run = RunResult("matmul", {"sizes": [8192]}, H100, {}, "2026-03-01T00:00:00+00:00", None, "ok", rows=rows,
+                    meta={"measurement_errors": measurement_errors(rows)})
+    run.id = "e1e1"
+    store.save(run)
+    at = _open(app)
+    at.multiselect(key="compare.selected").set_value(["e1e1"]).run()
+    assert any(e.value.startswith("Measurement error: above the datasheet peak: bf16 8192×8192×8192 measured 1000.0")
+               for e in at.error), [e.value for e in at.error]

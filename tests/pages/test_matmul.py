@@ -54,8 +54,8 @@ def test_clock_chart_when_samples_exist():
     assert list(throttled.x) == [pytest.approx(0.3)]
 
 
-def test_page_runs_a_tiny_cpu_sweep_and_draws_charts(app):
-    at = app.run()
+def test_page_runs_a_tiny_cpu_sweep_and_draws_charts(cpu_app):
+    at = cpu_app.run()
     at.switch_page("pages/matmul.py").run()
     assert not at.exception
     assert any("How measured" in e.label for e in at.expander)
@@ -76,5 +76,57 @@ def test_page_runs_a_tiny_cpu_sweep_and_draws_charts(app):
     assert len(charts) >= 3
     table = at.dataframe[-1].value
     assert sorted(table["dtype"].unique()) == ["bf16", "fp32"] and sorted(table["m"].unique()) == [64, 128]
+    # one unit rule: a CPU run is GFLOPS in the table as on every chart and metric
+    assert "GFLOPS (int8: OPS)" in table.columns and not any("TFLOPS" in c or c == "tflops" for c in table.columns)
+    assert all(m.label.endswith("(GFLOPS)") for m in at.metric)
     warning = " ".join(w.value for w in at.warning)
     assert "tf32" in warning and "unsupported on" in warning
+
+
+def _gpu_run_above_peak():
+    """A fabricated H100 run: 1000 TFLOPS against the 989.4 sheet (101 %) is flagged, 700 (71 %) is not."""
+    base = {"label": "square", "status": "ok", "reason": None, "peak_tflops": 989.4, "median_ms": 1.0, "p20_ms": 0.9,
+            "p80_ms": 1.1, "t_start_s": 0.0, "t_end_s": 1.0, "rel_error": 3e-3, "intensity_flop_per_byte": 100.0}
+    rows = [base | {"dtype": "bf16", "m": m, "n": m, "k": m, "tflops": t, "tflops_p20": t, "tflops_p80": t,
+                    "pct_of_peak": t / 9.894} for m, t in ((4096, 700.0), (8192, 1000.0))]
+    run = _run(rows)
+    run.device = {"kind": "cuda", "name": "NVIDIA H100 80GB HBM3", "label": "cuda:0 — NVIDIA H100 80GB HBM3"}
+    return run
+
+
+def test_a_point_above_the_datasheet_is_marked_as_a_measurement_error():
+    from pages.plots.matmul import figures
+
+    chart = figures(_gpu_run_above_peak())[0]
+    (wrong,) = [t for t in chart.figure.data if t.name.startswith("above the datasheet peak")]
+    assert list(wrong.x) == [8192] and list(wrong.y) == [1000.0]  # flagged from the rows, by hand
+    assert "measurement error" in wrong.name
+
+
+def test_overlay_uses_gflops_only_when_every_run_is_a_cpu_run():
+    from pages.plots.matmul import overlay
+
+    cpu, gpu = _run(_rows()), _gpu_run_above_peak()
+    (chart,) = overlay([cpu])
+    assert chart.figure.layout.yaxis.title.text.startswith("GFLOPS")
+    assert sorted(t.y[0] for t in chart.figure.data) == pytest.approx([50.0, 200.0, 800.0])  # best per dtype × 1000
+    (mixed,) = overlay([cpu, gpu])
+    assert mixed.figure.layout.yaxis.title.text.startswith("TFLOPS")
+
+
+@pytest.mark.gpu
+def test_page_on_a_gpu_shows_tflops(gpu_app):
+    at = gpu_app.run()
+    at.switch_page("pages/matmul.py").run()
+    assert not any("Running on the **CPU**" in i.value for i in at.info)
+    at.multiselect(key="matmul.dtypes").set_value(["bf16"]).run()
+    at.multiselect(key="matmul.sizes").set_value([1024, 2048]).run()
+    at.button(key="matmul.button").click().run()
+    deadline = time.monotonic() + 300
+    while not at.get("plotly_chart") and time.monotonic() < deadline:
+        time.sleep(0.5)
+        at.run()
+    assert not at.exception
+    table = at.dataframe[-1].value
+    assert "TFLOPS (int8: OPS)" in table.columns and all(m.label.endswith("(TFLOPS)") for m in at.metric)
+    assert not any("CPU —" in c.proto.spec for c in at.get("plotly_chart"))

@@ -1,6 +1,8 @@
 """AppTest of the Number formats page on CPU: loads, the inspector follows the typed value, charts render."""
 import time
 
+import pytest
+
 PAGE = "pages/number_formats.py"
 
 
@@ -24,8 +26,8 @@ def _charts(at):
     return at.get("plotly_chart")
 
 
-def test_page_loads_and_typing_updates_the_table(app):
-    at = app.run()
+def test_page_loads_and_typing_updates_the_table(cpu_app):
+    at = cpu_app.run()
     at.switch_page(PAGE).run()
     assert not at.exception
     at = _until(at, lambda a: _inspector(a) is not None)
@@ -43,8 +45,8 @@ def test_page_loads_and_typing_updates_the_table(app):
     assert any("not a number" in e.value for e in at.error)
 
 
-def test_each_experiment_tab_renders_its_charts(app):
-    at = app.run()
+def test_each_experiment_tab_renders_its_charts(cpu_app):
+    at = cpu_app.run()
     at.switch_page(PAGE).run()
     at = _until(at, lambda a: _inspector(a) is not None)
     base = len(_charts(at))
@@ -65,3 +67,18 @@ def test_each_experiment_tab_renders_its_charts(app):
     frames = [d.value for d in at.dataframe if "mode" in d.value.columns]
     tf32 = frames[0].set_index("mode").loc["tf32"]
     assert tf32["status"] == "unsupported" and tf32["reason"] == "TF32 applies to CUDA tensor cores only"
+
+
+@pytest.mark.gpu
+def test_rounding_tab_on_a_gpu_measures_tf32(gpu_app):
+    import torch
+
+    at = gpu_app.run()
+    at.switch_page(PAGE).run()
+    at = _until(at, lambda a: _inspector(a) is not None)
+    at.number_input(key="nf.round.size").set_value(64).run()
+    at.button(key="nf.rounding.button").click().run()
+    at = _until(at, lambda a: any("mode" in d.value.columns for d in a.dataframe))
+    tf32 = next(d.value for d in at.dataframe if "mode" in d.value.columns).set_index("mode").loc["tf32"]
+    expected = "ok" if torch.cuda.get_device_capability(0) >= (8, 0) else "unsupported"
+    assert tf32["status"] == expected

@@ -1,4 +1,5 @@
 """The Step benchmark page runs `tiny` on CPU and draws the timing and kernel charts; figure builders checked directly."""
+import math
 import time
 
 import pytest
@@ -19,8 +20,8 @@ def _wait_for_charts(at, deadline_s=240):
     raise AssertionError("no chart within the deadline")
 
 
-def test_page_runs_tiny_on_cpu(app):
-    at = app.run()
+def test_page_runs_tiny_on_cpu(cpu_app):
+    at = cpu_app.run()
     at = at.switch_page(PAGE).run()
     assert not at.exception
     at.number_input(key="step_bench.context").set_value(16)
@@ -39,6 +40,9 @@ def test_page_runs_tiny_on_cpu(app):
     assert any("CPU" in t for t in titles)  # CPU runs say so on every chart
     assert at.dataframe  # the kernel table
     assert any(m.label == "MFU" and m.value == "n/a" for m in at.metric)
+    # one unit rule: GFLOPS on a CPU, the unit in the label so the value is never cut off
+    achieved = next(m for m in at.metric if m.label.startswith("Achieved"))
+    assert achieved.label == "Achieved (GFLOPS)" and float(achieved.value.replace(",", "")) > 0
 
 
 def _run(rows, config, meta=None):
@@ -66,8 +70,11 @@ def test_single_run_figures_from_rows():
     assert list(charts) == ["step-phase-times", "step-cold-vs-warm", "step-kernel-groups", "step-time-vs-flops",
                             "step-top-kernels"]
     cold = charts["step-cold-vs-warm"].figure
-    assert [list(t.y) for t in cold.data] == [[50.0 * 3 + 1.1] * 3, [10.0 * 3 + 1.1] * 3]
-    assert [list(t.x) for t in cold.data] == [[1, 2, 3], [6, 7, 8]]  # 3 cold + 2 warm-up steps before
+    assert [list(t.y) for t in cold.data[:2]] == [[50.0 * 3 + 1.1] * 3, [10.0 * 3 + 1.1] * 3]
+    assert [list(t.x) for t in cold.data[:2]] == [[1, 2, 3], [6, 7, 8]]  # 3 cold + 2 warm-up steps before
+    # the log axis spans the data, by hand: log10(31.1 / 1.5) … log10(151.1 × 1.5) — not up to 10^77
+    assert list(cold.layout.yaxis.range) == pytest.approx([math.log10(31.1 / 1.5), math.log10(151.1 * 1.5)])
+    assert not cold.layout.annotations and cold.data[2].name == "warm median 31.10 ms"
     stacked = charts["step-kernel-groups"].figure
     assert sum(t.y[0] for t in stacked.data) == pytest.approx(100.0)
 
@@ -85,3 +92,22 @@ def test_sweep_figures_show_unsupported_modes():
     assert list(tokens.figure.data[0].text) == ["1.00× fp32", "2.00× fp32"]
     (chart,) = overlay([run])
     assert sorted(chart.data["step_ms_median"]) == [5.0, 10.0]
+
+
+@pytest.mark.gpu
+def test_page_on_a_gpu_times_with_cuda_events_and_reports_mfu(gpu_app):
+    at = gpu_app.run()
+    at = at.switch_page(PAGE).run()
+    at.number_input(key="step_bench.context").set_value(64)
+    at.number_input(key="step_bench.timed").set_value(3)
+    at.number_input(key="step_bench.profile").set_value(1)
+    at.run()
+    next(b for b in at.button if b.label == "Run step benchmark").click().run()
+    _wait_for_charts(at)
+    assert not at.exception and not at.error, [e.value for e in at.error]
+    titles = [c.proto.spec for c in at.get("plotly_chart")]
+    assert any("cuda:0" in t for t in titles) and not any("CPU —" in t for t in titles)
+    assert any("CUDA events" in c.value for c in at.caption)
+    mfu = next(m for m in at.metric if m.label == "MFU")
+    assert mfu.value.endswith("%") or "no datasheet entry" in (mfu.delta or "")  # a number where the GPU has a sheet
+    assert at.dataframe and "Top kernels" in [s.value for s in at.subheader]

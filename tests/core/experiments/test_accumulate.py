@@ -92,3 +92,33 @@ def test_cli_json(tmp_path):
 def test_cuda_loop_matches_numpy():
     result, _, _ = accumulate(0.01, 1000, torch.float16, torch.float16, "cuda", set())
     assert result == numpy_loop(0.01, 1000, np.float16, np.float16)
+
+
+def test_the_loop_makes_no_tensor_from_the_host_per_step(monkeypatch):
+    """On CUDA ``torch.tensor(step, device=...)`` is a blocking host-to-device copy: none may happen per step."""
+    from core.experiments import accumulate as module
+
+    made = []
+    real = torch.tensor
+    monkeypatch.setattr(module.torch, "tensor", lambda *a, **k: made.append(a) or real(*a, **k))
+    for steps in (10, 200):
+        made.clear()
+        result, _, stalled = module.accumulate(0.01, steps, torch.float32, torch.float32, "cpu", set())
+        assert len(made) == 1  # the addend, once
+    assert result == pytest.approx(2.0, abs=0.01) and stalled is None
+
+
+@pytest.mark.gpu
+def test_cuda_loop_never_synchronises():
+    from core.experiments.accumulate import add_loop
+
+    s = torch.zeros((), dtype=torch.float16, device="cuda:0")
+    x = torch.tensor(0.01, dtype=torch.float16, device="cuda:0")
+    stalled = torch.zeros((), dtype=torch.int64, device="cuda:0")
+    torch.cuda.synchronize("cuda:0")
+    torch.cuda.set_sync_debug_mode("error")  # any synchronising call in the loop raises
+    try:
+        add_loop(s, x, stalled, 5000, {1000, 5000})
+    finally:
+        torch.cuda.set_sync_debug_mode("default")
+    assert int(stalled.item()) > 0  # fp16 += 0.01 stalls long before 5000 steps

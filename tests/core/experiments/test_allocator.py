@@ -79,6 +79,7 @@ def test_config_validates_itself():
     ("max_split_size_mb:10", "above 20"),
     ("max_split_size_mb", "not key:value"),
     ("cache_everything:True", "unknown key"),
+    ("backend:cudaMalloc", "native or cudaMallocAsync"),
 ])
 def test_alloc_conf_typos_fail_before_a_worker_starts(conf, words):
     with pytest.raises(ConfigError, match=words):
@@ -229,3 +230,116 @@ def test_segment_view_finds_the_largest_hole_by_hand():
     assert [b["offset"] for b in compact[0]["blocks"]] == [0, 100, 200]
     assert numbers == {"largest_free_block_bytes": 200, "free_in_reserved_bytes": 300,
                        "fragmentation_ratio": pytest.approx(1 - 200 / 300)}
+
+
+# --- what the allocator itself reports (a fake torch stands in for CUDA) ---------------------------
+
+ASYNC_REFUSAL = ("Calling snapshot with backend:cudaMallocAsync is not meaningful. (For backend:native, snapshot "
+                 "returns a detailed summary of all blocks tracked by the allocator, but the cudaMallocAsync "
+                 "backend does not track individual blocks.)")  # torch's CUDAMallocAsyncAllocator::snapshot
+
+
+class FakeCuda:
+    """The torch.cuda calls the allocator recorder makes, answering like torch 2.13 does on a GPU."""
+
+    def __init__(self, backend, settings=None):
+        self.backend, self.settings, self.history_calls = backend, settings, []
+        self.memory = self
+
+    def get_allocator_backend(self):
+        return self.backend
+
+    def _snapshot(self, device=None):
+        if self.backend == "cudaMallocAsync":
+            raise RuntimeError(ASYNC_REFUSAL)
+        return {"segments": [], "device_traces": [[]], "allocator_settings": self.settings}
+
+    def _record_memory_history(self, *args, **kwargs):
+        self.history_calls.append(kwargs)
+
+    def synchronize(self, device):
+        pass
+
+    def mem_get_info(self, device):
+        return 70 * 2**30, 80 * 2**30
+
+    def memory_stats(self, device):
+        return {"segment.all.current": 1}
+
+    def memory_allocated(self, device):
+        return 3 * MIB
+
+    memory_reserved = max_memory_allocated = memory_allocated
+
+
+class FakeTorch:
+    def __init__(self, cuda):
+        import torch
+
+        self.cuda, self.device = cuda, torch.device
+
+
+GPU = Context(device="cuda:0", device_name="Fake GPU")
+
+
+def test_cudamallocasync_runs_without_snapshots_and_says_why():
+    from core.experiments.allocator import _Recorder, _Workspace
+
+    fake = FakeTorch(FakeCuda("cudaMallocAsync"))
+    cfg = AllocatorConfig(alloc_conf="backend:cudaMallocAsync", history_entries=1000)
+    recorder = _Recorder(fake, GPU, cfg)
+    recorder.start_history()
+    row = recorder.row(1, None, _Workspace(fake, "cuda:0", lambda *a: None))
+    assert fake.cuda.history_calls == []  # no history: the backend keeps none
+    assert row["allocated_bytes"] == 3 * MIB and row["driver_used_bytes"] == 10 * 2**30  # still measured
+    assert row["segment_map"] is None and row["trace"] is None and row["fragmentation_ratio"] is None
+    report = recorder.settings_report()
+    assert report["allocator_backend"] == "cudaMallocAsync" and report["alloc_conf_not_applied"] == []
+    assert "not meaningful" in report["snapshot_note"]
+
+
+def test_a_setting_the_allocator_does_not_report_is_named():
+    from core.experiments.allocator import _Recorder, _Workspace
+
+    reported = {"PYTORCH_CUDA_ALLOC_CONF": "", "max_split_size": -1, "garbage_collection_threshold": 0.0,
+                "expandable_segments": False, "roundup_power2_divisions": {}}
+    fake = FakeTorch(FakeCuda("native", reported))
+    recorder = _Recorder(fake, GPU, AllocatorConfig(alloc_conf="expandable_segments:True"))
+    recorder.row(1, None, _Workspace(fake, "cuda:0", lambda *a: None))
+    report = recorder.settings_report()
+    assert report["allocator_settings_reported"] == reported
+    assert report["alloc_conf_not_applied"] == [
+        "expandable_segments: asked True, the allocator reports expandable_segments=False"]
+
+
+def test_settings_not_applied_by_hand():
+    from core.experiments.allocator import settings_not_applied
+
+    reported = {"expandable_segments": True, "max_split_size": 128 * MIB, "garbage_collection_threshold": 0.6}
+    asked = {"expandable_segments": "True", "max_split_size_mb": "128", "garbage_collection_threshold": "0.6"}
+    assert settings_not_applied(asked, "native", reported) == []
+    assert settings_not_applied({"max_split_size_mb": "256"}, "native", reported) == [
+        f"max_split_size_mb: asked 256, the allocator reports max_split_size={128 * MIB}"]
+    assert settings_not_applied({"backend": "cudaMallocAsync"}, "native", reported) == [
+        "backend: asked cudaMallocAsync, the allocator runs native"]
+    assert settings_not_applied({"backend": "cudaMallocAsync"}, "cudaMallocAsync", None) == []
+
+
+@pytest.mark.gpu
+def test_gpu_cudamallocasync_run_finishes_without_segment_maps(manager):
+    run_ = manager.submit("allocator", {"scenario": "lifecycle", "size_mib": 64, "history_entries": 1000,
+                                        "alloc_conf": "backend:cudaMallocAsync"}, "cuda:0").wait(600)
+    assert run_.status == "ok", run_.error
+    assert run_.meta["allocator_backend"] == "cudaMallocAsync" and "not meaningful" in run_.meta["snapshot_note"]
+    assert all(r["segment_map"] is None for r in run_.rows)
+    assert run_.rows[1]["allocated_bytes"] >= 64 * MIB
+
+
+@pytest.mark.gpu
+def test_gpu_allocator_reports_the_setting_it_runs_with(manager):
+    run_ = manager.submit("allocator", {"scenario": "custom", "steps": ["alloc a 64", "free a"],
+                                        "alloc_conf": "expandable_segments:True"}, "cuda:0").wait(600)
+    assert run_.status == "ok", run_.error
+    assert run_.meta["allocator_backend"] == "native"
+    assert run_.meta["allocator_settings_reported"]["expandable_segments"] is True
+    assert run_.meta["alloc_conf_not_applied"] == []

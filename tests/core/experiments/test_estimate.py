@@ -48,8 +48,31 @@ def test_optimizer_state_per_optimizer_and_precision():
     assert optimizer_state_bytes(p, "sgd", "fp32") == 0
     assert optimizer_state_bytes(p, "sgd-momentum", "fp32") == 4 * n
     assert optimizer_state_bytes(p, "sgd-momentum", "bf16") == 2 * n
-    # AdamW: two fp32 moments + one 512-byte (CUDA-rounded) step counter per tensor (9 per layer + 3).
-    assert optimizer_state_bytes(p, "adamw", "bf16-autocast") == 8 * n + (9 * 12 + 3) * 512
+    # AdamW: two fp32 moments on the GPU; its per-tensor step counters (9 per layer + 3) are CPU scalars
+    # (torch/optim/adam.py keeps `step` on the host unless capturable or fused): 4 bytes each, on a CPU only.
+    assert optimizer_state_bytes(p, "adamw", "bf16-autocast") == 8 * n
+    assert optimizer_state_bytes(p, "adamw", "fp32", "cpu") == 8 * n + (9 * 12 + 3) * 4
+
+
+def test_other_holds_one_cublas_workspace_per_thread_that_runs_matmuls():
+    # tiny, batch 2 x 16 tokens: int64 inputs and targets 2·2·16·8, RoPE cos/sin 2·16·(16/2)·4,
+    # and 32 MiB of cuBLAS workspace per handle: forward (caller's thread) + backward (autograd's thread).
+    small = 2 * 2 * 16 * 8 + 2 * 16 * 8 * 4
+    train = plan(EstimateConfig(model="tiny", batch=2, context=16))["breakdown_bytes"]["other"]
+    forward = plan(EstimateConfig(model="tiny", batch=2, context=16, forward_only=True))["breakdown_bytes"]["other"]
+    cpu = plan(EstimateConfig(model="tiny", batch=2, context=16, target="cpu"))["breakdown_bytes"]["other"]
+    assert (train, forward, cpu) == (small + 2 * 32 * 2**20, small + 32 * 2**20, small)
+
+
+@pytest.mark.gpu
+def test_adam_step_counters_are_no_gpu_memory():
+    import torch
+
+    model = torch.nn.Linear(4, 4, device="cuda:0")
+    opt = torch.optim.AdamW(model.parameters(), foreach=False)
+    model(torch.randn(2, 4, device="cuda:0")).sum().backward()
+    opt.step()
+    assert all(state["step"].device.type == "cpu" for state in opt.state.values())  # as the planner assumes
 
 
 def test_weights_grads_state_at_optimizer_peak_by_hand():

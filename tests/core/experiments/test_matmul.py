@@ -162,13 +162,82 @@ def test_bf16_8192_reaches_97_percent_of_do_bench():
     cuda = Context(device="cuda:0", device_name=torch.cuda.get_device_name(0))
     from core.hardware.device import describe
     from core.measure.timing import flush_bytes, make_flush
-    from core.experiments.matmul import _warm_gpu
+    from core.experiments.matmul import _warm_up
 
     cfg = MatmulConfig(dtypes=("bf16",), sizes=(8192,))
-    _warm_gpu(cuda, cfg, {"bf16": None})
+    _warm_up(cuda, cfg, {"bf16": None})
     gen = torch.Generator("cuda:0").manual_seed(0)
     flush = make_flush("cuda:0", flush_bytes(describe("cuda:0").get("l2_cache_bytes")))
     lab = measure_point("bf16", Shape(8192, 8192, 8192), cuda, cfg, flush, gen, time.perf_counter())
     ops = make_operands("bf16", Shape(8192, 8192, 8192), "cuda:0", gen)
     ref_ms = triton_testing.do_bench(ops.op, warmup=25, rep=100, return_mode="median")
     assert lab["tflops"] >= 0.97 * tflops_from_ms(8192, 8192, 8192, ref_ms)
+
+
+def test_fp8_is_measured_with_and_without_fast_accumulation(monkeypatch):
+    """_scaled_mm(use_fast_accum=False) is torch's default; the datasheet peak assumes the fast path."""
+    from core.experiments import matmul
+
+    assert dtype_support("fp8-fast-accum", {"kind": "cpu"}) == dtype_support("fp8", {"kind": "cpu"})
+    h100 = {"kind": "cuda", "name": "H100", "compute_capability": "9.0", "bf16_supported": True,
+            "spec": {"name": "NVIDIA H100 SXM", "tflops": {"fp8": 1978.9}}}
+    assert matmul._peak("fp8-fast-accum", h100) == matmul._peak("fp8", h100) == (1978.9, None)
+    seen = []
+    monkeypatch.setattr(torch, "_scaled_mm", lambda *a, **k: seen.append(k["use_fast_accum"]))
+    gen = torch.Generator().manual_seed(0)
+    for dtype in ("fp8", "fp8-fast-accum"):
+        make_operands(dtype, Shape(32, 32, 32), "cpu", gen).op()
+    assert seen == [False, True]
+
+
+@pytest.mark.gpu
+def test_gpu_fp8_rows_say_which_accumulation_they_measured():
+    cuda = Context(device="cuda:0", device_name=torch.cuda.get_device_name(0))
+    if torch.cuda.get_device_capability(0) < (8, 9):
+        pytest.skip("fp8 tensor cores need compute capability 8.9")
+    out, _ = drive(run(MatmulConfig(dtypes=("fp8", "fp8-fast-accum"), sizes=(4096,), gpu_warmup_s=0.5), cuda))
+    rows = {r["dtype"]: r for r in out.rows}
+    assert rows["fp8"]["fp8_fast_accum"] is False and rows["fp8-fast-accum"]["fp8_fast_accum"] is True
+    assert rows["fp8-fast-accum"]["tflops"] >= 0.9 * rows["fp8"]["tflops"]  # the fast path is never much slower
+    if rows["fp8"]["peak_tflops"]:
+        assert "fast accumulation" in rows["fp8"]["peak_note"]
+
+
+@pytest.mark.parametrize("tflops, peak, flagged", [(1000.0, 989.4, True), (989.4, 989.4, False), (900.0, 989.4, False),
+                                                   (5.0, None, False), (None, 989.4, False)])
+def test_throughput_above_the_datasheet_is_flagged_as_a_measurement_error(tflops, peak, flagged):
+    from core.experiments.matmul import flag_above_peak
+
+    row = flag_above_peak({"dtype": "bf16", "m": 8192, "n": 8192, "k": 8192, "tflops": tflops, "peak_tflops": peak})
+    assert row["above_peak"] is flagged
+    if flagged:  # 1000 / 989.4 = 101.07 %, by hand
+        assert row["measurement_error"] == ("measurement error: above the datasheet peak: bf16 8192×8192×8192 "
+                                            "measured 1000.0 TFLOPS > 989.4 on the sheet (101%); the timing is "
+                                            "wrong, not the hardware faster")
+    else:
+        assert row["measurement_error"] is None
+
+
+def test_the_first_cpu_point_is_not_an_outlier():
+    """The same shape five times: the first point (after the thread pool was woken) times like the others.
+
+    Robust on a shared box: the first median may be up to 3× the median of the other four, plus a 0.05 ms
+    floor (the bug was 300×: ~15 ms against ~0.05 ms)."""
+    import statistics
+
+    _, out = _run(MatmulConfig(dtypes=("fp64",), sizes=(64,) * 5, warmup_ms=5.0, rep_ms=20.0, min_reps=5,
+                               max_reps=200, roofline=False))
+    medians = [r["median_ms"] for r in out.rows]
+    assert medians[0] <= 3 * statistics.median(medians[1:]) + 0.05, medians
+    woken = out.meta["cpu_warmup"]
+    assert woken["calls"] >= 8 and woken["seconds"] >= 0.2 and woken["threads"] == torch.get_num_threads()
+
+
+def test_reps_follow_the_typical_warm_up_call_not_a_slow_first_one():
+    calls = iter([50.0] + [1.0] * 10_000)  # ms: one slow first call, then fast ones
+
+    def op():
+        time.sleep(next(calls) / 1e3)
+
+    samples = time_cpu(op, TimingPlan(warmup_ms=60, rep_ms=30, min_reps=3, max_reps=500))
+    assert len(samples) >= 20  # ~30 ms / ~1 ms a call; the mean of the warm-up (≈6 ms) would give 5

@@ -38,6 +38,15 @@ def test_warm_and_cold_series(output):
     assert summary["tokens_per_s"] == pytest.approx(32 / (warm_steps[1] / 1e3))
 
 
+def test_cold_steps_say_what_they_pay_for_and_it_is_not_the_context(output):
+    from core.experiments.step_bench import COLD_INCLUDES
+
+    out, _ = output
+    assert out.meta["cold_includes"] == COLD_INCLUDES["cpu"]
+    # the worker creates the CUDA context before a job starts (describe → mem_get_info): the GPU note says so
+    assert "context already existed" in COLD_INCLUDES["cuda"] and "cuBLAS handle" in COLD_INCLUDES["cuda"]
+
+
 def test_phases_add_up_to_the_step(output):
     out, _ = output
     samples = [r for r in out.rows if r["kind"] == "sample"]
@@ -148,3 +157,18 @@ def test_gpu_step_bench_kernels_and_mfu():
     assert not any(k["name"].startswith("aten::") for k in kernels)  # GPU kernels, not CPU ops
     summary = next(r for r in out.rows if r["kind"] == "summary")
     assert summary["mfu"] is None or 0 < summary["mfu"] < 1
+
+
+def test_a_step_faster_than_the_datasheet_is_a_measurement_error():
+    from core.experiments.step_bench import throughput
+    from core.transformer.flops import StepFlops
+
+    # 4e12 FLOP in 2 ms = 2000 TFLOPS: beyond an H100's 989.4 bf16 peak, so the timing must be wrong
+    flops = StepFlops(tokens=1000, matmul_params=1, weight_forward=1e12, weight_backward=3e12, attention_forward=0,
+                      attention_backward=0, softmax_forward_estimate=0, softmax_backward_estimate=0)
+    wrong = throughput(flops, 2.0, 989.4)
+    assert wrong["achieved_tflops"] == pytest.approx(2000.0) and wrong["above_peak"] is True
+    assert wrong["measurement_error"].startswith("measurement error: above the datasheet peak: the training step")
+    fine = throughput(flops, 8.0, 989.4)  # 500 TFLOPS
+    assert fine["above_peak"] is False and fine["mfu"] == pytest.approx(500 / 989.4)
+    assert throughput(flops, 2.0, None)["above_peak"] is False  # no sheet, nothing to compare

@@ -56,6 +56,9 @@ class FakeNVML:
     def nvmlDeviceGetCurrentClocksEventReasons(self, h):
         return 0x4
 
+    def nvmlDeviceGetCurrentClocksThrottleReasons(self, h):
+        return 0x4
+
     def nvmlShutdown(self):
         pass
 
@@ -77,3 +80,49 @@ def test_samples_in_the_background_and_summarises_a_window(monkeypatch):
     n = len(s.samples)
     time.sleep(0.05)
     assert len(s.samples) == n  # the thread stopped with the block
+
+
+class NVMLError_FunctionNotFound(Exception):  # noqa: N801 - the name nvidia-ml-py raises
+    pass
+
+
+class OldDriverNVML(FakeNVML):
+    """An older driver: nvidia-ml-py defines the new name, the driver lacks the symbol; no power reading."""
+
+    def nvmlDeviceGetCurrentClocksEventReasons(self, h):
+        raise NVMLError_FunctionNotFound("Function Not Found")
+
+    def nvmlDeviceGetCurrentClocksThrottleReasons(self, h):
+        return 0x40
+
+    def nvmlDeviceGetPowerUsage(self, h):
+        raise NVMLError_FunctionNotFound("Not Supported")
+
+
+def test_an_older_driver_loses_one_counter_not_the_clocks(monkeypatch):
+    fake = OldDriverNVML()
+    monkeypatch.setattr(clocks, "_load_nvml", lambda: fake)
+    t0 = time.perf_counter()
+    with ClockSampler(interval_s=0.01) as s:
+        time.sleep(0.1)
+    assert len(s.samples) >= 3
+    assert {x["sm_clock_mhz"] for x in s.samples} == {1980.0}
+    assert all(x["reasons"] == ["hw_thermal_slowdown"] for x in s.samples)  # from the older throttle call
+    assert all(x["power_w"] is None for x in s.samples)  # not 0, not invented
+    assert "power_w" in s.note and "Not Supported" in s.note
+    window = s.window(t0, time.perf_counter())
+    assert window["power_w"] is None and window["sm_clock_mhz"] == 1980.0 and window["throttled"] is True
+
+
+def test_a_driver_that_answers_nothing_is_a_note(monkeypatch):
+    class Silent(FakeNVML):
+        def nvmlDeviceGetClockInfo(self, h, kind):
+            raise NVMLError_FunctionNotFound("gone")
+
+        nvmlDeviceGetPowerUsage = nvmlDeviceGetTemperature = nvmlDeviceGetCurrentClocksEventReasons = \
+            nvmlDeviceGetCurrentClocksThrottleReasons = nvmlDeviceGetClockInfo
+
+    monkeypatch.setattr(clocks, "_load_nvml", lambda: Silent())
+    with ClockSampler(interval_s=0.01) as s:
+        time.sleep(0.03)
+    assert s.samples == [] and "answered no counter" in s.note
