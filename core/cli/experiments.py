@@ -23,7 +23,8 @@ EXIT = {"ok": 0, "unsupported": 3}
 def register(sub, common) -> None:
     for exp in registry.experiments().values():
         p = sub.add_parser(exp.name, parents=[common], help=exp.title, description=exp.description)
-        p.add_argument("--device", default="auto", help="auto (first GPU, else CPU), cpu, cuda or cuda:N")
+        p.add_argument("--device", default="auto",
+                       help="auto (first GPU, else CPU), cpu, cuda, cuda:N, or all (every GPU at once, one run)")
         p.add_argument("--no-save", action="store_true", help="do not store the run")
         p.add_argument("--timeout", type=float, help="wall-clock limit in seconds")
         p.add_argument("--name", default="", help="a label for the stored run")
