@@ -183,3 +183,25 @@ def test_real_workers_fanned_out_over_a_one_device_box(manager, store):
     assert all(r["vs_node_median"] == pytest.approx(1.0) for r in run.rows)  # one device is its own median
     assert run.meta["concurrency"]["all_at_once"] is True
     assert [r.id for r in store.list()] == [parent.id]
+
+
+@pytest.mark.gpu
+def test_matmul_on_every_gpu_of_a_real_box(manager, store):
+    import torch
+
+    count = torch.cuda.device_count()
+    if count < 2:
+        pytest.skip(f"needs at least 2 CUDA GPUs; this box has {count}")
+    from core.fanout import box_gpus
+
+    box_gpus.cache_clear()
+    job = manager.submit("matmul", {"dtypes": ["bf16"], "sizes": [2048, 4096], "gpu_warmup_s": 0.5}, "all")
+    run = job.wait(900)
+    assert run.status == "ok", run.error
+    assert sorted({r["device"] for r in run.rows}) == [f"cuda:{i}" for i in range(count)]
+    assert run.meta["concurrency"]["all_at_once"], run.meta["concurrency"]
+    node = run.meta["node"]
+    assert [d["device"] for d in node["per_device"]] == [f"cuda:{i}" for i in range(count)]
+    assert all(d["relative"] > 0 and d["points"] == 2 for d in node["per_device"])
+    assert all(r["vs_node_median"] > 0 for r in run.rows)
+    assert [r.id for r in store.list()] == [run.id]
