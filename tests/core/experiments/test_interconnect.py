@@ -302,3 +302,14 @@ def test_nccl_on_every_gpu_with_copies_and_peer_matrix(manager):
     assert {(r["direction"], r["memory"]) for r in copies} == {(d, m) for d in ("h2d", "d2h")
                                                                  for m in ("pinned", "pageable")}
     assert_nothing_left(manager)
+
+
+def test_the_benchmark_prints_the_ratio_against_a_bare_loop():
+    out = subprocess.run([sys.executable, "benchmarks/interconnect_vs_bare.py", "--collectives", "all_reduce",
+                          "--sizes", "256KiB", "--rounds", "1", "--rep-ms", "30"], cwd=ROOT, capture_output=True,
+                         text=True, timeout=300)
+    assert out.returncode == 0, out.stderr[-2000:]
+    line = next(x for x in out.stdout.splitlines() if x.startswith("all_reduce"))
+    lab, bare, ratio = (float(v) for v in line.split()[3:6])
+    assert lab > 0 and bare > 0 and ratio == pytest.approx(lab / bare, rel=2e-3)
+    assert "noise floor |bare/bare − 1|" in out.stdout
