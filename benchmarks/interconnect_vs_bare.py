@@ -3,9 +3,10 @@
 Reference: the loop every distributed-communication benchmark starts from — a few warm-up calls, then
 ``perf_counter`` around each ``dist.<collective>(x)`` on every rank, each rank's median, the slowest
 rank's median reported. The lab (:func:`core.distributed.collectives.measure`) must agree within
-±15% on points slower than 1 ms. Lab and bare loop alternate for ``--rounds`` rounds per point; a
-second bare loop in every round gives the noise floor (bare/bare), which on a shared 2-core box can
-be as large as the tolerance: read the ratio against it.
+±15% on points slower than 1 ms. Lab and bare loop alternate for ``--rounds`` rounds per point (the
+order rotating), and the ratio is the median of the rounds' lab/bare ratios; a second bare loop in
+every round gives the noise floor (bare/bare), which on a shared 2-core box can be as large as the
+tolerance: read the ratio against it.
 
     python benchmarks/interconnect_vs_bare.py                          # Gloo, 2 ranks on 127.0.0.1
     python benchmarks/interconnect_vs_bare.py --world-size 4 --sizes 1MiB,16MiB,64MiB
@@ -79,7 +80,7 @@ def rank_main(rank: int, world: int, port: int, args: argparse.Namespace) -> Non
     plan = TimingPlan(args.warmup_ms, args.rep_ms, 10, 500)
     if rank == 0:
         print(f"{args.backend}, {world} ranks on 127.0.0.1, torch {torch.__version__}, OMP_NUM_THREADS="
-              f"{os.environ.get('OMP_NUM_THREADS')}, {args.rounds} rounds per point (medians shown)")
+              f"{os.environ.get('OMP_NUM_THREADS')}, {args.rounds} rounds per point (medians; ratios paired per round)")
         print(f"{'collective':14} {'size':>8} {'lab ms':>9} {'bare ms':>9} {'lab/bare':>9} {'noise':>7}  verdict")
     worst, noise_floor = 0.0, 0.0
     for collective in args.collectives.split(","):
@@ -95,9 +96,10 @@ def rank_main(rank: int, world: int, port: int, args: argparse.Namespace) -> Non
                 names = list(timers)[r % 3:] + list(timers)[:r % 3]
                 for name in names:
                     found[name].append(timers[name](r))
-            labs, bares, others = found["lab"], found["bare"], found["other"]
-            lab, bare, other = (statistics.median(v) for v in (labs, bares, others))
-            ratio, noise = lab / bare, other / bare
+            lab, bare = statistics.median(found["lab"]), statistics.median(found["bare"])
+            # paired within a round, so a machine that slows down between rounds cancels out
+            ratio = statistics.median(a / b for a, b in zip(found["lab"], found["bare"]))
+            noise = statistics.median(a / b for a, b in zip(found["other"], found["bare"]))
             judged = bare >= 1.0
             verdict = ("OK" if abs(ratio - 1) <= TOLERANCE else f"OUTSIDE ±{TOLERANCE:.0%}") if judged \
                 else "< 1 ms: not judged"
@@ -118,7 +120,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--world-size", type=int, default=2)
     parser.add_argument("--collectives", default="all_reduce,all_gather,broadcast")
     parser.add_argument("--sizes", default="1MiB,4MiB,16MiB")
-    parser.add_argument("--rounds", type=int, default=3)
+    parser.add_argument("--rounds", type=int, default=5)
     parser.add_argument("--warmup-ms", type=float, default=20.0)
     parser.add_argument("--rep-ms", type=float, default=300.0)
     args = parser.parse_args(argv)

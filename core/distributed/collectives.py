@@ -14,8 +14,10 @@ call is the **slowest rank's** median (its p20/p80 the spread), as a rank-by-ran
 report it. ``call_max_median_ms`` adds the median over calls of the per-call maximum over ranks:
 how long until every rank had finished, stragglers included.
 Inputs are fresh integer-valued floats in ±1…±8 (never zero); sums of them are exact in float32 in
-any order, so the output of the last timed call is checked value for value against an expectation
-each rank computes from the other ranks' seeds.
+any order. The timed calls run back to back on the same buffers, as nccl-tests' do (all_reduce works
+in place, so its values grow from call to call; work between calls would desynchronise the ranks
+and land in the next call's time). Then the inputs are restored, one more call runs, and its output
+is checked value for value against an expectation each rank computes from the other ranks' seeds.
 """
 from __future__ import annotations
 
@@ -154,8 +156,8 @@ def input_values(seed: int, rank: int, elements: int, device: str) -> torch.Tens
 @dataclass
 class Operation:
     op: Callable[[], object]  # the timed call
-    pre: Callable[[], object] | None  # untimed work before each call (all_reduce restores its input)
-    result: torch.Tensor  # what the last call wrote, checked against the expectation
+    reset: Callable[[], object] | None  # restores fresh inputs before the checked call (in-place collectives)
+    result: torch.Tensor  # what the checked call writes
 
 
 def operation(point: Point, comm: Comm, seed: int) -> Operation:
@@ -172,8 +174,9 @@ def operation(point: Point, comm: Comm, seed: int) -> Operation:
         inp, out = input_values(seed, comm.rank, n, dev), torch.empty(c, device=dev)
         return Operation(lambda: _reduce_scatter(out, inp), None, out)
     if name == "broadcast":
-        buf = input_values(seed, comm.rank, n, dev)
-        return Operation(lambda: dist.broadcast(buf, 0), None, buf)
+        pristine = input_values(seed, comm.rank, n, dev)
+        buf = pristine.clone()
+        return Operation(lambda: dist.broadcast(buf, 0), lambda: buf.copy_(pristine), buf)
     if name == "all_to_all":
         inp, out = input_values(seed, comm.rank, n, dev), torch.empty(n, device=dev)
         return Operation(lambda: dist.all_to_all_single(out, inp), None, out)
@@ -206,19 +209,13 @@ def check(result: torch.Tensor, want: torch.Tensor) -> tuple[int, float]:
 
 # --- timing ---------------------------------------------------------------------------------------------
 
-def _call(call: Operation) -> None:
-    if call.pre:
-        call.pre()
-    call.op()
-
-
 def warm_up(call: Operation, comm: Comm, plan: TimingPlan) -> int:
     """Whole batches of calls on every rank until rank 0 has warmed up ``plan.warmup_ms``; returns the
     number of calls to time, decided by rank 0 from the warm-up's speed."""
     calls, batch, start = 0, 1, time.perf_counter()
     while True:
         for _ in range(batch):
-            _call(call)
+            call.op()
         comm.sync()
         calls += batch
         elapsed_ms = (time.perf_counter() - start) * 1e3
@@ -234,8 +231,6 @@ def time_calls(call: Operation, comm: Comm, reps: int) -> list[float]:
         starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
         ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
         for i in range(reps):
-            if call.pre:
-                call.pre()
             starts[i].record()
             call.op()
             ends[i].record()
@@ -243,8 +238,6 @@ def time_calls(call: Operation, comm: Comm, reps: int) -> list[float]:
         return [s.elapsed_time(e) for s, e in zip(starts, ends)]
     clock, samples = time.perf_counter_ns, []
     for _ in range(reps):
-        if call.pre:
-            call.pre()
         a = clock()
         call.op()
         samples.append((clock() - a) / 1e6)
@@ -268,10 +261,13 @@ class Measured:
 
 
 def measure(point: Point, comm: Comm, plan: TimingPlan, seed: int) -> Measured:
-    """Warm up, time and check one point on every rank. Raises what the backend raises."""
+    """Warm up, time, then check one more call on fresh inputs, on every rank. Raises what the backend raises."""
     call = operation(point, comm, seed)
     reps = warm_up(call, comm, plan)
     samples = time_calls(call, comm, reps)
+    if call.reset:
+        call.reset()
+    call.op()
     comm.sync()
     wrong, err = check(call.result, expected(point, comm, seed))
     del call
