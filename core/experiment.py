@@ -60,6 +60,19 @@ RunFn = Callable[[Any, Context], Generator[Progress, None, Output]]
 
 
 @dataclass(frozen=True)
+class DeviceMetric:
+    """How the GPUs of one box compare when an experiment runs on all of them at once (``device="all"``).
+
+    Rows with the same ``keys`` are the same point on different GPUs; ``column`` (higher is better) is
+    compared with the node median of that point (:mod:`core.fanout`).
+    """
+
+    column: str  # e.g. "tflops"
+    keys: tuple[str, ...]  # e.g. ("dtype", "m", "n", "k")
+    label: str  # axis label with its unit
+
+
+@dataclass(frozen=True)
 class Experiment:
     name: str  # CLI sub-command and store key, e.g. "matmul"
     title: str
@@ -71,6 +84,8 @@ class Experiment:
     # Environment for a fresh worker (e.g. PYTORCH_CUDA_ALLOC_CONF); non-empty forces a fresh process.
     worker_env: Callable[[Any], dict[str, str]] | None = None
     hidden: bool = False  # diagnostics, not shown in the dashboard
+    # Set where one run on every GPU of the box at once makes sense (device "all", see core.fanout).
+    device_metric: DeviceMetric | None = None
 
     def make_config(self, values: Mapping[str, Any]) -> Any:
         return config_from_dict(self.config_type, values)

@@ -164,6 +164,7 @@ class Job:
     fresh_process: bool
     name: str = ""
     on_event: Callable[["Job", dict], None] | None = None
+    save: bool = True  # False: a part of a larger run (core.fanout), which stores the whole
     id: str = field(default_factory=new_run_id)
     submitted_at: str = field(default_factory=now_iso)
     state: str = "queued"  # queued → running → done
@@ -178,6 +179,13 @@ class Job:
 
     def cancel(self) -> None:
         self._cancel.set()
+
+    def complete(self, result: RunResult) -> None:
+        """Publish the final result and wake every waiter (called once, by whoever ran the job)."""
+        self.result = result
+        self.state = "done"
+        self.message = result.status
+        self._finished.set()
 
     @property
     def cancelled(self) -> bool:
@@ -350,7 +358,7 @@ class DeviceQueue:
 
     def _save_running(self, job: Job, started: dict) -> None:
         store = self._manager.store
-        if store is None:
+        if store is None or not job.save:
             return
         running = self._result(job, started, {"status": "running"}, None)
         running.finished_at = None
@@ -362,17 +370,14 @@ class DeviceQueue:
     def _finish(self, job: Job, started: dict, outcome: dict, worker: WorkerProcess | None) -> None:
         result = self._result(job, started, outcome, worker)
         store = self._manager.store
-        if store is not None:
+        if store is not None and job.save:
             try:
                 store.save(result)
             except Exception as exc:  # noqa: BLE001
                 job.store_error = f"could not save the run: {exc}"
                 result.meta["store_error"] = job.store_error
-        job.result = result
-        job.state = "done"
-        job.message = result.status
+        job.complete(result)
         self._notify(job, {"type": "done", "status": result.status})
-        job._finished.set()
 
     @staticmethod
     def _notify(job: Job, event: dict) -> None:
@@ -396,17 +401,24 @@ class JobManager:
             store.mark_interrupted()
 
     def submit(self, experiment: str, config: dict | Any, device: str = "auto", *, timeout_s: float | None = None,
-               name: str = "", on_event: Callable[[Job, dict], None] | None = None) -> Job:
-        """Validate and queue a run (raises ConfigError at once on bad input)."""
+               name: str = "", on_event: Callable[[Job, dict], None] | None = None, save: bool = True) -> Job:
+        """Validate and queue a run (raises ConfigError at once on bad input).
+
+        ``device="all"`` runs it on every GPU of the box at once and stores one merged run (core.fanout).
+        """
         exp = registry.get(experiment)
         cfg = config if isinstance(config, exp.config_type) else exp.make_config(config)
         device = check_device_string(device)
+        if device == "all":
+            from core.fanout import submit_all
+
+            return submit_all(self, exp, cfg, timeout_s=timeout_s, name=name, on_event=on_event)
         if device == "cuda":
             device = "cuda:0"
         env = exp.env_for(cfg)
         job = Job(experiment=experiment, config=cfg, device=device,
                   timeout_s=float(timeout_s or self.default_timeout_s), env=env,
-                  fresh_process=exp.fresh_process or bool(env), name=name, on_event=on_event)
+                  fresh_process=exp.fresh_process or bool(env), name=name, on_event=on_event, save=save)
         with self._lock:
             self._jobs[job.id] = job
             queue = self._queues.get(device)
@@ -414,6 +426,11 @@ class JobManager:
                 queue = self._queues[device] = DeviceQueue(device, self)
         queue.put(job)
         return job
+
+    def track(self, job: Job) -> None:
+        """Make a job that runs elsewhere (a fan-out over several queues) findable by its id."""
+        with self._lock:
+            self._jobs[job.id] = job
 
     def get(self, job_id: str) -> Job | None:
         return self._jobs.get(job_id)

@@ -34,6 +34,7 @@ import threading
 import time
 import traceback
 from contextlib import contextmanager, nullcontext
+from pathlib import Path
 
 from core.experiment import ConfigError, Context, Output, Progress, Unsupported, json_ready
 from core.paths import lock_dir
@@ -73,10 +74,14 @@ def _watch_parent() -> None:
     threading.Thread(target=loop, daemon=True, name="parent-watch").start()
 
 
+def lock_path(torch_device: str) -> Path:
+    """The file whose exclusive flock means "a GPU Lab job is running on this device"."""
+    return lock_dir() / f"{torch_device.replace(':', '')}.lock"
+
+
 @contextmanager
 def device_lock(torch_device: str, on_wait):
-    path = lock_dir() / f"{torch_device.replace(':', '')}.lock"
-    fd = os.open(path, os.O_RDWR | os.O_CREAT, 0o644)
+    fd = os.open(lock_path(torch_device), os.O_RDWR | os.O_CREAT, 0o644)
     try:
         try:
             fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)

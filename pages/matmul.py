@@ -5,7 +5,7 @@ import streamlit as st
 from core.experiments.matmul import CPU_SIZES, DTYPES, GPU_SIZES
 from core.transformer.presets import DEFAULT_BATCH, DEFAULT_CONTEXT, PRESET_NAMES
 from core.result import RunResult
-from pages.common import lab
+from pages.common import lab, node
 from pages.common.charts import show_charts, throughput_unit
 from pages.common.run_panel import results, run_controls
 from pages.plots.matmul import figures, measured
@@ -13,8 +13,9 @@ from pages.plots.matmul import figures, measured
 KEY = "matmul"
 MODES = {"square": "Square sweep", "mnk": "Custom M×N×K", "model": "Model preset GEMMs", "search": "Find the max"}
 # "throughput" is shown under the run's unit (TFLOPS on a GPU, GFLOPS on a CPU), like every chart.
-TABLE_COLUMNS = ["dtype", "m", "n", "k", "label", "median_ms", "p20_ms", "p80_ms", "min_ms", "reps", "throughput",
-                 "pct_of_peak", "pct_of_best", "rel_error", "intensity_flop_per_byte", "sm_clock_mhz", "power_w"]
+TABLE_COLUMNS = ["device", "dtype", "m", "n", "k", "label", "median_ms", "p20_ms", "p80_ms", "min_ms", "reps",
+                 "throughput", "pct_of_peak", "pct_of_best", "rel_error", "intensity_flop_per_byte", "sm_clock_mhz",
+                 "power_w", "vs_node_median"]
 
 HOW_MEASURED = """
 - **Inputs**: fresh random-normal draws per point (never zeros); B is stored N×K and used transposed, like an
@@ -102,6 +103,7 @@ def render(run: RunResult) -> None:
             unit = throughput_unit(is_cuda, ops=r["dtype"] == "int8")[0]
             col.metric(f"best {r['dtype']} ({unit})", f"{r['throughput']:.1f}", peak, delta_color="off",
                        help=f"at {r['shape']}")
+        node.show(run)
         show_charts(figures(run), KEY)
         unit = throughput_unit(is_cuda)[0]
         st.dataframe(df[[c for c in TABLE_COLUMNS if c in df]].rename(columns={"throughput": f"{unit} (int8: OPS)"}),
@@ -124,11 +126,12 @@ st.title("Matmul throughput")
 st.write("How fast is this device really, per dtype — and what does each dtype cost in accuracy? Every point is "
          "measured live: median time over many calls, TFLOPS against the datasheet peak, relative error against "
          "an fp64 product, and where small matmuls are bandwidth-bound.")
-is_cuda = _device_kind() == "cuda"
+device = lab.device_choice(KEY)
+is_cuda = device == "all" or _device_kind() == "cuda"
 if not is_cuda:
     st.info("Running on the **CPU**: results are GFLOPS and labelled CPU; TF32 and fp8 are reported as unsupported.")
 with st.expander("How measured"):
     st.markdown(HOW_MEASURED)
 chosen = settings(is_cuda)
-run_controls(KEY, "matmul", lambda: chosen)
+run_controls(KEY, "matmul", lambda: chosen, device=device)
 results(KEY, render)

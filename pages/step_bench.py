@@ -7,7 +7,7 @@ from core.experiment import config_to_dict
 from core.result import RunResult
 from core.experiments.step_bench import PEAK_UNIT, StepBenchConfig
 from core.transformer.training import OPTIMIZERS, PRECISIONS
-from pages.common import lab, run_panel
+from pages.common import lab, node, run_panel
 from pages.common.charts import show_charts, throughput_unit
 from pages.plots.step_bench import figures
 
@@ -22,8 +22,9 @@ st.write("One training step of the course's Transformer, timed phase by phase wi
          "after warm-up, and step by step without it. Then `torch.profiler` shows which kernels the time goes "
          "to, and a sweep times every precision mode.")
 
-model, device = lab.selected_model(), lab.selected_device()
-st.caption(f"Model **{model}** and device **{device}** come from the sidebar.")
+model, device = lab.selected_model(), lab.device_choice(KEY)
+st.caption(f"Model **{model}** and device **{device}** come from the sidebar." if device != "all" else
+           f"Model **{model}** comes from the sidebar; the benchmark runs on **every GPU at once**.")
 if device == "cpu" and model not in ("tiny", "mini"):
     st.warning(f"`{model}` on a CPU takes minutes per step; `tiny` and `mini` finish in seconds.")
 
@@ -77,19 +78,21 @@ def trace_download(run: RunResult) -> None:
 
 
 def render_single(run: RunResult) -> None:
+    node.show(run)
     metrics(run)
     show_charts(figures(run), f"{KEY}.single")
     kernels = run.frame()
     if "kind" in kernels and (kernels["kind"] == "kernel").any():
         st.subheader("Top kernels" if run.device.get("kind") == "cuda" else "Top ops (CPU: self time per op)")
         st.caption(run.meta.get("profile_measure", ""))
-        table = kernels[kernels["kind"] == "kernel"][["scope", "rank", "name", "group", "count_per_step",
-                                                      "ms_per_step", "share"]]
+        table = kernels[kernels["kind"] == "kernel"][["device"] * ("device" in kernels) + [
+            "scope", "rank", "name", "group", "count_per_step", "ms_per_step", "share"]]
         st.dataframe(table, hide_index=True)
     trace_download(run)
 
 
 def render_sweep(run: RunResult) -> None:
+    node.show(run)
     show_charts(figures(run), f"{KEY}.sweep")
     modes = run.frame()
     modes = modes[modes["kind"] == "precision"].dropna(axis=1, how="all")
@@ -113,11 +116,12 @@ with single:
     trace = cols[3].checkbox("Chrome trace", DEFAULTS.trace, key=f"{KEY}.trace")
     run_panel.run_controls(f"{KEY}.single", "step-bench", lambda: config_to_dict(StepBenchConfig(
                            **common, precision=precision, cold_steps=int(cold), profile_steps=int(profile), trace=trace)),
-                           label="Run step benchmark")
+                           label="Run step benchmark", device=device)
     run_panel.results(f"{KEY}.single", render_single)
 with sweep:
     st.caption("Every precision mode on the same model and settings; modes this device cannot run are shown as "
                "unsupported with the reason. No profiling in a sweep.")
     run_panel.run_controls(f"{KEY}.sweep", "step-bench", lambda: config_to_dict(StepBenchConfig(
-        **common, sweep=True, cold_steps=0, profile_steps=0, trace=False)), label="Run precision sweep")
+        **common, sweep=True, cold_steps=0, profile_steps=0, trace=False)), label="Run precision sweep",
+        device=device)
     run_panel.results(f"{KEY}.sweep", render_sweep)

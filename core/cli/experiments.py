@@ -23,17 +23,19 @@ EXIT = {"ok": 0, "unsupported": 3}
 def register(sub, common) -> None:
     for exp in registry.experiments().values():
         p = sub.add_parser(exp.name, parents=[common], help=exp.title, description=exp.description)
-        p.add_argument("--device", default="auto", help="auto (first GPU, else CPU), cpu, cuda or cuda:N")
+        p.add_argument("--device", default="auto",
+                       help="auto (first GPU, else CPU), cpu, cuda, cuda:N, or all (every GPU at once, one run)")
         p.add_argument("--no-save", action="store_true", help="do not store the run")
         p.add_argument("--timeout", type=float, help="wall-clock limit in seconds")
         p.add_argument("--name", default="", help="a label for the stored run")
-        _add_config_options(p, exp)
+        add_config_options(p, exp.config_type)
         p.set_defaults(handler=lambda args, exp=exp: run(args, exp))
 
 
-def _add_config_options(parser: argparse.ArgumentParser, exp: Experiment) -> None:
-    hints = typing.get_type_hints(exp.config_type)
-    for f in dataclasses.fields(exp.config_type):
+def add_config_options(parser: argparse.ArgumentParser, config_type: type) -> None:
+    """One option per field of a config dataclass (also the torchrun rank program's options)."""
+    hints = typing.get_type_hints(config_type)
+    for f in dataclasses.fields(config_type):
         tp = hints[f.name]
         flag = "--" + f.metadata.get("cli", f.name.replace("_", "-"))
         default = f.default if f.default is not dataclasses.MISSING else None

@@ -19,8 +19,8 @@ from typing import Callable, Iterator
 import torch
 
 from core.hardware import device as devices
-from core.hardware.clocks import ClockSampler
-from core.experiment import ConfigError, Context, Experiment, Output, Progress
+from core.hardware.clocks import device_sampler
+from core.experiment import ConfigError, Context, DeviceMetric, Experiment, Output, Progress
 from core.transformer.presets import DEFAULT_BATCH, DEFAULT_CONTEXT, PRESET_NAMES, get_preset
 from core.hardware.specs import above_peak_error, device_peak, unit_for
 from core.measure.stats import summarize
@@ -468,9 +468,7 @@ def run(cfg: MatmulConfig, ctx: Context) -> Iterator[Progress]:
                               "(2× the cores' L2); the last-level cache is not flushed") if cfg.flush else "no flush"
     total = len(shapes) * len(cfg.dtypes)
     rows: list[dict] = []
-    index = torch.cuda.device(ctx.device).idx if ctx.is_cuda else 0
-    bus_id = _pci_bus_id(ctx.device) if ctx.is_cuda else None
-    sampler = ClockSampler(bus_id, index) if ctx.is_cuda else None
+    sampler = device_sampler(ctx.device) if ctx.is_cuda else None
     t0_s = time.perf_counter()
     if sampler:
         sampler.__enter__()
@@ -497,14 +495,6 @@ def run(cfg: MatmulConfig, ctx: Context) -> Iterator[Progress]:
     meta["measurement_errors"] = measurement_errors(rows)
     meta["best"] = {r["dtype"]: {k: r[k] for k in ("m", "n", "k", "tflops", "median_ms")} for r in rows if r["is_best"]}
     return Output(rows=rows, meta=meta)
-
-
-def _pci_bus_id(device: str) -> str | None:
-    props = torch.cuda.get_device_properties(device)
-    try:
-        return f"{props.pci_domain_id:08X}:{props.pci_bus_id:02X}:{props.pci_device_id:02X}.0"
-    except AttributeError:
-        return None
 
 
 def _point(dtype, shape, ctx, cfg, desc, support, flush, generator, t0_s, meta) -> dict:
@@ -548,4 +538,6 @@ def _message(row: dict, is_cuda: bool) -> str:
 
 
 EXPERIMENTS = [Experiment(name="matmul", title="Matmul throughput", config_type=MatmulConfig, run=run,
-                          description=__doc__.splitlines()[0])]
+                          description=__doc__.splitlines()[0],
+                          device_metric=DeviceMetric("tflops", ("dtype", "m", "n", "k", "label"),
+                                                     "TFLOPS (TOPS for int8)"))]

@@ -22,13 +22,15 @@ import shutil
 import time
 import uuid
 from collections import defaultdict
+from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Literal
 
 import torch
 
-from core.experiment import ConfigError, Context, Experiment, Output, Progress, Unsupported
+from core.experiment import ConfigError, Context, DeviceMetric, Experiment, Output, Progress, Unsupported
+from core.hardware.clocks import ClockSampler, device_sampler
 from core.transformer.flops import StepFlops, count_step_flops
 from core.transformer.model import build_model, random_batch
 from core.paths import data_dir
@@ -376,14 +378,27 @@ def _free(device: str) -> None:
 
 
 def run(cfg: StepBenchConfig, ctx: Context):
+    """The benchmark, with NVML sampling the GPU's clocks while it runs (summarised over the timed steps)."""
+    with ExitStack() as stack:
+        sampler = stack.enter_context(device_sampler(ctx.device)) if ctx.is_cuda else None
+        return (yield from _run(cfg, ctx, sampler))
+
+
+def _clocks(sampler: ClockSampler | None, t0_s: float) -> dict:
+    return sampler.window(t0_s, time.perf_counter()) if sampler else {}
+
+
+def _run(cfg: StepBenchConfig, ctx: Context, sampler: ClockSampler | None):
     info = _device_info(ctx)
     common = {"timing": "CUDA events at each phase boundary, one synchronize per step" if ctx.is_cuda
               else "time.perf_counter at each phase boundary (CPU ops are synchronous)",
               "torch_threads": torch.get_num_threads(), "preset": get_preset(cfg.model).to_dict(),
               "tokens_per_step": cfg.batch * cfg.context,
-              "cold_includes": COLD_INCLUDES["cuda" if ctx.is_cuda else "cpu"]}
+              "cold_includes": COLD_INCLUDES["cuda" if ctx.is_cuda else "cpu"],
+              "clocks_note": sampler.note if sampler else "clock sampling reads NVIDIA GPUs through NVML; "
+                                                          "not applicable to a CPU run"}
     if cfg.sweep:
-        return (yield from _sweep(cfg, ctx, info, common))
+        return (yield from _sweep(cfg, ctx, info, common, sampler))
     check_precision(cfg.precision, ctx, info.get("bf16_supported", True))
     bench = make_bench(cfg, cfg.precision, ctx.device)
     timer = PhaseTimer(ctx.device)
@@ -391,6 +406,7 @@ def run(cfg: StepBenchConfig, ctx: Context):
     rows = timed_series(bench, timer, cfg.cold_steps, "cold", cfg.precision)
     yield Progress(cfg.cold_steps, total, "first steps timed without warm-up", rows=tuple(rows))
     warm_up(bench, cfg.warmup_steps, ctx.device)
+    timed_from = time.perf_counter()
     chunk = max(1, cfg.timed_steps // 10)
     for done in range(0, cfg.timed_steps, chunk):
         n = min(chunk, cfg.timed_steps - done)
@@ -411,7 +427,8 @@ def run(cfg: StepBenchConfig, ctx: Context):
                **throughput(bench.flops, warm_ms["step_ms_median"], peak), "peak_tflops": peak,
                "peak_unit": PEAK_UNIT[cfg.precision], "mfu_note": peak_note, "backward_forward_ratio": bwd / fwd,
                "first_step_ms": cold[0] if cold else None,
-               "first_step_over_median": cold[0] / warm_ms["step_ms_median"] if cold else None}
+               "first_step_over_median": cold[0] / warm_ms["step_ms_median"] if cold else None,
+               **_clocks(sampler, timed_from)}
     rows.append(summary)
     meta = common | {"flops": bench.flops.to_dict(), "measurement_errors": [e for e in [summary["measurement_error"]] if e]}
 
@@ -433,7 +450,7 @@ def run(cfg: StepBenchConfig, ctx: Context):
     return Output(rows=rows, meta=meta)
 
 
-def _sweep(cfg: StepBenchConfig, ctx: Context, info: dict, common: dict):
+def _sweep(cfg: StepBenchConfig, ctx: Context, info: dict, common: dict, sampler: ClockSampler | None):
     rows: list[dict] = []
     total = len(PRECISIONS)
     for i, precision in enumerate(PRECISIONS):
@@ -442,7 +459,9 @@ def _sweep(cfg: StepBenchConfig, ctx: Context, info: dict, common: dict):
             check_precision(precision, ctx, info.get("bf16_supported", True))
             bench = make_bench(cfg, precision, ctx.device)
             warm_up(bench, cfg.warmup_steps, ctx.device)
+            timed_from = time.perf_counter()
             new = timed_series(bench, PhaseTimer(ctx.device), cfg.timed_steps, "warm", precision)
+            row |= _clocks(sampler, timed_from)
             flops = bench.flops
             del bench
         except Unsupported as exc:
@@ -469,4 +488,5 @@ def _sweep(cfg: StepBenchConfig, ctx: Context, info: dict, common: dict):
 
 
 EXPERIMENTS = [Experiment(name="step-bench", title="Step benchmark", config_type=StepBenchConfig, run=run,
-                          description=__doc__.splitlines()[0], fresh_process=True)]
+                          description=__doc__.splitlines()[0], fresh_process=True,
+                          device_metric=DeviceMetric("tokens_per_s", ("kind", "precision"), "tokens/s"))]

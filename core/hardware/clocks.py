@@ -156,3 +156,16 @@ class ClockSampler:
             "throttle_reasons": reasons if known else None,
             "throttled": bool(SLOWDOWNS.intersection(reasons)) if known else None,
         }
+
+
+def device_sampler(torch_device: str) -> ClockSampler:
+    """A sampler for one CUDA device, found in NVML by its PCI bus id (CUDA and NVML may number GPUs
+    differently), by index where torch does not report the bus id."""
+    import torch
+
+    props = torch.cuda.get_device_properties(torch_device)
+    try:
+        bus_id = f"{props.pci_domain_id:08X}:{props.pci_bus_id:02X}:{props.pci_device_id:02X}.0"
+    except AttributeError:
+        bus_id = None
+    return ClockSampler(bus_id, torch.cuda.device(torch_device).idx)

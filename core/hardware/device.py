@@ -170,19 +170,21 @@ def describe_all() -> dict:
     }
 
 
-_DEVICE_RE = re.compile(r"^(auto|cpu|cuda(:\d+)?)$")
+_DEVICE_RE = re.compile(r"^(auto|all|cpu|cuda(:\d+)?)$")
 
 
 def check_device_string(device: str) -> str:
-    """Syntax check usable anywhere (no CUDA call): 'auto', 'cpu', 'cuda' or 'cuda:N'."""
+    """Syntax check usable anywhere (no CUDA call): 'auto', 'cpu', 'cuda', 'cuda:N' or 'all' (every GPU)."""
     if not isinstance(device, str) or not _DEVICE_RE.match(device.strip()):
-        raise ConfigError(f"device {device!r} is not one of: auto, cpu, cuda, cuda:N")
+        raise ConfigError(f"device {device!r} is not one of: auto, cpu, cuda, cuda:N, all")
     return device.strip()
 
 
 def resolve(device: str) -> str:
     """Turn a requested device into a torch device string, checking it exists (worker side)."""
     device = check_device_string(device)
+    if device == "all":
+        raise ConfigError("device all is split into one job per GPU by the job manager, not run by one worker")
     count = torch.cuda.device_count() if torch.cuda.is_available() else 0
     if device == "auto":
         return "cuda:0" if count else "cpu"

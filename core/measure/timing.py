@@ -37,7 +37,8 @@ def make_flush(device: str, nbytes: int) -> Callable[[], None]:
     return buf.zero_
 
 
-def _reps(plan: TimingPlan, per_call_ms: float) -> int:
+def reps_for(plan: TimingPlan, per_call_ms: float) -> int:
+    """Timed calls that fill ``plan.rep_ms`` at ``per_call_ms`` each, within the plan's bounds."""
     return int(min(plan.max_reps, max(plan.min_reps, plan.rep_ms / max(per_call_ms, 1e-6))))
 
 
@@ -66,7 +67,7 @@ def time_cuda(op: Callable[[], object], device: str, plan: TimingPlan,
         if elapsed_ms >= plan.warmup_ms:
             break
         batch = min(batch * 2, 64)
-    n = _reps(plan, elapsed_ms / calls)
+    n = reps_for(plan, elapsed_ms / calls)
     starts = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
     ends = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
     for i in range(n):
@@ -96,7 +97,7 @@ def time_cpu(op: Callable[[], object], plan: TimingPlan, flush: Callable[[], Non
         warm.append(clock() - a)
         if (clock() - t0) / 1e6 >= plan.warmup_ms:
             break
-    n = _reps(plan, sorted(warm)[len(warm) // 2] / 1e6)
+    n = reps_for(plan, sorted(warm)[len(warm) // 2] / 1e6)
     samples = []
     for _ in range(n):
         if flush:

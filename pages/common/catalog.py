@@ -10,6 +10,7 @@ PAGES = (
     ("pages/allocator.py", "Allocator", ":material/memory:"),
     ("pages/train_memory.py", "Training memory", ":material/stacked_bar_chart:"),
     ("pages/step_bench.py", "Step benchmark", ":material/timer:"),
+    ("pages/interconnect.py", "Interconnect", ":material/lan:"),
     ("pages/compare.py", "Compare & export", ":material/compare_arrows:"),
 )
 

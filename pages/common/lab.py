@@ -71,6 +71,21 @@ def selected_device() -> str:
     return st.session_state.get(DEVICE_KEY) or devices().get("default", "cpu")
 
 
+def device_choice(key: str) -> str:
+    """The sidebar's device, or "all" when the page's "every GPU at once" toggle is on.
+
+    The toggle is drawn only on a box with two or more GPUs (a CPU box has one device: no choice to fake).
+    """
+    gpus = [d for d in devices()["devices"] if d["kind"] == "cuda"]
+    if len(gpus) < 2:
+        return selected_device()
+    on = st.toggle(f"All {len(gpus)} GPUs at once", key=f"{key}.all_gpus",
+                   help="One worker per GPU, all started together: per-GPU results side by side, the node median, "
+                        "and any GPU more than 5% below it flagged with its clocks, temperature and throttle reasons. "
+                        "Stored as one run.")
+    return "all" if on else selected_device()
+
+
 def selected_model() -> str:
     return st.session_state.get(MODEL_KEY) or "tiny"
 

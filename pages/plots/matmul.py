@@ -8,6 +8,7 @@ from plotly.subplots import make_subplots
 from core.experiments.matmul import add_pct_of_best, flag_above_peak
 from core.result import RunResult
 from pages.common.charts import color_for, style, throughput_unit, title
+from pages.common.node import is_all_gpus, node_chart
 from pages.plots import Chart
 
 ZERO_ERROR = 1e-17  # where an exactly-zero relative error is drawn on the log axis
@@ -26,6 +27,8 @@ def measured(run: RunResult) -> pd.DataFrame:
         df = pd.DataFrame([flag_above_peak(dict(r)) for r in df.to_dict("records")], index=df.index)
     df["shape"] = df["m"].astype(str) + "×" + df["n"].astype(str) + "×" + df["k"].astype(str)
     df["throughput"] = df["tflops"] * _scale(run)
+    # a run on every GPU draws one line per dtype and GPU (same colour per dtype)
+    df["series"] = df["dtype"] + (" · " + df["device"] if is_all_gpus(run) else "")
     return df.drop(columns=["samples_ms"], errors="ignore")
 
 
@@ -54,17 +57,20 @@ def throughput_figure(run: RunResult, df: pd.DataFrame) -> go.Figure:
     fig = go.Figure()
     scale = _scale(run)
     xcol, xtitle = _x(df, run)
-    for dtype, g in df.groupby("dtype", sort=False):
+    peaks_drawn = set()
+    for series, g in df.groupby("series", sort=False):
+        dtype = g["dtype"].iloc[0]
         color = color_for(dtype)
         fig.add_trace(go.Scatter(
-            x=g[xcol], y=g["throughput"], name=dtype, mode="lines+markers", line=dict(color=color),
+            x=g[xcol], y=g["throughput"], name=series, mode="lines+markers", line=dict(color=color),
             error_y=dict(type="data", symmetric=False, array=(g["tflops_p80"] - g["tflops"]) * scale,
                          arrayminus=(g["tflops"] - g["tflops_p20"]) * scale),
             customdata=g[["median_ms", "pct_of_peak", "pct_of_best", "label"]],
             hovertemplate="%{x}: %{y:.1f}<br>median %{customdata[0]:.4f} ms<br>"
                           "%{customdata[1]:.1f}% of datasheet, %{customdata[2]:.1f}% of best<br>%{customdata[3]}"))
         peak = g["peak_tflops"].dropna()
-        if len(peak):
+        if len(peak) and dtype not in peaks_drawn:
+            peaks_drawn.add(dtype)
             fig.add_hline(y=float(peak.iloc[0]), line=dict(color=color, dash="dash", width=1),
                           annotation_text=f"{dtype} datasheet {peak.iloc[0]:g}", annotation_position="top left")
     wrong = df[df["above_peak"].fillna(False).astype(bool)]
@@ -83,11 +89,11 @@ def throughput_figure(run: RunResult, df: pd.DataFrame) -> go.Figure:
 
 def accuracy_figure(run: RunResult, df: pd.DataFrame) -> go.Figure:
     fig = go.Figure()
-    for dtype, g in df.groupby("dtype", sort=False):
+    for series, g in df.groupby("series", sort=False):
         err = g["rel_error"].astype(float)
         fig.add_trace(go.Scatter(
-            x=err.clip(lower=ZERO_ERROR), y=g["throughput"], name=dtype, mode="markers",
-            marker=dict(color=color_for(dtype), size=9), customdata=g[["shape", "rel_error"]],
+            x=err.clip(lower=ZERO_ERROR), y=g["throughput"], name=series, mode="markers",
+            marker=dict(color=color_for(g["dtype"].iloc[0]), size=9), customdata=g[["shape", "rel_error"]],
             hovertemplate="%{customdata[0]}<br>rel. error %{customdata[1]:.3g}<br>%{y:.1f}"))
     style(fig, title("Speed vs accuracy", run, f"‖C−C_ref‖/‖C_ref‖ vs fp64; an error of 0 is drawn at {ZERO_ERROR:g}"),
           "relative error (log)", _unit(run), legend_title="dtype")
@@ -100,14 +106,14 @@ def roofline_figure(run: RunResult, df: pd.DataFrame) -> go.Figure:
     scale = _scale(run)
     bw = run.meta.get("copy_bandwidth_gbs")
     lo, hi = df["intensity_flop_per_byte"].min(), df["intensity_flop_per_byte"].max()
-    for dtype, g in df.groupby("dtype", sort=False):
-        color = color_for(dtype)
-        fig.add_trace(go.Scatter(x=g["intensity_flop_per_byte"], y=g["throughput"], name=dtype, mode="markers",
+    for series, g in df.groupby("series", sort=False):
+        color = color_for(g["dtype"].iloc[0])
+        fig.add_trace(go.Scatter(x=g["intensity_flop_per_byte"], y=g["throughput"], name=series, mode="markers",
                                  marker=dict(color=color, size=8), customdata=g[["shape"]],
                                  hovertemplate="%{customdata[0]}<br>%{x:.1f} FLOP/B<br>%{y:.1f}"))
         fig.add_trace(go.Scatter(x=[lo / 2, hi * 2], y=[g["throughput"].max()] * 2, mode="lines", showlegend=False,
                                  line=dict(color=color, dash="dot", width=1), hoverinfo="skip",
-                                 name=f"{dtype} measured ceiling"))
+                                 name=f"{series} measured ceiling"))
     if bw:
         xs = [lo / 2, hi * 2]
         fig.add_trace(go.Scatter(x=xs, y=[bw * x / 1e3 * scale for x in xs], mode="lines", name=f"copy {bw:.0f} GB/s",
@@ -154,7 +160,8 @@ def figures(run: RunResult) -> list[Chart]:
     df = measured(run)
     if df.empty:
         return []
-    charts = [Chart("matmul-throughput", throughput_figure(run, df), df)]
+    charts = [c for c in [node_chart(run)] if c is not None]
+    charts.append(Chart("matmul-throughput", throughput_figure(run, df), df))
     if df["rel_error"].notna().any():
         charts.append(Chart("matmul-accuracy", accuracy_figure(run, df.dropna(subset=["rel_error"])), df))
     charts.append(Chart("matmul-roofline", roofline_figure(run, df), df))

@@ -8,6 +8,7 @@ import plotly.graph_objects as go
 
 from core.result import RunResult
 from pages.common.charts import color_for, style, title
+from pages.common.node import is_all_gpus, node_chart
 from pages.plots import Chart
 
 PHASE_ORDER = ("forward", "backward", "optimizer", "zero_grad", "step")
@@ -156,7 +157,32 @@ def sweep_charts(run: RunResult) -> list[Chart]:
     return [Chart("step-precision-ms", ms, modes[cols]), Chart("step-precision-tokens", tokens, modes[cols])]
 
 
+def per_gpu_chart(run: RunResult) -> Chart | None:
+    """A run on every GPU: each GPU's warm step times side by side (a sweep: tokens/s per mode and GPU)."""
+    if run.config.get("sweep"):
+        modes = _rows(run, "precision")
+        if modes.empty or "tokens_per_s" not in modes:
+            return None
+        ok = modes[modes["status"] == "ok"]
+        fig = go.Figure([go.Bar(x=g["precision"], y=g["tokens_per_s"], name=device)
+                         for device, g in ok.groupby("device", sort=False)])
+        style(fig, title("Precision sweep on every GPU", run, _detail(run)), "precision mode", "tokens/s",
+              barmode="group", legend_title="GPU")
+        return Chart("step-per-gpu-tokens", fig, ok[["device", "precision", "tokens_per_s", "step_ms_median"]])
+    samples = _rows(run, "sample")
+    if samples.empty:
+        return None
+    steps = samples[(samples["series"] == "warm") & (samples["phase"] == "step")]
+    fig = go.Figure([go.Box(y=g["ms"], name=device, boxpoints="all", jitter=0.4, pointpos=0)
+                     for device, g in steps.groupby("device", sort=False)])
+    style(fig, title("Step time on every GPU (after warm-up)", run, f"{_detail(run)} · every timed step"),
+          "GPU", "ms per step", showlegend=False)
+    return Chart("step-per-gpu-times", fig, steps[["device", "step", "ms"]])
+
+
 def figures(run: RunResult) -> list[Chart]:
+    if is_all_gpus(run):
+        return [c for c in (node_chart(run), per_gpu_chart(run)) if c is not None]
     if run.config.get("sweep"):
         return sweep_charts(run)
     charts = (phase_chart(run), cold_chart(run), groups_chart(run), time_vs_flops_chart(run), kernels_chart(run))

@@ -1,0 +1,323 @@
+"""One collective at one message size, timed inside an initialised process group, with nccl-tests' figures.
+
+Sizes follow nccl-tests: ``bytes`` is the largest buffer of a rank — the buffer of all_reduce and
+broadcast, the gathered output of all_gather, the input of reduce_scatter, each rank's send buffer
+of all_to_all. algbw = bytes / time; busbw = algbw × a factor that makes collectives comparable
+with the link speed: 2(n−1)/n for all_reduce, (n−1)/n for all_gather, reduce_scatter and
+all_to_all, 1 for broadcast.
+
+Timing: the ranks warm up together (rank 0 decides when the warm-up has lasted long enough and
+how many calls to time, and tells the others, so every rank makes the same calls), then every call
+is timed on its own — CUDA events on a GPU, ``perf_counter_ns`` on a CPU — with nothing but the
+collective between the two clock reads. Each rank's samples give its median; the job's time per
+call is the **slowest rank's** median (its p20/p80 the spread), as a rank-by-rank timing loop would
+report it. ``call_max_median_ms`` adds the median over calls of the per-call maximum over ranks:
+how long until every rank had finished, stragglers included.
+Inputs are fresh integer-valued floats in ±1…±8 (never zero); sums of them are exact in float32 in
+any order. The timed calls run back to back on the same buffers, as nccl-tests' do (all_reduce works
+in place, so its values grow from call to call; work between calls would desynchronise the ranks
+and land in the next call's time). Then the inputs are restored, one more call runs, and its output
+is checked value for value against an expectation each rank computes from the other ranks' seeds.
+"""
+from __future__ import annotations
+
+import re
+import time
+from dataclasses import dataclass
+from typing import Callable
+
+import torch
+import torch.distributed as dist
+
+from core.measure.stats import summarize
+from core.measure.timing import TimingPlan, reps_for
+
+COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "all_to_all")
+KiB, MiB, GiB = 2**10, 2**20, 2**30
+GPU_SIZES = tuple(KiB * 4**i for i in range(11))  # 1 KiB … 1 GiB, the issue's and nccl-tests' range
+CPU_SIZES = tuple(KiB * 4**i for i in range(8))  # 1 KiB … 16 MiB: a default Gloo run takes seconds
+MAX_BYTES = 16 * GiB
+ELEMENT_BYTES = 4  # float32 payload
+PROCESS_OVERHEAD_BYTES = 400 * MiB  # what a rank (Python + torch + the backend) holds besides its buffers
+_UNSUPPORTED = re.compile(r"not supported|unsupported|not implemented|no support", re.IGNORECASE)
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(b|k|kib|m|mib|g|gib)?\s*$", re.IGNORECASE)
+_UNITS = {"b": 1, "k": KiB, "kib": KiB, "m": MiB, "mib": MiB, "g": GiB, "gib": GiB}
+
+
+def busbw_factor(collective: str, world: int) -> float:
+    """nccl-tests' bus-bandwidth factor for ``world`` ranks."""
+    if collective == "all_reduce":
+        return 2 * (world - 1) / world
+    if collective in ("all_gather", "reduce_scatter", "all_to_all"):
+        return (world - 1) / world
+    if collective == "broadcast":
+        return 1.0
+    raise ValueError(f"unknown collective {collective!r}")
+
+
+def parse_size(text: str) -> int:
+    """'1KiB', '16MiB', '1GiB', '4k', '1048576' → bytes (K/M/G are binary, as in nccl-tests)."""
+    match = _SIZE.match(str(text))
+    if not match:
+        raise ValueError(f"{text!r} is not a size: write bytes or a number with KiB, MiB or GiB (e.g. 1MiB)")
+    value = float(match.group(1)) * _UNITS[(match.group(2) or "b").lower()]
+    if not value.is_integer():
+        raise ValueError(f"{text!r} is not a whole number of bytes")
+    return int(value)
+
+
+def format_size(nbytes: int) -> str:
+    for unit, scale in (("GiB", GiB), ("MiB", MiB), ("KiB", KiB)):
+        if nbytes >= scale and nbytes % scale == 0:
+            return f"{nbytes // scale} {unit}"
+    return f"{nbytes} B"
+
+
+@dataclass(frozen=True)
+class Point:
+    """One collective at one size; ``elements`` is a multiple of the world size so chunks are equal."""
+
+    collective: str
+    nbytes: int  # the size measured (the request rounded down to whole chunks)
+    elements: int
+    world: int
+
+    @property
+    def chunk(self) -> int:
+        return self.elements // self.world
+
+    @property
+    def label(self) -> str:
+        return f"{self.collective} {format_size(self.nbytes)}"
+
+
+def make_point(collective: str, requested_bytes: int, world: int) -> Point:
+    elements = max(world, requested_bytes // ELEMENT_BYTES // world * world)
+    return Point(collective, elements * ELEMENT_BYTES, elements, world)
+
+
+def buffer_bytes(collective: str, nbytes: int, world: int) -> int:
+    """Bytes one rank allocates for a point: its buffers, plus the expectation and one regenerated input."""
+    part = nbytes // world
+    return {"all_reduce": 4 * nbytes, "all_gather": 2 * nbytes + 2 * part, "reduce_scatter": 2 * nbytes + 2 * part,
+            "broadcast": 2 * nbytes, "all_to_all": 4 * nbytes}[collective]
+
+
+# --- the process group, as the measurement needs it ---------------------------------------------------
+
+@dataclass(frozen=True)
+class Comm:
+    rank: int
+    world: int
+    device: str  # "cpu" or "cuda:N": where this rank's buffers live
+
+    @property
+    def is_cuda(self) -> bool:
+        return self.device.startswith("cuda")
+
+    def sync(self) -> None:
+        if self.is_cuda:
+            torch.cuda.synchronize(self.device)
+
+    def agree(self, value: int) -> int:
+        """Rank 0's ``value`` on every rank."""
+        t = torch.tensor([int(value)], dtype=torch.int64, device=self.device)
+        dist.broadcast(t, 0)
+        return int(t.item())
+
+    def all_floats(self, values: list[float]) -> torch.Tensor:
+        """Every rank's ``values`` (same length on all ranks) as a world × len float64 CPU tensor."""
+        mine = torch.tensor(values, dtype=torch.float64, device=self.device)
+        out = torch.empty(self.world * len(values), dtype=torch.float64, device=self.device)
+        _all_gather(out, mine)
+        return out.view(self.world, len(values)).cpu()
+
+
+def _all_gather(out: torch.Tensor, inp: torch.Tensor) -> None:
+    fn = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor  # torch < 2.13
+    fn(out, inp)
+
+
+def _reduce_scatter(out: torch.Tensor, inp: torch.Tensor) -> None:
+    fn = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor  # torch < 2.13
+    fn(out, inp)
+
+
+# --- inputs, the operation and its expected result ------------------------------------------------------
+
+def input_values(seed: int, rank: int, elements: int, device: str) -> torch.Tensor:
+    """Rank ``rank``'s input: integer-valued float32 in ±1…±8, reproducible by any rank from the seed."""
+    gen = torch.Generator(device=device).manual_seed(seed * 100_003 + rank)
+    magnitude = torch.randint(1, 9, (elements,), generator=gen, device=device, dtype=torch.int32)
+    sign = torch.randint(0, 2, (elements,), generator=gen, device=device, dtype=torch.int32) * 2 - 1
+    return (magnitude * sign).to(torch.float32)
+
+
+@dataclass
+class Operation:
+    op: Callable[[], object]  # the timed call
+    reset: Callable[[], object] | None  # restores fresh inputs before the checked call (in-place collectives)
+    result: torch.Tensor  # what the checked call writes
+
+
+def operation(point: Point, comm: Comm, seed: int) -> Operation:
+    c, n, dev = point.chunk, point.elements, comm.device
+    name = point.collective
+    if name == "all_reduce":
+        pristine = input_values(seed, comm.rank, n, dev)
+        buf = pristine.clone()
+        return Operation(lambda: dist.all_reduce(buf), lambda: buf.copy_(pristine), buf)
+    if name == "all_gather":
+        inp, out = input_values(seed, comm.rank, c, dev), torch.empty(n, device=dev)
+        return Operation(lambda: _all_gather(out, inp), None, out)
+    if name == "reduce_scatter":
+        inp, out = input_values(seed, comm.rank, n, dev), torch.empty(c, device=dev)
+        return Operation(lambda: _reduce_scatter(out, inp), None, out)
+    if name == "broadcast":
+        pristine = input_values(seed, comm.rank, n, dev)
+        buf = pristine.clone()
+        return Operation(lambda: dist.broadcast(buf, 0), lambda: buf.copy_(pristine), buf)
+    if name == "all_to_all":
+        inp, out = input_values(seed, comm.rank, n, dev), torch.empty(n, device=dev)
+        return Operation(lambda: dist.all_to_all_single(out, inp), None, out)
+    raise ValueError(f"unknown collective {name!r}")
+
+
+def expected(point: Point, comm: Comm, seed: int) -> torch.Tensor:
+    """What this rank must hold after the call, rebuilt from every rank's seed."""
+    c, n, dev, r = point.chunk, point.elements, comm.device, comm.rank
+    ranks = range(comm.world)
+    name = point.collective
+    if name == "broadcast":
+        return input_values(seed, 0, n, dev)
+    if name == "all_gather":
+        return torch.cat([input_values(seed, j, c, dev) for j in ranks])
+    if name == "all_to_all":
+        return torch.cat([input_values(seed, j, n, dev)[r * c:(r + 1) * c] for j in ranks])
+    total = torch.zeros(n if name == "all_reduce" else c, device=dev)
+    for j in ranks:
+        values = input_values(seed, j, n, dev)
+        total += values if name == "all_reduce" else values[r * c:(r + 1) * c]
+    return total
+
+
+def check(result: torch.Tensor, want: torch.Tensor) -> tuple[int, float]:
+    """(elements that differ, largest absolute difference); exact inputs make any difference an error."""
+    diff = (result - want).abs()
+    return int((diff > 0).sum()), float(diff.max()) if diff.numel() else 0.0
+
+
+# --- timing ---------------------------------------------------------------------------------------------
+
+def warm_up(call: Operation, comm: Comm, plan: TimingPlan) -> int:
+    """Whole batches of calls on every rank until rank 0 has warmed up ``plan.warmup_ms``; returns the
+    number of calls to time, decided by rank 0 from the warm-up's speed."""
+    calls, batch, start = 0, 1, time.perf_counter()
+    while True:
+        for _ in range(batch):
+            call.op()
+        comm.sync()
+        calls += batch
+        elapsed_ms = (time.perf_counter() - start) * 1e3
+        if comm.agree(elapsed_ms >= plan.warmup_ms):
+            break
+        batch = min(batch * 2, 64)
+    return comm.agree(reps_for(plan, elapsed_ms / calls))
+
+
+def time_calls(call: Operation, comm: Comm, reps: int) -> list[float]:
+    """Milliseconds of each of ``reps`` calls on this rank; only the collective sits between the clocks."""
+    if comm.is_cuda:
+        starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
+        ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
+        for i in range(reps):
+            starts[i].record()
+            call.op()
+            ends[i].record()
+        comm.sync()
+        return [s.elapsed_time(e) for s, e in zip(starts, ends)]
+    clock, samples = time.perf_counter_ns, []
+    for _ in range(reps):
+        a = clock()
+        call.op()
+        samples.append((clock() - a) / 1e6)
+    return samples
+
+
+def unsupported_reason(exc: BaseException) -> str | None:
+    """The backend's own words when it refuses a collective (every rank refuses alike, so none hangs)."""
+    text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+    return text if isinstance(exc, (RuntimeError, NotImplementedError)) and _UNSUPPORTED.search(text) else None
+
+
+@dataclass
+class Measured:
+    """What every rank measured for one point, gathered on every rank (rank 0 writes the rows)."""
+
+    point: Point
+    samples: torch.Tensor  # world × reps milliseconds
+    mismatches: list[int]
+    max_error: list[float]
+
+
+def measure(point: Point, comm: Comm, plan: TimingPlan, seed: int) -> Measured:
+    """Warm up, time, then check one more call on fresh inputs, on every rank. Raises what the backend raises."""
+    call = operation(point, comm, seed)
+    reps = warm_up(call, comm, plan)
+    samples = time_calls(call, comm, reps)
+    if call.reset:
+        call.reset()
+    call.op()
+    comm.sync()
+    wrong, err = check(call.result, expected(point, comm, seed))
+    del call
+    gathered = comm.all_floats(samples + [wrong, err])
+    return Measured(point, gathered[:, :reps], [int(v) for v in gathered[:, reps]],
+                    [float(v) for v in gathered[:, reps + 1]])
+
+
+# --- rows -----------------------------------------------------------------------------------------------
+
+def point_rows(m: Measured, backend: str, ranks: list[dict]) -> list[dict]:
+    """One ``collective`` row (the job's figures) and one ``rank`` row per rank."""
+    p = m.point
+    per_rank = [summarize(m.samples[r].tolist()) for r in range(p.world)]
+    slowest = max(range(p.world), key=lambda r: per_rank[r]["median"])
+    stats = per_rank[slowest]
+    factor = busbw_factor(p.collective, p.world)
+    gbs = lambda ms: p.nbytes / (ms * 1e-3) / 1e9  # noqa: E731
+    wrong = [r for r in range(p.world) if m.mismatches[r]]
+    out_elements = p.chunk if p.collective == "reduce_scatter" else p.elements
+    reason = None if not wrong else "wrong values on " + ", ".join(
+        f"rank {r} ({m.mismatches[r]} of {out_elements} elements, largest difference {m.max_error[r]:g})"
+        for r in wrong)
+    base = {"collective": p.collective, "backend": backend, "bytes": p.nbytes, "size": format_size(p.nbytes),
+            "world_size": p.world, "dtype": "float32", "elements": p.elements}
+    row = base | {
+        "kind": "collective", "status": "error" if wrong else "ok", "reason": reason,
+        "median_ms": stats["median"], "mean_ms": stats["mean"], "std_ms": stats["std"], "min_ms": stats["min"],
+        "max_ms": stats["max"], "p20_ms": stats["p20"], "p80_ms": stats["p80"], "reps": stats["count"],
+        "algbw_gbs": gbs(stats["median"]), "busbw_gbs": gbs(stats["median"]) * factor, "busbw_factor": factor,
+        "algbw_gbs_p20": gbs(stats["p80"]), "algbw_gbs_p80": gbs(stats["p20"]),
+        "busbw_gbs_p20": gbs(stats["p80"]) * factor, "busbw_gbs_p80": gbs(stats["p20"]) * factor,
+        "check": "mismatch" if wrong else "ok", "slowest_rank": slowest,
+        "call_max_median_ms": summarize(m.samples.max(dim=0).values.tolist())["median"],
+        "nodes": len({r.get("group_rank") for r in ranks}), "samples_ms": m.samples[slowest].tolist()}
+    rank_rows = []
+    for r in range(p.world):
+        info = ranks[r] if r < len(ranks) else {}
+        s = per_rank[r]
+        rank_rows.append(base | {
+            "kind": "rank", "rank": r, "host": info.get("host"), "group_rank": info.get("group_rank"),
+            "local_rank": info.get("local_rank"), "device": info.get("device"), "median_ms": s["median"],
+            "p20_ms": s["p20"], "p80_ms": s["p80"], "min_ms": s["min"], "max_ms": s["max"],
+            "check": "mismatch" if m.mismatches[r] else "ok", "samples_ms": m.samples[r].tolist()})
+    return [row] + rank_rows
+
+
+def not_measured_row(point: Point, backend: str, status: str, reason: str) -> dict:
+    """A point the ranks did not run (unsupported by the backend, or too large), with the reason."""
+    return {"kind": "collective", "collective": point.collective, "backend": backend, "bytes": point.nbytes,
+            "size": format_size(point.nbytes), "world_size": point.world, "dtype": "float32",
+            "elements": point.elements, "status": status, "reason": reason, "median_ms": None, "algbw_gbs": None,
+            "busbw_gbs": None, "busbw_factor": busbw_factor(point.collective, point.world)}

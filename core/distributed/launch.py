@@ -1,0 +1,226 @@
+"""Start the ranks of a one-box job through torch's elastic launcher (the engine of ``torchrun``), and follow them.
+
+:func:`run_ranks` is a generator for an experiment running in a worker: it starts
+``torch.distributed.launcher.api.elastic_launch`` in a thread (a c10d rendezvous on 127.0.0.1, a free
+port, no restarts), yields the events the ranks write (rank 0's rows as each point finishes), and
+returns rank 0's metadata. When a rank fails it raises :class:`RankFailure`, whose message names the
+rank and what happened to it:
+
+* a rank that died (a signal nobody in the lab sent) — from the launcher's failure record;
+* a rank that stopped responding — the ranks waiting for it time out (the process group's timeout),
+  read from the rendezvous store that it never finished the step, and say so;
+* anything else a rank raised, in its own words.
+
+Waiting ranks report within the collective timeout; the lab then kills every rank at once (the
+launcher's own shutdown waits 30 s per stuck rank), and a watchdog kills them if no rank has said
+anything for the timeout plus a margin. Ranks also die with this process (see
+:func:`core.distributed.rank.die_with_parent`), so a cancelled or killed job leaves none behind.
+"""
+from __future__ import annotations
+
+import json
+import os
+import shutil
+import signal
+import sys
+import tempfile
+import threading
+import time
+import uuid
+from contextlib import contextmanager
+from pathlib import Path
+from typing import Generator
+
+import psutil
+
+RANK_MODULE = "core.distributed.rank"
+ERROR_GRACE_S = 4.0  # after a rank's error, how long the others get to report theirs before the lab stops them
+WATCHDOG_MARGIN_S = 60.0
+POLL_S = 0.05
+
+
+class RankFailure(RuntimeError):
+    """A rank died, hung or raised; ``meta`` says which (the worker stores it with the run)."""
+
+    def __init__(self, message: str, meta: dict) -> None:
+        super().__init__(message)
+        self.meta = meta
+
+
+def rank_processes() -> list[psutil.Process]:
+    """This process's rank children (they run in sessions of their own, as the elastic launcher starts them)."""
+    found = []
+    for child in psutil.Process().children(recursive=True):
+        try:
+            if RANK_MODULE in child.cmdline():
+                found.append(child)
+        except psutil.Error:
+            continue
+    return found
+
+
+def kill_ranks() -> set[int]:
+    """SIGKILL every rank process (and its process group); the pids killed."""
+    killed = set()
+    for proc in rank_processes():
+        try:
+            os.killpg(proc.pid, signal.SIGKILL)
+        except (ProcessLookupError, PermissionError):
+            try:
+                proc.kill()
+            except psutil.Error:
+                continue
+        killed.add(proc.pid)
+    return killed
+
+
+@contextmanager
+def _environment(values: dict[str, str]):
+    """The elastic launcher hands its own environment to the ranks; set ours for the launch only."""
+    saved = {k: os.environ.get(k) for k in values}
+    os.environ.update(values)
+    try:
+        yield
+    finally:
+        for key, value in saved.items():
+            if value is None:
+                os.environ.pop(key, None)
+            else:
+                os.environ[key] = value
+
+
+class _Events:
+    """Complete JSON lines appended to a file by the ranks, read as they arrive."""
+
+    def __init__(self, path: Path) -> None:
+        self.path = path
+        self._offset = 0
+        self.last_at = time.monotonic()
+
+    def read(self) -> list[dict]:
+        try:
+            with open(self.path, "rb") as fh:
+                fh.seek(self._offset)
+                data = fh.read()
+        except FileNotFoundError:
+            return []
+        complete = data[:data.rfind(b"\n") + 1]
+        self._offset += len(complete)
+        events = [json.loads(line) for line in complete.splitlines() if line.strip()]
+        if events:
+            self.last_at = time.monotonic()
+        return events
+
+
+def _launch_config(world: int, log_dir: str):
+    from torch.distributed.elastic.multiprocessing import DefaultLogsSpecs
+    from torch.distributed.launcher.api import LaunchConfig
+
+    return LaunchConfig(min_nodes=1, max_nodes=1, nproc_per_node=world, run_id=f"gpulab-{uuid.uuid4().hex[:12]}",
+                        rdzv_backend="c10d", rdzv_endpoint="127.0.0.1:0", local_addr="127.0.0.1", max_restarts=0,
+                        monitor_interval=0.1, logs_specs=DefaultLogsSpecs(log_dir=log_dir))
+
+
+def explain(errors: list[dict], failures: dict, killed: set[int], step: str | None, reason: str | None) -> tuple[str, dict]:
+    """The one sentence a user needs: which rank, and what happened to it.
+
+    ``failures``: global rank → ProcessFailure from the launcher; ``killed``: pids the lab killed itself.
+    """
+    from core.distributed.rank import failure_text
+    from core.jobs import _signal_text
+
+    where = f" during {step}" if step else ""
+    died = {r: f for r, f in failures.items() if f.exitcode < 0 and f.pid not in killed
+            and f.exitcode != -signal.SIGTERM}  # SIGTERM is the launcher stopping the others
+    stalled = sorted({q for e in errors for q in e.get("stalled") or []})
+    meta = {"rank_errors": errors, "stalled_ranks": stalled,
+            "rank_exits": {str(r): {"pid": f.pid, "exitcode": f.exitcode, "local_rank": f.local_rank}
+                           for r, f in failures.items()}}
+    if died:
+        rank = min(died, key=lambda r: died[r].timestamp)
+        f = died[rank]
+        meta["failed_rank"] = rank
+        return f"rank {rank} (pid {f.pid}) died{where}: {_signal_text(f.exitcode)}", meta
+    if stalled:
+        meta["failed_rank"] = stalled[0]
+        waiting = next(e for e in errors if e.get("stalled"))
+        return failure_text(waiting), meta
+    if errors:
+        meta["failed_rank"] = errors[0]["rank"]
+        return failure_text(errors[0]), meta
+    if failures:
+        rank = min(failures, key=lambda r: failures[r].timestamp)
+        meta["failed_rank"] = rank
+        return f"rank {rank} {_signal_text(failures[rank].exitcode)}{where}", meta
+    return f"the ranks stopped{where}: {reason or 'no rank reported why'}", meta
+
+
+def run_ranks(config: dict, world: int, timeout_s: float, env: dict[str, str] | None = None
+              ) -> Generator[dict, None, dict]:
+    """Run ``world`` ranks of :mod:`core.distributed.rank` on this box; yield rank 0's events; return its meta.
+
+    ``timeout_s`` is the collective timeout the ranks use; the watchdog adds a margin to it.
+    """
+    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+    from torch.distributed.launcher.api import elastic_launch
+
+    workdir = Path(tempfile.mkdtemp(prefix="gpulab-ranks-"))
+    events = _Events(workdir / "events.jsonl")
+    outcome: dict = {}
+
+    def launch() -> None:
+        try:
+            elastic_launch(_launch_config(world, str(workdir / "logs")), sys.executable)(
+                "-m", RANK_MODULE, "--events", str(events.path), "--config", json.dumps(config))
+        except ChildFailedError as exc:
+            outcome["failures"] = exc.failures
+        except BaseException as exc:  # noqa: BLE001 - the rendezvous itself failed; reported below
+            outcome["exception"] = f"{type(exc).__name__}: {exc}"
+
+    errors: list[dict] = []
+    killed: set[int] = set()
+    stopped = False
+    step, done, stop_reason, first_error_at = None, None, None, None
+    thread = threading.Thread(target=launch, daemon=True, name="gpulab-elastic-launch")
+    try:
+        with _environment({"OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")} | dict(env or {})):
+            thread.start()
+            while thread.is_alive():
+                for event in events.read():
+                    kind = event.get("type")
+                    if kind == "step":
+                        step = event.get("label")
+                    elif kind == "error":
+                        errors.append(event)
+                        first_error_at = first_error_at or time.monotonic()
+                    elif kind == "done":
+                        done = event.get("meta") or {}
+                    yield event
+                now = time.monotonic()
+                if not stopped and first_error_at and now - first_error_at > ERROR_GRACE_S:
+                    killed, stopped = kill_ranks(), True
+                elif not stopped and now - events.last_at > timeout_s + WATCHDOG_MARGIN_S:
+                    stop_reason = f"no rank reported anything for {now - events.last_at:.0f} s"
+                    killed, stopped = kill_ranks(), True
+                thread.join(POLL_S)
+        for event in events.read():
+            if event.get("type") == "error":
+                errors.append(event)
+            elif event.get("type") == "done":
+                done = event.get("meta") or {}
+            yield event
+        if done is not None and not outcome:
+            return done
+        message, meta = explain(errors, outcome.get("failures") or {}, killed, step,
+                                stop_reason or outcome.get("exception"))
+        if any(e.get("unsupported") for e in errors):
+            meta["unsupported"] = True
+        raise RankFailure(message, meta)
+    finally:
+        if thread.is_alive():
+            kill_ranks()
+            thread.join(30)
+        leftover = kill_ranks()  # nothing should be left; make sure
+        if leftover:
+            print(f"killed {len(leftover)} leftover rank process(es)", file=sys.stderr)
+        shutil.rmtree(workdir, ignore_errors=True)

@@ -1,0 +1,393 @@
+"""The program every rank of an interconnect job runs: ``python -m core.distributed.rank`` under torchrun.
+
+Two ways in, one measurement:
+
+* **The lab starts it** (:mod:`core.distributed.launch`, from a worker) with ``--events FILE --config
+  JSON``. Every rank appends JSON lines to FILE: rank 0 its rows as each point finishes and its
+  metadata at the end, any rank the error that stopped it. The worker turns them into progress and
+  the stored run.
+* **A user starts it with torchrun on every box** of a multi-box job, with the interconnect options
+  (generated from the experiment's config) and ``--db/--json/--no-save/--name``. Rank 0 prints
+  progress, stores ONE run for the whole job (per-rank rows, hosts, world size) in its box's run
+  database — every point as it finishes, so a crash keeps what was measured — and prints it.
+
+A rank that raises (a peer died, a collective timed out) reads the other ranks' progress from the
+rendezvous store first, so its error names the ranks that stopped responding. Every rank dies with
+the launcher that started it (``PR_SET_PDEATHSIG``): no rank outlives a killed job.
+"""
+from __future__ import annotations
+
+import argparse
+import ctypes
+import dataclasses
+import json
+import os
+import signal
+import socket
+import sys
+import time
+from datetime import timedelta
+import torch
+import torch.distributed as dist
+
+from core.distributed.collectives import (Comm, buffer_bytes, format_size, make_point, measure, not_measured_row,
+                                          point_rows, unsupported_reason, PROCESS_OVERHEAD_BYTES)
+from core.experiment import ConfigError, config_from_dict, config_to_dict, json_ready
+
+PEER_ERROR_GRACE_S = 2.0  # let the other waiting ranks post their own errors before judging who stalled
+PR_SET_PDEATHSIG = 1
+
+
+# --- where this rank sits -----------------------------------------------------------------------------
+
+@dataclasses.dataclass(frozen=True)
+class RankEnv:
+    """What torchrun tells each rank (its environment variables)."""
+
+    rank: int
+    world: int
+    local_rank: int
+    local_world: int
+    group_rank: int  # the node's rank: distinct values = nodes
+    run_id: str
+    master_addr: str
+    master_port: int
+
+    @classmethod
+    def from_environ(cls, environ=os.environ) -> "RankEnv":
+        missing = [k for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT") if k not in environ]
+        if missing:
+            raise ConfigError(f"no torchrun environment ({', '.join(missing)} unset): start this program with "
+                              f"torchrun … -m core.distributed.rank, or run python -m core interconnect")
+        return cls(rank=int(environ["RANK"]), world=int(environ["WORLD_SIZE"]), local_rank=int(environ["LOCAL_RANK"]),
+                   local_world=int(environ.get("LOCAL_WORLD_SIZE", environ["WORLD_SIZE"])),
+                   group_rank=int(environ.get("GROUP_RANK", 0)), run_id=environ.get("TORCHELASTIC_RUN_ID", "none"),
+                   master_addr=environ["MASTER_ADDR"], master_port=int(environ["MASTER_PORT"]))
+
+
+def die_with_parent() -> None:
+    """Linux: the kernel kills this process when the launcher that started it dies, even a SIGKILLed one."""
+    parent = os.getppid()
+    try:
+        libc = ctypes.CDLL(None, use_errno=True)
+        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+    except (OSError, AttributeError):
+        return
+    if os.getppid() != parent:  # the launcher died before the request took effect
+        os._exit(1)
+
+
+def resolve_backend(requested: str) -> str:
+    if requested != "auto":
+        return requested
+    return "nccl" if torch.cuda.is_available() else "gloo"
+
+
+def backend_problem(backend: str) -> str | None:
+    """Why this process cannot use ``backend``, or None."""
+    if not dist.is_available():
+        return f"this PyTorch ({torch.__version__}) was built without torch.distributed"
+    if backend == "nccl":
+        if not torch.cuda.is_available():
+            from core.hardware.device import cuda_unavailable_reason
+
+            return (f"NCCL runs collectives between CUDA GPUs and {cuda_unavailable_reason()}; Gloo runs them "
+                    f"between CPU processes (--backend gloo)")
+        if not dist.is_nccl_available():
+            return f"this PyTorch ({torch.__version__}) was built without NCCL"
+    if backend == "gloo" and not dist.is_gloo_available():
+        return f"this PyTorch ({torch.__version__}) was built without Gloo"
+    return None
+
+
+class Progress:
+    """Each rank's position in the rendezvous store (``gpulab/<run>/step/<rank>``, ``…/error/<rank>``)."""
+
+    def __init__(self, env: RankEnv, timeout_s: float) -> None:
+        self.env = env
+        base = dist.TCPStore(env.master_addr, env.master_port, is_master=False, wait_for_workers=False,
+                             timeout=timedelta(seconds=timeout_s))
+        self.store = dist.PrefixStore(f"gpulab/{env.run_id}/", base)
+        self.step = -1
+        self.label = "start-up"
+
+    def begin(self, step: int, label: str) -> None:
+        self.step, self.label = step, label
+        self.store.set(f"step/{self.env.rank}", json.dumps({"step": step, "done": False}))
+
+    def done(self, step: int) -> None:
+        self.store.set(f"step/{self.env.rank}", json.dumps({"step": step, "done": True}))
+
+    def error(self, message: str) -> None:
+        self.store.set(f"error/{self.env.rank}", message)
+
+    def stalled(self) -> list[int]:
+        """Ranks that reported no error and did not finish the step this rank is stuck in."""
+        out = []
+        for q in range(self.env.world):
+            if q == self.env.rank or self.store.check([f"error/{q}"]):
+                continue
+            state = json.loads(self.store.get(f"step/{q}")) if self.store.check([f"step/{q}"]) else {"step": -1}
+            if state["step"] < self.step or (state["step"] == self.step and not state.get("done")):
+                out.append(q)
+        return out
+
+
+# --- what rank 0 reports, and where ---------------------------------------------------------------------
+
+def failure_text(event: dict) -> str:
+    """A rank's error event in words, naming the ranks that stopped responding where it knows them."""
+    if event.get("unsupported"):
+        return event["message"]
+    where = f" during {event['step']}" if event.get("step") else ""
+    stalled = event.get("stalled") or []
+    if stalled:
+        who = ", ".join(map(str, stalled))
+        return (f"rank{'s' if len(stalled) > 1 else ''} {who} stopped responding{where} (no error reported: died "
+                f"or hung); rank {event['rank']} gave up: {event['message']}")
+    return f"rank {event['rank']} failed{where}: {event['message']}"
+
+
+class FileSink:
+    """The lab's launcher reads these lines (one ``os.write`` each on an O_APPEND file: lines never interleave)."""
+
+    def __init__(self, path: str, rank: int) -> None:
+        self.rank = rank
+        self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+
+    def emit(self, event: dict) -> None:
+        os.write(self._fd, (json.dumps(json_ready(event), allow_nan=False) + "\n").encode())
+
+    def start(self, meta: dict, total: int) -> None:
+        if self.rank == 0:
+            self.emit({"type": "start", "total": total, "meta": meta})
+
+    def step(self, index: int, total: int, label: str) -> None:
+        if self.rank == 0:
+            self.emit({"type": "step", "index": index, "total": total, "label": label})
+
+    def rows(self, index: int, total: int, rows: list[dict]) -> None:
+        if self.rank == 0:
+            self.emit({"type": "rows", "index": index, "total": total, "rows": rows})
+
+    def done(self, meta: dict) -> None:
+        if self.rank == 0:
+            self.emit({"type": "done", "meta": meta})
+
+    def error(self, event: dict) -> None:
+        self.emit({"type": "error", **event})
+
+
+class StoreSink:
+    """torchrun by hand: rank 0 prints progress and keeps one stored run up to date; other ranks stay quiet."""
+
+    def __init__(self, env: RankEnv, cfg, args) -> None:
+        from core.hardware.device import versions
+        from core.result import RunResult, now_iso
+
+        self.env, self.args = env, args
+        self.store = None
+        if env.rank == 0 and not args.no_save:
+            from core.store import RunStore
+
+            self.store = RunStore(args.db)
+        self.run = RunResult(experiment="interconnect", config=config_to_dict(cfg), device={}, versions=versions(),
+                             started_at=now_iso(), finished_at=None, status="running", name=args.name)
+        self._now = now_iso
+
+    def _save(self) -> None:
+        if self.store is not None:
+            self.store.save(self.run, owner_pid=os.getpid() if self.run.status == "running" else None)
+
+    def start(self, meta: dict, total: int) -> None:
+        if self.env.rank:
+            return
+        from core.hardware.device import describe
+
+        device = describe(meta["ranks"][0]["device"])
+        device["label"] = (f"torchrun job — {meta['world_size']} ranks on {meta['nodes']} node(s), "
+                           f"rank 0: {device.get('label') or device.get('name')}")
+        self.run.device, self.run.meta = json_ready(device), json_ready(meta)
+        self._save()
+
+    def step(self, index: int, total: int, label: str) -> None:
+        pass
+
+    def rows(self, index: int, total: int, rows: list[dict]) -> None:
+        if self.env.rank:
+            return
+        self.run.rows.extend(json_ready(rows))
+        head = rows[0]
+        figures = (f"{head['median_ms']:.3f} ms, algbw {head['algbw_gbs']:.2f} GB/s, busbw {head['busbw_gbs']:.2f} GB/s"
+                   if head.get("median_ms") is not None else f"{head['status']}: {head['reason']}")
+        print(f"[{index + 1}/{total}] {head['collective']} {head['size']}: {figures}", file=sys.stderr, flush=True)
+        self._save()
+
+    def done(self, meta: dict) -> None:
+        if self.env.rank:
+            return
+        self.run.meta = json_ready(meta)
+        self._finish("ok", None)
+
+    def error(self, event: dict) -> None:
+        text = failure_text(event)
+        print(text, file=sys.stderr, flush=True)
+        if self.env.rank == 0:
+            self._finish("unsupported" if event.get("unsupported") else "error", text)
+
+    def _finish(self, status: str, error: str | None) -> None:
+        from core.cli.output import print_run
+
+        self.run.status, self.run.error, self.run.finished_at = status, error, self._now()
+        self._save()
+        print_run(self.run, self.args.json)
+
+
+# --- the measurement ----------------------------------------------------------------------------------
+
+def _memory_problem(point, comm: Comm, env: RankEnv) -> str | None:
+    """Every rank's free memory against what the point needs; the same verdict on every rank."""
+    need = buffer_bytes(point.collective, point.nbytes, env.world)
+    if comm.is_cuda:
+        free = torch.cuda.mem_get_info(comm.device)[0]
+    else:  # the box's ranks share its RAM
+        from core.hardware.device import describe_cpu
+
+        need = need * env.local_world + PROCESS_OVERHEAD_BYTES * env.local_world
+        free = describe_cpu().get("free_memory_bytes") or float("inf")
+    table = comm.all_floats([float(need), float(min(free, 2.0**62))])
+    short = [r for r in range(env.world) if table[r, 0] > 0.9 * table[r, 1]]
+    if not short:
+        return None
+    r = short[0]
+    where = "its GPU" if comm.is_cuda else "its box (shared by the ranks there)"
+    return (f"needs {table[r, 0] / 2**30:.2f} GiB on {where}; rank {r} has {table[r, 1] / 2**30:.2f} GiB free")
+
+
+def measure_all(cfg, env: RankEnv, sink, progress: Progress, backend: str, device: str) -> None:
+    """Every (collective, size) point in order; rank 0 reports rows as they finish."""
+    from core.experiments.interconnect import sizes_for  # the config's own defaults
+
+    comm = Comm(env.rank, env.world, device)
+    me = {"rank": env.rank, "host": socket.gethostname(), "group_rank": env.group_rank, "local_rank": env.local_rank,
+          "device": device, "pid": os.getpid()}
+    if device.startswith("cuda"):
+        me["device_name"] = torch.cuda.get_device_name(device)
+    ranks: list = [None] * env.world
+    dist.all_gather_object(ranks, me)
+    sizes = sizes_for(cfg, device.startswith("cuda"))
+    points = [make_point(c, s, env.world) for c in cfg.collectives for s in sizes]
+    meta = {"backend": backend, "world_size": env.world, "nodes": len({r["group_rank"] for r in ranks}),
+            "hosts": sorted({r["host"] for r in ranks}), "ranks": ranks, "collectives": list(cfg.collectives),
+            "sizes_bytes": [p.nbytes for p in points[:len(sizes)]], "rendezvous_id": env.run_id,
+            "timer": "CUDA events per call" if comm.is_cuda else "time.perf_counter_ns per call",
+            "time_per_call": "the slowest rank's median; call_max_median_ms: median over calls of the slowest rank "
+                             "of each call",
+            "busbw": "nccl-tests: all_reduce 2(n−1)/n, all_gather/reduce_scatter/all_to_all (n−1)/n, broadcast 1",
+            "inputs": "fresh integer-valued float32 in ±1…±8 per point; the last timed call's output is checked "
+                      "value for value",
+            "omp_num_threads": os.environ.get("OMP_NUM_THREADS"), "torch_threads": torch.get_num_threads()}
+    if backend == "nccl":
+        meta["nccl_version"] = ".".join(map(str, torch.cuda.nccl.version()))
+    sink.start(meta, len(points))
+    for i, point in enumerate(points):
+        progress.begin(i, point.label)
+        sink.step(i, len(points), point.label)
+        reason = _memory_problem(point, comm, env)
+        if reason:
+            rows = [not_measured_row(point, backend, "unsupported", f"unsupported at {format_size(point.nbytes)}: {reason}")]
+        else:
+            try:
+                rows = point_rows(measure(point, comm, cfg.plan, cfg.seed * 1000 + i), backend, ranks)
+            except (RuntimeError, NotImplementedError) as exc:
+                why = unsupported_reason(exc)
+                if why is None:
+                    raise
+                rows = [not_measured_row(point, backend, "unsupported", f"unsupported on {backend}: {why}")]
+        progress.done(i)
+        sink.rows(i, len(points), rows)
+    sink.done(meta)
+
+
+def run_rank(cfg, env: RankEnv, sink) -> int:
+    """Join the job, measure, leave; on failure report it (naming stalled ranks) and re-raise."""
+    backend = resolve_backend(cfg.backend)
+    problem = backend_problem(backend)
+    if problem:
+        sink.error({"rank": env.rank, "message": f"unsupported: {problem}", "unsupported": True, "stalled": []})
+        return 3
+    device = f"cuda:{env.local_rank}" if backend == "nccl" else "cpu"
+    if backend == "nccl":
+        torch.cuda.set_device(device)
+    dist.init_process_group(backend, timeout=timedelta(seconds=cfg.timeout_s),
+                            device_id=torch.device(device) if backend == "nccl" else None)
+    progress = Progress(env, cfg.timeout_s)
+    try:
+        measure_all(cfg, env, sink, progress, backend, device)
+    except BaseException as exc:
+        first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:400]
+        try:
+            progress.error(first)
+            time.sleep(PEER_ERROR_GRACE_S)
+            stalled = progress.stalled()
+        except Exception:  # noqa: BLE001 - the store went away with the launcher
+            stalled = []
+        sink.error({"rank": env.rank, "message": first, "exception": type(exc).__name__, "step": progress.label,
+                    "stalled": stalled, "timeout_s": cfg.timeout_s})
+        raise
+    finally:
+        if dist.is_initialized():
+            dist.destroy_process_group()
+    return 0
+
+
+# --- command line ---------------------------------------------------------------------------------------
+
+def _parser(config_type) -> argparse.ArgumentParser:
+    from core.cli.experiments import add_config_options
+
+    parser = argparse.ArgumentParser(prog="torchrun … -m core.distributed.rank", description=__doc__.splitlines()[0])
+    parser.add_argument("--events", help=argparse.SUPPRESS)  # the lab's launcher
+    parser.add_argument("--config", help=argparse.SUPPRESS)
+    parser.add_argument("--db", help="run database of rank 0's box (default: $GPULAB_DB or the lab's data dir)")
+    parser.add_argument("--json", action="store_true", help="rank 0 prints the stored run as JSON")
+    parser.add_argument("--no-save", action="store_true", help="do not store the run")
+    parser.add_argument("--name", default="", help="a label for the stored run")
+    add_config_options(parser, config_type)
+    return parser
+
+
+def _terminated(signum, frame) -> None:
+    raise SystemExit(f"stopped by the launcher ({signal.Signals(signum).name}): another rank failed or the job "
+                     f"was cancelled")
+
+
+def main(argv: list[str] | None = None) -> int:
+    from core.experiments.interconnect import InterconnectConfig
+
+    die_with_parent()
+    args = _parser(InterconnectConfig).parse_args(argv)
+    names = {f.name for f in dataclasses.fields(InterconnectConfig)}
+    try:
+        env = RankEnv.from_environ()
+        if args.config:
+            cfg = config_from_dict(InterconnectConfig, json.loads(args.config))
+        else:
+            cfg = config_from_dict(InterconnectConfig, {"parts": ("collectives",)} |
+                                   {k: v for k, v in vars(args).items() if k in names})
+            if set(cfg.parts) != {"collectives"}:
+                raise ConfigError("parts: a torchrun job measures the collectives; host copies and the peer "
+                                  "matrix are per box: python -m core interconnect --parts copy,peer on each box")
+    except ConfigError as exc:
+        print(f"error: {exc}", file=sys.stderr)
+        return 2
+    sink = FileSink(args.events, env.rank) if args.events else StoreSink(env, cfg, args)
+    if not args.events:
+        signal.signal(signal.SIGTERM, _terminated)
+    return run_rank(cfg, env, sink)
+
+
+if __name__ == "__main__":
+    from torch.distributed.elastic.multiprocessing.errors import record
+
+    sys.exit(record(main)())

@@ -1,0 +1,149 @@
+"""Interconnect: host↔GPU copies, the GPU×GPU peer matrix, and collectives (algbw, busbw) over real ranks."""
+import pandas as pd
+import streamlit as st
+
+from core.distributed.collectives import COLLECTIVES, CPU_SIZES, GPU_SIZES, format_size
+from core.experiments.interconnect import PARTS, InterconnectConfig
+from core.result import RunResult
+from pages.common import lab
+from pages.common.charts import show_charts
+from pages.common.run_panel import results, run_controls
+from pages.plots.interconnect import figures, rows_of
+
+KEY = "interconnect"
+DEFAULTS = InterconnectConfig()
+LADDER = tuple(2**10 * 4**i for i in range(11))  # 1 KiB … 1 GiB
+PART_LABELS = {"copy": "Host↔GPU copies", "peer": "GPU×GPU peer matrix", "collectives": "Collectives"}
+COLLECTIVE_COLUMNS = ["collective", "size", "bytes", "world_size", "median_ms", "p20_ms", "p80_ms", "reps",
+                      "algbw_gbs", "busbw_gbs", "busbw_factor", "call_max_median_ms", "slowest_rank", "check"]
+RANK_COLUMNS = ["collective", "size", "rank", "host", "local_rank", "device", "median_ms", "p20_ms", "p80_ms", "check"]
+
+HOW_MEASURED = """
+- **Ranks** are real processes started by PyTorch's elastic launcher — the engine of `torchrun` — with a c10d
+  rendezvous on 127.0.0.1: one per GPU with **NCCL**, or 2…N CPU processes with **Gloo**. The same program runs
+  under `torchrun` by hand on several boxes (see *Many boxes* below).
+- **Timing** (as matmul): the ranks warm up together until rank 0 has warmed up long enough, rank 0 decides how
+  many calls to time and tells the others; every call is timed on its own — CUDA events on a GPU,
+  `perf_counter_ns` on a CPU. The headline is the slowest rank's median (bars: its p20–p80); every rank's
+  samples are stored. *call_max_median_ms* is the median of each call's slowest rank.
+- **Sizes** follow nccl-tests: the largest buffer of a rank (all_gather: the gathered output; reduce_scatter:
+  the input; all_to_all: the send buffer). **algbw** = bytes / time; **busbw** = algbw × 2(n−1)/n for all_reduce,
+  × (n−1)/n for all_gather, reduce_scatter and all_to_all, × 1 for broadcast (n ranks); GB = 10⁹ bytes.
+- **Values**: fresh integer-valued float32 in ±1…±8 per point (exact in any summation order); the output of the
+  last timed call is compared element by element with what the other ranks' seeds say it must be.
+- **Failures**: a rank that dies or stops responding ends the job with a message naming it (the process group's
+  timeout bounds a hang); the points measured before are stored; no rank process is left behind.
+- **Copies**: pinned vs pageable host memory, host→GPU and GPU→host per GPU; GPU→GPU for every pair, peer-to-peer
+  where `torch.cuda.can_device_access_peer` allows, through host memory where not. GB/s counts bytes copied once.
+"""
+
+
+def _gpus() -> list[dict]:
+    return [d for d in lab.devices()["devices"] if d["kind"] == "cuda"]
+
+
+def settings(gpus: int) -> dict:
+    values: dict = {}
+    values["parts"] = st.multiselect("Measure", PARTS, default=list(PARTS), format_func=PART_LABELS.get,
+                                     key=f"{KEY}.parts")
+    cols = st.columns(3)
+    values["backend"] = cols[0].selectbox(
+        "Backend", ("auto", "nccl", "gloo"), key=f"{KEY}.backend",
+        help="auto: NCCL between the GPUs where there are GPUs, else Gloo between CPU processes.")
+    values["world_size"] = int(cols[1].number_input(
+        "Ranks (0 = automatic)", 0, 64, 0, key=f"{KEY}.world",
+        help=f"0: one per GPU for NCCL ({gpus} here), 2 for Gloo. Gloo ranks on this box share its cores."))
+    values["collectives"] = cols[2].multiselect("Collectives", COLLECTIVES, default=list(COLLECTIVES),
+                                                key=f"{KEY}.collectives")
+    defaults = GPU_SIZES if gpus else CPU_SIZES
+    chosen = st.multiselect("Message sizes", LADDER, default=list(defaults), format_func=format_size,
+                            key=f"{KEY}.sizes", help="nccl-tests' sizes: the largest buffer of a rank. On a CPU the "
+                                                     "default stops at 16 MiB so a run takes seconds.")
+    values["sizes"] = [format_size(s).replace(" ", "") for s in sorted(chosen)]
+    with st.expander("Timing and copies"):
+        cols = st.columns(5)
+        values["warmup_ms"] = cols[0].number_input("warm-up per point (ms)", 0.0, 60000.0, DEFAULTS.warmup_ms,
+                                                   key=f"{KEY}.warm")
+        values["rep_ms"] = cols[1].number_input("timed per point (ms)", 1.0, 600000.0, DEFAULTS.rep_ms,
+                                                key=f"{KEY}.rep")
+        values["min_reps"] = cols[2].number_input("min calls", 1, 100000, DEFAULTS.min_reps, key=f"{KEY}.minr")
+        values["max_reps"] = cols[3].number_input("max calls", 1, 100000, DEFAULTS.max_reps, key=f"{KEY}.maxr")
+        values["timeout_s"] = cols[4].number_input("collective timeout (s)", 1.0, 3600.0, DEFAULTS.timeout_s,
+                                                   key=f"{KEY}.timeout",
+                                                   help="A rank that keeps the others waiting this long ends the "
+                                                        "job, named in the error.")
+        cols = st.columns(2)
+        values["copy_sizes"] = cols[0].multiselect("Host↔GPU copy sizes", ("1MiB", "16MiB", "64MiB", "256MiB", "1GiB"),
+                                                   default=list(DEFAULTS.copy_sizes), key=f"{KEY}.copy")
+        values["peer_size"] = cols[1].selectbox("GPU→GPU copy size", ("16MiB", "64MiB", "256MiB", "1GiB"),
+                                                index=2, key=f"{KEY}.peer")
+    return values
+
+
+def torchrun_command(values: dict, gpus: int) -> str:
+    """What to run on every box for a multi-box job with these settings."""
+    backend = "nccl" if values["backend"] == "auto" and gpus else ("gloo" if values["backend"] == "auto"
+                                                                   else values["backend"])
+    options = [f"--backend {backend}"]
+    if values["sizes"]:
+        options.append(f"--sizes {','.join(values['sizes'])}")
+    if list(values["collectives"]) != list(COLLECTIVES):
+        options.append(f"--collectives {','.join(values['collectives'])}")
+    return (f"torchrun --nnodes 2 --nproc-per-node {gpus or 2} --rdzv-backend c10d \\\n"
+            f"    --rdzv-endpoint FIRST_BOX:29500 --rdzv-id my-job \\\n"
+            f"    -m core.distributed.rank {' '.join(options)} --json")
+
+
+def render(run: RunResult) -> None:
+    measured = rows_of(run, "collective")
+    if not measured.empty:
+        peaks = measured.loc[measured.groupby("collective", sort=False)["busbw_gbs"].idxmax()]
+        cols = st.columns(len(peaks))
+        for col, (_, r) in zip(cols, peaks.iterrows()):
+            col.metric(f"{r['collective']} busbw (GB/s)", f"{r['busbw_gbs']:.3g}", f"at {r['size']}",
+                       delta_color="off", help=f"algbw {r['algbw_gbs']:.3g} GB/s, {r['median_ms']:.4g} ms per call")
+    show_charts(figures(run), KEY)
+    if not measured.empty:
+        st.dataframe(measured[[c for c in COLLECTIVE_COLUMNS if c in measured]], hide_index=True)
+        ranks = rows_of(run, "rank", measured=False)
+        with st.expander(f"Per rank ({run.meta.get('world_size')} ranks)"):
+            st.dataframe(ranks[[c for c in RANK_COLUMNS if c in ranks]], hide_index=True)
+    for kind in ("peer", "host_copy"):
+        table = rows_of(run, kind)
+        if not table.empty:
+            st.dataframe(table, hide_index=True)
+    frame = run.frame()
+    skipped = frame[frame["status"] != "ok"] if "status" in frame else frame.iloc[0:0]
+    if len(skipped):
+        st.warning("Not measured:\n" + "\n".join(
+            f"- {r.get('collective') or r['kind']}{' ' + r['size'] if isinstance(r.get('size'), str) else ''}: "
+            f"{r['reason']}" for _, r in skipped.drop_duplicates(["kind", "reason"]).iterrows()))
+    m = run.meta
+    if m.get("ranks"):
+        st.caption(f"{m.get('backend')} · {m.get('world_size')} ranks on {m.get('nodes')} node(s): "
+                   f"{', '.join(m.get('hosts') or [])} · {m.get('timer')} · OMP_NUM_THREADS="
+                   f"{m.get('omp_num_threads')}" + (f" · NCCL {m['nccl_version']}" if m.get("nccl_version") else ""))
+
+
+st.title("Interconnect")
+st.write("Do the links of this box run at full speed? Host↔GPU copies (pinned vs pageable), every GPU→GPU pair "
+         "with whether peer access is enabled, and the collectives of data-parallel training — all_reduce, "
+         "all_gather, reduce_scatter, broadcast, all_to_all — over message sizes, reported as nccl-tests does "
+         "(algbw, busbw). The ranks are real processes started through torchrun's launcher.")
+gpus = len(_gpus())
+device = "cuda:0" if gpus else "cpu"
+if gpus:
+    st.caption(f"Runs on all {gpus} GPU(s) of this box from cuda:0 (jobs on any of them wait for it).")
+else:
+    st.info("No CUDA GPU here: the **collectives run between CPU processes with Gloo** (results labelled CPU); "
+            "the copies and the peer matrix are reported as unsupported, with the reason.")
+with st.expander("How measured"):
+    st.markdown(HOW_MEASURED)
+chosen = settings(gpus)
+with st.expander("Many boxes: the torchrun command"):
+    st.markdown("Run this on **every** box (same command; `FIRST_BOX` is a host name all boxes reach). Rank 0 "
+                "stores one run for the whole job in its box's run database and prints it; bring it here with "
+                "*Compare & export → Import* (`python -m core runs export` there).")
+    st.code(torchrun_command(chosen, gpus), language="bash")
+run_controls(KEY, "interconnect", lambda: chosen, device=device)
+results(KEY, render)
