@@ -71,6 +71,8 @@ class Experiment:
     # Environment for a fresh worker (e.g. PYTORCH_CUDA_ALLOC_CONF); non-empty forces a fresh process.
     worker_env: Callable[[Any], dict[str, str]] | None = None
     hidden: bool = False  # diagnostics, not shown in the dashboard
+    # An import of the user's file is stored only when it succeeds: a refused file is not a run.
+    store_failures: bool = True
 
     def make_config(self, values: Mapping[str, Any]) -> Any:
         return config_from_dict(self.config_type, values)

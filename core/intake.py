@@ -246,6 +246,8 @@ def load_pickle_stream(stream: BinaryIO, limit_bytes: int, *, what: str = "file"
     try:
         data = unpickler.load()
     except pickle.UnpicklingError as exc:
+        if "truncated" in str(exc):
+            raise InputRefused(f"the {what} ends early: it is truncated ({exc})") from None
         raise InputRefused(f"the {what} was refused: {exc}") from None
     except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
         raise InputRefused(f"the {what} ended early ({exc or 'end of file'}); it is truncated") from None

@@ -210,9 +210,10 @@ class Snapshot:
     sites: list[tuple[Frame, ...]]
     settings: dict
     source: dict  # format, bytes read
+    other_devices: list[int] = field(default_factory=list)  # devices of the file not loaded here
 
     def devices(self) -> list[int]:
-        return sorted(set(self.traces) | {s.device for s in self.segments})
+        return sorted(set(self.traces) | {s.device for s in self.segments} | set(self.other_devices))
 
     def busiest_device(self) -> int:
         """The device with the most events (else the most reserved memory): the one the user recorded."""

@@ -1,7 +1,9 @@
 """What a memory snapshot says: the allocated and reserved timeline, the peak and its stack, who holds
 memory at any moment, categories inferred from stacks, segment maps, and what was there before recording.
 
-The replay is the allocator's own bookkeeping: ``alloc`` adds a block's size to *allocated* and
+The replay is the allocator's own bookkeeping, in the sizes the trace records (requested sizes, as
+memory_viz draws them; the allocator rounds each block up to a multiple of 512 bytes, so its own
+``memory_allocated`` can be slightly higher): ``alloc`` adds a block's size to *allocated* and
 ``free_completed`` takes it away (``free_requested`` only marks it pending, as ``memory_allocated`` does);
 ``segment_alloc``/``segment_map`` add to *reserved*, ``segment_free``/``segment_unmap`` take away.
 
@@ -406,8 +408,15 @@ def analyse(snapshot: Snapshot, device: int | None = None) -> SnapshotAnalysis:
                      f"end hold only {end_reserved:,}: reserved is drawn from 0")
         baseline_reserved = 0
     if n and replay_end != end_active:
-        notes.append(f"the replay ends at {replay_end:,} bytes allocated, the segments at the end show "
-                     f"{end_active:,} active (events after the last recorded one, or lost by the ring buffer)")
+        block_of = {b.address: b.size for b in active_blocks}
+        live_end = alloc_idx[alloc_end == n]
+        rounding = sum(block_of.get(int(trace.addr[i]), int(size[i])) - int(size[i]) for i in live_end)
+        other = end_active - replay_end - rounding
+        notes.append(f"the replay ends at {replay_end:,} bytes allocated, the segments at the end show {end_active:,} "
+                     f"active: {rounding:,} of the difference is rounding (the trace records requested sizes, the "
+                     f"allocator's blocks are rounded up)"
+                     + (f", {other:,} is not explained by the trace (events after the last recorded one, or "
+                        f"dropped by the ring buffer)" if other else ""))
 
     allocated = np.concatenate([[baseline_alloc], baseline_alloc + np.cumsum(delta)])
     reserved = np.concatenate([[baseline_reserved], baseline_reserved + np.cumsum(seg_delta)])
