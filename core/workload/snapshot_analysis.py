@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from core.memory.segments import segment_view
+from core.memory.series import thin_indices
 from core.workload.snapshot import CODE, DeviceTrace, Frame, Snapshot
 
 CATEGORIES = ("parameters", "gradients", "optimizer_state", "activations", "temporaries", "unknown")
@@ -154,6 +155,20 @@ class SnapshotAnalysis:
     @property
     def peak_point(self) -> int:
         return int(np.argmax(self.allocated))
+
+    def points_between(self, t0_ms: float | None, t1_ms: float | None, max_points: int) -> np.ndarray:
+        """At most ``max_points`` points inside a time window (ms since the first event), each bin's highest and
+        lowest allocated kept: what a zoomed chart draws, re-read from the whole trace."""
+        t = self.point_time_ms(np.arange(len(self.allocated)))
+        lo = 0 if t0_ms is None else int(np.searchsorted(t, t0_ms, side="left"))
+        hi = len(t) if t1_ms is None else int(np.searchsorted(t, t1_ms, side="right"))
+        lo, hi = min(lo, len(t) - 1), max(hi, lo + 1)
+        return lo + thin_indices(self.allocated[lo:hi], max_points, envelope=True)
+
+    def point_at_ms(self, t_ms: float) -> int:
+        """The last point at or before a time (ms since the first event)."""
+        t = self.point_time_ms(np.arange(len(self.allocated)))
+        return max(0, int(np.searchsorted(t, t_ms, side="right")) - 1)
 
     def point_time_ms(self, points) -> np.ndarray:
         """Milliseconds since the first event (or the event number where the snapshot has no times)."""
@@ -413,8 +428,8 @@ def analyse(snapshot: Snapshot, device: int | None = None) -> SnapshotAnalysis:
         rounding = sum(block_of.get(int(trace.addr[i]), int(size[i])) - int(size[i]) for i in live_end)
         other = end_active - replay_end - rounding
         notes.append(f"the replay ends at {replay_end:,} bytes allocated, the segments at the end show {end_active:,} "
-                     f"active: {rounding:,} of the difference is rounding (the trace records requested sizes, the "
-                     f"allocator's blocks are rounded up)"
+                     f"active: {rounding:,} of the difference is block size (the trace records requested sizes; the "
+                     f"allocator's blocks are rounded up, and a block it did not split is larger still)"
                      + (f", {other:,} is not explained by the trace (events after the last recorded one, or "
                         f"dropped by the ring buffer)" if other else ""))
 
