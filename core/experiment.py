@@ -86,6 +86,8 @@ class Experiment:
     hidden: bool = False  # diagnostics, not shown in the dashboard
     # Set where one run on every GPU of the box at once makes sense (device "all", see core.fanout).
     device_metric: DeviceMetric | None = None
+    # An import of the user's file is stored only when it succeeds: a refused file is not a run.
+    store_failures: bool = True
 
     def make_config(self, values: Mapping[str, Any]) -> Any:
         return config_from_dict(self.config_type, values)

@@ -5,21 +5,28 @@ through here. Bytes are counted as they are read, because a device or a pipe rep
 (``/dev/zero`` would otherwise be read forever); gzip is undone under the same cap on what it expands
 to; JSON is strict (no NaN/Infinity) and its nesting is capped, because a 900-level structure loads
 but then breaks every recursive consumer; pickles go through an unpickler that refuses every class, so
-a hostile file can neither exhaust memory nor run code. Every refusal is an :class:`InputRefused`
-whose message says what is wrong, in words a user can act on.
+a hostile file can neither exhaust memory nor run code. A pickle too large to hold as Python objects
+(a memory snapshot of 1 GB) is read as a stream instead: the same plain-data unpickler, fed through a
+counting stream that lets the caller empty the lists being built between chunks
+(:func:`load_pickle_stream`). Every refusal is an :class:`InputRefused` whose message says what is
+wrong, in words a user can act on.
 """
 from __future__ import annotations
 
+import gc
+import gzip
 import io
 import json
 import os
 import pickle
 import stat
 import zlib
+from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, BinaryIO, Iterator
+from typing import Any, BinaryIO, Callable, Iterator
 
 CHUNK_BYTES = 1 << 20
+STREAM_BUFFER_BYTES = 1 << 20  # how much the streaming unpickler reads between two calls of on_chunk
 DEFAULT_MAX_DEPTH = 64
 GZIP_MAGIC = b"\x1f\x8b"
 
@@ -151,5 +158,106 @@ def loads_pickle(raw: bytes, *, max_depth: int = DEFAULT_MAX_DEPTH, what: str = 
     except (EOFError, ValueError, TypeError, IndexError, KeyError, AttributeError, OverflowError) as exc:
         raise InputRefused(f"the {what} is not a readable pickle ({type(exc).__name__}: {exc}); "
                            f"it may be truncated") from None
+    check_depth(data, max_depth, what)
+    return data
+
+
+class _CountedStream:
+    """What the C unpickler reads from: counts the bytes it consumes, refuses past the cap, and calls
+    ``on_chunk`` each time the unpickler comes back for more (about every ``STREAM_BUFFER_BYTES``)."""
+
+    def __init__(self, raw: BinaryIO, limit_bytes: int, what: str, on_chunk: Callable[[], None] | None) -> None:
+        self._raw = raw
+        self._limit = limit_bytes
+        self._what = what
+        self._on_chunk = on_chunk
+        self.consumed = 0
+
+    def _count(self, n: int) -> None:
+        self.consumed += n
+        if self.consumed > self._limit:
+            raise InputRefused(f"the {self._what} is larger than the {_mib(self._limit)} limit")
+
+    def read(self, n: int = -1) -> bytes:
+        allowed = self._limit + 1 - self.consumed
+        data = self._raw.read(allowed if n is None or n < 0 else min(n, allowed))
+        self._count(len(data))
+        return data
+
+    def readinto(self, buffer) -> int:
+        n = self._raw.readinto(memoryview(buffer)[:self._limit + 1 - self.consumed])
+        self._count(n)
+        return n
+
+    def readline(self) -> bytes:
+        data = self._raw.readline(self._limit + 1 - self.consumed)
+        self._count(len(data))
+        return data
+
+    def peek(self, n: int = 0) -> bytes:
+        if self._on_chunk is not None:
+            self._on_chunk()
+        return self._raw.peek(n)
+
+
+@contextmanager
+def open_input(source: str | os.PathLike, what: str = "file") -> Iterator[BinaryIO]:
+    """A path opened for streaming: a buffered binary stream of its content, gunzipped if it is gzip
+    (by its magic bytes). Sizes are not checked here: the reader that consumes it counts."""
+    path = Path(source)
+    try:
+        if stat.S_ISDIR(path.stat().st_mode):
+            raise InputRefused(f"{path} is a directory, not a {what}")
+        fh = open(path, "rb", buffering=STREAM_BUFFER_BYTES)
+    except OSError as exc:
+        raise InputRefused(f"cannot read {path}: {exc.strerror or exc}") from None
+    try:
+        if fh.peek(2)[:2] == GZIP_MAGIC:
+            with gzip.GzipFile(fileobj=fh, mode="rb") as gz:
+                yield io.BufferedReader(gz, STREAM_BUFFER_BYTES)
+        else:
+            yield fh
+    except (EOFError, gzip.BadGzipFile, zlib.error) as exc:
+        raise InputRefused(f"the {what} is not valid gzip ({exc}); it may be truncated") from None
+    finally:
+        fh.close()
+
+
+def load_pickle_stream(stream: BinaryIO, limit_bytes: int, *, what: str = "file",
+                       on_chunk: Callable[[pickle.Unpickler], None] | None = None,
+                       max_depth: int = DEFAULT_MAX_DEPTH) -> Any:
+    """A plain-data pickle read from a stream, any protocol, with at most ``limit_bytes`` consumed.
+
+    ``on_chunk(unpickler)`` runs between chunks while the structure is being built: it may take the
+    items out of lists that are still growing (reach them through ``unpickler.memo``) so that a file
+    far larger than memory allows as Python objects is read in bounded memory. Garbage collection is
+    paused meanwhile: nothing built by an unpickler is garbage, and its passes over millions of fresh
+    objects would only cost time.
+    """
+    unpickler: pickle.Unpickler | None = None
+
+    def hook() -> None:
+        on_chunk(unpickler)
+
+    counted = _CountedStream(stream, limit_bytes, what, hook if on_chunk else None)
+    unpickler = _PlainDataUnpickler(counted)
+    collecting = gc.isenabled()
+    gc.disable()
+    try:
+        data = unpickler.load()
+    except pickle.UnpicklingError as exc:
+        if "truncated" in str(exc):
+            raise InputRefused(f"the {what} ends early: it is truncated ({exc})") from None
+        raise InputRefused(f"the {what} was refused: {exc}") from None
+    except (EOFError, zlib.error, gzip.BadGzipFile) as exc:
+        raise InputRefused(f"the {what} ended early ({exc or 'end of file'}); it is truncated") from None
+    except (ValueError, TypeError, IndexError, KeyError, AttributeError, OverflowError) as exc:
+        if isinstance(exc, InputRefused):
+            raise
+        raise InputRefused(f"the {what} is not a readable pickle ({type(exc).__name__}: {exc}); "
+                           f"it may be truncated") from None
+    finally:
+        if collecting:
+            gc.enable()
     check_depth(data, max_depth, what)
     return data

@@ -163,6 +163,7 @@ class Job:
     env: dict[str, str]
     fresh_process: bool
     name: str = ""
+    store_failures: bool = True  # False: only an "ok" result reaches the store (no "running" row either)
     on_event: Callable[["Job", dict], None] | None = None
     save: bool = True  # False: a part of a larger run (core.fanout), which stores the whole
     id: str = field(default_factory=new_run_id)
@@ -358,7 +359,7 @@ class DeviceQueue:
 
     def _save_running(self, job: Job, started: dict) -> None:
         store = self._manager.store
-        if store is None or not job.save:
+        if store is None or not job.save or not job.store_failures:
             return
         running = self._result(job, started, {"status": "running"}, None)
         running.finished_at = None
@@ -370,7 +371,7 @@ class DeviceQueue:
     def _finish(self, job: Job, started: dict, outcome: dict, worker: WorkerProcess | None) -> None:
         result = self._result(job, started, outcome, worker)
         store = self._manager.store
-        if store is not None and job.save:
+        if store is not None and job.save and (job.store_failures or result.status == "ok"):
             try:
                 store.save(result)
             except Exception as exc:  # noqa: BLE001
@@ -418,7 +419,8 @@ class JobManager:
         env = exp.env_for(cfg)
         job = Job(experiment=experiment, config=cfg, device=device,
                   timeout_s=float(timeout_s or self.default_timeout_s), env=env,
-                  fresh_process=exp.fresh_process or bool(env), name=name, on_event=on_event, save=save)
+                  fresh_process=exp.fresh_process or bool(env), name=name, on_event=on_event, save=save,
+                  store_failures=exp.store_failures)
         with self._lock:
             self._jobs[job.id] = job
             queue = self._queues.get(device)

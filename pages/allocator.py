@@ -4,7 +4,7 @@ import streamlit as st
 from core.experiments.allocator import (GPU_ONLY_SCENARIOS, MIB, OPS, SCENARIOS, AllocatorConfig, check_size, parse_step,
                             scenario_steps, validate_steps)
 from core.experiment import ConfigError
-from pages.common import lab, run_panel
+from pages.common import lab, run_panel, workload
 from pages.common.charts import show, show_charts
 from pages.plots import allocator as plots
 
@@ -172,7 +172,7 @@ def _values(alloc_conf: str = "") -> dict:
     return values
 
 
-tab_run, tab_ab = st.tabs(["Run scenario", "Settings A/B"])
+tab_run, tab_ab, tab_import = st.tabs(["Run scenario", "Settings A/B", "Your snapshot"])
 with tab_run:
     run_panel.run_controls(KEY, "allocator", _values)
     run_panel.results(KEY, _render)
@@ -205,3 +205,6 @@ with tab_ab:
                 finished.append(done)
     if finished and len(finished) == len(st.session_state.get(AB_KEYS, [])):
         show_charts(plots.overlay(finished), f"{KEY}.overlay")
+
+with tab_import:
+    workload.snapshot_section(f"{KEY}.snapshot")

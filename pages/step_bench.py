@@ -7,7 +7,7 @@ from core.experiment import config_to_dict
 from core.result import RunResult
 from core.experiments.step_bench import PEAK_UNIT, StepBenchConfig
 from core.transformer.training import OPTIMIZERS, PRECISIONS
-from pages.common import lab, node, run_panel
+from pages.common import lab, node, run_panel, workload
 from pages.common.charts import show_charts, throughput_unit
 from pages.plots.step_bench import figures
 
@@ -103,7 +103,7 @@ def render_sweep(run: RunResult) -> None:
     st.dataframe(modes.drop(columns=["kind"]), hide_index=True)
 
 
-single, sweep = st.tabs(["Step benchmark", "Precision sweep"])
+single, sweep, imported = st.tabs(["Step benchmark", "Precision sweep", "Import a trace"])
 with single:
     cols = st.columns(4)
     start = DTYPE_TO_PRECISION.get(lab.selected_dtype(), "fp32")
@@ -125,3 +125,5 @@ with sweep:
         **common, sweep=True, cold_steps=0, profile_steps=0, trace=False)), label="Run precision sweep",
         device=device)
     run_panel.results(f"{KEY}.sweep", render_sweep)
+with imported:
+    workload.trace_section(f"{KEY}.trace")

@@ -5,7 +5,7 @@ import streamlit as st
 from core.transformer.planner import EstimateConfig, moments, plan
 from core.experiment import ConfigError
 from core.transformer.presets import DEFAULT_BATCH, DEFAULT_CONTEXT, OPTIMIZERS, PRECISIONS, get_preset
-from pages.common import lab, run_panel
+from pages.common import lab, run_panel, workload
 from pages.common.charts import show, show_charts
 from pages.plots import overlay_for
 from pages.plots.estimate import moments_figure
@@ -124,3 +124,8 @@ else:
                             key=f"{KEY}.compare")
     if len(chosen) >= 2:
         show_charts(overlay_for([r for r in stored if r.id in chosen]), f"{KEY}.overlay")
+
+st.header("Your own training (imported snapshot)")
+st.caption("The same views for a snapshot of your own job: the peak and its stack, who holds memory, categories "
+           "inferred from stacks, the segment map at any moment, and two snapshots side by side.")
+workload.snapshot_section(f"{KEY}.snapshot")

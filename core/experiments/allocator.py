@@ -19,6 +19,7 @@ from typing import Any, Callable, Literal
 
 from core.experiment import ConfigError, Context, Experiment, Output, Progress
 from core.measure import history
+from core.memory.segments import segment_view
 
 MIB = 2**20
 COLUMNS = 1024  # every tensor is (rows, 1024) fp32: 4 KiB a row, 256 rows a MiB
@@ -27,8 +28,6 @@ MATMUL_MIN_MIB = COLUMNS * COLUMNS * 4 // MIB  # ``a @ a[:1024]`` needs 1024 row
 MAX_SIZE_MIB = 2**20  # 1 TiB, beyond any device; the page caps sizes by free memory
 MAX_STEPS = 64
 MAX_HISTORY_ENTRIES = 100_000
-MAX_SEGMENTS_PER_STEP = 256
-MAX_BLOCKS_PER_SEGMENT = 256
 HOST_RESERVE_BYTES = 512 * MIB  # what a CPU step leaves free: past it the OS kills, it does not raise
 SEED_BACKWARD_CLAIMS = {"y = 5*x; y.mean().backward()": 4.0, "(5*x).mean().backward()": 3.0}
 ENV_KEYS = ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF")  # torch ≥ 2.9 reads the second first
@@ -445,29 +444,6 @@ def _setting_text(env: dict[str, str | None]) -> str:
     return value or "default"
 
 
-def _segment_view(segments: list[dict]) -> tuple[list[dict], dict]:
-    """Compact JSON segment map (offsets, sizes, states) and the fragmentation numbers it implies."""
-    compact, largest_free, free_total = [], 0, 0
-    for seg in segments:
-        blocks, offset = [], 0
-        for block in seg.get("blocks", []):  # blocks tile their segment in address order
-            state = block.get("state", "")
-            if state == "inactive":
-                largest_free = max(largest_free, block["size"])
-                free_total += block["size"]
-            if "address" in block:
-                offset = block["address"] - seg["address"]
-            blocks.append({"offset": offset, "size": block["size"], "state": state})
-            offset += block["size"]
-        compact.append({"total_size": seg["total_size"], "segment_type": seg.get("segment_type"),
-                        "expandable": bool(seg.get("is_expandable", False)),
-                        "blocks": blocks[:MAX_BLOCKS_PER_SEGMENT], "blocks_dropped": max(0, len(blocks) - MAX_BLOCKS_PER_SEGMENT)})
-    compact.sort(key=lambda s: -s["total_size"])
-    numbers = {"largest_free_block_bytes": largest_free, "free_in_reserved_bytes": free_total,
-               "fragmentation_ratio": (1 - largest_free / free_total) if free_total else 0.0}
-    return compact[:MAX_SEGMENTS_PER_STEP], numbers
-
-
 class _Recorder:
     """Reads every counter after a step; CUDA-only fields are None on a CPU (not zero)."""
 
@@ -532,7 +508,7 @@ class _Recorder:
         if self.reported_settings is None:
             self.reported_settings = snapshot.get("allocator_settings")
         segments = [s for s in snapshot.get("segments", []) if s.get("device", dev.index or 0) == (dev.index or 0)]
-        compact, numbers = _segment_view(segments)
+        compact, numbers = segment_view(segments)
         out.update(numbers)
         out["segment_map"] = compact if self.cfg.segment_map else None
         out["trace"] = self._new_trace(snapshot) if self.cfg.history_entries else None

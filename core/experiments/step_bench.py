@@ -36,6 +36,8 @@ from core.transformer.model import build_model, random_batch
 from core.paths import data_dir
 from core.transformer.presets import DEFAULT_BATCH, get_preset
 from core.hardware.specs import above_peak_error, device_peak
+from core.measure.kernels import ANNOTATION as _ANNOTATION
+from core.measure.kernels import GROUPS, HOST_GAP_NAME, classify
 from core.measure.stats import summarize
 from core.transformer.training import OPTIMIZERS, PHASES, PRECISIONS, TrainStep, check_precision, make_optimizer, param_dtype
 
@@ -43,7 +45,6 @@ Precision = Literal[PRECISIONS]
 OptimizerName = Literal[OPTIMIZERS]
 
 TIMED_PHASES = PHASES + ("step",)
-GROUPS = ("matmul", "attention-softmax", "elementwise", "normalisation", "optimizer", "other")
 SCOPES = ("forward", "step")  # forward-only pass under no_grad, full training step
 # The datasheet column a precision mode's matmuls run on.
 PEAK_UNIT = {"fp32": "fp32", "tf32": "tf32", "bf16-autocast": "bf16", "fp16-autocast": "fp16", "bf16": "bf16"}
@@ -58,8 +59,6 @@ COLD_INCLUDES = {
             "oneDNN/BLAS first-call set-up and the optimizer's lazily created state"),
 }
 KEEP_TRACES = 20  # newest trace files kept in <data dir>/traces; older ones are deleted
-_ANNOTATION = "gpulab:"
-HOST_GAP_NAME = "(host: Python and dispatch between ops)"
 
 
 @dataclass(frozen=True)
@@ -191,38 +190,6 @@ def throughput(flops: StepFlops, step_ms: float, peak: float | None, what: str =
 
 
 # --- kernel breakdown ---------------------------------------------------------------------------
-
-_LOSS = ("log_softmax", "logsoftmax", "nll_loss", "cross_entropy")
-_SOFTMAX = ("softmax", "masked_fill", "triu")
-_MATMUL = ("gemm", "gemv", "cutlass", "xmma", "nvjet", "cublas", "splitkreduce", "aten::mm", "aten::bmm",
-           "aten::addmm", "aten::matmul", "aten::linear", "aten::baddbmm")
-_NORM = ("rsqrt", "norm", "aten::mean", "meanops", "pow")
-_ELEMENTWISE = ("elementwise", "vectorized", "unrolled", "silu", "sigmoid", "copy", "fill", "aten::add", "aten::mul",
-                "aten::div", "aten::sub", "aten::neg", "aten::exp", "aten::cat", "catarray", "aten::stack",
-                "aten::where", "aten::clone", "aten::cos", "aten::sin", "aten::ones", "aten::zero", "aten::sum",
-                "aten::slice_backward", "aten::contiguous", "aten::to")
-_OPTIMIZER = ("optimizer.", "adam", "sgd", "_foreach")
-
-
-def classify(name: str, phase: str | None) -> str:
-    """Group of a kernel (GPU) or op (CPU) by its name, and by phase for the optimizer's work.
-
-    Everything launched during optimizer.step/zero_grad is optimizer time (its kernels are plain
-    element-wise ones). The model writes RMSNorm out of pow/mean/rsqrt, which are matched as
-    normalisation; its multiplies land in elementwise. Autograd wrappers (``…Backward0``) only hold
-    dispatch overhead — their kernels are counted under the ops they call.
-    """
-    if phase in ("optimizer", "zero_grad"):
-        return "optimizer"
-    low = name.lower()
-    if low.startswith(_ANNOTATION) or name == HOST_GAP_NAME or "autograd::" in low or low.rstrip("0123456789").endswith("backward"):
-        return "other"
-    for group, patterns in (("optimizer", _OPTIMIZER), ("other", _LOSS), ("attention-softmax", _SOFTMAX),
-                            ("matmul", _MATMUL), ("normalisation", _NORM), ("elementwise", _ELEMENTWISE)):
-        if any(p in low for p in patterns):
-            return group
-    return "other"
-
 
 class _Ranges:
     """Our record_function ranges (scopes and phases) as sorted intervals, to place an event in time."""

@@ -20,6 +20,7 @@ from typing import ClassVar
 from core.transformer.planner import CATEGORIES, EstimateConfig, StepSetup, plan
 from core.experiment import ConfigError, Context, Experiment, Output, Progress
 from core.measure import history
+from core.memory.series import thin_indices
 from core.transformer.presets import get_preset
 
 MAX_TIMELINE_POINTS = 1500
@@ -137,18 +138,11 @@ def timeline(trace: Trace, record_from_ns: int, record_to_ns: int) -> dict:
 
 def _thin(points: list, keep: tuple) -> list:
     """At most MAX_TIMELINE_POINTS: the highest point of each bin (so no spike is lost) plus the peak."""
-    if len(points) <= MAX_TIMELINE_POINTS:
-        return points
-    size = len(points) / MAX_TIMELINE_POINTS
-    out = []
-    for b in range(MAX_TIMELINE_POINTS):
-        chunk = points[int(b * size):int((b + 1) * size)]
-        if chunk:
-            out.append(max(chunk, key=lambda p: p[1]))
-    if keep not in out:
-        out.append(keep)
-        out.sort(key=lambda p: p[0])
-    return out
+    kept = [points[i] for i in thin_indices([p[1] for p in points], MAX_TIMELINE_POINTS)]
+    if keep not in kept:
+        kept.append(keep)
+        kept.sort(key=lambda p: p[0])
+    return kept
 
 
 class _Recorder:

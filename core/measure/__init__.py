@@ -1,3 +1,4 @@
 """How the lab times things, shared by every experiment that measures: the timing loops with warm-up,
 device synchronisation and cache flushing (:mod:`.timing`), the statistics kept from raw samples
-(:mod:`.stats`) and how the CUDA allocator's history is recorded (:mod:`.history`)."""
+(:mod:`.stats`), how the CUDA allocator's history is recorded (:mod:`.history`) and the groups kernel
+time is reported in (:mod:`.kernels`)."""

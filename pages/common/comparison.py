@@ -123,6 +123,8 @@ def value_text(value) -> str:
 # -- what differs ------------------------------------------------------------------------------------
 
 def device_text(run: RunResult) -> str:
+    if run.meta.get("recorded_on"):
+        return f"imported ({run.meta.get('device_name') or 'recorded elsewhere'})"
     return "CPU" if run.device.get("kind") == "cpu" else str(run.device.get("name", "unknown device"))
 
 

@@ -221,12 +221,12 @@ def test_gpu_oom_stops_at_the_step_and_the_worker_stays_usable(manager):
 
 
 def test_segment_view_finds_the_largest_hole_by_hand():
-    from core.experiments.allocator import _segment_view
+    from core.memory.segments import segment_view
 
     seg = {"address": 1000, "total_size": 400, "segment_type": "large", "blocks": [
         {"address": 1000, "size": 100, "state": "inactive"}, {"address": 1100, "size": 100, "state": "active_allocated"},
         {"size": 200, "state": "inactive"}]}  # no address: it follows the block before it
-    compact, numbers = _segment_view([seg])
+    compact, numbers = segment_view([seg])
     assert [b["offset"] for b in compact[0]["blocks"]] == [0, 100, 200]
     assert numbers == {"largest_free_block_bytes": 200, "free_in_reserved_bytes": 300,
                        "fragmentation_ratio": pytest.approx(1 - 200 / 300)}

@@ -1,0 +1,147 @@
+"""``snapshot FILE``, ``trace FILE``, ``record -o FILE -- CMD``: bring your own workload.
+
+``snapshot`` and ``trace`` import a file recorded anywhere as a stored run, through the same worker
+experiment the pages use (``memory-snapshot``, ``profiler-trace``): the file is parsed in a worker
+process, and a refused file (a pickle naming a class, a truncated file, something that is not a
+snapshot or trace) exits 2 with the reason and stores nothing. ``record`` runs a script with the
+allocator's history recording on and dumps a snapshot when it ends (:mod:`core.workload.recorder`).
+"""
+from __future__ import annotations
+
+import os
+import sys
+
+from core.cli.output import dump, open_store
+
+ORDER = 40
+INVALID = "invalid config: "
+
+
+def register(sub, common) -> None:
+    p = sub.add_parser("snapshot", parents=[common], help="import a CUDA memory snapshot (pickle, JSON, .gz)",
+                       description="Import a torch.cuda.memory._dump_snapshot file recorded on any machine and "
+                                   "report its peak, the stack at the peak, who holds memory there and what was "
+                                   "allocated before recording began. Stored as a run (see `runs list`).")
+    p.add_argument("file", help="the snapshot: pickle of any protocol, JSON, or .gz of either")
+    p.add_argument("--trace-device", type=int, help="device index to replay (default: the one with the most events)")
+    _import_options(p)
+    p.set_defaults(handler=snapshot)
+    p = sub.add_parser("trace", parents=[common], help="import a Chrome/Kineto profiler trace (.json, .json.gz)",
+                       description="Import a torch.profiler / Kineto Chrome trace recorded on any machine: kernel "
+                                   "groups, top kernels, GPU busy vs idle, compute/memcpy/communication overlap and "
+                                   "a per-step breakdown. Stored as a run.")
+    p.add_argument("file", help="the trace: .json or .json.gz as export_chrome_trace / tensorboard_trace_handler write")
+    p.add_argument("--top", type=int, default=20, help="kernels listed [default: 20]")
+    _import_options(p)
+    p.set_defaults(handler=trace)
+    p = sub.add_parser("record", help="run a script with CUDA memory recording on and dump a snapshot",
+                       description="Runs COMMAND (e.g. `python train.py --epochs 1`) with the caching allocator's "
+                                   "history recorded and writes a snapshot pickle when it ends. Without CUDA it says "
+                                   "so and runs the command unchanged. Exit code: the command's.")
+    p.add_argument("-o", "--output", default="snapshot.pickle", help="snapshot file to write [default: snapshot.pickle]")
+    p.add_argument("--max-entries", type=int, help="events kept (a ring buffer) [default: 100000]")
+    p.add_argument("--stacks", choices=("python", "all"), default="python",
+                   help="python: Python frames only (fast); all: C++ frames too (slow to dump) [default: python]")
+    p.add_argument("command", nargs="+", help="the command to run, after `--`")
+    p.set_defaults(handler=record)
+
+
+def _import_options(p) -> None:
+    p.add_argument("--name", default="", help="a label for the stored run")
+    p.add_argument("--no-save", action="store_true", help="do not store the run")
+
+
+def _import(args, experiment: str, values: dict):
+    """Run the import experiment on the CPU queue; (exit code, result)."""
+    from core.jobs import JobManager
+
+    store = None if args.no_save else open_store(args)
+    manager = JobManager(store=store)
+    try:
+        job = manager.submit(experiment, values, "cpu", name=args.name,
+                             on_event=lambda job, e: e.get("type") == "progress" and
+                             print(f"[{e.get('done')}/{e.get('total')}] {e.get('message', '')}", file=sys.stderr,
+                                   flush=True))
+        result = job.wait()
+    finally:
+        manager.shutdown()
+    if result.status == "ok":
+        if job.store_error:
+            print(f"warning: {job.store_error}", file=sys.stderr)
+        return 0, result
+    error = result.error or result.status
+    if error.startswith(INVALID):
+        print(f"error: {error[len(INVALID):]}", file=sys.stderr)
+        return 2, result
+    print(f"error: {error}", file=sys.stderr)
+    return 1, result
+
+
+def _gib(n: float) -> str:
+    return f"{n / 2**30:,.2f} GiB" if abs(n) >= 2**30 else f"{n / 2**20:,.1f} MiB"
+
+
+def snapshot(args) -> int:
+    values = {"path": os.path.abspath(args.file)}
+    if args.trace_device is not None:
+        values["trace_device"] = args.trace_device
+    code, run = _import(args, "memory-snapshot", values)
+    if code:
+        return code
+    m = run.meta
+    if args.json:
+        print(dump({"run_id": run.id, "stored": not args.no_save,
+                    **{k: v for k, v in m.items() if k not in ("worker", "requested_device")}}))
+        return 0
+    unit = "ms" if m["has_times"] else "(event number)"
+    print(f"{m['file']}: {m['source']['format']}, {m['file_bytes'] / 2**20:,.1f} MiB — "
+          f"{'stored as run ' + run.id[:12] if not args.no_save else 'not stored (--no-save)'}")
+    actions = ", ".join(f"{k} {v:,}" for k, v in m["actions"].items())
+    print(f"device {m['device']} of {m['devices']}: {m['trace_events']:,} events over {m['duration_ms']:,.1f} {unit}"
+          + (f" ({actions})" if actions else ""))
+    print(f"peak allocated {_gib(m['peak_allocated_bytes'])} at {m['peak_time_ms']:,.2f} {unit}"
+          + (f" — {m['peak_event']['action']} of {_gib(m['peak_event']['size_bytes'])}" if m["peak_event"] else
+             " (before the first event)"))
+    for frame in m["peak_stack"][:12]:
+        print(f"    {frame}")
+    print(f"peak reserved {_gib(m['peak_reserved_bytes'])}; reserved − allocated at the peak "
+          f"{_gib(m['fragmentation_at_peak_bytes'])} (largest {_gib(m['peak_fragmentation_bytes'])} at "
+          f"{m['peak_fragmentation_time_ms']:,.2f} {unit})")
+    print(f"allocated before recording began: {_gib(m['baseline_allocated_bytes'])} in "
+          f"{m['baseline_allocated_blocks']:,} block(s) (baseline); reserved then {_gib(m['baseline_reserved_bytes'])}")
+    cats = ", ".join(f"{k} {_gib(v)}" for k, v in m["categories_at_peak_bytes"].items() if v)
+    print(f"categories at the peak (inferred from stacks, see rules): {cats or 'none'}")
+    for r in m["category_rules"]:
+        if r["allocations"]:
+            print(f"    rule {r['rule']:<20} → {r['category']:<16} {r['allocations']:>9,} allocations  ({r['means']})")
+    print("top allocation sites live at the peak:")
+    for s in m["top_sites_at_peak"][:10]:
+        print(f"  {_gib(s['bytes']):>12}  {s['blocks']:>6,} block(s)  {s['label']}  [{s['category']}: {s['rule']}]")
+    for note in m["notes"]:
+        print(f"note: {note}")
+    return 0
+
+
+def trace(args) -> int:
+    code, run = _import(args, "profiler-trace", {"path": os.path.abspath(args.file), "top_kernels": args.top})
+    if code:
+        return code
+    m = run.meta
+    if args.json:
+        print(dump({"run_id": run.id, "stored": not args.no_save,
+                    **{k: v for k, v in m.items() if k not in ("worker", "requested_device")},
+                    "kernels": [r for r in run.rows if r.get("kind") == "kernel"]}))
+        return 0
+    from core.workload.trace import report_lines
+
+    print(f"{m['file']}: {'stored as run ' + run.id[:12] if not args.no_save else 'not stored (--no-save)'}")
+    for line in report_lines(m, run.rows):
+        print(line)
+    return 0
+
+
+def record(args) -> int:
+    from core.workload.recorder import DEFAULT_MAX_ENTRIES, run_recorded
+
+    command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    return run_recorded(command, args.output, max_entries=args.max_entries or DEFAULT_MAX_ENTRIES, stacks=args.stacks)

@@ -1,0 +1,94 @@
+"""``memory-snapshot``: import a CUDA memory snapshot recorded anywhere and replay what it says.
+
+The file (``torch.cuda.memory._dump_snapshot`` pickle of any protocol, its JSON, or gzip of either) is
+read in this worker process — never in the dashboard's — through the bounded, class-refusing reader,
+streamed so a 1 GB file stays within a few GB of RAM. The run keeps the summary (peak allocated and
+reserved with their time and stack, the baseline from before recording, categories and the rule behind
+each, the top allocation sites at the peak) and a few thousand points of the timeline; the whole trace
+is kept beside the store (:mod:`core.workload.detail`) for the page's zoom and segment maps. A refused
+file is not stored at all (``store_failures=False``): the message says what is wrong with it.
+"""
+from __future__ import annotations
+
+import os
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from core.experiment import ConfigError, Context, Experiment, Output, Progress
+from core.intake import InputRefused
+from core.memory.series import thin_indices
+
+OVERVIEW_POINTS = 2000
+
+
+@dataclass(frozen=True)
+class MemorySnapshotConfig:
+    path: str = field(default="", metadata={
+        "help": "snapshot file: a _dump_snapshot pickle (any protocol), its JSON, or .gz of either"})
+    trace_device: int | None = field(default=None, metadata={
+        "help": "device index whose trace to replay (default: the one with the most events)"})
+
+    def __post_init__(self) -> None:
+        check_file(self.path, "snapshot")
+        if self.trace_device is not None and not 0 <= self.trace_device <= 1024:
+            raise ConfigError(f"trace_device must be a device index between 0 and 1024, got {self.trace_device}")
+
+
+def check_file(path: str, what: str) -> None:
+    """The file an import names must exist here (its content is judged in the worker)."""
+    if not path:
+        raise ConfigError(f"path: name the {what} file to import")
+    try:
+        exists = os.path.isfile(path)
+    except (ValueError, OSError):
+        exists = False
+    if not exists:
+        raise ConfigError(f"path: {path!r} is not a file on this machine")
+
+
+def overview_rows(analysis, max_points: int = OVERVIEW_POINTS) -> list[dict]:
+    """The timeline at ≤ ``max_points`` points (each bin's highest and lowest allocated kept), with categories."""
+    points = thin_indices(analysis.allocated, max_points, envelope=True)
+    points = np.union1d(points, [analysis.peak_point])
+    t_ms = analysis.point_time_ms(points)
+    cats = analysis.category_series(points)
+    rows = []
+    for j, p in enumerate(points):
+        row = {"point": int(p), "t_ms": float(t_ms[j]), "allocated_bytes": int(analysis.allocated[p]),
+               "reserved_bytes": int(analysis.reserved[p]),
+               "fragmentation_bytes": int(analysis.reserved[p] - analysis.allocated[p])}
+        row.update({f"{name}_bytes": int(values[j]) for name, values in cats.items()})
+        rows.append(row)
+    return rows
+
+
+def run(cfg: MemorySnapshotConfig, ctx: Context):
+    from core.workload import detail
+    from core.workload.snapshot import read_snapshot
+    from core.workload.snapshot_analysis import analyse
+
+    path = Path(cfg.path)
+    size = path.stat().st_size
+    yield Progress(0, 3, f"reading {path.name} ({size / 2**20:,.1f} MiB)")
+    try:
+        snapshot = read_snapshot(path)
+    except InputRefused as exc:
+        raise ConfigError(f"{path.name}: {exc}") from None
+    if cfg.trace_device is not None and cfg.trace_device not in snapshot.devices():
+        raise ConfigError(f"trace_device: {path.name} has no device {cfg.trace_device}; it has {snapshot.devices()}")
+    yield Progress(1, 3, f"replaying {sum(len(t) for t in snapshot.traces.values()):,} events")
+    analysis = analyse(snapshot, cfg.trace_device)
+    summary = analysis.summary()
+    rows = overview_rows(analysis)
+    yield Progress(2, 3, "keeping the full trace beside the store")
+    summary.update({"file": path.name, "file_bytes": size, "detail_id": detail.save(snapshot, analysis.device),
+                    "recorded_on": "the machine that recorded the snapshot (imported file)",
+                    "x_axis": "ms since the first event" if analysis.has_times else "event number"})
+    yield Progress(3, 3, "done")
+    return Output(rows=rows, meta=summary)
+
+
+EXPERIMENTS = [Experiment(name="memory-snapshot", title="Memory snapshot (imported)", config_type=MemorySnapshotConfig,
+                          run=run, description=__doc__.splitlines()[0], fresh_process=True, store_failures=False)]

@@ -1,0 +1,48 @@
+"""``profiler-trace``: import a Chrome/Kineto profiler trace recorded anywhere and report what its GPU did.
+
+Parsed in this worker process (never in the dashboard's) through the bounded reader: kernel groups (the
+step benchmark's), top kernels, busy vs idle, compute / copy / communication overlap and a per-step
+breakdown where the trace has ``ProfilerStep`` annotations (:mod:`core.workload.trace` defines each
+figure). A file that is not a trace is refused and nothing is stored.
+"""
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+from pathlib import Path
+
+from core.experiment import ConfigError, Context, Experiment, Output, Progress
+from core.experiments.memory_snapshot import check_file
+from core.intake import InputRefused
+
+
+@dataclass(frozen=True)
+class ProfilerTraceConfig:
+    path: str = field(default="", metadata={"help": "trace file: .json or .json.gz (export_chrome_trace, tensorboard_trace_handler)"})
+    top_kernels: int = field(default=20, metadata={"help": "kernels listed"})
+
+    def __post_init__(self) -> None:
+        check_file(self.path, "trace")
+        if not 1 <= self.top_kernels <= 500:
+            raise ConfigError(f"top_kernels must be between 1 and 500, got {self.top_kernels}")
+
+
+def run(cfg: ProfilerTraceConfig, ctx: Context):
+    from core.workload.trace import analyse_trace, read_trace
+
+    path = Path(cfg.path)
+    size = path.stat().st_size
+    yield Progress(0, 2, f"reading {path.name} ({size / 2**20:,.1f} MiB)")
+    try:
+        data = read_trace(path)
+    except InputRefused as exc:
+        raise ConfigError(f"{path.name}: {exc}") from None
+    yield Progress(1, 2, f"analysing {len(data['traceEvents']):,} events")
+    rows, meta = analyse_trace(data, cfg.top_kernels)
+    meta.update({"file": path.name, "file_bytes": size,
+                 "recorded_on": "the machine that recorded the trace (imported file)"})
+    yield Progress(2, 2, "done")
+    return Output(rows=rows, meta=meta)
+
+
+EXPERIMENTS = [Experiment(name="profiler-trace", title="Profiler trace (imported)", config_type=ProfilerTraceConfig,
+                          run=run, description=__doc__.splitlines()[0], store_failures=False)]

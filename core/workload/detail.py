@@ -1,0 +1,74 @@
+"""The full-resolution side of an imported snapshot, kept beside the run store.
+
+A stored run holds a few thousand points (what compare, export and the HTML report draw); the page's
+zoom, its segment map at any moment and its "who holds memory here" re-read the whole trace from here:
+one device's event columns as ``.npy`` arrays (read memory-mapped, never unpickled) and the stacks,
+segments and settings as JSON, in ``<data dir>/snapshots/<id>/``. A run names its folder in
+``meta["detail_id"]``; the newest :data:`KEEP` folders are kept, older runs still draw their points.
+"""
+from __future__ import annotations
+
+import json
+import re
+import shutil
+import uuid
+from dataclasses import asdict
+from pathlib import Path
+
+import numpy as np
+
+from core.paths import data_dir
+from core.workload.snapshot import Block, DeviceTrace, Segment, Snapshot
+
+KEEP = 20
+COLUMNS = ("action", "addr", "size", "time_us", "site")
+_ID = re.compile(r"^[0-9a-f]{32}$")
+
+
+def root() -> Path:
+    return data_dir() / "snapshots"
+
+
+def save(snapshot: Snapshot, device: int) -> str:
+    """Write one device of a snapshot; returns its id. Older folders beyond :data:`KEEP` are removed."""
+    detail_id = uuid.uuid4().hex
+    folder = root() / detail_id
+    partial = root() / f".{detail_id}.partial"
+    partial.mkdir(parents=True)
+    trace = snapshot.traces.get(device)
+    for name in COLUMNS:
+        np.save(partial / f"{name}.npy", getattr(trace, name) if trace is not None else np.zeros(0, np.int64))
+    meta = {"device": device, "source": snapshot.source, "settings": snapshot.settings,
+            "malformed": trace.malformed if trace is not None else 0,
+            "unknown_actions": trace.unknown_actions if trace is not None else {},
+            "sites": [[list(f) for f in stack] for stack in snapshot.sites],
+            "segments": [asdict(s) for s in snapshot.segments if s.device == device],
+            "devices": snapshot.devices()}
+    (partial / "snapshot.json").write_text(json.dumps(meta))
+    partial.rename(folder)  # whole or absent: a reader never sees half a folder
+    _prune()
+    return detail_id
+
+
+def exists(detail_id: str | None) -> bool:
+    return bool(detail_id) and bool(_ID.match(detail_id)) and (root() / detail_id / "snapshot.json").exists()
+
+
+def load(detail_id: str) -> Snapshot:
+    """The saved device as a :class:`Snapshot` (columns memory-mapped); KeyError if it is gone."""
+    if not exists(detail_id):
+        raise KeyError(f"the full-resolution data of import {detail_id!r} is no longer on this machine")
+    folder = root() / detail_id
+    meta = json.loads((folder / "snapshot.json").read_text())
+    columns = {name: np.load(folder / f"{name}.npy", mmap_mode="r", allow_pickle=False) for name in COLUMNS}
+    trace = DeviceTrace(**columns, malformed=meta["malformed"], unknown_actions=meta["unknown_actions"])
+    segments = [Segment(**{**s, "blocks": [Block(**b) for b in s["blocks"]]}) for s in meta["segments"]]
+    sites = [tuple((f[0], int(f[1]), f[2]) for f in stack) for stack in meta["sites"]]
+    device = meta["device"]
+    return Snapshot({device: trace}, segments, sites, meta["settings"], meta["source"], meta["devices"])
+
+
+def _prune() -> None:
+    folders = sorted((p for p in root().iterdir() if p.is_dir() and _ID.match(p.name)), key=lambda p: p.stat().st_mtime)
+    for old in folders[:-KEEP]:
+        shutil.rmtree(old, ignore_errors=True)

@@ -1,0 +1,302 @@
+"""Reading a CUDA memory snapshot (``torch.cuda.memory._dump_snapshot``) recorded on any machine.
+
+A snapshot is ``{"segments": [...], "device_traces": [[event, ...], ...], ...}`` of plain dicts, lists,
+strings and numbers. A pickle of any protocol is read through :func:`core.intake.load_pickle_stream`
+(classes refused, bytes counted): while the unpickler builds the structure, every batch of trace events
+it appends is moved into compact columns (one number per field) and the event dicts are emptied, so a
+1 GB file never becomes the ~6 GB of Python objects a plain ``pickle.load`` makes. JSON (what
+``json.dump(torch.cuda.memory._snapshot())`` writes) and gzip of either are read too.
+
+Stacks are stored once per distinct stack (a *site*); events refer to them by number. Nothing here
+interprets the events: :mod:`core.workload.snapshot_analysis` does.
+"""
+from __future__ import annotations
+
+from array import array
+from dataclasses import dataclass, field
+from typing import Any
+
+import numpy as np
+
+from core.intake import InputRefused, is_pickle, load_pickle_stream, loads_json, open_input, read_input
+
+ACTIONS = ("alloc", "free_requested", "free_completed", "segment_alloc", "segment_free", "segment_map",
+           "segment_unmap", "snapshot", "oom", "user_defined")
+CODE = {name: i for i, name in enumerate(ACTIONS)}
+UNKNOWN_ACTION = 255
+# Only these events' stacks are read: the stack of a free is where it was freed, which no view uses.
+STACK_ACTIONS = frozenset(CODE[a] for a in ("alloc", "segment_alloc", "segment_map", "oom"))
+MAX_PICKLE_BYTES = 32 * 2**30  # read as a stream: memory stays bounded whatever the size
+MAX_JSON_BYTES = 512 * 2**20  # JSON is parsed whole
+MAX_ADDRESS = 2**64
+MAX_SIZE = 2**62
+WHAT = "memory snapshot"
+_ID_CACHE_LIMIT = 200_000
+
+Frame = tuple[str, int, str]  # (filename, line, function)
+
+
+class Sites:
+    """Distinct stacks, numbered. Torch shares frame objects between events, so a stack is first looked
+    up by the identities of its frames (cheap), then by content; the identity cache keeps the frames it
+    names alive so an identity is never reused while it is a key."""
+
+    def __init__(self) -> None:
+        self.stacks: list[tuple[Frame, ...]] = []
+        self._by_content: dict[tuple[Frame, ...], int] = {}
+        self._by_ids: dict[tuple[int, ...], tuple[int, list]] = {}
+
+    def of(self, frames: Any) -> int:
+        if not frames or type(frames) is not list:
+            return -1
+        key = tuple(map(id, frames))
+        hit = self._by_ids.get(key)
+        if hit is not None:
+            return hit[0]
+        content = tuple(_frame(f) for f in frames)
+        site = self._by_content.get(content)
+        if site is None:
+            site = len(self.stacks)
+            self.stacks.append(content)
+            self._by_content[content] = site
+        if len(self._by_ids) >= _ID_CACHE_LIMIT:
+            self._by_ids.clear()
+        self._by_ids[key] = (site, frames)
+        return site
+
+    def forget_identities(self) -> None:
+        """After loading: the objects behind the identities are about to be freed."""
+        self._by_ids.clear()
+
+
+def _frame(f: Any) -> Frame:
+    if type(f) is not dict:
+        return ("?", 0, str(f)[:200])
+    line = f.get("line", 0)
+    return (str(f.get("filename", "?"))[:500], line if type(line) is int else 0, str(f.get("name", "?"))[:200])
+
+
+class _Columns:
+    """One device's trace events as typed arrays (≈ 33 bytes an event instead of ≈ 600 as dicts)."""
+
+    def __init__(self) -> None:
+        self.action = array("B")
+        self.addr = array("Q")
+        self.size = array("q")
+        self.time_us = array("q")
+        self.site = array("i")
+        self.malformed = 0
+        self.unknown_actions: dict[str, int] = {}
+
+    def add(self, items: list, sites: Sites) -> None:
+        """Append events and empty their dicts (the unpickler's memo still holds them, now small)."""
+        action, addr_col, size_col, time_col, site_col = (self.action.append, self.addr.append, self.size.append,
+                                                          self.time_us.append, self.site.append)
+        code_of = CODE.get
+        stack_actions = STACK_ACTIONS
+        of = sites.of
+        for e in items:
+            if type(e) is not dict:
+                self.malformed += 1
+                continue
+            name = e.get("action")
+            code = code_of(name, UNKNOWN_ACTION)
+            addr = e.get("addr", 0)
+            size = e.get("size", 0)
+            t = e.get("time_us", 0)
+            if not (type(addr) is int and type(size) is int and type(t) is int
+                    and 0 <= addr < MAX_ADDRESS and 0 <= size < MAX_SIZE and 0 <= t < MAX_SIZE):
+                self.malformed += 1
+                e.clear()
+                continue
+            if code == UNKNOWN_ACTION:
+                key = str(name)[:40]
+                self.unknown_actions[key] = self.unknown_actions.get(key, 0) + 1
+            action(code)
+            addr_col(addr)
+            size_col(size)
+            time_col(t)
+            site_col(of(e.get("frames")) if code in stack_actions else -1)
+            e.clear()
+
+
+class _Drain:
+    """Called by the unpickler between chunks: moves the events of every trace list found so far into
+    columns. Lists are found in the unpickler's memo (a copy, so only now and then: when nothing grew for
+    a while, with the wait doubling each time), since they are built bottom-up and have no parent yet."""
+
+    QUIET_BEFORE_SCAN = 4  # chunks without a new batch of events before the memo is searched again
+
+    def __init__(self, sites: Sites) -> None:
+        self.sites = sites
+        self.lists: dict[int, tuple[list, _Columns]] = {}
+        self.quiet = 0
+        self.wait = 1
+        self.chunks = 0
+
+    def __call__(self, unpickler) -> None:
+        self.chunks += 1
+        if self.drain():
+            self.quiet, self.wait = 0, self.QUIET_BEFORE_SCAN
+            return
+        self.quiet += 1
+        if self.quiet >= self.wait:
+            self.scan(unpickler.memo.copy().values())
+            self.quiet, self.wait = 0, self.wait * 2
+
+    def scan(self, objects) -> None:
+        for obj in objects:
+            if (type(obj) is list and obj and type(obj[0]) is dict and "action" in obj[0]
+                    and id(obj) not in self.lists):
+                self.lists[id(obj)] = (obj, _Columns())
+
+    def drain(self) -> bool:
+        grew = False
+        for lst, columns in self.lists.values():
+            if lst:
+                items = lst[:]
+                del lst[:]
+                columns.add(items, self.sites)
+                grew = True
+        return grew
+
+
+@dataclass
+class DeviceTrace:
+    """One device's events in recording order: numpy columns, sites numbered into :attr:`Snapshot.sites`."""
+
+    action: np.ndarray  # uint8, index into ACTIONS (255: an action this lab does not know)
+    addr: np.ndarray  # uint64
+    size: np.ndarray  # int64 bytes
+    time_us: np.ndarray  # int64 µs since the epoch (0 where the snapshot has no times)
+    site: np.ndarray  # int32, -1: no stack
+    malformed: int = 0
+    unknown_actions: dict = field(default_factory=dict)
+
+    def __len__(self) -> int:
+        return len(self.action)
+
+    @classmethod
+    def from_columns(cls, c: _Columns) -> "DeviceTrace":
+        return cls(np.frombuffer(c.action, np.uint8).copy(), np.frombuffer(c.addr, np.uint64).copy(),
+                   np.frombuffer(c.size, np.int64).copy(), np.frombuffer(c.time_us, np.int64).copy(),
+                   np.frombuffer(c.site, np.int32).copy(), c.malformed, dict(c.unknown_actions))
+
+
+@dataclass
+class Block:
+    address: int
+    size: int
+    requested_size: int
+    state: str  # active_allocated | active_pending_free | active_awaiting_free | inactive
+    site: int
+
+
+@dataclass
+class Segment:
+    device: int
+    address: int
+    total_size: int
+    stream: int
+    segment_type: str
+    expandable: bool
+    blocks: list[Block]
+
+
+@dataclass
+class Snapshot:
+    traces: dict[int, DeviceTrace]
+    segments: list[Segment]
+    sites: list[tuple[Frame, ...]]
+    settings: dict
+    source: dict  # format, bytes read
+    other_devices: list[int] = field(default_factory=list)  # devices of the file not loaded here
+
+    def devices(self) -> list[int]:
+        return sorted(set(self.traces) | {s.device for s in self.segments} | set(self.other_devices))
+
+    def busiest_device(self) -> int:
+        """The device with the most events (else the most reserved memory): the one the user recorded."""
+        if any(len(t) for t in self.traces.values()):
+            return max(self.traces, key=lambda d: len(self.traces[d]))
+        totals: dict[int, int] = {}
+        for s in self.segments:
+            totals[s.device] = totals.get(s.device, 0) + s.total_size
+        return max(totals, key=totals.get) if totals else 0
+
+
+def read_snapshot(path, progress=None) -> Snapshot:
+    """Read a snapshot file (pickle of any protocol, JSON, gzip of either); InputRefused names the problem.
+
+    ``progress(bytes_read)`` is called now and then while a pickle streams in.
+    """
+    with open_input(path, WHAT) as stream:
+        head = stream.peek(64)[:64]
+        if not head:
+            raise InputRefused(f"the {WHAT} is empty (0 bytes)")
+        if is_pickle(head):
+            sites = Sites()
+            drain = _Drain(sites)
+
+            def on_chunk(unpickler) -> None:
+                drain(unpickler)
+                if progress is not None:
+                    progress(drain.chunks)
+
+            top = load_pickle_stream(stream, MAX_PICKLE_BYTES, what=WHAT, on_chunk=on_chunk)
+            drain.drain()
+            snapshot = _build(top, sites, drain.lists, {"format": f"pickle (protocol {head[1] if head[0] == 0x80 else '0-1'})"})
+            sites.forget_identities()
+            return snapshot
+        if head.lstrip(b"\xef\xbb\xbf \t\r\n")[:1] not in (b"{", b"["):
+            raise InputRefused(f"this is not a {WHAT}: it is neither a pickle nor JSON (it starts with {head[:8]!r})")
+    data = loads_json(read_input(path, MAX_JSON_BYTES, WHAT), what=WHAT)
+    sites = Sites()
+    snapshot = _build(data, sites, {}, {"format": "JSON"})
+    sites.forget_identities()
+    return snapshot
+
+
+def _build(top: Any, sites: Sites, drained: dict, source: dict) -> Snapshot:
+    if isinstance(top, list) and all(isinstance(s, dict) and "total_size" in s for s in top):
+        top = {"segments": top, "device_traces": []}  # torch.cuda.memory_snapshot(): segments only
+    if not isinstance(top, dict) or not isinstance(top.get("segments"), list) \
+            or not isinstance(top.get("device_traces", []), list):
+        kind = type(top).__name__
+        keys = ", ".join(map(str, list(top)[:6])) if isinstance(top, dict) else ""
+        raise InputRefused(f"this is not a {WHAT}: expected a dict with 'segments' and 'device_traces' "
+                           f"(what torch.cuda.memory._dump_snapshot writes), found a {kind}"
+                           + (f" with keys {keys}" if keys else ""))
+    traces: dict[int, DeviceTrace] = {}
+    for device, events in enumerate(top.get("device_traces") or []):
+        if not isinstance(events, list):
+            raise InputRefused(f"this is not a {WHAT}: device_traces[{device}] is a {type(events).__name__}, "
+                               f"not a list of events")
+        known = drained.get(id(events))
+        columns = known[1] if known else _Columns()
+        columns.add(events, sites)
+        traces[device] = DeviceTrace.from_columns(columns)
+    segments = [_segment(s, i, sites) for i, s in enumerate(top["segments"])]
+    settings = top.get("allocator_settings")
+    settings = {str(k): v for k, v in settings.items() if isinstance(v, (str, int, float, bool))} \
+        if isinstance(settings, dict) else {}
+    return Snapshot(traces, segments, sites.stacks, settings, source)
+
+
+def _segment(s: Any, i: int, sites: Sites) -> Segment:
+    if not isinstance(s, dict) or not isinstance(s.get("address"), int) or not isinstance(s.get("total_size"), int):
+        raise InputRefused(f"this is not a {WHAT}: segments[{i}] has no integer address and total_size")
+    blocks, offset = [], s["address"]
+    for b in s.get("blocks") or []:
+        if not isinstance(b, dict) or not isinstance(b.get("size"), int):
+            raise InputRefused(f"this is not a {WHAT}: a block of segments[{i}] has no integer size")
+        address = b["address"] if isinstance(b.get("address"), int) else offset  # old torch: blocks tile the segment
+        requested = b.get("requested_size")
+        blocks.append(Block(address, b["size"], requested if isinstance(requested, int) else b["size"],
+                            str(b.get("state", "")), sites.of(b.get("frames"))))
+        offset = address + b["size"]
+    device = s.get("device", 0)
+    stream = s.get("stream", 0)
+    return Segment(device if isinstance(device, int) else 0, s["address"], s["total_size"],
+                   stream if isinstance(stream, int) else 0, str(s.get("segment_type", "")),
+                   bool(s.get("is_expandable", False)), blocks)

@@ -1,0 +1,476 @@
+"""What a memory snapshot says: the allocated and reserved timeline, the peak and its stack, who holds
+memory at any moment, categories inferred from stacks, segment maps, and what was there before recording.
+
+The replay is the allocator's own bookkeeping, in the sizes the trace records (requested sizes, as
+memory_viz draws them; the allocator rounds each block up to a multiple of 512 bytes, so its own
+``memory_allocated`` can be slightly higher): ``alloc`` adds a block's size to *allocated* and
+``free_completed`` takes it away (``free_requested`` only marks it pending, as ``memory_allocated`` does);
+``segment_alloc``/``segment_map`` add to *reserved*, ``segment_free``/``segment_unmap`` take away.
+
+**Baseline.** Recording starts late (or its ring buffer drops the oldest events), so the trace does not
+explain everything: a block the snapshot's ``segments`` show as active at the end that no live traced
+allocation accounts for, and a block the trace frees without having allocated it, were there before the
+first event. Their sum is the allocated baseline; the timeline starts there instead of at zero. The
+reserved baseline is the segments' total at the end minus the trace's net segment change.
+
+**Categories** come from each allocation's Python stack and lifetime, by the rules in :data:`RULES`
+(first match wins). An allocation no rule matches is ``unknown`` — never guessed — and every rule
+reports how many allocations and bytes it classified, so a reader can judge it.
+"""
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+
+import numpy as np
+
+from core.memory.segments import segment_view
+from core.memory.series import thin_indices
+from core.workload.snapshot import CODE, DeviceTrace, Frame, Snapshot
+
+CATEGORIES = ("parameters", "gradients", "optimizer_state", "activations", "temporaries", "unknown")
+CAT = {name: i for i, name in enumerate(CATEGORIES)}
+NO_CATEGORY = 255
+
+# (rule, category, what it means) — the order is the order they are tried.
+RULES = (
+    ("no-stack", "unknown", "no Python stack was recorded for the allocation"),
+    ("model-setup", "parameters", "a stack through module construction or moving a module "
+                                  "(Module.__init__/_apply/to/cuda, reset_parameters, load_state_dict, nn.Parameter)"),
+    ("optimizer-kept", "optimizer_state", "a torch/optim stack, still alive when the optimizer step is over"),
+    ("optimizer-scratch", "temporaries", "a torch/optim stack, freed within the optimizer step"),
+    ("backward-kept", "gradients", "an autograd backward stack, still alive when backward is over"),
+    ("backward-scratch", "temporaries", "an autograd backward stack, freed during backward"),
+    ("forward-saved", "activations", "a forward (Module.__call__/forward) stack, still alive when the next "
+                                     "backward begins"),
+    ("forward-scratch", "temporaries", "a forward stack, freed before the next backward"),
+    ("forward-no-backward", "unknown", "a forward stack with no backward recorded after it, still alive"),
+    ("no-match", "unknown", "a stack none of the rules recognise"),
+)
+RULE = {name: i for i, (name, _, _) in enumerate(RULES)}
+BASELINE_RULES = {"model-setup": "parameters", "optimizer-kept": "optimizer_state", "backward-kept": "gradients"}
+
+# The kind of code a stack passes through; checked in this order (an optimizer step runs forward code too).
+KIND_NONE, KIND_SETUP, KIND_FORWARD, KIND_BACKWARD, KIND_OPTIMIZER = range(5)
+_SETUP_NAMES = {"_apply", "to", "cuda", "load_state_dict", "_load_from_state_dict", "reset_parameters",
+                "to_empty", "half", "bfloat16", "float", "type"}
+_BACKWARD_NAMES = {"_engine_run_backward", "run_backward"}
+_SEP = re.compile(r"[\\/]+")
+
+
+def stack_kind(stack: tuple[Frame, ...]) -> int:
+    """Which phase of training a stack belongs to, from its frames (Windows paths included)."""
+    kinds = set()
+    for filename, _, name in stack:
+        path = _SEP.sub("/", filename)
+        if "/torch/optim/" in path:
+            kinds.add(KIND_OPTIMIZER)
+        elif name in _BACKWARD_NAMES or (name == "backward" and (path.endswith("torch/autograd/__init__.py")
+                                                                  or path.endswith("torch/_tensor.py"))):
+            kinds.add(KIND_BACKWARD)
+        elif (path.endswith("torch/nn/modules/module.py") and name in _SETUP_NAMES) \
+                or name == "reset_parameters" or path.endswith("torch/nn/parameter.py") \
+                or (name == "__init__" and "/torch/nn/modules/" in path):
+            kinds.add(KIND_SETUP)
+        elif name == "_call_impl" or name == "forward":
+            kinds.add(KIND_FORWARD)
+    for kind in (KIND_OPTIMIZER, KIND_BACKWARD, KIND_SETUP, KIND_FORWARD):
+        if kind in kinds:
+            return kind
+    return KIND_NONE
+
+
+def frame_text(frame: Frame) -> str:
+    filename, line, name = frame
+    return f"{_SEP.sub('/', filename)}:{line} {name}"
+
+
+def site_label(stack: tuple[Frame, ...]) -> str:
+    """A stack in one line: its innermost frame outside torch and the standard library, else its innermost."""
+    if not stack:
+        return "(no stack recorded)"
+    for frame in stack:
+        path = _SEP.sub("/", frame[0])
+        if "/torch/" not in path and "/lib/python" not in path and not path.startswith("<"):
+            return f"{path.rsplit('/', 1)[-1]}:{frame[1]} {frame[2]}"
+    first = stack[0]
+    return f"{_SEP.sub('/', first[0]).rsplit('/', 1)[-1]}:{first[1]} {first[2]}"
+
+
+def _next_index(positions: np.ndarray, after: np.ndarray, default: int) -> np.ndarray:
+    """For each value of ``after``, the first of the sorted ``positions`` greater than it (else ``default``)."""
+    k = np.searchsorted(positions, after, side="right")
+    out = np.full(len(after), default, dtype=np.int64)
+    found = k < len(positions)
+    out[found] = positions[k[found]]
+    return out
+
+
+def _pair(first_idx: np.ndarray, second_idx: np.ndarray, addr: np.ndarray, n: int):
+    """Match each event of the first kind (an alloc) with the next event at the same address if that is of the
+    second kind (its free). Returns (end per first event — ``n`` if not closed —, mask of the second events
+    that close nothing the trace opened: blocks from before recording)."""
+    idx = np.concatenate([first_idx, second_idx]).astype(np.int64)
+    is_first = np.concatenate([np.ones(len(first_idx), bool), np.zeros(len(second_idx), bool)])
+    order = np.lexsort((idx, addr[idx]))
+    s_idx, s_first, s_addr = idx[order], is_first[order], addr[idx][order]
+    match = (s_addr[1:] == s_addr[:-1]) & s_first[:-1] & ~s_first[1:]  # k opens, k + 1 closes it
+    end_sorted = np.full(len(idx), n, dtype=np.int64)
+    end_sorted[:-1][match] = s_idx[1:][match]
+    orphan_sorted = ~s_first
+    orphan_sorted[1:][match] = False
+    ends, orphans = np.empty(len(idx), np.int64), np.empty(len(idx), bool)
+    ends[order] = end_sorted
+    orphans[order] = orphan_sorted
+    return ends[:len(first_idx)], orphans[len(first_idx):]
+
+
+@dataclass
+class SnapshotAnalysis:
+    """The replay of one device. Points: 0 is before the first event, point k is after event k-1."""
+
+    snapshot: Snapshot
+    device: int
+    trace: DeviceTrace
+    time_us: np.ndarray  # per point
+    has_times: bool
+    allocated: np.ndarray  # per point
+    reserved: np.ndarray
+    delta: np.ndarray  # allocated change of each event
+    event_category: np.ndarray  # category of the block each event allocates or frees (NO_CATEGORY: none)
+    alloc_idx: np.ndarray
+    alloc_end: np.ndarray  # event index of its free_completed, n if alive at the end
+    alloc_requested_end: np.ndarray  # event index of its free_requested, n if none
+    alloc_rule: np.ndarray
+    baseline: dict  # addr, size, site, end (event index), rule arrays of blocks from before recording
+    baseline_allocated_bytes: int
+    baseline_reserved_bytes: int
+    end_state: dict
+    notes: list[str] = field(default_factory=list)
+
+    @property
+    def n_events(self) -> int:
+        return len(self.trace)
+
+    @property
+    def peak_point(self) -> int:
+        return int(np.argmax(self.allocated))
+
+    def points_between(self, t0_ms: float | None, t1_ms: float | None, max_points: int) -> np.ndarray:
+        """At most ``max_points`` points inside a time window (ms since the first event), each bin's highest and
+        lowest allocated kept: what a zoomed chart draws, re-read from the whole trace."""
+        t = self.point_time_ms(np.arange(len(self.allocated)))
+        lo = 0 if t0_ms is None else int(np.searchsorted(t, t0_ms, side="left"))
+        hi = len(t) if t1_ms is None else int(np.searchsorted(t, t1_ms, side="right"))
+        lo, hi = min(lo, len(t) - 1), max(hi, lo + 1)
+        return lo + thin_indices(self.allocated[lo:hi], max_points, envelope=True)
+
+    def point_at_ms(self, t_ms: float) -> int:
+        """The last point at or before a time (ms since the first event)."""
+        t = self.point_time_ms(np.arange(len(self.allocated)))
+        return max(0, int(np.searchsorted(t, t_ms, side="right")) - 1)
+
+    def point_time_ms(self, points) -> np.ndarray:
+        """Milliseconds since the first event (or the event number where the snapshot has no times)."""
+        points = np.asarray(points)
+        if not self.has_times:
+            return points.astype(float)
+        return (self.time_us[points] - self.time_us[0]) / 1000.0
+
+    def site_stack(self, site: int) -> tuple[Frame, ...]:
+        return self.snapshot.sites[site] if site >= 0 else ()
+
+    # -- who holds memory at a point ----------------------------------------------------------------
+
+    def live_at(self, point: int) -> dict:
+        """Blocks alive at a point: (size, site, category, baseline?) arrays."""
+        live = (self.alloc_idx < point) & (point <= self.alloc_end)
+        b = self.baseline
+        b_live = point <= b["end"]
+        sizes = np.concatenate([self.trace.size[self.alloc_idx[live]], b["size"][b_live]])
+        sites = np.concatenate([self.trace.site[self.alloc_idx[live]], b["site"][b_live]])
+        rules = np.concatenate([self.alloc_rule[live], b["rule"][b_live]])
+        addrs = np.concatenate([self.trace.addr[self.alloc_idx[live]], b["addr"][b_live]])
+        pending = np.concatenate([self.alloc_requested_end[live] < point, np.zeros(int(b_live.sum()), bool)])
+        before = np.concatenate([np.zeros(int(live.sum()), bool), np.ones(int(b_live.sum()), bool)])
+        return {"size": sizes, "site": sites, "rule": rules, "addr": addrs, "pending": pending, "baseline": before}
+
+    def top_sites(self, point: int, k: int = 20) -> list[dict]:
+        live = self.live_at(point)
+        if not len(live["size"]):
+            return []
+        keys = np.where(live["baseline"] & (live["site"] < 0), -2, live["site"]).astype(np.int64)
+        uniq, inverse = np.unique(keys, return_inverse=True)
+        totals = np.bincount(inverse, weights=live["size"].astype(float))
+        counts = np.bincount(inverse)
+        before = np.bincount(inverse, weights=live["baseline"].astype(float))
+        out = []
+        for j in np.argsort(-totals)[:k]:
+            site = int(uniq[j])
+            stack = self.site_stack(site) if site >= 0 else ()
+            label = site_label(stack) if site >= 0 else ("(allocated before recording, no stack)" if site == -2
+                                                        else "(no stack recorded)")
+            rules = live["rule"][inverse == j]
+            rule = RULES[int(np.bincount(rules).argmax())][0] if len(rules) else "no-stack"
+            out.append({"site": site, "label": label, "bytes": int(totals[j]), "blocks": int(counts[j]),
+                        "before_recording_blocks": int(before[j]), "category": dict((r[0], r[1]) for r in RULES)[rule],
+                        "rule": rule, "stack": [frame_text(f) for f in stack]})
+        return out
+
+    def categories_at(self, point: int) -> dict[str, int]:
+        live = self.live_at(point)
+        cats = np.array([CAT[RULES[r][1]] for r in range(len(RULES))])[live["rule"]] if len(live["rule"]) else []
+        totals = np.bincount(np.asarray(cats, dtype=np.int64), weights=live["size"].astype(float),
+                             minlength=len(CATEGORIES))
+        return {name: int(totals[i]) for i, name in enumerate(CATEGORIES)}
+
+    def rule_counts(self) -> list[dict]:
+        """How many allocations (traced and from before recording) each rule classified, and their bytes."""
+        sizes = np.concatenate([self.trace.size[self.alloc_idx], self.baseline["size"]]).astype(float)
+        rules = np.concatenate([self.alloc_rule, self.baseline["rule"]]).astype(np.int64)
+        counts = np.bincount(rules, minlength=len(RULES))
+        total = np.bincount(rules, weights=sizes, minlength=len(RULES))
+        return [{"rule": name, "category": cat, "means": means, "allocations": int(counts[i]),
+                 "bytes_allocated": int(total[i])} for i, (name, cat, means) in enumerate(RULES)]
+
+    def category_series(self, points: np.ndarray) -> dict[str, np.ndarray]:
+        """Bytes per category at the given points (sorted), from the baseline and every event's change."""
+        start = np.bincount(self.baseline_category_at_start(), weights=self.baseline["size"].astype(float),
+                            minlength=len(CATEGORIES))[:len(CATEGORIES)]
+        cats = self.event_category
+        changes = cats != NO_CATEGORY
+        idx = np.flatnonzero(changes)
+        out = {}
+        for c, name in enumerate(CATEGORIES):
+            sel = idx[cats[idx] == c]
+            cum = np.concatenate([[0], np.cumsum(self.delta[sel])])
+            k = np.searchsorted(sel, np.asarray(points) - 1, side="right")  # events before the point
+            out[name] = start[c] + cum[k]
+        return out
+
+    def baseline_category_at_start(self) -> np.ndarray:
+        return np.array([CAT[RULES[r][1]] for r in self.baseline["rule"]], dtype=np.int64)
+
+    # -- segments at a point ------------------------------------------------------------------------
+
+    def segments_at(self, point: int) -> list[dict]:
+        """The device's segments at a point with their blocks (allocated, pending free, inactive), in the
+        form :func:`core.memory.segments.segment_view` reads."""
+        tr = self.trace
+        n = self.n_events
+        seg_open = np.flatnonzero(np.isin(tr.action, (CODE["segment_alloc"], CODE["segment_map"])))
+        seg_close = np.flatnonzero(np.isin(tr.action, (CODE["segment_free"], CODE["segment_unmap"])))
+        ends, orphans = _pair(seg_open, seg_close, tr.addr, n)
+        pieces = []  # (address, size, type, expandable)
+        traced_alive = set()
+        for i, end in zip(seg_open, ends):
+            if i < point <= end:
+                pieces.append((int(tr.addr[i]), int(tr.size[i]), "", tr.action[i] == CODE["segment_map"]))
+            if end == n:
+                traced_alive.add(int(tr.addr[i]))
+        for j in seg_close[orphans]:
+            if point <= j:
+                pieces.append((int(tr.addr[j]), int(tr.size[j]), "", tr.action[j] == CODE["segment_unmap"]))
+        for s in self.snapshot.segments:
+            if s.device == self.device and s.address not in traced_alive:
+                pieces.append((s.address, s.total_size, s.segment_type, s.expandable))
+        by_addr = {}
+        for address, size, kind, expandable in pieces:
+            by_addr.setdefault(address, (address, size, kind, expandable))
+        segs = sorted(by_addr.values())
+        starts = np.array([s[0] for s in segs], dtype=np.uint64)
+        live = self.live_at(point)
+        order = np.argsort(live["addr"])
+        where = np.searchsorted(starts, live["addr"][order], side="right") - 1
+        blocks: dict[int, list] = {}
+        for j, pos in zip(order, where):
+            if pos < 0:
+                continue
+            address, size, _, _ = segs[pos]
+            a = int(live["addr"][j])
+            if a < address + size:
+                state = "active_pending_free" if live["pending"][j] else "active_allocated"
+                blocks.setdefault(pos, []).append({"address": a, "size": int(live["size"][j]), "state": state})
+        out = []
+        for pos, (address, size, kind, expandable) in enumerate(segs):
+            filled, cursor = [], address
+            for b in blocks.get(pos, []):
+                if b["address"] > cursor:
+                    filled.append({"address": cursor, "size": b["address"] - cursor, "state": "inactive"})
+                filled.append(b)
+                cursor = max(cursor, b["address"] + b["size"])
+            if cursor < address + size:
+                filled.append({"address": cursor, "size": address + size - cursor, "state": "inactive"})
+            out.append({"address": address, "total_size": size, "segment_type": kind or
+                        ("small" if size <= 2 * 2**20 else "large"), "is_expandable": bool(expandable),
+                        "blocks": filled})
+        return out
+
+    def segment_map_at(self, point: int, max_segments: int = 256) -> tuple[list[dict], dict]:
+        return segment_view(self.segments_at(point), max_segments=max_segments, max_blocks=2048)
+
+    # -- the summary every output starts from --------------------------------------------------------
+
+    def summary(self, top: int = 20) -> dict:
+        p = self.peak_point
+        r = int(np.argmax(self.reserved))
+        frag = self.reserved - self.allocated
+        f = int(np.argmax(frag))
+        peak_event = p - 1
+        stack = self.site_stack(int(self.trace.site[peak_event])) if peak_event >= 0 else ()
+        actions = np.bincount(self.trace.action.astype(np.int64), minlength=256)
+        names = {i: a for a, i in CODE.items()}
+        return {
+            "device": self.device, "devices": self.snapshot.devices(),
+            "source": self.snapshot.source,
+            "trace_events": self.n_events,
+            "actions": {names.get(i, "unknown"): int(c) for i, c in enumerate(actions) if c},
+            "has_times": self.has_times,
+            "first_event_time_us": int(self.time_us[0]) if self.has_times else None,
+            "duration_ms": float(self.point_time_ms([len(self.time_us) - 1])[0]),
+            "peak_allocated_bytes": int(self.allocated[p]),
+            "peak_point": p,
+            "peak_time_us": int(self.time_us[p]) if self.has_times else None,
+            "peak_time_ms": float(self.point_time_ms([p])[0]),
+            "peak_event": (None if peak_event < 0 else
+                           {"index": peak_event, "action": names.get(int(self.trace.action[peak_event]), "unknown"),
+                            "size_bytes": int(self.trace.size[peak_event]), "address": int(self.trace.addr[peak_event])}),
+            "peak_stack": [frame_text(fr) for fr in stack],
+            "peak_reserved_bytes": int(self.reserved[r]),
+            "peak_reserved_time_ms": float(self.point_time_ms([r])[0]),
+            "reserved_at_peak_bytes": int(self.reserved[p]),
+            "fragmentation_at_peak_bytes": int(frag[p]),
+            "peak_fragmentation_bytes": int(frag[f]),
+            "peak_fragmentation_time_ms": float(self.point_time_ms([f])[0]),
+            "baseline_allocated_bytes": self.baseline_allocated_bytes,
+            "baseline_allocated_blocks": int(len(self.baseline["size"])),
+            "baseline_reserved_bytes": self.baseline_reserved_bytes,
+            "end_allocated_bytes": int(self.allocated[-1]),
+            "end_reserved_bytes": int(self.reserved[-1]),
+            "end_state": self.end_state,
+            "categories_at_peak_bytes": self.categories_at(p),
+            "category_rules": self.rule_counts(),
+            "top_sites_at_peak": self.top_sites(p, top),
+            "segments_at_end": sum(1 for s in self.snapshot.segments if s.device == self.device),
+            "distinct_stacks": len(self.snapshot.sites),
+            "malformed_events": self.trace.malformed,
+            "unknown_actions": self.trace.unknown_actions,
+            "allocator_settings": self.snapshot.settings,
+            "notes": self.notes,
+        }
+
+
+def analyse(snapshot: Snapshot, device: int | None = None) -> SnapshotAnalysis:
+    """Replay one device's trace (default: the device with the most events)."""
+    if device is None:
+        device = snapshot.busiest_device()
+    trace = snapshot.traces.get(device) or DeviceTrace(*(np.zeros(0, t) for t in
+                                                         (np.uint8, np.uint64, np.int64, np.int64, np.int32)))
+    n = len(trace)
+    notes: list[str] = []
+    act = trace.action
+    size = trace.size
+    delta = np.zeros(n, np.int64)
+    is_alloc = act == CODE["alloc"]
+    is_free = act == CODE["free_completed"]
+    delta[is_alloc] = size[is_alloc]
+    delta[is_free] = -size[is_free]
+    seg_delta = np.zeros(n, np.int64)
+    grow = np.isin(act, (CODE["segment_alloc"], CODE["segment_map"]))
+    shrink = np.isin(act, (CODE["segment_free"], CODE["segment_unmap"]))
+    seg_delta[grow] = size[grow]
+    seg_delta[shrink] = -size[shrink]
+
+    alloc_idx = np.flatnonzero(is_alloc)
+    free_idx = np.flatnonzero(is_free)
+    alloc_end, orphan_frees = _pair(alloc_idx, free_idx, trace.addr, n)
+    requested_idx = np.flatnonzero(act == CODE["free_requested"])
+    alloc_requested_end, _ = _pair(alloc_idx, requested_idx, trace.addr, n)
+    alloc_requested_end = np.minimum(alloc_requested_end, alloc_end)
+
+    # what the segments show at the end, and which of it the trace does not explain
+    segs = [s for s in snapshot.segments if s.device == device]
+    alive_end = {int(a) for a in trace.addr[alloc_idx[alloc_end == n]]}
+    active_blocks = [b for s in segs for b in s.blocks if b.state.startswith("active")]
+    unexplained = [b for b in active_blocks if b.address not in alive_end]
+    end_active = sum(b.size for b in active_blocks)
+    end_reserved = sum(s.total_size for s in segs)
+    orphan_idx = free_idx[orphan_frees]
+    sites = snapshot.sites
+    kinds = np.array([stack_kind(st) for st in sites] + [KIND_NONE], dtype=np.int8)  # [-1] → no stack
+
+    def baseline_rule(site: int) -> int:
+        if site < 0:
+            return RULE["no-stack"]
+        kind = kinds[site]
+        name = {KIND_SETUP: "model-setup", KIND_OPTIMIZER: "optimizer-kept", KIND_BACKWARD: "backward-kept"}.get(
+            int(kind), "no-match")
+        return RULE[name]
+
+    b_sites = np.array([b.site for b in unexplained] + [-1] * len(orphan_idx), dtype=np.int64)
+    baseline = {
+        "addr": np.array([b.address for b in unexplained] + [int(trace.addr[j]) for j in orphan_idx], dtype=np.uint64),
+        "size": np.array([b.size for b in unexplained] + [int(size[j]) for j in orphan_idx], dtype=np.int64),
+        "site": b_sites,
+        "end": np.array([n] * len(unexplained) + list(orphan_idx), dtype=np.int64),
+        "rule": np.array([baseline_rule(int(s)) for s in b_sites], dtype=np.int64),
+    }
+    baseline_alloc = int(baseline["size"].sum())
+    replay_end = baseline_alloc + int(delta.sum())
+    baseline_reserved = end_reserved - int(seg_delta.sum())
+    if baseline_reserved < 0:
+        notes.append(f"the trace grows reserved memory by {int(seg_delta.sum()):,} bytes but the segments at the "
+                     f"end hold only {end_reserved:,}: reserved is drawn from 0")
+        baseline_reserved = 0
+    if n and replay_end != end_active:
+        block_of = {b.address: b.size for b in active_blocks}
+        live_end = alloc_idx[alloc_end == n]
+        rounding = sum(block_of.get(int(trace.addr[i]), int(size[i])) - int(size[i]) for i in live_end)
+        other = end_active - replay_end - rounding
+        notes.append(f"the replay ends at {replay_end:,} bytes allocated, the segments at the end show {end_active:,} "
+                     f"active: {rounding:,} of the difference is block size (the trace records requested sizes; the "
+                     f"allocator's blocks are rounded up, and a block it did not split is larger still)"
+                     + (f", {other:,} is not explained by the trace (events after the last recorded one, or "
+                        f"dropped by the ring buffer)" if other else ""))
+
+    allocated = np.concatenate([[baseline_alloc], baseline_alloc + np.cumsum(delta)])
+    reserved = np.concatenate([[baseline_reserved], baseline_reserved + np.cumsum(seg_delta)])
+    has_times = bool(n) and bool(trace.time_us.any())
+    if n and not has_times:
+        notes.append("the events carry no times (an old torch): the x axis is the event number")
+    time_us = np.concatenate([trace.time_us[:1], trace.time_us]) if n else np.zeros(1, np.int64)
+
+    # categories: each traced allocation by the kind of its stack and how long it lives
+    a_sites = trace.site[alloc_idx].astype(np.int64)
+    a_kind = kinds[a_sites]
+    positions = {k: alloc_idx[a_kind == k] for k in (KIND_FORWARD, KIND_BACKWARD, KIND_OPTIMIZER)}
+    not_backward = np.sort(np.concatenate([positions[KIND_FORWARD], positions[KIND_OPTIMIZER]]))
+    not_optimizer = np.sort(np.concatenate([positions[KIND_FORWARD], positions[KIND_BACKWARD]]))
+    rule = np.full(len(alloc_idx), RULE["no-match"], np.int64)
+    rule[a_sites < 0] = RULE["no-stack"]
+    rule[a_kind == KIND_SETUP] = RULE["model-setup"]
+    for kind, others, kept, scratch in ((KIND_OPTIMIZER, not_optimizer, "optimizer-kept", "optimizer-scratch"),
+                                        (KIND_BACKWARD, not_backward, "backward-kept", "backward-scratch")):
+        sel = np.flatnonzero((a_kind == kind) & (a_sites >= 0))
+        phase_end = _next_index(others, alloc_idx[sel], n)
+        survives = (alloc_end[sel] > phase_end) | (alloc_end[sel] == n)
+        rule[sel] = np.where(survives, RULE[kept], RULE[scratch])
+    sel = np.flatnonzero((a_kind == KIND_FORWARD) & (a_sites >= 0))
+    next_backward = _next_index(positions[KIND_BACKWARD], alloc_idx[sel], -1)
+    saved = (next_backward >= 0) & (alloc_end[sel] > next_backward)
+    freed_before = alloc_end[sel] < np.where(next_backward >= 0, next_backward, n)
+    rule[sel] = np.where(saved, RULE["forward-saved"], np.where(freed_before, RULE["forward-scratch"],
+                                                                  RULE["forward-no-backward"]))
+    rule_cat = np.array([CAT[r[1]] for r in RULES], dtype=np.uint8)
+    event_category = np.full(n, NO_CATEGORY, np.uint8)
+    event_category[alloc_idx] = rule_cat[rule]
+    closed = alloc_end < n
+    event_category[alloc_end[closed]] = rule_cat[rule[closed]]
+    if len(orphan_idx):
+        event_category[orphan_idx] = rule_cat[baseline["rule"][len(unexplained):]]
+
+    end_state = {"segments_active_bytes": end_active, "segments_reserved_bytes": end_reserved,
+                 "replay_allocated_bytes": replay_end, "replay_reserved_bytes": int(reserved[-1])}
+    return SnapshotAnalysis(snapshot, device, trace, time_us, has_times, allocated, reserved, delta, event_category,
+                            alloc_idx, alloc_end, alloc_requested_end, rule, baseline, baseline_alloc,
+                            baseline_reserved, end_state, notes)

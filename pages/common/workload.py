@@ -1,0 +1,206 @@
+"""Bring your own workload on a page: upload a memory snapshot or a profiler trace, import it in a worker,
+explore it. The file is only written to disk here; parsing happens in the ``memory-snapshot`` /
+``profiler-trace`` worker experiment, so a hostile or huge file never runs in the dashboard's process.
+The snapshot view re-reads the whole trace from beside the store (:mod:`core.workload.detail`) for its
+zoom, its "who holds memory at this moment" and its segment map; a chart never gets more than
+:data:`MAX_CHART_POINTS` points.
+"""
+from __future__ import annotations
+
+import re
+import uuid
+from pathlib import Path
+
+import pandas as pd
+import streamlit as st
+
+from core.paths import data_dir
+from pages.common import lab, run_panel
+from pages.common.charts import show, show_charts
+from pages.plots import memory_snapshot as snap_plots
+from pages.plots import profiler_trace as trace_plots
+
+MAX_CHART_POINTS = 20_000
+DEFAULT_CHART_POINTS = 5_000
+UPLOADS_KEPT = 5
+GIB = 2**30
+
+
+def save_upload(uploaded) -> Path:
+    """Write an uploaded file under ``<data dir>/uploads`` (the newest few are kept) and return its path."""
+    folder = data_dir() / "uploads"
+    folder.mkdir(parents=True, exist_ok=True)
+    name = re.sub(r"[^A-Za-z0-9._-]+", "_", uploaded.name)[-80:] or "upload"
+    path = folder / f"{uuid.uuid4().hex[:12]}-{name}"
+    path.write_bytes(uploaded.getbuffer())
+    for old in sorted(folder.iterdir(), key=lambda p: p.stat().st_mtime)[:-UPLOADS_KEPT]:
+        old.unlink(missing_ok=True)
+    return path
+
+
+def _importer(key: str, experiment: str, label: str, help_text: str) -> None:
+    uploaded = st.file_uploader(label, key=f"{key}.upload", help=help_text)
+    job_running = st.session_state.get(f"{key}.job") is not None
+    if st.button("Import", key=f"{key}.import", type="primary", disabled=uploaded is None or job_running):
+        path = save_upload(uploaded)
+        run_panel.submit(key, experiment, {"path": str(path)}, device="cpu", name=uploaded.name)
+
+
+def _stored(experiment: str) -> list:
+    store = lab.store()
+    return [r for r in (store.list(experiment=experiment, limit=50) if store else []) if r.status == "ok"]
+
+
+def _reopen(key: str, experiment: str) -> None:
+    """Open an earlier import (the store keeps them like any run)."""
+    runs = _stored(experiment)
+    if not runs:
+        return
+    labels = {r.id: f"{r.name or r.meta.get('file', '')} · {r.started_at[:16].replace('T', ' ')} · {r.id[:6]}" for r in runs}
+    chosen = st.selectbox("…or open an earlier import", [""] + list(labels), key=f"{key}.reopen",
+                          format_func=lambda i: labels.get(i, "—"))
+    if chosen and st.session_state.get(f"{key}.reopened") != chosen:
+        st.session_state[f"{key}.run"] = next(r for r in runs if r.id == chosen)
+        st.session_state[f"{key}.reopened"] = chosen
+
+
+# -- memory snapshots ----------------------------------------------------------------------------------
+
+def snapshot_section(key: str) -> None:
+    st.write("Record one in your own training script (`python -m core record -o snap.pickle -- python train.py`, or "
+             "`torch.cuda.memory._record_memory_history()` + `_dump_snapshot()`) on any machine, then import it "
+             "here. Pickles of any protocol, JSON and `.gz` are read; a pickle that names a class is refused. For "
+             "files over a few hundred MB, `python -m core snapshot FILE` imports into the same store without an "
+             "upload.")
+    _importer(key, "memory-snapshot", "Memory snapshot", "torch.cuda.memory._dump_snapshot pickle, its JSON, or .gz")
+    _reopen(key, "memory-snapshot")
+    run_panel.results(key, lambda run: render_snapshot(run, key),
+                      empty="No snapshot imported yet: upload one and press Import.")
+
+
+@st.cache_resource(max_entries=2, show_spinner="Reading the whole trace…")
+def _analysis(detail_id: str):
+    from core.workload import detail
+    from core.workload.snapshot_analysis import analyse
+
+    return analyse(detail.load(detail_id))
+
+
+def render_snapshot(run, key: str) -> None:
+    from core.workload import detail
+
+    m = run.meta
+    cols = st.columns(5)
+    cols[0].metric("Peak allocated", f"{m['peak_allocated_bytes'] / GIB:,.2f} GiB", f"at {m['peak_time_ms']:,.2f}",
+                   delta_color="off")
+    cols[1].metric("Peak reserved", f"{m['peak_reserved_bytes'] / GIB:,.2f} GiB")
+    cols[2].metric("Before recording", f"{m['baseline_allocated_bytes'] / GIB:,.2f} GiB",
+                   f"{m['baseline_allocated_blocks']:,} block(s)", delta_color="off",
+                   help="Blocks the segments show active that the trace never allocated, and blocks it frees "
+                        "without having allocated: they were there before recording began.")
+    cols[3].metric("Trace events", f"{m['trace_events']:,}", f"device {m['device']} of {m['devices']}", delta_color="off")
+    cols[4].metric("Reserved − allocated at the peak", f"{m['fragmentation_at_peak_bytes'] / GIB:,.2f} GiB")
+    st.caption(f"{m['file']} · {m['source']['format']} · {m['file_bytes'] / 2**20:,.1f} MiB · "
+               f"x axis: {m['x_axis']}. Allocated is replayed from the trace's own sizes (as memory_viz draws it).")
+    for note in m.get("notes", []):
+        st.info(note)
+    if not detail.exists(m.get("detail_id")):
+        st.warning("The full-resolution trace of this import is no longer on this machine (the newest "
+                   f"{detail.KEEP} are kept): showing its {len(run.rows):,} stored points.")
+        show_charts(snap_plots.figures(run), f"{key}.stored")
+        return
+    a = _analysis(m["detail_id"])
+    duration = float(a.point_time_ms([len(a.allocated) - 1])[0])
+    cols = st.columns([3, 1])
+    window = cols[0].slider("Time window", 0.0, max(duration, 1e-3), (0.0, max(duration, 1e-3)),
+                            key=f"{key}.window.{run.id}", help="Zoom: the charts re-read this window from the whole "
+                                                               "trace, each bin keeping its highest and lowest point.")
+    budget = cols[1].number_input("Points per chart", 500, MAX_CHART_POINTS, DEFAULT_CHART_POINTS, step=500,
+                                  key=f"{key}.points.{run.id}")
+    points = a.points_between(window[0], window[1], int(budget))
+    t_ms = a.point_time_ms(points)
+    show(snap_plots.timeline_figure(t_ms, a.allocated[points], a.reserved[points], m, run,
+                                    f"{len(points):,} of {len(a.allocated):,} points drawn"),
+         pd.DataFrame({"t_ms": t_ms, "allocated_bytes": a.allocated[points], "reserved_bytes": a.reserved[points]}),
+         "snapshot-timeline", f"{key}.timeline")
+    with st.expander("Python stack at the peak", expanded=True):
+        st.code("\n".join(m["peak_stack"]) or "(no Python stack recorded for this allocation)", language=None)
+
+    st.subheader("Who holds memory at a moment")
+    moment = st.slider("Moment", 0.0, max(duration, 1e-3), float(m["peak_time_ms"]), key=f"{key}.moment.{run.id}",
+                       help="Defaults to the peak.")
+    point = a.point_at_ms(moment)
+    when = f"at {float(a.point_time_ms([point])[0]):,.2f} ({a.allocated[point] / GIB:,.2f} GiB allocated)"
+    sites = a.top_sites(point, 25)
+    show(snap_plots.sites_figure(sites, when, run), snap_plots.sites_frame(sites).drop(columns=["stack"]),
+         "snapshot-sites", f"{key}.sites")
+    cats = a.categories_at(point)
+    st.caption("Categories " + when + ": " + ", ".join(f"{k.replace('_', ' ')} {v / GIB:,.2f} GiB" for k, v in cats.items() if v))
+    segments, numbers = a.segment_map_at(point, max_segments=128)
+    show(snap_plots.segment_map_figure(segments, when, numbers, run), None, "snapshot-segments", f"{key}.segments")
+
+    st.subheader("Categories over time")
+    series = a.category_series(points)
+    show(snap_plots.categories_figure(t_ms, series, m, run),
+         pd.DataFrame({"t_ms": t_ms, **{f"{k}_bytes": v for k, v in series.items()}}), "snapshot-categories",
+         f"{key}.categories")
+    st.caption("Inferred from each allocation's Python stack and lifetime; nothing is guessed: an allocation no rule "
+               "matches is *unknown*. The rules, first match wins, and what each classified:")
+    st.dataframe(snap_plots.rules_frame(m), hide_index=True)
+    show(snap_plots.fragmentation_figure(t_ms, a.reserved[points], a.allocated[points], m, run),
+         pd.DataFrame({"t_ms": t_ms, "fragmentation_bytes": a.reserved[points] - a.allocated[points]}),
+         "snapshot-fragmentation", f"{key}.fragmentation")
+    _compare(run, key)
+
+
+def _compare(run, key: str) -> None:
+    others = [r for r in _stored("memory-snapshot") if r.id != run.id]
+    st.subheader("Compare with another snapshot")
+    if not others:
+        st.caption("Import a second snapshot (e.g. before and after a change) to put both on one time axis and see "
+                   "which allocation sites make the difference.")
+        return
+    labels = {r.id: f"{r.name or r.meta.get('file', '')} · {r.started_at[:16].replace('T', ' ')} · {r.id[:6]}" for r in others}
+    other_id = st.selectbox("Snapshot B", list(labels), format_func=labels.get, key=f"{key}.compare.{run.id}")
+    other = next(r for r in others if r.id == other_id)
+    show_charts(snap_plots.overlay([run, other]), f"{key}.overlay")
+    diff = snap_plots.site_differences(run, other)
+    if not diff.empty:
+        st.dataframe(diff.assign(**{"Δ GiB": (diff["delta_bytes"] / GIB).round(4)}).drop(columns=["stack"]),
+                     hide_index=True)
+
+
+# -- profiler traces -----------------------------------------------------------------------------------
+
+def trace_section(key: str) -> None:
+    st.write("A Chrome/Kineto trace from `torch.profiler` (`prof.export_chrome_trace(...)` or "
+             "`tensorboard_trace_handler`) recorded on any machine: kernel groups, top kernels, GPU busy vs idle, "
+             "compute / copy / communication overlap, and a breakdown per `ProfilerStep`.")
+    _importer(key, "profiler-trace", "Profiler trace", ".json or .json.gz")
+    _reopen(key, "profiler-trace")
+    run_panel.results(key, render_trace, empty="No trace imported yet: upload one and press Import.")
+
+
+def render_trace(run) -> None:
+    m = run.meta
+    if not m.get("gpu_activities"):
+        st.warning(m.get("note", "no GPU activity in this trace"))
+        return
+    cols = st.columns(5)
+    cols[0].metric("Kernel time", f"{m['kernel_time_us'] / 1000:,.3f} ms", f"{m['kernel_count']:,} kernels",
+                   delta_color="off", help="Sum of kernel durations (overlapping kernels count twice).")
+    cols[1].metric("GPU busy", f"{m['busy_us'] / 1000:,.3f} ms", f"of {m['span_us'] / 1000:,.3f} ms span",
+                   delta_color="off", help="Union of all kernels, copies and sets.")
+    cols[2].metric("GPU idle", f"{m['idle_us'] / 1000:,.3f} ms", f"{m['idle_share']:.1%}", delta_color="off")
+    cols[3].metric("Exposed communication", f"{m['exposed_communication_us'] / 1000:,.3f} ms",
+                   help="Communication kernels not hidden behind compute.")
+    cols[4].metric("Steps", m.get("steps", 0))
+    st.caption(f"{m['file']} · GPU {m['device']} ({m['device_name']}) of {m['devices']} · streams {m['streams']} · "
+               f"{m['events']:,} events · {m['step_basis']}")
+    show_charts(trace_plots.figures(run), f"trace.{run.id}")
+    kernels = trace_plots._rows(run, "kernel")
+    if not kernels.empty:
+        st.dataframe(kernels.drop(columns=["kind"]), hide_index=True)
+    steps = trace_plots._rows(run, "step")
+    if not steps.empty:
+        st.dataframe(steps.drop(columns=["kind"]), hide_index=True)
