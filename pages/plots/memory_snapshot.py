@@ -95,9 +95,10 @@ def sites_figure(sites: list[dict], when: str, run: RunResult | None = None) -> 
 
 
 def _state_color(state: str) -> str:
-    """The allocator lab's block colours; a block freed but awaiting its stream shares the awaiting colour."""
+    """The allocator lab's block colours; a block freed but waiting for its stream ("active_pending_free", or
+    "active_awaiting_free" as torch's docstring calls it) gets the pending colour."""
     if "pending" in state or "awaiting" in state:
-        return BLOCK_COLORS["active_awaiting_free"]
+        return BLOCK_COLORS["active_pending_free"]
     return BLOCK_COLORS.get(state, "#7f7f7f")
 
 
