@@ -31,9 +31,9 @@ class MemorySnapshotConfig:
         "help": "device index whose trace to replay (default: the one with the most events)"})
 
     def __post_init__(self) -> None:
-        check_file(self.path, "snapshot")
         if self.trace_device is not None and not 0 <= self.trace_device <= 1024:
             raise ConfigError(f"trace_device must be a device index between 0 and 1024, got {self.trace_device}")
+        check_file(self.path, "snapshot")  # last: a bad option is named even when no file is given
 
 
 def check_file(path: str, what: str) -> None:
