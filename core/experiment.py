@@ -71,6 +71,9 @@ class Experiment:
     # Environment for a fresh worker (e.g. PYTORCH_CUDA_ALLOC_CONF); non-empty forces a fresh process.
     worker_env: Callable[[Any], dict[str, str]] | None = None
     hidden: bool = False  # diagnostics, not shown in the dashboard
+    # Torch-free arithmetic (the planner): the job path runs it in a thread of the submitting process
+    # instead of a worker, stored like any run. It must import no torch and touch no device.
+    in_process: bool = False
 
     def make_config(self, values: Mapping[str, Any]) -> Any:
         return config_from_dict(self.config_type, values)
