@@ -142,6 +142,12 @@ class Report:
     def device_label(self) -> str:
         return self.device_description.get("label") or self.device
 
+    @classmethod
+    def from_run(cls, run: RunResult, runs: list[RunResult]) -> "Report":
+        """A stored doctor run (see :func:`report_run`) and its runs, back as a report (for its bundle)."""
+        return cls(device=run.config.get("device", "auto"), checks=[Check(**row) for row in run.rows], runs=runs,
+                   started_at=run.started_at, finished_at=run.finished_at, wall_s=run.meta.get("wall_s", 0.0))
+
 
 def _clip(text: str, width: int) -> str:
     return text if len(text) <= width else text[: width - 1] + "…"
