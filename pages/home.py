@@ -7,6 +7,7 @@ import streamlit as st
 
 from core import doctor
 from core.experiment import json_ready
+from core.hardware import published
 from core.store import StoreError
 from pages.common import catalog, lab
 
@@ -145,6 +146,11 @@ for device in info.get("devices", []):
                     st.caption(spec["notes"])
             else:
                 st.info("No datasheet entry for this GPU: pages show measured numbers without a percent-of-peak.")
+            best = published.for_device(device)
+            if best:
+                st.caption("Published best achievable (measured elsewhere, not on this box): " + ", ".join(
+                    f"{p.dtype} {p.tflops:g} TFLOPS ({100 * p.efficiency:.1f}% of {p.theory_tflops:g})" for p in best)
+                    + f" — {published.SOURCE}.")
         else:
             cols[1].metric("Cores", device.get("cores"))
             cols[2].metric("torch threads", device.get("torch_threads"))
