@@ -48,11 +48,24 @@ def _triton_bench():
     return do_bench
 
 
+def reference_ms(op, is_cuda: bool, min_run_time_s: float) -> tuple[float, str]:
+    """Median milliseconds of ``op`` by the independent tool, and the tool's name."""
+    import torch
+    from torch.utils.benchmark import Timer
+
+    do_bench = _triton_bench() if is_cuda else None
+    if do_bench is not None:
+        return float(do_bench(op, warmup=25, rep=100, return_mode="median")), "triton.testing.do_bench"
+    # Timer defaults to num_threads=1; the lab runs with torch's thread count, so the reference must too.
+    timer = Timer(stmt="op()", globals={"op": op}, num_threads=torch.get_num_threads())
+    return timer.blocked_autorange(min_run_time=min_run_time_s).median * 1e3, "torch.utils.benchmark"
+
+
 def run(cfg: ReferenceConfig, ctx: Context):
     import torch
-    import torch.utils.benchmark as benchmark
 
     from core.experiments import matmul
+    from core.transformer.training import matmul_precision
     from core.hardware.device import describe
 
     desc = describe(ctx.device)
@@ -66,16 +79,11 @@ def run(cfg: ReferenceConfig, ctx: Context):
     flush, _ = matmul._flush_for(ctx, desc, lab_cfg.flush)
     warm = matmul._warm_up(ctx, lab_cfg, {cfg.dtype: None})
     ops = matmul.make_operands(cfg.dtype, shape, ctx.device, generator)
-    do_bench = _triton_bench() if ctx.is_cuda else None
-    tool = "triton.testing.do_bench" if do_bench is not None else "torch.utils.benchmark"
     rows = []
     for i in range(cfg.rounds):
         lab = matmul.measure_point(cfg.dtype, shape, ctx, lab_cfg, flush, generator, time.perf_counter())
-        if do_bench is not None:
-            ref_ms = float(do_bench(ops.op, warmup=25, rep=100, return_mode="median"))
-        else:
-            timer = benchmark.Timer(stmt="op()", globals={"op": ops.op}, num_threads=torch.get_num_threads())
-            ref_ms = timer.blocked_autorange(min_run_time=cfg.min_run_time_s).median * 1e3
+        with matmul_precision("tf32" if cfg.dtype == "tf32" else "fp32"):  # the flags measure_point sets
+            ref_ms, tool = reference_ms(ops.op, ctx.is_cuda, cfg.min_run_time_s)
         row = {"round": i + 1, "dtype": cfg.dtype, "m": shape.m, "n": shape.n, "k": shape.k, "tool": tool,
                "lab_median_ms": lab["median_ms"], "lab_reps": lab["reps"], "reference_median_ms": ref_ms}
         rows.append(row)
@@ -84,7 +92,7 @@ def run(cfg: ReferenceConfig, ctx: Context):
     lab_ms = statistics.median(r["lab_median_ms"] for r in rows)
     ref_ms = statistics.median(r["reference_median_ms"] for r in rows)
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
-    return Output(rows=rows, meta={"tool": tool, "lab_median_ms": lab_ms, "reference_median_ms": ref_ms,
+    return Output(rows=rows, meta={"tool": rows[0]["tool"], "lab_median_ms": lab_ms, "reference_median_ms": ref_ms,
                                    "ratio": lab_ms / ref_ms, "tflops_lab": matmul.flops(*[cfg.size] * 3) / (lab_ms * 1e9),
                                    "triton_importable": _triton_bench() is not None, "cpu_load_1min": load,
                                    "cpu_cores": os.cpu_count(), **warm})
