@@ -31,7 +31,8 @@ MIB = 2**20
 # are not; the planner claims 10 % (tests/core/experiments/test_train_memory.py); the allocator's two
 # views of one peak must agree exactly but for rounding.
 CPU_TIMER_RATIO = (0.5, 2.0)
-GPU_TIMER_RATIO = (0.9, 1.1)
+GPU_TIMER_RATIO = (0.9, 1.1)  # against do_bench, which flushes L2 before each call as the lab does
+GPU_TIMER_RATIO_NO_FLUSH = (0.8, 1.25)  # torch.utils.benchmark runs back to back: inputs may stay in L2
 PLANNER_ERROR_PCT = 10.0
 TRACE_PEAK_TOLERANCE = 0.01
 BACKWARD_TOLERANCE = 0.05
@@ -244,9 +245,10 @@ def fp16_overflow(run: RunResult | None) -> Check:
 
 def timer_agreement(ref: RunResult | None, cuda: bool) -> Check:
     """The lab's per-point timer against an independent tool, interleaved in one job (``reference``)."""
-    lo, hi = GPU_TIMER_RATIO if cuda else CPU_TIMER_RATIO
     tool = (ref.meta.get("tool") if ref is not None and ref.status == "ok" else None) or \
         ("triton.testing.do_bench" if cuda else "torch.utils.benchmark")
+    lo, hi = (GPU_TIMER_RATIO if tool == "triton.testing.do_bench" else GPU_TIMER_RATIO_NO_FLUSH) if cuda \
+        else CPU_TIMER_RATIO
     check = f"matmul timer vs {tool}"
     expected = f"lab / reference median {lo:g}–{hi:g}"
     missing = _missing(check, expected, ref)

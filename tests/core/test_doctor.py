@@ -28,16 +28,17 @@ def test_fp16_overflow_is_checked_against_the_seed():
     assert wrong.verdict == "fail" and "65504.0" in wrong.result
 
 
-@pytest.mark.parametrize("lab, ref, cuda, load, verdict", [
-    (1.00, 1.05, True, None, "pass"),  # 0.95: within 0.9–1.1 on a GPU
-    (1.20, 1.00, True, None, "fail"),  # 1.2: a GPU timer that far off is wrong
-    (3.00, 1.00, False, 0.5, "fail"),  # 3.0 on an idle CPU: beyond 0.5–2
-    (3.00, 1.00, False, 5.0, "unsupported"),  # 3.0 on a CPU with load 5 on 2 cores: cannot be compared
-    (1.50, 1.00, False, 5.0, "pass"),
+@pytest.mark.parametrize("lab, ref, cuda, tool, load, verdict", [
+    (1.00, 1.05, True, "triton.testing.do_bench", None, "pass"),  # 0.95: within 0.9–1.1 on a GPU
+    (1.20, 1.00, True, "triton.testing.do_bench", None, "fail"),  # 1.2: a GPU timer that far off is wrong
+    (1.20, 1.00, True, "torch.utils.benchmark", None, "pass"),  # no flush in the reference: 0.8–1.25
+    (3.00, 1.00, False, "torch.utils.benchmark", 0.5, "fail"),  # 3.0 on an idle CPU: beyond 0.5–2
+    (3.00, 1.00, False, "torch.utils.benchmark", 5.0, "unsupported"),  # load 5 on 2 cores: cannot be compared
+    (1.50, 1.00, False, "torch.utils.benchmark", 5.0, "pass"),
 ])
-def test_timer_agreement_by_hand(lab, ref, cuda, load, verdict):
+def test_timer_agreement_by_hand(lab, ref, cuda, tool, load, verdict):
     run = run_of("reference", [{"dtype": "bf16", "m": 4096}],
-                 {"tool": "torch.utils.benchmark", "lab_median_ms": lab, "reference_median_ms": ref,
+                 {"tool": tool, "lab_median_ms": lab, "reference_median_ms": ref,
                   "ratio": lab / ref, "cpu_load_1min": load, "cpu_cores": 2})
     check = doctor.timer_agreement(run, cuda)
     assert check.verdict == verdict
