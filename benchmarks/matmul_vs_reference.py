@@ -21,22 +21,11 @@ import torch  # noqa: E402
 
 from core.hardware import device as devices  # noqa: E402
 from core.experiment import Context  # noqa: E402
-from core.experiments.matmul import (MatmulConfig, Shape, _warm_gpu, dtype_support, make_operands, measure_point,  # noqa: E402
+from core.experiments.matmul import (MatmulConfig, Shape, _warm_up, dtype_support, make_operands, measure_point,  # noqa: E402
                          shape_problem, tflops_from_ms)
+from core.experiments.reference import reference_ms  # noqa: E402
 from core.measure.timing import flush_bytes, make_flush  # noqa: E402
 from core.transformer.training import matmul_precision  # noqa: E402
-
-
-def reference_ms(op, is_cuda: bool, min_run_time_s: float) -> float:
-    if is_cuda:
-        from triton.testing import do_bench
-
-        return float(do_bench(op, warmup=25, rep=100, return_mode="median"))
-    from torch.utils.benchmark import Timer
-
-    # Timer defaults to num_threads=1; the lab runs with torch's thread count, so the reference must too.
-    timer = Timer(stmt="op()", globals={"op": op}, num_threads=torch.get_num_threads())
-    return timer.blocked_autorange(min_run_time=min_run_time_s).median * 1e3
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -57,8 +46,7 @@ def main(argv: list[str] | None = None) -> int:
     cfg = MatmulConfig(dtypes=tuple(dtypes), sizes=tuple(sizes), accuracy=False)
     flush = make_flush(dev, flush_bytes(desc.get("l2_cache_bytes"))) if is_cuda else None
     gen = torch.Generator(dev).manual_seed(0)
-    if is_cuda:
-        _warm_gpu(ctx, cfg, {"bf16": dtype_support("bf16", desc)})
+    _warm_up(ctx, cfg, {"bf16": dtype_support("bf16", desc)})  # GPU clock ramp; CPU thread pool woken
     print(f"device: {desc['label']}  torch {torch.__version__}  threads {torch.get_num_threads()}")
     print(f"{'dtype':6} {'size':>6} {'lab ms':>10} {'ref ms':>10} {'lab/ref':>8} {'TFLOPS':>9}  note")
     tolerance = 0.03 if is_cuda else 0.05
@@ -75,7 +63,7 @@ def main(argv: list[str] | None = None) -> int:
                 lab = measure_point(dtype, shape, ctx, cfg, flush, gen, time.perf_counter())["median_ms"]
                 ops = make_operands(dtype, shape, dev, gen)
                 with matmul_precision("tf32" if dtype == "tf32" else "fp32"):
-                    ref = reference_ms(ops.op, is_cuda, min_run_time_s=max(0.2, cfg.rep_ms / 1e3))
+                    ref, _ = reference_ms(ops.op, is_cuda, min_run_time_s=max(0.2, cfg.rep_ms / 1e3))
                 labs.append(lab)
                 refs.append(ref)
                 ratios.append(lab / ref)

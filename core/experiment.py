@@ -88,6 +88,9 @@ class Experiment:
     device_metric: DeviceMetric | None = None
     # An import of the user's file is stored only when it succeeds: a refused file is not a run.
     store_failures: bool = True
+    # Torch-free arithmetic (the planner): the job path runs it in a thread of the submitting process
+    # instead of a worker, stored like any run. It must import no torch and touch no device.
+    in_process: bool = False
 
     def make_config(self, values: Mapping[str, Any]) -> Any:
         return config_from_dict(self.config_type, values)

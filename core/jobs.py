@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import json
 import os
+import queue
 import selectors
 import signal
 import subprocess
@@ -152,6 +153,47 @@ class WorkerProcess:
         return "\n".join(text.strip().splitlines()[-lines:])
 
 
+class LocalWorker:
+    """A torch-free experiment (``Experiment.in_process``) run in a thread of this process: the worker's
+    own ``run_job`` with its events on a queue, read by the same :class:`DeviceQueue` code as a child's.
+    Nothing is spawned, so the planner answers in milliseconds and is stored like any run."""
+
+    def __init__(self) -> None:
+        self._events: queue.Queue = queue.Queue()
+        self._killed = False
+        self.ready = {"type": "ready", "pid": os.getpid(), "env": {}}
+
+    @property
+    def pid(self) -> int:
+        return os.getpid()
+
+    def alive(self) -> bool:
+        return not self._killed
+
+    def wait_ready(self, timeout: float) -> dict:
+        return self.ready
+
+    def send(self, request: dict) -> None:
+        from core.worker import run_job
+
+        threading.Thread(target=run_job, args=(request, self._events.put), daemon=True,
+                         name=f"gpulab-local-{request.get('job_id', '')[:8]}").start()
+
+    def read_event(self, timeout: float) -> dict | None:
+        try:
+            return self._events.get(timeout=timeout)
+        except queue.Empty:
+            return None
+
+    def kill(self) -> None:  # a thread cannot be killed; its events are simply no longer read
+        self._killed = True
+
+    stop = kill
+
+    def stderr_tail(self, lines: int = 8) -> str:
+        return ""
+
+
 @dataclass
 class Job:
     """A submitted experiment run; its fields are read by UI threads, written by the queue thread."""
@@ -164,6 +206,7 @@ class Job:
     fresh_process: bool
     name: str = ""
     store_failures: bool = True  # False: only an "ok" result reaches the store (no "running" row either)
+    in_process: bool = False  # run by a LocalWorker (torch-free), not a child process
     on_event: Callable[["Job", dict], None] | None = None
     save: bool = True  # False: a part of a larger run (core.fanout), which stores the whole
     id: str = field(default_factory=new_run_id)
@@ -251,7 +294,9 @@ class DeviceQueue:
             finally:
                 self.current = None
 
-    def _worker_for(self, job: Job) -> WorkerProcess:
+    def _worker_for(self, job: Job) -> WorkerProcess | LocalWorker:
+        if job.in_process:
+            return LocalWorker()
         if job.fresh_process:
             if self._warm:  # a fresh allocator must not share the GPU with a warm worker's cache
                 self._warm.stop()
@@ -343,7 +388,7 @@ class DeviceQueue:
         rows = outcome.get("rows") if ok else job.rows
         meta = dict(outcome.get("meta") or {}) if isinstance(outcome.get("meta"), dict) else {}
         meta["worker"] = {"pid": worker.pid if worker else None, "fresh": job.fresh_process,
-                          "env": started.get("worker_env", {})}
+                          "env": started.get("worker_env", {}), "in_process": job.in_process}
         meta["requested_device"] = job.device
         if job.store_error:
             meta["store_error"] = job.store_error
@@ -420,13 +465,15 @@ class JobManager:
         job = Job(experiment=experiment, config=cfg, device=device,
                   timeout_s=float(timeout_s or self.default_timeout_s), env=env,
                   fresh_process=exp.fresh_process or bool(env), name=name, on_event=on_event, save=save,
-                  store_failures=exp.store_failures)
+                  store_failures=exp.store_failures, in_process=exp.in_process)
+        # An in-process job uses no device: it never waits behind a GPU job.
+        key = "in-process" if exp.in_process else device
         with self._lock:
             self._jobs[job.id] = job
-            queue = self._queues.get(device)
-            if queue is None:
-                queue = self._queues[device] = DeviceQueue(device, self)
-        queue.put(job)
+            device_queue = self._queues.get(key)
+            if device_queue is None:
+                device_queue = self._queues[key] = DeviceQueue(key, self)
+        device_queue.put(job)
         return job
 
     def track(self, job: Job) -> None:
@@ -445,15 +492,15 @@ class JobManager:
         return [j for j in self.jobs() if j.state != "done"]
 
     def queue_position(self, job: Job) -> int | None:
-        queue = self._queues.get(job.device)
-        return queue.position(job) if queue else None
+        device_queue = self._queues.get("in-process" if job.in_process else job.device)
+        return device_queue.position(job) if device_queue else None
 
     def shutdown(self) -> None:
         with self._lock:
             queues = list(self._queues.values())
             self._queues.clear()
-        for queue in queues:
-            queue.close()
+        for device_queue in queues:
+            device_queue.close()
 
 
 def query_devices(timeout_s: float = STARTUP_TIMEOUT_S) -> dict:

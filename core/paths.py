@@ -26,3 +26,17 @@ def lock_dir() -> Path:
     path = Path(os.environ.get("GPULAB_LOCK_DIR") or Path(tempfile.gettempdir()) / f"gpulab-locks-{os.getuid()}")
     path.mkdir(parents=True, exist_ok=True)
     return path
+
+
+def examples_dir() -> Path:
+    """Reference runs recorded on real GPUs and committed with the lab (``scripts/record_reference_runs.py``);
+    ``$GPULAB_EXAMPLES_DIR`` points elsewhere."""
+    if os.environ.get("GPULAB_EXAMPLES_DIR"):
+        return Path(os.environ["GPULAB_EXAMPLES_DIR"]).expanduser()
+    return Path(__file__).resolve().parent.parent / "examples"
+
+
+def example_files() -> list[Path]:
+    """The runs files in :func:`examples_dir`, newest name last."""
+    folder = examples_dir()
+    return sorted(folder.glob("*.json")) if folder.is_dir() else []

@@ -24,7 +24,19 @@ def experiments() -> dict[str, Experiment]:
     return found
 
 
+def module_names() -> list[str]:
+    """The experiment modules, without importing them."""
+    return sorted(info.name for info in pkgutil.iter_modules(_package.__path__))
+
+
 def get(name: str) -> Experiment:
+    """The experiment called ``name``. Its own module (the sub-command is the module's name, dashes for
+    underscores) is imported first, so asking for a torch-free experiment imports no torch."""
+    module = name.replace("-", "_") if isinstance(name, str) else ""
+    if module in module_names():
+        found = {e.name: e for e in getattr(importlib.import_module(f"{_package.__name__}.{module}"), "EXPERIMENTS", ())}
+        if name in found:
+            return found[name]
     try:
         return experiments()[name]
     except KeyError:

@@ -159,15 +159,20 @@ def run_job(request: dict, emit) -> None:
     try:
         exp = registry.get(request["experiment"])
         config = exp.make_config(request.get("config") or {})
-        torch_device = devices.resolve(request.get("device", "auto"))
-        desc = devices.describe(torch_device)
+        if exp.in_process:  # torch-free: no device is resolved, locked or touched
+            torch_device = devices.check_device_string(request.get("device", "auto"))
+            desc, versions = devices.describe_no_device(torch_device), devices.versions_no_device()
+        else:
+            torch_device = devices.resolve(request.get("device", "auto"))
+            desc, versions = devices.describe(torch_device), None
     except (ConfigError, KeyError) as exc:
         result("error", f"invalid request: {exc}")
         return
 
-    with device_lock(torch_device, lambda msg: emit({"type": "waiting", "job_id": job_id, "message": msg})), \
-            current_device(torch_device):
-        emit({"type": "started", "job_id": job_id, "device": desc, "versions": devices.versions(),
+    lock = nullcontext() if exp.in_process else \
+        device_lock(torch_device, lambda msg: emit({"type": "waiting", "job_id": job_id, "message": msg}))
+    with lock, current_device("cpu" if exp.in_process else torch_device):
+        emit({"type": "started", "job_id": job_id, "device": desc, "versions": versions or devices.versions(),
               "started_at": now_iso(), "pid": os.getpid()})
         ctx = Context(device=torch_device, device_name=desc["name"])
         gen = exp.run(config, ctx)
@@ -189,7 +194,7 @@ def run_job(request: dict, emit) -> None:
                 raise
             extra = getattr(exc, "meta", None)  # an experiment may attach context (e.g. the failing step)
             extra = dict(extra) if isinstance(extra, dict) else {}
-            if _is_oom(exc):
+            if not exp.in_process and _is_oom(exc):
                 first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
                 result("error", f"out of memory on {desc['name']}: {first}", meta=extra | {"oom": True},
                        recycle=True)
@@ -197,7 +202,8 @@ def run_job(request: dict, emit) -> None:
                 result("error", f"{type(exc).__name__}: {exc}", meta=extra | {"traceback": traceback.format_exc()})
         finally:
             gen.close()
-            _free_memory()
+            if not exp.in_process:
+                _free_memory()
 
 
 def _apply_memory_limit() -> None:

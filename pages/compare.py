@@ -4,6 +4,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
+from core.paths import example_files
 from core.result import FINAL_STATUSES, RunResult
 from core.store import MAX_IMPORT_BYTES, ImportRefused, RunStore, StoreError
 from pages.common import comparison, lab
@@ -47,7 +48,30 @@ def run_label(run: RunResult) -> str:
     return f"{run.id[:8]} · {run.experiment} · {comparison.device_text(run)} · {run.started_at[:16]}{name}"
 
 
+def examples_section(store: RunStore) -> None:
+    """Reference runs recorded on real GPUs and shipped in examples/, imported like any runs file."""
+    files = example_files()
+    if not files:
+        st.caption("No example runs in `examples/` yet: `python scripts/record_reference_runs.py` on a GPU box "
+                   "records the reference set into one runs file to commit there.")
+        return
+    if st.button(f"Load example runs ({len(files)} file(s) from examples/)", key=f"{KEY}.examples",
+                 icon=":material/library_add:",
+                 help="Runs recorded on real GPUs with scripts/record_reference_runs.py; imported through the same "
+                      "validation as an upload and marked imported."):
+        added = present = 0
+        for path in files:
+            try:
+                a, p = store.import_file(path)
+            except ImportRefused as exc:
+                st.error(f"{path.name} refused, nothing of it was added: {exc}")
+                continue
+            added, present = added + a, present + p
+        st.success(f"Imported {added} example run(s); {present} were already here.")
+
+
 def import_section(store: RunStore) -> None:
+    examples_section(store)
     with st.expander("Import runs exported on another box", icon=":material/upload:"):
         st.caption("A runs file from `python -m core runs export -o runs.json` or this page's export. Imported runs "
                    "keep their original device and versions and are marked *imported*; runs already here are "

@@ -1,8 +1,109 @@
-"""Home: what this box is, what the lab can measure on it, and the latest runs."""
+"""Home: what this box is, the doctor (does everything work here?), what the lab can measure, the latest runs."""
+import json
+import threading
+
 import pandas as pd
 import streamlit as st
 
+from core import doctor
+from core.experiment import json_ready
+from core.hardware import published
+from core.store import StoreError
 from pages.common import catalog, lab
+
+VERDICT_ICONS = {"pass": "✅ pass", "fail": "❌ fail", "unsupported": "➖ unsupported"}
+
+
+@st.cache_resource(show_spinner=False)
+def _doctor_state() -> dict:
+    """Server-wide: one doctor at a time (it needs the device), visible from every tab."""
+    return {"thread": None, "device": None, "progress": (0, 0, ""), "report": None, "error": None}
+
+
+def _doctor_thread(state: dict, device: str) -> None:
+    """Runs in a thread of the server: the doctor's orchestration imports no torch, every measurement
+    happens in a worker through the shared job manager (so its jobs queue with everyone else's)."""
+    try:
+        report = doctor.run_doctor(device, lab.manager(), on_progress=lambda d, t, m: state.update(progress=(d, t, m)))
+        store = lab.store()
+        if store is not None:
+            store.save(doctor.report_run(report))
+        state["report"] = report
+    except Exception as exc:  # noqa: BLE001 - shown on the page, never raised into the server
+        state["error"] = f"{type(exc).__name__}: {exc}"
+
+
+def _doctor_running(state: dict) -> bool:
+    return state["thread"] is not None and state["thread"].is_alive()
+
+
+@st.fragment(run_every=1.0)
+def _doctor_progress() -> None:
+    state = _doctor_state()
+    if not _doctor_running(state):
+        st.rerun(scope="app")
+        return
+    done, total, message = state["progress"]
+    st.progress(done / total if total else 0.0, text=f"doctor on {state['device']}: {done}/{total} · {message}"
+                if total else f"doctor on {state['device']}: starting")
+
+
+def _latest_doctor_report():
+    """The report of this server's last doctor run, else the newest one in the store (rebuilt with its runs)."""
+    state = _doctor_state()
+    if state["report"] is not None:
+        return state["report"]
+    store = lab.store()
+    if store is None:
+        return None
+    stored = store.list(experiment="doctor", limit=1)
+    if not stored:
+        return None
+    runs = []
+    for run_id in stored[0].meta.get("run_ids", []):
+        try:
+            runs.append(store.get(run_id))
+        except (KeyError, StoreError):
+            pass
+    return doctor.Report.from_run(stored[0], runs)
+
+
+def doctor_section() -> None:
+    st.header("Doctor: does everything work here?")
+    st.write("Runs every experiment at its smallest setting on the selected device (in worker processes, stored "
+             "like any run), then checks the numbers against independent references measured in the same run: "
+             "the matmul timer against `torch.utils.benchmark` / `triton.testing.do_bench`, the allocator's peak "
+             "against its own history, the planner against a measured step, and the seed's facts. "
+             "Also `python -m core doctor`.")
+    state = _doctor_state()
+    device = lab.selected_device()
+    running = _doctor_running(state)
+    if st.button(f"Run the doctor on {device}", key="home.doctor", icon=":material/stethoscope:", disabled=running):
+        state.update(device=device, progress=(0, 0, "starting"), report=None, error=None)
+        state["thread"] = threading.Thread(target=_doctor_thread, args=(state, device), daemon=True,
+                                           name="gpulab-doctor")
+        state["thread"].start()
+        running = True
+    if running:
+        _doctor_progress()
+        return
+    if state["error"]:
+        st.error(f"The doctor could not run: {state['error']}")
+    report = _latest_doctor_report()
+    if report is None:
+        st.info("The doctor has not run on this box yet.")
+        return
+    summary = report.bundle()["summary"]
+    text = (f"{len(report.checks)} checks on {report.device_label()}: {summary['pass']} pass, {summary['fail']} fail, "
+            f"{summary['unsupported']} unsupported — {report.wall_s:.0f} s, {report.started_at[:19].replace('T', ' ')} UTC")
+    (st.error if report.failed else st.success)(text)
+    st.dataframe(pd.DataFrame([{"check": c.check, "result": c.result, "expected": c.expected,
+                                "verdict": VERDICT_ICONS[c.verdict], "reason": c.reason} for c in report.checks]),
+                 hide_index=True)
+    st.download_button("Doctor's bundle (JSON, for a bug report)",
+                       json.dumps(json_ready(report.bundle()), indent=1, allow_nan=False),
+                       "gpulab-doctor.json", "application/json", key="home.doctor.bundle", on_click="ignore")
+
 
 st.title("GPU Lab")
 st.write("Live experiments on the device next to you: what number formats store, what the matmul units "
@@ -45,6 +146,11 @@ for device in info.get("devices", []):
                     st.caption(spec["notes"])
             else:
                 st.info("No datasheet entry for this GPU: pages show measured numbers without a percent-of-peak.")
+            best = published.for_device(device)
+            if best:
+                st.caption("Published best achievable (measured elsewhere, not on this box): " + ", ".join(
+                    f"{p.dtype} {p.tflops:g} TFLOPS ({100 * p.efficiency:.1f}% of {p.theory_tflops:g})" for p in best)
+                    + f" — {published.SOURCE}.")
         else:
             cols[1].metric("Cores", device.get("cores"))
             cols[2].metric("torch threads", device.get("torch_threads"))
@@ -59,6 +165,8 @@ for device in info.get("devices", []):
 versions = info.get("versions", {})
 if versions:
     st.caption(" · ".join(f"{k} {v}" for k, v in versions.items() if v and k != "platform"))
+
+doctor_section()
 
 st.header("Experiments")
 for path, page_title, icon in catalog.available()[1:]:

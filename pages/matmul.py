@@ -8,14 +8,18 @@ from core.result import RunResult
 from pages.common import lab, node
 from pages.common.charts import show_charts, throughput_unit
 from pages.common.run_panel import results, run_controls
-from pages.plots.matmul import figures, measured
+from core.hardware import published
+from pages.plots.matmul import figures, measured, published_for
 
 KEY = "matmul"
 MODES = {"square": "Square sweep", "mnk": "Custom M×N×K", "model": "Model preset GEMMs", "search": "Find the max"}
 # "throughput" is shown under the run's unit (TFLOPS on a GPU, GFLOPS on a CPU), like every chart.
 TABLE_COLUMNS = ["device", "dtype", "m", "n", "k", "label", "median_ms", "p20_ms", "p80_ms", "min_ms", "reps",
-                 "throughput", "pct_of_peak", "pct_of_best", "rel_error", "intensity_flop_per_byte", "sm_clock_mhz",
-                 "power_w", "vs_node_median"]
+                 "throughput", "pct_of_peak", "pct_of_published", "pct_of_best", "rel_error",
+                 "intensity_flop_per_byte", "sm_clock_mhz", "power_w", "vs_node_median"]
+COLUMN_NAMES = {"pct_of_peak": "% of datasheet", "pct_of_published": "% of best achievable (published)",
+                "pct_of_best": "% of this run's best"}
+THIS_GPU = "the run's GPU"
 
 HOW_MEASURED = """
 - **Inputs**: fresh random-normal draws per point (never zeros); B is stored N×K and used transposed, like an
@@ -91,8 +95,17 @@ def settings(is_cuda: bool) -> dict:
     return values
 
 
+def _published_choice(run: RunResult) -> str | None:
+    """Which GPU's published maximum-achievable figures to show: the run's own, or any the source measured."""
+    choice = st.selectbox("Published best achievable of", [THIS_GPU, *published.ACCELERATORS], key=f"{KEY}.published",
+                          help="Measured maximum achievable matmul TFLOPS from elsewhere (mamf-finder, "
+                               "ml-engineering): labelled *published*, never a measurement of this box.")
+    return None if choice == THIS_GPU else choice
+
+
 def render(run: RunResult) -> None:
-    df = measured(run)
+    accelerator = _published_choice(run)
+    df = measured(run, accelerator)
     rows = pd.DataFrame(run.rows)
     if not df.empty:
         best = df.loc[df.groupby("dtype", sort=False)["tflops"].idxmax()]
@@ -100,14 +113,21 @@ def render(run: RunResult) -> None:
         is_cuda = run.device.get("kind") == "cuda"
         for col, (_, r) in zip(cols * 2, best.iterrows()):
             peak = f"{r['pct_of_peak']:.0f}% of datasheet" if pd.notna(r.get("pct_of_peak")) else None
+            if pd.notna(r.get("pct_of_published")):
+                peak = f"{peak or ''}, {r['pct_of_published']:.0f}% of best achievable (published)".lstrip(", ")
             unit = throughput_unit(is_cuda, ops=r["dtype"] == "int8")[0]
             col.metric(f"best {r['dtype']} ({unit})", f"{r['throughput']:.1f}", peak, delta_color="off",
                        help=f"at {r['shape']}")
         node.show(run)
-        show_charts(figures(run), KEY)
+        show_charts(figures(run, accelerator), KEY)
         unit = throughput_unit(is_cuda)[0]
-        st.dataframe(df[[c for c in TABLE_COLUMNS if c in df]].rename(columns={"throughput": f"{unit} (int8: OPS)"}),
-                     hide_index=True)
+        st.dataframe(df[[c for c in TABLE_COLUMNS if c in df]].rename(
+            columns={"throughput": f"{unit} (int8: OPS)", **COLUMN_NAMES}), hide_index=True)
+        entries = published_for(run, accelerator)
+        if entries:
+            st.caption("Published (not measured here): " + "; ".join(
+                f"{p.accelerator} {p.dtype} {p.tflops:g} of {p.theory_tflops:g} TFLOPS ({100 * p.efficiency:.1f}%) at "
+                f"{p.best_shape}, torch {p.torch_version}" for p in entries) + f". Source: {published.SOURCE}.")
     skipped = rows[rows["status"] != "ok"] if "status" in rows else rows.iloc[0:0]
     if len(skipped):
         st.warning("Not measured:\n" + "\n".join(

@@ -3,7 +3,9 @@
 Every module of this package is a group of sub-commands: it defines ``ORDER`` (its place in
 ``--help``) and ``register(sub, common)``, which adds its parsers and sets ``handler`` on each.
 Adding a command is adding a module; :func:`build_parser` finds it. Experiment sub-commands are
-generated from the experiments' config dataclasses (:mod:`core.cli.experiments`).
+generated from the experiments' config dataclasses (:mod:`core.cli.experiments`). ``common.command``
+is the sub-command being run (None when only the help is asked for): a group whose registration is
+costly may register just that one, so ``python -m core estimate`` imports no torch.
 
 Exit codes: 0 done, 1 the run failed, 2 bad input (named on stderr), 3 unsupported on this device.
 """
@@ -29,8 +31,9 @@ def _command_modules() -> list:
     return sorted((m for m in modules if hasattr(m, "register")), key=lambda m: m.ORDER)
 
 
-def build_parser() -> argparse.ArgumentParser:
+def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     common = _common()
+    common.command = command
     parser = argparse.ArgumentParser(prog="python -m core", description="GPU Lab engine: run experiments, manage runs.")
     sub = parser.add_subparsers(dest="command", required=True, metavar="COMMAND")
     for module in _command_modules():
@@ -39,7 +42,9 @@ def build_parser() -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = build_parser()
+    argv = sys.argv[1:] if argv is None else list(argv)
+    command = argv[0] if argv and not argv[0].startswith("-") else None
+    parser = build_parser(command)
     args = parser.parse_args(argv)
     from core.store import StoreError
 

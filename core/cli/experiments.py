@@ -21,7 +21,11 @@ EXIT = {"ok": 0, "unsupported": 3}
 
 
 def register(sub, common) -> None:
-    for exp in registry.experiments().values():
+    command = getattr(common, "command", None)
+    # Running one experiment: import only its module (the planner then needs no torch). Otherwise all.
+    wanted = [registry.get(command)] if command and command.replace("-", "_") in registry.module_names() \
+        else registry.experiments().values()
+    for exp in wanted:
         p = sub.add_parser(exp.name, parents=[common], help=exp.title, description=exp.description)
         p.add_argument("--device", default="auto",
                        help="auto (first GPU, else CPU), cpu, cuda, cuda:N, or all (every GPU at once, one run)")

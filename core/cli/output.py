@@ -19,6 +19,46 @@ def open_store(args):
     return RunStore(args.db)
 
 
+def human_bytes(n: float) -> str:
+    """Bytes in the unit a person reads: B, KiB, MiB or GiB (binary units, as the allocator counts)."""
+    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if abs(n) >= size:
+            return f"{n / size:.2f} {unit}"
+    return f"{n:.0f} B"
+
+
+def cell(key: str, value: Any, byte_columns: frozenset = frozenset()) -> str:
+    """One value as text: ``*_bytes`` (and a run's ``meta.byte_columns``) in KiB/MiB/GiB, floats to 4
+    significant digits, None blank."""
+    if value is None:
+        return ""
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return str(value)
+    if key.endswith("_bytes") or key in byte_columns:
+        return human_bytes(value)
+    return f"{value:.4g}" if isinstance(value, float) else str(value)
+
+
+def table(rows: list[dict], max_rows: int = 200, byte_columns: frozenset = frozenset()) -> str:
+    """Rows as aligned text columns (nested values left out), without pandas: the CLI stays fast."""
+    columns: list[str] = []
+    for row in rows:
+        columns += [k for k, v in row.items() if k not in columns and not isinstance(v, (list, dict))]
+    body = [[cell(c, row.get(c), byte_columns) for c in columns] for row in rows[:max_rows]]
+    widths = [max(len(c), *(len(r[i]) for r in body)) if body else len(c) for i, c in enumerate(columns)]
+    numeric = [all(_numeric(row.get(c)) for row in rows[:max_rows] if row.get(c) is not None) for c in columns]
+    lines = ["  ".join(c.rjust(w) if n else c.ljust(w) for c, w, n in zip(columns, widths, numeric)).rstrip()]
+    for r in body:
+        lines.append("  ".join(v.rjust(w) if n else v.ljust(w) for v, w, n in zip(r, widths, numeric)).rstrip())
+    if len(rows) > max_rows:
+        lines.append(f"… {len(rows) - max_rows} more row(s); --json has them all")
+    return "\n".join(lines)
+
+
+def _numeric(value: Any) -> bool:
+    return isinstance(value, (int, float)) and not isinstance(value, bool)
+
+
 def print_run(run: RunResult, as_json: bool) -> None:
     if as_json:
         print(dump(run.to_dict()))
@@ -29,15 +69,14 @@ def print_run(run: RunResult, as_json: bool) -> None:
     if run.error:
         print(f"  {run.error}")
     if run.rows:
-        import pandas as pd
-
-        with pd.option_context("display.max_rows", 200, "display.max_columns", 30, "display.width", 200):
-            frame = run.frame()
-            nested = [c for c in frame.columns if frame[c].map(lambda v: isinstance(v, (list, dict))).any()]
-            print(frame.drop(columns=nested).to_string(index=False))
+        print(table(run.rows, byte_columns=frozenset(run.meta.get("byte_columns") or ())))
     for key, value in run.meta.items():
-        if key not in ("worker", "traceback") and not isinstance(value, (list, dict)):
-            print(f"  {key}: {value}")
+        if key in ("worker", "traceback", "byte_columns"):
+            continue
+        if isinstance(value, dict) and key.endswith("_bytes") and all(_numeric(v) for v in value.values()):
+            print(f"  {key}: " + ", ".join(f"{k} {human_bytes(v)}" for k, v in value.items()))
+        elif not isinstance(value, (list, dict)):
+            print(f"  {key}: {cell(key, value)}")
     warn_measurement_errors(run)
 
 

@@ -2,31 +2,33 @@
 
 The arithmetic lives in :mod:`core.transformer.planner` (torch-free, shared with ``train-memory`` and the
 pages); this module makes its answer a run that is stored, compared and charted like a measurement,
-always labelled *estimate*.
+always labelled *estimate*. It runs in-process (no worker, no torch): the answer takes milliseconds.
 """
 from __future__ import annotations
 
 from core.experiment import Context, Experiment, Output, Progress
-from core.transformer.planner import EstimateConfig, moments, peak, plan
+from core.hardware.device import describe_no_device
+from core.transformer.planner import CATEGORIES, EstimateConfig, moments, peak, plan
 
 
 def run(cfg: EstimateConfig, ctx: Context):
     from dataclasses import replace
 
     memory = int(cfg.memory_gib * 2**30)
-    if not memory:
-        from core.hardware.device import describe
-
-        memory = describe(ctx.device).get("total_memory_bytes") or 0
+    if not memory and ctx.device == "cpu":
+        memory = describe_no_device("cpu").get("total_memory_bytes") or 0
     yield Progress(0, 1, "estimating")
     result = plan(cfg, memory or None)
     rows = [{"moment": m.label, "phase": m.phase, "total_bytes": m.total_bytes, **m.bytes} for m in moments(cfg)]
-    meta = dict(result)
-    if cfg.memory_gib == 0 and not ctx.is_cuda and cfg.target == "cuda":
+    meta = dict(result) | {"byte_columns": list(CATEGORIES)}  # the rows' category columns are bytes
+    if cfg.memory_gib == 0 and ctx.device == "cpu" and cfg.target == "cuda":
         meta["memory_note"] = "max batch computed for this machine's RAM; pass --memory-gib for a GPU"
+    elif not memory:
+        meta["memory_note"] = ("no max batch: the planner runs without touching the GPU, so give its memory with "
+                               "--memory-gib (python -m core info shows it)")
     meta["fp32_peak_estimated_bytes"] = peak(replace(cfg, precision="fp32")).total_bytes
     return Output(rows=rows, meta=meta)
 
 
 EXPERIMENTS = [Experiment(name="estimate", title="Training memory planner (estimate)", config_type=EstimateConfig,
-                          run=run, description=__doc__.splitlines()[0])]
+                          run=run, description=__doc__.splitlines()[0], in_process=True)]

@@ -324,6 +324,7 @@ def run(cfg: TrainMemoryConfig, ctx: Context):
         "params": est["params"],
         "allocations": result["allocations"],
         "estimate": est,
+        "byte_columns": list(CATEGORIES),  # the rows' category columns are bytes
         "method": ("CUDA caching-allocator history (_record_memory_history) + max_memory_allocated"
                    if ctx.is_cuda else
                    "CPU: torch.profiler profile_memory allocation events (tensor storages via PyTorch's CPU "

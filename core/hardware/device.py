@@ -2,18 +2,19 @@
 
 Only ever called in a worker process or the CLI: the Streamlit server must make no CUDA call
 (CUDA cannot be used after fork, and even ``device_count()`` can initialise it), so the dashboard
-asks a worker for this description (:func:`core.jobs.query_devices`).
+asks a worker for this description (:func:`core.jobs.query_devices`). torch is imported by the
+functions that need it, so the device-string check and the torch-free :func:`describe_no_device`
+cost nothing (the CLI's planner answers without importing torch).
 """
 from __future__ import annotations
 
+import importlib.metadata
 import os
 import platform
 import re
 import shutil
 import subprocess
 import sys
-
-import torch
 
 from core import __version__
 from core.experiment import ConfigError
@@ -22,6 +23,8 @@ from core.hardware.specs import match_spec
 
 def versions() -> dict:
     """Library and driver versions, for the result schema and the device card."""
+    import torch
+
     cudnn = None
     if torch.backends.cudnn.is_available():
         cudnn = torch.backends.cudnn.version()
@@ -37,6 +40,8 @@ def versions() -> dict:
 
 
 def _driver_version() -> str | None:
+    import torch
+
     if not torch.cuda.is_available():
         return None
     try:
@@ -60,6 +65,8 @@ def _driver_version() -> str | None:
 
 def tf32_flags() -> dict:
     """The process-wide switches that decide whether fp32 matmuls/convolutions use TF32."""
+    import torch
+
     return {
         "cuda_matmul_allow_tf32": bool(torch.backends.cuda.matmul.allow_tf32),
         "cudnn_allow_tf32": bool(torch.backends.cudnn.allow_tf32),
@@ -97,6 +104,8 @@ def _meminfo() -> tuple[int | None, int | None]:
 
 
 def describe_cpu() -> dict:
+    import torch
+
     total, free = _meminfo()
     return {
         "kind": "cpu",
@@ -122,11 +131,15 @@ def describe_cpu() -> dict:
 
 def cuda_bf16_supported(device: str | int) -> bool:
     """``torch.cuda.is_bf16_supported()`` asks the *current* device; this asks ``device``."""
+    import torch
+
     with torch.cuda.device(device):
         return bool(torch.cuda.is_bf16_supported())
 
 
 def describe_cuda(index: int) -> dict:
+    import torch
+
     props = torch.cuda.get_device_properties(index)
     free, total = torch.cuda.mem_get_info(index)
     bf16 = cuda_bf16_supported(index)
@@ -149,6 +162,8 @@ def describe_cuda(index: int) -> dict:
 
 
 def cuda_unavailable_reason() -> str | None:
+    import torch
+
     if torch.cuda.is_available():
         return None
     if torch.version.cuda is None:
@@ -158,6 +173,8 @@ def cuda_unavailable_reason() -> str | None:
 
 def describe_all() -> dict:
     """Every device of the box (CPU first, then each GPU), the default and the versions."""
+    import torch
+
     cuda_count = torch.cuda.device_count() if torch.cuda.is_available() else 0
     devices = [describe_cpu()] + [describe_cuda(i) for i in range(cuda_count)]
     return {
@@ -182,6 +199,8 @@ def check_device_string(device: str) -> str:
 
 def resolve(device: str) -> str:
     """Turn a requested device into a torch device string, checking it exists (worker side)."""
+    import torch
+
     device = check_device_string(device)
     if device == "all":
         raise ConfigError("device all is split into one job per GPU by the job manager, not run by one worker")
@@ -196,6 +215,29 @@ def resolve(device: str) -> str:
     if index >= count:
         raise ConfigError(f"device {device} does not exist: this box has {count} GPU(s), cuda:0..cuda:{count - 1}")
     return f"cuda:{index}"
+
+
+def describe_no_device(requested: str) -> dict:
+    """The description an in-process (torch-free) run stores: what was asked for, and that no device ran it.
+    The CPU's facts come from /proc without torch; a GPU is not touched, so it is not described."""
+    if requested == "cpu":
+        total, free = _meminfo()
+        return {"kind": "cpu", "index": None, "torch_device": "cpu", "name": _cpu_model(),
+                "label": f"CPU — {_cpu_model()} (no device used: computed in-process)", "cores": os.cpu_count(),
+                "total_memory_bytes": total, "free_memory_bytes": free, "spec": None, "in_process": True}
+    return {"kind": "none", "index": None, "torch_device": requested, "name": f"{requested} (not used)",
+            "label": f"{requested} — not used: computed in-process without touching the GPU",
+            "total_memory_bytes": None, "spec": None, "in_process": True}
+
+
+def versions_no_device() -> dict:
+    """Versions without importing torch (its installed version from the package metadata)."""
+    try:
+        torch_version = importlib.metadata.version("torch")
+    except importlib.metadata.PackageNotFoundError:
+        torch_version = None
+    return {"gpulab": __version__, "python": platform.python_version(), "torch": torch_version, "cuda": None,
+            "cudnn": None, "driver": None, "platform": platform.platform()}
 
 
 def describe(torch_device: str) -> dict:

@@ -6,6 +6,7 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from core.experiments.matmul import add_pct_of_best, flag_above_peak
+from core.hardware import published
 from core.result import RunResult
 from pages.common.charts import color_for, style, throughput_unit, title
 from pages.common.node import is_all_gpus, node_chart
@@ -14,8 +15,14 @@ from pages.plots import Chart
 ZERO_ERROR = 1e-17  # where an exactly-zero relative error is drawn on the log axis
 
 
-def measured(run: RunResult) -> pd.DataFrame:
-    """The measured points (pct_of_best filled in for cancelled runs too), with display columns."""
+def published_for(run: RunResult, accelerator: str | None = None) -> list[published.Published]:
+    """Published maximum-achievable figures for the run's GPU, or for ``accelerator`` when one is chosen."""
+    return published.for_accelerator(accelerator) if accelerator else published.for_device(run.device)
+
+
+def measured(run: RunResult, accelerator: str | None = None) -> pd.DataFrame:
+    """The measured points (pct_of_best filled in for cancelled runs too), with display columns; where a
+    published maximum achievable exists for the dtype, ``published_tflops`` and ``pct_of_published``."""
     rows = add_pct_of_best([dict(r) for r in run.rows])
     df = pd.DataFrame(rows)
     if df.empty or "status" not in df:
@@ -29,6 +36,9 @@ def measured(run: RunResult) -> pd.DataFrame:
     df["throughput"] = df["tflops"] * _scale(run)
     # a run on every GPU draws one line per dtype and GPU (same colour per dtype)
     df["series"] = df["dtype"] + (" · " + df["device"] if is_all_gpus(run) else "")
+    figures_by_dtype = {p.dtype: p.tflops for p in published_for(run, accelerator)}
+    df["published_tflops"] = df["dtype"].map(figures_by_dtype).astype(float)
+    df["pct_of_published"] = 100.0 * df["tflops"] / df["published_tflops"]
     return df.drop(columns=["samples_ms"], errors="ignore")
 
 
@@ -53,7 +63,7 @@ def _x(df: pd.DataFrame, run: RunResult) -> tuple[str, str]:
     return "m", "size (M = N = K)"
 
 
-def throughput_figure(run: RunResult, df: pd.DataFrame) -> go.Figure:
+def throughput_figure(run: RunResult, df: pd.DataFrame, accelerator: str | None = None) -> go.Figure:
     fig = go.Figure()
     scale = _scale(run)
     xcol, xtitle = _x(df, run)
@@ -65,14 +75,20 @@ def throughput_figure(run: RunResult, df: pd.DataFrame) -> go.Figure:
             x=g[xcol], y=g["throughput"], name=series, mode="lines+markers", line=dict(color=color),
             error_y=dict(type="data", symmetric=False, array=(g["tflops_p80"] - g["tflops"]) * scale,
                          arrayminus=(g["tflops"] - g["tflops_p20"]) * scale),
-            customdata=g[["median_ms", "pct_of_peak", "pct_of_best", "label"]],
+            customdata=g[["median_ms", "pct_of_peak", "pct_of_best", "label", "pct_of_published"]],
             hovertemplate="%{x}: %{y:.1f}<br>median %{customdata[0]:.4f} ms<br>"
-                          "%{customdata[1]:.1f}% of datasheet, %{customdata[2]:.1f}% of best<br>%{customdata[3]}"))
+                          "%{customdata[1]:.1f}% of datasheet, %{customdata[4]:.1f}% of best achievable (published), "
+                          "%{customdata[2]:.1f}% of this run's best<br>%{customdata[3]}"))
         peak = g["peak_tflops"].dropna()
         if len(peak) and dtype not in peaks_drawn:
             peaks_drawn.add(dtype)
             fig.add_hline(y=float(peak.iloc[0]), line=dict(color=color, dash="dash", width=1),
                           annotation_text=f"{dtype} datasheet {peak.iloc[0]:g}", annotation_position="top left")
+        best = published.figure(published_for(run, accelerator), dtype)
+        if best is not None:
+            fig.add_hline(y=best.tflops * scale, line=dict(color=color, dash="dot", width=2),
+                          annotation_text=f"{dtype} {best.accelerator} best achievable {best.tflops:g} "
+                                          f"(published, {best.date})", annotation_position="bottom left")
     wrong = df[df["above_peak"].fillna(False).astype(bool)]
     if len(wrong):
         fig.add_trace(go.Scatter(x=wrong[xcol], y=wrong["throughput"], mode="markers", name="above the datasheet peak: "
@@ -81,6 +97,8 @@ def throughput_figure(run: RunResult, df: pd.DataFrame) -> go.Figure:
                                  text=wrong["measurement_error"], hovertemplate="%{text}<extra></extra>"))
     detail = "median, bars p20–p80; dashed: datasheet dense peak" if _is_cuda(run) else \
         "median, bars p20–p80; CPU: no datasheet peak"
+    if not df["published_tflops"].isna().all():
+        detail += "; dotted: published maximum achievable (mamf-finder, ml-engineering)"
     style(fig, title("Matmul throughput", run, detail), xtitle, _unit(run), legend_title="dtype")
     if xcol == "m" and not run.config.get("search"):
         fig.update_xaxes(type="log")
@@ -156,12 +174,13 @@ def clocks_figure(run: RunResult, df: pd.DataFrame) -> go.Figure | None:
     return fig
 
 
-def figures(run: RunResult) -> list[Chart]:
-    df = measured(run)
+def figures(run: RunResult, accelerator: str | None = None) -> list[Chart]:
+    """The run's charts; published figures for the run's GPU, or for ``accelerator`` when one is chosen."""
+    df = measured(run, accelerator)
     if df.empty:
         return []
     charts = [c for c in [node_chart(run)] if c is not None]
-    charts.append(Chart("matmul-throughput", throughput_figure(run, df), df))
+    charts.append(Chart("matmul-throughput", throughput_figure(run, df, accelerator), df))
     if df["rel_error"].notna().any():
         charts.append(Chart("matmul-accuracy", accuracy_figure(run, df.dropna(subset=["rel_error"])), df))
     charts.append(Chart("matmul-roofline", roofline_figure(run, df), df))

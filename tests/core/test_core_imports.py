@@ -36,3 +36,12 @@ def test_the_cli_entry_point_is_importable_without_ui_packages():
                          cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr
     assert "info" in out.stdout and "runs" in out.stdout
+
+
+def test_what_the_dashboard_process_runs_imports_no_torch():
+    """The server process runs the doctor's orchestration and the planner: neither may import torch
+    (torch can initialise CUDA, which must never happen in the Streamlit process)."""
+    code = ("import sys\nimport core.doctor, core.jobs, core.store, core.transformer.planner\n"
+            "import core.experiments.estimate\nassert 'torch' not in sys.modules, 'torch imported'\n")
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr

@@ -185,3 +185,27 @@ def test_a_run_with_a_measurement_error_says_so_above_its_charts(app, store):
     at.multiselect(key="compare.selected").set_value(["e1e1"]).run()
     assert any(e.value.startswith("Measurement error: above the datasheet peak: bf16 8192×8192×8192 measured 1000.0")
                for e in at.error), [e.value for e in at.error]
+
+
+def test_load_example_runs_imports_the_examples_through_the_validated_import(app, store, tmp_path, monkeypatch):
+    from core.store import RunStore
+
+    examples = tmp_path / "examples"
+    examples.mkdir()
+    elsewhere = RunStore(tmp_path / "recorded.sqlite")  # as recorded on a GPU box
+    elsewhere.save(sweep(H100, (100.0, 600.0, 800.0), "f1f1"))
+    (examples / "h100.json").write_text(elsewhere.export_json())
+    (examples / "broken.json").write_text('{"format": "gpulab-runs", "runs": [{"id": 1}]}')
+    monkeypatch.setenv("GPULAB_EXAMPLES_DIR", str(examples))
+    at = _open(app)
+    at.button(key="compare.examples").click().run()
+    assert not at.exception
+    assert "Imported 1 example run(s); 0 were already here." in at.success[0].value
+    assert any("broken.json refused" in e.value for e in at.error)  # a bad file is refused, the rest still loads
+    assert store.get("f1f1").imported and store.get("f1f1").rows == elsewhere.get("f1f1").rows
+
+
+def test_without_example_runs_the_page_says_how_to_record_them(app, tmp_path, monkeypatch):
+    monkeypatch.setenv("GPULAB_EXAMPLES_DIR", str(tmp_path / "none"))
+    at = _open(app)
+    assert any("record_reference_runs.py" in c.value for c in at.caption)

@@ -34,3 +34,38 @@ def test_sidebar_offers_the_shared_selections(app):
     assert labels == ["Device", "Model size", "Dtype"]
     assert at.sidebar.selectbox[1].options[:2] == ["tiny", "mini"] and "2.7B" in at.sidebar.selectbox[1].options
     assert at.sidebar.selectbox[2].value == "fp32"
+
+
+def test_the_doctor_button_runs_in_the_background_and_shows_its_table(cpu_app, monkeypatch):
+    import time
+
+    from core import doctor
+    from core.doctor import Check, Report
+
+    asked = []
+
+    def fake_doctor(device, manager, on_progress=None, **kwargs):
+        asked.append((device, manager))
+        on_progress(1, 2, "worker round trip: ok")
+        time.sleep(1.0)
+        return Report(device=device, checks=[Check("seed: 65536 stored in fp16", "inf", "inf", "pass"),
+                                             Check("allocator: peak", "not measured", "equal", "unsupported",
+                                                   "the CPU has no caching allocator")], wall_s=1.0)
+
+    monkeypatch.setattr(doctor, "run_doctor", fake_doctor)
+    at = cpu_app.run()
+    assert any("has not run on this box yet" in i.value for i in at.info)
+    at.button(key="home.doctor").click().run()
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and not any("2 checks" in s.value for s in at.success):
+        time.sleep(0.3)
+        at.run()
+    assert not at.exception
+    from pages.common import lab
+
+    assert asked == [("cpu", lab.manager())]  # the pinned device, the server's one job manager
+    table = next(d.value for d in at.dataframe if "verdict" in d.value.columns)
+    assert list(table["verdict"]) == ["✅ pass", "➖ unsupported"]
+    assert list(table["reason"]) == ["", "the CPU has no caching allocator"]
+    assert "1 pass, 0 fail, 1 unsupported" in at.success[0].value
+    assert any(b.label.startswith("Doctor's bundle") for b in at.get("download_button"))

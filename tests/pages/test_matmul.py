@@ -130,3 +130,19 @@ def test_page_on_a_gpu_shows_tflops(gpu_app):
     table = at.dataframe[-1].value
     assert "TFLOPS (int8: OPS)" in table.columns and all(m.label.endswith("(TFLOPS)") for m in at.metric)
     assert not any("CPU —" in c.proto.spec for c in at.get("plotly_chart"))
+
+
+def test_published_best_achievable_beside_the_datasheet():
+    from pages.plots.matmul import figures, measured
+
+    run = _gpu_run_above_peak()  # an H100 SXM: the source measured 794.5 bf16 TFLOPS at best
+    df = measured(run)
+    assert list(df["published_tflops"]) == [794.5, 794.5]
+    assert list(df["pct_of_published"]) == pytest.approx([100 * 700 / 794.5, 100 * 1000 / 794.5])
+    fig = figures(run)[0].figure
+    dotted = [s for s in fig.layout.shapes if s.line.dash == "dot"]
+    assert [s.y0 for s in dotted] == [794.5]
+    assert any("best achievable 794.5 (published, 2026-08-10)" in a.text for a in fig.layout.annotations)
+    chosen = measured(run, "NVIDIA A100 SXM")  # any GPU's published figure can be chosen
+    assert list(chosen["published_tflops"]) == [271.2, 271.2]
+    assert measured(_run(_rows()))["published_tflops"].isna().all()  # a CPU run has none

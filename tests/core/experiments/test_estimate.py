@@ -1,6 +1,7 @@
 """The planner: parameter counts against an independent count, category arithmetic by hand, the CLI."""
 import json
 import os
+import re
 import subprocess
 import sys
 import time
@@ -121,16 +122,33 @@ def test_bad_config_names_the_limit():
         EstimateConfig(model="huge")
 
 
-def test_cli_answers_quickly_with_breakdown(tmp_path):
-    env = dict(os.environ, PYTHONPATH=ROOT)
-    t = time.monotonic()
-    out = subprocess.run([sys.executable, "-m", "core", "estimate", "--model", "xl", "--precision", "bf16-autocast",
-                          "--optimizer", "adamw", "--batch", "4", "--context", "512", "--json", "--device", "cpu",
-                          "--no-save"], capture_output=True, text=True, cwd=ROOT, env=env, timeout=120)
-    assert out.returncode == 0, out.stderr
-    assert time.monotonic() - t < 60
-    meta = json.loads(out.stdout)["meta"]
+def test_cli_answers_in_process_quickly_with_breakdown(tmp_path):
+    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    args = [sys.executable, "-m", "core", "estimate", "--model", "xl", "--precision", "bf16-autocast", "--optimizer",
+            "adamw", "--batch", "4", "--context", "512", "--device", "cpu", "--no-save"]
+    walls = []
+    for _ in range(3):  # best of three: a shared box adds noise, the planner itself takes milliseconds
+        t = time.monotonic()
+        out = subprocess.run(args + ["--json"], capture_output=True, text=True, cwd=ROOT, env=env, timeout=120)
+        walls.append(time.monotonic() - t)
+        assert out.returncode == 0, out.stderr
+    assert min(walls) < 1.0, walls  # a torch worker took ~5 s here
+    run = json.loads(out.stdout)
+    assert run["meta"]["worker"]["in_process"] is True and run["device"]["in_process"] is True
+    meta = run["meta"]
     assert meta["params"] == independent_count(1600, 6400, 48, 25)
     assert set(meta["breakdown_bytes"]) == {"parameters", "gradients", "optimizer_state", "activations",
                                             "temporaries", "other"}
     assert meta["breakdown_bytes"]["parameters"] == 4 * meta["params"]
+
+
+def test_cli_estimate_imports_no_torch_and_speaks_mib_and_gib():
+    code = ("import sys, core.cli; code = core.cli.main(['estimate', '--model', 'small', '--device', 'cpu', "
+            "'--no-save']); assert 'torch' not in sys.modules, 'torch was imported'; sys.exit(code)")
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120,
+                         env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    assert out.returncode == 0, out.stderr
+    # small, fp32: 128,625,408 parameters × 4 bytes = 490.67 MiB of weights (counted shape by shape above)
+    n = independent_count(768, 3072, 12, 12)
+    assert f"{4 * n / 2**20:.2f} MiB" in out.stdout and "GiB" in out.stdout
+    assert not re.search(r"\b\d{9,}\b", out.stdout.replace(str(n), "")), "raw byte counts in the text output"

@@ -233,11 +233,17 @@ def test_the_first_cpu_point_is_not_an_outlier():
     assert woken["calls"] >= 8 and woken["seconds"] >= 0.2 and woken["threads"] == torch.get_num_threads()
 
 
-def test_reps_follow_the_typical_warm_up_call_not_a_slow_first_one():
-    calls = iter([50.0] + [1.0] * 10_000)  # ms: one slow first call, then fast ones
+def test_reps_follow_the_typical_warm_up_call_not_a_slow_first_one(monkeypatch):
+    """A clock that only the calls advance: one 50 ms first call, then 1 ms calls (deterministic, no load noise)."""
+    from core.measure import timing
+
+    now = [0]
+    durations = iter([50] + [1] * 10_000)  # ms
 
     def op():
-        time.sleep(next(calls) / 1e3)
+        now[0] += next(durations) * 1_000_000
 
+    monkeypatch.setattr(timing.time, "perf_counter_ns", lambda: now[0])
     samples = time_cpu(op, TimingPlan(warmup_ms=60, rep_ms=30, min_reps=3, max_reps=500))
-    assert len(samples) >= 20  # ~30 ms / ~1 ms a call; the mean of the warm-up (≈6 ms) would give 5
+    # warm-up: 50 + ten 1 ms calls = 60 ms; median call 1 ms → 30 timed calls (the mean, 60/11 ms, would give 5)
+    assert len(samples) == 30 and set(samples) == {1.0}
