@@ -65,12 +65,13 @@ class RankEnv:
                    master_addr=environ["MASTER_ADDR"], master_port=int(environ["MASTER_PORT"]))
 
 
-def die_with_parent() -> None:
-    """Linux: the kernel kills this process when the launcher that started it dies, even a SIGKILLed one."""
+def die_with_parent(sig: int) -> None:
+    """Linux: the kernel sends ``sig`` to this process when the launcher that started it dies, even a
+    SIGKILLed one (SIGKILL under the lab's launcher; SIGTERM under torchrun, so rank 0 can store its error)."""
     parent = os.getppid()
     try:
         libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        libc.prctl(PR_SET_PDEATHSIG, int(sig), 0, 0, 0)
     except (OSError, AttributeError):
         return
     if os.getppid() != parent:  # the launcher died before the request took effect
@@ -325,13 +326,16 @@ def run_rank(cfg, env: RankEnv, sink) -> int:
     try:
         measure_all(cfg, env, sink, progress, backend, device)
     except BaseException as exc:
+        if signal.getsignal(signal.SIGTERM) is _terminated:
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)  # let the report finish; the launcher SIGKILLs later
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:400]
+        stalled: list[int] = []
         try:
             progress.error(first)
             time.sleep(PEER_ERROR_GRACE_S)
             stalled = progress.stalled()
-        except Exception:  # noqa: BLE001 - the store went away with the launcher
-            stalled = []
+        except BaseException:  # noqa: BLE001 - the store went away with the launcher
+            pass
         sink.error({"rank": env.rank, "message": first, "exception": type(exc).__name__, "step": progress.label,
                     "stalled": stalled, "timeout_s": cfg.timeout_s})
         raise
@@ -365,8 +369,8 @@ def _terminated(signum, frame) -> None:
 def main(argv: list[str] | None = None) -> int:
     from core.experiments.interconnect import InterconnectConfig
 
-    die_with_parent()
     args = _parser(InterconnectConfig).parse_args(argv)
+    die_with_parent(signal.SIGKILL if args.events else signal.SIGTERM)
     names = {f.name for f in dataclasses.fields(InterconnectConfig)}
     try:
         env = RankEnv.from_environ()
