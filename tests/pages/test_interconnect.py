@@ -86,3 +86,14 @@ def test_page_runs_gloo_ranks_on_cpu_and_draws_the_charts(app):
     warning = " ".join(w.value for w in at.warning)
     assert "unsupported on" in warning and "peer matrix" in warning  # no GPU: said, not skipped
     assert any(m.label == "all_reduce busbw (GB/s)" for m in at.metric)
+
+
+def test_overlay_puts_runs_side_by_side():
+    from pages.plots.interconnect import overlay
+
+    a = _run([_collective("all_reduce", 2**20, 1.0, 1.0)])
+    b = _run([_collective("all_reduce", 2**20, 0.5, 1.5)], meta={"world_size": 4})
+    (chart,) = overlay([a, b])
+    assert [list(t.y) for t in chart.figure.data] == [[pytest.approx(2**20 / 1e-3 / 1e9)],
+                                                      [pytest.approx(2**20 / 0.5e-3 / 1e9 * 1.5)]]
+    assert "4 ranks" in chart.figure.data[1].name
