@@ -56,7 +56,8 @@ def submit_all(manager: JobManager, exp: Experiment, cfg: Any, *, timeout_s: flo
         from core import registry
 
         able = sorted(e.name for e in registry.experiments().values() if e.device_metric)
-        raise ConfigError(f"device all: {exp.name} runs on one device; every GPU at once is for {', '.join(able)}")
+        raise ConfigError(f"device all: {exp.name} is not run once per GPU; every GPU at once is for "
+                          f"{', '.join(able)}")
     gpus = box_gpus() if gpus is None else gpus
     parent = Job(experiment=exp.name, config=cfg, device=ALL, timeout_s=float(timeout_s or manager.default_timeout_s),
                  env={}, fresh_process=False, name=name, on_event=on_event)
