@@ -25,6 +25,7 @@ import os
 import signal
 import socket
 import sys
+import threading
 import time
 from datetime import timedelta
 
@@ -40,6 +41,7 @@ from core.experiments.interconnect import InterconnectConfig, sizes_for
 from core.hardware.device import cuda_unavailable_reason, describe, describe_cpu, versions
 from core.result import RunResult, now_iso
 
+HEARTBEAT_S = 5.0
 PEER_ERROR_GRACE_S = 2.0  # let the other waiting ranks post their own errors before judging who stalled
 PR_SET_PDEATHSIG = 1
 
@@ -154,11 +156,22 @@ def failure_text(event: dict) -> str:
 
 
 class FileSink:
-    """The lab's launcher reads these lines (one ``os.write`` each on an O_APPEND file: lines never interleave)."""
+    """The lab's launcher reads these lines (one ``os.write`` each on an O_APPEND file: lines never interleave).
+
+    Rank 0 also writes an ``alive`` line every :data:`HEARTBEAT_S` from a thread, so the launcher's
+    watchdog tells a long point from a frozen job.
+    """
 
     def __init__(self, path: str, rank: int) -> None:
         self.rank = rank
         self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        if rank == 0:
+            threading.Thread(target=self._beat, daemon=True, name="gpulab-heartbeat").start()
+
+    def _beat(self) -> None:
+        while True:
+            time.sleep(HEARTBEAT_S)
+            self.emit({"type": "alive"})
 
     def emit(self, event: dict) -> None:
         os.write(self._fd, (json.dumps(json_ready(event), allow_nan=False) + "\n").encode())
