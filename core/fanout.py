@@ -82,7 +82,8 @@ class FanOut:
         def on_event(child: Job, event: dict) -> None:
             if self.parent.on_event is None or event.get("type") not in ("waiting", "started", "progress"):
                 return
-            forwarded = dict(event, job_id=self.parent.id, message=f"{device}: {event.get('message', '')}")
+            said = event.get("message") or (event.get("device") or {}).get("label", "")
+            forwarded = dict(event, job_id=self.parent.id, message=f"{device}: {said}")
             if event.get("type") == "progress":
                 forwarded |= {"done": self.parent.done_steps, "total": self.parent.total_steps}
             try:
