@@ -56,7 +56,8 @@ def submit_all(manager: JobManager, exp: Experiment, cfg: Any, *, timeout_s: flo
         from core import registry
 
         able = sorted(e.name for e in registry.experiments().values() if e.device_metric)
-        raise ConfigError(f"device all: {exp.name} runs on one device; every GPU at once is for {', '.join(able)}")
+        raise ConfigError(f"device all: {exp.name} is not run once per GPU; every GPU at once is for "
+                          f"{', '.join(able)}")
     gpus = box_gpus() if gpus is None else gpus
     parent = Job(experiment=exp.name, config=cfg, device=ALL, timeout_s=float(timeout_s or manager.default_timeout_s),
                  env={}, fresh_process=False, name=name, on_event=on_event)
@@ -81,7 +82,8 @@ class FanOut:
         def on_event(child: Job, event: dict) -> None:
             if self.parent.on_event is None or event.get("type") not in ("waiting", "started", "progress"):
                 return
-            forwarded = dict(event, job_id=self.parent.id, message=f"{device}: {event.get('message', '')}")
+            said = event.get("message") or (event.get("device") or {}).get("label", "")
+            forwarded = dict(event, job_id=self.parent.id, message=f"{device}: {said}")
             if event.get("type") == "progress":
                 forwarded |= {"done": self.parent.done_steps, "total": self.parent.total_steps}
             try:

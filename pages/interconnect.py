@@ -94,6 +94,13 @@ def torchrun_command(values: dict, gpus: int) -> str:
             f"    -m core.distributed.rank {' '.join(options)} --json")
 
 
+def _what(row) -> str:
+    """A row's point in words: "all_reduce 1 MiB", "peer matrix"…"""
+    if isinstance(row.get("collective"), str):
+        return f"{row['collective']} {row['size']}" if isinstance(row.get("size"), str) else row["collective"]
+    return {"host_copy": "host↔GPU copies", "peer": "peer matrix"}.get(row["kind"], row["kind"])
+
+
 def render(run: RunResult) -> None:
     measured = rows_of(run, "collective")
     if not measured.empty:
@@ -113,11 +120,10 @@ def render(run: RunResult) -> None:
         if not table.empty:
             st.dataframe(table, hide_index=True)
     frame = run.frame()
-    skipped = frame[frame["status"] != "ok"] if "status" in frame else frame.iloc[0:0]
+    skipped = frame[frame["status"].isin(["unsupported", "error"])] if "status" in frame else frame.iloc[0:0]
     if len(skipped):
         st.warning("Not measured:\n" + "\n".join(
-            f"- {r.get('collective') or r['kind']}{' ' + r['size'] if isinstance(r.get('size'), str) else ''}: "
-            f"{r['reason']}" for _, r in skipped.drop_duplicates(["kind", "reason"]).iterrows()))
+            f"- {_what(r)}: {r['reason']}" for _, r in skipped.drop_duplicates(["kind", "reason"]).iterrows()))
     m = run.meta
     if m.get("ranks"):
         st.caption(f"{m.get('backend')} · {m.get('world_size')} ranks on {m.get('nodes')} node(s): "

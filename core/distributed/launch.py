@@ -12,8 +12,8 @@ rank and what happened to it:
 * anything else a rank raised, in its own words.
 
 Waiting ranks report within the collective timeout; the lab then kills every rank at once (the
-launcher's own shutdown waits 30 s per stuck rank), and a watchdog kills them if no rank has said
-anything for the timeout plus a margin. Ranks also die with this process (see
+launcher's own shutdown waits 30 s per stuck rank), and a watchdog kills them if rank 0 has not even
+sent its heartbeat for the timeout plus a margin. Ranks also die with this process (see
 :func:`core.distributed.rank.die_with_parent`), so a cancelled or killed job leaves none behind.
 """
 from __future__ import annotations
@@ -200,7 +200,7 @@ def run_ranks(config: dict, world: int, timeout_s: float, env: dict[str, str] | 
                 if not stopped and first_error_at and now - first_error_at > ERROR_GRACE_S:
                     killed, stopped = kill_ranks(), True
                 elif not stopped and now - events.last_at > timeout_s + WATCHDOG_MARGIN_S:
-                    stop_reason = f"no rank reported anything for {now - events.last_at:.0f} s"
+                    stop_reason = f"rank 0 sent nothing, not even its heartbeat, for {now - events.last_at:.0f} s"
                     killed, stopped = kill_ranks(), True
                 thread.join(POLL_S)
         for event in events.read():

@@ -25,15 +25,23 @@ import os
 import signal
 import socket
 import sys
+import threading
 import time
 from datetime import timedelta
+
 import torch
 import torch.distributed as dist
 
-from core.distributed.collectives import (Comm, buffer_bytes, format_size, make_point, measure, not_measured_row,
-                                          point_rows, unsupported_reason, PROCESS_OVERHEAD_BYTES)
+from core.cli.experiments import add_config_options
+from core.cli.output import print_run
+from core.distributed.collectives import (PROCESS_OVERHEAD_BYTES, Comm, buffer_bytes, format_size, make_point, measure,
+                                          not_measured_row, point_rows, unsupported_reason)
 from core.experiment import ConfigError, config_from_dict, config_to_dict, json_ready
+from core.experiments.interconnect import InterconnectConfig, sizes_for
+from core.hardware.device import cuda_unavailable_reason, describe, describe_cpu, versions
+from core.result import RunResult, now_iso
 
+HEARTBEAT_S = 5.0
 PEER_ERROR_GRACE_S = 2.0  # let the other waiting ranks post their own errors before judging who stalled
 PR_SET_PDEATHSIG = 1
 
@@ -65,12 +73,13 @@ class RankEnv:
                    master_addr=environ["MASTER_ADDR"], master_port=int(environ["MASTER_PORT"]))
 
 
-def die_with_parent() -> None:
-    """Linux: the kernel kills this process when the launcher that started it dies, even a SIGKILLed one."""
+def die_with_parent(sig: int) -> None:
+    """Linux: the kernel sends ``sig`` to this process when the launcher that started it dies, even a
+    SIGKILLed one (SIGKILL under the lab's launcher; SIGTERM under torchrun, so rank 0 can store its error)."""
     parent = os.getppid()
     try:
         libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(PR_SET_PDEATHSIG, signal.SIGKILL, 0, 0, 0)
+        libc.prctl(PR_SET_PDEATHSIG, int(sig), 0, 0, 0)
     except (OSError, AttributeError):
         return
     if os.getppid() != parent:  # the launcher died before the request took effect
@@ -89,8 +98,6 @@ def backend_problem(backend: str) -> str | None:
         return f"this PyTorch ({torch.__version__}) was built without torch.distributed"
     if backend == "nccl":
         if not torch.cuda.is_available():
-            from core.hardware.device import cuda_unavailable_reason
-
             return (f"NCCL runs collectives between CUDA GPUs and {cuda_unavailable_reason()}; Gloo runs them "
                     f"between CPU processes (--backend gloo)")
         if not dist.is_nccl_available():
@@ -149,11 +156,22 @@ def failure_text(event: dict) -> str:
 
 
 class FileSink:
-    """The lab's launcher reads these lines (one ``os.write`` each on an O_APPEND file: lines never interleave)."""
+    """The lab's launcher reads these lines (one ``os.write`` each on an O_APPEND file: lines never interleave).
+
+    Rank 0 also writes an ``alive`` line every :data:`HEARTBEAT_S` from a thread, so the launcher's
+    watchdog tells a long point from a frozen job.
+    """
 
     def __init__(self, path: str, rank: int) -> None:
         self.rank = rank
         self._fd = os.open(path, os.O_WRONLY | os.O_APPEND | os.O_CREAT, 0o600)
+        if rank == 0:
+            threading.Thread(target=self._beat, daemon=True, name="gpulab-heartbeat").start()
+
+    def _beat(self) -> None:
+        while True:
+            time.sleep(HEARTBEAT_S)
+            self.emit({"type": "alive"})
 
     def emit(self, event: dict) -> None:
         os.write(self._fd, (json.dumps(json_ready(event), allow_nan=False) + "\n").encode())
@@ -182,9 +200,6 @@ class StoreSink:
     """torchrun by hand: rank 0 prints progress and keeps one stored run up to date; other ranks stay quiet."""
 
     def __init__(self, env: RankEnv, cfg, args) -> None:
-        from core.hardware.device import versions
-        from core.result import RunResult, now_iso
-
         self.env, self.args = env, args
         self.store = None
         if env.rank == 0 and not args.no_save:
@@ -193,7 +208,6 @@ class StoreSink:
             self.store = RunStore(args.db)
         self.run = RunResult(experiment="interconnect", config=config_to_dict(cfg), device={}, versions=versions(),
                              started_at=now_iso(), finished_at=None, status="running", name=args.name)
-        self._now = now_iso
 
     def _save(self) -> None:
         if self.store is not None:
@@ -202,8 +216,6 @@ class StoreSink:
     def start(self, meta: dict, total: int) -> None:
         if self.env.rank:
             return
-        from core.hardware.device import describe
-
         device = describe(meta["ranks"][0]["device"])
         device["label"] = (f"torchrun job — {meta['world_size']} ranks on {meta['nodes']} node(s), "
                            f"rank 0: {device.get('label') or device.get('name')}")
@@ -236,9 +248,7 @@ class StoreSink:
             self._finish("unsupported" if event.get("unsupported") else "error", text)
 
     def _finish(self, status: str, error: str | None) -> None:
-        from core.cli.output import print_run
-
-        self.run.status, self.run.error, self.run.finished_at = status, error, self._now()
+        self.run.status, self.run.error, self.run.finished_at = status, error, now_iso()
         self._save()
         print_run(self.run, self.args.json)
 
@@ -251,8 +261,6 @@ def _memory_problem(point, comm: Comm, env: RankEnv) -> str | None:
     if comm.is_cuda:
         free = torch.cuda.mem_get_info(comm.device)[0]
     else:  # the box's ranks share its RAM
-        from core.hardware.device import describe_cpu
-
         need = need * env.local_world + PROCESS_OVERHEAD_BYTES * env.local_world
         free = describe_cpu().get("free_memory_bytes") or float("inf")
     table = comm.all_floats([float(need), float(min(free, 2.0**62))])
@@ -266,8 +274,6 @@ def _memory_problem(point, comm: Comm, env: RankEnv) -> str | None:
 
 def measure_all(cfg, env: RankEnv, sink, progress: Progress, backend: str, device: str) -> None:
     """Every (collective, size) point in order; rank 0 reports rows as they finish."""
-    from core.experiments.interconnect import sizes_for  # the config's own defaults
-
     comm = Comm(env.rank, env.world, device)
     me = {"rank": env.rank, "host": socket.gethostname(), "group_rank": env.group_rank, "local_rank": env.local_rank,
           "device": device, "pid": os.getpid()}
@@ -325,13 +331,16 @@ def run_rank(cfg, env: RankEnv, sink) -> int:
     try:
         measure_all(cfg, env, sink, progress, backend, device)
     except BaseException as exc:
+        if signal.getsignal(signal.SIGTERM) is _terminated:
+            signal.signal(signal.SIGTERM, signal.SIG_IGN)  # let the report finish; the launcher SIGKILLs later
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:400]
+        stalled: list[int] = []
         try:
             progress.error(first)
             time.sleep(PEER_ERROR_GRACE_S)
             stalled = progress.stalled()
-        except Exception:  # noqa: BLE001 - the store went away with the launcher
-            stalled = []
+        except BaseException:  # noqa: BLE001 - the store went away with the launcher
+            pass
         sink.error({"rank": env.rank, "message": first, "exception": type(exc).__name__, "step": progress.label,
                     "stalled": stalled, "timeout_s": cfg.timeout_s})
         raise
@@ -344,8 +353,6 @@ def run_rank(cfg, env: RankEnv, sink) -> int:
 # --- command line ---------------------------------------------------------------------------------------
 
 def _parser(config_type) -> argparse.ArgumentParser:
-    from core.cli.experiments import add_config_options
-
     parser = argparse.ArgumentParser(prog="torchrun … -m core.distributed.rank", description=__doc__.splitlines()[0])
     parser.add_argument("--events", help=argparse.SUPPRESS)  # the lab's launcher
     parser.add_argument("--config", help=argparse.SUPPRESS)
@@ -363,10 +370,8 @@ def _terminated(signum, frame) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
-    from core.experiments.interconnect import InterconnectConfig
-
-    die_with_parent()
     args = _parser(InterconnectConfig).parse_args(argv)
+    die_with_parent(signal.SIGKILL if args.events else signal.SIGTERM)
     names = {f.name for f in dataclasses.fields(InterconnectConfig)}
     try:
         env = RankEnv.from_environ()

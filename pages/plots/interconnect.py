@@ -5,6 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import plotly.graph_objects as go
 
+from core.distributed.collectives import format_size
 from core.result import RunResult
 from pages.common.charts import color_for, style, title
 from pages.plots import Chart
@@ -30,6 +31,12 @@ def _detail(run: RunResult) -> str:
     return f"{m.get('backend', '?')} · {m.get('world_size', '?')} ranks{where}"
 
 
+def _size_axis(fig: go.Figure, sizes) -> None:
+    """Log x axis ticked at the measured sizes, in KiB/MiB/GiB as nccl-tests and the CLI write them."""
+    ticks = sorted({int(b) for b in sizes})
+    fig.update_xaxes(type="log", tickvals=ticks, ticktext=[format_size(b) for b in ticks])
+
+
 def _color(name: str) -> str:
     return COLLECTIVE_COLORS.get(name) or color_for(name)
 
@@ -51,8 +58,8 @@ def bandwidth_chart(run: RunResult, df: pd.DataFrame) -> Chart:
                                  hovertemplate="%{customdata[0]}: algbw %{y:.3g} GB/s<extra>" + name + "</extra>"))
     style(fig, title("Collective bandwidth vs message size", run,
                      f"{_detail(run)} · solid: busbw (nccl-tests), dotted: algbw = bytes / time; bars p20–p80"),
-          "message size (bytes, log)", "GB/s (log)", legend_title="collective")
-    fig.update_xaxes(type="log")
+          "message size (log)", "GB/s (log)", legend_title="collective")
+    _size_axis(fig, df["bytes"])
     fig.update_yaxes(type="log")
     return Chart("interconnect-bandwidth", fig, df)
 
@@ -69,8 +76,8 @@ def latency_chart(run: RunResult, df: pd.DataFrame) -> Chart:
             hovertemplate="%{customdata[0]}: %{y:.4g} µs over %{customdata[1]} calls, slowest rank "
                           "%{customdata[2]}<extra>" + name + "</extra>"))
     style(fig, title("Time per call vs message size", run, f"{_detail(run)} · the slowest rank's median, bars p20–p80"),
-          "message size (bytes, log)", "µs per call (log)", legend_title="collective")
-    fig.update_xaxes(type="log")
+          "message size (log)", "µs per call (log)", legend_title="collective")
+    _size_axis(fig, df["bytes"])
     fig.update_yaxes(type="log")
     return Chart("interconnect-time", fig, df)
 
@@ -141,7 +148,7 @@ def overlay(runs: list[RunResult]) -> list[Chart]:
                                      line=dict(color=_color(name), dash=("solid", "dash", "dot", "dashdot")[i % 4])))
             records += [{"run": run.id, "collective": name, "bytes": b, "busbw_gbs": v}
                         for b, v in zip(g["bytes"], g["busbw_gbs"])]
-    style(fig, "busbw across runs", "message size (bytes, log)", "busbw GB/s (log)", legend_title="run · collective")
-    fig.update_xaxes(type="log")
+    style(fig, "busbw across runs", "message size (log)", "busbw GB/s (log)", legend_title="run · collective")
+    _size_axis(fig, [r["bytes"] for r in records])
     fig.update_yaxes(type="log")
     return [Chart("interconnect-overlay", fig, pd.DataFrame(records))]

@@ -86,6 +86,21 @@ def test_step_benchmark(lab, check_exports):
     lab.no_exception()
 
 
+@needs("pages/interconnect.py")
+def test_interconnect(lab, check_exports):
+    lab.start("tiny", "fp32", "Interconnect")
+    main = lab.main()
+    lab.expect(main.get_by_text(re.compile("collectives run between CPU processes with Gloo")).first).to_be_visible()
+    main.get_by_text("Many boxes: the torchrun command").click()
+    lab.expect(main.get_by_text(re.compile("torchrun --nnodes 2")).first).to_be_visible()
+    lab.run()
+    lab.expect(lab.charts().first).to_be_visible()
+    files = check_exports({"collective", "bytes", "median_ms", "algbw_gbs", "busbw_gbs"})
+    assert b"all_reduce" in files["csv"] and b"all_to_all" in files["csv"]
+    lab.expect(main.get_by_text(re.compile("peer matrix needs at least 2 CUDA GPUs")).first).to_be_attached()
+    lab.no_exception()
+
+
 @needs("pages/compare.py")
 @needs("pages/number_formats.py")
 def test_reload_and_find_the_run_in_history(lab):

@@ -37,6 +37,7 @@ def test_bandwidth_and_time_charts_are_log_log_with_busbw_lines():
     assert list(traces["all_reduce busbw"].y) == pytest.approx([2**20 / 1e-3 / 1e9, 2**24 / 1e-2 / 1e9])
     assert "all_to_all busbw" not in traces  # an unsupported point is not drawn as a zero
     assert "CPU" in bw.layout.title.text and "GB/s" in bw.layout.yaxis.title.text
+    assert list(bw.layout.xaxis.ticktext) == ["1 MiB", "16 MiB"]
     time_traces = {t.name: list(t.y) for t in charts[1].figure.data}
     assert time_traces["all_reduce"] == pytest.approx([1000.0, 10000.0])  # µs
     assert "µs" in charts[1].figure.layout.yaxis.title.text
@@ -85,4 +86,16 @@ def test_page_runs_gloo_ranks_on_cpu_and_draws_the_charts(app):
     assert set(table["check"]) == {"ok"}
     warning = " ".join(w.value for w in at.warning)
     assert "unsupported on" in warning and "peer matrix" in warning  # no GPU: said, not skipped
+    assert "nan" not in warning and "all_reduce" not in warning  # only the points not measured are listed
     assert any(m.label == "all_reduce busbw (GB/s)" for m in at.metric)
+
+
+def test_overlay_puts_runs_side_by_side():
+    from pages.plots.interconnect import overlay
+
+    a = _run([_collective("all_reduce", 2**20, 1.0, 1.0)])
+    b = _run([_collective("all_reduce", 2**20, 0.5, 1.5)], meta={"world_size": 4})
+    (chart,) = overlay([a, b])
+    assert [list(t.y) for t in chart.figure.data] == [[pytest.approx(2**20 / 1e-3 / 1e9)],
+                                                      [pytest.approx(2**20 / 0.5e-3 / 1e9 * 1.5)]]
+    assert "4 ranks" in chart.figure.data[1].name

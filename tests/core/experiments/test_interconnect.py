@@ -273,6 +273,38 @@ def test_two_nodes_through_torchrun_rendezvous_store_one_run(tmp_path):
     assert run["device"]["label"].startswith("torchrun job — 2 ranks on 2 node(s)")
 
 
+def test_a_rank_killed_in_a_torchrun_job_by_hand_is_named_in_the_stored_run(tmp_path):
+    """Without the lab's launcher: rank 0 stores the error itself, with the points measured before."""
+    from core.store import RunStore
+
+    db, port = tmp_path / "job.sqlite", free_port()
+    command = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--nproc-per-node", "1",
+               "--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", "gpulab-kill",
+               "--max-restarts", "0", "-m", "core.distributed.rank", "--backend", "gloo", "--collectives",
+               "all_reduce", "--sizes", "64KiB,256KiB,1MiB,4MiB", "--rep-ms", "2000", "--min-reps", "50",
+               "--timeout-s", "10", "--db", str(db)]
+    nodes = [subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+             for _ in range(2)]
+    try:
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline and not (db.exists() and any(r.rows for r in RunStore(db).list())):
+            time.sleep(0.2)
+        victim = next(p for p in psutil.process_iter(["cmdline"]) if "core.distributed.rank" in (p.info["cmdline"] or [])
+                      and str(db) in p.info["cmdline"] and "torch.distributed.run" not in p.info["cmdline"]
+                      and p.environ().get("RANK") == "1")
+        victim.kill()
+        for node in nodes:
+            node.communicate(timeout=120)
+    finally:
+        for node in nodes:
+            node.kill()
+    (run,) = RunStore(db).list()
+    assert run.status == "error" and "rank 1 stopped responding during all_reduce" in run.error
+    assert [r for r in run.rows if r["kind"] == "collective"]  # what was measured before the kill
+    leftover = [p for p in psutil.process_iter(["cmdline"]) if str(db) in (p.info["cmdline"] or [])]
+    assert leftover == []
+
+
 def test_the_rank_program_refuses_the_per_box_parts_under_torchrun(tmp_path):
     env = dict(os.environ, RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", MASTER_ADDR="127.0.0.1", MASTER_PORT="1")
     out = subprocess.run([sys.executable, "-m", "core.distributed.rank", "--parts", "copy,collectives"], cwd=ROOT,
