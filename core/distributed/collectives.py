@@ -228,12 +228,15 @@ def warm_up(call: Operation, comm: Comm, plan: TimingPlan) -> int:
 def time_calls(call: Operation, comm: Comm, reps: int) -> list[float]:
     """Milliseconds of each of ``reps`` calls on this rank; only the collective sits between the clocks."""
     if comm.is_cuda:
+        # A blocking collective makes the current stream of the rank's device wait for NCCL's stream, so
+        # events on that stream bracket exactly the collective.
+        stream = torch.cuda.current_stream(comm.device)
         starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
         ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
         for i in range(reps):
-            starts[i].record()
+            starts[i].record(stream)
             call.op()
-            ends[i].record()
+            ends[i].record(stream)
         comm.sync()
         return [s.elapsed_time(e) for s, e in zip(starts, ends)]
     clock, samples = time.perf_counter_ns, []

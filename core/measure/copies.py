@@ -38,7 +38,7 @@ def host_copy(gpu: int, nbytes: int, direction: str, pinned: bool, plan: TimingP
     src, dst = (host, dev) if direction == "h2d" else (dev, host)
     with torch.cuda.device(gpu):
         samples = time_op(lambda: dst.copy_(src, non_blocking=pinned), device, plan, None)
-        torch.cuda.synchronize()
+        torch.cuda.synchronize(gpu)
     ok = torch.equal(dst.cpu(), src.cpu())
     return {"kind": "host_copy", "gpu": gpu, "direction": direction, "memory": "pinned" if pinned else "pageable",
             "bytes": src.numel() * 4, "status": "ok" if ok else "error",
@@ -56,7 +56,7 @@ def peer_copy(src_gpu: int, dst_gpu: int, nbytes: int, plan: TimingPlan) -> dict
     peer = None if src_gpu == dst_gpu else bool(torch.cuda.can_device_access_peer(src_gpu, dst_gpu))
     with torch.cuda.device(src_gpu):
         samples = time_op(lambda: dst.copy_(src), f"cuda:{src_gpu}", plan, None)
-        torch.cuda.synchronize()
+        torch.cuda.synchronize(src_gpu)
     ok = torch.equal(dst.cpu(), src.cpu())
     path = "within the GPU" if peer is None else ("peer-to-peer" if peer else "through host memory (no peer access)")
     return {"kind": "peer", "src": src_gpu, "dst": dst_gpu, "peer_access": peer, "path": path,

@@ -30,7 +30,7 @@ DEVICE_DEFAULTING = frozenset({
 })
 NEEDS_DEVICE_CONTEXT = frozenset({"is_bf16_supported"})
 SCANNED = ("core/experiments", "core/measure", "core/hardware", "core/transformer", "core/worker.py",
-           "core/checks")
+           "core/checks", "core/distributed", "core/workload")
 
 
 def _on_cuda(node: ast.expr) -> bool:

@@ -86,7 +86,9 @@ def test_cli_writes_a_report(store, tmp_path, capsys):
 
 def test_cli_report_without_plotly_says_so(store, tmp_path, capsys, monkeypatch):
     store.save(probe("ee05"))
-    for name in [m for m in sys.modules if m == "plotly" or m.startswith(("plotly.", "pages."))]:
+    # "pages" itself too: a re-import during the test would leave the package's `common` attribute
+    # pointing at a half-imported module after sys.modules is restored, breaking later tests.
+    for name in [m for m in sys.modules if m in ("plotly", "pages") or m.startswith(("plotly.", "pages."))]:
         monkeypatch.delitem(sys.modules, name)
     monkeypatch.setitem(sys.modules, "plotly", None)  # import plotly now raises ImportError
     assert main(["report", "ee05", "-o", str(tmp_path / "r.html")]) == 2
