@@ -11,12 +11,15 @@ import json
 import os
 import sqlite3
 from contextlib import closing, contextmanager
+from dataclasses import replace
 from pathlib import Path
-from typing import Iterable, Iterator
+from typing import BinaryIO, Iterable, Iterator
 
 from core.experiment import json_ready
+from core.intake import InputRefused, is_pickle, loads_json, read_input
 from core.paths import db_path
 from core.result import SCHEMA_VERSION, RunResult, SchemaError, now_iso
+from core.text import quoted
 
 EXPORT_FORMAT = "gpulab-runs"
 MAX_IMPORT_BYTES = 256 * 2**20
@@ -29,8 +32,12 @@ class StoreError(RuntimeError):
     """The database cannot be opened or written (read-only directory, disk full, locked, newer schema)."""
 
 
-class ImportRefused(ValueError):
+class ImportRefused(InputRefused):
     """An import file that is not a valid GPU Lab runs file; nothing was written."""
+
+
+class ExportTooLarge(StoreError):
+    """Runs that would make a runs file larger than an import accepts (so it could never come back)."""
 
 
 def _v1(conn: sqlite3.Connection) -> None:
@@ -146,11 +153,8 @@ class RunStore:
             if pid == os.getpid() or (pid and _pid_alive(pid)):
                 continue  # still being run by a live process
             run = self.get(run_id)
-            run.status = "interrupted"
-            run.error = (f"the GPU Lab process that ran it (pid {pid}) stopped before the run finished; "
-                         f"{len(run.rows)} row(s) were recorded")
-            run.finished_at = None
-            self.save(run)
+            self.save(interrupted(run, f"the GPU Lab process that ran it (pid {pid}) stopped before the run "
+                                       f"finished"))
             count += 1
         return count
 
@@ -214,12 +218,26 @@ class RunStore:
     # -- exchange ----------------------------------------------------------------------------------
 
     def export_data(self, ids: Iterable[str] | None = None) -> dict:
+        """The runs as a runs file object; a run still 'running' goes out as 'interrupted' (a file holds
+        finished runs only, so what was measured so far can still be imported elsewhere)."""
         runs = [self.get(i) for i in ids] if ids is not None else list(reversed(self.list()))
+        runs = [interrupted(r, "it was still running when it was exported") if r.status == "running" else r
+                for r in runs]
         return {"format": EXPORT_FORMAT, "schema_version": SCHEMA_VERSION, "exported_at": now_iso(),
                 "runs": [json_ready(r.to_dict()) for r in runs]}
 
     def export_json(self, ids: Iterable[str] | None = None) -> str:
-        return json.dumps(self.export_data(ids), allow_nan=False, indent=1)
+        """Compact JSON, refused (:class:`ExportTooLarge`) past what an import accepts."""
+        data = self.export_data(ids)
+        text = json.dumps(data, allow_nan=False, ensure_ascii=False, separators=(",", ":"))
+        size = len(text.encode("utf-8"))
+        if size > MAX_IMPORT_BYTES:
+            count = len(data["runs"])
+            raise ExportTooLarge(f"{count} run(s) make a {size / 2**20:,.0f} MiB runs file, larger than the "
+                                 f"{MAX_IMPORT_BYTES // 2**20} MiB import limit, so it could not be imported back; "
+                                 + ("export fewer runs at a time (runs export ID …)" if count > 1 else
+                                    "this run alone is too large to move as a runs file"))
+        return text
 
     def import_bytes(self, raw: bytes) -> tuple[int, int]:
         """Validate a whole runs file, then add its runs in one transaction: (added, already present)."""
@@ -238,38 +256,39 @@ class RunStore:
                 raise
         return added, len(runs) - added
 
-    def import_file(self, path: str | os.PathLike) -> tuple[int, int]:
-        path = Path(path)
+    def import_file(self, source: str | os.PathLike | BinaryIO) -> tuple[int, int]:
+        """Import a runs file from a path (a device or a pipe too) or an open binary stream (an upload).
+
+        The bytes are counted as they are read, so a file that claims size 0 (``/dev/zero``) stops
+        at the limit; a gzip file is undone under the same limit.
+        """
         try:
-            size = path.stat().st_size
-            if size > MAX_IMPORT_BYTES:
-                raise ImportRefused(f"{path.name} is {size / 2**20:.0f} MiB; the limit is {MAX_IMPORT_BYTES // 2**20} MiB")
-            raw = path.read_bytes()
-        except OSError as exc:
-            raise ImportRefused(f"cannot read {path}: {exc.strerror or exc}") from None
+            raw = read_input(source, MAX_IMPORT_BYTES, "runs file")
+        except InputRefused as exc:
+            raise ImportRefused(str(exc)) from None
         return self.import_bytes(raw)
 
 
 def parse_runs_file(raw: bytes) -> list[RunResult]:
-    """Decode and validate a runs file (or a single run as printed by ``--json``); never unpickle."""
+    """Decode and validate a runs file (or a single run as printed by ``--json``); never unpickle.
+
+    All or nothing: the first problem refuses the whole file, naming the run and the field.
+    """
     if len(raw) > MAX_IMPORT_BYTES:
-        raise ImportRefused(f"file is larger than {MAX_IMPORT_BYTES // 2**20} MiB")
-    if raw[:1] == b"\x80" or raw[:2] in (b"(d", b"(l", b"}q", b"]q"):
+        raise ImportRefused(f"the runs file is larger than the {MAX_IMPORT_BYTES // 2**20} MiB limit")
+    if is_pickle(raw):
         raise ImportRefused("this is a Python pickle; GPU Lab never loads pickles — "
                             "export runs with `python -m core runs export` instead")
     try:
-        text = raw.decode("utf-8-sig")
-    except UnicodeDecodeError:
-        raise ImportRefused("not a GPU Lab runs file: it is not UTF-8 text") from None
-    try:
-        data = json.loads(text, parse_constant=_refuse_constant)
-    except (json.JSONDecodeError, ValueError, RecursionError) as exc:
-        raise ImportRefused(f"not valid JSON ({exc}); the file may be truncated") from None
+        data = loads_json(raw, what="runs file")
+    except InputRefused as exc:
+        raise ImportRefused(f"not a GPU Lab runs file: {exc}") from None
     if isinstance(data, dict) and "format" in data:
         if data.get("format") != EXPORT_FORMAT:
-            raise ImportRefused(f"format {data.get('format')!r} is not {EXPORT_FORMAT!r}")
-        if data.get("schema_version") != SCHEMA_VERSION:
-            raise ImportRefused(f"runs file schema_version {data.get('schema_version')!r} is not {SCHEMA_VERSION}")
+            raise ImportRefused(f"format {quoted(data.get('format'))} is not {EXPORT_FORMAT!r}")
+        version = data.get("schema_version")
+        if isinstance(version, bool) or version != SCHEMA_VERSION:
+            raise ImportRefused(f"runs file schema_version {quoted(version)} is not {SCHEMA_VERSION}")
         items = data.get("runs")
         if not isinstance(items, list):
             raise ImportRefused("'runs' must be a list")
@@ -278,21 +297,30 @@ def parse_runs_file(raw: bytes) -> list[RunResult]:
     else:
         raise ImportRefused(f"not a GPU Lab runs file: expected an object with format {EXPORT_FORMAT!r}")
     runs = []
-    seen = set()
+    seen: dict[str, int] = {}
     for i, item in enumerate(items):
+        where = f"run {i + 1} of {len(items)}"
         try:
             run = RunResult.from_dict(item)
         except (SchemaError, TypeError) as exc:
-            raise ImportRefused(f"run {i + 1} of {len(items)}: {exc}") from None
+            raise ImportRefused(f"{where}: {exc}") from None
         if run.status == "running":
-            raise ImportRefused(f"run {i + 1} of {len(items)} is still 'running'; only finished runs can be imported")
+            raise ImportRefused(f"{where} is still 'running'; only finished runs can be imported")
         problem = _unstorable(run)
         if problem:
-            raise ImportRefused(f"run {i + 1} of {len(items)}: {problem}")
-        if run.id not in seen:
-            seen.add(run.id)
-            runs.append(run)
+            raise ImportRefused(f"{where}: {problem}")
+        if run.id in seen:
+            raise ImportRefused(f"{where} has the same id as run {seen[run.id] + 1} ({run.id}); "
+                                f"a runs file holds each run once")
+        seen[run.id] = i
+        runs.append(run)
     return runs
+
+
+def interrupted(run: RunResult, why: str) -> RunResult:
+    """The run as 'interrupted' (a copy): a run that will never finish, with the rows it recorded."""
+    return replace(run, status="interrupted", error=f"{why}; {len(run.rows)} row(s) were recorded",
+                   finished_at=None)
 
 
 def _unstorable(run: RunResult) -> str | None:
@@ -306,10 +334,6 @@ def _unstorable(run: RunResult) -> str | None:
     except UnicodeEncodeError:
         return "it contains text that is not valid Unicode (an unpaired surrogate escape)"
     return None
-
-
-def _refuse_constant(name: str):
-    raise ValueError(f"{name} is not JSON")
 
 
 def _pid_alive(pid: int) -> bool:

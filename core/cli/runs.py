@@ -4,6 +4,7 @@ from __future__ import annotations
 import sys
 
 from core.cli.output import dump, open_store, print_run
+from core.text import terminal
 
 ORDER = 20
 
@@ -74,7 +75,7 @@ def import_runs(args) -> int:
     try:
         added, skipped = store.import_file(args.file)
     except ImportRefused as exc:
-        print(f"import refused: {exc}", file=sys.stderr)
+        print(f"import refused: {terminal(exc)}", file=sys.stderr)
         return 2
     print(dump({"added": added, "already_present": skipped}) if args.json
           else f"imported {added} run(s); {skipped} already present")
