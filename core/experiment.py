@@ -18,6 +18,16 @@ class ConfigError(ValueError):
     """A config that cannot run; the message names the field and the limit."""
 
 
+# What torch.manual_seed and torch.Generator.manual_seed accept; past it they fail with "Overflow".
+SEED_MIN, SEED_MAX = -2**63, 2**64 - 1
+
+
+def check_seed(seed: int) -> None:
+    """Refuse a seed torch cannot take, naming the option (configs call it from ``__post_init__``)."""
+    if not SEED_MIN <= seed <= SEED_MAX:
+        raise ConfigError(f"seed must be a whole number from {SEED_MIN} to {SEED_MAX}, got {seed}")
+
+
 class Unsupported(Exception):
     """The device cannot run this experiment (the run is stored with status ``unsupported``)."""
 

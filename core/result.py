@@ -53,9 +53,7 @@ class RunResult:
 
     @property
     def duration_s(self) -> float | None:
-        if not self.finished_at:
-            return None
-        return (datetime.fromisoformat(self.finished_at) - datetime.fromisoformat(self.started_at)).total_seconds()
+        return duration_s(self.started_at, self.finished_at)
 
     def frame(self):
         return rows_frame(self.rows)
@@ -67,6 +65,62 @@ class RunResult:
         if problem:
             raise SchemaError(problem)
         return cls(**data)
+
+
+def duration_s(started_at: str, finished_at: str | None) -> float | None:
+    if not finished_at:
+        return None
+    return (datetime.fromisoformat(finished_at) - datetime.fromisoformat(started_at)).total_seconds()
+
+
+SUMMARY_ERROR_CHARS = 1000  # a summary quotes the start of an error; the run itself keeps all of it
+
+
+@dataclass
+class RunSummary:
+    """What the history lists of a run: everything but its rows and meta, plus their count and the
+    headline figure. The store keeps it beside the run, so listing a 150 MB run reads a few hundred
+    bytes of it."""
+
+    id: str
+    experiment: str
+    status: str
+    started_at: str
+    finished_at: str | None
+    name: str
+    tags: list[str]
+    imported: bool
+    config: dict
+    device: dict
+    versions: dict
+    error: str | None
+    row_count: int
+    headline: str
+    payload_bytes: int  # size of the stored run as JSON: what exporting it adds to a runs file
+
+    @classmethod
+    def of(cls, run: RunResult, payload_bytes: int, headline: str) -> "RunSummary":
+        error = run.error if run.error is None or len(run.error) <= SUMMARY_ERROR_CHARS \
+            else run.error[:SUMMARY_ERROR_CHARS] + "…"
+        return cls(id=run.id, experiment=run.experiment, status=run.status, started_at=run.started_at,
+                   finished_at=run.finished_at, name=run.name, tags=list(run.tags), imported=run.imported,
+                   config=run.config, device=run.device, versions=run.versions, error=error,
+                   row_count=len(run.rows), headline=headline, payload_bytes=payload_bytes)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "RunSummary":
+        return cls(**data)
+
+    @property
+    def duration_s(self) -> float | None:
+        return duration_s(self.started_at, self.finished_at)
+
+    @property
+    def device_name(self) -> str:
+        return str(self.device.get("name", ""))
 
 
 NONE = type(None)
@@ -140,11 +194,12 @@ def schema_problem(data: Any) -> str | None:
     """What is wrong with a run record, or None: the type of every field the lab reads, at every level.
 
     The store, the history list, the CLI tables and the comparison all read these fields without
-    further checks, so a record that passes cannot crash them later. ``rows`` and ``meta`` hold any
+    further checks, so a record that passes cannot crash them later. (What a *new* name or tag may
+    hold is :mod:`core.text`'s rule, applied where labels enter: imports, the CLI, relabelling.) ``rows`` and ``meta`` hold any
     JSON (each experiment's plots read their own, inside a guard); their depth is capped where a
     file is read (:mod:`core.intake`).
     """
-    from core.text import label_problem, quoted, tags_problem
+    from core.text import quoted
 
     if not isinstance(data, dict):
         return f"a run must be a JSON object, got {type(data).__name__}"
@@ -172,8 +227,9 @@ def schema_problem(data: Any) -> str | None:
                 datetime.fromisoformat(data[key])
             except ValueError:
                 return f"{key} is not an ISO date: {quoted(data[key])}"
-    problem = (label_problem(data.get("name", ""), "name") or tags_problem(data.get("tags", []))
-               or _device_problem(data["device"]))
+    if not all(isinstance(t, str) for t in data.get("tags", [])):
+        return "tags must be text"
+    problem = _device_problem(data["device"])
     if problem:
         return problem
     for key, value in data["config"].items():

@@ -166,9 +166,12 @@ def _apply_memory_limit() -> None:
 
 
 def serve() -> int:
+    from core import registry
+
     channel = _Channel()
     _watch_parent()
     _apply_memory_limit()
+    registry.experiments()  # import torch and every experiment now: "ready" means a job starts at once
     channel.emit({"type": "ready", "pid": os.getpid(),
                   "env": {k: os.environ[k] for k in REPORTED_ENV if k in os.environ}})
     for line in sys.stdin:

@@ -19,7 +19,7 @@ import torch
 
 from core.hardware import device as devices
 from core.hardware.clocks import ClockSampler
-from core.experiment import ConfigError, Context, Experiment, Output, Progress
+from core.experiment import ConfigError, Context, Experiment, Output, Progress, check_seed
 from core.transformer.presets import DEFAULT_BATCH, DEFAULT_CONTEXT, PRESET_NAMES, get_preset
 from core.hardware.specs import device_peak, unit_for
 from core.measure.stats import summarize
@@ -101,6 +101,7 @@ class MatmulConfig:
             raise ConfigError("gpu_warmup_s must be 0…600")
         if not 1 <= self.accuracy_rows <= MAX_DIM:
             raise ConfigError(f"accuracy_rows must be 1…{MAX_DIM}")
+        check_seed(self.seed)
 
     @property
     def plan(self) -> TimingPlan:

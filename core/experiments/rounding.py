@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from core.experiment import ConfigError, Context, Experiment, Output, Progress
+from core.experiment import ConfigError, Context, check_seed, Experiment, Output, Progress
 from core.transformer.training import matmul_precision
 
 MODES = ("fp32", "tf32", "bf16", "fp16")
@@ -28,6 +28,7 @@ class RoundingConfig:
     def __post_init__(self) -> None:
         if not 16 <= self.size <= 8192:
             raise ConfigError(f"size must be between 16 and 8192, got {self.size}")
+        check_seed(self.seed)
 
 
 def tf32_problem(ctx: Context) -> str | None:
