@@ -413,3 +413,49 @@ def test_full_disk_is_a_clear_error_and_nothing_earlier_is_lost(data_dir, tmp_pa
     assert report["first_intact"] and report["after"] == "ok" and report["after_saved"] == "ok"
     assert report["count"] == 2  # the first and the last run; the one that hit the full disk is reported, not stored
     wait_for(lambda: not our_workers(), timeout_s=10, what="the workers to exit")
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_an_archived_read_only_database_can_still_be_read(data_dir, tmp_path, version):
+    """Issue 15 finding 14: a read-only data directory refused runs list/show/export/report too."""
+    from core import store as store_module
+    from core.result import RunResult
+
+    data_dir.mkdir(parents=True, exist_ok=True)
+    db = data_dir / "runs.sqlite"
+    run = RunResult("probe", {"steps": 2}, {"kind": "cpu", "name": "Archived CPU"}, {"torch": "2.5.0"},
+                    "2026-01-01T00:00:00+00:00", "2026-01-01T00:00:02+00:00", "ok",
+                    rows=[{"step": 1}, {"step": 2}], name="archived")
+    if version == 1:  # written by a GPU Lab before summaries existed
+        conn = sqlite3.connect(db, isolation_level=None)
+        store_module._v1(conn)
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute("PRAGMA user_version = 1")
+        conn.execute("INSERT INTO runs VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+                     (run.id, run.experiment, run.status, "Archived CPU", "cpu", run.started_at, run.finished_at,
+                      run.name, "[]", 0, None, json.dumps(run.to_dict())))
+        conn.close()
+    else:
+        RunStore(db).save(run)
+    report = tmp_path / "report.html"
+    exported = tmp_path / "runs.json"
+    try:
+        def cli(*args):
+            return subprocess.run(read_only(data_dir, [sys.executable, "-m", "core", *args]), capture_output=True,
+                                  text=True, cwd=ROOT, timeout=WAIT_S)
+
+        listed = cli("runs", "list")
+        assert listed.returncode == 0 and "archived" in listed.stdout, listed.stderr
+        shown = cli("runs", "show", run.id[:8], "--json")
+        assert shown.returncode == 0 and json.loads(shown.stdout)["rows"] == run.rows, shown.stderr
+        out = cli("runs", "export", "-o", str(exported))
+        assert out.returncode == 0, out.stderr
+        assert [r["id"] for r in json.loads(exported.read_text())["runs"]] == [run.id]
+        out = cli("report", run.id[:8], "-o", str(report))
+        assert out.returncode == 0 and report.stat().st_size > 100_000, out.stderr
+        refused = cli("runs", "delete", run.id)
+        assert refused.returncode == 2 and "read-only" in refused.stderr and "Traceback" not in refused.stderr
+    finally:
+        for path in [data_dir, *data_dir.iterdir()]:
+            os.chmod(path, 0o755 if path.is_dir() else 0o644)
+    assert sqlite3.connect(db).execute("PRAGMA user_version").fetchone()[0] == version  # nothing was written
