@@ -15,7 +15,7 @@ from core import columns
 from core.columns import headline_metric, split_columns, tokens
 from core.result import RunResult
 from core.hardware.specs import unit_for
-from pages.common.charts import DTYPE_COLORS, color_for, style, title
+from pages.common.charts import DTYPE_COLORS, color_for, plain, style, title
 from pages.plots import Chart
 
 # Line styles tell runs apart when colour already means dtype.
@@ -175,7 +175,7 @@ def generic_overlay(runs: list[RunResult], metric: str | None = None, percent_of
             group = group if isinstance(group, tuple) else (group,)
             dtype_like = len(group) == 1 and group[0] in DTYPE_COLORS
             colour = color_for(group[0]) if dtype_like else RUN_COLORS[i % len(RUN_COLORS)]
-            trace = " · ".join([name, *map(str, group)])
+            trace = plain(" · ".join([name, *map(str, group)]))
             xs = sub[x] if x else list(range(len(sub)))
             fig.add_trace(go.Scatter(x=xs, y=pd.to_numeric(sub[metric], errors="coerce"), mode="lines+markers",
                                      name=trace, line=dict(color=colour, dash=DASHES[i % len(DASHES)] if dtype_like
@@ -259,7 +259,7 @@ def generic_figures(run: RunResult, limit: int = 6) -> list[Chart]:
             group = group[0] if isinstance(group, tuple) else group
             colour = color_for(group) if group in DTYPE_COLORS else RUN_COLORS[i % len(RUN_COLORS)]
             fig.add_trace(go.Scatter(x=sub[x] if x else list(range(len(sub))), y=pd.to_numeric(sub[m], errors="coerce"),
-                                     mode="lines+markers", name=str(group) or m, line=dict(color=colour)))
+                                     mode="lines+markers", name=plain(str(group) or m), line=dict(color=colour)))
         style(fig, title(f"{run.experiment}: {m}", run, settings_text(run.config, 60)), x or "point", m,
               legend_title=groups[0] if groups else None)
         charts.append(Chart(name=f"{run.experiment}-{m}", figure=fig, data=df))
