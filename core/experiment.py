@@ -32,6 +32,18 @@ class Unsupported(Exception):
     """The device cannot run this experiment (the run is stored with status ``unsupported``)."""
 
 
+class DoesNotFit(ConfigError):
+    """A run whose estimated memory need is more than its device can give: refused before allocating.
+
+    Bad input, like a ConfigError (the CLI exits 2); the worker stores it as an error whose ``meta``
+    carries ``refused`` with the estimate and the limit.
+    """
+
+    def __init__(self, message: str, need_bytes: int, limit_bytes: int, source: str) -> None:
+        super().__init__(message)
+        self.meta = {"refused": {"need_bytes": int(need_bytes), "limit_bytes": int(limit_bytes), "limit": source}}
+
+
 @dataclass(frozen=True)
 class Progress:
     """One progress event. ``rows`` are finished data rows, kept even if the run is cancelled."""
@@ -64,6 +76,20 @@ class Context:
     def unsupported(self, reason: str) -> Unsupported:
         """The one wording for "this device cannot do it", used by every experiment."""
         return Unsupported(f"unsupported on {self.device_name}: {reason}")
+
+    def check_fits(self, need_bytes: int, what: str) -> None:
+        """Refuse (:class:`DoesNotFit`) before allocating when ``what`` needs more than the device can give.
+
+        ``need_bytes`` is an estimate (the memory planner, or the arithmetic of the tensors a run
+        makes); the limit is the device's free memory (GPU) or available RAM within the job's cap (CPU).
+        """
+        from core.hardware.memory import budget, gib
+
+        limit = budget(self.device)
+        if need_bytes > limit.bytes:
+            raise DoesNotFit(f"{what} needs an estimated {gib(need_bytes)} on {self.device_name}, but "
+                             f"{limit.source}: refused before allocating anything", need_bytes, limit.bytes,
+                             limit.source)
 
 
 RunFn = Callable[[Any, Context], Generator[Progress, None, Output]]

@@ -345,7 +345,7 @@ class DeviceQueue:
         rows = outcome.get("rows") if ok else job.rows
         meta = dict(outcome.get("meta") or {}) if isinstance(outcome.get("meta"), dict) else {}
         meta["worker"] = {"pid": worker.pid if worker else None, "fresh": job.fresh_process,
-                          "env": started.get("worker_env", {})}
+                          "env": started.get("worker_env", {}), "memory_cap_bytes": started.get("memory_cap_bytes")}
         meta["requested_device"] = job.device
         if job.store_error:
             meta["store_error"] = job.store_error

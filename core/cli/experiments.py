@@ -131,6 +131,7 @@ def run(args, exp: Experiment) -> int:
         print_run(result, args.json)
     if job.store_error:
         print(f"warning: {terminal(job.store_error)}", file=sys.stderr)
-    if result.status == "error" and (result.error or "").startswith("invalid request:"):
-        return 2  # e.g. a GPU index this box does not have: bad input, found by the worker
+    if result.status == "error" and (result.meta.get("refused")
+                                     or (result.error or "").startswith(("invalid request:", "invalid config:"))):
+        return 2  # bad input only the worker can tell: a GPU this box lacks, a run that cannot fit
     return EXIT.get(result.status, 1)

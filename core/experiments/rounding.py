@@ -47,9 +47,15 @@ def relative_error(c: torch.Tensor, ref: torch.Tensor) -> tuple[float, float]:
     return (diff.norm() / ref.norm()).item(), (diff.abs().max() / ref.abs().max()).item()
 
 
+# Bytes per element of the n×n inputs at the peak: A, B (fp32), the fp64 reference and its fp64 operands,
+# then per mode the rounded inputs, C, its fp64 copy and difference, and the rounded-input reference.
+PEAK_BYTES_PER_ELEMENT = 64
+
+
 def run(cfg: RoundingConfig, ctx: Context):
-    gen = torch.Generator(device=ctx.device).manual_seed(cfg.seed)
     n = cfg.size
+    ctx.check_fits(PEAK_BYTES_PER_ELEMENT * n * n, f"rounding at size {n} (n×n matmuls and fp64 references)")
+    gen = torch.Generator(device=ctx.device).manual_seed(cfg.seed)
     a = torch.randn(n, n, device=ctx.device, generator=gen)
     b = torch.randn(n, n, device=ctx.device, generator=gen)
     ref = a.double() @ b.double()

@@ -17,7 +17,7 @@ import time
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from core.transformer.planner import CATEGORIES, EstimateConfig, StepSetup, plan
+from core.transformer.planner import CATEGORIES, EstimateConfig, StepSetup, need_bytes, plan
 from core.experiment import ConfigError, Context, Experiment, Output, Progress, check_seed
 from core.transformer.presets import get_preset
 
@@ -296,6 +296,10 @@ def run(cfg: TrainMemoryConfig, ctx: Context):
 
     device = describe(ctx.device)
     check_precision(cfg.precision, ctx, bool(device.get("bf16_supported", True)))
+    target = "cuda" if ctx.is_cuda else "cpu"
+    ctx.check_fits(need_bytes(cfg.estimate_config(target)),
+                   f"train-memory of {cfg.model} (batch {cfg.batch}, context {cfg.context}, {cfg.precision}) "
+                   f"by the memory planner")
     yield Progress(0, 2, f"recording {cfg.warmup_steps} warm-up + {cfg.steps} step(s) of {cfg.model}")
     try:
         result = measure(cfg, ctx.device)
@@ -303,7 +307,6 @@ def run(cfg: TrainMemoryConfig, ctx: Context):
         if type(exc).__name__ == "OutOfMemoryError":
             raise ctx.unsupported(f"out of memory at batch {cfg.batch}: {str(exc).splitlines()[0]}") from None
         raise
-    target = "cuda" if ctx.is_cuda else "cpu"
     est = plan(cfg.estimate_config(target), device.get("total_memory_bytes"))
     measured = result["peak_counter_bytes"] if ctx.is_cuda else result["peak_bytes"]
     t0 = result["t0_ns"]

@@ -35,6 +35,8 @@ def status_banner(run: RunResult) -> None:
     st.caption(f"Run `{run.id[:8]}` · {md(device_label(run))} · {md(when)} UTC{took}")
     if run.status == "unsupported":
         st.warning(md(run.error or "unsupported on this device"))
+    elif run.meta.get("refused"):  # too large for this device: not run at all, nothing allocated
+        st.error(f"Not run — {md((run.error or '').removeprefix('refused: '))}")
     elif run.status in ("error", "interrupted"):
         st.error(f"{run.status}: {md(run.error)}")
     elif run.status == "cancelled":
