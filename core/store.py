@@ -67,11 +67,13 @@ def _v1(conn: sqlite3.Connection) -> None:
 
 def _v2(conn: sqlite3.Connection) -> None:
     """A summary per run (everything but rows and meta, plus their count and the headline), so the
-    history lists runs without decoding them: one 150 MB run made every listing take seconds."""
-    conn.execute("ALTER TABLE runs ADD COLUMN summary TEXT")
+    history lists runs without decoding them: one 150 MB run made every listing take seconds. They live
+    in their own table: a column after the payload would make SQLite walk the payload's overflow pages
+    to reach it."""
+    conn.execute("CREATE TABLE summaries (id TEXT PRIMARY KEY, summary TEXT NOT NULL)")
     for (run_id,) in conn.execute("SELECT id FROM runs").fetchall():  # one payload in memory at a time
         row = conn.execute(f"SELECT {_STORED_COLUMNS} FROM runs WHERE id = ?", (run_id,)).fetchone()
-        conn.execute("UPDATE runs SET summary = ? WHERE id = ?", (_summary_json(_summary_of_row(row)), run_id))
+        conn.execute("INSERT INTO summaries VALUES (?, ?)", (run_id, _summary_json(_summary_of_row(row))))
 
 
 # MIGRATIONS[n] upgrades a database of version n to n + 1.
@@ -168,25 +170,48 @@ class RunStore:
     # -- writing -----------------------------------------------------------------------------------
 
     @staticmethod
-    def _record(run: RunResult, owner_pid: int | None) -> tuple:
+    def _record(run: RunResult, owner_pid: int | None) -> tuple[tuple, str]:
+        """The run's table row and its summary."""
         payload = json.dumps(json_ready(run.to_dict()), allow_nan=False)
-        summary = summarize(run, len(payload))
-        return (run.id, run.experiment, run.status, str(run.device.get("name", "")), str(run.device.get("kind", "")),
-                run.started_at, run.finished_at, run.name, json.dumps(run.tags), int(run.imported), owner_pid, payload,
-                _summary_json(summary))
+        row = (run.id, run.experiment, run.status, str(run.device.get("name", "")), str(run.device.get("kind", "")),
+               run.started_at, run.finished_at, run.name, json.dumps(run.tags), int(run.imported), owner_pid, payload)
+        return row, _summary_json(summarize(run, len(payload)))
 
     _UPSERT = """INSERT INTO runs (id, experiment, status, device_name, device_kind, started_at, finished_at, name,
-                                   tags, imported, owner_pid, payload, summary) VALUES (?,?,?,?,?,?,?,?,?,?,?,?,?)"""
+                                   tags, imported, owner_pid, payload) VALUES (?,?,?,?,?,?,?,?,?,?,?,?)"""
+
+    def _write(self, conn: sqlite3.Connection, run: RunResult, owner_pid: int | None, verb: str) -> int:
+        """INSERT OR ``verb`` the run and its summary (inside the caller's transaction); 1 if the run was written."""
+        row, summary = self._record(run, owner_pid)
+        written = conn.execute(self._UPSERT.replace("INSERT", f"INSERT OR {verb}"), row).rowcount
+        if written:
+            conn.execute("INSERT OR REPLACE INTO summaries VALUES (?, ?)", (run.id, summary))
+        return written
 
     def save(self, run: RunResult, owner_pid: int | None = None) -> None:
         """Insert or replace a run (a "running" row is replaced by its final result)."""
-        with self._connect() as conn:
-            conn.execute(self._UPSERT.replace("INSERT", "INSERT OR REPLACE"), self._record(run, owner_pid))
+        with self._transaction() as conn:
+            self._write(conn, run, owner_pid, "REPLACE")
 
     def delete(self, ids: Iterable[str]) -> int:
         ids = list(ids)
+        if not ids:
+            return 0
+        marks = ",".join("?" * len(ids))
+        with self._transaction() as conn:
+            conn.execute(f"DELETE FROM summaries WHERE id IN ({marks})", ids)
+            return conn.execute(f"DELETE FROM runs WHERE id IN ({marks})", ids).rowcount
+
+    @contextmanager
+    def _transaction(self) -> Iterator[sqlite3.Connection]:
         with self._connect() as conn:
-            return conn.execute(f"DELETE FROM runs WHERE id IN ({','.join('?' * len(ids))})", ids).rowcount if ids else 0
+            conn.execute("BEGIN IMMEDIATE")
+            try:
+                yield conn
+                conn.execute("COMMIT")
+            except BaseException:
+                conn.execute("ROLLBACK")
+                raise
 
     def relabel(self, run_id: str, *, name: str | None = None, tags: list[str] | None = None) -> RunResult:
         """Rename or re-tag a run; ValueError (naming the rule) for a label the lab does not take."""
@@ -260,8 +285,11 @@ class RunStore:
                   since: str | None = None, until: str | None = None, limit: int | None = None) -> list[RunSummary]:
         """What the history lists, newest first, without reading any run's rows (same filters as :meth:`list`)."""
         where, args = self._where(experiment, device, status, since, until)
-        column = "summary" if self._summarised else _STORED_COLUMNS
-        sql = f"SELECT {column} FROM runs{where} ORDER BY started_at DESC" + (" LIMIT ?" if limit else "")
+        if self._summarised:
+            sql = f"SELECT s.summary FROM runs JOIN summaries s USING (id){where} ORDER BY started_at DESC"
+        else:
+            sql = f"SELECT {_STORED_COLUMNS} FROM runs{where} ORDER BY started_at DESC"
+        sql += " LIMIT ?" if limit else ""
         with self._connect() as conn:
             rows = conn.execute(sql, args + ([int(limit)] if limit else [])).fetchall()
         if self._summarised:
@@ -310,18 +338,11 @@ class RunStore:
     def import_bytes(self, raw: bytes) -> tuple[int, int]:
         """Validate a whole runs file, then add its runs in one transaction: (added, already present)."""
         runs = parse_runs_file(raw)
-        with self._connect() as conn:
-            conn.execute("BEGIN IMMEDIATE")
-            try:
-                added = 0
-                for run in runs:
-                    run.imported = True
-                    cur = conn.execute(self._UPSERT.replace("INSERT", "INSERT OR IGNORE"), self._record(run, None))
-                    added += cur.rowcount
-                conn.execute("COMMIT")
-            except BaseException:
-                conn.execute("ROLLBACK")
-                raise
+        added = 0
+        with self._transaction() as conn:
+            for run in runs:
+                run.imported = True
+                added += self._write(conn, run, None, "IGNORE")
         return added, len(runs) - added
 
     def import_file(self, source: str | os.PathLike | BinaryIO) -> tuple[int, int]:
