@@ -7,7 +7,7 @@ from plotly.subplots import make_subplots
 
 from core.experiments.matmul import add_pct_of_best
 from core.result import RunResult
-from pages.common.charts import color_for, style, title
+from pages.common.charts import color_for, plain, style, title
 from pages.plots import Chart
 
 ZERO_ERROR = 1e-17  # where an exactly-zero relative error is drawn on the log axis
@@ -163,7 +163,7 @@ def overlay(runs: list[RunResult]) -> list[Chart]:
     data = pd.DataFrame(records)
     fig = go.Figure()
     for dtype, g in data.groupby("dtype", sort=False) if not data.empty else []:
-        fig.add_trace(go.Bar(x=g["run"], y=g["best_tflops"], name=dtype, marker_color=color_for(dtype)))
+        fig.add_trace(go.Bar(x=g["run"].map(plain), y=g["best_tflops"], name=dtype, marker_color=color_for(dtype)))
     style(fig, "Best matmul throughput per run", "run", "TFLOPS (TOPS for int8)", legend_title="dtype",
           barmode="group")
     return [Chart("matmul-overlay", fig, data)]
