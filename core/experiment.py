@@ -18,8 +18,30 @@ class ConfigError(ValueError):
     """A config that cannot run; the message names the field and the limit."""
 
 
+# What torch.manual_seed and torch.Generator.manual_seed accept; past it they fail with "Overflow".
+SEED_MIN, SEED_MAX = -2**63, 2**64 - 1
+
+
+def check_seed(seed: int) -> None:
+    """Refuse a seed torch cannot take, naming the option (configs call it from ``__post_init__``)."""
+    if not SEED_MIN <= seed <= SEED_MAX:
+        raise ConfigError(f"seed must be a whole number from {SEED_MIN} to {SEED_MAX}, got {seed}")
+
+
 class Unsupported(Exception):
     """The device cannot run this experiment (the run is stored with status ``unsupported``)."""
+
+
+class DoesNotFit(ConfigError):
+    """A run whose estimated memory need is more than its device can give: refused before allocating.
+
+    Bad input, like a ConfigError (the CLI exits 2); the worker stores it as an error whose ``meta``
+    carries ``refused`` with the estimate and the limit.
+    """
+
+    def __init__(self, message: str, need_bytes: int, limit_bytes: int, source: str) -> None:
+        super().__init__(message)
+        self.meta = {"refused": {"need_bytes": int(need_bytes), "limit_bytes": int(limit_bytes), "limit": source}}
 
 
 @dataclass(frozen=True)
@@ -54,6 +76,20 @@ class Context:
     def unsupported(self, reason: str) -> Unsupported:
         """The one wording for "this device cannot do it", used by every experiment."""
         return Unsupported(f"unsupported on {self.device_name}: {reason}")
+
+    def check_fits(self, need_bytes: int, what: str) -> None:
+        """Refuse (:class:`DoesNotFit`) before allocating when ``what`` needs more than the device can give.
+
+        ``need_bytes`` is an estimate (the memory planner, or the arithmetic of the tensors a run
+        makes); the limit is the device's free memory (GPU) or available RAM within the job's cap (CPU).
+        """
+        from core.hardware.memory import budget, gib
+
+        limit = budget(self.device)
+        if need_bytes > limit.bytes:
+            raise DoesNotFit(f"{what} needs an estimated {gib(need_bytes)} on {self.device_name}, but "
+                             f"{limit.source}: refused before allocating anything", need_bytes, limit.bytes,
+                             limit.source)
 
 
 RunFn = Callable[[Any, Context], Generator[Progress, None, Output]]

@@ -9,6 +9,7 @@ had reported, and the next job gets a fresh worker.
 from __future__ import annotations
 
 import json
+import math
 import os
 import queue
 import selectors
@@ -25,8 +26,9 @@ from typing import Any, Callable
 
 from core import registry
 from core.hardware.device import check_device_string
-from core.experiment import config_to_dict, json_ready
+from core.experiment import ConfigError, config_to_dict, json_ready
 from core.result import RunResult, new_run_id, now_iso
+from core.text import label_problem
 
 REPO_ROOT = Path(__file__).resolve().parent.parent
 STARTUP_TIMEOUT_S = 120.0  # importing torch on a cold disk can take a while
@@ -104,12 +106,15 @@ class WorkerProcess:
             return {"type": "noise", "text": line.decode(errors="replace")}
         return event if isinstance(event, dict) else {"type": "noise", "text": str(event)}
 
-    def wait_ready(self, timeout: float) -> dict:
+    def wait_ready(self, timeout: float, cancelled: Callable[[], bool] = lambda: False) -> dict | None:
+        """The ``ready`` event; None as soon as ``cancelled()`` (a Ctrl-C need not wait for torch to import)."""
         deadline = time.monotonic() + timeout
         while self.ready is None:
+            if cancelled():
+                return None
             if time.monotonic() > deadline:
                 raise WorkerDied(f"worker did not start within {timeout:.0f} s")
-            event = self.read_event(0.2)
+            event = self.read_event(0.1)
             if event and event.get("type") == "ready":
                 self.ready = event
         return self.ready
@@ -317,10 +322,14 @@ class DeviceQueue:
             self._notify(job, {"type": "state", "state": "starting"})
             try:
                 worker = self._worker_for(job)
-                ready = worker.wait_ready(STARTUP_TIMEOUT_S)
-                worker.send({"op": "run", "job_id": job.id, "experiment": job.experiment,
-                             "config": config_to_dict(job.config), "device": job.device})
-                outcome = self._follow(job, worker, started, ready)
+                ready = worker.wait_ready(STARTUP_TIMEOUT_S, lambda: job.cancelled)
+                if ready is None:
+                    worker.kill()
+                    outcome = {"status": "cancelled", "error": "cancelled by user before it started"}
+                else:
+                    worker.send({"op": "run", "job_id": job.id, "experiment": job.experiment,
+                                 "config": config_to_dict(job.config), "device": job.device})
+                    outcome = self._follow(job, worker, started, ready)
             except WorkerDied as exc:
                 outcome = self._crash_outcome(worker, str(exc))
         recycle = worker is not None and (job.fresh_process or outcome.pop("recycle", False)
@@ -332,15 +341,18 @@ class DeviceQueue:
         self._finish(job, started, outcome, worker)
 
     def _follow(self, job: Job, worker: WorkerProcess, started: dict, ready: dict) -> dict:
-        deadline = None
+        # The time limit counts from the request: a wait for the device lock is part of the job.
+        deadline = time.monotonic() + job.timeout_s
         saved_at = time.monotonic()
         while True:
             if job.cancelled:
                 worker.kill()
                 return {"status": "cancelled", "error": "cancelled by user"}
-            if deadline is not None and time.monotonic() > deadline:
+            if time.monotonic() > deadline:
                 worker.kill()
-                return {"status": "error", "error": f"timed out after {job.timeout_s:g} s (the job's time limit)"}
+                where = "" if started else " while waiting for the device lock"
+                return {"status": "error",
+                        "error": f"timed out after {job.timeout_s:g} s (the job's time limit){where}"}
             try:
                 event = worker.read_event(0.1)
             except WorkerDied:
@@ -352,7 +364,6 @@ class DeviceQueue:
                 job.message = str(event.get("message", "waiting for the device"))
             elif kind == "started":
                 started.update(event, worker_env=ready.get("env", {}))
-                deadline = time.monotonic() + job.timeout_s
                 job.state, job.message = "running", "running"
                 self._save_running(job, started)
             elif kind == "progress":
@@ -388,7 +399,8 @@ class DeviceQueue:
         rows = outcome.get("rows") if ok else job.rows
         meta = dict(outcome.get("meta") or {}) if isinstance(outcome.get("meta"), dict) else {}
         meta["worker"] = {"pid": worker.pid if worker else None, "fresh": job.fresh_process,
-                          "env": started.get("worker_env", {}), "in_process": job.in_process}
+                          "env": started.get("worker_env", {}), "in_process": job.in_process,
+                          "memory_cap_bytes": started.get("memory_cap_bytes")}
         meta["requested_device"] = job.device
         if job.store_error:
             meta["store_error"] = job.store_error
@@ -455,6 +467,12 @@ class JobManager:
         exp = registry.get(experiment)
         cfg = config if isinstance(config, exp.config_type) else exp.make_config(config)
         device = check_device_string(device)
+        problem = label_problem(name, "name")
+        if problem:
+            raise ConfigError(problem)
+        timeout_s = self.default_timeout_s if timeout_s is None else timeout_s
+        if not (isinstance(timeout_s, (int, float)) and 0 < timeout_s < math.inf):
+            raise ConfigError(f"timeout must be a positive number of seconds, got {timeout_s!r}")
         if device == "all":
             from core.fanout import submit_all
 
@@ -463,7 +481,7 @@ class JobManager:
             device = "cuda:0"
         env = exp.env_for(cfg)
         job = Job(experiment=experiment, config=cfg, device=device,
-                  timeout_s=float(timeout_s or self.default_timeout_s), env=env,
+                  timeout_s=float(timeout_s), env=env,
                   fresh_process=exp.fresh_process or bool(env), name=name, on_event=on_event, save=save,
                   store_failures=exp.store_failures, in_process=exp.in_process)
         # An in-process job uses no device: it never waits behind a GPU job.

@@ -5,6 +5,7 @@ The store, the CLI, the import/export path and the charts all speak :class:`RunR
 """
 from __future__ import annotations
 
+import re
 import uuid
 from dataclasses import asdict, dataclass, field
 from datetime import datetime, timezone
@@ -52,9 +53,7 @@ class RunResult:
 
     @property
     def duration_s(self) -> float | None:
-        if not self.finished_at:
-            return None
-        return (datetime.fromisoformat(self.finished_at) - datetime.fromisoformat(self.started_at)).total_seconds()
+        return duration_s(self.started_at, self.finished_at)
 
     def frame(self):
         return rows_frame(self.rows)
@@ -62,43 +61,188 @@ class RunResult:
     @classmethod
     def from_dict(cls, data: Any) -> "RunResult":
         """Validate a decoded JSON object field by field; raise :class:`SchemaError` naming the problem."""
-        if not isinstance(data, dict):
-            raise SchemaError(f"a run must be a JSON object, got {type(data).__name__}")
-        version = data.get("schema_version")
-        if version != SCHEMA_VERSION:
-            raise SchemaError(f"schema_version {version!r} is not supported (this lab reads {SCHEMA_VERSION})")
-        spec: dict[str, tuple] = {
-            "id": (str,), "experiment": (str,), "config": (dict,), "device": (dict,), "versions": (dict,),
-            "started_at": (str,), "finished_at": (str, type(None)), "status": (str,),
-            "error": (str, type(None)), "rows": (list,), "meta": (dict,), "name": (str,), "tags": (list,),
-            "imported": (bool,), "schema_version": (int,),
-        }
-        missing = [k for k in ("id", "experiment", "config", "device", "versions", "started_at", "status", "rows")
-                   if k not in data]
-        if missing:
-            raise SchemaError(f"missing field(s): {', '.join(missing)}")
-        unknown = set(data) - set(spec)
-        if unknown:
-            raise SchemaError(f"unknown field(s): {', '.join(sorted(unknown))}")
-        for key, types_ in spec.items():
-            if key in data and not isinstance(data[key], types_):
-                raise SchemaError(f"field {key!r} has type {type(data[key]).__name__}")
-        if data["status"] not in STATUSES:
-            raise SchemaError(f"status {data['status']!r} is not one of {', '.join(STATUSES)}")
-        if not data["id"] or len(data["id"]) > 64 or not data["id"].isalnum():
-            raise SchemaError("id must be 1-64 letters and digits")
-        for key in ("started_at", "finished_at"):
-            if data.get(key):
-                try:
-                    datetime.fromisoformat(data[key])
-                except ValueError:
-                    raise SchemaError(f"{key} is not an ISO date: {data[key]!r}") from None
-        for i, row in enumerate(data["rows"]):
-            if not isinstance(row, dict):
-                raise SchemaError(f"rows[{i}] is not an object")
-        if not all(isinstance(t, str) for t in data.get("tags", [])):
-            raise SchemaError("tags must be strings")
+        problem = schema_problem(data)
+        if problem:
+            raise SchemaError(problem)
         return cls(**data)
+
+
+def duration_s(started_at: str, finished_at: str | None) -> float | None:
+    if not finished_at:
+        return None
+    return (datetime.fromisoformat(finished_at) - datetime.fromisoformat(started_at)).total_seconds()
+
+
+SUMMARY_ERROR_CHARS = 1000  # a summary quotes the start of an error; the run itself keeps all of it
+
+
+@dataclass
+class RunSummary:
+    """What the history lists of a run: everything but its rows and meta, plus their count and the
+    headline figure. The store keeps it beside the run, so listing a 150 MB run reads a few hundred
+    bytes of it."""
+
+    id: str
+    experiment: str
+    status: str
+    started_at: str
+    finished_at: str | None
+    name: str
+    tags: list[str]
+    imported: bool
+    config: dict
+    device: dict
+    versions: dict
+    error: str | None
+    row_count: int
+    headline: str
+    payload_bytes: int  # size of the stored run as JSON: what exporting it adds to a runs file
+
+    @classmethod
+    def of(cls, run: RunResult, payload_bytes: int, headline: str) -> "RunSummary":
+        error = run.error if run.error is None or len(run.error) <= SUMMARY_ERROR_CHARS \
+            else run.error[:SUMMARY_ERROR_CHARS] + "…"
+        return cls(id=run.id, experiment=run.experiment, status=run.status, started_at=run.started_at,
+                   finished_at=run.finished_at, name=run.name, tags=list(run.tags), imported=run.imported,
+                   config=run.config, device=run.device, versions=run.versions, error=error,
+                   row_count=len(run.rows), headline=headline, payload_bytes=payload_bytes)
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+    @classmethod
+    def from_dict(cls, data: dict) -> "RunSummary":
+        return cls(**data)
+
+    @property
+    def duration_s(self) -> float | None:
+        return duration_s(self.started_at, self.finished_at)
+
+    @property
+    def device_name(self) -> str:
+        return str(self.device.get("name", ""))
+
+
+NONE = type(None)
+NUMBER = (int, float)
+SCALAR = (str, int, float, bool, NONE)
+# Every top-level field and the types it may hold (``bool`` is never taken for ``int``).
+FIELDS: dict[str, tuple[type, ...]] = {
+    "id": (str,), "experiment": (str,), "config": (dict,), "device": (dict,), "versions": (dict,),
+    "started_at": (str,), "finished_at": (str, NONE), "status": (str,), "error": (str, NONE), "rows": (list,),
+    "meta": (dict,), "name": (str,), "tags": (list,), "imported": (bool,), "schema_version": (int,),
+}
+REQUIRED = ("id", "experiment", "config", "device", "versions", "started_at", "status", "rows")
+# What the lab reads of a device description (core.hardware.device), by type. Other keys may hold any JSON.
+DEVICE_FIELDS: dict[str, tuple[type, ...]] = {
+    "kind": (str,), "name": (str,), "label": (str, NONE), "torch_device": (str, NONE), "index": (int, NONE),
+    "compute_capability": (str, NONE), "multiprocessors": (int, NONE), "cores": (int, NONE),
+    "torch_threads": (int, NONE), "l2_cache_bytes": NUMBER + (NONE,), "total_memory_bytes": NUMBER + (NONE,),
+    "free_memory_bytes": NUMBER + (NONE,), "bf16_supported": (bool, NONE), "tf32": (dict, NONE),
+    "torch_build": (dict, NONE), "spec": (dict, NONE),
+}
+SPEC_FIELDS: dict[str, tuple[type, ...]] = {
+    "key": (str,), "name": (str,), "pattern": (str,), "tflops": (dict,), "bandwidth_gbs": NUMBER + (NONE,),
+    "memory_gib": NUMBER + (NONE,), "source": (str,), "notes": (str,), "min_memory_gib": NUMBER + (NONE,),
+}
+_ID = re.compile(r"^[0-9A-Za-z]{1,64}$")
+_EXPERIMENT = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,63}$")
+
+
+def _type_name(types: tuple[type, ...]) -> str:
+    names = {str: "text", int: "a whole number", float: "a number", bool: "true/false", NONE: "null",
+             dict: "an object", list: "a list"}
+    return " or ".join(dict.fromkeys(names[t] for t in types))
+
+
+def _wrong(value: Any, types: tuple[type, ...]) -> bool:
+    if isinstance(value, bool):
+        return bool not in types
+    return not isinstance(value, types)
+
+
+def _typed(obj: dict, fields: dict[str, tuple[type, ...]], where: str) -> str | None:
+    for key, types in fields.items():
+        if key in obj and _wrong(obj[key], types):
+            return f"{where}{key} has type {type(obj[key]).__name__} (expected {_type_name(types)})"
+    return None
+
+
+def _device_problem(device: dict) -> str | None:
+    missing = [k for k in ("kind", "name") if k not in device]
+    if missing:
+        return f"device lacks {', '.join(missing)}"
+    problem = _typed(device, DEVICE_FIELDS, "device.")
+    if problem:
+        return problem
+    for key in ("tf32", "torch_build"):
+        bad = next((k for k, v in (device.get(key) or {}).items() if _wrong(v, SCALAR)), None)
+        if bad is not None:
+            return f"device.{key}.{bad} must be a plain value"
+    spec = device.get("spec")
+    if spec is not None:
+        problem = _typed(spec, SPEC_FIELDS, "device.spec.")
+        if problem:
+            return problem
+        bad = next((k for k, v in (spec.get("tflops") or {}).items() if _wrong(v, NUMBER + (NONE,))), None)
+        if bad is not None:
+            return f"device.spec.tflops.{bad} must be a number"
+    return None
+
+
+def schema_problem(data: Any) -> str | None:
+    """What is wrong with a run record, or None: the type of every field the lab reads, at every level.
+
+    The store, the history list, the CLI tables and the comparison all read these fields without
+    further checks, so a record that passes cannot crash them later. (What a *new* name or tag may
+    hold is :mod:`core.text`'s rule, applied where labels enter: imports, the CLI, relabelling.) ``rows`` and ``meta`` hold any
+    JSON (each experiment's plots read their own, inside a guard); their depth is capped where a
+    file is read (:mod:`core.intake`).
+    """
+    from core.text import quoted
+
+    if not isinstance(data, dict):
+        return f"a run must be a JSON object, got {type(data).__name__}"
+    version = data.get("schema_version")
+    if isinstance(version, bool) or version != SCHEMA_VERSION:
+        return f"schema_version {quoted(version)} is not supported (this lab reads {SCHEMA_VERSION})"
+    missing = [k for k in REQUIRED if k not in data]
+    if missing:
+        return f"missing field(s): {', '.join(missing)}"
+    unknown = set(data) - set(FIELDS)
+    if unknown:
+        return f"unknown field(s): {quoted(', '.join(sorted(unknown)))}"
+    problem = _typed(data, FIELDS, "field ")
+    if problem:
+        return problem
+    if data["status"] not in STATUSES:
+        return f"status {quoted(data['status'])} is not one of {', '.join(STATUSES)}"
+    if not _ID.match(data["id"]):
+        return "id must be 1-64 letters and digits"
+    if not _EXPERIMENT.match(data["experiment"]):
+        return f"experiment {quoted(data['experiment'])} is not an experiment name (a-z, 0-9, -, _, .)"
+    for key in ("started_at", "finished_at"):
+        if data.get(key):
+            try:
+                datetime.fromisoformat(data[key])
+            except ValueError:
+                return f"{key} is not an ISO date: {quoted(data[key])}"
+    if not all(isinstance(t, str) for t in data.get("tags", [])):
+        return "tags must be text"
+    problem = _device_problem(data["device"])
+    if problem:
+        return problem
+    for key, value in data["config"].items():
+        items = value if isinstance(value, list) else [value]
+        if any(_wrong(v, SCALAR) for v in items):
+            return f"config.{quoted(key, 40)} must be a plain value or a list of plain values"
+    bad = next((k for k, v in data["versions"].items() if _wrong(v, SCALAR)), None)
+    if bad is not None:
+        return f"versions.{quoted(bad, 40)} must be a plain value"
+    bad_row = next((i for i, row in enumerate(data["rows"]) if not isinstance(row, dict)), None)
+    if bad_row is not None:
+        return f"rows[{bad_row}] is not an object"
+    return None
 
 
 def rows_frame(rows: list[dict]):

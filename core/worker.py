@@ -28,7 +28,6 @@ import fcntl
 import gc
 import json
 import os
-import resource
 import sys
 import threading
 import time
@@ -36,13 +35,14 @@ import traceback
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
-from core.experiment import ConfigError, Context, Output, Progress, Unsupported, json_ready
+from core.experiment import ConfigError, Context, DoesNotFit, Output, Progress, Unsupported, json_ready
+from core.hardware.memory import MEMORY_FRACTION_ENV, MEMORY_LIMIT_ENV, capped, cpu_cap, gib
 from core.paths import lock_dir
 from core.result import now_iso
 
-# Environment a parent may set for the worker.
-MEMORY_LIMIT_ENV = "GPULAB_WORKER_MEMORY_LIMIT_BYTES"  # address-space cap: CPU out-of-memory becomes catchable
-REPORTED_ENV = ("PYTORCH_CUDA_ALLOC_CONF", "NVIDIA_TF32_OVERRIDE", "CUDA_VISIBLE_DEVICES", MEMORY_LIMIT_ENV)
+# Environment a parent may set for the worker (the memory cap of CPU jobs: core.hardware.memory).
+REPORTED_ENV = ("PYTORCH_CUDA_ALLOC_CONF", "NVIDIA_TF32_OVERRIDE", "CUDA_VISIBLE_DEVICES", MEMORY_LIMIT_ENV,
+                MEMORY_FRACTION_ENV)
 
 
 class _Channel:
@@ -169,11 +169,14 @@ def run_job(request: dict, emit) -> None:
         result("error", f"invalid request: {exc}")
         return
 
+    # An in-process job (torch-free arithmetic in the submitting process) takes no device lock and no
+    # memory cap: RLIMIT_AS would bind the whole dashboard or CLI process, not a worker.
     lock = nullcontext() if exp.in_process else \
         device_lock(torch_device, lambda msg: emit({"type": "waiting", "job_id": job_id, "message": msg}))
-    with lock, current_device("cpu" if exp.in_process else torch_device):
+    memory_cap = nullcontext(None) if exp.in_process else capped(torch_device)
+    with lock, current_device("cpu" if exp.in_process else torch_device), memory_cap as cap:
         emit({"type": "started", "job_id": job_id, "device": desc, "versions": versions or devices.versions(),
-              "started_at": now_iso(), "pid": os.getpid()})
+              "started_at": now_iso(), "pid": os.getpid(), "memory_cap_bytes": cap})
         ctx = Context(device=torch_device, device_name=desc["name"])
         gen = exp.run(config, ctx)
         try:
@@ -187,6 +190,8 @@ def run_job(request: dict, emit) -> None:
             result("ok", None, out.rows, out.meta)
         except Unsupported as exc:
             result("unsupported", str(exc))
+        except DoesNotFit as exc:
+            result("error", f"refused: {exc}", meta=exc.meta)
         except ConfigError as exc:
             result("error", f"invalid config: {exc}")
         except BaseException as exc:  # noqa: BLE001 - every failure becomes a stored result
@@ -196,7 +201,9 @@ def run_job(request: dict, emit) -> None:
             extra = dict(extra) if isinstance(extra, dict) else {}
             if not exp.in_process and _is_oom(exc):
                 first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
-                result("error", f"out of memory on {desc['name']}: {first}", meta=extra | {"oom": True},
+                under = (f" (the job ran under a {gib(cap)} memory cap: {MEMORY_FRACTION_ENV} or {MEMORY_LIMIT_ENV} "
+                         f"changes it)" if cap else "")
+                result("error", f"out of memory on {desc['name']}: {first}{under}", meta=extra | {"oom": True},
                        recycle=True)
             else:
                 result("error", f"{type(exc).__name__}: {exc}", meta=extra | {"traceback": traceback.format_exc()})
@@ -206,16 +213,13 @@ def run_job(request: dict, emit) -> None:
                 _free_memory()
 
 
-def _apply_memory_limit() -> None:
-    limit = os.environ.get(MEMORY_LIMIT_ENV)
-    if limit:
-        resource.setrlimit(resource.RLIMIT_AS, (int(limit), int(limit)))
-
-
 def serve() -> int:
+    from core import registry
+
+    cpu_cap(0, 0)  # a malformed memory setting stops the worker here, with its message on stderr
     channel = _Channel()
     _watch_parent()
-    _apply_memory_limit()
+    registry.experiments()  # import torch and every experiment now: "ready" means a job starts at once
     channel.emit({"type": "ready", "pid": os.getpid(),
                   "env": {k: os.environ[k] for k in REPORTED_ENV if k in os.environ}})
     for line in sys.stdin:

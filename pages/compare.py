@@ -5,45 +5,46 @@ import pandas as pd
 import streamlit as st
 
 from core.paths import example_files
-from core.result import FINAL_STATUSES, RunResult
+from core.result import FINAL_STATUSES, RunResult, RunSummary
+from core.text import MAX_LABEL_CHARS, MAX_TAGS
 from core.store import MAX_IMPORT_BYTES, ImportRefused, RunStore, StoreError
 from pages.common import comparison, lab
-from pages.common.charts import device_label, show_charts
 from pages.common.export import csv_bytes, slug
+from pages.common.charts import show_charts
+from pages.common.plain import md
 from pages.common.report import build_report, device_pairs
 from pages.common.run_panel import status_banner
 from pages.plots import figures_for, overlay_for
 
 KEY = "compare"
 SELECTED = f"{KEY}.selected"
+LIMIT_MIB = MAX_IMPORT_BYTES // 2**20
 SORTS = {"newest first": lambda r: r.started_at, "experiment": lambda r: r.experiment,
          "device": comparison.device_text, "status": lambda r: r.status, "name": lambda r: r.name.lower()}
 
 
-@st.cache_resource(show_spinner=False)
-def _headlines() -> dict:
-    """(run id, status, finished_at) → headline text: reading every run's rows once per server."""
-    return {}
+@st.cache_resource(show_spinner="Reading the run…", max_entries=8)
+def _whole_run(_store: RunStore, run_id: str, stamp: tuple) -> RunResult:
+    """A selected run with its rows, read once per change (``stamp``), not on every rerun: a filter
+    keystroke must not re-read a 150 MB run."""
+    return _store.get(run_id)
 
 
-def headline(run: RunResult) -> str:
-    cache = _headlines()
-    key = (run.id, run.status, run.finished_at)
-    if key not in cache:
-        cache[key] = comparison.headline(run)
-    return cache[key]
+def whole(store: RunStore, summary: RunSummary) -> RunResult:
+    stamp = (summary.status, summary.finished_at, summary.name, tuple(summary.tags), summary.payload_bytes)
+    return _whole_run(store, summary.id, stamp)
 
 
-def history_frame(runs: list[RunResult]) -> pd.DataFrame:
+def history_frame(runs: list[RunSummary]) -> pd.DataFrame:
     return pd.DataFrame([{
         "id": r.id[:8], "started": r.started_at[:19].replace("T", " "), "experiment": r.experiment,
         "device": comparison.device_text(r), "settings": comparison.settings_text(r.config), "status": r.status,
-        "headline": headline(r), "name": r.name, "tags": ", ".join(r.tags), "imported": r.imported,
+        "headline": r.headline, "name": r.name, "tags": ", ".join(r.tags), "imported": r.imported,
     } for r in runs], columns=["id", "started", "experiment", "device", "settings", "status", "headline", "name",
                                "tags", "imported"])
 
 
-def run_label(run: RunResult) -> str:
+def run_label(run: RunSummary) -> str:
     name = f" · {run.name}" if run.name else ""
     return f"{run.id[:8]} · {run.experiment} · {comparison.device_text(run)} · {run.started_at[:16]}{name}"
 
@@ -75,19 +76,20 @@ def import_section(store: RunStore) -> None:
     with st.expander("Import runs exported on another box", icon=":material/upload:"):
         st.caption("A runs file from `python -m core runs export -o runs.json` or this page's export. Imported runs "
                    "keep their original device and versions and are marked *imported*; runs already here are "
-                   f"skipped. The whole file is checked before anything is added (limit "
-                   f"{MAX_IMPORT_BYTES // 2**20} MiB; pickles are never loaded).")
-        upload = st.file_uploader("Runs file", key=f"{KEY}.upload")
+                   f"skipped. The whole file is checked before anything is added (limit {LIMIT_MIB} MiB, "
+                   f"gzip allowed; pickles are never loaded).")
+        upload = st.file_uploader("Runs file", key=f"{KEY}.upload", max_upload_size=LIMIT_MIB)
         if upload is not None and st.button("Import", key=f"{KEY}.import"):
+            upload.seek(0)
             try:
-                added, present = store.import_bytes(upload.getvalue())
+                added, present = store.import_file(upload)
             except ImportRefused as exc:
-                st.error(f"Import refused, nothing was changed: {exc}")
+                st.error(f"Import refused, nothing was changed: {md(exc)}")
             else:
-                st.success(f"Imported {added} run(s) from {upload.name}; {present} were already here.")
+                st.success(f"Imported {added} run(s) from {md(upload.name)}; {present} were already here.")
 
 
-def filtered(runs: list[RunResult]) -> list[RunResult]:
+def filtered(runs: list[RunSummary]) -> list[RunSummary]:
     cols = st.columns([2, 2, 2, 3, 2])
     experiments = cols[0].multiselect("Experiment", sorted({r.experiment for r in runs}), key=f"{KEY}.f.exp")
     statuses = cols[1].multiselect("Status", FINAL_STATUSES, key=f"{KEY}.f.status")
@@ -96,7 +98,8 @@ def filtered(runs: list[RunResult]) -> list[RunResult]:
     sort = cols[4].selectbox("Sort by", list(SORTS), key=f"{KEY}.f.sort")
     out = [r for r in runs
            if (not experiments or r.experiment in experiments) and (not statuses or r.status in statuses)
-           and (not device or device in comparison.device_text(r).lower() or device in device_label(r).lower())
+           and (not device or device in comparison.device_text(r).lower()
+                or device in str(r.device.get("label") or "").lower())
            and (not text or text in " ".join([r.name, *r.tags, comparison.settings_text(r.config, 10**6)]).lower())]
     return sorted(out, key=SORTS[sort], reverse=(sort == "newest first"))
 
@@ -107,14 +110,18 @@ def _delete(store: RunStore, ids: list[str]) -> None:
     st.session_state[f"{KEY}.deleted"] = removed
 
 
-def actions(store: RunStore, selected: list[RunResult]) -> None:
+def actions(store: RunStore, selected: list[RunSummary]) -> None:
     ids = [r.id for r in selected]
     cols = st.columns(3)
+    size = sum(r.payload_bytes for r in selected) + 1024 * (len(selected) + 1)  # a bound on the file's size
+    too_large = size > MAX_IMPORT_BYTES
     cols[0].download_button("Export runs file", lambda: store.export_json(ids).encode("utf-8"),
                             f"gpulab-runs-{len(ids)}.json", "application/json", key=f"{KEY}.export",
-                            on_click="ignore", icon=":material/download:",
-                            help="JSON runs file: import it on another box (page or `python -m core runs import`)")
-    cols[1].download_button("Report (HTML)", lambda: build_report([store.get(i) for i in ids]).encode("utf-8"),
+                            on_click="ignore", icon=":material/download:", disabled=too_large,
+                            help=f"about {size / 2**20:,.0f} MiB: more than an import takes ({LIMIT_MIB} MiB), so "
+                                 f"it could not come back; select fewer runs" if too_large else
+                            "JSON runs file: import it on another box (page or `python -m core runs import`)")
+    cols[1].download_button("Report (HTML)", lambda: build_report([whole(store, r) for r in selected]).encode("utf-8"),
                             f"gpulab-report-{slug('-'.join(sorted({r.experiment for r in selected})))}.html",
                             "text/html", key=f"{KEY}.report", on_click="ignore", icon=":material/description:",
                             help="one self-contained HTML file: charts, device descriptions, settings (opens offline)")
@@ -126,16 +133,19 @@ def actions(store: RunStore, selected: list[RunResult]) -> None:
 def relabel_form(store: RunStore, run: RunResult) -> None:
     with st.form(f"{KEY}.relabel.{run.id}", border=False):
         cols = st.columns([3, 3, 1], vertical_alignment="bottom")
-        name = cols[0].text_input("Name", run.name, max_chars=120)
-        tags = cols[1].text_input("Tags (comma-separated)", ", ".join(run.tags), max_chars=300)
+        name = cols[0].text_input("Name", run.name, max_chars=MAX_LABEL_CHARS)
+        tags = cols[1].text_input("Tags (comma-separated)", ", ".join(run.tags), max_chars=MAX_TAGS * MAX_LABEL_CHARS)
         if cols[2].form_submit_button("Save"):
-            store.relabel(run.id, name=name.strip(), tags=tags.split(","))
-            _headlines().clear()
-            st.rerun()
+            try:
+                store.relabel(run.id, name=name.strip(), tags=tags.split(","))
+            except ValueError as exc:
+                st.error(f"Not saved: {md(exc)}")
+            else:
+                st.rerun()
 
 
 def run_detail(store: RunStore, run: RunResult) -> None:
-    st.subheader(f"{run.experiment}{' — ' + run.name if run.name else ''}")
+    st.subheader(md(f"{run.experiment}{' — ' + run.name if run.name else ''}"))
     status_banner(run)
     if run.imported:
         st.caption("Imported from another box: device and versions are the original ones.")
@@ -144,7 +154,7 @@ def run_detail(store: RunStore, run: RunResult) -> None:
         try:
             charts = figures_for(run) or comparison.generic_figures(run)
         except Exception as exc:  # noqa: BLE001 - a stored run from another version may not fit today's plots
-            st.warning(f"The {run.experiment} charts could not redraw this run ({exc}); showing its columns.")
+            st.warning(md(f"The {run.experiment} charts could not redraw this run ({exc}); showing its columns."))
             charts = comparison.generic_figures(run)
         show_charts(charts, f"{KEY}.run.{run.id}")
     cols = st.columns(2)
@@ -164,21 +174,21 @@ def compare_view(runs: list[RunResult]) -> None:
     st.subheader(f"Comparing {len(runs)} runs")
     problem = comparison.compare_problem(runs)
     if problem:
-        st.error(f"Cannot compare these runs: {problem}.")
+        st.error(f"Cannot compare these runs: {md(problem)}.")
         return
     differ = comparison.differences(runs)
-    st.caption("What differs: " + (", ".join(differ) if differ else "nothing in device or settings (repeat runs)"))
+    st.caption("What differs: " + (md(", ".join(differ)) if differ else "nothing in device or settings (repeat runs)"))
     metrics = comparison.common_metrics(runs)
     metric = st.selectbox("Metric", metrics, index=metrics.index(comparison.default_metric(runs)),
                           key=f"{KEY}.metric", help="drawn by the generic overlay and used by the delta table")
     try:
         charts = overlay_for(runs)
     except Exception as exc:  # noqa: BLE001
-        st.warning(f"The {runs[0].experiment} overlay failed ({exc}); showing the generic overlay.")
+        st.warning(md(f"The {runs[0].experiment} overlay failed ({exc}); showing the generic overlay."))
         charts = None
     show_charts(charts or comparison.generic_charts(runs, metric), f"{KEY}.cmp")
     deltas = comparison.delta_table(runs, [metric])
-    st.write(f"**{metric}: each run against {comparison.labels(runs)[0]}** (difference = run − baseline, "
+    st.write(f"**{md(metric)}: each run against {md(comparison.labels(runs)[0])}** (difference = run − baseline, "
              f"ratio = run / baseline)")
     st.dataframe(deltas, hide_index=True)
     st.download_button("Delta table (CSV)", csv_bytes(comparison.delta_table(runs)),
@@ -198,7 +208,7 @@ try:
     import_section(store)
     if st.session_state.get(f"{KEY}.deleted") is not None:
         st.success(f"Deleted {st.session_state.pop(f'{KEY}.deleted')} run(s).")
-    all_runs = store.list()
+    all_runs = store.summaries()
     if not all_runs:
         st.info("No runs stored yet: run an experiment on another page, or import a runs file above.")
         st.stop()
@@ -214,8 +224,8 @@ try:
     if chosen:
         actions(store, chosen)
     if len(chosen) == 1:
-        run_detail(store, chosen[0])
+        run_detail(store, whole(store, chosen[0]))
     elif len(chosen) > 1:
-        compare_view(chosen)
+        compare_view([whole(store, r) for r in chosen])
 except StoreError as exc:
-    st.error(f"The run store failed: {exc}")
+    st.error(f"The run store failed: {md(exc)}")

@@ -46,13 +46,19 @@ def main(argv: list[str] | None = None) -> int:
     command = argv[0] if argv and not argv[0].startswith("-") else None
     parser = build_parser(command)
     args = parser.parse_args(argv)
+    from core.cli.output import OutputError
+    from core.result import SchemaError
     from core.store import StoreError
+    from core.text import terminal
 
     try:
         return args.handler(args)
-    except ConfigError as exc:
-        print(f"error: {exc}", file=sys.stderr)
+    except (ConfigError, OutputError, SchemaError) as exc:
+        print(f"error: {terminal(exc)}", file=sys.stderr)
         return 2
     except (StoreError, KeyError) as exc:
-        print(f"error: {exc.args[0] if exc.args else exc}", file=sys.stderr)
+        print(f"error: {terminal(exc.args[0] if exc.args else exc)}", file=sys.stderr)
         return 2
+    except KeyboardInterrupt:  # Ctrl-C outside a run (a run cancels itself and is stored as cancelled)
+        print("interrupted", file=sys.stderr)
+        return 130

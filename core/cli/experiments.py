@@ -8,6 +8,9 @@ from __future__ import annotations
 
 import argparse
 import dataclasses
+import math
+import os
+import signal
 import sys
 import typing
 from typing import Literal
@@ -15,6 +18,7 @@ from typing import Literal
 from core import registry
 from core.cli.output import open_store, print_run
 from core.experiment import Experiment
+from core.text import MAX_LABEL_CHARS, terminal
 
 ORDER = 100
 EXIT = {"ok": 0, "unsupported": 3}
@@ -30,8 +34,9 @@ def register(sub, common) -> None:
         p.add_argument("--device", default="auto",
                        help="auto (first GPU, else CPU), cpu, cuda, cuda:N, or all (every GPU at once, one run)")
         p.add_argument("--no-save", action="store_true", help="do not store the run")
-        p.add_argument("--timeout", type=float, help="wall-clock limit in seconds")
-        p.add_argument("--name", default="", help="a label for the stored run")
+        p.add_argument("--timeout", type=seconds, help="wall-clock limit in seconds, counted from when the worker "
+                                                         "takes the job (a wait for the device lock counts)")
+        p.add_argument("--name", default="", help=f"a label for the stored run (at most {MAX_LABEL_CHARS} characters)")
         add_config_options(p, exp.config_type)
         p.set_defaults(handler=lambda args, exp=exp: run(args, exp))
 
@@ -56,13 +61,60 @@ def add_config_options(parser: argparse.ArgumentParser, config_type: type) -> No
             parser.add_argument(flag, dest=f.name, default=argparse.SUPPRESS, metavar=f.name.upper(), help=help_text)
 
 
+def seconds(text: str) -> float:
+    """``--timeout``: a positive, finite number of seconds (nan never fires, 0 or less cannot be met)."""
+    try:
+        value = float(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a number of seconds, got {text!r}") from None
+    if not 0 < value < math.inf:
+        raise argparse.ArgumentTypeError(f"must be a positive, finite number of seconds, got {text!r}")
+    return value
+
+
 def _progress_printer(job, event: dict) -> None:
     kind = event.get("type")
     if kind == "progress":
-        print(f"[{event.get('done')}/{event.get('total')}] {event.get('message', '')}", file=sys.stderr, flush=True)
-    elif kind in ("waiting", "started"):
-        print(f"{kind}: {event.get('message') or event.get('device', {}).get('label', '')}", file=sys.stderr,
+        print(f"[{event.get('done')}/{event.get('total')}] {terminal(event.get('message', ''))}", file=sys.stderr,
               flush=True)
+    elif kind in ("waiting", "started"):
+        print(f"{kind}: {terminal(event.get('message') or event.get('device', {}).get('label', ''))}",
+              file=sys.stderr, flush=True)
+
+
+class CancelOnSignal:
+    """While a run is on, Ctrl-C (SIGINT) and SIGTERM cancel its job — however many times they come —
+    so the run ends stored as cancelled with its finished points, never as a traceback or a run left
+    'running'. The note goes straight to fd 2: a handler must not re-enter a buffered print."""
+
+    SIGNALS = (signal.SIGINT, signal.SIGTERM)
+
+    def __init__(self) -> None:
+        self.job = None
+        self.count = 0
+        self._previous: dict = {}
+
+    def attach(self, job) -> None:
+        self.job = job
+        if self.count:
+            job.cancel()
+
+    def __call__(self, signum, frame) -> None:
+        self.count += 1
+        if self.job is not None:
+            self.job.cancel()
+        note = "cancelling… (the run is stored as cancelled)" if self.count == 1 else "still cancelling…"
+        os.write(2, f"{note}\n".encode())
+
+    def __enter__(self) -> "CancelOnSignal":
+        self._previous = {s: signal.signal(s, self) for s in self.SIGNALS}
+        return self
+
+    def __exit__(self, *exc) -> None:
+        # Once a signal has cancelled the run, later presses (a user hammering Ctrl-C while the result
+        # prints) must not turn into a KeyboardInterrupt on the way out: they are ignored from here on.
+        for sig, handler in self._previous.items():
+            signal.signal(sig, signal.SIG_IGN if self.count else handler)
 
 
 def run(args, exp: Experiment) -> int:
@@ -71,21 +123,21 @@ def run(args, exp: Experiment) -> int:
     names = {f.name for f in dataclasses.fields(exp.config_type)}
     values = {k: v for k, v in vars(args).items() if k in names}
     store = None if args.no_save else open_store(args)
-    manager = JobManager(store=store)
-    try:
-        job = manager.submit(exp.name, values, args.device, timeout_s=args.timeout, name=args.name,
-                             on_event=_progress_printer)
+    with CancelOnSignal() as cancel:
+        manager = JobManager(store=store)
         try:
-            result = job.wait()
-        except KeyboardInterrupt:
-            print("cancelling…", file=sys.stderr)
-            job.cancel()
-            result = job.wait()
-    finally:
-        manager.shutdown()
-    print_run(result, args.json)
+            job = manager.submit(exp.name, values, args.device, timeout_s=args.timeout, name=args.name,
+                                 on_event=_progress_printer)
+            cancel.attach(job)
+            while job.wait(0.2) is None:  # short waits: the handler runs between them
+                pass
+            result = job.result
+        finally:
+            manager.shutdown()
+        print_run(result, args.json)
     if job.store_error:
-        print(f"warning: {job.store_error}", file=sys.stderr)
-    if result.status == "error" and (result.error or "").startswith("invalid request:"):
-        return 2  # e.g. a GPU index this box does not have: bad input, found by the worker
+        print(f"warning: {terminal(job.store_error)}", file=sys.stderr)
+    if result.status == "error" and (result.meta.get("refused")
+                                     or (result.error or "").startswith(("invalid request:", "invalid config:"))):
+        return 2  # bad input only the worker can tell: a GPU this box lacks, a run that cannot fit
     return EXIT.get(result.status, 1)

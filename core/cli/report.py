@@ -3,7 +3,8 @@ from __future__ import annotations
 
 import sys
 
-from core.cli.output import open_store
+from core.cli.output import check_writable, open_store, write_file
+from core.text import terminal
 
 ORDER = 30
 
@@ -16,14 +17,17 @@ def register(sub, common) -> None:
 
 
 def run(args) -> int:
-    store = open_store(args)
+    check_writable(args.output)  # before reading runs and drawing charts
+    store = open_store(args, write=False)
     runs = [store.find(i) for i in args.ids]
     try:
-        from pages.common.report import write_report  # plotly lives outside core, imported only here
+        from pages.common.report import build_report  # plotly lives outside core, imported only here
     except ImportError as exc:
         print(f"error: the HTML report needs plotly and the GPU Lab pages package ({exc}); "
               f"pip install plotly pandas, and run from the repository root", file=sys.stderr)
         return 2
-    size = write_report(runs, args.output)
-    print(f"wrote {len(runs)} run(s) to {args.output} ({size / 2**20:.1f} MiB, opens offline)", file=sys.stderr)
+    data = build_report(runs).encode("utf-8")
+    write_file(args.output, data)
+    print(terminal(f"wrote {len(runs)} run(s) to {args.output} ({len(data) / 2**20:.1f} MiB, opens offline)"),
+          file=sys.stderr)
     return 0

@@ -1,11 +1,36 @@
 """``runs list|show|export|import|delete``: the stored runs."""
 from __future__ import annotations
 
+import argparse
 import sys
+from datetime import datetime
 
-from core.cli.output import dump, open_store, print_run
+from core.cli.output import check_writable, dump, open_store, print_run, write_file
+from core.result import STATUSES
+from core.text import terminal
 
 ORDER = 20
+MAX_LIMIT = 10**9
+
+
+def _iso_date(text: str) -> str:
+    """--since/--until: an ISO date or date-time (a typo must not silently list nothing)."""
+    try:
+        datetime.fromisoformat(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"{text!r} is not an ISO date such as 2026-11-01 or "
+                                         f"2026-11-01T12:00") from None
+    return text
+
+
+def _limit(text: str) -> int:
+    try:
+        value = int(text)
+    except ValueError:
+        raise argparse.ArgumentTypeError(f"expected a whole number, got {text!r}") from None
+    if not 1 <= value <= MAX_LIMIT:
+        raise argparse.ArgumentTypeError(f"must be between 1 and {MAX_LIMIT}, got {text}")
+    return value
 
 
 def register(sub, common) -> None:
@@ -14,9 +39,10 @@ def register(sub, common) -> None:
     p = rsub.add_parser("list", parents=[common], help="stored runs, newest first")
     p.add_argument("--experiment")
     p.add_argument("--device", help="part of the device name")
-    p.add_argument("--status")
-    p.add_argument("--since", help="ISO date, e.g. 2026-11-01")
-    p.add_argument("--limit", type=int)
+    p.add_argument("--status", choices=STATUSES)
+    p.add_argument("--since", type=_iso_date, help="ISO date, e.g. 2026-11-01 (runs started on or after it)")
+    p.add_argument("--until", type=_iso_date, help="ISO date (runs started before it)")
+    p.add_argument("--limit", type=_limit, help="at most this many runs")
     p.set_defaults(handler=list_runs)
     p = rsub.add_parser("show", parents=[common], help="one run with its rows")
     p.add_argument("id", help="run id or unique prefix")
@@ -34,34 +60,39 @@ def register(sub, common) -> None:
 
 
 def list_runs(args) -> int:
-    store = open_store(args)
-    runs = store.list(experiment=args.experiment, device=args.device, status=args.status, since=args.since,
-                      limit=args.limit)
+    store = open_store(args, write=False)
+    summaries = store.summaries(experiment=args.experiment, device=args.device, status=args.status,
+                                since=args.since, until=args.until, limit=args.limit)
     if args.json:
-        print(dump([{k: v for k, v in r.to_dict().items() if k != "rows"} | {"row_count": len(r.rows)}
-                    for r in runs]))
-    elif not runs:
-        print(f"no runs stored in {store.path}")
+        print(dump([s.to_dict() for s in summaries]))
+    elif not summaries:
+        print(terminal(f"no runs stored in {store.path}" + (" match these filters" if _filtered(args) else "")))
     else:
-        for r in runs:
-            print(f"{r.id[:12]}  {r.started_at[:19]}  {r.experiment:<14} {r.status:<12} "
-                  f"{r.device.get('name', '')[:40]:<40} {r.name}{'  (imported)' if r.imported else ''}")
+        for s in summaries:
+            print(terminal(f"{s.id[:12]}  {s.started_at[:19]}  {s.experiment:<14} {s.status:<12} "
+                           f"{s.device_name[:40]:<40} {s.name}{'  (imported)' if s.imported else ''}"))
     return 0
 
 
+def _filtered(args) -> bool:
+    return any(getattr(args, k) for k in ("experiment", "device", "status", "since", "until"))
+
+
 def show(args) -> int:
-    print_run(open_store(args).find(args.id), args.json)
+    print_run(open_store(args, write=False).find(args.id), args.json)
     return 0
 
 
 def export(args) -> int:
-    store = open_store(args)
+    if args.output:
+        check_writable(args.output)
+    store = open_store(args, write=False)
     ids = [store.find(i).id for i in args.ids] if args.ids else None
     text = store.export_json(ids)
     if args.output:
-        with open(args.output, "w", encoding="utf-8") as fh:
-            fh.write(text)
-        print(f"wrote {len(store.export_data(ids)['runs'])} run(s) to {args.output}", file=sys.stderr)
+        write_file(args.output, text.encode("utf-8"))
+        print(terminal(f"wrote {len(ids) if ids is not None else store.count()} run(s) to {args.output}"),
+              file=sys.stderr)
     else:
         print(text)
     return 0
@@ -74,7 +105,7 @@ def import_runs(args) -> int:
     try:
         added, skipped = store.import_file(args.file)
     except ImportRefused as exc:
-        print(f"import refused: {exc}", file=sys.stderr)
+        print(f"import refused: {terminal(exc)}", file=sys.stderr)
         return 2
     print(dump({"added": added, "already_present": skipped}) if args.json
           else f"imported {added} run(s); {skipped} already present")

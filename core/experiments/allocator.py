@@ -560,6 +560,7 @@ def run(cfg: AllocatorConfig, ctx: Context):
                               f"(memory_allocated, max_memory_allocated, memory_snapshot); a CPU has none — "
                               f"run lifecycle or custom here")
     steps = scenario_steps(cfg)
+    ctx.check_fits(validate_steps(steps) * MIB, f"the {cfg.scenario} scenario (its tensors at their largest)")
     recorder = _Recorder(torch, ctx, cfg)
     ws = _Workspace(torch, ctx.device, _host_guard)
     if ctx.is_cuda:

@@ -20,7 +20,9 @@ import torch
 
 from core.hardware import device as devices
 from core.hardware.clocks import device_sampler
-from core.experiment import ConfigError, Context, DeviceMetric, Experiment, Output, Progress
+from core.experiment import (ConfigError, Context, DeviceMetric, DoesNotFit, Experiment, Output, Progress, Unsupported,
+                             check_seed)
+from core.hardware import memory
 from core.transformer.presets import DEFAULT_BATCH, DEFAULT_CONTEXT, PRESET_NAMES, get_preset
 from core.hardware.specs import above_peak_error, device_peak, unit_for
 from core.measure.stats import summarize
@@ -88,6 +90,9 @@ class MatmulConfig:
             raise ConfigError(f"model: unknown preset {self.model!r}; choose one of {', '.join(PRESET_NAMES)}")
         if not 1 <= self.batch <= 4096 or not 1 <= self.context <= 131072:
             raise ConfigError("batch must be 1…4096 and context 1…131072")
+        if self.model and self.batch * self.context > MAX_DIM:
+            raise ConfigError(f"batch × context = {self.batch * self.context} tokens is M of every GEMM of --model; "
+                              f"the limit is {MAX_DIM} (as for --mnk): lower batch or context")
         if self.m_range:
             if len(self.m_range) != 3:
                 raise ConfigError(f"m_range: expected START,STOP,STEP, got {len(self.m_range)} numbers")
@@ -108,6 +113,7 @@ class MatmulConfig:
             raise ConfigError("gpu_warmup_s must be 0…600")
         if not 1 <= self.accuracy_rows <= MAX_DIM:
             raise ConfigError(f"accuracy_rows must be 1…{MAX_DIM}")
+        check_seed(self.seed)
 
     @property
     def plan(self) -> TimingPlan:
@@ -295,11 +301,27 @@ def memory_needed_bytes(dtype: str, shape: Shape, accuracy_rows: int) -> int:
     return draws + bytes_moved(dtype, shape) + ref  # CPU input rotation adds at most 2× the L2 on top
 
 
-def _free_bytes(device: str) -> int | None:
-    if device.startswith("cuda"):
-        free, _ = torch.cuda.mem_get_info(device)
-        return free + torch.cuda.memory_reserved(device) - torch.cuda.memory_allocated(device)
-    return devices.describe_cpu().get("free_memory_bytes")
+POINT_SHARE = 0.9  # a point may take at most this share of what the device can give (workspaces, flush)
+
+
+def _free_bytes(device: str) -> int:
+    return memory.budget(device).bytes
+
+
+def check_fits(cfg: MatmulConfig, shapes: list[Shape], support: dict, ctx: Context) -> None:
+    """Refuse the run before allocating when not one of its points fits (each point that does not is a row
+    saying so, as before)."""
+    needs = [(memory_needed_bytes(d, s, cfg.accuracy_rows), d, s) for s in shapes for d in cfg.dtypes
+             if support[d] is None and shape_problem(d, s, ctx.is_cuda) is None]
+    if not needs:
+        return
+    limit = memory.budget(ctx.device)
+    need, dtype, shape = min(needs, key=lambda n: n[0])
+    if need > POINT_SHARE * limit.bytes:
+        raise DoesNotFit(f"matmul's smallest point ({dtype} {shape.m}×{shape.n}×{shape.k}: inputs, output and the "
+                         f"fp64 check) needs an estimated {memory.gib(need)} on {ctx.device_name}, and a point may take "
+                         f"{POINT_SHARE:.0%} of what is free, but {limit.source}: refused before allocating anything",
+                         need, int(POINT_SHARE * limit.bytes), limit.source)
 
 
 def _flush_for(ctx: Context, desc: dict, enabled: bool) -> tuple[Callable[[], None] | None, int]:
@@ -466,6 +488,7 @@ def run(cfg: MatmulConfig, ctx: Context) -> Iterator[Progress]:
     if not ctx.is_cuda:
         meta["cache_note"] = (f"CPU: calls rotate through input sets totalling ≥ {2 * cpu_l2_bytes() / 2**20:.0f} MiB "
                               "(2× the cores' L2); the last-level cache is not flushed") if cfg.flush else "no flush"
+    check_fits(cfg, shapes, support, ctx)
     total = len(shapes) * len(cfg.dtypes)
     rows: list[dict] = []
     sampler = device_sampler(ctx.device) if ctx.is_cuda else None
@@ -491,6 +514,11 @@ def run(cfg: MatmulConfig, ctx: Context) -> Iterator[Progress]:
             meta["clocks_note"] = sampler.note
     if not ctx.is_cuda:
         meta["clocks_note"] = "clock sampling reads NVIDIA GPUs through NVML; not applicable to a CPU run"
+    if rows and not any(r["status"] == "ok" for r in rows):
+        reasons = "; ".join(dict.fromkeys(r["reason"] for r in rows))
+        if all(r["status"] == "unsupported" for r in rows):
+            raise Unsupported(reasons)  # not "ok": nothing was measured (the rows stay with the run)
+        raise RuntimeError(f"no point could be measured: {reasons}")
     add_pct_of_best(rows)
     meta["measurement_errors"] = measurement_errors(rows)
     meta["best"] = {r["dtype"]: {k: r[k] for k in ("m", "n", "k", "tflops", "median_ms")} for r in rows if r["is_best"]}
@@ -509,7 +537,7 @@ def _point(dtype, shape, ctx, cfg, desc, support, flush, generator, t0_s, meta) 
     reason = support[dtype] or shape_problem(dtype, shape, ctx.is_cuda)
     free = _free_bytes(ctx.device)
     need = memory_needed_bytes(dtype, shape, cfg.accuracy_rows)
-    if reason is None and free is not None and need > 0.9 * free:
+    if reason is None and need > POINT_SHARE * free:
         reason = f"needs {need / 2**30:.1f} GiB, {free / 2**30:.1f} GiB free on {ctx.device_name}"
     if reason:
         return row | {"status": "unsupported", "reason": f"unsupported on {ctx.device_name}: {reason}"}

@@ -17,7 +17,7 @@ from typing import Callable, Literal
 from core.experiment import ConfigError, Context, Experiment, Output, Progress
 from core.experiments.train_memory import TrainMemoryConfig
 from core.worker import allocation_failure, current_device
-from core.transformer.planner import EstimateConfig, plan
+from core.transformer.planner import EstimateConfig, need_bytes, plan
 from core.transformer.presets import OPTIMIZERS, PRECISIONS, PRESET_NAMES, get_preset
 
 _REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -126,6 +126,8 @@ def run_max_batch(cfg: MaxBatchConfig, ctx: Context):
     total = describe(ctx.device)["total_memory_bytes"]
     est_cfg = EstimateConfig(model=cfg.model, precision=cfg.precision, optimizer=cfg.optimizer, batch=1,
                              context=cfg.context, checkpointing=cfg.checkpointing, target="cuda")
+    ctx.check_fits(need_bytes(est_cfg), f"max-batch of {cfg.model} at batch 1 (context {cfg.context}, "
+                                        f"{cfg.precision}) by the memory planner")
     guess = plan(est_cfg, total)["max_batch_estimated"]
     rows: list[dict] = []
     base = {"model": cfg.model, "precision": cfg.precision, "optimizer": cfg.optimizer, "context": cfg.context,

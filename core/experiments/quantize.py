@@ -16,12 +16,13 @@ from typing import Literal
 
 import torch
 
-from core.experiment import ConfigError, Context, Experiment, Output, Progress
+from core.experiment import ConfigError, Context, Experiment, Output, Progress, check_seed
 
 Distribution = Literal["normal", "uniform", "outliers", "custom"]
 SCHEMES = ("symmetric", "asymmetric")
 BITS = (8, 4)
 SMALL_TENSOR = 64
+FLOAT32_MAX = 3.4028234663852886e38  # torch.finfo(torch.float32).max
 
 
 @dataclass(frozen=True)
@@ -45,8 +46,12 @@ class QuantizeConfig:
             raise ConfigError(f"values must hold 1 to 100000 numbers, got {len(self.values)}")
         if not all(math.isfinite(v) for v in self.values):
             raise ConfigError("values must be finite numbers")
+        if any(abs(v) > FLOAT32_MAX for v in self.values):
+            raise ConfigError(f"values must fit in float32 (|value| ≤ {FLOAT32_MAX:.6g}): the tensor is float32, "
+                              f"and a larger value becomes inf")
         if not 5 <= self.bins <= 1000:
             raise ConfigError(f"bins must be between 5 and 1000, got {self.bins}")
+        check_seed(self.seed)
 
 
 @dataclass(frozen=True)

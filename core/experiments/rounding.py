@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from core.experiment import ConfigError, Context, Experiment, Output, Progress
+from core.experiment import ConfigError, Context, Experiment, Output, Progress, check_seed
 from core.hardware.device import cuda_bf16_supported
 from core.transformer.training import matmul_precision
 
@@ -29,6 +29,7 @@ class RoundingConfig:
     def __post_init__(self) -> None:
         if not 16 <= self.size <= 8192:
             raise ConfigError(f"size must be between 16 and 8192, got {self.size}")
+        check_seed(self.seed)
 
 
 def tf32_problem(ctx: Context) -> str | None:
@@ -47,9 +48,15 @@ def relative_error(c: torch.Tensor, ref: torch.Tensor) -> tuple[float, float]:
     return (diff.norm() / ref.norm()).item(), (diff.abs().max() / ref.abs().max()).item()
 
 
+# Bytes per element of the n×n inputs at the peak: A, B (fp32), the fp64 reference and its fp64 operands,
+# then per mode the rounded inputs, C, its fp64 copy and difference, and the rounded-input reference.
+PEAK_BYTES_PER_ELEMENT = 64
+
+
 def run(cfg: RoundingConfig, ctx: Context):
-    gen = torch.Generator(device=ctx.device).manual_seed(cfg.seed)
     n = cfg.size
+    ctx.check_fits(PEAK_BYTES_PER_ELEMENT * n * n, f"rounding at size {n} (n×n matmuls and fp64 references)")
+    gen = torch.Generator(device=ctx.device).manual_seed(cfg.seed)
     a = torch.randn(n, n, device=ctx.device, generator=gen)
     b = torch.randn(n, n, device=ctx.device, generator=gen)
     ref = a.double() @ b.double()

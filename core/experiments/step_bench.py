@@ -29,9 +29,10 @@ from typing import Literal
 
 import torch
 
-from core.experiment import ConfigError, Context, DeviceMetric, Experiment, Output, Progress, Unsupported
+from core.experiment import ConfigError, Context, DeviceMetric, DoesNotFit, Experiment, Output, Progress, Unsupported
 from core.hardware.clocks import ClockSampler, device_sampler
 from core.transformer.flops import StepFlops, count_step_flops
+from core.transformer.planner import EstimateConfig, need_bytes
 from core.transformer.model import build_model, random_batch
 from core.paths import data_dir
 from core.transformer.presets import DEFAULT_BATCH, get_preset
@@ -141,6 +142,14 @@ class Bench:
     def next_batch(self) -> tuple[torch.Tensor, torch.Tensor]:
         self.i += 1
         return self.batches[self.i % len(self.batches)]
+
+
+def check_fits(cfg: StepBenchConfig, precision: str, ctx: Context) -> None:
+    """Refuse a step the memory planner says the device cannot hold (before the model is built)."""
+    plan_cfg = EstimateConfig(model=cfg.model, precision=precision, optimizer=cfg.optimizer, batch=cfg.batch,
+                              context=cfg.context, target="cuda" if ctx.is_cuda else "cpu")
+    ctx.check_fits(need_bytes(plan_cfg), f"a {precision} training step of {cfg.model} (batch {cfg.batch}, "
+                                         f"context {cfg.context}) by the memory planner")
 
 
 def make_bench(cfg: StepBenchConfig, precision: str, device: str) -> Bench:
@@ -367,6 +376,7 @@ def _run(cfg: StepBenchConfig, ctx: Context, sampler: ClockSampler | None):
     if cfg.sweep:
         return (yield from _sweep(cfg, ctx, info, common, sampler))
     check_precision(cfg.precision, ctx, info.get("bf16_supported", True))
+    check_fits(cfg, cfg.precision, ctx)
     bench = make_bench(cfg, cfg.precision, ctx.device)
     timer = PhaseTimer(ctx.device)
     total = cfg.cold_steps + cfg.timed_steps + (1 if cfg.profile_steps else 0)
@@ -417,13 +427,34 @@ def _run(cfg: StepBenchConfig, ctx: Context, sampler: ClockSampler | None):
     return Output(rows=rows, meta=meta)
 
 
+def _refusals(cfg: StepBenchConfig, ctx: Context, info: dict) -> dict[str, DoesNotFit]:
+    """The precisions this device runs but cannot hold; all of them refused refuses the sweep."""
+    refused, runnable = {}, 0
+    for precision in PRECISIONS:
+        try:
+            check_precision(precision, ctx, info.get("bf16_supported", True))
+        except Unsupported:
+            continue
+        runnable += 1
+        try:
+            check_fits(cfg, precision, ctx)
+        except DoesNotFit as exc:
+            refused[precision] = exc
+    if refused and len(refused) == runnable:
+        raise min(refused.values(), key=lambda e: e.meta["refused"]["need_bytes"])  # the smallest need, named
+    return refused
+
+
 def _sweep(cfg: StepBenchConfig, ctx: Context, info: dict, common: dict, sampler: ClockSampler | None):
     rows: list[dict] = []
     total = len(PRECISIONS)
+    refused = _refusals(cfg, ctx, info)
     for i, precision in enumerate(PRECISIONS):
         row = {"kind": "precision", "precision": precision, "peak_unit": PEAK_UNIT[precision]}
         try:
             check_precision(precision, ctx, info.get("bf16_supported", True))
+            if precision in refused:
+                raise refused[precision]
             bench = make_bench(cfg, precision, ctx.device)
             warm_up(bench, cfg.warmup_steps, ctx.device)
             timed_from = time.perf_counter()
@@ -433,6 +464,9 @@ def _sweep(cfg: StepBenchConfig, ctx: Context, info: dict, common: dict, sampler
             del bench
         except Unsupported as exc:
             row |= {"status": "unsupported", "reason": str(exc)}
+            new = []
+        except DoesNotFit as exc:
+            row |= {"status": "refused", "reason": str(exc)}
             new = []
         except torch.OutOfMemoryError as exc:
             row |= {"status": "error", "reason": f"out of memory on {ctx.device_name}: {str(exc).splitlines()[0]}"}

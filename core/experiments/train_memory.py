@@ -17,8 +17,8 @@ import time
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from core.transformer.planner import CATEGORIES, EstimateConfig, StepSetup, plan
-from core.experiment import ConfigError, Context, Experiment, Output, Progress
+from core.transformer.planner import CATEGORIES, EstimateConfig, StepSetup, need_bytes, plan
+from core.experiment import ConfigError, Context, Experiment, Output, Progress, check_seed
 from core.measure import history
 from core.memory.series import thin_indices
 from core.transformer.presets import get_preset
@@ -44,6 +44,7 @@ class TrainMemoryConfig(StepSetup):
             raise ConfigError(f"warmup_steps must be between 0 and 20, got {self.warmup_steps}")
         if not 1 <= self.steps <= 10:
             raise ConfigError(f"steps must be between 1 and 10, got {self.steps}")
+        check_seed(self.seed)
 
     def estimate_config(self, target: str) -> EstimateConfig:
         return EstimateConfig(**self.setup(), target=target)
@@ -297,6 +298,10 @@ def run(cfg: TrainMemoryConfig, ctx: Context):
 
     device = describe(ctx.device)
     check_precision(cfg.precision, ctx, bool(device.get("bf16_supported", True)))
+    target = "cuda" if ctx.is_cuda else "cpu"
+    ctx.check_fits(need_bytes(cfg.estimate_config(target)),
+                   f"train-memory of {cfg.model} (batch {cfg.batch}, context {cfg.context}, {cfg.precision}) "
+                   f"by the memory planner")
     yield Progress(0, 2, f"recording {cfg.warmup_steps} warm-up + {cfg.steps} step(s) of {cfg.model}")
     try:
         result = measure(cfg, ctx.device)
@@ -304,7 +309,6 @@ def run(cfg: TrainMemoryConfig, ctx: Context):
         if type(exc).__name__ == "OutOfMemoryError":
             raise ctx.unsupported(f"out of memory at batch {cfg.batch}: {str(exc).splitlines()[0]}") from None
         raise
-    target = "cuda" if ctx.is_cuda else "cpu"
     est = plan(cfg.estimate_config(target), device.get("total_memory_bytes"))
     measured = result["peak_counter_bytes"] if ctx.is_cuda else result["peak_bytes"]
     t0 = result["t0_ns"]

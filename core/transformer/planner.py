@@ -288,6 +288,13 @@ def device_total_bytes(peak_bytes: int, target: str) -> int:
     return int(peak_bytes * (1 + FRAGMENTATION_ALLOWANCE)) + CUDA_CONTEXT_ALLOWANCE_BYTES
 
 
+def need_bytes(cfg: EstimateConfig) -> int:
+    """What a run of this step must still get from its device (``Context.check_fits``): the device
+    total without the CUDA context allowance, because the context exists when free memory is read."""
+    return int(device_total_bytes(peak(cfg).total_bytes, cfg.target)
+               - (CUDA_CONTEXT_ALLOWANCE_BYTES if cfg.target == "cuda" else 0))
+
+
 def max_batch(cfg: EstimateConfig, memory_bytes: int, limit: int = 1_000_000) -> int:
     """Largest batch whose estimated device total fits in ``memory_bytes`` (0 if not even batch 1)."""
     from dataclasses import replace

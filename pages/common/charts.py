@@ -5,9 +5,12 @@ Styling is pure Plotly (the HTML report and the CLI use it too); only :func:`sho
 """
 from __future__ import annotations
 
+import html
+
 import pandas as pd
 import plotly.graph_objects as go
 
+from core.columns import throughput_unit  # noqa: F401 - the unit rule, used by every page's charts
 from core.result import RunResult
 from pages.common.export import export_buttons, toolbar_config
 
@@ -24,13 +27,6 @@ DTYPE_COLORS = {
 CATEGORY_COLORS = {"parameters": "#0072B2", "gradients": "#E69F00", "optimizer_state": "#009E73",
                    "activations": "#D55E00", "temporaries": "#CC79A7", "other": "#999999"}
 _FALLBACK = ("#17becf", "#bcbd22", "#393b79", "#637939", "#8c6d31", "#843c39", "#7b4173")
-
-
-def throughput_unit(is_cuda: bool, ops: bool = False) -> tuple[str, float]:
-    """The lab's one unit rule for throughput: TFLOPS on a GPU, GFLOPS on a CPU (TOPS/GOPS for integer ops).
-    Values are stored in TFLOPS; returns the unit and the factor a stored value is multiplied by."""
-    unit = ("T" if is_cuda else "G") + ("OPS" if ops else "FLOPS")
-    return unit, 1.0 if is_cuda else 1e3
 
 
 def color_for(name: str) -> str:
@@ -53,14 +49,24 @@ def device_label(run: RunResult) -> str:
     return device.get("label") or device.get("name", "unknown device")
 
 
+def plain(text: str) -> str:
+    """Text for a Plotly title, legend or label: Plotly reads a subset of HTML there (links, bold), so
+    user text (names, imported device names, column names) is escaped; Plotly shows the entities as
+    the characters they stand for."""
+    return html.escape(str(text), quote=False)
+
+
 def title(text: str, run: RunResult | None = None, detail: str = "") -> str:
-    sub = " · ".join(filter(None, [device_label(run) if run else "", detail]))
-    return f"{text}<br><sup>{sub}</sup>" if sub else text
+    sub = plain(" · ".join(filter(None, [device_label(run) if run else "", detail])))
+    return f"{plain(text)}<br><sup>{sub}</sup>" if sub else plain(text)
 
 
 def style(fig: go.Figure, title_text: str, x_title: str, y_title: str, **layout) -> go.Figure:
-    fig.update_layout(template="plotly_white", title=title_text, xaxis_title=x_title, yaxis_title=y_title,
-                      legend_title_text=layout.pop("legend_title", None), margin=dict(t=80), **layout)
+    """``title_text`` comes from :func:`title`; axis and legend titles (column names) are escaped here."""
+    legend = layout.pop("legend_title", None)
+    fig.update_layout(template="plotly_white", title=title_text, xaxis_title=plain(x_title),
+                      yaxis_title=plain(y_title), legend_title_text=plain(legend) if legend else legend,
+                      margin=dict(t=80), **layout)
     return fig
 
 

@@ -8,54 +8,22 @@ dtype, step), numbers with a unit or float values are *metrics* (``median_ms``, 
 """
 from __future__ import annotations
 
-import math
-from collections.abc import Hashable
-
 import pandas as pd
 import plotly.graph_objects as go
 
+from core import columns
+from core.columns import headline_metric, split_columns, tokens
 from core.result import RunResult
 from core.hardware.specs import unit_for
-from pages.common.charts import DTYPE_COLORS, color_for, style, throughput_unit, title
+from pages.common.charts import DTYPE_COLORS, color_for, plain, style, title
 from pages.plots import Chart
 
-# Name tokens that mark a measured quantity (``time_ms``, ``ms_median``, ``peak_bytes``).
-MEASURE_TOKENS = frozenset({
-    "ms", "us", "ns", "s", "sec", "seconds", "bytes", "kib", "mib", "gib", "kb", "mb", "gb", "flops", "tflops",
-    "gflops", "tops", "gbs", "pct", "percent", "ratio", "error", "err", "ulp", "rate", "throughput", "median",
-    "mean", "std", "min", "max", "p20", "p80", "time", "peak", "allocated", "reserved", "memory", "loss",
-})
-# Free-text columns: never join keys, never plotted.
-TEXT_COLUMNS = frozenset({"reason", "error", "message", "note", "notes", "status", "traceback"})
 # Line styles tell runs apart when colour already means dtype.
 DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")
 RUN_COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", "#e377c2", "#7f7f7f")
 
 
 # -- columns -----------------------------------------------------------------------------------------
-
-def _tokens(name: str) -> set[str]:
-    return set(str(name).lower().replace("-", "_").split("_"))
-
-
-def _hashable(series: pd.Series) -> bool:
-    return all(isinstance(v, Hashable) for v in series.dropna())
-
-
-def split_columns(df: pd.DataFrame) -> tuple[list[str], list[str]]:
-    """(keys, metrics) of a rows frame, in column order."""
-    keys, metrics = [], []
-    for col in df.columns:
-        series = df[col]
-        if str(col) in TEXT_COLUMNS or not _hashable(series):
-            continue
-        numeric = pd.api.types.is_numeric_dtype(series) and not pd.api.types.is_bool_dtype(series)
-        if numeric and (pd.api.types.is_float_dtype(series) or _tokens(col) & MEASURE_TOKENS):
-            metrics.append(col)
-        else:
-            keys.append(col)
-    return keys, metrics
-
 
 def _common(runs: list[RunResult]) -> tuple[list[pd.DataFrame], list[str], list[str]]:
     frames = [r.frame() for r in runs]
@@ -71,42 +39,9 @@ def x_column(df: pd.DataFrame, keys: list[str]) -> str | None:
                 None)
 
 
-def headline_metric(metrics: list[str]) -> tuple[str, str] | None:
-    """(column, "max"|"min"): the figure a run is known by — throughput up, time down, memory up."""
-    preference = ((("tflops", "tops"), "max"), (("gflops", "flops"), "max"), (("gbs",), "max"),
-                  (("ms", "us", "ns", "s", "time"), "min"), (("bytes", "gib", "mib", "peak"), "max"))
-    for tokens, how in preference:
-        found = [m for m in metrics if _tokens(m) & set(tokens)]
-        if found:
-            return next((m for m in found if "median" in _tokens(m)), found[0]), how
-    return (metrics[0], "max") if metrics else None
-
-
-def fmt(value) -> str:
-    if isinstance(value, bool) or not isinstance(value, (int, float)):
-        return str(value)
-    if isinstance(value, float) and not math.isfinite(value):
-        return str(value)
-    return f"{value:.4g}"
-
-
 def headline(run: RunResult) -> str:
-    """E.g. 'max tflops 312.4' — the history table's one-number summary of a run."""
-    if not run.rows:
-        return ""
-    df = run.frame()
-    chosen = headline_metric(split_columns(df)[1])
-    if chosen is None:
-        return f"{len(df)} row(s)"
-    col, how = chosen
-    values = pd.to_numeric(df[col], errors="coerce").dropna()
-    if values.empty:
-        return f"{col}: no value"
-    value = values.max() if how == "max" else values.min()
-    if _tokens(col) & {"tflops", "tops"}:  # the lab's unit rule: TFLOPS on a GPU, GFLOPS on a CPU
-        unit, scale = throughput_unit(run.device.get("kind") == "cuda", ops="tops" in _tokens(col))
-        return f"{how} {unit} {fmt(value * scale)}"
-    return f"{how} {col} {fmt(value)}"
+    """E.g. 'max TFLOPS 312.4' — the one-number summary of a run (the store keeps it in the run's summary)."""
+    return columns.headline(run.rows, run.device.get("kind") == "cuda")
 
 
 def settings_text(config: dict, limit: int = 90) -> str:
@@ -194,7 +129,7 @@ def default_metric(runs: list[RunResult]) -> str:
 # -- percent of datasheet peak ------------------------------------------------------------------------
 
 def is_throughput(metric: str) -> bool:
-    return bool(_tokens(metric) & {"tflops", "tops"})
+    return bool(tokens(metric) & {"tflops", "tops"})
 
 
 def row_peaks(run: RunResult, df: pd.DataFrame) -> pd.Series | None:
@@ -242,7 +177,7 @@ def generic_overlay(runs: list[RunResult], metric: str | None = None, percent_of
             group = group if isinstance(group, tuple) else (group,)
             dtype_like = len(group) == 1 and group[0] in DTYPE_COLORS
             colour = color_for(group[0]) if dtype_like else RUN_COLORS[i % len(RUN_COLORS)]
-            trace = " · ".join([name, *map(str, group)])
+            trace = plain(" · ".join([name, *map(str, group)]))
             xs = sub[x] if x else list(range(len(sub)))
             fig.add_trace(go.Scatter(x=xs, y=pd.to_numeric(sub[metric], errors="coerce"), mode="lines+markers",
                                      name=trace, line=dict(color=colour, dash=DASHES[i % len(DASHES)] if dtype_like
@@ -326,7 +261,7 @@ def generic_figures(run: RunResult, limit: int = 6) -> list[Chart]:
             group = group[0] if isinstance(group, tuple) else group
             colour = color_for(group) if group in DTYPE_COLORS else RUN_COLORS[i % len(RUN_COLORS)]
             fig.add_trace(go.Scatter(x=sub[x] if x else list(range(len(sub))), y=pd.to_numeric(sub[m], errors="coerce"),
-                                     mode="lines+markers", name=str(group) or m, line=dict(color=colour)))
+                                     mode="lines+markers", name=plain(str(group) or m), line=dict(color=colour)))
         style(fig, title(f"{run.experiment}: {m}", run, settings_text(run.config, 60)), x or "point", m,
               legend_title=groups[0] if groups else None)
         charts.append(Chart(name=f"{run.experiment}-{m}", figure=fig, data=df))

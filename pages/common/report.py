@@ -14,6 +14,7 @@ import pandas as pd
 from plotly.offline import get_plotlyjs
 
 from core.result import RunResult
+from core.columns import fmt
 from pages.common import comparison
 from pages.common.charts import device_label
 from pages.plots import Chart, figures_for, overlay_for
@@ -41,7 +42,7 @@ def _frame_table(df: pd.DataFrame) -> str:
     shown = df.head(MAX_TABLE_ROWS)
     note = (f"<p class='muted'>first {MAX_TABLE_ROWS} of {len(df)} rows (the full data is in the runs file)</p>"
             if len(df) > MAX_TABLE_ROWS else "")
-    return shown.to_html(index=False, border=0, na_rep="", escape=True, float_format=comparison.fmt) + note
+    return shown.to_html(index=False, border=0, na_rep="", escape=True, float_format=fmt) + note
 
 
 def _gib(value) -> str | None:
@@ -144,10 +145,3 @@ def build_report(runs: list[RunResult], heading: str = "GPU Lab report") -> str:
             f"Every number was measured by GPU Lab on the device named with it.</p><ul>{toc}</ul>"
             + "\n".join(sections) + "</body></html>")
 
-
-def write_report(runs: list[RunResult], path, heading: str = "GPU Lab report") -> int:
-    """Write the report; returns its size in bytes."""
-    data = build_report(runs, heading).encode("utf-8")
-    with open(path, "wb") as fh:
-        fh.write(data)
-    return len(data)

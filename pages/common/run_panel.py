@@ -15,6 +15,7 @@ from core.experiment import ConfigError
 from core.result import RunResult
 from pages.common import lab
 from pages.common.charts import device_label
+from pages.common.plain import md
 
 Render = Callable[[RunResult], None]
 
@@ -31,17 +32,19 @@ def status_banner(run: RunResult) -> None:
     """What happened to a run, in words, above its charts."""
     when = run.started_at[:19].replace("T", " ")
     took = f", {run.duration_s:.1f} s" if run.duration_s is not None else ""
-    st.caption(f"Run `{run.id[:8]}` · {device_label(run)} · {when} UTC{took}")
+    st.caption(f"Run `{run.id[:8]}` · {md(device_label(run))} · {md(when)} UTC{took}")
     if run.status == "unsupported":
-        st.warning(run.error or "unsupported on this device")
+        st.warning(md(run.error or "unsupported on this device"))
+    elif run.meta.get("refused"):  # too large for this device: not run at all, nothing allocated
+        st.error(f"Not run — {md((run.error or '').removeprefix('refused: '))}")
     elif run.status in ("error", "interrupted"):
-        st.error(f"{run.status}: {run.error}")
+        st.error(f"{run.status}: {md(run.error)}")
     elif run.status == "cancelled":
         st.info(f"Cancelled — showing the {len(run.rows)} point(s) finished before the cancel.")
     for error in run.meta.get("measurement_errors") or []:
         st.error(error[:1].upper() + error[1:])
     if run.meta.get("store_error"):
-        st.warning(f"The run could not be stored: {run.meta['store_error']}")
+        st.warning(f"The run could not be stored: {md(run.meta['store_error'])}")
 
 
 def submit(key: str, experiment: str, values: dict, device: str | None = None, name: str = "") -> bool:
@@ -49,7 +52,7 @@ def submit(key: str, experiment: str, values: dict, device: str | None = None, n
     try:
         job = lab.manager().submit(experiment, values, device or lab.selected_device(), name=name)
     except ConfigError as exc:
-        st.error(f"Invalid settings: {exc}")
+        st.error(f"Invalid settings: {md(exc)}")
         return False
     st.session_state[_job_key(key)] = job.id
     return True
@@ -64,7 +67,7 @@ def run_controls(key: str, experiment: str, values: Callable[[], dict], label: s
         try:
             submitted = values()
         except ConfigError as exc:
-            st.error(f"Invalid settings: {exc}")
+            st.error(f"Invalid settings: {md(exc)}")
             return
         submit(key, experiment, submitted, device)
 

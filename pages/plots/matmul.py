@@ -8,7 +8,7 @@ from plotly.subplots import make_subplots
 from core.experiments.matmul import add_pct_of_best, flag_above_peak
 from core.hardware import published
 from core.result import RunResult
-from pages.common.charts import color_for, style, throughput_unit, title
+from pages.common.charts import color_for, plain, style, throughput_unit, title
 from pages.common.node import is_all_gpus, node_chart
 from pages.plots import Chart
 
@@ -204,7 +204,8 @@ def overlay(runs: list[RunResult]) -> list[Chart]:
     data = pd.DataFrame(records)
     fig = go.Figure()
     for dtype, g in data.groupby("dtype", sort=False) if not data.empty else []:
-        fig.add_trace(go.Bar(x=g["run"], y=g["best_tflops"] * scale, name=dtype, marker_color=color_for(dtype)))
+        fig.add_trace(go.Bar(x=g["run"].map(plain), y=g["best_tflops"] * scale, name=dtype,
+                             marker_color=color_for(dtype)))
     style(fig, "Best matmul throughput per run", "run", f"{unit} ({throughput_unit(cuda, ops=True)[0]} for int8)",
           legend_title="dtype", barmode="group")
     return [Chart("matmul-overlay", fig, data)]

@@ -7,7 +7,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from core.result import RunResult
-from pages.common.charts import color_for, style, title
+from pages.common.charts import color_for, plain, style, title
 from pages.common.node import is_all_gpus, node_chart
 from pages.plots import Chart
 
@@ -202,7 +202,7 @@ def overlay(runs: list[RunResult]) -> list[Chart]:
     data = pd.DataFrame(records)
     if data.empty:
         return []
-    fig = go.Figure([go.Bar(x=part["run"], y=part["step_ms_median"], name=precision,
+    fig = go.Figure([go.Bar(x=part["run"].map(plain), y=part["step_ms_median"], name=precision,
                             marker_color=color_for(PRECISION_DTYPE.get(precision, precision)))
                      for precision, part in data.groupby("precision", sort=False)])
     style(fig, "Step time across runs", "run", "median ms per step", barmode="group", legend_title="precision")

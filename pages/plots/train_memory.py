@@ -6,7 +6,7 @@ import plotly.graph_objects as go
 
 from core.transformer.planner import CATEGORIES
 from core.result import RunResult
-from pages.common.charts import color_for, style, title
+from pages.common.charts import color_for, plain, style, title
 from pages.plots import Chart
 
 PHASE_COLORS = {"forward": "rgba(31,119,180,0.10)", "backward": "rgba(214,39,40,0.10)",
@@ -78,14 +78,14 @@ def overlay(runs: list[RunResult]) -> list[Chart]:
     lines = go.Figure()
     for run in runs:
         df = run.frame()
-        lines.add_trace(go.Scatter(x=df["t_ms"], y=df["total_bytes"] / MIB, mode="lines", name=_label(run)))
+        lines.add_trace(go.Scatter(x=df["t_ms"], y=df["total_bytes"] / MIB, mode="lines", name=plain(_label(run))))
     style(lines, title("Training-step memory, runs overlaid"), "time (ms)", "allocated (MiB)", legend_title="run")
     peaks = pd.DataFrame([{"run": _label(run), "measured_bytes": run.meta["peak_measured_bytes"],
                            "estimated_bytes": run.meta["peak_estimated_bytes"], "peak_phase": run.meta["peak_phase"],
                            "device": run.device.get("label") or run.device.get("name")} for run in runs])
-    bars = go.Figure([go.Bar(x=peaks["run"], y=peaks["measured_bytes"] / MIB, name="measured",
+    bars = go.Figure([go.Bar(x=peaks["run"].map(plain), y=peaks["measured_bytes"] / MIB, name="measured",
                              text=peaks["peak_phase"]),
-                      go.Bar(x=peaks["run"], y=peaks["estimated_bytes"] / MIB, name="estimate")])
+                      go.Bar(x=peaks["run"].map(plain), y=peaks["estimated_bytes"] / MIB, name="estimate")])
     bars.update_layout(barmode="group")
     style(bars, title("Peak memory per run"), "run", "peak (MiB)", legend_title="")
     return [Chart("train-memory-overlay", lines, None), Chart("train-memory-peaks", bars, peaks)]

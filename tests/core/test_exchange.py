@@ -226,3 +226,172 @@ def test_a_single_run_json_is_accepted(store):
     """What `python -m core <exp> --json` prints is a one-run file."""
     run = sample_runs()[0]
     assert [r.id for r in parse_runs_file(json.dumps(run.to_dict()).encode())] == [run.id]
+
+
+# -- careless and hostile files (issue 15) ------------------------------------------------------------
+
+def _sample_file(change=None) -> bytes:
+    data = _valid_file()
+    if change:
+        change(data)
+    return json.dumps(data).encode()
+
+
+def test_dev_zero_is_refused_within_seconds_and_changes_nothing(seeded, capsys):
+    """Finding 2: /dev/zero reports size 0; only counting the bytes read can stop it."""
+    import time
+
+    before = snapshot(seeded)
+    begun = time.monotonic()
+    assert main(["runs", "import", "/dev/zero"]) == 2
+    assert time.monotonic() - begun < 20
+    err = capsys.readouterr().err
+    assert "import refused" in err and "larger than the 256 MiB limit" in err
+    assert snapshot(seeded) == before
+
+
+def test_a_fifo_is_read_through_the_same_bound(seeded, tmp_path, monkeypatch):
+    import os
+    import threading
+
+    from core import store as store_module
+
+    monkeypatch.setattr(store_module, "MAX_IMPORT_BYTES", 4096)
+    fifo = tmp_path / "pipe"
+    os.mkfifo(fifo)
+
+    def feed():
+        with open(fifo, "wb") as fh:
+            try:
+                fh.write(b" " * 100_000)
+            except BrokenPipeError:
+                pass
+
+    writer = threading.Thread(target=feed, daemon=True)
+    writer.start()
+    with pytest.raises(ImportRefused, match="larger than the 4,096 bytes limit"):
+        seeded.import_file(fifo)
+    writer.join(5)
+
+
+# Values the lab's own code reads from an imported run, wrongly typed (finding 3). Each must be refused
+# whole, before anything is stored; the expected types come from core.hardware.device's description.
+WRONG_TYPES = {
+    "device.name int": lambda r: r["device"].update(name=5),
+    "device.name list": lambda r: r["device"].update(name=["a"]),
+    "device.kind dict": lambda r: r["device"].update(kind={"a": 1}),
+    "device.label int": lambda r: r["device"].update(label=3),
+    "device.total_memory_bytes text": lambda r: r["device"].update(total_memory_bytes="80 GB"),
+    "device.l2_cache_bytes list": lambda r: r["device"].update(l2_cache_bytes=[1]),
+    "device.multiprocessors bool": lambda r: r["device"].update(multiprocessors=True),
+    "device.bf16_supported text": lambda r: r["device"].update(bf16_supported="yes"),
+    "device.tf32 list": lambda r: r["device"].update(tf32=[1]),
+    "device.spec text": lambda r: r["device"].update(spec="H100"),
+    "device.spec.tflops list": lambda r: r["device"].update(spec={"name": "x", "tflops": [1]}),
+    "device.spec.tflops value text": lambda r: r["device"].update(spec={"name": "x", "tflops": {"bf16": "fast"}}),
+    "device.spec.name int": lambda r: r["device"].update(spec={"name": 1, "tflops": {}}),
+    "versions value list": lambda r: r["versions"].update(torch=["2.5"]),
+    "config value dict": lambda r: r["config"].update(dtype={"a": 1}),
+    "config list of dicts": lambda r: r["config"].update(sizes=[{"a": 1}]),
+    "experiment with a slash": lambda r: r.update(experiment="../../x"),
+    "experiment empty": lambda r: r.update(experiment=""),
+    "id in arabic digits": lambda r: r.update(id="١٢٣"),
+    "name too long": lambda r: r.update(name="x" * 121),
+    "name with an escape": lambda r: r.update(name="a\x1b[2Jb"),
+    "name with a newline": lambda r: r.update(name="a\nb"),
+    "tag too long": lambda r: r.update(tags=["x" * 121]),
+    "too many tags": lambda r: r.update(tags=[f"t{i}" for i in range(33)]),
+}
+
+
+@pytest.mark.parametrize("case", WRONG_TYPES)
+def test_wrongly_typed_nested_fields_are_refused(seeded, case):
+    _refused_without_change(seeded, _sample_file(lambda d: WRONG_TYPES[case](d["runs"][0])))
+
+
+def test_bad_type_import_exits_2_and_runs_list_still_works(seeded, tmp_path, capsys):
+    path = tmp_path / "bad.json"
+    path.write_bytes(_sample_file(lambda d: d["runs"][0]["device"].update(name=5)))
+    assert main(["runs", "import", str(path)]) == 2
+    assert "device.name" in capsys.readouterr().err
+    assert main(["runs", "list"]) == 0
+    assert len(capsys.readouterr().out.splitlines()) == 4
+
+
+def test_900_levels_of_meta_are_refused_without_a_traceback(seeded, tmp_path, capsys):
+    """Finding 4: json.loads copes with 900 levels, every recursive consumer after it does not."""
+    deep: object = 1
+    for _ in range(900):
+        deep = {"a": deep}
+    path = tmp_path / "deep.json"
+    path.write_text(json.dumps(_valid_file() | {"runs": [sample_runs()[0].to_dict() | {"meta": deep}]}))
+    assert main(["runs", "import", str(path)]) == 2
+    err = capsys.readouterr().err
+    assert "nests deeper than" in err and "Traceback" not in err
+    assert main(["runs", "list"]) == 0
+
+
+def test_schema_version_true_is_not_1(seeded):
+    """Finding 15: True == 1 in Python; a JSON boolean is not a version number."""
+    _refused_without_change(seeded, _sample_file(lambda d: d.update(schema_version=True)))
+    _refused_without_change(seeded, _sample_file(lambda d: d["runs"][0].update(schema_version=True)))
+
+
+def test_duplicate_ids_in_one_file_are_refused_by_name(seeded):
+    """Finding 15: two runs with one id in a file is a broken file, not something to drop silently."""
+    def twice(d):
+        d["runs"].append(dict(d["runs"][0], name="the other one"))
+    with pytest.raises(ImportRefused, match="run 5 of 5 has the same id as run 1"):
+        seeded.import_bytes(_sample_file(twice))
+
+
+def test_refusals_quote_hostile_fields_briefly(seeded):
+    with pytest.raises(ImportRefused) as refused:
+        seeded.import_bytes(_sample_file(lambda d: d.update(format="x" * 5_000_000)))
+    assert len(str(refused.value)) < 400
+
+
+def test_an_export_near_the_limit_imports_back(monkeypatch, tmp_path):
+    """Finding 5: an import just under the limit re-exported larger than the limit (indented JSON)."""
+    from core import store as store_module
+
+    monkeypatch.setattr(store_module, "MAX_IMPORT_BYTES", 64 * 1024)
+    first = RunStore(tmp_path / "a.sqlite")
+    run = sample_runs()[0]
+    run.rows = [{"size": i, "tflops": i * 1.5, "dtype": "bf16"} for i in range(1200)]
+    raw = json.dumps({"format": EXPORT_FORMAT, "schema_version": 1, "runs": [run.to_dict()]},
+                     separators=(",", ":")).encode()
+    assert 48 * 1024 < len(raw) < 64 * 1024
+    assert first.import_bytes(raw) == (1, 0)
+    again = first.export_json().encode()
+    assert len(again) <= 64 * 1024
+    assert RunStore(tmp_path / "b.sqlite").import_bytes(again) == (1, 0)
+
+
+def test_an_export_beyond_the_import_limit_is_refused_with_the_sizes(monkeypatch, seeded, tmp_path, capsys):
+    from core import store as store_module
+    from core.store import ExportTooLarge
+
+    monkeypatch.setattr(store_module, "MAX_IMPORT_BYTES", 512)
+    with pytest.raises(ExportTooLarge, match="import limit"):
+        seeded.export_json()
+    assert main(["runs", "export", "-o", str(tmp_path / "x.json")]) == 2
+    assert "import limit" in capsys.readouterr().err and not (tmp_path / "x.json").exists()
+
+
+def test_a_run_left_running_is_exported_as_interrupted_and_imports_back(seeded, tmp_path):
+    """Finding 5: a run left 'running' (CLI killed) made every full export refuse everything."""
+    stuck = sample_runs()[0]
+    stuck.id, stuck.status, stuck.finished_at = "deadbeef0001", "running", None
+    seeded.save(stuck, owner_pid=2**22 + 4321)  # no such process
+    live = sample_runs()[1]
+    live.id, live.status, live.finished_at = "deadbeef0002", "running", None
+    import os
+    seeded.save(live, owner_pid=os.getpid())
+    data = json.loads(seeded.export_json())
+    statuses = {r["id"]: r["status"] for r in data["runs"]}
+    assert statuses["deadbeef0001"] == "interrupted" and statuses["deadbeef0002"] == "interrupted"
+    other = RunStore(tmp_path / "other.sqlite")
+    assert other.import_bytes(json.dumps(data).encode()) == (6, 0)
+    assert "still running when it was exported" in other.get("deadbeef0002").error
+    assert seeded.get("deadbeef0002").status == "running"  # exporting changes nothing here

@@ -147,46 +147,6 @@ def test_out_of_memory_under_address_space_limit_is_an_error_result(monkeypatch,
         manager.shutdown()
 
 
-ALLOCATE = textwrap.dedent("""
-    import json, sys
-    from core import registry
-    from core.experiment import Experiment, Output
-    from core.experiments.probe import ProbeConfig
-    from core import worker
-
-    def allocate(cfg, ctx):
-        import torch
-        block = torch.ones(int(sys.argv[1]), dtype=torch.uint8)  # touched, so it is really committed
-        yield from ()
-        return Output(rows=[{"bytes": block.numel()}])
-
-    registry.experiments()["allocate"] = Experiment("allocate", "allocate", ProbeConfig, allocate)
-    worker._apply_memory_limit()
-    worker.run_job({"op": "run", "job_id": "j", "experiment": "allocate", "config": {}, "device": "cpu"},
-                   lambda event: print(json.dumps(event), flush=True))
-""")
-
-
-@pytest.mark.parametrize("limited", [False, True])
-def test_address_space_limit_turns_a_real_allocation_into_an_oom_result(limited):
-    """A 4 GiB tensor fits this box without the limit and fails as OOM (not a crash) under a 2 GiB one."""
-    if psutil.virtual_memory().available < 6 * 2**30:
-        pytest.skip("needs ~6 GiB of free memory for the unlimited control run")
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
-    env.pop(MEMORY_LIMIT_ENV, None)
-    if limited:
-        env[MEMORY_LIMIT_ENV] = str(2 * 2**30)
-    out = subprocess.run([sys.executable, "-c", ALLOCATE, str(4 * 2**30)], capture_output=True, text=True,
-                         env=env, cwd=ROOT, timeout=WAIT_S)
-    assert out.returncode == 0, out.stderr[-2000:]
-    result = [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")][-1]
-    if limited:
-        assert result["status"] == "error" and result["meta"] == {"oom": True} and result["recycle"] is True
-        assert "out of memory" in result["error"]
-    else:
-        assert result["status"] == "ok" and result["rows"] == [{"bytes": 4 * 2**30}]
-
-
 def test_job_past_its_timeout(manager, store, earlier):
     events = Events()
     begun = time.monotonic()
@@ -413,3 +373,49 @@ def test_full_disk_is_a_clear_error_and_nothing_earlier_is_lost(data_dir, tmp_pa
     assert report["first_intact"] and report["after"] == "ok" and report["after_saved"] == "ok"
     assert report["count"] == 2  # the first and the last run; the one that hit the full disk is reported, not stored
     wait_for(lambda: not our_workers(), timeout_s=10, what="the workers to exit")
+
+
+@pytest.mark.parametrize("version", [1, 2])
+def test_an_archived_read_only_database_can_still_be_read(data_dir, tmp_path, version):
+    """Issue 15 finding 14: a read-only data directory refused runs list/show/export/report too."""
+    from core import store as store_module
+    from core.result import RunResult
+
+    data_dir.mkdir(parents=True, exist_ok=True)
+    db = data_dir / "runs.sqlite"
+    run = RunResult("probe", {"steps": 2}, {"kind": "cpu", "name": "Archived CPU"}, {"torch": "2.5.0"},
+                    "2026-01-01T00:00:00+00:00", "2026-01-01T00:00:02+00:00", "ok",
+                    rows=[{"step": 1}, {"step": 2}], name="archived")
+    if version == 1:  # written by a GPU Lab before summaries existed
+        conn = sqlite3.connect(db, isolation_level=None)
+        store_module._v1(conn)
+        conn.execute("PRAGMA journal_mode = WAL")
+        conn.execute("PRAGMA user_version = 1")
+        conn.execute("INSERT INTO runs VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+                     (run.id, run.experiment, run.status, "Archived CPU", "cpu", run.started_at, run.finished_at,
+                      run.name, "[]", 0, None, json.dumps(run.to_dict())))
+        conn.close()
+    else:
+        RunStore(db).save(run)
+    report = tmp_path / "report.html"
+    exported = tmp_path / "runs.json"
+    try:
+        def cli(*args):
+            return subprocess.run(read_only(data_dir, [sys.executable, "-m", "core", *args]), capture_output=True,
+                                  text=True, cwd=ROOT, timeout=WAIT_S)
+
+        listed = cli("runs", "list")
+        assert listed.returncode == 0 and "archived" in listed.stdout, listed.stderr
+        shown = cli("runs", "show", run.id[:8], "--json")
+        assert shown.returncode == 0 and json.loads(shown.stdout)["rows"] == run.rows, shown.stderr
+        out = cli("runs", "export", "-o", str(exported))
+        assert out.returncode == 0, out.stderr
+        assert [r["id"] for r in json.loads(exported.read_text())["runs"]] == [run.id]
+        out = cli("report", run.id[:8], "-o", str(report))
+        assert out.returncode == 0 and report.stat().st_size > 100_000, out.stderr
+        refused = cli("runs", "delete", run.id)
+        assert refused.returncode == 2 and "read-only" in refused.stderr and "Traceback" not in refused.stderr
+    finally:
+        for path in [data_dir, *data_dir.iterdir()]:
+            os.chmod(path, 0o755 if path.is_dir() else 0o644)
+    assert sqlite3.connect(db).execute("PRAGMA user_version").fetchone()[0] == version  # nothing was written

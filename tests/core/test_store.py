@@ -91,3 +91,67 @@ def test_newer_database_is_refused(tmp_path):
         conn.execute(f"PRAGMA user_version = {DB_VERSION + 1}")
     with pytest.raises(StoreError, match="newer"):
         RunStore(path)
+
+
+# -- summaries: the history never reads whole runs (issue 15 finding 13) -----------------------------
+
+def _decoding_forbidden(monkeypatch):
+    """Any decode of a whole run fails the test."""
+    def refuse(cls, data):
+        raise AssertionError("a whole run was decoded to list runs")
+    monkeypatch.setattr(RunResult, "from_dict", classmethod(refuse))
+
+
+def test_summaries_list_without_decoding_any_run(store, monkeypatch):
+    big = run(rows=[{"size": i, "tflops": float(i)} for i in range(5000)], name="big", tags=["t"],
+              error="e" * 5000, run_id="big1")
+    store.save(big)
+    store.save(run("matmul", GPU, "2026-02-03T00:00:00+00:00", run_id="c3"))
+    _decoding_forbidden(monkeypatch)
+    first, second = store.summaries()
+    assert (first.id, first.device_name, first.row_count) == ("c3", "NVIDIA A100-SXM4-80GB", 0)
+    assert (second.name, second.tags, second.row_count, second.headline) == ("big", ["t"], 5000, "max tflops 4999")
+    assert len(second.error) < 1100 and second.payload_bytes > 5000 * 20
+    assert [s.id for s in store.summaries(experiment="matmul")] == ["c3"]
+    assert [s.id for s in store.summaries(device="A100", limit=5)] == ["c3"]
+    assert store.frame()["rows"].tolist() == [0, 5000]
+
+
+def test_a_version_1_database_is_upgraded_with_summaries(tmp_path):
+    """An existing database gains the summary column and every run's summary (migration 2)."""
+    import json
+    import sqlite3
+
+    from core import store as store_module
+
+    path = tmp_path / "v1.sqlite"
+    conn = sqlite3.connect(path, isolation_level=None)
+    store_module._v1(conn)
+    conn.execute("PRAGMA user_version = 1")
+    good = run(rows=[{"size": 1, "median_ms": 2.5}], name="old run", run_id="aa11")
+    bad = run(run_id="bb22")
+    bad_payload = dict(bad.to_dict(), device={"name": 5, "kind": "cpu"})  # imported before types were checked
+    for r, payload in ((good, good.to_dict()), (bad, bad_payload)):
+        conn.execute("INSERT INTO runs VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+                     (r.id, r.experiment, r.status, str(payload["device"]["name"]), "cpu", r.started_at,
+                      r.finished_at, r.name, json.dumps(r.tags), 0, None, json.dumps(payload)))
+    conn.close()
+    store = RunStore(path)
+    summaries = {s.id: s for s in store.summaries()}
+    assert (summaries["aa11"].name, summaries["aa11"].headline, summaries["aa11"].row_count) == \
+        ("old run", "min median_ms 2.5", 1)
+    assert summaries["bb22"].device_name == "5" and "does not follow the result schema" in summaries["bb22"].error
+    assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == DB_VERSION
+
+
+def test_runs_list_reads_summaries(store, monkeypatch, capsys):
+    from core.cli import main
+
+    store.save(run(name="listed", run_id="dd44"))
+    _decoding_forbidden(monkeypatch)
+    assert main(["runs", "list"]) == 0
+    assert "listed" in capsys.readouterr().out
+    assert main(["runs", "list", "--json"]) == 0
+    import json
+    (listed,) = json.loads(capsys.readouterr().out)
+    assert listed["id"] == "dd44" and listed["row_count"] == 0 and "rows" not in listed

@@ -1,4 +1,5 @@
 """Compare & export: the generic comparison (by hand-checked numbers) and the page in AppTest."""
+import re
 import time
 
 import pandas as pd
@@ -209,3 +210,80 @@ def test_without_example_runs_the_page_says_how_to_record_them(app, tmp_path, mo
     monkeypatch.setenv("GPULAB_EXAMPLES_DIR", str(tmp_path / "none"))
     at = _open(app)
     assert any("record_reference_runs.py" in c.value for c in at.caption)
+
+
+# -- careless and hostile input (issue 15) ------------------------------------------------------------
+
+IMAGE = "![t](http://127.0.0.1:9/track.png)"
+
+
+def _markdown_sources(at) -> list[str]:
+    """The source of every element Streamlit renders as Markdown."""
+    kinds = ("markdown", "caption", "title", "header", "subheader", "error", "warning", "info", "success")
+    return [str(e.value) for kind in kinds for e in getattr(at, kind)]
+
+
+def test_user_text_is_shown_as_text_not_markdown(app, store):
+    """Finding 6: a run renamed to an image in Markdown made the browser fetch its URL."""
+    hostile = sweep(CPU | {"name": f"CPU {IMAGE}", "label": f"CPU — {IMAGE}"}, (1.0, 2.0, 3.0), "a1a1")
+    hostile.name = f"**loud** {IMAGE} :red[x] $x^2$"
+    hostile.status, hostile.error = "error", f"failed <img src=x onerror=alert(1)> {IMAGE}"
+    other = sweep(CPU, (1.0, 2.0, 3.0), "b2b2", started="2026-03-02T00:00:00+00:00", **{f"k{IMAGE}": 1})
+    store.save(hostile)
+    store.save(other)
+    at = _open(app)
+    at.multiselect(key="compare.selected").set_value(["a1a1"]).run()
+    assert not at.exception, [e.value for e in at.exception]
+    sources = _markdown_sources(at)
+    assert any("\\*\\*loud\\*\\* \\!\\[t\\]\\(http\\:" in s for s in sources), sources  # the name, escaped
+    unescaped = re.compile(r"(?<!\\)(<img|!\[t|\*\*loud|:red\[|\$x)")  # not escaped by a backslash
+    assert not any(unescaped.search(s) for s in sources), [s for s in sources if unescaped.search(s)]
+    at.multiselect(key="compare.selected").set_value(["a1a1", "b2b2"]).run()  # "What differs" quotes config keys
+    sources = _markdown_sources(at)
+    assert not any(IMAGE in s for s in sources), sources
+
+
+def test_history_reads_summaries_not_runs(app, store, monkeypatch):
+    """Finding 13: the history loaded every whole run (8.6 s with one 150 MB run) to list them."""
+    store.save(sweep(H100, (100.0, 600.0, 800.0), "a1a1"))
+    store.save(sweep(A100, (50.0, 300.0, 200.0), "b2b2", started="2026-03-02T00:00:00+00:00"))
+
+    def refuse(cls, data):
+        raise AssertionError("the history decoded a whole run")
+
+    monkeypatch.setattr(RunResult, "from_dict", classmethod(refuse))
+    at = _open(app)
+    assert list(at.dataframe[0].value["headline"]) == ["max tflops 300", "max tflops 800"]
+    at.text_input(key="compare.f.text").input("dtype=bf16").run()  # a filter keystroke
+    assert not at.exception, [e.value for e in at.exception]
+    at = app.run()  # the home page's latest runs too
+    assert not at.exception and at.dataframe[-1].value["experiment"].tolist() == ["sweep", "sweep"]
+
+
+def test_the_uploader_states_and_enforces_the_import_limit(app):
+    """Finding 5: the uploader said 200 MB (Streamlit's default), the README 256 MiB."""
+    import tomllib
+
+    from core.store import MAX_IMPORT_BYTES
+    from tests.conftest import ROOT
+
+    limit_mib = MAX_IMPORT_BYTES // 2**20
+    at = _open(app)
+    (uploader,) = at.get("file_uploader")
+    assert uploader.proto.max_upload_size_mb == limit_mib
+    server = tomllib.loads((ROOT / ".streamlit" / "config.toml").read_text())["server"]
+    # The server enforces its own setting, not the widget's: it must let a whole runs file through (it is
+    # larger, for snapshot and trace uploads on other pages; this page checks the import limit itself).
+    assert server["maxUploadSize"] >= limit_mib
+    assert f"{limit_mib} MiB" in (ROOT / "README.md").read_text()
+
+
+def test_chart_text_from_runs_is_escaped_for_plotly():
+    """Plotly reads a subset of HTML in titles and legends (links, bold): names arrive as text."""
+    link = "<a href='http://127.0.0.1:9/x'>click</a>"
+    a = sweep(CPU | {"kind": "cuda", "name": link, "label": link}, (1.0, 2.0, 3.0), "a1")
+    b = sweep(H100, (1.0, 2.0, 3.0), "b2")
+    chart = comparison.generic_overlay([a, b], "tflops")
+    assert [t.name for t in chart.figure.data][0].startswith("&lt;a href='http://127.0.0.1:9/x'&gt;click&lt;/a&gt;")
+    (single, _) = comparison.generic_figures(a)
+    assert "<a " not in single.figure.layout.title.text and "&lt;a href=" in single.figure.layout.title.text

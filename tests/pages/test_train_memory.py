@@ -99,3 +99,22 @@ def test_every_memory_category_has_its_own_clearly_different_colour():
     for (a, ca), (b, cb) in itertools.combinations(colours.items(), 2):
         delta_e = math.dist(_lab(ca), _lab(cb))  # CIE76: ≥ 20 is a difference nobody misses
         assert delta_e >= 20, (a, b, ca, cb, delta_e)
+
+
+def test_a_run_that_cannot_fit_is_refused_with_a_clear_message(app):
+    """Issue 15 finding 1, from the dashboard: the same 2.7B run grew without bound."""
+    at = app.run()
+    at.sidebar.selectbox[1].set_value("2.7B").run()
+    at.switch_page(PAGE).run()
+    at.selectbox(key="training_memory.precision").set_value("fp32").run()
+    at.number_input(key="training_memory.batch").set_value(64).run()
+    at.number_input(key="training_memory.context").set_value(4096).run()
+    at.button(key="training_memory.button").click().run()
+    deadline = time.monotonic() + 180
+    while time.monotonic() < deadline and not any("Not run" in e.value for e in at.error):
+        time.sleep(0.5)
+        at.run()
+    assert not at.exception
+    message = next(e.value for e in at.error if "Not run" in e.value)
+    assert "needs an estimated" in message and "refused before allocating" in message
+    assert not any(m.label == "Measured peak" for m in at.metric)

@@ -156,10 +156,11 @@ def test_custom_steps_run_on_cpu_including_autograd():
 
 
 def test_a_step_beyond_memory_stops_with_the_partial_timeline():
-    cfg = AllocatorConfig(scenario="custom", steps=("alloc a 1", "alloc b 1048576", "free a"))
+    # A host copy is not part of the device estimate checked up front: the per-step guard stops it.
+    cfg = AllocatorConfig(scenario="custom", steps=("alloc a 1", "alloc_cpu b 1048576", "free a"))
     gen = run(cfg, CPU)
     rows = []
-    with pytest.raises(StepOutOfMemory, match="out of memory.*step 2/3 'alloc b 1048576'"):
+    with pytest.raises(StepOutOfMemory, match="out of memory.*step 2/3 'alloc_cpu b 1048576'"):
         while True:
             rows.extend(next(gen).rows)
     assert [r["status"] for r in rows] == ["ok", "ok", "oom"]
@@ -182,7 +183,7 @@ def test_each_setting_runs_in_its_own_process_and_reports_what_it_saw(manager):
 
 
 def test_cpu_oom_through_the_worker_keeps_rows_and_the_queue_usable(manager):
-    bad = manager.submit("allocator", {"scenario": "custom", "steps": ["alloc a 1", "alloc b 1048576"]}, "cpu")
+    bad = manager.submit("allocator", {"scenario": "custom", "steps": ["alloc a 1", "alloc_cpu b 1048576"]}, "cpu")
     run_ = bad.wait(180)
     assert run_.status == "error" and "out of memory" in run_.error and "step 2/2" in run_.error
     assert run_.meta.get("oom") is True
@@ -343,3 +344,12 @@ def test_gpu_allocator_reports_the_setting_it_runs_with(manager):
     assert run_.meta["allocator_backend"] == "native"
     assert run_.meta["allocator_settings_reported"]["expandable_segments"] is True
     assert run_.meta["alloc_conf_not_applied"] == []
+
+
+def test_a_scenario_that_cannot_fit_is_refused_before_its_first_step():
+    """Issue 15 finding 1: 1 TiB of tensors on this box is refused with the estimate, not attempted."""
+    from core.experiment import DoesNotFit
+
+    cfg = AllocatorConfig(scenario="custom", steps=("alloc a 1048576",))
+    with pytest.raises(DoesNotFit, match="needs an estimated 1,024.0 GiB"):
+        drive_generator(run(cfg, Context("cpu", "CPU")))

@@ -247,3 +247,40 @@ def test_reps_follow_the_typical_warm_up_call_not_a_slow_first_one(monkeypatch):
     samples = time_cpu(op, TimingPlan(warmup_ms=60, rep_ms=30, min_reps=3, max_reps=500))
     # warm-up: 50 + ten 1 ms calls = 60 ms; median call 1 ms → 30 timed calls (the mean, 60/11 ms, would give 5)
     assert len(samples) == 30 and set(samples) == {1.0}
+
+
+# -- refused before allocating (issue 15 findings 1, 15) ------------------------------------------------
+
+def test_model_shapes_past_the_dimension_limit_are_a_config_error():
+    """--model 2.7B --batch 64 --context 4096 built M = 262144 and sat silent."""
+    with pytest.raises(ConfigError, match="262144 tokens.*131072"):
+        MatmulConfig(model="2.7B", batch=64, context=4096)
+    MatmulConfig(model="2.7B", batch=32, context=4096)  # exactly the limit
+
+
+def test_a_run_whose_smallest_point_cannot_fit_is_refused_before_allocating(monkeypatch):
+    from core.experiment import DoesNotFit
+    from core.hardware import memory
+
+    monkeypatch.setattr(memory, "budget", lambda device: memory.Budget(10 * 2**20, "only 10 MiB is free (test)"))
+    calls = []
+    monkeypatch.setattr("core.experiments.matmul.make_operands", lambda *a: calls.append(a))
+    gen = run(MatmulConfig(dtypes=("fp32",), mnk=(1024, 1024, 1024), **QUICK), CPU)
+    with pytest.raises(DoesNotFit) as refused:
+        drive(gen)
+    # by hand: fp32 draws 4·2·1024² (8 MiB) + A, B, C 4·3·1024² (12 MiB) + the fp64 reference: B 8·1024² (8 MiB)
+    # and 512 checked rows of A and C and their product 8·512·(1024 + 2·1024) (12 MiB) = 40 MiB
+    assert refused.value.meta["refused"]["need_bytes"] == 40 * 2**20
+    assert "only 10 MiB is free" in str(refused.value) and not calls
+
+
+def test_a_run_where_no_point_could_run_is_unsupported_not_ok():
+    """Finding 15: --mnk 100000,100000,100000 exited 0 with status ok though its only point was unsupported."""
+    from core.experiment import Unsupported
+
+    gen = run(MatmulConfig(dtypes=("fp8", "tf32"), sizes=(64,), **QUICK), CPU)
+    events = []
+    with pytest.raises(Unsupported, match="fp8 matmul throughput needs fp8 tensor cores.*TF32"):
+        while True:
+            events.append(next(gen))
+    assert [r["status"] for e in events for r in e.rows] == ["unsupported", "unsupported"]  # the rows still show why

@@ -33,3 +33,13 @@ def test_cuda_tf32_sits_between_fp32_and_bf16():
     if rows["tf32"]["status"] == "unsupported":
         pytest.skip(rows["tf32"]["reason"])
     assert rows["fp32"]["rel_error"] < rows["tf32"]["rel_error"] < rows["bf16"]["rel_error"]
+
+
+def test_a_size_that_cannot_fit_is_refused_before_allocating(monkeypatch):
+    """Issue 15 finding 1: every experiment that allocates checks its need first."""
+    from core.experiment import DoesNotFit
+    from core.hardware import memory
+
+    monkeypatch.setattr(memory, "budget", lambda device: memory.Budget(2**30, "only 1 GiB is free (test)"))
+    with pytest.raises(DoesNotFit, match="rounding at size 8192 .* needs an estimated 4.0 GiB"):
+        drive(run(RoundingConfig(size=8192), Context("cpu", "CPU")))  # 64 bytes × 8192² = 4 GiB

@@ -172,3 +172,25 @@ def test_a_step_faster_than_the_datasheet_is_a_measurement_error():
     fine = throughput(flops, 8.0, 989.4)  # 500 TFLOPS
     assert fine["above_peak"] is False and fine["mfu"] == pytest.approx(500 / 989.4)
     assert throughput(flops, 2.0, None)["above_peak"] is False  # no sheet, nothing to compare
+
+
+def test_a_sweep_refuses_the_precisions_that_cannot_fit(monkeypatch):
+    """Issue 15 finding 1: the sweep built every precision's model whatever it needed."""
+    from core.hardware import memory
+    from core.transformer.planner import EstimateConfig, need_bytes
+
+    cfg = StepBenchConfig(model="tiny", batch=2, context=32, sweep=True, warmup_steps=0, timed_steps=2, cold_steps=0,
+                          profile_steps=0)
+    need = {p: need_bytes(EstimateConfig(model="tiny", precision=p, batch=2, context=32, target="cpu"))
+            for p in ("fp32", "bf16")}
+    assert need["bf16"] < need["fp32"]  # bf16 weights are half the size
+    between = (need["bf16"] + need["fp32"]) // 2
+    monkeypatch.setattr(memory, "budget", lambda device: memory.Budget(between, "only a little is free (test)"))
+    out, _ = drive(run(cfg, CPU))
+    status = {r["precision"]: r["status"] for r in out.rows if r["kind"] == "precision"}
+    assert status["fp32"] == "refused" and status["bf16"] == "ok" and status["tf32"] == "unsupported"
+    monkeypatch.setattr(memory, "budget", lambda device: memory.Budget(need["bf16"] - 1, "only a little (test)"))
+    from core.experiment import DoesNotFit
+
+    with pytest.raises(DoesNotFit, match="a bf16 training step of tiny"):  # none fits: the smallest is named
+        drive(run(cfg, CPU))

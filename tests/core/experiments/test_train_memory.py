@@ -99,3 +99,17 @@ def test_a_full_history_buffer_is_called_incomplete():
     from core.measure.history import overflowed
 
     assert overflowed([{}] * 5, 5) and not overflowed([{}] * 4, 5)
+
+
+def test_a_step_that_cannot_fit_is_refused_before_the_model_is_built(monkeypatch):
+    """Issue 15 finding 1: 2.7B at batch 64 × 4096 (6.9 TB planned) grew to 19 GiB RSS and kept going."""
+    from core.experiment import DoesNotFit
+
+    monkeypatch.setattr("core.experiments.train_memory.measure",
+                        lambda *a: pytest.fail("the step was measured although it cannot fit"))
+    cfg = TrainMemoryConfig(model="2.7B", batch=64, context=4096)
+    with pytest.raises(DoesNotFit) as refused:
+        drive(run(cfg, CPU))
+    planned = plan(cfg.estimate_config("cpu"))["device_total_estimated_bytes"]
+    assert refused.value.meta["refused"]["need_bytes"] == planned > 6 * 2**40
+    assert refused.value.meta["refused"]["limit_bytes"] < planned and "only" in str(refused.value)

@@ -1,0 +1,94 @@
+"""What a run's row columns are: sweep *keys* (size, dtype, step) or measured *metrics* (``median_ms``,
+``tflops``, ``peak_bytes``), and the one figure a run is known by (its headline).
+
+The store writes each run's headline into its summary when the run is saved, so the history lists
+runs without reading their rows; the comparison pages split columns with the same rules. pandas is
+imported when called, so ``core`` still imports on a box with only PyTorch.
+"""
+from __future__ import annotations
+
+import math
+from collections.abc import Hashable
+
+# Name tokens that mark a measured quantity (``time_ms``, ``ms_median``, ``peak_bytes``).
+MEASURE_TOKENS = frozenset({
+    "ms", "us", "ns", "s", "sec", "seconds", "bytes", "kib", "mib", "gib", "kb", "mb", "gb", "flops", "tflops",
+    "gflops", "tops", "gbs", "pct", "percent", "ratio", "error", "err", "ulp", "rate", "throughput", "median",
+    "mean", "std", "min", "max", "p20", "p80", "time", "peak", "allocated", "reserved", "memory", "loss",
+})
+# Free-text columns: never join keys, never plotted.
+TEXT_COLUMNS = frozenset({"reason", "error", "message", "note", "notes", "status", "traceback"})
+
+
+def tokens(name: str) -> set[str]:
+    return set(str(name).lower().replace("-", "_").split("_"))
+
+
+def _hashable(series) -> bool:
+    return all(isinstance(v, Hashable) for v in series.dropna())
+
+
+def split_columns(df) -> tuple[list[str], list[str]]:
+    """(keys, metrics) of a rows frame (:func:`core.result.rows_frame`), in column order."""
+    import pandas as pd
+
+    keys, metrics = [], []
+    for col in df.columns:
+        series = df[col]
+        if str(col) in TEXT_COLUMNS or not _hashable(series):
+            continue
+        numeric = pd.api.types.is_numeric_dtype(series) and not pd.api.types.is_bool_dtype(series)
+        if numeric and (pd.api.types.is_float_dtype(series) or tokens(col) & MEASURE_TOKENS):
+            metrics.append(col)
+        else:
+            keys.append(col)
+    return keys, metrics
+
+
+def headline_metric(metrics: list[str]) -> tuple[str, str] | None:
+    """(column, "max"|"min"): the figure a run is known by — throughput up, time down, memory up."""
+    preference = ((("tflops", "tops"), "max"), (("gflops", "flops"), "max"), (("gbs",), "max"),
+                  (("ms", "us", "ns", "s", "time"), "min"), (("bytes", "gib", "mib", "peak"), "max"))
+    for names, how in preference:
+        found = [m for m in metrics if tokens(m) & set(names)]
+        if found:
+            return next((m for m in found if "median" in tokens(m)), found[0]), how
+    return (metrics[0], "max") if metrics else None
+
+
+def fmt(value) -> str:
+    if isinstance(value, bool) or not isinstance(value, (int, float)):
+        return str(value)
+    if isinstance(value, float) and not math.isfinite(value):
+        return str(value)
+    return f"{value:.4g}"
+
+
+def throughput_unit(is_cuda: bool, ops: bool = False) -> tuple[str, float]:
+    """The lab's one unit rule for throughput: TFLOPS on a GPU, GFLOPS on a CPU (TOPS/GOPS for integer ops).
+    Values are stored in TFLOPS; returns the unit and the factor a stored value is multiplied by."""
+    unit = ("T" if is_cuda else "G") + ("OPS" if ops else "FLOPS")
+    return unit, 1.0 if is_cuda else 1e3
+
+
+def headline(rows: list[dict], is_cuda: bool = True) -> str:
+    """E.g. 'max TFLOPS 312.4' (a CPU run: 'max GFLOPS 95.1') — the history's one-number summary of a run."""
+    if not rows:
+        return ""
+    import pandas as pd
+
+    from core.result import rows_frame
+
+    df = rows_frame(rows)
+    chosen = headline_metric(split_columns(df)[1])
+    if chosen is None:
+        return f"{len(df)} row(s)"
+    col, how = chosen
+    values = pd.to_numeric(df[col], errors="coerce").dropna()
+    if values.empty:
+        return f"{col}: no value"
+    value = values.max() if how == "max" else values.min()
+    if tokens(col) & {"tflops", "tops"}:  # stored in TFLOPS; shown under the unit rule
+        unit, scale = throughput_unit(is_cuda, ops="tops" in tokens(col))
+        return f"{how} {unit} {fmt(value * scale)}"
+    return f"{how} {col} {fmt(value)}"

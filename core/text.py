@@ -1,0 +1,59 @@
+"""Text that users and files supply: one length limit for labels, and how it is quoted and printed.
+
+Run names and tags enter from the CLI (``--name``, ``runs`` commands), the pages and import files;
+:func:`label_problem` is the one rule they all pass (at most :data:`MAX_LABEL_CHARS` characters, no
+control characters). Anything from outside that is printed on a terminal goes through
+:func:`terminal`, so an escape sequence cannot clear the screen or move the cursor and a newline
+cannot fake a line of output; :func:`quoted` keeps a hostile field short when an error quotes it.
+"""
+from __future__ import annotations
+
+import unicodedata
+
+MAX_LABEL_CHARS = 120  # a run's name and each of its tags
+MAX_TAGS = 32
+# Format characters that reorder or hide what a terminal shows (bidirectional overrides and isolates).
+_BIDI = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+
+
+def _is_control(ch: str) -> bool:
+    return unicodedata.category(ch) == "Cc" or ch in _BIDI
+
+
+def label_problem(value: object, what: str = "name") -> str | None:
+    """Why ``value`` cannot be a run's name or tag, or None when it can."""
+    if not isinstance(value, str):
+        return f"{what} must be text, got {type(value).__name__}"
+    if len(value) > MAX_LABEL_CHARS:
+        return f"{what} is {len(value):,} characters long; the limit is {MAX_LABEL_CHARS}"
+    bad = next((ch for ch in value if _is_control(ch)), None)
+    if bad is not None:
+        return f"{what} contains the control character {bad.encode('unicode_escape').decode()}"
+    return None
+
+
+def tags_problem(tags: object) -> str | None:
+    """Why ``tags`` cannot be a run's tags, or None."""
+    if not isinstance(tags, list):
+        return f"tags must be a list, got {type(tags).__name__}"
+    if len(tags) > MAX_TAGS:
+        return f"{len(tags)} tags; the limit is {MAX_TAGS}"
+    return next((p for i, t in enumerate(tags) if (p := label_problem(t, f"tag {i + 1}"))), None)
+
+
+def terminal(text: object, multiline: bool = False) -> str:
+    """``text`` safe to print: control characters written as escapes (``\\x1b``, ``\\u202e``).
+
+    With ``multiline`` the newlines of a message made of several lines (an error with a worker's
+    last output) are kept; every other control character is still escaped.
+    """
+    text = str(text)
+    if multiline:
+        return "\n".join(terminal(line) for line in text.split("\n"))
+    return "".join(ch.encode("unicode_escape").decode("ascii") if _is_control(ch) else ch for ch in text)
+
+
+def quoted(value: object, limit: int = 60) -> str:
+    """``repr`` of a value from outside, cut to about ``limit`` characters (a 5 MB field stays short)."""
+    text = repr(value)
+    return text if len(text) <= limit else text[:limit] + f"… ({len(text):,} characters)"
