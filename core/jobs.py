@@ -175,8 +175,8 @@ class LocalWorker:
     def alive(self) -> bool:
         return not self._killed
 
-    def wait_ready(self, timeout: float) -> dict:
-        return self.ready
+    def wait_ready(self, timeout: float, cancelled: Callable[[], bool] = lambda: False) -> dict | None:
+        return None if cancelled() else self.ready
 
     def send(self, request: dict) -> None:
         from core.worker import run_job
@@ -296,6 +296,10 @@ class DeviceQueue:
                 self.current = job
             try:
                 self._run(job)
+            except Exception as exc:  # noqa: BLE001 - a bug here must not leave the job (and its waiter) hanging
+                if not job._finished.is_set():
+                    self._finish(job, {}, {"status": "error", "error": f"the job queue failed: "
+                                                                      f"{type(exc).__name__}: {exc}"}, None)
             finally:
                 self.current = None
 

@@ -55,6 +55,10 @@ class RunResult:
     def duration_s(self) -> float | None:
         return duration_s(self.started_at, self.finished_at)
 
+    @property
+    def recorded_elsewhere(self) -> str | None:
+        return recorded_elsewhere(self.meta)
+
     def frame(self):
         return rows_frame(self.rows)
 
@@ -65,6 +69,15 @@ class RunResult:
         if problem:
             raise SchemaError(problem)
         return cls(**data)
+
+
+def recorded_elsewhere(meta: dict) -> str | None:
+    """For a run that imported a file recorded on another machine (a memory snapshot, a profiler trace):
+    that machine's GPU as the file names it, or "recorded elsewhere"; None for the lab's own measurements,
+    whose device is the one that ran them."""
+    if not meta.get("recorded_on"):
+        return None
+    return str(meta.get("device_name") or "recorded elsewhere")
 
 
 def duration_s(started_at: str, finished_at: str | None) -> float | None:
@@ -97,6 +110,7 @@ class RunSummary:
     row_count: int
     headline: str
     payload_bytes: int  # size of the stored run as JSON: what exporting it adds to a runs file
+    recorded_elsewhere: str | None = None  # an imported file's own GPU (see recorded_elsewhere())
 
     @classmethod
     def of(cls, run: RunResult, payload_bytes: int, headline: str) -> "RunSummary":
@@ -105,7 +119,8 @@ class RunSummary:
         return cls(id=run.id, experiment=run.experiment, status=run.status, started_at=run.started_at,
                    finished_at=run.finished_at, name=run.name, tags=list(run.tags), imported=run.imported,
                    config=run.config, device=run.device, versions=run.versions, error=error,
-                   row_count=len(run.rows), headline=headline, payload_bytes=payload_bytes)
+                   row_count=len(run.rows), headline=headline, payload_bytes=payload_bytes,
+                   recorded_elsewhere=run.recorded_elsewhere)
 
     def to_dict(self) -> dict:
         return asdict(self)

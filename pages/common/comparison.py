@@ -13,7 +13,7 @@ import plotly.graph_objects as go
 
 from core import columns
 from core.columns import headline_metric, split_columns, tokens
-from core.result import RunResult
+from core.result import RunResult, RunSummary
 from core.hardware.specs import unit_for
 from pages.common.charts import DTYPE_COLORS, color_for, plain, style, title
 from pages.plots import Chart
@@ -57,9 +57,9 @@ def value_text(value) -> str:
 
 # -- what differs ------------------------------------------------------------------------------------
 
-def device_text(run: RunResult) -> str:
-    if run.meta.get("recorded_on"):
-        return f"imported ({run.meta.get('device_name') or 'recorded elsewhere'})"
+def device_text(run: RunResult | RunSummary) -> str:
+    if run.recorded_elsewhere:
+        return f"imported ({run.recorded_elsewhere})"
     return "CPU" if run.device.get("kind") == "cpu" else str(run.device.get("name", "unknown device"))
 
 

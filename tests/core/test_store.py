@@ -110,7 +110,8 @@ def test_summaries_list_without_decoding_any_run(store, monkeypatch):
     _decoding_forbidden(monkeypatch)
     first, second = store.summaries()
     assert (first.id, first.device_name, first.row_count) == ("c3", "NVIDIA A100-SXM4-80GB", 0)
-    assert (second.name, second.tags, second.row_count, second.headline) == ("big", ["t"], 5000, "max tflops 4999")
+    # a CPU run's headline follows the unit rule: 4999 TFLOPS stored = 4,999,000 GFLOPS shown
+    assert (second.name, second.tags, second.row_count, second.headline) == ("big", ["t"], 5000, "max GFLOPS 4.999e+06")
     assert len(second.error) < 1100 and second.payload_bytes > 5000 * 20
     assert [s.id for s in store.summaries(experiment="matmul")] == ["c3"]
     assert [s.id for s in store.summaries(device="A100", limit=5)] == ["c3"]

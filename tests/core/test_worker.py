@@ -148,7 +148,7 @@ def test_an_in_process_job_is_stored_like_any_run_and_never_waits_for_the_device
     run = manager.submit("estimate", {"model": "tiny", "memory_gib": 16}, "cpu").wait(60)
     assert time.monotonic() - t < 5.0  # did not queue behind the 8-second probe on the CPU
     assert run.status == "ok" and run.meta["worker"] == {"pid": os.getpid(), "fresh": False, "env": {},
-                                                         "in_process": True}
+                                                         "in_process": True, "memory_cap_bytes": None}
     assert store.get(run.id).meta["peak_estimated_bytes"] == run.meta["peak_estimated_bytes"]
     assert run.meta["max_batch_estimated"] > 0 and run.versions["torch"]
     assert busy.wait(60).status == "ok"

@@ -253,7 +253,7 @@ def test_history_reads_summaries_not_runs(app, store, monkeypatch):
 
     monkeypatch.setattr(RunResult, "from_dict", classmethod(refuse))
     at = _open(app)
-    assert list(at.dataframe[0].value["headline"]) == ["max tflops 300", "max tflops 800"]
+    assert list(at.dataframe[0].value["headline"]) == ["max TFLOPS 300", "max TFLOPS 800"]  # GPU runs: TFLOPS by the unit rule
     at.text_input(key="compare.f.text").input("dtype=bf16").run()  # a filter keystroke
     assert not at.exception, [e.value for e in at.exception]
     at = app.run()  # the home page's latest runs too
