@@ -83,8 +83,10 @@ def time_cuda(op: Callable[[], object], device: str, plan: TimingPlan,
 def time_cpu(op: Callable[[], object], plan: TimingPlan, flush: Callable[[], None] | None = None) -> list[float]:
     """Milliseconds of each timed call of ``op``, read from the monotonic ``perf_counter_ns``.
 
-    The number of timed calls comes from the *median* warm-up call: a few slow first calls (a sleeping
-    thread pool, first-touch page faults) must not shrink the run to ``min_reps``.
+    The warm-up goes on past ``warmup_ms`` (up to 4× it) while its last calls are still much slower than
+    its fastest one, and the number of timed calls comes from the *median* warm-up call: a few slow first
+    calls (a sleeping thread pool, first-touch page faults) must not land in the samples or shrink the run
+    to ``min_reps``.
     """
     clock = time.perf_counter_ns
     warm: list[int] = []
@@ -95,7 +97,9 @@ def time_cpu(op: Callable[[], object], plan: TimingPlan, flush: Callable[[], Non
         a = clock()
         op()
         warm.append(clock() - a)
-        if (clock() - t0) / 1e6 >= plan.warmup_ms:
+        elapsed_ms = (clock() - t0) / 1e6
+        settled = len(warm) >= 3 and max(warm[-3:]) <= 2 * min(warm)
+        if elapsed_ms >= 4 * plan.warmup_ms or (elapsed_ms >= plan.warmup_ms and settled):
             break
     n = reps_for(plan, sorted(warm)[len(warm) // 2] / 1e6)
     samples = []

@@ -1,4 +1,5 @@
 """The matmul experiment: arithmetic, support rules, flags, accuracy, cancel, unsupported rows (CPU)."""
+import os
 import time
 
 import numpy as np
@@ -227,8 +228,12 @@ def test_the_first_cpu_point_is_not_an_outlier():
 
     _, out = _run(MatmulConfig(dtypes=("fp64",), sizes=(64,) * 5, warmup_ms=5.0, rep_ms=20.0, min_reps=5,
                                max_reps=200, roofline=False))
-    medians = [r["median_ms"] for r in out.rows]
-    assert medians[0] <= 3 * statistics.median(medians[1:]) + 0.05, medians
+    # On a box busier than its cores, medians measure other processes' waits; the fastest call still
+    # shows whether the first point paid for a sleeping pool.
+    busy = out.meta["cpu_load_1min"] is not None and out.meta["cpu_load_1min"] > (os.cpu_count() or 1)
+    key = "min_ms" if busy else "median_ms"
+    times = [r[key] for r in out.rows]
+    assert times[0] <= 3 * statistics.median(times[1:]) + 0.05, (key, times)
     woken = out.meta["cpu_warmup"]
     assert woken["calls"] >= 8 and woken["seconds"] >= 0.2 and woken["threads"] == torch.get_num_threads()
 
