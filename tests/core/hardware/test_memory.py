@@ -225,3 +225,16 @@ def test_a_gpu_run_that_cannot_fit_is_refused_against_mem_get_info(data_dir):
     assert out.returncode == 2, out.stdout[-2000:]
     estimate, limit = _refusal(out)
     assert "torch.cuda.mem_get_info" in out.stdout and limit <= free / GIB + 1 and estimate > limit
+
+
+def test_a_malformed_cap_setting_is_a_clear_job_error(store, monkeypatch):
+    from core.jobs import JobManager
+
+    monkeypatch.setenv(MEMORY_FRACTION_ENV, "most")
+    manager = JobManager(store=store)
+    try:
+        run = manager.submit("probe", {"steps": 1}, "cpu").wait(180)
+    finally:
+        manager.shutdown()
+    assert run.status == "error" and f"{MEMORY_FRACTION_ENV} must be a number from 0 to 1" in run.error
+    assert "Traceback" not in run.error
