@@ -26,8 +26,11 @@ CTX = Context("cpu", "Test CPU")
 
 @pytest.fixture(autouse=True)
 def default_cap(monkeypatch):
-    monkeypatch.delenv(MEMORY_LIMIT_ENV, raising=False)
-    monkeypatch.delenv(MEMORY_FRACTION_ENV, raising=False)
+    """The default cap in every test; whatever a test writes to these variables is undone after it
+    (setenv first: monkeypatch records nothing for deleting a variable that is absent)."""
+    for name in (MEMORY_LIMIT_ENV, MEMORY_FRACTION_ENV):
+        monkeypatch.setenv(name, "")
+        monkeypatch.delenv(name)
 
 
 def test_cpu_budget_is_available_ram_less_the_reserve():
