@@ -10,7 +10,7 @@ library prints is redirected to stderr, so stdout carries nothing but the protoc
 
     {"type": "ready", "pid": 123, "env": {...}}                  once, at start
     {"type": "waiting", "job_id", "message"}                     another process holds the device
-    {"type": "started", "job_id", "device": {...}, "versions": {...}, "started_at"}
+    {"type": "started", "job_id", "device": {...}, "versions": {...}, "started_at", "memory_cap_bytes"}
     {"type": "progress", "job_id", "done", "total", "message", "rows": [...]}
     {"type": "result", "job_id", "status", "error", "rows", "meta", "finished_at", "recycle"}
 
@@ -216,7 +216,11 @@ def run_job(request: dict, emit) -> None:
 def serve() -> int:
     from core import registry
 
-    cpu_cap(0, 0)  # a malformed memory setting stops the worker here, with its message on stderr
+    try:
+        cpu_cap(0, 0)  # a malformed memory setting stops the worker here, with its message
+    except ValueError as exc:
+        print(f"error: {exc}", file=sys.stderr, flush=True)
+        return 2
     channel = _Channel()
     _watch_parent()
     registry.experiments()  # import torch and every experiment now: "ready" means a job starts at once

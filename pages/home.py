@@ -177,7 +177,7 @@ store = lab.store()
 if store is None:
     st.error(f"The run store is unavailable: {lab.store_problem()}")
 else:
-    latest = store.frame().head(10)
+    latest = store.frame(limit=10)
     if latest.empty:
         st.info("No runs yet. Pick an experiment above; every run is saved here (also runs from "
                 "`python -m core …` on this box).")

@@ -26,8 +26,11 @@ CTX = Context("cpu", "Test CPU")
 
 @pytest.fixture(autouse=True)
 def default_cap(monkeypatch):
-    monkeypatch.delenv(MEMORY_LIMIT_ENV, raising=False)
-    monkeypatch.delenv(MEMORY_FRACTION_ENV, raising=False)
+    """The default cap in every test; whatever a test writes to these variables is undone after it
+    (setenv first: monkeypatch records nothing for deleting a variable that is absent)."""
+    for name in (MEMORY_LIMIT_ENV, MEMORY_FRACTION_ENV):
+        monkeypatch.setenv(name, "")
+        monkeypatch.delenv(name)
 
 
 def test_cpu_budget_is_available_ram_less_the_reserve():
@@ -225,3 +228,16 @@ def test_a_gpu_run_that_cannot_fit_is_refused_against_mem_get_info(data_dir):
     assert out.returncode == 2, out.stdout[-2000:]
     estimate, limit = _refusal(out)
     assert "torch.cuda.mem_get_info" in out.stdout and limit <= free / GIB + 1 and estimate > limit
+
+
+def test_a_malformed_cap_setting_is_a_clear_job_error(store, monkeypatch):
+    from core.jobs import JobManager
+
+    monkeypatch.setenv(MEMORY_FRACTION_ENV, "most")
+    manager = JobManager(store=store)
+    try:
+        run = manager.submit("probe", {"steps": 1}, "cpu").wait(180)
+    finally:
+        manager.shutdown()
+    assert run.status == "error" and f"{MEMORY_FRACTION_ENV} must be a number from 0 to 1" in run.error
+    assert "Traceback" not in run.error
