@@ -58,6 +58,14 @@ _BACKWARD_NAMES = {"_engine_run_backward", "run_backward"}
 _SEP = re.compile(r"[\\/]+")
 
 
+def size_text(n: float) -> str:
+    """Bytes in the unit that reads best (a test snapshot holds KiB, a real one GiB)."""
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if abs(n) >= scale:
+            return f"{n / scale:,.{2 if unit == 'GiB' else 1}f} {unit}"
+    return f"{n:,.0f} B"
+
+
 def stack_kind(stack: tuple[Frame, ...]) -> int:
     """Which phase of training a stack belongs to, from its frames (Windows paths included)."""
     kinds = set()
