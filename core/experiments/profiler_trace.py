@@ -21,9 +21,9 @@ class ProfilerTraceConfig:
     top_kernels: int = field(default=20, metadata={"help": "kernels listed"})
 
     def __post_init__(self) -> None:
-        check_file(self.path, "trace")
         if not 1 <= self.top_kernels <= 500:
             raise ConfigError(f"top_kernels must be between 1 and 500, got {self.top_kernels}")
+        check_file(self.path, "trace")
 
 
 def run(cfg: ProfilerTraceConfig, ctx: Context):
