@@ -201,3 +201,30 @@ def test_real_snapshots_match_a_plain_replay(path, capsys):
     expected = snapshots.plain_replay(data, out["device"])
     assert out["trace_events"] == expected["events"]
     assert out["peak_allocated_bytes"] == pytest.approx(expected["peak"], rel=1e-3)
+
+
+@pytest.mark.gpu
+def test_a_snapshot_recorded_here_replays_to_the_allocator_s_own_counters(tmp_path):
+    """On a GPU: tensors made before recording are the baseline, and the replayed peak is
+    torch.cuda.max_memory_allocated (sizes are multiples of 512 bytes, so requested = block sizes)."""
+    import torch
+
+    from core.workload.recorder import record_memory
+
+    keep = torch.empty(8 * 2**20, dtype=torch.uint8, device="cuda")  # allocated before recording
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    base = torch.cuda.memory_allocated()
+    path = tmp_path / "here.pickle"
+    with record_memory(path, max_entries=10_000):
+        a = torch.empty(32 * 2**20, dtype=torch.uint8, device="cuda")
+        b = torch.empty(16 * 2**20, dtype=torch.uint8, device="cuda")
+        del a
+        c = torch.empty(64 * 2**20, dtype=torch.uint8, device="cuda")
+        del b, c
+        torch.cuda.synchronize()
+        peak = torch.cuda.max_memory_allocated()
+    m = analyse(read_snapshot(path)).summary()
+    assert m["baseline_allocated_bytes"] == base
+    assert m["peak_allocated_bytes"] == peak == base + 80 * 2**20
+    del keep
