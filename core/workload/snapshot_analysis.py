@@ -314,8 +314,11 @@ class SnapshotAnalysis:
                         "blocks": filled})
         return out
 
-    def segment_map_at(self, point: int, max_segments: int = 256) -> tuple[list[dict], dict]:
-        return segment_view(self.segments_at(point), max_segments=max_segments, max_blocks=2048)
+    def segment_map_at(self, point: int, max_segments: int = 128, max_blocks: int = 20_000) -> tuple[list[dict], dict]:
+        """The largest ``max_segments`` segments with at most ``max_blocks`` blocks drawn in all (each segment
+        keeps its share; the rest are counted in ``blocks_dropped``); the numbers cover every segment."""
+        return segment_view(self.segments_at(point), max_segments=max_segments,
+                            max_blocks=max(1, max_blocks // max_segments))
 
     # -- the summary every output starts from --------------------------------------------------------
 

@@ -116,9 +116,9 @@ def render_snapshot(run, key: str) -> None:
     window = cols[0].slider("Time window", 0.0, max(duration, 1e-3), (0.0, max(duration, 1e-3)),
                             key=f"{key}.window.{run.id}", help="Zoom: the charts re-read this window from the whole "
                                                                "trace, each bin keeping its highest and lowest point.")
-    budget = cols[1].number_input("Points per chart", 500, MAX_CHART_POINTS, DEFAULT_CHART_POINTS, step=500,
-                                  key=f"{key}.points.{run.id}")
-    points = a.points_between(window[0], window[1], int(budget))
+    budget = int(cols[1].number_input("Points per chart", 500, MAX_CHART_POINTS, DEFAULT_CHART_POINTS, step=500,
+                                      key=f"{key}.points.{run.id}", help="All series of a chart together."))
+    points = a.points_between(window[0], window[1], budget // 2)  # allocated and reserved
     t_ms = a.point_time_ms(points)
     show(snap_plots.timeline_figure(t_ms, a.allocated[points], a.reserved[points], m, run,
                                     f"{len(points):,} of {len(a.allocated):,} points drawn"),
@@ -137,13 +137,15 @@ def render_snapshot(run, key: str) -> None:
          "snapshot-sites", f"{key}.sites")
     cats = a.categories_at(point)
     st.caption("Categories " + when + ": " + ", ".join(f"{k.replace('_', ' ')} {size_text(v)}" for k, v in cats.items() if v))
-    segments, numbers = a.segment_map_at(point, max_segments=128)
+    segments, numbers = a.segment_map_at(point, max_segments=128, max_blocks=budget)
     show(snap_plots.segment_map_figure(segments, when, numbers, run), None, "snapshot-segments", f"{key}.segments")
 
     st.subheader("Categories over time")
-    series = a.category_series(points)
-    show(snap_plots.categories_figure(t_ms, series, m, run),
-         pd.DataFrame({"t_ms": t_ms, **{f"{k}_bytes": v for k, v in series.items()}}), "snapshot-categories",
+    cat_points = a.points_between(window[0], window[1], budget // len(snap_plots.CATEGORIES))
+    cat_t = a.point_time_ms(cat_points)
+    series = a.category_series(cat_points)
+    show(snap_plots.categories_figure(cat_t, series, m, run),
+         pd.DataFrame({"t_ms": cat_t, **{f"{k}_bytes": v for k, v in series.items()}}), "snapshot-categories",
          f"{key}.categories")
     st.caption("Inferred from each allocation's Python stack and lifetime; nothing is guessed: an allocation no rule "
                "matches is *unknown*. The rules, first match wins, and what each classified:")
