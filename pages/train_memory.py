@@ -4,7 +4,8 @@ import streamlit as st
 
 from core.transformer.planner import EstimateConfig, moments, plan
 from core.experiment import ConfigError
-from core.transformer.presets import DEFAULT_BATCH, DEFAULT_CONTEXT, OPTIMIZERS, PRECISIONS, get_preset
+from core.transformer.presets import (ARCHITECTURE_NAMES, DEFAULT_BATCH, DEFAULT_CONTEXT, OPTIMIZERS, PRECISIONS,
+                                      custom_spec, get_preset)
 from pages.common import lab, run_panel, workload
 from pages.common.charts import show, show_charts
 from pages.plots import overlay_for
@@ -27,9 +28,34 @@ device = lab.selected_device()
 info = lab.device_info(device) or {"kind": "cpu", "total_memory_bytes": None}
 target = "cuda" if info.get("kind") == "cuda" else "cpu"
 
+MODEL_SOURCES = ("sidebar preset", "published architecture", "your own dimensions")
+source = st.radio("Model", MODEL_SOURCES, horizontal=True, key=f"{KEY}.model_source",
+                  help="The course's presets come from the sidebar; published architectures and your own dimensions "
+                       "(grouped-query attention, tied embeddings) use the same family: RMSNorm, SwiGLU, RoPE, no biases.")
 model = lab.selected_model()  # the sidebar's model size: one selector for every page
+if source == MODEL_SOURCES[1]:
+    model = st.selectbox("Architecture", ARCHITECTURE_NAMES, key=f"{KEY}.architecture")
+    arch = get_preset(model)
+    st.caption(f"*published*: {arch.published_params:,} parameters — {arch.source}. Counted from the shapes here: "
+               f"{arch.param_count():,}.")
+elif source == MODEL_SOURCES[2]:
+    dims = st.columns(7)
+    d_model = dims[0].number_input("d_model", 2, 131_072, 2048, step=64, key=f"{KEY}.d_model")
+    layers = dims[1].number_input("layers", 1, 1024, 16, key=f"{KEY}.layers")
+    heads = dims[2].number_input("heads", 1, 4096, 16, key=f"{KEY}.heads")
+    kv_heads = dims[3].number_input("KV heads", 1, 4096, 4, key=f"{KEY}.kv_heads", help="fewer than heads: GQA")
+    d_ff = dims[4].number_input("d_ff", 1, 1_048_576, 5632, step=64, key=f"{KEY}.d_ff")
+    vocab = dims[5].number_input("vocab", 1, 10_000_000, 32_000, key=f"{KEY}.vocab")
+    tied = dims[6].checkbox("tied embeddings", key=f"{KEY}.tied")
+    model = custom_spec(int(d_model), int(layers), int(heads), int(d_ff), int(vocab), int(kv_heads), tied)
+    try:
+        get_preset(model)
+    except ConfigError as exc:
+        st.error(f"Invalid model: {exc}")
+        st.stop()
 cols = st.columns(4)
-cols[0].text_input("Model (sidebar)", model, disabled=True, help="Change the model size in the sidebar.")
+cols[0].text_input("Model", model if source == MODEL_SOURCES[0] else model.removeprefix("custom:")[:40], disabled=True,
+                   help="The course presets change in the sidebar.")
 precision_default = PRECISION_FOR_DTYPE.get(lab.selected_dtype(), "fp32")
 if target == "cpu" and precision_default == "tf32":
     precision_default = "fp32"
@@ -46,8 +72,10 @@ forward_only = cols[3].checkbox("Forward only", key=f"{KEY}.fwd")
 settings = {"model": model, "precision": precision, "optimizer": optimizer, "batch": int(batch),
             "context": int(context), "checkpointing": checkpointing, "set_to_none": set_to_none,
             "forward_only": forward_only}
-st.caption(f"{model}: {get_preset(model).param_count():,} parameters "
-           f"(d_model {get_preset(model).d_model}, {get_preset(model).num_layers} layers).")
+shape = get_preset(model)
+st.caption(f"{model}: {shape.param_count():,} parameters (d_model {shape.d_model}, {shape.num_layers} layers, "
+           f"{shape.num_heads} heads{f', {shape.kv_heads} KV heads' if shape.kv_heads != shape.num_heads else ''}"
+           f"{', tied embeddings' if shape.tied_embeddings else ''}).")
 
 st.header("Planner (estimate — nothing runs)")
 memory_default = (info.get("total_memory_bytes") or 16 * GIB) / GIB

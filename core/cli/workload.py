@@ -77,10 +77,6 @@ def _import(args, experiment: str, values: dict):
     return 1, result
 
 
-def _gib(n: float) -> str:
-    return f"{n / 2**30:,.2f} GiB" if abs(n) >= 2**30 else f"{n / 2**20:,.1f} MiB"
-
-
 def snapshot(args) -> int:
     values = {"path": os.path.abspath(args.file)}
     if args.trace_device is not None:
@@ -93,30 +89,32 @@ def snapshot(args) -> int:
         print(dump({"run_id": run.id, "stored": not args.no_save,
                     **{k: v for k, v in m.items() if k not in ("worker", "requested_device")}}))
         return 0
+    from core.workload.snapshot_analysis import size_text
+
     unit = "ms" if m["has_times"] else "(event number)"
     print(f"{m['file']}: {m['source']['format']}, {m['file_bytes'] / 2**20:,.1f} MiB — "
           f"{'stored as run ' + run.id[:12] if not args.no_save else 'not stored (--no-save)'}")
     actions = ", ".join(f"{k} {v:,}" for k, v in m["actions"].items())
     print(f"device {m['device']} of {m['devices']}: {m['trace_events']:,} events over {m['duration_ms']:,.1f} {unit}"
           + (f" ({actions})" if actions else ""))
-    print(f"peak allocated {_gib(m['peak_allocated_bytes'])} at {m['peak_time_ms']:,.2f} {unit}"
-          + (f" — {m['peak_event']['action']} of {_gib(m['peak_event']['size_bytes'])}" if m["peak_event"] else
+    print(f"peak allocated {size_text(m['peak_allocated_bytes'])} at {m['peak_time_ms']:,.2f} {unit}"
+          + (f" — {m['peak_event']['action']} of {size_text(m['peak_event']['size_bytes'])}" if m["peak_event"] else
              " (before the first event)"))
     for frame in m["peak_stack"][:12]:
         print(f"    {frame}")
-    print(f"peak reserved {_gib(m['peak_reserved_bytes'])}; reserved − allocated at the peak "
-          f"{_gib(m['fragmentation_at_peak_bytes'])} (largest {_gib(m['peak_fragmentation_bytes'])} at "
+    print(f"peak reserved {size_text(m['peak_reserved_bytes'])}; reserved − allocated at the peak "
+          f"{size_text(m['fragmentation_at_peak_bytes'])} (largest {size_text(m['peak_fragmentation_bytes'])} at "
           f"{m['peak_fragmentation_time_ms']:,.2f} {unit})")
-    print(f"allocated before recording began: {_gib(m['baseline_allocated_bytes'])} in "
-          f"{m['baseline_allocated_blocks']:,} block(s) (baseline); reserved then {_gib(m['baseline_reserved_bytes'])}")
-    cats = ", ".join(f"{k} {_gib(v)}" for k, v in m["categories_at_peak_bytes"].items() if v)
+    print(f"allocated before recording began: {size_text(m['baseline_allocated_bytes'])} in "
+          f"{m['baseline_allocated_blocks']:,} block(s) (baseline); reserved then {size_text(m['baseline_reserved_bytes'])}")
+    cats = ", ".join(f"{k} {size_text(v)}" for k, v in m["categories_at_peak_bytes"].items() if v)
     print(f"categories at the peak (inferred from stacks, see rules): {cats or 'none'}")
     for r in m["category_rules"]:
         if r["allocations"]:
             print(f"    rule {r['rule']:<20} → {r['category']:<16} {r['allocations']:>9,} allocations  ({r['means']})")
     print("top allocation sites live at the peak:")
     for s in m["top_sites_at_peak"][:10]:
-        print(f"  {_gib(s['bytes']):>12}  {s['blocks']:>6,} block(s)  {s['label']}  [{s['category']}: {s['rule']}]")
+        print(f"  {size_text(s['bytes']):>12}  {s['blocks']:>6,} block(s)  {s['label']}  [{s['category']}: {s['rule']}]")
     for note in m["notes"]:
         print(f"note: {note}")
     return 0

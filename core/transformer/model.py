@@ -3,7 +3,9 @@
 Pre-norm decoder-only: RMSNorm, causal multi-head self-attention with RoPE, SwiGLU feed-forward,
 no biases, untied embedding and LM head. Attention is written out (scores → mask → softmax → @V)
 rather than calling a fused kernel, as the course does: the b·a·s² score tensors it saves are
-what the memory planner counts and what the profiler shows as softmax time.
+what the memory planner counts and what the profiler shows as softmax time. A preset with fewer
+key/value heads (grouped-query attention) projects k and v to those heads and repeats each for its
+group of query heads; a preset with tied embeddings shares one matrix between embedding and LM head.
 """
 from __future__ import annotations
 
@@ -50,26 +52,32 @@ class RotaryEmbedding(nn.Module):
 
 
 class CausalSelfAttention(nn.Module):
-    def __init__(self, d_model: int, num_heads: int, rope: RotaryEmbedding) -> None:
+    def __init__(self, d_model: int, num_heads: int, rope: RotaryEmbedding, num_kv_heads: int | None = None) -> None:
         super().__init__()
+        kv_heads = num_kv_heads or num_heads
         if d_model % num_heads:
             raise ValueError(f"d_model {d_model} is not divisible by num_heads {num_heads}")
-        self.num_heads = num_heads
+        if num_heads % kv_heads:
+            raise ValueError(f"num_heads {num_heads} is not a multiple of num_kv_heads {kv_heads}")
+        self.num_heads, self.num_kv_heads = num_heads, kv_heads
+        kv_dim = kv_heads * (d_model // num_heads)
         self.q_proj = nn.Linear(d_model, d_model, bias=False)
-        self.k_proj = nn.Linear(d_model, d_model, bias=False)
-        self.v_proj = nn.Linear(d_model, d_model, bias=False)
+        self.k_proj = nn.Linear(d_model, kv_dim, bias=False)
+        self.v_proj = nn.Linear(d_model, kv_dim, bias=False)
         self.output_proj = nn.Linear(d_model, d_model, bias=False)
         self.rope = rope
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         b, s, d = x.shape
-        h = self.num_heads
+        h, group = self.num_heads, self.num_heads // self.num_kv_heads
 
-        def heads(t: torch.Tensor) -> torch.Tensor:
-            return t.view(b, s, h, d // h).transpose(1, 2)
+        def heads(t: torch.Tensor, n: int) -> torch.Tensor:
+            return t.view(b, s, n, d // h).transpose(1, 2)
 
-        q, k, v = heads(self.q_proj(x)), heads(self.k_proj(x)), heads(self.v_proj(x))
+        q, k, v = heads(self.q_proj(x), h), heads(self.k_proj(x), self.num_kv_heads), heads(self.v_proj(x), self.num_kv_heads)
         q, k = self.rope(q), self.rope(k)
+        if group > 1:  # each key/value head serves `group` query heads
+            k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
         scores = (q @ k.transpose(-2, -1)) / math.sqrt(d // h)
         mask = torch.ones(s, s, dtype=torch.bool, device=x.device).triu(1)
         scores = scores.masked_fill(mask, float("-inf"))
@@ -90,10 +98,11 @@ class SwiGLU(nn.Module):
 
 
 class TransformerBlock(nn.Module):
-    def __init__(self, d_model: int, d_ff: int, num_heads: int, rope: RotaryEmbedding) -> None:
+    def __init__(self, d_model: int, d_ff: int, num_heads: int, rope: RotaryEmbedding,
+                 num_kv_heads: int | None = None) -> None:
         super().__init__()
         self.ln1 = RMSNorm(d_model)
-        self.attn = CausalSelfAttention(d_model, num_heads, rope)
+        self.attn = CausalSelfAttention(d_model, num_heads, rope, num_kv_heads)
         self.ln2 = RMSNorm(d_model)
         self.ffn = SwiGLU(d_model, d_ff)
 
@@ -110,10 +119,12 @@ class TransformerLM(nn.Module):
         self.checkpointing = checkpointing
         rope = RotaryEmbedding(preset.d_model // preset.num_heads, context_length)
         self.token_embeddings = nn.Embedding(preset.vocab_size, preset.d_model)
-        self.layers = nn.ModuleList(TransformerBlock(preset.d_model, preset.d_ff, preset.num_heads, rope)
-                                    for _ in range(preset.num_layers))
+        self.layers = nn.ModuleList(TransformerBlock(preset.d_model, preset.d_ff, preset.num_heads, rope,
+                                                     preset.kv_heads) for _ in range(preset.num_layers))
         self.ln_final = RMSNorm(preset.d_model)
         self.lm_head = nn.Linear(preset.d_model, preset.vocab_size, bias=False)
+        if preset.tied_embeddings:
+            self.lm_head.weight = self.token_embeddings.weight
 
     def forward(self, tokens: torch.Tensor) -> torch.Tensor:
         if tokens.shape[-1] > self.context_length:

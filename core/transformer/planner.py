@@ -17,6 +17,7 @@ from typing import ClassVar, Literal
 
 from core.experiment import ConfigError
 from core.transformer.presets import (
+    ARCHITECTURE_NAMES,
     OPTIMIZERS,
     PRECISIONS,
     PRESET_NAMES,
@@ -38,7 +39,9 @@ FRAGMENTATION_ALLOWANCE = 0.05  # reserved-but-unused blocks of the caching allo
 class StepSetup:
     """The training step a plan or a measurement is about (shared by ``estimate`` and ``train-memory``)."""
 
-    model: Literal[PRESET_NAMES] = field(default="tiny", metadata={"help": "model preset"})
+    model: str = field(default="tiny", metadata={
+        "help": f"model: a preset ({', '.join(PRESET_NAMES)}), an architecture ({', '.join(ARCHITECTURE_NAMES)}) or "
+                f"custom:d_model=…,layers=…,heads=…,kv_heads=…,d_ff=…,vocab=…,tied=0|1"})
     precision: Literal[PRECISIONS] = field(default="fp32", metadata={"help": "precision mode"})
     optimizer: Literal[OPTIMIZERS] = field(default="adamw", metadata={"help": "optimizer"})
     batch: int = field(default=4, metadata={"help": "sequences per step"})
@@ -142,8 +145,7 @@ def param_count(preset: ModelPreset) -> int:
 
 def layer_weight_elements(preset: ModelPreset) -> tuple[int, int]:
     """(matmul weight elements, norm weight elements) of one Transformer block."""
-    d, f = preset.d_model, preset.d_ff
-    return 4 * d * d + 3 * d * f, 2 * d
+    return preset.layer_matmul_params(), 2 * preset.d_model
 
 
 def norm_saved_bytes(sh: Shapes) -> int:
@@ -193,7 +195,7 @@ def optimizer_state_bytes(preset: ModelPreset, optimizer: str, precision: str, t
     """
     n = param_count(preset)
     each = 2 if precision == "bf16" else 4
-    tensors = 9 * preset.num_layers + 3
+    tensors = preset.param_tensors()
     if optimizer == "sgd":
         return 0
     if optimizer == "sgd-momentum":

@@ -1,9 +1,14 @@
-"""The course's Transformer presets (``../shared/seeds/README.md``), shared by every experiment.
+"""The course's Transformer presets (``../shared/seeds/README.md``), shared by every experiment, and your own.
 
 Pre-norm decoder-only LM: RMSNorm, causal multi-head attention with RoPE, SwiGLU feed-forward of
 width d_ff, no biases, untied embedding and output projection, vocabulary 10,000. ``tiny`` and
 ``mini`` are added so that CPU runs finish in seconds. The precision modes and optimizers that every
 training experiment offers live here too: torch-free, so the planner answers without importing torch.
+
+The same family describes well-known open models exactly — grouped-query attention (fewer key/value
+heads than query heads) and tied embeddings are the only additions — so :data:`ARCHITECTURES` holds a
+few with their *published* parameter counts, and any other shape is a spec string
+``custom:d_model=…,layers=…,heads=…,kv_heads=…,d_ff=…,vocab=…,tied=0|1`` that :func:`get_preset` reads.
 """
 from __future__ import annotations
 
@@ -26,12 +31,39 @@ class ModelPreset:
     num_layers: int
     num_heads: int
     vocab_size: int = VOCAB_SIZE
+    num_kv_heads: int = 0  # key/value heads (grouped-query attention); 0: one per query head
+    tied_embeddings: bool = False  # the LM head reuses the embedding matrix
+    published_params: int | None = None  # the count the model's authors publish (ARCHITECTURES only)
+    source: str = ""  # where that count is published
+
+    @property
+    def kv_heads(self) -> int:
+        return self.num_kv_heads or self.num_heads
+
+    @property
+    def head_dim(self) -> int:
+        return self.d_model // self.num_heads
+
+    @property
+    def kv_dim(self) -> int:
+        return self.kv_heads * self.head_dim
+
+    def layer_matmul_params(self) -> int:
+        """q and o are d×d, k and v d×kv_dim; SwiGLU's w1, w2, w3 are d×d_ff."""
+        d = self.d_model
+        return 2 * d * d + 2 * d * self.kv_dim + 3 * d * self.d_ff
 
     def param_count(self) -> int:
         """Parameters of the architecture above, counted from its weight shapes."""
-        d, f, layers, v = self.d_model, self.d_ff, self.num_layers, self.vocab_size
-        per_layer = 4 * d * d + 3 * d * f + 2 * d  # q,k,v,o; SwiGLU w1,w2,w3; two RMSNorm gains
-        return 2 * v * d + layers * per_layer + d  # embedding + LM head (untied) + final norm
+        d, v = self.d_model, self.vocab_size
+        per_layer = self.layer_matmul_params() + 2 * d  # two RMSNorm gains
+        embeddings = v * d * (1 if self.tied_embeddings else 2)  # embedding (+ LM head when untied)
+        return embeddings + self.num_layers * per_layer + d  # + final norm
+
+    def param_tensors(self) -> int:
+        """Parameter tensors: 7 matmul weights and 2 norms per layer, the embedding, the LM head if untied, the
+        final norm (what a per-parameter optimizer keeps one step counter for)."""
+        return 9 * self.num_layers + (2 if self.tied_embeddings else 3)
 
     def to_dict(self) -> dict:
         return asdict(self) | {"params": self.param_count()}
@@ -48,9 +80,76 @@ PRESETS: dict[str, ModelPreset] = {p.name: p for p in (
 )}
 PRESET_NAMES = tuple(PRESETS)
 
+# Published architectures the family above represents exactly (RMSNorm, SwiGLU, RoPE, no biases). Shapes
+# and counts from each model's config.json and the parameter count its Hugging Face model page publishes
+# (safetensors metadata; the same number llama.cpp reports as general.parameter_count).
+_HF = "Hugging Face model page, safetensors parameter count, and config.json of "
+ARCHITECTURES: dict[str, ModelPreset] = {p.name: p for p in (
+    ModelPreset("llama-2-7b", 4096, 11008, 32, 32, 32000, published_params=6_738_415_616,
+                source=_HF + "meta-llama/Llama-2-7b-hf"),
+    ModelPreset("llama-3-8b", 4096, 14336, 32, 32, 128256, num_kv_heads=8, published_params=8_030_261_248,
+                source=_HF + "meta-llama/Meta-Llama-3-8B"),
+    ModelPreset("mistral-7b", 4096, 14336, 32, 32, 32000, num_kv_heads=8, published_params=7_241_732_096,
+                source=_HF + "mistralai/Mistral-7B-v0.1"),
+    ModelPreset("llama-3.2-1b", 2048, 8192, 16, 32, 128256, num_kv_heads=8, tied_embeddings=True,
+                published_params=1_235_814_400, source=_HF + "meta-llama/Llama-3.2-1B"),
+)}
+ARCHITECTURE_NAMES = tuple(ARCHITECTURES)
+CUSTOM_PREFIX = "custom:"
+_CUSTOM_FIELDS = {"d_model": "d_model", "layers": "num_layers", "heads": "num_heads", "kv_heads": "num_kv_heads",
+                  "d_ff": "d_ff", "vocab": "vocab_size", "tied": "tied_embeddings"}
+_CUSTOM_LIMITS = {"d_model": (2, 131_072), "layers": (1, 1024), "heads": (1, 4096), "kv_heads": (1, 4096),
+                  "d_ff": (1, 1_048_576), "vocab": (1, 10_000_000), "tied": (0, 1)}
+
+
+def custom_spec(d_model: int, layers: int, heads: int, d_ff: int, vocab: int = VOCAB_SIZE, kv_heads: int | None = None,
+                tied: bool = False) -> str:
+    """The spec string of your own dimensions (what ``--model`` and the pages pass around)."""
+    return (f"{CUSTOM_PREFIX}d_model={d_model},layers={layers},heads={heads},kv_heads={kv_heads or heads},"
+            f"d_ff={d_ff},vocab={vocab},tied={int(bool(tied))}")
+
+
+def _parse_custom(spec: str) -> ModelPreset:
+    values: dict[str, int] = {}
+    for part in filter(None, (p.strip() for p in spec[len(CUSTOM_PREFIX):].split(","))):
+        key, sep, raw = part.partition("=")
+        key = key.strip()
+        if not sep or key not in _CUSTOM_FIELDS:
+            raise ConfigError(f"model: {part!r} in {spec!r} is not one of "
+                              f"{', '.join(k + '=…' for k in _CUSTOM_FIELDS)}")
+        try:
+            value = int(raw.strip())
+        except ValueError:
+            raise ConfigError(f"model: {key} must be a whole number, got {raw.strip()!r}") from None
+        lo, hi = _CUSTOM_LIMITS[key]
+        if not lo <= value <= hi:
+            raise ConfigError(f"model: {key} must be between {lo:,} and {hi:,}, got {value:,}")
+        values[key] = value
+    missing = [k for k in ("d_model", "layers", "heads", "d_ff") if k not in values]
+    if missing:
+        raise ConfigError(f"model: the custom model needs {', '.join(missing)} (e.g. "
+                          f"{custom_spec(1024, 16, 16, 2816, kv_heads=4)})")
+    d, heads, kv = values["d_model"], values["heads"], values.get("kv_heads", values["heads"])
+    if d % heads:
+        raise ConfigError(f"model: d_model {d} is not divisible by heads {heads}")
+    if (d // heads) % 2:
+        raise ConfigError(f"model: the head size d_model/heads = {d // heads} must be even (RoPE rotates pairs)")
+    if heads % kv:
+        raise ConfigError(f"model: heads {heads} is not a multiple of kv_heads {kv} (grouped-query attention)")
+    canonical = custom_spec(d, values["layers"], heads, values["d_ff"], values.get("vocab", VOCAB_SIZE), kv,
+                            bool(values.get("tied", 0)))
+    return ModelPreset(canonical, d, values["d_ff"], values["layers"], heads, values.get("vocab", VOCAB_SIZE),
+                       num_kv_heads=kv, tied_embeddings=bool(values.get("tied", 0)))
+
 
 def get_preset(name: str) -> ModelPreset:
-    try:
+    """A course preset, a published architecture, or a ``custom:…`` spec of your own dimensions."""
+    if name in PRESETS:
         return PRESETS[name]
-    except KeyError:
-        raise ConfigError(f"unknown model preset {name!r}; choose one of {', '.join(PRESETS)}") from None
+    if name in ARCHITECTURES:
+        return ARCHITECTURES[name]
+    if isinstance(name, str) and name.startswith(CUSTOM_PREFIX):
+        return _parse_custom(name)
+    raise ConfigError(f"unknown model preset {name!r}; choose one of {', '.join(PRESETS)}, an architecture "
+                      f"({', '.join(ARCHITECTURES)}) or {CUSTOM_PREFIX}d_model=…,layers=…,heads=…,kv_heads=…,"
+                      f"d_ff=…,vocab=…,tied=0|1")

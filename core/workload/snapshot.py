@@ -24,8 +24,11 @@ ACTIONS = ("alloc", "free_requested", "free_completed", "segment_alloc", "segmen
            "segment_unmap", "snapshot", "oom", "user_defined")
 CODE = {name: i for i, name in enumerate(ACTIONS)}
 UNKNOWN_ACTION = 255
-# Only these events' stacks are read: the stack of a free is where it was freed, which no view uses.
+# Only these events' stacks are read: the stack of a free is where it was freed, which no view uses. So a
+# free's frames list is emptied as its dict is (torch shares it only between free_requested and its
+# free_completed; an allocation's stack is captured at the allocation and shared only with its segment_alloc).
 STACK_ACTIONS = frozenset(CODE[a] for a in ("alloc", "segment_alloc", "segment_map", "oom"))
+FREE_ACTIONS = frozenset(CODE[a] for a in ("free_requested", "free_completed", "segment_free", "segment_unmap"))
 MAX_PICKLE_BYTES = 32 * 2**30  # read as a stream: memory stays bounded whatever the size
 MAX_JSON_BYTES = 512 * 2**20  # JSON is parsed whole
 MAX_ADDRESS = 2**64
@@ -93,7 +96,7 @@ class _Columns:
         action, addr_col, size_col, time_col, site_col = (self.action.append, self.addr.append, self.size.append,
                                                           self.time_us.append, self.site.append)
         code_of = CODE.get
-        stack_actions = STACK_ACTIONS
+        stack_actions, free_actions = STACK_ACTIONS, FREE_ACTIONS
         of = sites.of
         for e in items:
             if type(e) is not dict:
@@ -116,7 +119,12 @@ class _Columns:
             addr_col(addr)
             size_col(size)
             time_col(t)
-            site_col(of(e.get("frames")) if code in stack_actions else -1)
+            if code in stack_actions:
+                site_col(of(e.get("frames")))
+            else:
+                site_col(-1)
+                if code in free_actions and type(e.get("frames")) is list:
+                    e["frames"].clear()
             e.clear()
 
 

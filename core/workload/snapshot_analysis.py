@@ -58,6 +58,14 @@ _BACKWARD_NAMES = {"_engine_run_backward", "run_backward"}
 _SEP = re.compile(r"[\\/]+")
 
 
+def size_text(n: float) -> str:
+    """Bytes in the unit that reads best (a test snapshot holds KiB, a real one GiB)."""
+    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
+        if abs(n) >= scale:
+            return f"{n / scale:,.{2 if unit == 'GiB' else 1}f} {unit}"
+    return f"{n:,.0f} B"
+
+
 def stack_kind(stack: tuple[Frame, ...]) -> int:
     """Which phase of training a stack belongs to, from its frames (Windows paths included)."""
     kinds = set()
@@ -306,8 +314,11 @@ class SnapshotAnalysis:
                         "blocks": filled})
         return out
 
-    def segment_map_at(self, point: int, max_segments: int = 256) -> tuple[list[dict], dict]:
-        return segment_view(self.segments_at(point), max_segments=max_segments, max_blocks=2048)
+    def segment_map_at(self, point: int, max_segments: int = 128, max_blocks: int = 20_000) -> tuple[list[dict], dict]:
+        """The largest ``max_segments`` segments with at most ``max_blocks`` blocks drawn in all (each segment
+        keeps its share; the rest are counted in ``blocks_dropped``); the numbers cover every segment."""
+        return segment_view(self.segments_at(point), max_segments=max_segments,
+                            max_blocks=max(1, max_blocks // max_segments))
 
     # -- the summary every output starts from --------------------------------------------------------
 

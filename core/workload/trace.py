@@ -38,7 +38,10 @@ _LAUNCH_CATS = {"cuda_runtime", "cuda_driver", "runtime"}
 
 def read_trace(path) -> dict:
     """A trace file's JSON (gzip by content), refused with a clear reason if it is not a Chrome trace."""
-    data = loads_json(read_input(path, MAX_TRACE_BYTES, WHAT), what=WHAT)
+    raw = read_input(path, MAX_TRACE_BYTES, WHAT)
+    if not raw.strip():
+        raise InputRefused(f"the {WHAT} is empty ({len(raw)} bytes)")
+    data = loads_json(raw, what=WHAT)
     if isinstance(data, list):
         data = {"traceEvents": data}
     if not isinstance(data, dict) or not isinstance(data.get("traceEvents"), list):
@@ -46,6 +49,9 @@ def read_trace(path) -> dict:
             else f"a {type(data).__name__}"
         raise InputRefused(f"this is not a Chrome/Kineto {WHAT}: expected an object with a 'traceEvents' list "
                            f"(what torch.profiler's export_chrome_trace writes), found {found}")
+    if not any(isinstance(e, dict) and "ph" in e for e in data["traceEvents"]):
+        raise InputRefused(f"this is not a Chrome/Kineto {WHAT}: its 'traceEvents' holds no trace event "
+                           f"(an object with a 'ph' phase)")
     return data
 
 

@@ -15,6 +15,7 @@ import pandas as pd
 import streamlit as st
 
 from core.paths import data_dir
+from core.workload.snapshot_analysis import size_text
 from pages.common import lab, run_panel
 from pages.common.charts import show, show_charts
 from pages.plots import memory_snapshot as snap_plots
@@ -91,15 +92,15 @@ def render_snapshot(run, key: str) -> None:
 
     m = run.meta
     cols = st.columns(5)
-    cols[0].metric("Peak allocated", f"{m['peak_allocated_bytes'] / GIB:,.2f} GiB", f"at {m['peak_time_ms']:,.2f}",
+    cols[0].metric("Peak allocated", size_text(m["peak_allocated_bytes"]), f"at {m['peak_time_ms']:,.2f}",
                    delta_color="off")
-    cols[1].metric("Peak reserved", f"{m['peak_reserved_bytes'] / GIB:,.2f} GiB")
-    cols[2].metric("Before recording", f"{m['baseline_allocated_bytes'] / GIB:,.2f} GiB",
+    cols[1].metric("Peak reserved", size_text(m["peak_reserved_bytes"]))
+    cols[2].metric("Before recording", size_text(m["baseline_allocated_bytes"]),
                    f"{m['baseline_allocated_blocks']:,} block(s)", delta_color="off",
                    help="Blocks the segments show active that the trace never allocated, and blocks it frees "
                         "without having allocated: they were there before recording began.")
     cols[3].metric("Trace events", f"{m['trace_events']:,}", f"device {m['device']} of {m['devices']}", delta_color="off")
-    cols[4].metric("Reserved − allocated at the peak", f"{m['fragmentation_at_peak_bytes'] / GIB:,.2f} GiB")
+    cols[4].metric("Reserved − allocated at the peak", size_text(m["fragmentation_at_peak_bytes"]))
     st.caption(f"{m['file']} · {m['source']['format']} · {m['file_bytes'] / 2**20:,.1f} MiB · "
                f"x axis: {m['x_axis']}. Allocated is replayed from the trace's own sizes (as memory_viz draws it).")
     for note in m.get("notes", []):
@@ -115,9 +116,9 @@ def render_snapshot(run, key: str) -> None:
     window = cols[0].slider("Time window", 0.0, max(duration, 1e-3), (0.0, max(duration, 1e-3)),
                             key=f"{key}.window.{run.id}", help="Zoom: the charts re-read this window from the whole "
                                                                "trace, each bin keeping its highest and lowest point.")
-    budget = cols[1].number_input("Points per chart", 500, MAX_CHART_POINTS, DEFAULT_CHART_POINTS, step=500,
-                                  key=f"{key}.points.{run.id}")
-    points = a.points_between(window[0], window[1], int(budget))
+    budget = int(cols[1].number_input("Points per chart", 500, MAX_CHART_POINTS, DEFAULT_CHART_POINTS, step=500,
+                                      key=f"{key}.points.{run.id}", help="All series of a chart together."))
+    points = a.points_between(window[0], window[1], budget // 2)  # allocated and reserved
     t_ms = a.point_time_ms(points)
     show(snap_plots.timeline_figure(t_ms, a.allocated[points], a.reserved[points], m, run,
                                     f"{len(points):,} of {len(a.allocated):,} points drawn"),
@@ -130,19 +131,21 @@ def render_snapshot(run, key: str) -> None:
     moment = st.slider("Moment", 0.0, max(duration, 1e-3), float(m["peak_time_ms"]), key=f"{key}.moment.{run.id}",
                        help="Defaults to the peak.")
     point = a.point_at_ms(moment)
-    when = f"at {float(a.point_time_ms([point])[0]):,.2f} ({a.allocated[point] / GIB:,.2f} GiB allocated)"
+    when = f"at {float(a.point_time_ms([point])[0]):,.2f} ({size_text(a.allocated[point])} allocated)"
     sites = a.top_sites(point, 25)
     show(snap_plots.sites_figure(sites, when, run), snap_plots.sites_frame(sites).drop(columns=["stack"]),
          "snapshot-sites", f"{key}.sites")
     cats = a.categories_at(point)
-    st.caption("Categories " + when + ": " + ", ".join(f"{k.replace('_', ' ')} {v / GIB:,.2f} GiB" for k, v in cats.items() if v))
-    segments, numbers = a.segment_map_at(point, max_segments=128)
+    st.caption("Categories " + when + ": " + ", ".join(f"{k.replace('_', ' ')} {size_text(v)}" for k, v in cats.items() if v))
+    segments, numbers = a.segment_map_at(point, max_segments=128, max_blocks=budget)
     show(snap_plots.segment_map_figure(segments, when, numbers, run), None, "snapshot-segments", f"{key}.segments")
 
     st.subheader("Categories over time")
-    series = a.category_series(points)
-    show(snap_plots.categories_figure(t_ms, series, m, run),
-         pd.DataFrame({"t_ms": t_ms, **{f"{k}_bytes": v for k, v in series.items()}}), "snapshot-categories",
+    cat_points = a.points_between(window[0], window[1], budget // len(snap_plots.CATEGORIES))
+    cat_t = a.point_time_ms(cat_points)
+    series = a.category_series(cat_points)
+    show(snap_plots.categories_figure(cat_t, series, m, run),
+         pd.DataFrame({"t_ms": cat_t, **{f"{k}_bytes": v for k, v in series.items()}}), "snapshot-categories",
          f"{key}.categories")
     st.caption("Inferred from each allocation's Python stack and lifetime; nothing is guessed: an allocation no rule "
                "matches is *unknown*. The rules, first match wins, and what each classified:")

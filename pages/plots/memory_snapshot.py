@@ -120,7 +120,9 @@ def segment_map_figure(segments: list[dict], when: str, numbers: dict, run: RunR
                              marker=dict(color=_state_color(state), line=dict(color="white", width=0.5)),
                              hovertemplate="%{x:.2f} MiB at +%{base:.2f} MiB<extra>" + STATE_NAMES.get(state, state) + "</extra>"))
     frag = numbers.get("fragmentation_ratio", 0.0)
-    style(fig, title(f"Segment map {when}", run, f"{len(segments)} segment(s) shown, largest first · largest free block "
+    dropped = sum(seg.get("blocks_dropped", 0) for seg in segments)
+    style(fig, title(f"Segment map {when}", run, (f"{dropped:,} small blocks not drawn · " if dropped else "")
+                     + f"{len(segments)} segment(s) shown, largest first · largest free block "
                      f"{numbers.get('largest_free_block_bytes', 0) / 2**20:,.1f} MiB · fragmentation {frag:.0%}"),
           "offset in segment (MiB)", "", barmode="overlay", height=max(360, 18 * len(labels) + 160),
           legend_title="block")

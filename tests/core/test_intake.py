@@ -104,3 +104,31 @@ def test_truncated_and_garbage_pickles_are_refused_with_a_reason():
 
 def test_streams_are_read_like_paths():
     assert read_input(io.BytesIO(gzip.compress(b"abc")), 100) == b"abc"
+
+
+def test_streamed_pickle_is_bounded_refuses_classes_and_truncation(tmp_path):
+    """The streaming reader (memory snapshots of 1 GB): same refusals as loads_pickle, the cap counted as it reads."""
+    from core.intake import load_pickle_stream, open_input
+
+    def stream_load(data: bytes, limit: int = 10**6, **kwargs):
+        path = tmp_path / "p"
+        path.write_bytes(data)
+        with open_input(path) as stream:
+            return load_pickle_stream(stream, limit, what="snapshot", **kwargs)
+
+    value = {"a": [1, 2.5, "x", None, (3, 4)], "b": list(range(5000))}
+    for protocol in range(pickle.HIGHEST_PROTOCOL + 1):
+        assert stream_load(pickle.dumps(value, protocol)) == value
+    assert stream_load(gzip.compress(pickle.dumps(value))) == value
+    with pytest.raises(InputRefused, match="names the class posix.system"):
+        stream_load(pickle.dumps({"x": os.system}))
+    with pytest.raises(InputRefused, match="truncated"):
+        stream_load(pickle.dumps(value)[:-40])
+    with pytest.raises(InputRefused, match="larger than the 1,000 bytes limit"):
+        stream_load(pickle.dumps(value), limit=1000)
+    # a string that claims 4 GiB: refused at the cap, never allocated
+    with pytest.raises(InputRefused, match="larger than"):
+        stream_load(b"\x80\x04\x8d" + (4 * 2**30).to_bytes(8, "little") + b"x" * 20_000, limit=10**4)
+    seen = []
+    stream_load(pickle.dumps(value), on_chunk=lambda unpickler: seen.append(len(unpickler.memo.copy())))
+    assert seen  # the caller is called back while the structure is built

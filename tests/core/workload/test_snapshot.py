@@ -1,0 +1,231 @@
+"""Reading and replaying memory snapshots: every protocol, JSON and gzip; the baseline from before recording;
+the peak, its stack and who holds memory there; categories by rule; segment maps; refusals.
+
+Expected values come from hand arithmetic (``snapshots.hand_snapshot``'s docstring), from a plain replay
+that shares no code with the lab (``snapshots.plain_replay``), and from ``pickle``/``json`` themselves.
+"""
+import gzip
+import json
+import os
+import pickle
+import subprocess
+import sys
+
+import numpy as np
+import pytest
+
+from core.intake import InputRefused
+from core.workload import snapshot as snapshot_module
+from core.workload.snapshot import read_snapshot
+from core.workload.snapshot_analysis import analyse, stack_kind
+from tests.conftest import ROOT
+from tests.core.workload import snapshots
+
+
+def write(tmp_path, name, data: bytes):
+    path = tmp_path / name
+    path.write_bytes(data)
+    return path
+
+
+@pytest.mark.parametrize("protocol", range(pickle.HIGHEST_PROTOCOL + 1))
+def test_every_pickle_protocol_reads_the_same(tmp_path, protocol):
+    snap = snapshots.hand_snapshot()
+    path = write(tmp_path, "s.pickle", pickle.dumps(snap, protocol=protocol))
+    read = read_snapshot(path)
+    trace = read.traces[0]
+    assert list(trace.size) == [e["size"] for e in snap["device_traces"][0]]
+    assert [snapshot_module.ACTIONS[a] for a in trace.action] == [e["action"] for e in snap["device_traces"][0]]
+    assert list(trace.addr) == [e["addr"] for e in snap["device_traces"][0]]
+    assert read.source["format"].startswith("pickle")
+
+
+def test_json_and_gzip_read_like_the_pickle(tmp_path):
+    snap = snapshots.hand_snapshot()
+    expected = analyse(read_snapshot(write(tmp_path, "a.pickle", pickle.dumps(snap)))).summary()
+    for name, data in (("b.json", json.dumps(snap).encode()), ("c.json.gz", gzip.compress(json.dumps(snap).encode())),
+                       ("d.pickle.gz", gzip.compress(pickle.dumps(snap, 5))), ("e.bin", gzip.compress(pickle.dumps(snap)))):
+        got = analyse(read_snapshot(write(tmp_path, name, data))).summary()
+        for key in ("peak_allocated_bytes", "peak_reserved_bytes", "baseline_allocated_bytes", "trace_events",
+                    "categories_at_peak_bytes", "peak_stack"):
+            assert got[key] == expected[key], (name, key)
+
+
+def test_the_hand_snapshot_by_hand(tmp_path):
+    a = analyse(read_snapshot(write(tmp_path, "s.pickle", pickle.dumps(snapshots.hand_snapshot()))))
+    m = a.summary()
+    assert m["baseline_allocated_bytes"] == 1024 + 256
+    assert m["baseline_allocated_blocks"] == 2
+    assert list(a.allocated) == [1280, 1792, 1536, 2560, 2560, 6656, 6656, 6144, 6656, 6144]
+    assert m["peak_allocated_bytes"] == 6656 and m["peak_point"] == 5
+    assert m["peak_time_ms"] == pytest.approx(0.040)
+    assert m["peak_event"] == {"index": 4, "action": "alloc", "size_bytes": 4096, "address": 0x20000}
+    assert m["peak_stack"][0].endswith("torch/optim/adamw.py:178 _init_group")
+    assert m["baseline_reserved_bytes"] == 8192 and m["peak_reserved_bytes"] == 12288
+    assert m["end_state"] == {"segments_active_bytes": 6144, "segments_reserved_bytes": 12288,
+                              "replay_allocated_bytes": 6144, "replay_reserved_bytes": 12288}
+    assert m["notes"] == []
+    assert m["categories_at_peak_bytes"] == {"parameters": 1024, "gradients": 1024, "optimizer_state": 4096,
+                                             "activations": 512, "temporaries": 0, "unknown": 0}
+    rules = {r["rule"]: r["allocations"] for r in m["category_rules"]}
+    assert rules["model-setup"] == 1 and rules["forward-saved"] == 1 and rules["backward-kept"] == 1
+    assert rules["optimizer-kept"] == 1 and rules["no-stack"] == 2  # E, and the block freed at event 1
+    sites = {s["label"]: s["bytes"] for s in m["top_sites_at_peak"]}
+    assert sum(sites.values()) == 6656
+    assert sites["train.py:42 step"] == 4096  # the innermost frame outside torch: the user's line
+
+
+def test_the_plain_replay_agrees_on_the_hand_snapshot_and_a_big_one(tmp_path):
+    for snap, device in ((snapshots.hand_snapshot(), 0), (snapshots.big_snapshot(), 1)):
+        expected = snapshots.plain_replay(snap, device)
+        m = analyse(read_snapshot(write(tmp_path, "s.pickle", pickle.dumps(snap)))).summary()
+        assert m["peak_allocated_bytes"] == expected["peak"]
+        assert m["baseline_allocated_bytes"] == expected["baseline"]
+        assert m["trace_events"] == expected["events"]
+        assert m["device"] == device  # the device with the most events is the one replayed
+
+
+def test_streaming_in_tiny_chunks_keeps_every_event_in_order(tmp_path, monkeypatch):
+    """Chunks of 4 KiB: the lists are emptied while the unpickler still appends to them, many times over."""
+    from core import intake
+
+    snap = snapshots.big_snapshot(2500)  # ~20,000 events: ~20 batches of 1000 appended one after another
+    path = write(tmp_path, "s.pickle", pickle.dumps(snap, protocol=4))
+    monkeypatch.setattr(intake, "STREAM_BUFFER_BYTES", 4096)
+    drained = []
+    original = snapshot_module._Drain.drain
+
+    def counting(self):
+        grew = original(self)
+        drained.append(grew)
+        return grew
+
+    monkeypatch.setattr(snapshot_module._Drain, "drain", counting)
+    read = read_snapshot(path)
+    events = snap["device_traces"][1]
+    assert sum(drained) >= 10  # batches really were taken out while the unpickler was still appending
+    assert list(read.traces[1].time_us) == [e["time_us"] for e in events]
+    assert list(read.traces[1].size) == [e["size"] for e in events]
+
+
+def test_a_large_snapshot_takes_a_fraction_of_the_memory_of_pickle_load(tmp_path):
+    """A ~40 MB file written by the benchmark's generator: the lab's reader in one process, plain pickle.load
+    in another; the lab's peak RSS growth must stay well under plain pickle's (measured here: ~0.5×; the
+    emptied event dicts stay referenced by the unpickler's memo until it finishes, so it is not ~0)."""
+    sys.path.insert(0, str(ROOT / "benchmarks"))
+    from snapshot_import import write_snapshot
+
+    path = tmp_path / "big.pickle"
+    write_snapshot(path, 40)
+    probe = ("import resource, sys, pickle; sys.path.insert(0, {root!r}); base = resource.getrusage("
+             "resource.RUSAGE_SELF).ru_maxrss; {body}; print(resource.getrusage(resource.RUSAGE_SELF).ru_maxrss - base)")
+    lab = probe.format(root=str(ROOT), body=f"from core.workload.snapshot import read_snapshot; import numpy, torch; "
+                                           f"base = resource.getrusage(resource.RUSAGE_SELF).ru_maxrss; "
+                                           f"s = read_snapshot({str(path)!r})")
+    plain = probe.format(root=str(ROOT), body=f"import numpy, torch; base = resource.getrusage(resource.RUSAGE_SELF)."
+                                             f"ru_maxrss; d = pickle.load(open({str(path)!r}, 'rb'))")
+    grow = [int(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout)
+            for code in (lab, plain)]
+    assert grow[0] < 0.7 * grow[1], f"lab grew {grow[0]} KiB, plain pickle.load {grow[1]} KiB"
+
+
+def test_segments_at_the_peak_and_at_the_start(tmp_path):
+    a = analyse(read_snapshot(write(tmp_path, "s.pickle", pickle.dumps(snapshots.hand_snapshot()))))
+    at_peak = {s["address"]: s for s in a.segments_at(5)}
+    assert set(at_peak) == {0x10000, 0x20000}
+    s1 = [(b["address"], b["size"], b["state"]) for b in at_peak[0x10000]["blocks"]]
+    assert s1 == [(0x10000, 1024, "active_allocated"), (0x10400, 512, "active_allocated"),
+                  (0x10600, 1024, "active_allocated"), (0x10A00, 5632, "inactive")]
+    assert [(b["size"], b["state"]) for b in at_peak[0x20000]["blocks"]] == [(4096, "active_allocated")]
+    at_start = {s["address"]: s for s in a.segments_at(0)}
+    assert set(at_start) == {0x10000}  # S2 is allocated by event 3
+    states = [(b["address"], b["size"], b["state"]) for b in at_start[0x10000]["blocks"]]
+    assert (0x11800, 256, "active_allocated") in states  # the block the trace frees at event 1
+    compact, numbers = a.segment_map_at(5)
+    assert numbers["largest_free_block_bytes"] == 5632 and numbers["fragmentation_ratio"] == 0.0
+    assert a.segments_at(6)[0]["blocks"][1]["state"] == "active_pending_free"  # A after free_requested
+
+
+def test_points_between_keeps_the_peak_and_respects_the_budget(tmp_path):
+    a = analyse(read_snapshot(write(tmp_path, "s.pickle", pickle.dumps(snapshots.big_snapshot(800)))))
+    points = a.points_between(None, None, 300)
+    assert len(points) <= 300 and a.peak_point in points
+    t = a.point_time_ms(np.arange(len(a.allocated)))
+    window = a.points_between(t[100], t[200], 1000)
+    assert window.min() >= 100 and window.max() <= 201
+    assert np.array_equal(window, np.arange(window.min(), window.max() + 1))  # a small window: every point
+
+
+def test_stack_kinds_read_windows_paths_and_torch_frames():
+    assert stack_kind((("D:\\venv\\Lib\\site-packages\\torch\\optim\\adamw.py", 1, "_init_group"),)) == 4
+    assert stack_kind((("C:\\x\\torch\\autograd\\graph.py", 1, "_engine_run_backward"),)) == 3
+    assert stack_kind((("/x/torch/nn/modules/module.py", 1, "_apply"),)) == 1
+    assert stack_kind((("/p/model.py", 1, "forward"),)) == 2
+    assert stack_kind((("/p/data.py", 1, "load"),)) == 0
+
+
+def test_a_snapshot_without_trace_is_its_segments(tmp_path):
+    snap = snapshots.hand_snapshot()
+    snap["device_traces"] = [[]]
+    m = analyse(read_snapshot(write(tmp_path, "s.pickle", pickle.dumps(snap)))).summary()
+    assert m["trace_events"] == 0
+    assert m["peak_allocated_bytes"] == 1024 + 1024 + 4096 == m["baseline_allocated_bytes"]
+    assert m["peak_reserved_bytes"] == 12288
+
+
+@pytest.mark.parametrize("make, reason", [
+    (lambda: pickle.dumps({"segments": [], "device_traces": [[os.system]]}), "names the class"),
+    (lambda: pickle.dumps(snapshots.hand_snapshot())[:300], "truncated"),
+    (lambda: gzip.compress(pickle.dumps(snapshots.hand_snapshot()))[:-20], "truncated|not valid gzip"),
+    (lambda: b"", "empty"),
+    (lambda: pickle.dumps([1, 2, 3]), "not a memory snapshot"),
+    (lambda: json.dumps({"traceEvents": []}).encode(), "not a memory snapshot"),
+    (lambda: b"\x00\x01binary junk", "neither a pickle nor JSON"),
+    (lambda: pickle.dumps({"segments": [{"address": "x"}], "device_traces": []}), "integer address"),
+])
+def test_bad_files_are_refused_with_the_reason(tmp_path, make, reason):
+    with pytest.raises(InputRefused, match=reason):
+        read_snapshot(write(tmp_path, "bad.pickle", make()))
+
+
+@pytest.mark.parametrize("path", snapshots.real_snapshot_files() or ["(none)"])
+def test_real_snapshots_match_a_plain_replay(path, capsys):
+    """Snapshots recorded on real GPUs by other people, from $GPULAB_REAL_SNAPSHOTS (none can be committed as
+    text: see tests/data/workload/README.md): `snapshot --json` reports the plain replay's peak (within 0.1%)."""
+    if path == "(none)":
+        pytest.skip("set GPULAB_REAL_SNAPSHOTS to a folder of real _dump_snapshot files to run this")
+    from core import cli
+
+    data = snapshots.load_any(path)
+    assert cli.main(["snapshot", path, "--json", "--no-save"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    expected = snapshots.plain_replay(data, out["device"])
+    assert out["trace_events"] == expected["events"]
+    assert out["peak_allocated_bytes"] == pytest.approx(expected["peak"], rel=1e-3)
+
+
+@pytest.mark.gpu
+def test_a_snapshot_recorded_here_replays_to_the_allocator_s_own_counters(tmp_path):
+    """On a GPU: tensors made before recording are the baseline, and the replayed peak is
+    torch.cuda.max_memory_allocated (sizes are multiples of 512 bytes, so requested = block sizes)."""
+    import torch
+
+    from core.workload.recorder import record_memory
+
+    keep = torch.empty(8 * 2**20, dtype=torch.uint8, device="cuda")  # allocated before recording
+    torch.cuda.synchronize()
+    torch.cuda.reset_peak_memory_stats()
+    base = torch.cuda.memory_allocated()
+    path = tmp_path / "here.pickle"
+    with record_memory(path, max_entries=10_000):
+        a = torch.empty(32 * 2**20, dtype=torch.uint8, device="cuda")
+        b = torch.empty(16 * 2**20, dtype=torch.uint8, device="cuda")
+        del a
+        c = torch.empty(64 * 2**20, dtype=torch.uint8, device="cuda")
+        del b, c
+        torch.cuda.synchronize()
+        peak = torch.cuda.max_memory_allocated()
+    m = analyse(read_snapshot(path)).summary()
+    assert m["baseline_allocated_bytes"] == base
+    assert m["peak_allocated_bytes"] == peak == base + 80 * 2**20
+    del keep

@@ -1,0 +1,145 @@
+"""AppTest: import a snapshot on the Allocator page and a trace on the Step benchmark page (upload → worker →
+stored run → charts), plan a published architecture on the Training memory page; the plot modules draw
+stored imports for Compare and the report."""
+import pickle
+import time
+
+import pytest
+
+from core.workload.snapshot_analysis import size_text
+from tests.conftest import ROOT
+from tests.core.workload import snapshots
+
+V100 = ROOT / "tests" / "data" / "workload" / "kineto_v100_trace.json"
+
+
+def page(path):
+    import streamlit as st
+    from streamlit.testing.v1 import AppTest
+
+    st.cache_resource.clear()
+    at = AppTest.from_file(str(ROOT / path), default_timeout=120)
+    at.session_state["lab.device"] = "cpu"
+    at.session_state["lab.model"] = "tiny"
+    return at.run()
+
+
+def wait_for_metric(at, label, timeout=120):
+    deadline = time.monotonic() + timeout
+    while time.monotonic() < deadline:
+        at.run()
+        if any(m.label == label for m in at.metric):
+            return at
+        time.sleep(0.5)
+    raise AssertionError(f"no {label!r}: errors {[e.value for e in at.error]}, exceptions {at.exception}")
+
+
+def import_snapshot(at, key, name, content):
+    uploader = next(u for u in at.get("file_uploader") if u.label == "Memory snapshot")
+    uploader.set_value((name, content, "application/octet-stream"))
+    at.run()
+    at.button(key=f"{key}.import").click().run()
+    return wait_for_metric(at, "Peak allocated")
+
+
+def test_allocator_page_imports_a_snapshot_and_draws_it(data_dir):
+    snap = snapshots.big_snapshot(300)
+    expected = snapshots.plain_replay(snap, 1)
+    at = import_snapshot(page("pages/allocator.py"), "allocator.snapshot", "mine.pickle", pickle.dumps(snap))
+    assert not at.exception
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["Peak allocated"] == size_text(expected["peak"])
+    assert metrics["Trace events"] == f"{expected['events']:,}"
+    charts = at.get("plotly_chart")
+    assert len(charts) >= 5  # timeline, sites, segment map, categories, fragmentation
+    assert any("Python stack at the peak" in e.label for e in at.expander)
+    window = next(s for s in at.slider if s.label == "Time window")
+    window.set_value((window.value[0], window.value[1] / 2)).run()  # zoom: re-read from the whole trace
+    assert not at.exception
+
+
+def test_a_refused_snapshot_is_an_error_on_the_page_and_not_stored(data_dir):
+    import os
+
+    at = page("pages/allocator.py")
+    uploader = next(u for u in at.get("file_uploader") if u.label == "Memory snapshot")
+    uploader.set_value(("evil.pickle", pickle.dumps({"segments": [], "device_traces": [[os.system]]}), "x"))
+    at.run()
+    at.button(key="allocator.snapshot.import").click().run()
+    deadline = time.monotonic() + 120
+    while time.monotonic() < deadline and not at.error:
+        at.run()
+        time.sleep(0.5)
+    assert any("names the class posix.system" in e.value for e in at.error)
+    from core.store import RunStore
+
+    assert RunStore().count() == 0
+
+
+@pytest.mark.parametrize("path", snapshots.real_snapshot_files() or ["(none)"])
+def test_the_page_draws_a_real_snapshot(path, data_dir):
+    if path == "(none)":
+        pytest.skip("set GPULAB_REAL_SNAPSHOTS to a folder of real _dump_snapshot files to run this")
+    from pathlib import Path
+
+    expected = snapshots.plain_replay(snapshots.load_any(path), 0)
+    at = import_snapshot(page("pages/train_memory.py"), "training_memory.snapshot", Path(path).name,
+                         Path(path).read_bytes())
+    assert not at.exception and len(at.get("plotly_chart")) >= 5
+    assert {m.label: m.value for m in at.metric}["Trace events"] == f"{expected['events']:,}"
+
+
+def test_step_bench_page_imports_a_real_trace(data_dir):
+    at = page("pages/step_bench.py")
+    uploader = next(u for u in at.get("file_uploader") if u.label == "Profiler trace")
+    uploader.set_value(("kineto_v100_trace.json", V100.read_bytes(), "application/json"))
+    at.run()
+    at.button(key="step_bench.trace.import").click().run()
+    wait_for_metric(at, "Kernel time")
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["Kernel time"] == "0.048 ms" and metrics["GPU idle"] == "11.896 ms"
+    assert len(at.get("plotly_chart")) >= 4 and not at.exception
+
+
+def test_training_memory_plans_a_published_architecture(data_dir):
+    at = page("pages/train_memory.py")
+    at.radio(key="training_memory.model_source").set_value("published architecture").run()
+    at.selectbox(key="training_memory.architecture").set_value("mistral-7b").run()
+    assert not at.exception
+    assert any("*published*: 7,241,732,096 parameters" in c.value for c in at.caption)
+    assert any(c.value.startswith("mistral-7b: 7,241,732,096 parameters") for c in at.caption)
+    assert any("Estimated peak" in m.label for m in at.metric)
+
+
+def test_stored_imports_draw_for_compare_and_the_report(tmp_path):
+    from core.experiment import Context, drive
+    from core.experiments.memory_snapshot import MemorySnapshotConfig, run
+    from core.experiments.profiler_trace import ProfilerTraceConfig
+    from core.experiments.profiler_trace import run as run_trace
+    from core.result import RunResult
+    from pages.plots import memory_snapshot, profiler_trace
+
+    def stored(experiment, out, name):
+        return RunResult(experiment=experiment, config={}, device={"kind": "cpu", "name": "CPU"}, versions={},
+                         started_at="2026-01-01T00:00:00", finished_at=None, status="ok", rows=out.rows,
+                         meta=out.meta, name=name)
+
+    runs = []
+    for i, snap in enumerate((snapshots.hand_snapshot(), snapshots.big_snapshot(200))):
+        path = tmp_path / f"s{i}.pickle"
+        path.write_bytes(pickle.dumps(snap))
+        out, _ = drive(run(MemorySnapshotConfig(path=str(path)), Context("cpu", "CPU")))
+        runs.append(stored("memory-snapshot", out, f"s{i}"))
+    charts = memory_snapshot.figures(runs[0])
+    assert [c.name for c in charts] == ["snapshot-timeline", "snapshot-categories", "snapshot-fragmentation",
+                                        "snapshot-sites-at-peak"]
+    assert "imported s0.pickle" in charts[0].figure.layout.title.text  # never "CPU": it was recorded elsewhere
+    overlay = memory_snapshot.overlay(runs)
+    assert [c.name for c in overlay] == ["snapshot-overlay", "snapshot-site-differences"]
+    diff = memory_snapshot.site_differences(*runs)
+    assert diff["A_bytes"].sum() == sum(s["bytes"] for s in runs[0].meta["top_sites_at_peak"])
+    out, _ = drive(run_trace(ProfilerTraceConfig(path=str(V100)), Context("cpu", "CPU")))
+    trace_run = stored("profiler-trace", out, "t")
+    names = [c.name for c in profiler_trace.figures(trace_run)]
+    assert names == ["trace-kernel-groups", "trace-busy", "trace-overlap", "trace-steps", "trace-top-kernels"]
+    assert "Tesla V100-DGXS-32GB" in profiler_trace.figures(trace_run)[0].figure.layout.title.text
