@@ -1,5 +1,4 @@
 """Interconnect: host↔GPU copies, the GPU×GPU peer matrix, and collectives (algbw, busbw) over real ranks."""
-import pandas as pd
 import streamlit as st
 
 from core.distributed.collectives import COLLECTIVES, CPU_SIZES, GPU_SIZES, format_size

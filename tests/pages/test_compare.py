@@ -1,6 +1,5 @@
 """Compare & export: the generic comparison (by hand-checked numbers) and the page in AppTest."""
 import re
-import time
 
 import pandas as pd
 import pytest
