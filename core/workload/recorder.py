@@ -22,6 +22,7 @@ import os
 import pickle
 import runpy
 import sys
+import tempfile
 import traceback
 from contextlib import contextmanager
 from pathlib import Path
@@ -81,7 +82,10 @@ def _run_program(args: list[str]) -> int:
             runpy.run_module(args[1], run_name="__main__", alter_sys=True)
         elif args[0] == "-c" and len(args) > 1:
             sys.argv = ["-c", *args[2:]]
-            exec(compile(args[1], "<string>", "exec"), {"__name__": "__main__"})  # noqa: S102 - the user's own code
+            with tempfile.TemporaryDirectory(prefix="gpulab-record-") as folder:
+                program = Path(folder) / "program.py"
+                program.write_text(args[1], encoding="utf-8")
+                runpy.run_path(str(program), run_name="__main__")
         else:
             script = os.path.abspath(args[0])
             sys.argv = list(args)
