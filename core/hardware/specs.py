@@ -40,11 +40,11 @@ _H100_SXM = {"fp64": 34.0, "fp64_tc": 67.0, "fp32": 67.0, "tf32": 494.7, "bf16":
              "fp8": 1978.9, "int8": 1978.9}
 
 SPECS: tuple[DeviceSpec, ...] = (
-    DeviceSpec("h200-nvl", "NVIDIA H200 NVL", r"H200.*NVL",
+    DeviceSpec("h200-nvl", "NVIDIA H200 NVL", r"(?<!G)H200.*NVL",
                {"fp64": 30.0, "fp64_tc": 60.0, "fp32": 60.0, "tf32": 417.5, "bf16": 835.5, "fp16": 835.5,
                 "fp8": 1670.5, "int8": 1670.5}, 4800, 141,
                "NVIDIA H200 Tensor Core GPU datasheet (h200-datasheet-3002446, 2024)"),
-    DeviceSpec("h200-sxm", "NVIDIA H200 SXM", r"H200", dict(_H100_SXM), 4800, 141,
+    DeviceSpec("h200-sxm", "NVIDIA H200 SXM", r"(?<!G)H200", dict(_H100_SXM), 4800, 141,
                "NVIDIA H200 Tensor Core GPU datasheet (h200-datasheet-3002446, 2024)"),
     DeviceSpec("h100-nvl", "NVIDIA H100 NVL", r"H100.*NVL",
                {"fp64": 30.0, "fp64_tc": 60.0, "fp32": 60.0, "tf32": 417.5, "bf16": 835.5, "fp16": 835.5,

@@ -59,7 +59,8 @@ def test_datasheet_entry_matched_from_the_torch_device_name(name, memory_gib, ke
     assert specs.match_spec(name, memory_gib * 2**30).key == key
 
 
-@pytest.mark.parametrize("name", ["NVIDIA GeForce GTX 1080", "Tesla V100-SXM2-16GB", "NVIDIA L40", "AMD MI300X"])
+@pytest.mark.parametrize("name", ["NVIDIA GeForce GTX 1080", "Tesla V100-SXM2-16GB", "NVIDIA L40", "AMD MI300X",
+                                  "NVIDIA GH200 480GB"])  # a Grace Hopper superchip is not an H200 card
 def test_unknown_devices_get_no_entry(name):
     assert specs.match_spec(name, 16 * 2**30) is None
 
