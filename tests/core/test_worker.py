@@ -91,6 +91,7 @@ def test_warm_worker_is_reused_and_fresh_process_is_not(manager):
     r2 = run_probe(manager, steps=1)
     assert r1.meta["pid"] == r2.meta["pid"]  # warm worker
     r3 = run_probe(manager, mode="raise", steps=0)
+    assert r3.status == "error"
     r4 = run_probe(manager, steps=1)
     assert r4.meta["pid"] == r1.meta["pid"]  # a Python exception does not cost the worker
 

@@ -6,7 +6,7 @@ import pytest
 
 from core import cli
 from core.experiment import ConfigError
-from core.transformer.presets import ARCHITECTURES, PRESETS, custom_spec, get_preset
+from core.transformer.presets import PRESETS, custom_spec, get_preset
 
 # Published parameter counts (the Hugging Face model pages' safetensors counts; llama.cpp reports the same
 # general.parameter_count): meta-llama/Llama-2-7b-hf, meta-llama/Meta-Llama-3-8B, mistralai/Mistral-7B-v0.1,
