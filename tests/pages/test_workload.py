@@ -3,6 +3,7 @@ stored run → charts), plan a published architecture on the Training memory pag
 stored imports for Compare and the report."""
 import pickle
 import time
+from pathlib import Path
 
 import pytest
 
@@ -77,17 +78,16 @@ def test_a_refused_snapshot_is_an_error_on_the_page_and_not_stored(data_dir):
     assert RunStore().count() == 0
 
 
-@pytest.mark.parametrize("path", snapshots.real_snapshot_files() or ["(none)"])
+@pytest.mark.parametrize("path", snapshots.real_snapshot_files(), ids=lambda p: Path(p).name)
 def test_the_page_draws_a_real_snapshot(path, data_dir):
-    if path == "(none)":
-        pytest.skip("set GPULAB_REAL_SNAPSHOTS to a folder of real _dump_snapshot files to run this")
-    from pathlib import Path
 
     expected = snapshots.plain_replay(snapshots.load_any(path), 0)
     at = import_snapshot(page("pages/train_memory.py"), "training_memory.snapshot", Path(path).name,
                          Path(path).read_bytes())
     assert not at.exception and len(at.get("plotly_chart")) >= 5
-    assert {m.label: m.value for m in at.metric}["Trace events"] == f"{expected['events']:,}"
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["Trace events"] == f"{expected['events']:,}"
+    assert metrics["Peak allocated"] == size_text(expected["peak"])
 
 
 def test_step_bench_page_imports_a_real_trace(data_dir):

@@ -7,6 +7,7 @@ from __future__ import annotations
 
 import os
 import pickle
+from pathlib import Path
 
 MODEL = "/home/u/proj/model.py"
 TRAIN = "/home/u/proj/train.py"
@@ -173,9 +174,12 @@ def load_any(path) -> dict:
     return PlainData(io.BytesIO(raw)).load()
 
 
+REAL_SNAPSHOTS = Path(__file__).resolve().parents[2] / "data" / "workload" / "snapshots"
+
+
 def real_snapshot_files() -> list[str]:
-    folder = os.environ.get("GPULAB_REAL_SNAPSHOTS")
-    if not folder or not os.path.isdir(folder):
-        return []
-    return sorted(os.path.join(folder, f) for f in os.listdir(folder)
-                  if f.endswith((".pickle", ".pkl", ".json", ".gz")))
+    """Snapshots recorded on real GPUs by other people: the ones committed here (see the README beside them),
+    plus any folder of them named by ``GPULAB_REAL_SNAPSHOTS``."""
+    folders = [REAL_SNAPSHOTS] + [Path(f) for f in [os.environ.get("GPULAB_REAL_SNAPSHOTS")] if f]
+    return sorted(str(f) for folder in folders if folder.is_dir() for f in folder.iterdir()
+                  if f.name.endswith((".pickle", ".pkl", ".json", ".gz")))

@@ -189,12 +189,11 @@ def test_bad_files_are_refused_with_the_reason(tmp_path, make, reason):
         read_snapshot(write(tmp_path, "bad.pickle", make()))
 
 
-@pytest.mark.parametrize("path", snapshots.real_snapshot_files() or ["(none)"])
+@pytest.mark.parametrize("path", snapshots.real_snapshot_files(), ids=os.path.basename)
 def test_real_snapshots_match_a_plain_replay(path, capsys):
-    """Snapshots recorded on real GPUs by other people, from $GPULAB_REAL_SNAPSHOTS (none can be committed as
-    text: see tests/data/workload/README.md): `snapshot --json` reports the plain replay's peak (within 0.1%)."""
-    if path == "(none)":
-        pytest.skip("set GPULAB_REAL_SNAPSHOTS to a folder of real _dump_snapshot files to run this")
+    """Snapshots recorded on real GPUs by other people (tests/data/workload/snapshots, plus any folder named by
+    $GPULAB_REAL_SNAPSHOTS): `snapshot --json` reports the plain replay's peak (within 0.1%), baseline
+    included, and the same baseline."""
     from core import cli
 
     data = snapshots.load_any(path)
@@ -203,6 +202,16 @@ def test_real_snapshots_match_a_plain_replay(path, capsys):
     expected = snapshots.plain_replay(data, out["device"])
     assert out["trace_events"] == expected["events"]
     assert out["peak_allocated_bytes"] == pytest.approx(expected["peak"], rel=1e-3)
+    assert out["baseline_allocated_bytes"] == expected["baseline"]
+
+
+def test_the_committed_real_snapshots_are_read_and_two_start_with_memory_held():
+    """The real files are there (the test above is not silently empty): three recorded on a GPU, two of them
+    after 525,286,400 bytes (the model's weights) were already allocated, by the test's own replay."""
+    files = [f for f in snapshots.real_snapshot_files() if f.startswith(str(snapshots.REAL_SNAPSHOTS))]
+    assert len(files) == 3
+    baselines = sorted(snapshots.plain_replay(snapshots.load_any(f), 0)["baseline"] for f in files)
+    assert baselines == [0, 525286400, 525286400]
 
 
 @pytest.mark.gpu
