@@ -105,19 +105,24 @@ def gpu_activities(events: list) -> Activities:
     return Activities(**as_array, names=list(names))
 
 
-def union_us(start: np.ndarray, end: np.ndarray) -> float:
-    """Length of the union of intervals."""
-    if not len(start):
-        return 0.0
+def merged_intervals(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The union of intervals as disjoint ones, sorted: (starts, ends). Inputs must be non-empty."""
     order = np.argsort(start, kind="stable")
     s, e = start[order], end[order]
     reach = np.maximum.accumulate(e)
     new = np.ones(len(s), bool)
     new[1:] = s[1:] > reach[:-1]
     group = np.cumsum(new) - 1
-    g_start = s[new]
     g_end = np.zeros(int(group[-1]) + 1)
     np.maximum.at(g_end, group, e)
+    return s[new], g_end
+
+
+def union_us(start: np.ndarray, end: np.ndarray) -> float:
+    """Length of the union of intervals."""
+    if not len(start):
+        return 0.0
+    g_start, g_end = merged_intervals(start, end)
     return float((g_end - g_start).sum())
 
 
@@ -285,15 +290,7 @@ def _coverage(s: np.ndarray, e: np.ndarray, edges: np.ndarray) -> np.ndarray:
     out = np.zeros(len(edges) - 1)
     if not len(s):
         return out
-    order = np.argsort(s)
-    s, e = s[order], e[order]
-    reach = np.maximum.accumulate(e)
-    new = np.ones(len(s), bool)
-    new[1:] = s[1:] > reach[:-1]
-    group = np.cumsum(new) - 1
-    g_start = s[new]
-    g_end = np.zeros(int(group[-1]) + 1)
-    np.maximum.at(g_end, group, e)
+    g_start, g_end = merged_intervals(s, e)
     # covered length of [edges[0], x] as a function: integral of the union's indicator
     starts_cum = np.concatenate([[0.0], np.cumsum(g_end - g_start)])
 

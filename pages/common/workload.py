@@ -18,6 +18,7 @@ from core.paths import data_dir
 from core.workload.snapshot_analysis import size_text
 from pages.common import lab, run_panel
 from pages.common.charts import show, show_charts
+from pages.plots import kind_rows
 from pages.plots import memory_snapshot as snap_plots
 from pages.plots import profiler_trace as trace_plots
 
@@ -201,9 +202,9 @@ def render_trace(run) -> None:
     st.caption(f"{m['file']} · GPU {m['device']} ({m['device_name']}) of {m['devices']} · streams {m['streams']} · "
                f"{m['events']:,} events · {m['step_basis']}")
     show_charts(trace_plots.figures(run), f"trace.{run.id}")
-    kernels = trace_plots._rows(run, "kernel")
+    kernels = kind_rows(run, "kernel")
     if not kernels.empty:
         st.dataframe(kernels.drop(columns=["kind"]), hide_index=True)
-    steps = trace_plots._rows(run, "step")
+    steps = kind_rows(run, "step")
     if not steps.empty:
         st.dataframe(steps.drop(columns=["kind"]), hide_index=True)

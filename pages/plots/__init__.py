@@ -22,6 +22,14 @@ class Chart:
     data: pd.DataFrame | None = None  # what the CSV/JSON export holds
 
 
+def kind_rows(run: RunResult, kind: str) -> pd.DataFrame:
+    """The rows of one ``kind`` of a run that mixes kinds, with only the columns that kind fills."""
+    df = run.frame()
+    if df.empty or "kind" not in df:
+        return pd.DataFrame()
+    return df[df["kind"] == kind].dropna(axis=1, how="all").reset_index(drop=True)
+
+
 def _module(experiment: str):
     try:
         return importlib.import_module(f"pages.plots.{experiment.replace('-', '_')}")

@@ -6,18 +6,11 @@ import plotly.graph_objects as go
 
 from core.result import RunResult
 from pages.common.charts import color_for, style, title
-from pages.plots import Chart
+from pages.plots import Chart, kind_rows
 from pages.plots.step_bench import GROUP_COLORS
 
 COLORS = GROUP_COLORS | {"communication": "#17becf", "memcpy": "#bcbd22", "memset": "#8c564b", "compute": "#1f77b4"}
 KINDS = ("compute", "communication", "memcpy", "memset")
-
-
-def _rows(run: RunResult, kind: str) -> pd.DataFrame:
-    df = run.frame()
-    if df.empty or "kind" not in df:
-        return pd.DataFrame()
-    return df[df["kind"] == kind].dropna(axis=1, how="all").reset_index(drop=True)
 
 
 def _detail(run: RunResult) -> str:
@@ -26,7 +19,7 @@ def _detail(run: RunResult) -> str:
 
 
 def groups_chart(run: RunResult) -> Chart | None:
-    groups = _rows(run, "group")
+    groups = kind_rows(run, "group")
     if groups.empty:
         return None
     groups = groups[groups["count"] > 0]
@@ -39,7 +32,7 @@ def groups_chart(run: RunResult) -> Chart | None:
 
 
 def kernels_chart(run: RunResult) -> Chart | None:
-    kernels = _rows(run, "kernel")
+    kernels = kind_rows(run, "kernel")
     if kernels.empty:
         return None
     data = kernels.sort_values("total_us")
@@ -54,7 +47,7 @@ def kernels_chart(run: RunResult) -> Chart | None:
 
 
 def busy_chart(run: RunResult) -> Chart | None:
-    busy = _rows(run, "busy")
+    busy = kind_rows(run, "busy")
     if busy.empty:
         return None
     fig = go.Figure()
@@ -94,7 +87,7 @@ def overlap_chart(run: RunResult) -> Chart | None:
 
 
 def steps_chart(run: RunResult) -> Chart | None:
-    steps = _rows(run, "step")
+    steps = kind_rows(run, "step")
     if steps.empty:
         return None
     fig = go.Figure()
@@ -120,7 +113,7 @@ def overlay(runs: list[RunResult]) -> list[Chart]:
     """Kernel time by group, trace by trace."""
     records = []
     for run in runs:
-        for _, row in _rows(run, "group").iterrows():
+        for _, row in kind_rows(run, "group").iterrows():
             records.append({"trace": run.name or run.meta.get("file", run.id[:8]), "group": row["group"],
                             "ms": row["total_us"] / 1000})
     data = pd.DataFrame(records)

@@ -9,7 +9,7 @@ import plotly.graph_objects as go
 from core.result import RunResult
 from pages.common.charts import color_for, plain, style, title
 from pages.common.node import is_all_gpus, node_chart
-from pages.plots import Chart
+from pages.plots import Chart, kind_rows
 
 PHASE_ORDER = ("forward", "backward", "optimizer", "zero_grad", "step")
 SCOPE_LABELS = {"forward": "forward only", "step": "full step"}
@@ -19,13 +19,6 @@ GROUP_COLORS = {"matmul": "#1f77b4", "attention-softmax": "#d62728", "elementwis
 PRECISION_DTYPE = {"fp32": "fp32", "tf32": "tf32", "bf16-autocast": "bf16", "fp16-autocast": "fp16", "bf16": "bf16"}
 
 
-def _rows(run: RunResult, kind: str) -> pd.DataFrame:
-    df = run.frame()
-    if df.empty or "kind" not in df:
-        return pd.DataFrame()
-    return df[df["kind"] == kind].dropna(axis=1, how="all").reset_index(drop=True)
-
-
 def _detail(run: RunResult) -> str:
     c = run.config
     precision = "all precision modes" if c.get("sweep") else c.get("precision")
@@ -33,7 +26,7 @@ def _detail(run: RunResult) -> str:
 
 
 def phase_chart(run: RunResult) -> Chart | None:
-    samples = _rows(run, "sample")
+    samples = kind_rows(run, "sample")
     if samples.empty:
         return None
     warm = samples[samples["series"] == "warm"]
@@ -50,7 +43,7 @@ def phase_chart(run: RunResult) -> Chart | None:
 
 
 def cold_chart(run: RunResult) -> Chart | None:
-    samples = _rows(run, "sample")
+    samples = kind_rows(run, "sample")
     if samples.empty:
         return None
     steps = samples[samples["phase"] == "step"].copy()
@@ -85,7 +78,7 @@ def log_range(values: pd.Series, margin: float = 1.5) -> list[float] | None:
 
 
 def groups_chart(run: RunResult) -> Chart | None:
-    groups = _rows(run, "group")
+    groups = kind_rows(run, "group")
     if groups.empty:
         return None
     fig = go.Figure()
@@ -101,7 +94,7 @@ def groups_chart(run: RunResult) -> Chart | None:
 
 
 def kernels_chart(run: RunResult) -> Chart | None:
-    kernels = _rows(run, "kernel")
+    kernels = kind_rows(run, "kernel")
     if kernels.empty:
         return None
     step = kernels[kernels["scope"] == "step"].sort_values("ms_per_step")
@@ -117,7 +110,7 @@ def kernels_chart(run: RunResult) -> Chart | None:
 
 
 def time_vs_flops_chart(run: RunResult) -> Chart | None:
-    groups = _rows(run, "group")
+    groups = kind_rows(run, "group")
     if groups.empty:
         return None
     part = groups[groups["group"].isin(["matmul", "attention-softmax"])]
@@ -130,7 +123,7 @@ def time_vs_flops_chart(run: RunResult) -> Chart | None:
 
 
 def sweep_charts(run: RunResult) -> list[Chart]:
-    modes = _rows(run, "precision")
+    modes = kind_rows(run, "precision")
     if modes.empty:
         return []
     ok = modes[modes["status"] == "ok"]
@@ -160,7 +153,7 @@ def sweep_charts(run: RunResult) -> list[Chart]:
 def per_gpu_chart(run: RunResult) -> Chart | None:
     """A run on every GPU: each GPU's warm step times side by side (a sweep: tokens/s per mode and GPU)."""
     if run.config.get("sweep"):
-        modes = _rows(run, "precision")
+        modes = kind_rows(run, "precision")
         if modes.empty or "tokens_per_s" not in modes:
             return None
         ok = modes[modes["status"] == "ok"]
@@ -169,7 +162,7 @@ def per_gpu_chart(run: RunResult) -> Chart | None:
         style(fig, title("Precision sweep on every GPU", run, _detail(run)), "precision mode", "tokens/s",
               barmode="group", legend_title="GPU")
         return Chart("step-per-gpu-tokens", fig, ok[["device", "precision", "tokens_per_s", "step_ms_median"]])
-    samples = _rows(run, "sample")
+    samples = kind_rows(run, "sample")
     if samples.empty:
         return None
     steps = samples[(samples["series"] == "warm") & (samples["phase"] == "step")]
@@ -194,7 +187,7 @@ def overlay(runs: list[RunResult]) -> list[Chart]:
     records = []
     for run in runs:
         kind = "precision" if run.config.get("sweep") else "summary"
-        for _, row in _rows(run, kind).iterrows():
+        for _, row in kind_rows(run, kind).iterrows():
             if row.get("status", "ok") == "ok":
                 records.append({"run": f"{run.name or run.id[:8]} · {run.device.get('name', '')}",
                                 "precision": row["precision"], "step_ms_median": row["step_ms_median"],
