@@ -6,7 +6,8 @@ from core.experiments.matmul import CPU_SIZES, DTYPES, GPU_SIZES
 from core.transformer.presets import DEFAULT_BATCH, DEFAULT_CONTEXT, PRESET_NAMES
 from core.result import RunResult
 from pages.common import lab, node
-from pages.common.charts import show_charts, throughput_unit
+from core.columns import throughput_unit
+from pages.common.charts import show_charts
 from pages.common.run_panel import results, run_controls
 from core.hardware import published
 from pages.plots.matmul import figures, measured, published_for

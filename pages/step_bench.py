@@ -8,7 +8,8 @@ from core.result import RunResult
 from core.experiments.step_bench import PEAK_UNIT, StepBenchConfig
 from core.transformer.training import OPTIMIZERS, PRECISIONS
 from pages.common import lab, node, run_panel, workload
-from pages.common.charts import show_charts, throughput_unit
+from core.columns import throughput_unit
+from pages.common.charts import show_charts
 from pages.plots.step_bench import figures
 
 KEY = "step_bench"

@@ -24,7 +24,8 @@ from core.experiment import (ConfigError, Context, DeviceMetric, DoesNotFit, Exp
                              check_seed)
 from core.hardware import memory
 from core.transformer.presets import DEFAULT_BATCH, DEFAULT_CONTEXT, PRESET_NAMES, get_preset
-from core.hardware.specs import above_peak_error, device_peak, unit_for
+from core.hardware.specs import above_peak_error, device_peak, measurement_errors, unit_for
+from core.columns import throughput_unit
 from core.measure.stats import summarize
 from core.measure.timing import TimingPlan, flush_bytes, keep_busy, make_flush, time_op, wake_cpu
 from core.transformer.training import matmul_precision
@@ -304,10 +305,6 @@ def memory_needed_bytes(dtype: str, shape: Shape, accuracy_rows: int) -> int:
 POINT_SHARE = 0.9  # a point may take at most this share of what the device can give (workspaces, flush)
 
 
-def _free_bytes(device: str) -> int:
-    return memory.budget(device).bytes
-
-
 def check_fits(cfg: MatmulConfig, shapes: list[Shape], support: dict, ctx: Context) -> None:
     """Refuse the run before allocating when not one of its points fits (each point that does not is a row
     saying so, as before)."""
@@ -421,7 +418,7 @@ def measure_point(dtype: str, shape: Shape, ctx: Context, cfg: MatmulConfig, flu
 def copy_bandwidth_gbs(ctx: Context, cfg: MatmulConfig) -> dict:
     """Device-to-device copy of a large buffer: (bytes read + bytes written) / median time."""
     nbytes = GPU_COPY_BYTES if ctx.is_cuda else CPU_COPY_BYTES
-    free = _free_bytes(ctx.device)
+    free = memory.budget(ctx.device).bytes
     if free:
         nbytes = min(nbytes, free // 4)
     src = torch.randn(nbytes // 4, device=ctx.device)
@@ -470,10 +467,6 @@ def flag_above_peak(row: dict) -> dict:
     row["above_peak"] = error is not None
     row["measurement_error"] = error
     return row
-
-
-def measurement_errors(rows: list[dict]) -> list[str]:
-    return [r["measurement_error"] for r in rows if r.get("measurement_error")]
 
 
 def run(cfg: MatmulConfig, ctx: Context) -> Iterator[Progress]:
@@ -535,7 +528,7 @@ def _point(dtype, shape, ctx, cfg, desc, support, flush, generator, t0_s, meta) 
            "median_ms": None, "tflops": None, "pct_of_peak": None, "rel_error": None,
            "copy_bandwidth_gbs": meta.get("copy_bandwidth_gbs")}
     reason = support[dtype] or shape_problem(dtype, shape, ctx.is_cuda)
-    free = _free_bytes(ctx.device)
+    free = memory.budget(ctx.device).bytes
     need = memory_needed_bytes(dtype, shape, cfg.accuracy_rows)
     if reason is None and need > POINT_SHARE * free:
         reason = f"needs {need / 2**30:.1f} GiB, {free / 2**30:.1f} GiB free on {ctx.device_name}"
@@ -559,8 +552,8 @@ def _message(row: dict, is_cuda: bool) -> str:
     shape = f"{row['dtype']} {row['m']}×{row['n']}×{row['k']}"
     if row["status"] != "ok":
         return f"{shape}: {row['status']}"
-    unit = "TOPS" if row["dtype"] == "int8" else "TFLOPS"
-    value = f"{row['tflops']:.1f} {unit}" if is_cuda else f"{row['gflops']:.1f} G{unit[1:]}"
+    unit, scale = throughput_unit(is_cuda, ops=row["dtype"] == "int8")
+    value = f"{row['tflops'] * scale:.1f} {unit}"
     warning = " — ABOVE THE DATASHEET PEAK: measurement error" if row.get("above_peak") else ""
     return f"{shape}: {value} ({row['median_ms']:.3f} ms){warning}"
 

@@ -36,7 +36,7 @@ from core.transformer.planner import EstimateConfig, need_bytes
 from core.transformer.model import build_model, random_batch
 from core.paths import data_dir
 from core.transformer.presets import DEFAULT_BATCH, get_preset
-from core.hardware.specs import above_peak_error, device_peak
+from core.hardware.specs import above_peak_error, device_peak, measurement_errors
 from core.measure.kernels import ANNOTATION as _ANNOTATION
 from core.measure.kernels import GROUPS, HOST_GAP_NAME, classify
 from core.measure.stats import summarize
@@ -407,7 +407,7 @@ def _run(cfg: StepBenchConfig, ctx: Context, sampler: ClockSampler | None):
                "first_step_over_median": cold[0] / warm_ms["step_ms_median"] if cold else None,
                **_clocks(sampler, timed_from)}
     rows.append(summary)
-    meta = common | {"flops": bench.flops.to_dict(), "measurement_errors": [e for e in [summary["measurement_error"]] if e]}
+    meta = common | {"flops": bench.flops.to_dict(), "measurement_errors": measurement_errors([summary])}
 
     if cfg.profile_steps:
         yield Progress(total - 1, total, f"profiling {cfg.profile_steps} forward-only and full steps")
@@ -484,8 +484,7 @@ def _sweep(cfg: StepBenchConfig, ctx: Context, info: dict, common: dict, sampler
     for r in rows:
         if r["kind"] == "precision" and r["status"] == "ok" and base:
             r["speedup_vs_fp32"] = base["step_ms_median"] / r["step_ms_median"]
-    errors = [r["measurement_error"] for r in rows if r.get("measurement_error")]
-    return Output(rows=rows, meta=common | {"measurement_errors": errors})
+    return Output(rows=rows, meta=common | {"measurement_errors": measurement_errors(rows)})
 
 
 EXPERIMENTS = [Experiment(name="step-bench", title="Step benchmark", config_type=StepBenchConfig, run=run,

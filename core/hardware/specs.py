@@ -132,9 +132,14 @@ def above_peak_error(achieved: float | None, peak: float | None, what: str) -> s
             f"({100.0 * achieved / peak:.0f}%); the timing is wrong, not the hardware faster")
 
 
+def measurement_errors(rows: list[dict]) -> list[str]:
+    """The above-peak errors flagged on rows (``measurement_error``), for the run's meta and its warnings."""
+    return [r["measurement_error"] for r in rows if r.get("measurement_error")]
+
+
 def all_specs() -> list[dict]:
     return [s.to_dict() for s in SPECS]
 
 
 __all__ = ["DeviceSpec", "SPECS", "match_spec", "unit_for", "spec_for_device", "device_peak", "all_specs", "DTYPE_UNITS",
-           "ABOVE_PEAK", "above_peak_error"]
+           "ABOVE_PEAK", "above_peak_error", "measurement_errors"]

@@ -10,7 +10,6 @@ import html
 import pandas as pd
 import plotly.graph_objects as go
 
-from core.columns import throughput_unit  # noqa: F401 - the unit rule, used by every page's charts
 from core.result import RunResult
 from pages.common.export import export_buttons, toolbar_config
 

@@ -8,7 +8,8 @@ from plotly.subplots import make_subplots
 from core.experiments.matmul import add_pct_of_best, flag_above_peak
 from core.hardware import published
 from core.result import RunResult
-from pages.common.charts import color_for, plain, style, throughput_unit, title
+from core.columns import throughput_unit
+from pages.common.charts import color_for, plain, style, title
 from pages.common.node import is_all_gpus, node_chart
 from pages.plots import Chart
 
