@@ -55,6 +55,17 @@ def plain(text: str) -> str:
     return html.escape(str(text), quote=False)
 
 
+def short_plain(name: str, limit: int = 70) -> str:
+    """A long name (a C++ kernel with its template arguments, a stack frame) cut for an axis label and
+    escaped: ``<module>`` or ``kernel<4, float>`` would otherwise be read as tags and vanish."""
+    return plain(name if len(name) <= limit else name[:limit - 3] + "…")
+
+
+def plain_lines(lines) -> str:
+    """Lines of imported text (stack frames) as one escaped hover text."""
+    return "<br>".join(plain(line) for line in lines)
+
+
 def title(text: str, run: RunResult | None = None, detail: str = "") -> str:
     sub = plain(" · ".join(filter(None, [device_label(run) if run else "", detail])))
     return f"{plain(text)}<br><sup>{sub}</sup>" if sub else plain(text)

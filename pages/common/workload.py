@@ -18,6 +18,7 @@ from core.paths import data_dir
 from core.workload.snapshot_analysis import size_text
 from pages.common import lab, run_panel
 from pages.common.charts import show, show_charts
+from pages.common.plain import md
 from pages.plots import kind_rows
 from pages.plots import memory_snapshot as snap_plots
 from pages.plots import profiler_trace as trace_plots
@@ -102,7 +103,7 @@ def render_snapshot(run, key: str) -> None:
                         "without having allocated: they were there before recording began.")
     cols[3].metric("Trace events", f"{m['trace_events']:,}", f"device {m['device']} of {m['devices']}", delta_color="off")
     cols[4].metric("Reserved − allocated at the peak", size_text(m["fragmentation_at_peak_bytes"]))
-    st.caption(f"{m['file']} · {m['source']['format']} · {m['file_bytes'] / 2**20:,.1f} MiB · "
+    st.caption(f"{md(m['file'])} · {m['source']['format']} · {m['file_bytes'] / 2**20:,.1f} MiB · "
                f"x axis: {m['x_axis']}. Allocated is replayed from the trace's own sizes (as memory_viz draws it).")
     for note in m.get("notes", []):
         st.info(note)
@@ -199,7 +200,7 @@ def render_trace(run) -> None:
     cols[3].metric("Exposed communication", f"{m['exposed_communication_us'] / 1000:,.3f} ms",
                    help="Communication kernels not hidden behind compute.")
     cols[4].metric("Steps", m.get("steps", 0))
-    st.caption(f"{m['file']} · GPU {m['device']} ({m['device_name']}) of {m['devices']} · streams {m['streams']} · "
+    st.caption(f"{md(m['file'])} · GPU {m['device']} ({md(m['device_name'])}) of {m['devices']} · streams {m['streams']} · "
                f"{m['events']:,} events · {m['step_basis']}")
     show_charts(trace_plots.figures(run), f"trace.{run.id}")
     kernels = kind_rows(run, "kernel")

@@ -11,7 +11,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from core.result import RunResult
-from pages.common.charts import color_for, style, title
+from pages.common.charts import color_for, plain, plain_lines, style, title
 from pages.plots import Chart
 from pages.plots.allocator import BLOCK_COLORS
 
@@ -29,7 +29,7 @@ def _x_title(meta: dict) -> str:
 
 def _stack_hover(frames: list[str], limit: int = 12) -> str:
     shown = frames[:limit] + ([f"… {len(frames) - limit} more frames"] if len(frames) > limit else [])
-    return "<br>".join(shown) or "(no Python stack recorded)"
+    return plain_lines(shown) or "(no Python stack recorded)"
 
 
 def timeline_figure(t_ms, allocated, reserved, meta: dict, run: RunResult | None = None, detail: str = "") -> go.Figure:
@@ -83,10 +83,10 @@ def sites_frame(sites: list[dict]) -> pd.DataFrame:
 
 def sites_figure(sites: list[dict], when: str, run: RunResult | None = None) -> go.Figure:
     data = sites_frame(sites).iloc[::-1]
-    fig = go.Figure(go.Bar(x=data["bytes"] / GIB if len(data) else [], y=data["site"] if len(data) else [],
+    fig = go.Figure(go.Bar(x=data["bytes"] / GIB if len(data) else [], y=data["site"].map(plain) if len(data) else [],
                            orientation="h", marker_color=[CATEGORY_COLORS.get(c, "#7f7f7f") for c in data.get("category", [])],
                            customdata=data[["blocks", "category", "rule"]].to_numpy() if len(data) else None,
-                           hovertext=[s.replace("\n", "<br>") for s in data.get("stack", [])],
+                           hovertext=[plain_lines(s.split("\n")) for s in data.get("stack", [])],
                            hovertemplate="%{x:.3f} GiB in %{customdata[0]} block(s) · %{customdata[1]} "
                                          "(%{customdata[2]})<br>%{hovertext}<extra></extra>"))
     style(fig, title(f"Allocation sites holding memory {when}", run, "colour: category"), "GiB", "",
@@ -196,9 +196,9 @@ def overlay(runs: list[RunResult]) -> list[Chart]:
         diff = site_differences(*runs)
         if not diff.empty:
             top = diff.head(20).iloc[::-1]
-            bars = go.Figure(go.Bar(x=top["delta_bytes"] / GIB, y=top["site"], orientation="h",
+            bars = go.Figure(go.Bar(x=top["delta_bytes"] / GIB, y=top["site"].map(plain), orientation="h",
                                     marker_color=["#d62728" if d > 0 else "#2ca02c" for d in top["delta_bytes"]],
-                                    hovertext=[s.replace("\n", "<br>") for s in top["stack"]],
+                                    hovertext=[plain_lines(s.split("\n")) for s in top["stack"]],
                                     hovertemplate="%{x:+.3f} GiB<br>%{hovertext}<extra></extra>"))
             style(bars, title("Where the peaks differ: B − A by allocation site",
                               detail=f"A = {_label(runs[0])}, B = {_label(runs[1])}; each at its own peak, "

@@ -5,7 +5,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from core.result import RunResult
-from pages.common.charts import color_for, style, title
+from pages.common.charts import color_for, plain, short_plain, style, title
 from pages.plots import Chart, kind_rows
 from pages.plots.step_bench import GROUP_COLORS
 
@@ -36,10 +36,10 @@ def kernels_chart(run: RunResult) -> Chart | None:
     if kernels.empty:
         return None
     data = kernels.sort_values("total_us")
-    short = [n if len(n) <= 70 else n[:67] + "…" for n in data["name"]]
-    fig = go.Figure(go.Bar(x=data["total_us"] / 1000, y=short, orientation="h",
+    fig = go.Figure(go.Bar(x=data["total_us"] / 1000, y=[short_plain(n) for n in data["name"]], orientation="h",
                            marker_color=[COLORS.get(g, "#7f7f7f") for g in data["group"]],
-                           customdata=data[["count", "mean_us", "share", "group", "name"]].to_numpy(),
+                           customdata=data[["count", "mean_us", "share", "group"]].assign(
+                               name=data["name"].map(plain)).to_numpy(),
                            hovertemplate="%{customdata[4]}<br>%{x:.3f} ms · ×%{customdata[0]} · mean %{customdata[1]:.1f} µs · "
                                          "%{customdata[2]:.1%} · %{customdata[3]}<extra></extra>"))
     style(fig, title("Top kernels by total time", run, _detail(run)), "ms", "", height=max(400, 26 * len(data) + 150))

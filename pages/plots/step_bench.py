@@ -7,7 +7,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from core.result import RunResult
-from pages.common.charts import color_for, plain, style, title
+from pages.common.charts import color_for, plain, short_plain, style, title
 from pages.common.node import is_all_gpus, node_chart
 from pages.plots import Chart, kind_rows
 
@@ -98,10 +98,10 @@ def kernels_chart(run: RunResult) -> Chart | None:
     if kernels.empty:
         return None
     step = kernels[kernels["scope"] == "step"].sort_values("ms_per_step")
-    short = [n if len(n) <= 70 else n[:67] + "…" for n in step["name"]]
-    fig = go.Figure(go.Bar(x=step["ms_per_step"], y=short, orientation="h",
+    fig = go.Figure(go.Bar(x=step["ms_per_step"], y=[short_plain(n) for n in step["name"]], orientation="h",
                            marker_color=[GROUP_COLORS.get(g, "#7f7f7f") for g in step["group"]],
-                           customdata=step[["count_per_step", "share", "group", "name"]].to_numpy(),
+                           customdata=step[["count_per_step", "share", "group"]].assign(
+                               name=step["name"].map(plain)).to_numpy(),
                            hovertemplate="%{customdata[3]}<br>%{x:.3f} ms per step · %{customdata[0]:.0f} calls · "
                                          "%{customdata[1]:.1%} · %{customdata[2]}<extra></extra>"))
     style(fig, title("Top kernels of the full step (by total time)", run, _detail(run)), "ms per step", "",

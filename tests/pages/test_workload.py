@@ -144,3 +144,31 @@ def test_stored_imports_draw_for_compare_and_the_report(tmp_path):
     names = [c.name for c in profiler_trace.figures(trace_run)]
     assert names == ["trace-kernel-groups", "trace-busy", "trace-overlap", "trace-steps", "trace-top-kernels"]
     assert "Tesla V100-DGXS-32GB" in profiler_trace.figures(trace_run)[0].figure.layout.title.text
+
+
+def test_template_kernels_and_module_frames_are_text_in_charts(tmp_path):
+    """Plotly reads a subset of HTML in labels and hovers: a C++ kernel's ``<…>`` template arguments and a
+    stack's ``<module>`` frame must arrive escaped (html.escape), or Plotly drops them as unknown tags."""
+    import html
+
+    from core.experiment import Context, drive
+    from core.experiments.memory_snapshot import MemorySnapshotConfig, run as run_snapshot
+    from core.experiments.profiler_trace import ProfilerTraceConfig, run as run_trace
+    from core.result import RunResult
+    from pages.plots import memory_snapshot, profiler_trace
+
+    def stored(experiment, out):
+        return RunResult(experiment=experiment, config={}, device={"kind": "cpu", "name": "CPU"}, versions={},
+                         started_at="2026-01-01T00:00:00", finished_at=None, status="ok", rows=out.rows, meta=out.meta)
+
+    trace = stored("profiler-trace", drive(run_trace(ProfilerTraceConfig(path=str(V100)), Context("cpu", "CPU")))[0])
+    top = next(c for c in profiler_trace.figures(trace) if c.name == "trace-top-kernels").figure.data[0]
+    templated = next(n for n in trace.frame()["name"].dropna() if "<" in n)
+    assert html.escape(templated, quote=False) in [row[4] for row in top.customdata]
+    assert not any("<" in label for label in top.y) and any("&lt;" in label for label in top.y)
+
+    path = snapshots.real_snapshot_files()[0]
+    snap = stored("memory-snapshot", drive(run_snapshot(MemorySnapshotConfig(path=path), Context("cpu", "CPU")))[0])
+    sites = next(c for c in memory_snapshot.figures(snap) if c.name == "snapshot-sites-at-peak").figure.data[0]
+    hovers = " ".join(sites.hovertext)
+    assert "&lt;module&gt;" in hovers and "<module>" not in hovers
