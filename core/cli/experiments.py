@@ -13,11 +13,12 @@ import os
 import signal
 import sys
 import typing
-from typing import Literal
+from typing import Callable, Literal
 
 from core import registry
 from core.cli.output import open_store, print_run
 from core.experiment import Experiment
+from core.result import RunResult
 from core.text import MAX_LABEL_CHARS, terminal
 
 ORDER = 100
@@ -117,16 +118,16 @@ class CancelOnSignal:
             signal.signal(sig, signal.SIG_IGN if self.count else handler)
 
 
-def run(args, exp: Experiment) -> int:
+def submit_and_wait(args, experiment: str, values: dict, device: str, show: Callable[[RunResult], None],
+                    timeout_s: float | None = None) -> tuple[RunResult, int]:
+    """One job from the shell: progress on stderr, Ctrl-C cancels it, ``show`` prints the result; the exit code."""
     from core.jobs import JobManager
 
-    names = {f.name for f in dataclasses.fields(exp.config_type)}
-    values = {k: v for k, v in vars(args).items() if k in names}
     store = None if args.no_save else open_store(args)
     with CancelOnSignal() as cancel:
         manager = JobManager(store=store)
         try:
-            job = manager.submit(exp.name, values, args.device, timeout_s=args.timeout, name=args.name,
+            job = manager.submit(experiment, values, device, timeout_s=timeout_s, name=args.name,
                                  on_event=_progress_printer)
             cancel.attach(job)
             while job.wait(0.2) is None:  # short waits: the handler runs between them
@@ -134,10 +135,17 @@ def run(args, exp: Experiment) -> int:
             result = job.result
         finally:
             manager.shutdown()
-        print_run(result, args.json)
+        show(result)
     if job.store_error:
         print(f"warning: {terminal(job.store_error)}", file=sys.stderr)
     if result.status == "error" and (result.meta.get("refused")
                                      or (result.error or "").startswith(("invalid request:", "invalid config:"))):
-        return 2  # bad input only the worker can tell: a GPU this box lacks, a run that cannot fit
-    return EXIT.get(result.status, 1)
+        return result, 2  # bad input only the worker can tell: a GPU this box lacks, a run that cannot fit
+    return result, EXIT.get(result.status, 1)
+
+
+def run(args, exp: Experiment) -> int:
+    names = {f.name for f in dataclasses.fields(exp.config_type)}
+    values = {k: v for k, v in vars(args).items() if k in names}
+    return submit_and_wait(args, exp.name, values, args.device, lambda result: print_run(result, args.json),
+                           timeout_s=args.timeout)[1]

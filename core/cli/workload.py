@@ -11,10 +11,10 @@ from __future__ import annotations
 import os
 import sys
 
-from core.cli.output import dump, open_store
+from core.cli.output import dump
+from core.text import terminal
 
 ORDER = 40
-INVALID = "invalid config: "
 
 
 def register(sub, common) -> None:
@@ -52,29 +52,21 @@ def _import_options(p) -> None:
 
 
 def _import(args, experiment: str, values: dict):
-    """Run the import experiment on the CPU queue; (exit code, result)."""
-    from core.jobs import JobManager
+    """Run the import experiment on the CPU queue, as every command runs a job; (exit code, result)."""
+    from core.cli.experiments import submit_and_wait
 
-    store = None if args.no_save else open_store(args)
-    manager = JobManager(store=store)
-    try:
-        job = manager.submit(experiment, values, "cpu", name=args.name,
-                             on_event=lambda job, e: e.get("type") == "progress" and
-                             print(f"[{e.get('done')}/{e.get('total')}] {e.get('message', '')}", file=sys.stderr,
-                                   flush=True))
-        result = job.wait()
-    finally:
-        manager.shutdown()
-    if result.status == "ok":
-        if job.store_error:
-            print(f"warning: {job.store_error}", file=sys.stderr)
-        return 0, result
-    error = result.error or result.status
-    if error.startswith(INVALID):
-        print(f"error: {error[len(INVALID):]}", file=sys.stderr)
-        return 2, result
-    print(f"error: {error}", file=sys.stderr)
-    return 1, result
+    def show_failure(result) -> None:
+        if result.status != "ok":
+            error = (result.error or result.status).removeprefix("invalid config: ")
+            print(f"error: {terminal(error, multiline=True)}", file=sys.stderr)
+
+    result, code = submit_and_wait(args, experiment, values, "cpu", show_failure)
+    return code, result
+
+
+def say(text: str) -> None:
+    """A line of the report: names, frames and labels come from the imported file, so escaped."""
+    print(terminal(text))
 
 
 def snapshot(args) -> int:
@@ -92,31 +84,31 @@ def snapshot(args) -> int:
     from core.workload.snapshot_analysis import size_text
 
     unit = "ms" if m["has_times"] else "(event number)"
-    print(f"{m['file']}: {m['source']['format']}, {m['file_bytes'] / 2**20:,.1f} MiB — "
+    say(f"{m['file']}: {m['source']['format']}, {m['file_bytes'] / 2**20:,.1f} MiB — "
           f"{'stored as run ' + run.id[:12] if not args.no_save else 'not stored (--no-save)'}")
     actions = ", ".join(f"{k} {v:,}" for k, v in m["actions"].items())
-    print(f"device {m['device']} of {m['devices']}: {m['trace_events']:,} events over {m['duration_ms']:,.1f} {unit}"
+    say(f"device {m['device']} of {m['devices']}: {m['trace_events']:,} events over {m['duration_ms']:,.1f} {unit}"
           + (f" ({actions})" if actions else ""))
-    print(f"peak allocated {size_text(m['peak_allocated_bytes'])} at {m['peak_time_ms']:,.2f} {unit}"
+    say(f"peak allocated {size_text(m['peak_allocated_bytes'])} at {m['peak_time_ms']:,.2f} {unit}"
           + (f" — {m['peak_event']['action']} of {size_text(m['peak_event']['size_bytes'])}" if m["peak_event"] else
              " (before the first event)"))
     for frame in m["peak_stack"][:12]:
-        print(f"    {frame}")
-    print(f"peak reserved {size_text(m['peak_reserved_bytes'])}; reserved − allocated at the peak "
+        say(f"    {frame}")
+    say(f"peak reserved {size_text(m['peak_reserved_bytes'])}; reserved − allocated at the peak "
           f"{size_text(m['fragmentation_at_peak_bytes'])} (largest {size_text(m['peak_fragmentation_bytes'])} at "
           f"{m['peak_fragmentation_time_ms']:,.2f} {unit})")
-    print(f"allocated before recording began: {size_text(m['baseline_allocated_bytes'])} in "
+    say(f"allocated before recording began: {size_text(m['baseline_allocated_bytes'])} in "
           f"{m['baseline_allocated_blocks']:,} block(s) (baseline); reserved then {size_text(m['baseline_reserved_bytes'])}")
     cats = ", ".join(f"{k} {size_text(v)}" for k, v in m["categories_at_peak_bytes"].items() if v)
-    print(f"categories at the peak (inferred from stacks, see rules): {cats or 'none'}")
+    say(f"categories at the peak (inferred from stacks, see rules): {cats or 'none'}")
     for r in m["category_rules"]:
         if r["allocations"]:
-            print(f"    rule {r['rule']:<20} → {r['category']:<16} {r['allocations']:>9,} allocations  ({r['means']})")
-    print("top allocation sites live at the peak:")
+            say(f"    rule {r['rule']:<20} → {r['category']:<16} {r['allocations']:>9,} allocations  ({r['means']})")
+    say("top allocation sites live at the peak:")
     for s in m["top_sites_at_peak"][:10]:
-        print(f"  {size_text(s['bytes']):>12}  {s['blocks']:>6,} block(s)  {s['label']}  [{s['category']}: {s['rule']}]")
+        say(f"  {size_text(s['bytes']):>12}  {s['blocks']:>6,} block(s)  {s['label']}  [{s['category']}: {s['rule']}]")
     for note in m["notes"]:
-        print(f"note: {note}")
+        say(f"note: {note}")
     return 0
 
 
@@ -132,9 +124,9 @@ def trace(args) -> int:
         return 0
     from core.workload.trace import report_lines
 
-    print(f"{m['file']}: {'stored as run ' + run.id[:12] if not args.no_save else 'not stored (--no-save)'}")
+    say(f"{m['file']}: {'stored as run ' + run.id[:12] if not args.no_save else 'not stored (--no-save)'}")
     for line in report_lines(m, run.rows):
-        print(line)
+        say(line)
     return 0
 
 

@@ -69,6 +69,19 @@ def test_cli_text_report(hand_file, capsys):
     assert "_init_group" in text and "not stored (--no-save)" in text
 
 
+def test_cli_text_report_escapes_what_the_file_says(tmp_path, capsys):
+    """Frames come from the file: a terminal escape in one is printed as text (\\x1b), never sent raw."""
+    snap = snapshots.hand_snapshot()
+    for e in snap["device_traces"][0]:
+        for f in e.get("frames", []):
+            f["name"] = "step\x1b[2J"
+    path = tmp_path / "esc.pickle"
+    path.write_bytes(pickle.dumps(snap))
+    assert cli.main(["snapshot", str(path), "--no-save"]) == 0
+    text = capsys.readouterr().out
+    assert "\x1b" not in text and "step\\x1b[2J" in text
+
+
 @pytest.mark.parametrize("content, reason", [
     (pickle.dumps({"segments": [], "device_traces": [[os.system]]}), "names the class posix.system"),
     (pickle.dumps(snapshots.hand_snapshot())[:200], "truncated"),
