@@ -9,7 +9,7 @@ from __future__ import annotations
 import json
 import sys
 
-from core.cli.output import dump, open_store
+from core.cli.output import check_writable, dump, open_store, write_file
 from core.experiment import json_ready
 
 ORDER = 15
@@ -34,6 +34,8 @@ def run(args) -> int:
     from core.doctor import report_run, run_doctor
     from core.jobs import JobManager
 
+    if args.output:
+        check_writable(args.output)  # before minutes of checks, not after
     store = None if args.no_save else open_store(args)
     manager = JobManager(store=store)
     try:
@@ -44,8 +46,7 @@ def run(args) -> int:
         store.save(report_run(report))
     bundle = report.bundle()
     if args.output:
-        with open(args.output, "w", encoding="utf-8") as fh:
-            json.dump(json_ready(bundle), fh, indent=1, allow_nan=False)
+        write_file(args.output, json.dumps(json_ready(bundle), indent=1, allow_nan=False).encode())
         print(f"wrote the doctor's bundle to {args.output}", file=sys.stderr)
     print(dump(bundle) if args.json else report.table())
     return 1 if report.failed else 0

@@ -88,8 +88,6 @@ def for_device(device: dict) -> list[Published]:
     key = (device.get("spec") or {}).get("key")
     name = device.get("name", "")
     by_name = [p for p in PUBLISHED if re.search(p.pattern, name, flags=re.IGNORECASE)]
-    if by_name and by_name[0].accelerator.startswith(("NVIDIA GH200", "NVIDIA GB200")):
-        return for_accelerator(by_name[0].accelerator)
     by_key = [p for p in PUBLISHED if key and key in p.spec_keys]
     return by_key or (for_accelerator(by_name[0].accelerator) if by_name else [])
 

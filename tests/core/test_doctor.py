@@ -102,6 +102,15 @@ def test_the_cli_exits_1_when_a_check_fails(monkeypatch, capsys, tmp_path):
     assert cli.main(["doctor", "--device", "cpu", "--no-save", "--json"]) == 0
 
 
+def test_an_unwritable_bundle_path_exits_2_before_any_check(monkeypatch, capsys, tmp_path):
+    from core import cli
+
+    ran = []
+    monkeypatch.setattr(doctor, "run_doctor", lambda *a, **k: ran.append(1))
+    assert cli.main(["doctor", "--device", "cpu", "--no-save", "-o", str(tmp_path / "no" / "b.json")]) == 2
+    assert "cannot write" in capsys.readouterr().err and not ran
+
+
 def test_doctor_on_the_cpu_passes_every_check_or_says_why(tmp_path):
     """What CI runs: every verdict pass, or unsupported with its reason; under 60 s on a 2-core CPU."""
     bundle_path = tmp_path / "bundle.json"
