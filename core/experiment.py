@@ -23,7 +23,8 @@ SEED_MIN, SEED_MAX = -2**63, 2**64 - 1
 
 
 def check_seed(seed: int) -> None:
-    """Refuse a seed torch cannot take, naming the option (configs call it from ``__post_init__``)."""
+    """Refuse a seed torch cannot take, naming the option (:func:`config_from_dict` calls it for every
+    config with a ``seed``, so no experiment has to remember)."""
     if not SEED_MIN <= seed <= SEED_MAX:
         raise ConfigError(f"seed must be a whole number from {SEED_MIN} to {SEED_MAX}, got {seed}")
 
@@ -211,6 +212,8 @@ def config_from_dict(cls: type, values: Mapping[str, Any]) -> Any:
     if unknown:
         raise ConfigError(f"unknown option(s) for {cls.__name__}: {', '.join(sorted(unknown))}")
     kwargs = {k: _coerce(k, hints[k], v) for k, v in values.items()}
+    if "seed" in kwargs:
+        check_seed(kwargs["seed"])
     try:
         return cls(**kwargs)
     except TypeError as exc:  # a missing required field

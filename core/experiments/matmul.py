@@ -20,8 +20,7 @@ import torch
 
 from core.hardware import device as devices
 from core.hardware.clocks import device_sampler
-from core.experiment import (ConfigError, Context, DeviceMetric, DoesNotFit, Experiment, Output, Progress, Unsupported,
-                             check_seed)
+from core.experiment import ConfigError, Context, DeviceMetric, DoesNotFit, Experiment, Output, Progress, Unsupported
 from core.hardware import memory
 from core.transformer.presets import DEFAULT_BATCH, DEFAULT_CONTEXT, PRESET_NAMES, get_preset
 from core.hardware.specs import above_peak_error, device_peak, measurement_errors, unit_for
@@ -114,7 +113,6 @@ class MatmulConfig:
             raise ConfigError("gpu_warmup_s must be 0…600")
         if not 1 <= self.accuracy_rows <= MAX_DIM:
             raise ConfigError(f"accuracy_rows must be 1…{MAX_DIM}")
-        check_seed(self.seed)
 
     @property
     def plan(self) -> TimingPlan:

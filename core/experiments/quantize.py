@@ -16,7 +16,7 @@ from typing import Literal
 
 import torch
 
-from core.experiment import ConfigError, Context, Experiment, Output, Progress, check_seed
+from core.experiment import ConfigError, Context, Experiment, Output, Progress
 
 Distribution = Literal["normal", "uniform", "outliers", "custom"]
 SCHEMES = ("symmetric", "asymmetric")
@@ -51,7 +51,6 @@ class QuantizeConfig:
                               f"and a larger value becomes inf")
         if not 5 <= self.bins <= 1000:
             raise ConfigError(f"bins must be between 5 and 1000, got {self.bins}")
-        check_seed(self.seed)
 
 
 @dataclass(frozen=True)

@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 
 import torch
 
-from core.experiment import ConfigError, Context, Experiment, Output, Progress, check_seed
+from core.experiment import ConfigError, Context, Experiment, Output, Progress
 from core.hardware.device import cuda_bf16_supported
 from core.transformer.training import matmul_precision
 
@@ -29,7 +29,6 @@ class RoundingConfig:
     def __post_init__(self) -> None:
         if not 16 <= self.size <= 8192:
             raise ConfigError(f"size must be between 16 and 8192, got {self.size}")
-        check_seed(self.seed)
 
 
 def tf32_problem(ctx: Context) -> str | None:

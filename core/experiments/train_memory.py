@@ -18,7 +18,7 @@ from dataclasses import dataclass, field
 from typing import ClassVar
 
 from core.transformer.planner import CATEGORIES, EstimateConfig, StepSetup, need_bytes, plan
-from core.experiment import ConfigError, Context, Experiment, Output, Progress, check_seed
+from core.experiment import ConfigError, Context, Experiment, Output, Progress
 from core.measure import history
 from core.memory.series import thin_indices
 from core.transformer.presets import get_preset
@@ -44,7 +44,6 @@ class TrainMemoryConfig(StepSetup):
             raise ConfigError(f"warmup_steps must be between 0 and 20, got {self.warmup_steps}")
         if not 1 <= self.steps <= 10:
             raise ConfigError(f"steps must be between 1 and 10, got {self.steps}")
-        check_seed(self.seed)
 
     def estimate_config(self, target: str) -> EstimateConfig:
         return EstimateConfig(**self.setup(), target=target)

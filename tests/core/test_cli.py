@@ -161,7 +161,7 @@ def test_the_job_manager_refuses_the_same_timeouts(manager, timeout):
 
 def test_an_oversized_seed_is_refused_naming_the_option(capsys):
     """Finding 10: --seed 99999999999999999999999 ended in 'Overflow when unpacking long long', exit 1."""
-    for experiment in ("matmul", "quantize", "rounding", "train-memory"):
+    for experiment in ("matmul", "quantize", "rounding", "train-memory", "reference", "interconnect"):
         assert core_cli.main([experiment, "--seed", "99999999999999999999999", "--device", "cpu", "--no-save"]) == 2
         err = capsys.readouterr().err
         assert err.startswith("error: seed") and "Traceback" not in err, (experiment, err)
