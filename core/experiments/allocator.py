@@ -18,6 +18,7 @@ from dataclasses import dataclass, field
 from typing import Any, Callable, Literal
 
 from core.experiment import ConfigError, Context, Experiment, Output, Progress
+from core.hardware import memory
 from core.measure import history
 from core.memory.segments import segment_view
 
@@ -28,7 +29,6 @@ MATMUL_MIN_MIB = COLUMNS * COLUMNS * 4 // MIB  # ``a @ a[:1024]`` needs 1024 row
 MAX_SIZE_MIB = 2**20  # 1 TiB, beyond any device; the page caps sizes by free memory
 MAX_STEPS = 64
 MAX_HISTORY_ENTRIES = 100_000
-HOST_RESERVE_BYTES = 512 * MIB  # what a CPU step leaves free: past it the OS kills, it does not raise
 SEED_BACKWARD_CLAIMS = {"y = 5*x; y.mean().backward()": 4.0, "(5*x).mean().backward()": 3.0}
 ENV_KEYS = ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF")  # torch ≥ 2.9 reads the second first
 
@@ -365,19 +365,16 @@ class _Workspace:
 
 
 def _host_guard(nbytes: int, what: str) -> None:
-    """Refuse a CPU allocation that would leave less than HOST_RESERVE_BYTES available.
+    """Refuse a CPU allocation the host cannot give: RAM available less the lab's reserve, within the job's
+    memory cap (:func:`core.hardware.memory.budget`).
 
     On a CPU an over-large request does not raise: the OS kills the process (or a neighbour). So
     the step stops here, honestly labelled, instead of being attempted.
     """
-    import psutil
-
-    available = psutil.virtual_memory().available
-    if nbytes > available - HOST_RESERVE_BYTES:
-        raise StepOutOfMemory(f"out of memory (host): {what} needs {nbytes / MIB:.0f} MiB but only "
-                              f"{available / MIB:.0f} MiB of RAM is available and the lab keeps "
-                              f"{HOST_RESERVE_BYTES / MIB:.0f} MiB free (the OS would kill the process instead "
-                              f"of raising)")
+    room = memory.budget("cpu")
+    if nbytes > room.bytes:
+        raise StepOutOfMemory(f"out of memory (host): {what} needs {nbytes / MIB:.0f} MiB but {room.source} "
+                              f"(the OS would kill the process instead of raising)")
 
 
 def check_size(size_mib: int, free_bytes: int | None) -> None:
