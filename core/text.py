@@ -57,3 +57,9 @@ def quoted(value: object, limit: int = 60) -> str:
     """``repr`` of a value from outside, cut to about ``limit`` characters (a 5 MB field stays short)."""
     text = repr(value)
     return text if len(text) <= limit else text[:limit] + f"… ({len(text):,} characters)"
+
+
+def first_line(exc: BaseException | str, limit: int = 300) -> str:
+    """The first line of an error (a CUDA error's later lines are advice), cut to ``limit``; its type if empty."""
+    text = str(exc).strip()
+    return text.splitlines()[0][:limit] if text else type(exc).__name__

@@ -36,7 +36,9 @@ from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
 from core.experiment import ConfigError, Context, DoesNotFit, Output, Progress, Unsupported, json_ready
-from core.hardware.memory import MEMORY_FRACTION_ENV, MEMORY_LIMIT_ENV, capped, cpu_cap, gib
+from core.hardware.device import current_device
+from core.hardware.memory import MEMORY_FRACTION_ENV, MEMORY_LIMIT_ENV, allocation_failure, capped, cpu_cap, gib
+from core.text import first_line
 from core.paths import lock_dir
 from core.result import now_iso
 
@@ -91,50 +93,6 @@ def device_lock(torch_device: str, on_wait):
         yield
     finally:
         os.close(fd)  # closing releases the lock
-
-
-def current_device(torch_device: str):
-    """Make the job's GPU the current one: a library call that takes no device (autocast's scaler, a
-    kernel launched without a tensor) then lands on cuda:N, not on cuda:0. The lab's own calls name the
-    device anyway (tests/core/test_cuda_device_explicit.py)."""
-    if not torch_device.startswith("cuda"):
-        return nullcontext()
-    import torch
-
-    return torch.cuda.device(torch_device)
-
-
-# Allocation failures that do not surface as torch.cuda.OutOfMemoryError near the memory limit: the
-# library's own status in the message says which allocation it was.
-ALLOCATION_FAILURES = (
-    ("cublas_status_alloc_failed", "cuBLAS could not allocate its handle or workspace (CUBLAS_STATUS_ALLOC_FAILED)"),
-    ("cudnn_status_alloc_failed", "cuDNN could not allocate (CUDNN_STATUS_ALLOC_FAILED)"),
-    ("cusolver_status_alloc_failed", "cuSOLVER could not allocate (CUSOLVER_STATUS_ALLOC_FAILED)"),
-    ("cufft_alloc_failed", "cuFFT could not allocate (CUFFT_ALLOC_FAILED)"),
-    ("cudaerrormemoryallocation", "a CUDA runtime allocation failed (cudaErrorMemoryAllocation)"),
-    ("out of memory", "out of memory"),
-    ("can't allocate memory", "host memory (the OS refused the allocation)"),
-    ("failed to allocate", "an allocation failed"),
-)
-
-
-def allocation_failure(exc: BaseException | str) -> str | None:
-    """Which allocation failed, in words, if ``exc`` (or an error text) is one; None for other errors."""
-    if not isinstance(exc, str):
-        import torch
-
-        if isinstance(exc, torch.cuda.OutOfMemoryError):
-            return "torch.cuda.OutOfMemoryError (the caching allocator could not get a block)"
-        if isinstance(exc, MemoryError):
-            return "MemoryError (host memory)"
-        if not isinstance(exc, RuntimeError):
-            return None
-    text = str(exc).lower()
-    return next((kind for marker, kind in ALLOCATION_FAILURES if marker in text), None)
-
-
-def _is_oom(exc: BaseException) -> bool:
-    return allocation_failure(exc) is not None
 
 
 def _free_memory() -> None:
@@ -199,8 +157,8 @@ def run_job(request: dict, emit) -> None:
                 raise
             extra = getattr(exc, "meta", None)  # an experiment may attach context (e.g. the failing step)
             extra = dict(extra) if isinstance(extra, dict) else {}
-            if not exp.in_process and _is_oom(exc):
-                first = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
+            if not exp.in_process and allocation_failure(exc) is not None:
+                first = first_line(exc)
                 under = (f" (the job ran under a {gib(cap)} memory cap: {MEMORY_FRACTION_ENV} or {MEMORY_LIMIT_ENV} "
                          f"changes it)" if cap else "")
                 result("error", f"out of memory on {desc['name']}: {first}{under}", meta=extra | {"oom": True},

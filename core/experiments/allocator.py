@@ -21,6 +21,7 @@ from core.experiment import ConfigError, Context, Experiment, Output, Progress
 from core.hardware import memory
 from core.measure import history
 from core.memory.segments import segment_view
+from core.text import first_line
 
 MIB = 2**20
 COLUMNS = 1024  # every tensor is (rows, 1024) fp32: 4 KiB a row, 256 rows a MiB
@@ -529,9 +530,9 @@ CUDA_FIELDS = ("allocated_bytes", "reserved_bytes", "peak_allocated_bytes", "dri
                "fragmentation_ratio", "segment_map", "trace")
 
 
-def _is_oom(torch, exc: BaseException) -> bool:
-    return isinstance(exc, (StepOutOfMemory, torch.cuda.OutOfMemoryError, MemoryError)) or (
-        isinstance(exc, RuntimeError) and "out of memory" in str(exc).lower())
+def _is_oom(exc: BaseException) -> bool:
+    """The lab's own host refusal, or any allocation failure torch or a CUDA library reports."""
+    return isinstance(exc, StepOutOfMemory) or memory.allocation_failure(exc) is not None
 
 
 def _backward_summary(rows: list[dict], x_bytes: int) -> list[dict]:
@@ -573,9 +574,9 @@ def run(cfg: AllocatorConfig, ctx: Context):
             try:
                 note = ws.run(step)
             except BaseException as exc:  # noqa: BLE001 - only out-of-memory is turned into a stop
-                if not _is_oom(torch, exc):
+                if not _is_oom(exc):
                     raise
-                first = (str(exc).strip().splitlines() or [type(exc).__name__])[0]
+                first = first_line(exc, limit=10_000)
                 row = recorder.row(i, step, ws, status="oom", note=first)
                 yield Progress(i, total, f"out of memory at step {i}", rows=(row,))
                 raise StepOutOfMemory(f"out of memory at step {i}/{total} '{step.title}', the scenario stopped "

@@ -16,7 +16,9 @@ from typing import Callable, Literal
 
 from core.experiment import ConfigError, Context, Experiment, Output, Progress
 from core.experiments.train_memory import TrainMemoryConfig
-from core.worker import allocation_failure, current_device
+from core.hardware.device import current_device
+from core.hardware.memory import allocation_failure
+from core.text import first_line
 from core.transformer.planner import EstimateConfig, need_bytes, plan
 from core.transformer.presets import OPTIMIZERS, PRECISIONS, PRESET_NAMES, get_preset
 
@@ -93,12 +95,7 @@ def probe_step(values: dict, device: str) -> dict:
         kind = allocation_failure(exc)
         if kind is None:
             raise
-        return {"fits": False, "failure": kind, "error": _first_line(exc)}
-
-
-def _first_line(exc: BaseException | str) -> str:
-    text = str(exc).strip()
-    return text.splitlines()[0][:300] if text else type(exc).__name__
+        return {"fits": False, "failure": kind, "error": first_line(exc)}
 
 
 def _fresh_probe(values: dict, device: str) -> dict:

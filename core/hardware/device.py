@@ -15,6 +15,7 @@ import re
 import shutil
 import subprocess
 import sys
+from contextlib import nullcontext
 
 from core import __version__
 from core.experiment import ConfigError
@@ -245,3 +246,14 @@ def describe(torch_device: str) -> dict:
     if torch_device == "cpu":
         return describe_cpu()
     return describe_cuda(int(torch_device.split(":")[1]))
+
+
+def current_device(torch_device: str):
+    """Make the job's GPU the current one: a library call that takes no device (autocast's scaler, a
+    kernel launched without a tensor) then lands on cuda:N, not on cuda:0. The lab's own calls name the
+    device anyway (tests/core/test_cuda_device_explicit.py)."""
+    if not torch_device.startswith("cuda"):
+        return nullcontext()
+    import torch
+
+    return torch.cuda.device(torch_device)

@@ -126,3 +126,32 @@ def budget(torch_device: str) -> Budget:
         return Budget(2**63, "no memory limit is known on this system")
     room, source = min(limits)
     return Budget(max(0, room), source)
+
+
+# Allocation failures that do not surface as torch.cuda.OutOfMemoryError near the memory limit: the
+# library's own status in the message says which allocation it was.
+ALLOCATION_FAILURES = (
+    ("cublas_status_alloc_failed", "cuBLAS could not allocate its handle or workspace (CUBLAS_STATUS_ALLOC_FAILED)"),
+    ("cudnn_status_alloc_failed", "cuDNN could not allocate (CUDNN_STATUS_ALLOC_FAILED)"),
+    ("cusolver_status_alloc_failed", "cuSOLVER could not allocate (CUSOLVER_STATUS_ALLOC_FAILED)"),
+    ("cufft_alloc_failed", "cuFFT could not allocate (CUFFT_ALLOC_FAILED)"),
+    ("cudaerrormemoryallocation", "a CUDA runtime allocation failed (cudaErrorMemoryAllocation)"),
+    ("out of memory", "out of memory"),
+    ("can't allocate memory", "host memory (the OS refused the allocation)"),
+    ("failed to allocate", "an allocation failed"),
+)
+
+
+def allocation_failure(exc: BaseException | str) -> str | None:
+    """Which allocation failed, in words, if ``exc`` (or an error text) is one; None for other errors."""
+    if not isinstance(exc, str):
+        import torch
+
+        if isinstance(exc, torch.cuda.OutOfMemoryError):
+            return "torch.cuda.OutOfMemoryError (the caching allocator could not get a block)"
+        if isinstance(exc, MemoryError):
+            return "MemoryError (host memory)"
+        if not isinstance(exc, RuntimeError):
+            return None
+    text = str(exc).lower()
+    return next((kind for marker, kind in ALLOCATION_FAILURES if marker in text), None)

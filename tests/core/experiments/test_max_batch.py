@@ -36,7 +36,7 @@ def test_chart_shows_each_probe_where_it_belongs():
 def test_every_allocation_failure_is_named_and_other_errors_are_not():
     import torch
 
-    from core.worker import allocation_failure
+    from core.hardware.memory import allocation_failure
 
     assert "CUBLAS_STATUS_ALLOC_FAILED" in allocation_failure(RuntimeError(
         "CUDA error: CUBLAS_STATUS_ALLOC_FAILED when calling `cublasCreate(handle)`"))
