@@ -10,15 +10,12 @@ file is not stored at all (``store_failures=False``): the message says what is w
 """
 from __future__ import annotations
 
-import os
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
-
 from core.experiment import ConfigError, Context, Experiment, Output, Progress
-from core.intake import InputRefused
 from core.memory.series import thin_indices
+from core.workload.files import check_file, read_imported
 
 OVERVIEW_POINTS = 2000
 
@@ -36,22 +33,9 @@ class MemorySnapshotConfig:
         check_file(self.path, "snapshot")  # last: a bad option is named even when no file is given
 
 
-def check_file(path: str, what: str) -> None:
-    """The file an import names must exist here (its content is judged in the worker)."""
-    if not path:
-        raise ConfigError(f"path: name the {what} file to import")
-    try:
-        exists = os.path.isfile(path)
-    except (ValueError, OSError):
-        exists = False
-    if not exists:
-        raise ConfigError(f"path: {path!r} is not a file on this machine")
-
-
 def overview_rows(analysis, max_points: int = OVERVIEW_POINTS) -> list[dict]:
     """The timeline at ≤ ``max_points`` points (each bin's highest and lowest allocated kept), with categories."""
     points = thin_indices(analysis.allocated, max_points, envelope=True)
-    points = np.union1d(points, [analysis.peak_point])
     t_ms = analysis.point_time_ms(points)
     cats = analysis.category_series(points)
     rows = []
@@ -70,12 +54,7 @@ def run(cfg: MemorySnapshotConfig, ctx: Context):
     from core.workload.snapshot_analysis import analyse
 
     path = Path(cfg.path)
-    size = path.stat().st_size
-    yield Progress(0, 3, f"reading {path.name} ({size / 2**20:,.1f} MiB)")
-    try:
-        snapshot = read_snapshot(path)
-    except InputRefused as exc:
-        raise ConfigError(f"{path.name}: {exc}") from None
+    snapshot, size = yield from read_imported(path, read_snapshot, 3)
     if cfg.trace_device is not None and cfg.trace_device not in snapshot.devices():
         raise ConfigError(f"trace_device: {path.name} has no device {cfg.trace_device}; it has {snapshot.devices()}")
     yield Progress(1, 3, f"replaying {sum(len(t) for t in snapshot.traces.values()):,} events")

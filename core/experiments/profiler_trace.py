@@ -11,8 +11,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from core.experiment import ConfigError, Context, Experiment, Output, Progress
-from core.experiments.memory_snapshot import check_file
-from core.intake import InputRefused
+from core.workload.files import check_file, read_imported
 
 
 @dataclass(frozen=True)
@@ -30,12 +29,7 @@ def run(cfg: ProfilerTraceConfig, ctx: Context):
     from core.workload.trace import analyse_trace, read_trace
 
     path = Path(cfg.path)
-    size = path.stat().st_size
-    yield Progress(0, 2, f"reading {path.name} ({size / 2**20:,.1f} MiB)")
-    try:
-        data = read_trace(path)
-    except InputRefused as exc:
-        raise ConfigError(f"{path.name}: {exc}") from None
+    data, size = yield from read_imported(path, read_trace, 2)
     yield Progress(1, 2, f"analysing {len(data['traceEvents']):,} events")
     rows, meta = analyse_trace(data, cfg.top_kernels)
     meta.update({"file": path.name, "file_bytes": size,

@@ -18,7 +18,7 @@ from typing import Any
 
 import numpy as np
 
-from core.intake import InputRefused, is_pickle, load_pickle_stream, loads_json, open_input, read_input
+from core.intake import InputRefused, is_pickle, load_pickle_stream, loads_json, open_input, read_limited
 
 ACTIONS = ("alloc", "free_requested", "free_completed", "segment_alloc", "segment_free", "segment_map",
            "segment_unmap", "snapshot", "oom", "user_defined")
@@ -140,10 +140,8 @@ class _Drain:
         self.lists: dict[int, tuple[list, _Columns]] = {}
         self.quiet = 0
         self.wait = 1
-        self.chunks = 0
 
     def __call__(self, unpickler) -> None:
-        self.chunks += 1
         if self.drain():
             self.quiet, self.wait = 0, self.QUIET_BEFORE_SCAN
             return
@@ -233,34 +231,23 @@ class Snapshot:
         return max(totals, key=totals.get) if totals else 0
 
 
-def read_snapshot(path, progress=None) -> Snapshot:
-    """Read a snapshot file (pickle of any protocol, JSON, gzip of either); InputRefused names the problem.
-
-    ``progress(bytes_read)`` is called now and then while a pickle streams in.
-    """
+def read_snapshot(path) -> Snapshot:
+    """Read a snapshot file (pickle of any protocol, JSON, gzip of either); InputRefused names the problem."""
     with open_input(path, WHAT) as stream:
         head = stream.peek(64)[:64]
         if not head:
             raise InputRefused(f"the {WHAT} is empty (0 bytes)")
+        sites = Sites()
         if is_pickle(head):
-            sites = Sites()
             drain = _Drain(sites)
-
-            def on_chunk(unpickler) -> None:
-                drain(unpickler)
-                if progress is not None:
-                    progress(drain.chunks)
-
-            top = load_pickle_stream(stream, MAX_PICKLE_BYTES, what=WHAT, on_chunk=on_chunk)
+            top = load_pickle_stream(stream, MAX_PICKLE_BYTES, what=WHAT, on_chunk=drain)
             drain.drain()
             snapshot = _build(top, sites, drain.lists, {"format": f"pickle (protocol {head[1] if head[0] == 0x80 else '0-1'})"})
-            sites.forget_identities()
-            return snapshot
-        if head.lstrip(b"\xef\xbb\xbf \t\r\n")[:1] not in (b"{", b"["):
+        elif head.lstrip(b"\xef\xbb\xbf \t\r\n")[:1] in (b"{", b"["):
+            data = loads_json(read_limited(stream, MAX_JSON_BYTES, WHAT), what=WHAT)  # gunzipped by open_input
+            snapshot = _build(data, sites, {}, {"format": "JSON"})
+        else:
             raise InputRefused(f"this is not a {WHAT}: it is neither a pickle nor JSON (it starts with {head[:8]!r})")
-    data = loads_json(read_input(path, MAX_JSON_BYTES, WHAT), what=WHAT)
-    sites = Sites()
-    snapshot = _build(data, sites, {}, {"format": "JSON"})
     sites.forget_identities()
     return snapshot
 
