@@ -24,7 +24,8 @@ DTYPE_COLORS = {
 # Training-memory categories (timeline, planner, estimate vs measured): the Okabe–Ito palette, distinct
 # for colour-blind readers too; the hash fallback drew parameters and temporaries in the same brown.
 CATEGORY_COLORS = {"parameters": "#0072B2", "gradients": "#E69F00", "optimizer_state": "#009E73",
-                   "activations": "#D55E00", "temporaries": "#CC79A7", "other": "#999999"}
+                   "activations": "#D55E00", "temporaries": "#CC79A7", "other": "#999999",
+                   "unknown": "#c7c7c7"}
 _FALLBACK = ("#17becf", "#bcbd22", "#393b79", "#637939", "#8c6d31", "#843c39", "#7b4173")
 
 

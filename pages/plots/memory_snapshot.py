@@ -11,16 +11,14 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from core.result import RunResult
+from core.workload.snapshot_analysis import CATEGORIES
 from pages.common.charts import color_for, plain, plain_lines, style, title
 from pages.plots import Chart
 from pages.plots.allocator import BLOCK_COLORS
 
 GIB = 2**30
-CATEGORIES = ("parameters", "gradients", "optimizer_state", "activations", "temporaries", "unknown")
-CATEGORY_COLORS = {"parameters": "#1f77b4", "gradients": "#ff7f0e", "optimizer_state": "#2ca02c",
-                   "activations": "#d62728", "temporaries": "#9467bd", "unknown": "#c7c7c7"}
 STATE_NAMES = {"active_allocated": "allocated", "active_pending_free": "freed, awaiting stream",
-               "active_awaiting_free": "freed, awaiting stream", "inactive": "free (cached)"}
+               "inactive": "free (cached)"}
 
 
 def _x_title(meta: dict) -> str:
@@ -58,7 +56,7 @@ def categories_figure(t_ms, categories: dict, meta: dict, run: RunResult | None 
     for name in CATEGORIES:
         if name in categories:
             fig.add_trace(go.Scatter(x=t_ms, y=np.asarray(categories[name]) / GIB, name=name.replace("_", " "),
-                                     stackgroup="cat", mode="lines", line=dict(width=0.5, color=CATEGORY_COLORS[name])))
+                                     stackgroup="cat", mode="lines", line=dict(width=0.5, color=color_for(name))))
     style(fig, title("Allocated by category (inferred from stacks)", run,
                      "unknown: no stack, or no rule matched — see the rules table"), _x_title(meta), "GiB",
           legend_title="category")
@@ -84,7 +82,7 @@ def sites_frame(sites: list[dict]) -> pd.DataFrame:
 def sites_figure(sites: list[dict], when: str, run: RunResult | None = None) -> go.Figure:
     data = sites_frame(sites).iloc[::-1]
     fig = go.Figure(go.Bar(x=data["bytes"] / GIB if len(data) else [], y=data["site"].map(plain) if len(data) else [],
-                           orientation="h", marker_color=[CATEGORY_COLORS.get(c, "#7f7f7f") for c in data.get("category", [])],
+                           orientation="h", marker_color=[color_for(c) for c in data.get("category", [])],
                            customdata=data[["blocks", "category", "rule"]].to_numpy() if len(data) else None,
                            hovertext=[plain_lines(s.split("\n")) for s in data.get("stack", [])],
                            hovertemplate="%{x:.3f} GiB in %{customdata[0]} block(s) · %{customdata[1]} "
@@ -92,14 +90,6 @@ def sites_figure(sites: list[dict], when: str, run: RunResult | None = None) -> 
     style(fig, title(f"Allocation sites holding memory {when}", run, "colour: category"), "GiB", "",
           height=max(360, 26 * len(data) + 140))
     return fig
-
-
-def _state_color(state: str) -> str:
-    """The allocator lab's block colours; a block freed but waiting for its stream ("active_pending_free", or
-    "active_awaiting_free" as torch's docstring calls it) gets the pending colour."""
-    if "pending" in state or "awaiting" in state:
-        return BLOCK_COLORS["active_pending_free"]
-    return BLOCK_COLORS.get(state, "#7f7f7f")
 
 
 def segment_map_figure(segments: list[dict], when: str, numbers: dict, run: RunResult | None = None) -> go.Figure:
@@ -117,7 +107,7 @@ def segment_map_figure(segments: list[dict], when: str, numbers: dict, run: RunR
     fig = go.Figure()
     for state, d in per_state.items():
         fig.add_trace(go.Bar(x=d["x"], base=d["base"], y=d["y"], orientation="h", name=STATE_NAMES.get(state, state),
-                             marker=dict(color=_state_color(state), line=dict(color="white", width=0.5)),
+                             marker=dict(color=BLOCK_COLORS.get(state, "#7f7f7f"), line=dict(color="white", width=0.5)),
                              hovertemplate="%{x:.2f} MiB at +%{base:.2f} MiB<extra>" + STATE_NAMES.get(state, state) + "</extra>"))
     frag = numbers.get("fragmentation_ratio", 0.0)
     dropped = sum(seg.get("blocks_dropped", 0) for seg in segments)
