@@ -133,18 +133,13 @@ def _time_breakdown(a: Activities, sel: np.ndarray) -> dict:
         return {}
     span = float(e.max() - s.min())
     busy = union_us(s, e)
-    u = {name: union_us(s[k == i], e[k == i]) for i, name in enumerate(KINDS)}
-    copies = (k == MEMCPY) | (k == MEMSET)
-    u_copy = union_us(s[copies], e[copies])
 
-    def both(x, y) -> float:
-        m = np.isin(k, x + y)
-        return u_a(x) + u_a(y) - union_us(s[m], e[m])
-
-    def u_a(kinds) -> float:
+    def union_of(*kinds) -> float:
         m = np.isin(k, kinds)
         return union_us(s[m], e[m])
 
+    compute, comm, copy = union_of(COMPUTE), union_of(COMM), union_of(MEMCPY, MEMSET)
+    compute_and_comm = compute + comm - union_of(COMPUTE, COMM)  # |A ∩ B| = |A| + |B| − |A ∪ B|
     kernels = (k == COMPUTE) | (k == COMM)
     return {
         "span_us": span, "busy_us": busy, "idle_us": span - busy, "idle_share": (span - busy) / span if span else 0.0,
@@ -152,12 +147,11 @@ def _time_breakdown(a: Activities, sel: np.ndarray) -> dict:
         "compute_kernel_time_us": float((e - s)[k == COMPUTE].sum()),
         "communication_kernel_time_us": float((e - s)[k == COMM].sum()),
         "memcpy_time_us": float((e - s)[k == MEMCPY].sum()), "memset_time_us": float((e - s)[k == MEMSET].sum()),
-        "compute_union_us": u["compute"], "communication_union_us": u["communication"],
-        "copy_union_us": u_copy,
-        "compute_and_communication_us": both([COMPUTE], [COMM]),
-        "compute_and_copy_us": both([COMPUTE], [MEMCPY, MEMSET]),
-        "communication_and_copy_us": both([COMM], [MEMCPY, MEMSET]),
-        "exposed_communication_us": u["communication"] - both([COMPUTE], [COMM]),
+        "compute_union_us": compute, "communication_union_us": comm, "copy_union_us": copy,
+        "compute_and_communication_us": compute_and_comm,
+        "compute_and_copy_us": compute + copy - union_of(COMPUTE, MEMCPY, MEMSET),
+        "communication_and_copy_us": comm + copy - union_of(COMM, MEMCPY, MEMSET),
+        "exposed_communication_us": comm - compute_and_comm,
         "streams": sorted({int(x) for x in a.stream[sel]}),
     }
 
@@ -229,12 +223,11 @@ def analyse_trace(data: dict, top: int = 20) -> tuple[list[dict], dict]:
     meta["device"] = device
     meta["device_name"] = gpu_names.get(device, f"GPU {device}")
     sel = a.device == device
-    meta.update(_time_breakdown(a, sel))
-    rows: list[dict] = []
-    for d in meta["devices"]:
-        rows.append({"kind": "device", "device": d, "name": gpu_names.get(d, f"GPU {d}"),
-                     **{k: v for k, v in _time_breakdown(a, a.device == d).items() if k != "streams"}})
-    by_name: dict[int, list] = defaultdict(lambda: [0, 0.0, 0.0])
+    breakdowns = {d: _time_breakdown(a, a.device == d) for d in meta["devices"]}
+    meta.update(breakdowns[device])
+    rows: list[dict] = [{"kind": "device", "device": d, "name": gpu_names.get(d, f"GPU {d}"),
+                         **{k: v for k, v in breakdowns[d].items() if k != "streams"}} for d in meta["devices"]]
+    by_name: dict[int, list] = defaultdict(lambda: [0, 0.0, 0.0, ""])
     by_group: dict[str, list] = defaultdict(lambda: [0, 0.0])
     idx = np.flatnonzero(sel)
     durations = a.end - a.start
@@ -244,6 +237,7 @@ def analyse_trace(data: dict, top: int = 20) -> tuple[list[dict], dict]:
         entry[0] += 1
         entry[1] += float(durations[i])
         entry[2] = max(entry[2], float(durations[i]))
+        entry[3] = entry[3] or g  # a name's group: that of its first launch
         by_group[g][0] += 1
         by_group[g][1] += float(durations[i])
     total = sum(v[1] for v in by_group.values())
@@ -252,9 +246,8 @@ def analyse_trace(data: dict, top: int = 20) -> tuple[list[dict], dict]:
         rows.append({"kind": "group", "group": group, "count": count, "total_us": us,
                      "share": us / total if total else 0.0})
     ranked = sorted(by_name.items(), key=lambda kv: -kv[1][1])
-    for rank, (name_i, (count, us, longest)) in enumerate(ranked[:top], start=1):
-        i = int(idx[a.name[idx] == name_i][0])
-        rows.append({"kind": "kernel", "rank": rank, "name": a.names[name_i], "group": _group(a, i), "count": count,
+    for rank, (name_i, (count, us, longest, group)) in enumerate(ranked[:top], start=1):
+        rows.append({"kind": "kernel", "rank": rank, "name": a.names[name_i], "group": group, "count": count,
                      "total_us": us, "mean_us": us / count, "max_us": longest, "share": us / total if total else 0.0})
     steps, basis = _steps(events, a, sel)
     rows += steps
