@@ -20,19 +20,20 @@ def _wait_for_charts(at, deadline_s=240):
     raise AssertionError("no chart within the deadline")
 
 
+def _run_with(at, **inputs) -> None:
+    """Set the page's number inputs (``step_bench.<name>``), press Run and wait for the charts."""
+    for name, value in inputs.items():
+        at.number_input(key=f"step_bench.{name}").set_value(value)
+    at.run()
+    next(b for b in at.button if b.label == "Run step benchmark").click().run()
+    _wait_for_charts(at)
+
+
 def test_page_runs_tiny_on_cpu(cpu_app):
     at = cpu_app.run()
     at = at.switch_page(PAGE).run()
     assert not at.exception
-    at.number_input(key="step_bench.context").set_value(16)
-    at.number_input(key="step_bench.batch").set_value(2)
-    at.number_input(key="step_bench.timed").set_value(3)
-    at.number_input(key="step_bench.warmup").set_value(1)
-    at.number_input(key="step_bench.cold").set_value(2)
-    at.number_input(key="step_bench.profile").set_value(1)
-    at.run()
-    next(b for b in at.button if b.label == "Run step benchmark").click().run()
-    _wait_for_charts(at)
+    _run_with(at, context=16, batch=2, timed=3, warmup=1, cold=2, profile=1)
     assert not at.exception and not at.error, [e.value for e in at.error]
     titles = [c.proto.spec for c in at.get("plotly_chart")]
     for expected in ("Time per phase", "First steps without warm-up", "kernel groups", "Top kernels"):
@@ -98,12 +99,7 @@ def test_sweep_figures_show_unsupported_modes():
 def test_page_on_a_gpu_times_with_cuda_events_and_reports_mfu(gpu_app):
     at = gpu_app.run()
     at = at.switch_page(PAGE).run()
-    at.number_input(key="step_bench.context").set_value(64)
-    at.number_input(key="step_bench.timed").set_value(3)
-    at.number_input(key="step_bench.profile").set_value(1)
-    at.run()
-    next(b for b in at.button if b.label == "Run step benchmark").click().run()
-    _wait_for_charts(at)
+    _run_with(at, context=64, timed=3, profile=1)
     assert not at.exception and not at.error, [e.value for e in at.error]
     titles = [c.proto.spec for c in at.get("plotly_chart")]
     assert any("cuda:0" in t for t in titles) and not any("CPU —" in t for t in titles)
