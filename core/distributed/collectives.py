@@ -22,7 +22,6 @@ is checked value for value against an expectation each rank computes from the ot
 from __future__ import annotations
 
 import re
-import time
 from dataclasses import dataclass
 from typing import Callable
 
@@ -30,7 +29,7 @@ import torch
 import torch.distributed as dist
 
 from core.measure.stats import summarize
-from core.measure.timing import TimingPlan, reps_for
+from core.measure.timing import TimingPlan, timed_calls, warm_up
 
 COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "all_to_all")
 KiB, MiB, GiB = 2**10, 2**20, 2**30
@@ -209,44 +208,6 @@ def check(result: torch.Tensor, want: torch.Tensor) -> tuple[int, float]:
 
 # --- timing ---------------------------------------------------------------------------------------------
 
-def warm_up(call: Operation, comm: Comm, plan: TimingPlan) -> int:
-    """Whole batches of calls on every rank until rank 0 has warmed up ``plan.warmup_ms``; returns the
-    number of calls to time, decided by rank 0 from the warm-up's speed."""
-    calls, batch, start = 0, 1, time.perf_counter()
-    while True:
-        for _ in range(batch):
-            call.op()
-        comm.sync()
-        calls += batch
-        elapsed_ms = (time.perf_counter() - start) * 1e3
-        if comm.agree(elapsed_ms >= plan.warmup_ms):
-            break
-        batch = min(batch * 2, 64)
-    return comm.agree(reps_for(plan, elapsed_ms / calls))
-
-
-def time_calls(call: Operation, comm: Comm, reps: int) -> list[float]:
-    """Milliseconds of each of ``reps`` calls on this rank; only the collective sits between the clocks."""
-    if comm.is_cuda:
-        # A blocking collective makes the current stream of the rank's device wait for NCCL's stream, so
-        # events on that stream bracket exactly the collective.
-        stream = torch.cuda.current_stream(comm.device)
-        starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
-        ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
-        for i in range(reps):
-            starts[i].record(stream)
-            call.op()
-            ends[i].record(stream)
-        comm.sync()
-        return [s.elapsed_time(e) for s, e in zip(starts, ends)]
-    clock, samples = time.perf_counter_ns, []
-    for _ in range(reps):
-        a = clock()
-        call.op()
-        samples.append((clock() - a) / 1e6)
-    return samples
-
-
 def unsupported_reason(exc: BaseException) -> str | None:
     """The backend's own words when it refuses a collective (every rank refuses alike, so none hangs)."""
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
@@ -266,8 +227,11 @@ class Measured:
 def measure(point: Point, comm: Comm, plan: TimingPlan, seed: int) -> Measured:
     """Warm up, time, then check one more call on fresh inputs, on every rank. Raises what the backend raises."""
     call = operation(point, comm, seed)
-    reps = warm_up(call, comm, plan)
-    samples = time_calls(call, comm, reps)
+    # Every rank warms up until rank 0 has warmed up ``plan.warmup_ms``, and times as many calls as rank 0
+    # decided. A blocking collective makes the current stream of the rank's device wait for NCCL's stream,
+    # so the events of ``timed_calls`` on that stream bracket exactly the collective.
+    reps = warm_up(call.op, comm.sync, plan, decide=comm.agree)
+    samples = timed_calls(call.op, comm.device, reps)
     if call.reset:
         call.reset()
     call.op()
