@@ -95,6 +95,11 @@ def make_point(collective: str, requested_bytes: int, world: int) -> Point:
     return Point(collective, elements * ELEMENT_BYTES, elements, world)
 
 
+def host_bytes_needed(rank_buffer_bytes: int, local_ranks: int) -> int:
+    """Host memory the ranks of one box need together (they share its RAM): each rank's buffers plus its process."""
+    return local_ranks * (rank_buffer_bytes + PROCESS_OVERHEAD_BYTES)
+
+
 def buffer_bytes(collective: str, nbytes: int, world: int) -> int:
     """Bytes one rank allocates for a point: its buffers, plus the expectation and one regenerated input."""
     part = nbytes // world

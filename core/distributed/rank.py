@@ -34,11 +34,12 @@ import torch.distributed as dist
 
 from core.cli.experiments import add_config_options
 from core.cli.output import print_run
-from core.distributed.collectives import (PROCESS_OVERHEAD_BYTES, Comm, buffer_bytes, format_size, make_point, measure,
+from core.distributed.collectives import (Comm, buffer_bytes, format_size, host_bytes_needed, make_point, measure,
                                           not_measured_row, point_rows, unsupported_reason)
 from core.experiment import ConfigError, config_from_dict, config_to_dict, json_ready
 from core.experiments.interconnect import InterconnectConfig, sizes_for
-from core.hardware.device import cuda_unavailable_reason, describe, describe_cpu, versions
+from core.hardware.device import cuda_unavailable_reason, describe, versions
+from core.hardware.memory import available_ram
 from core.result import RunResult, now_iso
 
 HEARTBEAT_S = 5.0
@@ -261,8 +262,8 @@ def _memory_problem(point, comm: Comm, env: RankEnv) -> str | None:
     if comm.is_cuda:
         free = torch.cuda.mem_get_info(comm.device)[0]
     else:  # the box's ranks share its RAM
-        need = need * env.local_world + PROCESS_OVERHEAD_BYTES * env.local_world
-        free = describe_cpu().get("free_memory_bytes") or float("inf")
+        need = host_bytes_needed(need, env.local_world)
+        free = available_ram() or float("inf")
     table = comm.all_floats([float(need), float(min(free, 2.0**62))])
     short = [r for r in range(env.world) if table[r, 0] > 0.9 * table[r, 1]]
     if not short:

@@ -25,7 +25,7 @@ from typing import Iterator, Literal
 import torch
 
 from core.distributed.collectives import (COLLECTIVES, CPU_SIZES, GPU_SIZES, MAX_BYTES, PROCESS_OVERHEAD_BYTES,
-                                          buffer_bytes, format_size, parse_size)
+                                          buffer_bytes, format_size, host_bytes_needed, parse_size)
 from core.experiment import ConfigError, Context, Experiment, Output, Progress, config_to_dict
 from core.measure.timing import TimingPlan
 
@@ -106,12 +106,12 @@ def sizes_for(cfg: InterconnectConfig, is_cuda: bool) -> tuple[int, ...]:
 
 def check_host_memory(cfg: InterconnectConfig, world: int) -> None:
     """Gloo ranks on one box share its RAM: refuse sizes whose buffers × world size do not fit."""
-    from core.hardware.device import describe_cpu
+    from core.hardware.memory import available_ram
 
     largest = max(sizes_for(cfg, False))
     per_rank = max(buffer_bytes(c, largest, world) for c in cfg.collectives)
-    need = world * (per_rank + PROCESS_OVERHEAD_BYTES)
-    available = describe_cpu().get("free_memory_bytes")
+    need = host_bytes_needed(per_rank, world)
+    available = available_ram()
     if available and need > 0.8 * available:
         raise ConfigError(
             f"sizes: {format_size(largest)} with {world} Gloo ranks needs {need / 2**30:.1f} GiB of host memory "
@@ -176,8 +176,8 @@ def run(cfg: InterconnectConfig, ctx: Context):
     world = cfg.world_size or (gpus if backend == "nccl" else 2)
     if backend == "nccl" and world > gpus:
         raise ConfigError(f"world_size {world}: NCCL runs one rank per GPU and this box has {gpus}")
-    if backend == "gloo" and "collectives" in cfg.parts:
-        check_host_memory(cfg, world)
+    if backend == "gloo" and cfg.backend == "auto" and "collectives" in cfg.parts:
+        check_host_memory(cfg, world)  # an explicit gloo was checked when the config was made
     counts = _plan_points(cfg, ctx, gpus)
     total = sum(counts.values())
     rows: list[dict] = []
