@@ -1,7 +1,7 @@
 """Interconnect: host↔GPU copies, the GPU×GPU peer matrix, and collectives (algbw, busbw) over real ranks."""
 import streamlit as st
 
-from core.distributed.collectives import COLLECTIVES, CPU_SIZES, GPU_SIZES, format_size
+from core.distributed.collectives import COLLECTIVES, CPU_SIZES, GPU_SIZES, format_size, resolve_backend
 from core.experiments.interconnect import PARTS, InterconnectConfig
 from core.result import RunResult
 from pages.common import lab
@@ -81,9 +81,7 @@ def settings(gpus: int) -> dict:
 
 def torchrun_command(values: dict, gpus: int) -> str:
     """What to run on every box for a multi-box job with these settings."""
-    backend = "nccl" if values["backend"] == "auto" and gpus else ("gloo" if values["backend"] == "auto"
-                                                                   else values["backend"])
-    options = [f"--backend {backend}"]
+    options = [f"--backend {resolve_backend(values['backend'], bool(gpus))}"]
     if values["sizes"]:
         options.append(f"--sizes {','.join(values['sizes'])}")
     if list(values["collectives"]) != list(COLLECTIVES):

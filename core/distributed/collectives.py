@@ -43,6 +43,13 @@ _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(b|k|kib|m|mib|g|gib)?\s*$", re.IGNOR
 _UNITS = {"b": 1, "k": KiB, "kib": KiB, "m": MiB, "mib": MiB, "g": GiB, "gib": GiB}
 
 
+def resolve_backend(requested: str, on_gpu: bool) -> str:
+    """The backend an ``auto`` request means: NCCL between GPUs where the job runs on a GPU, else Gloo."""
+    if requested != "auto":
+        return requested
+    return "nccl" if on_gpu else "gloo"
+
+
 def busbw_factor(collective: str, world: int) -> float:
     """nccl-tests' bus-bandwidth factor for ``world`` ranks."""
     if collective == "all_reduce":

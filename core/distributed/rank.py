@@ -35,7 +35,7 @@ import torch.distributed as dist
 from core.cli.experiments import add_config_options
 from core.cli.output import print_run
 from core.distributed.collectives import (Comm, buffer_bytes, format_size, host_bytes_needed, make_point, measure,
-                                          not_measured_row, point_rows, unsupported_reason)
+                                          not_measured_row, point_rows, resolve_backend, unsupported_reason)
 from core.experiment import ConfigError, config_from_dict, config_to_dict, json_ready
 from core.experiments.interconnect import InterconnectConfig, sizes_for
 from core.hardware.device import cuda_unavailable_reason, describe, versions
@@ -85,12 +85,6 @@ def die_with_parent(sig: int) -> None:
         return
     if os.getppid() != parent:  # the launcher died before the request took effect
         os._exit(1)
-
-
-def resolve_backend(requested: str) -> str:
-    if requested != "auto":
-        return requested
-    return "nccl" if torch.cuda.is_available() else "gloo"
 
 
 def backend_problem(backend: str) -> str | None:
@@ -318,7 +312,7 @@ def measure_all(cfg, env: RankEnv, sink, progress: Progress, backend: str, devic
 
 def run_rank(cfg, env: RankEnv, sink) -> int:
     """Join the job, measure, leave; on failure report it (naming stalled ranks) and re-raise."""
-    backend = resolve_backend(cfg.backend)
+    backend = resolve_backend(cfg.backend, torch.cuda.is_available())
     problem = backend_problem(backend)
     if problem:
         sink.error({"rank": env.rank, "message": f"unsupported: {problem}", "unsupported": True, "stalled": []})

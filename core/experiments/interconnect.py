@@ -25,7 +25,8 @@ from typing import Iterator, Literal
 import torch
 
 from core.distributed.collectives import (COLLECTIVES, CPU_SIZES, GPU_SIZES, MAX_BYTES, PROCESS_OVERHEAD_BYTES,
-                                          buffer_bytes, format_size, host_bytes_needed, parse_size)
+                                          buffer_bytes, format_size, host_bytes_needed, parse_size,
+                                          resolve_backend)
 from core.experiment import ConfigError, Context, Experiment, Output, Progress, config_to_dict
 from core.measure.timing import TimingPlan
 
@@ -122,10 +123,6 @@ def check_host_memory(cfg: InterconnectConfig, world: int) -> None:
 
 # --- what runs where -------------------------------------------------------------------------------------
 
-def _backend(cfg: InterconnectConfig, ctx: Context) -> str:
-    return cfg.backend if cfg.backend != "auto" else ("nccl" if ctx.is_cuda else "gloo")
-
-
 def _gpu_count() -> int:
     return torch.cuda.device_count() if torch.cuda.is_available() else 0
 
@@ -162,7 +159,7 @@ def run(cfg: InterconnectConfig, ctx: Context):
     from core.distributed.rank import backend_problem
     from core.measure.copies import host_copy, peer_copy
 
-    backend = _backend(cfg, ctx)
+    backend = resolve_backend(cfg.backend, ctx.is_cuda)
     gpus = _gpu_count()
     if "collectives" in cfg.parts:
         problem = backend_problem(backend)
