@@ -11,7 +11,6 @@ from pages.plots.interconnect import figures, rows_of
 
 KEY = "interconnect"
 DEFAULTS = InterconnectConfig()
-LADDER = tuple(2**10 * 4**i for i in range(11))  # 1 KiB … 1 GiB
 PART_LABELS = {"copy": "Host↔GPU copies", "peer": "GPU×GPU peer matrix", "collectives": "Collectives"}
 COLLECTIVE_COLUMNS = ["collective", "size", "bytes", "world_size", "median_ms", "p20_ms", "p80_ms", "reps",
                       "algbw_gbs", "busbw_gbs", "busbw_factor", "call_max_median_ms", "slowest_rank", "check"]
@@ -55,7 +54,7 @@ def settings(gpus: int) -> dict:
     values["collectives"] = cols[2].multiselect("Collectives", COLLECTIVES, default=list(COLLECTIVES),
                                                 key=f"{KEY}.collectives")
     defaults = GPU_SIZES if gpus else CPU_SIZES
-    chosen = st.multiselect("Message sizes", LADDER, default=list(defaults), format_func=format_size,
+    chosen = st.multiselect("Message sizes", GPU_SIZES, default=list(defaults), format_func=format_size,
                             key=f"{KEY}.sizes", help="nccl-tests' sizes: the largest buffer of a rank. On a CPU the "
                                                      "default stops at 16 MiB so a run takes seconds.")
     values["sizes"] = [format_size(s).replace(" ", "") for s in sorted(chosen)]
