@@ -15,7 +15,6 @@ A GPU run uses every GPU of the box, so it runs on cuda:0 and holds the lab's lo
 """
 from __future__ import annotations
 
-import fcntl
 import os
 import time
 from contextlib import ExitStack
@@ -129,18 +128,13 @@ def _gpu_count() -> int:
 
 def _hold_gpus(indices: list[int], stack: ExitStack, total: int) -> Iterator[Progress]:
     """Take the lab's lock of every other GPU the run uses, in index order (this worker holds cuda:0)."""
-    from core.worker import lock_path
+    from core.worker import try_lock
 
     for i in indices:
-        fd = os.open(lock_path(f"cuda:{i}"), os.O_RDWR | os.O_CREAT, 0o644)
+        while (fd := try_lock(f"cuda:{i}")) is None:
+            yield Progress(0, total, f"waiting for cuda:{i}: another GPU Lab job is running on it")
+            time.sleep(0.5)
         stack.callback(os.close, fd)
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                yield Progress(0, total, f"waiting for cuda:{i}: another GPU Lab job is running on it")
-                time.sleep(0.5)
 
 
 def _not_measured(kind: str, reason: str) -> dict:
