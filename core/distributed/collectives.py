@@ -28,7 +28,7 @@ from typing import Callable
 import torch
 import torch.distributed as dist
 
-from core.measure.stats import summarize
+from core.measure.stats import gbs_summary, summarize
 from core.measure.timing import TimingPlan, timed_calls, warm_up
 
 COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "all_to_all")
@@ -264,7 +264,7 @@ def point_rows(m: Measured, backend: str, ranks: list[dict]) -> list[dict]:
     slowest = max(range(p.world), key=lambda r: per_rank[r]["median"])
     stats = per_rank[slowest]
     factor = busbw_factor(p.collective, p.world)
-    gbs = lambda ms: p.nbytes / (ms * 1e-3) / 1e9  # noqa: E731
+    algbw = gbs_summary(p.nbytes, stats)
     wrong = [r for r in range(p.world) if m.mismatches[r]]
     out_elements = p.chunk if p.collective == "reduce_scatter" else p.elements
     reason = None if not wrong else "wrong values on " + ", ".join(
@@ -276,9 +276,9 @@ def point_rows(m: Measured, backend: str, ranks: list[dict]) -> list[dict]:
         "kind": "collective", "status": "error" if wrong else "ok", "reason": reason,
         "median_ms": stats["median"], "mean_ms": stats["mean"], "std_ms": stats["std"], "min_ms": stats["min"],
         "max_ms": stats["max"], "p20_ms": stats["p20"], "p80_ms": stats["p80"], "reps": stats["count"],
-        "algbw_gbs": gbs(stats["median"]), "busbw_gbs": gbs(stats["median"]) * factor, "busbw_factor": factor,
-        "algbw_gbs_p20": gbs(stats["p80"]), "algbw_gbs_p80": gbs(stats["p20"]),
-        "busbw_gbs_p20": gbs(stats["p80"]) * factor, "busbw_gbs_p80": gbs(stats["p20"]) * factor,
+        "algbw_gbs": algbw["gbs"], "busbw_gbs": algbw["gbs"] * factor, "busbw_factor": factor,
+        "algbw_gbs_p20": algbw["gbs_p20"], "algbw_gbs_p80": algbw["gbs_p80"],
+        "busbw_gbs_p20": algbw["gbs_p20"] * factor, "busbw_gbs_p80": algbw["gbs_p80"] * factor,
         "check": "mismatch" if wrong else "ok", "slowest_rank": slowest,
         "call_max_median_ms": summarize(m.samples.max(dim=0).values.tolist())["median"],
         "nodes": len({r.get("group_rank") for r in ranks}), "samples_ms": m.samples[slowest].tolist()}
