@@ -294,6 +294,16 @@ def point_rows(m: Measured, backend: str, ranks: list[dict]) -> list[dict]:
     return [row] + rank_rows
 
 
+def row_text(row: dict, full: bool = False) -> str:
+    """A ``collective`` row in one line, "all_reduce 1 MiB: 0.123 ms, busbw 4.56 GB/s"; ``full`` adds the algbw,
+    and to a point not measured, why."""
+    head = f"{row['collective']} {row['size']}"
+    if row.get("median_ms") is None:
+        return f"{head}: {row['status']}" + (f": {row['reason']}" if full else "")
+    algbw = f", algbw {row['algbw_gbs']:.2f} GB/s" if full else ""
+    return f"{head}: {row['median_ms']:.3f} ms{algbw}, busbw {row['busbw_gbs']:.2f} GB/s"
+
+
 def not_measured_row(point: Point, backend: str, status: str, reason: str) -> dict:
     """A point the ranks did not run (unsupported by the backend, or too large), with the reason."""
     return {"kind": "collective", "collective": point.collective, "backend": backend, "bytes": point.nbytes,

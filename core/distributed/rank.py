@@ -35,7 +35,8 @@ import torch.distributed as dist
 from core.cli.experiments import add_config_options
 from core.cli.output import print_run
 from core.distributed.collectives import (Comm, buffer_bytes, format_size, host_bytes_needed, make_point, measure,
-                                          not_measured_row, point_rows, resolve_backend, unsupported_reason)
+                                          not_measured_row, point_rows, resolve_backend, row_text,
+                                          unsupported_reason)
 from core.experiment import ConfigError, config_from_dict, config_to_dict, json_ready
 from core.experiments.interconnect import InterconnectConfig, sizes_for
 from core.hardware.device import cuda_unavailable_reason, describe, versions
@@ -224,10 +225,7 @@ class StoreSink:
         if self.env.rank:
             return
         self.run.rows.extend(json_ready(rows))
-        head = rows[0]
-        figures = (f"{head['median_ms']:.3f} ms, algbw {head['algbw_gbs']:.2f} GB/s, busbw {head['busbw_gbs']:.2f} GB/s"
-                   if head.get("median_ms") is not None else f"{head['status']}: {head['reason']}")
-        print(f"[{index + 1}/{total}] {head['collective']} {head['size']}: {figures}", file=sys.stderr, flush=True)
+        print(f"[{index + 1}/{total}] {row_text(rows[0], full=True)}", file=sys.stderr, flush=True)
         self._save()
 
     def done(self, meta: dict) -> None:

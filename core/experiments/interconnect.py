@@ -25,7 +25,7 @@ import torch
 
 from core.distributed.collectives import (COLLECTIVES, CPU_SIZES, GPU_SIZES, MAX_BYTES, PROCESS_OVERHEAD_BYTES,
                                           buffer_bytes, format_size, host_bytes_needed, parse_size,
-                                          resolve_backend)
+                                          resolve_backend, row_text)
 from core.experiment import ConfigError, Context, Experiment, Output, Progress, config_to_dict
 from core.measure.timing import TimingPlan
 
@@ -223,10 +223,7 @@ def run(cfg: InterconnectConfig, ctx: Context):
                     if event.get("type") == "step":
                         yield Progress(done[0], total, f"{event['label']} on {world} ranks ({backend})")
                     elif event.get("type") == "rows":
-                        head = event["rows"][0]
-                        figures = (f"{head['median_ms']:.3f} ms, busbw {head['busbw_gbs']:.2f} GB/s"
-                                   if head.get("median_ms") is not None else head["status"])
-                        yield add(event["rows"], f"{head['collective']} {head['size']}: {figures}")
+                        yield add(event["rows"], row_text(event["rows"][0]))
             finally:
                 events.close()  # a cancelled job stops its ranks
     return Output(rows=rows, meta=meta)
