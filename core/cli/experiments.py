@@ -61,6 +61,12 @@ def add_config_options(parser: argparse.ArgumentParser, config_type: type) -> No
             parser.add_argument(flag, dest=f.name, default=argparse.SUPPRESS, metavar=f.name.upper(), help=help_text)
 
 
+def config_values(args: argparse.Namespace, config_type: type) -> dict:
+    """The fields of ``config_type`` given on the command line (an option not given is absent: its default applies)."""
+    names = {f.name for f in dataclasses.fields(config_type)}
+    return {k: v for k, v in vars(args).items() if k in names}
+
+
 def seconds(text: str) -> float:
     """``--timeout``: a positive, finite number of seconds (nan never fires, 0 or less cannot be met)."""
     try:
@@ -120,8 +126,7 @@ class CancelOnSignal:
 def run(args, exp: Experiment) -> int:
     from core.jobs import JobManager
 
-    names = {f.name for f in dataclasses.fields(exp.config_type)}
-    values = {k: v for k, v in vars(args).items() if k in names}
+    values = config_values(args, exp.config_type)
     store = None if args.no_save else open_store(args)
     with CancelOnSignal() as cancel:
         manager = JobManager(store=store)

@@ -32,7 +32,7 @@ from datetime import timedelta
 import torch
 import torch.distributed as dist
 
-from core.cli.experiments import add_config_options
+from core.cli.experiments import add_config_options, config_values
 from core.cli.output import print_run
 from core.distributed.collectives import (Comm, buffer_bytes, format_size, host_bytes_needed, make_point, measure,
                                           not_measured_row, point_rows, resolve_backend, row_text,
@@ -365,14 +365,13 @@ def _terminated(signum, frame) -> None:
 def main(argv: list[str] | None = None) -> int:
     args = _parser(InterconnectConfig).parse_args(argv)
     die_with_parent(signal.SIGKILL if args.events else signal.SIGTERM)
-    names = {f.name for f in dataclasses.fields(InterconnectConfig)}
     try:
         env = RankEnv.from_environ()
         if args.config:
             cfg = config_from_dict(InterconnectConfig, json.loads(args.config))
         else:
             cfg = config_from_dict(InterconnectConfig, {"parts": ("collectives",)} |
-                                   {k: v for k, v in vars(args).items() if k in names})
+                                   config_values(args, InterconnectConfig))
             if set(cfg.parts) != {"collectives"}:
                 raise ConfigError("parts: a torchrun job measures the collectives; host copies and the peer "
                                   "matrix are per box: python -m core interconnect --parts copy,peer on each box")
