@@ -26,7 +26,7 @@ import torch
 from core.distributed.collectives import (COLLECTIVES, CPU_SIZES, GPU_SIZES, MAX_BYTES, PROCESS_OVERHEAD_BYTES,
                                           buffer_bytes, format_size, host_bytes_needed, parse_size,
                                           resolve_backend, row_text)
-from core.experiment import ConfigError, Context, Experiment, Output, Progress, config_to_dict
+from core.experiment import ConfigError, Context, Experiment, Output, Progress, check_choices, config_to_dict
 from core.measure.timing import TimingPlan
 
 PARTS = ("copy", "peer", "collectives")
@@ -59,8 +59,8 @@ class InterconnectConfig:
     seed: int = field(default=0, metadata={"help": "random seed of the inputs"})
 
     def __post_init__(self) -> None:
-        _subset("parts", self.parts, PARTS)
-        _subset("collectives", self.collectives, COLLECTIVES)
+        check_choices("parts", self.parts, PARTS)
+        check_choices("collectives", self.collectives, COLLECTIVES)
         for name in ("sizes", "copy_sizes"):
             for text in getattr(self, name):
                 _size(name, text)
@@ -79,14 +79,6 @@ class InterconnectConfig:
     @property
     def plan(self) -> TimingPlan:
         return TimingPlan(self.warmup_ms, self.rep_ms, self.min_reps, self.max_reps)
-
-
-def _subset(name: str, values: tuple[str, ...], allowed: tuple[str, ...]) -> None:
-    if not values:
-        raise ConfigError(f"{name}: choose at least one of {', '.join(allowed)}")
-    bad = [v for v in values if v not in allowed]
-    if bad:
-        raise ConfigError(f"{name}: {', '.join(bad)} not one of {', '.join(allowed)}")
 
 
 def _size(name: str, text: str) -> int:

@@ -21,7 +21,7 @@ import torch
 from core.hardware import device as devices
 from core.hardware.clocks import device_sampler
 from core.experiment import (ConfigError, Context, DeviceMetric, DoesNotFit, Experiment, Output, Progress, Unsupported,
-                             check_seed)
+                             check_choices, check_seed)
 from core.hardware import memory
 from core.transformer.presets import DEFAULT_BATCH, DEFAULT_CONTEXT, PRESET_NAMES, get_preset
 from core.hardware.specs import above_peak_error, device_peak, measurement_errors, unit_for
@@ -73,11 +73,7 @@ class MatmulConfig:
     seed: int = field(default=0, metadata={"help": "random seed of the inputs"})
 
     def __post_init__(self) -> None:
-        if not self.dtypes:
-            raise ConfigError("dtypes: choose at least one of " + ", ".join(DTYPES))
-        bad = [d for d in self.dtypes if d not in DTYPES]
-        if bad:
-            raise ConfigError(f"dtypes: {', '.join(bad)} not one of {', '.join(DTYPES)}")
+        check_choices("dtypes", self.dtypes, DTYPES)
         modes = [name for name, on in (("mnk", bool(self.mnk)), ("model", bool(self.model)),
                                        ("search", self.search)) if on]
         if len(modes) > 1:
