@@ -29,6 +29,16 @@ def check_seed(seed: int) -> None:
         raise ConfigError(f"seed must be a whole number from {SEED_MIN} to {SEED_MAX}, got {seed}")
 
 
+def check_choices(name: str, values: tuple[str, ...], allowed: tuple[str, ...]) -> None:
+    """Refuse an empty choice or one outside ``allowed``, naming the option (configs call it from
+    ``__post_init__``)."""
+    if not values:
+        raise ConfigError(f"{name}: choose at least one of {', '.join(allowed)}")
+    bad = [v for v in values if v not in allowed]
+    if bad:
+        raise ConfigError(f"{name}: {', '.join(bad)} not one of {', '.join(allowed)}")
+
+
 class Unsupported(Exception):
     """The device cannot run this experiment (the run is stored with status ``unsupported``)."""
 

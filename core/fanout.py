@@ -176,7 +176,7 @@ def box_device(devices: list[dict]) -> dict:
 
 def _status(parts: list[Part]) -> str:
     statuses = {p.status for p in parts}
-    return next(s for s in STATUS_ORDER if s in statuses) if statuses != {"ok"} else "ok"
+    return next(s for s in STATUS_ORDER if s in statuses)
 
 
 def _concurrency(parts: list[Part]) -> dict:

@@ -81,15 +81,36 @@ def lock_path(torch_device: str) -> Path:
     return lock_dir() / f"{torch_device.replace(':', '')}.lock"
 
 
+def _open_lock(torch_device: str) -> int:
+    return os.open(lock_path(torch_device), os.O_RDWR | os.O_CREAT, 0o644)
+
+
+def try_lock(torch_device: str) -> int | None:
+    """The device's lock if no other process holds it: the open file descriptor (closing it releases the
+    lock), or None while another GPU Lab job runs there."""
+    fd = _open_lock(torch_device)
+    try:
+        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
+    except BaseException as exc:
+        os.close(fd)
+        if isinstance(exc, BlockingIOError):
+            return None
+        raise
+    return fd
+
+
 @contextmanager
 def device_lock(torch_device: str, on_wait):
-    fd = os.open(lock_path(torch_device), os.O_RDWR | os.O_CREAT, 0o644)
-    try:
+    fd = try_lock(torch_device)
+    if fd is None:
+        on_wait(f"waiting for {torch_device}: another GPU Lab process is running a job on it")
+        fd = _open_lock(torch_device)
         try:
-            fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-        except BlockingIOError:
-            on_wait(f"waiting for {torch_device}: another GPU Lab process is running a job on it")
             fcntl.flock(fd, fcntl.LOCK_EX)
+        except BaseException:
+            os.close(fd)
+            raise
+    try:
         yield
     finally:
         os.close(fd)  # closing releases the lock

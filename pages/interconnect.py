@@ -1,7 +1,7 @@
 """Interconnect: host↔GPU copies, the GPU×GPU peer matrix, and collectives (algbw, busbw) over real ranks."""
 import streamlit as st
 
-from core.distributed.collectives import COLLECTIVES, CPU_SIZES, GPU_SIZES, format_size
+from core.distributed.collectives import COLLECTIVES, CPU_SIZES, GPU_SIZES, format_size, resolve_backend
 from core.experiments.interconnect import PARTS, InterconnectConfig
 from core.result import RunResult
 from pages.common import lab
@@ -11,7 +11,6 @@ from pages.plots.interconnect import figures, rows_of
 
 KEY = "interconnect"
 DEFAULTS = InterconnectConfig()
-LADDER = tuple(2**10 * 4**i for i in range(11))  # 1 KiB … 1 GiB
 PART_LABELS = {"copy": "Host↔GPU copies", "peer": "GPU×GPU peer matrix", "collectives": "Collectives"}
 COLLECTIVE_COLUMNS = ["collective", "size", "bytes", "world_size", "median_ms", "p20_ms", "p80_ms", "reps",
                       "algbw_gbs", "busbw_gbs", "busbw_factor", "call_max_median_ms", "slowest_rank", "check"]
@@ -55,7 +54,7 @@ def settings(gpus: int) -> dict:
     values["collectives"] = cols[2].multiselect("Collectives", COLLECTIVES, default=list(COLLECTIVES),
                                                 key=f"{KEY}.collectives")
     defaults = GPU_SIZES if gpus else CPU_SIZES
-    chosen = st.multiselect("Message sizes", LADDER, default=list(defaults), format_func=format_size,
+    chosen = st.multiselect("Message sizes", GPU_SIZES, default=list(defaults), format_func=format_size,
                             key=f"{KEY}.sizes", help="nccl-tests' sizes: the largest buffer of a rank. On a CPU the "
                                                      "default stops at 16 MiB so a run takes seconds.")
     values["sizes"] = [format_size(s).replace(" ", "") for s in sorted(chosen)]
@@ -81,9 +80,7 @@ def settings(gpus: int) -> dict:
 
 def torchrun_command(values: dict, gpus: int) -> str:
     """What to run on every box for a multi-box job with these settings."""
-    backend = "nccl" if values["backend"] == "auto" and gpus else ("gloo" if values["backend"] == "auto"
-                                                                   else values["backend"])
-    options = [f"--backend {backend}"]
+    options = [f"--backend {resolve_backend(values['backend'], bool(gpus))}"]
     if values["sizes"]:
         options.append(f"--sizes {','.join(values['sizes'])}")
     if list(values["collectives"]) != list(COLLECTIVES):

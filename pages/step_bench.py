@@ -10,6 +10,7 @@ from core.transformer.training import OPTIMIZERS, PRECISIONS
 from pages.common import lab, node, run_panel, workload
 from core.columns import throughput_unit
 from pages.common.charts import show_charts
+from pages.plots import kind_rows
 from pages.plots.step_bench import figures
 
 KEY = "step_bench"
@@ -95,8 +96,7 @@ def render_single(run: RunResult) -> None:
 def render_sweep(run: RunResult) -> None:
     node.show(run)
     show_charts(figures(run), f"{KEY}.sweep")
-    modes = run.frame()
-    modes = modes[modes["kind"] == "precision"].dropna(axis=1, how="all")
+    modes = kind_rows(run, "precision")
     unit, scale = throughput_unit(run.device.get("kind") == "cuda")
     if "achieved_tflops" in modes:
         modes = modes.assign(achieved_tflops=modes["achieved_tflops"] * scale).rename(

@@ -62,6 +62,12 @@ def add_config_options(parser: argparse.ArgumentParser, config_type: type) -> No
             parser.add_argument(flag, dest=f.name, default=argparse.SUPPRESS, metavar=f.name.upper(), help=help_text)
 
 
+def config_values(args: argparse.Namespace, config_type: type) -> dict:
+    """The fields of ``config_type`` given on the command line (an option not given is absent: its default applies)."""
+    names = {f.name for f in dataclasses.fields(config_type)}
+    return {k: v for k, v in vars(args).items() if k in names}
+
+
 def seconds(text: str) -> float:
     """``--timeout``: a positive, finite number of seconds (nan never fires, 0 or less cannot be met)."""
     try:
@@ -145,7 +151,5 @@ def submit_and_wait(args, experiment: str, values: dict, device: str, show: Call
 
 
 def run(args, exp: Experiment) -> int:
-    names = {f.name for f in dataclasses.fields(exp.config_type)}
-    values = {k: v for k, v in vars(args).items() if k in names}
-    return submit_and_wait(args, exp.name, values, args.device, lambda result: print_run(result, args.json),
+    return submit_and_wait(args, exp.name, config_values(args, exp.config_type), args.device, lambda result: print_run(result, args.json),
                            timeout_s=args.timeout)[1]

@@ -22,15 +22,14 @@ is checked value for value against an expectation each rank computes from the ot
 from __future__ import annotations
 
 import re
-import time
 from dataclasses import dataclass
 from typing import Callable
 
 import torch
 import torch.distributed as dist
 
-from core.measure.stats import summarize
-from core.measure.timing import TimingPlan, reps_for
+from core.measure.stats import gbs_summary, summarize
+from core.measure.timing import TimingPlan, timed_calls, warm_up
 
 COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "all_to_all")
 KiB, MiB, GiB = 2**10, 2**20, 2**30
@@ -42,6 +41,13 @@ PROCESS_OVERHEAD_BYTES = 400 * MiB  # what a rank (Python + torch + the backend)
 _UNSUPPORTED = re.compile(r"not supported|unsupported|not implemented|no support", re.IGNORECASE)
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(b|k|kib|m|mib|g|gib)?\s*$", re.IGNORECASE)
 _UNITS = {"b": 1, "k": KiB, "kib": KiB, "m": MiB, "mib": MiB, "g": GiB, "gib": GiB}
+
+
+def resolve_backend(requested: str, on_gpu: bool) -> str:
+    """The backend an ``auto`` request means: NCCL between GPUs where the job runs on a GPU, else Gloo."""
+    if requested != "auto":
+        return requested
+    return "nccl" if on_gpu else "gloo"
 
 
 def busbw_factor(collective: str, world: int) -> float:
@@ -94,6 +100,11 @@ class Point:
 def make_point(collective: str, requested_bytes: int, world: int) -> Point:
     elements = max(world, requested_bytes // ELEMENT_BYTES // world * world)
     return Point(collective, elements * ELEMENT_BYTES, elements, world)
+
+
+def host_bytes_needed(rank_buffer_bytes: int, local_ranks: int) -> int:
+    """Host memory the ranks of one box need together (they share its RAM): each rank's buffers plus its process."""
+    return local_ranks * (rank_buffer_bytes + PROCESS_OVERHEAD_BYTES)
 
 
 def buffer_bytes(collective: str, nbytes: int, world: int) -> int:
@@ -209,44 +220,6 @@ def check(result: torch.Tensor, want: torch.Tensor) -> tuple[int, float]:
 
 # --- timing ---------------------------------------------------------------------------------------------
 
-def warm_up(call: Operation, comm: Comm, plan: TimingPlan) -> int:
-    """Whole batches of calls on every rank until rank 0 has warmed up ``plan.warmup_ms``; returns the
-    number of calls to time, decided by rank 0 from the warm-up's speed."""
-    calls, batch, start = 0, 1, time.perf_counter()
-    while True:
-        for _ in range(batch):
-            call.op()
-        comm.sync()
-        calls += batch
-        elapsed_ms = (time.perf_counter() - start) * 1e3
-        if comm.agree(elapsed_ms >= plan.warmup_ms):
-            break
-        batch = min(batch * 2, 64)
-    return comm.agree(reps_for(plan, elapsed_ms / calls))
-
-
-def time_calls(call: Operation, comm: Comm, reps: int) -> list[float]:
-    """Milliseconds of each of ``reps`` calls on this rank; only the collective sits between the clocks."""
-    if comm.is_cuda:
-        # A blocking collective makes the current stream of the rank's device wait for NCCL's stream, so
-        # events on that stream bracket exactly the collective.
-        stream = torch.cuda.current_stream(comm.device)
-        starts = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
-        ends = [torch.cuda.Event(enable_timing=True) for _ in range(reps)]
-        for i in range(reps):
-            starts[i].record(stream)
-            call.op()
-            ends[i].record(stream)
-        comm.sync()
-        return [s.elapsed_time(e) for s, e in zip(starts, ends)]
-    clock, samples = time.perf_counter_ns, []
-    for _ in range(reps):
-        a = clock()
-        call.op()
-        samples.append((clock() - a) / 1e6)
-    return samples
-
-
 def unsupported_reason(exc: BaseException) -> str | None:
     """The backend's own words when it refuses a collective (every rank refuses alike, so none hangs)."""
     text = str(exc).strip().splitlines()[0] if str(exc).strip() else type(exc).__name__
@@ -266,8 +239,11 @@ class Measured:
 def measure(point: Point, comm: Comm, plan: TimingPlan, seed: int) -> Measured:
     """Warm up, time, then check one more call on fresh inputs, on every rank. Raises what the backend raises."""
     call = operation(point, comm, seed)
-    reps = warm_up(call, comm, plan)
-    samples = time_calls(call, comm, reps)
+    # Every rank warms up until rank 0 has warmed up ``plan.warmup_ms``, and times as many calls as rank 0
+    # decided. A blocking collective makes the current stream of the rank's device wait for NCCL's stream,
+    # so the events of ``timed_calls`` on that stream bracket exactly the collective.
+    reps = warm_up(call.op, comm.sync, plan, decide=comm.agree)
+    samples = timed_calls(call.op, comm.device, reps)
     if call.reset:
         call.reset()
     call.op()
@@ -288,7 +264,7 @@ def point_rows(m: Measured, backend: str, ranks: list[dict]) -> list[dict]:
     slowest = max(range(p.world), key=lambda r: per_rank[r]["median"])
     stats = per_rank[slowest]
     factor = busbw_factor(p.collective, p.world)
-    gbs = lambda ms: p.nbytes / (ms * 1e-3) / 1e9  # noqa: E731
+    algbw = gbs_summary(p.nbytes, stats)
     wrong = [r for r in range(p.world) if m.mismatches[r]]
     out_elements = p.chunk if p.collective == "reduce_scatter" else p.elements
     reason = None if not wrong else "wrong values on " + ", ".join(
@@ -300,9 +276,9 @@ def point_rows(m: Measured, backend: str, ranks: list[dict]) -> list[dict]:
         "kind": "collective", "status": "error" if wrong else "ok", "reason": reason,
         "median_ms": stats["median"], "mean_ms": stats["mean"], "std_ms": stats["std"], "min_ms": stats["min"],
         "max_ms": stats["max"], "p20_ms": stats["p20"], "p80_ms": stats["p80"], "reps": stats["count"],
-        "algbw_gbs": gbs(stats["median"]), "busbw_gbs": gbs(stats["median"]) * factor, "busbw_factor": factor,
-        "algbw_gbs_p20": gbs(stats["p80"]), "algbw_gbs_p80": gbs(stats["p20"]),
-        "busbw_gbs_p20": gbs(stats["p80"]) * factor, "busbw_gbs_p80": gbs(stats["p20"]) * factor,
+        "algbw_gbs": algbw["gbs"], "busbw_gbs": algbw["gbs"] * factor, "busbw_factor": factor,
+        "algbw_gbs_p20": algbw["gbs_p20"], "algbw_gbs_p80": algbw["gbs_p80"],
+        "busbw_gbs_p20": algbw["gbs_p20"] * factor, "busbw_gbs_p80": algbw["gbs_p80"] * factor,
         "check": "mismatch" if wrong else "ok", "slowest_rank": slowest,
         "call_max_median_ms": summarize(m.samples.max(dim=0).values.tolist())["median"],
         "nodes": len({r.get("group_rank") for r in ranks}), "samples_ms": m.samples[slowest].tolist()}
@@ -316,6 +292,16 @@ def point_rows(m: Measured, backend: str, ranks: list[dict]) -> list[dict]:
             "p20_ms": s["p20"], "p80_ms": s["p80"], "min_ms": s["min"], "max_ms": s["max"],
             "check": "mismatch" if m.mismatches[r] else "ok", "samples_ms": m.samples[r].tolist()})
     return [row] + rank_rows
+
+
+def row_text(row: dict, full: bool = False) -> str:
+    """A ``collective`` row in one line, "all_reduce 1 MiB: 0.123 ms, busbw 4.56 GB/s"; ``full`` adds the algbw,
+    and to a point not measured, why."""
+    head = f"{row['collective']} {row['size']}"
+    if row.get("median_ms") is None:
+        return f"{head}: {row['status']}" + (f": {row['reason']}" if full else "")
+    algbw = f", algbw {row['algbw_gbs']:.2f} GB/s" if full else ""
+    return f"{head}: {row['median_ms']:.3f} ms{algbw}, busbw {row['busbw_gbs']:.2f} GB/s"
 
 
 def not_measured_row(point: Point, backend: str, status: str, reason: str) -> dict:

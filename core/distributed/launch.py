@@ -29,7 +29,7 @@ import time
 import uuid
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Generator
+from typing import Generator, Iterator
 
 import psutil
 
@@ -155,8 +155,7 @@ def explain(errors: list[dict], failures: dict, killed: set[int], step: str | No
     return f"the ranks stopped{where}: {reason or 'no rank reported why'}", meta
 
 
-def run_ranks(config: dict, world: int, timeout_s: float, env: dict[str, str] | None = None
-              ) -> Generator[dict, None, dict]:
+def run_ranks(config: dict, world: int, timeout_s: float) -> Generator[dict, None, dict]:
     """Run ``world`` ranks of :mod:`core.distributed.rank` on this box; yield rank 0's events; return its meta.
 
     ``timeout_s`` is the collective timeout the ranks use; the watchdog adds a margin to it.
@@ -182,19 +181,27 @@ def run_ranks(config: dict, world: int, timeout_s: float, env: dict[str, str] | 
     stopped = False
     step, done, stop_reason, first_error_at = None, None, None, None
     thread = threading.Thread(target=launch, daemon=True, name="gpulab-elastic-launch")
+
+    def new_events() -> Iterator[dict]:
+        """The events written since the last read, keeping the errors and rank 0's final meta."""
+        nonlocal done
+        for event in events.read():
+            if event.get("type") == "error":
+                errors.append(event)
+            elif event.get("type") == "done":
+                done = event.get("meta") or {}
+            yield event
+
     try:
-        with _environment({"OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")} | dict(env or {})):
+        with _environment({"OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}):
             thread.start()
             while thread.is_alive():
-                for event in events.read():
+                for event in new_events():
                     kind = event.get("type")
                     if kind == "step":
                         step = event.get("label")
                     elif kind == "error":
-                        errors.append(event)
                         first_error_at = first_error_at or time.monotonic()
-                    elif kind == "done":
-                        done = event.get("meta") or {}
                     yield event
                 now = time.monotonic()
                 if not stopped and first_error_at and now - first_error_at > ERROR_GRACE_S:
@@ -203,12 +210,7 @@ def run_ranks(config: dict, world: int, timeout_s: float, env: dict[str, str] | 
                     stop_reason = f"rank 0 sent nothing, not even its heartbeat, for {now - events.last_at:.0f} s"
                     killed, stopped = kill_ranks(), True
                 thread.join(POLL_S)
-        for event in events.read():
-            if event.get("type") == "error":
-                errors.append(event)
-            elif event.get("type") == "done":
-                done = event.get("meta") or {}
-            yield event
+        yield from new_events()
         if done is not None and not outcome:
             return done
         message, meta = explain(errors, outcome.get("failures") or {}, killed, step,

@@ -32,13 +32,15 @@ from datetime import timedelta
 import torch
 import torch.distributed as dist
 
-from core.cli.experiments import add_config_options
+from core.cli.experiments import add_config_options, config_values
 from core.cli.output import print_run
-from core.distributed.collectives import (PROCESS_OVERHEAD_BYTES, Comm, buffer_bytes, format_size, make_point, measure,
-                                          not_measured_row, point_rows, unsupported_reason)
+from core.distributed.collectives import (Comm, buffer_bytes, format_size, host_bytes_needed, make_point, measure,
+                                          not_measured_row, point_rows, resolve_backend, row_text,
+                                          unsupported_reason)
 from core.experiment import ConfigError, config_from_dict, config_to_dict, json_ready
 from core.experiments.interconnect import InterconnectConfig, sizes_for
-from core.hardware.device import cuda_unavailable_reason, describe, describe_cpu, versions
+from core.hardware.device import cuda_unavailable_reason, describe, versions
+from core.hardware.memory import available_ram
 from core.result import RunResult, now_iso
 
 HEARTBEAT_S = 5.0
@@ -84,12 +86,6 @@ def die_with_parent(sig: int) -> None:
         return
     if os.getppid() != parent:  # the launcher died before the request took effect
         os._exit(1)
-
-
-def resolve_backend(requested: str) -> str:
-    if requested != "auto":
-        return requested
-    return "nccl" if torch.cuda.is_available() else "gloo"
 
 
 def backend_problem(backend: str) -> str | None:
@@ -229,10 +225,7 @@ class StoreSink:
         if self.env.rank:
             return
         self.run.rows.extend(json_ready(rows))
-        head = rows[0]
-        figures = (f"{head['median_ms']:.3f} ms, algbw {head['algbw_gbs']:.2f} GB/s, busbw {head['busbw_gbs']:.2f} GB/s"
-                   if head.get("median_ms") is not None else f"{head['status']}: {head['reason']}")
-        print(f"[{index + 1}/{total}] {head['collective']} {head['size']}: {figures}", file=sys.stderr, flush=True)
+        print(f"[{index + 1}/{total}] {row_text(rows[0], full=True)}", file=sys.stderr, flush=True)
         self._save()
 
     def done(self, meta: dict) -> None:
@@ -261,8 +254,8 @@ def _memory_problem(point, comm: Comm, env: RankEnv) -> str | None:
     if comm.is_cuda:
         free = torch.cuda.mem_get_info(comm.device)[0]
     else:  # the box's ranks share its RAM
-        need = need * env.local_world + PROCESS_OVERHEAD_BYTES * env.local_world
-        free = describe_cpu().get("free_memory_bytes") or float("inf")
+        need = host_bytes_needed(need, env.local_world)
+        free = available_ram() or float("inf")
     table = comm.all_floats([float(need), float(min(free, 2.0**62))])
     short = [r for r in range(env.world) if table[r, 0] > 0.9 * table[r, 1]]
     if not short:
@@ -317,7 +310,7 @@ def measure_all(cfg, env: RankEnv, sink, progress: Progress, backend: str, devic
 
 def run_rank(cfg, env: RankEnv, sink) -> int:
     """Join the job, measure, leave; on failure report it (naming stalled ranks) and re-raise."""
-    backend = resolve_backend(cfg.backend)
+    backend = resolve_backend(cfg.backend, torch.cuda.is_available())
     problem = backend_problem(backend)
     if problem:
         sink.error({"rank": env.rank, "message": f"unsupported: {problem}", "unsupported": True, "stalled": []})
@@ -372,14 +365,13 @@ def _terminated(signum, frame) -> None:
 def main(argv: list[str] | None = None) -> int:
     args = _parser(InterconnectConfig).parse_args(argv)
     die_with_parent(signal.SIGKILL if args.events else signal.SIGTERM)
-    names = {f.name for f in dataclasses.fields(InterconnectConfig)}
     try:
         env = RankEnv.from_environ()
         if args.config:
             cfg = config_from_dict(InterconnectConfig, json.loads(args.config))
         else:
             cfg = config_from_dict(InterconnectConfig, {"parts": ("collectives",)} |
-                                   {k: v for k, v in vars(args).items() if k in names})
+                                   config_values(args, InterconnectConfig))
             if set(cfg.parts) != {"collectives"}:
                 raise ConfigError("parts: a torchrun job measures the collectives; host copies and the peer "
                                   "matrix are per box: python -m core interconnect --parts copy,peer on each box")

@@ -15,7 +15,6 @@ A GPU run uses every GPU of the box, so it runs on cuda:0 and holds the lab's lo
 """
 from __future__ import annotations
 
-import fcntl
 import os
 import time
 from contextlib import ExitStack
@@ -25,8 +24,9 @@ from typing import Iterator, Literal
 import torch
 
 from core.distributed.collectives import (COLLECTIVES, CPU_SIZES, GPU_SIZES, MAX_BYTES, PROCESS_OVERHEAD_BYTES,
-                                          buffer_bytes, format_size, parse_size)
-from core.experiment import ConfigError, Context, Experiment, Output, Progress, config_to_dict
+                                          buffer_bytes, format_size, host_bytes_needed, parse_size,
+                                          resolve_backend, row_text)
+from core.experiment import ConfigError, Context, Experiment, Output, Progress, check_choices, config_to_dict
 from core.measure.timing import TimingPlan
 
 PARTS = ("copy", "peer", "collectives")
@@ -59,8 +59,8 @@ class InterconnectConfig:
     seed: int = field(default=0, metadata={"help": "random seed of the inputs"})
 
     def __post_init__(self) -> None:
-        _subset("parts", self.parts, PARTS)
-        _subset("collectives", self.collectives, COLLECTIVES)
+        check_choices("parts", self.parts, PARTS)
+        check_choices("collectives", self.collectives, COLLECTIVES)
         for name in ("sizes", "copy_sizes"):
             for text in getattr(self, name):
                 _size(name, text)
@@ -81,14 +81,6 @@ class InterconnectConfig:
         return TimingPlan(self.warmup_ms, self.rep_ms, self.min_reps, self.max_reps)
 
 
-def _subset(name: str, values: tuple[str, ...], allowed: tuple[str, ...]) -> None:
-    if not values:
-        raise ConfigError(f"{name}: choose at least one of {', '.join(allowed)}")
-    bad = [v for v in values if v not in allowed]
-    if bad:
-        raise ConfigError(f"{name}: {', '.join(bad)} not one of {', '.join(allowed)}")
-
-
 def _size(name: str, text: str) -> int:
     try:
         nbytes = parse_size(text)
@@ -106,12 +98,12 @@ def sizes_for(cfg: InterconnectConfig, is_cuda: bool) -> tuple[int, ...]:
 
 def check_host_memory(cfg: InterconnectConfig, world: int) -> None:
     """Gloo ranks on one box share its RAM: refuse sizes whose buffers × world size do not fit."""
-    from core.hardware.device import describe_cpu
+    from core.hardware.memory import available_ram
 
     largest = max(sizes_for(cfg, False))
     per_rank = max(buffer_bytes(c, largest, world) for c in cfg.collectives)
-    need = world * (per_rank + PROCESS_OVERHEAD_BYTES)
-    available = describe_cpu().get("free_memory_bytes")
+    need = host_bytes_needed(per_rank, world)
+    available = available_ram()
     if available and need > 0.8 * available:
         raise ConfigError(
             f"sizes: {format_size(largest)} with {world} Gloo ranks needs {need / 2**30:.1f} GiB of host memory "
@@ -122,28 +114,19 @@ def check_host_memory(cfg: InterconnectConfig, world: int) -> None:
 
 # --- what runs where -------------------------------------------------------------------------------------
 
-def _backend(cfg: InterconnectConfig, ctx: Context) -> str:
-    return cfg.backend if cfg.backend != "auto" else ("nccl" if ctx.is_cuda else "gloo")
-
-
 def _gpu_count() -> int:
     return torch.cuda.device_count() if torch.cuda.is_available() else 0
 
 
 def _hold_gpus(indices: list[int], stack: ExitStack, total: int) -> Iterator[Progress]:
     """Take the lab's lock of every other GPU the run uses, in index order (this worker holds cuda:0)."""
-    from core.worker import lock_path
+    from core.worker import try_lock
 
     for i in indices:
-        fd = os.open(lock_path(f"cuda:{i}"), os.O_RDWR | os.O_CREAT, 0o644)
+        while (fd := try_lock(f"cuda:{i}")) is None:
+            yield Progress(0, total, f"waiting for cuda:{i}: another GPU Lab job is running on it")
+            time.sleep(0.5)
         stack.callback(os.close, fd)
-        while True:
-            try:
-                fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-                break
-            except BlockingIOError:
-                yield Progress(0, total, f"waiting for cuda:{i}: another GPU Lab job is running on it")
-                time.sleep(0.5)
 
 
 def _not_measured(kind: str, reason: str) -> dict:
@@ -162,7 +145,7 @@ def run(cfg: InterconnectConfig, ctx: Context):
     from core.distributed.rank import backend_problem
     from core.measure.copies import host_copy, peer_copy
 
-    backend = _backend(cfg, ctx)
+    backend = resolve_backend(cfg.backend, ctx.is_cuda)
     gpus = _gpu_count()
     if "collectives" in cfg.parts:
         problem = backend_problem(backend)
@@ -176,8 +159,8 @@ def run(cfg: InterconnectConfig, ctx: Context):
     world = cfg.world_size or (gpus if backend == "nccl" else 2)
     if backend == "nccl" and world > gpus:
         raise ConfigError(f"world_size {world}: NCCL runs one rank per GPU and this box has {gpus}")
-    if backend == "gloo" and "collectives" in cfg.parts:
-        check_host_memory(cfg, world)
+    if backend == "gloo" and cfg.backend == "auto" and "collectives" in cfg.parts:
+        check_host_memory(cfg, world)  # an explicit gloo was checked when the config was made
     counts = _plan_points(cfg, ctx, gpus)
     total = sum(counts.values())
     rows: list[dict] = []
@@ -232,10 +215,7 @@ def run(cfg: InterconnectConfig, ctx: Context):
                     if event.get("type") == "step":
                         yield Progress(done[0], total, f"{event['label']} on {world} ranks ({backend})")
                     elif event.get("type") == "rows":
-                        head = event["rows"][0]
-                        figures = (f"{head['median_ms']:.3f} ms, busbw {head['busbw_gbs']:.2f} GB/s"
-                                   if head.get("median_ms") is not None else head["status"])
-                        yield add(event["rows"], f"{head['collective']} {head['size']}: {figures}")
+                        yield add(event["rows"], row_text(event["rows"][0]))
             finally:
                 events.close()  # a cancelled job stops its ranks
     return Output(rows=rows, meta=meta)

@@ -20,12 +20,13 @@ import torch
 
 from core.hardware import device as devices
 from core.hardware.clocks import device_sampler
-from core.experiment import ConfigError, Context, DeviceMetric, DoesNotFit, Experiment, Output, Progress, Unsupported
+from core.experiment import (ConfigError, Context, DeviceMetric, DoesNotFit, Experiment, Output, Progress, Unsupported,
+                             check_choices)
 from core.hardware import memory
 from core.transformer.presets import DEFAULT_BATCH, DEFAULT_CONTEXT, PRESET_NAMES, get_preset
 from core.hardware.specs import above_peak_error, device_peak, measurement_errors, unit_for
 from core.columns import throughput_unit
-from core.measure.stats import summarize
+from core.measure.stats import gbs, summarize
 from core.measure.timing import TimingPlan, flush_bytes, keep_busy, make_flush, time_op, wake_cpu
 from core.transformer.training import matmul_precision
 
@@ -72,11 +73,7 @@ class MatmulConfig:
     seed: int = field(default=0, metadata={"help": "random seed of the inputs"})
 
     def __post_init__(self) -> None:
-        if not self.dtypes:
-            raise ConfigError("dtypes: choose at least one of " + ", ".join(DTYPES))
-        bad = [d for d in self.dtypes if d not in DTYPES]
-        if bad:
-            raise ConfigError(f"dtypes: {', '.join(bad)} not one of {', '.join(DTYPES)}")
+        check_choices("dtypes", self.dtypes, DTYPES)
         modes = [name for name, on in (("mnk", bool(self.mnk)), ("model", bool(self.model)),
                                        ("search", self.search)) if on]
         if len(modes) > 1:
@@ -423,7 +420,7 @@ def copy_bandwidth_gbs(ctx: Context, cfg: MatmulConfig) -> dict:
     dst = torch.empty_like(src)
     samples = time_op(lambda: dst.copy_(src), ctx.device, TimingPlan(cfg.warmup_ms, cfg.rep_ms, 5, 100), None)
     stats = summarize(samples)
-    return {"copy_bandwidth_gbs": 2 * src.numel() * 4 / (stats["median"] * 1e-3) / 1e9,
+    return {"copy_bandwidth_gbs": gbs(2 * src.numel() * 4, stats["median"]),
             "copy_bytes": src.numel() * 4, "copy_median_ms": stats["median"], "copy_samples_ms": samples}
 
 

@@ -38,7 +38,8 @@ class Budget:
     source: str
 
 
-def _available_ram() -> int | None:
+def available_ram() -> int | None:
+    """The RAM the box has available (MemAvailable), or None where it cannot be read."""
     from core.hardware.device import _meminfo
 
     return _meminfo()[1]
@@ -88,7 +89,7 @@ def capped(torch_device: str) -> Iterator[int | None]:
     if torch_device != "cpu" or mapped is None:
         yield None
         return
-    cap = cpu_cap(mapped, _available_ram())
+    cap = cpu_cap(mapped, available_ram())
     soft, hard = resource.getrlimit(resource.RLIMIT_AS)
     if cap is None:
         yield None
@@ -111,7 +112,7 @@ def budget(torch_device: str) -> Budget:
         free, _ = torch.cuda.mem_get_info(torch_device)
         cached = torch.cuda.memory_reserved(torch_device) - torch.cuda.memory_allocated(torch_device)
         return Budget(free + cached, f"only {gib(free + cached)} is free on {torch_device} (torch.cuda.mem_get_info)")
-    available = _available_ram()
+    available = available_ram()
     limits = []
     if available is not None:
         limits.append((available - HOST_RESERVE_BYTES,

@@ -12,16 +12,14 @@ from __future__ import annotations
 
 import torch
 
-from core.measure.stats import summarize
+from core.measure.stats import gbs_summary, summarize
 from core.measure.timing import TimingPlan, time_op
 
 
 def _figures(nbytes: int, samples: list[float]) -> dict:
     stats = summarize(samples)
-    gbs = lambda ms: nbytes / (ms * 1e-3) / 1e9  # noqa: E731
     return {"median_ms": stats["median"], "p20_ms": stats["p20"], "p80_ms": stats["p80"], "min_ms": stats["min"],
-            "max_ms": stats["max"], "reps": stats["count"], "gbs": gbs(stats["median"]), "gbs_p20": gbs(stats["p80"]),
-            "gbs_p80": gbs(stats["p20"]), "samples_ms": samples}
+            "max_ms": stats["max"], "reps": stats["count"], **gbs_summary(nbytes, stats), "samples_ms": samples}
 
 
 def _fresh(nbytes: int, device: str, pin: bool = False) -> torch.Tensor:

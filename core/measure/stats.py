@@ -29,3 +29,15 @@ def summarize(samples: Sequence[float], prefix: str = "") -> dict[str, float]:
         "count": len(values),
     }
     return {f"{prefix}{k}": v for k, v in out.items()}
+
+
+def gbs(nbytes: float, ms: float) -> float:
+    """``nbytes`` moved in ``ms`` milliseconds, in GB/s (1 GB = 10⁹ bytes)."""
+    return nbytes / (ms * 1e-3) / 1e9
+
+
+def gbs_summary(nbytes: float, stats: dict[str, float]) -> dict[str, float]:
+    """GB/s at the median time of :func:`summarize`'s ``stats``, with its p20 and p80: a rate's p20 comes
+    from the time's p80 and its p80 from the time's p20."""
+    return {"gbs": gbs(nbytes, stats["median"]), "gbs_p20": gbs(nbytes, stats["p80"]),
+            "gbs_p80": gbs(nbytes, stats["p20"])}

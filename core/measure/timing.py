@@ -42,20 +42,15 @@ def reps_for(plan: TimingPlan, per_call_ms: float) -> int:
     return int(min(plan.max_reps, max(plan.min_reps, plan.rep_ms / max(per_call_ms, 1e-6))))
 
 
-def time_cuda(op: Callable[[], object], device: str, plan: TimingPlan,
-              flush: Callable[[], None] | None) -> list[float]:
-    """Milliseconds of each timed call of ``op`` on ``device``'s current stream (events recorded there,
-    never on whichever device happens to be current)."""
-    stream = torch.cuda.current_stream(device)
+def warm_up(op: Callable[[], object], sync: Callable[[], None], plan: TimingPlan,
+            flush: Callable[[], None] | None = None, decide: Callable[[int], int] = lambda x: x) -> int:
+    """Whole batches of calls (doubling up to 64, ``sync`` after each) until ``plan.warmup_ms`` of wall time
+    has passed; returns the number of calls to time, sized from the warm-up's speed.
 
-    def sync() -> None:
-        torch.cuda.synchronize(device)
-
-    op()
-    sync()
-    # Warm-up: whole batches of calls until warmup_ms of wall time has passed; its speed sizes the run.
-    calls, start = 0, time.perf_counter()
-    batch = 1
+    ``decide`` turns a local decision (whether to stop, how many calls) into the one every participant
+    follows; across ranks, rank 0's, so every rank makes the same calls.
+    """
+    calls, batch, start = 0, 1, time.perf_counter()
     while True:
         for _ in range(batch):
             if flush:
@@ -64,20 +59,54 @@ def time_cuda(op: Callable[[], object], device: str, plan: TimingPlan,
         sync()
         calls += batch
         elapsed_ms = (time.perf_counter() - start) * 1e3
-        if elapsed_ms >= plan.warmup_ms:
+        if decide(elapsed_ms >= plan.warmup_ms):
             break
         batch = min(batch * 2, 64)
-    n = reps_for(plan, elapsed_ms / calls)
-    starts = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
-    ends = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
-    for i in range(n):
+    return decide(reps_for(plan, elapsed_ms / calls))
+
+
+def timed_calls(op: Callable[[], object], device: str, n: int,
+                flush: Callable[[], None] | None = None) -> list[float]:
+    """Milliseconds of each of ``n`` calls of ``op``; ``flush`` (if any) runs before each call, outside its time.
+
+    CUDA: a pair of events per call on ``device``'s current stream (never on whichever device happens to be
+    current), the calls queued and synchronised once at the end. CPU: ``perf_counter_ns`` around each call.
+    """
+    if device.startswith("cuda"):
+        stream = torch.cuda.current_stream(device)
+        starts = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
+        ends = [torch.cuda.Event(enable_timing=True) for _ in range(n)]
+        for i in range(n):
+            if flush:
+                flush()
+            starts[i].record(stream)
+            op()
+            ends[i].record(stream)
+        torch.cuda.synchronize(device)
+        return [s.elapsed_time(e) for s, e in zip(starts, ends)]
+    clock = time.perf_counter_ns
+    samples = []
+    for _ in range(n):
         if flush:
             flush()
-        starts[i].record(stream)
+        a = clock()
         op()
-        ends[i].record(stream)
+        samples.append((clock() - a) / 1e6)
+    return samples
+
+
+def time_cuda(op: Callable[[], object], device: str, plan: TimingPlan,
+              flush: Callable[[], None] | None) -> list[float]:
+    """Milliseconds of each timed call of ``op`` on ``device``'s current stream (events recorded there,
+    never on whichever device happens to be current)."""
+
+    def sync() -> None:
+        torch.cuda.synchronize(device)
+
+    op()
     sync()
-    return [s.elapsed_time(e) for s, e in zip(starts, ends)]
+    n = warm_up(op, sync, plan, flush)
+    return timed_calls(op, device, n, flush)
 
 
 def time_cpu(op: Callable[[], object], plan: TimingPlan, flush: Callable[[], None] | None = None) -> list[float]:
@@ -101,15 +130,7 @@ def time_cpu(op: Callable[[], object], plan: TimingPlan, flush: Callable[[], Non
         settled = len(warm) >= 3 and max(warm[-3:]) <= 2 * min(warm)
         if elapsed_ms >= 4 * plan.warmup_ms or (elapsed_ms >= plan.warmup_ms and settled):
             break
-    n = reps_for(plan, sorted(warm)[len(warm) // 2] / 1e6)
-    samples = []
-    for _ in range(n):
-        if flush:
-            flush()
-        a = clock()
-        op()
-        samples.append((clock() - a) / 1e6)
-    return samples
+    return timed_calls(op, "cpu", reps_for(plan, sorted(warm)[len(warm) // 2] / 1e6), flush)
 
 
 def time_op(op: Callable[[], object], device: str, plan: TimingPlan,

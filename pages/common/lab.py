@@ -8,6 +8,7 @@ from __future__ import annotations
 
 import streamlit as st
 
+from core.fanout import ALL, SLOW_FRACTION
 from core.jobs import JobManager, query_devices
 from core.transformer.presets import DEFAULT_BATCH, PRESET_NAMES
 from core.store import RunStore, StoreError
@@ -81,9 +82,9 @@ def device_choice(key: str) -> str:
         return selected_device()
     on = st.toggle(f"All {len(gpus)} GPUs at once", key=f"{key}.all_gpus",
                    help="One worker per GPU, all started together: per-GPU results side by side, the node median, "
-                        "and any GPU more than 5% below it flagged with its clocks, temperature and throttle reasons. "
-                        "Stored as one run.")
-    return "all" if on else selected_device()
+                        f"and any GPU more than {SLOW_FRACTION:.0%} below it flagged with its clocks, temperature "
+                        "and throttle reasons. Stored as one run.")
+    return ALL if on else selected_device()
 
 
 def selected_model() -> str:

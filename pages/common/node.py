@@ -9,6 +9,7 @@ from __future__ import annotations
 import pandas as pd
 import plotly.graph_objects as go
 
+from core.fanout import ALL, SLOW_FRACTION
 from core.result import RunResult
 from pages.common.charts import style, title
 from pages.plots import Chart
@@ -17,7 +18,7 @@ OK_COLOR, SLOW_COLOR = "#1f77b4", "#d62728"
 
 
 def is_all_gpus(run: RunResult) -> bool:
-    return run.device.get("torch_device") == "all"
+    return run.device.get("torch_device") == ALL
 
 
 def node_table(run: RunResult) -> pd.DataFrame:
@@ -32,7 +33,7 @@ def node_chart(run: RunResult) -> Chart | None:
     if df.empty or df["relative"].isna().all():
         return None
     df = df.dropna(subset=["relative"])
-    threshold = 100 * (1 - node.get("threshold", 0.05))
+    threshold = 100 * (1 - node.get("threshold", SLOW_FRACTION))
     hover = [_clock_text(r) for _, r in df.iterrows()]
     fig = go.Figure(go.Bar(x=df["device"], y=df["relative"] * 100,
                            marker_color=[SLOW_COLOR if f else OK_COLOR for f in df["flagged"]],
@@ -74,7 +75,7 @@ def show(run: RunResult) -> None:
     df = node_table(run)
     if df.empty:
         return
-    share = node.get("threshold", 0.05)
+    share = node.get("threshold", SLOW_FRACTION)
     flagged = df[df["flagged"]]
     if len(flagged):
         st.warning("\n".join(

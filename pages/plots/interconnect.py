@@ -8,17 +8,15 @@ import plotly.graph_objects as go
 from core.distributed.collectives import format_size
 from core.result import RunResult
 from pages.common.charts import color_for, style, title
-from pages.plots import Chart
+from pages.plots import Chart, kind_rows
 
 COLLECTIVE_COLORS = {"all_reduce": "#1f77b4", "all_gather": "#ff7f0e", "reduce_scatter": "#2ca02c",
                      "broadcast": "#d62728", "all_to_all": "#9467bd"}
 
 
 def rows_of(run: RunResult, kind: str, measured: bool = True) -> pd.DataFrame:
-    df = run.frame()
-    if df.empty or "kind" not in df:
-        return pd.DataFrame()
-    df = df[df["kind"] == kind]
+    """:func:`kind_rows` without the raw samples, only the measured points (status ok) unless ``measured`` is off."""
+    df = kind_rows(run, kind)
     if measured and "status" in df:
         df = df[df["status"] == "ok"]
     return df.drop(columns=["samples_ms"], errors="ignore").dropna(axis=1, how="all").reset_index(drop=True)
