@@ -1,5 +1,6 @@
 """``memory-snapshot`` and ``python -m core snapshot``: the import is a stored run (compare, export, report);
 a refused file exits 2 with the reason and leaves the store as it was."""
+import copy
 import json
 import os
 import pickle
@@ -71,7 +72,7 @@ def test_cli_text_report(hand_file, capsys):
 
 def test_cli_text_report_escapes_what_the_file_says(tmp_path, capsys):
     """Frames come from the file: a terminal escape in one is printed as text (\\x1b), never sent raw."""
-    snap = snapshots.hand_snapshot()
+    snap = copy.deepcopy(snapshots.hand_snapshot())  # its frames are shared constants of the test module
     for e in snap["device_traces"][0]:
         for f in e.get("frames", []):
             f["name"] = "step\x1b[2J"
