@@ -3,6 +3,7 @@
 ``streamlit run app.py``. The entrypoint draws the shared sidebar (device, model size, dtype) and
 the navigation; each page is a short script in ``pages/``. Experiments never run in this process.
 """
+
 import streamlit as st
 
 from pages.common import catalog, lab
@@ -10,8 +11,12 @@ from pages.common import catalog, lab
 
 def run() -> None:
     st.set_page_config(page_title="GPU Lab", page_icon=":material/science:", layout="wide")
-    nav = st.navigation([st.Page(path, title=title, icon=icon, default=(path == "pages/home.py"))
-                         for path, title, icon in catalog.available()])
+    nav = st.navigation(
+        [
+            st.Page(path, title=title, icon=icon, default=(path == "pages/home.py"))
+            for path, title, icon in catalog.available()
+        ]
+    )
     lab.sidebar()
     problem = lab.store_problem()
     if problem:

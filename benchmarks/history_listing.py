@@ -6,6 +6,7 @@ small runs. Each listing is timed ``--repeats`` times (median, min–max); the t
 
     python benchmarks/history_listing.py [--repeats 5] [--big-mb 150] [--runs 10000]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -26,21 +27,51 @@ CPU = {"kind": "cpu", "name": "Benchmark CPU", "label": "CPU — Benchmark CPU"}
 
 def small_run(i: int) -> RunResult:
     rows = [{"size": s, "dtype": "fp32", "median_ms": 0.1 * s, "gflops": 10.0 + i % 7} for s in (64, 128, 256)]
-    run = RunResult("matmul", {"dtypes": ["fp32"], "sizes": [64, 128, 256], "seed": i}, CPU, {"torch": "2.13.0"},
-                    f"2026-01-01T00:{i // 600 % 60:02d}:{i // 10 % 60:02d}.{i % 10}00+00:00", None, "ok", rows=rows,
-                    name=f"run {i}", tags=["bench"])
+    run = RunResult(
+        "matmul",
+        {"dtypes": ["fp32"], "sizes": [64, 128, 256], "seed": i},
+        CPU,
+        {"torch": "2.13.0"},
+        f"2026-01-01T00:{i // 600 % 60:02d}:{i // 10 % 60:02d}.{i % 10}00+00:00",
+        None,
+        "ok",
+        rows=rows,
+        name=f"run {i}",
+        tags=["bench"],
+    )
     run.id = f"bench{i:08d}"
     return run
 
 
 def big_run(target_bytes: int) -> RunResult:
     """A run whose stored JSON is about ``target_bytes`` (rows with per-call samples, like a long matmul sweep)."""
-    row_bytes = len(json.dumps({"m": 131072, "n": 4096, "k": 4096, "dtype": "bf16", "tflops": 123.456789,
-                                "samples_ms": [0.123456789] * 40}))
-    rows = [{"m": 64 * (i + 1), "n": 4096, "k": 4096, "dtype": "bf16", "tflops": 100.0 + i % 50 / 7,
-             "samples_ms": [0.123456789 + j * 1e-6 for j in range(40)]} for i in range(target_bytes // row_bytes)]
-    run = RunResult("matmul", {"dtypes": ["bf16"]}, CPU, {"torch": "2.13.0"}, "2026-02-01T00:00:00+00:00",
-                    "2026-02-01T01:00:00+00:00", "ok", rows=rows, name="150 MB sweep")
+    row_bytes = len(
+        json.dumps(
+            {"m": 131072, "n": 4096, "k": 4096, "dtype": "bf16", "tflops": 123.456789, "samples_ms": [0.123456789] * 40}
+        )
+    )
+    rows = [
+        {
+            "m": 64 * (i + 1),
+            "n": 4096,
+            "k": 4096,
+            "dtype": "bf16",
+            "tflops": 100.0 + i % 50 / 7,
+            "samples_ms": [0.123456789 + j * 1e-6 for j in range(40)],
+        }
+        for i in range(target_bytes // row_bytes)
+    ]
+    run = RunResult(
+        "matmul",
+        {"dtypes": ["bf16"]},
+        CPU,
+        {"torch": "2.13.0"},
+        "2026-02-01T00:00:00+00:00",
+        "2026-02-01T01:00:00+00:00",
+        "ok",
+        rows=rows,
+        name="150 MB sweep",
+    )
     run.id = "bigrun00000001"
     return run
 
@@ -60,10 +91,14 @@ def report(label: str, store: RunStore, repeats: int) -> bool:
     med_new, med_old = statistics.median(new), statistics.median(old)
     ok = med_new < 1.0
     print(f"{label}: {store.count()} runs, database {store.path.stat().st_size / 2**20:,.0f} MiB")
-    print(f"  summaries (runs list, home, Compare): median {med_new * 1e3:8.1f} ms "
-          f"(min {min(new) * 1e3:.1f}, max {max(new) * 1e3:.1f})  target < 1000 ms: {'met' if ok else 'NOT met'}")
-    print(f"  whole runs (the old listing):          median {med_old * 1e3:8.1f} ms "
-          f"(min {min(old) * 1e3:.1f}, max {max(old) * 1e3:.1f})")
+    print(
+        f"  summaries (runs list, home, Compare): median {med_new * 1e3:8.1f} ms "
+        f"(min {min(new) * 1e3:.1f}, max {max(new) * 1e3:.1f})  target < 1000 ms: {'met' if ok else 'NOT met'}"
+    )
+    print(
+        f"  whole runs (the old listing):          median {med_old * 1e3:8.1f} ms "
+        f"(min {min(old) * 1e3:.1f}, max {max(old) * 1e3:.1f})"
+    )
     print(f"  ratio old/new: {med_old / med_new:,.1f}x")
     return ok
 

@@ -12,6 +12,7 @@ tolerance: read the ratio against it.
     python benchmarks/interconnect_vs_bare.py --world-size 4 --sizes 1MiB,16MiB,64MiB
     python benchmarks/interconnect_vs_bare.py --backend nccl --world-size 8 --sizes 64MiB,1GiB   # a GPU box
 """
+
 from __future__ import annotations
 
 import argparse
@@ -79,21 +80,26 @@ def rank_main(rank: int, world: int, port: int, args: argparse.Namespace) -> Non
     comm = Comm(rank, world, device)
     plan = TimingPlan(args.warmup_ms, args.rep_ms, 10, 500)
     if rank == 0:
-        print(f"{args.backend}, {world} ranks on 127.0.0.1, torch {torch.__version__}, OMP_NUM_THREADS="
-              f"{os.environ.get('OMP_NUM_THREADS')}, {args.rounds} rounds per point (medians; ratios paired per round)")
+        print(
+            f"{args.backend}, {world} ranks on 127.0.0.1, torch {torch.__version__}, OMP_NUM_THREADS="
+            f"{os.environ.get('OMP_NUM_THREADS')}, {args.rounds} rounds per point (medians; ratios paired per round)"
+        )
         print(f"{'collective':14} {'size':>8} {'lab ms':>9} {'bare ms':>9} {'lab/bare':>9} {'noise':>7}  verdict")
     worst, noise_floor = 0.0, 0.0
     for collective in args.collectives.split(","):
         for text in args.sizes.split(","):
             point = make_point(collective, parse_size(text), world)
             reps = point_rows(measure(point, comm, plan, seed=0), args.backend, [{}] * world)[0]["reps"]
-            timers = {"lab": lambda r: point_rows(measure(point, comm, plan, seed=r), args.backend,
-                                                  [{}] * world)[0]["median_ms"],
-                      "bare": lambda r: bare_ms(collective, point.elements, reps, device),
-                      "other": lambda r: bare_ms(collective, point.elements, reps, device)}
+            timers = {
+                "lab": lambda r, point=point: point_rows(
+                    measure(point, comm, plan, seed=r), args.backend, [{}] * world
+                )[0]["median_ms"],
+                "bare": lambda r, c=collective, p=point, n=reps: bare_ms(c, p.elements, n, device),
+                "other": lambda r, c=collective, p=point, n=reps: bare_ms(c, p.elements, n, device),
+            }
             found: dict[str, list[float]] = {name: [] for name in timers}
             for r in range(args.rounds):  # the order rotates, so a drifting machine favours no one
-                names = list(timers)[r % 3:] + list(timers)[:r % 3]
+                names = list(timers)[r % 3 :] + list(timers)[: r % 3]
                 for name in names:
                     found[name].append(timers[name](r))
             lab, bare = statistics.median(found["lab"]), statistics.median(found["bare"])
@@ -101,16 +107,23 @@ def rank_main(rank: int, world: int, port: int, args: argparse.Namespace) -> Non
             ratio = statistics.median(a / b for a, b in zip(found["lab"], found["bare"]))
             noise = statistics.median(a / b for a, b in zip(found["other"], found["bare"]))
             judged = bare >= 1.0
-            verdict = ("OK" if abs(ratio - 1) <= TOLERANCE else f"OUTSIDE ±{TOLERANCE:.0%}") if judged \
+            verdict = (
+                ("OK" if abs(ratio - 1) <= TOLERANCE else f"OUTSIDE ±{TOLERANCE:.0%}")
+                if judged
                 else "< 1 ms: not judged"
+            )
             if judged:
                 worst, noise_floor = max(worst, abs(ratio - 1)), max(noise_floor, abs(noise - 1))
             if rank == 0:
-                print(f"{collective:14} {format_size(point.nbytes):>8} {lab:9.3f} {bare:9.3f} {ratio:9.3f} "
-                      f"{noise:7.3f}  {verdict}")
+                print(
+                    f"{collective:14} {format_size(point.nbytes):>8} {lab:9.3f} {bare:9.3f} {ratio:9.3f} "
+                    f"{noise:7.3f}  {verdict}"
+                )
     if rank == 0:
-        print(f"worst |lab/bare − 1| over points ≥ 1 ms: {worst:.1%} (target ±{TOLERANCE:.0%}); "
-              f"noise floor |bare/bare − 1|: {noise_floor:.1%}")
+        print(
+            f"worst |lab/bare − 1| over points ≥ 1 ms: {worst:.1%} (target ±{TOLERANCE:.0%}); "
+            f"noise floor |bare/bare − 1|: {noise_floor:.1%}"
+        )
     dist.destroy_process_group()
 
 

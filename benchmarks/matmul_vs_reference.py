@@ -7,6 +7,7 @@ the target is ±3% on GPU and ±5% on CPU for every point slower than 1 ms.
     python benchmarks/matmul_vs_reference.py --device cpu --sizes 256,512,1024 --dtypes fp64,fp32,bf16,fp16,int8
     python benchmarks/matmul_vs_reference.py --device cuda --sizes 1024,4096,8192 --dtypes fp32,tf32,bf16,fp16,fp8,int8
 """
+
 from __future__ import annotations
 
 import argparse
@@ -19,11 +20,19 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 import torch  # noqa: E402
 
-from core.hardware import device as devices  # noqa: E402
 from core.experiment import Context  # noqa: E402
-from core.experiments.matmul import (MatmulConfig, Shape, _warm_up, dtype_support, make_operands, measure_point,  # noqa: E402
-                         shape_problem, tflops_from_ms)
+from core.experiments.matmul import (
+    MatmulConfig,
+    Shape,
+    _warm_up,
+    dtype_support,
+    make_operands,
+    measure_point,  # noqa: E402
+    shape_problem,
+    tflops_from_ms,
+)
 from core.experiments.reference import reference_ms  # noqa: E402
+from core.hardware import device as devices  # noqa: E402
 from core.measure.timing import flush_bytes, make_flush  # noqa: E402
 from core.transformer.training import matmul_precision  # noqa: E402
 
@@ -40,8 +49,9 @@ def main(argv: list[str] | None = None) -> int:
     ctx = Context(device=dev, device_name=desc["name"])
     is_cuda = ctx.is_cuda
     sizes = [int(s) for s in args.sizes.split(",") if s] or ([1024, 2048, 4096, 8192] if is_cuda else [256, 512, 1024])
-    dtypes = [d for d in args.dtypes.split(",") if d] or (["fp32", "tf32", "bf16", "fp16", "fp8", "int8"] if is_cuda
-                                                          else ["fp64", "fp32", "bf16", "fp16", "int8"])
+    dtypes = [d for d in args.dtypes.split(",") if d] or (
+        ["fp32", "tf32", "bf16", "fp16", "fp8", "int8"] if is_cuda else ["fp64", "fp32", "bf16", "fp16", "int8"]
+    )
     # The lab's defaults (GPU: flush before each call; CPU: rotate input sets; blocked_autorange re-uses one set).
     cfg = MatmulConfig(dtypes=tuple(dtypes), sizes=tuple(sizes), accuracy=False)
     flush = make_flush(dev, flush_bytes(desc.get("l2_cache_bytes"))) if is_cuda else None
@@ -70,12 +80,18 @@ def main(argv: list[str] | None = None) -> int:
             lab, ref = statistics.median(labs), statistics.median(refs)
             ratio = lab / ref
             judged = ref > 1.0
-            note = ("OK" if abs(ratio - 1) <= tolerance else f"OUTSIDE ±{tolerance:.0%}") if judged else "< 1 ms: not judged"
+            note = (
+                ("OK" if abs(ratio - 1) <= tolerance else f"OUTSIDE ±{tolerance:.0%}")
+                if judged
+                else "< 1 ms: not judged"
+            )
             if judged:
                 worst = max(worst, abs(ratio - 1))
             spread = f" (rounds {min(ratios):.3f}–{max(ratios):.3f})" if len(ratios) > 1 else ""
-            print(f"{dtype:6} {size:>6} {lab:10.4f} {ref:10.4f} {ratio:8.3f} {tflops_from_ms(size, size, size, lab):9.3f}"
-                  f"  {note}{spread}")
+            print(
+                f"{dtype:6} {size:>6} {lab:10.4f} {ref:10.4f} {ratio:8.3f} {tflops_from_ms(size, size, size, lab):9.3f}"
+                f"  {note}{spread}"
+            )
     print(f"worst |lab/ref − 1| over points > 1 ms: {worst:.1%} (target ±{tolerance:.0%})")
     return 0
 

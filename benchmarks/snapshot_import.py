@@ -14,6 +14,7 @@ The issue's target is < 60 s and < 4 GB peak RSS for a 1 GB file on a 2-core mac
     python benchmarks/snapshot_import.py --mib 1024
     python benchmarks/snapshot_import.py --mib 64 --no-reference
 """
+
 from __future__ import annotations
 
 import argparse
@@ -74,7 +75,7 @@ class Encoder:
             self.op(b"K" + bytes([value]))
         elif 0 <= value < 65536:
             self.op(b"M" + struct.pack("<H", value))
-        elif -2**31 <= value < 2**31:
+        elif -(2**31) <= value < 2**31:
             self.op(b"J" + struct.pack("<i", value))
         else:
             raw = value.to_bytes((value.bit_length() + 8) // 8, "little", signed=True)
@@ -108,7 +109,7 @@ class Encoder:
         self.memoize()
         items = list(d.items())
         for start in range(0, len(items), 1000):
-            batch = items[start:start + 1000]
+            batch = items[start : start + 1000]
             if len(batch) > 1:
                 self.op(b"(")
             for k, v in batch:
@@ -120,7 +121,7 @@ class Encoder:
         self.op(b"]")
         self.memoize()
         for start in range(0, len(items), 1000):
-            batch = items[start:start + 1000]
+            batch = items[start : start + 1000]
             if len(batch) > 1:
                 self.op(b"(")
             for v in batch:
@@ -164,16 +165,30 @@ USER = "/home/alice/project"
 
 def _stacks() -> dict[str, list[tuple]]:
     """Python stacks as torch records them (innermost first), per kind of allocation."""
-    call = [(f"{TORCH}/nn/modules/module.py", 1762, "_call_impl"),
-            (f"{TORCH}/nn/modules/module.py", 1751, "_wrapped_call_impl")]
+    call = [
+        (f"{TORCH}/nn/modules/module.py", 1762, "_call_impl"),
+        (f"{TORCH}/nn/modules/module.py", 1751, "_wrapped_call_impl"),
+    ]
     train = (f"{USER}/train.py", 141, "train_step")
     main = [(f"{USER}/train.py", 212, "main"), (f"{USER}/train.py", 230, "<module>")]
-    layers = [(f"{USER}/model.py", 40 + 10 * i, name) for i, name in
-              enumerate(("attention", "mlp", "norm", "rotary", "block", "embed"))]
-    kernels = [(f"{TORCH}/nn/modules/linear.py", 125, "forward"), (f"{TORCH}/nn/functional.py", 2114, "softmax"),
-               (f"{TORCH}/nn/modules/activation.py", 432, "forward"), (f"{TORCH}/nn/functional.py", 3494, "cross_entropy")]
-    out: dict[str, list[tuple]] = {"activation": [], "parameter": [], "gradient": [], "optimizer": [],
-                                   "optimizer_tmp": [], "backward_tmp": []}
+    layers = [
+        (f"{USER}/model.py", 40 + 10 * i, name)
+        for i, name in enumerate(("attention", "mlp", "norm", "rotary", "block", "embed"))
+    ]
+    kernels = [
+        (f"{TORCH}/nn/modules/linear.py", 125, "forward"),
+        (f"{TORCH}/nn/functional.py", 2114, "softmax"),
+        (f"{TORCH}/nn/modules/activation.py", 432, "forward"),
+        (f"{TORCH}/nn/functional.py", 3494, "cross_entropy"),
+    ]
+    out: dict[str, list[tuple]] = {
+        "activation": [],
+        "parameter": [],
+        "gradient": [],
+        "optimizer": [],
+        "optimizer_tmp": [],
+        "backward_tmp": [],
+    }
     for k in kernels:
         for depth in range(1, 5):
             chain = [k] + call
@@ -181,19 +196,34 @@ def _stacks() -> dict[str, list[tuple]]:
                 chain += [(layer[0], layer[1], "forward")] + call
             out["activation"].append(tuple(chain + [(f"{USER}/model.py", 210, "forward")] + call + [train] + main))
     for layer in layers:
-        out["parameter"].append(tuple([(f"{TORCH}/nn/modules/module.py", 1343, "convert"),
-                                       (f"{TORCH}/nn/modules/module.py", 942, "_apply"),
-                                       (f"{TORCH}/nn/modules/module.py", 1355, "to"),
-                                       (layer[0], layer[1] - 5, "__init__")] + main))
-    engine = [(f"{TORCH}/autograd/graph.py", 824, "_engine_run_backward"),
-              (f"{TORCH}/autograd/__init__.py", 353, "backward"), (f"{TORCH}/_tensor.py", 648, "backward"),
-              (f"{USER}/train.py", 150, "train_step")] + main
+        out["parameter"].append(
+            tuple(
+                [
+                    (f"{TORCH}/nn/modules/module.py", 1343, "convert"),
+                    (f"{TORCH}/nn/modules/module.py", 942, "_apply"),
+                    (f"{TORCH}/nn/modules/module.py", 1355, "to"),
+                    (layer[0], layer[1] - 5, "__init__"),
+                ]
+                + main
+            )
+        )
+    engine = [
+        (f"{TORCH}/autograd/graph.py", 824, "_engine_run_backward"),
+        (f"{TORCH}/autograd/__init__.py", 353, "backward"),
+        (f"{TORCH}/_tensor.py", 648, "backward"),
+        (f"{USER}/train.py", 150, "train_step"),
+    ] + main
     out["gradient"] = [tuple(engine)]
     out["backward_tmp"] = [tuple([(f"{USER}/model.py", 77, "backward")] + engine)]
     optim = [(f"{TORCH}/optim/optimizer.py", 485, "wrapper"), (f"{USER}/train.py", 152, "train_step")] + main
-    out["optimizer"] = [tuple([(f"{TORCH}/optim/adamw.py", 178, "_init_group"), (f"{TORCH}/optim/adamw.py", 221, "step")] + optim)]
-    out["optimizer_tmp"] = [tuple([(f"{TORCH}/optim/adamw.py", 560, "_multi_tensor_adamw"),
-                                   (f"{TORCH}/optim/adamw.py", 248, "step")] + optim)]
+    out["optimizer"] = [
+        tuple([(f"{TORCH}/optim/adamw.py", 178, "_init_group"), (f"{TORCH}/optim/adamw.py", 221, "step")] + optim)
+    ]
+    out["optimizer_tmp"] = [
+        tuple(
+            [(f"{TORCH}/optim/adamw.py", 560, "_multi_tensor_adamw"), (f"{TORCH}/optim/adamw.py", 248, "step")] + optim
+        )
+    ]
     return out
 
 
@@ -270,8 +300,10 @@ def simulate(target_events: int, seed: int, emit) -> Workload:
     step = 0
     while count < target_events:
         batch: list = []
-        acts = [w.alloc(w.rng.choice((1, 2, 8, 32)) * MIB + w.rng.randint(0, 4096), w.pick("activation"), batch)
-                for _ in range(w.rng.randint(40, 120))]
+        acts = [
+            w.alloc(w.rng.choice((1, 2, 8, 32)) * MIB + w.rng.randint(0, 4096), w.pick("activation"), batch)
+            for _ in range(w.rng.randint(40, 120))
+        ]
         for _ in range(w.rng.randint(20, 60)):
             w.free(w.alloc(w.rng.randint(512, 4 * MIB), w.pick("activation"), batch), batch)
         for a in reversed(acts):
@@ -307,7 +339,7 @@ def write_snapshot(path: Path, target_mib: float, seed: int = 0) -> dict:
         enc.memoize()
         segments = sorted(final.segments.items())
         for start in range(0, len(segments), 1000):
-            chunk = segments[start:start + 1000]
+            chunk = segments[start : start + 1000]
             enc.op(b"(")
             for addr, info in chunk:
                 blocks, offset = [], 0
@@ -322,10 +354,18 @@ def write_snapshot(path: Path, target_mib: float, seed: int = 0) -> dict:
                 enc.op(b"}")
                 enc.memoize()
                 enc.op(b"(")
-                for key, value in (("device", 0), ("address", addr), ("total_size", info["size"]),
-                                   ("allocated_size", active), ("active_size", active), ("requested_size", active),
-                                   ("stream", 0), ("segment_type", "small" if info["size"] == 2 * MIB else "large"),
-                                   ("segment_pool_id", (0, 0)), ("is_expandable", False)):
+                for key, value in (
+                    ("device", 0),
+                    ("address", addr),
+                    ("total_size", info["size"]),
+                    ("allocated_size", active),
+                    ("active_size", active),
+                    ("requested_size", active),
+                    ("stream", 0),
+                    ("segment_type", "small" if info["size"] == 2 * MIB else "large"),
+                    ("segment_pool_id", (0, 0)),
+                    ("is_expandable", False),
+                ):
                     enc.string(key)
                     enc.value(value)
                 enc.string("frames")
@@ -339,8 +379,12 @@ def write_snapshot(path: Path, target_mib: float, seed: int = 0) -> dict:
                     enc.op(b"}")
                     enc.memoize()
                     enc.op(b"(")
-                    for key, value in (("address", baddr), ("size", bsize), ("requested_size", bsize),
-                                       ("state", "active_allocated" if stack else "inactive")):
+                    for key, value in (
+                        ("address", baddr),
+                        ("size", bsize),
+                        ("requested_size", bsize),
+                        ("state", "active_allocated" if stack else "inactive"),
+                    ):
                         enc.string(key)
                         enc.value(value)
                     enc.string("frames")
@@ -362,8 +406,15 @@ def write_snapshot(path: Path, target_mib: float, seed: int = 0) -> dict:
             enc.op(b"}")
             enc.memoize()
             enc.op(b"(")
-            for key, value in (("action", action), ("addr", addr), ("size", size), ("stream", 0),
-                               ("time_us", t), ("compile_context", "N/A"), ("user_metadata", "")):
+            for key, value in (
+                ("action", action),
+                ("addr", addr),
+                ("size", size),
+                ("stream", 0),
+                ("time_us", t),
+                ("compile_context", "N/A"),
+                ("user_metadata", ""),
+            ):
                 enc.string(key)
                 enc.value(value)
             enc.string("frames")
@@ -443,35 +494,48 @@ def main(argv=None) -> int:
     p.add_argument("--mib", type=float, default=1024, help="size of the synthetic snapshot [default: 1024]")
     p.add_argument("--file", type=Path, help="where to write it (kept and reused if it exists)")
     p.add_argument("--seed", type=int, default=0)
-    p.add_argument("--no-reference", action="store_true", help="skip the plain pickle.load (it needs ~6x the file in RAM)")
+    p.add_argument(
+        "--no-reference", action="store_true", help="skip the plain pickle.load (it needs ~6x the file in RAM)"
+    )
     args = p.parse_args(argv)
     path = args.file or Path(f"/tmp/gpulab-bench-snapshot-{args.mib:g}MiB-{args.seed}.pickle")
     if not path.exists():
         t0 = time.perf_counter()
         info = write_snapshot(path, args.mib, args.seed)
-        print(f"wrote {path} ({info['bytes'] / MIB:,.0f} MiB, {info['events']:,} events: {info['actions']}) "
-              f"in {time.perf_counter() - t0:.0f} s", file=sys.stderr)
+        print(
+            f"wrote {path} ({info['bytes'] / MIB:,.0f} MiB, {info['events']:,} events: {info['actions']}) "
+            f"in {time.perf_counter() - t0:.0f} s",
+            file=sys.stderr,
+        )
     size = path.stat().st_size
     lab = measure(_LAB, path)
     print(f"file: {size / MIB:,.0f} MiB ({size:,} bytes)")
     if "error" in lab:
         print(f"lab import failed: {lab['error']}")
         return 1
-    print(f"lab import:        {lab['seconds']:7.1f} s   peak RSS {lab['peak_rss_bytes'] / 2**30:5.2f} GiB   "
-          f"(reading {lab['read_seconds']:.1f} s; then replay, summary, points, full trace saved) — "
-          f"{lab['events']:,} events, peak allocated {lab['peak_allocated_bytes'] / 2**30:.2f} GiB")
+    print(
+        f"lab import:        {lab['seconds']:7.1f} s   peak RSS {lab['peak_rss_bytes'] / 2**30:5.2f} GiB   "
+        f"(reading {lab['read_seconds']:.1f} s; then replay, summary, points, full trace saved) — "
+        f"{lab['events']:,} events, peak allocated {lab['peak_allocated_bytes'] / 2**30:.2f} GiB"
+    )
     if not args.no_reference:
         ref = measure(_REFERENCE, path)
         if "error" in ref:
             print(f"plain pickle.load failed: {ref['error']}")
         else:
-            print(f"plain pickle.load: {ref['seconds']:7.1f} s   peak RSS {ref['peak_rss_bytes'] / 2**30:5.2f} GiB   "
-                  f"{ref['events']:,} events (no analysis)")
-            print(f"ratio lab / plain: time {lab['seconds'] / ref['seconds']:.2f}x, "
-                  f"peak RSS {lab['peak_rss_bytes'] / ref['peak_rss_bytes']:.2f}x")
+            print(
+                f"plain pickle.load: {ref['seconds']:7.1f} s   peak RSS {ref['peak_rss_bytes'] / 2**30:5.2f} GiB   "
+                f"{ref['events']:,} events (no analysis)"
+            )
+            print(
+                f"ratio lab / plain: time {lab['seconds'] / ref['seconds']:.2f}x, "
+                f"peak RSS {lab['peak_rss_bytes'] / ref['peak_rss_bytes']:.2f}x"
+            )
     within = lab["seconds"] < 60 and lab["peak_rss_bytes"] < 4 * 2**30
-    print(f"target for a 1 GB file: < 60 s and < 4 GiB peak RSS — {'met' if within else 'NOT met'} "
-          f"for this {size / 1e9:.2f} GB file")
+    print(
+        f"target for a 1 GB file: < 60 s and < 4 GiB peak RSS — {'met' if within else 'NOT met'} "
+        f"for this {size / 1e9:.2f} GB file"
+    )
     return 0 if within else 1
 
 

@@ -9,6 +9,7 @@ Target: lab median within ±3% of the bare median on a GPU, ±5% on a CPU.
     python benchmarks/step_overhead.py --model tiny --device cpu
     python benchmarks/step_overhead.py --model small --device cuda --precision bf16-autocast
 """
+
 from __future__ import annotations
 
 import argparse
@@ -34,8 +35,9 @@ def bare_step(model, optimizer, scaler, x, y, precision: str, device: str) -> fl
     if cuda:
         torch.cuda.synchronize()
     t0 = time.perf_counter()
-    with torch.autocast("cuda" if cuda else "cpu", dtype=AUTOCAST.get(precision, torch.float32),
-                        enabled=precision in AUTOCAST):
+    with torch.autocast(
+        "cuda" if cuda else "cpu", dtype=AUTOCAST.get(precision, torch.float32), enabled=precision in AUTOCAST
+    ):
         # the logits are dropped before backward, as TrainStep does (their memory is reused by the grads)
         loss = torch.nn.functional.cross_entropy(model(x).flatten(0, 1).float(), y.flatten())
     if scaler:
@@ -70,8 +72,9 @@ def main(argv=None) -> int:
     device = "cuda:0" if args.device == "cuda" else args.device
     ctx = Context(device, torch.cuda.get_device_name(device) if device.startswith("cuda") else "CPU")
     check_precision(args.precision, ctx)
-    cfg = StepBenchConfig(model=args.model, batch=args.batch, context=args.context, precision=args.precision,
-                          optimizer=args.optimizer)
+    cfg = StepBenchConfig(
+        model=args.model, batch=args.batch, context=args.context, precision=args.precision, optimizer=args.optimizer
+    )
     bench = make_bench(cfg, args.precision, device)
     model, optimizer = bench.step.model, bench.step.optimizer
     timer = PhaseTimer(device)
@@ -84,33 +87,39 @@ def main(argv=None) -> int:
         for _ in range(args.warmup):
             bare_step(model, optimizer, bench.step.scaler, *bench.next_batch(), args.precision, device)
         for r in range(args.rounds):
-            for which in (("lab", "bare") if r % 2 == 0 else ("bare", "lab")):
+            for which in ("lab", "bare") if r % 2 == 0 else ("bare", "lab"):
                 for _ in range(args.steps):
                     if which == "lab":
                         lab.append(timer.time_step(bench.step, *bench.next_batch())["step"])
                     else:
-                        bare.append(bare_step(model, optimizer, bench.step.scaler, *bench.next_batch(),
-                                              args.precision, device))
-            paired.append(statistics.median(lab[-args.steps:]) / statistics.median(bare[-args.steps:]))
+                        bare.append(
+                            bare_step(model, optimizer, bench.step.scaler, *bench.next_batch(), args.precision, device)
+                        )
+            paired.append(statistics.median(lab[-args.steps :]) / statistics.median(bare[-args.steps :]))
 
     target = 0.03 if device.startswith("cuda") else 0.05
     lab_ms, bare_ms = statistics.median(lab), statistics.median(bare)
     half = len(bare) // 2
     noise = statistics.median(bare[half:]) / statistics.median(bare[:half])
     ratio = lab_ms / bare_ms
-    print(f"device {ctx.device_name} · {args.model} · batch {args.batch} × {args.context} · {args.precision} · "
-          f"{args.optimizer} · {len(lab)} + {len(bare)} steps (torch threads {torch.get_num_threads()})")
+    print(
+        f"device {ctx.device_name} · {args.model} · batch {args.batch} × {args.context} · {args.precision} · "
+        f"{args.optimizer} · {len(lab)} + {len(bare)} steps (torch threads {torch.get_num_threads()})"
+    )
     print(f"{'':6} {'median ms':>10} {'p20':>9} {'p80':>9}")
     for name, values in (("lab", lab), ("bare", bare)):
         q = statistics.quantiles(values, n=5)
         print(f"{name:6} {statistics.median(values):10.3f} {q[0]:9.3f} {q[3]:9.3f}")
     print(f"bare, second half / first half (noise floor): {noise:.3f}")
-    print(f"per-round lab/bare ratios: median {statistics.median(paired):.3f}, "
-          f"range {min(paired):.3f}–{max(paired):.3f}")
+    print(
+        f"per-round lab/bare ratios: median {statistics.median(paired):.3f}, range {min(paired):.3f}–{max(paired):.3f}"
+    )
     verdict = "PASS" if abs(ratio - 1) <= target else "FAIL"
     if abs(noise - 1) > target:
-        print(f"warning: the bare loop alone drifted {abs(noise - 1):.0%} between its halves, more than the "
-              f"target: this machine is too noisy for the verdict to mean much (busy CPU? try --threads 1)")
+        print(
+            f"warning: the bare loop alone drifted {abs(noise - 1):.0%} between its halves, more than the "
+            f"target: this machine is too noisy for the verdict to mean much (busy CPU? try --threads 1)"
+        )
     print(f"ratio lab/bare = {ratio:.3f}  (target 1 ± {target:.0%}) {verdict}")
     return 0 if verdict == "PASS" else 1
 

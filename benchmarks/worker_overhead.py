@@ -8,6 +8,7 @@ Target (issue 2): under 0.5 s extra with a warm worker.
 
     python benchmarks/worker_overhead.py [--repeats 20]
 """
+
 from __future__ import annotations
 
 import argparse
@@ -52,8 +53,11 @@ def one_job(manager: JobManager) -> dict:
     job = manager.submit("probe", CONFIG, "cpu", on_event=on_event)
     run = job.wait(300)
     assert run.status == "ok", run.error
-    return {"to_first_s": marks["first"] - t0, "last_to_stored_s": marks["stored"] - marks["last"],
-            "total_s": marks["stored"] - t0}
+    return {
+        "to_first_s": marks["first"] - t0,
+        "last_to_stored_s": marks["stored"] - marks["last"],
+        "total_s": marks["stored"] - t0,
+    }
 
 
 def main() -> int:
@@ -76,9 +80,11 @@ def main() -> int:
     print(f"warm worker, last event → stored (median):       {med['last_to_stored_s'] * 1e3:8.2f} ms")
     print(f"warm worker, submit → stored (median):           {med['total_s'] * 1e3:8.2f} ms")
     print(f"fresh worker, submit → stored (incl. torch import): {fresh['total_s'] * 1e3:8.1f} ms")
-    print(f"extra over in-process, warm: {extra * 1e3:.1f} ms  (target < 500 ms: "
-          f"{'met' if extra < 0.5 else 'NOT met'}); ratio worker/in-process total: "
-          f"{med['total_s'] / base:.0f}x on a {base * 1e3:.2f} ms experiment")
+    print(
+        f"extra over in-process, warm: {extra * 1e3:.1f} ms  (target < 500 ms: "
+        f"{'met' if extra < 0.5 else 'NOT met'}); ratio worker/in-process total: "
+        f"{med['total_s'] / base:.0f}x on a {base * 1e3:.2f} ms experiment"
+    )
     return 0
 
 

@@ -3,4 +3,5 @@
 UI-free by design: it imports torch (and pandas for frames), never streamlit or plotly, so it runs
 on a GPU box that has only PyTorch (``python -m core …``).
 """
+
 __version__ = "0.1.0"

@@ -1,4 +1,5 @@
 """``python -m core …``: the lab's command line (see :mod:`core.cli`)."""
+
 import sys
 
 from core.cli import main

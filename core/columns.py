@@ -5,17 +5,56 @@ The store writes each run's headline into its summary when the run is saved, so 
 runs without reading their rows; the comparison pages split columns with the same rules. pandas is
 imported when called, so ``core`` still imports on a box with only PyTorch.
 """
+
 from __future__ import annotations
 
 import math
 from collections.abc import Hashable
 
 # Name tokens that mark a measured quantity (``time_ms``, ``ms_median``, ``peak_bytes``).
-MEASURE_TOKENS = frozenset({
-    "ms", "us", "ns", "s", "sec", "seconds", "bytes", "kib", "mib", "gib", "kb", "mb", "gb", "flops", "tflops",
-    "gflops", "tops", "gbs", "pct", "percent", "ratio", "error", "err", "ulp", "rate", "throughput", "median",
-    "mean", "std", "min", "max", "p20", "p80", "time", "peak", "allocated", "reserved", "memory", "loss",
-})
+MEASURE_TOKENS = frozenset(
+    {
+        "ms",
+        "us",
+        "ns",
+        "s",
+        "sec",
+        "seconds",
+        "bytes",
+        "kib",
+        "mib",
+        "gib",
+        "kb",
+        "mb",
+        "gb",
+        "flops",
+        "tflops",
+        "gflops",
+        "tops",
+        "gbs",
+        "pct",
+        "percent",
+        "ratio",
+        "error",
+        "err",
+        "ulp",
+        "rate",
+        "throughput",
+        "median",
+        "mean",
+        "std",
+        "min",
+        "max",
+        "p20",
+        "p80",
+        "time",
+        "peak",
+        "allocated",
+        "reserved",
+        "memory",
+        "loss",
+    }
+)
 # Free-text columns: never join keys, never plotted.
 TEXT_COLUMNS = frozenset({"reason", "error", "message", "note", "notes", "status", "traceback"})
 
@@ -47,8 +86,13 @@ def split_columns(df) -> tuple[list[str], list[str]]:
 
 def headline_metric(metrics: list[str]) -> tuple[str, str] | None:
     """(column, "max"|"min"): the figure a run is known by — throughput up, time down, memory up."""
-    preference = ((("tflops", "tops"), "max"), (("gflops", "flops"), "max"), (("gbs",), "max"),
-                  (("ms", "us", "ns", "s", "time"), "min"), (("bytes", "gib", "mib", "peak"), "max"))
+    preference = (
+        (("tflops", "tops"), "max"),
+        (("gflops", "flops"), "max"),
+        (("gbs",), "max"),
+        (("ms", "us", "ns", "s", "time"), "min"),
+        (("bytes", "gib", "mib", "peak"), "max"),
+    )
     for names, how in preference:
         found = [m for m in metrics if tokens(m) & set(names)]
         if found:

@@ -15,12 +15,13 @@ came back against references that do not come from the lab's own code path, meas
 Each check is pass, fail, or unsupported with the reason. This module imports no torch: the dashboard
 runs it in a thread of the server process and every measurement happens in a worker.
 """
+
 from __future__ import annotations
 
 import platform
 import time
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
-from typing import Callable
 
 from core import __version__
 from core.result import RunResult, now_iso
@@ -65,32 +66,82 @@ class Step:
 
 PLAN: tuple[Step, ...] = (
     Step("worker round trip", "probe", {"steps": 1}, {"steps": 1}),
-    Step("number formats (65536)", "formats", {"value": 65536.0, "spacing_points": 16},
-         {"value": 65536.0, "spacing_points": 16}),
+    Step(
+        "number formats (65536)",
+        "formats",
+        {"value": 65536.0, "spacing_points": 16},
+        {"value": 65536.0, "spacing_points": 16},
+    ),
     Step("accumulation", "accumulate", {"steps": 200, "curve_points": 20}, {"steps": 200, "curve_points": 20}),
     Step("autocast dtype map", "autocast", {"models": ["toy"]}, {"models": ["toy"]}),
     Step("matmul rounding", "rounding", {"size": 64}, {"size": 1024}),
     Step("quantization", "quantize", {"size": 2000, "bins": 20}, {"size": 2000, "bins": 20}),
-    Step("matmul throughput", "matmul",
-         {"dtypes": ["fp32"], "sizes": [512], "warmup_ms": 20.0, "rep_ms": 150.0, "roofline": False},
-         {"dtypes": ["bf16"], "sizes": [4096], "gpu_warmup_s": 0.5, "roofline": False}),
-    Step("matmul timer vs reference", "reference", {"dtype": "fp32", "size": 256, "rounds": 3},
-         {"dtype": "bf16", "size": 4096, "rounds": 3}),
-    Step("allocator lifecycle", "allocator", {"scenario": "lifecycle", "size_mib": 16},
-         {"scenario": "lifecycle", "size_mib": 64, "history_entries": 10_000}),
-    Step("allocator backward peak", "allocator", {"scenario": "backward-peak", "size_mib": 16},
-         {"scenario": "backward-peak", "size_mib": 64}),
-    Step("training memory", "train-memory", {"model": "tiny", "batch": 2, "context": 64},
-         {"model": "tiny", "batch": 2, "context": 64}),
-    Step("memory planner", "estimate", {"model": "tiny", "batch": 2, "context": 64, "target": "cpu"},
-         {"model": "tiny", "batch": 2, "context": 64, "target": "cuda"}),
-    Step("step benchmark", "step-bench",
-         {"model": "tiny", "batch": 2, "context": 32, "warmup_steps": 1, "timed_steps": 2, "cold_steps": 1,
-          "profile_steps": 0, "trace": False},
-         {"model": "tiny", "batch": 2, "context": 64, "warmup_steps": 2, "timed_steps": 3, "cold_steps": 1,
-          "profile_steps": 1, "trace": False}),
-    Step("max batch", "max-batch", {"model": "tiny", "context": 64, "max_probes": 1},
-         {"model": "tiny", "context": 256, "max_probes": 2}),
+    Step(
+        "matmul throughput",
+        "matmul",
+        {"dtypes": ["fp32"], "sizes": [512], "warmup_ms": 20.0, "rep_ms": 150.0, "roofline": False},
+        {"dtypes": ["bf16"], "sizes": [4096], "gpu_warmup_s": 0.5, "roofline": False},
+    ),
+    Step(
+        "matmul timer vs reference",
+        "reference",
+        {"dtype": "fp32", "size": 256, "rounds": 3},
+        {"dtype": "bf16", "size": 4096, "rounds": 3},
+    ),
+    Step(
+        "allocator lifecycle",
+        "allocator",
+        {"scenario": "lifecycle", "size_mib": 16},
+        {"scenario": "lifecycle", "size_mib": 64, "history_entries": 10_000},
+    ),
+    Step(
+        "allocator backward peak",
+        "allocator",
+        {"scenario": "backward-peak", "size_mib": 16},
+        {"scenario": "backward-peak", "size_mib": 64},
+    ),
+    Step(
+        "training memory",
+        "train-memory",
+        {"model": "tiny", "batch": 2, "context": 64},
+        {"model": "tiny", "batch": 2, "context": 64},
+    ),
+    Step(
+        "memory planner",
+        "estimate",
+        {"model": "tiny", "batch": 2, "context": 64, "target": "cpu"},
+        {"model": "tiny", "batch": 2, "context": 64, "target": "cuda"},
+    ),
+    Step(
+        "step benchmark",
+        "step-bench",
+        {
+            "model": "tiny",
+            "batch": 2,
+            "context": 32,
+            "warmup_steps": 1,
+            "timed_steps": 2,
+            "cold_steps": 1,
+            "profile_steps": 0,
+            "trace": False,
+        },
+        {
+            "model": "tiny",
+            "batch": 2,
+            "context": 64,
+            "warmup_steps": 2,
+            "timed_steps": 3,
+            "cold_steps": 1,
+            "profile_steps": 1,
+            "trace": False,
+        },
+    ),
+    Step(
+        "max batch",
+        "max-batch",
+        {"model": "tiny", "context": 64, "max_probes": 1},
+        {"model": "tiny", "context": 256, "max_probes": 2},
+    ),
 )
 # On the CPU, max-batch reports "unsupported" with its reason at once: it is still run, so the table says why.
 
@@ -114,17 +165,27 @@ class Report:
 
     @property
     def versions(self) -> dict:
-        return next((r.versions for r in self.runs if r.versions.get("torch") and "cuda" in r.versions),
-                    {"gpulab": __version__, "python": platform.python_version()})
+        return next(
+            (r.versions for r in self.runs if r.versions.get("torch") and "cuda" in r.versions),
+            {"gpulab": __version__, "python": platform.python_version()},
+        )
 
     def bundle(self) -> dict:
         """Everything a bug report needs: versions (torch, CUDA, cuDNN, driver), the device, every check
         and every run with its rows."""
-        return {"format": BUNDLE_FORMAT, "version": 1, "device_requested": self.device,
-                "device": self.device_description, "versions": self.versions, "started_at": self.started_at,
-                "finished_at": self.finished_at, "wall_s": self.wall_s,
-                "summary": {v: sum(c.verdict == v for c in self.checks) for v in VERDICTS},
-                "checks": [asdict(c) for c in self.checks], "runs": [r.to_dict() for r in self.runs]}
+        return {
+            "format": BUNDLE_FORMAT,
+            "version": 1,
+            "device_requested": self.device,
+            "device": self.device_description,
+            "versions": self.versions,
+            "started_at": self.started_at,
+            "finished_at": self.finished_at,
+            "wall_s": self.wall_s,
+            "summary": {v: sum(c.verdict == v for c in self.checks) for v in VERDICTS},
+            "checks": [asdict(c) for c in self.checks],
+            "runs": [r.to_dict() for r in self.runs],
+        }
 
     def table(self) -> str:
         """The checks as aligned text, one line each (the reason under an unsupported or failed check)."""
@@ -144,10 +205,16 @@ class Report:
         return self.device_description.get("label") or self.device
 
     @classmethod
-    def from_run(cls, run: RunResult, runs: list[RunResult]) -> "Report":
+    def from_run(cls, run: RunResult, runs: list[RunResult]) -> Report:
         """A stored doctor run (see :func:`report_run`) and its runs, back as a report (for its bundle)."""
-        return cls(device=run.config.get("device", "auto"), checks=[Check(**row) for row in run.rows], runs=runs,
-                   started_at=run.started_at, finished_at=run.finished_at, wall_s=run.meta.get("wall_s", 0.0))
+        return cls(
+            device=run.config.get("device", "auto"),
+            checks=[Check(**row) for row in run.rows],
+            runs=runs,
+            started_at=run.started_at,
+            finished_at=run.finished_at,
+            wall_s=run.meta.get("wall_s", 0.0),
+        )
 
 
 def _clip(text: str, width: int) -> str:
@@ -157,12 +224,18 @@ def _clip(text: str, width: int) -> str:
 Progress = Callable[[int, int, str], None]
 
 
-def run_doctor(device: str = "auto", manager=None, *, name: str = "doctor", timeout_s: float = 600.0,
-               on_progress: Progress | None = None) -> Report:
+def run_doctor(
+    device: str = "auto",
+    manager=None,
+    *,
+    name: str = "doctor",
+    timeout_s: float = 600.0,
+    on_progress: Progress | None = None,
+) -> Report:
     """Run the plan on ``device`` through ``manager`` (a fresh :class:`~core.jobs.JobManager` without a
     store if None) and check the results. Never raises for a failing experiment: that is a failed check."""
-    from core.jobs import JobManager
     from core.hardware.device import check_device_string
+    from core.jobs import JobManager
 
     device = check_device_string(device)
     own = manager is None
@@ -171,16 +244,19 @@ def run_doctor(device: str = "auto", manager=None, *, name: str = "doctor", time
     t0 = time.monotonic()
     notify = on_progress or (lambda done, total, message: None)
     try:
-        first = manager.submit(PLAN[0].experiment, PLAN[0].cpu, device, timeout_s=timeout_s,
-                               name=f"{name}: {PLAN[0].label}").wait()
+        first = manager.submit(
+            PLAN[0].experiment, PLAN[0].cpu, device, timeout_s=timeout_s, name=f"{name}: {PLAN[0].label}"
+        ).wait()
         cuda = first.device.get("kind") == "cuda"
         steps = [(s, s.gpu if cuda else s.cpu) for s in PLAN]
         steps = [(s, cfg) for s, cfg in steps if cfg is not None]
         total = len(steps)
         results: dict[str, RunResult] = {PLAN[0].label: first}
         notify(1, total, f"{PLAN[0].label}: {first.status}")
-        jobs = [(s, manager.submit(s.experiment, cfg, device, timeout_s=timeout_s, name=f"{name}: {s.label}"))
-                for s, cfg in steps[1:]]
+        jobs = [
+            (s, manager.submit(s.experiment, cfg, device, timeout_s=timeout_s, name=f"{name}: {s.label}"))
+            for s, cfg in steps[1:]
+        ]
         for i, (step, job) in enumerate(jobs, start=2):
             results[step.label] = job.wait()
             notify(i, total, f"{step.label}: {results[step.label].status}")
@@ -221,12 +297,14 @@ def _missing(check: str, expected: str, run: RunResult | None) -> Check | None:
 
 
 def cross_checks(results: dict[str, RunResult], cuda: bool) -> list[Check]:
-    return [fp16_overflow(results.get("number formats (65536)")),
-            timer_agreement(results.get("matmul timer vs reference"), cuda),
-            trace_peak(results.get("allocator lifecycle"), cuda),
-            planner_vs_measured(results.get("training memory")),
-            *backward_peaks(results.get("allocator backward peak"), cuda),
-            no_throughput_above_peak(list(results.values()))]
+    return [
+        fp16_overflow(results.get("number formats (65536)")),
+        timer_agreement(results.get("matmul timer vs reference"), cuda),
+        trace_peak(results.get("allocator lifecycle"), cuda),
+        planner_vs_measured(results.get("training memory")),
+        *backward_peaks(results.get("allocator backward peak"), cuda),
+        no_throughput_above_peak(list(results.values())),
+    ]
 
 
 def fp16_overflow(run: RunResult | None) -> Check:
@@ -239,16 +317,25 @@ def fp16_overflow(run: RunResult | None) -> Check:
         return Check(check, "no fp16 row", expected, "fail", "the formats run has no fp16 row")
     stored = row.get("stored")
     ok = stored in ("inf", float("inf"))
-    return Check(check, f"{stored} ({row.get('status')})", expected, "pass" if ok else "fail",
-                 "" if ok else "fp16 did not overflow to inf")
+    return Check(
+        check,
+        f"{stored} ({row.get('status')})",
+        expected,
+        "pass" if ok else "fail",
+        "" if ok else "fp16 did not overflow to inf",
+    )
 
 
 def timer_agreement(ref: RunResult | None, cuda: bool) -> Check:
     """The lab's per-point timer against an independent tool, interleaved in one job (``reference``)."""
-    tool = (ref.meta.get("tool") if ref is not None and ref.status == "ok" else None) or \
-        ("triton.testing.do_bench" if cuda else "torch.utils.benchmark")
-    lo, hi = (GPU_TIMER_RATIO if tool == "triton.testing.do_bench" else GPU_TIMER_RATIO_NO_FLUSH) if cuda \
+    tool = (ref.meta.get("tool") if ref is not None and ref.status == "ok" else None) or (
+        "triton.testing.do_bench" if cuda else "torch.utils.benchmark"
+    )
+    lo, hi = (
+        (GPU_TIMER_RATIO if tool == "triton.testing.do_bench" else GPU_TIMER_RATIO_NO_FLUSH)
+        if cuda
         else CPU_TIMER_RATIO
+    )
     check = f"matmul timer vs {tool}"
     expected = f"lab / reference median {lo:g}–{hi:g}"
     missing = _missing(check, expected, ref)
@@ -256,15 +343,22 @@ def timer_agreement(ref: RunResult | None, cuda: bool) -> Check:
         return missing
     meta, row = ref.meta, ref.rows[0]
     ratio = meta["ratio"]
-    result = (f"{row['dtype']} {row['m']}³: lab {meta['lab_median_ms']:.4g} ms, reference "
-              f"{meta['reference_median_ms']:.4g} ms (ratio {ratio:.2f})")
+    result = (
+        f"{row['dtype']} {row['m']}³: lab {meta['lab_median_ms']:.4g} ms, reference "
+        f"{meta['reference_median_ms']:.4g} ms (ratio {ratio:.2f})"
+    )
     if lo <= ratio <= hi:
         return Check(check, result, expected, "pass")
     load, cores = meta.get("cpu_load_1min"), meta.get("cpu_cores") or 1
     if not cuda and load is not None and load > cores:
-        return Check(check, result, expected, "unsupported",
-                     f"the CPU was oversubscribed (1-minute load {load:.1f} on {cores} cores): other processes' "
-                     f"waits dominate both timers, so they cannot be compared; run the doctor on an idle machine")
+        return Check(
+            check,
+            result,
+            expected,
+            "unsupported",
+            f"the CPU was oversubscribed (1-minute load {load:.1f} on {cores} cores): other processes' "
+            f"waits dominate both timers, so they cannot be compared; run the doctor on an idle machine",
+        )
     return Check(check, result, expected, "fail", "the lab's timer and the reference disagree beyond the tolerance")
 
 
@@ -281,8 +375,11 @@ def trace_peak(run: RunResult | None, cuda: bool) -> Check:
     check = "allocator: max_memory_allocated vs its own event history"
     expected = f"equal (±{TRACE_PEAK_TOLERANCE:.0%})"
     if not cuda:
-        return _unsupported(check, expected, "the CPU has no caching allocator: max_memory_allocated and the "
-                                              "allocation history are CUDA-only")
+        return _unsupported(
+            check,
+            expected,
+            "the CPU has no caching allocator: max_memory_allocated and the allocation history are CUDA-only",
+        )
     missing = _missing(check, expected, run)
     if missing:
         return missing
@@ -294,8 +391,13 @@ def trace_peak(run: RunResult | None, cuda: bool) -> Check:
         return Check(check, "no history recorded", expected, "fail", "the run kept no allocation history")
     replayed = replay_peak(trace)
     ok = counter > 0 and abs(replayed - counter) <= TRACE_PEAK_TOLERANCE * counter
-    return Check(check, f"counter {counter / MIB:.1f} MiB, history {replayed / MIB:.1f} MiB", expected,
-                 "pass" if ok else "fail", "" if ok else "the allocator's counter and its history disagree")
+    return Check(
+        check,
+        f"counter {counter / MIB:.1f} MiB, history {replayed / MIB:.1f} MiB",
+        expected,
+        "pass" if ok else "fail",
+        "" if ok else "the allocator's counter and its history disagree",
+    )
 
 
 def planner_vs_measured(run: RunResult | None) -> Check:
@@ -307,10 +409,17 @@ def planner_vs_measured(run: RunResult | None) -> Check:
     meta = run.meta
     error = meta["error_pct"]
     ok = abs(error) <= PLANNER_ERROR_PCT
-    result = (f"estimate {meta['peak_estimated_bytes'] / MIB:.2f} MiB, measured {meta['peak_measured_bytes'] / MIB:.2f}"
-              f" MiB ({error:+.1f}%)")
-    return Check(check, result, expected, "pass" if ok else "fail", "" if ok else "the planner is off by more "
-                 "than it claims for this step")
+    result = (
+        f"estimate {meta['peak_estimated_bytes'] / MIB:.2f} MiB, measured {meta['peak_measured_bytes'] / MIB:.2f}"
+        f" MiB ({error:+.1f}%)"
+    )
+    return Check(
+        check,
+        result,
+        expected,
+        "pass" if ok else "fail",
+        "" if ok else "the planner is off by more than it claims for this step",
+    )
 
 
 def backward_peaks(run: RunResult | None, cuda: bool) -> list[Check]:
@@ -319,8 +428,11 @@ def backward_peaks(run: RunResult | None, cuda: bool) -> list[Check]:
         check = f"seed: backward peak of {form}"
         expected = f"{claim:g}× size(x) (±{BACKWARD_TOLERANCE:g})"
         if not cuda:
-            reason = (run.error if run is not None and run.status == "unsupported" and run.error else
-                      "the peak is read from the CUDA caching allocator, which a CPU does not have")
+            reason = (
+                run.error
+                if run is not None and run.status == "unsupported" and run.error
+                else "the peak is read from the CUDA caching allocator, which a CPU does not have"
+            )
             checks.append(_unsupported(check, expected, reason))
             continue
         missing = _missing(check, expected, run)
@@ -332,8 +444,15 @@ def backward_peaks(run: RunResult | None, cuda: bool) -> list[Check]:
             checks.append(Check(check, "not in the run", expected, "fail", "the backward-peak run has no such form"))
             continue
         ok = abs(found["peak_over_x"] - claim) <= BACKWARD_TOLERANCE
-        checks.append(Check(check, f"{found['peak_over_x']:.3f}× size(x)", expected, "pass" if ok else "fail",
-                            "" if ok else "the measured peak differs from the autograd arithmetic"))
+        checks.append(
+            Check(
+                check,
+                f"{found['peak_over_x']:.3f}× size(x)",
+                expected,
+                "pass" if ok else "fail",
+                "" if ok else "the measured peak differs from the autograd arithmetic",
+            )
+        )
     return checks
 
 
@@ -348,12 +467,20 @@ def no_throughput_above_peak(runs: list[RunResult]) -> Check:
 def report_run(report: Report) -> RunResult:
     """The doctor's answer as a stored run (experiment "doctor"): the home page shows the latest one."""
     status = "error" if report.failed else "ok"
-    error = f"{len(report.failed)} check(s) failed: " + "; ".join(c.check for c in report.failed) \
-        if report.failed else None
+    error = (
+        f"{len(report.failed)} check(s) failed: " + "; ".join(c.check for c in report.failed) if report.failed else None
+    )
     bundle = report.bundle()
-    return RunResult(experiment="doctor", config={"device": report.device}, device=report.device_description
-                     or {"kind": "unknown", "name": report.device}, versions=report.versions,
-                     started_at=report.started_at, finished_at=report.finished_at, status=status, error=error,
-                     rows=[asdict(c) for c in report.checks],
-                     meta={"summary": bundle["summary"], "wall_s": report.wall_s,
-                           "run_ids": [r.id for r in report.runs]}, name="doctor")
+    return RunResult(
+        experiment="doctor",
+        config={"device": report.device},
+        device=report.device_description or {"kind": "unknown", "name": report.device},
+        versions=report.versions,
+        started_at=report.started_at,
+        finished_at=report.finished_at,
+        status=status,
+        error=error,
+        rows=[asdict(c) for c in report.checks],
+        meta={"summary": bundle["summary"], "wall_s": report.wall_s, "run_ids": [r.id for r in report.runs]},
+        name="doctor",
+    )

@@ -5,13 +5,15 @@ An experiment is a frozen config dataclass plus a generator ``run(config, ctx)``
 only ever sees these types, so adding an experiment means adding a module that defines
 ``EXPERIMENTS = [Experiment(...)]`` — nothing else changes.
 """
+
 from __future__ import annotations
 
 import dataclasses
 import types
 import typing
+from collections.abc import Callable, Generator, Mapping
 from dataclasses import dataclass, field
-from typing import Any, Callable, Generator, Literal, Mapping
+from typing import Any, Literal
 
 
 class ConfigError(ValueError):
@@ -19,7 +21,7 @@ class ConfigError(ValueError):
 
 
 # What torch.manual_seed and torch.Generator.manual_seed accept; past it they fail with "Overflow".
-SEED_MIN, SEED_MAX = -2**63, 2**64 - 1
+SEED_MIN, SEED_MAX = -(2**63), 2**64 - 1
 
 
 def check_seed(seed: int) -> None:
@@ -98,9 +100,13 @@ class Context:
 
         limit = budget(self.device)
         if need_bytes > limit.bytes:
-            raise DoesNotFit(f"{what} needs an estimated {gib(need_bytes)} on {self.device_name}, but "
-                             f"{limit.source}: refused before allocating anything", need_bytes, limit.bytes,
-                             limit.source)
+            raise DoesNotFit(
+                f"{what} needs an estimated {gib(need_bytes)} on {self.device_name}, but "
+                f"{limit.source}: refused before allocating anything",
+                need_bytes,
+                limit.bytes,
+                limit.source,
+            )
 
 
 RunFn = Callable[[Any, Context], Generator[Progress, None, Output]]

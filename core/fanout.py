@@ -11,6 +11,7 @@ GPU's value against the node median; per GPU, the median of those ratios; a GPU 
 :data:`SLOW_FRACTION` below the median is flagged with the clocks, temperature and throttle reasons
 its rows recorded.
 """
+
 from __future__ import annotations
 
 import functools
@@ -19,8 +20,9 @@ import statistics
 import threading
 import time
 from collections import defaultdict
+from collections.abc import Callable
 from datetime import datetime
-from typing import Any, Callable
+from typing import Any
 
 from core.experiment import ConfigError, DeviceMetric, Experiment, config_to_dict, json_ready
 from core.jobs import RUNNING_SAVE_INTERVAL_S, Job, JobManager
@@ -31,8 +33,17 @@ SLOW_FRACTION = 0.05  # GPUs of one node differ by a few percent; more than this
 POLL_S = 0.2
 STATUS_ORDER = ("cancelled", "error", "interrupted", "unsupported", "ok")  # the merged run takes the worst
 # Device facts that describe the whole box when every GPU shares them.
-SHARED_FACTS = ("kind", "name", "compute_capability", "multiprocessors", "l2_cache_bytes", "total_memory_bytes",
-                "bf16_supported", "spec", "tf32")
+SHARED_FACTS = (
+    "kind",
+    "name",
+    "compute_capability",
+    "multiprocessors",
+    "l2_cache_bytes",
+    "total_memory_bytes",
+    "bf16_supported",
+    "spec",
+    "tf32",
+)
 
 
 @functools.lru_cache(maxsize=1)
@@ -43,29 +54,55 @@ def box_gpus() -> tuple[dict, ...]:
     info = query_devices()
     gpus = tuple(d for d in info["devices"] if d.get("kind") == "cuda")
     if not gpus:
-        raise ConfigError(f"device all means every CUDA GPU of this box, and it has none: "
-                          f"{info.get('cuda_unavailable_reason') or 'no CUDA device'}")
+        raise ConfigError(
+            f"device all means every CUDA GPU of this box, and it has none: "
+            f"{info.get('cuda_unavailable_reason') or 'no CUDA device'}"
+        )
     return gpus
 
 
-def submit_all(manager: JobManager, exp: Experiment, cfg: Any, *, timeout_s: float | None = None, name: str = "",
-               on_event: Callable[[Job, dict], None] | None = None, gpus: tuple[dict, ...] | None = None,
-               submit_child: Callable[..., Job] | None = None) -> Job:
+def submit_all(
+    manager: JobManager,
+    exp: Experiment,
+    cfg: Any,
+    *,
+    timeout_s: float | None = None,
+    name: str = "",
+    on_event: Callable[[Job, dict], None] | None = None,
+    gpus: tuple[dict, ...] | None = None,
+    submit_child: Callable[..., Job] | None = None,
+) -> Job:
     """Queue ``exp`` on every GPU; the returned job finishes when all have, with the merged run."""
     if exp.device_metric is None:
         from core import registry
 
         able = sorted(e.name for e in registry.experiments().values() if e.device_metric)
-        raise ConfigError(f"device all: {exp.name} is not run once per GPU; every GPU at once is for "
-                          f"{', '.join(able)}")
+        raise ConfigError(f"device all: {exp.name} is not run once per GPU; every GPU at once is for {', '.join(able)}")
     gpus = box_gpus() if gpus is None else gpus
-    parent = Job(experiment=exp.name, config=cfg, device=ALL, timeout_s=float(timeout_s or manager.default_timeout_s),
-                 env={}, fresh_process=False, name=name, on_event=on_event)
+    parent = Job(
+        experiment=exp.name,
+        config=cfg,
+        device=ALL,
+        timeout_s=float(timeout_s or manager.default_timeout_s),
+        env={},
+        fresh_process=False,
+        name=name,
+        on_event=on_event,
+    )
     manager.track(parent)
     fan = FanOut(manager, exp, parent, gpus)
     submit = submit_child or manager.submit
-    fan.children = [submit(exp.name, cfg, gpu["torch_device"], timeout_s=timeout_s, save=False,
-                           on_event=fan.forward(gpu["torch_device"])) for gpu in gpus]
+    fan.children = [
+        submit(
+            exp.name,
+            cfg,
+            gpu["torch_device"],
+            timeout_s=timeout_s,
+            save=False,
+            on_event=fan.forward(gpu["torch_device"]),
+        )
+        for gpu in gpus
+    ]
     threading.Thread(target=fan.follow, daemon=True, name=f"gpulab-fanout-{parent.id[:8]}").start()
     return parent
 
@@ -79,6 +116,7 @@ class FanOut:
 
     def forward(self, device: str) -> Callable[[Job, dict], None]:
         """A child's events reach the parent's listener (the CLI's progress lines) named by their GPU."""
+
         def on_event(child: Job, event: dict) -> None:
             if self.parent.on_event is None or event.get("type") not in ("waiting", "started", "progress"):
                 return
@@ -90,6 +128,7 @@ class FanOut:
                 self.parent.on_event(self.parent, forwarded)
             except Exception:  # noqa: BLE001 - a listener must not break the fan-out
                 pass
+
         return on_event
 
     def _aggregate(self) -> None:
@@ -140,17 +179,45 @@ class FanOut:
             if result is None:  # still running: what it has so far
                 parts.append(Part(gpu, None, "running", None, list(child.rows), {}, None, None, {}))
             else:
-                parts.append(Part(gpu, result.device, result.status, result.error, list(result.rows), result.meta,
-                                  result.started_at, result.finished_at, result.versions))
+                parts.append(
+                    Part(
+                        gpu,
+                        result.device,
+                        result.status,
+                        result.error,
+                        list(result.rows),
+                        result.meta,
+                        result.started_at,
+                        result.finished_at,
+                        result.versions,
+                    )
+                )
         return merge(self.exp, self.parent, parts, running)
 
 
 class Part:
     """One GPU's share of the run: its description, outcome, rows and meta."""
 
-    def __init__(self, gpu: dict, device: dict | None, status: str, error: str | None, rows: list[dict], meta: dict,
-                 started_at: str | None, finished_at: str | None, versions: dict) -> None:
-        self.gpu, self.device, self.status, self.error, self.rows, self.meta = gpu, device or gpu, status, error, rows, meta
+    def __init__(
+        self,
+        gpu: dict,
+        device: dict | None,
+        status: str,
+        error: str | None,
+        rows: list[dict],
+        meta: dict,
+        started_at: str | None,
+        finished_at: str | None,
+        versions: dict,
+    ) -> None:
+        self.gpu, self.device, self.status, self.error, self.rows, self.meta = (
+            gpu,
+            device or gpu,
+            status,
+            error,
+            rows,
+            meta,
+        )
         self.started_at, self.finished_at, self.versions = started_at, finished_at, versions
 
     @property
@@ -160,8 +227,11 @@ class Part:
 
 def merged_rows(parts: list[tuple[dict, list[dict]]]) -> list[dict]:
     """Every GPU's rows, each tagged with the GPU it ran on."""
-    return [{"device": gpu["torch_device"], "gpu_index": gpu.get("index"), "gpu_name": gpu.get("name"), **row}
-            for gpu, rows in parts for row in rows]
+    return [
+        {"device": gpu["torch_device"], "gpu_index": gpu.get("index"), "gpu_name": gpu.get("name"), **row}
+        for gpu, rows in parts
+        for row in rows
+    ]
 
 
 def box_device(devices: list[dict]) -> dict:
@@ -170,8 +240,18 @@ def box_device(devices: list[dict]) -> dict:
     shared = {k: first[k] for k in SHARED_FACTS if k in first and all(d.get(k) == first[k] for d in devices)}
     names = sorted({d.get("name", "?") for d in devices})
     name = f"{len(devices)} × {names[0]}" if len(names) == 1 else " + ".join(names)
-    return {"kind": "cuda"} | shared | {"torch_device": ALL, "index": None, "name": name,
-                     "label": f"all {len(devices)} GPUs — {name}", "count": len(devices), "devices": devices}
+    return (
+        {"kind": "cuda"}
+        | shared
+        | {
+            "torch_device": ALL,
+            "index": None,
+            "name": name,
+            "label": f"all {len(devices)} GPUs — {name}",
+            "count": len(devices),
+            "devices": devices,
+        }
+    )
 
 
 def _status(parts: list[Part]) -> str:
@@ -181,15 +261,24 @@ def _status(parts: list[Part]) -> str:
 
 def _concurrency(parts: list[Part]) -> dict:
     """When the GPUs ran, and for how long all of them ran together."""
-    spans = [(datetime.fromisoformat(p.started_at), datetime.fromisoformat(p.finished_at)) for p in parts
-             if p.started_at and p.finished_at]
+    spans = [
+        (datetime.fromisoformat(p.started_at), datetime.fromisoformat(p.finished_at))
+        for p in parts
+        if p.started_at and p.finished_at
+    ]
     if len(spans) < len(parts) or not spans:
         return {"all_at_once": None, "note": "not every GPU finished"}
     overlap = (min(e for _, e in spans) - max(s for s, _ in spans)).total_seconds()
     longest = max((e - s).total_seconds() for s, e in spans)
-    return {"all_at_once": overlap > 0, "overlap_s": max(overlap, 0.0), "longest_s": longest,
-            "note": None if overlap > 0 else "the GPUs did not all run at the same time (a GPU was busy with "
-                                             "another job): numbers are per GPU, not under a full-node load"}
+    return {
+        "all_at_once": overlap > 0,
+        "overlap_s": max(overlap, 0.0),
+        "longest_s": longest,
+        "note": None
+        if overlap > 0
+        else "the GPUs did not all run at the same time (a GPU was busy with "
+        "another job): numbers are per GPU, not under a full-node load",
+    }
 
 
 def merge(exp: Experiment, parent: Job, parts: list[Part], running: bool = False) -> RunResult:
@@ -198,18 +287,38 @@ def merge(exp: Experiment, parent: Job, parts: list[Part], running: bool = False
     node = compare(exp.device_metric, rows, {p.name: p.meta for p in parts})
     status = "running" if running else _status(parts)
     errors = [f"{p.name}: {p.error}" for p in parts if p.error]
-    meta = {"requested_device": ALL, "devices": {p.name: p.meta for p in parts}, "node": node,
-            "children": [{"device": p.name, "status": p.status, "error": p.error, "started_at": p.started_at,
-                          "finished_at": p.finished_at} for p in parts],
-            "concurrency": _concurrency(parts)}
+    meta = {
+        "requested_device": ALL,
+        "devices": {p.name: p.meta for p in parts},
+        "node": node,
+        "children": [
+            {
+                "device": p.name,
+                "status": p.status,
+                "error": p.error,
+                "started_at": p.started_at,
+                "finished_at": p.finished_at,
+            }
+            for p in parts
+        ],
+        "concurrency": _concurrency(parts),
+    }
     started = [p.started_at for p in parts if p.started_at]
     finished = [p.finished_at for p in parts if p.finished_at]
     return RunResult(
-        id=parent.id, experiment=exp.name, config=config_to_dict(parent.config),
+        id=parent.id,
+        experiment=exp.name,
+        config=config_to_dict(parent.config),
         device=json_ready(box_device([p.device for p in parts])),
-        versions=next((p.versions for p in parts if p.versions), {}), started_at=min(started, default=parent.submitted_at),
-        finished_at=None if running else (max(finished, default=None) or now_iso()), status=status,
-        error="; ".join(errors) or None, rows=json_ready(rows), meta=json_ready(meta), name=parent.name)
+        versions=next((p.versions for p in parts if p.versions), {}),
+        started_at=min(started, default=parent.submitted_at),
+        finished_at=None if running else (max(finished, default=None) or now_iso()),
+        status=status,
+        error="; ".join(errors) or None,
+        rows=json_ready(rows),
+        meta=json_ready(meta),
+        name=parent.name,
+    )
 
 
 def _clocks(rows: list[dict], meta: dict) -> dict:
@@ -219,11 +328,18 @@ def _clocks(rows: list[dict], meta: dict) -> dict:
         return {"sm_clock_mhz": None, "clocks_note": meta.get("clocks_note") or "no clock samples in this run"}
     temps = [r["temp_c"] for r in rows if isinstance(r.get("temp_c"), (int, float))]
     power = [r["power_w"] for r in rows if isinstance(r.get("power_w"), (int, float))]
-    lows = [r.get("sm_clock_min_mhz", r["sm_clock_mhz"]) for r in rows if isinstance(r.get("sm_clock_mhz"), (int, float))]
+    lows = [
+        r.get("sm_clock_min_mhz", r["sm_clock_mhz"]) for r in rows if isinstance(r.get("sm_clock_mhz"), (int, float))
+    ]
     reasons = sorted({x for r in rows for x in (r.get("throttle_reasons") or [])})
-    return {"sm_clock_mhz": statistics.fmean(sm), "sm_clock_min_mhz": min(lows),
-            "temp_c": max(temps) if temps else None, "power_w": statistics.fmean(power) if power else None,
-            "throttle_reasons": reasons, "throttled": any(r.get("throttled") for r in rows)}
+    return {
+        "sm_clock_mhz": statistics.fmean(sm),
+        "sm_clock_min_mhz": min(lows),
+        "temp_c": max(temps) if temps else None,
+        "power_w": statistics.fmean(power) if power else None,
+        "throttle_reasons": reasons,
+        "throttled": any(r.get("throttled") for r in rows),
+    }
 
 
 def compare(metric: DeviceMetric, rows: list[dict], metas: dict[str, dict]) -> dict:
@@ -233,6 +349,7 @@ def compare(metric: DeviceMetric, rows: list[dict], metas: dict[str, dict]) -> d
     point) and ``vs_node_median`` (its value / that median). A GPU's ``relative`` is the median of
     its ratios; it is ``flagged`` when that is more than :data:`SLOW_FRACTION` below 1.
     """
+
     def value(r: dict) -> float | None:
         v = r.get(metric.column)
         return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and v == v and v > 0 else None
@@ -252,11 +369,24 @@ def compare(metric: DeviceMetric, rows: list[dict], metas: dict[str, dict]) -> d
     for device in metas:
         mine = [r for r in rows if r["device"] == device]
         relative = statistics.median(ratios[device]) if ratios.get(device) else None
-        per_device.append({"device": device, "gpu_index": mine[0].get("gpu_index") if mine else None,
-                           "gpu_name": mine[0].get("gpu_name") if mine else None, "relative": relative,
-                           "points": len(ratios.get(device, [])),
-                           "flagged": relative is not None and relative < 1 - SLOW_FRACTION,
-                           **_clocks([r for r in mine if value(r) is not None], metas.get(device, {}))})
+        per_device.append(
+            {
+                "device": device,
+                "gpu_index": mine[0].get("gpu_index") if mine else None,
+                "gpu_name": mine[0].get("gpu_name") if mine else None,
+                "relative": relative,
+                "points": len(ratios.get(device, [])),
+                "flagged": relative is not None and relative < 1 - SLOW_FRACTION,
+                **_clocks([r for r in mine if value(r) is not None], metas.get(device, {})),
+            }
+        )
     flagged = [d["device"] for d in per_device if d["flagged"]]
-    return {"metric": metric.column, "label": metric.label, "keys": list(metric.keys), "threshold": SLOW_FRACTION,
-            "per_device": per_device, "flagged": flagged, "points": len(points)}
+    return {
+        "metric": metric.column,
+        "label": metric.label,
+        "keys": list(metric.keys),
+        "threshold": SLOW_FRACTION,
+        "per_device": per_device,
+        "flagged": flagged,
+        "points": len(points),
+    }

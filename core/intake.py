@@ -11,6 +11,7 @@ counting stream that lets the caller empty the lists being built between chunks
 (:func:`load_pickle_stream`). Every refusal is an :class:`InputRefused` whose message says what is
 wrong, in words a user can act on.
 """
+
 from __future__ import annotations
 
 import gc
@@ -21,9 +22,10 @@ import os
 import pickle
 import stat
 import zlib
+from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, BinaryIO, Callable, Iterator
+from typing import Any, BinaryIO
 
 CHUNK_BYTES = 1 << 20
 STREAM_BUFFER_BYTES = 1 << 20  # how much the streaming unpickler reads between two calls of on_chunk
@@ -156,8 +158,9 @@ def loads_pickle(raw: bytes, *, max_depth: int = DEFAULT_MAX_DEPTH, what: str = 
     except RecursionError:
         raise InputRefused(f"the {what} nests deeper than {max_depth} levels") from None
     except (EOFError, ValueError, TypeError, IndexError, KeyError, AttributeError, OverflowError) as exc:
-        raise InputRefused(f"the {what} is not a readable pickle ({type(exc).__name__}: {exc}); "
-                           f"it may be truncated") from None
+        raise InputRefused(
+            f"the {what} is not a readable pickle ({type(exc).__name__}: {exc}); it may be truncated"
+        ) from None
     check_depth(data, max_depth, what)
     return data
 
@@ -185,7 +188,7 @@ class _CountedStream:
         return data
 
     def readinto(self, buffer) -> int:
-        n = self._raw.readinto(memoryview(buffer)[:self._limit + 1 - self.consumed])
+        n = self._raw.readinto(memoryview(buffer)[: self._limit + 1 - self.consumed])
         self._count(n)
         return n
 
@@ -223,9 +226,14 @@ def open_input(source: str | os.PathLike, what: str = "file") -> Iterator[Binary
         fh.close()
 
 
-def load_pickle_stream(stream: BinaryIO, limit_bytes: int, *, what: str = "file",
-                       on_chunk: Callable[[pickle.Unpickler], None] | None = None,
-                       max_depth: int = DEFAULT_MAX_DEPTH) -> Any:
+def load_pickle_stream(
+    stream: BinaryIO,
+    limit_bytes: int,
+    *,
+    what: str = "file",
+    on_chunk: Callable[[pickle.Unpickler], None] | None = None,
+    max_depth: int = DEFAULT_MAX_DEPTH,
+) -> Any:
     """A plain-data pickle read from a stream, any protocol, with at most ``limit_bytes`` consumed.
 
     ``on_chunk(unpickler)`` runs between chunks while the structure is being built: it may take the
@@ -254,8 +262,9 @@ def load_pickle_stream(stream: BinaryIO, limit_bytes: int, *, what: str = "file"
     except (ValueError, TypeError, IndexError, KeyError, AttributeError, OverflowError) as exc:
         if isinstance(exc, InputRefused):
             raise
-        raise InputRefused(f"the {what} is not a readable pickle ({type(exc).__name__}: {exc}); "
-                           f"it may be truncated") from None
+        raise InputRefused(
+            f"the {what} is not a readable pickle ({type(exc).__name__}: {exc}); it may be truncated"
+        ) from None
     finally:
         if collecting:
             gc.enable()

@@ -6,6 +6,7 @@ submission is visibly ``queued``. The parent trusts nothing the child did not wr
 dies, hangs or is cancelled still becomes a stored :class:`~core.result.RunResult` with the rows it
 had reported, and the next job gets a fresh worker.
 """
+
 from __future__ import annotations
 
 import json
@@ -20,13 +21,14 @@ import tempfile
 import threading
 import time
 import weakref
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any, Callable
+from typing import Any
 
 from core import registry
-from core.hardware.device import check_device_string
 from core.experiment import ConfigError, config_to_dict, json_ready
+from core.hardware.device import check_device_string
 from core.result import RunResult, new_run_id, now_iso
 from core.text import label_problem
 
@@ -54,8 +56,12 @@ def _signal_text(returncode: int) -> str:
             name = signal.Signals(-returncode).name
         except ValueError:
             name = f"signal {-returncode}"
-        detail = {"SIGSEGV": " (segmentation fault)", "SIGKILL": " (killed, e.g. by the OS out-of-memory killer)",
-                  "SIGABRT": " (aborted)", "SIGBUS": " (bus error)"}.get(name, "")
+        detail = {
+            "SIGSEGV": " (segmentation fault)",
+            "SIGKILL": " (killed, e.g. by the OS out-of-memory killer)",
+            "SIGABRT": " (aborted)",
+            "SIGBUS": " (bus error)",
+        }.get(name, "")
         return f"killed by {name}{detail}"
     return f"exited with code {returncode}"
 
@@ -67,8 +73,14 @@ class WorkerProcess:
         self.env = dict(env or {})
         self._stderr = tempfile.TemporaryFile(prefix="gpulab-worker-", suffix=".log")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "core.worker"], stdin=subprocess.PIPE, stdout=subprocess.PIPE,
-            stderr=self._stderr, env=_worker_env(self.env), cwd=str(REPO_ROOT), start_new_session=True)
+            [sys.executable, "-m", "core.worker"],
+            stdin=subprocess.PIPE,
+            stdout=subprocess.PIPE,
+            stderr=self._stderr,
+            env=_worker_env(self.env),
+            cwd=str(REPO_ROOT),
+            start_new_session=True,
+        )
         self._buffer = b""
         self._selector = selectors.DefaultSelector()
         self._selector.register(self.proc.stdout, selectors.EVENT_READ)
@@ -181,8 +193,12 @@ class LocalWorker:
     def send(self, request: dict) -> None:
         from core.worker import run_job
 
-        threading.Thread(target=run_job, args=(request, self._events.put), daemon=True,
-                         name=f"gpulab-local-{request.get('job_id', '')[:8]}").start()
+        threading.Thread(
+            target=run_job,
+            args=(request, self._events.put),
+            daemon=True,
+            name=f"gpulab-local-{request.get('job_id', '')[:8]}",
+        ).start()
 
     def read_event(self, timeout: float) -> dict | None:
         try:
@@ -212,7 +228,7 @@ class Job:
     name: str = ""
     store_failures: bool = True  # False: only an "ok" result reaches the store (no "running" row either)
     in_process: bool = False  # run by a LocalWorker (torch-free), not a child process
-    on_event: Callable[["Job", dict], None] | None = None
+    on_event: Callable[[Job, dict], None] | None = None
     save: bool = True  # False: a part of a larger run (core.fanout), which stores the whole
     id: str = field(default_factory=new_run_id)
     submitted_at: str = field(default_factory=now_iso)
@@ -252,7 +268,7 @@ class Job:
 class DeviceQueue:
     """One thread per requested device: runs its jobs in order and keeps one worker warm."""
 
-    def __init__(self, device: str, manager: "JobManager") -> None:
+    def __init__(self, device: str, manager: JobManager) -> None:
         self.device = device
         self._manager = weakref.proxy(manager)
         self._pending: list[Job] = []
@@ -298,8 +314,12 @@ class DeviceQueue:
                 self._run(job)
             except Exception as exc:  # noqa: BLE001 - a bug here must not leave the job (and its waiter) hanging
                 if not job._finished.is_set():
-                    self._finish(job, {}, {"status": "error", "error": f"the job queue failed: "
-                                                                      f"{type(exc).__name__}: {exc}"}, None)
+                    self._finish(
+                        job,
+                        {},
+                        {"status": "error", "error": f"the job queue failed: {type(exc).__name__}: {exc}"},
+                        None,
+                    )
             finally:
                 self.current = None
 
@@ -331,13 +351,21 @@ class DeviceQueue:
                     worker.kill()
                     outcome = {"status": "cancelled", "error": "cancelled by user before it started"}
                 else:
-                    worker.send({"op": "run", "job_id": job.id, "experiment": job.experiment,
-                                 "config": config_to_dict(job.config), "device": job.device})
+                    worker.send(
+                        {
+                            "op": "run",
+                            "job_id": job.id,
+                            "experiment": job.experiment,
+                            "config": config_to_dict(job.config),
+                            "device": job.device,
+                        }
+                    )
                     outcome = self._follow(job, worker, started, ready)
             except WorkerDied as exc:
                 outcome = self._crash_outcome(worker, str(exc))
-        recycle = worker is not None and (job.fresh_process or outcome.pop("recycle", False)
-                                          or outcome["status"] != "ok" and not worker.alive())
+        recycle = worker is not None and (
+            job.fresh_process or outcome.pop("recycle", False) or outcome["status"] != "ok" and not worker.alive()
+        )
         if worker is not None and (recycle or not worker.alive()):
             worker.kill()
             if worker is self._warm:
@@ -355,8 +383,10 @@ class DeviceQueue:
             if time.monotonic() > deadline:
                 worker.kill()
                 where = "" if started else " while waiting for the device lock"
-                return {"status": "error",
-                        "error": f"timed out after {job.timeout_s:g} s (the job's time limit){where}"}
+                return {
+                    "status": "error",
+                    "error": f"timed out after {job.timeout_s:g} s (the job's time limit){where}",
+                }
             try:
                 event = worker.read_event(0.1)
             except WorkerDied:
@@ -402,21 +432,31 @@ class DeviceQueue:
         ok = outcome.get("status") == "ok"
         rows = outcome.get("rows") if ok else job.rows
         meta = dict(outcome.get("meta") or {}) if isinstance(outcome.get("meta"), dict) else {}
-        meta["worker"] = {"pid": worker.pid if worker else None, "fresh": job.fresh_process,
-                          "env": started.get("worker_env", {}), "in_process": job.in_process,
-                          "memory_cap_bytes": started.get("memory_cap_bytes")}
+        meta["worker"] = {
+            "pid": worker.pid if worker else None,
+            "fresh": job.fresh_process,
+            "env": started.get("worker_env", {}),
+            "in_process": job.in_process,
+            "memory_cap_bytes": started.get("memory_cap_bytes"),
+        }
         meta["requested_device"] = job.device
         if job.store_error:
             meta["store_error"] = job.store_error
         return RunResult(
-            id=job.id, experiment=job.experiment, config=config_to_dict(job.config),
-            device=started.get("device") or {"kind": "unknown", "torch_device": job.device,
-                                             "name": f"{job.device} (worker never reported)"},
+            id=job.id,
+            experiment=job.experiment,
+            config=config_to_dict(job.config),
+            device=started.get("device")
+            or {"kind": "unknown", "torch_device": job.device, "name": f"{job.device} (worker never reported)"},
             versions=started.get("versions") or {},
             started_at=started.get("started_at") or job.submitted_at,
             finished_at=(outcome.get("finished_at") if ok else None) or now_iso(),
-            status=outcome.get("status", "error"), error=outcome.get("error"),
-            rows=json_ready(list(rows or [])), meta=json_ready(meta), name=job.name)
+            status=outcome.get("status", "error"),
+            error=outcome.get("error"),
+            rows=json_ready(list(rows or [])),
+            meta=json_ready(meta),
+            name=job.name,
+        )
 
     def _save_running(self, job: Job, started: dict) -> None:
         store = self._manager.store
@@ -462,8 +502,17 @@ class JobManager:
         if store is not None:
             store.mark_interrupted()
 
-    def submit(self, experiment: str, config: dict | Any, device: str = "auto", *, timeout_s: float | None = None,
-               name: str = "", on_event: Callable[[Job, dict], None] | None = None, save: bool = True) -> Job:
+    def submit(
+        self,
+        experiment: str,
+        config: dict | Any,
+        device: str = "auto",
+        *,
+        timeout_s: float | None = None,
+        name: str = "",
+        on_event: Callable[[Job, dict], None] | None = None,
+        save: bool = True,
+    ) -> Job:
         """Validate and queue a run (raises ConfigError at once on bad input).
 
         ``device="all"`` runs it on every GPU of the box at once and stores one merged run (core.fanout).
@@ -484,10 +533,19 @@ class JobManager:
         if device == "cuda":
             device = "cuda:0"
         env = exp.env_for(cfg)
-        job = Job(experiment=experiment, config=cfg, device=device,
-                  timeout_s=float(timeout_s), env=env,
-                  fresh_process=exp.fresh_process or bool(env), name=name, on_event=on_event, save=save,
-                  store_failures=exp.store_failures, in_process=exp.in_process)
+        job = Job(
+            experiment=experiment,
+            config=cfg,
+            device=device,
+            timeout_s=float(timeout_s),
+            env=env,
+            fresh_process=exp.fresh_process or bool(env),
+            name=name,
+            on_event=on_event,
+            save=save,
+            store_failures=exp.store_failures,
+            in_process=exp.in_process,
+        )
         # An in-process job uses no device: it never waits behind a GPU job.
         key = "in-process" if exp.in_process else device
         with self._lock:
@@ -528,8 +586,14 @@ class JobManager:
 def query_devices(timeout_s: float = STARTUP_TIMEOUT_S) -> dict:
     """The device description from a short-lived worker, so the caller never touches CUDA."""
     try:
-        out = subprocess.run([sys.executable, "-m", "core.worker", "--info"], capture_output=True, text=True,
-                             timeout=timeout_s, env=_worker_env({}), cwd=str(REPO_ROOT))
+        out = subprocess.run(
+            [sys.executable, "-m", "core.worker", "--info"],
+            capture_output=True,
+            text=True,
+            timeout=timeout_s,
+            env=_worker_env({}),
+            cwd=str(REPO_ROOT),
+        )
     except subprocess.TimeoutExpired:
         raise RuntimeError(f"device query did not answer within {timeout_s:.0f} s") from None
     if out.returncode != 0:

@@ -1,4 +1,5 @@
 """Where the lab keeps its data: one place so the store, the CLI and the tests agree."""
+
 from __future__ import annotations
 
 import os

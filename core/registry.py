@@ -2,6 +2,7 @@
 
 Adding an experiment is adding a module to that package; nothing in the frame names it.
 """
+
 from __future__ import annotations
 
 import importlib
@@ -34,7 +35,9 @@ def get(name: str) -> Experiment:
     underscores) is imported first, so asking for a torch-free experiment imports no torch."""
     module = name.replace("-", "_") if isinstance(name, str) else ""
     if module in module_names():
-        found = {e.name: e for e in getattr(importlib.import_module(f"{_package.__name__}.{module}"), "EXPERIMENTS", ())}
+        found = {
+            e.name: e for e in getattr(importlib.import_module(f"{_package.__name__}.{module}"), "EXPERIMENTS", ())
+        }
         if name in found:
             return found[name]
     try:

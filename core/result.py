@@ -3,12 +3,13 @@
 The store, the CLI, the import/export path and the charts all speak :class:`RunResult`; only the
 ``rows`` (one record per measured point) and ``meta`` differ between experiments.
 """
+
 from __future__ import annotations
 
 import re
 import uuid
 from dataclasses import asdict, dataclass, field
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 from typing import Any
 
 SCHEMA_VERSION = 1
@@ -23,7 +24,7 @@ class SchemaError(ValueError):
 
 
 def now_iso() -> str:
-    return datetime.now(timezone.utc).isoformat(timespec="milliseconds")
+    return datetime.now(UTC).isoformat(timespec="milliseconds")
 
 
 def new_run_id() -> str:
@@ -63,7 +64,7 @@ class RunResult:
         return rows_frame(self.rows)
 
     @classmethod
-    def from_dict(cls, data: Any) -> "RunResult":
+    def from_dict(cls, data: Any) -> RunResult:
         """Validate a decoded JSON object field by field; raise :class:`SchemaError` naming the problem."""
         problem = schema_problem(data)
         if problem:
@@ -113,20 +114,36 @@ class RunSummary:
     recorded_elsewhere: str | None = None  # an imported file's own GPU (see recorded_elsewhere())
 
     @classmethod
-    def of(cls, run: RunResult, payload_bytes: int, headline: str) -> "RunSummary":
-        error = run.error if run.error is None or len(run.error) <= SUMMARY_ERROR_CHARS \
+    def of(cls, run: RunResult, payload_bytes: int, headline: str) -> RunSummary:
+        error = (
+            run.error
+            if run.error is None or len(run.error) <= SUMMARY_ERROR_CHARS
             else run.error[:SUMMARY_ERROR_CHARS] + "…"
-        return cls(id=run.id, experiment=run.experiment, status=run.status, started_at=run.started_at,
-                   finished_at=run.finished_at, name=run.name, tags=list(run.tags), imported=run.imported,
-                   config=run.config, device=run.device, versions=run.versions, error=error,
-                   row_count=len(run.rows), headline=headline, payload_bytes=payload_bytes,
-                   recorded_elsewhere=run.recorded_elsewhere)
+        )
+        return cls(
+            id=run.id,
+            experiment=run.experiment,
+            status=run.status,
+            started_at=run.started_at,
+            finished_at=run.finished_at,
+            name=run.name,
+            tags=list(run.tags),
+            imported=run.imported,
+            config=run.config,
+            device=run.device,
+            versions=run.versions,
+            error=error,
+            row_count=len(run.rows),
+            headline=headline,
+            payload_bytes=payload_bytes,
+            recorded_elsewhere=run.recorded_elsewhere,
+        )
 
     def to_dict(self) -> dict:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict) -> "RunSummary":
+    def from_dict(cls, data: dict) -> RunSummary:
         return cls(**data)
 
     @property
@@ -143,30 +160,67 @@ NUMBER = (int, float)
 SCALAR = (str, int, float, bool, NONE)
 # Every top-level field and the types it may hold (``bool`` is never taken for ``int``).
 FIELDS: dict[str, tuple[type, ...]] = {
-    "id": (str,), "experiment": (str,), "config": (dict,), "device": (dict,), "versions": (dict,),
-    "started_at": (str,), "finished_at": (str, NONE), "status": (str,), "error": (str, NONE), "rows": (list,),
-    "meta": (dict,), "name": (str,), "tags": (list,), "imported": (bool,), "schema_version": (int,),
+    "id": (str,),
+    "experiment": (str,),
+    "config": (dict,),
+    "device": (dict,),
+    "versions": (dict,),
+    "started_at": (str,),
+    "finished_at": (str, NONE),
+    "status": (str,),
+    "error": (str, NONE),
+    "rows": (list,),
+    "meta": (dict,),
+    "name": (str,),
+    "tags": (list,),
+    "imported": (bool,),
+    "schema_version": (int,),
 }
 REQUIRED = ("id", "experiment", "config", "device", "versions", "started_at", "status", "rows")
 # What the lab reads of a device description (core.hardware.device), by type. Other keys may hold any JSON.
 DEVICE_FIELDS: dict[str, tuple[type, ...]] = {
-    "kind": (str,), "name": (str,), "label": (str, NONE), "torch_device": (str, NONE), "index": (int, NONE),
-    "compute_capability": (str, NONE), "multiprocessors": (int, NONE), "cores": (int, NONE),
-    "torch_threads": (int, NONE), "l2_cache_bytes": NUMBER + (NONE,), "total_memory_bytes": NUMBER + (NONE,),
-    "free_memory_bytes": NUMBER + (NONE,), "bf16_supported": (bool, NONE), "tf32": (dict, NONE),
-    "torch_build": (dict, NONE), "spec": (dict, NONE),
+    "kind": (str,),
+    "name": (str,),
+    "label": (str, NONE),
+    "torch_device": (str, NONE),
+    "index": (int, NONE),
+    "compute_capability": (str, NONE),
+    "multiprocessors": (int, NONE),
+    "cores": (int, NONE),
+    "torch_threads": (int, NONE),
+    "l2_cache_bytes": NUMBER + (NONE,),
+    "total_memory_bytes": NUMBER + (NONE,),
+    "free_memory_bytes": NUMBER + (NONE,),
+    "bf16_supported": (bool, NONE),
+    "tf32": (dict, NONE),
+    "torch_build": (dict, NONE),
+    "spec": (dict, NONE),
 }
 SPEC_FIELDS: dict[str, tuple[type, ...]] = {
-    "key": (str,), "name": (str,), "pattern": (str,), "tflops": (dict,), "bandwidth_gbs": NUMBER + (NONE,),
-    "memory_gib": NUMBER + (NONE,), "source": (str,), "notes": (str,), "min_memory_gib": NUMBER + (NONE,),
+    "key": (str,),
+    "name": (str,),
+    "pattern": (str,),
+    "tflops": (dict,),
+    "bandwidth_gbs": NUMBER + (NONE,),
+    "memory_gib": NUMBER + (NONE,),
+    "source": (str,),
+    "notes": (str,),
+    "min_memory_gib": NUMBER + (NONE,),
 }
 _ID = re.compile(r"^[0-9A-Za-z]{1,64}$")
 _EXPERIMENT = re.compile(r"^[a-z0-9][a-z0-9_.-]{0,63}$")
 
 
 def _type_name(types: tuple[type, ...]) -> str:
-    names = {str: "text", int: "a whole number", float: "a number", bool: "true/false", NONE: "null",
-             dict: "an object", list: "a list"}
+    names = {
+        str: "text",
+        int: "a whole number",
+        float: "a number",
+        bool: "true/false",
+        NONE: "null",
+        dict: "an object",
+        list: "a list",
+    }
     return " or ".join(dict.fromkeys(names[t] for t in types))
 
 
@@ -270,9 +324,12 @@ def rows_frame(rows: list[dict]):
         if pd.api.types.is_numeric_dtype(df[col]) or pd.api.types.is_bool_dtype(df[col]):
             continue
         values = df[col].dropna()
-        if len(values) and all((isinstance(v, (int, float)) and not isinstance(v, bool))
-                               or (isinstance(v, str) and v in special) for v in values):
+        if len(values) and all(
+            (isinstance(v, (int, float)) and not isinstance(v, bool)) or (isinstance(v, str) and v in special)
+            for v in values
+        ):
             if any(isinstance(v, str) for v in values):
-                df[col] = pd.Series([special.get(v, v) if isinstance(v, str) else v for v in df[col]],
-                                    index=df.index, dtype=float)
+                df[col] = pd.Series(
+                    [special.get(v, v) if isinstance(v, str) else v for v in df[col]], index=df.index, dtype=float
+                )
     return df

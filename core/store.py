@@ -5,15 +5,17 @@ filters on. ``PRAGMA user_version`` records the schema version; :data:`MIGRATION
 databases forward. Runs travel between boxes as JSON files ({"format": "gpulab-runs", ...}),
 validated field by field before anything is written; a pickle is never loaded.
 """
+
 from __future__ import annotations
 
 import json
 import os
 import sqlite3
+from collections.abc import Iterable, Iterator
 from contextlib import closing, contextmanager
 from dataclasses import replace
 from pathlib import Path
-from typing import BinaryIO, Iterable, Iterator
+from typing import BinaryIO
 from urllib.parse import quote
 
 from core.columns import headline
@@ -79,7 +81,9 @@ def _v2(conn: sqlite3.Connection) -> None:
 # MIGRATIONS[n] upgrades a database of version n to n + 1.
 MIGRATIONS = {0: _v1, 1: _v2}
 # What a summary is rebuilt from when a database has none yet (an older one opened read-only).
-_STORED_COLUMNS = "id, experiment, status, device_name, device_kind, started_at, finished_at, name, tags, imported, payload"
+_STORED_COLUMNS = (
+    "id, experiment, status, device_name, device_kind, started_at, finished_at, name, tags, imported, payload"
+)
 
 
 class RunStore:
@@ -97,11 +101,14 @@ class RunStore:
             try:
                 self.path.parent.mkdir(parents=True, exist_ok=True)
             except OSError as exc:
-                raise StoreError(f"cannot create the data directory {self.path.parent}: "
-                                 f"{exc.strerror or exc}") from None
+                raise StoreError(
+                    f"cannot create the data directory {self.path.parent}: {exc.strerror or exc}"
+                ) from None
             if not self.writable(self.path):
-                raise StoreError(f"the run database {self.path} is read-only (or its directory is): runs cannot be "
-                                 f"saved; set GPULAB_DATA_DIR or --db to a writable place")
+                raise StoreError(
+                    f"the run database {self.path} is read-only (or its directory is): runs cannot be "
+                    f"saved; set GPULAB_DATA_DIR or --db to a writable place"
+                )
         with self._connect():
             pass  # creates and migrates, so errors surface at start-up
 
@@ -173,8 +180,20 @@ class RunStore:
     def _record(run: RunResult, owner_pid: int | None) -> tuple[tuple, str]:
         """The run's table row and its summary."""
         payload = json.dumps(json_ready(run.to_dict()), allow_nan=False)
-        row = (run.id, run.experiment, run.status, str(run.device.get("name", "")), str(run.device.get("kind", "")),
-               run.started_at, run.finished_at, run.name, json.dumps(run.tags), int(run.imported), owner_pid, payload)
+        row = (
+            run.id,
+            run.experiment,
+            run.status,
+            str(run.device.get("name", "")),
+            str(run.device.get("kind", "")),
+            run.started_at,
+            run.finished_at,
+            run.name,
+            json.dumps(run.tags),
+            int(run.imported),
+            owner_pid,
+            payload,
+        )
         return row, _summary_json(summarize(run, len(payload)))
 
     _UPSERT = """INSERT INTO runs (id, experiment, status, device_name, device_kind, started_at, finished_at, name,
@@ -236,8 +255,7 @@ class RunStore:
             if pid == os.getpid() or (pid and _pid_alive(pid)):
                 continue  # still being run by a live process
             run = self.get(run_id)
-            self.save(interrupted(run, f"the GPU Lab process that ran it (pid {pid}) stopped before the run "
-                                       f"finished"))
+            self.save(interrupted(run, f"the GPU Lab process that ran it (pid {pid}) stopped before the run finished"))
             count += 1
         return count
 
@@ -253,36 +271,59 @@ class RunStore:
     def find(self, prefix: str) -> RunResult:
         """A run by id or unique id prefix (as the CLI prints short ids)."""
         with self._connect() as conn:
-            rows = conn.execute("SELECT id FROM runs WHERE id LIKE ? ESCAPE '\\'",
-                                (_like_escape(prefix) + "%",)).fetchall()
+            rows = conn.execute(
+                "SELECT id FROM runs WHERE id LIKE ? ESCAPE '\\'", (_like_escape(prefix) + "%",)
+            ).fetchall()
         if not rows:
             raise KeyError(f"no run with id {prefix!r}")
         if len(rows) > 1:
             raise KeyError(f"id prefix {prefix!r} matches {len(rows)} runs; give more characters")
         return self.get(rows[0][0])
 
-    def list(self, *, experiment: str | None = None, device: str | None = None, status: str | None = None,
-             since: str | None = None, until: str | None = None, limit: int | None = None) -> list[RunResult]:
+    def list(
+        self,
+        *,
+        experiment: str | None = None,
+        device: str | None = None,
+        status: str | None = None,
+        since: str | None = None,
+        until: str | None = None,
+        limit: int | None = None,
+    ) -> list[RunResult]:
         """Whole runs (rows included) newest first; ``device`` matches part of the device name; dates are
         ISO prefixes. To list runs, :meth:`summaries` reads far less."""
         where, args = self._where(experiment, device, status, since, until)
         sql = f"SELECT payload FROM runs{where} ORDER BY started_at DESC" + (" LIMIT ?" if limit else "")
         with self._connect() as conn:
-            return [RunResult.from_dict(json.loads(p))
-                    for (p,) in conn.execute(sql, args + ([int(limit)] if limit else []))]
+            return [
+                RunResult.from_dict(json.loads(p)) for (p,) in conn.execute(sql, args + ([int(limit)] if limit else []))
+            ]
 
     @staticmethod
     def _where(experiment, device, status, since, until) -> tuple[str, list]:
         where, args = [], []
-        for clause, value in (("experiment = ?", experiment), ("device_name LIKE ? ESCAPE '\\'", device),
-                              ("status = ?", status), ("started_at >= ?", since), ("started_at < ?", until)):
+        for clause, value in (
+            ("experiment = ?", experiment),
+            ("device_name LIKE ? ESCAPE '\\'", device),
+            ("status = ?", status),
+            ("started_at >= ?", since),
+            ("started_at < ?", until),
+        ):
             if value:
                 where.append(clause)
                 args.append(f"%{_like_escape(value)}%" if "LIKE" in clause else value)
         return (f" WHERE {' AND '.join(where)}" if where else ""), args
 
-    def summaries(self, *, experiment: str | None = None, device: str | None = None, status: str | None = None,
-                  since: str | None = None, until: str | None = None, limit: int | None = None) -> list[RunSummary]:
+    def summaries(
+        self,
+        *,
+        experiment: str | None = None,
+        device: str | None = None,
+        status: str | None = None,
+        since: str | None = None,
+        until: str | None = None,
+        limit: int | None = None,
+    ) -> list[RunSummary]:
         """What the history lists, newest first, without reading any run's rows (same filters as :meth:`list`)."""
         where, args = self._where(experiment, device, status, since, until)
         if self._summarised:
@@ -304,12 +345,37 @@ class RunStore:
         """One line per run (no rows): what the history table shows."""
         import pandas as pd
 
-        return pd.DataFrame([{
-            "id": r.id, "experiment": r.experiment, "device": r.device_name, "status": r.status,
-            "started_at": r.started_at, "duration_s": r.duration_s, "name": r.name, "tags": ", ".join(r.tags),
-            "imported": r.imported, "rows": r.row_count, "error": r.error or "",
-        } for r in self.summaries(**filters)], columns=["id", "experiment", "device", "status", "started_at",
-                                                        "duration_s", "name", "tags", "imported", "rows", "error"])
+        return pd.DataFrame(
+            [
+                {
+                    "id": r.id,
+                    "experiment": r.experiment,
+                    "device": r.device_name,
+                    "status": r.status,
+                    "started_at": r.started_at,
+                    "duration_s": r.duration_s,
+                    "name": r.name,
+                    "tags": ", ".join(r.tags),
+                    "imported": r.imported,
+                    "rows": r.row_count,
+                    "error": r.error or "",
+                }
+                for r in self.summaries(**filters)
+            ],
+            columns=[
+                "id",
+                "experiment",
+                "device",
+                "status",
+                "started_at",
+                "duration_s",
+                "name",
+                "tags",
+                "imported",
+                "rows",
+                "error",
+            ],
+        )
 
     # -- exchange ----------------------------------------------------------------------------------
 
@@ -317,10 +383,15 @@ class RunStore:
         """The runs as a runs file object; a run still 'running' goes out as 'interrupted' (a file holds
         finished runs only, so what was measured so far can still be imported elsewhere)."""
         runs = [self.get(i) for i in ids] if ids is not None else list(reversed(self.list()))
-        runs = [interrupted(r, "it was still running when it was exported") if r.status == "running" else r
-                for r in runs]
-        return {"format": EXPORT_FORMAT, "schema_version": SCHEMA_VERSION, "exported_at": now_iso(),
-                "runs": [json_ready(r.to_dict()) for r in runs]}
+        runs = [
+            interrupted(r, "it was still running when it was exported") if r.status == "running" else r for r in runs
+        ]
+        return {
+            "format": EXPORT_FORMAT,
+            "schema_version": SCHEMA_VERSION,
+            "exported_at": now_iso(),
+            "runs": [json_ready(r.to_dict()) for r in runs],
+        }
 
     def export_json(self, ids: Iterable[str] | None = None) -> str:
         """Compact JSON, refused (:class:`ExportTooLarge`) past what an import accepts."""
@@ -329,10 +400,15 @@ class RunStore:
         size = len(text.encode("utf-8"))
         if size > MAX_IMPORT_BYTES:
             count = len(data["runs"])
-            raise ExportTooLarge(f"{count} run(s) make a {size / 2**20:,.0f} MiB runs file, larger than the "
-                                 f"{MAX_IMPORT_BYTES // 2**20} MiB import limit, so it could not be imported back; "
-                                 + ("export fewer runs at a time (runs export ID …)" if count > 1 else
-                                    "this run alone is too large to move as a runs file"))
+            raise ExportTooLarge(
+                f"{count} run(s) make a {size / 2**20:,.0f} MiB runs file, larger than the "
+                f"{MAX_IMPORT_BYTES // 2**20} MiB import limit, so it could not be imported back; "
+                + (
+                    "export fewer runs at a time (runs export ID …)"
+                    if count > 1
+                    else "this run alone is too large to move as a runs file"
+                )
+            )
         return text
 
     def import_bytes(self, raw: bytes) -> tuple[int, int]:
@@ -366,8 +442,10 @@ def parse_runs_file(raw: bytes) -> list[RunResult]:
     if len(raw) > MAX_IMPORT_BYTES:
         raise ImportRefused(f"the runs file is larger than the {MAX_IMPORT_BYTES // 2**20} MiB limit")
     if is_pickle(raw):
-        raise ImportRefused("this is a Python pickle; GPU Lab never loads pickles — "
-                            "export runs with `python -m core runs export` instead")
+        raise ImportRefused(
+            "this is a Python pickle; GPU Lab never loads pickles — "
+            "export runs with `python -m core runs export` instead"
+        )
     try:
         data = loads_json(raw, what="runs file")
     except InputRefused as exc:
@@ -399,8 +477,9 @@ def parse_runs_file(raw: bytes) -> list[RunResult]:
         if problem:
             raise ImportRefused(f"{where}: {problem}")
         if run.id in seen:
-            raise ImportRefused(f"{where} has the same id as run {seen[run.id] + 1} ({run.id}); "
-                                f"a runs file holds each run once")
+            raise ImportRefused(
+                f"{where} has the same id as run {seen[run.id] + 1} ({run.id}); a runs file holds each run once"
+            )
         seen[run.id] = i
         runs.append(run)
     return runs
@@ -427,12 +506,24 @@ def _summary_of_row(row: tuple) -> RunSummary:
     try:
         return summarize(RunResult.from_dict(json.loads(payload)), len(payload))
     except (ValueError, TypeError, RecursionError) as exc:  # SchemaError and JSON errors are ValueErrors
-        return RunSummary(id=run_id, experiment=experiment, status=status, started_at=started_at,
-                          finished_at=finished_at, name=str(name), tags=[], imported=bool(imported), config={},
-                          device={"kind": device_kind, "name": device_name}, versions={},
-                          error=f"this stored run does not follow the result schema ({str(exc)[:200]}); "
-                                f"delete it with `python -m core runs delete {run_id}`",
-                          row_count=0, headline="", payload_bytes=len(payload))
+        return RunSummary(
+            id=run_id,
+            experiment=experiment,
+            status=status,
+            started_at=started_at,
+            finished_at=finished_at,
+            name=str(name),
+            tags=[],
+            imported=bool(imported),
+            config={},
+            device={"kind": device_kind, "name": device_name},
+            versions={},
+            error=f"this stored run does not follow the result schema ({str(exc)[:200]}); "
+            f"delete it with `python -m core runs delete {run_id}`",
+            row_count=0,
+            headline="",
+            payload_bytes=len(payload),
+        )
 
 
 def _like_escape(text: str) -> str:
@@ -441,14 +532,13 @@ def _like_escape(text: str) -> str:
 
 def interrupted(run: RunResult, why: str) -> RunResult:
     """The run as 'interrupted' (a copy): a run that will never finish, with the rows it recorded."""
-    return replace(run, status="interrupted", error=f"{why}; {len(run.rows)} row(s) were recorded",
-                   finished_at=None)
+    return replace(run, status="interrupted", error=f"{why}; {len(run.rows)} row(s) were recorded", finished_at=None)
 
 
 def _unstorable(run: RunResult) -> str | None:
     """What passes the schema check but would break the store or the history table."""
     try:
-        run.duration_s
+        _ = run.duration_s
     except TypeError:
         return "started_at and finished_at must both have a time zone or both lack one"
     try:

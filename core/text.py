@@ -6,6 +6,7 @@ control characters). Anything from outside that is printed on a terminal goes th
 :func:`terminal`, so an escape sequence cannot clear the screen or move the cursor and a newline
 cannot fake a line of output; :func:`quoted` keeps a hostile field short when an error quotes it.
 """
+
 from __future__ import annotations
 
 import unicodedata

@@ -21,6 +21,7 @@ Jobs on one physical device never overlap, across processes too: the worker hold
 ``flock`` on ``<lock_dir>/<device>.lock`` from "started" to "result". A worker whose parent dies
 exits by itself (it watches its parent pid), so no orphan keeps a GPU busy.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -38,13 +39,18 @@ from pathlib import Path
 from core.experiment import ConfigError, Context, DoesNotFit, Output, Progress, Unsupported, json_ready
 from core.hardware.device import current_device
 from core.hardware.memory import MEMORY_FRACTION_ENV, MEMORY_LIMIT_ENV, allocation_failure, capped, cpu_cap, gib
-from core.text import first_line
 from core.paths import lock_dir
 from core.result import now_iso
+from core.text import first_line
 
 # Environment a parent may set for the worker (the memory cap of CPU jobs: core.hardware.memory).
-REPORTED_ENV = ("PYTORCH_CUDA_ALLOC_CONF", "NVIDIA_TF32_OVERRIDE", "CUDA_VISIBLE_DEVICES", MEMORY_LIMIT_ENV,
-                MEMORY_FRACTION_ENV)
+REPORTED_ENV = (
+    "PYTORCH_CUDA_ALLOC_CONF",
+    "NVIDIA_TF32_OVERRIDE",
+    "CUDA_VISIBLE_DEVICES",
+    MEMORY_LIMIT_ENV,
+    MEMORY_FRACTION_ENV,
+)
 
 
 class _Channel:
@@ -132,8 +138,18 @@ def run_job(request: dict, emit) -> None:
     job_id = request.get("job_id", "")
 
     def result(status: str, error: str | None, rows=(), meta=None, recycle=False) -> None:
-        emit({"type": "result", "job_id": job_id, "status": status, "error": error, "rows": list(rows),
-              "meta": meta or {}, "finished_at": now_iso(), "recycle": recycle})
+        emit(
+            {
+                "type": "result",
+                "job_id": job_id,
+                "status": status,
+                "error": error,
+                "rows": list(rows),
+                "meta": meta or {},
+                "finished_at": now_iso(),
+                "recycle": recycle,
+            }
+        )
 
     try:
         exp = registry.get(request["experiment"])
@@ -150,20 +166,40 @@ def run_job(request: dict, emit) -> None:
 
     # An in-process job (torch-free arithmetic in the submitting process) takes no device lock and no
     # memory cap: RLIMIT_AS would bind the whole dashboard or CLI process, not a worker.
-    lock = nullcontext() if exp.in_process else \
-        device_lock(torch_device, lambda msg: emit({"type": "waiting", "job_id": job_id, "message": msg}))
+    lock = (
+        nullcontext()
+        if exp.in_process
+        else device_lock(torch_device, lambda msg: emit({"type": "waiting", "job_id": job_id, "message": msg}))
+    )
     memory_cap = nullcontext(None) if exp.in_process else capped(torch_device)
     with lock, current_device("cpu" if exp.in_process else torch_device), memory_cap as cap:
-        emit({"type": "started", "job_id": job_id, "device": desc, "versions": versions or devices.versions(),
-              "started_at": now_iso(), "pid": os.getpid(), "memory_cap_bytes": cap})
+        emit(
+            {
+                "type": "started",
+                "job_id": job_id,
+                "device": desc,
+                "versions": versions or devices.versions(),
+                "started_at": now_iso(),
+                "pid": os.getpid(),
+                "memory_cap_bytes": cap,
+            }
+        )
         ctx = Context(device=torch_device, device_name=desc["name"])
         gen = exp.run(config, ctx)
         try:
             while True:
                 event = next(gen)
                 if isinstance(event, Progress):
-                    emit({"type": "progress", "job_id": job_id, "done": event.done, "total": event.total,
-                          "message": event.message, "rows": list(event.rows)})
+                    emit(
+                        {
+                            "type": "progress",
+                            "job_id": job_id,
+                            "done": event.done,
+                            "total": event.total,
+                            "message": event.message,
+                            "rows": list(event.rows),
+                        }
+                    )
         except StopIteration as stop:
             out = stop.value if isinstance(stop.value, Output) else Output(rows=[])
             result("ok", None, out.rows, out.meta)
@@ -180,10 +216,18 @@ def run_job(request: dict, emit) -> None:
             extra = dict(extra) if isinstance(extra, dict) else {}
             if not exp.in_process and allocation_failure(exc) is not None:
                 first = first_line(exc)
-                under = (f" (the job ran under a {gib(cap)} memory cap: {MEMORY_FRACTION_ENV} or {MEMORY_LIMIT_ENV} "
-                         f"changes it)" if cap else "")
-                result("error", f"out of memory on {desc['name']}: {first}{under}", meta=extra | {"oom": True},
-                       recycle=True)
+                under = (
+                    f" (the job ran under a {gib(cap)} memory cap: {MEMORY_FRACTION_ENV} or {MEMORY_LIMIT_ENV} "
+                    f"changes it)"
+                    if cap
+                    else ""
+                )
+                result(
+                    "error",
+                    f"out of memory on {desc['name']}: {first}{under}",
+                    meta=extra | {"oom": True},
+                    recycle=True,
+                )
             else:
                 result("error", f"{type(exc).__name__}: {exc}", meta=extra | {"traceback": traceback.format_exc()})
         finally:
@@ -203,16 +247,27 @@ def serve() -> int:
     channel = _Channel()
     _watch_parent()
     registry.experiments()  # import torch and every experiment now: "ready" means a job starts at once
-    channel.emit({"type": "ready", "pid": os.getpid(),
-                  "env": {k: os.environ[k] for k in REPORTED_ENV if k in os.environ}})
+    channel.emit(
+        {"type": "ready", "pid": os.getpid(), "env": {k: os.environ[k] for k in REPORTED_ENV if k in os.environ}}
+    )
     for line in sys.stdin:
         if not line.strip():
             continue
         try:
             request = json.loads(line)
         except json.JSONDecodeError as exc:
-            channel.emit({"type": "result", "job_id": "", "status": "error", "error": f"bad request: {exc}",
-                          "rows": [], "meta": {}, "finished_at": now_iso(), "recycle": False})
+            channel.emit(
+                {
+                    "type": "result",
+                    "job_id": "",
+                    "status": "error",
+                    "error": f"bad request: {exc}",
+                    "rows": [],
+                    "meta": {},
+                    "finished_at": now_iso(),
+                    "recycle": False,
+                }
+            )
             continue
         op = request.get("op")
         if op == "exit":
@@ -220,9 +275,18 @@ def serve() -> int:
         if op == "run":
             run_job(request, channel.emit)
         else:
-            channel.emit({"type": "result", "job_id": request.get("job_id", ""), "status": "error",
-                          "error": f"unknown op {op!r}", "rows": [], "meta": {}, "finished_at": now_iso(),
-                          "recycle": False})
+            channel.emit(
+                {
+                    "type": "result",
+                    "job_id": request.get("job_id", ""),
+                    "status": "error",
+                    "error": f"unknown op {op!r}",
+                    "rows": [],
+                    "meta": {},
+                    "finished_at": now_iso(),
+                    "recycle": False,
+                }
+            )
     return 0
 
 

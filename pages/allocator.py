@@ -1,9 +1,19 @@
 """Allocator: replay seed 001's memory experiments on this device and watch PyTorch's caching allocator."""
+
 import streamlit as st
 
-from core.experiments.allocator import (GPU_ONLY_SCENARIOS, MIB, OPS, SCENARIOS, AllocatorConfig, check_size, parse_step,
-                            scenario_steps, validate_steps)
 from core.experiment import ConfigError
+from core.experiments.allocator import (
+    GPU_ONLY_SCENARIOS,
+    MIB,
+    OPS,
+    SCENARIOS,
+    AllocatorConfig,
+    check_size,
+    parse_step,
+    scenario_steps,
+    validate_steps,
+)
 from pages.common import lab, run_panel, workload
 from pages.common.charts import show, show_charts
 from pages.plots import allocator as plots
@@ -12,25 +22,31 @@ KEY = "allocator"
 CUSTOM_KEY = "allocator.custom_steps"  # plain session key: the composed steps survive reruns
 AB_KEYS = "allocator.ab_keys"
 SETTINGS = ("default", "expandable_segments:True", "garbage_collection_threshold:0.6", "max_split_size_mb")
-GPU_ONLY_TEXT = ("the **backward-peak** and **fragmentation** scenarios, the allocator's numbers "
-                 "(allocated, reserved, peak, driver-used), the **segment map**, the **counters table** and the "
-                 "**allocation history** — they read the CUDA caching allocator, which a CPU does not have")
+GPU_ONLY_TEXT = (
+    "the **backward-peak** and **fragmentation** scenarios, the allocator's numbers "
+    "(allocated, reserved, peak, driver-used), the **segment map**, the **counters table** and the "
+    "**allocation history** — they read the CUDA caching allocator, which a CPU does not have"
+)
 
 st.title("Allocator")
-st.write("PyTorch keeps freed GPU memory in its **caching allocator**: *allocated* is what live tensors use, "
-         "*reserved* is what the allocator holds from the driver (what nvidia-smi shows, plus the CUDA "
-         "context). Each scenario below is a list of named steps; after every step the run reads the "
-         "allocator's counters, the driver's used memory and the process RSS. Every run gets a fresh worker "
-         "process, so `PYTORCH_CUDA_ALLOC_CONF` (read once per process) can differ between runs.")
+st.write(
+    "PyTorch keeps freed GPU memory in its **caching allocator**: *allocated* is what live tensors use, "
+    "*reserved* is what the allocator holds from the driver (what nvidia-smi shows, plus the CUDA "
+    "context). Each scenario below is a list of named steps; after every step the run reads the "
+    "allocator's counters, the driver's used memory and the process RSS. Every run gets a fresh worker "
+    "process, so `PYTORCH_CUDA_ALLOC_CONF` (read once per process) can differ between runs."
+)
 
 device = lab.selected_device()
 info = lab.device_info(device) or {}
 on_gpu = info.get("kind") == "cuda"
 free_bytes = info.get("free_memory_bytes")
 if not on_gpu:
-    st.info(f"**CPU selected — no caching allocator here.** The lifecycle and custom scenarios run with the "
-            f"process RSS and the bytes of the live tensors: on a CPU, memory goes back to the OS the moment a "
-            f"large tensor is deleted (the seed's own contrast). Needs a GPU: {GPU_ONLY_TEXT}.")
+    st.info(
+        f"**CPU selected — no caching allocator here.** The lifecycle and custom scenarios run with the "
+        f"process RSS and the bytes of the live tensors: on a CPU, memory goes back to the OS the moment a "
+        f"large tensor is deleted (the seed's own contrast). Needs a GPU: {GPU_ONLY_TEXT}."
+    )
 
 
 def _default_size_mib() -> int:
@@ -46,14 +62,18 @@ def _composer() -> None:
     steps = _custom_steps()
     names = sorted({parse_step(s).args[0] for s in steps if parse_step(s).args})
     cols = st.columns([2, 1, 1, 1])
-    op = cols[0].selectbox("Operation", list(OPS), key="allocator.op", help="\n".join(f"- `{k}`: {v[1]}"
-                                                                                      for k, v in OPS.items()))
+    op = cols[0].selectbox(
+        "Operation", list(OPS), key="allocator.op", help="\n".join(f"- `{k}`: {v[1]}" for k, v in OPS.items())
+    )
     kinds = OPS[op][0]
     args: list[str] = []
     if kinds:
         first_is_new = op in ("alloc", "alloc_grad", "alloc_cpu", "scale", "matmul")
-        args.append(cols[1].text_input("Tensor", value="a", key="allocator.name") if first_is_new or not names
-                    else cols[1].selectbox("Tensor", names, key="allocator.pick"))
+        args.append(
+            cols[1].text_input("Tensor", value="a", key="allocator.name")
+            if first_is_new or not names
+            else cols[1].selectbox("Tensor", names, key="allocator.pick")
+        )
     if kinds[1:] == ("name",):
         args.append(cols[2].selectbox("From", names or ["(none yet)"], key="allocator.source"))
     if kinds[1:] == ("mib",):
@@ -79,8 +99,9 @@ def _composer() -> None:
         steps[:] = [s.text for s in scenario_steps(AllocatorConfig(size_mib=64))]
         st.rerun()
     if steps:
-        st.dataframe([{"#": i, "step": s, "does": OPS[s.split()[0]][1]} for i, s in enumerate(steps, 1)],
-                     hide_index=True)
+        st.dataframe(
+            [{"#": i, "step": s, "does": OPS[s.split()[0]][1]} for i, s in enumerate(steps, 1)], hide_index=True
+        )
     else:
         st.caption("No steps yet: pick an operation and press Add step.")
 
@@ -105,26 +126,36 @@ def _render(run) -> None:
     claims = plots.seed_claims_frame(run)
     if not claims.empty:
         st.subheader("Seed 001's claims, step by step")
-        st.caption("The seed read nvidia-smi (driver used) and the system monitor (host). Each Δ is this run's "
-                   "change since the previous step" + ("" if plots.is_cuda_run(run) else
-                                                       "; on a CPU only the host columns apply") + ".")
+        st.caption(
+            "The seed read nvidia-smi (driver used) and the system monitor (host). Each Δ is this run's "
+            "change since the previous step"
+            + ("" if plots.is_cuda_run(run) else "; on a CPU only the host columns apply")
+            + "."
+        )
         st.dataframe(claims, hide_index=True)
     backward = plots.backward_frame(run)
     if not backward.empty:
         st.subheader("Backward peak as a multiple of size(x)")
         st.dataframe(backward, hide_index=True)
-        st.caption("`y = 5*x` keeps y alive during backward: MeanBackward materialises the gradient of y "
-                   "(grad / numel, one size) and MulBackward makes x.grad (another), so x, y, grad of y and "
-                   "x.grad coexist — 4 sizes. In `(5*x).mean()` nothing holds 5*x after the forward (mul by a "
-                   "scalar saves no tensor), so the peak is 3 sizes.")
+        st.caption(
+            "`y = 5*x` keeps y alive during backward: MeanBackward materialises the gradient of y "
+            "(grad / numel, one size) and MulBackward makes x.grad (another), so x, y, grad of y and "
+            "x.grad coexist — 4 sizes. In `(5*x).mean()` nothing holds 5*x after the forward (mul by a "
+            "scalar saves no tensor), so the peak is 3 sizes."
+        )
     if not plots.is_cuda_run(run):
         st.caption(f"Not measured on a CPU: {GPU_ONLY_TEXT}.")
         return
     steps = plots.segment_steps(run)
     if steps:
         st.subheader("Segment map")
-        position = st.select_slider("After step", options=steps, value=steps[-1], key=f"{KEY}.segstep",
-                                    format_func=lambda i: run.rows[i]["step"])
+        position = st.select_slider(
+            "After step",
+            options=steps,
+            value=steps[-1],
+            key=f"{KEY}.segstep",
+            format_func=lambda i: run.rows[i]["step"],
+        )
         chart = plots.segment_map(run, position)
         show(chart.figure, chart.data, chart.name, f"{KEY}.segments")
     st.subheader("Allocator counters (memory_stats)")
@@ -135,28 +166,51 @@ def _render(run) -> None:
 
 
 scenario_options = list(SCENARIOS) if on_gpu else [s for s in SCENARIOS if s not in GPU_ONLY_SCENARIOS]
-scenario = st.selectbox("Scenario", scenario_options, key=f"{KEY}.scenario",
-                        help="lifecycle: the seed's create / move / re-create / del sequence. backward-peak: "
-                             "`y = 5*x; y.mean().backward()` vs `(5*x).mean().backward()`. fragmentation: holes "
-                             "that leave reserved ≫ allocated. custom: compose your own steps.")
+scenario = st.selectbox(
+    "Scenario",
+    scenario_options,
+    key=f"{KEY}.scenario",
+    help="lifecycle: the seed's create / move / re-create / del sequence. backward-peak: "
+    "`y = 5*x; y.mean().backward()` vs `(5*x).mean().backward()`. fragmentation: holes "
+    "that leave reserved ≫ allocated. custom: compose your own steps.",
+)
 size_mib = 0
 if scenario != "custom":
-    size_mib = int(st.number_input("Tensor size (MiB)", min_value=1, value=_default_size_mib(), step=64,
-                                   key=f"{KEY}.size",
-                                   help="The seed used 1 GiB. One tensor may not exceed the device's free memory "
-                                        f"({(free_bytes or 0) // MIB} MiB now)."))
+    size_mib = int(
+        st.number_input(
+            "Tensor size (MiB)",
+            min_value=1,
+            value=_default_size_mib(),
+            step=64,
+            key=f"{KEY}.size",
+            help="The seed used 1 GiB. One tensor may not exceed the device's free memory "
+            f"({(free_bytes or 0) // MIB} MiB now).",
+        )
+    )
 else:
     _composer()
 with st.expander("Recording options"):
     segment_map = st.checkbox("Segment map after every step (GPU)", value=True, key=f"{KEY}.segmap")
-    history_entries = int(st.number_input("Allocation history: max entries (0 = off; GPU)", min_value=0,
-                                          max_value=100_000, value=0, step=1000, key=f"{KEY}.history"))
+    history_entries = int(
+        st.number_input(
+            "Allocation history: max entries (0 = off; GPU)",
+            min_value=0,
+            max_value=100_000,
+            value=0,
+            step=1000,
+            key=f"{KEY}.history",
+        )
+    )
 
 
 def _values(alloc_conf: str = "") -> dict:
     """The config for a run; raises ConfigError (shown by the run panel) past the free-memory cap."""
-    values = {"scenario": scenario, "segment_map": segment_map, "history_entries": history_entries,
-              "alloc_conf": alloc_conf}
+    values = {
+        "scenario": scenario,
+        "segment_map": segment_map,
+        "history_entries": history_entries,
+        "alloc_conf": alloc_conf,
+    }
     if scenario == "custom":
         values["steps"] = list(_custom_steps())
         sizes = [parse_step(s).args[1] for s in values["steps"] if parse_step(s).op.startswith("alloc")]
@@ -167,8 +221,10 @@ def _values(alloc_conf: str = "") -> dict:
         values["size_mib"] = size_mib
     planned = validate_steps(scenario_steps(AllocatorConfig(**values)))
     if free_bytes and planned * MIB > free_bytes:
-        st.warning(f"The named tensors need about {planned} MiB at once (estimate); {free_bytes // MIB} MiB are "
-                   f"free, so expect the run to stop with out-of-memory at the step that crosses it.")
+        st.warning(
+            f"The named tensors need about {planned} MiB at once (estimate); {free_bytes // MIB} MiB are "
+            f"free, so expect the run to stop with out-of-memory at the step that crosses it."
+        )
     return values
 
 
@@ -178,17 +234,23 @@ with tab_run:
     run_panel.results(KEY, _render)
 
 with tab_ab:
-    st.write("The same scenario under several `PYTORCH_CUDA_ALLOC_CONF` settings, each in its own fresh "
-             "worker process; reserved (solid) and allocated (dashed) are overlaid.")
+    st.write(
+        "The same scenario under several `PYTORCH_CUDA_ALLOC_CONF` settings, each in its own fresh "
+        "worker process; reserved (solid) and allocated (dashed) are overlaid."
+    )
     if not on_gpu:
-        st.caption("On a CPU the setting changes nothing (there is no caching allocator); the runs still show that "
-                   "each setting got its own process and which setting it saw.")
+        st.caption(
+            "On a CPU the setting changes nothing (there is no caching allocator); the runs still show that "
+            "each setting got its own process and which setting it saw."
+        )
     chosen = st.multiselect("Settings", SETTINGS, default=list(SETTINGS[:2]), key=f"{KEY}.settings")
     split_mb = int(st.number_input("max_split_size_mb", min_value=21, value=128, step=32, key=f"{KEY}.split"))
     if st.button("Run A/B", key=f"{KEY}.ab", type="primary", disabled=not chosen):
         try:
-            configs = [_values("" if s == "default" else f"max_split_size_mb:{split_mb}" if s == "max_split_size_mb"
-                               else s) for s in chosen]
+            configs = [
+                _values("" if s == "default" else f"max_split_size_mb:{split_mb}" if s == "max_split_size_mb" else s)
+                for s in chosen
+            ]
         except ConfigError as exc:
             st.error(f"Invalid settings: {exc}")
         else:
@@ -198,9 +260,13 @@ with tab_ab:
     finished = []
     for key in st.session_state.get(AB_KEYS, []):
         with st.container(border=True):
-            done = run_panel.results(key, lambda run: (st.caption(f"setting seen by the worker: "
-                                                                  f"`{run.meta.get('alloc_conf_seen', '?')}`"),
-                                                       _allocator_report(run)))
+            done = run_panel.results(
+                key,
+                lambda run: (
+                    st.caption(f"setting seen by the worker: `{run.meta.get('alloc_conf_seen', '?')}`"),
+                    _allocator_report(run),
+                ),
+            )
             if done is not None and done.rows:
                 finished.append(done)
     if finished and len(finished) == len(st.session_state.get(AB_KEYS, [])):

@@ -1,4 +1,5 @@
 """Compare & export: every stored run — browse, reopen, rename/tag, delete, overlay, import, export, report."""
+
 from __future__ import annotations
 
 import pandas as pd
@@ -6,11 +7,11 @@ import streamlit as st
 
 from core.paths import example_files
 from core.result import FINAL_STATUSES, RunResult, RunSummary
-from core.text import MAX_LABEL_CHARS, MAX_TAGS
 from core.store import MAX_IMPORT_BYTES, ImportRefused, RunStore, StoreError
+from core.text import MAX_LABEL_CHARS, MAX_TAGS
 from pages.common import comparison, lab
-from pages.common.export import csv_bytes, slug
 from pages.common.charts import show_charts
+from pages.common.export import csv_bytes, slug
 from pages.common.plain import md
 from pages.common.report import build_report, device_pairs
 from pages.common.run_panel import status_banner
@@ -19,8 +20,13 @@ from pages.plots import figures_for, overlay_for
 KEY = "compare"
 SELECTED = f"{KEY}.selected"
 LIMIT_MIB = MAX_IMPORT_BYTES // 2**20
-SORTS = {"newest first": lambda r: r.started_at, "experiment": lambda r: r.experiment,
-         "device": comparison.device_text, "status": lambda r: r.status, "name": lambda r: r.name.lower()}
+SORTS = {
+    "newest first": lambda r: r.started_at,
+    "experiment": lambda r: r.experiment,
+    "device": comparison.device_text,
+    "status": lambda r: r.status,
+    "name": lambda r: r.name.lower(),
+}
 
 
 @st.cache_resource(show_spinner="Reading the run…", max_entries=8)
@@ -36,12 +42,24 @@ def whole(store: RunStore, summary: RunSummary) -> RunResult:
 
 
 def history_frame(runs: list[RunSummary]) -> pd.DataFrame:
-    return pd.DataFrame([{
-        "id": r.id[:8], "started": r.started_at[:19].replace("T", " "), "experiment": r.experiment,
-        "device": comparison.device_text(r), "settings": comparison.settings_text(r.config), "status": r.status,
-        "headline": r.headline, "name": r.name, "tags": ", ".join(r.tags), "imported": r.imported,
-    } for r in runs], columns=["id", "started", "experiment", "device", "settings", "status", "headline", "name",
-                               "tags", "imported"])
+    return pd.DataFrame(
+        [
+            {
+                "id": r.id[:8],
+                "started": r.started_at[:19].replace("T", " "),
+                "experiment": r.experiment,
+                "device": comparison.device_text(r),
+                "settings": comparison.settings_text(r.config),
+                "status": r.status,
+                "headline": r.headline,
+                "name": r.name,
+                "tags": ", ".join(r.tags),
+                "imported": r.imported,
+            }
+            for r in runs
+        ],
+        columns=["id", "started", "experiment", "device", "settings", "status", "headline", "name", "tags", "imported"],
+    )
 
 
 def run_label(run: RunSummary) -> str:
@@ -53,13 +71,18 @@ def examples_section(store: RunStore) -> None:
     """Reference runs recorded on real GPUs and shipped in examples/, imported like any runs file."""
     files = example_files()
     if not files:
-        st.caption("No example runs in `examples/` yet: `python scripts/record_reference_runs.py` on a GPU box "
-                   "records the reference set into one runs file to commit there.")
+        st.caption(
+            "No example runs in `examples/` yet: `python scripts/record_reference_runs.py` on a GPU box "
+            "records the reference set into one runs file to commit there."
+        )
         return
-    if st.button(f"Load example runs ({len(files)} file(s) from examples/)", key=f"{KEY}.examples",
-                 icon=":material/library_add:",
-                 help="Runs recorded on real GPUs with scripts/record_reference_runs.py; imported through the same "
-                      "validation as an upload and marked imported."):
+    if st.button(
+        f"Load example runs ({len(files)} file(s) from examples/)",
+        key=f"{KEY}.examples",
+        icon=":material/library_add:",
+        help="Runs recorded on real GPUs with scripts/record_reference_runs.py; imported through the same "
+        "validation as an upload and marked imported.",
+    ):
         added = present = 0
         for path in files:
             try:
@@ -74,10 +97,12 @@ def examples_section(store: RunStore) -> None:
 def import_section(store: RunStore) -> None:
     examples_section(store)
     with st.expander("Import runs exported on another box", icon=":material/upload:"):
-        st.caption("A runs file from `python -m core runs export -o runs.json` or this page's export. Imported runs "
-                   "keep their original device and versions and are marked *imported*; runs already here are "
-                   f"skipped. The whole file is checked before anything is added (limit {LIMIT_MIB} MiB, "
-                   f"gzip allowed; pickles are never loaded).")
+        st.caption(
+            "A runs file from `python -m core runs export -o runs.json` or this page's export. Imported runs "
+            "keep their original device and versions and are marked *imported*; runs already here are "
+            f"skipped. The whole file is checked before anything is added (limit {LIMIT_MIB} MiB, "
+            f"gzip allowed; pickles are never loaded)."
+        )
         upload = st.file_uploader("Runs file", key=f"{KEY}.upload", max_upload_size=LIMIT_MIB)
         if upload is not None and st.button("Import", key=f"{KEY}.import"):
             upload.seek(0)
@@ -96,11 +121,18 @@ def filtered(runs: list[RunSummary]) -> list[RunSummary]:
     device = cols[2].text_input("Device contains", key=f"{KEY}.f.device").strip().lower()
     text = cols[3].text_input("Name, tag or setting contains", key=f"{KEY}.f.text").strip().lower()
     sort = cols[4].selectbox("Sort by", list(SORTS), key=f"{KEY}.f.sort")
-    out = [r for r in runs
-           if (not experiments or r.experiment in experiments) and (not statuses or r.status in statuses)
-           and (not device or device in comparison.device_text(r).lower()
-                or device in str(r.device.get("label") or "").lower())
-           and (not text or text in " ".join([r.name, *r.tags, comparison.settings_text(r.config, 10**6)]).lower())]
+    out = [
+        r
+        for r in runs
+        if (not experiments or r.experiment in experiments)
+        and (not statuses or r.status in statuses)
+        and (
+            not device
+            or device in comparison.device_text(r).lower()
+            or device in str(r.device.get("label") or "").lower()
+        )
+        and (not text or text in " ".join([r.name, *r.tags, comparison.settings_text(r.config, 10**6)]).lower())
+    ]
     return sorted(out, key=SORTS[sort], reverse=(sort == "newest first"))
 
 
@@ -115,16 +147,30 @@ def actions(store: RunStore, selected: list[RunSummary]) -> None:
     cols = st.columns(3)
     size = sum(r.payload_bytes for r in selected) + 1024 * (len(selected) + 1)  # a bound on the file's size
     too_large = size > MAX_IMPORT_BYTES
-    cols[0].download_button("Export runs file", lambda: store.export_json(ids).encode("utf-8"),
-                            f"gpulab-runs-{len(ids)}.json", "application/json", key=f"{KEY}.export",
-                            on_click="ignore", icon=":material/download:", disabled=too_large,
-                            help=f"about {size / 2**20:,.0f} MiB: more than an import takes ({LIMIT_MIB} MiB), so "
-                                 f"it could not come back; select fewer runs" if too_large else
-                            "JSON runs file: import it on another box (page or `python -m core runs import`)")
-    cols[1].download_button("Report (HTML)", lambda: build_report([whole(store, r) for r in selected]).encode("utf-8"),
-                            f"gpulab-report-{slug('-'.join(sorted({r.experiment for r in selected})))}.html",
-                            "text/html", key=f"{KEY}.report", on_click="ignore", icon=":material/description:",
-                            help="one self-contained HTML file: charts, device descriptions, settings (opens offline)")
+    cols[0].download_button(
+        "Export runs file",
+        lambda: store.export_json(ids).encode("utf-8"),
+        f"gpulab-runs-{len(ids)}.json",
+        "application/json",
+        key=f"{KEY}.export",
+        on_click="ignore",
+        icon=":material/download:",
+        disabled=too_large,
+        help=f"about {size / 2**20:,.0f} MiB: more than an import takes ({LIMIT_MIB} MiB), so "
+        f"it could not come back; select fewer runs"
+        if too_large
+        else "JSON runs file: import it on another box (page or `python -m core runs import`)",
+    )
+    cols[1].download_button(
+        "Report (HTML)",
+        lambda: build_report([whole(store, r) for r in selected]).encode("utf-8"),
+        f"gpulab-report-{slug('-'.join(sorted({r.experiment for r in selected})))}.html",
+        "text/html",
+        key=f"{KEY}.report",
+        on_click="ignore",
+        icon=":material/description:",
+        help="one self-contained HTML file: charts, device descriptions, settings (opens offline)",
+    )
     with cols[2].popover(f"Delete {len(ids)} run(s)", icon=":material/delete:"):
         st.write("Deleted runs cannot be recovered (export them first to keep a copy).")
         st.button("Delete for good", key=f"{KEY}.delete", type="primary", on_click=_delete, args=(store, ids))
@@ -159,12 +205,19 @@ def run_detail(store: RunStore, run: RunResult) -> None:
         show_charts(charts, f"{KEY}.run.{run.id}")
     cols = st.columns(2)
     cols[0].write("**Settings**")
-    cols[0].dataframe(pd.DataFrame([(k, comparison.value_text(v)) for k, v in run.config.items()],
-                                   columns=["setting", "value"]), hide_index=True)
+    cols[0].dataframe(
+        pd.DataFrame([(k, comparison.value_text(v)) for k, v in run.config.items()], columns=["setting", "value"]),
+        hide_index=True,
+    )
     cols[1].write("**Device**")
-    cols[1].dataframe(pd.DataFrame([(k, str(v)) for k, v in device_pairs(run.device) if v not in (None, "")]
-                                   + [(k, str(v)) for k, v in run.versions.items() if v],
-                                   columns=["property", "value"]), hide_index=True)
+    cols[1].dataframe(
+        pd.DataFrame(
+            [(k, str(v)) for k, v in device_pairs(run.device) if v not in (None, "")]
+            + [(k, str(v)) for k, v in run.versions.items() if v],
+            columns=["property", "value"],
+        ),
+        hide_index=True,
+    )
     if run.rows:
         with st.expander(f"Data ({len(run.rows)} rows)"):
             st.dataframe(run.frame(), hide_index=True)
@@ -179,8 +232,13 @@ def compare_view(runs: list[RunResult]) -> None:
     differ = comparison.differences(runs)
     st.caption("What differs: " + (md(", ".join(differ)) if differ else "nothing in device or settings (repeat runs)"))
     metrics = comparison.common_metrics(runs)
-    metric = st.selectbox("Metric", metrics, index=metrics.index(comparison.default_metric(runs)),
-                          key=f"{KEY}.metric", help="drawn by the generic overlay and used by the delta table")
+    metric = st.selectbox(
+        "Metric",
+        metrics,
+        index=metrics.index(comparison.default_metric(runs)),
+        key=f"{KEY}.metric",
+        help="drawn by the generic overlay and used by the delta table",
+    )
     try:
         charts = overlay_for(runs)
     except Exception as exc:  # noqa: BLE001
@@ -188,17 +246,27 @@ def compare_view(runs: list[RunResult]) -> None:
         charts = None
     show_charts(charts or comparison.generic_charts(runs, metric), f"{KEY}.cmp")
     deltas = comparison.delta_table(runs, [metric])
-    st.write(f"**{md(metric)}: each run against {md(comparison.labels(runs)[0])}** (difference = run − baseline, "
-             f"ratio = run / baseline)")
+    st.write(
+        f"**{md(metric)}: each run against {md(comparison.labels(runs)[0])}** (difference = run − baseline, "
+        f"ratio = run / baseline)"
+    )
     st.dataframe(deltas, hide_index=True)
-    st.download_button("Delta table (CSV)", csv_bytes(comparison.delta_table(runs)),
-                       f"{slug(runs[0].experiment)}-deltas.csv", "text/csv", key=f"{KEY}.deltas",
-                       on_click="ignore", help="every shared metric, not only the one shown")
+    st.download_button(
+        "Delta table (CSV)",
+        csv_bytes(comparison.delta_table(runs)),
+        f"{slug(runs[0].experiment)}-deltas.csv",
+        "text/csv",
+        key=f"{KEY}.deltas",
+        on_click="ignore",
+        help="every shared metric, not only the one shown",
+    )
 
 
 st.title("Compare & export")
-st.caption("Every run made on this box (dashboard or `python -m core`) and every imported run. Pick one to see its "
-           "charts again; pick two or more of one experiment to overlay them; export runs, charts or a report.")
+st.caption(
+    "Every run made on this box (dashboard or `python -m core`) and every imported run. Pick one to see its "
+    "charts again; pick two or more of one experiment to overlay them; export runs, charts or a report."
+)
 store = lab.store()
 if store is None:
     st.error(f"The run store is unavailable: {lab.store_problem()}")
@@ -218,9 +286,16 @@ try:
     by_id = {r.id: r for r in all_runs}
     st.session_state[SELECTED] = [i for i in st.session_state.get(SELECTED, []) if i in by_id]
     options = [r.id for r in shown] + [i for i in st.session_state[SELECTED] if i not in {r.id for r in shown}]
-    chosen = [by_id[i] for i in st.multiselect("Selected runs", options, key=SELECTED,
-                                               format_func=lambda i: run_label(by_id[i]),
-                                               placeholder="pick one run to open it, two or more to compare")]
+    chosen = [
+        by_id[i]
+        for i in st.multiselect(
+            "Selected runs",
+            options,
+            key=SELECTED,
+            format_func=lambda i: run_label(by_id[i]),
+            placeholder="pick one run to open it, two or more to compare",
+        )
+    ]
     if chosen:
         actions(store, chosen)
     if len(chosen) == 1:

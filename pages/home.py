@@ -1,4 +1,5 @@
 """Home: what this box is, the doctor (does everything work here?), what the lab can measure, the latest runs."""
+
 import json
 import threading
 
@@ -44,8 +45,12 @@ def _doctor_progress() -> None:
         st.rerun(scope="app")
         return
     done, total, message = state["progress"]
-    st.progress(done / total if total else 0.0, text=f"doctor on {state['device']}: {done}/{total} · {message}"
-                if total else f"doctor on {state['device']}: starting")
+    st.progress(
+        done / total if total else 0.0,
+        text=f"doctor on {state['device']}: {done}/{total} · {message}"
+        if total
+        else f"doctor on {state['device']}: starting",
+    )
 
 
 def _latest_doctor_report():
@@ -70,18 +75,21 @@ def _latest_doctor_report():
 
 def doctor_section() -> None:
     st.header("Doctor: does everything work here?")
-    st.write("Runs every experiment at its smallest setting on the selected device (in worker processes, stored "
-             "like any run), then checks the numbers against independent references measured in the same run: "
-             "the matmul timer against `torch.utils.benchmark` / `triton.testing.do_bench`, the allocator's peak "
-             "against its own history, the planner against a measured step, and the seed's facts. "
-             "Also `python -m core doctor`.")
+    st.write(
+        "Runs every experiment at its smallest setting on the selected device (in worker processes, stored "
+        "like any run), then checks the numbers against independent references measured in the same run: "
+        "the matmul timer against `torch.utils.benchmark` / `triton.testing.do_bench`, the allocator's peak "
+        "against its own history, the planner against a measured step, and the seed's facts. "
+        "Also `python -m core doctor`."
+    )
     state = _doctor_state()
     device = lab.selected_device()
     running = _doctor_running(state)
     if st.button(f"Run the doctor on {device}", key="home.doctor", icon=":material/stethoscope:", disabled=running):
         state.update(device=device, progress=(0, 0, "starting"), report=None, error=None)
-        state["thread"] = threading.Thread(target=_doctor_thread, args=(state, device), daemon=True,
-                                           name="gpulab-doctor")
+        state["thread"] = threading.Thread(
+            target=_doctor_thread, args=(state, device), daemon=True, name="gpulab-doctor"
+        )
         state["thread"].start()
         running = True
     if running:
@@ -94,21 +102,42 @@ def doctor_section() -> None:
         st.info("The doctor has not run on this box yet.")
         return
     summary = report.bundle()["summary"]
-    text = (f"{len(report.checks)} checks on {report.device_label()}: {summary['pass']} pass, {summary['fail']} fail, "
-            f"{summary['unsupported']} unsupported — {report.wall_s:.0f} s, {report.started_at[:19].replace('T', ' ')} UTC")
+    text = (
+        f"{len(report.checks)} checks on {report.device_label()}: {summary['pass']} pass, {summary['fail']} fail, "
+        f"{summary['unsupported']} unsupported — {report.wall_s:.0f} s, {report.started_at[:19].replace('T', ' ')} UTC"
+    )
     (st.error if report.failed else st.success)(text)
-    st.dataframe(pd.DataFrame([{"check": c.check, "result": c.result, "expected": c.expected,
-                                "verdict": VERDICT_ICONS[c.verdict], "reason": c.reason} for c in report.checks]),
-                 hide_index=True)
-    st.download_button("Doctor's bundle (JSON, for a bug report)",
-                       json.dumps(json_ready(report.bundle()), indent=1, allow_nan=False),
-                       "gpulab-doctor.json", "application/json", key="home.doctor.bundle", on_click="ignore")
+    st.dataframe(
+        pd.DataFrame(
+            [
+                {
+                    "check": c.check,
+                    "result": c.result,
+                    "expected": c.expected,
+                    "verdict": VERDICT_ICONS[c.verdict],
+                    "reason": c.reason,
+                }
+                for c in report.checks
+            ]
+        ),
+        hide_index=True,
+    )
+    st.download_button(
+        "Doctor's bundle (JSON, for a bug report)",
+        json.dumps(json_ready(report.bundle()), indent=1, allow_nan=False),
+        "gpulab-doctor.json",
+        "application/json",
+        key="home.doctor.bundle",
+        on_click="ignore",
+    )
 
 
 st.title("GPU Lab")
-st.write("Live experiments on the device next to you: what number formats store, what the matmul units "
-         "really deliver, and where PyTorch's memory goes. Every number on these pages is measured here, "
-         "in a separate worker process, and stored so you can compare and export it.")
+st.write(
+    "Live experiments on the device next to you: what number formats store, what the matmul units "
+    "really deliver, and where PyTorch's memory goes. Every number on these pages is measured here, "
+    "in a separate worker process, and stored so you can compare and export it."
+)
 
 info = lab.devices()
 if st.button("Refresh device info", icon=":material/refresh:"):
@@ -117,11 +146,13 @@ if st.button("Refresh device info", icon=":material/refresh:"):
 if info.get("error"):
     st.error(f"The worker could not describe this box: {info['error']}")
 elif not info.get("cuda_available"):
-    st.warning(f"**No CUDA GPU here** — {info.get('cuda_unavailable_reason')}. Every page still runs on the "
-               "CPU and labels its results *CPU*: number formats and accumulation, CPU matmul GFLOPS, the "
-               "CPU side of the allocator story, training memory and step timing for the tiny/mini models, "
-               "and the memory planner for any model size. GPU-only parts (tensor cores, TF32, the CUDA "
-               "caching allocator) say so on their page.")
+    st.warning(
+        f"**No CUDA GPU here** — {info.get('cuda_unavailable_reason')}. Every page still runs on the "
+        "CPU and labels its results *CPU*: number formats and accumulation, CPU matmul GFLOPS, the "
+        "CPU side of the allocator story, training memory and step timing for the tiny/mini models, "
+        "and the memory planner for any model size. GPU-only parts (tensor cores, TF32, the CUDA "
+        "caching allocator) say so on their page."
+    )
 
 selected = lab.device_info(lab.selected_device())
 for device in info.get("devices", []):
@@ -130,16 +161,21 @@ for device in info.get("devices", []):
         st.subheader(device["label"] + ("  (selected)" if is_selected else ""))
         mem, free = device.get("total_memory_bytes"), device.get("free_memory_bytes")
         cols = st.columns(4)
-        cols[0].metric("Memory", f"{mem / 2**30:.1f} GiB" if mem else "unknown",
-                       f"{free / 2**30:.1f} GiB free" if free else None, delta_color="off")
+        cols[0].metric(
+            "Memory",
+            f"{mem / 2**30:.1f} GiB" if mem else "unknown",
+            f"{free / 2**30:.1f} GiB free" if free else None,
+            delta_color="off",
+        )
         if device["kind"] == "cuda":
             cols[1].metric("Compute capability", device["compute_capability"])
             cols[2].metric("SMs", device["multiprocessors"])
             cols[3].metric("bf16", "supported" if device["bf16_supported"] else "not supported")
             spec = device.get("spec")
             if spec:
-                peaks = pd.DataFrame([{"unit": k, "dense peak (TFLOPS, TOPS for int8)": v}
-                                      for k, v in spec["tflops"].items()])
+                peaks = pd.DataFrame(
+                    [{"unit": k, "dense peak (TFLOPS, TOPS for int8)": v} for k, v in spec["tflops"].items()]
+                )
                 st.write(f"Datasheet: **{spec['name']}**, {spec['bandwidth_gbs']:.0f} GB/s — {spec['source']}")
                 st.dataframe(peaks, hide_index=True)
                 if spec.get("notes"):
@@ -148,19 +184,25 @@ for device in info.get("devices", []):
                 st.info("No datasheet entry for this GPU: pages show measured numbers without a percent-of-peak.")
             best = published.for_device(device)
             if best:
-                st.caption("Published best achievable (measured elsewhere, not on this box): " + ", ".join(
-                    f"{p.dtype} {p.tflops:g} TFLOPS ({100 * p.efficiency:.1f}% of {p.theory_tflops:g})" for p in best)
-                    + f" — {published.SOURCE}.")
+                st.caption(
+                    "Published best achievable (measured elsewhere, not on this box): "
+                    + ", ".join(
+                        f"{p.dtype} {p.tflops:g} TFLOPS ({100 * p.efficiency:.1f}% of {p.theory_tflops:g})"
+                        for p in best
+                    )
+                    + f" — {published.SOURCE}."
+                )
         else:
             cols[1].metric("Cores", device.get("cores"))
             cols[2].metric("torch threads", device.get("torch_threads"))
             cols[3].metric("bf16", "CPU kernels")
         flags = device["tf32"]
-        st.caption(f"TF32: `torch.backends.cuda.matmul.allow_tf32={flags['cuda_matmul_allow_tf32']}`, "
-                   f"`torch.backends.cudnn.allow_tf32={flags['cudnn_allow_tf32']}`, "
-                   f"`float32_matmul_precision='{flags['float32_matmul_precision']}'`"
-                   + (f", `NVIDIA_TF32_OVERRIDE={flags['NVIDIA_TF32_OVERRIDE']}`" if flags["NVIDIA_TF32_OVERRIDE"]
-                      else ""))
+        st.caption(
+            f"TF32: `torch.backends.cuda.matmul.allow_tf32={flags['cuda_matmul_allow_tf32']}`, "
+            f"`torch.backends.cudnn.allow_tf32={flags['cudnn_allow_tf32']}`, "
+            f"`float32_matmul_precision='{flags['float32_matmul_precision']}'`"
+            + (f", `NVIDIA_TF32_OVERRIDE={flags['NVIDIA_TF32_OVERRIDE']}`" if flags["NVIDIA_TF32_OVERRIDE"] else "")
+        )
 
 versions = info.get("versions", {})
 if versions:
@@ -179,7 +221,9 @@ if store is None:
 else:
     latest = store.frame(limit=10)
     if latest.empty:
-        st.info("No runs yet. Pick an experiment above; every run is saved here (also runs from "
-                "`python -m core …` on this box).")
+        st.info(
+            "No runs yet. Pick an experiment above; every run is saved here (also runs from "
+            "`python -m core …` on this box)."
+        )
     else:
         st.dataframe(latest[["started_at", "experiment", "device", "status", "name", "duration_s"]], hide_index=True)

@@ -1,4 +1,5 @@
 """Interconnect: host↔GPU copies, the GPU×GPU peer matrix, and collectives (algbw, busbw) over real ranks."""
+
 import streamlit as st
 
 from core.distributed.collectives import COLLECTIVES, CPU_SIZES, GPU_SIZES, format_size, resolve_backend
@@ -12,8 +13,22 @@ from pages.plots.interconnect import figures, rows_of
 KEY = "interconnect"
 DEFAULTS = InterconnectConfig()
 PART_LABELS = {"copy": "Host↔GPU copies", "peer": "GPU×GPU peer matrix", "collectives": "Collectives"}
-COLLECTIVE_COLUMNS = ["collective", "size", "bytes", "world_size", "median_ms", "p20_ms", "p80_ms", "reps",
-                      "algbw_gbs", "busbw_gbs", "busbw_factor", "call_max_median_ms", "slowest_rank", "check"]
+COLLECTIVE_COLUMNS = [
+    "collective",
+    "size",
+    "bytes",
+    "world_size",
+    "median_ms",
+    "p20_ms",
+    "p80_ms",
+    "reps",
+    "algbw_gbs",
+    "busbw_gbs",
+    "busbw_factor",
+    "call_max_median_ms",
+    "slowest_rank",
+    "check",
+]
 RANK_COLUMNS = ["collective", "size", "rank", "host", "local_rank", "device", "median_ms", "p20_ms", "p80_ms", "check"]
 
 HOW_MEASURED = """
@@ -42,39 +57,68 @@ def _gpus() -> list[dict]:
 
 def settings(gpus: int) -> dict:
     values: dict = {}
-    values["parts"] = st.multiselect("Measure", PARTS, default=list(PARTS), format_func=PART_LABELS.get,
-                                     key=f"{KEY}.parts")
+    values["parts"] = st.multiselect(
+        "Measure", PARTS, default=list(PARTS), format_func=PART_LABELS.get, key=f"{KEY}.parts"
+    )
     cols = st.columns(3)
     values["backend"] = cols[0].selectbox(
-        "Backend", ("auto", "nccl", "gloo"), key=f"{KEY}.backend",
-        help="auto: NCCL between the GPUs where there are GPUs, else Gloo between CPU processes.")
-    values["world_size"] = int(cols[1].number_input(
-        "Ranks (0 = automatic)", 0, 64, 0, key=f"{KEY}.world",
-        help=f"0: one per GPU for NCCL ({gpus} here), 2 for Gloo. Gloo ranks on this box share its cores."))
-    values["collectives"] = cols[2].multiselect("Collectives", COLLECTIVES, default=list(COLLECTIVES),
-                                                key=f"{KEY}.collectives")
+        "Backend",
+        ("auto", "nccl", "gloo"),
+        key=f"{KEY}.backend",
+        help="auto: NCCL between the GPUs where there are GPUs, else Gloo between CPU processes.",
+    )
+    values["world_size"] = int(
+        cols[1].number_input(
+            "Ranks (0 = automatic)",
+            0,
+            64,
+            0,
+            key=f"{KEY}.world",
+            help=f"0: one per GPU for NCCL ({gpus} here), 2 for Gloo. Gloo ranks on this box share its cores.",
+        )
+    )
+    values["collectives"] = cols[2].multiselect(
+        "Collectives", COLLECTIVES, default=list(COLLECTIVES), key=f"{KEY}.collectives"
+    )
     defaults = GPU_SIZES if gpus else CPU_SIZES
-    chosen = st.multiselect("Message sizes", GPU_SIZES, default=list(defaults), format_func=format_size,
-                            key=f"{KEY}.sizes", help="nccl-tests' sizes: the largest buffer of a rank. On a CPU the "
-                                                     "default stops at 16 MiB so a run takes seconds.")
+    chosen = st.multiselect(
+        "Message sizes",
+        GPU_SIZES,
+        default=list(defaults),
+        format_func=format_size,
+        key=f"{KEY}.sizes",
+        help="nccl-tests' sizes: the largest buffer of a rank. On a CPU the "
+        "default stops at 16 MiB so a run takes seconds.",
+    )
     values["sizes"] = [format_size(s).replace(" ", "") for s in sorted(chosen)]
     with st.expander("Timing and copies"):
         cols = st.columns(5)
-        values["warmup_ms"] = cols[0].number_input("warm-up per point (ms)", 0.0, 60000.0, DEFAULTS.warmup_ms,
-                                                   key=f"{KEY}.warm")
-        values["rep_ms"] = cols[1].number_input("timed per point (ms)", 1.0, 600000.0, DEFAULTS.rep_ms,
-                                                key=f"{KEY}.rep")
+        values["warmup_ms"] = cols[0].number_input(
+            "warm-up per point (ms)", 0.0, 60000.0, DEFAULTS.warmup_ms, key=f"{KEY}.warm"
+        )
+        values["rep_ms"] = cols[1].number_input(
+            "timed per point (ms)", 1.0, 600000.0, DEFAULTS.rep_ms, key=f"{KEY}.rep"
+        )
         values["min_reps"] = cols[2].number_input("min calls", 1, 100000, DEFAULTS.min_reps, key=f"{KEY}.minr")
         values["max_reps"] = cols[3].number_input("max calls", 1, 100000, DEFAULTS.max_reps, key=f"{KEY}.maxr")
-        values["timeout_s"] = cols[4].number_input("collective timeout (s)", 1.0, 3600.0, DEFAULTS.timeout_s,
-                                                   key=f"{KEY}.timeout",
-                                                   help="A rank that keeps the others waiting this long ends the "
-                                                        "job, named in the error.")
+        values["timeout_s"] = cols[4].number_input(
+            "collective timeout (s)",
+            1.0,
+            3600.0,
+            DEFAULTS.timeout_s,
+            key=f"{KEY}.timeout",
+            help="A rank that keeps the others waiting this long ends the job, named in the error.",
+        )
         cols = st.columns(2)
-        values["copy_sizes"] = cols[0].multiselect("Host↔GPU copy sizes", ("1MiB", "16MiB", "64MiB", "256MiB", "1GiB"),
-                                                   default=list(DEFAULTS.copy_sizes), key=f"{KEY}.copy")
-        values["peer_size"] = cols[1].selectbox("GPU→GPU copy size", ("16MiB", "64MiB", "256MiB", "1GiB"),
-                                                index=2, key=f"{KEY}.peer")
+        values["copy_sizes"] = cols[0].multiselect(
+            "Host↔GPU copy sizes",
+            ("1MiB", "16MiB", "64MiB", "256MiB", "1GiB"),
+            default=list(DEFAULTS.copy_sizes),
+            key=f"{KEY}.copy",
+        )
+        values["peer_size"] = cols[1].selectbox(
+            "GPU→GPU copy size", ("16MiB", "64MiB", "256MiB", "1GiB"), index=2, key=f"{KEY}.peer"
+        )
     return values
 
 
@@ -85,9 +129,11 @@ def torchrun_command(values: dict, gpus: int) -> str:
         options.append(f"--sizes {','.join(values['sizes'])}")
     if list(values["collectives"]) != list(COLLECTIVES):
         options.append(f"--collectives {','.join(values['collectives'])}")
-    return (f"torchrun --nnodes 2 --nproc-per-node {gpus or 2} --rdzv-backend c10d \\\n"
-            f"    --rdzv-endpoint FIRST_BOX:29500 --rdzv-id my-job \\\n"
-            f"    -m core.distributed.rank {' '.join(options)} --json")
+    return (
+        f"torchrun --nnodes 2 --nproc-per-node {gpus or 2} --rdzv-backend c10d \\\n"
+        f"    --rdzv-endpoint FIRST_BOX:29500 --rdzv-id my-job \\\n"
+        f"    -m core.distributed.rank {' '.join(options)} --json"
+    )
 
 
 def _what(row) -> str:
@@ -103,8 +149,13 @@ def render(run: RunResult) -> None:
         peaks = measured.loc[measured.groupby("collective", sort=False)["busbw_gbs"].idxmax()]
         cols = st.columns(len(peaks))
         for col, (_, r) in zip(cols, peaks.iterrows()):
-            col.metric(f"{r['collective']} busbw (GB/s)", f"{r['busbw_gbs']:.3g}", f"at {r['size']}",
-                       delta_color="off", help=f"algbw {r['algbw_gbs']:.3g} GB/s, {r['median_ms']:.4g} ms per call")
+            col.metric(
+                f"{r['collective']} busbw (GB/s)",
+                f"{r['busbw_gbs']:.3g}",
+                f"at {r['size']}",
+                delta_color="off",
+                help=f"algbw {r['algbw_gbs']:.3g} GB/s, {r['median_ms']:.4g} ms per call",
+            )
     show_charts(figures(run), KEY)
     if not measured.empty:
         st.dataframe(measured[[c for c in COLLECTIVE_COLUMNS if c in measured]], hide_index=True)
@@ -118,34 +169,46 @@ def render(run: RunResult) -> None:
     frame = run.frame()
     skipped = frame[frame["status"].isin(["unsupported", "error"])] if "status" in frame else frame.iloc[0:0]
     if len(skipped):
-        st.warning("Not measured:\n" + "\n".join(
-            f"- {_what(r)}: {r['reason']}" for _, r in skipped.drop_duplicates(["kind", "reason"]).iterrows()))
+        st.warning(
+            "Not measured:\n"
+            + "\n".join(
+                f"- {_what(r)}: {r['reason']}" for _, r in skipped.drop_duplicates(["kind", "reason"]).iterrows()
+            )
+        )
     m = run.meta
     if m.get("ranks"):
-        st.caption(f"{m.get('backend')} · {m.get('world_size')} ranks on {m.get('nodes')} node(s): "
-                   f"{', '.join(m.get('hosts') or [])} · {m.get('timer')} · OMP_NUM_THREADS="
-                   f"{m.get('omp_num_threads')}" + (f" · NCCL {m['nccl_version']}" if m.get("nccl_version") else ""))
+        st.caption(
+            f"{m.get('backend')} · {m.get('world_size')} ranks on {m.get('nodes')} node(s): "
+            f"{', '.join(m.get('hosts') or [])} · {m.get('timer')} · OMP_NUM_THREADS="
+            f"{m.get('omp_num_threads')}" + (f" · NCCL {m['nccl_version']}" if m.get("nccl_version") else "")
+        )
 
 
 st.title("Interconnect")
-st.write("Do the links of this box run at full speed? Host↔GPU copies (pinned vs pageable), every GPU→GPU pair "
-         "with whether peer access is enabled, and the collectives of data-parallel training — all_reduce, "
-         "all_gather, reduce_scatter, broadcast, all_to_all — over message sizes, reported as nccl-tests does "
-         "(algbw, busbw). The ranks are real processes started through torchrun's launcher.")
+st.write(
+    "Do the links of this box run at full speed? Host↔GPU copies (pinned vs pageable), every GPU→GPU pair "
+    "with whether peer access is enabled, and the collectives of data-parallel training — all_reduce, "
+    "all_gather, reduce_scatter, broadcast, all_to_all — over message sizes, reported as nccl-tests does "
+    "(algbw, busbw). The ranks are real processes started through torchrun's launcher."
+)
 gpus = len(_gpus())
 device = "cuda:0" if gpus else "cpu"
 if gpus:
     st.caption(f"Runs on all {gpus} GPU(s) of this box from cuda:0 (jobs on any of them wait for it).")
 else:
-    st.info("No CUDA GPU here: the **collectives run between CPU processes with Gloo** (results labelled CPU); "
-            "the copies and the peer matrix are reported as unsupported, with the reason.")
+    st.info(
+        "No CUDA GPU here: the **collectives run between CPU processes with Gloo** (results labelled CPU); "
+        "the copies and the peer matrix are reported as unsupported, with the reason."
+    )
 with st.expander("How measured"):
     st.markdown(HOW_MEASURED)
 chosen = settings(gpus)
 with st.expander("Many boxes: the torchrun command"):
-    st.markdown("Run this on **every** box (same command; `FIRST_BOX` is a host name all boxes reach). Rank 0 "
-                "stores one run for the whole job in its box's run database and prints it; bring it here with "
-                "*Compare & export → Import* (`python -m core runs export` there).")
+    st.markdown(
+        "Run this on **every** box (same command; `FIRST_BOX` is a host name all boxes reach). Rank 0 "
+        "stores one run for the whole job in its box's run database and prints it; bring it here with "
+        "*Compare & export → Import* (`python -m core runs export` there)."
+    )
     st.code(torchrun_command(chosen, gpus), language="bash")
 run_controls(KEY, "interconnect", lambda: chosen, device=device)
 results(KEY, render)

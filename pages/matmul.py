@@ -1,25 +1,48 @@
 """Matmul throughput: achieved TFLOPS per dtype against the datasheet, with accuracy, roofline and clocks."""
+
 import pandas as pd
 import streamlit as st
 
-from core.experiments.matmul import CPU_SIZES, DTYPES, GPU_SIZES
-from core.transformer.presets import DEFAULT_BATCH, DEFAULT_CONTEXT, PRESET_NAMES
-from core.result import RunResult
-from pages.common import lab, node
 from core.columns import throughput_unit
+from core.experiments.matmul import CPU_SIZES, DTYPES, GPU_SIZES
+from core.hardware import published
+from core.result import RunResult
+from core.transformer.presets import DEFAULT_BATCH, DEFAULT_CONTEXT, PRESET_NAMES
+from pages.common import lab, node
 from pages.common.charts import show_charts
 from pages.common.run_panel import results, run_controls
-from core.hardware import published
 from pages.plots.matmul import figures, measured, published_for
 
 KEY = "matmul"
 MODES = {"square": "Square sweep", "mnk": "Custom M×N×K", "model": "Model preset GEMMs", "search": "Find the max"}
 # "throughput" is shown under the run's unit (TFLOPS on a GPU, GFLOPS on a CPU), like every chart.
-TABLE_COLUMNS = ["device", "dtype", "m", "n", "k", "label", "median_ms", "p20_ms", "p80_ms", "min_ms", "reps",
-                 "throughput", "pct_of_peak", "pct_of_published", "pct_of_best", "rel_error",
-                 "intensity_flop_per_byte", "sm_clock_mhz", "power_w", "vs_node_median"]
-COLUMN_NAMES = {"pct_of_peak": "% of datasheet", "pct_of_published": "% of best achievable (published)",
-                "pct_of_best": "% of this run's best"}
+TABLE_COLUMNS = [
+    "device",
+    "dtype",
+    "m",
+    "n",
+    "k",
+    "label",
+    "median_ms",
+    "p20_ms",
+    "p80_ms",
+    "min_ms",
+    "reps",
+    "throughput",
+    "pct_of_peak",
+    "pct_of_published",
+    "pct_of_best",
+    "rel_error",
+    "intensity_flop_per_byte",
+    "sm_clock_mhz",
+    "power_w",
+    "vs_node_median",
+]
+COLUMN_NAMES = {
+    "pct_of_peak": "% of datasheet",
+    "pct_of_published": "% of best achievable (published)",
+    "pct_of_best": "% of this run's best",
+}
 THIS_GPU = "the run's GPU"
 
 HOW_MEASURED = """
@@ -57,8 +80,13 @@ def _device_kind() -> str:
 
 def settings(is_cuda: bool) -> dict:
     values: dict = {}
-    values["dtypes"] = st.multiselect("Dtypes", DTYPES, default=list(DTYPES), key=f"{KEY}.dtypes",
-                                      help="What the device cannot run is reported as unsupported, with the reason.")
+    values["dtypes"] = st.multiselect(
+        "Dtypes",
+        DTYPES,
+        default=list(DTYPES),
+        key=f"{KEY}.dtypes",
+        help="What the device cannot run is reported as unsupported, with the reason.",
+    )
     mode = st.radio("Shapes", list(MODES), format_func=MODES.get, horizontal=True, key=f"{KEY}.mode")
     defaults = GPU_SIZES if is_cuda else CPU_SIZES
     if mode == "square":
@@ -66,21 +94,26 @@ def settings(is_cuda: bool) -> dict:
         values["sizes"] = st.multiselect("Sizes (M = N = K)", options, default=list(defaults), key=f"{KEY}.sizes")
     elif mode == "mnk":
         cols = st.columns(3)
-        values["mnk"] = [cols[i].number_input(name, 1, 131072, 1024 if is_cuda else 256, key=f"{KEY}.{name}")
-                         for i, name in enumerate("MNK")]
+        values["mnk"] = [
+            cols[i].number_input(name, 1, 131072, 1024 if is_cuda else 256, key=f"{KEY}.{name}")
+            for i, name in enumerate("MNK")
+        ]
     elif mode == "model":
         cols = st.columns(3)
-        values["model"] = cols[0].selectbox("Model preset", PRESET_NAMES, index=PRESET_NAMES.index(lab.selected_model()),
-                                            key=f"{KEY}.model")
+        values["model"] = cols[0].selectbox(
+            "Model preset", PRESET_NAMES, index=PRESET_NAMES.index(lab.selected_model()), key=f"{KEY}.model"
+        )
         values["batch"] = cols[1].number_input("Batch", 1, 4096, DEFAULT_BATCH, key=f"{KEY}.batch")
         values["context"] = cols[2].number_input("Context", 1, 131072, DEFAULT_CONTEXT, key=f"{KEY}.context")
     else:
         cols = st.columns(5)
         start, stop, step = (256, 16384, 256) if is_cuda else (64, 1024, 64)
         values["search"] = True
-        values["m_range"] = [cols[0].number_input("M from", 1, 131072, start, key=f"{KEY}.m0"),
-                             cols[1].number_input("M to", 1, 131072, stop, key=f"{KEY}.m1"),
-                             cols[2].number_input("step", 1, 131072, step, key=f"{KEY}.step")]
+        values["m_range"] = [
+            cols[0].number_input("M from", 1, 131072, start, key=f"{KEY}.m0"),
+            cols[1].number_input("M to", 1, 131072, stop, key=f"{KEY}.m1"),
+            cols[2].number_input("step", 1, 131072, step, key=f"{KEY}.step"),
+        ]
         values["n"] = cols[3].number_input("N", 1, 131072, 4096 if is_cuda else 512, key=f"{KEY}.n")
         values["k"] = cols[4].number_input("K", 1, 131072, 4096 if is_cuda else 512, key=f"{KEY}.k")
     with st.expander("Timing options"):
@@ -98,9 +131,13 @@ def settings(is_cuda: bool) -> dict:
 
 def _published_choice(run: RunResult) -> str | None:
     """Which GPU's published maximum-achievable figures to show: the run's own, or any the source measured."""
-    choice = st.selectbox("Published best achievable of", [THIS_GPU, *published.ACCELERATORS], key=f"{KEY}.published",
-                          help="Measured maximum achievable matmul TFLOPS from elsewhere (mamf-finder, "
-                               "ml-engineering): labelled *published*, never a measurement of this box.")
+    choice = st.selectbox(
+        "Published best achievable of",
+        [THIS_GPU, *published.ACCELERATORS],
+        key=f"{KEY}.published",
+        help="Measured maximum achievable matmul TFLOPS from elsewhere (mamf-finder, "
+        "ml-engineering): labelled *published*, never a measurement of this box.",
+    )
     return None if choice == THIS_GPU else choice
 
 
@@ -117,23 +154,42 @@ def render(run: RunResult) -> None:
             if pd.notna(r.get("pct_of_published")):
                 peak = f"{peak or ''}, {r['pct_of_published']:.0f}% of best achievable (published)".lstrip(", ")
             unit = throughput_unit(is_cuda, ops=r["dtype"] == "int8")[0]
-            col.metric(f"best {r['dtype']} ({unit})", f"{r['throughput']:.1f}", peak, delta_color="off",
-                       help=f"at {r['shape']}")
+            col.metric(
+                f"best {r['dtype']} ({unit})",
+                f"{r['throughput']:.1f}",
+                peak,
+                delta_color="off",
+                help=f"at {r['shape']}",
+            )
         node.show(run)
         show_charts(figures(run, accelerator), KEY)
         unit = throughput_unit(is_cuda)[0]
-        st.dataframe(df[[c for c in TABLE_COLUMNS if c in df]].rename(
-            columns={"throughput": f"{unit} (int8: OPS)", **COLUMN_NAMES}), hide_index=True)
+        st.dataframe(
+            df[[c for c in TABLE_COLUMNS if c in df]].rename(
+                columns={"throughput": f"{unit} (int8: OPS)", **COLUMN_NAMES}
+            ),
+            hide_index=True,
+        )
         entries = published_for(run, accelerator)
         if entries:
-            st.caption("Published (not measured here): " + "; ".join(
-                f"{p.accelerator} {p.dtype} {p.tflops:g} of {p.theory_tflops:g} TFLOPS ({100 * p.efficiency:.1f}%) at "
-                f"{p.best_shape}, torch {p.torch_version}" for p in entries) + f". Source: {published.SOURCE}.")
+            st.caption(
+                "Published (not measured here): "
+                + "; ".join(
+                    f"{p.accelerator} {p.dtype} {p.tflops:g} of {p.theory_tflops:g} TFLOPS ({100 * p.efficiency:.1f}%) at "
+                    f"{p.best_shape}, torch {p.torch_version}"
+                    for p in entries
+                )
+                + f". Source: {published.SOURCE}."
+            )
     skipped = rows[rows["status"] != "ok"] if "status" in rows else rows.iloc[0:0]
     if len(skipped):
-        st.warning("Not measured:\n" + "\n".join(
-            f"- {r['dtype']} {r['m']}×{r['n']}×{r['k']}: {r['reason']}"
-            for _, r in skipped.drop_duplicates(["dtype", "reason"]).iterrows()))
+        st.warning(
+            "Not measured:\n"
+            + "\n".join(
+                f"- {r['dtype']} {r['m']}×{r['n']}×{r['k']}: {r['reason']}"
+                for _, r in skipped.drop_duplicates(["dtype", "reason"]).iterrows()
+            )
+        )
     notes = [run.meta.get(k) for k in ("cache_note", "clocks_note", "cpu_load_note") if run.meta.get(k)]
     if run.device.get("kind") != "cuda":
         notes.append("CPU run: GFLOPS only — the datasheet column stays empty (no CPU peaks in the lab).")
@@ -144,9 +200,11 @@ def render(run: RunResult) -> None:
 
 
 st.title("Matmul throughput")
-st.write("How fast is this device really, per dtype — and what does each dtype cost in accuracy? Every point is "
-         "measured live: median time over many calls, TFLOPS against the datasheet peak, relative error against "
-         "an fp64 product, and where small matmuls are bandwidth-bound.")
+st.write(
+    "How fast is this device really, per dtype — and what does each dtype cost in accuracy? Every point is "
+    "measured live: median time over many calls, TFLOPS against the datasheet peak, relative error against "
+    "an fp64 product, and where small matmuls are bandwidth-bound."
+)
 device = lab.device_choice(KEY)
 is_cuda = device == "all" or _device_kind() == "cuda"
 if not is_cuda:

@@ -4,6 +4,7 @@ Every tab runs a ``core`` experiment in the worker (the same call as ``python -m
 and draws the stored run with ``pages.plots.<name>``. The inspector submits by itself whenever
 the typed value changes, so the page never blocks on a cast.
 """
+
 import math
 
 import pandas as pd
@@ -16,73 +17,133 @@ from pages.common.charts import show_charts
 from pages.plots import accumulate, autocast, formats, quantize, rounding
 
 # What the course note (seeds/003) states, quoted beside the measured table — not measured.
-NOTE_SAYS = {"fp32": "10^-38 ~ 10^38, 7 digits", "bf16": "10^-38 ~ 10^38, 3 digits",
-             "fp16": "10^-4 ~ 10^4, 3 digits", "tf32": "10^-38 ~ 10^38, 4 digits", "int8": "-128 ~ 127"}
+NOTE_SAYS = {
+    "fp32": "10^-38 ~ 10^38, 7 digits",
+    "bf16": "10^-38 ~ 10^38, 3 digits",
+    "fp16": "10^-4 ~ 10^4, 3 digits",
+    "tf32": "10^-38 ~ 10^38, 4 digits",
+    "int8": "-128 ~ 127",
+}
 DEFAULT_VALUE = "3.14159265"
 
 st.title("Number formats")
-st.caption(f"Runs on **{lab.device_options().get(lab.selected_device(), lab.selected_device())}** "
-           "(change it in the sidebar). Every number below comes from PyTorch on that device.")
+st.caption(
+    f"Runs on **{lab.device_options().get(lab.selected_device(), lab.selected_device())}** "
+    "(change it in the sidebar). Every number below comes from PyTorch on that device."
+)
 
 tab_inspect, tab_acc, tab_auto, tab_round, tab_quant = st.tabs(
-    ["Value inspector & formats", "Accumulation", "Autocast dtypes", "Matmul rounding", "Integer quantization"])
+    ["Value inspector & formats", "Accumulation", "Autocast dtypes", "Matmul rounding", "Integer quantization"]
+)
 
 
 def render_formats(run: RunResult) -> None:
     df = run.frame()
-    cols = [c for c in ("format", "stored", "abs_error", "rel_error", "bits", "hex", "status", "reason")
-            if c in df.columns]
-    st.dataframe(df[cols], hide_index=True, column_config={
-        "stored": st.column_config.NumberColumn(format="%.10g"),
-        "abs_error": st.column_config.NumberColumn(format="%.3e"),
-        "rel_error": st.column_config.NumberColumn(format="%.3e")})
-    st.caption(f"Errors against the typed decimal {run.meta.get('exact_value')} (exact decimal arithmetic). "
-               "tf32: the fp32 value with its mantissa rounded to 10 bits (nearest, ties to even); int8/int4: "
-               "rounded and clamped with scale 1.")
+    cols = [
+        c for c in ("format", "stored", "abs_error", "rel_error", "bits", "hex", "status", "reason") if c in df.columns
+    ]
+    st.dataframe(
+        df[cols],
+        hide_index=True,
+        column_config={
+            "stored": st.column_config.NumberColumn(format="%.10g"),
+            "abs_error": st.column_config.NumberColumn(format="%.3e"),
+            "rel_error": st.column_config.NumberColumn(format="%.3e"),
+        },
+    )
+    st.caption(
+        f"Errors against the typed decimal {run.meta.get('exact_value')} (exact decimal arithmetic). "
+        "tf32: the fp32 value with its mantissa rounded to 10 bits (nearest, ties to even); int8/int4: "
+        "rounded and clamped with scale 1."
+    )
     table = rows_frame(run.meta.get("table", []))
     if not table.empty:
         table["course note says"] = table["format"].map(NOTE_SAYS).fillna("")
         st.subheader("Format table")
-        st.dataframe(table[["format", "bits", "sign_bits", "exponent_bits", "mantissa_bits", "bytes", "max",
-                            "smallest_normal", "smallest_subnormal", "eps", "decimal_digits", "course note says",
-                            "source", "note"]], hide_index=True,
-                     column_config={c: st.column_config.NumberColumn(format="%.6g")
-                                    for c in ("max", "smallest_normal", "smallest_subnormal", "eps")})
-        st.caption("max / smallest normal / eps from torch.finfo/iinfo; eps and field widths measured from bit "
-                   "patterns; tf32, int4 and fp4 from their definitions (see *source*). The last column quotes "
-                   "the course note for comparison: fp16's real range is 6.0e-8 (subnormal) to 65504.")
+        st.dataframe(
+            table[
+                [
+                    "format",
+                    "bits",
+                    "sign_bits",
+                    "exponent_bits",
+                    "mantissa_bits",
+                    "bytes",
+                    "max",
+                    "smallest_normal",
+                    "smallest_subnormal",
+                    "eps",
+                    "decimal_digits",
+                    "course note says",
+                    "source",
+                    "note",
+                ]
+            ],
+            hide_index=True,
+            column_config={
+                c: st.column_config.NumberColumn(format="%.6g")
+                for c in ("max", "smallest_normal", "smallest_subnormal", "eps")
+            },
+        )
+        st.caption(
+            "max / smallest normal / eps from torch.finfo/iinfo; eps and field widths measured from bit "
+            "patterns; tf32, int4 and fp4 from their definitions (see *source*). The last column quotes "
+            "the course note for comparison: fp16's real range is 6.0e-8 (subnormal) to 65504."
+        )
     show_charts(formats.figures(run), "nf.formats")
 
 
 with tab_inspect:
-    text = st.text_input("Value", value=st.session_state.get("nf.formats.sent", DEFAULT_VALUE), key="nf.value",
-                         help="Any number: 3.14159265, 65536, 1e-8, -0.1, inf, nan. The table updates by itself.")
+    text = st.text_input(
+        "Value",
+        value=st.session_state.get("nf.formats.sent", DEFAULT_VALUE),
+        key="nf.value",
+        help="Any number: 3.14159265, 65536, 1e-8, -0.1, inf, nan. The table updates by itself.",
+    )
     try:
         value = float(text)
     except ValueError:
         st.error(f"{text!r} is not a number (examples: 3.14159265, 1e-8, inf).")
     else:
-        if st.session_state.get("nf.formats.sent") != text and \
-                run_panel.submit("nf.formats", "formats", {"value": value}):
+        if st.session_state.get("nf.formats.sent") != text and run_panel.submit(
+            "nf.formats", "formats", {"value": value}
+        ):
             st.session_state["nf.formats.sent"] = text
     run_panel.results("nf.formats", render_formats, empty="Type a value.")
 
 
 def render_accumulate(run: RunResult) -> None:
     df = run.frame()
-    st.dataframe(df[["method", "accumulator", "addend", "result", "error", "addend_stored", "error_vs_stored_addend",
-                     "stalled_at_step"]], hide_index=True,
-                 column_config={"result": st.column_config.NumberColumn(format="%.7g")})
-    st.caption("error = result − value × steps (exact). addend_stored = what the addend dtype holds for the value; "
-               "error_vs_stored_addend isolates the accumulation error. stalled_at_step = first step whose "
-               "addition left the sum unchanged. Course note (seeds/004): fp32 10.0001, fp16 9.9531, "
-               "fp32 += fp16 10.0021.")
+    st.dataframe(
+        df[
+            [
+                "method",
+                "accumulator",
+                "addend",
+                "result",
+                "error",
+                "addend_stored",
+                "error_vs_stored_addend",
+                "stalled_at_step",
+            ]
+        ],
+        hide_index=True,
+        column_config={"result": st.column_config.NumberColumn(format="%.7g")},
+    )
+    st.caption(
+        "error = result − value × steps (exact). addend_stored = what the addend dtype holds for the value; "
+        "error_vs_stored_addend isolates the accumulation error. stalled_at_step = first step whose "
+        "addition left the sum unchanged. Course note (seeds/004): fp32 10.0001, fp16 9.9531, "
+        "fp32 += fp16 10.0021."
+    )
     show_charts(accumulate.figures(run), "nf.accumulate")
 
 
 with tab_acc:
-    st.write("`s += x` repeated, for every accumulator × addend dtype, as in the course note; "
-             "plus `torch.sum` of the same data, whose kernel accumulates differently from a Python loop.")
+    st.write(
+        "`s += x` repeated, for every accumulator × addend dtype, as in the course note; "
+        "plus `torch.sum` of the same data, whose kernel accumulates differently from a Python loop."
+    )
     c1, c2 = st.columns(2)
     acc_value = c1.number_input("Addend x", value=0.01, format="%.6g", key="nf.acc.value")
     acc_steps = c2.number_input("Steps", min_value=1, max_value=100_000, value=1000, step=100, key="nf.acc.steps")
@@ -100,9 +161,11 @@ def render_autocast(run: RunResult) -> None:
 
 
 with tab_auto:
-    st.write("The course's toy model (Linear → ReLU → LayerNorm → Linear) and one Transformer block run forward "
-             "and backward under `torch.autocast` (CUDA: fp16 and bf16; CPU: bf16), and once without it. Forward "
-             "and backward hooks record the dtypes each module really saw.")
+    st.write(
+        "The course's toy model (Linear → ReLU → LayerNorm → Linear) and one Transformer block run forward "
+        "and backward under `torch.autocast` (CUDA: fp16 and bf16; CPU: bf16), and once without it. Forward "
+        "and backward hooks record the dtypes each module really saw."
+    )
     run_panel.run_controls("nf.autocast", "autocast", lambda: {})
     run_panel.results("nf.autocast", render_autocast)
 
@@ -124,8 +187,10 @@ def render_quantize(run: RunResult) -> None:
     st.dataframe(run.frame(), hide_index=True)
     if run.meta.get("round_trip"):
         st.dataframe(pd.DataFrame(run.meta["round_trip"]), hide_index=True)
-        st.caption("The course note maps 0.1, 0.5, 0.9, 1.2 to 13, 64, 115, 153 and back exactly; a per-tensor "
-                   "scale gives the codes above, and the round trip is approximate.")
+        st.caption(
+            "The course note maps 0.1, 0.5, 0.9, 1.2 to 13, 64, 115, 153 and back exactly; a per-tensor "
+            "scale gives the codes above, and the round trip is approximate."
+        )
     show_charts(quantize.figures(run), "nf.quantize")
 
 
@@ -137,14 +202,17 @@ def _custom_values(text: str) -> list[float]:
 
 
 with tab_quant:
-    st.write("Per-tensor int8 and int4 quantize → dequantize, symmetric and asymmetric. One scale per tensor: "
-             "a few outliers stretch it and the bulk of the values lands on a handful of levels.")
+    st.write(
+        "Per-tensor int8 and int4 quantize → dequantize, symmetric and asymmetric. One scale per tensor: "
+        "a few outliers stretch it and the bulk of the values lands on a handful of levels."
+    )
     c1, c2, c3 = st.columns(3)
     dist = c1.selectbox("Tensor", ("normal", "uniform", "outliers", "custom"), index=2, key="nf.q.dist")
     q_size = c2.number_input("Elements", min_value=16, max_value=10_000_000, value=100_000, key="nf.q.size")
     q_scale = c3.number_input("Outlier magnitude (σ)", min_value=1.0, max_value=1e6, value=50.0, key="nf.q.scale")
-    custom = st.text_input("Custom values (comma-separated)", value="0.1, 0.5, 0.9, 1.2", key="nf.q.values",
-                           disabled=dist != "custom")
+    custom = st.text_input(
+        "Custom values (comma-separated)", value="0.1, 0.5, 0.9, 1.2", key="nf.q.values", disabled=dist != "custom"
+    )
 
     def quant_values() -> dict:
         values = {"distribution": dist, "size": int(q_size), "outlier_scale": float(q_scale)}
@@ -152,7 +220,7 @@ with tab_quant:
             try:
                 values["values"] = _custom_values(custom)
             except ValueError:
-                raise ConfigError(f"custom values must be finite numbers separated by commas, got {custom!r}")
+                raise ConfigError(f"custom values must be finite numbers separated by commas, got {custom!r}") from None
         return values
 
     run_panel.run_controls("nf.quantize", "quantize", quant_values)

@@ -1,14 +1,15 @@
 """Step benchmark: forward / backward / optimizer time, tokens per second, MFU, and what the kernels do."""
+
 from pathlib import Path
 
 import streamlit as st
 
+from core.columns import throughput_unit
 from core.experiment import config_to_dict
-from core.result import RunResult
 from core.experiments.step_bench import PEAK_UNIT, StepBenchConfig
+from core.result import RunResult
 from core.transformer.training import OPTIMIZERS, PRECISIONS
 from pages.common import lab, node, run_panel, workload
-from core.columns import throughput_unit
 from pages.common.charts import show_charts
 from pages.plots import kind_rows
 from pages.plots.step_bench import figures
@@ -19,14 +20,19 @@ DTYPE_TO_PRECISION = {"fp32": "fp32", "tf32": "tf32", "bf16": "bf16-autocast", "
 DEFAULTS = StepBenchConfig()
 
 st.title("Step benchmark")
-st.write("One training step of the course's Transformer, timed phase by phase with a device synchronisation "
-         "(CUDA events on a GPU, `perf_counter` on a CPU): forward, backward, optimizer step, the whole step — "
-         "after warm-up, and step by step without it. Then `torch.profiler` shows which kernels the time goes "
-         "to, and a sweep times every precision mode.")
+st.write(
+    "One training step of the course's Transformer, timed phase by phase with a device synchronisation "
+    "(CUDA events on a GPU, `perf_counter` on a CPU): forward, backward, optimizer step, the whole step — "
+    "after warm-up, and step by step without it. Then `torch.profiler` shows which kernels the time goes "
+    "to, and a sweep times every precision mode."
+)
 
 model, device = lab.selected_model(), lab.device_choice(KEY)
-st.caption(f"Model **{model}** and device **{device}** come from the sidebar." if device != "all" else
-           f"Model **{model}** comes from the sidebar; the benchmark runs on **every GPU at once**.")
+st.caption(
+    f"Model **{model}** and device **{device}** come from the sidebar."
+    if device != "all"
+    else f"Model **{model}** comes from the sidebar; the benchmark runs on **every GPU at once**."
+)
 if device == "cpu" and model not in ("tiny", "mini"):
     st.warning(f"`{model}` on a CPU takes minutes per step; `tiny` and `mini` finish in seconds.")
 
@@ -36,8 +42,14 @@ context = cols[1].number_input("Context (tokens)", 2, 16384, DEFAULTS.context, k
 optimizer = cols[2].selectbox("Optimizer", OPTIMIZERS, index=OPTIMIZERS.index(DEFAULTS.optimizer), key=f"{KEY}.opt")
 warmup = cols[3].number_input("Warm-up steps", 0, 1000, DEFAULTS.warmup_steps, key=f"{KEY}.warmup")
 timed = cols[4].number_input("Timed steps", 2, 10_000, DEFAULTS.timed_steps, key=f"{KEY}.timed")
-common = {"model": model, "batch": int(batch), "context": int(context), "optimizer": optimizer,
-          "warmup_steps": int(warmup), "timed_steps": int(timed)}
+common = {
+    "model": model,
+    "batch": int(batch),
+    "context": int(context),
+    "optimizer": optimizer,
+    "warmup_steps": int(warmup),
+    "timed_steps": int(timed),
+}
 
 
 def metrics(run: RunResult) -> None:
@@ -45,23 +57,37 @@ def metrics(run: RunResult) -> None:
     if summary is None:
         return
     cols = st.columns(5)
-    cols[0].metric("Step (median)", f"{summary['step_ms_median']:.2f} ms",
-                   f"mean {summary['step_ms_mean']:.2f} ± {summary['step_ms_std']:.2f}", delta_color="off")
+    cols[0].metric(
+        "Step (median)",
+        f"{summary['step_ms_median']:.2f} ms",
+        f"mean {summary['step_ms_mean']:.2f} ± {summary['step_ms_std']:.2f}",
+        delta_color="off",
+    )
     cols[1].metric("Tokens / s", f"{summary['tokens_per_s']:,.0f}")
     unit, scale = throughput_unit(run.device.get("kind") == "cuda")
-    cols[2].metric(f"Achieved ({unit})", f"{summary['achieved_tflops'] * scale:,.1f}",
-                   f"{summary['model_flops_per_step'] / 1e9:,.2f} GFLOP per step", delta_color="off")
+    cols[2].metric(
+        f"Achieved ({unit})",
+        f"{summary['achieved_tflops'] * scale:,.1f}",
+        f"{summary['model_flops_per_step'] / 1e9:,.2f} GFLOP per step",
+        delta_color="off",
+    )
     if summary.get("mfu") is not None:
-        cols[3].metric("MFU", f"{summary['mfu']:.1%}", f"of {summary['peak_tflops']:g} TFLOPS {summary['peak_unit']}",
-                       delta_color="off")
+        cols[3].metric(
+            "MFU",
+            f"{summary['mfu']:.1%}",
+            f"of {summary['peak_tflops']:g} TFLOPS {summary['peak_unit']}",
+            delta_color="off",
+        )
     else:
         cols[3].metric("MFU", "n/a", summary.get("mfu_note"), delta_color="off")
     cols[4].metric("Backward / forward", f"{summary['backward_forward_ratio']:.2f}×")
     if summary.get("first_step_ms") is not None:
-        st.caption(f"First step without warm-up: **{summary['first_step_ms']:.1f} ms**, "
-                   f"{summary['first_step_over_median']:.1f}× the warmed-up median ({run.meta.get('cold_includes', '')}). "
-                   f"Timing: {run.meta.get('timing', '')}. Model FLOPs: 6·N·tokens for the N = "
-                   f"{run.meta.get('flops', {}).get('matmul_params', 0):,} matmul weights plus attention scores/values.")
+        st.caption(
+            f"First step without warm-up: **{summary['first_step_ms']:.1f} ms**, "
+            f"{summary['first_step_over_median']:.1f}× the warmed-up median ({run.meta.get('cold_includes', '')}). "
+            f"Timing: {run.meta.get('timing', '')}. Model FLOPs: 6·N·tokens for the N = "
+            f"{run.meta.get('flops', {}).get('matmul_params', 0):,} matmul weights plus attention scores/values."
+        )
 
 
 def trace_download(run: RunResult) -> None:
@@ -74,9 +100,15 @@ def trace_download(run: RunResult) -> None:
     elif trace.stat().st_size > MAX_TRACE_DOWNLOAD_BYTES:
         st.caption(f"Chrome trace: `{path}` ({trace.stat().st_size / 2**20:.0f} MiB) — open it at ui.perfetto.dev.")
     else:
-        st.download_button(f"Chrome trace for Perfetto ({trace.stat().st_size / 2**10:,.0f} KiB, gzip JSON)",
-                           trace.read_bytes, trace.name, "application/gzip", key=f"{KEY}.trace.{run.id}",
-                           on_click="ignore", help="open at https://ui.perfetto.dev or chrome://tracing")
+        st.download_button(
+            f"Chrome trace for Perfetto ({trace.stat().st_size / 2**10:,.0f} KiB, gzip JSON)",
+            trace.read_bytes,
+            trace.name,
+            "application/gzip",
+            key=f"{KEY}.trace.{run.id}",
+            on_click="ignore",
+            help="open at https://ui.perfetto.dev or chrome://tracing",
+        )
 
 
 def render_single(run: RunResult) -> None:
@@ -87,8 +119,10 @@ def render_single(run: RunResult) -> None:
     if "kind" in kernels and (kernels["kind"] == "kernel").any():
         st.subheader("Top kernels" if run.device.get("kind") == "cuda" else "Top ops (CPU: self time per op)")
         st.caption(run.meta.get("profile_measure", ""))
-        table = kernels[kernels["kind"] == "kernel"][["device"] * ("device" in kernels) + [
-            "scope", "rank", "name", "group", "count_per_step", "ms_per_step", "share"]]
+        table = kernels[kernels["kind"] == "kernel"][
+            ["device"] * ("device" in kernels)
+            + ["scope", "rank", "name", "group", "count_per_step", "ms_per_step", "share"]
+        ]
         st.dataframe(table, hide_index=True)
     trace_download(run)
 
@@ -100,7 +134,8 @@ def render_sweep(run: RunResult) -> None:
     unit, scale = throughput_unit(run.device.get("kind") == "cuda")
     if "achieved_tflops" in modes:
         modes = modes.assign(achieved_tflops=modes["achieved_tflops"] * scale).rename(
-            columns={"achieved_tflops": f"achieved {unit}"})
+            columns={"achieved_tflops": f"achieved {unit}"}
+        )
     st.dataframe(modes.drop(columns=["kind"]), hide_index=True)
 
 
@@ -108,23 +143,43 @@ single, sweep, imported = st.tabs(["Step benchmark", "Precision sweep", "Import 
 with single:
     cols = st.columns(4)
     start = DTYPE_TO_PRECISION.get(lab.selected_dtype(), "fp32")
-    precision = cols[0].selectbox("Precision", PRECISIONS, index=PRECISIONS.index(start), key=f"{KEY}.precision",
-                                  help=f"MFU is measured against the datasheet peak of the unit: "
-                                       f"{', '.join(f'{k} → {v}' for k, v in PEAK_UNIT.items())}.")
+    precision = cols[0].selectbox(
+        "Precision",
+        PRECISIONS,
+        index=PRECISIONS.index(start),
+        key=f"{KEY}.precision",
+        help=f"MFU is measured against the datasheet peak of the unit: "
+        f"{', '.join(f'{k} → {v}' for k, v in PEAK_UNIT.items())}.",
+    )
     cold = cols[1].number_input("Steps without warm-up", 0, 100, DEFAULTS.cold_steps, key=f"{KEY}.cold")
-    profile = cols[2].number_input("Profiled steps", 0, 10, DEFAULTS.profile_steps, key=f"{KEY}.profile",
-                                   help="0 skips the kernel breakdown")
+    profile = cols[2].number_input(
+        "Profiled steps", 0, 10, DEFAULTS.profile_steps, key=f"{KEY}.profile", help="0 skips the kernel breakdown"
+    )
     trace = cols[3].checkbox("Chrome trace", DEFAULTS.trace, key=f"{KEY}.trace")
-    run_panel.run_controls(f"{KEY}.single", "step-bench", lambda: config_to_dict(StepBenchConfig(
-                           **common, precision=precision, cold_steps=int(cold), profile_steps=int(profile), trace=trace)),
-                           label="Run step benchmark", device=device)
+    run_panel.run_controls(
+        f"{KEY}.single",
+        "step-bench",
+        lambda: config_to_dict(
+            StepBenchConfig(
+                **common, precision=precision, cold_steps=int(cold), profile_steps=int(profile), trace=trace
+            )
+        ),
+        label="Run step benchmark",
+        device=device,
+    )
     run_panel.results(f"{KEY}.single", render_single)
 with sweep:
-    st.caption("Every precision mode on the same model and settings; modes this device cannot run are shown as "
-               "unsupported with the reason. No profiling in a sweep.")
-    run_panel.run_controls(f"{KEY}.sweep", "step-bench", lambda: config_to_dict(StepBenchConfig(
-        **common, sweep=True, cold_steps=0, profile_steps=0, trace=False)), label="Run precision sweep",
-        device=device)
+    st.caption(
+        "Every precision mode on the same model and settings; modes this device cannot run are shown as "
+        "unsupported with the reason. No profiling in a sweep."
+    )
+    run_panel.run_controls(
+        f"{KEY}.sweep",
+        "step-bench",
+        lambda: config_to_dict(StepBenchConfig(**common, sweep=True, cold_steps=0, profile_steps=0, trace=False)),
+        label="Run precision sweep",
+        device=device,
+    )
     run_panel.results(f"{KEY}.sweep", render_sweep)
 with imported:
     workload.trace_section(f"{KEY}.trace")

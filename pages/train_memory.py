@@ -1,11 +1,19 @@
 """Training memory: where every byte of a training step goes — measured timeline, estimate, planner, compare."""
+
 import pandas as pd
 import streamlit as st
 
-from core.transformer.planner import EstimateConfig, moments, plan
 from core.experiment import ConfigError
-from core.transformer.presets import (ARCHITECTURE_NAMES, DEFAULT_BATCH, DEFAULT_CONTEXT, OPTIMIZERS, PRECISIONS,
-                                      custom_spec, get_preset)
+from core.transformer.planner import EstimateConfig, moments, plan
+from core.transformer.presets import (
+    ARCHITECTURE_NAMES,
+    DEFAULT_BATCH,
+    DEFAULT_CONTEXT,
+    OPTIMIZERS,
+    PRECISIONS,
+    custom_spec,
+    get_preset,
+)
 from pages.common import lab, run_panel, workload
 from pages.common.charts import show, show_charts
 from pages.plots import overlay_for
@@ -19,25 +27,34 @@ PRECISION_FOR_DTYPE = {"fp32": "fp32", "tf32": "tf32", "bf16": "bf16-autocast", 
 GIB = 2**30
 
 st.title("Training memory")
-st.write("One training step of the course's Transformer, allocation by allocation: parameters, gradients, "
-         "optimizer state, activations saved for backward, temporaries. The measured timeline sits next to an "
-         "analytical **estimate** counted from the tensors the model saves, so you can see where the peak is "
-         "and whether a bigger model fits before you try it.")
+st.write(
+    "One training step of the course's Transformer, allocation by allocation: parameters, gradients, "
+    "optimizer state, activations saved for backward, temporaries. The measured timeline sits next to an "
+    "analytical **estimate** counted from the tensors the model saves, so you can see where the peak is "
+    "and whether a bigger model fits before you try it."
+)
 
 device = lab.selected_device()
 info = lab.device_info(device) or {"kind": "cpu", "total_memory_bytes": None}
 target = "cuda" if info.get("kind") == "cuda" else "cpu"
 
 MODEL_SOURCES = ("sidebar preset", "published architecture", "your own dimensions")
-source = st.radio("Model", MODEL_SOURCES, horizontal=True, key=f"{KEY}.model_source",
-                  help="The course's presets come from the sidebar; published architectures and your own dimensions "
-                       "(grouped-query attention, tied embeddings) use the same family: RMSNorm, SwiGLU, RoPE, no biases.")
+source = st.radio(
+    "Model",
+    MODEL_SOURCES,
+    horizontal=True,
+    key=f"{KEY}.model_source",
+    help="The course's presets come from the sidebar; published architectures and your own dimensions "
+    "(grouped-query attention, tied embeddings) use the same family: RMSNorm, SwiGLU, RoPE, no biases.",
+)
 model = lab.selected_model()  # the sidebar's model size: one selector for every page
 if source == MODEL_SOURCES[1]:
     model = st.selectbox("Architecture", ARCHITECTURE_NAMES, key=f"{KEY}.architecture")
     arch = get_preset(model)
-    st.caption(f"*published*: {arch.published_params:,} parameters — {arch.source}. Counted from the shapes here: "
-               f"{arch.param_count():,}.")
+    st.caption(
+        f"*published*: {arch.published_params:,} parameters — {arch.source}. Counted from the shapes here: "
+        f"{arch.param_count():,}."
+    )
 elif source == MODEL_SOURCES[2]:
     dims = st.columns(7)
     d_model = dims[0].number_input("d_model", 2, 131_072, 2048, step=64, key=f"{KEY}.d_model")
@@ -54,35 +71,60 @@ elif source == MODEL_SOURCES[2]:
         st.error(f"Invalid model: {exc}")
         st.stop()
 cols = st.columns(4)
-cols[0].text_input("Model", model if source == MODEL_SOURCES[0] else model.removeprefix("custom:")[:40], disabled=True,
-                   help="The course presets change in the sidebar.")
+cols[0].text_input(
+    "Model",
+    model if source == MODEL_SOURCES[0] else model.removeprefix("custom:")[:40],
+    disabled=True,
+    help="The course presets change in the sidebar.",
+)
 precision_default = PRECISION_FOR_DTYPE.get(lab.selected_dtype(), "fp32")
 if target == "cpu" and precision_default == "tf32":
     precision_default = "fp32"
-precision = cols[1].selectbox("Precision", PRECISIONS, index=PRECISIONS.index(precision_default),
-                              key=f"{KEY}.precision")
-optimizer = cols[2].selectbox("Optimizer", OPTIMIZERS, index=OPTIMIZERS.index("adamw"),
-                              key=f"{KEY}.optimizer")
+precision = cols[1].selectbox(
+    "Precision", PRECISIONS, index=PRECISIONS.index(precision_default), key=f"{KEY}.precision"
+)
+optimizer = cols[2].selectbox("Optimizer", OPTIMIZERS, index=OPTIMIZERS.index("adamw"), key=f"{KEY}.optimizer")
 batch = cols[3].number_input("Batch", 1, 65_536, DEFAULT_BATCH, key=f"{KEY}.batch")
 cols = st.columns(4)
 context = cols[0].number_input("Context (tokens)", 1, 65_536, DEFAULT_CONTEXT, key=f"{KEY}.context")
 checkpointing = cols[1].checkbox("Activation checkpointing", key=f"{KEY}.ckpt")
 set_to_none = cols[2].checkbox("zero_grad(set_to_none)", value=True, key=f"{KEY}.none")
 forward_only = cols[3].checkbox("Forward only", key=f"{KEY}.fwd")
-settings = {"model": model, "precision": precision, "optimizer": optimizer, "batch": int(batch),
-            "context": int(context), "checkpointing": checkpointing, "set_to_none": set_to_none,
-            "forward_only": forward_only}
+settings = {
+    "model": model,
+    "precision": precision,
+    "optimizer": optimizer,
+    "batch": int(batch),
+    "context": int(context),
+    "checkpointing": checkpointing,
+    "set_to_none": set_to_none,
+    "forward_only": forward_only,
+}
 shape = get_preset(model)
-st.caption(f"{model}: {shape.param_count():,} parameters (d_model {shape.d_model}, {shape.num_layers} layers, "
-           f"{shape.num_heads} heads{f', {shape.kv_heads} KV heads' if shape.kv_heads != shape.num_heads else ''}"
-           f"{', tied embeddings' if shape.tied_embeddings else ''}).")
+st.caption(
+    f"{model}: {shape.param_count():,} parameters (d_model {shape.d_model}, {shape.num_layers} layers, "
+    f"{shape.num_heads} heads{f', {shape.kv_heads} KV heads' if shape.kv_heads != shape.num_heads else ''}"
+    f"{', tied embeddings' if shape.tied_embeddings else ''})."
+)
 
 st.header("Planner (estimate — nothing runs)")
 memory_default = (info.get("total_memory_bytes") or 16 * GIB) / GIB
-memory_gib = st.number_input("Device memory to plan for (GiB)", 0.5, 100_000.0, round(memory_default, 1),
-                             key=f"{KEY}.memory", help="Defaults to the selected device; type another GPU's size.")
-plan_target = st.radio("Plan for", ("cuda", "cpu"), index=0 if target == "cuda" else 1, horizontal=True,
-                       key=f"{KEY}.target", help="Autocast policies and the cuBLAS workspace differ.")
+memory_gib = st.number_input(
+    "Device memory to plan for (GiB)",
+    0.5,
+    100_000.0,
+    round(memory_default, 1),
+    key=f"{KEY}.memory",
+    help="Defaults to the selected device; type another GPU's size.",
+)
+plan_target = st.radio(
+    "Plan for",
+    ("cuda", "cpu"),
+    index=0 if target == "cuda" else 1,
+    horizontal=True,
+    key=f"{KEY}.target",
+    help="Autocast policies and the cuBLAS workspace differ.",
+)
 try:
     est_cfg = EstimateConfig(**settings, target=plan_target)
 except ConfigError as exc:
@@ -90,34 +132,60 @@ except ConfigError as exc:
     st.stop()
 answer = plan(est_cfg, int(memory_gib * GIB))
 cols = st.columns(4)
-cols[0].metric("Estimated peak (allocator)", f"{answer['peak_estimated_bytes'] / GIB:.2f} GiB",
-               answer["peak_phase"], delta_color="off")
-cols[1].metric("With context allowance", f"{answer['device_total_estimated_bytes'] / GIB:.2f} GiB",
-               help="Allocator peak + 5% fragmentation + 600 MiB CUDA context: allowances, not measurements.")
+cols[0].metric(
+    "Estimated peak (allocator)",
+    f"{answer['peak_estimated_bytes'] / GIB:.2f} GiB",
+    answer["peak_phase"],
+    delta_color="off",
+)
+cols[1].metric(
+    "With context allowance",
+    f"{answer['device_total_estimated_bytes'] / GIB:.2f} GiB",
+    help="Allocator peak + 5% fragmentation + 600 MiB CUDA context: allowances, not measurements.",
+)
 cols[2].metric("Max batch that fits (estimate)", answer["max_batch_estimated"])
-cols[3].metric("fp32 peak for comparison",
-               f"{plan(EstimateConfig(**settings | {'precision': 'fp32'}, target=plan_target))['peak_estimated_bytes'] / GIB:.2f} GiB")
-plan_df = pd.DataFrame([{"moment": m.label, "phase": m.phase, "total_bytes": m.total_bytes, **m.bytes}
-                        for m in moments(est_cfg)])
-show(moments_figure(plan_df, f"Predicted memory through the step<br><sup>estimate · {model} · {precision} · "
-                             f"{optimizer} · batch {batch} × {context}</sup>"), plan_df, "estimate-moments",
-     f"{KEY}.plan")
-st.caption(f"Predicted peak at *{answer['peak_moment']}*. Activations per layer: "
-           + ", ".join(f"{k.replace('_', ' ')} {v / 2**20:.1f} MiB" for k, v in answer["activations_bytes"].items()))
+cols[3].metric(
+    "fp32 peak for comparison",
+    f"{plan(EstimateConfig(**settings | {'precision': 'fp32'}, target=plan_target))['peak_estimated_bytes'] / GIB:.2f} GiB",
+)
+plan_df = pd.DataFrame(
+    [{"moment": m.label, "phase": m.phase, "total_bytes": m.total_bytes, **m.bytes} for m in moments(est_cfg)]
+)
+show(
+    moments_figure(
+        plan_df,
+        f"Predicted memory through the step<br><sup>estimate · {model} · {precision} · "
+        f"{optimizer} · batch {batch} × {context}</sup>",
+    ),
+    plan_df,
+    "estimate-moments",
+    f"{KEY}.plan",
+)
+st.caption(
+    f"Predicted peak at *{answer['peak_moment']}*. Activations per layer: "
+    + ", ".join(f"{k.replace('_', ' ')} {v / 2**20:.1f} MiB" for k, v in answer["activations_bytes"].items())
+)
 
 st.header("Measure")
-st.caption("Runs warm-up + recorded steps in a fresh worker on the selected device, records every allocation "
-           "(GPU: allocator history; CPU: the profiler's memory events) and compares the peak with the estimate.")
+st.caption(
+    "Runs warm-up + recorded steps in a fresh worker on the selected device, records every allocation "
+    "(GPU: allocator history; CPU: the profiler's memory events) and compares the peak with the estimate."
+)
 run_panel.run_controls(KEY, "train-memory", lambda: dict(settings), label="Run and record")
 
 
 def render(run) -> None:
     meta = run.meta
     cols = st.columns(3)
-    cols[0].metric("Measured peak", f"{meta['peak_measured_bytes'] / 2**20:.1f} MiB", meta["peak_phase"],
-                   delta_color="off")
-    cols[1].metric("Estimated peak", f"{meta['peak_estimated_bytes'] / 2**20:.1f} MiB",
-                   meta["peak_phase_estimated"], delta_color="off")
+    cols[0].metric(
+        "Measured peak", f"{meta['peak_measured_bytes'] / 2**20:.1f} MiB", meta["peak_phase"], delta_color="off"
+    )
+    cols[1].metric(
+        "Estimated peak",
+        f"{meta['peak_estimated_bytes'] / 2**20:.1f} MiB",
+        meta["peak_phase_estimated"],
+        delta_color="off",
+    )
     cols[2].metric("Estimate error", f"{meta['error_pct']:+.1f} %")
     st.caption(f"Method: {meta['method']}")
     show_charts(figures(run), f"{KEY}.result")
@@ -133,9 +201,18 @@ run_panel.results(KEY, render)
 if target == "cuda":
     st.subheader("Max batch, confirmed by real steps")
     st.caption("Binary search from the estimate; every probe is a fresh process, out-of-memory caught.")
-    run_panel.run_controls(f"{KEY}.max", "max-batch", lambda: {
-        "model": model, "precision": precision, "optimizer": optimizer, "context": int(context),
-        "checkpointing": checkpointing}, label="Find max batch")
+    run_panel.run_controls(
+        f"{KEY}.max",
+        "max-batch",
+        lambda: {
+            "model": model,
+            "precision": precision,
+            "optimizer": optimizer,
+            "context": int(context),
+            "checkpointing": checkpointing,
+        },
+        label="Find max batch",
+    )
     run_panel.results(f"{KEY}.max", render_max_batch, empty="Not searched yet.")
 else:
     st.caption("Max batch confirmation needs a GPU (a CPU has no device-memory limit to search).")
@@ -146,14 +223,20 @@ stored = [r for r in (store.list(experiment="train-memory") if store else []) if
 if len(stored) < 2:
     st.info("Record two or more runs (e.g. fp32 and bf16-autocast) to overlay them here.")
 else:
-    labels = {r.id: f"{r.config['model']} · {r.config['precision']} · {r.config['optimizer']} · "
-                    f"b{r.config['batch']} · {r.started_at[:19]}" for r in stored}
-    chosen = st.multiselect("Runs", list(labels), default=list(labels)[:2], format_func=labels.get,
-                            key=f"{KEY}.compare")
+    labels = {
+        r.id: f"{r.config['model']} · {r.config['precision']} · {r.config['optimizer']} · "
+        f"b{r.config['batch']} · {r.started_at[:19]}"
+        for r in stored
+    }
+    chosen = st.multiselect(
+        "Runs", list(labels), default=list(labels)[:2], format_func=labels.get, key=f"{KEY}.compare"
+    )
     if len(chosen) >= 2:
         show_charts(overlay_for([r for r in stored if r.id in chosen]), f"{KEY}.overlay")
 
 st.header("Your own training (imported snapshot)")
-st.caption("The same views for a snapshot of your own job: the peak and its stack, who holds memory, categories "
-           "inferred from stacks, the segment map at any moment, and two snapshots side by side.")
+st.caption(
+    "The same views for a snapshot of your own job: the peak and its stack, who holds memory, categories "
+    "inferred from stacks, the segment map at any moment, and two snapshots side by side."
+)
 workload.snapshot_section(f"{KEY}.snapshot")

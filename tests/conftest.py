@@ -1,5 +1,6 @@
 """Test set-up: every test gets its own data directory (workers inherit it through the environment),
 GPU tests skip with a reason on machines without CUDA, and AppTest never sees another test's caches."""
+
 import os
 import socket
 import sys
@@ -83,12 +84,24 @@ def manager(store):
 # What a GPU box's worker reports for its first GPU, added to the device list where this box has none,
 # so the CPU-pinned page tests below run under a GPU box's defaults (cuda:0 selected) everywhere.
 FAKE_GPU = {
-    "kind": "cuda", "index": 0, "torch_device": "cuda:0", "name": "Test GPU (a GPU box's default device)",
-    "label": "cuda:0 — Test GPU (a GPU box's default device)", "compute_capability": "9.0",
-    "multiprocessors": 132, "l2_cache_bytes": 50 * 2**20, "total_memory_bytes": 80 * 2**30,
-    "free_memory_bytes": 79 * 2**30, "bf16_supported": True, "spec": None,
-    "tf32": {"cuda_matmul_allow_tf32": False, "cudnn_allow_tf32": True, "float32_matmul_precision": "highest",
-             "NVIDIA_TF32_OVERRIDE": None},
+    "kind": "cuda",
+    "index": 0,
+    "torch_device": "cuda:0",
+    "name": "Test GPU (a GPU box's default device)",
+    "label": "cuda:0 — Test GPU (a GPU box's default device)",
+    "compute_capability": "9.0",
+    "multiprocessors": 132,
+    "l2_cache_bytes": 50 * 2**20,
+    "total_memory_bytes": 80 * 2**30,
+    "free_memory_bytes": 79 * 2**30,
+    "bf16_supported": True,
+    "spec": None,
+    "tf32": {
+        "cuda_matmul_allow_tf32": False,
+        "cudnn_allow_tf32": True,
+        "float32_matmul_precision": "highest",
+        "NVIDIA_TF32_OVERRIDE": None,
+    },
 }
 
 

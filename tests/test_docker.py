@@ -4,6 +4,7 @@ answers, the image is built and must pass its health check on ``/_stcore/health`
 ``GPULAB_DOCKER_BASE`` picks the base image for the build test (default: the Dockerfile's CUDA
 PyTorch image; ``python:3.11-slim-bookworm`` builds the CPU image much faster).
 """
+
 from __future__ import annotations
 
 import os
@@ -19,12 +20,15 @@ from tests.conftest import free_port, wait_healthy
 
 ROOT = Path(__file__).resolve().parent.parent
 DOCKERFILE = (ROOT / "Dockerfile").read_text()
-INSTRUCTIONS = [line.strip() for line in re.sub(r"\\\n", " ", DOCKERFILE).splitlines()
-                if line.strip() and not line.lstrip().startswith("#")]
+INSTRUCTIONS = [
+    line.strip()
+    for line in re.sub(r"\\\n", " ", DOCKERFILE).splitlines()
+    if line.strip() and not line.lstrip().startswith("#")
+]
 
 
 def instruction(name: str) -> list[str]:
-    return [line[len(name):].strip() for line in INSTRUCTIONS if line.upper().startswith(name + " ")]
+    return [line[len(name) :].strip() for line in INSTRUCTIONS if line.upper().startswith(name + " ")]
 
 
 def test_base_image_is_a_build_argument_defaulting_to_cuda_pytorch():
@@ -61,8 +65,9 @@ def _docker_problem() -> str | None:
     if shutil.which("docker") is None:
         return "the docker CLI is not installed"
     try:
-        out = subprocess.run(["docker", "info", "--format", "{{.ServerVersion}}"], capture_output=True, text=True,
-                             timeout=20)
+        out = subprocess.run(
+            ["docker", "info", "--format", "{{.ServerVersion}}"], capture_output=True, text=True, timeout=20
+        )
     except subprocess.TimeoutExpired:
         return "the Docker daemon did not answer within 20 s"
     if out.returncode != 0:
@@ -82,16 +87,21 @@ def test_image_builds_and_answers_its_health_check():
     out = subprocess.run(build, cwd=ROOT, capture_output=True, text=True, timeout=1800)
     assert out.returncode == 0, out.stderr[-3000:]
     port = free_port()
-    container = subprocess.run(["docker", "run", "-d", "--rm", "-p", f"127.0.0.1:{port}:8501", tag],
-                               capture_output=True, text=True, check=True).stdout.strip()
+    container = subprocess.run(
+        ["docker", "run", "-d", "--rm", "-p", f"127.0.0.1:{port}:8501", tag], capture_output=True, text=True, check=True
+    ).stdout.strip()
     try:
         if not wait_healthy(f"http://127.0.0.1:{port}", 120, poll_s=1):
             logs = subprocess.run(["docker", "logs", container], capture_output=True, text=True).stderr
             pytest.fail(f"no health answer within 120 s; logs: {logs[-2000:]}")
         uid = subprocess.run(["docker", "exec", container, "id", "-u"], capture_output=True, text=True).stdout
         assert uid.strip() not in ("", "0")
-        probe = subprocess.run(["docker", "exec", container, "python", "-m", "core", "probe", "--steps", "1",
-                                "--device", "cpu", "--json"], capture_output=True, text=True, timeout=300)
+        probe = subprocess.run(
+            ["docker", "exec", container, "python", "-m", "core", "probe", "--steps", "1", "--device", "cpu", "--json"],
+            capture_output=True,
+            text=True,
+            timeout=300,
+        )
         assert probe.returncode == 0, probe.stderr[-2000:]  # the worker runs and the store in /data is writable
     finally:
         subprocess.run(["docker", "rm", "-f", container], capture_output=True)

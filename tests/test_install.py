@@ -1,5 +1,6 @@
 """The install is reproducible: requirements.lock pins everything the requirements name (except torch,
 which a GPU box keeps as its own CUDA build), and this environment runs exactly the pinned versions."""
+
 import re
 from importlib import metadata
 

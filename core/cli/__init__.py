@@ -9,6 +9,7 @@ costly may register just that one, so ``python -m core estimate`` imports no tor
 
 Exit codes: 0 done, 1 the run failed, 2 bad input (named on stderr), 3 unsupported on this device.
 """
+
 from __future__ import annotations
 
 import argparse

@@ -4,6 +4,7 @@ Prints one table (check, result, expected, verdict) or, with ``--json``, the bun
 bundle (versions, driver, device, every check and every run) to attach to a bug report. Exit code 1
 when a check fails, 0 when every check passes or is unsupported with its reason, 2 for bad input.
 """
+
 from __future__ import annotations
 
 import json
@@ -16,9 +17,13 @@ ORDER = 15
 
 
 def register(sub, common) -> None:
-    p = sub.add_parser("doctor", parents=[common], help="run every experiment at its smallest setting on a device "
-                       "and cross-check the numbers against independent references (exit 1 if a check fails)",
-                       description=__doc__.splitlines()[0])
+    p = sub.add_parser(
+        "doctor",
+        parents=[common],
+        help="run every experiment at its smallest setting on a device "
+        "and cross-check the numbers against independent references (exit 1 if a check fails)",
+        description=__doc__.splitlines()[0],
+    )
     p.add_argument("--device", default="auto", help="auto (first GPU, else CPU), cpu, cuda or cuda:N")
     p.add_argument("-o", "--output", help="write the bundle (versions, driver, device, checks, runs) as JSON here")
     p.add_argument("--no-save", action="store_true", help="do not store the doctor's runs")

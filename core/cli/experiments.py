@@ -4,6 +4,7 @@ One option per field; tuples take comma lists; ``field(metadata={"help": ..., "c
 and documents them. The run is submitted to the same :class:`~core.jobs.JobManager` the pages use
 and printed as the stored :class:`~core.result.RunResult`.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -13,7 +14,8 @@ import os
 import signal
 import sys
 import typing
-from typing import Callable, Literal
+from collections.abc import Callable
+from typing import Literal
 
 from core import registry
 from core.cli.output import open_store, print_run
@@ -28,15 +30,25 @@ EXIT = {"ok": 0, "unsupported": 3}
 def register(sub, common) -> None:
     command = getattr(common, "command", None)
     # Running one experiment: import only its module (the planner then needs no torch). Otherwise all.
-    wanted = [registry.get(command)] if command and command.replace("-", "_") in registry.module_names() \
+    wanted = (
+        [registry.get(command)]
+        if command and command.replace("-", "_") in registry.module_names()
         else registry.experiments().values()
+    )
     for exp in wanted:
         p = sub.add_parser(exp.name, parents=[common], help=exp.title, description=exp.description)
-        p.add_argument("--device", default="auto",
-                       help="auto (first GPU, else CPU), cpu, cuda, cuda:N, or all (every GPU at once, one run)")
+        p.add_argument(
+            "--device",
+            default="auto",
+            help="auto (first GPU, else CPU), cpu, cuda, cuda:N, or all (every GPU at once, one run)",
+        )
         p.add_argument("--no-save", action="store_true", help="do not store the run")
-        p.add_argument("--timeout", type=seconds, help="wall-clock limit in seconds, counted from when the worker "
-                                                         "takes the job (a wait for the device lock counts)")
+        p.add_argument(
+            "--timeout",
+            type=seconds,
+            help="wall-clock limit in seconds, counted from when the worker "
+            "takes the job (a wait for the device lock counts)",
+        )
         p.add_argument("--name", default="", help=f"a label for the stored run (at most {MAX_LABEL_CHARS} characters)")
         add_config_options(p, exp.config_type)
         p.set_defaults(handler=lambda args, exp=exp: run(args, exp))
@@ -56,8 +68,9 @@ def add_config_options(parser: argparse.ArgumentParser, config_type: type) -> No
             shown = ",".join(map(str, default)) if isinstance(default, tuple) else default
             help_text += f" [default: {shown}]"
         if tp is bool:
-            parser.add_argument(flag, dest=f.name, action=argparse.BooleanOptionalAction, default=argparse.SUPPRESS,
-                                help=help_text)
+            parser.add_argument(
+                flag, dest=f.name, action=argparse.BooleanOptionalAction, default=argparse.SUPPRESS, help=help_text
+            )
         else:
             parser.add_argument(flag, dest=f.name, default=argparse.SUPPRESS, metavar=f.name.upper(), help=help_text)
 
@@ -82,11 +95,17 @@ def seconds(text: str) -> float:
 def _progress_printer(job, event: dict) -> None:
     kind = event.get("type")
     if kind == "progress":
-        print(f"[{event.get('done')}/{event.get('total')}] {terminal(event.get('message', ''))}", file=sys.stderr,
-              flush=True)
+        print(
+            f"[{event.get('done')}/{event.get('total')}] {terminal(event.get('message', ''))}",
+            file=sys.stderr,
+            flush=True,
+        )
     elif kind in ("waiting", "started"):
-        print(f"{kind}: {terminal(event.get('message') or event.get('device', {}).get('label', ''))}",
-              file=sys.stderr, flush=True)
+        print(
+            f"{kind}: {terminal(event.get('message') or event.get('device', {}).get('label', ''))}",
+            file=sys.stderr,
+            flush=True,
+        )
 
 
 class CancelOnSignal:
@@ -113,7 +132,7 @@ class CancelOnSignal:
         note = "cancelling… (the run is stored as cancelled)" if self.count == 1 else "still cancelling…"
         os.write(2, f"{note}\n".encode())
 
-    def __enter__(self) -> "CancelOnSignal":
+    def __enter__(self) -> CancelOnSignal:
         self._previous = {s: signal.signal(s, self) for s in self.SIGNALS}
         return self
 
@@ -124,8 +143,9 @@ class CancelOnSignal:
             signal.signal(sig, signal.SIG_IGN if self.count else handler)
 
 
-def submit_and_wait(args, experiment: str, values: dict, device: str, show: Callable[[RunResult], None],
-                    timeout_s: float | None = None) -> tuple[RunResult, int]:
+def submit_and_wait(
+    args, experiment: str, values: dict, device: str, show: Callable[[RunResult], None], timeout_s: float | None = None
+) -> tuple[RunResult, int]:
     """One job from the shell: progress on stderr, Ctrl-C cancels it, ``show`` prints the result; the exit code."""
     from core.jobs import JobManager
 
@@ -133,8 +153,9 @@ def submit_and_wait(args, experiment: str, values: dict, device: str, show: Call
     with CancelOnSignal() as cancel:
         manager = JobManager(store=store)
         try:
-            job = manager.submit(experiment, values, device, timeout_s=timeout_s, name=args.name,
-                                 on_event=_progress_printer)
+            job = manager.submit(
+                experiment, values, device, timeout_s=timeout_s, name=args.name, on_event=_progress_printer
+            )
             cancel.attach(job)
             while job.wait(0.2) is None:  # short waits: the handler runs between them
                 pass
@@ -144,12 +165,19 @@ def submit_and_wait(args, experiment: str, values: dict, device: str, show: Call
         show(result)
     if job.store_error:
         print(f"warning: {terminal(job.store_error)}", file=sys.stderr)
-    if result.status == "error" and (result.meta.get("refused")
-                                     or (result.error or "").startswith(("invalid request:", "invalid config:"))):
+    if result.status == "error" and (
+        result.meta.get("refused") or (result.error or "").startswith(("invalid request:", "invalid config:"))
+    ):
         return result, 2  # bad input only the worker can tell: a GPU this box lacks, a run that cannot fit
     return result, EXIT.get(result.status, 1)
 
 
 def run(args, exp: Experiment) -> int:
-    return submit_and_wait(args, exp.name, config_values(args, exp.config_type), args.device, lambda result: print_run(result, args.json),
-                           timeout_s=args.timeout)[1]
+    return submit_and_wait(
+        args,
+        exp.name,
+        config_values(args, exp.config_type),
+        args.device,
+        lambda result: print_run(result, args.json),
+        timeout_s=args.timeout,
+    )[1]

@@ -1,4 +1,5 @@
 """``info``: the devices of this box, with their datasheet peaks."""
+
 from __future__ import annotations
 
 from core.cli.output import dump
@@ -27,7 +28,9 @@ def run(args) -> int:
         print(f"- {d['label']}  memory {mem / 2**30:.1f} GiB" if mem else f"- {d['label']}")
         if d["kind"] == "cuda":
             spec = d["spec"]
-            print(f"  compute capability {d['compute_capability']}, {d['multiprocessors']} SMs, "
-                  f"bf16 {'yes' if d['bf16_supported'] else 'no'}, TF32 flags {d['tf32']}")
+            print(
+                f"  compute capability {d['compute_capability']}, {d['multiprocessors']} SMs, "
+                f"bf16 {'yes' if d['bf16_supported'] else 'no'}, TF32 flags {d['tf32']}"
+            )
             print(f"  datasheet: {spec['name'] + ' ' + str(spec['tflops']) if spec else 'no datasheet entry'}")
     return 0

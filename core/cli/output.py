@@ -1,4 +1,5 @@
 """How the CLI prints: JSON (``--json``) or a readable table of a run, shared by every command."""
+
 from __future__ import annotations
 
 import json

@@ -1,4 +1,5 @@
 """``report``: one self-contained HTML report of stored runs (the pages' figures, so plotly is needed)."""
+
 from __future__ import annotations
 
 import sys
@@ -23,11 +24,16 @@ def run(args) -> int:
     try:
         from pages.common.report import build_report  # plotly lives outside core, imported only here
     except ImportError as exc:
-        print(f"error: the HTML report needs plotly and the GPU Lab pages package ({exc}); "
-              f"pip install plotly pandas, and run from the repository root", file=sys.stderr)
+        print(
+            f"error: the HTML report needs plotly and the GPU Lab pages package ({exc}); "
+            f"pip install plotly pandas, and run from the repository root",
+            file=sys.stderr,
+        )
         return 2
     data = build_report(runs).encode("utf-8")
     write_file(args.output, data)
-    print(terminal(f"wrote {len(runs)} run(s) to {args.output} ({len(data) / 2**20:.1f} MiB, opens offline)"),
-          file=sys.stderr)
+    print(
+        terminal(f"wrote {len(runs)} run(s) to {args.output} ({len(data) / 2**20:.1f} MiB, opens offline)"),
+        file=sys.stderr,
+    )
     return 0

@@ -1,4 +1,5 @@
 """``runs list|show|export|import|delete``: the stored runs."""
+
 from __future__ import annotations
 
 import argparse
@@ -18,8 +19,9 @@ def _iso_date(text: str) -> str:
     try:
         datetime.fromisoformat(text)
     except ValueError:
-        raise argparse.ArgumentTypeError(f"{text!r} is not an ISO date such as 2026-11-01 or "
-                                         f"2026-11-01T12:00") from None
+        raise argparse.ArgumentTypeError(
+            f"{text!r} is not an ISO date such as 2026-11-01 or 2026-11-01T12:00"
+        ) from None
     return text
 
 
@@ -61,16 +63,26 @@ def register(sub, common) -> None:
 
 def list_runs(args) -> int:
     store = open_store(args, write=False)
-    summaries = store.summaries(experiment=args.experiment, device=args.device, status=args.status,
-                                since=args.since, until=args.until, limit=args.limit)
+    summaries = store.summaries(
+        experiment=args.experiment,
+        device=args.device,
+        status=args.status,
+        since=args.since,
+        until=args.until,
+        limit=args.limit,
+    )
     if args.json:
         print(dump([s.to_dict() for s in summaries]))
     elif not summaries:
         print(terminal(f"no runs stored in {store.path}" + (" match these filters" if _filtered(args) else "")))
     else:
         for s in summaries:
-            print(terminal(f"{s.id[:12]}  {s.started_at[:19]}  {s.experiment:<14} {s.status:<12} "
-                           f"{s.device_name[:40]:<40} {s.name}{'  (imported)' if s.imported else ''}"))
+            print(
+                terminal(
+                    f"{s.id[:12]}  {s.started_at[:19]}  {s.experiment:<14} {s.status:<12} "
+                    f"{s.device_name[:40]:<40} {s.name}{'  (imported)' if s.imported else ''}"
+                )
+            )
     return 0
 
 
@@ -91,8 +103,9 @@ def export(args) -> int:
     text = store.export_json(ids)
     if args.output:
         write_file(args.output, text.encode("utf-8"))
-        print(terminal(f"wrote {len(ids) if ids is not None else store.count()} run(s) to {args.output}"),
-              file=sys.stderr)
+        print(
+            terminal(f"wrote {len(ids) if ids is not None else store.count()} run(s) to {args.output}"), file=sys.stderr
+        )
     else:
         print(text)
     return 0
@@ -107,8 +120,11 @@ def import_runs(args) -> int:
     except ImportRefused as exc:
         print(f"import refused: {terminal(exc)}", file=sys.stderr)
         return 2
-    print(dump({"added": added, "already_present": skipped}) if args.json
-          else f"imported {added} run(s); {skipped} already present")
+    print(
+        dump({"added": added, "already_present": skipped})
+        if args.json
+        else f"imported {added} run(s); {skipped} already present"
+    )
     return 0
 
 

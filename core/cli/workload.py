@@ -6,6 +6,7 @@ process, and a refused file (a pickle naming a class, a truncated file, somethin
 snapshot or trace) exits 2 with the reason and stores nothing. ``record`` runs a script with the
 allocator's history recording on and dumps a snapshot when it ends (:mod:`core.workload.recorder`).
 """
+
 from __future__ import annotations
 
 import os
@@ -18,30 +19,47 @@ ORDER = 40
 
 
 def register(sub, common) -> None:
-    p = sub.add_parser("snapshot", parents=[common], help="import a CUDA memory snapshot (pickle, JSON, .gz)",
-                       description="Import a torch.cuda.memory._dump_snapshot file recorded on any machine and "
-                                   "report its peak, the stack at the peak, who holds memory there and what was "
-                                   "allocated before recording began. Stored as a run (see `runs list`).")
+    p = sub.add_parser(
+        "snapshot",
+        parents=[common],
+        help="import a CUDA memory snapshot (pickle, JSON, .gz)",
+        description="Import a torch.cuda.memory._dump_snapshot file recorded on any machine and "
+        "report its peak, the stack at the peak, who holds memory there and what was "
+        "allocated before recording began. Stored as a run (see `runs list`).",
+    )
     p.add_argument("file", help="the snapshot: pickle of any protocol, JSON, or .gz of either")
     p.add_argument("--trace-device", type=int, help="device index to replay (default: the one with the most events)")
     _import_options(p)
     p.set_defaults(handler=snapshot)
-    p = sub.add_parser("trace", parents=[common], help="import a Chrome/Kineto profiler trace (.json, .json.gz)",
-                       description="Import a torch.profiler / Kineto Chrome trace recorded on any machine: kernel "
-                                   "groups, top kernels, GPU busy vs idle, compute/memcpy/communication overlap and "
-                                   "a per-step breakdown. Stored as a run.")
+    p = sub.add_parser(
+        "trace",
+        parents=[common],
+        help="import a Chrome/Kineto profiler trace (.json, .json.gz)",
+        description="Import a torch.profiler / Kineto Chrome trace recorded on any machine: kernel "
+        "groups, top kernels, GPU busy vs idle, compute/memcpy/communication overlap and "
+        "a per-step breakdown. Stored as a run.",
+    )
     p.add_argument("file", help="the trace: .json or .json.gz as export_chrome_trace / tensorboard_trace_handler write")
     p.add_argument("--top", type=int, default=20, help="kernels listed [default: 20]")
     _import_options(p)
     p.set_defaults(handler=trace)
-    p = sub.add_parser("record", help="run a script with CUDA memory recording on and dump a snapshot",
-                       description="Runs COMMAND (e.g. `python train.py --epochs 1`) with the caching allocator's "
-                                   "history recorded and writes a snapshot pickle when it ends. Without CUDA it says "
-                                   "so and runs the command unchanged. Exit code: the command's.")
-    p.add_argument("-o", "--output", default="snapshot.pickle", help="snapshot file to write [default: snapshot.pickle]")
+    p = sub.add_parser(
+        "record",
+        help="run a script with CUDA memory recording on and dump a snapshot",
+        description="Runs COMMAND (e.g. `python train.py --epochs 1`) with the caching allocator's "
+        "history recorded and writes a snapshot pickle when it ends. Without CUDA it says "
+        "so and runs the command unchanged. Exit code: the command's.",
+    )
+    p.add_argument(
+        "-o", "--output", default="snapshot.pickle", help="snapshot file to write [default: snapshot.pickle]"
+    )
     p.add_argument("--max-entries", type=int, help="events kept (a ring buffer) [default: 100000]")
-    p.add_argument("--stacks", choices=("python", "all"), default="python",
-                   help="python: Python frames only (fast); all: C++ frames too (slow to dump) [default: python]")
+    p.add_argument(
+        "--stacks",
+        choices=("python", "all"),
+        default="python",
+        help="python: Python frames only (fast); all: C++ frames too (slow to dump) [default: python]",
+    )
     p.add_argument("command", nargs="+", help="the command to run, after `--`")
     p.set_defaults(handler=record)
 
@@ -78,27 +96,47 @@ def snapshot(args) -> int:
         return code
     m = run.meta
     if args.json:
-        print(dump({"run_id": run.id, "stored": not args.no_save,
-                    **{k: v for k, v in m.items() if k not in ("worker", "requested_device")}}))
+        print(
+            dump(
+                {
+                    "run_id": run.id,
+                    "stored": not args.no_save,
+                    **{k: v for k, v in m.items() if k not in ("worker", "requested_device")},
+                }
+            )
+        )
         return 0
     from core.workload.snapshot_analysis import size_text
 
     unit = "ms" if m["has_times"] else "(event number)"
-    say(f"{m['file']}: {m['source']['format']}, {m['file_bytes'] / 2**20:,.1f} MiB — "
-          f"{'stored as run ' + run.id[:12] if not args.no_save else 'not stored (--no-save)'}")
+    say(
+        f"{m['file']}: {m['source']['format']}, {m['file_bytes'] / 2**20:,.1f} MiB — "
+        f"{'stored as run ' + run.id[:12] if not args.no_save else 'not stored (--no-save)'}"
+    )
     actions = ", ".join(f"{k} {v:,}" for k, v in m["actions"].items())
-    say(f"device {m['device']} of {m['devices']}: {m['trace_events']:,} events over {m['duration_ms']:,.1f} {unit}"
-          + (f" ({actions})" if actions else ""))
-    say(f"peak allocated {size_text(m['peak_allocated_bytes'])} at {m['peak_time_ms']:,.2f} {unit}"
-          + (f" — {m['peak_event']['action']} of {size_text(m['peak_event']['size_bytes'])}" if m["peak_event"] else
-             " (before the first event)"))
+    say(
+        f"device {m['device']} of {m['devices']}: {m['trace_events']:,} events over {m['duration_ms']:,.1f} {unit}"
+        + (f" ({actions})" if actions else "")
+    )
+    say(
+        f"peak allocated {size_text(m['peak_allocated_bytes'])} at {m['peak_time_ms']:,.2f} {unit}"
+        + (
+            f" — {m['peak_event']['action']} of {size_text(m['peak_event']['size_bytes'])}"
+            if m["peak_event"]
+            else " (before the first event)"
+        )
+    )
     for frame in m["peak_stack"][:12]:
         say(f"    {frame}")
-    say(f"peak reserved {size_text(m['peak_reserved_bytes'])}; reserved − allocated at the peak "
-          f"{size_text(m['fragmentation_at_peak_bytes'])} (largest {size_text(m['peak_fragmentation_bytes'])} at "
-          f"{m['peak_fragmentation_time_ms']:,.2f} {unit})")
-    say(f"allocated before recording began: {size_text(m['baseline_allocated_bytes'])} in "
-          f"{m['baseline_allocated_blocks']:,} block(s) (baseline); reserved then {size_text(m['baseline_reserved_bytes'])}")
+    say(
+        f"peak reserved {size_text(m['peak_reserved_bytes'])}; reserved − allocated at the peak "
+        f"{size_text(m['fragmentation_at_peak_bytes'])} (largest {size_text(m['peak_fragmentation_bytes'])} at "
+        f"{m['peak_fragmentation_time_ms']:,.2f} {unit})"
+    )
+    say(
+        f"allocated before recording began: {size_text(m['baseline_allocated_bytes'])} in "
+        f"{m['baseline_allocated_blocks']:,} block(s) (baseline); reserved then {size_text(m['baseline_reserved_bytes'])}"
+    )
     cats = ", ".join(f"{k} {size_text(v)}" for k, v in m["categories_at_peak_bytes"].items() if v)
     say(f"categories at the peak (inferred from stacks, see rules): {cats or 'none'}")
     for r in m["category_rules"]:
@@ -118,9 +156,16 @@ def trace(args) -> int:
         return code
     m = run.meta
     if args.json:
-        print(dump({"run_id": run.id, "stored": not args.no_save,
+        print(
+            dump(
+                {
+                    "run_id": run.id,
+                    "stored": not args.no_save,
                     **{k: v for k, v in m.items() if k not in ("worker", "requested_device")},
-                    "kernels": [r for r in run.rows if r.get("kind") == "kernel"]}))
+                    "kernels": [r for r in run.rows if r.get("kind") == "kernel"],
+                }
+            )
+        )
         return 0
     from core.workload.trace import report_lines
 

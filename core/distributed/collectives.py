@@ -19,11 +19,12 @@ in place, so its values grow from call to call; work between calls would desynch
 and land in the next call's time). Then the inputs are restored, one more call runs, and its output
 is checked value for value against an expectation each rank computes from the other ranks' seeds.
 """
+
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import torch
 import torch.distributed as dist
@@ -110,11 +111,17 @@ def host_bytes_needed(rank_buffer_bytes: int, local_ranks: int) -> int:
 def buffer_bytes(collective: str, nbytes: int, world: int) -> int:
     """Bytes one rank allocates for a point: its buffers, plus the expectation and one regenerated input."""
     part = nbytes // world
-    return {"all_reduce": 4 * nbytes, "all_gather": 2 * nbytes + 2 * part, "reduce_scatter": 2 * nbytes + 2 * part,
-            "broadcast": 2 * nbytes, "all_to_all": 4 * nbytes}[collective]
+    return {
+        "all_reduce": 4 * nbytes,
+        "all_gather": 2 * nbytes + 2 * part,
+        "reduce_scatter": 2 * nbytes + 2 * part,
+        "broadcast": 2 * nbytes,
+        "all_to_all": 4 * nbytes,
+    }[collective]
 
 
 # --- the process group, as the measurement needs it ---------------------------------------------------
+
 
 @dataclass(frozen=True)
 class Comm:
@@ -155,6 +162,7 @@ def _reduce_scatter(out: torch.Tensor, inp: torch.Tensor) -> None:
 
 
 # --- inputs, the operation and its expected result ------------------------------------------------------
+
 
 def input_values(seed: int, rank: int, elements: int, device: str) -> torch.Tensor:
     """Rank ``rank``'s input: integer-valued float32 in ±1…±8, reproducible by any rank from the seed."""
@@ -204,11 +212,11 @@ def expected(point: Point, comm: Comm, seed: int) -> torch.Tensor:
     if name == "all_gather":
         return torch.cat([input_values(seed, j, c, dev) for j in ranks])
     if name == "all_to_all":
-        return torch.cat([input_values(seed, j, n, dev)[r * c:(r + 1) * c] for j in ranks])
+        return torch.cat([input_values(seed, j, n, dev)[r * c : (r + 1) * c] for j in ranks])
     total = torch.zeros(n if name == "all_reduce" else c, device=dev)
     for j in ranks:
         values = input_values(seed, j, n, dev)
-        total += values if name == "all_reduce" else values[r * c:(r + 1) * c]
+        total += values if name == "all_reduce" else values[r * c : (r + 1) * c]
     return total
 
 
@@ -219,6 +227,7 @@ def check(result: torch.Tensor, want: torch.Tensor) -> tuple[int, float]:
 
 
 # --- timing ---------------------------------------------------------------------------------------------
+
 
 def unsupported_reason(exc: BaseException) -> str | None:
     """The backend's own words when it refuses a collective (every rank refuses alike, so none hangs)."""
@@ -251,11 +260,13 @@ def measure(point: Point, comm: Comm, plan: TimingPlan, seed: int) -> Measured:
     wrong, err = check(call.result, expected(point, comm, seed))
     del call
     gathered = comm.all_floats(samples + [wrong, err])
-    return Measured(point, gathered[:, :reps], [int(v) for v in gathered[:, reps]],
-                    [float(v) for v in gathered[:, reps + 1]])
+    return Measured(
+        point, gathered[:, :reps], [int(v) for v in gathered[:, reps]], [float(v) for v in gathered[:, reps + 1]]
+    )
 
 
 # --- rows -----------------------------------------------------------------------------------------------
+
 
 def point_rows(m: Measured, backend: str, ranks: list[dict]) -> list[dict]:
     """One ``collective`` row (the job's figures) and one ``rank`` row per rank."""
@@ -267,30 +278,71 @@ def point_rows(m: Measured, backend: str, ranks: list[dict]) -> list[dict]:
     algbw = gbs_summary(p.nbytes, stats)
     wrong = [r for r in range(p.world) if m.mismatches[r]]
     out_elements = p.chunk if p.collective == "reduce_scatter" else p.elements
-    reason = None if not wrong else "wrong values on " + ", ".join(
-        f"rank {r} ({m.mismatches[r]} of {out_elements} elements, largest difference {m.max_error[r]:g})"
-        for r in wrong)
-    base = {"collective": p.collective, "backend": backend, "bytes": p.nbytes, "size": format_size(p.nbytes),
-            "world_size": p.world, "dtype": "float32", "elements": p.elements}
+    reason = (
+        None
+        if not wrong
+        else "wrong values on "
+        + ", ".join(
+            f"rank {r} ({m.mismatches[r]} of {out_elements} elements, largest difference {m.max_error[r]:g})"
+            for r in wrong
+        )
+    )
+    base = {
+        "collective": p.collective,
+        "backend": backend,
+        "bytes": p.nbytes,
+        "size": format_size(p.nbytes),
+        "world_size": p.world,
+        "dtype": "float32",
+        "elements": p.elements,
+    }
     row = base | {
-        "kind": "collective", "status": "error" if wrong else "ok", "reason": reason,
-        "median_ms": stats["median"], "mean_ms": stats["mean"], "std_ms": stats["std"], "min_ms": stats["min"],
-        "max_ms": stats["max"], "p20_ms": stats["p20"], "p80_ms": stats["p80"], "reps": stats["count"],
-        "algbw_gbs": algbw["gbs"], "busbw_gbs": algbw["gbs"] * factor, "busbw_factor": factor,
-        "algbw_gbs_p20": algbw["gbs_p20"], "algbw_gbs_p80": algbw["gbs_p80"],
-        "busbw_gbs_p20": algbw["gbs_p20"] * factor, "busbw_gbs_p80": algbw["gbs_p80"] * factor,
-        "check": "mismatch" if wrong else "ok", "slowest_rank": slowest,
+        "kind": "collective",
+        "status": "error" if wrong else "ok",
+        "reason": reason,
+        "median_ms": stats["median"],
+        "mean_ms": stats["mean"],
+        "std_ms": stats["std"],
+        "min_ms": stats["min"],
+        "max_ms": stats["max"],
+        "p20_ms": stats["p20"],
+        "p80_ms": stats["p80"],
+        "reps": stats["count"],
+        "algbw_gbs": algbw["gbs"],
+        "busbw_gbs": algbw["gbs"] * factor,
+        "busbw_factor": factor,
+        "algbw_gbs_p20": algbw["gbs_p20"],
+        "algbw_gbs_p80": algbw["gbs_p80"],
+        "busbw_gbs_p20": algbw["gbs_p20"] * factor,
+        "busbw_gbs_p80": algbw["gbs_p80"] * factor,
+        "check": "mismatch" if wrong else "ok",
+        "slowest_rank": slowest,
         "call_max_median_ms": summarize(m.samples.max(dim=0).values.tolist())["median"],
-        "nodes": len({r.get("group_rank") for r in ranks}), "samples_ms": m.samples[slowest].tolist()}
+        "nodes": len({r.get("group_rank") for r in ranks}),
+        "samples_ms": m.samples[slowest].tolist(),
+    }
     rank_rows = []
     for r in range(p.world):
         info = ranks[r] if r < len(ranks) else {}
         s = per_rank[r]
-        rank_rows.append(base | {
-            "kind": "rank", "rank": r, "host": info.get("host"), "group_rank": info.get("group_rank"),
-            "local_rank": info.get("local_rank"), "device": info.get("device"), "median_ms": s["median"],
-            "p20_ms": s["p20"], "p80_ms": s["p80"], "min_ms": s["min"], "max_ms": s["max"],
-            "check": "mismatch" if m.mismatches[r] else "ok", "samples_ms": m.samples[r].tolist()})
+        rank_rows.append(
+            base
+            | {
+                "kind": "rank",
+                "rank": r,
+                "host": info.get("host"),
+                "group_rank": info.get("group_rank"),
+                "local_rank": info.get("local_rank"),
+                "device": info.get("device"),
+                "median_ms": s["median"],
+                "p20_ms": s["p20"],
+                "p80_ms": s["p80"],
+                "min_ms": s["min"],
+                "max_ms": s["max"],
+                "check": "mismatch" if m.mismatches[r] else "ok",
+                "samples_ms": m.samples[r].tolist(),
+            }
+        )
     return [row] + rank_rows
 
 
@@ -306,7 +358,19 @@ def row_text(row: dict, full: bool = False) -> str:
 
 def not_measured_row(point: Point, backend: str, status: str, reason: str) -> dict:
     """A point the ranks did not run (unsupported by the backend, or too large), with the reason."""
-    return {"kind": "collective", "collective": point.collective, "backend": backend, "bytes": point.nbytes,
-            "size": format_size(point.nbytes), "world_size": point.world, "dtype": "float32",
-            "elements": point.elements, "status": status, "reason": reason, "median_ms": None, "algbw_gbs": None,
-            "busbw_gbs": None, "busbw_factor": busbw_factor(point.collective, point.world)}
+    return {
+        "kind": "collective",
+        "collective": point.collective,
+        "backend": backend,
+        "bytes": point.nbytes,
+        "size": format_size(point.nbytes),
+        "world_size": point.world,
+        "dtype": "float32",
+        "elements": point.elements,
+        "status": status,
+        "reason": reason,
+        "median_ms": None,
+        "algbw_gbs": None,
+        "busbw_gbs": None,
+        "busbw_factor": busbw_factor(point.collective, point.world),
+    }

@@ -16,6 +16,7 @@ launcher's own shutdown waits 30 s per stuck rank), and a watchdog kills them if
 sent its heartbeat for the timeout plus a margin. Ranks also die with this process (see
 :func:`core.distributed.rank.die_with_parent`), so a cancelled or killed job leaves none behind.
 """
+
 from __future__ import annotations
 
 import json
@@ -27,9 +28,9 @@ import tempfile
 import threading
 import time
 import uuid
+from collections.abc import Generator, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Generator, Iterator
 
 import psutil
 
@@ -104,7 +105,7 @@ class _Events:
                 data = fh.read()
         except FileNotFoundError:
             return []
-        complete = data[:data.rfind(b"\n") + 1]
+        complete = data[: data.rfind(b"\n") + 1]
         self._offset += len(complete)
         events = [json.loads(line) for line in complete.splitlines() if line.strip()]
         if events:
@@ -116,12 +117,23 @@ def _launch_config(world: int, log_dir: str):
     from torch.distributed.elastic.multiprocessing import DefaultLogsSpecs
     from torch.distributed.launcher.api import LaunchConfig
 
-    return LaunchConfig(min_nodes=1, max_nodes=1, nproc_per_node=world, run_id=f"gpulab-{uuid.uuid4().hex[:12]}",
-                        rdzv_backend="c10d", rdzv_endpoint="127.0.0.1:0", local_addr="127.0.0.1", max_restarts=0,
-                        monitor_interval=0.1, logs_specs=DefaultLogsSpecs(log_dir=log_dir))
+    return LaunchConfig(
+        min_nodes=1,
+        max_nodes=1,
+        nproc_per_node=world,
+        run_id=f"gpulab-{uuid.uuid4().hex[:12]}",
+        rdzv_backend="c10d",
+        rdzv_endpoint="127.0.0.1:0",
+        local_addr="127.0.0.1",
+        max_restarts=0,
+        monitor_interval=0.1,
+        logs_specs=DefaultLogsSpecs(log_dir=log_dir),
+    )
 
 
-def explain(errors: list[dict], failures: dict, killed: set[int], step: str | None, reason: str | None) -> tuple[str, dict]:
+def explain(
+    errors: list[dict], failures: dict, killed: set[int], step: str | None, reason: str | None
+) -> tuple[str, dict]:
     """The one sentence a user needs: which rank, and what happened to it.
 
     ``failures``: global rank → ProcessFailure from the launcher; ``killed``: pids the lab killed itself.
@@ -130,12 +142,17 @@ def explain(errors: list[dict], failures: dict, killed: set[int], step: str | No
     from core.jobs import _signal_text
 
     where = f" during {step}" if step else ""
-    died = {r: f for r, f in failures.items() if f.exitcode < 0 and f.pid not in killed
-            and f.exitcode != -signal.SIGTERM}  # SIGTERM is the launcher stopping the others
+    died = {
+        r: f for r, f in failures.items() if f.exitcode < 0 and f.pid not in killed and f.exitcode != -signal.SIGTERM
+    }  # SIGTERM is the launcher stopping the others
     stalled = sorted({q for e in errors for q in e.get("stalled") or []})
-    meta = {"rank_errors": errors, "stalled_ranks": stalled,
-            "rank_exits": {str(r): {"pid": f.pid, "exitcode": f.exitcode, "local_rank": f.local_rank}
-                           for r, f in failures.items()}}
+    meta = {
+        "rank_errors": errors,
+        "stalled_ranks": stalled,
+        "rank_exits": {
+            str(r): {"pid": f.pid, "exitcode": f.exitcode, "local_rank": f.local_rank} for r, f in failures.items()
+        },
+    }
     if died:
         rank = min(died, key=lambda r: died[r].timestamp)
         f = died[rank]
@@ -170,7 +187,8 @@ def run_ranks(config: dict, world: int, timeout_s: float) -> Generator[dict, Non
     def launch() -> None:
         try:
             elastic_launch(_launch_config(world, str(workdir / "logs")), sys.executable)(
-                "-m", RANK_MODULE, "--events", str(events.path), "--config", json.dumps(config))
+                "-m", RANK_MODULE, "--events", str(events.path), "--config", json.dumps(config)
+            )
         except ChildFailedError as exc:
             outcome["failures"] = exc.failures
         except BaseException as exc:  # noqa: BLE001 - the rendezvous itself failed; reported below
@@ -213,8 +231,9 @@ def run_ranks(config: dict, world: int, timeout_s: float) -> Generator[dict, Non
         yield from new_events()
         if done is not None and not outcome:
             return done
-        message, meta = explain(errors, outcome.get("failures") or {}, killed, step,
-                                stop_reason or outcome.get("exception"))
+        message, meta = explain(
+            errors, outcome.get("failures") or {}, killed, step, stop_reason or outcome.get("exception")
+        )
         if any(e.get("unsupported") for e in errors):
             meta["unsupported"] = True
         raise RankFailure(message, meta)

@@ -15,6 +15,7 @@ A rank that raises (a peer died, a collective timed out) reads the other ranks' 
 rendezvous store first, so its error names the ranks that stopped responding. Every rank dies with
 the launcher that started it (``PR_SET_PDEATHSIG``): no rank outlives a killed job.
 """
+
 from __future__ import annotations
 
 import argparse
@@ -34,9 +35,19 @@ import torch.distributed as dist
 
 from core.cli.experiments import add_config_options, config_values
 from core.cli.output import print_run
-from core.distributed.collectives import (Comm, buffer_bytes, format_size, host_bytes_needed, make_point, measure,
-                                          not_measured_row, point_rows, resolve_backend, row_text,
-                                          unsupported_reason)
+from core.distributed.collectives import (
+    Comm,
+    buffer_bytes,
+    format_size,
+    host_bytes_needed,
+    make_point,
+    measure,
+    not_measured_row,
+    point_rows,
+    resolve_backend,
+    row_text,
+    unsupported_reason,
+)
 from core.experiment import ConfigError, config_from_dict, config_to_dict, json_ready
 from core.experiments.interconnect import InterconnectConfig, sizes_for
 from core.hardware.device import cuda_unavailable_reason, describe, versions
@@ -49,6 +60,7 @@ PR_SET_PDEATHSIG = 1
 
 
 # --- where this rank sits -----------------------------------------------------------------------------
+
 
 @dataclasses.dataclass(frozen=True)
 class RankEnv:
@@ -64,15 +76,23 @@ class RankEnv:
     master_port: int
 
     @classmethod
-    def from_environ(cls, environ=os.environ) -> "RankEnv":
+    def from_environ(cls, environ=os.environ) -> RankEnv:
         missing = [k for k in ("RANK", "WORLD_SIZE", "LOCAL_RANK", "MASTER_ADDR", "MASTER_PORT") if k not in environ]
         if missing:
-            raise ConfigError(f"no torchrun environment ({', '.join(missing)} unset): start this program with "
-                              f"torchrun … -m core.distributed.rank, or run python -m core interconnect")
-        return cls(rank=int(environ["RANK"]), world=int(environ["WORLD_SIZE"]), local_rank=int(environ["LOCAL_RANK"]),
-                   local_world=int(environ.get("LOCAL_WORLD_SIZE", environ["WORLD_SIZE"])),
-                   group_rank=int(environ.get("GROUP_RANK", 0)), run_id=environ.get("TORCHELASTIC_RUN_ID", "none"),
-                   master_addr=environ["MASTER_ADDR"], master_port=int(environ["MASTER_PORT"]))
+            raise ConfigError(
+                f"no torchrun environment ({', '.join(missing)} unset): start this program with "
+                f"torchrun … -m core.distributed.rank, or run python -m core interconnect"
+            )
+        return cls(
+            rank=int(environ["RANK"]),
+            world=int(environ["WORLD_SIZE"]),
+            local_rank=int(environ["LOCAL_RANK"]),
+            local_world=int(environ.get("LOCAL_WORLD_SIZE", environ["WORLD_SIZE"])),
+            group_rank=int(environ.get("GROUP_RANK", 0)),
+            run_id=environ.get("TORCHELASTIC_RUN_ID", "none"),
+            master_addr=environ["MASTER_ADDR"],
+            master_port=int(environ["MASTER_PORT"]),
+        )
 
 
 def die_with_parent(sig: int) -> None:
@@ -94,8 +114,10 @@ def backend_problem(backend: str) -> str | None:
         return f"this PyTorch ({torch.__version__}) was built without torch.distributed"
     if backend == "nccl":
         if not torch.cuda.is_available():
-            return (f"NCCL runs collectives between CUDA GPUs and {cuda_unavailable_reason()}; Gloo runs them "
-                    f"between CPU processes (--backend gloo)")
+            return (
+                f"NCCL runs collectives between CUDA GPUs and {cuda_unavailable_reason()}; Gloo runs them "
+                f"between CPU processes (--backend gloo)"
+            )
         if not dist.is_nccl_available():
             return f"this PyTorch ({torch.__version__}) was built without NCCL"
     if backend == "gloo" and not dist.is_gloo_available():
@@ -108,8 +130,13 @@ class Progress:
 
     def __init__(self, env: RankEnv, timeout_s: float) -> None:
         self.env = env
-        base = dist.TCPStore(env.master_addr, env.master_port, is_master=False, wait_for_workers=False,
-                             timeout=timedelta(seconds=timeout_s))
+        base = dist.TCPStore(
+            env.master_addr,
+            env.master_port,
+            is_master=False,
+            wait_for_workers=False,
+            timeout=timedelta(seconds=timeout_s),
+        )
         self.store = dist.PrefixStore(f"gpulab/{env.run_id}/", base)
         self.step = -1
         self.label = "start-up"
@@ -138,6 +165,7 @@ class Progress:
 
 # --- what rank 0 reports, and where ---------------------------------------------------------------------
 
+
 def failure_text(event: dict) -> str:
     """A rank's error event in words, naming the ranks that stopped responding where it knows them."""
     if event.get("unsupported"):
@@ -146,8 +174,10 @@ def failure_text(event: dict) -> str:
     stalled = event.get("stalled") or []
     if stalled:
         who = ", ".join(map(str, stalled))
-        return (f"rank{'s' if len(stalled) > 1 else ''} {who} stopped responding{where} (no error reported: died "
-                f"or hung); rank {event['rank']} gave up: {event['message']}")
+        return (
+            f"rank{'s' if len(stalled) > 1 else ''} {who} stopped responding{where} (no error reported: died "
+            f"or hung); rank {event['rank']} gave up: {event['message']}"
+        )
     return f"rank {event['rank']} failed{where}: {event['message']}"
 
 
@@ -202,8 +232,16 @@ class StoreSink:
             from core.store import RunStore
 
             self.store = RunStore(args.db)
-        self.run = RunResult(experiment="interconnect", config=config_to_dict(cfg), device={}, versions=versions(),
-                             started_at=now_iso(), finished_at=None, status="running", name=args.name)
+        self.run = RunResult(
+            experiment="interconnect",
+            config=config_to_dict(cfg),
+            device={},
+            versions=versions(),
+            started_at=now_iso(),
+            finished_at=None,
+            status="running",
+            name=args.name,
+        )
 
     def _save(self) -> None:
         if self.store is not None:
@@ -213,8 +251,10 @@ class StoreSink:
         if self.env.rank:
             return
         device = describe(meta["ranks"][0]["device"])
-        device["label"] = (f"torchrun job — {meta['world_size']} ranks on {meta['nodes']} node(s), "
-                           f"rank 0: {device.get('label') or device.get('name')}")
+        device["label"] = (
+            f"torchrun job — {meta['world_size']} ranks on {meta['nodes']} node(s), "
+            f"rank 0: {device.get('label') or device.get('name')}"
+        )
         self.run.device, self.run.meta = json_ready(device), json_ready(meta)
         self._save()
 
@@ -248,6 +288,7 @@ class StoreSink:
 
 # --- the measurement ----------------------------------------------------------------------------------
 
+
 def _memory_problem(point, comm: Comm, env: RankEnv) -> str | None:
     """Every rank's free memory against what the point needs; the same verdict on every rank."""
     need = buffer_bytes(point.collective, point.nbytes, env.world)
@@ -262,30 +303,44 @@ def _memory_problem(point, comm: Comm, env: RankEnv) -> str | None:
         return None
     r = short[0]
     where = "its GPU" if comm.is_cuda else "its box (shared by the ranks there)"
-    return (f"needs {table[r, 0] / 2**30:.2f} GiB on {where}; rank {r} has {table[r, 1] / 2**30:.2f} GiB free")
+    return f"needs {table[r, 0] / 2**30:.2f} GiB on {where}; rank {r} has {table[r, 1] / 2**30:.2f} GiB free"
 
 
 def measure_all(cfg, env: RankEnv, sink, progress: Progress, backend: str, device: str) -> None:
     """Every (collective, size) point in order; rank 0 reports rows as they finish."""
     comm = Comm(env.rank, env.world, device)
-    me = {"rank": env.rank, "host": socket.gethostname(), "group_rank": env.group_rank, "local_rank": env.local_rank,
-          "device": device, "pid": os.getpid()}
+    me = {
+        "rank": env.rank,
+        "host": socket.gethostname(),
+        "group_rank": env.group_rank,
+        "local_rank": env.local_rank,
+        "device": device,
+        "pid": os.getpid(),
+    }
     if device.startswith("cuda"):
         me["device_name"] = torch.cuda.get_device_name(device)
     ranks: list = [None] * env.world
     dist.all_gather_object(ranks, me)
     sizes = sizes_for(cfg, device.startswith("cuda"))
     points = [make_point(c, s, env.world) for c in cfg.collectives for s in sizes]
-    meta = {"backend": backend, "world_size": env.world, "nodes": len({r["group_rank"] for r in ranks}),
-            "hosts": sorted({r["host"] for r in ranks}), "ranks": ranks, "collectives": list(cfg.collectives),
-            "sizes_bytes": [p.nbytes for p in points[:len(sizes)]], "rendezvous_id": env.run_id,
-            "timer": "CUDA events per call" if comm.is_cuda else "time.perf_counter_ns per call",
-            "time_per_call": "the slowest rank's median; call_max_median_ms: median over calls of the slowest rank "
-                             "of each call",
-            "busbw": "nccl-tests: all_reduce 2(n−1)/n, all_gather/reduce_scatter/all_to_all (n−1)/n, broadcast 1",
-            "inputs": "fresh integer-valued float32 in ±1…±8 per point; the last timed call's output is checked "
-                      "value for value",
-            "omp_num_threads": os.environ.get("OMP_NUM_THREADS"), "torch_threads": torch.get_num_threads()}
+    meta = {
+        "backend": backend,
+        "world_size": env.world,
+        "nodes": len({r["group_rank"] for r in ranks}),
+        "hosts": sorted({r["host"] for r in ranks}),
+        "ranks": ranks,
+        "collectives": list(cfg.collectives),
+        "sizes_bytes": [p.nbytes for p in points[: len(sizes)]],
+        "rendezvous_id": env.run_id,
+        "timer": "CUDA events per call" if comm.is_cuda else "time.perf_counter_ns per call",
+        "time_per_call": "the slowest rank's median; call_max_median_ms: median over calls of the slowest rank "
+        "of each call",
+        "busbw": "nccl-tests: all_reduce 2(n−1)/n, all_gather/reduce_scatter/all_to_all (n−1)/n, broadcast 1",
+        "inputs": "fresh integer-valued float32 in ±1…±8 per point; the last timed call's output is checked "
+        "value for value",
+        "omp_num_threads": os.environ.get("OMP_NUM_THREADS"),
+        "torch_threads": torch.get_num_threads(),
+    }
     if backend == "nccl":
         meta["nccl_version"] = ".".join(map(str, torch.cuda.nccl.version()))
     sink.start(meta, len(points))
@@ -294,7 +349,9 @@ def measure_all(cfg, env: RankEnv, sink, progress: Progress, backend: str, devic
         sink.step(i, len(points), point.label)
         reason = _memory_problem(point, comm, env)
         if reason:
-            rows = [not_measured_row(point, backend, "unsupported", f"unsupported at {format_size(point.nbytes)}: {reason}")]
+            rows = [
+                not_measured_row(point, backend, "unsupported", f"unsupported at {format_size(point.nbytes)}: {reason}")
+            ]
         else:
             try:
                 rows = point_rows(measure(point, comm, cfg.plan, cfg.seed * 1000 + i), backend, ranks)
@@ -318,8 +375,9 @@ def run_rank(cfg, env: RankEnv, sink) -> int:
     device = f"cuda:{env.local_rank}" if backend == "nccl" else "cpu"
     if backend == "nccl":
         torch.cuda.set_device(device)
-    dist.init_process_group(backend, timeout=timedelta(seconds=cfg.timeout_s),
-                            device_id=torch.device(device) if backend == "nccl" else None)
+    dist.init_process_group(
+        backend, timeout=timedelta(seconds=cfg.timeout_s), device_id=torch.device(device) if backend == "nccl" else None
+    )
     progress = Progress(env, cfg.timeout_s)
     try:
         measure_all(cfg, env, sink, progress, backend, device)
@@ -334,8 +392,16 @@ def run_rank(cfg, env: RankEnv, sink) -> int:
             stalled = progress.stalled()
         except BaseException:  # noqa: BLE001 - the store went away with the launcher
             pass
-        sink.error({"rank": env.rank, "message": first, "exception": type(exc).__name__, "step": progress.label,
-                    "stalled": stalled, "timeout_s": cfg.timeout_s})
+        sink.error(
+            {
+                "rank": env.rank,
+                "message": first,
+                "exception": type(exc).__name__,
+                "step": progress.label,
+                "stalled": stalled,
+                "timeout_s": cfg.timeout_s,
+            }
+        )
         raise
     finally:
         if dist.is_initialized():
@@ -344,6 +410,7 @@ def run_rank(cfg, env: RankEnv, sink) -> int:
 
 
 # --- command line ---------------------------------------------------------------------------------------
+
 
 def _parser(config_type) -> argparse.ArgumentParser:
     parser = argparse.ArgumentParser(prog="torchrun … -m core.distributed.rank", description=__doc__.splitlines()[0])
@@ -358,8 +425,9 @@ def _parser(config_type) -> argparse.ArgumentParser:
 
 
 def _terminated(signum, frame) -> None:
-    raise SystemExit(f"stopped by the launcher ({signal.Signals(signum).name}): another rank failed or the job "
-                     f"was cancelled")
+    raise SystemExit(
+        f"stopped by the launcher ({signal.Signals(signum).name}): another rank failed or the job was cancelled"
+    )
 
 
 def main(argv: list[str] | None = None) -> int:
@@ -370,11 +438,14 @@ def main(argv: list[str] | None = None) -> int:
         if args.config:
             cfg = config_from_dict(InterconnectConfig, json.loads(args.config))
         else:
-            cfg = config_from_dict(InterconnectConfig, {"parts": ("collectives",)} |
-                                   config_values(args, InterconnectConfig))
+            cfg = config_from_dict(
+                InterconnectConfig, {"parts": ("collectives",)} | config_values(args, InterconnectConfig)
+            )
             if set(cfg.parts) != {"collectives"}:
-                raise ConfigError("parts: a torchrun job measures the collectives; host copies and the peer "
-                                  "matrix are per box: python -m core interconnect --parts copy,peer on each box")
+                raise ConfigError(
+                    "parts: a torchrun job measures the collectives; host copies and the peer "
+                    "matrix are per box: python -m core interconnect --parts copy,peer on each box"
+                )
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2

@@ -12,6 +12,7 @@ Rows: one per pair (``method: "loop"``) plus one per dtype for ``torch.sum`` of 
 ``curve_points`` checkpoints), so the page can draw the error over the steps and show where a
 low-precision accumulator stalls (``stalled_at_step``: first step that left the sum unchanged).
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -51,8 +52,9 @@ def checkpoints(steps: int, points: int) -> list[int]:
     return sorted({max(1, round(i * steps / (points - 1))) for i in range(points)} | {steps})
 
 
-def accumulate(value: float, steps: int, acc: torch.dtype, addend: torch.dtype, device: str,
-               record: set[int]) -> tuple[float, list[float], int | None]:
+def accumulate(
+    value: float, steps: int, acc: torch.dtype, addend: torch.dtype, device: str, record: set[int]
+) -> tuple[float, list[float], int | None]:
     """The note's loop. Returns (final sum, sums at the ``record`` steps, first step that changed nothing)."""
     s = torch.zeros((), dtype=acc, device=device)
     x = torch.tensor(value, dtype=addend, device=device)
@@ -82,8 +84,12 @@ def _error_fields(result: float, exact: Decimal, steps: int, stored_addend: floa
         return float(Decimal(a) - b) if abs(a) != float("inf") and a == a else a - float(b)
 
     err = diff(result, exact)
-    return {"error": err, "abs_error": abs(err), "rel_error": abs(err) / abs(float(exact)) if exact else abs(err),
-            "error_vs_stored_addend": diff(result, Decimal(stored_addend) * steps)}
+    return {
+        "error": err,
+        "abs_error": abs(err),
+        "rel_error": abs(err) / abs(float(exact)) if exact else abs(err),
+        "error_vs_stored_addend": diff(result, Decimal(stored_addend) * steps),
+    }
 
 
 def run(cfg: AccumulateConfig, ctx: Context):
@@ -96,10 +102,19 @@ def run(cfg: AccumulateConfig, ctx: Context):
     for i, (acc, add) in enumerate(pairs):
         result, curve, stalled = accumulate(cfg.value, cfg.steps, DTYPES[acc], DTYPES[add], ctx.device, record_set)
         stored = torch.tensor(cfg.value, dtype=DTYPES[add]).double().item()
-        row = {"method": "loop", "accumulator": acc, "addend": add, "pair": f"{acc} += {add}", "steps": cfg.steps,
-               "result": result, "exact": float(exact), "addend_stored": stored,
-               **_error_fields(result, exact, cfg.steps, stored), "stalled_at_step": stalled,
-               "result_dtype": acc}
+        row = {
+            "method": "loop",
+            "accumulator": acc,
+            "addend": add,
+            "pair": f"{acc} += {add}",
+            "steps": cfg.steps,
+            "result": result,
+            "exact": float(exact),
+            "addend_stored": stored,
+            **_error_fields(result, exact, cfg.steps, stored),
+            "stalled_at_step": stalled,
+            "result_dtype": acc,
+        }
         rows.append(row)
         series.append({"accumulator": acc, "addend": add, "sum": curve})
         yield Progress(i + 1, total, f"{acc} += {add}: {result:.6g}", rows=(row,))
@@ -107,14 +122,38 @@ def run(cfg: AccumulateConfig, ctx: Context):
         data = torch.full((cfg.steps,), cfg.value, dtype=DTYPES[add], device=ctx.device)
         result = float(data.sum().double().item())
         stored = data[0].double().item()
-        rows.append({"method": "torch.sum", "accumulator": "torch.sum", "addend": add, "pair": f"torch.sum({add})",
-                     "steps": cfg.steps, "result": result, "exact": float(exact), "addend_stored": stored,
-                     **_error_fields(result, exact, cfg.steps, stored), "stalled_at_step": None,
-                     "result_dtype": add})
-    yield Progress(total, total, "torch.sum", rows=tuple(rows[-len(cfg.dtypes):]))
-    return Output(rows=rows, meta={"curve": {"steps": record, "series": series}, "exact": str(exact),
-                                   "curve_note": "running sum of each loop pair at meta.curve.steps"})
+        rows.append(
+            {
+                "method": "torch.sum",
+                "accumulator": "torch.sum",
+                "addend": add,
+                "pair": f"torch.sum({add})",
+                "steps": cfg.steps,
+                "result": result,
+                "exact": float(exact),
+                "addend_stored": stored,
+                **_error_fields(result, exact, cfg.steps, stored),
+                "stalled_at_step": None,
+                "result_dtype": add,
+            }
+        )
+    yield Progress(total, total, "torch.sum", rows=tuple(rows[-len(cfg.dtypes) :]))
+    return Output(
+        rows=rows,
+        meta={
+            "curve": {"steps": record, "series": series},
+            "exact": str(exact),
+            "curve_note": "running sum of each loop pair at meta.curve.steps",
+        },
+    )
 
 
-EXPERIMENTS = [Experiment(name="accumulate", title="Accumulation error: s += x by accumulator and addend dtype",
-                          config_type=AccumulateConfig, run=run, description=__doc__.splitlines()[0])]
+EXPERIMENTS = [
+    Experiment(
+        name="accumulate",
+        title="Accumulation error: s += x by accumulator and addend dtype",
+        config_type=AccumulateConfig,
+        run=run,
+        description=__doc__.splitlines()[0],
+    )
+]

@@ -10,12 +10,14 @@ setting from the config, and every row says which setting the child really saw.
 On a CPU there is no caching allocator: the lifecycle and custom scenarios run with RSS and the
 bytes of the live tensors, which show that CPU memory goes back at once.
 """
+
 from __future__ import annotations
 
 import os
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
-from typing import Any, Callable, Literal
+from typing import Any, Literal
 
 from core.experiment import ConfigError, Context, Experiment, Output, Progress
 from core.hardware import memory
@@ -39,7 +41,10 @@ GPU_ONLY_SCENARIOS = ("backward-peak", "fragmentation")
 
 # op → argument kinds ("name" = a tensor name, "mib" = a size), and what it does (the composer's help)
 OPS: dict[str, tuple[tuple[str, ...], str]] = {
-    "alloc": (("name", "mib"), "t = zeros(N MiB) on the device (re-using a name keeps the old tensor until the new one exists)"),
+    "alloc": (
+        ("name", "mib"),
+        "t = zeros(N MiB) on the device (re-using a name keeps the old tensor until the new one exists)",
+    ),
     "alloc_grad": (("name", "mib"), "t = zeros(N MiB, requires_grad=True) on the device"),
     "alloc_cpu": (("name", "mib"), "t = zeros(N MiB) in CPU memory"),
     "free": (("name",), "del t (its .grad too)"),
@@ -52,9 +57,17 @@ OPS: dict[str, tuple[tuple[str, ...], str]] = {
     "scale_backward": (("name",), "(5 * t).mean().backward() without keeping 5*t"),
     "reset_peak": ((), "torch.cuda.reset_peak_memory_stats()"),
 }
-ALLOC_CONF_KEYS = ("backend", "expandable_segments", "garbage_collection_threshold", "max_split_size_mb",
-                   "roundup_power2_divisions", "release_lock_on_cudamalloc", "pinned_use_cuda_host_register",
-                   "pinned_num_register_threads", "pinned_use_background_threads")
+ALLOC_CONF_KEYS = (
+    "backend",
+    "expandable_segments",
+    "garbage_collection_threshold",
+    "max_split_size_mb",
+    "roundup_power2_divisions",
+    "release_lock_on_cudamalloc",
+    "pinned_use_cuda_host_register",
+    "pinned_num_register_threads",
+    "pinned_use_background_threads",
+)
 _NAME = re.compile(r"^[A-Za-z_][A-Za-z0-9_]{0,15}$")
 
 
@@ -157,19 +170,25 @@ def validate_steps(steps: list[Step]) -> int:
             out, src_name = step.args
             src = need(i, step, src_name)
             if step.op == "matmul" and src.mib < MATMUL_MIN_MIB:
-                raise ConfigError(f"step {i} '{step.text}': matmul needs {src_name!r} of at least "
-                                  f"{MATMUL_MIN_MIB} MiB (1024 rows), it has {src.mib} MiB")
+                raise ConfigError(
+                    f"step {i} '{step.text}': matmul needs {src_name!r} of at least "
+                    f"{MATMUL_MIN_MIB} MiB (1024 rows), it has {src.mib} MiB"
+                )
             live[out] = _Planned(src.mib, src.on_device, src.requires_grad, leaf=not src.requires_grad)
         elif step.op in ("backward", "scale_backward"):
             t = need(i, step, step.args[0])
             if not t.requires_grad:
-                raise ConfigError(f"step {i} '{step.text}': {step.args[0]!r} has no autograd graph — make it with "
-                                  f"alloc_grad, or with scale/matmul from such a tensor")
+                raise ConfigError(
+                    f"step {i} '{step.text}': {step.args[0]!r} has no autograd graph — make it with "
+                    f"alloc_grad, or with scale/matmul from such a tensor"
+                )
             if step.op == "scale_backward" and not t.leaf:
                 raise ConfigError(f"step {i} '{step.text}': scale_backward needs a leaf made with alloc_grad")
             if t.graph_used and not t.leaf:
-                raise ConfigError(f"step {i} '{step.text}': the graph of {step.args[0]!r} was already used by an "
-                                  f"earlier backward (PyTorch frees it); rebuild it with scale/matmul first")
+                raise ConfigError(
+                    f"step {i} '{step.text}': the graph of {step.args[0]!r} was already used by an "
+                    f"earlier backward (PyTorch frees it); rebuild it with scale/matmul first"
+                )
             t.graph_used = True
         peak_mib = max(peak_mib, device_mib() + transient)
     return peak_mib
@@ -195,11 +214,13 @@ def parse_alloc_conf(text: str) -> dict[str, str]:
             except ValueError:
                 ok = False
             if not ok:
-                raise ConfigError(f"alloc_conf: garbage_collection_threshold must be between 0 and 1 "
-                                  f"(exclusive), got {value!r}")
+                raise ConfigError(
+                    f"alloc_conf: garbage_collection_threshold must be between 0 and 1 (exclusive), got {value!r}"
+                )
         if key == "max_split_size_mb" and (not value.isdigit() or int(value) <= 20):
-            raise ConfigError(f"alloc_conf: max_split_size_mb must be a whole number above 20 (PyTorch's "
-                              f"minimum), got {value!r}")
+            raise ConfigError(
+                f"alloc_conf: max_split_size_mb must be a whole number above 20 (PyTorch's minimum), got {value!r}"
+            )
         settings[key] = value
     return settings
 
@@ -207,15 +228,19 @@ def parse_alloc_conf(text: str) -> dict[str, str]:
 @dataclass(frozen=True)
 class AllocatorConfig:
     scenario: Scenario = field(default="lifecycle", metadata={"help": "scripted scenario"})
-    size_mib: int = field(default=1024, metadata={
-        "help": "tensor size in MiB for the built-in scenarios (the seed used 1 GiB)"})
-    steps: tuple[str, ...] = field(default=(), metadata={
-        "help": "custom scenario steps, e.g. 'alloc a 256,alloc b 256,free a,empty_cache'"})
-    alloc_conf: str = field(default="", metadata={
-        "help": "PYTORCH_CUDA_ALLOC_CONF for this run's fresh worker ('' = PyTorch's default)"})
+    size_mib: int = field(
+        default=1024, metadata={"help": "tensor size in MiB for the built-in scenarios (the seed used 1 GiB)"}
+    )
+    steps: tuple[str, ...] = field(
+        default=(), metadata={"help": "custom scenario steps, e.g. 'alloc a 256,alloc b 256,free a,empty_cache'"}
+    )
+    alloc_conf: str = field(
+        default="", metadata={"help": "PYTORCH_CUDA_ALLOC_CONF for this run's fresh worker ('' = PyTorch's default)"}
+    )
     segment_map: bool = field(default=True, metadata={"help": "record the segment map after every step (GPU)"})
-    history_entries: int = field(default=0, metadata={
-        "help": "record allocator history with this max_entries (0 = off; GPU)"})
+    history_entries: int = field(
+        default=0, metadata={"help": "record allocator history with this max_entries (0 = off; GPU)"}
+    )
 
     def __post_init__(self) -> None:
         if self.scenario not in SCENARIOS:
@@ -223,13 +248,15 @@ class AllocatorConfig:
         if not 1 <= self.size_mib <= MAX_SIZE_MIB:
             raise ConfigError(f"size_mib must be between 1 and {MAX_SIZE_MIB}, got {self.size_mib}")
         if self.scenario == "fragmentation" and (self.size_mib < 16 or self.size_mib % 8):
-            raise ConfigError(f"fragmentation needs size_mib ≥ 16 and a multiple of 8 (eight equal pieces), "
-                              f"got {self.size_mib}")
+            raise ConfigError(
+                f"fragmentation needs size_mib ≥ 16 and a multiple of 8 (eight equal pieces), got {self.size_mib}"
+            )
         if self.steps and self.scenario != "custom":
             raise ConfigError("steps are only for the custom scenario")
         if not 0 <= self.history_entries <= MAX_HISTORY_ENTRIES:
-            raise ConfigError(f"history_entries must be between 0 and {MAX_HISTORY_ENTRIES}, "
-                              f"got {self.history_entries}")
+            raise ConfigError(
+                f"history_entries must be between 0 and {MAX_HISTORY_ENTRIES}, got {self.history_entries}"
+            )
         parse_alloc_conf(self.alloc_conf)
         validate_steps(scenario_steps(self))
 
@@ -266,12 +293,16 @@ def scenario_steps(cfg: AllocatorConfig) -> list[Step]:
             Step("free", ("x",), "B: del x (and x.grad)"),
         ]
     piece = s // 8
-    steps = [Step("alloc", ("big", s), f"big = zeros({s} MiB)"),
-             Step("free", ("big",), "del big (segment stays cached)")]
+    steps = [
+        Step("alloc", ("big", s), f"big = zeros({s} MiB)"),
+        Step("free", ("big",), "del big (segment stays cached)"),
+    ]
     steps += [Step("alloc", (f"p{i}", piece), f"p{i} = zeros({piece} MiB)") for i in range(8)]
     steps += [Step("free", (f"p{i}",), f"del p{i}") for i in (0, 2, 4, 6)]
-    steps += [Step("alloc", ("q", 2 * piece), f"q = zeros({2 * piece} MiB): no hole fits"),
-              Step("empty_cache", (), "empty_cache()")]
+    steps += [
+        Step("alloc", ("q", 2 * piece), f"q = zeros({2 * piece} MiB): no hole fits"),
+        Step("empty_cache", (), "empty_cache()"),
+    ]
     return steps
 
 
@@ -374,15 +405,19 @@ def _host_guard(nbytes: int, what: str) -> None:
     """
     room = memory.budget("cpu")
     if nbytes > room.bytes:
-        raise StepOutOfMemory(f"out of memory (host): {what} needs {nbytes / MIB:.0f} MiB but {room.source} "
-                              f"(the OS would kill the process instead of raising)")
+        raise StepOutOfMemory(
+            f"out of memory (host): {what} needs {nbytes / MIB:.0f} MiB but {room.source} "
+            f"(the OS would kill the process instead of raising)"
+        )
 
 
 def check_size(size_mib: int, free_bytes: int | None) -> None:
     """The page's cap: one tensor may not be larger than the device's free memory."""
     if free_bytes is not None and size_mib * MIB > free_bytes:
-        raise ConfigError(f"size {size_mib} MiB is more than the {free_bytes // MIB} MiB free on this device "
-                          f"(the limit for one tensor)")
+        raise ConfigError(
+            f"size {size_mib} MiB is more than the {free_bytes // MIB} MiB free on this device "
+            f"(the limit for one tensor)"
+        )
 
 
 def _max_rss_bytes() -> int:
@@ -398,16 +433,20 @@ def _max_rss_bytes() -> int:
 # memory_snapshot: PYTORCH_CUDA_ALLOC_CONF, max_split_size in bytes, garbage_collection_threshold,
 # expandable_segments, pinned_num_register_threads, release_lock_on_cudamalloc,
 # pinned_use_cuda_host_register, roundup_power2_divisions).
-_REPORTED_AS = {"expandable_segments": ("expandable_segments", "bool"),
-                "max_split_size_mb": ("max_split_size", "mib"),
-                "garbage_collection_threshold": ("garbage_collection_threshold", "float"),
-                "release_lock_on_cudamalloc": ("release_lock_on_cudamalloc", "bool"),
-                "pinned_use_cuda_host_register": ("pinned_use_cuda_host_register", "bool"),
-                "pinned_num_register_threads": ("pinned_num_register_threads", "int")}
+_REPORTED_AS = {
+    "expandable_segments": ("expandable_segments", "bool"),
+    "max_split_size_mb": ("max_split_size", "mib"),
+    "garbage_collection_threshold": ("garbage_collection_threshold", "float"),
+    "release_lock_on_cudamalloc": ("release_lock_on_cudamalloc", "bool"),
+    "pinned_use_cuda_host_register": ("pinned_use_cuda_host_register", "bool"),
+    "pinned_num_register_threads": ("pinned_num_register_threads", "int"),
+}
 ASYNC_BACKEND = "cudaMallocAsync"
-ASYNC_NOTE = ("backend:cudaMallocAsync keeps no block list, so torch refuses memory snapshots with it ('Calling "
-              "snapshot with backend:cudaMallocAsync is not meaningful'): no segment map, fragmentation numbers or "
-              "allocation history in this run; allocated/reserved/peak and the driver's numbers are measured")
+ASYNC_NOTE = (
+    "backend:cudaMallocAsync keeps no block list, so torch refuses memory snapshots with it ('Calling "
+    "snapshot with backend:cudaMallocAsync is not meaningful'): no segment map, fragmentation numbers or "
+    "allocation history in this run; allocated/reserved/peak and the driver's numbers are measured"
+)
 
 
 def settings_not_applied(requested: dict[str, str], backend: str | None, reported: dict | None) -> list[str]:
@@ -425,8 +464,7 @@ def settings_not_applied(requested: dict[str, str], backend: str | None, reporte
             continue
         name, kind = _REPORTED_AS[key]
         got = reported.get(name)
-        want = {"bool": lambda v: v == "True", "int": int, "float": float,
-                "mib": lambda v: int(v) * MIB}[kind](value)
+        want = {"bool": lambda v: v == "True", "int": int, "float": float, "mib": lambda v: int(v) * MIB}[kind](value)
         if got is None or (abs(float(got) - want) > 1e-9 if kind == "float" else got != want):
             out.append(f"{key}: asked {value}, the allocator reports {name}={got}")
     return out
@@ -462,9 +500,13 @@ class _Recorder:
         """For the run's meta: the backend and settings the allocator reported, and what it ignored."""
         if not self.ctx.is_cuda:
             return {}
-        report = {"allocator_backend": self.backend, "allocator_settings_reported": self.reported_settings,
-                  "alloc_conf_not_applied": settings_not_applied(parse_alloc_conf(self.cfg.alloc_conf), self.backend,
-                                                                 self.reported_settings)}
+        report = {
+            "allocator_backend": self.backend,
+            "allocator_settings_reported": self.reported_settings,
+            "alloc_conf_not_applied": settings_not_applied(
+                parse_alloc_conf(self.cfg.alloc_conf), self.backend, self.reported_settings
+            ),
+        }
         if not self.snapshots:
             report["snapshot_note"] = ASYNC_NOTE
         return report
@@ -479,11 +521,18 @@ class _Recorder:
 
     def row(self, index: int, step: Step | None, ws: _Workspace, status: str = "ok", note: str = "") -> dict:
         device_bytes, host_bytes = ws.live_bytes()
-        row = {"index": index, "step": f"{index}. {step.title}" if step else "0. start", "op": step.text if step else "",
-               "status": status, "note": note, "alloc_conf_seen": self.setting,
-               "rss_bytes": self.process.memory_info().rss, "max_rss_bytes": _max_rss_bytes(),
-               "live_device_bytes": device_bytes,
-               "live_host_bytes": host_bytes}
+        row = {
+            "index": index,
+            "step": f"{index}. {step.title}" if step else "0. start",
+            "op": step.text if step else "",
+            "status": status,
+            "note": note,
+            "alloc_conf_seen": self.setting,
+            "rss_bytes": self.process.memory_info().rss,
+            "max_rss_bytes": _max_rss_bytes(),
+            "live_device_bytes": device_bytes,
+            "live_host_bytes": host_bytes,
+        }
         row.update(self._cuda_fields() if self.ctx.is_cuda else dict.fromkeys(CUDA_FIELDS))
         return row
 
@@ -492,16 +541,25 @@ class _Recorder:
         cuda.synchronize(dev)
         free, total = cuda.mem_get_info(dev)
         stats = cuda.memory_stats(dev)
-        out = {"allocated_bytes": cuda.memory_allocated(dev), "reserved_bytes": cuda.memory_reserved(dev),
-               "peak_allocated_bytes": cuda.max_memory_allocated(dev), "driver_used_bytes": total - free,
-               "driver_total_bytes": total, "segments": stats.get("segment.all.current"),
-               "alloc_count": stats.get("allocation.all.allocated"), "free_count": stats.get("allocation.all.freed"),
-               "inactive_split_bytes": stats.get("inactive_split_bytes.all.current"),
-               "alloc_retries": stats.get("num_alloc_retries"), "ooms": stats.get("num_ooms"),
-               "device_alloc_count": stats.get("num_device_alloc"), "device_free_count": stats.get("num_device_free")}
+        out = {
+            "allocated_bytes": cuda.memory_allocated(dev),
+            "reserved_bytes": cuda.memory_reserved(dev),
+            "peak_allocated_bytes": cuda.max_memory_allocated(dev),
+            "driver_used_bytes": total - free,
+            "driver_total_bytes": total,
+            "segments": stats.get("segment.all.current"),
+            "alloc_count": stats.get("allocation.all.allocated"),
+            "free_count": stats.get("allocation.all.freed"),
+            "inactive_split_bytes": stats.get("inactive_split_bytes.all.current"),
+            "alloc_retries": stats.get("num_alloc_retries"),
+            "ooms": stats.get("num_ooms"),
+            "device_alloc_count": stats.get("num_device_alloc"),
+            "device_free_count": stats.get("num_device_free"),
+        }
         if not self.snapshots:
-            return out | dict.fromkeys(("largest_free_block_bytes", "free_in_reserved_bytes", "fragmentation_ratio",
-                                        "segment_map", "trace"))
+            return out | dict.fromkeys(
+                ("largest_free_block_bytes", "free_in_reserved_bytes", "fragmentation_ratio", "segment_map", "trace")
+            )
         snapshot = cuda.memory._snapshot()
         if self.reported_settings is None:
             self.reported_settings = snapshot.get("allocator_settings")
@@ -524,10 +582,26 @@ class _Recorder:
         return [[e.get("time_us", 0), e.get("action", ""), e.get("size", 0)] for e in kept]
 
 
-CUDA_FIELDS = ("allocated_bytes", "reserved_bytes", "peak_allocated_bytes", "driver_used_bytes", "driver_total_bytes",
-               "segments", "alloc_count", "free_count", "inactive_split_bytes", "alloc_retries", "ooms",
-               "device_alloc_count", "device_free_count", "largest_free_block_bytes", "free_in_reserved_bytes",
-               "fragmentation_ratio", "segment_map", "trace")
+CUDA_FIELDS = (
+    "allocated_bytes",
+    "reserved_bytes",
+    "peak_allocated_bytes",
+    "driver_used_bytes",
+    "driver_total_bytes",
+    "segments",
+    "alloc_count",
+    "free_count",
+    "inactive_split_bytes",
+    "alloc_retries",
+    "ooms",
+    "device_alloc_count",
+    "device_free_count",
+    "largest_free_block_bytes",
+    "free_in_reserved_bytes",
+    "fragmentation_ratio",
+    "segment_map",
+    "trace",
+)
 
 
 def _is_oom(exc: BaseException) -> bool:
@@ -544,9 +618,17 @@ def _backward_summary(rows: list[dict], x_bytes: int) -> list[dict]:
             continue
         base = phase[0]["allocated_bytes"]
         peak = max(r["peak_allocated_bytes"] for r in phase) - base
-        out.append({"form": form["form"], "x_bytes": x_bytes, "peak_bytes": peak, "peak_over_x": peak / x_bytes,
-                    "seed_claim_over_x": SEED_BACKWARD_CLAIMS[form["form"]],
-                    "autograd_count_over_x": len(form["tensors"]), "autograd_tensors": ", ".join(form["tensors"])})
+        out.append(
+            {
+                "form": form["form"],
+                "x_bytes": x_bytes,
+                "peak_bytes": peak,
+                "peak_over_x": peak / x_bytes,
+                "seed_claim_over_x": SEED_BACKWARD_CLAIMS[form["form"]],
+                "autograd_count_over_x": len(form["tensors"]),
+                "autograd_tensors": ", ".join(form["tensors"]),
+            }
+        )
     return out
 
 
@@ -554,9 +636,11 @@ def run(cfg: AllocatorConfig, ctx: Context):
     import torch
 
     if not ctx.is_cuda and cfg.scenario in GPU_ONLY_SCENARIOS:
-        raise ctx.unsupported(f"the {cfg.scenario} scenario reads the CUDA caching allocator's counters "
-                              f"(memory_allocated, max_memory_allocated, memory_snapshot); a CPU has none — "
-                              f"run lifecycle or custom here")
+        raise ctx.unsupported(
+            f"the {cfg.scenario} scenario reads the CUDA caching allocator's counters "
+            f"(memory_allocated, max_memory_allocated, memory_snapshot); a CPU has none — "
+            f"run lifecycle or custom here"
+        )
     steps = scenario_steps(cfg)
     ctx.check_fits(validate_steps(steps) * MIB, f"the {cfg.scenario} scenario (its tensors at their largest)")
     recorder = _Recorder(torch, ctx, cfg)
@@ -579,8 +663,9 @@ def run(cfg: AllocatorConfig, ctx: Context):
                 first = first_line(exc, limit=10_000)
                 row = recorder.row(i, step, ws, status="oom", note=first)
                 yield Progress(i, total, f"out of memory at step {i}", rows=(row,))
-                raise StepOutOfMemory(f"out of memory at step {i}/{total} '{step.title}', the scenario stopped "
-                                      f"there — {first}") from None
+                raise StepOutOfMemory(
+                    f"out of memory at step {i}/{total} '{step.title}', the scenario stopped there — {first}"
+                ) from None
             row = recorder.row(i, step, ws, note=note)
             if cfg.scenario == "lifecycle":
                 row["seed_claim"] = LIFECYCLE_SEED_CLAIMS[i - 1]
@@ -589,9 +674,16 @@ def run(cfg: AllocatorConfig, ctx: Context):
     finally:
         recorder.stop_history()
         ws.tensors.clear()
-    meta: dict = {"scenario": cfg.scenario, "steps": [s.text for s in steps], "alloc_conf_requested": cfg.alloc_conf,
-                  "alloc_conf_seen": recorder.setting, "alloc_conf_env": seen_setting(), "pid": os.getpid(),
-                  "planned_peak_device_mib_estimate": validate_steps(steps), **recorder.settings_report()}
+    meta: dict = {
+        "scenario": cfg.scenario,
+        "steps": [s.text for s in steps],
+        "alloc_conf_requested": cfg.alloc_conf,
+        "alloc_conf_seen": recorder.setting,
+        "alloc_conf_env": seen_setting(),
+        "pid": os.getpid(),
+        "planned_peak_device_mib_estimate": validate_steps(steps),
+        **recorder.settings_report(),
+    }
     if cfg.scenario == "backward-peak":
         meta["backward_peak"] = _backward_summary(rows, cfg.size_mib * MIB)
     return Output(rows=rows, meta=meta)
@@ -602,5 +694,14 @@ def worker_env(cfg: AllocatorConfig) -> dict[str, str]:
     return {key: cfg.alloc_conf for key in ENV_KEYS}
 
 
-EXPERIMENTS = [Experiment(name="allocator", title="Allocator lab", config_type=AllocatorConfig, run=run,
-                          description=__doc__.splitlines()[0], fresh_process=True, worker_env=worker_env)]
+EXPERIMENTS = [
+    Experiment(
+        name="allocator",
+        title="Allocator lab",
+        config_type=AllocatorConfig,
+        run=run,
+        description=__doc__.splitlines()[0],
+        fresh_process=True,
+        worker_env=worker_env,
+    )
+]

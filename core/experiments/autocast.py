@@ -7,6 +7,7 @@ module's input, output and parameter dtypes; full backward hooks record the dtyp
 gradient flowing out of each module; after ``backward()`` the parameters' ``.grad`` dtypes are
 read. Nothing here is a table: every dtype is what the hooks saw on this device.
 """
+
 from __future__ import annotations
 
 import warnings
@@ -116,11 +117,20 @@ def dtype_map(model: str, cfg: AutocastConfig, device: str, autocast: str) -> li
         label = name or "(model)"
         params = list(module.parameters(recurse=False))
         info = seen.get(label, {})
-        rows.append({"model": model, "autocast": autocast, "module": label, "type": type(module).__name__,
-                     "input_dtypes": info.get("input_dtypes", ""), "output_dtype": info.get("output_dtype", ""),
-                     "param_dtypes": ", ".join(_name(p.dtype) for p in params),
-                     "grad_dtypes": ", ".join(_name(p.grad.dtype) if p.grad is not None else "none" for p in params),
-                     "grad_output_dtypes": info.get("grad_output_dtypes", ""), "model_output_dtype": _name(out.dtype)})
+        rows.append(
+            {
+                "model": model,
+                "autocast": autocast,
+                "module": label,
+                "type": type(module).__name__,
+                "input_dtypes": info.get("input_dtypes", ""),
+                "output_dtype": info.get("output_dtype", ""),
+                "param_dtypes": ", ".join(_name(p.dtype) for p in params),
+                "grad_dtypes": ", ".join(_name(p.grad.dtype) if p.grad is not None else "none" for p in params),
+                "grad_output_dtypes": info.get("grad_output_dtypes", ""),
+                "model_output_dtype": _name(out.dtype),
+            }
+        )
     return rows
 
 
@@ -137,15 +147,26 @@ def run(cfg: AutocastConfig, ctx: Context):
     rows = []
     for i, (model, mode, problem) in enumerate(jobs):
         if problem:
-            new = [{"model": model, "autocast": mode, "module": "(model)", "status": "unsupported",
-                    "reason": problem}]
+            new = [{"model": model, "autocast": mode, "module": "(model)", "status": "unsupported", "reason": problem}]
         else:
             new = [r | {"status": "ok"} for r in dtype_map(model, cfg, ctx.device, mode)]
         rows += new
         yield Progress(i + 1, len(jobs), f"{model} under autocast {mode}", rows=tuple(new))
-    return Output(rows=rows, meta={"autocast_modes": [m for m, _ in modes(ctx)],
-                                   "note": "a module called twice (the block's shared RoPE) shows its first call"})
+    return Output(
+        rows=rows,
+        meta={
+            "autocast_modes": [m for m, _ in modes(ctx)],
+            "note": "a module called twice (the block's shared RoPE) shows its first call",
+        },
+    )
 
 
-EXPERIMENTS = [Experiment(name="autocast", title="Autocast dtype map (forward hooks)", config_type=AutocastConfig,
-                          run=run, description=__doc__.splitlines()[0])]
+EXPERIMENTS = [
+    Experiment(
+        name="autocast",
+        title="Autocast dtype map (forward hooks)",
+        config_type=AutocastConfig,
+        run=run,
+        description=__doc__.splitlines()[0],
+    )
+]

@@ -4,6 +4,7 @@ The arithmetic lives in :mod:`core.transformer.planner` (torch-free, shared with
 pages); this module makes its answer a run that is stored, compared and charted like a measurement,
 always labelled *estimate*. It runs in-process (no worker, no torch): the answer takes milliseconds.
 """
+
 from __future__ import annotations
 
 from core.experiment import Context, Experiment, Output, Progress
@@ -24,11 +25,21 @@ def run(cfg: EstimateConfig, ctx: Context):
     if cfg.memory_gib == 0 and ctx.device == "cpu" and cfg.target == "cuda":
         meta["memory_note"] = "max batch computed for this machine's RAM; pass --memory-gib for a GPU"
     elif not memory:
-        meta["memory_note"] = ("no max batch: the planner runs without touching the GPU, so give its memory with "
-                               "--memory-gib (python -m core info shows it)")
+        meta["memory_note"] = (
+            "no max batch: the planner runs without touching the GPU, so give its memory with "
+            "--memory-gib (python -m core info shows it)"
+        )
     meta["fp32_peak_estimated_bytes"] = peak(replace(cfg, precision="fp32")).total_bytes
     return Output(rows=rows, meta=meta)
 
 
-EXPERIMENTS = [Experiment(name="estimate", title="Training memory planner (estimate)", config_type=EstimateConfig,
-                          run=run, description=__doc__.splitlines()[0], in_process=True)]
+EXPERIMENTS = [
+    Experiment(
+        name="estimate",
+        title="Training memory planner (estimate)",
+        config_type=EstimateConfig,
+        run=run,
+        description=__doc__.splitlines()[0],
+        in_process=True,
+    )
+]

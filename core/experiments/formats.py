@@ -13,20 +13,28 @@ Three pieces, all in one run so the page and ``python -m core formats --value X`
 * the **spacing data** (``meta["spacing"]``): the gap to the next representable number (ULP) over
   each float format's whole range, measured by stepping the bit pattern by one.
 """
+
 from __future__ import annotations
 
 import math
+from collections.abc import Iterator
 from dataclasses import dataclass, field
 from decimal import Decimal
-from typing import Iterator
 
 import torch
 
 from core.experiment import ConfigError, Context, Experiment, Output, Progress
 
 # The formats the course notes discuss, in table order; other float dtypes torch offers are appended.
-_NAMED = {"fp64": torch.float64, "fp32": torch.float32, "tf32": None, "bf16": torch.bfloat16,
-          "fp16": torch.float16, "fp8_e4m3fn": torch.float8_e4m3fn, "fp8_e5m2": torch.float8_e5m2}
+_NAMED = {
+    "fp64": torch.float64,
+    "fp32": torch.float32,
+    "tf32": None,
+    "bf16": torch.bfloat16,
+    "fp16": torch.float16,
+    "fp8_e4m3fn": torch.float8_e4m3fn,
+    "fp8_e5m2": torch.float8_e5m2,
+}
 _BITS_VIEW = {8: torch.int64, 4: torch.int32, 2: torch.int16, 1: torch.uint8}
 # Formats without finfo/iinfo support in torch: (sign, exponent, mantissa) bits and bias, by definition.
 _TF32_DEF = dict(sign_bits=1, exponent_bits=8, mantissa_bits=10, bias=127)
@@ -62,9 +70,13 @@ def formats() -> list[Format]:
 
 def _from_definition(sign_bits: int, exponent_bits: int, mantissa_bits: int, bias: int, ieee_top: bool) -> dict:
     """Range of a binary float format from its field widths (``ieee_top``: top exponent = inf/NaN)."""
-    top = 2 ** exponent_bits - (2 if ieee_top else 1)
-    return {"max": (2 - 2.0 ** -mantissa_bits) * 2.0 ** (top - bias), "smallest_normal": 2.0 ** (1 - bias),
-            "smallest_subnormal": 2.0 ** (1 - bias - mantissa_bits), "eps": 2.0 ** -mantissa_bits}
+    top = 2**exponent_bits - (2 if ieee_top else 1)
+    return {
+        "max": (2 - 2.0**-mantissa_bits) * 2.0 ** (top - bias),
+        "smallest_normal": 2.0 ** (1 - bias),
+        "smallest_subnormal": 2.0 ** (1 - bias - mantissa_bits),
+        "eps": 2.0**-mantissa_bits,
+    }
 
 
 def _pattern_value(dtype: torch.dtype, pattern: int) -> float:
@@ -82,19 +94,36 @@ def _float_row(fmt: Format) -> dict:
         sign = 0 if str(dtype).endswith("fnu") else 1  # e8m0fnu is unsigned
         lowest = _pattern_value(dtype, 1)  # the first pattern above zero
         subnormal = lowest if lowest < info.smallest_normal else None
-        note = "" if eps == info.eps else \
-            f"torch.finfo says eps={info.eps:g}, but the gap above 1.0 measures {eps:g}; the table shows the gap"
-        return {"bits": info.bits, "sign_bits": sign, "exponent_bits": info.bits - sign - mantissa,
-                "mantissa_bits": mantissa, "bytes": dtype.itemsize, "max": info.max,
-                "min": info.min if sign else 0.0, "smallest_normal": info.smallest_normal,
-                "smallest_subnormal": subnormal, "eps": eps,
-                "source": f"torch.finfo({dtype}); eps and bit fields measured from bit patterns", "note": note}
+        note = (
+            ""
+            if eps == info.eps
+            else f"torch.finfo says eps={info.eps:g}, but the gap above 1.0 measures {eps:g}; the table shows the gap"
+        )
+        return {
+            "bits": info.bits,
+            "sign_bits": sign,
+            "exponent_bits": info.bits - sign - mantissa,
+            "mantissa_bits": mantissa,
+            "bytes": dtype.itemsize,
+            "max": info.max,
+            "min": info.min if sign else 0.0,
+            "smallest_normal": info.smallest_normal,
+            "smallest_subnormal": subnormal,
+            "eps": eps,
+            "source": f"torch.finfo({dtype}); eps and bit fields measured from bit patterns",
+            "note": note,
+        }
     except (TypeError, RuntimeError) as exc:
         if dtype == getattr(torch, "float4_e2m1fn_x2", None):
             d = _from_definition(**_FP4_E2M1_DEF, ieee_top=False)
-            return {"bits": 4, **{k: v for k, v in _FP4_E2M1_DEF.items() if k != "bias"}, "bytes": 0.5,
-                    **d, "min": -d["max"],
-                    "source": f"definition (E2M1, bias 1, no inf/NaN, two per byte): torch.finfo fails: {exc}"}
+            return {
+                "bits": 4,
+                **{k: v for k, v in _FP4_E2M1_DEF.items() if k != "bias"},
+                "bytes": 0.5,
+                **d,
+                "min": -d["max"],
+                "source": f"definition (E2M1, bias 1, no inf/NaN, two per byte): torch.finfo fails: {exc}",
+            }
         return {"source": f"torch.finfo({dtype}) failed: {exc}"}
 
 
@@ -104,31 +133,62 @@ def format_table() -> list[dict]:
     for fmt in formats():
         if fmt.name == "tf32":
             d = _from_definition(**_TF32_DEF, ieee_top=True)
-            row = {"bits": 19, **{k: v for k, v in _TF32_DEF.items() if k != "bias"}, "bytes": 4, **d,
-                   "min": -d["max"], "source": "definition: fp32's sign and 8-bit exponent, 10-bit mantissa "
-                                                "(no torch dtype; stored in memory as fp32, 4 bytes)"}
+            row = {
+                "bits": 19,
+                **{k: v for k, v in _TF32_DEF.items() if k != "bias"},
+                "bytes": 4,
+                **d,
+                "min": -d["max"],
+                "source": "definition: fp32's sign and 8-bit exponent, 10-bit mantissa "
+                "(no torch dtype; stored in memory as fp32, 4 bytes)",
+            }
         elif fmt.kind == "int":
             lo, hi = INT_RANGES[fmt.name]
             bits = int(math.log2(hi - lo + 1))
-            source = f"torch.iinfo({fmt.dtype})" if fmt.dtype is not None else \
-                "definition: 4-bit two's complement (torch.iinfo refuses torch.int4; no cast kernel)"
+            source = (
+                f"torch.iinfo({fmt.dtype})"
+                if fmt.dtype is not None
+                else "definition: 4-bit two's complement (torch.iinfo refuses torch.int4; no cast kernel)"
+            )
             if fmt.dtype is not None:
                 info = torch.iinfo(fmt.dtype)
                 lo, hi, bits = info.min, info.max, info.bits
-            row = {"bits": bits, "sign_bits": 1, "exponent_bits": 0, "mantissa_bits": bits - 1,
-                   "bytes": bits / 8, "max": float(hi), "min": float(lo), "smallest_normal": None,
-                   "smallest_subnormal": None, "eps": 1.0, "source": source}
+            row = {
+                "bits": bits,
+                "sign_bits": 1,
+                "exponent_bits": 0,
+                "mantissa_bits": bits - 1,
+                "bytes": bits / 8,
+                "max": float(hi),
+                "min": float(lo),
+                "smallest_normal": None,
+                "smallest_subnormal": None,
+                "eps": 1.0,
+                "source": source,
+            }
         else:
             row = _float_row(fmt)
         mant = row.get("mantissa_bits")
-        digits = (mant + 1) * math.log10(2) if fmt.kind == "float" and mant is not None else \
-            (math.log10(row["max"]) if "max" in row else None)
-        rows.append({"format": fmt.name, "kind": fmt.kind, "torch_dtype": str(fmt.dtype) if fmt.dtype else None,
-                     "note": "", **row, "decimal_digits": digits})
+        digits = (
+            (mant + 1) * math.log10(2)
+            if fmt.kind == "float" and mant is not None
+            else (math.log10(row["max"]) if "max" in row else None)
+        )
+        rows.append(
+            {
+                "format": fmt.name,
+                "kind": fmt.kind,
+                "torch_dtype": str(fmt.dtype) if fmt.dtype else None,
+                "note": "",
+                **row,
+                "decimal_digits": digits,
+            }
+        )
     return rows
 
 
 # ---- the value inspector -------------------------------------------------------------------------
+
 
 def tf32_round(x: torch.Tensor) -> torch.Tensor:
     """fp32 → TF32 → fp32: round the mantissa to 10 bits, to nearest, ties to even (bit arithmetic).
@@ -204,7 +264,7 @@ def _split(pattern: int, width: int, info: dict, kind: str) -> dict:
     if kind == "int":
         return {"sign": text[0], "exponent": "", "mantissa": text[1:], "bits": text}
     s, e = info["sign_bits"], info["exponent_bits"]
-    parts = [text[:s], text[s:s + e], text[s + e:]]
+    parts = [text[:s], text[s : s + e], text[s + e :]]
     return {"sign": parts[0], "exponent": parts[1], "mantissa": parts[2], "bits": "|".join(p for p in parts if p)}
 
 
@@ -225,26 +285,48 @@ def inspect(value: float, table: list[dict] | None = None, device: str = "cpu") 
             stored, pattern, width = _cast(fmt, value, device)
         except (RuntimeError, TypeError, ValueError) as exc:
             reason = str(exc).splitlines()[0]
-            rows.append(row | {"stored": None, "abs_error": None, "rel_error": None, "bits": None,
-                               "status": "unsupported", "reason": f"cannot store {value} as {fmt.name}: {reason}"})
+            rows.append(
+                row
+                | {
+                    "stored": None,
+                    "abs_error": None,
+                    "rel_error": None,
+                    "bits": None,
+                    "status": "unsupported",
+                    "reason": f"cannot store {value} as {fmt.name}: {reason}",
+                }
+            )
             continue
         abs_err, rel_err = _errors(stored, exact, value)
         status = _status(value, stored, info, fmt.kind, exact)
-        rows.append(row | {"stored": stored, "abs_error": abs_err, "rel_error": rel_err,
-                           **_split(pattern, width, info, fmt.kind), "hex": f"0x{pattern:0{(width + 3) // 4}x}",
-                           "status": status, "overflow": status in ("overflow", "saturated"),
-                           "underflow": status == "underflow", "is_nan": math.isnan(stored),
-                           "subnormal": _is_subnormal(stored, info, fmt.kind),
-                           "method": _METHOD.get(fmt.name, f"torch.tensor(x, dtype=float64).to({fmt.dtype})")})
+        rows.append(
+            row
+            | {
+                "stored": stored,
+                "abs_error": abs_err,
+                "rel_error": rel_err,
+                **_split(pattern, width, info, fmt.kind),
+                "hex": f"0x{pattern:0{(width + 3) // 4}x}",
+                "status": status,
+                "overflow": status in ("overflow", "saturated"),
+                "underflow": status == "underflow",
+                "is_nan": math.isnan(stored),
+                "subnormal": _is_subnormal(stored, info, fmt.kind),
+                "method": _METHOD.get(fmt.name, f"torch.tensor(x, dtype=float64).to({fmt.dtype})"),
+            }
+        )
     return rows
 
 
-_METHOD = {"tf32": "x.to(float32), mantissa rounded to 10 bits (nearest, ties to even)",
-           "int8": "round half to even, clamp to [-128, 127] (scale 1), .to(torch.int8)",
-           "int4": "round half to even, clamp to [-8, 7] (scale 1); torch has no int4 cast kernel"}
+_METHOD = {
+    "tf32": "x.to(float32), mantissa rounded to 10 bits (nearest, ties to even)",
+    "int8": "round half to even, clamp to [-128, 127] (scale 1), .to(torch.int8)",
+    "int4": "round half to even, clamp to [-8, 7] (scale 1); torch has no int4 cast kernel",
+}
 
 
 # ---- spacing (ULP) -------------------------------------------------------------------------------
+
 
 def _next_up(fmt: Format, t: torch.Tensor) -> torch.Tensor:
     """The next representable number above each (positive, finite) element, by stepping the bits."""
@@ -280,6 +362,7 @@ def spacing(table: list[dict], points: int) -> Iterator[dict]:
 
 # ---- the experiment ------------------------------------------------------------------------------
 
+
 @dataclass(frozen=True)
 class FormatsConfig:
     value: float = field(default=3.14159265, metadata={"help": "the number to store in every format"})
@@ -297,9 +380,18 @@ def run(cfg: FormatsConfig, ctx: Context):
     rows = inspect(cfg.value, table, ctx.device)
     yield Progress(2, 3, "value inspector", rows=tuple(rows))
     ulps = list(spacing(table, cfg.spacing_points))
-    return Output(rows=rows, meta={"table": table, "spacing": ulps, "exact_value": str(exact_decimal(cfg.value)),
-                                   "cast_device": ctx.device})
+    return Output(
+        rows=rows,
+        meta={"table": table, "spacing": ulps, "exact_value": str(exact_decimal(cfg.value)), "cast_device": ctx.device},
+    )
 
 
-EXPERIMENTS = [Experiment(name="formats", title="Number formats: table, value inspector, spacing",
-                          config_type=FormatsConfig, run=run, description=__doc__.splitlines()[0])]
+EXPERIMENTS = [
+    Experiment(
+        name="formats",
+        title="Number formats: table, value inspector, spacing",
+        config_type=FormatsConfig,
+        run=run,
+        description=__doc__.splitlines()[0],
+    )
+]

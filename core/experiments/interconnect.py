@@ -13,19 +13,31 @@ Three parts, each optional:
 A GPU run uses every GPU of the box, so it runs on cuda:0 and holds the lab's lock of every GPU
 (jobs on any of them wait). What the device cannot run is a row with the reason, never a gap.
 """
+
 from __future__ import annotations
 
 import os
 import time
+from collections.abc import Iterator
 from contextlib import ExitStack
 from dataclasses import dataclass, field
-from typing import Iterator, Literal
+from typing import Literal
 
 import torch
 
-from core.distributed.collectives import (COLLECTIVES, CPU_SIZES, GPU_SIZES, MAX_BYTES, PROCESS_OVERHEAD_BYTES,
-                                          buffer_bytes, format_size, host_bytes_needed, parse_size,
-                                          resolve_backend, row_text)
+from core.distributed.collectives import (
+    COLLECTIVES,
+    CPU_SIZES,
+    GPU_SIZES,
+    MAX_BYTES,
+    PROCESS_OVERHEAD_BYTES,
+    buffer_bytes,
+    format_size,
+    host_bytes_needed,
+    parse_size,
+    resolve_backend,
+    row_text,
+)
 from core.experiment import ConfigError, Context, Experiment, Output, Progress, check_choices, config_to_dict
 from core.measure.timing import TimingPlan
 
@@ -37,25 +49,36 @@ DIRECTIONS = ("h2d", "d2h")
 
 @dataclass(frozen=True)
 class InterconnectConfig:
-    parts: tuple[str, ...] = field(default=PARTS, metadata={
-        "help": "what to measure: copy (host↔GPU), peer (GPU×GPU matrix), collectives"})
-    backend: Backend = field(default="auto", metadata={
-        "help": "collectives between GPUs (nccl) or CPU processes (gloo); auto: NCCL when the job runs on a GPU"})
-    world_size: int = field(default=0, metadata={
-        "help": "ranks on this box: 0 = one per GPU for NCCL, 2 for Gloo (torchrun by hand sets its own)"})
+    parts: tuple[str, ...] = field(
+        default=PARTS, metadata={"help": "what to measure: copy (host↔GPU), peer (GPU×GPU matrix), collectives"}
+    )
+    backend: Backend = field(
+        default="auto",
+        metadata={
+            "help": "collectives between GPUs (nccl) or CPU processes (gloo); auto: NCCL when the job runs on a GPU"
+        },
+    )
+    world_size: int = field(
+        default=0,
+        metadata={"help": "ranks on this box: 0 = one per GPU for NCCL, 2 for Gloo (torchrun by hand sets its own)"},
+    )
     collectives: tuple[str, ...] = field(default=COLLECTIVES, metadata={"help": "collectives to time"})
-    sizes: tuple[str, ...] = field(default=(), metadata={
-        "help": "message sizes (bytes, KiB, MiB, GiB), e.g. 1KiB,1MiB,1GiB; empty = GPU 1 KiB…1 GiB, "
-                "CPU 1 KiB…16 MiB, ×4 steps"})
-    copy_sizes: tuple[str, ...] = field(default=("1MiB", "64MiB", "256MiB"), metadata={
-        "help": "host↔GPU copy sizes"})
+    sizes: tuple[str, ...] = field(
+        default=(),
+        metadata={
+            "help": "message sizes (bytes, KiB, MiB, GiB), e.g. 1KiB,1MiB,1GiB; empty = GPU 1 KiB…1 GiB, "
+            "CPU 1 KiB…16 MiB, ×4 steps"
+        },
+    )
+    copy_sizes: tuple[str, ...] = field(default=("1MiB", "64MiB", "256MiB"), metadata={"help": "host↔GPU copy sizes"})
     peer_size: str = field(default="256MiB", metadata={"help": "bytes per GPU→GPU copy of the peer matrix"})
     warmup_ms: float = field(default=20.0, metadata={"help": "time-based warm-up per point"})
     rep_ms: float = field(default=100.0, metadata={"help": "timed calls per point fill about this long"})
     min_reps: int = field(default=10, metadata={"help": "timed calls per point, at least"})
     max_reps: int = field(default=200, metadata={"help": "timed calls per point, at most"})
-    timeout_s: float = field(default=120.0, metadata={
-        "help": "a collective that waits longer for a rank ends the job, naming that rank"})
+    timeout_s: float = field(
+        default=120.0, metadata={"help": "a collective that waits longer for a rank ends the job, naming that rank"}
+    )
     seed: int = field(default=0, metadata={"help": "random seed of the inputs"})
 
     def __post_init__(self) -> None:
@@ -109,10 +132,12 @@ def check_host_memory(cfg: InterconnectConfig, world: int) -> None:
             f"sizes: {format_size(largest)} with {world} Gloo ranks needs {need / 2**30:.1f} GiB of host memory "
             f"({per_rank / 2**30:.2f} GiB of buffers per rank — the message, the result and a check copy — plus "
             f"{PROCESS_OVERHEAD_BYTES // 2**20} MiB per process); {available / 2**30:.1f} GiB is available: "
-            f"choose smaller sizes or fewer ranks")
+            f"choose smaller sizes or fewer ranks"
+        )
 
 
 # --- what runs where -------------------------------------------------------------------------------------
+
 
 def _gpu_count() -> int:
     return torch.cuda.device_count() if torch.cuda.is_available() else 0
@@ -134,9 +159,11 @@ def _not_measured(kind: str, reason: str) -> dict:
 
 
 def _plan_points(cfg: InterconnectConfig, ctx: Context, gpus: int) -> dict[str, int]:
-    counts = {"copy": gpus * len(cfg.copy_sizes) * 4 if ctx.is_cuda else 1,
-              "peer": gpus * gpus if ctx.is_cuda and gpus > 1 else 1,
-              "collectives": len(cfg.collectives) * len(sizes_for(cfg, ctx.is_cuda))}
+    counts = {
+        "copy": gpus * len(cfg.copy_sizes) * 4 if ctx.is_cuda else 1,
+        "peer": gpus * gpus if ctx.is_cuda and gpus > 1 else 1,
+        "collectives": len(cfg.collectives) * len(sizes_for(cfg, ctx.is_cuda)),
+    }
     return {part: counts[part] for part in cfg.parts}
 
 
@@ -154,8 +181,9 @@ def run(cfg: InterconnectConfig, ctx: Context):
         if backend == "nccl" and not ctx.is_cuda:
             raise ConfigError("backend nccl runs on the GPUs: choose device cuda:0 (or auto)")
     if ctx.is_cuda and ctx.device != "cuda:0":
-        raise ConfigError(f"interconnect uses every GPU of the box from cuda:0 up; run it on cuda:0 (or auto), "
-                          f"not {ctx.device}")
+        raise ConfigError(
+            f"interconnect uses every GPU of the box from cuda:0 up; run it on cuda:0 (or auto), not {ctx.device}"
+        )
     world = cfg.world_size or (gpus if backend == "nccl" else 2)
     if backend == "nccl" and world > gpus:
         raise ConfigError(f"world_size {world}: NCCL runs one rank per GPU and this box has {gpus}")
@@ -165,8 +193,7 @@ def run(cfg: InterconnectConfig, ctx: Context):
     total = sum(counts.values())
     rows: list[dict] = []
     done = [0]  # finished points (a collective point brings one row per rank besides its own)
-    meta: dict = {"parts": list(cfg.parts), "gpus": gpus, "backend": backend, "world_size": world,
-                  "points": counts}
+    meta: dict = {"parts": list(cfg.parts), "gpus": gpus, "backend": backend, "world_size": world, "points": counts}
 
     def add(new: list[dict], message: str) -> Progress:
         rows.extend(new)
@@ -178,22 +205,37 @@ def run(cfg: InterconnectConfig, ctx: Context):
             yield from _hold_gpus(list(range(1, gpus)), locks, total)
         if "copy" in cfg.parts:
             if not ctx.is_cuda:
-                yield add([_not_measured("host_copy", ctx.unsupported(
-                    "host↔GPU copies need the job on a CUDA GPU (device cuda:0)").args[0])], "host copies: unsupported")
+                yield add(
+                    [
+                        _not_measured(
+                            "host_copy",
+                            ctx.unsupported("host↔GPU copies need the job on a CUDA GPU (device cuda:0)").args[0],
+                        )
+                    ],
+                    "host copies: unsupported",
+                )
             for gpu in range(gpus if ctx.is_cuda else 0):
                 for text in cfg.copy_sizes:
                     for direction in DIRECTIONS:
                         for pinned in (True, False):
                             row = host_copy(gpu, parse_size(text), direction, pinned, cfg.plan)
-                            yield add([row], f"cuda:{gpu} {direction} {row['memory']} {format_size(row['bytes'])}: "
-                                             f"{row['gbs']:.1f} GB/s")
+                            yield add(
+                                [row],
+                                f"cuda:{gpu} {direction} {row['memory']} {format_size(row['bytes'])}: "
+                                f"{row['gbs']:.1f} GB/s",
+                            )
             meta["copy_timer"] = "CUDA events per call (pinned copies are asynchronous, pageable ones staged)"
         if "peer" in cfg.parts:
             if not ctx.is_cuda or gpus < 2:
-                why = ("needs at least 2 CUDA GPUs and the job runs on the CPU" if not ctx.is_cuda
-                       else f"needs at least 2 CUDA GPUs; this box has {gpus}")
-                yield add([_not_measured("peer", ctx.unsupported(f"the peer matrix {why}").args[0])],
-                          "peer matrix: unsupported")
+                why = (
+                    "needs at least 2 CUDA GPUs and the job runs on the CPU"
+                    if not ctx.is_cuda
+                    else f"needs at least 2 CUDA GPUs; this box has {gpus}"
+                )
+                yield add(
+                    [_not_measured("peer", ctx.unsupported(f"the peer matrix {why}").args[0])],
+                    "peer matrix: unsupported",
+                )
             else:
                 nbytes = parse_size(cfg.peer_size)
                 for src in range(gpus):
@@ -203,8 +245,7 @@ def run(cfg: InterconnectConfig, ctx: Context):
             if ctx.is_cuda:
                 torch.cuda.empty_cache()  # the ranks need the memory
         if "collectives" in cfg.parts:
-            events = run_ranks(config_to_dict(cfg) | {"backend": backend, "world_size": world}, world,
-                               cfg.timeout_s)
+            events = run_ranks(config_to_dict(cfg) | {"backend": backend, "world_size": world}, world, cfg.timeout_s)
             try:
                 while True:
                     try:
@@ -221,5 +262,13 @@ def run(cfg: InterconnectConfig, ctx: Context):
     return Output(rows=rows, meta=meta)
 
 
-EXPERIMENTS = [Experiment(name="interconnect", title="Interconnect", config_type=InterconnectConfig, run=run,
-                          description=__doc__.splitlines()[0], fresh_process=True)]
+EXPERIMENTS = [
+    Experiment(
+        name="interconnect",
+        title="Interconnect",
+        config_type=InterconnectConfig,
+        run=run,
+        description=__doc__.splitlines()[0],
+        fresh_process=True,
+    )
+]

@@ -7,27 +7,37 @@ for the roofline. Shapes come from a square sweep, explicit M,N,K triples, a mod
 mamf-finder-style search over M with N and K fixed. What the device cannot run becomes a row with
 ``status: "unsupported"`` and the reason.
 """
+
 from __future__ import annotations
 
 import functools
 import math
 import os
 import time
+from collections.abc import Callable, Iterator
 from dataclasses import dataclass, field
-from typing import Callable, Iterator
 
 import torch
 
-from core.hardware import device as devices
-from core.hardware.clocks import device_sampler
-from core.experiment import (ConfigError, Context, DeviceMetric, DoesNotFit, Experiment, Output, Progress, Unsupported,
-                             check_choices)
-from core.hardware import memory
-from core.transformer.presets import DEFAULT_BATCH, DEFAULT_CONTEXT, PRESET_NAMES, get_preset
-from core.hardware.specs import above_peak_error, device_peak, measurement_errors, unit_for
 from core.columns import throughput_unit
+from core.experiment import (
+    ConfigError,
+    Context,
+    DeviceMetric,
+    DoesNotFit,
+    Experiment,
+    Output,
+    Progress,
+    Unsupported,
+    check_choices,
+)
+from core.hardware import device as devices
+from core.hardware import memory
+from core.hardware.clocks import device_sampler
+from core.hardware.specs import above_peak_error, device_peak, measurement_errors, unit_for
 from core.measure.stats import gbs, summarize
 from core.measure.timing import TimingPlan, flush_bytes, keep_busy, make_flush, time_op, wake_cpu
+from core.transformer.presets import DEFAULT_BATCH, DEFAULT_CONTEXT, PRESET_NAMES, get_preset
 from core.transformer.training import matmul_precision
 
 DTYPES = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "fp8-fast-accum", "int8")
@@ -35,8 +45,10 @@ DTYPES = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "fp8-fast-accum", "int8
 # promote partial sums to fp32 more often, which costs speed. The datasheet's fp8 peak assumes the fast
 # path, so both are measured, each under its own name, against the same fp8 column.
 FP8 = {"fp8": False, "fp8-fast-accum": True}  # dtype → use_fast_accum
-FP8_SLOW_NOTE = ("use_fast_accum=False (torch's default, as mamf-finder runs it); the datasheet fp8 peak "
-                 "assumes fast accumulation — see fp8-fast-accum")
+FP8_SLOW_NOTE = (
+    "use_fast_accum=False (torch's default, as mamf-finder runs it); the datasheet fp8 peak "
+    "assumes fast accumulation — see fp8-fast-accum"
+)
 GPU_SIZES = (256, 384, 512, 768, 1024, 1536, 2048, 3072, 4096, 6144, 8192, 12288, 16384)
 CPU_SIZES = (64, 128, 256, 384, 512, 768, 1024)
 MAX_DIM = 131072
@@ -49,15 +61,20 @@ GPU_COPY_BYTES = 2**30
 @dataclass(frozen=True)
 class MatmulConfig:
     dtypes: tuple[str, ...] = field(default=DTYPES, metadata={"help": "dtypes to measure"})
-    sizes: tuple[int, ...] = field(default=(), metadata={
-        "help": "square sizes (M=N=K); empty = device default (GPU 256…16384, CPU 64…1024)"})
+    sizes: tuple[int, ...] = field(
+        default=(), metadata={"help": "square sizes (M=N=K); empty = device default (GPU 256…16384, CPU 64…1024)"}
+    )
     mnk: tuple[int, ...] = field(default=(), metadata={"help": "custom shapes as M,N,K (several: M,N,K,M,N,K…)"})
     model: str = field(default="", metadata={"help": f"model preset whose GEMMs to time: {', '.join(PRESET_NAMES)}"})
     batch: int = field(default=DEFAULT_BATCH, metadata={"help": "batch size for --model (tokens = batch×context)"})
     context: int = field(default=DEFAULT_CONTEXT, metadata={"help": "context length for --model"})
     search: bool = field(default=False, metadata={"help": "find the max over a range of M with N and K fixed"})
-    m_range: tuple[int, ...] = field(default=(), metadata={
-        "help": "search range START,STOP,STEP for M; empty = device default (GPU 256,16384,256; CPU 64,1024,64)"})
+    m_range: tuple[int, ...] = field(
+        default=(),
+        metadata={
+            "help": "search range START,STOP,STEP for M; empty = device default (GPU 256,16384,256; CPU 64,1024,64)"
+        },
+    )
     n: int = field(default=0, metadata={"help": "N for --search (0 = GPU 4096, CPU 512)"})
     k: int = field(default=0, metadata={"help": "K for --search (0 = GPU 4096, CPU 512)"})
     warmup_ms: float = field(default=50.0, metadata={"help": "time-based warm-up per point"})
@@ -65,8 +82,12 @@ class MatmulConfig:
     min_reps: int = field(default=10, metadata={"help": "timed calls per point, at least"})
     max_reps: int = field(default=500, metadata={"help": "timed calls per point, at most"})
     gpu_warmup_s: float = field(default=1.0, metadata={"help": "busy seconds before the first point (GPU clock ramp)"})
-    flush: bool = field(default=True, metadata={
-        "help": "keep inputs out of cache: GPU zeroes a buffer > L2 before each call, CPU rotates input sets"})
+    flush: bool = field(
+        default=True,
+        metadata={
+            "help": "keep inputs out of cache: GPU zeroes a buffer > L2 before each call, CPU rotates input sets"
+        },
+    )
     accuracy: bool = field(default=True, metadata={"help": "relative error against an fp64 product"})
     accuracy_rows: int = field(default=512, metadata={"help": "rows of C checked against fp64 (all if M is smaller)"})
     roofline: bool = field(default=True, metadata={"help": "measure device copy bandwidth for the roofline"})
@@ -74,8 +95,9 @@ class MatmulConfig:
 
     def __post_init__(self) -> None:
         check_choices("dtypes", self.dtypes, DTYPES)
-        modes = [name for name, on in (("mnk", bool(self.mnk)), ("model", bool(self.model)),
-                                       ("search", self.search)) if on]
+        modes = [
+            name for name, on in (("mnk", bool(self.mnk)), ("model", bool(self.model)), ("search", self.search)) if on
+        ]
         if len(modes) > 1:
             raise ConfigError(f"choose one shape mode, got {' and '.join(modes)}")
         for name, dims in (("sizes", self.sizes), ("mnk", self.mnk)):
@@ -88,8 +110,10 @@ class MatmulConfig:
         if not 1 <= self.batch <= 4096 or not 1 <= self.context <= 131072:
             raise ConfigError("batch must be 1…4096 and context 1…131072")
         if self.model and self.batch * self.context > MAX_DIM:
-            raise ConfigError(f"batch × context = {self.batch * self.context} tokens is M of every GEMM of --model; "
-                              f"the limit is {MAX_DIM} (as for --mnk): lower batch or context")
+            raise ConfigError(
+                f"batch × context = {self.batch * self.context} tokens is M of every GEMM of --model; "
+                f"the limit is {MAX_DIM} (as for --mnk): lower batch or context"
+            )
         if self.m_range:
             if len(self.m_range) != 3:
                 raise ConfigError(f"m_range: expected START,STOP,STEP, got {len(self.m_range)} numbers")
@@ -132,7 +156,7 @@ class Shape:
 def shapes_for(cfg: MatmulConfig, is_cuda: bool) -> list[Shape]:
     """The points of the run, in order; device defaults fill what the config left empty."""
     if cfg.mnk:
-        return [Shape(*cfg.mnk[i:i + 3], label="custom") for i in range(0, len(cfg.mnk), 3)]
+        return [Shape(*cfg.mnk[i : i + 3], label="custom") for i in range(0, len(cfg.mnk), 3)]
     if cfg.model:
         return model_shapes(cfg.model, cfg.batch * cfg.context)
     if cfg.search:
@@ -146,10 +170,12 @@ def shapes_for(cfg: MatmulConfig, is_cuda: bool) -> list[Shape]:
 def model_shapes(preset: str, tokens: int) -> list[Shape]:
     """Forward GEMMs of one layer plus the LM head, as (tokens × in) @ (in × out)."""
     p = get_preset(preset)
-    return [Shape(tokens, p.d_model, p.d_model, "attn q/k/v/o proj"),
-            Shape(tokens, p.d_ff, p.d_model, "ffn w1/w3"),
-            Shape(tokens, p.d_model, p.d_ff, "ffn w2"),
-            Shape(tokens, p.vocab_size, p.d_model, "lm head")]
+    return [
+        Shape(tokens, p.d_model, p.d_model, "attn q/k/v/o proj"),
+        Shape(tokens, p.d_ff, p.d_model, "ffn w1/w3"),
+        Shape(tokens, p.d_model, p.d_ff, "ffn w2"),
+        Shape(tokens, p.vocab_size, p.d_model, "lm head"),
+    ]
 
 
 def flops(m: int, n: int, k: int) -> int:
@@ -164,8 +190,16 @@ def tflops_from_ms(m: int, n: int, k: int, ms: float) -> float:
 # --- what runs where -------------------------------------------------------------------------------
 
 IN_BYTES = {"fp64": 8, "fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2, "fp8": 1, "fp8-fast-accum": 1, "int8": 1}
-OUT_BYTES = {"fp64": 8, "fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2, "fp8": 2, "fp8-fast-accum": 2,
-             "int8": 4}  # fp8 → bf16, int8 → int32
+OUT_BYTES = {
+    "fp64": 8,
+    "fp32": 4,
+    "tf32": 4,
+    "bf16": 2,
+    "fp16": 2,
+    "fp8": 2,
+    "fp8-fast-accum": 2,
+    "int8": 4,
+}  # fp8 → bf16, int8 → int32
 
 
 def _capability(device: dict) -> tuple[int, int]:
@@ -179,8 +213,10 @@ def dtype_support(dtype: str, device: dict) -> str | None:
         if dtype == "tf32":
             return "TF32 is a mode of NVIDIA tensor cores (compute capability ≥ 8.0); CPU matmuls have no TF32"
         if dtype in FP8:
-            return ("fp8 matmul throughput needs fp8 tensor cores (CUDA compute capability ≥ 8.9, "
-                    "torch._scaled_mm); the CPU has none")
+            return (
+                "fp8 matmul throughput needs fp8 tensor cores (CUDA compute capability ≥ 8.9, "
+                "torch._scaled_mm); the CPU has none"
+            )
         if dtype == "int8" and not hasattr(torch, "_int_mm"):
             return f"this PyTorch ({torch.__version__}) has no torch._int_mm"
         return None
@@ -216,6 +252,7 @@ def shape_problem(dtype: str, shape: Shape, is_cuda: bool) -> str | None:
 
 # --- one point -------------------------------------------------------------------------------------
 
+
 @dataclass
 class Operands:
     """The timed operation ``op`` (writes ``c``) and how to read ``c`` back as float64 values."""
@@ -239,8 +276,13 @@ def make_operands(dtype: str, shape: Shape, device: str, generator: torch.Genera
     w = torch.randn(n, k, device=device, generator=generator)
     identity = lambda c: c.double()  # noqa: E731
     if dtype in ("fp64", "fp32", "tf32", "bf16", "fp16"):
-        tdt = {"fp64": torch.float64, "fp32": torch.float32, "tf32": torch.float32, "bf16": torch.bfloat16,
-               "fp16": torch.float16}[dtype]
+        tdt = {
+            "fp64": torch.float64,
+            "fp32": torch.float32,
+            "tf32": torch.float32,
+            "bf16": torch.bfloat16,
+            "fp16": torch.float16,
+        }[dtype]
         a, b = x.to(tdt), w.to(tdt).t()
         c = torch.empty(m, n, dtype=tdt, device=device)
         return Operands(lambda: torch.mm(a, b, out=c), c, identity, x, w)
@@ -252,8 +294,13 @@ def make_operands(dtype: str, shape: Shape, device: str, generator: torch.Genera
         scale_b = torch.tensor(1.0 / sb, device=device)
         c = torch.empty(m, n, dtype=torch.bfloat16, device=device)
         fast = FP8[dtype]
-        return Operands(lambda: torch._scaled_mm(a, b, scale_a, scale_b, out_dtype=torch.bfloat16,
-                                                 use_fast_accum=fast, out=c), c, identity, x, w)
+        return Operands(
+            lambda: torch._scaled_mm(a, b, scale_a, scale_b, out_dtype=torch.bfloat16, use_fast_accum=fast, out=c),
+            c,
+            identity,
+            x,
+            w,
+        )
     if dtype == "int8":
         sa, sb = _symmetric_scale(x, INT8_MAX), _symmetric_scale(w, INT8_MAX)
         a = torch.round(x * sa).to(torch.int8)
@@ -303,17 +350,25 @@ POINT_SHARE = 0.9  # a point may take at most this share of what the device can 
 def check_fits(cfg: MatmulConfig, shapes: list[Shape], support: dict, ctx: Context) -> None:
     """Refuse the run before allocating when not one of its points fits (each point that does not is a row
     saying so, as before)."""
-    needs = [(memory_needed_bytes(d, s, cfg.accuracy_rows), d, s) for s in shapes for d in cfg.dtypes
-             if support[d] is None and shape_problem(d, s, ctx.is_cuda) is None]
+    needs = [
+        (memory_needed_bytes(d, s, cfg.accuracy_rows), d, s)
+        for s in shapes
+        for d in cfg.dtypes
+        if support[d] is None and shape_problem(d, s, ctx.is_cuda) is None
+    ]
     if not needs:
         return
     limit = memory.budget(ctx.device)
     need, dtype, shape = min(needs, key=lambda n: n[0])
     if need > POINT_SHARE * limit.bytes:
-        raise DoesNotFit(f"matmul's smallest point ({dtype} {shape.m}×{shape.n}×{shape.k}: inputs, output and the "
-                         f"fp64 check) needs an estimated {memory.gib(need)} on {ctx.device_name}, and a point may take "
-                         f"{POINT_SHARE:.0%} of what is free, but {limit.source}: refused before allocating anything",
-                         need, int(POINT_SHARE * limit.bytes), limit.source)
+        raise DoesNotFit(
+            f"matmul's smallest point ({dtype} {shape.m}×{shape.n}×{shape.k}: inputs, output and the "
+            f"fp64 check) needs an estimated {memory.gib(need)} on {ctx.device_name}, and a point may take "
+            f"{POINT_SHARE:.0%} of what is free, but {limit.source}: refused before allocating anything",
+            need,
+            int(POINT_SHARE * limit.bytes),
+            limit.source,
+        )
 
 
 def _flush_for(ctx: Context, desc: dict, enabled: bool) -> tuple[Callable[[], None] | None, int]:
@@ -343,6 +398,7 @@ def _rotating(ops: list[Callable[[], object]]) -> Callable[[], object]:
     def op():
         state["i"] = (state["i"] + 1) % len(ops)
         return ops[state["i"]]()
+
     return op
 
 
@@ -378,8 +434,7 @@ def _peak(dtype: str, desc: dict) -> tuple[float | None, str | None]:
     return device_peak(desc, unit_for("fp8" if dtype in FP8 else dtype, tensor_fp64="fp64_tc" in tflops))
 
 
-def measure_point(dtype: str, shape: Shape, ctx: Context, cfg: MatmulConfig, flush, generator,
-                  t0_s: float) -> dict:
+def measure_point(dtype: str, shape: Shape, ctx: Context, cfg: MatmulConfig, flush, generator, t0_s: float) -> dict:
     """Time one dtype at one shape (flags set for the dtype and restored after) and check its accuracy."""
     sets = input_sets(dtype, shape, ctx.is_cuda, cfg.flush)
     opsets = [make_operands(dtype, shape, ctx.device, generator) for _ in range(sets)]
@@ -395,20 +450,35 @@ def measure_point(dtype: str, shape: Shape, ctx: Context, cfg: MatmulConfig, flu
     f = flops(shape.m, shape.n, shape.k)
     moved = bytes_moved(dtype, shape)
     row = {
-        "median_ms": stats["median"], "mean_ms": stats["mean"], "std_ms": stats["std"], "min_ms": stats["min"],
-        "max_ms": stats["max"], "p20_ms": stats["p20"], "p80_ms": stats["p80"], "reps": stats["count"],
-        "tflops": f / (stats["median"] * 1e9), "tflops_max": f / (stats["min"] * 1e9),
-        "tflops_p20": f / (stats["p80"] * 1e9), "tflops_p80": f / (stats["p20"] * 1e9),
-        "rel_error": error, "rel_error_rows": min(shape.m, cfg.accuracy_rows) if cfg.accuracy else None,
-        "bytes_moved": moved, "intensity_flop_per_byte": f / moved,
-        "input_sets": sets, "float32_matmul_precision": precision, "allow_tf32": allow_tf32,
-        "t_start_s": start - t0_s, "t_end_s": end - t0_s, "samples_ms": samples,
+        "median_ms": stats["median"],
+        "mean_ms": stats["mean"],
+        "std_ms": stats["std"],
+        "min_ms": stats["min"],
+        "max_ms": stats["max"],
+        "p20_ms": stats["p20"],
+        "p80_ms": stats["p80"],
+        "reps": stats["count"],
+        "tflops": f / (stats["median"] * 1e9),
+        "tflops_max": f / (stats["min"] * 1e9),
+        "tflops_p20": f / (stats["p80"] * 1e9),
+        "tflops_p80": f / (stats["p20"] * 1e9),
+        "rel_error": error,
+        "rel_error_rows": min(shape.m, cfg.accuracy_rows) if cfg.accuracy else None,
+        "bytes_moved": moved,
+        "intensity_flop_per_byte": f / moved,
+        "input_sets": sets,
+        "float32_matmul_precision": precision,
+        "allow_tf32": allow_tf32,
+        "t_start_s": start - t0_s,
+        "t_end_s": end - t0_s,
+        "samples_ms": samples,
     }
     row["gflops"] = row["tflops"] * 1e3
     return row
 
 
 # --- the run ---------------------------------------------------------------------------------------
+
 
 def copy_bandwidth_gbs(ctx: Context, cfg: MatmulConfig) -> dict:
     """Device-to-device copy of a large buffer: (bytes read + bytes written) / median time."""
@@ -420,8 +490,12 @@ def copy_bandwidth_gbs(ctx: Context, cfg: MatmulConfig) -> dict:
     dst = torch.empty_like(src)
     samples = time_op(lambda: dst.copy_(src), ctx.device, TimingPlan(cfg.warmup_ms, cfg.rep_ms, 5, 100), None)
     stats = summarize(samples)
-    return {"copy_bandwidth_gbs": gbs(2 * src.numel() * 4, stats["median"]),
-            "copy_bytes": src.numel() * 4, "copy_median_ms": stats["median"], "copy_samples_ms": samples}
+    return {
+        "copy_bandwidth_gbs": gbs(2 * src.numel() * 4, stats["median"]),
+        "copy_bytes": src.numel() * 4,
+        "copy_median_ms": stats["median"],
+        "copy_samples_ms": samples,
+    }
 
 
 def _warm_up(ctx: Context, cfg: MatmulConfig, support: dict) -> dict:
@@ -431,8 +505,10 @@ def _warm_up(ctx: Context, cfg: MatmulConfig, support: dict) -> dict:
         load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
         out = {"cpu_warmup": woken, "cpu_load_1min": load}
         if load is not None and load > (os.cpu_count() or 1):
-            out["cpu_load_note"] = (f"the CPU was busy (1-minute load {load:.1f} on {os.cpu_count()} cores, this run "
-                                    f"included): other processes compete for the cores, so times include waits")
+            out["cpu_load_note"] = (
+                f"the CPU was busy (1-minute load {load:.1f} on {os.cpu_count()} cores, this run "
+                f"included): other processes compete for the cores, so times include waits"
+            )
         return out
     if cfg.gpu_warmup_s <= 0:
         return {}
@@ -457,8 +533,9 @@ def add_pct_of_best(rows: list[dict]) -> list[dict]:
 
 def flag_above_peak(row: dict) -> dict:
     """``above_peak`` and the error text on a measured row whose median throughput beats the sheet."""
-    error = above_peak_error(row.get("tflops"), row.get("peak_tflops"),
-                             f"{row['dtype']} {row['m']}×{row['n']}×{row['k']}")
+    error = above_peak_error(
+        row.get("tflops"), row.get("peak_tflops"), f"{row['dtype']} {row['m']}×{row['n']}×{row['k']}"
+    )
     row["above_peak"] = error is not None
     row["measurement_error"] = error
     return row
@@ -470,12 +547,22 @@ def run(cfg: MatmulConfig, ctx: Context) -> Iterator[Progress]:
     support = {d: dtype_support(d, desc) for d in cfg.dtypes}
     generator = torch.Generator(ctx.device).manual_seed(cfg.seed)
     flush, flush_nbytes = _flush_for(ctx, desc, cfg.flush)
-    meta: dict = {"support": {d: r or "ok" for d, r in support.items()}, "flush_bytes": flush_nbytes,
-                  "torch_threads": torch.get_num_threads(), "shapes": len(shapes),
-                  "timer": "CUDA events per call" if ctx.is_cuda else "time.perf_counter_ns per call"}
+    meta: dict = {
+        "support": {d: r or "ok" for d, r in support.items()},
+        "flush_bytes": flush_nbytes,
+        "torch_threads": torch.get_num_threads(),
+        "shapes": len(shapes),
+        "timer": "CUDA events per call" if ctx.is_cuda else "time.perf_counter_ns per call",
+    }
     if not ctx.is_cuda:
-        meta["cache_note"] = (f"CPU: calls rotate through input sets totalling ≥ {2 * cpu_l2_bytes() / 2**20:.0f} MiB "
-                              "(2× the cores' L2); the last-level cache is not flushed") if cfg.flush else "no flush"
+        meta["cache_note"] = (
+            (
+                f"CPU: calls rotate through input sets totalling ≥ {2 * cpu_l2_bytes() / 2**20:.0f} MiB "
+                "(2× the cores' L2); the last-level cache is not flushed"
+            )
+            if cfg.flush
+            else "no flush"
+        )
     check_fits(cfg, shapes, support, ctx)
     total = len(shapes) * len(cfg.dtypes)
     rows: list[dict] = []
@@ -517,11 +604,25 @@ def _point(dtype, shape, ctx, cfg, desc, support, flush, generator, t0_s, meta) 
     peak, peak_note = _peak(dtype, desc)
     if dtype == "fp8" and peak:
         peak_note = FP8_SLOW_NOTE
-    row = {"dtype": dtype, "fp8_fast_accum": FP8.get(dtype), "m": shape.m, "n": shape.n, "k": shape.k, "label": shape.label,
-           "flops": flops(shape.m, shape.n, shape.k), "device_kind": desc.get("kind"),
-           "peak_tflops": peak, "peak_note": peak_note, "status": "ok", "reason": None,
-           "median_ms": None, "tflops": None, "pct_of_peak": None, "rel_error": None,
-           "copy_bandwidth_gbs": meta.get("copy_bandwidth_gbs")}
+    row = {
+        "dtype": dtype,
+        "fp8_fast_accum": FP8.get(dtype),
+        "m": shape.m,
+        "n": shape.n,
+        "k": shape.k,
+        "label": shape.label,
+        "flops": flops(shape.m, shape.n, shape.k),
+        "device_kind": desc.get("kind"),
+        "peak_tflops": peak,
+        "peak_note": peak_note,
+        "status": "ok",
+        "reason": None,
+        "median_ms": None,
+        "tflops": None,
+        "pct_of_peak": None,
+        "rel_error": None,
+        "copy_bandwidth_gbs": meta.get("copy_bandwidth_gbs"),
+    }
     reason = support[dtype] or shape_problem(dtype, shape, ctx.is_cuda)
     free = memory.budget(ctx.device).bytes
     need = memory_needed_bytes(dtype, shape, cfg.accuracy_rows)
@@ -553,7 +654,13 @@ def _message(row: dict, is_cuda: bool) -> str:
     return f"{shape}: {value} ({row['median_ms']:.3f} ms){warning}"
 
 
-EXPERIMENTS = [Experiment(name="matmul", title="Matmul throughput", config_type=MatmulConfig, run=run,
-                          description=__doc__.splitlines()[0],
-                          device_metric=DeviceMetric("tflops", ("dtype", "m", "n", "k", "label"),
-                                                     "TFLOPS (TOPS for int8)"))]
+EXPERIMENTS = [
+    Experiment(
+        name="matmul",
+        title="Matmul throughput",
+        config_type=MatmulConfig,
+        run=run,
+        description=__doc__.splitlines()[0],
+        device_metric=DeviceMetric("tflops", ("dtype", "m", "n", "k", "label"), "TFLOPS (TOPS for int8)"),
+    )
+]

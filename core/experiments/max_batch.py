@@ -5,14 +5,16 @@ cached block or CUDA context survives from the previous probe) and every allocat
 not fit" — near the limit it may surface as ``torch.cuda.OutOfMemoryError`` or as another error
 (cuBLAS workspace, a lazily loaded kernel module); each row says which one it was.
 """
+
 from __future__ import annotations
 
 import json
 import os
 import subprocess
 import sys
+from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
-from typing import Callable, Literal
+from typing import Literal
 
 from core.experiment import ConfigError, Context, Experiment, Output, Progress
 from core.experiments.train_memory import TrainMemoryConfig
@@ -83,8 +85,9 @@ def probe_step(values: dict, device: str) -> dict:
 
     try:
         with current_device(device):
-            model = build_model(get_preset(cfg.model), cfg.context, device, param_dtype(cfg.precision),
-                                cfg.checkpointing)
+            model = build_model(
+                get_preset(cfg.model), cfg.context, device, param_dtype(cfg.precision), cfg.checkpointing
+            )
             step = TrainStep(model, make_optimizer(cfg.optimizer, model.parameters()), cfg.precision, device)
             x, y = random_batch(cfg.batch, cfg.context, model.preset.vocab_size, device)
             for _ in range(2):
@@ -99,10 +102,17 @@ def probe_step(values: dict, device: str) -> dict:
 
 
 def _fresh_probe(values: dict, device: str) -> dict:
-    code = ("import json, sys; from core.experiments.max_batch import probe_step; "
-            "print(json.dumps(probe_step(json.loads(sys.argv[1]), sys.argv[2])))")
-    proc = subprocess.run([sys.executable, "-c", code, json.dumps(values), device], capture_output=True, text=True,
-                          cwd=_REPO_ROOT, timeout=600)
+    code = (
+        "import json, sys; from core.experiments.max_batch import probe_step; "
+        "print(json.dumps(probe_step(json.loads(sys.argv[1]), sys.argv[2])))"
+    )
+    proc = subprocess.run(
+        [sys.executable, "-c", code, json.dumps(values), device],
+        capture_output=True,
+        text=True,
+        cwd=_REPO_ROOT,
+        timeout=600,
+    )
     if proc.returncode != 0:
         # A child killed while allocating (a CUDA error raised outside Python, at context or module load)
         # is still "does not fit" when its last words say an allocation failed.
@@ -116,32 +126,65 @@ def _fresh_probe(values: dict, device: str) -> dict:
 
 def run_max_batch(cfg: MaxBatchConfig, ctx: Context):
     if not ctx.is_cuda:
-        raise ctx.unsupported("a CPU has no device-memory limit to search (system RAM would swap or be killed); "
-                              "the planner's estimate is shown instead")
+        raise ctx.unsupported(
+            "a CPU has no device-memory limit to search (system RAM would swap or be killed); "
+            "the planner's estimate is shown instead"
+        )
     from core.hardware.device import describe
 
     total = describe(ctx.device)["total_memory_bytes"]
-    est_cfg = EstimateConfig(model=cfg.model, precision=cfg.precision, optimizer=cfg.optimizer, batch=1,
-                             context=cfg.context, checkpointing=cfg.checkpointing, target="cuda")
-    ctx.check_fits(need_bytes(est_cfg), f"max-batch of {cfg.model} at batch 1 (context {cfg.context}, "
-                                        f"{cfg.precision}) by the memory planner")
+    est_cfg = EstimateConfig(
+        model=cfg.model,
+        precision=cfg.precision,
+        optimizer=cfg.optimizer,
+        batch=1,
+        context=cfg.context,
+        checkpointing=cfg.checkpointing,
+        target="cuda",
+    )
+    ctx.check_fits(
+        need_bytes(est_cfg),
+        f"max-batch of {cfg.model} at batch 1 (context {cfg.context}, {cfg.precision}) by the memory planner",
+    )
     guess = plan(est_cfg, total)["max_batch_estimated"]
     rows: list[dict] = []
-    base = {"model": cfg.model, "precision": cfg.precision, "optimizer": cfg.optimizer, "context": cfg.context,
-            "checkpointing": cfg.checkpointing}
+    base = {
+        "model": cfg.model,
+        "precision": cfg.precision,
+        "optimizer": cfg.optimizer,
+        "context": cfg.context,
+        "checkpointing": cfg.checkpointing,
+    }
 
     def fits(b: int) -> bool:
         result = _fresh_probe(base | {"batch": b}, ctx.device)
         est = plan(replace(est_cfg, batch=b))["peak_estimated_bytes"]
-        rows.append({"batch": b, "fits": result["fits"], "peak_measured_bytes": result.get("peak_bytes"),
-                     "peak_estimated_bytes": est, "failure": result.get("failure"), "error": result.get("error")})
+        rows.append(
+            {
+                "batch": b,
+                "fits": result["fits"],
+                "peak_measured_bytes": result.get("peak_bytes"),
+                "peak_estimated_bytes": est,
+                "failure": result.get("failure"),
+                "error": result.get("error"),
+            }
+        )
         return result["fits"]
 
     found, _ = binary_search_max(fits, guess, cfg.max_probes)
     yield Progress(len(rows), len(rows), f"max batch {found}", rows=tuple(rows))
-    return Output(rows=rows, meta={"max_batch_measured": found, "max_batch_estimated": guess,
-                                   "memory_bytes": total, "config": asdict(cfg)})
+    return Output(
+        rows=rows,
+        meta={"max_batch_measured": found, "max_batch_estimated": guess, "memory_bytes": total, "config": asdict(cfg)},
+    )
 
 
-EXPERIMENTS = [Experiment(name="max-batch", title="Max batch that fits (real steps)", config_type=MaxBatchConfig,
-                          run=run_max_batch, description="binary search of real steps, each in a fresh process")]
+EXPERIMENTS = [
+    Experiment(
+        name="max-batch",
+        title="Max batch that fits (real steps)",
+        config_type=MaxBatchConfig,
+        run=run_max_batch,
+        description="binary search of real steps, each in a fresh process",
+    )
+]

@@ -8,6 +8,7 @@ each, the top allocation sites at the peak) and a few thousand points of the tim
 is kept beside the store (:mod:`core.workload.detail`) for the page's zoom and segment maps. A refused
 file is not stored at all (``store_failures=False``): the message says what is wrong with it.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -22,10 +23,13 @@ OVERVIEW_POINTS = 2000
 
 @dataclass(frozen=True)
 class MemorySnapshotConfig:
-    path: str = field(default="", metadata={
-        "help": "snapshot file: a _dump_snapshot pickle (any protocol), its JSON, or .gz of either"})
-    trace_device: int | None = field(default=None, metadata={
-        "help": "device index whose trace to replay (default: the one with the most events)"})
+    path: str = field(
+        default="",
+        metadata={"help": "snapshot file: a _dump_snapshot pickle (any protocol), its JSON, or .gz of either"},
+    )
+    trace_device: int | None = field(
+        default=None, metadata={"help": "device index whose trace to replay (default: the one with the most events)"}
+    )
 
     def __post_init__(self) -> None:
         if self.trace_device is not None and not 0 <= self.trace_device <= 1024:
@@ -40,9 +44,13 @@ def overview_rows(analysis, max_points: int = OVERVIEW_POINTS) -> list[dict]:
     cats = analysis.category_series(points)
     rows = []
     for j, p in enumerate(points):
-        row = {"point": int(p), "t_ms": float(t_ms[j]), "allocated_bytes": int(analysis.allocated[p]),
-               "reserved_bytes": int(analysis.reserved[p]),
-               "fragmentation_bytes": int(analysis.reserved[p] - analysis.allocated[p])}
+        row = {
+            "point": int(p),
+            "t_ms": float(t_ms[j]),
+            "allocated_bytes": int(analysis.allocated[p]),
+            "reserved_bytes": int(analysis.reserved[p]),
+            "fragmentation_bytes": int(analysis.reserved[p] - analysis.allocated[p]),
+        }
         row.update({f"{name}_bytes": int(values[j]) for name, values in cats.items()})
         rows.append(row)
     return rows
@@ -62,12 +70,27 @@ def run(cfg: MemorySnapshotConfig, ctx: Context):
     summary = analysis.summary()
     rows = overview_rows(analysis)
     yield Progress(2, 3, "keeping the full trace beside the store")
-    summary.update({"file": path.name, "file_bytes": size, "detail_id": detail.save(snapshot, analysis.device),
-                    "recorded_on": "the machine that recorded the snapshot (imported file)",
-                    "x_axis": "ms since the first event" if analysis.has_times else "event number"})
+    summary.update(
+        {
+            "file": path.name,
+            "file_bytes": size,
+            "detail_id": detail.save(snapshot, analysis.device),
+            "recorded_on": "the machine that recorded the snapshot (imported file)",
+            "x_axis": "ms since the first event" if analysis.has_times else "event number",
+        }
+    )
     yield Progress(3, 3, "done")
     return Output(rows=rows, meta=summary)
 
 
-EXPERIMENTS = [Experiment(name="memory-snapshot", title="Memory snapshot (imported)", config_type=MemorySnapshotConfig,
-                          run=run, description=__doc__.splitlines()[0], fresh_process=True, store_failures=False)]
+EXPERIMENTS = [
+    Experiment(
+        name="memory-snapshot",
+        title="Memory snapshot (imported)",
+        config_type=MemorySnapshotConfig,
+        run=run,
+        description=__doc__.splitlines()[0],
+        fresh_process=True,
+        store_failures=False,
+    )
+]

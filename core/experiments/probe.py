@@ -4,6 +4,7 @@ It exists so the tests (and a doubting user, ``python -m core probe --mode segfa
 worker frame survive a child that raises, exits, segfaults, hangs, runs out of memory or prints
 garbage to stdout. Hidden from the dashboard.
 """
+
 from __future__ import annotations
 
 import ctypes
@@ -58,5 +59,13 @@ def run(cfg: ProbeConfig, ctx: Context):
     return Output(rows=rows, meta={"pid": os.getpid(), "env_alloc_conf": os.environ.get("PYTORCH_CUDA_ALLOC_CONF")})
 
 
-EXPERIMENTS = [Experiment(name="probe", title="Worker probe", config_type=ProbeConfig, run=run,
-                          description=__doc__.splitlines()[0], hidden=True)]
+EXPERIMENTS = [
+    Experiment(
+        name="probe",
+        title="Worker probe",
+        config_type=ProbeConfig,
+        run=run,
+        description=__doc__.splitlines()[0],
+        hidden=True,
+    )
+]

@@ -5,6 +5,7 @@ step benchmark's), top kernels, busy vs idle, compute / copy / communication ove
 breakdown where the trace has ``ProfilerStep`` annotations (:mod:`core.workload.trace` defines each
 figure). A file that is not a trace is refused and nothing is stored.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -16,7 +17,9 @@ from core.workload.files import check_file, read_imported
 
 @dataclass(frozen=True)
 class ProfilerTraceConfig:
-    path: str = field(default="", metadata={"help": "trace file: .json or .json.gz (export_chrome_trace, tensorboard_trace_handler)"})
+    path: str = field(
+        default="", metadata={"help": "trace file: .json or .json.gz (export_chrome_trace, tensorboard_trace_handler)"}
+    )
     top_kernels: int = field(default=20, metadata={"help": "kernels listed"})
 
     def __post_init__(self) -> None:
@@ -32,11 +35,20 @@ def run(cfg: ProfilerTraceConfig, ctx: Context):
     data, size = yield from read_imported(path, read_trace, 2)
     yield Progress(1, 2, f"analysing {len(data['traceEvents']):,} events")
     rows, meta = analyse_trace(data, cfg.top_kernels)
-    meta.update({"file": path.name, "file_bytes": size,
-                 "recorded_on": "the machine that recorded the trace (imported file)"})
+    meta.update(
+        {"file": path.name, "file_bytes": size, "recorded_on": "the machine that recorded the trace (imported file)"}
+    )
     yield Progress(2, 2, "done")
     return Output(rows=rows, meta=meta)
 
 
-EXPERIMENTS = [Experiment(name="profiler-trace", title="Profiler trace (imported)", config_type=ProfilerTraceConfig,
-                          run=run, description=__doc__.splitlines()[0], store_failures=False)]
+EXPERIMENTS = [
+    Experiment(
+        name="profiler-trace",
+        title="Profiler trace (imported)",
+        config_type=ProfilerTraceConfig,
+        run=run,
+        description=__doc__.splitlines()[0],
+        store_failures=False,
+    )
+]

@@ -8,6 +8,7 @@ onto a handful of codes — ``rmse_bulk`` (error over the non-outlier values) an
 show it. ``meta["values_hist"]``/``meta["codes_hist"]`` hold the histograms; for small tensors
 (≤ 64 values, e.g. the course note's ``0.1, 0.5, 0.9, 1.2``) ``meta["round_trip"]`` lists every code.
 """
+
 from __future__ import annotations
 
 import math
@@ -47,8 +48,10 @@ class QuantizeConfig:
         if not all(math.isfinite(v) for v in self.values):
             raise ConfigError("values must be finite numbers")
         if any(abs(v) > FLOAT32_MAX for v in self.values):
-            raise ConfigError(f"values must fit in float32 (|value| ≤ {FLOAT32_MAX:.6g}): the tensor is float32, "
-                              f"and a larger value becomes inf")
+            raise ConfigError(
+                f"values must fit in float32 (|value| ≤ {FLOAT32_MAX:.6g}): the tensor is float32, "
+                f"and a larger value becomes inf"
+            )
         if not 5 <= self.bins <= 1000:
             raise ConfigError(f"bins must be between 5 and 1000, got {self.bins}")
 
@@ -71,7 +74,7 @@ def quantize(x: torch.Tensor, bits: int, scheme: str) -> RoundTrip:
         scale = x.abs().max().item() / qmax or 1.0
         zero_point = 0
     elif scheme == "asymmetric":
-        qmin, qmax = 0, 2 ** bits - 1
+        qmin, qmax = 0, 2**bits - 1
         lo, hi = min(x.min().item(), 0.0), max(x.max().item(), 0.0)
         scale = (hi - lo) / qmax or 1.0
         zero_point = int(min(max(round(-lo / scale), qmin), qmax))
@@ -108,13 +111,20 @@ def _metrics(x: torch.Tensor, rt: RoundTrip, outliers: torch.Tensor) -> dict:
     rmse = err.pow(2).mean().sqrt().item()
     signal = xd.pow(2).mean().sqrt().item()
     bulk = ~outliers
-    return {"scale": rt.scale, "zero_point": rt.zero_point, "qmin": rt.qmin, "qmax": rt.qmax,
-            "rmse": rmse, "max_abs_error": err.abs().max().item(),
-            "rel_rmse": rmse / signal if signal else 0.0,
-            "sqnr_db": 20 * math.log10(signal / rmse) if rmse and signal else math.inf,
-            "rmse_bulk": err[bulk].pow(2).mean().sqrt().item() if bulk.any() else None,
-            "levels_used": int(rt.codes.unique().numel()), "levels_total": rt.qmax - rt.qmin + 1,
-            "at_limits": int(((rt.codes == rt.qmin) | (rt.codes == rt.qmax)).sum().item())}
+    return {
+        "scale": rt.scale,
+        "zero_point": rt.zero_point,
+        "qmin": rt.qmin,
+        "qmax": rt.qmax,
+        "rmse": rmse,
+        "max_abs_error": err.abs().max().item(),
+        "rel_rmse": rmse / signal if signal else 0.0,
+        "sqnr_db": 20 * math.log10(signal / rmse) if rmse and signal else math.inf,
+        "rmse_bulk": err[bulk].pow(2).mean().sqrt().item() if bulk.any() else None,
+        "levels_used": int(rt.codes.unique().numel()),
+        "levels_total": rt.qmax - rt.qmin + 1,
+        "at_limits": int(((rt.codes == rt.qmin) | (rt.codes == rt.qmax)).sum().item()),
+    }
 
 
 def _hist(x: torch.Tensor, bins: int) -> dict:
@@ -133,16 +143,31 @@ def run(cfg: QuantizeConfig, ctx: Context):
     for i, (bits, scheme) in enumerate(combos):
         rt = quantize(x, bits, scheme)
         name = f"int{bits} {scheme}"
-        row = {"quantization": name, "bits": bits, "scheme": scheme, "distribution": cfg.distribution,
-               "elements": x.numel(), "outliers": int(outliers.sum().item()), **_metrics(x, rt, outliers)}
+        row = {
+            "quantization": name,
+            "bits": bits,
+            "scheme": scheme,
+            "distribution": cfg.distribution,
+            "elements": x.numel(),
+            "outliers": int(outliers.sum().item()),
+            **_metrics(x, rt, outliers),
+        }
         rows.append(row)
         levels = torch.arange(rt.qmin, rt.qmax + 1, device=rt.codes.device)
         counts = torch.bincount(rt.codes - rt.qmin, minlength=rt.qmax - rt.qmin + 1)
-        codes_hist.append({"quantization": name, "codes": levels.tolist(), "counts": counts.tolist(),
-                           "values": ((levels - rt.zero_point).double() * rt.scale).tolist()})
+        codes_hist.append(
+            {
+                "quantization": name,
+                "codes": levels.tolist(),
+                "counts": counts.tolist(),
+                "values": ((levels - rt.zero_point).double() * rt.scale).tolist(),
+            }
+        )
         if x.numel() <= SMALL_TENSOR:
-            round_trip += [{"quantization": name, "x": v, "code": c, "dequantized": d}
-                           for v, c, d in zip(x.double().tolist(), rt.codes.tolist(), rt.dequantized.tolist())]
+            round_trip += [
+                {"quantization": name, "x": v, "code": c, "dequantized": d}
+                for v, c, d in zip(x.double().tolist(), rt.codes.tolist(), rt.dequantized.tolist())
+            ]
         yield Progress(i + 1, len(combos), name, rows=(row,))
     meta = {"values_hist": _hist(x, cfg.bins), "codes_hist": codes_hist}
     if round_trip:
@@ -150,5 +175,12 @@ def run(cfg: QuantizeConfig, ctx: Context):
     return Output(rows=rows, meta=meta)
 
 
-EXPERIMENTS = [Experiment(name="quantize", title="Integer quantization round trip (int8, int4)",
-                          config_type=QuantizeConfig, run=run, description=__doc__.splitlines()[0])]
+EXPERIMENTS = [
+    Experiment(
+        name="quantize",
+        title="Integer quantization round trip (int8, int4)",
+        config_type=QuantizeConfig,
+        run=run,
+        description=__doc__.splitlines()[0],
+    )
+]

@@ -8,6 +8,7 @@ median, with its own 256 MiB flush), otherwise by ``torch.utils.benchmark.Timer.
 state, so a busy CPU slows both alike; the doctor compares the medians over the rounds. Hidden from
 the dashboard: it exists to check the lab, not to teach.
 """
+
 from __future__ import annotations
 
 import os
@@ -65,16 +66,17 @@ def run(cfg: ReferenceConfig, ctx: Context):
     import torch
 
     from core.experiments import matmul
-    from core.transformer.training import matmul_precision
     from core.hardware.device import describe
+    from core.transformer.training import matmul_precision
 
     desc = describe(ctx.device)
     shape = matmul.Shape(cfg.size, cfg.size, cfg.size, label="reference")
     problem = matmul.dtype_support(cfg.dtype, desc) or matmul.shape_problem(cfg.dtype, shape, ctx.is_cuda)
     if problem:
         raise ctx.unsupported(problem)
-    lab_cfg = matmul.MatmulConfig(dtypes=(cfg.dtype,), sizes=(cfg.size,), rep_ms=cfg.rep_ms, seed=cfg.seed,
-                                  accuracy=False, roofline=False)
+    lab_cfg = matmul.MatmulConfig(
+        dtypes=(cfg.dtype,), sizes=(cfg.size,), rep_ms=cfg.rep_ms, seed=cfg.seed, accuracy=False, roofline=False
+    )
     generator = torch.Generator(ctx.device).manual_seed(cfg.seed)
     flush, _ = matmul._flush_for(ctx, desc, lab_cfg.flush)
     warm = matmul._warm_up(ctx, lab_cfg, {cfg.dtype: None})
@@ -84,19 +86,47 @@ def run(cfg: ReferenceConfig, ctx: Context):
         lab = matmul.measure_point(cfg.dtype, shape, ctx, lab_cfg, flush, generator, time.perf_counter())
         with matmul_precision("tf32" if cfg.dtype == "tf32" else "fp32"):  # the flags measure_point sets
             ref_ms, tool = reference_ms(ops.op, ctx.is_cuda, cfg.min_run_time_s)
-        row = {"round": i + 1, "dtype": cfg.dtype, "m": shape.m, "n": shape.n, "k": shape.k, "tool": tool,
-               "lab_median_ms": lab["median_ms"], "lab_reps": lab["reps"], "reference_median_ms": ref_ms}
+        row = {
+            "round": i + 1,
+            "dtype": cfg.dtype,
+            "m": shape.m,
+            "n": shape.n,
+            "k": shape.k,
+            "tool": tool,
+            "lab_median_ms": lab["median_ms"],
+            "lab_reps": lab["reps"],
+            "reference_median_ms": ref_ms,
+        }
         rows.append(row)
-        yield Progress(i + 1, cfg.rounds, f"round {i + 1}: lab {lab['median_ms']:.4f} ms, {tool} {ref_ms:.4f} ms",
-                       rows=(row,))
+        yield Progress(
+            i + 1, cfg.rounds, f"round {i + 1}: lab {lab['median_ms']:.4f} ms, {tool} {ref_ms:.4f} ms", rows=(row,)
+        )
     lab_ms = statistics.median(r["lab_median_ms"] for r in rows)
     ref_ms = statistics.median(r["reference_median_ms"] for r in rows)
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
-    return Output(rows=rows, meta={"tool": rows[0]["tool"], "lab_median_ms": lab_ms, "reference_median_ms": ref_ms,
-                                   "ratio": lab_ms / ref_ms, "tflops_lab": matmul.flops(*[cfg.size] * 3) / (lab_ms * 1e9),
-                                   "triton_importable": _triton_bench() is not None, "cpu_load_1min": load,
-                                   "cpu_cores": os.cpu_count(), **warm})
+    return Output(
+        rows=rows,
+        meta={
+            "tool": rows[0]["tool"],
+            "lab_median_ms": lab_ms,
+            "reference_median_ms": ref_ms,
+            "ratio": lab_ms / ref_ms,
+            "tflops_lab": matmul.flops(*[cfg.size] * 3) / (lab_ms * 1e9),
+            "triton_importable": _triton_bench() is not None,
+            "cpu_load_1min": load,
+            "cpu_cores": os.cpu_count(),
+            **warm,
+        },
+    )
 
 
-EXPERIMENTS = [Experiment(name="reference", title="Lab timer vs an independent tool", config_type=ReferenceConfig,
-                          run=run, description=__doc__.splitlines()[0], hidden=True)]
+EXPERIMENTS = [
+    Experiment(
+        name="reference",
+        title="Lab timer vs an independent tool",
+        config_type=ReferenceConfig,
+        run=run,
+        description=__doc__.splitlines()[0],
+        hidden=True,
+    )
+]

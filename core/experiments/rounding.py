@@ -7,6 +7,7 @@ Frobenius norms, ``‖C − C_ref‖ / ‖C_ref‖`` with ``C_ref = A.double() @
 worst element. ``rel_error_vs_rounded_inputs`` compares with the fp64 product of the *already
 rounded* inputs, isolating what the matmul's own accumulation adds to the input rounding.
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field
@@ -61,8 +62,12 @@ def run(cfg: RoundingConfig, ctx: Context):
     ref = a.double() @ b.double()
     rows = []
     for i, mode in enumerate(MODES):
-        row = {"mode": mode, "size": n, "input_dtype": "fp32",
-               "compute_dtype": "fp32 (TF32 tensor cores)" if mode == "tf32" else mode}
+        row = {
+            "mode": mode,
+            "size": n,
+            "input_dtype": "fp32",
+            "compute_dtype": "fp32 (TF32 tensor cores)" if mode == "tf32" else mode,
+        }
         problem = tf32_problem(ctx) if mode == "tf32" else None
         if problem:
             row |= {"status": "unsupported", "reason": problem}
@@ -74,9 +79,13 @@ def run(cfg: RoundingConfig, ctx: Context):
                 c = x @ y
             rel, worst = relative_error(c, ref)
             rel_rounded, _ = relative_error(c, x.double() @ y.double())
-            row |= {"status": "ok", "rel_error": rel, "max_rel_error": worst,
-                    "rel_error_vs_rounded_inputs": rel_rounded,
-                    "unit_roundoff": torch.finfo(_DTYPE[mode]).eps / 2 if mode != "tf32" else 2.0 ** -11}
+            row |= {
+                "status": "ok",
+                "rel_error": rel,
+                "max_rel_error": worst,
+                "rel_error_vs_rounded_inputs": rel_rounded,
+                "unit_roundoff": torch.finfo(_DTYPE[mode]).eps / 2 if mode != "tf32" else 2.0**-11,
+            }
         rows.append(row)
         yield Progress(i + 1, len(MODES), mode, rows=(row,))
     meta = {"reference": "A.double() @ B.double() of the same fp32 inputs", "inputs": "torch.randn, fp32"}
@@ -87,5 +96,12 @@ def run(cfg: RoundingConfig, ctx: Context):
     return Output(rows=rows, meta=meta)
 
 
-EXPERIMENTS = [Experiment(name="rounding", title="Matmul rounding against an fp64 reference",
-                          config_type=RoundingConfig, run=run, description=__doc__.splitlines()[0])]
+EXPERIMENTS = [
+    Experiment(
+        name="rounding",
+        title="Matmul rounding against an fp64 reference",
+        config_type=RoundingConfig,
+        run=run,
+        description=__doc__.splitlines()[0],
+    )
+]

@@ -12,6 +12,7 @@ flush either. ``torch.profiler`` then attributes kernel time (GPU) or self CPU t
 groups, for a forward-only pass and for the full step, and writes a Chrome trace for Perfetto.
 With ``sweep`` it times every precision mode instead.
 """
+
 from __future__ import annotations
 
 import bisect
@@ -31,16 +32,24 @@ import torch
 
 from core.experiment import ConfigError, Context, DeviceMetric, DoesNotFit, Experiment, Output, Progress, Unsupported
 from core.hardware.clocks import ClockSampler, device_sampler
-from core.transformer.flops import StepFlops, count_step_flops
-from core.transformer.planner import EstimateConfig, need_bytes
-from core.transformer.model import build_model, random_batch
-from core.paths import data_dir
-from core.transformer.presets import DEFAULT_BATCH, get_preset
 from core.hardware.specs import above_peak_error, device_peak, measurement_errors
 from core.measure.kernels import ANNOTATION as _ANNOTATION
 from core.measure.kernels import GROUPS, HOST_GAP_NAME, classify
 from core.measure.stats import summarize
-from core.transformer.training import OPTIMIZERS, PHASES, PRECISIONS, TrainStep, check_precision, make_optimizer, param_dtype
+from core.paths import data_dir
+from core.transformer.flops import StepFlops, count_step_flops
+from core.transformer.model import build_model, random_batch
+from core.transformer.planner import EstimateConfig, need_bytes
+from core.transformer.presets import DEFAULT_BATCH, get_preset
+from core.transformer.training import (
+    OPTIMIZERS,
+    PHASES,
+    PRECISIONS,
+    TrainStep,
+    check_precision,
+    make_optimizer,
+    param_dtype,
+)
 
 Precision = Literal[PRECISIONS]
 OptimizerName = Literal[OPTIMIZERS]
@@ -52,12 +61,16 @@ PEAK_UNIT = {"fp32": "fp32", "tf32": "tf32", "bf16-autocast": "bf16", "fp16-auto
 ROTATED_BATCHES = 4
 # What the steps timed before any warm-up pay for, per device kind (said on the chart and the page).
 COLD_INCLUDES = {
-    "cuda": ("the CUDA context already existed (the worker created it before the job); the first steps pay for "
-             "cuBLAS handle and workspace creation (forward's thread, then autograd's thread at the first backward), "
-             "lazy loading of kernel modules, first-shape GEMM heuristics, the caching allocator's first cudaMalloc "
-             "calls and the optimizer's lazily created state"),
-    "cpu": ("the first steps pay for first-touch page faults of new allocations, the thread pool's start, "
-            "oneDNN/BLAS first-call set-up and the optimizer's lazily created state"),
+    "cuda": (
+        "the CUDA context already existed (the worker created it before the job); the first steps pay for "
+        "cuBLAS handle and workspace creation (forward's thread, then autograd's thread at the first backward), "
+        "lazy loading of kernel modules, first-shape GEMM heuristics, the caching allocator's first cudaMalloc "
+        "calls and the optimizer's lazily created state"
+    ),
+    "cpu": (
+        "the first steps pay for first-touch page faults of new allocations, the thread pool's start, "
+        "oneDNN/BLAS first-call set-up and the optimizer's lazily created state"
+    ),
 }
 KEEP_TRACES = 20  # newest trace files kept in <data dir>/traces; older ones are deleted
 
@@ -79,8 +92,15 @@ class StepBenchConfig:
 
     def __post_init__(self) -> None:
         get_preset(self.model)
-        limits = {"batch": (1, 4096), "context": (2, 16384), "warmup_steps": (0, 1000), "timed_steps": (2, 10_000),
-                  "cold_steps": (0, 100), "profile_steps": (0, 10), "top_kernels": (1, 100)}
+        limits = {
+            "batch": (1, 4096),
+            "context": (2, 16384),
+            "warmup_steps": (0, 1000),
+            "timed_steps": (2, 10_000),
+            "cold_steps": (0, 100),
+            "profile_steps": (0, 10),
+            "top_kernels": (1, 100),
+        }
         for name, (lo, hi) in limits.items():
             value = getattr(self, name)
             if not lo <= value <= hi:
@@ -92,6 +112,7 @@ class StepBenchConfig:
 
 
 # --- timing -------------------------------------------------------------------------------------
+
 
 class PhaseTimer:
     """Reads a clock at each of TrainStep's phase marks: CUDA events on a GPU, perf_counter on a CPU."""
@@ -146,10 +167,18 @@ class Bench:
 
 def check_fits(cfg: StepBenchConfig, precision: str, ctx: Context) -> None:
     """Refuse a step the memory planner says the device cannot hold (before the model is built)."""
-    plan_cfg = EstimateConfig(model=cfg.model, precision=precision, optimizer=cfg.optimizer, batch=cfg.batch,
-                              context=cfg.context, target="cuda" if ctx.is_cuda else "cpu")
-    ctx.check_fits(need_bytes(plan_cfg), f"a {precision} training step of {cfg.model} (batch {cfg.batch}, "
-                                         f"context {cfg.context}) by the memory planner")
+    plan_cfg = EstimateConfig(
+        model=cfg.model,
+        precision=precision,
+        optimizer=cfg.optimizer,
+        batch=cfg.batch,
+        context=cfg.context,
+        target="cuda" if ctx.is_cuda else "cpu",
+    )
+    ctx.check_fits(
+        need_bytes(plan_cfg),
+        f"a {precision} training step of {cfg.model} (batch {cfg.batch}, context {cfg.context}) by the memory planner",
+    )
 
 
 def make_bench(cfg: StepBenchConfig, precision: str, device: str) -> Bench:
@@ -167,8 +196,9 @@ def timed_series(bench: Bench, timer: PhaseTimer, steps: int, series: str, preci
     rows = []
     for i in range(steps):
         for phase, ms in timer.time_step(bench.step, *bench.next_batch()).items():
-            rows.append({"kind": "sample", "series": series, "precision": precision, "step": i + 1,
-                         "phase": phase, "ms": ms})
+            rows.append(
+                {"kind": "sample", "series": series, "precision": precision, "step": i + 1, "phase": phase, "ms": ms}
+            )
     return rows
 
 
@@ -184,6 +214,7 @@ def samples(rows: list[dict], series: str, phase: str) -> list[float]:
 
 # --- derived numbers ----------------------------------------------------------------------------
 
+
 def peak_tflops(device_info: dict, precision: str) -> tuple[float | None, str | None]:
     """Datasheet dense peak of the unit the precision's matmuls run on, or (None, why not)."""
     peak, why = device_peak(device_info, PEAK_UNIT[precision])
@@ -193,20 +224,29 @@ def peak_tflops(device_info: dict, precision: str) -> tuple[float | None, str | 
 def throughput(flops: StepFlops, step_ms: float, peak: float | None, what: str = "the training step") -> dict:
     achieved = flops.total / (step_ms * 1e-3) / 1e12
     error = above_peak_error(achieved, peak, what)
-    return {"tokens_per_s": flops.tokens / (step_ms * 1e-3), "model_flops_per_step": flops.total,
-            "achieved_tflops": achieved, "mfu": achieved / peak if peak else None,
-            "above_peak": error is not None, "measurement_error": error}
+    return {
+        "tokens_per_s": flops.tokens / (step_ms * 1e-3),
+        "model_flops_per_step": flops.total,
+        "achieved_tflops": achieved,
+        "mfu": achieved / peak if peak else None,
+        "above_peak": error is not None,
+        "measurement_error": error,
+    }
 
 
 # --- kernel breakdown ---------------------------------------------------------------------------
+
 
 class _Ranges:
     """Our record_function ranges (scopes and phases) as sorted intervals, to place an event in time."""
 
     def __init__(self, events, kind: str) -> None:
         prefix = f"{_ANNOTATION}{kind}:"
-        spans = sorted((e.time_range.start, e.time_range.end, e.name[len(prefix):]) for e in events
-                       if e.name.startswith(prefix) and _is_cpu(e))
+        spans = sorted(
+            (e.time_range.start, e.time_range.end, e.name[len(prefix) :])
+            for e in events
+            if e.name.startswith(prefix) and _is_cpu(e)
+        )
         self.starts = [s[0] for s in spans]
         self.spans = spans
 
@@ -253,8 +293,10 @@ def attribute(events, cuda: bool) -> list[tuple[str, str | None, str, float]]:
 def breakdown_rows(items, steps: int, flops: StepFlops, top: int) -> tuple[list[dict], dict]:
     """Kernel rows (top ``top`` per scope) and group rows (all kernels), in ms per step."""
     rows, totals = [], {}
-    flop_parts = {"forward": (flops.forward, flops.softmax_forward_estimate),
-                  "step": (flops.total, flops.softmax_forward_estimate + flops.softmax_backward_estimate)}
+    flop_parts = {
+        "forward": (flops.forward, flops.softmax_forward_estimate),
+        "step": (flops.total, flops.softmax_forward_estimate + flops.softmax_backward_estimate),
+    }
     for scope in SCOPES:
         kernels: dict[tuple[str, str], list[float]] = defaultdict(lambda: [0, 0.0])
         for s, phase, name, us in items:
@@ -266,19 +308,37 @@ def breakdown_rows(items, steps: int, flops: StepFlops, top: int) -> tuple[list[
         totals[scope] = total_us / 1e3 / steps
         ranked = sorted(kernels.items(), key=lambda kv: -kv[1][1])
         for rank, ((name, group), (count, us)) in enumerate(ranked[:top], start=1):
-            rows.append({"kind": "kernel", "scope": scope, "rank": rank, "name": name, "group": group,
-                         "count_per_step": count / steps, "ms_per_step": us / 1e3 / steps,
-                         "share": us / total_us if total_us else 0.0})
+            rows.append(
+                {
+                    "kind": "kernel",
+                    "scope": scope,
+                    "rank": rank,
+                    "name": name,
+                    "group": group,
+                    "count_per_step": count / steps,
+                    "ms_per_step": us / 1e3 / steps,
+                    "share": us / total_us if total_us else 0.0,
+                }
+            )
         by_group = defaultdict(float)
         for (_, group), (_, us) in kernels.items():
             by_group[group] += us
         matmul_flops, softmax_flops = flop_parts[scope]
-        flop_share = {"matmul": matmul_flops / (matmul_flops + softmax_flops),
-                      "attention-softmax": softmax_flops / (matmul_flops + softmax_flops)}
+        flop_share = {
+            "matmul": matmul_flops / (matmul_flops + softmax_flops),
+            "attention-softmax": softmax_flops / (matmul_flops + softmax_flops),
+        }
         for group in GROUPS:
-            rows.append({"kind": "group", "scope": scope, "group": group, "ms_per_step": by_group[group] / 1e3 / steps,
-                         "share": by_group[group] / total_us if total_us else 0.0,
-                         "flops_share": flop_share.get(group)})
+            rows.append(
+                {
+                    "kind": "group",
+                    "scope": scope,
+                    "group": group,
+                    "ms_per_step": by_group[group] / 1e3 / steps,
+                    "share": by_group[group] / total_us if total_us else 0.0,
+                    "flops_share": flop_share.get(group),
+                }
+            )
     return rows, totals
 
 
@@ -341,6 +401,7 @@ def save_trace(prof) -> dict:
 
 # --- the experiment -----------------------------------------------------------------------------
 
+
 def _device_info(ctx: Context) -> dict:
     from core.hardware.device import describe
 
@@ -366,13 +427,18 @@ def _clocks(sampler: ClockSampler | None, t0_s: float) -> dict:
 
 def _run(cfg: StepBenchConfig, ctx: Context, sampler: ClockSampler | None):
     info = _device_info(ctx)
-    common = {"timing": "CUDA events at each phase boundary, one synchronize per step" if ctx.is_cuda
-              else "time.perf_counter at each phase boundary (CPU ops are synchronous)",
-              "torch_threads": torch.get_num_threads(), "preset": get_preset(cfg.model).to_dict(),
-              "tokens_per_step": cfg.batch * cfg.context,
-              "cold_includes": COLD_INCLUDES["cuda" if ctx.is_cuda else "cpu"],
-              "clocks_note": sampler.note if sampler else "clock sampling reads NVIDIA GPUs through NVML; "
-                                                          "not applicable to a CPU run"}
+    common = {
+        "timing": "CUDA events at each phase boundary, one synchronize per step"
+        if ctx.is_cuda
+        else "time.perf_counter at each phase boundary (CPU ops are synchronous)",
+        "torch_threads": torch.get_num_threads(),
+        "preset": get_preset(cfg.model).to_dict(),
+        "tokens_per_step": cfg.batch * cfg.context,
+        "cold_includes": COLD_INCLUDES["cuda" if ctx.is_cuda else "cpu"],
+        "clocks_note": sampler.note
+        if sampler
+        else "clock sampling reads NVIDIA GPUs through NVML; not applicable to a CPU run",
+    }
     if cfg.sweep:
         return (yield from _sweep(cfg, ctx, info, common, sampler))
     check_precision(cfg.precision, ctx, info.get("bf16_supported", True))
@@ -394,18 +460,33 @@ def _run(cfg: StepBenchConfig, ctx: Context, sampler: ClockSampler | None):
         yield Progress(cfg.cold_steps + done + n, total, f"timed step {done + n}/{cfg.timed_steps}", rows=tuple(new))
 
     for phase in TIMED_PHASES:
-        rows.append({"kind": "phase", "series": "warm", "precision": cfg.precision, "phase": phase,
-                     **summarize(samples(rows, "warm", phase), "ms_")})
+        rows.append(
+            {
+                "kind": "phase",
+                "series": "warm",
+                "precision": cfg.precision,
+                "phase": phase,
+                **summarize(samples(rows, "warm", phase), "ms_"),
+            }
+        )
     peak, peak_note = peak_tflops(info, cfg.precision)
     warm_ms = summarize(samples(rows, "warm", "step"), "step_ms_")
     fwd, bwd = (summarize(samples(rows, "warm", p))["median"] for p in ("forward", "backward"))
     cold = samples(rows, "cold", "step")
-    summary = {"kind": "summary", "precision": cfg.precision, "tokens_per_step": bench.flops.tokens, **warm_ms,
-               **throughput(bench.flops, warm_ms["step_ms_median"], peak), "peak_tflops": peak,
-               "peak_unit": PEAK_UNIT[cfg.precision], "mfu_note": peak_note, "backward_forward_ratio": bwd / fwd,
-               "first_step_ms": cold[0] if cold else None,
-               "first_step_over_median": cold[0] / warm_ms["step_ms_median"] if cold else None,
-               **_clocks(sampler, timed_from)}
+    summary = {
+        "kind": "summary",
+        "precision": cfg.precision,
+        "tokens_per_step": bench.flops.tokens,
+        **warm_ms,
+        **throughput(bench.flops, warm_ms["step_ms_median"], peak),
+        "peak_tflops": peak,
+        "peak_unit": PEAK_UNIT[cfg.precision],
+        "mfu_note": peak_note,
+        "backward_forward_ratio": bwd / fwd,
+        "first_step_ms": cold[0] if cold else None,
+        "first_step_over_median": cold[0] / warm_ms["step_ms_median"] if cold else None,
+        **_clocks(sampler, timed_from),
+    }
     rows.append(summary)
     meta = common | {"flops": bench.flops.to_dict(), "measurement_errors": measurement_errors([summary])}
 
@@ -413,13 +494,18 @@ def _run(cfg: StepBenchConfig, ctx: Context, sampler: ClockSampler | None):
         yield Progress(total - 1, total, f"profiling {cfg.profile_steps} forward-only and full steps")
         prof = profile_bench(bench, ctx.device, cfg.profile_steps)
         events = prof.events()
-        kernel_rows, totals = breakdown_rows(attribute(events, ctx.is_cuda), cfg.profile_steps, bench.flops,
-                                             cfg.top_kernels)
+        kernel_rows, totals = breakdown_rows(
+            attribute(events, ctx.is_cuda), cfg.profile_steps, bench.flops, cfg.top_kernels
+        )
         scopes = _Ranges(events, "scope")
-        meta |= {"profiled_total_ms": totals, "profile_steps": cfg.profile_steps,
-                 "scope_wall_ms": {s: scopes.total_us(s) / 1e3 / cfg.profile_steps for s in SCOPES},
-                 "profile_measure": "GPU kernel time (sum of kernel durations)" if ctx.is_cuda
-                 else "self CPU time of each op (sums to the profiled wall time)"}
+        meta |= {
+            "profiled_total_ms": totals,
+            "profile_steps": cfg.profile_steps,
+            "scope_wall_ms": {s: scopes.total_us(s) / 1e3 / cfg.profile_steps for s in SCOPES},
+            "profile_measure": "GPU kernel time (sum of kernel durations)"
+            if ctx.is_cuda
+            else "self CPU time of each op (sums to the profiled wall time)",
+        }
         if cfg.trace:
             meta |= save_trace(prof)
         rows += kernel_rows
@@ -475,18 +561,33 @@ def _sweep(cfg: StepBenchConfig, ctx: Context, info: dict, common: dict, sampler
         if new:
             step_ms = summarize([r["ms"] for r in new if r["phase"] == "step"], "step_ms_")
             peak, note = peak_tflops(info, precision)
-            row |= {"status": "ok", "reason": None, **step_ms,
-                    **throughput(flops, step_ms["step_ms_median"], peak, f"the {precision} step"),
-                    "peak_tflops": peak, "mfu_note": note}
+            row |= {
+                "status": "ok",
+                "reason": None,
+                **step_ms,
+                **throughput(flops, step_ms["step_ms_median"], peak, f"the {precision} step"),
+                "peak_tflops": peak,
+                "mfu_note": note,
+            }
         rows += new + [row]
         yield Progress(i + 1, total, f"{precision}: {row['status']}", rows=tuple(new + [row]))
-    base = next((r for r in rows if r["kind"] == "precision" and r["precision"] == "fp32" and r["status"] == "ok"), None)
+    base = next(
+        (r for r in rows if r["kind"] == "precision" and r["precision"] == "fp32" and r["status"] == "ok"), None
+    )
     for r in rows:
         if r["kind"] == "precision" and r["status"] == "ok" and base:
             r["speedup_vs_fp32"] = base["step_ms_median"] / r["step_ms_median"]
     return Output(rows=rows, meta=common | {"measurement_errors": measurement_errors(rows)})
 
 
-EXPERIMENTS = [Experiment(name="step-bench", title="Step benchmark", config_type=StepBenchConfig, run=run,
-                          description=__doc__.splitlines()[0], fresh_process=True,
-                          device_metric=DeviceMetric("tokens_per_s", ("kind", "precision"), "tokens/s"))]
+EXPERIMENTS = [
+    Experiment(
+        name="step-bench",
+        title="Step benchmark",
+        config_type=StepBenchConfig,
+        run=run,
+        description=__doc__.splitlines()[0],
+        fresh_process=True,
+        device_metric=DeviceMetric("tokens_per_s", ("kind", "precision"), "tokens/s"),
+    )
+]

@@ -10,6 +10,7 @@ optimizer state if its pointer is one at a phase mark, an activation if a forwar
 into backward, a temporary if it dies inside its phase, and "other" otherwise (inputs, RoPE tables,
 workspaces). The peak's phase is read off the trace, never assumed.
 """
+
 from __future__ import annotations
 
 import bisect
@@ -17,10 +18,10 @@ import time
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from core.transformer.planner import CATEGORIES, EstimateConfig, StepSetup, need_bytes, plan
 from core.experiment import ConfigError, Context, Experiment, Output, Progress
 from core.measure import history
 from core.memory.series import thin_indices
+from core.transformer.planner import CATEGORIES, EstimateConfig, StepSetup, need_bytes, plan
 from core.transformer.presets import get_preset
 
 MAX_TIMELINE_POINTS = 1500
@@ -132,8 +133,15 @@ def timeline(trace: Trace, record_from_ns: int, record_to_ns: int) -> dict:
         raise RuntimeError("no allocation was recorded inside the measured steps")
     i = bisect.bisect_right(phase_times, peak_point[0]) - 1
     step, phase = trace.marks[i][1], trace.marks[i][2]
-    return {"points": _thin(points, peak_point), "peak_bytes": peak_total, "peak_phase": phase, "peak_step": step,
-            "peak_breakdown_bytes": peak_point[2], "peak_time_ns": peak_point[0], **counts}
+    return {
+        "points": _thin(points, peak_point),
+        "peak_bytes": peak_total,
+        "peak_phase": phase,
+        "peak_step": step,
+        "peak_breakdown_bytes": peak_point[2],
+        "peak_time_ns": peak_point[0],
+        **counts,
+    }
 
 
 def _thin(points: list, keep: tuple) -> list:
@@ -205,8 +213,10 @@ class _Recorder:
             index = torch.device(self.device).index or 0
             entries = snapshot["device_traces"][index]
             if history.overflowed(entries, HISTORY_MAX_ENTRIES):
-                raise RuntimeError(f"the allocator history filled its {HISTORY_MAX_ENTRIES:,} entries, so the "
-                                   f"first allocations were overwritten; record fewer steps or a smaller batch")
+                raise RuntimeError(
+                    f"the allocator history filled its {HISTORY_MAX_ENTRIES:,} entries, so the "
+                    f"first allocations were overwritten; record fewer steps or a smaller batch"
+                )
             for entry in entries:
                 if entry["action"] == "alloc":
                     self.trace.events.append((entry["time_us"] * 1000, entry["addr"], entry["size"]))
@@ -251,8 +261,7 @@ def measure(cfg: TrainMemoryConfig, device: str) -> dict:
     if cuda:
         torch.cuda.empty_cache()
     with _Recorder(device) as rec:
-        model = build_model(get_preset(cfg.model), cfg.context, device, param_dtype(cfg.precision),
-                            cfg.checkpointing)
+        model = build_model(get_preset(cfg.model), cfg.context, device, param_dtype(cfg.precision), cfg.checkpointing)
         optimizer = None if cfg.forward_only else make_optimizer(cfg.optimizer, model.parameters())
         step = TrainStep(model, optimizer, cfg.precision, device, set_to_none=cfg.set_to_none)
         gen = torch.Generator(device=device).manual_seed(cfg.seed)
@@ -287,8 +296,11 @@ def measure(cfg: TrainMemoryConfig, device: str) -> dict:
 
 def _bands(trace: Trace, first_ns: int) -> list[dict]:
     marks = [m for m in trace.marks if m[0] >= first_ns]
-    return [{"step": s, "phase": p, "start_ms": (t - first_ns) / 1e6, "end_ms": (marks[i + 1][0] - first_ns) / 1e6}
-            for i, (t, s, p) in enumerate(marks[:-1]) if p != "end"]
+    return [
+        {"step": s, "phase": p, "start_ms": (t - first_ns) / 1e6, "end_ms": (marks[i + 1][0] - first_ns) / 1e6}
+        for i, (t, s, p) in enumerate(marks[:-1])
+        if p != "end"
+    ]
 
 
 def run(cfg: TrainMemoryConfig, ctx: Context):
@@ -298,9 +310,11 @@ def run(cfg: TrainMemoryConfig, ctx: Context):
     device = describe(ctx.device)
     check_precision(cfg.precision, ctx, bool(device.get("bf16_supported", True)))
     target = "cuda" if ctx.is_cuda else "cpu"
-    ctx.check_fits(need_bytes(cfg.estimate_config(target)),
-                   f"train-memory of {cfg.model} (batch {cfg.batch}, context {cfg.context}, {cfg.precision}) "
-                   f"by the memory planner")
+    ctx.check_fits(
+        need_bytes(cfg.estimate_config(target)),
+        f"train-memory of {cfg.model} (batch {cfg.batch}, context {cfg.context}, {cfg.precision}) "
+        f"by the memory planner",
+    )
     yield Progress(0, 2, f"recording {cfg.warmup_steps} warm-up + {cfg.steps} step(s) of {cfg.model}")
     try:
         result = measure(cfg, ctx.device)
@@ -328,14 +342,24 @@ def run(cfg: TrainMemoryConfig, ctx: Context):
         "allocations": result["allocations"],
         "estimate": est,
         "byte_columns": list(CATEGORIES),  # the rows' category columns are bytes
-        "method": ("CUDA caching-allocator history (_record_memory_history) + max_memory_allocated"
-                   if ctx.is_cuda else
-                   "CPU: torch.profiler profile_memory allocation events (tensor storages via PyTorch's CPU "
-                   "allocator; library-internal scratch buffers are not seen)"),
+        "method": (
+            "CUDA caching-allocator history (_record_memory_history) + max_memory_allocated"
+            if ctx.is_cuda
+            else "CPU: torch.profiler profile_memory allocation events (tensor storages via PyTorch's CPU "
+            "allocator; library-internal scratch buffers are not seen)"
+        ),
     }
     yield Progress(2, 2, "done")
     return Output(rows=rows, meta=meta)
 
 
-EXPERIMENTS = [Experiment(name="train-memory", title="Training-step memory timeline", config_type=TrainMemoryConfig,
-                          run=run, description=__doc__.splitlines()[0], fresh_process=True)]
+EXPERIMENTS = [
+    Experiment(
+        name="train-memory",
+        title="Training-step memory timeline",
+        config_type=TrainMemoryConfig,
+        run=run,
+        description=__doc__.splitlines()[0],
+        fresh_process=True,
+    )
+]

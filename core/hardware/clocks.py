@@ -5,6 +5,7 @@ and, here, a lower SM clock and a throttle reason at the same moment. NVML comes
 ``nvidia-ml-py`` package (imported as ``pynvml``); where it or the driver is missing the sampler
 records a note and no samples — never an error.
 """
+
 from __future__ import annotations
 
 import threading
@@ -14,13 +15,20 @@ from typing import Any
 
 # NVML "clocks event reasons" (formerly "throttle reasons") bit masks, as in nvml.h.
 THROTTLE_REASONS = {
-    0x1: "gpu_idle", 0x2: "applications_clocks_setting", 0x4: "sw_power_cap", 0x8: "hw_slowdown",
-    0x10: "sync_boost", 0x20: "sw_thermal_slowdown", 0x40: "hw_thermal_slowdown",
-    0x80: "hw_power_brake_slowdown", 0x100: "display_clock_setting",
+    0x1: "gpu_idle",
+    0x2: "applications_clocks_setting",
+    0x4: "sw_power_cap",
+    0x8: "hw_slowdown",
+    0x10: "sync_boost",
+    0x20: "sw_thermal_slowdown",
+    0x40: "hw_thermal_slowdown",
+    0x80: "hw_power_brake_slowdown",
+    0x100: "display_clock_setting",
 }
 # Reasons that mean "running slower than it could" (idle and sync boost are not slowdowns under load).
-SLOWDOWNS = frozenset({"sw_power_cap", "hw_slowdown", "sw_thermal_slowdown", "hw_thermal_slowdown",
-                       "hw_power_brake_slowdown"})
+SLOWDOWNS = frozenset(
+    {"sw_power_cap", "hw_slowdown", "sw_thermal_slowdown", "hw_thermal_slowdown", "hw_power_brake_slowdown"}
+)
 
 
 COUNTERS = ("sm_clock_mhz", "mem_clock_mhz", "power_w", "temp_c", "reasons")
@@ -56,7 +64,7 @@ class ClockSampler:
     _stop: threading.Event = field(default_factory=threading.Event)
     _thread: threading.Thread | None = None
 
-    def __enter__(self) -> "ClockSampler":
+    def __enter__(self) -> ClockSampler:
         try:
             self._nvml = _load_nvml()
             self._handle = self._open_handle()

@@ -6,6 +6,7 @@ asks a worker for this description (:func:`core.jobs.query_devices`). torch is i
 functions that need it, so the device-string check and the torch-free :func:`describe_no_device`
 cost nothing (the CLI's planner answers without importing torch).
 """
+
 from __future__ import annotations
 
 import importlib.metadata
@@ -55,8 +56,12 @@ def _driver_version() -> str | None:
         pass
     if shutil.which("nvidia-smi"):
         try:
-            out = subprocess.run(["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
-                                 capture_output=True, text=True, timeout=10)
+            out = subprocess.run(
+                ["nvidia-smi", "--query-gpu=driver_version", "--format=csv,noheader"],
+                capture_output=True,
+                text=True,
+                timeout=10,
+            )
             if out.returncode == 0 and out.stdout.strip():
                 return out.stdout.strip().splitlines()[0]
         except (OSError, subprocess.SubprocessError):
@@ -223,12 +228,28 @@ def describe_no_device(requested: str) -> dict:
     The CPU's facts come from /proc without torch; a GPU is not touched, so it is not described."""
     if requested == "cpu":
         total, free = _meminfo()
-        return {"kind": "cpu", "index": None, "torch_device": "cpu", "name": _cpu_model(),
-                "label": f"CPU — {_cpu_model()} (no device used: computed in-process)", "cores": os.cpu_count(),
-                "total_memory_bytes": total, "free_memory_bytes": free, "spec": None, "in_process": True}
-    return {"kind": "none", "index": None, "torch_device": requested, "name": f"{requested} (not used)",
-            "label": f"{requested} — not used: computed in-process without touching the GPU",
-            "total_memory_bytes": None, "spec": None, "in_process": True}
+        return {
+            "kind": "cpu",
+            "index": None,
+            "torch_device": "cpu",
+            "name": _cpu_model(),
+            "label": f"CPU — {_cpu_model()} (no device used: computed in-process)",
+            "cores": os.cpu_count(),
+            "total_memory_bytes": total,
+            "free_memory_bytes": free,
+            "spec": None,
+            "in_process": True,
+        }
+    return {
+        "kind": "none",
+        "index": None,
+        "torch_device": requested,
+        "name": f"{requested} (not used)",
+        "label": f"{requested} — not used: computed in-process without touching the GPU",
+        "total_memory_bytes": None,
+        "spec": None,
+        "in_process": True,
+    }
 
 
 def versions_no_device() -> dict:
@@ -237,8 +258,15 @@ def versions_no_device() -> dict:
         torch_version = importlib.metadata.version("torch")
     except importlib.metadata.PackageNotFoundError:
         torch_version = None
-    return {"gpulab": __version__, "python": platform.python_version(), "torch": torch_version, "cuda": None,
-            "cudnn": None, "driver": None, "platform": platform.platform()}
+    return {
+        "gpulab": __version__,
+        "python": platform.python_version(),
+        "torch": torch_version,
+        "cuda": None,
+        "cudnn": None,
+        "driver": None,
+        "platform": platform.platform(),
+    }
 
 
 def describe(torch_device: str) -> dict:

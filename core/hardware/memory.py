@@ -12,13 +12,14 @@ memory; under any cap a GPU job would fail at ``torch.cuda.init``. A worker lear
 each request, and one worker serves a device's jobs in turn, so the limit is set for each CPU job
 and lifted after it; a GPU job never runs under it.
 """
+
 from __future__ import annotations
 
 import os
 import resource
+from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
-from typing import Iterator
 
 MEMORY_LIMIT_ENV = "GPULAB_WORKER_MEMORY_LIMIT_BYTES"  # explicit cap for CPU jobs; 0 turns the cap off
 MEMORY_FRACTION_ENV = "GPULAB_WORKER_MEMORY_FRACTION"  # share of available RAM a CPU job may map; 0: off
@@ -115,14 +116,23 @@ def budget(torch_device: str) -> Budget:
     available = available_ram()
     limits = []
     if available is not None:
-        limits.append((available - HOST_RESERVE_BYTES,
-                       f"only {gib(max(0, available - HOST_RESERVE_BYTES))} of RAM is available (MemAvailable "
-                       f"{gib(available)}, less {gib(HOST_RESERVE_BYTES)} kept free)"))
+        limits.append(
+            (
+                available - HOST_RESERVE_BYTES,
+                f"only {gib(max(0, available - HOST_RESERVE_BYTES))} of RAM is available (MemAvailable "
+                f"{gib(available)}, less {gib(HOST_RESERVE_BYTES)} kept free)",
+            )
+        )
     soft, _ = resource.getrlimit(resource.RLIMIT_AS)
     mapped = address_space_bytes()
     if soft != resource.RLIM_INFINITY and mapped is not None:
-        limits.append((soft - mapped, f"only {gib(max(0, soft - mapped))} more fits under the job's memory cap "
-                                      f"({MEMORY_FRACTION_ENV}, {MEMORY_LIMIT_ENV})"))
+        limits.append(
+            (
+                soft - mapped,
+                f"only {gib(max(0, soft - mapped))} more fits under the job's memory cap "
+                f"({MEMORY_FRACTION_ENV}, {MEMORY_LIMIT_ENV})",
+            )
+        )
     if not limits:
         return Budget(2**63, "no memory limit is known on this system")
     room, source = min(limits)

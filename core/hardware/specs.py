@@ -6,6 +6,7 @@ fp32, which is what PyTorch does, so their fp16/bf16 entries are the fp32-accumu
 A device whose name matches no entry gets ``None`` — the UI says "no datasheet entry" instead of
 guessing. Keys of ``tflops``: fp64, fp64_tc, fp32, tf32, bf16, fp16, fp8, int8 (TOPS).
 """
+
 from __future__ import annotations
 
 import re
@@ -36,51 +37,147 @@ class DeviceSpec:
 _A100_SHEET = "NVIDIA A100 Tensor Core GPU datasheet (nvidia-a100-datasheet-us-nvidia-1758950-r4-web.pdf)"
 _H100_SHEET = "NVIDIA H100 Tensor Core GPU datasheet (h100-datasheet-2287922, 2023)"
 _A100 = {"fp64": 9.7, "fp64_tc": 19.5, "fp32": 19.5, "tf32": 156.0, "bf16": 312.0, "fp16": 312.0, "int8": 624.0}
-_H100_SXM = {"fp64": 34.0, "fp64_tc": 67.0, "fp32": 67.0, "tf32": 494.7, "bf16": 989.4, "fp16": 989.4,
-             "fp8": 1978.9, "int8": 1978.9}
+_H100_SXM = {
+    "fp64": 34.0,
+    "fp64_tc": 67.0,
+    "fp32": 67.0,
+    "tf32": 494.7,
+    "bf16": 989.4,
+    "fp16": 989.4,
+    "fp8": 1978.9,
+    "int8": 1978.9,
+}
 
 SPECS: tuple[DeviceSpec, ...] = (
-    DeviceSpec("h200-nvl", "NVIDIA H200 NVL", r"(?<!G)H200.*NVL",
-               {"fp64": 30.0, "fp64_tc": 60.0, "fp32": 60.0, "tf32": 417.5, "bf16": 835.5, "fp16": 835.5,
-                "fp8": 1670.5, "int8": 1670.5}, 4800, 141,
-               "NVIDIA H200 Tensor Core GPU datasheet (h200-datasheet-3002446, 2024)"),
-    DeviceSpec("h200-sxm", "NVIDIA H200 SXM", r"(?<!G)H200", dict(_H100_SXM), 4800, 141,
-               "NVIDIA H200 Tensor Core GPU datasheet (h200-datasheet-3002446, 2024)"),
-    DeviceSpec("h100-nvl", "NVIDIA H100 NVL", r"H100.*NVL",
-               {"fp64": 30.0, "fp64_tc": 60.0, "fp32": 60.0, "tf32": 417.5, "bf16": 835.5, "fp16": 835.5,
-                "fp8": 1670.5, "int8": 1670.5}, 3900, 94, _H100_SHEET),
-    DeviceSpec("h100-pcie", "NVIDIA H100 PCIe", r"H100.*PCI",
-               {"fp64": 26.0, "fp64_tc": 51.0, "fp32": 51.0, "tf32": 378.0, "bf16": 756.5, "fp16": 756.5,
-                "fp8": 1513.0, "int8": 1513.0}, 2000, 80, _H100_SHEET),
-    DeviceSpec("h100-sxm", "NVIDIA H100 SXM", r"H100", dict(_H100_SXM), 3350, 80, _H100_SHEET,
-               notes="torch names it 'NVIDIA H100 80GB HBM3'"),
-    DeviceSpec("a100-pcie-80", "NVIDIA A100 PCIe 80GB", r"A100.*PCI", dict(_A100), 1935, 80, _A100_SHEET,
-               min_memory_gib=60),
+    DeviceSpec(
+        "h200-nvl",
+        "NVIDIA H200 NVL",
+        r"(?<!G)H200.*NVL",
+        {
+            "fp64": 30.0,
+            "fp64_tc": 60.0,
+            "fp32": 60.0,
+            "tf32": 417.5,
+            "bf16": 835.5,
+            "fp16": 835.5,
+            "fp8": 1670.5,
+            "int8": 1670.5,
+        },
+        4800,
+        141,
+        "NVIDIA H200 Tensor Core GPU datasheet (h200-datasheet-3002446, 2024)",
+    ),
+    DeviceSpec(
+        "h200-sxm",
+        "NVIDIA H200 SXM",
+        r"(?<!G)H200",
+        dict(_H100_SXM),
+        4800,
+        141,
+        "NVIDIA H200 Tensor Core GPU datasheet (h200-datasheet-3002446, 2024)",
+    ),
+    DeviceSpec(
+        "h100-nvl",
+        "NVIDIA H100 NVL",
+        r"H100.*NVL",
+        {
+            "fp64": 30.0,
+            "fp64_tc": 60.0,
+            "fp32": 60.0,
+            "tf32": 417.5,
+            "bf16": 835.5,
+            "fp16": 835.5,
+            "fp8": 1670.5,
+            "int8": 1670.5,
+        },
+        3900,
+        94,
+        _H100_SHEET,
+    ),
+    DeviceSpec(
+        "h100-pcie",
+        "NVIDIA H100 PCIe",
+        r"H100.*PCI",
+        {
+            "fp64": 26.0,
+            "fp64_tc": 51.0,
+            "fp32": 51.0,
+            "tf32": 378.0,
+            "bf16": 756.5,
+            "fp16": 756.5,
+            "fp8": 1513.0,
+            "int8": 1513.0,
+        },
+        2000,
+        80,
+        _H100_SHEET,
+    ),
+    DeviceSpec(
+        "h100-sxm",
+        "NVIDIA H100 SXM",
+        r"H100",
+        dict(_H100_SXM),
+        3350,
+        80,
+        _H100_SHEET,
+        notes="torch names it 'NVIDIA H100 80GB HBM3'",
+    ),
+    DeviceSpec(
+        "a100-pcie-80", "NVIDIA A100 PCIe 80GB", r"A100.*PCI", dict(_A100), 1935, 80, _A100_SHEET, min_memory_gib=60
+    ),
     DeviceSpec("a100-pcie-40", "NVIDIA A100 PCIe 40GB", r"A100.*PCI", dict(_A100), 1555, 40, _A100_SHEET),
-    DeviceSpec("a100-sxm-80", "NVIDIA A100 SXM 80GB", r"A100", dict(_A100), 2039, 80, _A100_SHEET,
-               min_memory_gib=60),
+    DeviceSpec("a100-sxm-80", "NVIDIA A100 SXM 80GB", r"A100", dict(_A100), 2039, 80, _A100_SHEET, min_memory_gib=60),
     DeviceSpec("a100-sxm-40", "NVIDIA A100 SXM 40GB", r"A100", dict(_A100), 1555, 40, _A100_SHEET),
-    DeviceSpec("l40s", "NVIDIA L40S", r"L40S",
-               {"fp32": 91.6, "tf32": 183.0, "bf16": 362.05, "fp16": 362.05, "fp8": 733.0, "int8": 733.0},
-               864, 48, "NVIDIA L40S GPU datasheet (l40s-datasheet-2848009, 2023)",
-               notes="FP64 is not listed in the datasheet"),
-    DeviceSpec("l4", "NVIDIA L4", r"\bL4\b",
-               {"fp32": 30.3, "tf32": 60.0, "bf16": 121.0, "fp16": 121.0, "fp8": 242.5, "int8": 242.5},
-               300, 24, "NVIDIA L4 Tensor Core GPU datasheet (l4-datasheet-2595652, 2023)",
-               notes="FP64 is not listed in the datasheet"),
-    DeviceSpec("a10", "NVIDIA A10", r"\bA10\b",
-               {"fp32": 31.2, "tf32": 62.5, "bf16": 125.0, "fp16": 125.0, "int8": 250.0},
-               600, 24, "NVIDIA A10 Tensor Core GPU datasheet (a10-datasheet-1641013, 2021)",
-               notes="FP64 is not listed in the datasheet"),
-    DeviceSpec("rtx-4090", "NVIDIA GeForce RTX 4090", r"RTX 4090",
-               {"fp64": 1.29, "fp32": 82.6, "tf32": 82.6, "bf16": 165.2, "fp16": 165.2, "fp8": 330.3,
-                "int8": 660.6}, 1008, 24,
-               "NVIDIA Ada GPU Architecture whitepaper v2.1, Appendix A (GeForce RTX 4090)",
-               notes="fp16/bf16/fp8 with FP32 accumulate (PyTorch's default); FP16-accumulate is 2x"),
-    DeviceSpec("rtx-3090", "NVIDIA GeForce RTX 3090", r"RTX 3090",
-               {"fp64": 0.556, "fp32": 35.6, "tf32": 35.6, "bf16": 71.0, "fp16": 71.0, "int8": 284.0},
-               936, 24, "NVIDIA Ampere GA102 GPU Architecture whitepaper v2.0, Appendix A (GeForce RTX 3090)",
-               notes="fp16/bf16 with FP32 accumulate (PyTorch's default); FP16-accumulate is 2x"),
+    DeviceSpec(
+        "l40s",
+        "NVIDIA L40S",
+        r"L40S",
+        {"fp32": 91.6, "tf32": 183.0, "bf16": 362.05, "fp16": 362.05, "fp8": 733.0, "int8": 733.0},
+        864,
+        48,
+        "NVIDIA L40S GPU datasheet (l40s-datasheet-2848009, 2023)",
+        notes="FP64 is not listed in the datasheet",
+    ),
+    DeviceSpec(
+        "l4",
+        "NVIDIA L4",
+        r"\bL4\b",
+        {"fp32": 30.3, "tf32": 60.0, "bf16": 121.0, "fp16": 121.0, "fp8": 242.5, "int8": 242.5},
+        300,
+        24,
+        "NVIDIA L4 Tensor Core GPU datasheet (l4-datasheet-2595652, 2023)",
+        notes="FP64 is not listed in the datasheet",
+    ),
+    DeviceSpec(
+        "a10",
+        "NVIDIA A10",
+        r"\bA10\b",
+        {"fp32": 31.2, "tf32": 62.5, "bf16": 125.0, "fp16": 125.0, "int8": 250.0},
+        600,
+        24,
+        "NVIDIA A10 Tensor Core GPU datasheet (a10-datasheet-1641013, 2021)",
+        notes="FP64 is not listed in the datasheet",
+    ),
+    DeviceSpec(
+        "rtx-4090",
+        "NVIDIA GeForce RTX 4090",
+        r"RTX 4090",
+        {"fp64": 1.29, "fp32": 82.6, "tf32": 82.6, "bf16": 165.2, "fp16": 165.2, "fp8": 330.3, "int8": 660.6},
+        1008,
+        24,
+        "NVIDIA Ada GPU Architecture whitepaper v2.1, Appendix A (GeForce RTX 4090)",
+        notes="fp16/bf16/fp8 with FP32 accumulate (PyTorch's default); FP16-accumulate is 2x",
+    ),
+    DeviceSpec(
+        "rtx-3090",
+        "NVIDIA GeForce RTX 3090",
+        r"RTX 3090",
+        {"fp64": 0.556, "fp32": 35.6, "tf32": 35.6, "bf16": 71.0, "fp16": 71.0, "int8": 284.0},
+        936,
+        24,
+        "NVIDIA Ampere GA102 GPU Architecture whitepaper v2.0, Appendix A (GeForce RTX 3090)",
+        notes="fp16/bf16 with FP32 accumulate (PyTorch's default); FP16-accumulate is 2x",
+    ),
 )
 
 
@@ -128,8 +225,10 @@ def above_peak_error(achieved: float | None, peak: float | None, what: str) -> s
     (a missing synchronisation, a cached result, a wrong FLOP count); None when it is not above."""
     if achieved is None or not peak or achieved <= peak:
         return None
-    return (f"{ABOVE_PEAK}: {what} measured {achieved:.1f} TFLOPS > {peak:g} on the sheet "
-            f"({100.0 * achieved / peak:.0f}%); the timing is wrong, not the hardware faster")
+    return (
+        f"{ABOVE_PEAK}: {what} measured {achieved:.1f} TFLOPS > {peak:g} on the sheet "
+        f"({100.0 * achieved / peak:.0f}%); the timing is wrong, not the hardware faster"
+    )
 
 
 def measurement_errors(rows: list[dict]) -> list[str]:
@@ -141,5 +240,16 @@ def all_specs() -> list[dict]:
     return [s.to_dict() for s in SPECS]
 
 
-__all__ = ["DeviceSpec", "SPECS", "match_spec", "unit_for", "spec_for_device", "device_peak", "all_specs", "DTYPE_UNITS",
-           "ABOVE_PEAK", "above_peak_error", "measurement_errors"]
+__all__ = [
+    "DeviceSpec",
+    "SPECS",
+    "match_spec",
+    "unit_for",
+    "spec_for_device",
+    "device_peak",
+    "all_specs",
+    "DTYPE_UNITS",
+    "ABOVE_PEAK",
+    "above_peak_error",
+    "measurement_errors",
+]

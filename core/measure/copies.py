@@ -8,6 +8,7 @@ one, and goes through host memory where it does not — the matrix shows both, a
 ``p2pBandwidthLatencyTest`` does. Bandwidth counts the bytes copied once (GB/s = 1e9 bytes/s).
 Every copy is checked: the destination must equal the source after the last timed call.
 """
+
 from __future__ import annotations
 
 import torch
@@ -18,8 +19,16 @@ from core.measure.timing import TimingPlan, time_op
 
 def _figures(nbytes: int, samples: list[float]) -> dict:
     stats = summarize(samples)
-    return {"median_ms": stats["median"], "p20_ms": stats["p20"], "p80_ms": stats["p80"], "min_ms": stats["min"],
-            "max_ms": stats["max"], "reps": stats["count"], **gbs_summary(nbytes, stats), "samples_ms": samples}
+    return {
+        "median_ms": stats["median"],
+        "p20_ms": stats["p20"],
+        "p80_ms": stats["p80"],
+        "min_ms": stats["min"],
+        "max_ms": stats["max"],
+        "reps": stats["count"],
+        **gbs_summary(nbytes, stats),
+        "samples_ms": samples,
+    }
 
 
 def _fresh(nbytes: int, device: str, pin: bool = False) -> torch.Tensor:
@@ -38,9 +47,16 @@ def host_copy(gpu: int, nbytes: int, direction: str, pinned: bool, plan: TimingP
         samples = time_op(lambda: dst.copy_(src, non_blocking=pinned), device, plan, None)
         torch.cuda.synchronize(gpu)
     ok = torch.equal(dst.cpu(), src.cpu())
-    return {"kind": "host_copy", "gpu": gpu, "direction": direction, "memory": "pinned" if pinned else "pageable",
-            "bytes": src.numel() * 4, "status": "ok" if ok else "error",
-            "reason": None if ok else "the copy's destination differs from its source", **_figures(src.numel() * 4, samples)}
+    return {
+        "kind": "host_copy",
+        "gpu": gpu,
+        "direction": direction,
+        "memory": "pinned" if pinned else "pageable",
+        "bytes": src.numel() * 4,
+        "status": "ok" if ok else "error",
+        "reason": None if ok else "the copy's destination differs from its source",
+        **_figures(src.numel() * 4, samples),
+    }
 
 
 def peer_copy(src_gpu: int, dst_gpu: int, nbytes: int, plan: TimingPlan) -> dict:
@@ -57,6 +73,14 @@ def peer_copy(src_gpu: int, dst_gpu: int, nbytes: int, plan: TimingPlan) -> dict
         torch.cuda.synchronize(src_gpu)
     ok = torch.equal(dst.cpu(), src.cpu())
     path = "within the GPU" if peer is None else ("peer-to-peer" if peer else "through host memory (no peer access)")
-    return {"kind": "peer", "src": src_gpu, "dst": dst_gpu, "peer_access": peer, "path": path,
-            "bytes": src.numel() * 4, "status": "ok" if ok else "error",
-            "reason": None if ok else "the copy's destination differs from its source", **_figures(src.numel() * 4, samples)}
+    return {
+        "kind": "peer",
+        "src": src_gpu,
+        "dst": dst_gpu,
+        "peer_access": peer,
+        "path": path,
+        "bytes": src.numel() * 4,
+        "status": "ok" if ok else "error",
+        "reason": None if ok else "the copy's destination differs from its source",
+        **_figures(src.numel() * 4, samples),
+    }

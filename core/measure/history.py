@@ -8,6 +8,7 @@ records no tracebacks at all (``context=None``; ``stacks="python"`` in case a ca
 and bounds the buffer. When the buffer fills, the oldest events are overwritten: :func:`overflowed`
 says so, and the caller must not pretend the trace is complete.
 """
+
 from __future__ import annotations
 
 

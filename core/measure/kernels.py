@@ -3,6 +3,7 @@ imported profiler trace both report, so the two can be read side by side.
 
 Names are matched as lower-case substrings, first group wins; a name matching nothing is "other".
 """
+
 from __future__ import annotations
 
 GROUPS = ("matmul", "attention-softmax", "elementwise", "normalisation", "optimizer", "other")
@@ -11,13 +12,50 @@ HOST_GAP_NAME = "(host: Python and dispatch between ops)"
 
 _LOSS = ("log_softmax", "logsoftmax", "nll_loss", "cross_entropy")
 _SOFTMAX = ("softmax", "masked_fill", "triu")
-_MATMUL = ("gemm", "gemv", "cutlass", "xmma", "nvjet", "cublas", "splitkreduce", "aten::mm", "aten::bmm",
-           "aten::addmm", "aten::matmul", "aten::linear", "aten::baddbmm")
+_MATMUL = (
+    "gemm",
+    "gemv",
+    "cutlass",
+    "xmma",
+    "nvjet",
+    "cublas",
+    "splitkreduce",
+    "aten::mm",
+    "aten::bmm",
+    "aten::addmm",
+    "aten::matmul",
+    "aten::linear",
+    "aten::baddbmm",
+)
 _NORM = ("rsqrt", "norm", "aten::mean", "meanops", "pow")
-_ELEMENTWISE = ("elementwise", "vectorized", "unrolled", "silu", "sigmoid", "copy", "fill", "aten::add", "aten::mul",
-                "aten::div", "aten::sub", "aten::neg", "aten::exp", "aten::cat", "catarray", "aten::stack",
-                "aten::where", "aten::clone", "aten::cos", "aten::sin", "aten::ones", "aten::zero", "aten::sum",
-                "aten::slice_backward", "aten::contiguous", "aten::to")
+_ELEMENTWISE = (
+    "elementwise",
+    "vectorized",
+    "unrolled",
+    "silu",
+    "sigmoid",
+    "copy",
+    "fill",
+    "aten::add",
+    "aten::mul",
+    "aten::div",
+    "aten::sub",
+    "aten::neg",
+    "aten::exp",
+    "aten::cat",
+    "catarray",
+    "aten::stack",
+    "aten::where",
+    "aten::clone",
+    "aten::cos",
+    "aten::sin",
+    "aten::ones",
+    "aten::zero",
+    "aten::sum",
+    "aten::slice_backward",
+    "aten::contiguous",
+    "aten::to",
+)
 _OPTIMIZER = ("optimizer.", "adam", "sgd", "_foreach")
 
 
@@ -32,12 +70,21 @@ def classify(name: str, phase: str | None) -> str:
     if phase in ("optimizer", "zero_grad"):
         return "optimizer"
     low = name.lower()
-    if low.startswith(ANNOTATION) or name == HOST_GAP_NAME or "autograd::" in low or low.rstrip("0123456789").endswith("backward"):
+    if (
+        low.startswith(ANNOTATION)
+        or name == HOST_GAP_NAME
+        or "autograd::" in low
+        or low.rstrip("0123456789").endswith("backward")
+    ):
         return "other"
-    for group, patterns in (("optimizer", _OPTIMIZER), ("other", _LOSS), ("attention-softmax", _SOFTMAX),
-                            ("matmul", _MATMUL), ("normalisation", _NORM), ("elementwise", _ELEMENTWISE)):
+    for group, patterns in (
+        ("optimizer", _OPTIMIZER),
+        ("other", _LOSS),
+        ("attention-softmax", _SOFTMAX),
+        ("matmul", _MATMUL),
+        ("normalisation", _NORM),
+        ("elementwise", _ELEMENTWISE),
+    ):
         if any(p in low for p in patterns):
             return group
     return "other"
-
-

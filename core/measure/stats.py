@@ -1,8 +1,9 @@
 """Summary statistics derived from raw timing samples (the samples themselves are kept in results)."""
+
 from __future__ import annotations
 
 import statistics
-from typing import Sequence
+from collections.abc import Sequence
 
 
 def percentile(sorted_values: Sequence[float], q: float) -> float:
@@ -39,5 +40,8 @@ def gbs(nbytes: float, ms: float) -> float:
 def gbs_summary(nbytes: float, stats: dict[str, float]) -> dict[str, float]:
     """GB/s at the median time of :func:`summarize`'s ``stats``, with its p20 and p80: a rate's p20 comes
     from the time's p80 and its p80 from the time's p20."""
-    return {"gbs": gbs(nbytes, stats["median"]), "gbs_p20": gbs(nbytes, stats["p80"]),
-            "gbs_p80": gbs(nbytes, stats["p20"])}
+    return {
+        "gbs": gbs(nbytes, stats["median"]),
+        "gbs_p20": gbs(nbytes, stats["p80"]),
+        "gbs_p80": gbs(nbytes, stats["p20"]),
+    }

@@ -6,11 +6,12 @@ memory and the flush is never counted); the calls are queued and synchronised on
 CPU: the same loop with ``time.perf_counter_ns`` around each call (a monotonic clock). The raw
 samples are returned; :func:`core.measure.stats.summarize` turns them into median/min/p20/p80.
 """
+
 from __future__ import annotations
 
 import time
+from collections.abc import Callable
 from dataclasses import dataclass
-from typing import Callable
 
 import torch
 
@@ -42,8 +43,13 @@ def reps_for(plan: TimingPlan, per_call_ms: float) -> int:
     return int(min(plan.max_reps, max(plan.min_reps, plan.rep_ms / max(per_call_ms, 1e-6))))
 
 
-def warm_up(op: Callable[[], object], sync: Callable[[], None], plan: TimingPlan,
-            flush: Callable[[], None] | None = None, decide: Callable[[int], int] = lambda x: x) -> int:
+def warm_up(
+    op: Callable[[], object],
+    sync: Callable[[], None],
+    plan: TimingPlan,
+    flush: Callable[[], None] | None = None,
+    decide: Callable[[int], int] = lambda x: x,
+) -> int:
     """Whole batches of calls (doubling up to 64, ``sync`` after each) until ``plan.warmup_ms`` of wall time
     has passed; returns the number of calls to time, sized from the warm-up's speed.
 
@@ -65,8 +71,7 @@ def warm_up(op: Callable[[], object], sync: Callable[[], None], plan: TimingPlan
     return decide(reps_for(plan, elapsed_ms / calls))
 
 
-def timed_calls(op: Callable[[], object], device: str, n: int,
-                flush: Callable[[], None] | None = None) -> list[float]:
+def timed_calls(op: Callable[[], object], device: str, n: int, flush: Callable[[], None] | None = None) -> list[float]:
     """Milliseconds of each of ``n`` calls of ``op``; ``flush`` (if any) runs before each call, outside its time.
 
     CUDA: a pair of events per call on ``device``'s current stream (never on whichever device happens to be
@@ -95,8 +100,7 @@ def timed_calls(op: Callable[[], object], device: str, n: int,
     return samples
 
 
-def time_cuda(op: Callable[[], object], device: str, plan: TimingPlan,
-              flush: Callable[[], None] | None) -> list[float]:
+def time_cuda(op: Callable[[], object], device: str, plan: TimingPlan, flush: Callable[[], None] | None) -> list[float]:
     """Milliseconds of each timed call of ``op`` on ``device``'s current stream (events recorded there,
     never on whichever device happens to be current)."""
 
@@ -133,8 +137,7 @@ def time_cpu(op: Callable[[], object], plan: TimingPlan, flush: Callable[[], Non
     return timed_calls(op, "cpu", reps_for(plan, sorted(warm)[len(warm) // 2] / 1e6), flush)
 
 
-def time_op(op: Callable[[], object], device: str, plan: TimingPlan,
-            flush: Callable[[], None] | None) -> list[float]:
+def time_op(op: Callable[[], object], device: str, plan: TimingPlan, flush: Callable[[], None] | None) -> list[float]:
     if device.startswith("cuda"):
         return time_cuda(op, device, plan, flush)
     return time_cpu(op, plan, flush)
@@ -161,8 +164,14 @@ def wake_cpu(min_s: float = 0.2, max_s: float = 2.0, settle: int = 8) -> dict:
         recent = calls[-settle:]
         settled = len(calls) >= settle and max(recent) <= 1.5 * min(calls)
         if elapsed >= max_s or (elapsed >= min_s and settled):
-            return {"seconds": elapsed, "calls": len(calls), "settled": settled, "first_ms": calls[0],
-                    "last_ms": calls[-1], "threads": torch.get_num_threads()}
+            return {
+                "seconds": elapsed,
+                "calls": len(calls),
+                "settled": settled,
+                "first_ms": calls[0],
+                "last_ms": calls[-1],
+                "threads": torch.get_num_threads(),
+            }
 
 
 def keep_busy(op: Callable[[], object], device: str, seconds: float) -> int:

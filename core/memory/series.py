@@ -4,6 +4,7 @@ A chart gets at most a few thousand points (a browser handles ~20k per chart); a
 have millions. Each bin keeps its highest point — and, for an envelope, its lowest — so a peak or a
 dip of a single event still shows at any zoom, and the global peak is always kept.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -33,6 +34,6 @@ def _reduce_at(values: np.ndarray, starts: np.ndarray, ends: np.ndarray, arg) ->
     widths = ends - starts
     if len(widths) and (widths == widths[0]).all():
         w = int(widths[0])
-        block = values[starts[0]:starts[0] + w * len(starts)].reshape(len(starts), w)
+        block = values[starts[0] : starts[0] + w * len(starts)].reshape(len(starts), w)
         return starts + arg(block, axis=1)
     return np.array([s + int(arg(values[s:e])) for s, e in zip(starts, ends)], dtype=np.int64)

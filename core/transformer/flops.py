@@ -8,6 +8,7 @@ mask is applied after), so no halving for causality. Softmax FLOPs are an *estim
 operations per score element) kept apart: they only serve to show how small softmax's FLOP share
 is next to its time share.
 """
+
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass

@@ -7,6 +7,7 @@ what the memory planner counts and what the profiler shows as softmax time. A pr
 key/value heads (grouped-query attention) projects k and v to those heads and repeats each for its
 group of query heads; a preset with tied embeddings shares one matrix between embedding and LM head.
 """
+
 from __future__ import annotations
 
 import math
@@ -74,7 +75,11 @@ class CausalSelfAttention(nn.Module):
         def heads(t: torch.Tensor, n: int) -> torch.Tensor:
             return t.view(b, s, n, d // h).transpose(1, 2)
 
-        q, k, v = heads(self.q_proj(x), h), heads(self.k_proj(x), self.num_kv_heads), heads(self.v_proj(x), self.num_kv_heads)
+        q, k, v = (
+            heads(self.q_proj(x), h),
+            heads(self.k_proj(x), self.num_kv_heads),
+            heads(self.v_proj(x), self.num_kv_heads),
+        )
         q, k = self.rope(q), self.rope(k)
         if group > 1:  # each key/value head serves `group` query heads
             k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
@@ -98,8 +103,9 @@ class SwiGLU(nn.Module):
 
 
 class TransformerBlock(nn.Module):
-    def __init__(self, d_model: int, d_ff: int, num_heads: int, rope: RotaryEmbedding,
-                 num_kv_heads: int | None = None) -> None:
+    def __init__(
+        self, d_model: int, d_ff: int, num_heads: int, rope: RotaryEmbedding, num_kv_heads: int | None = None
+    ) -> None:
         super().__init__()
         self.ln1 = RMSNorm(d_model)
         self.attn = CausalSelfAttention(d_model, num_heads, rope, num_kv_heads)
@@ -119,8 +125,10 @@ class TransformerLM(nn.Module):
         self.checkpointing = checkpointing
         rope = RotaryEmbedding(preset.d_model // preset.num_heads, context_length)
         self.token_embeddings = nn.Embedding(preset.vocab_size, preset.d_model)
-        self.layers = nn.ModuleList(TransformerBlock(preset.d_model, preset.d_ff, preset.num_heads, rope,
-                                                     preset.kv_heads) for _ in range(preset.num_layers))
+        self.layers = nn.ModuleList(
+            TransformerBlock(preset.d_model, preset.d_ff, preset.num_heads, rope, preset.kv_heads)
+            for _ in range(preset.num_layers)
+        )
         self.ln_final = RMSNorm(preset.d_model)
         self.lm_head = nn.Linear(preset.d_model, preset.vocab_size, bias=False)
         if preset.tied_embeddings:
@@ -138,8 +146,13 @@ class TransformerLM(nn.Module):
         return self.lm_head(self.ln_final(x))
 
 
-def build_model(preset: ModelPreset, context_length: int, device: str | torch.device = "cpu",
-                dtype: torch.dtype = torch.float32, checkpointing: bool = False) -> TransformerLM:
+def build_model(
+    preset: ModelPreset,
+    context_length: int,
+    device: str | torch.device = "cpu",
+    dtype: torch.dtype = torch.float32,
+    checkpointing: bool = False,
+) -> TransformerLM:
     """Initialise on the target device directly (no CPU copy of a 2.7B model)."""
     with torch.device(device):
         model = TransformerLM(preset, context_length, checkpointing)

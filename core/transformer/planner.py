@@ -10,6 +10,7 @@ predicted peak phase. Bytes are what the allocator is asked for (``max_memory_al
 the profiler's total on CPU); the CUDA context is not allocator memory and is a separate, labelled
 allowance used only for "does it fit".
 """
+
 from __future__ import annotations
 
 from dataclasses import dataclass, field, fields
@@ -39,9 +40,13 @@ FRAGMENTATION_ALLOWANCE = 0.05  # reserved-but-unused blocks of the caching allo
 class StepSetup:
     """The training step a plan or a measurement is about (shared by ``estimate`` and ``train-memory``)."""
 
-    model: str = field(default="tiny", metadata={
-        "help": f"model: a preset ({', '.join(PRESET_NAMES)}), an architecture ({', '.join(ARCHITECTURE_NAMES)}) or "
-                f"custom:d_model=…,layers=…,heads=…,kv_heads=…,d_ff=…,vocab=…,tied=0|1"})
+    model: str = field(
+        default="tiny",
+        metadata={
+            "help": f"model: a preset ({', '.join(PRESET_NAMES)}), an architecture ({', '.join(ARCHITECTURE_NAMES)}) or "
+            f"custom:d_model=…,layers=…,heads=…,kv_heads=…,d_ff=…,vocab=…,tied=0|1"
+        },
+    )
     precision: Literal[PRECISIONS] = field(default="fp32", metadata={"help": "precision mode"})
     optimizer: Literal[OPTIMIZERS] = field(default="adamw", metadata={"help": "optimizer"})
     batch: int = field(default=4, metadata={"help": "sequences per step"})
@@ -68,10 +73,12 @@ class StepSetup:
 
 @dataclass(frozen=True)
 class EstimateConfig(StepSetup):
-    target: Literal["cpu", "cuda"] = field(default="cuda", metadata={
-        "help": "device kind the plan is for (autocast policies and cuBLAS workspace differ)"})
-    memory_gib: float = field(default=0.0, metadata={
-        "help": "device memory for 'max batch that fits' (0: the run's device)"})
+    target: Literal["cpu", "cuda"] = field(
+        default="cuda", metadata={"help": "device kind the plan is for (autocast policies and cuBLAS workspace differ)"}
+    )
+    memory_gib: float = field(
+        default=0.0, metadata={"help": "device memory for 'max batch that fits' (0: the run's device)"}
+    )
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -132,7 +139,7 @@ class Shapes:
 
     @property
     def bas2(self) -> int:
-        return self.batch * self.preset.num_heads * self.context ** 2
+        return self.batch * self.preset.num_heads * self.context**2
 
     @property
     def bsv(self) -> int:
@@ -157,12 +164,19 @@ def layer_saved_bytes(sh: Shapes) -> dict[str, int]:
     """Saved-for-backward bytes of one block, split at the attention/MLP boundary."""
     c = sh.compute_bytes
     ln_out_copies = 3 if sh.autocast else 1  # autocast casts the norm output once per linear (q, k, v)
-    attention = (norm_saved_bytes(sh) + ln_out_copies * sh.bsd * (2 if sh.autocast else sh.residual_bytes)
-                 + 4 * sh.bsd * c  # rotated q, rotated k, v reshaped for bmm, heads merged for output_proj
-                 + sh.bas2 * sh.softmax_bytes + (sh.bas2 * 2 if sh.softmax_bytes != c else 0)  # bf16 copy for @V
-                 + sh.context ** 2)  # causal mask (bool)
-    mlp = (norm_saved_bytes(sh) + (2 if sh.autocast else 1) * sh.bsd * (2 if sh.autocast else sh.residual_bytes)
-           + 4 * sh.bsf * c)  # w1 out (silu input), silu out, w3 out, their product (w2 input)
+    attention = (
+        norm_saved_bytes(sh)
+        + ln_out_copies * sh.bsd * (2 if sh.autocast else sh.residual_bytes)
+        + 4 * sh.bsd * c  # rotated q, rotated k, v reshaped for bmm, heads merged for output_proj
+        + sh.bas2 * sh.softmax_bytes
+        + (sh.bas2 * 2 if sh.softmax_bytes != c else 0)  # bf16 copy for @V
+        + sh.context**2
+    )  # causal mask (bool)
+    mlp = (
+        norm_saved_bytes(sh)
+        + (2 if sh.autocast else 1) * sh.bsd * (2 if sh.autocast else sh.residual_bytes)
+        + 4 * sh.bsf * c
+    )  # w1 out (silu input), silu out, w3 out, their product (w2 input)
     matmul_weights, _ = layer_weight_elements(sh.preset)
     weight_copies = matmul_weights * 2 if sh.autocast else 0  # autocast's low-precision weight copies
     return {"attention": attention, "mlp": mlp, "weight_copies": weight_copies}
@@ -180,9 +194,13 @@ def activation_breakdown(cfg: EstimateConfig) -> dict[str, int]:
     """Saved-for-backward bytes per part of the model (what the planner shows per layer)."""
     sh = _shapes(cfg)
     layer = layer_saved_bytes(sh)
-    out = {"per_layer_attention": layer["attention"], "per_layer_mlp": layer["mlp"],
-           "per_layer_weight_copies": layer["weight_copies"], "final_norm_head_loss": final_saved_bytes(sh),
-           "per_layer_checkpoint_input": sh.bsd * sh.residual_bytes}
+    out = {
+        "per_layer_attention": layer["attention"],
+        "per_layer_mlp": layer["mlp"],
+        "per_layer_weight_copies": layer["weight_copies"],
+        "final_norm_head_loss": final_saved_bytes(sh),
+        "per_layer_checkpoint_input": sh.bsd * sh.residual_bytes,
+    }
     return out
 
 
@@ -228,21 +246,35 @@ def moments(cfg: EstimateConfig) -> list[Moment]:
     state = 0 if cfg.forward_only else optimizer_state_bytes(p, cfg.optimizer, cfg.precision, cfg.target)
     head_dim = p.d_model // p.num_heads
     workspaces = 1 if cfg.forward_only else CUBLAS_WORKSPACES_TRAINING
-    other = (2 * cfg.batch * cfg.context * 8  # int64 inputs and targets
-             + 2 * cfg.context * (head_dim // 2) * 4  # RoPE cos/sin tables
-             + (workspaces * CUBLAS_WORKSPACE_BYTES if cfg.target == "cuda" else 0))
+    other = (
+        2 * cfg.batch * cfg.context * 8  # int64 inputs and targets
+        + 2 * cfg.context * (head_dim // 2) * 4  # RoPE cos/sin tables
+        + (workspaces * CUBLAS_WORKSPACE_BYTES if cfg.target == "cuda" else 0)
+    )
     persistent_grads = 0 if cfg.set_to_none or cfg.forward_only else grads
 
     def moment(phase: str, label: str, grads_live: int, acts: int, temps: int) -> Moment:
-        return Moment(phase, label, {"parameters": params, "gradients": grads_live, "optimizer_state": state,
-                                     "activations": acts, "temporaries": temps, "other": other})
+        return Moment(
+            phase,
+            label,
+            {
+                "parameters": params,
+                "gradients": grads_live,
+                "optimizer_state": state,
+                "activations": acts,
+                "temporaries": temps,
+                "other": other,
+            },
+        )
 
     scores_temp = 2 * sh.bas2 * max(c, sh.softmax_bytes)  # scores and their masked/softmaxed successor
     logits_temp = sh.bsv * c + (sh.bsv * 4 if c != 4 else 0)  # logits (+ the fp32 copy for the loss)
     if cfg.forward_only:
         layer_temp = 3 * sh.bsd * max(c, sh.residual_bytes) + scores_temp
-        return [moment("forward", "attention scores (no_grad)", 0, 0, layer_temp + sh.bsd * sh.residual_bytes),
-                moment("forward", "logits and log-probs (no_grad)", 0, 0, logits_temp + sh.bsv * 4)]
+        return [
+            moment("forward", "attention scores (no_grad)", 0, 0, layer_temp + sh.bsd * sh.residual_bytes),
+            moment("forward", "logits and log-probs (no_grad)", 0, 0, logits_temp + sh.bsv * 4),
+        ]
 
     layer = layer_saved_bytes(sh)
     layer_full = layer["attention"] + layer["mlp"] + layer["weight_copies"]
@@ -251,30 +283,54 @@ def moments(cfg: EstimateConfig) -> list[Moment]:
     out: list[Moment] = []
     for i in range(p.num_layers):
         acts = i * layer_kept + (layer_full if cfg.checkpointing else 0)
-        out.append(moment("forward", f"layer {i} attention", persistent_grads,
-                          acts + layer["attention"] + (0 if cfg.checkpointing else layer["weight_copies"]),
-                          scores_temp))
+        out.append(
+            moment(
+                "forward",
+                f"layer {i} attention",
+                persistent_grads,
+                acts + layer["attention"] + (0 if cfg.checkpointing else layer["weight_copies"]),
+                scores_temp,
+            )
+        )
     all_acts = p.num_layers * layer_kept + final
     out.append(moment("forward", "logits and log-probs", persistent_grads, all_acts, logits_temp))
-    out.append(moment("backward", "cross-entropy backward (grad of log-probs and logits)", persistent_grads,
-                      all_acts, 2 * sh.bsv * 4))
+    out.append(
+        moment(
+            "backward",
+            "cross-entropy backward (grad of log-probs and logits)",
+            persistent_grads,
+            all_acts,
+            2 * sh.bsv * 4,
+        )
+    )
     d, v = p.d_model, p.vocab_size
     matmul_w, norm_w = layer_weight_elements(p)
     grads_done = (v * d + d) * e  # lm_head and final norm
     head_temp = sh.bsv * c + (v * d * 2 if sh.autocast else 0)
-    out.append(moment("backward", "lm_head backward", max(persistent_grads, grads_done),
-                      all_acts - sh.bsv * 4, head_temp))
+    out.append(
+        moment("backward", "lm_head backward", max(persistent_grads, grads_done), all_acts - sh.bsv * 4, head_temp)
+    )
     mlp_w = (3 * d * p.d_ff + d) * e
     for i in reversed(range(p.num_layers)):
         below = i * layer_kept
         # Checkpointing recomputes the whole layer before its backward; otherwise its MLP part is freed by now.
         acts = below + layer_kept + layer_full if cfg.checkpointing else below + layer_full - layer["mlp"]
-        out.append(moment("backward", f"layer {i} attention backward", max(persistent_grads, grads_done + mlp_w),
-                          acts, scores_temp))
+        out.append(
+            moment(
+                "backward",
+                f"layer {i} attention backward",
+                max(persistent_grads, grads_done + mlp_w),
+                acts,
+                scores_temp,
+            )
+        )
         grads_done += (matmul_w + norm_w) * e
     out.append(moment("backward", "embedding backward", grads, 0, 0))
-    out.append(moment("optimizer", f"{cfg.optimizer} step", grads, 0,
-                      optimizer_temporary_bytes(p, cfg.optimizer, cfg.precision)))
+    out.append(
+        moment(
+            "optimizer", f"{cfg.optimizer} step", grads, 0, optimizer_temporary_bytes(p, cfg.optimizer, cfg.precision)
+        )
+    )
     out.append(moment("zero_grad", "after zero_grad", persistent_grads, 0, 0))
     return out
 
@@ -293,8 +349,10 @@ def device_total_bytes(peak_bytes: int, target: str) -> int:
 def need_bytes(cfg: EstimateConfig) -> int:
     """What a run of this step must still get from its device (``Context.check_fits``): the device
     total without the CUDA context allowance, because the context exists when free memory is read."""
-    return int(device_total_bytes(peak(cfg).total_bytes, cfg.target)
-               - (CUDA_CONTEXT_ALLOWANCE_BYTES if cfg.target == "cuda" else 0))
+    return int(
+        device_total_bytes(peak(cfg).total_bytes, cfg.target)
+        - (CUDA_CONTEXT_ALLOWANCE_BYTES if cfg.target == "cuda" else 0)
+    )
 
 
 def max_batch(cfg: EstimateConfig, memory_bytes: int, limit: int = 1_000_000) -> int:
@@ -321,10 +379,18 @@ def plan(cfg: EstimateConfig, memory_bytes: int | None = None) -> dict:
     top = peak(cfg)
     preset = get_preset(cfg.model)
     result = {
-        "model": cfg.model, "params": param_count(preset), "precision": cfg.precision,
-        "optimizer": cfg.optimizer, "batch": cfg.batch, "context": cfg.context, "target": cfg.target,
-        "peak_estimated_bytes": top.total_bytes, "peak_phase": top.phase, "peak_moment": top.label,
-        "breakdown_bytes": dict(top.bytes), "activations_bytes": activation_breakdown(cfg),
+        "model": cfg.model,
+        "params": param_count(preset),
+        "precision": cfg.precision,
+        "optimizer": cfg.optimizer,
+        "batch": cfg.batch,
+        "context": cfg.context,
+        "target": cfg.target,
+        "peak_estimated_bytes": top.total_bytes,
+        "peak_phase": top.phase,
+        "peak_moment": top.label,
+        "breakdown_bytes": dict(top.bytes),
+        "activations_bytes": activation_breakdown(cfg),
         "cuda_context_allowance_bytes": CUDA_CONTEXT_ALLOWANCE_BYTES if cfg.target == "cuda" else 0,
         "device_total_estimated_bytes": device_total_bytes(top.total_bytes, cfg.target),
         "label": "estimate (analytical)",

@@ -10,6 +10,7 @@ heads than query heads) and tied embeddings are the only additions — so :data:
 few with their *published* parameter counts, and any other shape is a spec string
 ``custom:d_model=…,layers=…,heads=…,kv_heads=…,d_ff=…,vocab=…,tied=0|1`` that :func:`get_preset` reads.
 """
+
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
@@ -69,54 +70,120 @@ class ModelPreset:
         return asdict(self) | {"params": self.param_count()}
 
 
-PRESETS: dict[str, ModelPreset] = {p.name: p for p in (
-    ModelPreset("tiny", 64, 256, 2, 4),
-    ModelPreset("mini", 128, 512, 4, 4),
-    ModelPreset("small", 768, 3072, 12, 12),
-    ModelPreset("medium", 1024, 4096, 24, 16),
-    ModelPreset("large", 1280, 5120, 36, 20),
-    ModelPreset("xl", 1600, 6400, 48, 25),
-    ModelPreset("2.7B", 2560, 10240, 32, 32),
-)}
+PRESETS: dict[str, ModelPreset] = {
+    p.name: p
+    for p in (
+        ModelPreset("tiny", 64, 256, 2, 4),
+        ModelPreset("mini", 128, 512, 4, 4),
+        ModelPreset("small", 768, 3072, 12, 12),
+        ModelPreset("medium", 1024, 4096, 24, 16),
+        ModelPreset("large", 1280, 5120, 36, 20),
+        ModelPreset("xl", 1600, 6400, 48, 25),
+        ModelPreset("2.7B", 2560, 10240, 32, 32),
+    )
+}
 PRESET_NAMES = tuple(PRESETS)
 
 # Published architectures the family above represents exactly (RMSNorm, SwiGLU, RoPE, no biases). Shapes
 # and counts from each model's config.json and the parameter count its Hugging Face model page publishes
 # (safetensors metadata; the same number llama.cpp reports as general.parameter_count).
 _HF = "Hugging Face model page, safetensors parameter count, and config.json of "
-ARCHITECTURES: dict[str, ModelPreset] = {p.name: p for p in (
-    ModelPreset("llama-2-7b", 4096, 11008, 32, 32, 32000, published_params=6_738_415_616,
-                source=_HF + "meta-llama/Llama-2-7b-hf"),
-    ModelPreset("llama-3-8b", 4096, 14336, 32, 32, 128256, num_kv_heads=8, published_params=8_030_261_248,
-                source=_HF + "meta-llama/Meta-Llama-3-8B"),
-    ModelPreset("mistral-7b", 4096, 14336, 32, 32, 32000, num_kv_heads=8, published_params=7_241_732_096,
-                source=_HF + "mistralai/Mistral-7B-v0.1"),
-    ModelPreset("llama-3.2-1b", 2048, 8192, 16, 32, 128256, num_kv_heads=8, tied_embeddings=True,
-                published_params=1_235_814_400, source=_HF + "meta-llama/Llama-3.2-1B"),
-)}
+ARCHITECTURES: dict[str, ModelPreset] = {
+    p.name: p
+    for p in (
+        ModelPreset(
+            "llama-2-7b",
+            4096,
+            11008,
+            32,
+            32,
+            32000,
+            published_params=6_738_415_616,
+            source=_HF + "meta-llama/Llama-2-7b-hf",
+        ),
+        ModelPreset(
+            "llama-3-8b",
+            4096,
+            14336,
+            32,
+            32,
+            128256,
+            num_kv_heads=8,
+            published_params=8_030_261_248,
+            source=_HF + "meta-llama/Meta-Llama-3-8B",
+        ),
+        ModelPreset(
+            "mistral-7b",
+            4096,
+            14336,
+            32,
+            32,
+            32000,
+            num_kv_heads=8,
+            published_params=7_241_732_096,
+            source=_HF + "mistralai/Mistral-7B-v0.1",
+        ),
+        ModelPreset(
+            "llama-3.2-1b",
+            2048,
+            8192,
+            16,
+            32,
+            128256,
+            num_kv_heads=8,
+            tied_embeddings=True,
+            published_params=1_235_814_400,
+            source=_HF + "meta-llama/Llama-3.2-1B",
+        ),
+    )
+}
 ARCHITECTURE_NAMES = tuple(ARCHITECTURES)
 CUSTOM_PREFIX = "custom:"
-_CUSTOM_FIELDS = {"d_model": "d_model", "layers": "num_layers", "heads": "num_heads", "kv_heads": "num_kv_heads",
-                  "d_ff": "d_ff", "vocab": "vocab_size", "tied": "tied_embeddings"}
-_CUSTOM_LIMITS = {"d_model": (2, 131_072), "layers": (1, 1024), "heads": (1, 4096), "kv_heads": (1, 4096),
-                  "d_ff": (1, 1_048_576), "vocab": (1, 10_000_000), "tied": (0, 1)}
+_CUSTOM_FIELDS = {
+    "d_model": "d_model",
+    "layers": "num_layers",
+    "heads": "num_heads",
+    "kv_heads": "num_kv_heads",
+    "d_ff": "d_ff",
+    "vocab": "vocab_size",
+    "tied": "tied_embeddings",
+}
+_CUSTOM_LIMITS = {
+    "d_model": (2, 131_072),
+    "layers": (1, 1024),
+    "heads": (1, 4096),
+    "kv_heads": (1, 4096),
+    "d_ff": (1, 1_048_576),
+    "vocab": (1, 10_000_000),
+    "tied": (0, 1),
+}
 
 
-def custom_spec(d_model: int, layers: int, heads: int, d_ff: int, vocab: int = VOCAB_SIZE, kv_heads: int | None = None,
-                tied: bool = False) -> str:
+def custom_spec(
+    d_model: int,
+    layers: int,
+    heads: int,
+    d_ff: int,
+    vocab: int = VOCAB_SIZE,
+    kv_heads: int | None = None,
+    tied: bool = False,
+) -> str:
     """The spec string of your own dimensions (what ``--model`` and the pages pass around)."""
-    return (f"{CUSTOM_PREFIX}d_model={d_model},layers={layers},heads={heads},kv_heads={kv_heads or heads},"
-            f"d_ff={d_ff},vocab={vocab},tied={int(bool(tied))}")
+    return (
+        f"{CUSTOM_PREFIX}d_model={d_model},layers={layers},heads={heads},kv_heads={kv_heads or heads},"
+        f"d_ff={d_ff},vocab={vocab},tied={int(bool(tied))}"
+    )
 
 
 def _parse_custom(spec: str) -> ModelPreset:
     values: dict[str, int] = {}
-    for part in filter(None, (p.strip() for p in spec[len(CUSTOM_PREFIX):].split(","))):
+    for part in filter(None, (p.strip() for p in spec[len(CUSTOM_PREFIX) :].split(","))):
         key, sep, raw = part.partition("=")
         key = key.strip()
         if not sep or key not in _CUSTOM_FIELDS:
-            raise ConfigError(f"model: {part!r} in {spec!r} is not one of "
-                              f"{', '.join(k + '=…' for k in _CUSTOM_FIELDS)}")
+            raise ConfigError(
+                f"model: {part!r} in {spec!r} is not one of {', '.join(k + '=…' for k in _CUSTOM_FIELDS)}"
+            )
         try:
             value = int(raw.strip())
         except ValueError:
@@ -127,8 +194,9 @@ def _parse_custom(spec: str) -> ModelPreset:
         values[key] = value
     missing = [k for k in ("d_model", "layers", "heads", "d_ff") if k not in values]
     if missing:
-        raise ConfigError(f"model: the custom model needs {', '.join(missing)} (e.g. "
-                          f"{custom_spec(1024, 16, 16, 2816, kv_heads=4)})")
+        raise ConfigError(
+            f"model: the custom model needs {', '.join(missing)} (e.g. {custom_spec(1024, 16, 16, 2816, kv_heads=4)})"
+        )
     d, heads, kv = values["d_model"], values["heads"], values.get("kv_heads", values["heads"])
     if d % heads:
         raise ConfigError(f"model: d_model {d} is not divisible by heads {heads}")
@@ -136,10 +204,19 @@ def _parse_custom(spec: str) -> ModelPreset:
         raise ConfigError(f"model: the head size d_model/heads = {d // heads} must be even (RoPE rotates pairs)")
     if heads % kv:
         raise ConfigError(f"model: heads {heads} is not a multiple of kv_heads {kv} (grouped-query attention)")
-    canonical = custom_spec(d, values["layers"], heads, values["d_ff"], values.get("vocab", VOCAB_SIZE), kv,
-                            bool(values.get("tied", 0)))
-    return ModelPreset(canonical, d, values["d_ff"], values["layers"], heads, values.get("vocab", VOCAB_SIZE),
-                       num_kv_heads=kv, tied_embeddings=bool(values.get("tied", 0)))
+    canonical = custom_spec(
+        d, values["layers"], heads, values["d_ff"], values.get("vocab", VOCAB_SIZE), kv, bool(values.get("tied", 0))
+    )
+    return ModelPreset(
+        canonical,
+        d,
+        values["d_ff"],
+        values["layers"],
+        heads,
+        values.get("vocab", VOCAB_SIZE),
+        num_kv_heads=kv,
+        tied_embeddings=bool(values.get("tied", 0)),
+    )
 
 
 def get_preset(name: str) -> ModelPreset:
@@ -150,6 +227,8 @@ def get_preset(name: str) -> ModelPreset:
         return ARCHITECTURES[name]
     if isinstance(name, str) and name.startswith(CUSTOM_PREFIX):
         return _parse_custom(name)
-    raise ConfigError(f"unknown model preset {name!r}; choose one of {', '.join(PRESETS)}, an architecture "
-                      f"({', '.join(ARCHITECTURES)}) or {CUSTOM_PREFIX}d_model=…,layers=…,heads=…,kv_heads=…,"
-                      f"d_ff=…,vocab=…,tied=0|1")
+    raise ConfigError(
+        f"unknown model preset {name!r}; choose one of {', '.join(PRESETS)}, an architecture "
+        f"({', '.join(ARCHITECTURES)}) or {CUSTOM_PREFIX}d_model=…,layers=…,heads=…,kv_heads=…,"
+        f"d_ff=…,vocab=…,tied=0|1"
+    )

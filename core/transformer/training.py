@@ -5,10 +5,11 @@ Shared by the training-memory and step-benchmark experiments so that both measur
 "backward", "optimizer", "zero_grad") and ``mark("end")`` after the last; callers synchronise,
 read clocks or memory counters there.
 """
+
 from __future__ import annotations
 
 import contextlib
-from typing import Callable, Iterator
+from collections.abc import Callable, Iterator
 
 import torch
 from torch import nn
@@ -37,8 +38,11 @@ def param_dtype(precision: str) -> torch.dtype:
 @contextlib.contextmanager
 def matmul_precision(precision: str) -> Iterator[None]:
     """TF32 on for mode "tf32", off otherwise; the process's previous flags are restored after."""
-    saved = (torch.backends.cuda.matmul.allow_tf32, torch.backends.cudnn.allow_tf32,
-             torch.get_float32_matmul_precision())
+    saved = (
+        torch.backends.cuda.matmul.allow_tf32,
+        torch.backends.cudnn.allow_tf32,
+        torch.get_float32_matmul_precision(),
+    )
     tf32 = precision == "tf32"
     torch.backends.cuda.matmul.allow_tf32 = tf32
     torch.backends.cudnn.allow_tf32 = tf32
@@ -73,8 +77,14 @@ def make_optimizer(name: str, params, lr: float = 1e-4) -> torch.optim.Optimizer
 class TrainStep:
     """forward → backward → optimizer.step → zero_grad, with a GradScaler for fp16 autocast."""
 
-    def __init__(self, model: nn.Module, optimizer: torch.optim.Optimizer | None, precision: str, device: str,
-                 set_to_none: bool = True) -> None:
+    def __init__(
+        self,
+        model: nn.Module,
+        optimizer: torch.optim.Optimizer | None,
+        precision: str,
+        device: str,
+        set_to_none: bool = True,
+    ) -> None:
         self.model = model
         self.optimizer = optimizer
         self.precision = precision
@@ -83,8 +93,13 @@ class TrainStep:
         use_scaler = precision == "fp16-autocast" and device.startswith("cuda")
         self.scaler = torch.amp.GradScaler("cuda") if use_scaler else None
 
-    def run(self, x: torch.Tensor, y: torch.Tensor, mark: Callable[[str], None] = lambda phase: None,
-            forward_only: bool = False) -> torch.Tensor:
+    def run(
+        self,
+        x: torch.Tensor,
+        y: torch.Tensor,
+        mark: Callable[[str], None] = lambda phase: None,
+        forward_only: bool = False,
+    ) -> torch.Tensor:
         """One step; returns the detached loss (no sync forced). ``forward_only`` runs the forward pass under no_grad."""
         with matmul_precision(self.precision):
             mark("forward")

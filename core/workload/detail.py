@@ -6,6 +6,7 @@ one device's event columns as ``.npy`` arrays (read memory-mapped, never unpickl
 segments and settings as JSON, in ``<data dir>/snapshots/<id>/``. A run names its folder in
 ``meta["detail_id"]``; the newest :data:`KEEP` folders are kept, older runs still draw their points.
 """
+
 from __future__ import annotations
 
 import json
@@ -38,12 +39,16 @@ def save(snapshot: Snapshot, device: int) -> str:
     trace = snapshot.traces.get(device)
     for name in COLUMNS:
         np.save(partial / f"{name}.npy", getattr(trace, name) if trace is not None else np.zeros(0, np.int64))
-    meta = {"device": device, "source": snapshot.source, "settings": snapshot.settings,
-            "malformed": trace.malformed if trace is not None else 0,
-            "unknown_actions": trace.unknown_actions if trace is not None else {},
-            "sites": [[list(f) for f in stack] for stack in snapshot.sites],
-            "segments": [asdict(s) for s in snapshot.segments if s.device == device],
-            "devices": snapshot.devices()}
+    meta = {
+        "device": device,
+        "source": snapshot.source,
+        "settings": snapshot.settings,
+        "malformed": trace.malformed if trace is not None else 0,
+        "unknown_actions": trace.unknown_actions if trace is not None else {},
+        "sites": [[list(f) for f in stack] for stack in snapshot.sites],
+        "segments": [asdict(s) for s in snapshot.segments if s.device == device],
+        "devices": snapshot.devices(),
+    }
     (partial / "snapshot.json").write_text(json.dumps(meta))
     partial.rename(folder)  # whole or absent: a reader never sees half a folder
     _prune()

@@ -1,10 +1,12 @@
 """The file an import names: checked to exist when its config is built (the dashboard, the CLI), read in
 the worker with the reason a refused file gives turned into the run's bad-input error."""
+
 from __future__ import annotations
 
 import os
+from collections.abc import Callable
 from pathlib import Path
-from typing import Callable, TypeVar
+from typing import TypeVar
 
 from core.experiment import ConfigError, Progress
 from core.intake import InputRefused

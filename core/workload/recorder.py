@@ -16,6 +16,7 @@ against 4 s), stacks of allocations only (a free's stack is not what anyone asks
 protocol 4 (protocol 5, Python 3.14's default, breaks older readers). Without CUDA nothing is recorded:
 a line on stderr says so and the script runs unchanged.
 """
+
 from __future__ import annotations
 
 import os
@@ -37,8 +38,9 @@ def _say(text: str) -> None:
 
 
 @contextmanager
-def record_memory(path: str | os.PathLike = "snapshot.pickle", *, max_entries: int = DEFAULT_MAX_ENTRIES,
-                  stacks: str = "python"):
+def record_memory(
+    path: str | os.PathLike = "snapshot.pickle", *, max_entries: int = DEFAULT_MAX_ENTRIES, stacks: str = "python"
+):
     """Record the CUDA caching allocator's history while the block runs; write the snapshot when it ends.
 
     Yields the path the snapshot will be written to, or None where CUDA is unavailable.
@@ -48,8 +50,10 @@ def record_memory(path: str | os.PathLike = "snapshot.pickle", *, max_entries: i
     if stacks not in ("python", "all"):
         raise ValueError(f"stacks must be 'python' or 'all', got {stacks!r}")
     if not torch.cuda.is_available():
-        _say(f"CUDA is not available here (torch {torch.__version__}); no memory snapshot is recorded, "
-             f"the program runs unchanged")
+        _say(
+            f"CUDA is not available here (torch {torch.__version__}); no memory snapshot is recorded, "
+            f"the program runs unchanged"
+        )
         yield None
         return
     path = Path(path)
@@ -65,8 +69,10 @@ def record_memory(path: str | os.PathLike = "snapshot.pickle", *, max_entries: i
                 pickle.dump(snapshot, fh, protocol=PICKLE_PROTOCOL)
             partial.replace(path)
             events = sum(len(t) for t in snapshot.get("device_traces", []))
-            _say(f"wrote {path} ({path.stat().st_size / 2**20:,.1f} MiB, {events:,} events); "
-                 f"read it with: python -m core snapshot {path}")
+            _say(
+                f"wrote {path} ({path.stat().st_size / 2**20:,.1f} MiB, {events:,} events); "
+                f"read it with: python -m core snapshot {path}"
+            )
         finally:
             torch.cuda.memory._record_memory_history(enabled=None)
 
@@ -115,12 +121,13 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--stacks", default="python", choices=("python", "all"))
     opts = parser.parse_args(argv[:split])
     with record_memory(opts.output, max_entries=opts.max_entries, stacks=opts.stacks):
-        code = _run_program(argv[split + 1:])
+        code = _run_program(argv[split + 1 :])
     return code
 
 
-def run_recorded(command: list[str], output: str, *, max_entries: int = DEFAULT_MAX_ENTRIES,
-                 stacks: str = "python") -> int:
+def run_recorded(
+    command: list[str], output: str, *, max_entries: int = DEFAULT_MAX_ENTRIES, stacks: str = "python"
+) -> int:
     """``python -m core record``: run a Python command in its own interpreter under :func:`record_memory`."""
     import subprocess
 
@@ -128,16 +135,30 @@ def run_recorded(command: list[str], output: str, *, max_entries: int = DEFAULT_
         print("error: give the command to run after --, e.g. -- python train.py", file=sys.stderr)
         return 2
     if not Path(command[0]).name.startswith("python"):
-        print(f"error: record runs a Python program (`-- python train.py …`), got {command[0]!r}; for other launchers "
-              f"(torchrun, accelerate) wrap your training in core.workload.recorder.record_memory", file=sys.stderr)
+        print(
+            f"error: record runs a Python program (`-- python train.py …`), got {command[0]!r}; for other launchers "
+            f"(torchrun, accelerate) wrap your training in core.workload.recorder.record_memory",
+            file=sys.stderr,
+        )
         return 2
     if max_entries < 1:
         print(f"error: --max-entries must be at least 1, got {max_entries}", file=sys.stderr)
         return 2
     root = str(Path(__file__).resolve().parents[2])
     env = dict(os.environ, PYTHONPATH=os.pathsep.join(filter(None, [root, os.environ.get("PYTHONPATH")])))
-    args = [command[0], "-m", "core.workload.recorder", "--output", os.path.abspath(output),
-            "--max-entries", str(max_entries), "--stacks", stacks, "--", *command[1:]]
+    args = [
+        command[0],
+        "-m",
+        "core.workload.recorder",
+        "--output",
+        os.path.abspath(output),
+        "--max-entries",
+        str(max_entries),
+        "--stacks",
+        stacks,
+        "--",
+        *command[1:],
+    ]
     try:
         code = subprocess.call(args, env=env)
     except OSError as exc:

@@ -10,6 +10,7 @@ it appends is moved into compact columns (one number per field) and the event di
 Stacks are stored once per distinct stack (a *site*); events refer to them by number. Nothing here
 interprets the events: :mod:`core.workload.snapshot_analysis` does.
 """
+
 from __future__ import annotations
 
 from array import array
@@ -20,8 +21,18 @@ import numpy as np
 
 from core.intake import InputRefused, is_pickle, load_pickle_stream, loads_json, open_input, read_limited
 
-ACTIONS = ("alloc", "free_requested", "free_completed", "segment_alloc", "segment_free", "segment_map",
-           "segment_unmap", "snapshot", "oom", "user_defined")
+ACTIONS = (
+    "alloc",
+    "free_requested",
+    "free_completed",
+    "segment_alloc",
+    "segment_free",
+    "segment_map",
+    "segment_unmap",
+    "snapshot",
+    "oom",
+    "user_defined",
+)
 CODE = {name: i for i, name in enumerate(ACTIONS)}
 UNKNOWN_ACTION = 255
 # Only these events' stacks are read: the stack of a free is where it was freed, which no view uses. So a
@@ -93,8 +104,13 @@ class _Columns:
 
     def add(self, items: list, sites: Sites) -> None:
         """Append events and empty their dicts (the unpickler's memo still holds them, now small)."""
-        action, addr_col, size_col, time_col, site_col = (self.action.append, self.addr.append, self.size.append,
-                                                          self.time_us.append, self.site.append)
+        action, addr_col, size_col, time_col, site_col = (
+            self.action.append,
+            self.addr.append,
+            self.size.append,
+            self.time_us.append,
+            self.site.append,
+        )
         code_of = CODE.get
         stack_actions, free_actions = STACK_ACTIONS, FREE_ACTIONS
         of = sites.of
@@ -107,8 +123,14 @@ class _Columns:
             addr = e.get("addr", 0)
             size = e.get("size", 0)
             t = e.get("time_us", 0)
-            if not (type(addr) is int and type(size) is int and type(t) is int
-                    and 0 <= addr < MAX_ADDRESS and 0 <= size < MAX_SIZE and 0 <= t < MAX_SIZE):
+            if not (
+                type(addr) is int
+                and type(size) is int
+                and type(t) is int
+                and 0 <= addr < MAX_ADDRESS
+                and 0 <= size < MAX_SIZE
+                and 0 <= t < MAX_SIZE
+            ):
                 self.malformed += 1
                 e.clear()
                 continue
@@ -152,8 +174,7 @@ class _Drain:
 
     def scan(self, objects) -> None:
         for obj in objects:
-            if (type(obj) is list and obj and type(obj[0]) is dict and "action" in obj[0]
-                    and id(obj) not in self.lists):
+            if type(obj) is list and obj and type(obj[0]) is dict and "action" in obj[0] and id(obj) not in self.lists:
                 self.lists[id(obj)] = (obj, _Columns())
 
     def drain(self) -> bool:
@@ -183,10 +204,16 @@ class DeviceTrace:
         return len(self.action)
 
     @classmethod
-    def from_columns(cls, c: _Columns) -> "DeviceTrace":
-        return cls(np.frombuffer(c.action, np.uint8).copy(), np.frombuffer(c.addr, np.uint64).copy(),
-                   np.frombuffer(c.size, np.int64).copy(), np.frombuffer(c.time_us, np.int64).copy(),
-                   np.frombuffer(c.site, np.int32).copy(), c.malformed, dict(c.unknown_actions))
+    def from_columns(cls, c: _Columns) -> DeviceTrace:
+        return cls(
+            np.frombuffer(c.action, np.uint8).copy(),
+            np.frombuffer(c.addr, np.uint64).copy(),
+            np.frombuffer(c.size, np.int64).copy(),
+            np.frombuffer(c.time_us, np.int64).copy(),
+            np.frombuffer(c.site, np.int32).copy(),
+            c.malformed,
+            dict(c.unknown_actions),
+        )
 
 
 @dataclass
@@ -242,7 +269,9 @@ def read_snapshot(path) -> Snapshot:
             drain = _Drain(sites)
             top = load_pickle_stream(stream, MAX_PICKLE_BYTES, what=WHAT, on_chunk=drain)
             drain.drain()
-            snapshot = _build(top, sites, drain.lists, {"format": f"pickle (protocol {head[1] if head[0] == 0x80 else '0-1'})"})
+            snapshot = _build(
+                top, sites, drain.lists, {"format": f"pickle (protocol {head[1] if head[0] == 0x80 else '0-1'})"}
+            )
         elif head.lstrip(b"\xef\xbb\xbf \t\r\n")[:1] in (b"{", b"["):
             data = loads_json(read_limited(stream, MAX_JSON_BYTES, WHAT), what=WHAT)  # gunzipped by open_input
             snapshot = _build(data, sites, {}, {"format": "JSON"})
@@ -255,26 +284,34 @@ def read_snapshot(path) -> Snapshot:
 def _build(top: Any, sites: Sites, drained: dict, source: dict) -> Snapshot:
     if isinstance(top, list) and all(isinstance(s, dict) and "total_size" in s for s in top):
         top = {"segments": top, "device_traces": []}  # torch.cuda.memory_snapshot(): segments only
-    if not isinstance(top, dict) or not isinstance(top.get("segments"), list) \
-            or not isinstance(top.get("device_traces", []), list):
+    if (
+        not isinstance(top, dict)
+        or not isinstance(top.get("segments"), list)
+        or not isinstance(top.get("device_traces", []), list)
+    ):
         kind = type(top).__name__
         keys = ", ".join(map(str, list(top)[:6])) if isinstance(top, dict) else ""
-        raise InputRefused(f"this is not a {WHAT}: expected a dict with 'segments' and 'device_traces' "
-                           f"(what torch.cuda.memory._dump_snapshot writes), found a {kind}"
-                           + (f" with keys {keys}" if keys else ""))
+        raise InputRefused(
+            f"this is not a {WHAT}: expected a dict with 'segments' and 'device_traces' "
+            f"(what torch.cuda.memory._dump_snapshot writes), found a {kind}" + (f" with keys {keys}" if keys else "")
+        )
     traces: dict[int, DeviceTrace] = {}
     for device, events in enumerate(top.get("device_traces") or []):
         if not isinstance(events, list):
-            raise InputRefused(f"this is not a {WHAT}: device_traces[{device}] is a {type(events).__name__}, "
-                               f"not a list of events")
+            raise InputRefused(
+                f"this is not a {WHAT}: device_traces[{device}] is a {type(events).__name__}, not a list of events"
+            )
         known = drained.get(id(events))
         columns = known[1] if known else _Columns()
         columns.add(events, sites)
         traces[device] = DeviceTrace.from_columns(columns)
     segments = [_segment(s, i, sites) for i, s in enumerate(top["segments"])]
     settings = top.get("allocator_settings")
-    settings = {str(k): v for k, v in settings.items() if isinstance(v, (str, int, float, bool))} \
-        if isinstance(settings, dict) else {}
+    settings = (
+        {str(k): v for k, v in settings.items() if isinstance(v, (str, int, float, bool))}
+        if isinstance(settings, dict)
+        else {}
+    )
     return Snapshot(traces, segments, sites.stacks, settings, source)
 
 
@@ -287,11 +324,24 @@ def _segment(s: Any, i: int, sites: Sites) -> Segment:
             raise InputRefused(f"this is not a {WHAT}: a block of segments[{i}] has no integer size")
         address = b["address"] if isinstance(b.get("address"), int) else offset  # old torch: blocks tile the segment
         requested = b.get("requested_size")
-        blocks.append(Block(address, b["size"], requested if isinstance(requested, int) else b["size"],
-                            str(b.get("state", "")), sites.of(b.get("frames"))))
+        blocks.append(
+            Block(
+                address,
+                b["size"],
+                requested if isinstance(requested, int) else b["size"],
+                str(b.get("state", "")),
+                sites.of(b.get("frames")),
+            )
+        )
         offset = address + b["size"]
     device = s.get("device", 0)
     stream = s.get("stream", 0)
-    return Segment(device if isinstance(device, int) else 0, s["address"], s["total_size"],
-                   stream if isinstance(stream, int) else 0, str(s.get("segment_type", "")),
-                   bool(s.get("is_expandable", False)), blocks)
+    return Segment(
+        device if isinstance(device, int) else 0,
+        s["address"],
+        s["total_size"],
+        stream if isinstance(stream, int) else 0,
+        str(s.get("segment_type", "")),
+        bool(s.get("is_expandable", False)),
+        blocks,
+    )

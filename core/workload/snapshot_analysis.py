@@ -17,6 +17,7 @@ reserved baseline is the segments' total at the end minus the trace's net segmen
 (first match wins). An allocation no rule matches is ``unknown`` — never guessed — and every rule
 reports how many allocations and bytes it classified, so a reader can judge it.
 """
+
 from __future__ import annotations
 
 import re
@@ -35,14 +36,21 @@ NO_CATEGORY = 255
 # (rule, category, what it means) — the order is the order they are tried.
 RULES = (
     ("no-stack", "unknown", "no Python stack was recorded for the allocation"),
-    ("model-setup", "parameters", "a stack through module construction or moving a module "
-                                  "(Module.__init__/_apply/to/cuda, reset_parameters, load_state_dict, nn.Parameter)"),
+    (
+        "model-setup",
+        "parameters",
+        "a stack through module construction or moving a module "
+        "(Module.__init__/_apply/to/cuda, reset_parameters, load_state_dict, nn.Parameter)",
+    ),
     ("optimizer-kept", "optimizer_state", "a torch/optim stack, still alive when the optimizer step is over"),
     ("optimizer-scratch", "temporaries", "a torch/optim stack, freed within the optimizer step"),
     ("backward-kept", "gradients", "an autograd backward stack, still alive when backward is over"),
     ("backward-scratch", "temporaries", "an autograd backward stack, freed during backward"),
-    ("forward-saved", "activations", "a forward (Module.__call__/forward) stack, still alive when the next "
-                                     "backward begins"),
+    (
+        "forward-saved",
+        "activations",
+        "a forward (Module.__call__/forward) stack, still alive when the next backward begins",
+    ),
     ("forward-scratch", "temporaries", "a forward stack, freed before the next backward"),
     ("forward-no-backward", "unknown", "a forward stack with no backward recorded after it, still alive"),
     ("no-match", "unknown", "a stack none of the rules recognise"),
@@ -52,8 +60,19 @@ BASELINE_RULES = {"model-setup": "parameters", "optimizer-kept": "optimizer_stat
 
 # The kind of code a stack passes through; checked in this order (an optimizer step runs forward code too).
 KIND_NONE, KIND_SETUP, KIND_FORWARD, KIND_BACKWARD, KIND_OPTIMIZER = range(5)
-_SETUP_NAMES = {"_apply", "to", "cuda", "load_state_dict", "_load_from_state_dict", "reset_parameters",
-                "to_empty", "half", "bfloat16", "float", "type"}
+_SETUP_NAMES = {
+    "_apply",
+    "to",
+    "cuda",
+    "load_state_dict",
+    "_load_from_state_dict",
+    "reset_parameters",
+    "to_empty",
+    "half",
+    "bfloat16",
+    "float",
+    "type",
+}
 _BACKWARD_NAMES = {"_engine_run_backward", "run_backward"}
 _SEP = re.compile(r"[\\/]+")
 
@@ -73,12 +92,16 @@ def stack_kind(stack: tuple[Frame, ...]) -> int:
         path = _SEP.sub("/", filename)
         if "/torch/optim/" in path:
             kinds.add(KIND_OPTIMIZER)
-        elif name in _BACKWARD_NAMES or (name == "backward" and (path.endswith("torch/autograd/__init__.py")
-                                                                  or path.endswith("torch/_tensor.py"))):
+        elif name in _BACKWARD_NAMES or (
+            name == "backward" and (path.endswith("torch/autograd/__init__.py") or path.endswith("torch/_tensor.py"))
+        ):
             kinds.add(KIND_BACKWARD)
-        elif (path.endswith("torch/nn/modules/module.py") and name in _SETUP_NAMES) \
-                or name == "reset_parameters" or path.endswith("torch/nn/parameter.py") \
-                or (name == "__init__" and "/torch/nn/modules/" in path):
+        elif (
+            (path.endswith("torch/nn/modules/module.py") and name in _SETUP_NAMES)
+            or name == "reset_parameters"
+            or path.endswith("torch/nn/parameter.py")
+            or (name == "__init__" and "/torch/nn/modules/" in path)
+        ):
             kinds.add(KIND_SETUP)
         elif name == "_call_impl" or name == "forward":
             kinds.add(KIND_FORWARD)
@@ -130,7 +153,7 @@ def _pair(first_idx: np.ndarray, second_idx: np.ndarray, addr: np.ndarray, n: in
     ends, orphans = np.empty(len(idx), np.int64), np.empty(len(idx), bool)
     ends[order] = end_sorted
     orphans[order] = orphan_sorted
-    return ends[:len(first_idx)], orphans[len(first_idx):]
+    return ends[: len(first_idx)], orphans[len(first_idx) :]
 
 
 @dataclass
@@ -216,20 +239,33 @@ class SnapshotAnalysis:
         for j in np.argsort(-totals)[:k]:
             site = int(uniq[j])
             stack = self.site_stack(site) if site >= 0 else ()
-            label = site_label(stack) if site >= 0 else ("(allocated before recording, no stack)" if site == -2
-                                                        else "(no stack recorded)")
+            label = (
+                site_label(stack)
+                if site >= 0
+                else ("(allocated before recording, no stack)" if site == -2 else "(no stack recorded)")
+            )
             rules = live["rule"][inverse == j]
             rule = RULES[int(np.bincount(rules).argmax())][0] if len(rules) else "no-stack"
-            out.append({"site": site, "label": label, "bytes": int(totals[j]), "blocks": int(counts[j]),
-                        "before_recording_blocks": int(before[j]), "category": dict((r[0], r[1]) for r in RULES)[rule],
-                        "rule": rule, "stack": [frame_text(f) for f in stack]})
+            out.append(
+                {
+                    "site": site,
+                    "label": label,
+                    "bytes": int(totals[j]),
+                    "blocks": int(counts[j]),
+                    "before_recording_blocks": int(before[j]),
+                    "category": dict((r[0], r[1]) for r in RULES)[rule],
+                    "rule": rule,
+                    "stack": [frame_text(f) for f in stack],
+                }
+            )
         return out
 
     def categories_at(self, point: int) -> dict[str, int]:
         live = self.live_at(point)
         cats = np.array([CAT[RULES[r][1]] for r in range(len(RULES))])[live["rule"]] if len(live["rule"]) else []
-        totals = np.bincount(np.asarray(cats, dtype=np.int64), weights=live["size"].astype(float),
-                             minlength=len(CATEGORIES))
+        totals = np.bincount(
+            np.asarray(cats, dtype=np.int64), weights=live["size"].astype(float), minlength=len(CATEGORIES)
+        )
         return {name: int(totals[i]) for i, name in enumerate(CATEGORIES)}
 
     def rule_counts(self) -> list[dict]:
@@ -238,13 +274,22 @@ class SnapshotAnalysis:
         rules = np.concatenate([self.alloc_rule, self.baseline["rule"]]).astype(np.int64)
         counts = np.bincount(rules, minlength=len(RULES))
         total = np.bincount(rules, weights=sizes, minlength=len(RULES))
-        return [{"rule": name, "category": cat, "means": means, "allocations": int(counts[i]),
-                 "bytes_allocated": int(total[i])} for i, (name, cat, means) in enumerate(RULES)]
+        return [
+            {
+                "rule": name,
+                "category": cat,
+                "means": means,
+                "allocations": int(counts[i]),
+                "bytes_allocated": int(total[i]),
+            }
+            for i, (name, cat, means) in enumerate(RULES)
+        ]
 
     def category_series(self, points: np.ndarray) -> dict[str, np.ndarray]:
         """Bytes per category at the given points (sorted), from the baseline and every event's change."""
-        start = np.bincount(self.baseline_category_at_start(), weights=self.baseline["size"].astype(float),
-                            minlength=len(CATEGORIES))[:len(CATEGORIES)]
+        start = np.bincount(
+            self.baseline_category_at_start(), weights=self.baseline["size"].astype(float), minlength=len(CATEGORIES)
+        )[: len(CATEGORIES)]
         cats = self.event_category
         changes = cats != NO_CATEGORY
         idx = np.flatnonzero(changes)
@@ -309,16 +354,23 @@ class SnapshotAnalysis:
                 cursor = max(cursor, b["address"] + b["size"])
             if cursor < address + size:
                 filled.append({"address": cursor, "size": address + size - cursor, "state": "inactive"})
-            out.append({"address": address, "total_size": size, "segment_type": kind or
-                        ("small" if size <= 2 * 2**20 else "large"), "is_expandable": bool(expandable),
-                        "blocks": filled})
+            out.append(
+                {
+                    "address": address,
+                    "total_size": size,
+                    "segment_type": kind or ("small" if size <= 2 * 2**20 else "large"),
+                    "is_expandable": bool(expandable),
+                    "blocks": filled,
+                }
+            )
         return out
 
     def segment_map_at(self, point: int, max_segments: int = 128, max_blocks: int = 20_000) -> tuple[list[dict], dict]:
         """The largest ``max_segments`` segments with at most ``max_blocks`` blocks drawn in all (each segment
         keeps its share; the rest are counted in ``blocks_dropped``); the numbers cover every segment."""
-        return segment_view(self.segments_at(point), max_segments=max_segments,
-                            max_blocks=max(1, max_blocks // max_segments))
+        return segment_view(
+            self.segments_at(point), max_segments=max_segments, max_blocks=max(1, max_blocks // max_segments)
+        )
 
     # -- the summary every output starts from --------------------------------------------------------
 
@@ -332,7 +384,8 @@ class SnapshotAnalysis:
         actions = np.bincount(self.trace.action.astype(np.int64), minlength=256)
         names = {i: a for a, i in CODE.items()}
         return {
-            "device": self.device, "devices": self.snapshot.devices(),
+            "device": self.device,
+            "devices": self.snapshot.devices(),
             "source": self.snapshot.source,
             "trace_events": self.n_events,
             "actions": {names.get(i, "unknown"): int(c) for i, c in enumerate(actions) if c},
@@ -343,9 +396,16 @@ class SnapshotAnalysis:
             "peak_point": p,
             "peak_time_us": int(self.time_us[p]) if self.has_times else None,
             "peak_time_ms": float(self.point_time_ms([p])[0]),
-            "peak_event": (None if peak_event < 0 else
-                           {"index": peak_event, "action": names.get(int(self.trace.action[peak_event]), "unknown"),
-                            "size_bytes": int(self.trace.size[peak_event]), "address": int(self.trace.addr[peak_event])}),
+            "peak_event": (
+                None
+                if peak_event < 0
+                else {
+                    "index": peak_event,
+                    "action": names.get(int(self.trace.action[peak_event]), "unknown"),
+                    "size_bytes": int(self.trace.size[peak_event]),
+                    "address": int(self.trace.addr[peak_event]),
+                }
+            ),
             "peak_stack": [frame_text(fr) for fr in stack],
             "peak_reserved_bytes": int(self.reserved[r]),
             "peak_reserved_time_ms": float(self.point_time_ms([r])[0]),
@@ -375,8 +435,9 @@ def analyse(snapshot: Snapshot, device: int | None = None) -> SnapshotAnalysis:
     """Replay one device's trace (default: the device with the most events)."""
     if device is None:
         device = snapshot.busiest_device()
-    trace = snapshot.traces.get(device) or DeviceTrace(*(np.zeros(0, t) for t in
-                                                         (np.uint8, np.uint64, np.int64, np.int64, np.int32)))
+    trace = snapshot.traces.get(device) or DeviceTrace(
+        *(np.zeros(0, t) for t in (np.uint8, np.uint64, np.int64, np.int64, np.int32))
+    )
     n = len(trace)
     notes: list[str] = []
     act = trace.action
@@ -415,7 +476,8 @@ def analyse(snapshot: Snapshot, device: int | None = None) -> SnapshotAnalysis:
             return RULE["no-stack"]
         kind = kinds[site]
         name = {KIND_SETUP: "model-setup", KIND_OPTIMIZER: "optimizer-kept", KIND_BACKWARD: "backward-kept"}.get(
-            int(kind), "no-match")
+            int(kind), "no-match"
+        )
         return RULE[name]
 
     b_sites = np.array([b.site for b in unexplained] + [-1] * len(orphan_idx), dtype=np.int64)
@@ -430,19 +492,27 @@ def analyse(snapshot: Snapshot, device: int | None = None) -> SnapshotAnalysis:
     replay_end = baseline_alloc + int(delta.sum())
     baseline_reserved = end_reserved - int(seg_delta.sum())
     if baseline_reserved < 0:
-        notes.append(f"the trace grows reserved memory by {int(seg_delta.sum()):,} bytes but the segments at the "
-                     f"end hold only {end_reserved:,}: reserved is drawn from 0")
+        notes.append(
+            f"the trace grows reserved memory by {int(seg_delta.sum()):,} bytes but the segments at the "
+            f"end hold only {end_reserved:,}: reserved is drawn from 0"
+        )
         baseline_reserved = 0
     if n and replay_end != end_active:
         block_of = {b.address: b.size for b in active_blocks}
         live_end = alloc_idx[alloc_end == n]
         rounding = sum(block_of.get(int(trace.addr[i]), int(size[i])) - int(size[i]) for i in live_end)
         other = end_active - replay_end - rounding
-        notes.append(f"the replay ends at {replay_end:,} bytes allocated, the segments at the end show {end_active:,} "
-                     f"active: {rounding:,} of the difference is block size (the trace records requested sizes; the "
-                     f"allocator's blocks are rounded up, and a block it did not split is larger still)"
-                     + (f", {other:,} is not explained by the trace (events after the last recorded one, or "
-                        f"dropped by the ring buffer)" if other else ""))
+        notes.append(
+            f"the replay ends at {replay_end:,} bytes allocated, the segments at the end show {end_active:,} "
+            f"active: {rounding:,} of the difference is block size (the trace records requested sizes; the "
+            f"allocator's blocks are rounded up, and a block it did not split is larger still)"
+            + (
+                f", {other:,} is not explained by the trace (events after the last recorded one, or "
+                f"dropped by the ring buffer)"
+                if other
+                else ""
+            )
+        )
 
     allocated = np.concatenate([[baseline_alloc], baseline_alloc + np.cumsum(delta)])
     reserved = np.concatenate([[baseline_reserved], baseline_reserved + np.cumsum(seg_delta)])
@@ -460,8 +530,10 @@ def analyse(snapshot: Snapshot, device: int | None = None) -> SnapshotAnalysis:
     rule = np.full(len(alloc_idx), RULE["no-match"], np.int64)
     rule[a_sites < 0] = RULE["no-stack"]
     rule[a_kind == KIND_SETUP] = RULE["model-setup"]
-    for kind, others, kept, scratch in ((KIND_OPTIMIZER, not_optimizer, "optimizer-kept", "optimizer-scratch"),
-                                        (KIND_BACKWARD, not_backward, "backward-kept", "backward-scratch")):
+    for kind, others, kept, scratch in (
+        (KIND_OPTIMIZER, not_optimizer, "optimizer-kept", "optimizer-scratch"),
+        (KIND_BACKWARD, not_backward, "backward-kept", "backward-scratch"),
+    ):
         sel = np.flatnonzero((a_kind == kind) & (a_sites >= 0))
         phase_end = _next_index(others, alloc_idx[sel], n)
         survives = (alloc_end[sel] > phase_end) | (alloc_end[sel] == n)
@@ -470,18 +542,40 @@ def analyse(snapshot: Snapshot, device: int | None = None) -> SnapshotAnalysis:
     next_backward = _next_index(positions[KIND_BACKWARD], alloc_idx[sel], -1)
     saved = (next_backward >= 0) & (alloc_end[sel] > next_backward)
     freed_before = alloc_end[sel] < np.where(next_backward >= 0, next_backward, n)
-    rule[sel] = np.where(saved, RULE["forward-saved"], np.where(freed_before, RULE["forward-scratch"],
-                                                                  RULE["forward-no-backward"]))
+    rule[sel] = np.where(
+        saved, RULE["forward-saved"], np.where(freed_before, RULE["forward-scratch"], RULE["forward-no-backward"])
+    )
     rule_cat = np.array([CAT[r[1]] for r in RULES], dtype=np.uint8)
     event_category = np.full(n, NO_CATEGORY, np.uint8)
     event_category[alloc_idx] = rule_cat[rule]
     closed = alloc_end < n
     event_category[alloc_end[closed]] = rule_cat[rule[closed]]
     if len(orphan_idx):
-        event_category[orphan_idx] = rule_cat[baseline["rule"][len(unexplained):]]
+        event_category[orphan_idx] = rule_cat[baseline["rule"][len(unexplained) :]]
 
-    end_state = {"segments_active_bytes": end_active, "segments_reserved_bytes": end_reserved,
-                 "replay_allocated_bytes": replay_end, "replay_reserved_bytes": int(reserved[-1])}
-    return SnapshotAnalysis(snapshot, device, trace, time_us, has_times, allocated, reserved, delta, event_category,
-                            alloc_idx, alloc_end, alloc_requested_end, rule, baseline, baseline_alloc,
-                            baseline_reserved, end_state, notes)
+    end_state = {
+        "segments_active_bytes": end_active,
+        "segments_reserved_bytes": end_reserved,
+        "replay_allocated_bytes": replay_end,
+        "replay_reserved_bytes": int(reserved[-1]),
+    }
+    return SnapshotAnalysis(
+        snapshot,
+        device,
+        trace,
+        time_us,
+        has_times,
+        allocated,
+        reserved,
+        delta,
+        event_category,
+        alloc_idx,
+        alloc_end,
+        alloc_requested_end,
+        rule,
+        baseline,
+        baseline_alloc,
+        baseline_reserved,
+        end_state,
+        notes,
+    )

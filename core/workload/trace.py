@@ -14,6 +14,7 @@ Every GPU activity (``kernel``, ``gpu_memcpy``, ``gpu_memset``; the 2021 names `
 - **steps**: ``ProfilerStep#N`` spans — on the GPU timeline where the trace has them, else the CPU
   span, with kernels placed by the time their launch was called.
 """
+
 from __future__ import annotations
 
 import re
@@ -45,13 +46,19 @@ def read_trace(path) -> dict:
     if isinstance(data, list):
         data = {"traceEvents": data}
     if not isinstance(data, dict) or not isinstance(data.get("traceEvents"), list):
-        found = f"an object with keys {', '.join(map(str, list(data)[:6]))}" if isinstance(data, dict) \
+        found = (
+            f"an object with keys {', '.join(map(str, list(data)[:6]))}"
+            if isinstance(data, dict)
             else f"a {type(data).__name__}"
-        raise InputRefused(f"this is not a Chrome/Kineto {WHAT}: expected an object with a 'traceEvents' list "
-                           f"(what torch.profiler's export_chrome_trace writes), found {found}")
+        )
+        raise InputRefused(
+            f"this is not a Chrome/Kineto {WHAT}: expected an object with a 'traceEvents' list "
+            f"(what torch.profiler's export_chrome_trace writes), found {found}"
+        )
     if not any(isinstance(e, dict) and "ph" in e for e in data["traceEvents"]):
-        raise InputRefused(f"this is not a Chrome/Kineto {WHAT}: its 'traceEvents' holds no trace event "
-                           f"(an object with a 'ph' phase)")
+        raise InputRefused(
+            f"this is not a Chrome/Kineto {WHAT}: its 'traceEvents' holds no trace event (an object with a 'ph' phase)"
+        )
     return data
 
 
@@ -100,8 +107,10 @@ def gpu_activities(events: list) -> Activities:
         cols["stream"].append(int(stream) if stream is not None else -1)
         cols["name"].append(names.setdefault(name, len(names)))
         cols["correlation"].append(int(corr) if corr is not None else -1)
-    as_array = {k: np.array(cols.get(k, []), dtype=float if k in ("start", "end") else np.int64)
-                for k in ("start", "end", "kind", "device", "stream", "name", "correlation")}
+    as_array = {
+        k: np.array(cols.get(k, []), dtype=float if k in ("start", "end") else np.int64)
+        for k in ("start", "end", "kind", "device", "stream", "name", "correlation")
+    }
     return Activities(**as_array, names=list(names))
 
 
@@ -142,12 +151,19 @@ def _time_breakdown(a: Activities, sel: np.ndarray) -> dict:
     compute_and_comm = compute + comm - union_of(COMPUTE, COMM)  # |A ∩ B| = |A| + |B| − |A ∪ B|
     kernels = (k == COMPUTE) | (k == COMM)
     return {
-        "span_us": span, "busy_us": busy, "idle_us": span - busy, "idle_share": (span - busy) / span if span else 0.0,
-        "kernel_time_us": float((e - s)[kernels].sum()), "kernel_count": int(kernels.sum()),
+        "span_us": span,
+        "busy_us": busy,
+        "idle_us": span - busy,
+        "idle_share": (span - busy) / span if span else 0.0,
+        "kernel_time_us": float((e - s)[kernels].sum()),
+        "kernel_count": int(kernels.sum()),
         "compute_kernel_time_us": float((e - s)[k == COMPUTE].sum()),
         "communication_kernel_time_us": float((e - s)[k == COMM].sum()),
-        "memcpy_time_us": float((e - s)[k == MEMCPY].sum()), "memset_time_us": float((e - s)[k == MEMSET].sum()),
-        "compute_union_us": compute, "communication_union_us": comm, "copy_union_us": copy,
+        "memcpy_time_us": float((e - s)[k == MEMCPY].sum()),
+        "memset_time_us": float((e - s)[k == MEMSET].sum()),
+        "compute_union_us": compute,
+        "communication_union_us": comm,
+        "copy_union_us": copy,
         "compute_and_communication_us": compute_and_comm,
         "compute_and_copy_us": compute + copy - union_of(COMPUTE, MEMCPY, MEMSET),
         "communication_and_copy_us": comm + copy - union_of(COMM, MEMCPY, MEMSET),
@@ -185,8 +201,11 @@ def _steps(events: list, a: Activities, sel: np.ndarray) -> tuple[list[dict], st
         spans, where, basis = sorted(gpu_spans), a.start, "GPU-side ProfilerStep spans (gpu_user_annotation)"
     elif cpu_spans:
         spans, basis = sorted(cpu_spans), "CPU ProfilerStep spans; kernels placed by their launch time"
-        where = np.array([launches.get(int(c), np.nan) for c in a.correlation], dtype=float) \
-            if len(a.correlation) else np.zeros(0)
+        where = (
+            np.array([launches.get(int(c), np.nan) for c in a.correlation], dtype=float)
+            if len(a.correlation)
+            else np.zeros(0)
+        )
     else:
         return [], "no ProfilerStep annotations in the trace"
     rows = []
@@ -209,12 +228,16 @@ def analyse_trace(data: dict, top: int = 20) -> tuple[list[dict], dict]:
     a = gpu_activities(events)
     props = data.get("deviceProperties") or data.get("computeProperties") or []
     gpu_names = {p.get("id"): str(p.get("name")) for p in props if isinstance(p, dict)}
-    meta = {"events": len(events), "gpu_activities": int(len(a.start)),
-            "devices": sorted({int(d) for d in a.device}), "schema_version": data.get("schemaVersion"),
-            "rank": (data.get("distributedInfo") or {}).get("rank") if isinstance(data.get("distributedInfo"), dict)
-            else None,
-            "measure": "sum of kernel durations (kernel time); union of GPU activity intervals (busy); "
-                       "span − busy (idle)"}
+    meta = {
+        "events": len(events),
+        "gpu_activities": int(len(a.start)),
+        "devices": sorted({int(d) for d in a.device}),
+        "schema_version": data.get("schemaVersion"),
+        "rank": (data.get("distributedInfo") or {}).get("rank")
+        if isinstance(data.get("distributedInfo"), dict)
+        else None,
+        "measure": "sum of kernel durations (kernel time); union of GPU activity intervals (busy); span − busy (idle)",
+    }
     if not len(a.start):
         meta["note"] = "this trace has no GPU kernels or copies: was it recorded with ProfilerActivity.CUDA?"
         return [], meta
@@ -225,8 +248,15 @@ def analyse_trace(data: dict, top: int = 20) -> tuple[list[dict], dict]:
     sel = a.device == device
     breakdowns = {d: _time_breakdown(a, a.device == d) for d in meta["devices"]}
     meta.update(breakdowns[device])
-    rows: list[dict] = [{"kind": "device", "device": d, "name": gpu_names.get(d, f"GPU {d}"),
-                         **{k: v for k, v in breakdowns[d].items() if k != "streams"}} for d in meta["devices"]]
+    rows: list[dict] = [
+        {
+            "kind": "device",
+            "device": d,
+            "name": gpu_names.get(d, f"GPU {d}"),
+            **{k: v for k, v in breakdowns[d].items() if k != "streams"},
+        }
+        for d in meta["devices"]
+    ]
     by_name: dict[int, list] = defaultdict(lambda: [0, 0.0, 0.0, ""])
     by_group: dict[str, list] = defaultdict(lambda: [0, 0.0])
     idx = np.flatnonzero(sel)
@@ -243,12 +273,24 @@ def analyse_trace(data: dict, top: int = 20) -> tuple[list[dict], dict]:
     total = sum(v[1] for v in by_group.values())
     for group in TRACE_GROUPS:
         count, us = by_group.get(group, (0, 0.0))
-        rows.append({"kind": "group", "group": group, "count": count, "total_us": us,
-                     "share": us / total if total else 0.0})
+        rows.append(
+            {"kind": "group", "group": group, "count": count, "total_us": us, "share": us / total if total else 0.0}
+        )
     ranked = sorted(by_name.items(), key=lambda kv: -kv[1][1])
     for rank, (name_i, (count, us, longest, group)) in enumerate(ranked[:top], start=1):
-        rows.append({"kind": "kernel", "rank": rank, "name": a.names[name_i], "group": group, "count": count,
-                     "total_us": us, "mean_us": us / count, "max_us": longest, "share": us / total if total else 0.0})
+        rows.append(
+            {
+                "kind": "kernel",
+                "rank": rank,
+                "name": a.names[name_i],
+                "group": group,
+                "count": count,
+                "total_us": us,
+                "mean_us": us / count,
+                "max_us": longest,
+                "share": us / total if total else 0.0,
+            }
+        )
     steps, basis = _steps(events, a, sel)
     rows += steps
     meta["steps"] = len(steps)
@@ -273,8 +315,14 @@ def _utilisation(a: Activities, sel: np.ndarray, bins: int = UTILISATION_BINS) -
         covered[name] = _coverage(s[m], e[m], edges)
     everything = _coverage(s, e, edges)
     for b in range(bins):
-        rows.append({"kind": "busy", "t_ms": (edges[b] - t0) / 1000, "busy_share": everything[b] / width,
-                     **{f"{name}_share": covered[name][b] / width for name in KINDS}})
+        rows.append(
+            {
+                "kind": "busy",
+                "t_ms": (edges[b] - t0) / 1000,
+                "busy_share": everything[b] / width,
+                **{f"{name}_share": covered[name][b] / width for name in KINDS},
+            }
+        )
     return rows
 
 
@@ -290,8 +338,9 @@ def _coverage(s: np.ndarray, e: np.ndarray, edges: np.ndarray) -> np.ndarray:
     def covered_until(x: np.ndarray) -> np.ndarray:
         j = np.searchsorted(g_start, x, side="right")  # intervals starting before x
         full = starts_cum[np.maximum(j - 1, 0)]
-        partial = np.where(j > 0, np.clip(x - g_start[np.maximum(j - 1, 0)], 0,
-                                          (g_end - g_start)[np.maximum(j - 1, 0)]), 0.0)
+        partial = np.where(
+            j > 0, np.clip(x - g_start[np.maximum(j - 1, 0)], 0, (g_end - g_start)[np.maximum(j - 1, 0)]), 0.0
+        )
         return np.where(j > 0, full + partial, 0.0)
 
     cum = covered_until(edges)
@@ -303,18 +352,22 @@ def report_lines(meta: dict, rows: list[dict]) -> list[str]:
     if not meta.get("gpu_activities"):
         return [meta.get("note", "no GPU activity")]
     ms = 1000.0
-    out = [f"{meta['events']:,} events; GPU {meta['device']} ({meta['device_name']}) of {meta['devices']}: "
-           f"{meta['kernel_count']:,} kernels on streams {meta['streams']}",
-           f"kernel time {meta['kernel_time_us'] / ms:,.3f} ms (sum of durations); busy {meta['busy_us'] / ms:,.3f} ms "
-           f"of a {meta['span_us'] / ms:,.3f} ms span — idle {meta['idle_us'] / ms:,.3f} ms ({meta['idle_share']:.1%})",
-           f"compute {meta['compute_union_us'] / ms:,.3f} ms, copies {meta['copy_union_us'] / ms:,.3f} ms, "
-           f"communication {meta['communication_union_us'] / ms:,.3f} ms (exposed "
-           f"{meta['exposed_communication_us'] / ms:,.3f} ms); overlap compute∩comm "
-           f"{meta['compute_and_communication_us'] / ms:,.3f} ms, compute∩copy {meta['compute_and_copy_us'] / ms:,.3f} ms",
-           "groups:"]
+    out = [
+        f"{meta['events']:,} events; GPU {meta['device']} ({meta['device_name']}) of {meta['devices']}: "
+        f"{meta['kernel_count']:,} kernels on streams {meta['streams']}",
+        f"kernel time {meta['kernel_time_us'] / ms:,.3f} ms (sum of durations); busy {meta['busy_us'] / ms:,.3f} ms "
+        f"of a {meta['span_us'] / ms:,.3f} ms span — idle {meta['idle_us'] / ms:,.3f} ms ({meta['idle_share']:.1%})",
+        f"compute {meta['compute_union_us'] / ms:,.3f} ms, copies {meta['copy_union_us'] / ms:,.3f} ms, "
+        f"communication {meta['communication_union_us'] / ms:,.3f} ms (exposed "
+        f"{meta['exposed_communication_us'] / ms:,.3f} ms); overlap compute∩comm "
+        f"{meta['compute_and_communication_us'] / ms:,.3f} ms, compute∩copy {meta['compute_and_copy_us'] / ms:,.3f} ms",
+        "groups:",
+    ]
     for r in rows:
         if r["kind"] == "group" and r["count"]:
-            out.append(f"  {r['group']:<18} {r['total_us'] / ms:>10,.3f} ms  {r['share']:6.1%}  {r['count']:>7,} launches")
+            out.append(
+                f"  {r['group']:<18} {r['total_us'] / ms:>10,.3f} ms  {r['share']:6.1%}  {r['count']:>7,} launches"
+            )
     out.append("top kernels:")
     for r in rows:
         if r["kind"] == "kernel":
@@ -323,6 +376,8 @@ def report_lines(meta: dict, rows: list[dict]) -> list[str]:
     steps = [r for r in rows if r["kind"] == "step"]
     out.append(f"steps ({meta['step_basis']}):" if steps else meta["step_basis"])
     for r in steps:
-        out.append(f"  step {r['step']:>5}: wall {r['wall_us'] / ms:,.3f} ms, kernels {r.get('kernel_time_us', 0) / ms:,.3f} ms, "
-                   f"busy {r.get('busy_us', 0) / ms:,.3f} ms, idle {r.get('idle_us', 0) / ms:,.3f} ms")
+        out.append(
+            f"  step {r['step']:>5}: wall {r['wall_us'] / ms:,.3f} ms, kernels {r.get('kernel_time_us', 0) / ms:,.3f} ms, "
+            f"busy {r.get('busy_us', 0) / ms:,.3f} ms, idle {r.get('idle_us', 0) / ms:,.3f} ms"
+        )
     return out

@@ -8,6 +8,7 @@ and with the legacy menu. Every page imports this package, so such a run switche
 This is Streamlit's private class attribute: ``tests/pages/test_streamlit_routing.py`` fails loudly on
 a Streamlit release that changes it, and requirements.lock keeps the version CI passed with.
 """
+
 from streamlit.runtime.pages_manager import PagesManager
 
 if PagesManager.uses_pages_directory:

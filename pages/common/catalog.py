@@ -1,4 +1,5 @@
 """The dashboard's pages, in menu order: app.py builds the navigation from it, home links to it."""
+
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent.parent

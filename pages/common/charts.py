@@ -3,6 +3,7 @@
 Styling is pure Plotly (the HTML report and the CLI use it too); only :func:`show` and
 :func:`show_charts` draw with Streamlit, which they import when called.
 """
+
 from __future__ import annotations
 
 import html
@@ -14,18 +15,36 @@ from core.result import RunResult
 from pages.common.export import export_buttons, toolbar_config
 
 DTYPE_COLORS = {
-    "fp64": "#1f77b4", "fp32": "#ff7f0e", "tf32": "#2ca02c", "bf16": "#d62728", "fp16": "#9467bd",
-    "fp8": "#8c564b", "fp8-fast-accum": "#d4a373", "fp8_e4m3fn": "#8c564b", "fp8_e5m2": "#c49c94", "fp8_e4m3fnuz": "#6b3d2e",
-    "fp8_e5m2fnuz": "#e0b9a8", "fp8_e8m0fnu": "#a0522d", "fp4_e2m1fn_x2": "#bcbd22",
-    "int8": "#e377c2", "int4": "#7f7f7f",
+    "fp64": "#1f77b4",
+    "fp32": "#ff7f0e",
+    "tf32": "#2ca02c",
+    "bf16": "#d62728",
+    "fp16": "#9467bd",
+    "fp8": "#8c564b",
+    "fp8-fast-accum": "#d4a373",
+    "fp8_e4m3fn": "#8c564b",
+    "fp8_e5m2": "#c49c94",
+    "fp8_e4m3fnuz": "#6b3d2e",
+    "fp8_e5m2fnuz": "#e0b9a8",
+    "fp8_e8m0fnu": "#a0522d",
+    "fp4_e2m1fn_x2": "#bcbd22",
+    "int8": "#e377c2",
+    "int4": "#7f7f7f",
     # autocast modes: a lighter shade of the dtype their matmuls run in (pure bf16 appears beside them)
-    "bf16-autocast": "#ff9896", "fp16-autocast": "#c5b0d5",
+    "bf16-autocast": "#ff9896",
+    "fp16-autocast": "#c5b0d5",
 }
 # Training-memory categories (timeline, planner, estimate vs measured): the Okabe–Ito palette, distinct
 # for colour-blind readers too; the hash fallback drew parameters and temporaries in the same brown.
-CATEGORY_COLORS = {"parameters": "#0072B2", "gradients": "#E69F00", "optimizer_state": "#009E73",
-                   "activations": "#D55E00", "temporaries": "#CC79A7", "other": "#999999",
-                   "unknown": "#c7c7c7"}
+CATEGORY_COLORS = {
+    "parameters": "#0072B2",
+    "gradients": "#E69F00",
+    "optimizer_state": "#009E73",
+    "activations": "#D55E00",
+    "temporaries": "#CC79A7",
+    "other": "#999999",
+    "unknown": "#c7c7c7",
+}
 _FALLBACK = ("#17becf", "#bcbd22", "#393b79", "#637939", "#8c6d31", "#843c39", "#7b4173")
 
 
@@ -59,7 +78,7 @@ def plain(text: str) -> str:
 def short_plain(name: str, limit: int = 70) -> str:
     """A long name (a C++ kernel with its template arguments, a stack frame) cut for an axis label and
     escaped: ``<module>`` or ``kernel<4, float>`` would otherwise be read as tags and vanish."""
-    return plain(name if len(name) <= limit else name[:limit - 3] + "…")
+    return plain(name if len(name) <= limit else name[: limit - 3] + "…")
 
 
 def plain_lines(lines) -> str:
@@ -75,9 +94,15 @@ def title(text: str, run: RunResult | None = None, detail: str = "") -> str:
 def style(fig: go.Figure, title_text: str, x_title: str, y_title: str, **layout) -> go.Figure:
     """``title_text`` comes from :func:`title`; axis and legend titles (column names) are escaped here."""
     legend = layout.pop("legend_title", None)
-    fig.update_layout(template="plotly_white", title=title_text, xaxis_title=plain(x_title),
-                      yaxis_title=plain(y_title), legend_title_text=plain(legend) if legend else legend,
-                      margin=dict(t=80), **layout)
+    fig.update_layout(
+        template="plotly_white",
+        title=title_text,
+        xaxis_title=plain(x_title),
+        yaxis_title=plain(y_title),
+        legend_title_text=plain(legend) if legend else legend,
+        margin=dict(t=80),
+        **layout,
+    )
     return fig
 
 

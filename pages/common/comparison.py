@@ -6,6 +6,7 @@ dtype, step), numbers with a unit or float values are *metrics* (``median_ms``, 
 ``peak_bytes``). The compare page and the HTML report both use it; a plot module's own
 ``overlay(runs)`` replaces :func:`generic_overlay` where it exists.
 """
+
 from __future__ import annotations
 
 import pandas as pd
@@ -13,8 +14,8 @@ import plotly.graph_objects as go
 
 from core import columns
 from core.columns import headline_metric, split_columns, tokens
-from core.result import RunResult, RunSummary
 from core.hardware.specs import unit_for
+from core.result import RunResult, RunSummary
 from pages.common.charts import DTYPE_COLORS, color_for, plain, style, title
 from pages.plots import Chart
 
@@ -24,6 +25,7 @@ RUN_COLORS = ("#1f77b4", "#ff7f0e", "#2ca02c", "#d62728", "#9467bd", "#8c564b", 
 
 
 # -- columns -----------------------------------------------------------------------------------------
+
 
 def _common(runs: list[RunResult]) -> tuple[list[pd.DataFrame], list[str], list[str]]:
     frames = [r.frame() for r in runs]
@@ -35,8 +37,9 @@ def _common(runs: list[RunResult]) -> tuple[list[pd.DataFrame], list[str], list[
 
 def x_column(df: pd.DataFrame, keys: list[str]) -> str | None:
     """The sweep axis: the first numeric key (size, step, batch), if any."""
-    return next((k for k in keys if pd.api.types.is_numeric_dtype(df[k]) and not pd.api.types.is_bool_dtype(df[k])),
-                None)
+    return next(
+        (k for k in keys if pd.api.types.is_numeric_dtype(df[k]) and not pd.api.types.is_bool_dtype(df[k])), None
+    )
 
 
 def headline(run: RunResult) -> str:
@@ -46,7 +49,7 @@ def headline(run: RunResult) -> str:
 
 def settings_text(config: dict, limit: int = 90) -> str:
     text = ", ".join(f"{k}={value_text(v)}" for k, v in config.items())
-    return text if len(text) <= limit else text[:limit - 1] + "…"
+    return text if len(text) <= limit else text[: limit - 1] + "…"
 
 
 def value_text(value) -> str:
@@ -56,6 +59,7 @@ def value_text(value) -> str:
 
 
 # -- what differs ------------------------------------------------------------------------------------
+
 
 def device_text(run: RunResult | RunSummary) -> str:
     if run.recorded_elsewhere:
@@ -106,8 +110,10 @@ def compare_problem(runs: list[RunResult]) -> str | None:
     fields = [set(r.config) for r in runs]
     if any(f != fields[0] for f in fields[1:]):
         odd = sorted(set.union(*fields) - set.intersection(*fields))
-        return (f"incompatible settings: field(s) {', '.join(odd)} exist in only some runs "
-                f"(made by different GPU Lab versions?)")
+        return (
+            f"incompatible settings: field(s) {', '.join(odd)} exist in only some runs "
+            f"(made by different GPU Lab versions?)"
+        )
     _, _, metrics = _common(runs)
     if not metrics:
         return "the runs share no measured column to compare"
@@ -128,6 +134,7 @@ def default_metric(runs: list[RunResult]) -> str:
 
 # -- percent of datasheet peak ------------------------------------------------------------------------
 
+
 def is_throughput(metric: str) -> bool:
     return bool(tokens(metric) & {"tflops", "tops"})
 
@@ -147,6 +154,7 @@ def without_peak(runs: list[RunResult]) -> list[str]:
 
 
 # -- charts and tables -------------------------------------------------------------------------------
+
 
 def generic_overlay(runs: list[RunResult], metric: str | None = None, percent_of_peak: bool = False) -> Chart:
     """All runs' ``metric`` on one chart: x is the sweep key, one trace per run (and per dtype-like key).
@@ -173,15 +181,21 @@ def generic_overlay(runs: list[RunResult], metric: str | None = None, percent_of
                 continue
             df = df.assign(peak_tflops=peaks, **{metric: pd.to_numeric(df[metric], errors="coerce") / peaks * 100})
         parts.append(df)
-        for group, sub in (df.groupby(groups, sort=False, dropna=False) if groups else [((), df)]):
+        for group, sub in df.groupby(groups, sort=False, dropna=False) if groups else [((), df)]:
             group = group if isinstance(group, tuple) else (group,)
             dtype_like = len(group) == 1 and group[0] in DTYPE_COLORS
             colour = color_for(group[0]) if dtype_like else RUN_COLORS[i % len(RUN_COLORS)]
             trace = plain(" · ".join([name, *map(str, group)]))
             xs = sub[x] if x else list(range(len(sub)))
-            fig.add_trace(go.Scatter(x=xs, y=pd.to_numeric(sub[metric], errors="coerce"), mode="lines+markers",
-                                     name=trace, line=dict(color=colour, dash=DASHES[i % len(DASHES)] if dtype_like
-                                                           else "solid")))
+            fig.add_trace(
+                go.Scatter(
+                    x=xs,
+                    y=pd.to_numeric(sub[metric], errors="coerce"),
+                    mode="lines+markers",
+                    name=trace,
+                    line=dict(color=colour, dash=DASHES[i % len(DASHES)] if dtype_like else "solid"),
+                )
+            )
     xs_all = pd.concat([pd.to_numeric(f[x], errors="coerce") for f in frames]).dropna() if x else pd.Series([])
     log_x = bool(len(xs_all)) and xs_all.min() > 0 and xs_all.max() / xs_all.min() >= 100
     experiment = runs[0].experiment
@@ -192,8 +206,14 @@ def generic_overlay(runs: list[RunResult], metric: str | None = None, percent_of
         y_title = f"{metric} (% of own datasheet dense peak)"
         missing = without_peak(runs)
         detail += f" · no datasheet, not shown: {', '.join(missing)}" if missing else ""
-    style(fig, title(f"{experiment}: {y_title}", None, detail), x or "point", y_title,
-          legend_title="run", xaxis_type="log" if log_x else None)
+    style(
+        fig,
+        title(f"{experiment}: {y_title}", None, detail),
+        x or "point",
+        y_title,
+        legend_title="run",
+        xaxis_type="log" if log_x else None,
+    )
     suffix = "-pct-of-peak" if percent_of_peak else ""
     data = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame()
     return Chart(name=f"{experiment}-compare-{metric}{suffix}", figure=fig, data=data)
@@ -234,16 +254,30 @@ def delta_table(runs: list[RunResult], metrics: list[str] | None = None) -> pd.D
         on = keys if keys else ["point"]
         merged = base.merge(other, on=on, suffixes=(" base", " run"))
         if merged.empty:
-            merged = (frames[0][metrics].apply(pd.to_numeric, errors="coerce").median().to_frame().T
-                      .add_suffix(" base")
-                      .join(df[metrics].apply(pd.to_numeric, errors="coerce").median().to_frame().T.add_suffix(" run"))
-                      .assign(**{k: "median of all rows" for k in on}))
+            merged = (
+                frames[0][metrics]
+                .apply(pd.to_numeric, errors="coerce")
+                .median()
+                .to_frame()
+                .T.add_suffix(" base")
+                .join(df[metrics].apply(pd.to_numeric, errors="coerce").median().to_frame().T.add_suffix(" run"))
+                .assign(**{k: "median of all rows" for k in on})
+            )
         for row in merged.to_dict(orient="records"):
             for m in metrics:
                 a, b = row[f"{m} base"], row[f"{m} run"]
-                out.append({**{k: row[k] for k in on}, "metric": m, "baseline": names[0], "run": name,
-                            "baseline value": a, "value": b, "difference": b - a,
-                            "ratio": b / a if a not in (0, 0.0) and pd.notna(a) else float("nan")})
+                out.append(
+                    {
+                        **{k: row[k] for k in on},
+                        "metric": m,
+                        "baseline": names[0],
+                        "run": name,
+                        "baseline value": a,
+                        "value": b,
+                        "difference": b - a,
+                        "ratio": b / a if a not in (0, 0.0) and pd.notna(a) else float("nan"),
+                    }
+                )
     columns = (keys or ["point"]) + ["metric", "baseline", "run", "baseline value", "value", "difference", "ratio"]
     return pd.DataFrame(out, columns=columns)
 
@@ -260,9 +294,21 @@ def generic_figures(run: RunResult, limit: int = 6) -> list[Chart]:
         for i, (group, sub) in enumerate(df.groupby(groups, sort=False, dropna=False) if groups else [("", df)]):
             group = group[0] if isinstance(group, tuple) else group
             colour = color_for(group) if group in DTYPE_COLORS else RUN_COLORS[i % len(RUN_COLORS)]
-            fig.add_trace(go.Scatter(x=sub[x] if x else list(range(len(sub))), y=pd.to_numeric(sub[m], errors="coerce"),
-                                     mode="lines+markers", name=plain(str(group) or m), line=dict(color=colour)))
-        style(fig, title(f"{run.experiment}: {m}", run, settings_text(run.config, 60)), x or "point", m,
-              legend_title=groups[0] if groups else None)
+            fig.add_trace(
+                go.Scatter(
+                    x=sub[x] if x else list(range(len(sub))),
+                    y=pd.to_numeric(sub[m], errors="coerce"),
+                    mode="lines+markers",
+                    name=plain(str(group) or m),
+                    line=dict(color=colour),
+                )
+            )
+        style(
+            fig,
+            title(f"{run.experiment}: {m}", run, settings_text(run.config, 60)),
+            x or "point",
+            m,
+            legend_title=groups[0] if groups else None,
+        )
         charts.append(Chart(name=f"{run.experiment}-{m}", figure=fig, data=df))
     return charts

@@ -7,6 +7,7 @@ the export row says so. Files are built only when the user clicks (``download_bu
 callable). Streamlit is imported only by :func:`export_buttons`, so the byte builders also serve
 the HTML report and the CLI.
 """
+
 from __future__ import annotations
 
 import json
@@ -74,8 +75,9 @@ def image_bytes(fig: go.Figure, fmt: str, scale: float = PNG_SCALE) -> bytes:
         with warnings.catch_warnings():  # plotly warns that per-call options are ignored by the server
             warnings.simplefilter("ignore", UserWarning)
             try:
-                return fig.to_image(format=fmt, scale=scale if fmt == "png" else 1,
-                                    width=IMAGE_WIDTH_PX, height=IMAGE_HEIGHT_PX)
+                return fig.to_image(
+                    format=fmt, scale=scale if fmt == "png" else 1, width=IMAGE_WIDTH_PX, height=IMAGE_HEIGHT_PX
+                )
             except Exception as exc:  # noqa: BLE001 - kaleido raises assorted errors when the browser dies
                 raise ImageExportError(f"kaleido could not render the {fmt.upper()}: {exc}") from exc
 
@@ -108,8 +110,7 @@ def _plain(value):
 
 
 def toolbar_config(name: str) -> dict:
-    return {"displaylogo": False,
-            "toImageButtonOptions": {"format": "png", "filename": slug(name), "scale": PNG_SCALE}}
+    return {"displaylogo": False, "toImageButtonOptions": {"format": "png", "filename": slug(name), "scale": PNG_SCALE}}
 
 
 def export_buttons(fig: go.Figure, data: pd.DataFrame | None, name: str, key: str) -> None:
@@ -121,21 +122,44 @@ def export_buttons(fig: go.Figure, data: pd.DataFrame | None, name: str, key: st
     cols = st.columns(5 if problem is None else 3)
     i = 0
     if problem is None:
-        cols[0].download_button("PNG", lambda: image_bytes(fig, "png"), f"{base}.png", "image/png", key=f"{key}.png",
-                                on_click="ignore")
-        cols[1].download_button("SVG", lambda: image_bytes(fig, "svg"), f"{base}.svg", "image/svg+xml",
-                                key=f"{key}.svg", on_click="ignore")
+        cols[0].download_button(
+            "PNG", lambda: image_bytes(fig, "png"), f"{base}.png", "image/png", key=f"{key}.png", on_click="ignore"
+        )
+        cols[1].download_button(
+            "SVG", lambda: image_bytes(fig, "svg"), f"{base}.svg", "image/svg+xml", key=f"{key}.svg", on_click="ignore"
+        )
         i = 2
-    cols[i].download_button("HTML", lambda: html_bytes(fig), f"{base}.html", "text/html", key=f"{key}.html",
-                            on_click="ignore", help="interactive chart, opens offline")
+    cols[i].download_button(
+        "HTML",
+        lambda: html_bytes(fig),
+        f"{base}.html",
+        "text/html",
+        key=f"{key}.html",
+        on_click="ignore",
+        help="interactive chart, opens offline",
+    )
     if data is not None:
-        cols[i + 1].download_button("CSV", csv_bytes(data), f"{base}.csv", "text/csv", key=f"{key}.csv",
-                                    on_click="ignore")
-        cols[i + 2].download_button("JSON", json_bytes(data), f"{base}.json", "application/json",
-                                    key=f"{key}.json", on_click="ignore")
+        cols[i + 1].download_button(
+            "CSV", csv_bytes(data), f"{base}.csv", "text/csv", key=f"{key}.csv", on_click="ignore"
+        )
+        cols[i + 2].download_button(
+            "JSON", json_bytes(data), f"{base}.json", "application/json", key=f"{key}.json", on_click="ignore"
+        )
     if problem:
         st.caption(f"PNG: use the camera icon in the chart's toolbar ({problem}).")
 
 
-__all__ = ["export_buttons", "html_bytes", "csv_bytes", "json_bytes", "image_bytes", "image_export_problem",
-           "toolbar_config", "slug", "ImageExportError", "IMAGE_WIDTH_PX", "IMAGE_HEIGHT_PX", "PNG_SCALE"]
+__all__ = [
+    "export_buttons",
+    "html_bytes",
+    "csv_bytes",
+    "json_bytes",
+    "image_bytes",
+    "image_export_problem",
+    "toolbar_config",
+    "slug",
+    "ImageExportError",
+    "IMAGE_WIDTH_PX",
+    "IMAGE_HEIGHT_PX",
+    "PNG_SCALE",
+]

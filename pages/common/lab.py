@@ -4,14 +4,15 @@ One :class:`~core.jobs.JobManager` per server (``st.cache_resource``: thread-saf
 sessions), so jobs from two tabs queue on the same device. The server never touches CUDA: the
 device list comes from a worker (:func:`core.jobs.query_devices`).
 """
+
 from __future__ import annotations
 
 import streamlit as st
 
 from core.fanout import ALL, SLOW_FRACTION
 from core.jobs import JobManager, query_devices
-from core.transformer.presets import DEFAULT_BATCH, PRESET_NAMES
 from core.store import RunStore, StoreError
+from core.transformer.presets import DEFAULT_BATCH, PRESET_NAMES
 
 DTYPES = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "int8")
 # Non-widget session keys that hold the sidebar's shared selections (they survive page switches).
@@ -46,8 +47,14 @@ def _devices() -> dict:
     try:
         return query_devices()
     except Exception as exc:  # noqa: BLE001 - a broken torch install must not take the page down
-        return {"devices": [], "default": "cpu", "cuda_available": False, "error": str(exc),
-                "cuda_unavailable_reason": str(exc), "versions": {}}
+        return {
+            "devices": [],
+            "default": "cpu",
+            "cuda_available": False,
+            "error": str(exc),
+            "cuda_unavailable_reason": str(exc),
+            "versions": {},
+        }
 
 
 def devices(refresh: bool = False) -> dict:
@@ -80,10 +87,13 @@ def device_choice(key: str) -> str:
     gpus = [d for d in devices()["devices"] if d["kind"] == "cuda"]
     if len(gpus) < 2:
         return selected_device()
-    on = st.toggle(f"All {len(gpus)} GPUs at once", key=f"{key}.all_gpus",
-                   help="One worker per GPU, all started together: per-GPU results side by side, the node median, "
-                        f"and any GPU more than {SLOW_FRACTION:.0%} below it flagged with its clocks, temperature "
-                        "and throttle reasons. Stored as one run.")
+    on = st.toggle(
+        f"All {len(gpus)} GPUs at once",
+        key=f"{key}.all_gpus",
+        help="One worker per GPU, all started together: per-GPU results side by side, the node median, "
+        f"and any GPU more than {SLOW_FRACTION:.0%} below it flagged with its clocks, temperature "
+        "and throttle reasons. Stored as one run.",
+    )
     return ALL if on else selected_device()
 
 
@@ -103,16 +113,26 @@ def sidebar() -> None:
     """
     options = device_options()
     if st.session_state.get(DEVICE_KEY) not in options:
-        st.session_state[DEVICE_KEY] = devices().get("default", "cpu") if devices().get("default") in options \
-            else next(iter(options))
+        st.session_state[DEVICE_KEY] = (
+            devices().get("default", "cpu") if devices().get("default") in options else next(iter(options))
+        )
     st.session_state.setdefault(MODEL_KEY, "tiny")
     st.session_state.setdefault(DTYPE_KEY, "fp32")
     with st.sidebar:
-        st.selectbox("Device", list(options), key=DEVICE_KEY, format_func=options.get,
-                     help="Experiments run in a worker process on this device.")
-        st.selectbox("Model size", PRESET_NAMES, key=MODEL_KEY,
-                     help=f"The course's Transformer presets (tiny and mini run in seconds on CPU); "
-                          f"batch {DEFAULT_BATCH} by default.")
+        st.selectbox(
+            "Device",
+            list(options),
+            key=DEVICE_KEY,
+            format_func=options.get,
+            help="Experiments run in a worker process on this device.",
+        )
+        st.selectbox(
+            "Model size",
+            PRESET_NAMES,
+            key=MODEL_KEY,
+            help=f"The course's Transformer presets (tiny and mini run in seconds on CPU); "
+            f"batch {DEFAULT_BATCH} by default.",
+        )
         st.selectbox("Dtype", DTYPES, key=DTYPE_KEY, help="The number format the pages start from.")
         active = manager().active()
         if active:

@@ -4,6 +4,7 @@ flagged GPUs with their clocks. Shared by the matmul and step-benchmark plots an
 :func:`node_chart` is pure Plotly (compare and the HTML report use it too); :func:`show` draws the
 verdict with Streamlit, imported when called.
 """
+
 from __future__ import annotations
 
 import pandas as pd
@@ -35,20 +36,39 @@ def node_chart(run: RunResult) -> Chart | None:
     df = df.dropna(subset=["relative"])
     threshold = 100 * (1 - node.get("threshold", SLOW_FRACTION))
     hover = [_clock_text(r) for _, r in df.iterrows()]
-    fig = go.Figure(go.Bar(x=df["device"], y=df["relative"] * 100,
-                           marker_color=[SLOW_COLOR if f else OK_COLOR for f in df["flagged"]],
-                           text=[f"{v * 100:.1f}%" for v in df["relative"]], textposition="outside",
-                           hovertext=hover, hovertemplate="%{x}: %{y:.1f}% of the node median<br>%{hovertext}"
-                                                          "<extra></extra>"))
-    fig.add_hline(y=100, line=dict(color="black", width=2), annotation_text="node median",
-                  annotation_position="top left")
-    fig.add_hline(y=threshold, line=dict(color=SLOW_COLOR, dash="dash", width=1),
-                  annotation_text=f"{threshold:.0f}%: flagged below", annotation_position="bottom left")
+    fig = go.Figure(
+        go.Bar(
+            x=df["device"],
+            y=df["relative"] * 100,
+            marker_color=[SLOW_COLOR if f else OK_COLOR for f in df["flagged"]],
+            text=[f"{v * 100:.1f}%" for v in df["relative"]],
+            textposition="outside",
+            hovertext=hover,
+            hovertemplate="%{x}: %{y:.1f}% of the node median<br>%{hovertext}<extra></extra>",
+        )
+    )
+    fig.add_hline(
+        y=100, line=dict(color="black", width=2), annotation_text="node median", annotation_position="top left"
+    )
+    fig.add_hline(
+        y=threshold,
+        line=dict(color=SLOW_COLOR, dash="dash", width=1),
+        annotation_text=f"{threshold:.0f}%: flagged below",
+        annotation_position="bottom left",
+    )
     low = min(90.0, float(df["relative"].min() * 100) - 5)
-    style(fig, title("Every GPU against the node median", run,
-                     f"{node.get('label', node.get('metric'))}: median over {node.get('points', 0)} point(s) of "
-                     f"each GPU's value / the median of all GPUs at that point"),
-          "GPU", "% of the node median", showlegend=False)
+    style(
+        fig,
+        title(
+            "Every GPU against the node median",
+            run,
+            f"{node.get('label', node.get('metric'))}: median over {node.get('points', 0)} point(s) of "
+            f"each GPU's value / the median of all GPUs at that point",
+        ),
+        "GPU",
+        "% of the node median",
+        showlegend=False,
+    )
     fig.update_yaxes(range=[low, max(110.0, float(df["relative"].max() * 100) + 5)])
     return Chart("node-per-gpu", fig, df)
 
@@ -62,9 +82,11 @@ def _clock_text(r) -> str:
     if not isinstance(r.get("sm_clock_mhz"), (int, float)) or r.get("sm_clock_mhz") != r.get("sm_clock_mhz"):
         return str(r.get("clocks_note") or "no clock samples")
     reasons = r.get("throttle_reasons")
-    return (f"SM clock {_num(r.get('sm_clock_mhz'), 'MHz')} (min {_num(r.get('sm_clock_min_mhz'), 'MHz')}), "
-            f"{_num(r.get('temp_c'), '°C')}, {_num(r.get('power_w'), 'W')}, throttle reasons: "
-            f"{', '.join(reasons) if isinstance(reasons, list) and reasons else 'none'}")
+    return (
+        f"SM clock {_num(r.get('sm_clock_mhz'), 'MHz')} (min {_num(r.get('sm_clock_min_mhz'), 'MHz')}), "
+        f"{_num(r.get('temp_c'), '°C')}, {_num(r.get('power_w'), 'W')}, throttle reasons: "
+        f"{', '.join(reasons) if isinstance(reasons, list) and reasons else 'none'}"
+    )
 
 
 def show(run: RunResult) -> None:
@@ -78,9 +100,15 @@ def show(run: RunResult) -> None:
     share = node.get("threshold", SLOW_FRACTION)
     flagged = df[df["flagged"]]
     if len(flagged):
-        st.warning("\n".join(
-            [f"More than {share:.0%} below the node median ({node.get('label', node.get('metric'))}):"] +
-            [f"- **{r['device']}** at {r['relative'] * 100:.1f}% — {_clock_text(r)}" for _, r in flagged.iterrows()]))
+        st.warning(
+            "\n".join(
+                [f"More than {share:.0%} below the node median ({node.get('label', node.get('metric'))}):"]
+                + [
+                    f"- **{r['device']}** at {r['relative'] * 100:.1f}% — {_clock_text(r)}"
+                    for _, r in flagged.iterrows()
+                ]
+            )
+        )
     elif df["relative"].notna().any():
         st.success(f"All {len(df)} GPUs within {share:.0%} of the node median.")
     note = (run.meta.get("concurrency") or {}).get("note")

@@ -9,6 +9,7 @@ parsed after the escapes), so the text reads exactly as it was typed. Use it for
 names, config keys and error messages that quote them — never inside backticks, where escapes show.
 Tables (``st.dataframe``) and option lists show plain text already.
 """
+
 from __future__ import annotations
 
 import string

@@ -4,17 +4,18 @@ Written for the compare page's **Report** button and for ``python -m core report
 boxes, so nothing here calls Streamlit. plotly.js is embedded once in the page head: the file
 opens offline, with interactive charts, on any machine.
 """
+
 from __future__ import annotations
 
 import html
 from collections import defaultdict
-from datetime import datetime, timezone
+from datetime import UTC, datetime
 
 import pandas as pd
 from plotly.offline import get_plotlyjs
 
-from core.result import RunResult
 from core.columns import fmt
+from core.result import RunResult
 from pages.common import comparison
 from pages.common.charts import device_label
 from pages.plots import Chart, figures_for, overlay_for
@@ -40,8 +41,11 @@ def _kv_table(pairs: list[tuple[str, object]]) -> str:
 
 def _frame_table(df: pd.DataFrame) -> str:
     shown = df.head(MAX_TABLE_ROWS)
-    note = (f"<p class='muted'>first {MAX_TABLE_ROWS} of {len(df)} rows (the full data is in the runs file)</p>"
-            if len(df) > MAX_TABLE_ROWS else "")
+    note = (
+        f"<p class='muted'>first {MAX_TABLE_ROWS} of {len(df)} rows (the full data is in the runs file)</p>"
+        if len(df) > MAX_TABLE_ROWS
+        else ""
+    )
     return shown.to_html(index=False, border=0, na_rep="", escape=True, float_format=fmt) + note
 
 
@@ -54,10 +58,13 @@ def device_pairs(device: dict) -> list[tuple[str, object]]:
     spec = device.get("spec") or {}
     peaks = ", ".join(f"{k} {v}" for k, v in (spec.get("tflops") or {}).items())
     return [
-        ("device", device.get("label") or device.get("name")), ("kind", device.get("kind")),
+        ("device", device.get("label") or device.get("name")),
+        ("kind", device.get("kind")),
         ("memory", _gib(device.get("total_memory_bytes"))),
-        ("compute capability", device.get("compute_capability")), ("SMs", device.get("multiprocessors")),
-        ("cores", device.get("cores")), ("torch threads", device.get("torch_threads")),
+        ("compute capability", device.get("compute_capability")),
+        ("SMs", device.get("multiprocessors")),
+        ("cores", device.get("cores")),
+        ("torch threads", device.get("torch_threads")),
         ("L2 cache", f"{device['l2_cache_bytes'] / 2**20:.0f} MiB" if device.get("l2_cache_bytes") else None),
         ("bf16", {True: "supported", False: "not supported"}.get(device.get("bf16_supported"))),
         ("TF32 flags", ", ".join(f"{k}={v}" for k, v in (device.get("tf32") or {}).items())),
@@ -66,8 +73,7 @@ def device_pairs(device: dict) -> list[tuple[str, object]]:
 
 
 def _chart_html(chart: Chart, div_id: str) -> str:
-    body = chart.figure.to_html(full_html=False, include_plotlyjs=False, div_id=div_id,
-                                config={"displaylogo": False})
+    body = chart.figure.to_html(full_html=False, include_plotlyjs=False, div_id=div_id, config={"displaylogo": False})
     return f"<div class='chart'>{body}</div>"
 
 
@@ -86,21 +92,29 @@ def _run_charts(run: RunResult) -> list[Chart]:
 def _run_section(run: RunResult, index: int) -> str:
     ok = run.status == "ok"
     heading = f"{run.experiment}" + (f" — {run.name}" if run.name else "")
-    parts = [f"<h2 id='run-{_e(run.id)}'>{_e(heading)} <span class='muted'>({_e(run.id[:8])})</span></h2>",
-             f"<p class='{'status-ok' if ok else 'status-bad'}'>status: {_e(run.status)}"
-             f"{' — ' + _e(run.error) if run.error else ''}</p>",
-             f"<p class='muted'>{_e(device_label(run))} · started {_e(run.started_at)}"
-             f"{f' · {run.duration_s:.1f} s' if run.duration_s is not None else ''}"
-             f"{' · imported from another box' if run.imported else ''}"
-             f"{' · tags: ' + _e(', '.join(run.tags)) if run.tags else ''}</p>"]
+    parts = [
+        f"<h2 id='run-{_e(run.id)}'>{_e(heading)} <span class='muted'>({_e(run.id[:8])})</span></h2>",
+        f"<p class='{'status-ok' if ok else 'status-bad'}'>status: {_e(run.status)}"
+        f"{' — ' + _e(run.error) if run.error else ''}</p>",
+        f"<p class='muted'>{_e(device_label(run))} · started {_e(run.started_at)}"
+        f"{f' · {run.duration_s:.1f} s' if run.duration_s is not None else ''}"
+        f"{' · imported from another box' if run.imported else ''}"
+        f"{' · tags: ' + _e(', '.join(run.tags)) if run.tags else ''}</p>",
+    ]
     try:
         charts = _run_charts(run)
     except ChartError as exc:
         charts = []
         parts.append(f"<p class='status-bad'>{_e(exc)}</p>")
     parts += [_chart_html(c, f"run{index}-chart{i}") for i, c in enumerate(charts)]
-    parts.append("<h3>Settings</h3>" + (_kv_table([(k, comparison.value_text(v)) for k, v in run.config.items()])
-                                        if run.config else "<p class='muted'>defaults (no settings)</p>"))
+    parts.append(
+        "<h3>Settings</h3>"
+        + (
+            _kv_table([(k, comparison.value_text(v)) for k, v in run.config.items()])
+            if run.config
+            else "<p class='muted'>defaults (no settings)</p>"
+        )
+    )
     parts.append("<h3>Device</h3>" + _kv_table(device_pairs(run.device)))
     parts.append("<h3>Versions</h3>" + _kv_table(list(run.versions.items())))
     if run.rows:
@@ -119,8 +133,12 @@ def _comparison_section(runs: list[RunResult], index: int) -> str:
     except Exception as exc:  # noqa: BLE001
         return head + f"<p class='status-bad'>the overlay could not be drawn: {_e(exc)}</p>"
     legend = comparison.labels(runs)
-    parts = [head, "<p>" + "<br>".join(f"{_e(label)}: {_e(device_label(r))}, run {_e(r.id[:8])}"
-                                       for label, r in zip(legend, runs)) + "</p>"]
+    parts = [
+        head,
+        "<p>"
+        + "<br>".join(f"{_e(label)}: {_e(device_label(r))}, run {_e(r.id[:8])}" for label, r in zip(legend, runs))
+        + "</p>",
+    ]
     parts += [_chart_html(c, f"cmp{index}-chart{i}") for i, c in enumerate(charts)]
     parts.append(f"<h3>Differences against {_e(legend[0])}</h3>" + _frame_table(comparison.delta_table(runs)))
     return "\n".join(parts)
@@ -133,15 +151,20 @@ def build_report(runs: list[RunResult], heading: str = "GPU Lab report") -> str:
     by_experiment: dict[str, list[RunResult]] = defaultdict(list)
     for run in runs:
         by_experiment[run.experiment].append(run)
-    generated = datetime.now(timezone.utc).isoformat(timespec="seconds")
-    toc = "".join(f"<li><a href='#run-{_e(r.id)}'>{_e(r.experiment)} · {_e(device_label(r))} · "
-                  f"{_e(r.started_at[:19])}{' · ' + _e(r.name) if r.name else ''}</a> — {_e(comparison.headline(r))}"
-                  f"</li>" for r in runs)
+    generated = datetime.now(UTC).isoformat(timespec="seconds")
+    toc = "".join(
+        f"<li><a href='#run-{_e(r.id)}'>{_e(r.experiment)} · {_e(device_label(r))} · "
+        f"{_e(r.started_at[:19])}{' · ' + _e(r.name) if r.name else ''}</a> — {_e(comparison.headline(r))}"
+        f"</li>"
+        for r in runs
+    )
     sections = [_comparison_section(group, i) for i, group in enumerate(by_experiment.values()) if len(group) > 1]
     sections += [_run_section(run, i) for i, run in enumerate(runs)]
-    return (f"<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'><title>{_e(heading)}</title>"
-            f"<style>{_CSS}</style><script type='text/javascript'>{get_plotlyjs()}</script></head><body>"
-            f"<h1>{_e(heading)}</h1><p class='muted'>{len(runs)} run(s), generated {generated} UTC. "
-            f"Every number was measured by GPU Lab on the device named with it.</p><ul>{toc}</ul>"
-            + "\n".join(sections) + "</body></html>")
-
+    return (
+        f"<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'><title>{_e(heading)}</title>"
+        f"<style>{_CSS}</style><script type='text/javascript'>{get_plotlyjs()}</script></head><body>"
+        f"<h1>{_e(heading)}</h1><p class='muted'>{len(runs)} run(s), generated {generated} UTC. "
+        f"Every number was measured by GPU Lab on the device named with it.</p><ul>{toc}</ul>"
+        + "\n".join(sections)
+        + "</body></html>"
+    )

@@ -5,9 +5,10 @@ session state, and a ``run_every`` fragment polls it (no ``st.*`` call from othe
 the job ends, its :class:`~core.result.RunResult` (already in the store) is drawn by the page's
 ``render`` function — the same function that redraws a stored run later.
 """
+
 from __future__ import annotations
 
-from typing import Callable
+from collections.abc import Callable
 
 import streamlit as st
 
@@ -58,8 +59,9 @@ def submit(key: str, experiment: str, values: dict, device: str | None = None, n
     return True
 
 
-def run_controls(key: str, experiment: str, values: Callable[[], dict], label: str = "Run",
-                 device: str | None = None) -> None:
+def run_controls(
+    key: str, experiment: str, values: Callable[[], dict], label: str = "Run", device: str | None = None
+) -> None:
     """A Run button that validates the settings (built lazily by ``values``) and queues the job."""
     job = _current_job(key)
     running = job is not None and job.state != "done"
@@ -105,8 +107,10 @@ def _progress(key: str) -> None:
         return
     if job.state == "queued":
         position = lab.manager().queue_position(job)
-        st.info(f"Queued{f' (position {position})' if position else ''}: {job.message} — jobs on one device "
-                f"run one at a time so timings are never polluted.")
+        st.info(
+            f"Queued{f' (position {position})' if position else ''}: {job.message} — jobs on one device "
+            f"run one at a time so timings are never polluted."
+        )
     else:
         text = job.message or "running"
         if job.total_steps:

@@ -5,6 +5,7 @@ The snapshot view re-reads the whole trace from beside the store (:mod:`core.wor
 zoom, its "who holds memory at this moment" and its segment map; a chart never gets more than
 :data:`MAX_CHART_POINTS` points.
 """
+
 from __future__ import annotations
 
 import re
@@ -59,9 +60,12 @@ def _reopen(key: str, experiment: str) -> None:
     runs = _stored(experiment)
     if not runs:
         return
-    labels = {r.id: f"{r.name or r.meta.get('file', '')} · {r.started_at[:16].replace('T', ' ')} · {r.id[:6]}" for r in runs}
-    chosen = st.selectbox("…or open an earlier import", [""] + list(labels), key=f"{key}.reopen",
-                          format_func=lambda i: labels.get(i, "—"))
+    labels = {
+        r.id: f"{r.name or r.meta.get('file', '')} · {r.started_at[:16].replace('T', ' ')} · {r.id[:6]}" for r in runs
+    }
+    chosen = st.selectbox(
+        "…or open an earlier import", [""] + list(labels), key=f"{key}.reopen", format_func=lambda i: labels.get(i, "—")
+    )
     if chosen and st.session_state.get(f"{key}.reopened") != chosen:
         st.session_state[f"{key}.run"] = next(r for r in runs if r.id == chosen)
         st.session_state[f"{key}.reopened"] = chosen
@@ -69,16 +73,20 @@ def _reopen(key: str, experiment: str) -> None:
 
 # -- memory snapshots ----------------------------------------------------------------------------------
 
+
 def snapshot_section(key: str) -> None:
-    st.write("Record one in your own training script (`python -m core record -o snap.pickle -- python train.py`, or "
-             "`torch.cuda.memory._record_memory_history()` + `_dump_snapshot()`) on any machine, then import it "
-             "here. Pickles of any protocol, JSON and `.gz` are read; a pickle that names a class is refused. For "
-             "files over a few hundred MB, `python -m core snapshot FILE` imports into the same store without an "
-             "upload.")
+    st.write(
+        "Record one in your own training script (`python -m core record -o snap.pickle -- python train.py`, or "
+        "`torch.cuda.memory._record_memory_history()` + `_dump_snapshot()`) on any machine, then import it "
+        "here. Pickles of any protocol, JSON and `.gz` are read; a pickle that names a class is refused. For "
+        "files over a few hundred MB, `python -m core snapshot FILE` imports into the same store without an "
+        "upload."
+    )
     _importer(key, "memory-snapshot", "Memory snapshot", "torch.cuda.memory._dump_snapshot pickle, its JSON, or .gz")
     _reopen(key, "memory-snapshot")
-    run_panel.results(key, lambda run: render_snapshot(run, key),
-                      empty="No snapshot imported yet: upload one and press Import.")
+    run_panel.results(
+        key, lambda run: render_snapshot(run, key), empty="No snapshot imported yet: upload one and press Import."
+    )
 
 
 @st.cache_resource(max_entries=2, show_spinner="Reading the whole trace…")
@@ -94,51 +102,98 @@ def render_snapshot(run, key: str) -> None:
 
     m = run.meta
     cols = st.columns(5)
-    cols[0].metric("Peak allocated", size_text(m["peak_allocated_bytes"]), f"at {m['peak_time_ms']:,.2f}",
-                   delta_color="off")
+    cols[0].metric(
+        "Peak allocated", size_text(m["peak_allocated_bytes"]), f"at {m['peak_time_ms']:,.2f}", delta_color="off"
+    )
     cols[1].metric("Peak reserved", size_text(m["peak_reserved_bytes"]))
-    cols[2].metric("Before recording", size_text(m["baseline_allocated_bytes"]),
-                   f"{m['baseline_allocated_blocks']:,} block(s)", delta_color="off",
-                   help="Blocks the segments show active that the trace never allocated, and blocks it frees "
-                        "without having allocated: they were there before recording began.")
-    cols[3].metric("Trace events", f"{m['trace_events']:,}", f"device {m['device']} of {m['devices']}", delta_color="off")
+    cols[2].metric(
+        "Before recording",
+        size_text(m["baseline_allocated_bytes"]),
+        f"{m['baseline_allocated_blocks']:,} block(s)",
+        delta_color="off",
+        help="Blocks the segments show active that the trace never allocated, and blocks it frees "
+        "without having allocated: they were there before recording began.",
+    )
+    cols[3].metric(
+        "Trace events", f"{m['trace_events']:,}", f"device {m['device']} of {m['devices']}", delta_color="off"
+    )
     cols[4].metric("Reserved − allocated at the peak", size_text(m["fragmentation_at_peak_bytes"]))
-    st.caption(f"{md(m['file'])} · {m['source']['format']} · {m['file_bytes'] / 2**20:,.1f} MiB · "
-               f"x axis: {m['x_axis']}. Allocated is replayed from the trace's own sizes (as memory_viz draws it).")
+    st.caption(
+        f"{md(m['file'])} · {m['source']['format']} · {m['file_bytes'] / 2**20:,.1f} MiB · "
+        f"x axis: {m['x_axis']}. Allocated is replayed from the trace's own sizes (as memory_viz draws it)."
+    )
     for note in m.get("notes", []):
         st.info(note)
     if not detail.exists(m.get("detail_id")):
-        st.warning("The full-resolution trace of this import is no longer on this machine (the newest "
-                   f"{detail.KEEP} are kept): showing its {len(run.rows):,} stored points.")
+        st.warning(
+            "The full-resolution trace of this import is no longer on this machine (the newest "
+            f"{detail.KEEP} are kept): showing its {len(run.rows):,} stored points."
+        )
         show_charts(snap_plots.figures(run), f"{key}.stored")
         return
     a = _analysis(m["detail_id"])
     duration = float(a.point_time_ms([len(a.allocated) - 1])[0])
     cols = st.columns([3, 1])
-    window = cols[0].slider("Time window", 0.0, max(duration, 1e-3), (0.0, max(duration, 1e-3)),
-                            key=f"{key}.window.{run.id}", help="Zoom: the charts re-read this window from the whole "
-                                                               "trace, each bin keeping its highest and lowest point.")
-    budget = int(cols[1].number_input("Points per chart", 500, MAX_CHART_POINTS, DEFAULT_CHART_POINTS, step=500,
-                                      key=f"{key}.points.{run.id}", help="All series of a chart together."))
+    window = cols[0].slider(
+        "Time window",
+        0.0,
+        max(duration, 1e-3),
+        (0.0, max(duration, 1e-3)),
+        key=f"{key}.window.{run.id}",
+        help="Zoom: the charts re-read this window from the whole "
+        "trace, each bin keeping its highest and lowest point.",
+    )
+    budget = int(
+        cols[1].number_input(
+            "Points per chart",
+            500,
+            MAX_CHART_POINTS,
+            DEFAULT_CHART_POINTS,
+            step=500,
+            key=f"{key}.points.{run.id}",
+            help="All series of a chart together.",
+        )
+    )
     points = a.points_between(window[0], window[1], budget // 2)  # allocated and reserved
     t_ms = a.point_time_ms(points)
-    show(snap_plots.timeline_figure(t_ms, a.allocated[points], a.reserved[points], m, run,
-                                    f"{len(points):,} of {len(a.allocated):,} points drawn"),
-         pd.DataFrame({"t_ms": t_ms, "allocated_bytes": a.allocated[points], "reserved_bytes": a.reserved[points]}),
-         "snapshot-timeline", f"{key}.timeline")
+    show(
+        snap_plots.timeline_figure(
+            t_ms,
+            a.allocated[points],
+            a.reserved[points],
+            m,
+            run,
+            f"{len(points):,} of {len(a.allocated):,} points drawn",
+        ),
+        pd.DataFrame({"t_ms": t_ms, "allocated_bytes": a.allocated[points], "reserved_bytes": a.reserved[points]}),
+        "snapshot-timeline",
+        f"{key}.timeline",
+    )
     with st.expander("Python stack at the peak", expanded=True):
         st.code("\n".join(m["peak_stack"]) or "(no Python stack recorded for this allocation)", language=None)
 
     st.subheader("Who holds memory at a moment")
-    moment = st.slider("Moment", 0.0, max(duration, 1e-3), float(m["peak_time_ms"]), key=f"{key}.moment.{run.id}",
-                       help="Defaults to the peak.")
+    moment = st.slider(
+        "Moment",
+        0.0,
+        max(duration, 1e-3),
+        float(m["peak_time_ms"]),
+        key=f"{key}.moment.{run.id}",
+        help="Defaults to the peak.",
+    )
     point = a.point_at_ms(moment)
     when = f"at {float(a.point_time_ms([point])[0]):,.2f} ({size_text(a.allocated[point])} allocated)"
     sites = a.top_sites(point, 25)
-    show(snap_plots.sites_figure(sites, when, run), snap_plots.sites_frame(sites).drop(columns=["stack"]),
-         "snapshot-sites", f"{key}.sites")
+    show(
+        snap_plots.sites_figure(sites, when, run),
+        snap_plots.sites_frame(sites).drop(columns=["stack"]),
+        "snapshot-sites",
+        f"{key}.sites",
+    )
     cats = a.categories_at(point)
-    st.caption("Categories " + when + ": " + ", ".join(f"{k.replace('_', ' ')} {size_text(v)}" for k, v in cats.items() if v))
+    st.caption(
+        "Categories " + when + ": " + ", ".join(f"{k.replace('_', ' ')} {size_text(v)}" for k, v in cats.items() if v)
+    )
     segments, numbers = a.segment_map_at(point, max_segments=128, max_blocks=budget)
     show(snap_plots.segment_map_figure(segments, when, numbers, run), None, "snapshot-segments", f"{key}.segments")
 
@@ -146,15 +201,23 @@ def render_snapshot(run, key: str) -> None:
     cat_points = a.points_between(window[0], window[1], budget // len(snap_plots.CATEGORIES))
     cat_t = a.point_time_ms(cat_points)
     series = a.category_series(cat_points)
-    show(snap_plots.categories_figure(cat_t, series, m, run),
-         pd.DataFrame({"t_ms": cat_t, **{f"{k}_bytes": v for k, v in series.items()}}), "snapshot-categories",
-         f"{key}.categories")
-    st.caption("Inferred from each allocation's Python stack and lifetime; nothing is guessed: an allocation no rule "
-               "matches is *unknown*. The rules, first match wins, and what each classified:")
+    show(
+        snap_plots.categories_figure(cat_t, series, m, run),
+        pd.DataFrame({"t_ms": cat_t, **{f"{k}_bytes": v for k, v in series.items()}}),
+        "snapshot-categories",
+        f"{key}.categories",
+    )
+    st.caption(
+        "Inferred from each allocation's Python stack and lifetime; nothing is guessed: an allocation no rule "
+        "matches is *unknown*. The rules, first match wins, and what each classified:"
+    )
     st.dataframe(snap_plots.rules_frame(m), hide_index=True)
-    show(snap_plots.fragmentation_figure(t_ms, a.reserved[points], a.allocated[points], m, run),
-         pd.DataFrame({"t_ms": t_ms, "fragmentation_bytes": a.reserved[points] - a.allocated[points]}),
-         "snapshot-fragmentation", f"{key}.fragmentation")
+    show(
+        snap_plots.fragmentation_figure(t_ms, a.reserved[points], a.allocated[points], m, run),
+        pd.DataFrame({"t_ms": t_ms, "fragmentation_bytes": a.reserved[points] - a.allocated[points]}),
+        "snapshot-fragmentation",
+        f"{key}.fragmentation",
+    )
     _compare(run, key)
 
 
@@ -162,25 +225,33 @@ def _compare(run, key: str) -> None:
     others = [r for r in _stored("memory-snapshot") if r.id != run.id]
     st.subheader("Compare with another snapshot")
     if not others:
-        st.caption("Import a second snapshot (e.g. before and after a change) to put both on one time axis and see "
-                   "which allocation sites make the difference.")
+        st.caption(
+            "Import a second snapshot (e.g. before and after a change) to put both on one time axis and see "
+            "which allocation sites make the difference."
+        )
         return
-    labels = {r.id: f"{r.name or r.meta.get('file', '')} · {r.started_at[:16].replace('T', ' ')} · {r.id[:6]}" for r in others}
+    labels = {
+        r.id: f"{r.name or r.meta.get('file', '')} · {r.started_at[:16].replace('T', ' ')} · {r.id[:6]}" for r in others
+    }
     other_id = st.selectbox("Snapshot B", list(labels), format_func=labels.get, key=f"{key}.compare.{run.id}")
     other = next(r for r in others if r.id == other_id)
     show_charts(snap_plots.overlay([run, other]), f"{key}.overlay")
     diff = snap_plots.site_differences(run, other)
     if not diff.empty:
-        st.dataframe(diff.assign(**{"Δ GiB": (diff["delta_bytes"] / GIB).round(4)}).drop(columns=["stack"]),
-                     hide_index=True)
+        st.dataframe(
+            diff.assign(**{"Δ GiB": (diff["delta_bytes"] / GIB).round(4)}).drop(columns=["stack"]), hide_index=True
+        )
 
 
 # -- profiler traces -----------------------------------------------------------------------------------
 
+
 def trace_section(key: str) -> None:
-    st.write("A Chrome/Kineto trace from `torch.profiler` (`prof.export_chrome_trace(...)` or "
-             "`tensorboard_trace_handler`) recorded on any machine: kernel groups, top kernels, GPU busy vs idle, "
-             "compute / copy / communication overlap, and a breakdown per `ProfilerStep`.")
+    st.write(
+        "A Chrome/Kineto trace from `torch.profiler` (`prof.export_chrome_trace(...)` or "
+        "`tensorboard_trace_handler`) recorded on any machine: kernel groups, top kernels, GPU busy vs idle, "
+        "compute / copy / communication overlap, and a breakdown per `ProfilerStep`."
+    )
     _importer(key, "profiler-trace", "Profiler trace", ".json or .json.gz")
     _reopen(key, "profiler-trace")
     run_panel.results(key, render_trace, empty="No trace imported yet: upload one and press Import.")
@@ -192,16 +263,31 @@ def render_trace(run) -> None:
         st.warning(m.get("note", "no GPU activity in this trace"))
         return
     cols = st.columns(5)
-    cols[0].metric("Kernel time", f"{m['kernel_time_us'] / 1000:,.3f} ms", f"{m['kernel_count']:,} kernels",
-                   delta_color="off", help="Sum of kernel durations (overlapping kernels count twice).")
-    cols[1].metric("GPU busy", f"{m['busy_us'] / 1000:,.3f} ms", f"of {m['span_us'] / 1000:,.3f} ms span",
-                   delta_color="off", help="Union of all kernels, copies and sets.")
+    cols[0].metric(
+        "Kernel time",
+        f"{m['kernel_time_us'] / 1000:,.3f} ms",
+        f"{m['kernel_count']:,} kernels",
+        delta_color="off",
+        help="Sum of kernel durations (overlapping kernels count twice).",
+    )
+    cols[1].metric(
+        "GPU busy",
+        f"{m['busy_us'] / 1000:,.3f} ms",
+        f"of {m['span_us'] / 1000:,.3f} ms span",
+        delta_color="off",
+        help="Union of all kernels, copies and sets.",
+    )
     cols[2].metric("GPU idle", f"{m['idle_us'] / 1000:,.3f} ms", f"{m['idle_share']:.1%}", delta_color="off")
-    cols[3].metric("Exposed communication", f"{m['exposed_communication_us'] / 1000:,.3f} ms",
-                   help="Communication kernels not hidden behind compute.")
+    cols[3].metric(
+        "Exposed communication",
+        f"{m['exposed_communication_us'] / 1000:,.3f} ms",
+        help="Communication kernels not hidden behind compute.",
+    )
     cols[4].metric("Steps", m.get("steps", 0))
-    st.caption(f"{md(m['file'])} · GPU {m['device']} ({md(m['device_name'])}) of {m['devices']} · streams {m['streams']} · "
-               f"{m['events']:,} events · {m['step_basis']}")
+    st.caption(
+        f"{md(m['file'])} · GPU {m['device']} ({md(m['device_name'])}) of {m['devices']} · streams {m['streams']} · "
+        f"{m['events']:,} events · {m['step_basis']}"
+    )
     show_charts(trace_plots.figures(run), f"trace.{run.id}")
     kernels = kind_rows(run, "kernel")
     if not kernels.empty:

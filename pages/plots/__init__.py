@@ -4,6 +4,7 @@ Each module defines ``figures(run: RunResult) -> list[Chart]``: pure Plotly, no 
 experiment's page, the compare page and the HTML report draw a stored run identically. A module
 may also define ``overlay(runs: list[RunResult]) -> list[Chart]`` for the compare page.
 """
+
 from __future__ import annotations
 
 import importlib

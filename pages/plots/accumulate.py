@@ -1,4 +1,5 @@
 """Charts of an ``accumulate`` run: final error per accumulator/addend pair and the error over the steps."""
+
 from __future__ import annotations
 
 import pandas as pd
@@ -15,22 +16,42 @@ def error_bars(run: RunResult) -> Chart:
     df = run.frame()
     fig = go.Figure()
     for acc, part in df.groupby("accumulator", sort=False):
-        fig.add_trace(go.Bar(x=part["addend"], y=part["error"], name=acc if acc == "torch.sum" else f"{acc} accumulator",
-                             marker_color=color_for(acc), customdata=part[["result"]].values,
-                             hovertemplate="addend %{x}: result %{customdata[0]:.7g}, error %{y:.3g}<extra></extra>"))
+        fig.add_trace(
+            go.Bar(
+                x=part["addend"],
+                y=part["error"],
+                name=acc if acc == "torch.sum" else f"{acc} accumulator",
+                marker_color=color_for(acc),
+                customdata=part[["result"]].values,
+                hovertemplate="addend %{x}: result %{customdata[0]:.7g}, error %{y:.3g}<extra></extra>",
+            )
+        )
     cfg = run.config
-    style(fig, title(f"s += {cfg.get('value')} repeated {cfg.get('steps')} times", run,
-                     "error = result − exact sum; torch.sum of the same data beside the loops"),
-          "addend dtype", "error (result − exact)", barmode="group", legend_title="accumulator")
+    style(
+        fig,
+        title(
+            f"s += {cfg.get('value')} repeated {cfg.get('steps')} times",
+            run,
+            "error = result − exact sum; torch.sum of the same data beside the loops",
+        ),
+        "addend dtype",
+        "error (result − exact)",
+        barmode="group",
+        legend_title="accumulator",
+    )
     return Chart("accumulate-error", fig, df)
 
 
 def curve_frame(run: RunResult) -> pd.DataFrame:
     curve = run.meta.get("curve") or {}
     steps, value = curve.get("steps", []), float(run.config.get("value", 0))
-    parts = [pd.DataFrame({"accumulator": s["accumulator"], "addend": s["addend"], "step": steps, "sum": s["sum"]})
-             for s in curve.get("series", [])]
-    df = pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=["accumulator", "addend", "step", "sum"])
+    parts = [
+        pd.DataFrame({"accumulator": s["accumulator"], "addend": s["addend"], "step": steps, "sum": s["sum"]})
+        for s in curve.get("series", [])
+    ]
+    df = (
+        pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=["accumulator", "addend", "step", "sum"])
+    )
     df["error"] = df["sum"] - df["step"] * value
     return df
 
@@ -39,10 +60,22 @@ def error_curve(run: RunResult) -> Chart:
     df = curve_frame(run)
     fig = go.Figure()
     for (acc, add), part in df.groupby(["accumulator", "addend"], sort=False):
-        fig.add_trace(go.Scatter(x=part["step"], y=part["error"], name=f"{acc} += {add}", mode="lines",
-                                 line=dict(color=color_for(acc), dash=DASH.get(add, "solid"))))
-    style(fig, title("Error of the running sum", run, "colour = accumulator, dash = addend; flat sum = stalled"),
-          "step", "running sum − exact (step × value)", legend_title="accumulator += addend")
+        fig.add_trace(
+            go.Scatter(
+                x=part["step"],
+                y=part["error"],
+                name=f"{acc} += {add}",
+                mode="lines",
+                line=dict(color=color_for(acc), dash=DASH.get(add, "solid")),
+            )
+        )
+    style(
+        fig,
+        title("Error of the running sum", run, "colour = accumulator, dash = addend; flat sum = stalled"),
+        "step",
+        "running sum − exact (step × value)",
+        legend_title="accumulator += addend",
+    )
     return Chart("accumulate-curve", fig, df)
 
 

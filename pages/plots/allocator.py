@@ -1,4 +1,5 @@
 """Charts for the ``allocator`` experiment: step timeline, segment map, history, settings overlay, tables."""
+
 from __future__ import annotations
 
 import pandas as pd
@@ -10,14 +11,33 @@ from pages.plots import Chart
 
 MIB = 2**20
 NESTED = ("segment_map", "trace")  # per-step JSON structures: drawn, never put in a CSV
-GPU_LINES = (("allocated_bytes", "allocated (tensors)"), ("reserved_bytes", "reserved (cached segments)"),
-             ("driver_used_bytes", "driver used (nvidia-smi, all processes)"),
-             ("peak_allocated_bytes", "peak allocated"))
-CPU_LINES = (("rss_bytes", "process RSS"), ("max_rss_bytes", "RSS high-water mark"),
-             ("live_host_bytes", "live tensor bytes (host)"))
-COUNTERS = ("step", "status", "segments", "alloc_count", "free_count", "inactive_split_bytes",
-            "largest_free_block_bytes", "free_in_reserved_bytes", "fragmentation_ratio", "alloc_retries", "ooms",
-            "device_alloc_count", "device_free_count", "note")
+GPU_LINES = (
+    ("allocated_bytes", "allocated (tensors)"),
+    ("reserved_bytes", "reserved (cached segments)"),
+    ("driver_used_bytes", "driver used (nvidia-smi, all processes)"),
+    ("peak_allocated_bytes", "peak allocated"),
+)
+CPU_LINES = (
+    ("rss_bytes", "process RSS"),
+    ("max_rss_bytes", "RSS high-water mark"),
+    ("live_host_bytes", "live tensor bytes (host)"),
+)
+COUNTERS = (
+    "step",
+    "status",
+    "segments",
+    "alloc_count",
+    "free_count",
+    "inactive_split_bytes",
+    "largest_free_block_bytes",
+    "free_in_reserved_bytes",
+    "fragmentation_ratio",
+    "alloc_retries",
+    "ooms",
+    "device_alloc_count",
+    "device_free_count",
+    "note",
+)
 # Block states as snapshots write them (torch's _snapshot docstring still says "active_awaiting_free"; real
 # snapshots say "active_pending_free": freed by its tensor, waiting for another stream's work to finish).
 BLOCK_COLORS = {"active_allocated": "#d62728", "active_pending_free": "#ff7f0e", "inactive": "#c7e9c0"}
@@ -41,13 +61,27 @@ def timeline(run: RunResult) -> Chart:
     fig = go.Figure()
     for column, name in lines:
         if column in df.columns:
-            fig.add_trace(go.Scatter(x=df["step"], y=df[column] / MIB, mode="lines+markers", name=name,
-                                     line=dict(dash="dot") if column in ("peak_allocated_bytes", "max_rss_bytes") else None))
+            fig.add_trace(
+                go.Scatter(
+                    x=df["step"],
+                    y=df[column] / MIB,
+                    mode="lines+markers",
+                    name=name,
+                    line=dict(dash="dot") if column in ("peak_allocated_bytes", "max_rss_bytes") else None,
+                )
+            )
     oom = df[df["status"] == "oom"] if "status" in df.columns else df.iloc[0:0]
     if len(oom):
         y = oom["allocated_bytes" if cuda else "rss_bytes"] / MIB
-        fig.add_trace(go.Scatter(x=oom["step"], y=y, mode="markers", name="out of memory",
-                                 marker=dict(symbol="x", size=14, color="#d62728")))
+        fig.add_trace(
+            go.Scatter(
+                x=oom["step"],
+                y=y,
+                mode="markers",
+                name="out of memory",
+                marker=dict(symbol="x", size=14, color="#d62728"),
+            )
+        )
     detail = f"{run.config.get('scenario')} · setting {run.meta.get('alloc_conf_seen') or _seen(df)}"
     what = "Allocator timeline" if cuda else "CPU memory timeline (no caching allocator: frees go back at once)"
     style(fig, title(what, run, detail), "step", "MiB", legend_title="")
@@ -74,15 +108,29 @@ def segment_map(run: RunResult, position: int) -> Chart:
         label = f"seg {s_index} · {seg['total_size'] / MIB:.0f} MiB{' · expandable' if seg.get('expandable') else ''}"
         for block in seg["blocks"]:
             state = block["state"]
-            records.append({"segment": label, "offset_bytes": block["offset"], "size_bytes": block["size"],
-                            "state": state})
-            fig.add_trace(go.Bar(y=[label], x=[block["size"] / MIB], base=[block["offset"] / MIB], orientation="h",
-                                 name=state, legendgroup=state, showlegend=state not in shown,
-                                 marker=dict(color=BLOCK_COLORS.get(state, "#7f7f7f"), line=dict(color="white", width=1)),
-                                 hovertemplate=f"{state}: %{{x:.1f}} MiB at +%{{base:.1f}} MiB<extra></extra>"))
+            records.append(
+                {"segment": label, "offset_bytes": block["offset"], "size_bytes": block["size"], "state": state}
+            )
+            fig.add_trace(
+                go.Bar(
+                    y=[label],
+                    x=[block["size"] / MIB],
+                    base=[block["offset"] / MIB],
+                    orientation="h",
+                    name=state,
+                    legendgroup=state,
+                    showlegend=state not in shown,
+                    marker=dict(color=BLOCK_COLORS.get(state, "#7f7f7f"), line=dict(color="white", width=1)),
+                    hovertemplate=f"{state}: %{{x:.1f}} MiB at +%{{base:.1f}} MiB<extra></extra>",
+                )
+            )
             shown.add(state)
-    style(fig, title(f"Segment map after {row['step']}", run,
-                     f"{len(row.get('segment_map') or [])} segment(s)"), "offset in segment (MiB)", "")
+    style(
+        fig,
+        title(f"Segment map after {row['step']}", run, f"{len(row.get('segment_map') or [])} segment(s)"),
+        "offset in segment (MiB)",
+        "",
+    )
     fig.update_layout(barmode="overlay")
     fig.update_yaxes(autorange="reversed")
     return Chart(name="allocator-segments", figure=fig, data=pd.DataFrame(records))
@@ -101,17 +149,47 @@ def history(run: RunResult) -> Chart | None:
     records = []
     for t_us, action, size, step in events:
         active += size if action == "alloc" else -size if action == "free_completed" else 0
-        reserved += size if action in ("segment_alloc", "segment_map") else \
-            -size if action in ("segment_free", "segment_unmap") else 0
-        records.append({"time_ms": (t_us - events[0][0]) / 1000, "action": action, "size_bytes": size,
-                        "active_bytes": active, "reserved_bytes": reserved, "step": step})
+        reserved += (
+            size
+            if action in ("segment_alloc", "segment_map")
+            else -size
+            if action in ("segment_free", "segment_unmap")
+            else 0
+        )
+        records.append(
+            {
+                "time_ms": (t_us - events[0][0]) / 1000,
+                "action": action,
+                "size_bytes": size,
+                "active_bytes": active,
+                "reserved_bytes": reserved,
+                "step": step,
+            }
+        )
     df = pd.DataFrame(records)
     fig = go.Figure()
     for column, name in (("active_bytes", "active (allocated)"), ("reserved_bytes", "reserved (segments)")):
-        fig.add_trace(go.Scatter(x=df["time_ms"], y=df[column] / MIB, mode="lines", line_shape="hv", name=name,
-                                 text=df["step"] + " · " + df["action"], hovertemplate="%{text}<br>%{y:.1f} MiB"))
-    style(fig, title("Allocation history (torch.cuda.memory._record_memory_history)", run,
-                     f"{len(df)} events since recording began"), "time (ms)", "MiB")
+        fig.add_trace(
+            go.Scatter(
+                x=df["time_ms"],
+                y=df[column] / MIB,
+                mode="lines",
+                line_shape="hv",
+                name=name,
+                text=df["step"] + " · " + df["action"],
+                hovertemplate="%{text}<br>%{y:.1f} MiB",
+            )
+        )
+    style(
+        fig,
+        title(
+            "Allocation history (torch.cuda.memory._record_memory_history)",
+            run,
+            f"{len(df)} events since recording began",
+        ),
+        "time (ms)",
+        "MiB",
+    )
     return Chart(name="allocator-history", figure=fig, data=df)
 
 
@@ -126,9 +204,13 @@ def seed_claims_frame(run: RunResult) -> pd.DataFrame:
     if "seed_claim" not in df.columns:
         return pd.DataFrame()
     out = pd.DataFrame({"step": df["step"], "seed claim": df["seed_claim"]})
-    columns = (("driver_used_bytes", "Δ driver used (MiB)"), ("reserved_bytes", "Δ reserved (MiB)"),
-               ("allocated_bytes", "Δ allocated (MiB)"), ("rss_bytes", "Δ RSS (MiB)"),
-               ("live_host_bytes", "Δ live host tensors (MiB)"))
+    columns = (
+        ("driver_used_bytes", "Δ driver used (MiB)"),
+        ("reserved_bytes", "Δ reserved (MiB)"),
+        ("allocated_bytes", "Δ allocated (MiB)"),
+        ("rss_bytes", "Δ RSS (MiB)"),
+        ("live_host_bytes", "Δ live host tensors (MiB)"),
+    )
     for column, name in columns:
         if column in df.columns and df[column].notna().all():
             out[name] = (df[column].astype(float).diff() / MIB).round(1)
@@ -137,10 +219,19 @@ def seed_claims_frame(run: RunResult) -> pd.DataFrame:
 
 def backward_frame(run: RunResult) -> pd.DataFrame:
     rows = run.meta.get("backward_peak") or []
-    return pd.DataFrame([{"form": r["form"], "measured peak / size(x)": round(r["peak_over_x"], 3),
-                          "seed's claim": r["seed_claim_over_x"], "autograd count": r["autograd_count_over_x"],
-                          "tensors alive at the peak": r["autograd_tensors"],
-                          "peak (MiB)": round(r["peak_bytes"] / MIB, 1)} for r in rows])
+    return pd.DataFrame(
+        [
+            {
+                "form": r["form"],
+                "measured peak / size(x)": round(r["peak_over_x"], 3),
+                "seed's claim": r["seed_claim_over_x"],
+                "autograd count": r["autograd_count_over_x"],
+                "tensors alive at the peak": r["autograd_tensors"],
+                "peak (MiB)": round(r["peak_bytes"] / MIB, 1),
+            }
+            for r in rows
+        ]
+    )
 
 
 def figures(run: RunResult) -> list[Chart]:
@@ -164,15 +255,35 @@ def overlay(runs: list[RunResult]) -> list[Chart]:
         df = flat_frame(run)
         setting = run.meta.get("alloc_conf_seen") or _seen(df)
         color = color_for(setting)
-        lines = (("reserved_bytes", "reserved", "solid"), ("allocated_bytes", "allocated", "dash")) if cuda \
+        lines = (
+            (("reserved_bytes", "reserved", "solid"), ("allocated_bytes", "allocated", "dash"))
+            if cuda
             else (("rss_bytes", "RSS", "solid"),)
+        )
         for column, what, dash in lines:
-            fig.add_trace(go.Scatter(x=df["step"], y=df[column] / MIB, mode="lines+markers", name=f"{setting} · {what}",
-                                     line=dict(color=color, dash=dash)))
+            fig.add_trace(
+                go.Scatter(
+                    x=df["step"],
+                    y=df[column] / MIB,
+                    mode="lines+markers",
+                    name=f"{setting} · {what}",
+                    line=dict(color=color, dash=dash),
+                )
+            )
         frames.append(df.assign(setting=setting, run_id=run.id))
     scenario = runs[0].config.get("scenario") if runs else ""
-    style(fig, title("Allocator settings side by side" if cuda else "Settings side by side (CPU: the setting has "
-                     "no effect, each still ran in its own process)", runs[0] if runs else None, scenario),
-          "step", "MiB", legend_title="PYTORCH_CUDA_ALLOC_CONF")
+    style(
+        fig,
+        title(
+            "Allocator settings side by side"
+            if cuda
+            else "Settings side by side (CPU: the setting has no effect, each still ran in its own process)",
+            runs[0] if runs else None,
+            scenario,
+        ),
+        "step",
+        "MiB",
+        legend_title="PYTORCH_CUDA_ALLOC_CONF",
+    )
     fig.update_xaxes(type="category", tickangle=-35)
     return [Chart(name="allocator-settings", figure=fig, data=pd.concat(frames, ignore_index=True) if frames else None)]

@@ -1,4 +1,5 @@
 """Chart of an ``autocast`` run: a dtype map, one cell per module and field, coloured by dtype."""
+
 from __future__ import annotations
 
 import plotly.graph_objects as go
@@ -7,8 +8,13 @@ from core.result import RunResult
 from pages.common.charts import color_for, style, title
 from pages.plots import Chart
 
-FIELDS = {"input_dtypes": "input", "output_dtype": "output", "param_dtypes": "params", "grad_dtypes": "param grads",
-          "grad_output_dtypes": "grad out"}
+FIELDS = {
+    "input_dtypes": "input",
+    "output_dtype": "output",
+    "param_dtypes": "params",
+    "grad_dtypes": "param grads",
+    "grad_output_dtypes": "grad out",
+}
 LEVELS = ("", "fp32", "bf16", "fp16", "mixed")
 
 
@@ -37,12 +43,30 @@ def dtype_map(run: RunResult, model: str) -> Chart:
         text.append(tr)
     colors = ["#ffffff", color_for("fp32"), color_for("bf16"), color_for("fp16"), "#bcbd22"]
     scale = [[i / (len(colors) - 1), c] for i, c in enumerate(colors)]
-    fig = go.Figure(go.Heatmap(z=z, x=[f"{m} · {FIELDS[f]}" for m, f in columns], y=modules, text=text,
-                               texttemplate="%{text}", colorscale=scale, zmin=0, zmax=len(colors) - 1,
-                               showscale=False, xgap=2, ygap=2, hovertemplate="%{y} · %{x}: %{text}<extra></extra>"))
+    fig = go.Figure(
+        go.Heatmap(
+            z=z,
+            x=[f"{m} · {FIELDS[f]}" for m, f in columns],
+            y=modules,
+            text=text,
+            texttemplate="%{text}",
+            colorscale=scale,
+            zmin=0,
+            zmax=len(colors) - 1,
+            showscale=False,
+            xgap=2,
+            ygap=2,
+            hovertemplate="%{y} · %{x}: %{text}<extra></extra>",
+        )
+    )
     fig.update_yaxes(autorange="reversed")
-    style(fig, title(f"Autocast dtype map: {model}", run, "columns: autocast mode · what the hooks saw"),
-          "autocast mode · field", "module", height=max(320, 40 * len(modules) + 160))
+    style(
+        fig,
+        title(f"Autocast dtype map: {model}", run, "columns: autocast mode · what the hooks saw"),
+        "autocast mode · field",
+        "module",
+        height=max(320, 40 * len(modules) + 160),
+    )
     return Chart(f"autocast-{model}", fig, part)
 
 

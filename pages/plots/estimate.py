@@ -1,11 +1,12 @@
 """Planner charts: the predicted step as moments (stacked by category), the predicted peak marked."""
+
 from __future__ import annotations
 
 import pandas as pd
 import plotly.graph_objects as go
 
-from core.transformer.planner import CATEGORIES
 from core.result import RunResult
+from core.transformer.planner import CATEGORIES
 from pages.common.charts import color_for, style, title
 from pages.plots import Chart
 
@@ -17,8 +18,9 @@ def moments_figure(df: pd.DataFrame, heading: str) -> go.Figure:
     fig = go.Figure()
     x = [f"{i:02d} {p}: {m}" for i, (p, m) in enumerate(zip(df["phase"], df["moment"]))]
     for category in CATEGORIES:
-        fig.add_trace(go.Bar(x=x, y=df[category] / MIB, name=category.replace("_", " "),
-                             marker_color=color_for(category)))
+        fig.add_trace(
+            go.Bar(x=x, y=df[category] / MIB, name=category.replace("_", " "), marker_color=color_for(category))
+        )
     top = int(df["total_bytes"].idxmax())
     fig.add_annotation(x=x[top], y=df["total_bytes"][top] / MIB, text="predicted peak", showarrow=True)
     fig.update_layout(barmode="stack", xaxis_tickangle=-45)
@@ -29,5 +31,4 @@ def figures(run: RunResult) -> list[Chart]:
     df = run.frame()
     c = run.config
     detail = f"estimate · {c.get('model')} · {c.get('precision')} · {c.get('optimizer')} · batch {c.get('batch')}"
-    return [Chart("estimate-moments", moments_figure(df, title("Predicted memory through the step", None, detail)),
-                  df)]
+    return [Chart("estimate-moments", moments_figure(df, title("Predicted memory through the step", None, detail)), df)]

@@ -1,4 +1,5 @@
 """Charts of a ``formats`` run: the inspector's error per format and the ULP spacing of every float format."""
+
 from __future__ import annotations
 
 import math
@@ -22,15 +23,30 @@ def inspector_chart(run: RunResult) -> Chart:
     floor = max(min([v for v in finite if v and v > 0] or [1e-17]) / 10, 1e-18)
     top = max([v for v in finite if v == v] + [1.0]) * 10
     heights = [top if v == math.inf else (floor if not v or v != v else v) for v in shown["rel_error"]]
-    fig = go.Figure(go.Bar(x=shown["format"], y=heights, marker_color=[color_for(f) for f in shown["format"]],
-                           text=shown["status"], textposition="outside",
-                           customdata=shown[["stored", "bits"]].astype(str).values,
-                           hovertemplate="%{x}: stored %{customdata[0]}<br>%{customdata[1]}<br>"
-                                         "relative error %{y:.3g}<extra></extra>"))
-    style(fig, title(f"What each format stores for {value}", run, "relative error; bar text = outcome"),
-          "format", "relative error |stored − value| / |value|", yaxis_type="log", showlegend=False)
-    cols = [c for c in ("format", "value", "stored", "abs_error", "rel_error", "bits", "hex", "status", "reason")
-            if c in df.columns]
+    fig = go.Figure(
+        go.Bar(
+            x=shown["format"],
+            y=heights,
+            marker_color=[color_for(f) for f in shown["format"]],
+            text=shown["status"],
+            textposition="outside",
+            customdata=shown[["stored", "bits"]].astype(str).values,
+            hovertemplate="%{x}: stored %{customdata[0]}<br>%{customdata[1]}<br>relative error %{y:.3g}<extra></extra>",
+        )
+    )
+    style(
+        fig,
+        title(f"What each format stores for {value}", run, "relative error; bar text = outcome"),
+        "format",
+        "relative error |stored − value| / |value|",
+        yaxis_type="log",
+        showlegend=False,
+    )
+    cols = [
+        c
+        for c in ("format", "value", "stored", "abs_error", "rel_error", "bits", "hex", "status", "reason")
+        if c in df.columns
+    ]
     return Chart("formats-inspector", fig, df[cols])
 
 
@@ -41,8 +57,17 @@ def spacing_chart(run: RunResult) -> Chart:
     fig = go.Figure()
     for fmt, part in spacing.groupby("format", sort=False):
         color = color_for(fmt)
-        fig.add_trace(go.Scatter(x=part["magnitude"], y=part["ulp"], name=fmt, mode="lines", line_shape="hv",
-                                 line_color=color, legendgroup=fmt))
+        fig.add_trace(
+            go.Scatter(
+                x=part["magnitude"],
+                y=part["ulp"],
+                name=fmt,
+                mode="lines",
+                line_shape="hv",
+                line_color=color,
+                legendgroup=fmt,
+            )
+        )
         limits = table[table["format"] == fmt].iloc[0] if not table.empty else None
         if limits is None:
             continue
@@ -51,15 +76,34 @@ def spacing_chart(run: RunResult) -> Chart:
             if x is None or x != x:
                 continue
             y = part.iloc[(part["magnitude"] - x).abs().argmin()]["ulp"]
-            fig.add_trace(go.Scatter(x=[x], y=[y], mode="markers", marker=dict(symbol=symbol, size=10, color=color),
-                                     legendgroup=fmt, showlegend=False, name=f"{fmt} {label}",
-                                     hovertemplate=f"{fmt} {label}: %{{x:.4g}}<extra></extra>"))
+            fig.add_trace(
+                go.Scatter(
+                    x=[x],
+                    y=[y],
+                    mode="markers",
+                    marker=dict(symbol=symbol, size=10, color=color),
+                    legendgroup=fmt,
+                    showlegend=False,
+                    name=f"{fmt} {label}",
+                    hovertemplate=f"{fmt} {label}: %{{x:.4g}}<extra></extra>",
+                )
+            )
     value = run.config.get("value")
     if isinstance(value, (int, float)) and math.isfinite(value) and value != 0:
         fig.add_vline(x=abs(value), line_dash="dot", line_color="#555", annotation_text=f"|{value}|")
-    style(fig, title("Gap to the next representable number (ULP)", run,
-                     "▲ smallest normal · ✕ max · fp64 runs on to 5e-324 … 1.8e308: zoom out"),
-          "magnitude", "ULP (spacing)", xaxis_type="log", yaxis_type="log", legend_title="format")
+    style(
+        fig,
+        title(
+            "Gap to the next representable number (ULP)",
+            run,
+            "▲ smallest normal · ✕ max · fp64 runs on to 5e-324 … 1.8e308: zoom out",
+        ),
+        "magnitude",
+        "ULP (spacing)",
+        xaxis_type="log",
+        yaxis_type="log",
+        legend_title="format",
+    )
     fig.update_xaxes(range=FP32_VIEW_X)  # fp64's range would squash every other format into a dot
     fig.update_yaxes(range=FP32_VIEW_Y)
     return Chart("formats-spacing", fig, spacing)

@@ -1,5 +1,6 @@
 """Figures of an ``interconnect`` run: bandwidth and time per call vs message size (log–log), the peer
 matrix as a heatmap, host↔GPU copies pinned vs pageable."""
+
 from __future__ import annotations
 
 import pandas as pd
@@ -10,8 +11,13 @@ from core.result import RunResult
 from pages.common.charts import color_for, style, title
 from pages.plots import Chart, kind_rows
 
-COLLECTIVE_COLORS = {"all_reduce": "#1f77b4", "all_gather": "#ff7f0e", "reduce_scatter": "#2ca02c",
-                     "broadcast": "#d62728", "all_to_all": "#9467bd"}
+COLLECTIVE_COLORS = {
+    "all_reduce": "#1f77b4",
+    "all_gather": "#ff7f0e",
+    "reduce_scatter": "#2ca02c",
+    "broadcast": "#d62728",
+    "all_to_all": "#9467bd",
+}
 
 
 def rows_of(run: RunResult, kind: str, measured: bool = True) -> pd.DataFrame:
@@ -44,19 +50,46 @@ def bandwidth_chart(run: RunResult, df: pd.DataFrame) -> Chart:
     for name, g in df.groupby("collective", sort=False):
         g = g.sort_values("bytes")
         color = _color(name)
-        fig.add_trace(go.Scatter(
-            x=g["bytes"], y=g["busbw_gbs"], name=f"{name} busbw", mode="lines+markers", line=dict(color=color),
-            error_y=dict(type="data", symmetric=False, array=g["busbw_gbs_p80"] - g["busbw_gbs"],
-                         arrayminus=g["busbw_gbs"] - g["busbw_gbs_p20"]),
-            customdata=g[["size", "median_ms", "busbw_factor"]],
-            hovertemplate="%{customdata[0]}: busbw %{y:.3g} GB/s (algbw × %{customdata[2]:.3g})<br>"
-                          "median %{customdata[1]:.4g} ms<extra>" + name + "</extra>"))
-        fig.add_trace(go.Scatter(x=g["bytes"], y=g["algbw_gbs"], name=f"{name} algbw", mode="lines",
-                                 line=dict(color=color, dash="dot", width=1), customdata=g[["size"]],
-                                 hovertemplate="%{customdata[0]}: algbw %{y:.3g} GB/s<extra>" + name + "</extra>"))
-    style(fig, title("Collective bandwidth vs message size", run,
-                     f"{_detail(run)} · solid: busbw (nccl-tests), dotted: algbw = bytes / time; bars p20–p80"),
-          "message size (log)", "GB/s (log)", legend_title="collective")
+        fig.add_trace(
+            go.Scatter(
+                x=g["bytes"],
+                y=g["busbw_gbs"],
+                name=f"{name} busbw",
+                mode="lines+markers",
+                line=dict(color=color),
+                error_y=dict(
+                    type="data",
+                    symmetric=False,
+                    array=g["busbw_gbs_p80"] - g["busbw_gbs"],
+                    arrayminus=g["busbw_gbs"] - g["busbw_gbs_p20"],
+                ),
+                customdata=g[["size", "median_ms", "busbw_factor"]],
+                hovertemplate="%{customdata[0]}: busbw %{y:.3g} GB/s (algbw × %{customdata[2]:.3g})<br>"
+                "median %{customdata[1]:.4g} ms<extra>" + name + "</extra>",
+            )
+        )
+        fig.add_trace(
+            go.Scatter(
+                x=g["bytes"],
+                y=g["algbw_gbs"],
+                name=f"{name} algbw",
+                mode="lines",
+                line=dict(color=color, dash="dot", width=1),
+                customdata=g[["size"]],
+                hovertemplate="%{customdata[0]}: algbw %{y:.3g} GB/s<extra>" + name + "</extra>",
+            )
+        )
+    style(
+        fig,
+        title(
+            "Collective bandwidth vs message size",
+            run,
+            f"{_detail(run)} · solid: busbw (nccl-tests), dotted: algbw = bytes / time; bars p20–p80",
+        ),
+        "message size (log)",
+        "GB/s (log)",
+        legend_title="collective",
+    )
     _size_axis(fig, df["bytes"])
     fig.update_yaxes(type="log")
     return Chart("interconnect-bandwidth", fig, df)
@@ -66,15 +99,31 @@ def latency_chart(run: RunResult, df: pd.DataFrame) -> Chart:
     fig = go.Figure()
     for name, g in df.groupby("collective", sort=False):
         g = g.sort_values("bytes")
-        fig.add_trace(go.Scatter(
-            x=g["bytes"], y=g["median_ms"] * 1e3, name=name, mode="lines+markers", line=dict(color=_color(name)),
-            error_y=dict(type="data", symmetric=False, array=(g["p80_ms"] - g["median_ms"]) * 1e3,
-                         arrayminus=(g["median_ms"] - g["p20_ms"]) * 1e3),
-            customdata=g[["size", "reps", "slowest_rank"]],
-            hovertemplate="%{customdata[0]}: %{y:.4g} µs over %{customdata[1]} calls, slowest rank "
-                          "%{customdata[2]}<extra>" + name + "</extra>"))
-    style(fig, title("Time per call vs message size", run, f"{_detail(run)} · the slowest rank's median, bars p20–p80"),
-          "message size (log)", "µs per call (log)", legend_title="collective")
+        fig.add_trace(
+            go.Scatter(
+                x=g["bytes"],
+                y=g["median_ms"] * 1e3,
+                name=name,
+                mode="lines+markers",
+                line=dict(color=_color(name)),
+                error_y=dict(
+                    type="data",
+                    symmetric=False,
+                    array=(g["p80_ms"] - g["median_ms"]) * 1e3,
+                    arrayminus=(g["median_ms"] - g["p20_ms"]) * 1e3,
+                ),
+                customdata=g[["size", "reps", "slowest_rank"]],
+                hovertemplate="%{customdata[0]}: %{y:.4g} µs over %{customdata[1]} calls, slowest rank "
+                "%{customdata[2]}<extra>" + name + "</extra>",
+            )
+        )
+    style(
+        fig,
+        title("Time per call vs message size", run, f"{_detail(run)} · the slowest rank's median, bars p20–p80"),
+        "message size (log)",
+        "µs per call (log)",
+        legend_title="collective",
+    )
     _size_axis(fig, df["bytes"])
     fig.update_yaxes(type="log")
     return Chart("interconnect-time", fig, df)
@@ -86,15 +135,34 @@ def peer_chart(run: RunResult, df: pd.DataFrame) -> Chart:
     cell = {(int(r["src"]), int(r["dst"])): r for _, r in df.iterrows()}
     z = [[cell[(s, d)]["gbs"] if (s, d) in cell else None for d in gpus] for s in gpus]
     path = {True: "P2P", False: "via host", None: "local"}
-    text = [[f"{cell[(s, d)]['gbs']:.0f}<br>{path[_peer(cell[(s, d)])]}" if (s, d) in cell else "" for d in gpus]
-            for s in gpus]
-    fig = go.Figure(go.Heatmap(z=z, x=labels, y=labels, text=text, texttemplate="%{text}", colorscale="Viridis",
-                               colorbar=dict(title="GB/s"),
-                               hovertemplate="%{y} → %{x}: %{z:.1f} GB/s<extra></extra>"))
+    text = [
+        [f"{cell[(s, d)]['gbs']:.0f}<br>{path[_peer(cell[(s, d)])]}" if (s, d) in cell else "" for d in gpus]
+        for s in gpus
+    ]
+    fig = go.Figure(
+        go.Heatmap(
+            z=z,
+            x=labels,
+            y=labels,
+            text=text,
+            texttemplate="%{text}",
+            colorscale="Viridis",
+            colorbar=dict(title="GB/s"),
+            hovertemplate="%{y} → %{x}: %{z:.1f} GB/s<extra></extra>",
+        )
+    )
     size = df["bytes"].iloc[0]
-    style(fig, title("GPU→GPU copy bandwidth", run, f"{size / 2**20:.0f} MiB per copy · P2P: peer access possible "
-                                                   "(can_device_access_peer), via host: it is not"),
-          "destination GPU", "source GPU")
+    style(
+        fig,
+        title(
+            "GPU→GPU copy bandwidth",
+            run,
+            f"{size / 2**20:.0f} MiB per copy · P2P: peer access possible "
+            "(can_device_access_peer), via host: it is not",
+        ),
+        "destination GPU",
+        "source GPU",
+    )
     fig.update_yaxes(autorange="reversed")
     return Chart("interconnect-peer-matrix", fig, df)
 
@@ -110,12 +178,29 @@ def host_chart(run: RunResult, df: pd.DataFrame) -> Chart:
     for memory, color in (("pinned", "#1f77b4"), ("pageable", "#aec7e8")):
         g = largest[largest["memory"] == memory]
         x = [f"cuda:{int(gpu)} {'host→GPU' if d == 'h2d' else 'GPU→host'}" for gpu, d in zip(g["gpu"], g["direction"])]
-        fig.add_trace(go.Bar(x=x, y=g["gbs"], name=memory, marker_color=color,
-                             error_y=dict(type="data", symmetric=False, array=g["gbs_p80"] - g["gbs"],
-                                          arrayminus=g["gbs"] - g["gbs_p20"])))
-    style(fig, title("Host↔GPU copy bandwidth", run, f"{largest['bytes'].iloc[0] / 2**20:.0f} MiB per copy · "
-                                                     "pinned vs pageable host memory · bars p20–p80"),
-          "", "GB/s", barmode="group", legend_title="host memory")
+        fig.add_trace(
+            go.Bar(
+                x=x,
+                y=g["gbs"],
+                name=memory,
+                marker_color=color,
+                error_y=dict(
+                    type="data", symmetric=False, array=g["gbs_p80"] - g["gbs"], arrayminus=g["gbs"] - g["gbs_p20"]
+                ),
+            )
+        )
+    style(
+        fig,
+        title(
+            "Host↔GPU copy bandwidth",
+            run,
+            f"{largest['bytes'].iloc[0] / 2**20:.0f} MiB per copy · pinned vs pageable host memory · bars p20–p80",
+        ),
+        "",
+        "GB/s",
+        barmode="group",
+        legend_title="host memory",
+    )
     return Chart("interconnect-host-copies", fig, df)
 
 
@@ -142,10 +227,19 @@ def overlay(runs: list[RunResult]) -> list[Chart]:
         for name, g in df.groupby("collective", sort=False) if not df.empty else []:
             g = g.sort_values("bytes")
             label = f"{run.name or run.id[:8]} · {_detail(run)} · {name}"
-            fig.add_trace(go.Scatter(x=g["bytes"], y=g["busbw_gbs"], name=label, mode="lines+markers",
-                                     line=dict(color=_color(name), dash=("solid", "dash", "dot", "dashdot")[i % 4])))
-            records += [{"run": run.id, "collective": name, "bytes": b, "busbw_gbs": v}
-                        for b, v in zip(g["bytes"], g["busbw_gbs"])]
+            fig.add_trace(
+                go.Scatter(
+                    x=g["bytes"],
+                    y=g["busbw_gbs"],
+                    name=label,
+                    mode="lines+markers",
+                    line=dict(color=_color(name), dash=("solid", "dash", "dot", "dashdot")[i % 4]),
+                )
+            )
+            records += [
+                {"run": run.id, "collective": name, "bytes": b, "busbw_gbs": v}
+                for b, v in zip(g["bytes"], g["busbw_gbs"])
+            ]
     style(fig, "busbw across runs", "message size (log)", "busbw GB/s (log)", legend_title="run · collective")
     _size_axis(fig, [r["bytes"] for r in records])
     fig.update_yaxes(type="log")

@@ -1,14 +1,15 @@
 """Figures of a ``matmul`` run: throughput vs size, speed vs accuracy, roofline, clocks under throughput."""
+
 from __future__ import annotations
 
 import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
+from core.columns import throughput_unit
 from core.experiments.matmul import add_pct_of_best, flag_above_peak
 from core.hardware import published
 from core.result import RunResult
-from core.columns import throughput_unit
 from pages.common.charts import color_for, plain, style, title
 from pages.common.node import is_all_gpus, node_chart
 from pages.plots import Chart
@@ -72,32 +73,60 @@ def throughput_figure(run: RunResult, df: pd.DataFrame, accelerator: str | None 
     for series, g in df.groupby("series", sort=False):
         dtype = g["dtype"].iloc[0]
         color = color_for(dtype)
-        fig.add_trace(go.Scatter(
-            x=g[xcol], y=g["throughput"], name=series, mode="lines+markers", line=dict(color=color),
-            error_y=dict(type="data", symmetric=False, array=(g["tflops_p80"] - g["tflops"]) * scale,
-                         arrayminus=(g["tflops"] - g["tflops_p20"]) * scale),
-            customdata=g[["median_ms", "pct_of_peak", "pct_of_best", "label", "pct_of_published"]],
-            hovertemplate="%{x}: %{y:.1f}<br>median %{customdata[0]:.4f} ms<br>"
-                          "%{customdata[1]:.1f}% of datasheet, %{customdata[4]:.1f}% of best achievable (published), "
-                          "%{customdata[2]:.1f}% of this run's best<br>%{customdata[3]}"))
+        fig.add_trace(
+            go.Scatter(
+                x=g[xcol],
+                y=g["throughput"],
+                name=series,
+                mode="lines+markers",
+                line=dict(color=color),
+                error_y=dict(
+                    type="data",
+                    symmetric=False,
+                    array=(g["tflops_p80"] - g["tflops"]) * scale,
+                    arrayminus=(g["tflops"] - g["tflops_p20"]) * scale,
+                ),
+                customdata=g[["median_ms", "pct_of_peak", "pct_of_best", "label", "pct_of_published"]],
+                hovertemplate="%{x}: %{y:.1f}<br>median %{customdata[0]:.4f} ms<br>"
+                "%{customdata[1]:.1f}% of datasheet, %{customdata[4]:.1f}% of best achievable (published), "
+                "%{customdata[2]:.1f}% of this run's best<br>%{customdata[3]}",
+            )
+        )
         peak = g["peak_tflops"].dropna()
         if len(peak) and dtype not in peaks_drawn:
             peaks_drawn.add(dtype)
-            fig.add_hline(y=float(peak.iloc[0]), line=dict(color=color, dash="dash", width=1),
-                          annotation_text=f"{dtype} datasheet {peak.iloc[0]:g}", annotation_position="top left")
+            fig.add_hline(
+                y=float(peak.iloc[0]),
+                line=dict(color=color, dash="dash", width=1),
+                annotation_text=f"{dtype} datasheet {peak.iloc[0]:g}",
+                annotation_position="top left",
+            )
         best = published.figure(published_for(run, accelerator), dtype)
         if best is not None:
-            fig.add_hline(y=best.tflops * scale, line=dict(color=color, dash="dot", width=2),
-                          annotation_text=f"{dtype} {best.accelerator} best achievable {best.tflops:g} "
-                                          f"(published, {best.date})", annotation_position="bottom left")
+            fig.add_hline(
+                y=best.tflops * scale,
+                line=dict(color=color, dash="dot", width=2),
+                annotation_text=f"{dtype} {best.accelerator} best achievable {best.tflops:g} (published, {best.date})",
+                annotation_position="bottom left",
+            )
     wrong = df[df["above_peak"].fillna(False).astype(bool)]
     if len(wrong):
-        fig.add_trace(go.Scatter(x=wrong[xcol], y=wrong["throughput"], mode="markers", name="above the datasheet peak: "
-                                 "measurement error", marker=dict(symbol="x-thin-open", size=18, color="#d62728",
-                                                                  line=dict(width=3)),
-                                 text=wrong["measurement_error"], hovertemplate="%{text}<extra></extra>"))
-    detail = "median, bars p20–p80; dashed: datasheet dense peak" if _is_cuda(run) else \
-        "median, bars p20–p80; CPU: no datasheet peak"
+        fig.add_trace(
+            go.Scatter(
+                x=wrong[xcol],
+                y=wrong["throughput"],
+                mode="markers",
+                name="above the datasheet peak: measurement error",
+                marker=dict(symbol="x-thin-open", size=18, color="#d62728", line=dict(width=3)),
+                text=wrong["measurement_error"],
+                hovertemplate="%{text}<extra></extra>",
+            )
+        )
+    detail = (
+        "median, bars p20–p80; dashed: datasheet dense peak"
+        if _is_cuda(run)
+        else "median, bars p20–p80; CPU: no datasheet peak"
+    )
     if not df["published_tflops"].isna().all():
         detail += "; dotted: published maximum achievable (mamf-finder, ml-engineering)"
     style(fig, title("Matmul throughput", run, detail), xtitle, _unit(run), legend_title="dtype")
@@ -110,12 +139,24 @@ def accuracy_figure(run: RunResult, df: pd.DataFrame) -> go.Figure:
     fig = go.Figure()
     for series, g in df.groupby("series", sort=False):
         err = g["rel_error"].astype(float)
-        fig.add_trace(go.Scatter(
-            x=err.clip(lower=ZERO_ERROR), y=g["throughput"], name=series, mode="markers",
-            marker=dict(color=color_for(g["dtype"].iloc[0]), size=9), customdata=g[["shape", "rel_error"]],
-            hovertemplate="%{customdata[0]}<br>rel. error %{customdata[1]:.3g}<br>%{y:.1f}"))
-    style(fig, title("Speed vs accuracy", run, f"‖C−C_ref‖/‖C_ref‖ vs fp64; an error of 0 is drawn at {ZERO_ERROR:g}"),
-          "relative error (log)", _unit(run), legend_title="dtype")
+        fig.add_trace(
+            go.Scatter(
+                x=err.clip(lower=ZERO_ERROR),
+                y=g["throughput"],
+                name=series,
+                mode="markers",
+                marker=dict(color=color_for(g["dtype"].iloc[0]), size=9),
+                customdata=g[["shape", "rel_error"]],
+                hovertemplate="%{customdata[0]}<br>rel. error %{customdata[1]:.3g}<br>%{y:.1f}",
+            )
+        )
+    style(
+        fig,
+        title("Speed vs accuracy", run, f"‖C−C_ref‖/‖C_ref‖ vs fp64; an error of 0 is drawn at {ZERO_ERROR:g}"),
+        "relative error (log)",
+        _unit(run),
+        legend_title="dtype",
+    )
     fig.update_xaxes(type="log")
     return fig
 
@@ -127,20 +168,51 @@ def roofline_figure(run: RunResult, df: pd.DataFrame) -> go.Figure:
     lo, hi = df["intensity_flop_per_byte"].min(), df["intensity_flop_per_byte"].max()
     for series, g in df.groupby("series", sort=False):
         color = color_for(g["dtype"].iloc[0])
-        fig.add_trace(go.Scatter(x=g["intensity_flop_per_byte"], y=g["throughput"], name=series, mode="markers",
-                                 marker=dict(color=color, size=8), customdata=g[["shape"]],
-                                 hovertemplate="%{customdata[0]}<br>%{x:.1f} FLOP/B<br>%{y:.1f}"))
-        fig.add_trace(go.Scatter(x=[lo / 2, hi * 2], y=[g["throughput"].max()] * 2, mode="lines", showlegend=False,
-                                 line=dict(color=color, dash="dot", width=1), hoverinfo="skip",
-                                 name=f"{series} measured ceiling"))
+        fig.add_trace(
+            go.Scatter(
+                x=g["intensity_flop_per_byte"],
+                y=g["throughput"],
+                name=series,
+                mode="markers",
+                marker=dict(color=color, size=8),
+                customdata=g[["shape"]],
+                hovertemplate="%{customdata[0]}<br>%{x:.1f} FLOP/B<br>%{y:.1f}",
+            )
+        )
+        fig.add_trace(
+            go.Scatter(
+                x=[lo / 2, hi * 2],
+                y=[g["throughput"].max()] * 2,
+                mode="lines",
+                showlegend=False,
+                line=dict(color=color, dash="dot", width=1),
+                hoverinfo="skip",
+                name=f"{series} measured ceiling",
+            )
+        )
     if bw:
         xs = [lo / 2, hi * 2]
-        fig.add_trace(go.Scatter(x=xs, y=[bw * x / 1e3 * scale for x in xs], mode="lines", name=f"copy {bw:.0f} GB/s",
-                                 line=dict(color="black", width=2)))
-    detail = f"slope: measured copy bandwidth {bw:.0f} GB/s; dotted: best measured per dtype" if bw else \
-        "copy bandwidth not measured"
-    style(fig, title("Roofline", run, detail), "arithmetic intensity (FLOP per byte moved, log)", _unit(run) + " (log)",
-          legend_title="dtype")
+        fig.add_trace(
+            go.Scatter(
+                x=xs,
+                y=[bw * x / 1e3 * scale for x in xs],
+                mode="lines",
+                name=f"copy {bw:.0f} GB/s",
+                line=dict(color="black", width=2),
+            )
+        )
+    detail = (
+        f"slope: measured copy bandwidth {bw:.0f} GB/s; dotted: best measured per dtype"
+        if bw
+        else "copy bandwidth not measured"
+    )
+    style(
+        fig,
+        title("Roofline", run, detail),
+        "arithmetic intensity (FLOP per byte moved, log)",
+        _unit(run) + " (log)",
+        legend_title="dtype",
+    )
     fig.update_xaxes(type="log")
     fig.update_yaxes(type="log")
     return fig
@@ -150,24 +222,57 @@ def clocks_figure(run: RunResult, df: pd.DataFrame) -> go.Figure | None:
     samples = pd.DataFrame(run.meta.get("clocks") or [])
     if samples.empty:
         return None
-    fig = make_subplots(rows=2, cols=1, shared_xaxes=True, row_heights=[0.55, 0.45], vertical_spacing=0.06,
-                        specs=[[{}], [{"secondary_y": True}]])
+    fig = make_subplots(
+        rows=2,
+        cols=1,
+        shared_xaxes=True,
+        row_heights=[0.55, 0.45],
+        vertical_spacing=0.06,
+        specs=[[{}], [{"secondary_y": True}]],
+    )
     mid = (df["t_start_s"] + df["t_end_s"]) / 2
     for dtype, g in df.assign(t_mid=mid).groupby("dtype", sort=False):
-        fig.add_trace(go.Scatter(x=g["t_mid"], y=g["throughput"], name=dtype, mode="markers",
-                                 marker=dict(color=color_for(dtype)), customdata=g[["shape"]],
-                                 hovertemplate="%{customdata[0]}: %{y:.1f}"), row=1, col=1)
-    fig.add_trace(go.Scatter(x=samples["t_s"], y=samples["sm_clock_mhz"], name="SM clock (MHz)",
-                             line=dict(color="#444")), row=2, col=1)
-    fig.add_trace(go.Scatter(x=samples["t_s"], y=samples["power_w"], name="power (W)",
-                             line=dict(color="#d62728", dash="dot")), row=2, col=1, secondary_y=True)
+        fig.add_trace(
+            go.Scatter(
+                x=g["t_mid"],
+                y=g["throughput"],
+                name=dtype,
+                mode="markers",
+                marker=dict(color=color_for(dtype)),
+                customdata=g[["shape"]],
+                hovertemplate="%{customdata[0]}: %{y:.1f}",
+            ),
+            row=1,
+            col=1,
+        )
+    fig.add_trace(
+        go.Scatter(x=samples["t_s"], y=samples["sm_clock_mhz"], name="SM clock (MHz)", line=dict(color="#444")),
+        row=2,
+        col=1,
+    )
+    fig.add_trace(
+        go.Scatter(x=samples["t_s"], y=samples["power_w"], name="power (W)", line=dict(color="#d62728", dash="dot")),
+        row=2,
+        col=1,
+        secondary_y=True,
+    )
     throttled = samples[samples["reasons"].apply(lambda r: bool(set(r or ()) - {"gpu_idle", "sync_boost"}))]
     if len(throttled):
-        fig.add_trace(go.Scatter(x=throttled["t_s"], y=throttled["sm_clock_mhz"], mode="markers", name="throttled",
-                                 marker=dict(symbol="x", color="#d62728"),
-                                 text=throttled["reasons"].apply(", ".join)), row=2, col=1)
-    style(fig, title("Clocks under the throughput curve", run, "NVML samples; × = a slowdown reason was active"),
-          "", "")
+        fig.add_trace(
+            go.Scatter(
+                x=throttled["t_s"],
+                y=throttled["sm_clock_mhz"],
+                mode="markers",
+                name="throttled",
+                marker=dict(symbol="x", color="#d62728"),
+                text=throttled["reasons"].apply(", ".join),
+            ),
+            row=2,
+            col=1,
+        )
+    style(
+        fig, title("Clocks under the throughput curve", run, "NVML samples; × = a slowdown reason was active"), "", ""
+    )
     fig.update_xaxes(title_text="time since run start (s)", row=2, col=1)
     fig.update_yaxes(title_text=_unit(run), row=1, col=1)
     fig.update_yaxes(title_text="MHz", row=2, col=1)
@@ -200,13 +305,21 @@ def overlay(runs: list[RunResult]) -> list[Chart]:
     for run in runs:
         df = measured(run)
         for dtype, g in df.groupby("dtype", sort=False):
-            records.append({"run": f"{run.id[:8]} {run.device.get('name', '')}", "dtype": dtype,
-                            "best_tflops": g["tflops"].max()})
+            records.append(
+                {"run": f"{run.id[:8]} {run.device.get('name', '')}", "dtype": dtype, "best_tflops": g["tflops"].max()}
+            )
     data = pd.DataFrame(records)
     fig = go.Figure()
     for dtype, g in data.groupby("dtype", sort=False) if not data.empty else []:
-        fig.add_trace(go.Bar(x=g["run"].map(plain), y=g["best_tflops"] * scale, name=dtype,
-                             marker_color=color_for(dtype)))
-    style(fig, "Best matmul throughput per run", "run", f"{unit} ({throughput_unit(cuda, ops=True)[0]} for int8)",
-          legend_title="dtype", barmode="group")
+        fig.add_trace(
+            go.Bar(x=g["run"].map(plain), y=g["best_tflops"] * scale, name=dtype, marker_color=color_for(dtype))
+        )
+    style(
+        fig,
+        "Best matmul throughput per run",
+        "run",
+        f"{unit} ({throughput_unit(cuda, ops=True)[0]} for int8)",
+        legend_title="dtype",
+        barmode="group",
+    )
     return [Chart("matmul-overlay", fig, data)]

@@ -4,6 +4,7 @@ fragmentation, the sites holding memory at a moment, the segment map, and two sn
 The figure builders take arrays (any window of the trace, at most a few thousand points); ``figures``
 draws a stored run from its rows and summary, which is what Compare and the HTML report use.
 """
+
 from __future__ import annotations
 
 import numpy as np
@@ -17,8 +18,11 @@ from pages.plots import Chart
 from pages.plots.allocator import BLOCK_COLORS
 
 GIB = 2**30
-STATE_NAMES = {"active_allocated": "allocated", "active_pending_free": "freed, awaiting stream",
-               "inactive": "free (cached)"}
+STATE_NAMES = {
+    "active_allocated": "allocated",
+    "active_pending_free": "freed, awaiting stream",
+    "inactive": "free (cached)",
+}
 
 
 def _x_title(meta: dict) -> str:
@@ -33,21 +37,57 @@ def _stack_hover(frames: list[str], limit: int = 12) -> str:
 def timeline_figure(t_ms, allocated, reserved, meta: dict, run: RunResult | None = None, detail: str = "") -> go.Figure:
     """Allocated (the tensors) and reserved (the cache) over time, the peak starred with its stack."""
     fig = go.Figure()
-    fig.add_trace(go.Scattergl(x=t_ms, y=np.asarray(reserved) / GIB, name="reserved (segments)", mode="lines",
-                               line=dict(color="#7f7f7f", shape="hv")))
-    fig.add_trace(go.Scattergl(x=t_ms, y=np.asarray(allocated) / GIB, name="allocated (live blocks)", mode="lines",
-                               line=dict(color="#1f77b4", shape="hv"), fill="tozeroy"))
+    fig.add_trace(
+        go.Scattergl(
+            x=t_ms,
+            y=np.asarray(reserved) / GIB,
+            name="reserved (segments)",
+            mode="lines",
+            line=dict(color="#7f7f7f", shape="hv"),
+        )
+    )
+    fig.add_trace(
+        go.Scattergl(
+            x=t_ms,
+            y=np.asarray(allocated) / GIB,
+            name="allocated (live blocks)",
+            mode="lines",
+            line=dict(color="#1f77b4", shape="hv"),
+            fill="tozeroy",
+        )
+    )
     if meta.get("baseline_allocated_bytes"):
-        fig.add_hline(y=meta["baseline_allocated_bytes"] / GIB, line_dash="dot", line_color="#8c564b",
-                      annotation_text=f"allocated before recording {meta['baseline_allocated_bytes'] / GIB:.2f} GiB",
-                      annotation_position="bottom right")
-    fig.add_trace(go.Scatter(x=[meta["peak_time_ms"]], y=[meta["peak_allocated_bytes"] / GIB], mode="markers",
-                             marker=dict(symbol="star", size=16, color="black"), name="peak allocated",
-                             hovertext=[_stack_hover(meta.get("peak_stack", []))],
-                             hovertemplate="peak %{y:.3f} GiB at %{x:.3f}<br>%{hovertext}<extra></extra>"))
-    style(fig, title("Memory over time", run, detail or f"peak {meta['peak_allocated_bytes'] / GIB:.2f} GiB allocated "
-                     f"at {meta['peak_time_ms']:,.2f} · reserved up to {meta['peak_reserved_bytes'] / GIB:.2f} GiB"),
-          _x_title(meta), "GiB", legend_title="")
+        fig.add_hline(
+            y=meta["baseline_allocated_bytes"] / GIB,
+            line_dash="dot",
+            line_color="#8c564b",
+            annotation_text=f"allocated before recording {meta['baseline_allocated_bytes'] / GIB:.2f} GiB",
+            annotation_position="bottom right",
+        )
+    fig.add_trace(
+        go.Scatter(
+            x=[meta["peak_time_ms"]],
+            y=[meta["peak_allocated_bytes"] / GIB],
+            mode="markers",
+            marker=dict(symbol="star", size=16, color="black"),
+            name="peak allocated",
+            hovertext=[_stack_hover(meta.get("peak_stack", []))],
+            hovertemplate="peak %{y:.3f} GiB at %{x:.3f}<br>%{hovertext}<extra></extra>",
+        )
+    )
+    style(
+        fig,
+        title(
+            "Memory over time",
+            run,
+            detail
+            or f"peak {meta['peak_allocated_bytes'] / GIB:.2f} GiB allocated "
+            f"at {meta['peak_time_ms']:,.2f} · reserved up to {meta['peak_reserved_bytes'] / GIB:.2f} GiB",
+        ),
+        _x_title(meta),
+        "GiB",
+        legend_title="",
+    )
     return fig
 
 
@@ -55,40 +95,95 @@ def categories_figure(t_ms, categories: dict, meta: dict, run: RunResult | None 
     fig = go.Figure()
     for name in CATEGORIES:
         if name in categories:
-            fig.add_trace(go.Scatter(x=t_ms, y=np.asarray(categories[name]) / GIB, name=name.replace("_", " "),
-                                     stackgroup="cat", mode="lines", line=dict(width=0.5, color=color_for(name))))
-    style(fig, title("Allocated by category (inferred from stacks)", run,
-                     "unknown: no stack, or no rule matched — see the rules table"), _x_title(meta), "GiB",
-          legend_title="category")
+            fig.add_trace(
+                go.Scatter(
+                    x=t_ms,
+                    y=np.asarray(categories[name]) / GIB,
+                    name=name.replace("_", " "),
+                    stackgroup="cat",
+                    mode="lines",
+                    line=dict(width=0.5, color=color_for(name)),
+                )
+            )
+    style(
+        fig,
+        title(
+            "Allocated by category (inferred from stacks)",
+            run,
+            "unknown: no stack, or no rule matched — see the rules table",
+        ),
+        _x_title(meta),
+        "GiB",
+        legend_title="category",
+    )
     return fig
 
 
 def fragmentation_figure(t_ms, reserved, allocated, meta: dict, run: RunResult | None = None) -> go.Figure:
     frag = (np.asarray(reserved) - np.asarray(allocated)) / GIB
-    fig = go.Figure(go.Scattergl(x=t_ms, y=frag, mode="lines", line=dict(color="#ff7f0e", shape="hv"),
-                                 name="reserved − allocated", fill="tozeroy"))
-    style(fig, title("Cached but unused: reserved − allocated", run,
-                     f"largest {meta['peak_fragmentation_bytes'] / GIB:.2f} GiB at {meta['peak_fragmentation_time_ms']:,.2f}"),
-          _x_title(meta), "GiB", showlegend=False)
+    fig = go.Figure(
+        go.Scattergl(
+            x=t_ms,
+            y=frag,
+            mode="lines",
+            line=dict(color="#ff7f0e", shape="hv"),
+            name="reserved − allocated",
+            fill="tozeroy",
+        )
+    )
+    style(
+        fig,
+        title(
+            "Cached but unused: reserved − allocated",
+            run,
+            f"largest {meta['peak_fragmentation_bytes'] / GIB:.2f} GiB at {meta['peak_fragmentation_time_ms']:,.2f}",
+        ),
+        _x_title(meta),
+        "GiB",
+        showlegend=False,
+    )
     return fig
 
 
 def sites_frame(sites: list[dict]) -> pd.DataFrame:
-    return pd.DataFrame([{"site": s["label"], "GiB": round(s["bytes"] / GIB, 4), "blocks": s["blocks"],
-                          "before recording": s["before_recording_blocks"], "category": s["category"],
-                          "rule": s["rule"], "bytes": s["bytes"], "stack": "\n".join(s["stack"])} for s in sites])
+    return pd.DataFrame(
+        [
+            {
+                "site": s["label"],
+                "GiB": round(s["bytes"] / GIB, 4),
+                "blocks": s["blocks"],
+                "before recording": s["before_recording_blocks"],
+                "category": s["category"],
+                "rule": s["rule"],
+                "bytes": s["bytes"],
+                "stack": "\n".join(s["stack"]),
+            }
+            for s in sites
+        ]
+    )
 
 
 def sites_figure(sites: list[dict], when: str, run: RunResult | None = None) -> go.Figure:
     data = sites_frame(sites).iloc[::-1]
-    fig = go.Figure(go.Bar(x=data["bytes"] / GIB if len(data) else [], y=data["site"].map(plain) if len(data) else [],
-                           orientation="h", marker_color=[color_for(c) for c in data.get("category", [])],
-                           customdata=data[["blocks", "category", "rule"]].to_numpy() if len(data) else None,
-                           hovertext=[plain_lines(s.split("\n")) for s in data.get("stack", [])],
-                           hovertemplate="%{x:.3f} GiB in %{customdata[0]} block(s) · %{customdata[1]} "
-                                         "(%{customdata[2]})<br>%{hovertext}<extra></extra>"))
-    style(fig, title(f"Allocation sites holding memory {when}", run, "colour: category"), "GiB", "",
-          height=max(360, 26 * len(data) + 140))
+    fig = go.Figure(
+        go.Bar(
+            x=data["bytes"] / GIB if len(data) else [],
+            y=data["site"].map(plain) if len(data) else [],
+            orientation="h",
+            marker_color=[color_for(c) for c in data.get("category", [])],
+            customdata=data[["blocks", "category", "rule"]].to_numpy() if len(data) else None,
+            hovertext=[plain_lines(s.split("\n")) for s in data.get("stack", [])],
+            hovertemplate="%{x:.3f} GiB in %{customdata[0]} block(s) · %{customdata[1]} "
+            "(%{customdata[2]})<br>%{hovertext}<extra></extra>",
+        )
+    )
+    style(
+        fig,
+        title(f"Allocation sites holding memory {when}", run, "colour: category"),
+        "GiB",
+        "",
+        height=max(360, 26 * len(data) + 140),
+    )
     return fig
 
 
@@ -106,41 +201,87 @@ def segment_map_figure(segments: list[dict], when: str, numbers: dict, run: RunR
             d["y"].append(label)
     fig = go.Figure()
     for state, d in per_state.items():
-        fig.add_trace(go.Bar(x=d["x"], base=d["base"], y=d["y"], orientation="h", name=STATE_NAMES.get(state, state),
-                             marker=dict(color=BLOCK_COLORS.get(state, "#7f7f7f"), line=dict(color="white", width=0.5)),
-                             hovertemplate="%{x:.2f} MiB at +%{base:.2f} MiB<extra>" + STATE_NAMES.get(state, state) + "</extra>"))
+        fig.add_trace(
+            go.Bar(
+                x=d["x"],
+                base=d["base"],
+                y=d["y"],
+                orientation="h",
+                name=STATE_NAMES.get(state, state),
+                marker=dict(color=BLOCK_COLORS.get(state, "#7f7f7f"), line=dict(color="white", width=0.5)),
+                hovertemplate="%{x:.2f} MiB at +%{base:.2f} MiB<extra>" + STATE_NAMES.get(state, state) + "</extra>",
+            )
+        )
     frag = numbers.get("fragmentation_ratio", 0.0)
     dropped = sum(seg.get("blocks_dropped", 0) for seg in segments)
-    style(fig, title(f"Segment map {when}", run, (f"{dropped:,} small blocks not drawn · " if dropped else "")
-                     + f"{len(segments)} segment(s) shown, largest first · largest free block "
-                     f"{numbers.get('largest_free_block_bytes', 0) / 2**20:,.1f} MiB · fragmentation {frag:.0%}"),
-          "offset in segment (MiB)", "", barmode="overlay", height=max(360, 18 * len(labels) + 160),
-          legend_title="block")
+    style(
+        fig,
+        title(
+            f"Segment map {when}",
+            run,
+            (f"{dropped:,} small blocks not drawn · " if dropped else "")
+            + f"{len(segments)} segment(s) shown, largest first · largest free block "
+            f"{numbers.get('largest_free_block_bytes', 0) / 2**20:,.1f} MiB · fragmentation {frag:.0%}",
+        ),
+        "offset in segment (MiB)",
+        "",
+        barmode="overlay",
+        height=max(360, 18 * len(labels) + 160),
+        legend_title="block",
+    )
     fig.update_yaxes(autorange="reversed", categoryorder="array", categoryarray=labels)
     return fig
 
 
 def rules_frame(meta: dict) -> pd.DataFrame:
-    return pd.DataFrame([{"rule": r["rule"], "category": r["category"], "allocations": r["allocations"],
-                          "GiB allocated": round(r["bytes_allocated"] / GIB, 4), "means": r["means"]}
-                         for r in meta.get("category_rules", [])])
+    return pd.DataFrame(
+        [
+            {
+                "rule": r["rule"],
+                "category": r["category"],
+                "allocations": r["allocations"],
+                "GiB allocated": round(r["bytes_allocated"] / GIB, 4),
+                "means": r["means"],
+            }
+            for r in meta.get("category_rules", [])
+        ]
+    )
 
 
 def figures(run: RunResult) -> list[Chart]:
     """A stored import, from its points (≤ a few thousand) and summary."""
     df = run.frame()
     meta = run.meta
-    charts = [Chart("snapshot-timeline", timeline_figure(df["t_ms"], df["allocated_bytes"], df["reserved_bytes"], meta, run),
-                    df[["t_ms", "allocated_bytes", "reserved_bytes"]])]
+    charts = [
+        Chart(
+            "snapshot-timeline",
+            timeline_figure(df["t_ms"], df["allocated_bytes"], df["reserved_bytes"], meta, run),
+            df[["t_ms", "allocated_bytes", "reserved_bytes"]],
+        )
+    ]
     cats = {c: df[f"{c}_bytes"] for c in CATEGORIES if f"{c}_bytes" in df}
-    charts.append(Chart("snapshot-categories", categories_figure(df["t_ms"], cats, meta, run),
-                        df[["t_ms"] + [f"{c}_bytes" for c in cats]]))
-    charts.append(Chart("snapshot-fragmentation", fragmentation_figure(df["t_ms"], df["reserved_bytes"],
-                                                                       df["allocated_bytes"], meta, run),
-                        df[["t_ms", "fragmentation_bytes"]]))
+    charts.append(
+        Chart(
+            "snapshot-categories",
+            categories_figure(df["t_ms"], cats, meta, run),
+            df[["t_ms"] + [f"{c}_bytes" for c in cats]],
+        )
+    )
+    charts.append(
+        Chart(
+            "snapshot-fragmentation",
+            fragmentation_figure(df["t_ms"], df["reserved_bytes"], df["allocated_bytes"], meta, run),
+            df[["t_ms", "fragmentation_bytes"]],
+        )
+    )
     sites = meta.get("top_sites_at_peak", [])
-    charts.append(Chart("snapshot-sites-at-peak", sites_figure(sites, "at the peak", run),
-                        sites_frame(sites).drop(columns=["stack"], errors="ignore")))
+    charts.append(
+        Chart(
+            "snapshot-sites-at-peak",
+            sites_figure(sites, "at the peak", run),
+            sites_frame(sites).drop(columns=["stack"], errors="ignore"),
+        )
+    )
     return charts
 
 
@@ -150,6 +291,7 @@ def _label(run: RunResult) -> str:
 
 def site_differences(a: RunResult, b: RunResult) -> pd.DataFrame:
     """Bytes each allocation site holds at each snapshot's peak, and B − A (sites matched by their stack)."""
+
     def by_stack(run: RunResult) -> dict:
         return {tuple(s["stack"]) or (s["label"],): s for s in run.meta.get("top_sites_at_peak", [])}
 
@@ -158,8 +300,15 @@ def site_differences(a: RunResult, b: RunResult) -> pd.DataFrame:
     for key in dict.fromkeys(list(sa) + list(sb)):
         x, y = sa.get(key), sb.get(key)
         label = (x or y)["label"]
-        rows.append({"site": label, "A_bytes": x["bytes"] if x else 0, "B_bytes": y["bytes"] if y else 0,
-                     "category": (x or y)["category"], "stack": "\n".join(key)})
+        rows.append(
+            {
+                "site": label,
+                "A_bytes": x["bytes"] if x else 0,
+                "B_bytes": y["bytes"] if y else 0,
+                "category": (x or y)["category"],
+                "stack": "\n".join(key),
+            }
+        )
     df = pd.DataFrame(rows)
     if df.empty:
         return df
@@ -171,27 +320,59 @@ def overlay(runs: list[RunResult]) -> list[Chart]:
     """Snapshots on one time axis (ms since each one's first event) and, for two, the difference by site."""
     fig = go.Figure()
     frames = []
-    for i, run in enumerate(runs):
+    for run in runs:
         df = run.frame()
         colour = color_for(_label(run))
-        fig.add_trace(go.Scattergl(x=df["t_ms"], y=df["allocated_bytes"] / GIB, mode="lines", name=f"{_label(run)} · allocated",
-                                   line=dict(color=colour, shape="hv")))
-        fig.add_trace(go.Scattergl(x=df["t_ms"], y=df["reserved_bytes"] / GIB, mode="lines", name=f"{_label(run)} · reserved",
-                                   line=dict(color=colour, dash="dot", shape="hv")))
+        fig.add_trace(
+            go.Scattergl(
+                x=df["t_ms"],
+                y=df["allocated_bytes"] / GIB,
+                mode="lines",
+                name=f"{_label(run)} · allocated",
+                line=dict(color=colour, shape="hv"),
+            )
+        )
+        fig.add_trace(
+            go.Scattergl(
+                x=df["t_ms"],
+                y=df["reserved_bytes"] / GIB,
+                mode="lines",
+                name=f"{_label(run)} · reserved",
+                line=dict(color=colour, dash="dot", shape="hv"),
+            )
+        )
         frames.append(df[["t_ms", "allocated_bytes", "reserved_bytes"]].assign(run=_label(run)))
-    style(fig, title("Snapshots on one time axis"), "time since each snapshot's first event (ms)", "GiB",
-          legend_title="snapshot")
+    style(
+        fig,
+        title("Snapshots on one time axis"),
+        "time since each snapshot's first event (ms)",
+        "GiB",
+        legend_title="snapshot",
+    )
     charts = [Chart("snapshot-overlay", fig, pd.concat(frames, ignore_index=True) if frames else None)]
     if len(runs) == 2:
         diff = site_differences(*runs)
         if not diff.empty:
             top = diff.head(20).iloc[::-1]
-            bars = go.Figure(go.Bar(x=top["delta_bytes"] / GIB, y=top["site"].map(plain), orientation="h",
-                                    marker_color=["#d62728" if d > 0 else "#2ca02c" for d in top["delta_bytes"]],
-                                    hovertext=[plain_lines(s.split("\n")) for s in top["stack"]],
-                                    hovertemplate="%{x:+.3f} GiB<br>%{hovertext}<extra></extra>"))
-            style(bars, title("Where the peaks differ: B − A by allocation site",
-                              detail=f"A = {_label(runs[0])}, B = {_label(runs[1])}; each at its own peak, "
-                                     f"top 20 sites of each"), "GiB (B − A)", "", height=max(360, 26 * len(top) + 140))
+            bars = go.Figure(
+                go.Bar(
+                    x=top["delta_bytes"] / GIB,
+                    y=top["site"].map(plain),
+                    orientation="h",
+                    marker_color=["#d62728" if d > 0 else "#2ca02c" for d in top["delta_bytes"]],
+                    hovertext=[plain_lines(s.split("\n")) for s in top["stack"]],
+                    hovertemplate="%{x:+.3f} GiB<br>%{hovertext}<extra></extra>",
+                )
+            )
+            style(
+                bars,
+                title(
+                    "Where the peaks differ: B − A by allocation site",
+                    detail=f"A = {_label(runs[0])}, B = {_label(runs[1])}; each at its own peak, top 20 sites of each",
+                ),
+                "GiB (B − A)",
+                "",
+                height=max(360, 26 * len(top) + 140),
+            )
             charts.append(Chart("snapshot-site-differences", bars, diff.drop(columns=["stack"])))
     return charts

@@ -1,4 +1,5 @@
 """Charts for the ``probe`` diagnostic: which steps finished, and when (rows kept from progress events)."""
+
 from __future__ import annotations
 
 import plotly.graph_objects as go
@@ -20,6 +21,10 @@ def figures(run: RunResult) -> list[Chart]:
     else:
         fig.add_trace(go.Bar(x=df["step"], y=[1] * len(df), name="finished"))
         y_title = "finished (1 = yes)"
-    style(fig, title(f"Worker probe: {len(df)} step(s), status {run.status}", run,
-                     f"mode={run.config.get('mode')}"), "step", y_title)
+    style(
+        fig,
+        title(f"Worker probe: {len(df)} step(s), status {run.status}", run, f"mode={run.config.get('mode')}"),
+        "step",
+        y_title,
+    )
     return [Chart(name="probe-steps", figure=fig, data=df)]

@@ -1,4 +1,5 @@
 """Charts of an imported profiler trace: where kernel time goes, busy vs idle over time, what overlaps, steps."""
+
 from __future__ import annotations
 
 import pandas as pd
@@ -23,11 +24,22 @@ def groups_chart(run: RunResult) -> Chart | None:
     if groups.empty:
         return None
     groups = groups[groups["count"] > 0]
-    fig = go.Figure(go.Bar(x=groups["group"], y=groups["total_us"] / 1000, marker_color=[COLORS.get(g, "#7f7f7f") for g in groups["group"]],
-                           customdata=groups[["share", "count"]].to_numpy(),
-                           hovertemplate="%{y:.3f} ms · %{customdata[0]:.1%} · %{customdata[1]} launches<extra></extra>"))
-    style(fig, title("Where GPU time goes: kernel groups", run, f"{_detail(run)} · sum of durations"), "group", "ms",
-          showlegend=False)
+    fig = go.Figure(
+        go.Bar(
+            x=groups["group"],
+            y=groups["total_us"] / 1000,
+            marker_color=[COLORS.get(g, "#7f7f7f") for g in groups["group"]],
+            customdata=groups[["share", "count"]].to_numpy(),
+            hovertemplate="%{y:.3f} ms · %{customdata[0]:.1%} · %{customdata[1]} launches<extra></extra>",
+        )
+    )
+    style(
+        fig,
+        title("Where GPU time goes: kernel groups", run, f"{_detail(run)} · sum of durations"),
+        "group",
+        "ms",
+        showlegend=False,
+    )
     return Chart("trace-kernel-groups", fig, groups[["group", "count", "total_us", "share"]])
 
 
@@ -36,12 +48,17 @@ def kernels_chart(run: RunResult) -> Chart | None:
     if kernels.empty:
         return None
     data = kernels.sort_values("total_us")
-    fig = go.Figure(go.Bar(x=data["total_us"] / 1000, y=[short_plain(n) for n in data["name"]], orientation="h",
-                           marker_color=[COLORS.get(g, "#7f7f7f") for g in data["group"]],
-                           customdata=data[["count", "mean_us", "share", "group"]].assign(
-                               name=data["name"].map(plain)).to_numpy(),
-                           hovertemplate="%{customdata[4]}<br>%{x:.3f} ms · ×%{customdata[0]} · mean %{customdata[1]:.1f} µs · "
-                                         "%{customdata[2]:.1%} · %{customdata[3]}<extra></extra>"))
+    fig = go.Figure(
+        go.Bar(
+            x=data["total_us"] / 1000,
+            y=[short_plain(n) for n in data["name"]],
+            orientation="h",
+            marker_color=[COLORS.get(g, "#7f7f7f") for g in data["group"]],
+            customdata=data[["count", "mean_us", "share", "group"]].assign(name=data["name"].map(plain)).to_numpy(),
+            hovertemplate="%{customdata[4]}<br>%{x:.3f} ms · ×%{customdata[0]} · mean %{customdata[1]:.1f} µs · "
+            "%{customdata[2]:.1%} · %{customdata[3]}<extra></extra>",
+        )
+    )
     style(fig, title("Top kernels by total time", run, _detail(run)), "ms", "", height=max(400, 26 * len(data) + 150))
     return Chart("trace-top-kernels", fig, kernels)
 
@@ -54,14 +71,37 @@ def busy_chart(run: RunResult) -> Chart | None:
     for kind in KINDS:
         column = f"{kind}_share"
         if column in busy and busy[column].any():
-            fig.add_trace(go.Scattergl(x=busy["t_ms"], y=busy[column] * 100, name=kind, mode="lines",
-                                       line=dict(color=COLORS[kind], width=1)))
-    fig.add_trace(go.Scattergl(x=busy["t_ms"], y=busy["busy_share"] * 100, name="any (busy)", mode="lines",
-                               line=dict(color="black", width=1.5)))
+            fig.add_trace(
+                go.Scattergl(
+                    x=busy["t_ms"],
+                    y=busy[column] * 100,
+                    name=kind,
+                    mode="lines",
+                    line=dict(color=COLORS[kind], width=1),
+                )
+            )
+    fig.add_trace(
+        go.Scattergl(
+            x=busy["t_ms"],
+            y=busy["busy_share"] * 100,
+            name="any (busy)",
+            mode="lines",
+            line=dict(color="black", width=1.5),
+        )
+    )
     m = run.meta
-    style(fig, title("GPU busy over time", run, f"{_detail(run)} · idle {m.get('idle_us', 0) / 1000:,.2f} ms of "
-                     f"{m.get('span_us', 0) / 1000:,.2f} ms ({m.get('idle_share', 0):.1%})"),
-          "time since the first GPU activity (ms)", "% of each bin busy", legend_title="")
+    style(
+        fig,
+        title(
+            "GPU busy over time",
+            run,
+            f"{_detail(run)} · idle {m.get('idle_us', 0) / 1000:,.2f} ms of "
+            f"{m.get('span_us', 0) / 1000:,.2f} ms ({m.get('idle_share', 0):.1%})",
+        ),
+        "time since the first GPU activity (ms)",
+        "% of each bin busy",
+        legend_title="",
+    )
     return Chart("trace-busy", fig, busy)
 
 
@@ -69,19 +109,31 @@ def overlap_chart(run: RunResult) -> Chart | None:
     m = run.meta
     if not m.get("gpu_activities"):
         return None
-    data = pd.DataFrame([
-        {"what": "compute", "ms": m["compute_union_us"] / 1000},
-        {"what": "copies (memcpy + memset)", "ms": m["copy_union_us"] / 1000},
-        {"what": "communication", "ms": m["communication_union_us"] / 1000},
-        {"what": "compute ∩ communication", "ms": m["compute_and_communication_us"] / 1000},
-        {"what": "compute ∩ copies", "ms": m["compute_and_copy_us"] / 1000},
-        {"what": "communication ∩ copies", "ms": m["communication_and_copy_us"] / 1000},
-        {"what": "exposed communication", "ms": m["exposed_communication_us"] / 1000},
-        {"what": "idle", "ms": m["idle_us"] / 1000}])
-    fig = go.Figure(go.Bar(x=data["ms"], y=data["what"], orientation="h",
-                           marker_color=[color_for(w) for w in data["what"]]))
-    style(fig, title("Overlap: time covered by each kind and by two at once", run,
-                     f"{_detail(run)} · unions of intervals, so overlapping kernels count once"), "ms", "")
+    data = pd.DataFrame(
+        [
+            {"what": "compute", "ms": m["compute_union_us"] / 1000},
+            {"what": "copies (memcpy + memset)", "ms": m["copy_union_us"] / 1000},
+            {"what": "communication", "ms": m["communication_union_us"] / 1000},
+            {"what": "compute ∩ communication", "ms": m["compute_and_communication_us"] / 1000},
+            {"what": "compute ∩ copies", "ms": m["compute_and_copy_us"] / 1000},
+            {"what": "communication ∩ copies", "ms": m["communication_and_copy_us"] / 1000},
+            {"what": "exposed communication", "ms": m["exposed_communication_us"] / 1000},
+            {"what": "idle", "ms": m["idle_us"] / 1000},
+        ]
+    )
+    fig = go.Figure(
+        go.Bar(x=data["ms"], y=data["what"], orientation="h", marker_color=[color_for(w) for w in data["what"]])
+    )
+    style(
+        fig,
+        title(
+            "Overlap: time covered by each kind and by two at once",
+            run,
+            f"{_detail(run)} · unions of intervals, so overlapping kernels count once",
+        ),
+        "ms",
+        "",
+    )
     fig.update_yaxes(autorange="reversed")
     return Chart("trace-overlap", fig, data)
 
@@ -94,13 +146,27 @@ def steps_chart(run: RunResult) -> Chart | None:
     for group in COLORS:
         column = f"{group}_us"
         if column in steps and steps[column].any():
-            fig.add_trace(go.Bar(x=steps["step"].astype(str), y=steps[column] / 1000, name=group,
-                                 marker_color=COLORS[group]))
+            fig.add_trace(
+                go.Bar(x=steps["step"].astype(str), y=steps[column] / 1000, name=group, marker_color=COLORS[group])
+            )
     if "idle_us" in steps:
-        fig.add_trace(go.Scatter(x=steps["step"].astype(str), y=steps["idle_us"] / 1000, name="idle", mode="markers+lines",
-                                 line=dict(color="black", dash="dot")))
-    style(fig, title("Per step: kernel time by group, and idle", run, run.meta.get("step_basis", "")),
-          "ProfilerStep", "ms", barmode="stack", legend_title="")
+        fig.add_trace(
+            go.Scatter(
+                x=steps["step"].astype(str),
+                y=steps["idle_us"] / 1000,
+                name="idle",
+                mode="markers+lines",
+                line=dict(color="black", dash="dot"),
+            )
+        )
+    style(
+        fig,
+        title("Per step: kernel time by group, and idle", run, run.meta.get("step_basis", "")),
+        "ProfilerStep",
+        "ms",
+        barmode="stack",
+        legend_title="",
+    )
     return Chart("trace-steps", fig, steps)
 
 
@@ -114,12 +180,21 @@ def overlay(runs: list[RunResult]) -> list[Chart]:
     records = []
     for run in runs:
         for _, row in kind_rows(run, "group").iterrows():
-            records.append({"trace": run.name or run.meta.get("file", run.id[:8]), "group": row["group"],
-                            "ms": row["total_us"] / 1000})
+            records.append(
+                {
+                    "trace": run.name or run.meta.get("file", run.id[:8]),
+                    "group": row["group"],
+                    "ms": row["total_us"] / 1000,
+                }
+            )
     data = pd.DataFrame(records)
     if data.empty:
         return []
-    fig = go.Figure([go.Bar(x=part["trace"], y=part["ms"], name=group, marker_color=COLORS.get(group, "#7f7f7f"))
-                     for group, part in data.groupby("group", sort=False)])
+    fig = go.Figure(
+        [
+            go.Bar(x=part["trace"], y=part["ms"], name=group, marker_color=COLORS.get(group, "#7f7f7f"))
+            for group, part in data.groupby("group", sort=False)
+        ]
+    )
     style(fig, "Kernel time by group, trace by trace", "trace", "ms", barmode="stack", legend_title="group")
     return [Chart("trace-overlay", fig, data)]

@@ -1,4 +1,5 @@
 """Chart of a ``rounding`` run: relative matmul error per precision mode, unsupported modes named."""
+
 from __future__ import annotations
 
 import plotly.graph_objects as go
@@ -12,17 +13,48 @@ def figures(run: RunResult) -> list[Chart]:
     df = run.frame()
     ok = df[df["status"] == "ok"]
     fig = go.Figure()
-    fig.add_trace(go.Bar(x=ok["mode"], y=ok["rel_error"], name="vs fp64 product of the fp32 inputs",
-                         marker_color=[color_for(m) for m in ok["mode"]]))
+    fig.add_trace(
+        go.Bar(
+            x=ok["mode"],
+            y=ok["rel_error"],
+            name="vs fp64 product of the fp32 inputs",
+            marker_color=[color_for(m) for m in ok["mode"]],
+        )
+    )
     if "rel_error_vs_rounded_inputs" in ok:
-        fig.add_trace(go.Bar(x=ok["mode"], y=ok["rel_error_vs_rounded_inputs"], marker_color="#bbbbbb",
-                             name="vs fp64 product of the rounded inputs (accumulation only)"))
-        fig.add_trace(go.Scatter(x=ok["mode"], y=ok["unit_roundoff"], mode="markers", name="unit roundoff (eps/2)",
-                                 marker=dict(symbol="line-ew-open", size=30, color="#333")))
+        fig.add_trace(
+            go.Bar(
+                x=ok["mode"],
+                y=ok["rel_error_vs_rounded_inputs"],
+                marker_color="#bbbbbb",
+                name="vs fp64 product of the rounded inputs (accumulation only)",
+            )
+        )
+        fig.add_trace(
+            go.Scatter(
+                x=ok["mode"],
+                y=ok["unit_roundoff"],
+                mode="markers",
+                name="unit roundoff (eps/2)",
+                marker=dict(symbol="line-ew-open", size=30, color="#333"),
+            )
+        )
     for _, row in df[df["status"] != "ok"].iterrows():
-        fig.add_annotation(x=row["mode"], y=0.5, yref="paper", text=f"unsupported:<br>{row.get('reason', '')}",
-                           showarrow=False, font=dict(size=11))
+        fig.add_annotation(
+            x=row["mode"],
+            y=0.5,
+            yref="paper",
+            text=f"unsupported:<br>{row.get('reason', '')}",
+            showarrow=False,
+            font=dict(size=11),
+        )
     fig.update_xaxes(categoryorder="array", categoryarray=list(df["mode"]))
-    style(fig, title(f"Matmul {int(df['size'].iloc[0])}×{int(df['size'].iloc[0])}: error against fp64", run),
-          "precision mode", "relative error ‖C − C_ref‖ / ‖C_ref‖", yaxis_type="log", barmode="group")
+    style(
+        fig,
+        title(f"Matmul {int(df['size'].iloc[0])}×{int(df['size'].iloc[0])}: error against fp64", run),
+        "precision mode",
+        "relative error ‖C − C_ref‖ / ‖C_ref‖",
+        yaxis_type="log",
+        barmode="group",
+    )
     return [Chart("rounding-error", fig, df)]

@@ -1,4 +1,5 @@
 """Charts of a ``step-bench`` run: phase times, first steps vs warm, kernel groups, precision sweep."""
+
 from __future__ import annotations
 
 import math
@@ -13,8 +14,14 @@ from pages.plots import Chart, kind_rows
 
 PHASE_ORDER = ("forward", "backward", "optimizer", "zero_grad", "step")
 SCOPE_LABELS = {"forward": "forward only", "step": "full step"}
-GROUP_COLORS = {"matmul": "#1f77b4", "attention-softmax": "#d62728", "elementwise": "#ff7f0e",
-                "normalisation": "#2ca02c", "optimizer": "#9467bd", "other": "#7f7f7f"}
+GROUP_COLORS = {
+    "matmul": "#1f77b4",
+    "attention-softmax": "#d62728",
+    "elementwise": "#ff7f0e",
+    "normalisation": "#2ca02c",
+    "optimizer": "#9467bd",
+    "other": "#7f7f7f",
+}
 # One colour per dtype across the lab: a precision mode takes its matmul dtype's colour.
 PRECISION_DTYPE = {"fp32": "fp32", "tf32": "tf32", "bf16-autocast": "bf16", "fp16-autocast": "fp16", "bf16": "bf16"}
 
@@ -34,11 +41,28 @@ def phase_chart(run: RunResult) -> Chart | None:
     for phase in PHASE_ORDER:
         values = warm.loc[warm["phase"] == phase, "ms"]
         if len(values):
-            fig.add_trace(go.Box(y=values, name=phase, boxmean="sd", boxpoints="all", jitter=0.4, pointpos=0,
-                                 marker_color=GROUP_COLORS["matmul"] if phase == "step" else "#8c8c8c"))
-    style(fig, title("Time per phase (after warm-up)", run,
-                     f"{_detail(run)} · box: median and quartiles, dashed: mean ± std, dots: every timed step"),
-          "phase", "ms", showlegend=False)
+            fig.add_trace(
+                go.Box(
+                    y=values,
+                    name=phase,
+                    boxmean="sd",
+                    boxpoints="all",
+                    jitter=0.4,
+                    pointpos=0,
+                    marker_color=GROUP_COLORS["matmul"] if phase == "step" else "#8c8c8c",
+                )
+            )
+    style(
+        fig,
+        title(
+            "Time per phase (after warm-up)",
+            run,
+            f"{_detail(run)} · box: median and quartiles, dashed: mean ± std, dots: every timed step",
+        ),
+        "phase",
+        "ms",
+        showlegend=False,
+    )
     return Chart("step-phase-times", fig, warm[["step", "phase", "ms"]])
 
 
@@ -51,20 +75,34 @@ def cold_chart(run: RunResult) -> Chart | None:
     offset = run.config.get("cold_steps", 0) + run.config.get("warmup_steps", 0)
     steps["step_in_process"] = steps["step"] + (steps["series"] == "warm") * offset
     fig = go.Figure()
-    for series, label, color in (("cold", "first steps, no warm-up", "#d62728"),
-                                 ("warm", "after warm-up", "#1f77b4")):
+    for series, label, color in (("cold", "first steps, no warm-up", "#d62728"), ("warm", "after warm-up", "#1f77b4")):
         part = steps[steps["series"] == series]
         if len(part):
-            fig.add_trace(go.Scatter(x=part["step_in_process"], y=part["ms"], mode="lines+markers", name=label,
-                                     line=dict(color=color)))
+            fig.add_trace(
+                go.Scatter(
+                    x=part["step_in_process"], y=part["ms"], mode="lines+markers", name=label, line=dict(color=color)
+                )
+            )
     warm = steps.loc[steps["series"] == "warm", "ms"]
     if len(warm):  # a trace, not an annotation: a log axis reads an annotation's y as log10(y) and stretched to 10^77
         median = float(warm.median())
-        fig.add_trace(go.Scatter(x=[steps["step_in_process"].min(), steps["step_in_process"].max()],
-                                 y=[median, median], mode="lines", name=f"warm median {median:.2f} ms",
-                                 line=dict(color="#1f77b4", dash="dash", width=1), hoverinfo="skip"))
-    style(fig, title("First steps without warm-up vs warmed-up steps", run, _detail(run)), "step number since the process started",
-          "ms per step (log)", legend_title="series")
+        fig.add_trace(
+            go.Scatter(
+                x=[steps["step_in_process"].min(), steps["step_in_process"].max()],
+                y=[median, median],
+                mode="lines",
+                name=f"warm median {median:.2f} ms",
+                line=dict(color="#1f77b4", dash="dash", width=1),
+                hoverinfo="skip",
+            )
+        )
+    style(
+        fig,
+        title("First steps without warm-up vs warmed-up steps", run, _detail(run)),
+        "step number since the process started",
+        "ms per step (log)",
+        legend_title="series",
+    )
     fig.update_yaxes(type="log", range=log_range(steps["ms"]))
     return Chart("step-cold-vs-warm", fig, steps[["series", "step", "step_in_process", "ms"]])
 
@@ -84,12 +122,25 @@ def groups_chart(run: RunResult) -> Chart | None:
     fig = go.Figure()
     for group, color in GROUP_COLORS.items():
         part = groups[groups["group"] == group]
-        fig.add_trace(go.Bar(x=[SCOPE_LABELS[s] for s in part["scope"]], y=part["share"] * 100, name=group,
-                             marker_color=color, customdata=part["ms_per_step"],
-                             hovertemplate="%{y:.1f}% · %{customdata:.3f} ms per step<extra>" + group + "</extra>"))
+        fig.add_trace(
+            go.Bar(
+                x=[SCOPE_LABELS[s] for s in part["scope"]],
+                y=part["share"] * 100,
+                name=group,
+                marker_color=color,
+                customdata=part["ms_per_step"],
+                hovertemplate="%{y:.1f}% · %{customdata:.3f} ms per step<extra>" + group + "</extra>",
+            )
+        )
     measure = run.meta.get("profile_measure", "")
-    style(fig, title("Where the time goes: kernel groups", run, f"{_detail(run)} · {measure}"), "",
-          "share of profiled time (%)", barmode="stack", legend_title="group")
+    style(
+        fig,
+        title("Where the time goes: kernel groups", run, f"{_detail(run)} · {measure}"),
+        "",
+        "share of profiled time (%)",
+        barmode="stack",
+        legend_title="group",
+    )
     return Chart("step-kernel-groups", fig, groups[["scope", "group", "ms_per_step", "share"]])
 
 
@@ -98,14 +149,24 @@ def kernels_chart(run: RunResult) -> Chart | None:
     if kernels.empty:
         return None
     step = kernels[kernels["scope"] == "step"].sort_values("ms_per_step")
-    fig = go.Figure(go.Bar(x=step["ms_per_step"], y=[short_plain(n) for n in step["name"]], orientation="h",
-                           marker_color=[GROUP_COLORS.get(g, "#7f7f7f") for g in step["group"]],
-                           customdata=step[["count_per_step", "share", "group"]].assign(
-                               name=step["name"].map(plain)).to_numpy(),
-                           hovertemplate="%{customdata[3]}<br>%{x:.3f} ms per step · %{customdata[0]:.0f} calls · "
-                                         "%{customdata[1]:.1%} · %{customdata[2]}<extra></extra>"))
-    style(fig, title("Top kernels of the full step (by total time)", run, _detail(run)), "ms per step", "",
-          height=max(400, 26 * len(step) + 150))
+    fig = go.Figure(
+        go.Bar(
+            x=step["ms_per_step"],
+            y=[short_plain(n) for n in step["name"]],
+            orientation="h",
+            marker_color=[GROUP_COLORS.get(g, "#7f7f7f") for g in step["group"]],
+            customdata=step[["count_per_step", "share", "group"]].assign(name=step["name"].map(plain)).to_numpy(),
+            hovertemplate="%{customdata[3]}<br>%{x:.3f} ms per step · %{customdata[0]:.0f} calls · "
+            "%{customdata[1]:.1%} · %{customdata[2]}<extra></extra>",
+        )
+    )
+    style(
+        fig,
+        title("Top kernels of the full step (by total time)", run, _detail(run)),
+        "ms per step",
+        "",
+        height=max(400, 26 * len(step) + 150),
+    )
     return Chart("step-top-kernels", fig, kernels)
 
 
@@ -115,9 +176,14 @@ def time_vs_flops_chart(run: RunResult) -> Chart | None:
         return None
     part = groups[groups["group"].isin(["matmul", "attention-softmax"])]
     labels = [f"{g}<br>{SCOPE_LABELS[s]}" for g, s in zip(part["group"], part["scope"])]
-    fig = go.Figure([go.Bar(x=labels, y=part["share"] * 100, name="share of time", marker_color="#1f77b4"),
-                     go.Bar(x=labels, y=part["flops_share"] * 100, name="share of FLOPs (softmax: estimate)",
-                            marker_color="#bcbd22")])
+    fig = go.Figure(
+        [
+            go.Bar(x=labels, y=part["share"] * 100, name="share of time", marker_color="#1f77b4"),
+            go.Bar(
+                x=labels, y=part["flops_share"] * 100, name="share of FLOPs (softmax: estimate)", marker_color="#bcbd22"
+            ),
+        ]
+    )
     style(fig, title("Share of time vs share of FLOPs", run, _detail(run)), "", "%", barmode="group")
     return Chart("step-time-vs-flops", fig, part[["scope", "group", "share", "flops_share"]])
 
@@ -129,24 +195,67 @@ def sweep_charts(run: RunResult) -> list[Chart]:
     ok = modes[modes["status"] == "ok"]
     colors = [color_for(PRECISION_DTYPE[p]) for p in ok["precision"]]
     patterns = ["/" if p == "bf16" else "" for p in ok["precision"]]
-    ms = go.Figure(go.Bar(x=ok["precision"], y=ok["step_ms_median"], marker_color=colors,
-                          marker_pattern_shape=patterns,
-                          error_y=dict(type="data", symmetric=False, array=ok["step_ms_p80"] - ok["step_ms_median"],
-                                       arrayminus=ok["step_ms_median"] - ok["step_ms_p20"])))
-    tokens = go.Figure(go.Bar(x=ok["precision"], y=ok["tokens_per_s"], marker_color=colors,
-                              marker_pattern_shape=patterns,
-                              text=[f"{s:.2f}× fp32" if s == s else "" for s in ok.get("speedup_vs_fp32", [])],
-                              textposition="outside"))
+    ms = go.Figure(
+        go.Bar(
+            x=ok["precision"],
+            y=ok["step_ms_median"],
+            marker_color=colors,
+            marker_pattern_shape=patterns,
+            error_y=dict(
+                type="data",
+                symmetric=False,
+                array=ok["step_ms_p80"] - ok["step_ms_median"],
+                arrayminus=ok["step_ms_median"] - ok["step_ms_p20"],
+            ),
+        )
+    )
+    tokens = go.Figure(
+        go.Bar(
+            x=ok["precision"],
+            y=ok["tokens_per_s"],
+            marker_color=colors,
+            marker_pattern_shape=patterns,
+            text=[f"{s:.2f}× fp32" if s == s else "" for s in ok.get("speedup_vs_fp32", [])],
+            textposition="outside",
+        )
+    )
     for fig in (ms, tokens):
         fig.update_xaxes(categoryorder="array", categoryarray=list(modes["precision"]))
         for _, row in modes[modes["status"] != "ok"].iterrows():
-            fig.add_annotation(x=row["precision"], y=0, yref="paper", yanchor="bottom", text=row["status"],
-                               hovertext=row["reason"], showarrow=False, textangle=-90, font=dict(color="#7f7f7f"))
-    style(ms, title("Precision sweep: ms per step", run, f"{_detail(run)} · median, bars p20–p80"),
-          "precision mode", "ms per step")
+            fig.add_annotation(
+                x=row["precision"],
+                y=0,
+                yref="paper",
+                yanchor="bottom",
+                text=row["status"],
+                hovertext=row["reason"],
+                showarrow=False,
+                textangle=-90,
+                font=dict(color="#7f7f7f"),
+            )
+    style(
+        ms,
+        title("Precision sweep: ms per step", run, f"{_detail(run)} · median, bars p20–p80"),
+        "precision mode",
+        "ms per step",
+    )
     style(tokens, title("Precision sweep: tokens per second", run, _detail(run)), "precision mode", "tokens/s")
-    cols = [c for c in ("precision", "status", "reason", "step_ms_median", "step_ms_p20", "step_ms_p80", "tokens_per_s",
-                        "speedup_vs_fp32", "achieved_tflops", "mfu") if c in modes]
+    cols = [
+        c
+        for c in (
+            "precision",
+            "status",
+            "reason",
+            "step_ms_median",
+            "step_ms_p20",
+            "step_ms_p80",
+            "tokens_per_s",
+            "speedup_vs_fp32",
+            "achieved_tflops",
+            "mfu",
+        )
+        if c in modes
+    ]
     return [Chart("step-precision-ms", ms, modes[cols]), Chart("step-precision-tokens", tokens, modes[cols])]
 
 
@@ -157,19 +266,38 @@ def per_gpu_chart(run: RunResult) -> Chart | None:
         if modes.empty or "tokens_per_s" not in modes:
             return None
         ok = modes[modes["status"] == "ok"]
-        fig = go.Figure([go.Bar(x=g["precision"], y=g["tokens_per_s"], name=device)
-                         for device, g in ok.groupby("device", sort=False)])
-        style(fig, title("Precision sweep on every GPU", run, _detail(run)), "precision mode", "tokens/s",
-              barmode="group", legend_title="GPU")
+        fig = go.Figure(
+            [
+                go.Bar(x=g["precision"], y=g["tokens_per_s"], name=device)
+                for device, g in ok.groupby("device", sort=False)
+            ]
+        )
+        style(
+            fig,
+            title("Precision sweep on every GPU", run, _detail(run)),
+            "precision mode",
+            "tokens/s",
+            barmode="group",
+            legend_title="GPU",
+        )
         return Chart("step-per-gpu-tokens", fig, ok[["device", "precision", "tokens_per_s", "step_ms_median"]])
     samples = kind_rows(run, "sample")
     if samples.empty:
         return None
     steps = samples[(samples["series"] == "warm") & (samples["phase"] == "step")]
-    fig = go.Figure([go.Box(y=g["ms"], name=device, boxpoints="all", jitter=0.4, pointpos=0)
-                     for device, g in steps.groupby("device", sort=False)])
-    style(fig, title("Step time on every GPU (after warm-up)", run, f"{_detail(run)} · every timed step"),
-          "GPU", "ms per step", showlegend=False)
+    fig = go.Figure(
+        [
+            go.Box(y=g["ms"], name=device, boxpoints="all", jitter=0.4, pointpos=0)
+            for device, g in steps.groupby("device", sort=False)
+        ]
+    )
+    style(
+        fig,
+        title("Step time on every GPU (after warm-up)", run, f"{_detail(run)} · every timed step"),
+        "GPU",
+        "ms per step",
+        showlegend=False,
+    )
     return Chart("step-per-gpu-times", fig, steps[["device", "step", "ms"]])
 
 
@@ -189,14 +317,27 @@ def overlay(runs: list[RunResult]) -> list[Chart]:
         kind = "precision" if run.config.get("sweep") else "summary"
         for _, row in kind_rows(run, kind).iterrows():
             if row.get("status", "ok") == "ok":
-                records.append({"run": f"{run.name or run.id[:8]} · {run.device.get('name', '')}",
-                                "precision": row["precision"], "step_ms_median": row["step_ms_median"],
-                                "tokens_per_s": row["tokens_per_s"]})
+                records.append(
+                    {
+                        "run": f"{run.name or run.id[:8]} · {run.device.get('name', '')}",
+                        "precision": row["precision"],
+                        "step_ms_median": row["step_ms_median"],
+                        "tokens_per_s": row["tokens_per_s"],
+                    }
+                )
     data = pd.DataFrame(records)
     if data.empty:
         return []
-    fig = go.Figure([go.Bar(x=part["run"].map(plain), y=part["step_ms_median"], name=precision,
-                            marker_color=color_for(PRECISION_DTYPE.get(precision, precision)))
-                     for precision, part in data.groupby("precision", sort=False)])
+    fig = go.Figure(
+        [
+            go.Bar(
+                x=part["run"].map(plain),
+                y=part["step_ms_median"],
+                name=precision,
+                marker_color=color_for(PRECISION_DTYPE.get(precision, precision)),
+            )
+            for precision, part in data.groupby("precision", sort=False)
+        ]
+    )
     style(fig, "Step time across runs", "run", "median ms per step", barmode="group", legend_title="precision")
     return [Chart("step-bench-overlay", fig, data)]

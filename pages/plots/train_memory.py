@@ -1,41 +1,74 @@
 """Training-memory charts: stacked category timeline with phase bands and the peak, estimate vs measured."""
+
 from __future__ import annotations
 
 import pandas as pd
 import plotly.graph_objects as go
 
-from core.transformer.planner import CATEGORIES
 from core.result import RunResult
+from core.transformer.planner import CATEGORIES
 from pages.common.charts import color_for, plain, style, title
 from pages.plots import Chart
 
-PHASE_COLORS = {"forward": "rgba(31,119,180,0.10)", "backward": "rgba(214,39,40,0.10)",
-                "optimizer": "rgba(44,160,44,0.12)", "zero_grad": "rgba(127,127,127,0.12)"}
+PHASE_COLORS = {
+    "forward": "rgba(31,119,180,0.10)",
+    "backward": "rgba(214,39,40,0.10)",
+    "optimizer": "rgba(44,160,44,0.12)",
+    "zero_grad": "rgba(127,127,127,0.12)",
+}
 MIB = 2**20
 
 
 def _detail(run: RunResult) -> str:
     c = run.config
-    return f"{c.get('model')} · {c.get('precision')} · {c.get('optimizer')} · batch {c.get('batch')} × {c.get('context')}"
+    return (
+        f"{c.get('model')} · {c.get('precision')} · {c.get('optimizer')} · batch {c.get('batch')} × {c.get('context')}"
+    )
 
 
 def timeline_figure(run: RunResult) -> go.Figure:
     df = run.frame()
     fig = go.Figure()
     for band in run.meta.get("bands", []):
-        fig.add_vrect(x0=band["start_ms"], x1=band["end_ms"], fillcolor=PHASE_COLORS.get(band["phase"], "white"),
-                      line_width=0, annotation_text=band["phase"], annotation_position="top left",
-                      annotation_font_size=9)
+        fig.add_vrect(
+            x0=band["start_ms"],
+            x1=band["end_ms"],
+            fillcolor=PHASE_COLORS.get(band["phase"], "white"),
+            line_width=0,
+            annotation_text=band["phase"],
+            annotation_position="top left",
+            annotation_font_size=9,
+        )
     for category in CATEGORIES:
-        fig.add_trace(go.Scatter(x=df["t_ms"], y=df[category] / MIB, name=category.replace("_", " "),
-                                 stackgroup="memory", mode="lines", line=dict(width=0.5, color=color_for(category))))
+        fig.add_trace(
+            go.Scatter(
+                x=df["t_ms"],
+                y=df[category] / MIB,
+                name=category.replace("_", " "),
+                stackgroup="memory",
+                mode="lines",
+                line=dict(width=0.5, color=color_for(category)),
+            )
+        )
     meta = run.meta
-    fig.add_trace(go.Scatter(x=[meta["peak_t_ms"]], y=[meta["trace_peak_bytes"] / MIB], mode="markers+text",
-                             marker=dict(symbol="star", size=14, color="black"), name="peak",
-                             text=[f"peak {meta['trace_peak_bytes'] / MIB:.1f} MiB in {meta['peak_phase']}"],
-                             textposition="top center"))
-    return style(fig, title("Memory during the training step (measured)", run, _detail(run)), "time (ms)",
-                 "allocated (MiB)", legend_title="category")
+    fig.add_trace(
+        go.Scatter(
+            x=[meta["peak_t_ms"]],
+            y=[meta["trace_peak_bytes"] / MIB],
+            mode="markers+text",
+            marker=dict(symbol="star", size=14, color="black"),
+            name="peak",
+            text=[f"peak {meta['trace_peak_bytes'] / MIB:.1f} MiB in {meta['peak_phase']}"],
+            textposition="top center",
+        )
+    )
+    return style(
+        fig,
+        title("Memory during the training step (measured)", run, _detail(run)),
+        "time (ms)",
+        "allocated (MiB)",
+        legend_title="category",
+    )
 
 
 def comparison_frame(run: RunResult) -> pd.DataFrame:
@@ -52,20 +85,35 @@ def comparison_figure(run: RunResult) -> go.Figure:
     fig = go.Figure()
     for category in CATEGORIES:
         part = df[df["category"] == category]
-        fig.add_trace(go.Bar(x=part["source"], y=part["bytes"] / MIB, name=category.replace("_", " "),
-                             marker_color=color_for(category)))
+        fig.add_trace(
+            go.Bar(
+                x=part["source"],
+                y=part["bytes"] / MIB,
+                name=category.replace("_", " "),
+                marker_color=color_for(category),
+            )
+        )
     meta = run.meta
     fig.update_layout(barmode="stack")
-    detail = (f"measured {meta['peak_measured_bytes'] / MIB:.1f} MiB ({meta['peak_phase']}) · estimate "
-              f"{meta['peak_estimated_bytes'] / MIB:.1f} MiB ({meta['peak_phase_estimated']}) · error "
-              f"{meta['error_pct']:+.1f}%")
-    return style(fig, title("Peak memory: estimate vs measured", run, detail), "", "bytes at the peak (MiB)",
-                 legend_title="category")
+    detail = (
+        f"measured {meta['peak_measured_bytes'] / MIB:.1f} MiB ({meta['peak_phase']}) · estimate "
+        f"{meta['peak_estimated_bytes'] / MIB:.1f} MiB ({meta['peak_phase_estimated']}) · error "
+        f"{meta['error_pct']:+.1f}%"
+    )
+    return style(
+        fig,
+        title("Peak memory: estimate vs measured", run, detail),
+        "",
+        "bytes at the peak (MiB)",
+        legend_title="category",
+    )
 
 
 def figures(run: RunResult) -> list[Chart]:
-    return [Chart("train-memory-timeline", timeline_figure(run), run.frame()),
-            Chart("train-memory-peak", comparison_figure(run), comparison_frame(run))]
+    return [
+        Chart("train-memory-timeline", timeline_figure(run), run.frame()),
+        Chart("train-memory-peak", comparison_figure(run), comparison_frame(run)),
+    ]
 
 
 def _label(run: RunResult) -> str:
@@ -80,12 +128,26 @@ def overlay(runs: list[RunResult]) -> list[Chart]:
         df = run.frame()
         lines.add_trace(go.Scatter(x=df["t_ms"], y=df["total_bytes"] / MIB, mode="lines", name=plain(_label(run))))
     style(lines, title("Training-step memory, runs overlaid"), "time (ms)", "allocated (MiB)", legend_title="run")
-    peaks = pd.DataFrame([{"run": _label(run), "measured_bytes": run.meta["peak_measured_bytes"],
-                           "estimated_bytes": run.meta["peak_estimated_bytes"], "peak_phase": run.meta["peak_phase"],
-                           "device": run.device.get("label") or run.device.get("name")} for run in runs])
-    bars = go.Figure([go.Bar(x=peaks["run"].map(plain), y=peaks["measured_bytes"] / MIB, name="measured",
-                             text=peaks["peak_phase"]),
-                      go.Bar(x=peaks["run"].map(plain), y=peaks["estimated_bytes"] / MIB, name="estimate")])
+    peaks = pd.DataFrame(
+        [
+            {
+                "run": _label(run),
+                "measured_bytes": run.meta["peak_measured_bytes"],
+                "estimated_bytes": run.meta["peak_estimated_bytes"],
+                "peak_phase": run.meta["peak_phase"],
+                "device": run.device.get("label") or run.device.get("name"),
+            }
+            for run in runs
+        ]
+    )
+    bars = go.Figure(
+        [
+            go.Bar(
+                x=peaks["run"].map(plain), y=peaks["measured_bytes"] / MIB, name="measured", text=peaks["peak_phase"]
+            ),
+            go.Bar(x=peaks["run"].map(plain), y=peaks["estimated_bytes"] / MIB, name="estimate"),
+        ]
+    )
     bars.update_layout(barmode="group")
     style(bars, title("Peak memory per run"), "run", "peak (MiB)", legend_title="")
     return [Chart("train-memory-overlay", lines, None), Chart("train-memory-peaks", bars, peaks)]

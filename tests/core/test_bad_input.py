@@ -5,6 +5,7 @@ returns a config or raises ConfigError — never another exception.
 The experiments and their fields are discovered (``core.registry``), so a new experiment is covered
 the day it is added.
 """
+
 from __future__ import annotations
 
 import dataclasses
@@ -67,6 +68,7 @@ def _mentions(message: str, field_name: str) -> bool:
 @pytest.fixture
 def nothing_runs(monkeypatch):
     """Bad input must be refused before a job is queued: queueing one fails the test."""
+
     def refuse(self, job):
         raise AssertionError(f"a job was queued for bad input: {job.config}")
 
@@ -113,11 +115,19 @@ def test_unknown_config_keys_are_refused():
             registry.get(name).make_config({"no_such_option": 1})
 
 
-json_scalars = (st.none() | st.booleans() | st.integers(min_value=-2**80, max_value=2**80)
-                | st.floats(allow_nan=True, allow_infinity=True) | st.text(max_size=12)
-                | st.sampled_from(["", "0", "-1", "1e400", "nan", "inf", "1,2,3", "fp16", "tiny", "cuda", " 7 "]))
-json_values = st.recursive(json_scalars, lambda inner: st.lists(inner, max_size=4)
-                           | st.dictionaries(st.text(max_size=5), inner, max_size=3), max_leaves=8)
+json_scalars = (
+    st.none()
+    | st.booleans()
+    | st.integers(min_value=-(2**80), max_value=2**80)
+    | st.floats(allow_nan=True, allow_infinity=True)
+    | st.text(max_size=12)
+    | st.sampled_from(["", "0", "-1", "1e400", "nan", "inf", "1,2,3", "fp16", "tiny", "cuda", " 7 "])
+)
+json_values = st.recursive(
+    json_scalars,
+    lambda inner: st.lists(inner, max_size=4) | st.dictionaries(st.text(max_size=5), inner, max_size=3),
+    max_leaves=8,
+)
 
 
 def _configs(name: str):

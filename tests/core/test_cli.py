@@ -1,4 +1,5 @@
 """``python -m core``: JSON out, the same store as the dashboard, clear errors."""
+
 import json
 import subprocess
 import sys
@@ -7,8 +8,9 @@ from tests.conftest import ROOT
 
 
 def cli(*args, input=None):
-    return subprocess.run([sys.executable, "-m", "core", *args], cwd=ROOT, capture_output=True, text=True,
-                          timeout=180, input=input)
+    return subprocess.run(
+        [sys.executable, "-m", "core", *args], cwd=ROOT, capture_output=True, text=True, timeout=180, input=input
+    )
 
 
 def test_info_json_has_devices_versions_flags_and_datasheet_entry():
@@ -66,8 +68,17 @@ def test_a_measurement_error_is_a_warning_in_text_and_json(store):
     from core.result import RunResult
 
     error = "measurement error: above the datasheet peak: bf16 8192×8192×8192 measured 1000.0 TFLOPS > 989.4"
-    run = RunResult("matmul", {}, {"kind": "cuda", "name": "H100"}, {}, "2026-03-01T00:00:00+00:00", None, "ok",
-                    rows=[{"dtype": "bf16", "tflops": 1000.0, "above_peak": True}], meta={"measurement_errors": [error]})
+    run = RunResult(
+        "matmul",
+        {},
+        {"kind": "cuda", "name": "H100"},
+        {},
+        "2026-03-01T00:00:00+00:00",
+        None,
+        "ok",
+        rows=[{"dtype": "bf16", "tflops": 1000.0, "above_peak": True}],
+        meta={"measurement_errors": [error]},
+    )
     store.save(run)
     for extra in ((), ("--json",)):
         out = cli("runs", "show", run.id[:8], *extra)
@@ -88,8 +99,16 @@ from core import cli as core_cli  # noqa: E402
 def _stored_run(store, name="", device_name="Test CPU", status="ok", run_id=None):
     from core.result import RunResult
 
-    run = RunResult("probe", {"steps": 1}, {"kind": "cpu", "name": device_name}, {}, "2026-01-01T00:00:00+00:00",
-                    "2026-01-01T00:00:01+00:00", status, name=name)
+    run = RunResult(
+        "probe",
+        {"steps": 1},
+        {"kind": "cpu", "name": device_name},
+        {},
+        "2026-01-01T00:00:00+00:00",
+        "2026-01-01T00:00:01+00:00",
+        status,
+        name=name,
+    )
     if run_id:
         run.id = run_id
     store.save(run)  # straight into the database, as a run stored before names were checked
@@ -108,8 +127,14 @@ def test_runs_list_escapes_terminal_codes_and_newlines(store, capsys):
     assert "\x1b" not in capsys.readouterr().out
 
 
-@pytest.mark.parametrize("name, why", [("x" * 121, "121 characters long; the limit is 120"),
-                                       ("a\x1b[31mred", "control character \\x1b"), ("two\nlines", "\\n")])
+@pytest.mark.parametrize(
+    "name, why",
+    [
+        ("x" * 121, "121 characters long; the limit is 120"),
+        ("a\x1b[31mred", "control character \\x1b"),
+        ("two\nlines", "\\n"),
+    ],
+)
 def test_names_have_one_limit_everywhere(name, why, store, capsys):
     """Finding 7: names had no limit on the CLI (100k characters) while the page capped them at 120."""
     assert core_cli.main(["probe", "--steps", "1", "--device", "cpu", "--name", name]) == 2
@@ -169,18 +194,22 @@ def test_an_oversized_seed_is_refused_naming_the_option(capsys):
 
 def test_custom_values_beyond_float32_are_refused(capsys):
     """Finding 10: 1e308 becomes inf in float32 and bincount failed with exit 1."""
-    code = core_cli.main(["quantize", "--distribution", "custom", "--values", "1e308,-1e308", "--device", "cpu",
-                          "--no-save"])
+    code = core_cli.main(
+        ["quantize", "--distribution", "custom", "--values", "1e308,-1e308", "--device", "cpu", "--no-save"]
+    )
     assert code == 2
     assert "values" in capsys.readouterr().err
 
 
-@pytest.mark.parametrize("args, why", [
-    (["report", "{id}", "-o", "/nonexistent/dir/r.html"], "No such file or directory"),
-    (["report", "{id}", "-o", "/tmp"], "Is a directory"),
-    (["runs", "export", "-o", "/nonexistent/x.json"], "No such file or directory"),
-    (["runs", "export", "-o", "/tmp"], "Is a directory"),
-])
+@pytest.mark.parametrize(
+    "args, why",
+    [
+        (["report", "{id}", "-o", "/nonexistent/dir/r.html"], "No such file or directory"),
+        (["report", "{id}", "-o", "/tmp"], "Is a directory"),
+        (["runs", "export", "-o", "/nonexistent/x.json"], "No such file or directory"),
+        (["runs", "export", "-o", "/tmp"], "Is a directory"),
+    ],
+)
 def test_unwritable_outputs_exit_2_without_a_traceback(args, why, store, capsys):
     """Finding 11: these printed tracebacks."""
     run = _stored_run(store)
@@ -189,9 +218,16 @@ def test_unwritable_outputs_exit_2_without_a_traceback(args, why, store, capsys)
     assert code == 2 and err.startswith("error: cannot write") and why in err and "Traceback" not in err
 
 
-@pytest.mark.parametrize("args, option", [(["--since", "garbage"], "--since"), (["--until", "later"], "--until"),
-                                          (["--limit", "99999999999999999999999"], "--limit"),
-                                          (["--limit", "0"], "--limit"), (["--status", "great"], "--status")])
+@pytest.mark.parametrize(
+    "args, option",
+    [
+        (["--since", "garbage"], "--since"),
+        (["--until", "later"], "--until"),
+        (["--limit", "99999999999999999999999"], "--limit"),
+        (["--limit", "0"], "--limit"),
+        (["--status", "great"], "--status"),
+    ],
+)
 def test_runs_list_filters_are_checked(args, option, store, capsys):
     """Finding 12: --since garbage said 'no runs stored' (19 existed); a huge --limit said 'datatype mismatch'."""
     _stored_run(store)
@@ -206,9 +242,25 @@ def _start_probe(data_dir, steps=400):
 
     from tests.conftest import ROOT
 
-    proc = subprocess.Popen([sys.executable, "-m", "core", "probe", "--steps", str(steps), "--seconds", "0.05",
-                             "--device", "cpu", "--json"], cwd=ROOT, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "core",
+            "probe",
+            "--steps",
+            str(steps),
+            "--seconds",
+            "0.05",
+            "--device",
+            "cpu",
+            "--json",
+        ],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+    )
     seen = []
     for line in proc.stderr:  # wait until the run is really running
         seen.append(line)

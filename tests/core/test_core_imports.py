@@ -1,4 +1,5 @@
 """core must run on a GPU box that has only PyTorch: no streamlit, no plotly, anywhere in it."""
+
 import subprocess
 import sys
 
@@ -30,10 +31,19 @@ def test_core_and_every_submodule_import_without_streamlit_and_plotly():
 
 
 def test_the_cli_entry_point_is_importable_without_ui_packages():
-    out = subprocess.run([sys.executable, "-c", 'import sys; sys.modules["streamlit"] = None; '
-                          'sys.modules["plotly"] = None; sys.argv = ["core", "--help"]; import runpy; '
-                          'runpy.run_module("core", run_name="__main__")'],
-                         cwd=ROOT, capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-c",
+            'import sys; sys.modules["streamlit"] = None; '
+            'sys.modules["plotly"] = None; sys.argv = ["core", "--help"]; import runpy; '
+            'runpy.run_module("core", run_name="__main__")',
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 0, out.stderr
     assert "info" in out.stdout and "runs" in out.stdout
 
@@ -41,7 +51,9 @@ def test_the_cli_entry_point_is_importable_without_ui_packages():
 def test_what_the_dashboard_process_runs_imports_no_torch():
     """The server process runs the doctor's orchestration and the planner: neither may import torch
     (torch can initialise CUDA, which must never happen in the Streamlit process)."""
-    code = ("import sys\nimport core.doctor, core.jobs, core.store, core.transformer.planner\n"
-            "import core.experiments.estimate\nassert 'torch' not in sys.modules, 'torch imported'\n")
+    code = (
+        "import sys\nimport core.doctor, core.jobs, core.store, core.transformer.planner\n"
+        "import core.experiments.estimate\nassert 'torch' not in sys.modules, 'torch imported'\n"
+    )
     out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert out.returncode == 0, out.stderr

@@ -13,6 +13,7 @@ sources (``torch/cuda/__init__.py``, ``torch/cuda/memory.py``, ``torch/cuda/stre
   ``with torch.cuda.device(...)``;
 - ``torch.cuda.empty_cache()`` has no device parameter and releases the cache of every device: allowed.
 """
+
 from __future__ import annotations
 
 import ast
@@ -22,15 +23,37 @@ import pytest
 
 from tests.conftest import ROOT
 
-DEVICE_DEFAULTING = frozenset({
-    "synchronize", "reset_peak_memory_stats", "reset_max_memory_allocated", "reset_accumulated_memory_stats",
-    "max_memory_allocated", "memory_allocated", "memory_reserved", "max_memory_reserved", "memory_stats",
-    "memory_summary", "mem_get_info", "current_stream", "default_stream", "get_device_properties",
-    "get_device_name", "get_device_capability",
-})
+DEVICE_DEFAULTING = frozenset(
+    {
+        "synchronize",
+        "reset_peak_memory_stats",
+        "reset_max_memory_allocated",
+        "reset_accumulated_memory_stats",
+        "max_memory_allocated",
+        "memory_allocated",
+        "memory_reserved",
+        "max_memory_reserved",
+        "memory_stats",
+        "memory_summary",
+        "mem_get_info",
+        "current_stream",
+        "default_stream",
+        "get_device_properties",
+        "get_device_name",
+        "get_device_capability",
+    }
+)
 NEEDS_DEVICE_CONTEXT = frozenset({"is_bf16_supported"})
-SCANNED = ("core/experiments", "core/measure", "core/hardware", "core/transformer", "core/worker.py",
-           "core/checks", "core/distributed", "core/workload")
+SCANNED = (
+    "core/experiments",
+    "core/measure",
+    "core/hardware",
+    "core/transformer",
+    "core/worker.py",
+    "core/checks",
+    "core/distributed",
+    "core/workload",
+)
 
 
 def _on_cuda(node: ast.expr) -> bool:
@@ -39,7 +62,8 @@ def _on_cuda(node: ast.expr) -> bool:
     while isinstance(value, ast.Attribute) and value.attr == "memory":
         value = value.value
     return (isinstance(value, ast.Attribute) and value.attr == "cuda") or (
-        isinstance(value, ast.Name) and value.id == "cuda")
+        isinstance(value, ast.Name) and value.id == "cuda"
+    )
 
 
 def _inside_device_context(node: ast.AST, parents: dict) -> bool:
@@ -48,8 +72,12 @@ def _inside_device_context(node: ast.AST, parents: dict) -> bool:
         if isinstance(node, ast.With):
             for item in node.items:
                 call = item.context_expr
-                if isinstance(call, ast.Call) and isinstance(call.func, ast.Attribute) and \
-                        call.func.attr == "device" and _on_cuda(call.func):
+                if (
+                    isinstance(call, ast.Call)
+                    and isinstance(call.func, ast.Attribute)
+                    and call.func.attr == "device"
+                    and _on_cuda(call.func)
+                ):
                     return True
     return False
 
@@ -60,23 +88,34 @@ def problems(source: str, filename: str = "<snippet>") -> list[str]:
     parents = {child: node for node in ast.walk(tree) for child in ast.iter_child_nodes(node)}
     found = []
     for node in ast.walk(tree):
-        if isinstance(node, ast.Attribute) and node.attr in DEVICE_DEFAULTING | NEEDS_DEVICE_CONTEXT \
-                and _on_cuda(node):
+        if isinstance(node, ast.Attribute) and node.attr in DEVICE_DEFAULTING | NEEDS_DEVICE_CONTEXT and _on_cuda(node):
             call = parents.get(node)
             if not (isinstance(call, ast.Call) and call.func is node):
-                found.append(f"{filename}:{node.lineno}: torch.cuda.{node.attr} is passed around without its call "
-                             f"(an alias hides whether a device is given)")
+                found.append(
+                    f"{filename}:{node.lineno}: torch.cuda.{node.attr} is passed around without its call "
+                    f"(an alias hides whether a device is given)"
+                )
             elif node.attr in NEEDS_DEVICE_CONTEXT:
                 if not _inside_device_context(call, parents):
-                    found.append(f"{filename}:{node.lineno}: torch.cuda.{node.attr}() reads the current device: "
-                                 f"call it inside `with torch.cuda.device(...)`")
+                    found.append(
+                        f"{filename}:{node.lineno}: torch.cuda.{node.attr}() reads the current device: "
+                        f"call it inside `with torch.cuda.device(...)`"
+                    )
             elif not call.args and not any(k.arg == "device" for k in call.keywords):
-                found.append(f"{filename}:{node.lineno}: torch.cuda.{node.attr}() without a device acts on the "
-                             f"current device")
-        if isinstance(node, ast.Call) and isinstance(node.func, ast.Attribute) and node.func.attr == "record" \
-                and not node.args and not node.keywords:
-            found.append(f"{filename}:{node.lineno}: .record() without a stream records on the current device's "
-                         f"stream: pass torch.cuda.current_stream(device)")
+                found.append(
+                    f"{filename}:{node.lineno}: torch.cuda.{node.attr}() without a device acts on the current device"
+                )
+        if (
+            isinstance(node, ast.Call)
+            and isinstance(node.func, ast.Attribute)
+            and node.func.attr == "record"
+            and not node.args
+            and not node.keywords
+        ):
+            found.append(
+                f"{filename}:{node.lineno}: .record() without a stream records on the current device's "
+                f"stream: pass torch.cuda.current_stream(device)"
+            )
     return sorted(found, key=lambda text: int(text.split(":", 2)[1]))
 
 

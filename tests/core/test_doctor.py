@@ -1,4 +1,5 @@
 """The doctor: its checks on fabricated runs (verdicts derived by hand), its exit code, and a real CPU run (CI)."""
+
 import json
 import subprocess
 import sys
@@ -17,29 +18,53 @@ CPU = {"kind": "cpu", "name": "Test CPU", "label": "CPU — Test CPU"}
 
 
 def run_of(experiment, rows=(), meta=None, status="ok", error=None, device=GPU):
-    return RunResult(experiment, {}, device, {"torch": "2.13.0", "cuda": "12.8"}, "2026-01-01T00:00:00+00:00",
-                     "2026-01-01T00:00:01+00:00", status, error=error, rows=list(rows), meta=meta or {})
+    return RunResult(
+        experiment,
+        {},
+        device,
+        {"torch": "2.13.0", "cuda": "12.8"},
+        "2026-01-01T00:00:00+00:00",
+        "2026-01-01T00:00:01+00:00",
+        status,
+        error=error,
+        rows=list(rows),
+        meta=meta or {},
+    )
 
 
 def test_fp16_overflow_is_checked_against_the_seed():
-    assert doctor.fp16_overflow(run_of("formats", [{"format": "fp16", "stored": "inf", "status": "overflow"}])
-                                ).verdict == "pass"
+    assert (
+        doctor.fp16_overflow(run_of("formats", [{"format": "fp16", "stored": "inf", "status": "overflow"}])).verdict
+        == "pass"
+    )
     wrong = doctor.fp16_overflow(run_of("formats", [{"format": "fp16", "stored": 65504.0, "status": "rounded"}]))
     assert wrong.verdict == "fail" and "65504.0" in wrong.result
 
 
-@pytest.mark.parametrize("lab, ref, cuda, tool, load, verdict", [
-    (1.00, 1.05, True, "triton.testing.do_bench", None, "pass"),  # 0.95: within 0.9–1.1 on a GPU
-    (1.20, 1.00, True, "triton.testing.do_bench", None, "fail"),  # 1.2: a GPU timer that far off is wrong
-    (1.20, 1.00, True, "torch.utils.benchmark", None, "pass"),  # no flush in the reference: 0.8–1.25
-    (3.00, 1.00, False, "torch.utils.benchmark", 0.5, "fail"),  # 3.0 on an idle CPU: beyond 0.5–2
-    (3.00, 1.00, False, "torch.utils.benchmark", 5.0, "unsupported"),  # load 5 on 2 cores: cannot be compared
-    (1.50, 1.00, False, "torch.utils.benchmark", 5.0, "pass"),
-])
+@pytest.mark.parametrize(
+    "lab, ref, cuda, tool, load, verdict",
+    [
+        (1.00, 1.05, True, "triton.testing.do_bench", None, "pass"),  # 0.95: within 0.9–1.1 on a GPU
+        (1.20, 1.00, True, "triton.testing.do_bench", None, "fail"),  # 1.2: a GPU timer that far off is wrong
+        (1.20, 1.00, True, "torch.utils.benchmark", None, "pass"),  # no flush in the reference: 0.8–1.25
+        (3.00, 1.00, False, "torch.utils.benchmark", 0.5, "fail"),  # 3.0 on an idle CPU: beyond 0.5–2
+        (3.00, 1.00, False, "torch.utils.benchmark", 5.0, "unsupported"),  # load 5 on 2 cores: cannot be compared
+        (1.50, 1.00, False, "torch.utils.benchmark", 5.0, "pass"),
+    ],
+)
 def test_timer_agreement_by_hand(lab, ref, cuda, tool, load, verdict):
-    run = run_of("reference", [{"dtype": "bf16", "m": 4096}],
-                 {"tool": tool, "lab_median_ms": lab, "reference_median_ms": ref,
-                  "ratio": lab / ref, "cpu_load_1min": load, "cpu_cores": 2})
+    run = run_of(
+        "reference",
+        [{"dtype": "bf16", "m": 4096}],
+        {
+            "tool": tool,
+            "lab_median_ms": lab,
+            "reference_median_ms": ref,
+            "ratio": lab / ref,
+            "cpu_load_1min": load,
+            "cpu_cores": 2,
+        },
+    )
     check = doctor.timer_agreement(run, cuda)
     assert check.verdict == verdict
     assert f"ratio {lab / ref:.2f}" in check.result
@@ -49,10 +74,19 @@ def test_timer_agreement_by_hand(lab, ref, cuda, tool, load, verdict):
 
 def test_trace_peak_replays_the_history_by_hand():
     # alloc 64, alloc 32 (96 live), free 64 (32), alloc 16 (48): the replayed peak is 96 MiB
-    trace = [[1, "alloc", 64 * MIB], [2, "alloc", 32 * MIB], [3, "free_requested", 64 * MIB],
-             [4, "free_completed", 64 * MIB], [5, "alloc", 16 * MIB], [6, "segment_alloc", 128 * MIB]]
+    trace = [
+        [1, "alloc", 64 * MIB],
+        [2, "alloc", 32 * MIB],
+        [3, "free_requested", 64 * MIB],
+        [4, "free_completed", 64 * MIB],
+        [5, "alloc", 16 * MIB],
+        [6, "segment_alloc", 128 * MIB],
+    ]
     assert doctor.replay_peak(trace) == 96 * MIB
-    rows = [{"trace": trace[:2], "peak_allocated_bytes": 96 * MIB}, {"trace": trace[2:], "peak_allocated_bytes": 96 * MIB}]
+    rows = [
+        {"trace": trace[:2], "peak_allocated_bytes": 96 * MIB},
+        {"trace": trace[2:], "peak_allocated_bytes": 96 * MIB},
+    ]
     assert doctor.trace_peak(run_of("allocator", rows), cuda=True).verdict == "pass"
     rows[1]["peak_allocated_bytes"] = 120 * MIB  # the counter saw more than the history: they disagree
     assert doctor.trace_peak(run_of("allocator", rows), cuda=True).verdict == "fail"
@@ -62,17 +96,28 @@ def test_trace_peak_replays_the_history_by_hand():
 
 def test_planner_and_backward_peak_checks_by_hand():
     def memory(estimate, measured):  # error = (estimate − measured) / measured
-        return run_of("train-memory", meta={"peak_estimated_bytes": estimate, "peak_measured_bytes": measured,
-                                            "error_pct": 100 * (estimate - measured) / measured})
+        return run_of(
+            "train-memory",
+            meta={
+                "peak_estimated_bytes": estimate,
+                "peak_measured_bytes": measured,
+                "error_pct": 100 * (estimate - measured) / measured,
+            },
+        )
 
     assert doctor.planner_vs_measured(memory(109, 100)).verdict == "pass"  # +9 %
     assert doctor.planner_vs_measured(memory(89, 100)).verdict == "fail"  # −11 %
-    forms = {"backward_peak": [{"form": "y = 5*x; y.mean().backward()", "peak_over_x": 4.01},
-                               {"form": "(5*x).mean().backward()", "peak_over_x": 3.5}]}
+    forms = {
+        "backward_peak": [
+            {"form": "y = 5*x; y.mean().backward()", "peak_over_x": 4.01},
+            {"form": "(5*x).mean().backward()", "peak_over_x": 3.5},
+        ]
+    }
     four, three = doctor.backward_peaks(run_of("allocator", meta=forms), cuda=True)
     assert (four.verdict, three.verdict) == ("pass", "fail")
-    refused = run_of("allocator", status="unsupported", error="unsupported on Test CPU: no caching allocator",
-                     device=CPU)
+    refused = run_of(
+        "allocator", status="unsupported", error="unsupported on Test CPU: no caching allocator", device=CPU
+    )
     assert [c.verdict for c in doctor.backward_peaks(refused, cuda=False)] == ["unsupported"] * 2
 
 
@@ -89,8 +134,11 @@ def test_a_failed_experiment_fails_its_checks_and_an_unsupported_one_gives_its_r
 def test_the_cli_exits_1_when_a_check_fails(monkeypatch, capsys, tmp_path):
     from core import cli
 
-    report = Report(device="cpu", checks=[Check("one", "ok", "ok", "pass"),
-                                          Check("two", "3.0×", "4×", "fail", "off")], runs=[run_of("probe")])
+    report = Report(
+        device="cpu",
+        checks=[Check("one", "ok", "ok", "pass"), Check("two", "3.0×", "4×", "fail", "off")],
+        runs=[run_of("probe")],
+    )
     monkeypatch.setattr(doctor, "run_doctor", lambda *a, **k: report)
     bundle = tmp_path / "bundle.json"
     assert cli.main(["doctor", "--device", "cpu", "--no-save", "-o", str(bundle)]) == 1
@@ -115,8 +163,13 @@ def test_doctor_on_the_cpu_passes_every_check_or_says_why(tmp_path):
     """What CI runs: every verdict pass, or unsupported with its reason; under 60 s on a 2-core CPU."""
     bundle_path = tmp_path / "bundle.json"
     t0 = time.monotonic()
-    out = subprocess.run([sys.executable, "-m", "core", "doctor", "--device", "cpu", "--json", "-o", str(bundle_path)],
-                         cwd=ROOT, capture_output=True, text=True, timeout=300)
+    out = subprocess.run(
+        [sys.executable, "-m", "core", "doctor", "--device", "cpu", "--json", "-o", str(bundle_path)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     wall = time.monotonic() - t0
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     bundle = json.loads(out.stdout)
@@ -127,21 +180,36 @@ def test_doctor_on_the_cpu_passes_every_check_or_says_why(tmp_path):
             assert len(check["reason"]) > 20, check  # a reason a user can act on
     assert bundle["device"]["kind"] == "cpu" and bundle["versions"]["torch"] and "driver" in bundle["versions"]
     assert len(bundle["runs"]) == len(doctor.PLAN)
-    assert {r["experiment"] for r in bundle["runs"]} >= {"matmul", "reference", "allocator", "train-memory",
-                                                        "step-bench", "estimate", "formats"}
+    assert {r["experiment"] for r in bundle["runs"]} >= {
+        "matmul",
+        "reference",
+        "allocator",
+        "train-memory",
+        "step-bench",
+        "estimate",
+        "formats",
+    }
     assert wall < 60, f"the doctor took {wall:.1f} s"
 
 
 @pytest.mark.gpu
 def test_doctor_on_a_gpu_passes_every_check_within_three_minutes(tmp_path):
     t0 = time.monotonic()
-    out = subprocess.run([sys.executable, "-m", "core", "doctor", "--device", "cuda:0", "--json", "--no-save"],
-                         cwd=ROOT, capture_output=True, text=True, timeout=600)
+    out = subprocess.run(
+        [sys.executable, "-m", "core", "doctor", "--device", "cuda:0", "--json", "--no-save"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     wall = time.monotonic() - t0
     assert out.returncode == 0, out.stdout[-3000:] + out.stderr[-3000:]
     checks = {c["check"]: c for c in json.loads(out.stdout)["checks"]}
     # on a GPU the seed's backward peaks, the allocator's two views of its peak and the timer are measured
-    for name in ("seed: backward peak of y = 5*x; y.mean().backward()", "seed: backward peak of (5*x).mean().backward()",
-                 "allocator: max_memory_allocated vs its own event history"):
+    for name in (
+        "seed: backward peak of y = 5*x; y.mean().backward()",
+        "seed: backward peak of (5*x).mean().backward()",
+        "allocator: max_memory_allocated vs its own event history",
+    ):
         assert checks[name]["verdict"] == "pass", checks[name]
     assert wall < 180, f"the doctor took {wall:.1f} s"

@@ -1,4 +1,5 @@
 """Runs files between boxes: a lossless round trip, idempotent imports, and refusals that change nothing."""
+
 import json
 import math
 import pickle
@@ -11,26 +12,67 @@ from core.cli import main
 from core.result import RunResult
 from core.store import EXPORT_FORMAT, ImportRefused, RunStore, parse_runs_file
 
-GPU = {"kind": "cuda", "index": 0, "torch_device": "cuda:0", "name": "NVIDIA H100 80GB HBM3",
-       "label": "cuda:0 — NVIDIA H100 80GB HBM3", "total_memory_bytes": 85_000_000_000,
-       "spec": {"name": "H100 SXM", "tflops": {"bf16": 989.4}}}
+GPU = {
+    "kind": "cuda",
+    "index": 0,
+    "torch_device": "cuda:0",
+    "name": "NVIDIA H100 80GB HBM3",
+    "label": "cuda:0 — NVIDIA H100 80GB HBM3",
+    "total_memory_bytes": 85_000_000_000,
+    "spec": {"name": "H100 SXM", "tflops": {"bf16": 989.4}},
+}
 CPU = {"kind": "cpu", "name": "Intel(R) Xeon(R)", "label": "CPU — Intel(R) Xeon(R)", "spec": None}
 
 
 def sample_runs() -> list[RunResult]:
     """Runs that exercise every field: statuses, non-finite values, unicode, nesting, labels."""
     runs = [
-        RunResult("matmul", {"dtype": "bf16", "sizes": [256, 512]}, GPU, {"torch": "2.5.0", "cuda": "12.4"},
-                  "2026-01-02T03:04:05.678+00:00", "2026-01-02T03:05:00.000+00:00", "ok",
-                  rows=[{"size": 256, "tflops": 101.5, "samples_ms": [0.1, 0.2]},
-                        {"size": 512, "tflops": "inf", "note": "überlauf ✓"}],
-                  meta={"nested": {"a": [1, {"b": None}]}}, name="H100 baseline", tags=["h100", "bf16"]),
-        RunResult("number-formats", {"dtype": "fp16"}, CPU, {"torch": "2.13.0", "cuda": None},
-                  "2026-01-03T00:00:00+00:00", None, "cancelled", rows=[{"value": "nan", "ok": True}]),
-        RunResult("probe", {"mode": "raise"}, CPU, {}, "2026-01-04T00:00:00+00:00",
-                  "2026-01-04T00:00:01+00:00", "error", error="probe raised on purpose"),
-        RunResult("matmul", {"dtype": "fp8"}, CPU, {}, "2026-01-05T00:00:00+00:00",
-                  "2026-01-05T00:00:00.5+00:00", "unsupported", error="unsupported on CPU: no fp8 units"),
+        RunResult(
+            "matmul",
+            {"dtype": "bf16", "sizes": [256, 512]},
+            GPU,
+            {"torch": "2.5.0", "cuda": "12.4"},
+            "2026-01-02T03:04:05.678+00:00",
+            "2026-01-02T03:05:00.000+00:00",
+            "ok",
+            rows=[
+                {"size": 256, "tflops": 101.5, "samples_ms": [0.1, 0.2]},
+                {"size": 512, "tflops": "inf", "note": "überlauf ✓"},
+            ],
+            meta={"nested": {"a": [1, {"b": None}]}},
+            name="H100 baseline",
+            tags=["h100", "bf16"],
+        ),
+        RunResult(
+            "number-formats",
+            {"dtype": "fp16"},
+            CPU,
+            {"torch": "2.13.0", "cuda": None},
+            "2026-01-03T00:00:00+00:00",
+            None,
+            "cancelled",
+            rows=[{"value": "nan", "ok": True}],
+        ),
+        RunResult(
+            "probe",
+            {"mode": "raise"},
+            CPU,
+            {},
+            "2026-01-04T00:00:00+00:00",
+            "2026-01-04T00:00:01+00:00",
+            "error",
+            error="probe raised on purpose",
+        ),
+        RunResult(
+            "matmul",
+            {"dtype": "fp8"},
+            CPU,
+            {},
+            "2026-01-05T00:00:00+00:00",
+            "2026-01-05T00:00:00.5+00:00",
+            "unsupported",
+            error="unsupported on CPU: no fp8 units",
+        ),
     ]
     for i, run in enumerate(runs):
         run.id = f"a1b2c3d4e5f6{i:04d}"  # fixed, so two calls describe the same runs
@@ -94,8 +136,12 @@ def test_cli_export_then_import(seeded, tmp_path, capsys):
 
 
 def _valid_file() -> dict:
-    return {"format": EXPORT_FORMAT, "schema_version": 1, "exported_at": "2026-01-01T00:00:00+00:00",
-            "runs": [r.to_dict() for r in sample_runs()]}
+    return {
+        "format": EXPORT_FORMAT,
+        "schema_version": 1,
+        "exported_at": "2026-01-01T00:00:00+00:00",
+        "runs": [r.to_dict() for r in sample_runs()],
+    }
 
 
 def _with(change) -> bytes:
@@ -129,10 +175,13 @@ HAND_MADE = {
     "row not an object": _with(lambda d: d["runs"][0]["rows"].append(3)),
     "tag not text": _with(lambda d: d["runs"][0].update(tags=["ok", 3])),
     "unpaired surrogate": json.dumps(_valid_file()).encode().replace(b"H100 baseline", b"H100 \\ud800"),
-    "latin-1 text": json.dumps(_valid_file(), ensure_ascii=False).encode("latin-1", "replace").replace(
-        b"H100 baseline", b"H100 \xe9"),
+    "latin-1 text": json.dumps(_valid_file(), ensure_ascii=False)
+    .encode("latin-1", "replace")
+    .replace(b"H100 baseline", b"H100 \xe9"),
 }
-HAND_MADE |= {f"pickle protocol {p}": pickle.dumps(_valid_file(), protocol=p) for p in range(pickle.HIGHEST_PROTOCOL + 1)}
+HAND_MADE |= {
+    f"pickle protocol {p}": pickle.dumps(_valid_file(), protocol=p) for p in range(pickle.HIGHEST_PROTOCOL + 1)
+}
 HAND_MADE["pickled list"] = pickle.dumps(_valid_file()["runs"], protocol=0)
 
 
@@ -165,13 +214,28 @@ def test_refused_file_from_disk_leaves_store_unchanged(seeded, tmp_path):
 # -- generated junk ----------------------------------------------------------------------------------
 
 # The types each field accepts, written from the schema's documentation (not read from the code).
-FIELD_TYPES = {"id": str, "experiment": str, "config": dict, "device": dict, "versions": dict, "started_at": str,
-               "finished_at": (str, type(None)), "status": str, "error": (str, type(None)), "rows": list,
-               "meta": dict, "name": str, "tags": list, "imported": bool, "schema_version": int}
-json_values = st.recursive(st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False,
-                                                                                   allow_infinity=False) | st.text(),
-                           lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(), inner, max_size=3),
-                           max_leaves=8)
+FIELD_TYPES = {
+    "id": str,
+    "experiment": str,
+    "config": dict,
+    "device": dict,
+    "versions": dict,
+    "started_at": str,
+    "finished_at": (str, type(None)),
+    "status": str,
+    "error": (str, type(None)),
+    "rows": list,
+    "meta": dict,
+    "name": str,
+    "tags": list,
+    "imported": bool,
+    "schema_version": int,
+}
+json_values = st.recursive(
+    st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(),
+    lambda inner: st.lists(inner, max_size=3) | st.dictionaries(st.text(), inner, max_size=3),
+    max_leaves=8,
+)
 JUNK = settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.function_scoped_fixture])
 
 
@@ -198,7 +262,7 @@ def test_random_json_is_refused(seeded, value):
 @given(cut=st.integers(min_value=0, max_value=10**6))
 def test_any_truncation_is_refused(seeded, cut):
     raw = seeded.export_json().encode()
-    _refused_without_change(seeded, raw[:cut % len(raw)])
+    _refused_without_change(seeded, raw[: cut % len(raw)])
 
 
 @JUNK
@@ -214,8 +278,10 @@ def test_a_wrongly_typed_field_is_refused(seeded, run_index, field, value):
 
 
 @JUNK
-@given(run_index=st.integers(0, 3), field=st.sampled_from(["id", "experiment", "config", "device", "versions",
-                                                            "started_at", "status", "rows"]))
+@given(
+    run_index=st.integers(0, 3),
+    field=st.sampled_from(["id", "experiment", "config", "device", "versions", "started_at", "status", "rows"]),
+)
 def test_a_missing_required_field_is_refused(seeded, run_index, field):
     data = json.loads(seeded.export_json())
     del data["runs"][run_index][field]
@@ -229,6 +295,7 @@ def test_a_single_run_json_is_accepted(store):
 
 
 # -- careless and hostile files (issue 15) ------------------------------------------------------------
+
 
 def _sample_file(change=None) -> bytes:
     data = _valid_file()
@@ -339,8 +406,10 @@ def test_schema_version_true_is_not_1(seeded):
 
 def test_duplicate_ids_in_one_file_are_refused_by_name(seeded):
     """Finding 15: two runs with one id in a file is a broken file, not something to drop silently."""
+
     def twice(d):
         d["runs"].append(dict(d["runs"][0], name="the other one"))
+
     with pytest.raises(ImportRefused, match="run 5 of 5 has the same id as run 1"):
         seeded.import_bytes(_sample_file(twice))
 
@@ -359,8 +428,9 @@ def test_an_export_near_the_limit_imports_back(monkeypatch, tmp_path):
     first = RunStore(tmp_path / "a.sqlite")
     run = sample_runs()[0]
     run.rows = [{"size": i, "tflops": i * 1.5, "dtype": "bf16"} for i in range(1200)]
-    raw = json.dumps({"format": EXPORT_FORMAT, "schema_version": 1, "runs": [run.to_dict()]},
-                     separators=(",", ":")).encode()
+    raw = json.dumps(
+        {"format": EXPORT_FORMAT, "schema_version": 1, "runs": [run.to_dict()]}, separators=(",", ":")
+    ).encode()
     assert 48 * 1024 < len(raw) < 64 * 1024
     assert first.import_bytes(raw) == (1, 0)
     again = first.export_json().encode()
@@ -387,6 +457,7 @@ def test_a_run_left_running_is_exported_as_interrupted_and_imports_back(seeded, 
     live = sample_runs()[1]
     live.id, live.status, live.finished_at = "deadbeef0002", "running", None
     import os
+
     seeded.save(live, owner_pid=os.getpid())
     data = json.loads(seeded.export_json())
     statuses = {r["id"]: r["status"] for r in data["runs"]}

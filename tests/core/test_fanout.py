@@ -4,6 +4,7 @@ There is no GPU here, so the merge is driven two ways: children injected as plai
 thread completes with hand-written results (4 and 8 "GPUs", one slow and throttled), and the real
 path — real workers, the device lock, the store — fanned out over the CPU as a one-device "box".
 """
+
 import statistics
 import threading
 import time
@@ -18,14 +19,36 @@ from core.result import RunResult, now_iso
 
 
 def gpu(i: int, name: str = "Fake GPU") -> dict:
-    return {"kind": "cuda", "index": i, "torch_device": f"cuda:{i}", "name": name, "label": f"cuda:{i} — {name}",
-            "compute_capability": "9.0", "spec": {"tflops": {"bf16": 989.0}}}
+    return {
+        "kind": "cuda",
+        "index": i,
+        "torch_device": f"cuda:{i}",
+        "name": name,
+        "label": f"cuda:{i} — {name}",
+        "compute_capability": "9.0",
+        "spec": {"tflops": {"bf16": 989.0}},
+    }
 
 
 def matmul_rows(tflops_by_size: dict[int, float], clock: float, temp: float, reasons=()) -> list[dict]:
-    return [{"dtype": "bf16", "m": m, "n": m, "k": m, "label": "square", "status": "ok", "tflops": t,
-             "sm_clock_mhz": clock, "sm_clock_min_mhz": clock - 30, "temp_c": temp, "power_w": 600.0,
-             "throttle_reasons": list(reasons), "throttled": bool(reasons)} for m, t in tflops_by_size.items()]
+    return [
+        {
+            "dtype": "bf16",
+            "m": m,
+            "n": m,
+            "k": m,
+            "label": "square",
+            "status": "ok",
+            "tflops": t,
+            "sm_clock_mhz": clock,
+            "sm_clock_min_mhz": clock - 30,
+            "temp_c": temp,
+            "power_w": 600.0,
+            "throttle_reasons": list(reasons),
+            "throttled": bool(reasons),
+        }
+        for m, t in tflops_by_size.items()
+    ]
 
 
 class Children:
@@ -36,8 +59,16 @@ class Children:
 
     def __call__(self, experiment, cfg, device, *, timeout_s=None, save=True, on_event=None) -> Job:
         assert save is False, "a child of an all-GPU run must not be stored on its own"
-        job = Job(experiment=experiment, config=cfg, device=device, timeout_s=60.0, env={}, fresh_process=False,
-                  save=save, on_event=on_event)
+        job = Job(
+            experiment=experiment,
+            config=cfg,
+            device=device,
+            timeout_s=60.0,
+            env={},
+            fresh_process=False,
+            save=save,
+            on_event=on_event,
+        )
         self.jobs[device] = job
         return job
 
@@ -49,9 +80,20 @@ class Children:
         if job.on_event:
             job.on_event(job, {"type": "progress", "message": "half way", "rows": rows})
         index = int(device.split(":")[1])
-        job.complete(RunResult(experiment=job.experiment, config={}, device=gpu(index), versions={"torch": "x"},
-                               started_at=now_iso(), finished_at=now_iso(), status=status, error=error, rows=rows,
-                               meta={"clocks_note": None}))
+        job.complete(
+            RunResult(
+                experiment=job.experiment,
+                config={},
+                device=gpu(index),
+                versions={"torch": "x"},
+                started_at=now_iso(),
+                finished_at=now_iso(),
+                status=status,
+                error=error,
+                rows=rows,
+                meta={"clocks_note": None},
+            )
+        )
 
 
 def test_compare_by_hand():
@@ -59,8 +101,12 @@ def test_compare_by_hand():
     values = {0: (100.0, 200.0), 1: (101.0, 198.0), 2: (90.0, 180.0), 3: (99.0, 202.0)}
     rows = []
     for i, (a, b) in values.items():
-        for r in matmul_rows({1024: a, 2048: b}, clock=1980 - 300 * (i == 2), temp=60 + 25 * (i == 2),
-                             reasons=("sw_thermal_slowdown",) if i == 2 else ()):
+        for r in matmul_rows(
+            {1024: a, 2048: b},
+            clock=1980 - 300 * (i == 2),
+            temp=60 + 25 * (i == 2),
+            reasons=("sw_thermal_slowdown",) if i == 2 else (),
+        ):
             rows.append({"device": f"cuda:{i}", "gpu_index": i, "gpu_name": "Fake GPU", **r})
     metric = registry.get("matmul").device_metric
     node = compare(metric, rows, {f"cuda:{i}": {} for i in values})
@@ -81,8 +127,10 @@ def test_compare_by_hand():
 
 
 def test_a_gpu_exactly_at_the_threshold_is_not_flagged():
-    rows = [{"device": f"cuda:{i}", "dtype": "fp32", "m": 1, "n": 1, "k": 1, "label": "", "tflops": t}
-            for i, t in enumerate((100.0, 100.0, 95.0))]
+    rows = [
+        {"device": f"cuda:{i}", "dtype": "fp32", "m": 1, "n": 1, "k": 1, "label": "", "tflops": t}
+        for i, t in enumerate((100.0, 100.0, 95.0))
+    ]
     node = compare(registry.get("matmul").device_metric, rows, {f"cuda:{i}": {} for i in range(3)})
     assert node["flagged"] == []  # 95 / 100 is exactly 5% below: "more than 5%" is not met
     assert node["per_device"][2]["clocks_note"]  # no NVML samples: said, not invented
@@ -92,17 +140,27 @@ def test_a_gpu_exactly_at_the_threshold_is_not_flagged():
 def test_one_merged_run_from_every_gpu(manager, store, count):
     children = Children()
     seen = []
-    parent = submit_all(manager, registry.get("matmul"), registry.get("matmul").make_config({"dtypes": ["bf16"]}),
-                        gpus=tuple(gpu(i) for i in range(count)), submit_child=children,
-                        on_event=lambda job, event: seen.append(event))
+    parent = submit_all(
+        manager,
+        registry.get("matmul"),
+        registry.get("matmul").make_config({"dtypes": ["bf16"]}),
+        gpus=tuple(gpu(i) for i in range(count)),
+        submit_child=children,
+        on_event=lambda job, event: seen.append(event),
+    )
     assert manager.get(parent.id) is parent and parent.state == "queued"
 
     def finish_all():
         for i in range(count):
             slow = i == count - 1
-            children.finish(f"cuda:{i}", matmul_rows({1024: 500.0 - 100 * slow}, 1980 - 500 * slow, 60 + 30 * slow,
-                                                      ("hw_slowdown",) if slow else ()))
+            children.finish(
+                f"cuda:{i}",
+                matmul_rows(
+                    {1024: 500.0 - 100 * slow}, 1980 - 500 * slow, 60 + 30 * slow, ("hw_slowdown",) if slow else ()
+                ),
+            )
             time.sleep(0.05)
+
     threading.Thread(target=finish_all).start()
     run = parent.wait(30)
     assert run is not None and run.status == "ok"
@@ -125,11 +183,20 @@ def test_one_merged_run_from_every_gpu(manager, store, count):
 
 def test_a_failed_gpu_makes_the_run_an_error_naming_it(manager, store):
     children = Children()
-    parent = submit_all(manager, registry.get("matmul"), registry.get("matmul").make_config({}),
-                        gpus=(gpu(0), gpu(1)), submit_child=children)
+    parent = submit_all(
+        manager,
+        registry.get("matmul"),
+        registry.get("matmul").make_config({}),
+        gpus=(gpu(0), gpu(1)),
+        submit_child=children,
+    )
     children.finish("cuda:0", matmul_rows({512: 100.0}, 1900, 50))
-    children.finish("cuda:1", matmul_rows({512: 99.0}, 1900, 50)[:0], status="error",
-                    error="out of memory on Fake GPU: tried to allocate 2 GiB")
+    children.finish(
+        "cuda:1",
+        matmul_rows({512: 99.0}, 1900, 50)[:0],
+        status="error",
+        error="out of memory on Fake GPU: tried to allocate 2 GiB",
+    )
     run = parent.wait(30)
     assert run.status == "error" and run.error == "cuda:1: out of memory on Fake GPU: tried to allocate 2 GiB"
     assert [r["device"] for r in run.rows] == ["cuda:0"]  # what the healthy GPU measured is kept
@@ -139,14 +206,19 @@ def test_a_failed_gpu_makes_the_run_an_error_naming_it(manager, store):
 
 def test_cancel_reaches_every_child(manager):
     children = Children()
-    parent = submit_all(manager, registry.get("matmul"), registry.get("matmul").make_config({}),
-                        gpus=(gpu(0), gpu(1)), submit_child=children)
+    parent = submit_all(
+        manager,
+        registry.get("matmul"),
+        registry.get("matmul").make_config({}),
+        gpus=(gpu(0), gpu(1)),
+        submit_child=children,
+    )
     parent.cancel()
     deadline = time.monotonic() + 10
     while not all(j.cancelled for j in children.jobs.values()) and time.monotonic() < deadline:
         time.sleep(0.05)
     assert all(j.cancelled for j in children.jobs.values())
-    for device, job in children.jobs.items():
+    for device in children.jobs:
         children.finish(device, [], status="cancelled", error="cancelled by user")
     assert parent.wait(30).status == "cancelled"
 
@@ -174,8 +246,17 @@ def test_all_on_a_box_without_gpus_is_refused_with_the_reason(manager):
 def test_real_workers_fanned_out_over_a_one_device_box(manager, store):
     """The real path: a worker per device, the device lock, one stored merged run (the CPU stands in for a GPU)."""
     cpu = {"kind": "cpu", "index": None, "torch_device": "cpu", "name": "CPU", "label": "CPU"}
-    cfg = registry.get("matmul").make_config({"dtypes": ["fp32"], "sizes": [64, 128], "warmup_ms": 5, "rep_ms": 10,
-                                              "min_reps": 3, "roofline": False, "accuracy": False})
+    cfg = registry.get("matmul").make_config(
+        {
+            "dtypes": ["fp32"],
+            "sizes": [64, 128],
+            "warmup_ms": 5,
+            "rep_ms": 10,
+            "min_reps": 3,
+            "roofline": False,
+            "accuracy": False,
+        }
+    )
     parent = submit_all(manager, registry.get("matmul"), cfg, gpus=(cpu,))
     run = parent.wait(180)
     assert run is not None and run.status == "ok", run and run.error

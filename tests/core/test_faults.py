@@ -4,6 +4,7 @@ crashed JobManager, an orphan worker or a lost earlier run — and the next job 
 The process-table checks only look at workers whose environment carries this test's private lock
 directory, so colleagues' test runs on the same machine never confuse them.
 """
+
 from __future__ import annotations
 
 import json
@@ -37,8 +38,11 @@ def our_workers() -> list[psutil.Process]:
     found = []
     for proc in psutil.process_iter(["cmdline"]):
         try:
-            if "core.worker" in (proc.info["cmdline"] or []) and proc.environ().get("GPULAB_LOCK_DIR") == lock_dir \
-                    and proc.status() != psutil.STATUS_ZOMBIE:
+            if (
+                "core.worker" in (proc.info["cmdline"] or [])
+                and proc.environ().get("GPULAB_LOCK_DIR") == lock_dir
+                and proc.status() != psutil.STATUS_ZOMBIE
+            ):
                 found.append(proc)
         except psutil.Error:
             continue
@@ -191,8 +195,13 @@ SERVER = textwrap.dedent("""
 def test_server_restarted_while_a_job_runs(store, earlier, manager):
     """The serving process dies mid-run: its worker exits by itself, the run becomes "interrupted"."""
     manager.shutdown()  # the fixture's manager plays no part: the "server" is a separate process
-    server = subprocess.Popen([sys.executable, "-c", SERVER], stdout=subprocess.PIPE, text=True, cwd=ROOT,
-                              env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    server = subprocess.Popen(
+        [sys.executable, "-c", SERVER],
+        stdout=subprocess.PIPE,
+        text=True,
+        cwd=ROOT,
+        env=dict(os.environ, PYTHONPATH=str(ROOT)),
+    )
     try:
         line = server.stdout.readline()
         assert line, "the server process died before its job ran"
@@ -235,8 +244,9 @@ LOCKER = textwrap.dedent("""
 
 
 def hold_lock(path: Path, seconds: float) -> subprocess.Popen:
-    locker = subprocess.Popen([sys.executable, "-c", LOCKER, str(path), str(seconds)], stdout=subprocess.PIPE,
-                              text=True)
+    locker = subprocess.Popen(
+        [sys.executable, "-c", LOCKER, str(path), str(seconds)], stdout=subprocess.PIPE, text=True
+    )
     assert locker.stdout.readline().strip() == "locked"
     return locker
 
@@ -312,8 +322,9 @@ def test_read_only_data_directory_is_a_clear_cli_error(data_dir, existing_db):
         out = subprocess.run(read_only(data_dir, cli), capture_output=True, text=True, cwd=ROOT, timeout=WAIT_S)
         assert out.returncode == 2, out.stderr[-2000:]
         assert out.stderr.startswith("error: ") and str(data_dir) in out.stderr and "Traceback" not in out.stderr
-        unsaved = subprocess.run(read_only(data_dir, cli + ["--no-save"]), capture_output=True, text=True, cwd=ROOT,
-                                 timeout=WAIT_S)
+        unsaved = subprocess.run(
+            read_only(data_dir, cli + ["--no-save"]), capture_output=True, text=True, cwd=ROOT, timeout=WAIT_S
+        )
         assert unsaved.returncode == 0, unsaved.stderr[-2000:]  # the lab still measures, it just cannot store
     finally:
         for path in [data_dir, *data_dir.iterdir()]:
@@ -363,9 +374,14 @@ def test_full_disk_is_a_clear_error_and_nothing_earlier_is_lost(data_dir, tmp_pa
     check = subprocess.run(["unshare", "--mount", "sh", "-c", mount, str(data_dir), "true"], capture_output=True)
     if check.returncode != 0:
         pytest.skip(f"cannot mount a small tmpfs to fill (needs root): {check.stderr.decode().strip()}")
-    out = subprocess.run(["unshare", "--mount", "sh", "-c", mount, str(data_dir), sys.executable, "-c", FULL_DISK],
-                         capture_output=True, text=True, cwd=ROOT, timeout=WAIT_S,
-                         env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    out = subprocess.run(
+        ["unshare", "--mount", "sh", "-c", mount, str(data_dir), sys.executable, "-c", FULL_DISK],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=WAIT_S,
+        env=dict(os.environ, PYTHONPATH=str(ROOT)),
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     report = json.loads(out.stdout.strip().splitlines()[-1])
     assert report["full_status"] == "ok" and report["full_rows"] == 300, report  # the measurement itself survives
@@ -383,26 +399,54 @@ def test_an_archived_read_only_database_can_still_be_read(data_dir, tmp_path, ve
 
     data_dir.mkdir(parents=True, exist_ok=True)
     db = data_dir / "runs.sqlite"
-    run = RunResult("probe", {"steps": 2}, {"kind": "cpu", "name": "Archived CPU"}, {"torch": "2.5.0"},
-                    "2026-01-01T00:00:00+00:00", "2026-01-01T00:00:02+00:00", "ok",
-                    rows=[{"step": 1}, {"step": 2}], name="archived")
+    run = RunResult(
+        "probe",
+        {"steps": 2},
+        {"kind": "cpu", "name": "Archived CPU"},
+        {"torch": "2.5.0"},
+        "2026-01-01T00:00:00+00:00",
+        "2026-01-01T00:00:02+00:00",
+        "ok",
+        rows=[{"step": 1}, {"step": 2}],
+        name="archived",
+    )
     if version == 1:  # written by a GPU Lab before summaries existed
         conn = sqlite3.connect(db, isolation_level=None)
         store_module._v1(conn)
         conn.execute("PRAGMA journal_mode = WAL")
         conn.execute("PRAGMA user_version = 1")
-        conn.execute("INSERT INTO runs VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
-                     (run.id, run.experiment, run.status, "Archived CPU", "cpu", run.started_at, run.finished_at,
-                      run.name, "[]", 0, None, json.dumps(run.to_dict())))
+        conn.execute(
+            "INSERT INTO runs VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+            (
+                run.id,
+                run.experiment,
+                run.status,
+                "Archived CPU",
+                "cpu",
+                run.started_at,
+                run.finished_at,
+                run.name,
+                "[]",
+                0,
+                None,
+                json.dumps(run.to_dict()),
+            ),
+        )
         conn.close()
     else:
         RunStore(db).save(run)
     report = tmp_path / "report.html"
     exported = tmp_path / "runs.json"
     try:
+
         def cli(*args):
-            return subprocess.run(read_only(data_dir, [sys.executable, "-m", "core", *args]), capture_output=True,
-                                  text=True, cwd=ROOT, timeout=WAIT_S)
+            return subprocess.run(
+                read_only(data_dir, [sys.executable, "-m", "core", *args]),
+                capture_output=True,
+                text=True,
+                cwd=ROOT,
+                timeout=WAIT_S,
+            )
 
         listed = cli("runs", "list")
         assert listed.returncode == 0 and "archived" in listed.stdout, listed.stderr

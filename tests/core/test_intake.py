@@ -1,5 +1,6 @@
 """The bounded reader every outside file goes through: sizes counted while reading, gzip bounded, JSON
 strict and depth-capped, pickles of plain data only."""
+
 import collections
 import gzip
 import io
@@ -9,8 +10,7 @@ import time
 
 import pytest
 
-from core.intake import (InputRefused, check_depth, gunzip_limited, loads_json, loads_pickle, read_input,
-                         read_limited)
+from core.intake import InputRefused, check_depth, gunzip_limited, loads_json, loads_pickle, read_input, read_limited
 
 
 def test_dev_zero_is_refused_at_the_limit_quickly():
@@ -56,8 +56,12 @@ def test_read_input_unzips_by_content_not_name(tmp_path):
 
 def test_json_is_strict_and_depth_capped():
     assert loads_json(b'\xef\xbb\xbf{"a": [1, 2.5, "x", null]}') == {"a": [1, 2.5, "x", None]}
-    for bad, why in ((b'{"a": NaN}', "not valid JSON"), (b'{"a": Infinity}', "not valid JSON"),
-                     (b'{"a": 1', "truncated"), (b"\xff\xfe", "not UTF-8")):
+    for bad, why in (
+        (b'{"a": NaN}', "not valid JSON"),
+        (b'{"a": Infinity}', "not valid JSON"),
+        (b'{"a": 1', "truncated"),
+        (b"\xff\xfe", "not UTF-8"),
+    ):
         with pytest.raises(InputRefused, match=why):
             loads_json(bad)
     deep = b"[" * 900 + b"]" * 900  # loads with json, then breaks every recursive consumer
@@ -79,9 +83,14 @@ def test_check_depth_counts_containers_not_scalars():
 
 @pytest.mark.parametrize("protocol", range(0, pickle.HIGHEST_PROTOCOL + 1))
 def test_plain_data_pickles_of_every_protocol_load(protocol):
-    data = {"segments": [{"address": 2**40, "total_size": 2**21, "blocks": [{"state": "active_allocated"}]}],
-            "device_traces": [[{"action": "alloc", "size": 512, "frames": [{"filename": "x.py", "line": 3}]}]],
-            "ratio": 0.5, "flag": True, "none": None, "pair": (1, 2)}
+    data = {
+        "segments": [{"address": 2**40, "total_size": 2**21, "blocks": [{"state": "active_allocated"}]}],
+        "device_traces": [[{"action": "alloc", "size": 512, "frames": [{"filename": "x.py", "line": 3}]}]],
+        "ratio": 0.5,
+        "flag": True,
+        "none": None,
+        "pair": (1, 2),
+    }
     assert loads_pickle(pickle.dumps(data, protocol=protocol)) == data
 
 

@@ -3,6 +3,7 @@ dashboard's and a second one, as a second server or the CLI would have). All 20 
 each session's jobs in its order, never two on the device at once (from the recorded start/end
 times, which the worker takes while it holds the device lock), none lost, the store consistent.
 """
+
 from __future__ import annotations
 
 import statistics
@@ -29,8 +30,10 @@ def test_four_sessions_five_jobs_each_on_one_device(manager, store, app):
 
     def session(n: int) -> None:
         barrier.wait()
-        submitted[n] = [managers[n].submit("probe", {"steps": 2, "seconds": 0.02}, "cpu", name=f"s{n}-j{i}")
-                        for i in range(JOBS_PER_SESSION)]
+        submitted[n] = [
+            managers[n].submit("probe", {"steps": 2, "seconds": 0.02}, "cpu", name=f"s{n}-j{i}")
+            for i in range(JOBS_PER_SESSION)
+        ]
 
     try:
         threads = [threading.Thread(target=session, args=(n,)) for n in range(SESSIONS)]
@@ -70,6 +73,8 @@ def test_four_sessions_five_jobs_each_on_one_device(manager, store, app):
 
     latency_s = [_t(job.result.started_at) - _t(job.submitted_at) for job in jobs]
     busy_s = sum(end - start for start, end, _ in intervals)
-    print(f"\nload: {len(jobs)} jobs, wall {intervals[-1][1] - intervals[0][0]:.2f} s, device busy {busy_s:.2f} s; "
-          f"submit-to-start median {statistics.median(latency_s):.2f} s, max {max(latency_s):.2f} s; "
-          f"dashboard rerun with the queue full {page_s:.2f} s")
+    print(
+        f"\nload: {len(jobs)} jobs, wall {intervals[-1][1] - intervals[0][0]:.2f} s, device busy {busy_s:.2f} s; "
+        f"submit-to-start median {statistics.median(latency_s):.2f} s, max {max(latency_s):.2f} s; "
+        f"dashboard rerun with the queue full {page_s:.2f} s"
+    )

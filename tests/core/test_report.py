@@ -1,4 +1,5 @@
 """The HTML report (library and ``python -m core report``): self-contained, complete, honest about gaps."""
+
 import re
 import sys
 
@@ -7,24 +8,47 @@ import pytest
 from core.cli import main
 from core.result import RunResult
 
-H100 = {"kind": "cuda", "name": "NVIDIA H100 80GB HBM3", "label": "cuda:0 — NVIDIA H100 80GB HBM3",
-        "total_memory_bytes": 80 * 2**30, "compute_capability": "9.0", "multiprocessors": 132,
-        "spec": {"name": "H100 SXM", "tflops": {"bf16": 989.4}}}
+H100 = {
+    "kind": "cuda",
+    "name": "NVIDIA H100 80GB HBM3",
+    "label": "cuda:0 — NVIDIA H100 80GB HBM3",
+    "total_memory_bytes": 80 * 2**30,
+    "compute_capability": "9.0",
+    "multiprocessors": 132,
+    "spec": {"name": "H100 SXM", "tflops": {"bf16": 989.4}},
+}
 CPU = {"kind": "cpu", "name": "Test CPU", "label": "CPU — Test CPU", "cores": 2}
 
 
 def sweep(device, scale, run_id, experiment="sweep", **config):
     rows = [{"size": s, "dtype": "bf16", "tflops": scale * s / 256} for s in (256, 512, 1024)]
-    run = RunResult(experiment, {"dtype": "bf16", **config}, device, {"torch": "2.13.0"},
-                    "2026-03-01T00:00:00+00:00", "2026-03-01T00:00:02+00:00", "ok", rows=rows, name=f"run {run_id}")
+    run = RunResult(
+        experiment,
+        {"dtype": "bf16", **config},
+        device,
+        {"torch": "2.13.0"},
+        "2026-03-01T00:00:00+00:00",
+        "2026-03-01T00:00:02+00:00",
+        "ok",
+        rows=rows,
+        name=f"run {run_id}",
+    )
     run.id = run_id
     return run
 
 
 def probe(run_id, status="ok", error=None):
-    run = RunResult("probe", {"mode": "ok", "steps": 2, "seconds": 0.0}, CPU, {}, "2026-03-02T00:00:00+00:00",
-                    "2026-03-02T00:00:01+00:00", status, error=error, rows=[{"step": 1, "t": 10.0},
-                                                                            {"step": 2, "t": 10.5}])
+    run = RunResult(
+        "probe",
+        {"mode": "ok", "steps": 2, "seconds": 0.0},
+        CPU,
+        {},
+        "2026-03-02T00:00:00+00:00",
+        "2026-03-02T00:00:01+00:00",
+        status,
+        error=error,
+        rows=[{"step": 1, "t": 10.0}, {"step": 2, "t": 10.5}],
+    )
     run.id = run_id
     return run
 

@@ -1,5 +1,6 @@
 """Security defaults: the server listens on localhost only unless the user opts in, nothing a user
 types is executed or evaluated, and imports are JSON with a size limit — never a pickle."""
+
 from __future__ import annotations
 
 import ast
@@ -23,12 +24,18 @@ SOURCES = sorted(p for p in ROOT.rglob("*.py") if not {".git", ".venv", "node_mo
 
 # name → why it is refused. Calls are matched on the AST, so strings and comments never trip the test.
 FORBIDDEN_CALLS = {
-    "eval": "evaluates text as code", "exec": "executes text as code", "compile": "builds code from text",
+    "eval": "evaluates text as code",
+    "exec": "executes text as code",
+    "compile": "builds code from text",
     "__import__": "imports a module named at run time",
-    "pickle.load": "unpickling runs arbitrary code", "pickle.loads": "unpickling runs arbitrary code",
-    "pickle.Unpickler": "unpickling runs arbitrary code", "marshal.loads": "loads code objects",
-    "shelve.open": "shelve is pickle", "yaml.load": "yaml.load can build arbitrary objects (use safe_load)",
-    "os.system": "runs a shell", "os.popen": "runs a shell",
+    "pickle.load": "unpickling runs arbitrary code",
+    "pickle.loads": "unpickling runs arbitrary code",
+    "pickle.Unpickler": "unpickling runs arbitrary code",
+    "marshal.loads": "loads code objects",
+    "shelve.open": "shelve is pickle",
+    "yaml.load": "yaml.load can build arbitrary objects (use safe_load)",
+    "os.system": "runs a shell",
+    "os.popen": "runs a shell",
 }
 
 
@@ -50,8 +57,9 @@ PICKLE_IMPORT_ALLOWED = {"core/intake.py", "core/workload/recorder.py"}
 
 def _problems(path: Path) -> list[str]:
     """Forbidden calls anywhere; pickle-family imports only outside tests (tests build pickles to refuse)."""
-    may_import_pickle = path.relative_to(ROOT).parts[0] == "tests" or \
-        path.relative_to(ROOT).as_posix() in PICKLE_IMPORT_ALLOWED
+    may_import_pickle = (
+        path.relative_to(ROOT).parts[0] == "tests" or path.relative_to(ROOT).as_posix() in PICKLE_IMPORT_ALLOWED
+    )
     tree = ast.parse(path.read_text(encoding="utf-8"), filename=str(path))
     found = []
     for node in ast.walk(tree):
@@ -61,8 +69,9 @@ def _problems(path: Path) -> list[str]:
             keywords = {k.arg: k.value for k in node.keywords}
             if name in FORBIDDEN_CALLS:
                 found.append(f"{where}: {name}() — {FORBIDDEN_CALLS[name]}")
-            if name.endswith("torch.load") and not (isinstance(keywords.get("weights_only"), ast.Constant)
-                                                   and keywords["weights_only"].value is True):
+            if name.endswith("torch.load") and not (
+                isinstance(keywords.get("weights_only"), ast.Constant) and keywords["weights_only"].value is True
+            ):
                 found.append(f"{where}: torch.load without weights_only=True unpickles")
             shell = keywords.get("shell")
             if isinstance(shell, ast.Constant) and shell.value is True:
@@ -87,8 +96,10 @@ def test_nothing_is_evaluated_executed_or_unpickled():
 
 def test_the_checker_catches_what_it_is_meant_to(tmp_path):
     bad = tmp_path / "bad.py"
-    bad.write_text("import pickle\nx = eval(input())\nimport torch\ntorch.load('m.pt')\n"
-                   "import subprocess\nsubprocess.run('ls', shell=True)\n# eval( in a comment is fine\n")
+    bad.write_text(
+        "import pickle\nx = eval(input())\nimport torch\ntorch.load('m.pt')\n"
+        "import subprocess\nsubprocess.run('ls', shell=True)\n# eval( in a comment is fine\n"
+    )
     global ROOT
     saved, ROOT = ROOT, tmp_path
     try:
@@ -120,13 +131,19 @@ def test_running_server_listens_on_loopback_only(data_dir):
     """Start the real server with no address flag: every listening socket it opens is on 127.0.0.1."""
     port = free_port()
     env = dict(os.environ, GPULAB_DATA_DIR=str(data_dir))
-    server = subprocess.Popen([sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port)],
-                              cwd=ROOT, env=env, stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL)
+    server = subprocess.Popen(
+        [sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port)],
+        cwd=ROOT,
+        env=env,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
     try:
         if not wait_healthy(f"http://127.0.0.1:{port}", 60, alive=lambda: server.poll() is None):
             pytest.fail("the dashboard did not answer its health check within 60 s")
-        listening = [c.laddr for c in psutil.Process(server.pid).net_connections(kind="inet")
-                     if c.status == psutil.CONN_LISTEN]
+        listening = [
+            c.laddr for c in psutil.Process(server.pid).net_connections(kind="inet") if c.status == psutil.CONN_LISTEN
+        ]
         assert listening and {a.ip for a in listening} <= {"127.0.0.1"}, listening
     finally:
         server.terminate()
@@ -151,13 +168,16 @@ def test_imports_are_size_limited(monkeypatch, store, tmp_path):
     assert store.count() == 0
 
 
-@pytest.mark.parametrize("raw", [
-    b"[" * 100_000 + b"]" * 100_000,  # nesting deep enough to blow a recursive parser
-    b'{"format": "gpulab-runs", "schema_version": 1, "runs": [NaN]}',
-    b'{"format": "gpulab-runs", "schema_version": 1, "runs": [{"__class__": "os.system"}]}',
-    b"__import__('os').system('true')",
-    b"\xff\xfe\x00garbage",
-])
+@pytest.mark.parametrize(
+    "raw",
+    [
+        b"[" * 100_000 + b"]" * 100_000,  # nesting deep enough to blow a recursive parser
+        b'{"format": "gpulab-runs", "schema_version": 1, "runs": [NaN]}',
+        b'{"format": "gpulab-runs", "schema_version": 1, "runs": [{"__class__": "os.system"}]}',
+        b"__import__('os').system('true')",
+        b"\xff\xfe\x00garbage",
+    ],
+)
 def test_imports_are_strict_json(raw, store):
     with pytest.raises(ImportRefused):
         store.import_bytes(raw)

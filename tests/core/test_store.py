@@ -1,4 +1,5 @@
 """The run store: save/replace, lookup by prefix, filters, relabel, delete, interrupted runs."""
+
 import os
 
 import pytest
@@ -95,16 +96,24 @@ def test_newer_database_is_refused(tmp_path):
 
 # -- summaries: the history never reads whole runs (issue 15 finding 13) -----------------------------
 
+
 def _decoding_forbidden(monkeypatch):
     """Any decode of a whole run fails the test."""
+
     def refuse(cls, data):
         raise AssertionError("a whole run was decoded to list runs")
+
     monkeypatch.setattr(RunResult, "from_dict", classmethod(refuse))
 
 
 def test_summaries_list_without_decoding_any_run(store, monkeypatch):
-    big = run(rows=[{"size": i, "tflops": float(i)} for i in range(5000)], name="big", tags=["t"],
-              error="e" * 5000, run_id="big1")
+    big = run(
+        rows=[{"size": i, "tflops": float(i)} for i in range(5000)],
+        name="big",
+        tags=["t"],
+        error="e" * 5000,
+        run_id="big1",
+    )
     store.save(big)
     store.save(run("matmul", GPU, "2026-02-03T00:00:00+00:00", run_id="c3"))
     _decoding_forbidden(monkeypatch)
@@ -133,14 +142,31 @@ def test_a_version_1_database_is_upgraded_with_summaries(tmp_path):
     bad = run(run_id="bb22")
     bad_payload = dict(bad.to_dict(), device={"name": 5, "kind": "cpu"})  # imported before types were checked
     for r, payload in ((good, good.to_dict()), (bad, bad_payload)):
-        conn.execute("INSERT INTO runs VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
-                     (r.id, r.experiment, r.status, str(payload["device"]["name"]), "cpu", r.started_at,
-                      r.finished_at, r.name, json.dumps(r.tags), 0, None, json.dumps(payload)))
+        conn.execute(
+            "INSERT INTO runs VALUES (?,?,?,?,?,?,?,?,?,?,?,?)",
+            (
+                r.id,
+                r.experiment,
+                r.status,
+                str(payload["device"]["name"]),
+                "cpu",
+                r.started_at,
+                r.finished_at,
+                r.name,
+                json.dumps(r.tags),
+                0,
+                None,
+                json.dumps(payload),
+            ),
+        )
     conn.close()
     store = RunStore(path)
     summaries = {s.id: s for s in store.summaries()}
-    assert (summaries["aa11"].name, summaries["aa11"].headline, summaries["aa11"].row_count) == \
-        ("old run", "min median_ms 2.5", 1)
+    assert (summaries["aa11"].name, summaries["aa11"].headline, summaries["aa11"].row_count) == (
+        "old run",
+        "min median_ms 2.5",
+        1,
+    )
     assert summaries["bb22"].device_name == "5" and "does not follow the result schema" in summaries["bb22"].error
     assert sqlite3.connect(path).execute("PRAGMA user_version").fetchone()[0] == DB_VERSION
 
@@ -154,5 +180,6 @@ def test_runs_list_reads_summaries(store, monkeypatch, capsys):
     assert "listed" in capsys.readouterr().out
     assert main(["runs", "list", "--json"]) == 0
     import json
+
     (listed,) = json.loads(capsys.readouterr().out)
     assert listed["id"] == "dd44" and listed["row_count"] == 0 and "rows" not in listed

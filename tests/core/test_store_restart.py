@@ -1,4 +1,5 @@
 """The run store keeps everything across restarts and knows its schema version."""
+
 import sqlite3
 
 import pytest
@@ -8,9 +9,16 @@ from core.store import DB_VERSION, RunStore, StoreError
 
 
 def make_run(**over) -> RunResult:
-    values = dict(experiment="probe", config={"steps": 1}, device={"kind": "cpu", "name": "test CPU"},
-                  versions={"torch": "x"}, started_at=now_iso(), finished_at=now_iso(), status="ok",
-                  rows=[{"step": 1, "value": float("inf")}])
+    values = dict(
+        experiment="probe",
+        config={"steps": 1},
+        device={"kind": "cpu", "name": "test CPU"},
+        versions={"torch": "x"},
+        started_at=now_iso(),
+        finished_at=now_iso(),
+        status="ok",
+        rows=[{"step": 1, "value": float("inf")}],
+    )
     values.update(over)
     return RunResult(**values)
 
@@ -50,8 +58,13 @@ def test_a_database_from_a_newer_lab_is_refused_not_damaged(tmp_path):
 def test_filters(tmp_path):
     store = RunStore(tmp_path / "r.sqlite")
     store.save(make_run(experiment="matmul", started_at="2026-01-02T00:00:00+00:00"))
-    store.save(make_run(experiment="probe", started_at="2026-03-02T00:00:00+00:00",
-                        device={"kind": "cuda", "name": "NVIDIA H100 80GB HBM3"}))
+    store.save(
+        make_run(
+            experiment="probe",
+            started_at="2026-03-02T00:00:00+00:00",
+            device={"kind": "cuda", "name": "NVIDIA H100 80GB HBM3"},
+        )
+    )
     assert [r.experiment for r in store.list(experiment="matmul")] == ["matmul"]
     assert [r.experiment for r in store.list(device="H100")] == ["probe"]
     assert [r.experiment for r in store.list(since="2026-02-01")] == ["probe"]

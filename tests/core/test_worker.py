@@ -1,4 +1,5 @@
 """The worker frame survives every way a child can fail, and jobs on one device never overlap."""
+
 import json
 import subprocess
 import sys
@@ -18,14 +19,17 @@ def run_probe(manager, timeout_s=None, **config):
     return run
 
 
-@pytest.mark.parametrize("mode, status, needle", [
-    ("ok", "ok", None),
-    ("raise", "error", "RuntimeError: probe raised on purpose"),
-    ("exit", "error", "exited with code 1"),
-    ("segfault", "error", "SIGSEGV"),
-    ("oom", "error", "out of memory"),
-    ("unsupported", "unsupported", "unsupported on "),
-])
+@pytest.mark.parametrize(
+    "mode, status, needle",
+    [
+        ("ok", "ok", None),
+        ("raise", "error", "RuntimeError: probe raised on purpose"),
+        ("exit", "error", "exited with code 1"),
+        ("segfault", "error", "SIGSEGV"),
+        ("oom", "error", "out of memory"),
+        ("unsupported", "unsupported", "unsupported on "),
+    ],
+)
 def test_each_failure_becomes_a_stored_run_and_the_next_job_runs(manager, store, mode, status, needle):
     run = run_probe(manager, mode=mode, steps=2)
     assert run.status == status
@@ -47,6 +51,7 @@ def test_timeout_kills_the_worker_and_keeps_progress(manager, store):
     time.sleep(0.2)
     with pytest.raises(ProcessLookupError):
         import os
+
         os.kill(pid, 0)
 
 
@@ -123,9 +128,15 @@ def test_missing_gpu_is_a_clear_error(manager):
 
 def test_worker_protocol_by_hand():
     """The worker is a plain module one can drive from a shell: requests in, JSON lines out."""
-    proc = subprocess.run([sys.executable, "-m", "core.worker"], cwd=ROOT, capture_output=True, text=True,
-                          timeout=120, input=json.dumps({"op": "run", "job_id": "j1", "experiment": "probe",
-                                                         "config": {"steps": 2}, "device": "cpu"}) + "\n")
+    proc = subprocess.run(
+        [sys.executable, "-m", "core.worker"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+        input=json.dumps({"op": "run", "job_id": "j1", "experiment": "probe", "config": {"steps": 2}, "device": "cpu"})
+        + "\n",
+    )
     events = [json.loads(line) for line in proc.stdout.splitlines()]
     assert [e["type"] for e in events] == ["ready", "started", "progress", "progress", "result"]
     assert events[-1]["status"] == "ok" and events[-1]["job_id"] == "j1"
@@ -148,8 +159,13 @@ def test_an_in_process_job_is_stored_like_any_run_and_never_waits_for_the_device
     t = time.monotonic()
     run = manager.submit("estimate", {"model": "tiny", "memory_gib": 16}, "cpu").wait(60)
     assert time.monotonic() - t < 5.0  # did not queue behind the 8-second probe on the CPU
-    assert run.status == "ok" and run.meta["worker"] == {"pid": os.getpid(), "fresh": False, "env": {},
-                                                         "in_process": True, "memory_cap_bytes": None}
+    assert run.status == "ok" and run.meta["worker"] == {
+        "pid": os.getpid(),
+        "fresh": False,
+        "env": {},
+        "in_process": True,
+        "memory_cap_bytes": None,
+    }
     assert store.get(run.id).meta["peak_estimated_bytes"] == run.meta["peak_estimated_bytes"]
     assert run.meta["max_batch_estimated"] > 0 and run.versions["torch"]
     assert busy.wait(60).status == "ok"

@@ -5,6 +5,7 @@ Nothing sleeps for a fixed time: the server is polled on ``/_stcore/health`` and
 for the app to be connected with its script idle (Streamlit's own e2e harness does the same), then
 for the element it expects. Without Playwright or Chromium the tests skip with the reason.
 """
+
 from __future__ import annotations
 
 import os
@@ -61,10 +62,27 @@ def start_server(base: Path) -> dict:
     env = dict(os.environ, GPULAB_DATA_DIR=str(base / "data"), GPULAB_LOCK_DIR=str(base / "locks"))
     env.pop("GPULAB_DB", None)
     log = open(base / "server.log", "wb")
-    proc = subprocess.Popen([sys.executable, "-m", "streamlit", "run", "app.py", "--server.port", str(port),
-                             "--server.headless", "true", "--server.fileWatcherType", "none",
-                             "--browser.gatherUsageStats", "false"],
-                            cwd=ROOT, env=env, stdout=log, stderr=subprocess.STDOUT)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "streamlit",
+            "run",
+            "app.py",
+            "--server.port",
+            str(port),
+            "--server.headless",
+            "true",
+            "--server.fileWatcherType",
+            "none",
+            "--browser.gatherUsageStats",
+            "false",
+        ],
+        cwd=ROOT,
+        env=env,
+        stdout=log,
+        stderr=subprocess.STDOUT,
+    )
     url = f"http://127.0.0.1:{port}"
     if not wait_healthy(url, 90, alive=lambda: proc.poll() is None):
         proc.kill()
@@ -128,10 +146,12 @@ class Lab:
         page.on("pageerror", lambda exc: self.errors.append(str(exc)))
 
     def idle(self, timeout_ms: float = 60_000) -> None:
-        self.page.wait_for_selector("[data-testid='stApp'][data-test-connection-state='CONNECTED']",
-                                    state="attached", timeout=timeout_ms)
-        self.page.wait_for_selector("[data-testid='stApp'][data-test-script-state='notRunning']",
-                                    state="attached", timeout=timeout_ms)
+        self.page.wait_for_selector(
+            "[data-testid='stApp'][data-test-connection-state='CONNECTED']", state="attached", timeout=timeout_ms
+        )
+        self.page.wait_for_selector(
+            "[data-testid='stApp'][data-test-script-state='notRunning']", state="attached", timeout=timeout_ms
+        )
 
     def start(self, model: str, dtype: str, page_title: str) -> None:
         """A user's first steps: pick the model size and dtype in the sidebar, then open a page."""
@@ -169,7 +189,8 @@ class Lab:
     def selectbox(self, label: str, scope=None):
         scope = scope or self.page
         return scope.get_by_test_id("stSelectbox").filter(
-            has=self.page.get_by_test_id("stWidgetLabel").get_by_text(label, exact=True))
+            has=self.page.get_by_test_id("stWidgetLabel").get_by_text(label, exact=True)
+        )
 
     def choose(self, label: str, option: str, sidebar: bool = False) -> None:
         scope = self.page.get_by_test_id("stSidebar") if sidebar else self.page.get_by_test_id("stMain")
@@ -192,8 +213,12 @@ class Lab:
         return self.page.get_by_test_id("stMain")
 
     def number(self, label: str, value) -> None:
-        box = self.main().get_by_test_id("stNumberInput").filter(visible=True).filter(
-            has=self.page.get_by_test_id("stWidgetLabel").get_by_text(label, exact=True))
+        box = (
+            self.main()
+            .get_by_test_id("stNumberInput")
+            .filter(visible=True)
+            .filter(has=self.page.get_by_test_id("stWidgetLabel").get_by_text(label, exact=True))
+        )
         self.expect(box).to_have_count(1)
         box.locator("input").fill(str(value))
         box.locator("input").press("Enter")
@@ -236,8 +261,11 @@ class Lab:
 
     def download(self, label: str, index: int = 0) -> tuple[str, bytes]:
         """Click an export button; returns (suggested file name, bytes)."""
-        button = self.page.get_by_test_id("stDownloadButton").filter(visible=True).get_by_role(
-            "button", name=label, exact=True)
+        button = (
+            self.page.get_by_test_id("stDownloadButton")
+            .filter(visible=True)
+            .get_by_role("button", name=label, exact=True)
+        )
         with self.page.expect_download(timeout=60_000) as info:
             button.nth(index).click()
         download = info.value
@@ -264,13 +292,18 @@ def png_size(data: bytes) -> tuple[int, int]:
 @pytest.fixture
 def check_exports(lab):
     """Download the first chart's PNG, HTML and CSV and check each file is what it says."""
+
     def check(csv_columns: set[str] = frozenset()) -> dict[str, bytes]:
         import csv
         import io
 
         files = {}
-        if lab.page.get_by_test_id("stDownloadButton").filter(visible=True).get_by_role("button", name="PNG",
-                                                                                      exact=True).count():
+        if (
+            lab.page.get_by_test_id("stDownloadButton")
+            .filter(visible=True)
+            .get_by_role("button", name="PNG", exact=True)
+            .count()
+        ):
             name, data = lab.download("PNG")
             assert name.endswith(".png") and png_size(data) == (2200, 1200)  # 1100×600 at scale 2
             files["png"] = data

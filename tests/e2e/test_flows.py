@@ -1,6 +1,7 @@
 """Each experiment page as a user goes through it on the CPU (picked in the sidebar): pick settings (sidebar and page), run a
 small experiment, watch its progress, see the chart, download PNG/HTML/CSV; then reload and find the
 run in the history of the compare page."""
+
 from __future__ import annotations
 
 import json

@@ -1,6 +1,7 @@
 """Careless and hostile input in a real browser (issue 15): names, device names, errors and import files
 that carry Markdown or HTML are shown exactly as typed and make the browser fetch nothing; a hostile
 import is refused with a readable message and the page stays up."""
+
 from __future__ import annotations
 
 import json
@@ -54,10 +55,18 @@ def _open_compare(lab) -> None:
 def test_names_and_errors_are_shown_as_typed_and_fetch_nothing(lab, server, tracker):
     url, hits = tracker
     name = f"![t]({url}/name.png) **loud**"
-    run = RunResult("probe", {"steps": 1}, {"kind": "cuda", "name": f"GPU <img src={url}/device.png>",
-                                            "label": f"cuda:0 — ![d]({url}/label.png)"}, {},
-                    "2026-05-01T00:00:00+00:00", "2026-05-01T00:00:01+00:00", "error",
-                    error=f"failed: ![e]({url}/error.png) :red[x]", rows=[{"step": 1}], name=name)
+    run = RunResult(
+        "probe",
+        {"steps": 1},
+        {"kind": "cuda", "name": f"GPU <img src={url}/device.png>", "label": f"cuda:0 — ![d]({url}/label.png)"},
+        {},
+        "2026-05-01T00:00:00+00:00",
+        "2026-05-01T00:00:01+00:00",
+        "error",
+        error=f"failed: ![e]({url}/error.png) :red[x]",
+        rows=[{"step": 1}],
+        name=name,
+    )
     run.id = "feedface0000000000000001"
     RunStore(server["data_dir"] / "runs.sqlite").save(run)
     _open_compare(lab)
@@ -100,8 +109,9 @@ def test_hostile_import_files_are_refused_in_words(lab, tracker, tmp_path):
     bad_format = tmp_path / "format.json"
     bad_format.write_text(json.dumps({"format": f"![f]({url}/format.png)", "schema_version": 1, "runs": []}))
     _upload(lab, bad_format)
-    lab.expect(lab.main().get_by_text(f"format '![f]({url}/format.png)' is not 'gpulab-runs'", exact=False)) \
-        .to_be_visible()
+    lab.expect(
+        lab.main().get_by_text(f"format '![f]({url}/format.png)' is not 'gpulab-runs'", exact=False)
+    ).to_be_visible()
     deep: object = 1
     for _ in range(900):
         deep = {"a": deep}

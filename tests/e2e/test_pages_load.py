@@ -1,6 +1,7 @@
 """Every page of the catalog that exists opens in a real browser without an exception and shows its
 title; the home page describes this box and links to every page; the sidebar selections survive a
 page switch."""
+
 from __future__ import annotations
 
 import re

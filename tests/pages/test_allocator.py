@@ -1,4 +1,5 @@
 """Allocator page on the CPU (pinned in the sidebar): loads, says what needs a GPU, runs the lifecycle, composes custom steps."""
+
 import time
 
 import pytest
@@ -67,24 +68,57 @@ def test_size_beyond_free_memory_is_refused_with_the_limit(cpu_app):
 
 # --- figure builders (plain functions), on hand-made GPU-shaped rows ---------------------------------
 
+
 def _gpu_run(setting="default", with_trace=False):
     from core.result import RunResult
 
     mib = 2**20
-    seg = [{"total_size": 64 * mib, "segment_type": "large", "expandable": False, "blocks_dropped": 0,
-            "blocks": [{"offset": 0, "size": 16 * mib, "state": "active_allocated"},
-                       {"offset": 16 * mib, "size": 48 * mib, "state": "inactive"}]}]
+    seg = [
+        {
+            "total_size": 64 * mib,
+            "segment_type": "large",
+            "expandable": False,
+            "blocks_dropped": 0,
+            "blocks": [
+                {"offset": 0, "size": 16 * mib, "state": "active_allocated"},
+                {"offset": 16 * mib, "size": 48 * mib, "state": "inactive"},
+            ],
+        }
+    ]
     rows = []
     for i, (alloc, reserved) in enumerate([(0, 0), (16, 64), (0, 64)]):
-        rows.append({"index": i, "step": f"{i}. s{i}", "op": "", "status": "ok", "note": "", "alloc_conf_seen": setting,
-                     "rss_bytes": 100 * mib, "allocated_bytes": alloc * mib, "reserved_bytes": reserved * mib,
-                     "peak_allocated_bytes": 16 * mib, "driver_used_bytes": 600 * mib, "segment_map": seg if i else [],
-                     "trace": [[1000, "segment_alloc", 64 * mib], [1500, "alloc", 16 * mib]] if with_trace and i == 1
-                     else [[4000, "free_requested", 16 * mib], [4000, "free_completed", 16 * mib]] if with_trace and i == 2
-                     else []})
-    return RunResult(experiment="allocator", config={"scenario": "custom"}, device={"kind": "cuda", "label": "GPU"},
-                     versions={}, started_at="2026-01-01T00:00:00+00:00", finished_at=None, status="ok", rows=rows,
-                     meta={"alloc_conf_seen": setting})
+        rows.append(
+            {
+                "index": i,
+                "step": f"{i}. s{i}",
+                "op": "",
+                "status": "ok",
+                "note": "",
+                "alloc_conf_seen": setting,
+                "rss_bytes": 100 * mib,
+                "allocated_bytes": alloc * mib,
+                "reserved_bytes": reserved * mib,
+                "peak_allocated_bytes": 16 * mib,
+                "driver_used_bytes": 600 * mib,
+                "segment_map": seg if i else [],
+                "trace": [[1000, "segment_alloc", 64 * mib], [1500, "alloc", 16 * mib]]
+                if with_trace and i == 1
+                else [[4000, "free_requested", 16 * mib], [4000, "free_completed", 16 * mib]]
+                if with_trace and i == 2
+                else [],
+            }
+        )
+    return RunResult(
+        experiment="allocator",
+        config={"scenario": "custom"},
+        device={"kind": "cuda", "label": "GPU"},
+        versions={},
+        started_at="2026-01-01T00:00:00+00:00",
+        finished_at=None,
+        status="ok",
+        rows=rows,
+        meta={"alloc_conf_seen": setting},
+    )
 
 
 def test_segment_map_draws_each_block_at_its_offset():
@@ -110,14 +144,18 @@ def test_overlay_draws_reserved_and_allocated_per_setting():
     from pages.plots import allocator as plots
 
     (chart,) = plots.overlay([_gpu_run("default"), _gpu_run("expandable_segments:True")])
-    assert [t.name for t in chart.figure.data] == ["default · reserved", "default · allocated",
-                                                   "expandable_segments:True · reserved",
-                                                   "expandable_segments:True · allocated"]
+    assert [t.name for t in chart.figure.data] == [
+        "default · reserved",
+        "default · allocated",
+        "expandable_segments:True · reserved",
+        "expandable_segments:True · allocated",
+    ]
     assert list(chart.figure.data[2].y) == [0, 64, 64]
     assert "segment_map" not in chart.data.columns  # nested JSON never goes into the CSV export
 
 
 # --- on a GPU (the sidebar on cuda:0) ------------------------------------------------------------
+
 
 @pytest.mark.gpu
 def test_page_on_a_gpu_offers_every_scenario_and_measures_the_backward_peak(gpu_app):

@@ -1,4 +1,5 @@
 """Compare & export: the generic comparison (by hand-checked numbers) and the page in AppTest."""
+
 import re
 
 import pandas as pd
@@ -15,19 +16,36 @@ CPU = {"kind": "cpu", "name": "Test CPU", "label": "CPU — Test CPU"}
 
 def sweep(device, tflops, run_id, experiment="sweep", dtype="bf16", started="2026-03-01T00:00:00+00:00", **config):
     """Hand-built matmul-like run: one row per (size, dtype) with the given TFLOPS values."""
-    rows = [{"size": s, "dtype": dtype, "tflops": t, "median_ms": 2 * s**3 / (t * 1e9), "status": "ok"}
-            for s, t in zip((256, 4096, 65536), tflops)]
-    run = RunResult(experiment, {"dtype": dtype, **config}, device, {"torch": "2.13.0"}, started, started, "ok",
-                    rows=rows)
+    rows = [
+        {"size": s, "dtype": dtype, "tflops": t, "median_ms": 2 * s**3 / (t * 1e9), "status": "ok"}
+        for s, t in zip((256, 4096, 65536), tflops)
+    ]
+    run = RunResult(
+        experiment, {"dtype": dtype, **config}, device, {"torch": "2.13.0"}, started, started, "ok", rows=rows
+    )
     run.id = run_id
     return run
 
 
 def test_columns_split_into_sweep_keys_and_metrics():
-    df = pd.DataFrame({"size": [1], "dtype": ["bf16"], "tflops": [1], "ms_median": [1], "peak_bytes": [3],
-                       "batch": [8], "ratio": [0.5], "reason": ["x"], "samples_ms": [[1.0, 2.0]], "ok": [True]})
-    assert comparison.split_columns(df) == (["size", "dtype", "batch", "ok"], ["tflops", "ms_median", "peak_bytes",
-                                                                               "ratio"])
+    df = pd.DataFrame(
+        {
+            "size": [1],
+            "dtype": ["bf16"],
+            "tflops": [1],
+            "ms_median": [1],
+            "peak_bytes": [3],
+            "batch": [8],
+            "ratio": [0.5],
+            "reason": ["x"],
+            "samples_ms": [[1.0, 2.0]],
+            "ok": [True],
+        }
+    )
+    assert comparison.split_columns(df) == (
+        ["size", "dtype", "batch", "ok"],
+        ["tflops", "ms_median", "peak_bytes", "ratio"],
+    )
     assert comparison.headline_metric(["ms_median", "peak_bytes", "tflops"]) == ("tflops", "max")
     assert comparison.headline_metric(["peak_bytes", "ms_median"]) == ("ms_median", "min")
 
@@ -63,11 +81,17 @@ def test_delta_table_with_no_common_points_compares_medians():
     assert len(table) == 1 and table["ratio"][0] == 2.0  # medians 2 and 4
 
 
-@pytest.mark.parametrize("runs, reason", [
-    ([sweep(CPU, (1, 2, 3), "a1")], "at least two"),
-    ([sweep(CPU, (1, 2, 3), "a1"), sweep(CPU, (1, 2, 3), "b2", experiment="other")], "different experiments"),
-    ([sweep(CPU, (1, 2, 3), "a1"), sweep(CPU, (1, 2, 3), "b2", model="tiny")], "incompatible settings: field(s) model"),
-])
+@pytest.mark.parametrize(
+    "runs, reason",
+    [
+        ([sweep(CPU, (1, 2, 3), "a1")], "at least two"),
+        ([sweep(CPU, (1, 2, 3), "a1"), sweep(CPU, (1, 2, 3), "b2", experiment="other")], "different experiments"),
+        (
+            [sweep(CPU, (1, 2, 3), "a1"), sweep(CPU, (1, 2, 3), "b2", model="tiny")],
+            "incompatible settings: field(s) model",
+        ),
+    ],
+)
 def test_incompatible_runs_are_refused_with_the_reason(runs, reason):
     assert reason in comparison.compare_problem(runs)
 
@@ -76,8 +100,9 @@ def test_runs_without_rows_or_metrics_are_refused():
     empty = sweep(CPU, (1, 2, 3), "b2")
     empty.rows, empty.status = [], "error"
     assert "run b2 (error) has no measured rows" in comparison.compare_problem([sweep(CPU, (1, 2, 3), "a1"), empty])
-    steps = [RunResult("probe", {}, CPU, {}, "2026-01-01T00:00:00+00:00", None, "ok", rows=[{"step": 1}])
-             for _ in range(2)]
+    steps = [
+        RunResult("probe", {}, CPU, {}, "2026-01-01T00:00:00+00:00", None, "ok", rows=[{"step": 1}]) for _ in range(2)
+    ]
     assert "no measured column" in comparison.compare_problem(steps)
 
 
@@ -102,14 +127,23 @@ def test_generic_figures_give_each_metric_its_own_axis():
 
 
 def test_probe_figures():
-    run = RunResult("probe", {"mode": "ok"}, CPU, {}, "2026-01-01T00:00:00+00:00", None, "cancelled",
-                    rows=[{"step": 1, "t": 100.0}, {"step": 2, "t": 100.25}, {"step": 3, "t": 101.0}])
+    run = RunResult(
+        "probe",
+        {"mode": "ok"},
+        CPU,
+        {},
+        "2026-01-01T00:00:00+00:00",
+        None,
+        "cancelled",
+        rows=[{"step": 1, "t": 100.0}, {"step": 2, "t": 100.25}, {"step": 3, "t": 101.0}],
+    )
     (chart,) = figures_for(run)
     assert list(chart.figure.data[0].y) == [0.0, 0.25, 1.0]
     assert "CPU — Test CPU" in chart.figure.layout.title.text and "cancelled" in chart.figure.layout.title.text
 
 
 # -- the page ----------------------------------------------------------------------------------------
+
 
 def _open(app):
     at = app.run()
@@ -119,9 +153,11 @@ def _open(app):
 
 
 def test_history_lists_runs_and_compare_draws_one_chart(app, store):
-    runs = [sweep(H100, (100.0, 600.0, 800.0), "a1a1", started="2026-03-01T00:00:00+00:00"),
-            sweep(A100, (50.0, 300.0, 200.0), "b2b2", started="2026-03-02T00:00:00+00:00"),
-            sweep(CPU, (0.1, 0.2, 0.3), "c3c3", experiment="other", started="2026-03-03T00:00:00+00:00")]
+    runs = [
+        sweep(H100, (100.0, 600.0, 800.0), "a1a1", started="2026-03-01T00:00:00+00:00"),
+        sweep(A100, (50.0, 300.0, 200.0), "b2b2", started="2026-03-02T00:00:00+00:00"),
+        sweep(CPU, (0.1, 0.2, 0.3), "c3c3", experiment="other", started="2026-03-03T00:00:00+00:00"),
+    ]
     for run in runs:
         store.save(run)
     at = _open(app)
@@ -176,16 +212,39 @@ def test_a_run_with_a_measurement_error_says_so_above_its_charts(app, store):
     from core.experiments.matmul import flag_above_peak
     from core.hardware.specs import measurement_errors
 
-    rows = [flag_above_peak({"dtype": "bf16", "m": 8192, "n": 8192, "k": 8192, "tflops": 1000.0, "peak_tflops": 989.4,
-                             "status": "ok", "median_ms": 1.1})]
-    run = RunResult("matmul", {"sizes": [8192]}, H100, {}, "2026-03-01T00:00:00+00:00", None, "ok", rows=rows,
-                    meta={"measurement_errors": measurement_errors(rows)})
+    rows = [
+        flag_above_peak(
+            {
+                "dtype": "bf16",
+                "m": 8192,
+                "n": 8192,
+                "k": 8192,
+                "tflops": 1000.0,
+                "peak_tflops": 989.4,
+                "status": "ok",
+                "median_ms": 1.1,
+            }
+        )
+    ]
+    run = RunResult(
+        "matmul",
+        {"sizes": [8192]},
+        H100,
+        {},
+        "2026-03-01T00:00:00+00:00",
+        None,
+        "ok",
+        rows=rows,
+        meta={"measurement_errors": measurement_errors(rows)},
+    )
     run.id = "e1e1"
     store.save(run)
     at = _open(app)
     at.multiselect(key="compare.selected").set_value(["e1e1"]).run()
-    assert any(e.value.startswith("Measurement error: above the datasheet peak: bf16 8192×8192×8192 measured 1000.0")
-               for e in at.error), [e.value for e in at.error]
+    assert any(
+        e.value.startswith("Measurement error: above the datasheet peak: bf16 8192×8192×8192 measured 1000.0")
+        for e in at.error
+    ), [e.value for e in at.error]
 
 
 def test_load_example_runs_imports_the_examples_through_the_validated_import(app, store, tmp_path, monkeypatch):
@@ -253,7 +312,10 @@ def test_history_reads_summaries_not_runs(app, store, monkeypatch):
 
     monkeypatch.setattr(RunResult, "from_dict", classmethod(refuse))
     at = _open(app)
-    assert list(at.dataframe[0].value["headline"]) == ["max TFLOPS 300", "max TFLOPS 800"]  # GPU runs: TFLOPS by the unit rule
+    assert list(at.dataframe[0].value["headline"]) == [
+        "max TFLOPS 300",
+        "max TFLOPS 800",
+    ]  # GPU runs: TFLOPS by the unit rule
     at.text_input(key="compare.f.text").input("dtype=bf16").run()  # a filter keystroke
     assert not at.exception, [e.value for e in at.exception]
     at = app.run()  # the home page's latest runs too

@@ -1,4 +1,5 @@
 """Chart export: real PNG/SVG images (when a browser exists), offline HTML, lossless CSV, strict JSON."""
+
 import io
 import json
 import re
@@ -12,11 +13,20 @@ import plotly.graph_objects as go
 import pytest
 
 from pages.common import export
-from pages.common.export import (IMAGE_HEIGHT_PX, IMAGE_WIDTH_PX, PNG_SCALE, csv_bytes, html_bytes, image_bytes,
-                                 image_export_problem, json_bytes)
+from pages.common.export import (
+    IMAGE_HEIGHT_PX,
+    IMAGE_WIDTH_PX,
+    PNG_SCALE,
+    csv_bytes,
+    html_bytes,
+    image_bytes,
+    image_export_problem,
+    json_bytes,
+)
 
-needs_browser = pytest.mark.skipif(image_export_problem() is not None,
-                                   reason=f"no server-side image export here: {image_export_problem()}")
+needs_browser = pytest.mark.skipif(
+    image_export_problem() is not None, reason=f"no server-side image export here: {image_export_problem()}"
+)
 
 
 @pytest.fixture(scope="module")
@@ -28,8 +38,14 @@ def fig():
 
 @pytest.fixture
 def frame():
-    return pd.DataFrame({"size": [256, 512, 1024], "dtype": ["bf16", "fp16", "fp8 e4m3, \"quoted\""],
-                         "median_ms": [0.125, float("inf"), float("nan")], "ok": [True, False, True]})
+    return pd.DataFrame(
+        {
+            "size": [256, 512, 1024],
+            "dtype": ["bf16", "fp16", 'fp8 e4m3, "quoted"'],
+            "median_ms": [0.125, float("inf"), float("nan")],
+            "ok": [True, False, True],
+        }
+    )
 
 
 @needs_browser
@@ -91,7 +107,12 @@ def test_json_is_strict_and_keeps_non_finite_values_as_text(frame):
 
 
 def test_json_handles_numpy_scalars_and_missing_values():
-    df = pd.DataFrame({"n": np.array([1, 2], dtype=np.int64), "when": pd.to_datetime(["2026-01-01", None]),
-                       "samples": [[0.1, 0.2], None]})
+    df = pd.DataFrame(
+        {
+            "n": np.array([1, 2], dtype=np.int64),
+            "when": pd.to_datetime(["2026-01-01", None]),
+            "samples": [[0.1, 0.2], None],
+        }
+    )
     records = json.loads(json_bytes(df))
     assert records[0]["n"] == 1 and records[1]["when"] is None and records[0]["samples"] == [0.1, 0.2]

@@ -48,9 +48,14 @@ def test_the_doctor_button_runs_in_the_background_and_shows_its_table(cpu_app, m
         asked.append((device, manager))
         on_progress(1, 2, "worker round trip: ok")
         time.sleep(1.0)
-        return Report(device=device, checks=[Check("seed: 65536 stored in fp16", "inf", "inf", "pass"),
-                                             Check("allocator: peak", "not measured", "equal", "unsupported",
-                                                   "the CPU has no caching allocator")], wall_s=1.0)
+        return Report(
+            device=device,
+            checks=[
+                Check("seed: 65536 stored in fp16", "inf", "inf", "pass"),
+                Check("allocator: peak", "not measured", "equal", "unsupported", "the CPU has no caching allocator"),
+            ],
+            wall_s=1.0,
+        )
 
     monkeypatch.setattr(doctor, "run_doctor", fake_doctor)
     at = cpu_app.run()

@@ -1,4 +1,5 @@
 """The Matmul throughput page: widgets → a tiny CPU sweep → charts; figure builders checked directly."""
+
 import time
 
 import pytest
@@ -7,22 +8,63 @@ from core.result import RunResult
 
 
 def _rows():
-    base = {"n": 0, "k": 0, "label": "square", "status": "ok", "reason": None, "peak_tflops": None,
-            "pct_of_peak": None, "median_ms": 1.0, "p20_ms": 0.9, "p80_ms": 1.1, "t_start_s": 0.0, "t_end_s": 1.0}
+    base = {
+        "n": 0,
+        "k": 0,
+        "label": "square",
+        "status": "ok",
+        "reason": None,
+        "peak_tflops": None,
+        "pct_of_peak": None,
+        "median_ms": 1.0,
+        "p20_ms": 0.9,
+        "p80_ms": 1.1,
+        "t_start_s": 0.0,
+        "t_end_s": 1.0,
+    }
     rows = []
-    for dtype, m, tflops, err in (("fp32", 64, 0.1, 2e-7), ("fp32", 128, 0.2, 3e-7), ("bf16", 64, 0.4, 3e-3),
-                                  ("bf16", 128, 0.8, 3e-3), ("fp64", 64, 0.05, 0.0)):
-        rows.append(base | {"dtype": dtype, "m": m, "n": m, "k": m, "tflops": tflops, "tflops_p20": tflops * 0.9,
-                            "tflops_p80": tflops * 1.1, "rel_error": err, "intensity_flop_per_byte": m / 6})
-    rows.append(base | {"dtype": "tf32", "m": 64, "n": 64, "k": 64, "status": "unsupported", "reason": "no TF32",
-                        "tflops": None})
+    for dtype, m, tflops, err in (
+        ("fp32", 64, 0.1, 2e-7),
+        ("fp32", 128, 0.2, 3e-7),
+        ("bf16", 64, 0.4, 3e-3),
+        ("bf16", 128, 0.8, 3e-3),
+        ("fp64", 64, 0.05, 0.0),
+    ):
+        rows.append(
+            base
+            | {
+                "dtype": dtype,
+                "m": m,
+                "n": m,
+                "k": m,
+                "tflops": tflops,
+                "tflops_p20": tflops * 0.9,
+                "tflops_p80": tflops * 1.1,
+                "rel_error": err,
+                "intensity_flop_per_byte": m / 6,
+            }
+        )
+    rows.append(
+        base
+        | {"dtype": "tf32", "m": 64, "n": 64, "k": 64, "status": "unsupported", "reason": "no TF32", "tflops": None}
+    )
     return rows
 
 
 def _run(rows, **meta):
-    return RunResult(id="abcdef123456", experiment="matmul", config={"sizes": [64, 128]},
-                     device={"kind": "cpu", "name": "Test CPU"}, versions={}, started_at="2026-01-01T00:00:00",
-                     finished_at=None, status="ok", error=None, rows=rows, meta=meta)
+    return RunResult(
+        id="abcdef123456",
+        experiment="matmul",
+        config={"sizes": [64, 128]},
+        device={"kind": "cpu", "name": "Test CPU"},
+        versions={},
+        started_at="2026-01-01T00:00:00",
+        finished_at=None,
+        status="ok",
+        error=None,
+        rows=rows,
+        meta=meta,
+    )
 
 
 def test_figures_plot_the_measured_points():
@@ -44,8 +86,17 @@ def test_figures_plot_the_measured_points():
 def test_clock_chart_when_samples_exist():
     from pages.plots.matmul import figures
 
-    clocks = [{"t_s": 0.1 * i, "sm_clock_mhz": 1980 - i, "mem_clock_mhz": 2619, "power_w": 600.0, "temp_c": 60,
-               "reasons": ["sw_power_cap"] if i == 3 else []} for i in range(10)]
+    clocks = [
+        {
+            "t_s": 0.1 * i,
+            "sm_clock_mhz": 1980 - i,
+            "mem_clock_mhz": 2619,
+            "power_w": 600.0,
+            "temp_c": 60,
+            "reasons": ["sw_power_cap"] if i == 3 else [],
+        }
+        for i in range(10)
+    ]
     run = _run(_rows(), clocks=clocks)
     run.device = {"kind": "cuda", "name": "Fake GPU", "label": "cuda:0 — Fake GPU"}
     charts = figures(run)
@@ -85,10 +136,33 @@ def test_page_runs_a_tiny_cpu_sweep_and_draws_charts(cpu_app):
 
 def _gpu_run_above_peak():
     """A fabricated H100 run: 1000 TFLOPS against the 989.4 sheet (101 %) is flagged, 700 (71 %) is not."""
-    base = {"label": "square", "status": "ok", "reason": None, "peak_tflops": 989.4, "median_ms": 1.0, "p20_ms": 0.9,
-            "p80_ms": 1.1, "t_start_s": 0.0, "t_end_s": 1.0, "rel_error": 3e-3, "intensity_flop_per_byte": 100.0}
-    rows = [base | {"dtype": "bf16", "m": m, "n": m, "k": m, "tflops": t, "tflops_p20": t, "tflops_p80": t,
-                    "pct_of_peak": t / 9.894} for m, t in ((4096, 700.0), (8192, 1000.0))]
+    base = {
+        "label": "square",
+        "status": "ok",
+        "reason": None,
+        "peak_tflops": 989.4,
+        "median_ms": 1.0,
+        "p20_ms": 0.9,
+        "p80_ms": 1.1,
+        "t_start_s": 0.0,
+        "t_end_s": 1.0,
+        "rel_error": 3e-3,
+        "intensity_flop_per_byte": 100.0,
+    }
+    rows = [
+        base
+        | {
+            "dtype": "bf16",
+            "m": m,
+            "n": m,
+            "k": m,
+            "tflops": t,
+            "tflops_p20": t,
+            "tflops_p80": t,
+            "pct_of_peak": t / 9.894,
+        }
+        for m, t in ((4096, 700.0), (8192, 1000.0))
+    ]
     run = _run(rows)
     run.device = {"kind": "cuda", "name": "NVIDIA H100 80GB HBM3", "label": "cuda:0 — NVIDIA H100 80GB HBM3"}
     return run

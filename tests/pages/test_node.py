@@ -1,5 +1,6 @@
 """All GPUs at once on the matmul and step-benchmark pages: the toggle (only with ≥ 2 GPUs), the per-GPU
 bars against the node median, and the pages drawing a merged run."""
+
 import time
 
 import pytest
@@ -11,28 +12,67 @@ CPU = {"kind": "cpu", "index": None, "torch_device": "cpu", "name": "Test CPU", 
 
 
 def fake_gpu(i):
-    return {"kind": "cuda", "index": i, "torch_device": f"cuda:{i}", "name": "Fake GPU", "label": f"cuda:{i} — Fake GPU",
-            "compute_capability": "9.0", "total_memory_bytes": 80 * 2**30, "multiprocessors": 132,
-            "bf16_supported": True, "tf32": {}, "spec": None}
+    return {
+        "kind": "cuda",
+        "index": i,
+        "torch_device": f"cuda:{i}",
+        "name": "Fake GPU",
+        "label": f"cuda:{i} — Fake GPU",
+        "compute_capability": "9.0",
+        "total_memory_bytes": 80 * 2**30,
+        "multiprocessors": 132,
+        "bf16_supported": True,
+        "tf32": {},
+        "spec": None,
+    }
 
 
 def fake_box(count):
-    return {"devices": [CPU] + [fake_gpu(i) for i in range(count)], "default": "cuda:0" if count else "cpu",
-            "cuda_available": bool(count), "cuda_unavailable_reason": None, "versions": {}}
+    return {
+        "devices": [CPU] + [fake_gpu(i) for i in range(count)],
+        "default": "cuda:0" if count else "cpu",
+        "cuda_available": bool(count),
+        "cuda_unavailable_reason": None,
+        "versions": {},
+    }
 
 
 def all_gpu_run(experiment="matmul", rows=None, config=None):
-    per = [{"device": f"cuda:{i}", "gpu_index": i, "relative": r, "points": 2, "flagged": r < 0.95,
-            "sm_clock_mhz": 1980.0 - 400 * (r < 0.95), "sm_clock_min_mhz": 1500.0, "temp_c": 88.0 if r < 0.95 else 60.0,
-            "power_w": 500.0, "throttle_reasons": ["hw_slowdown"] if r < 0.95 else [], "throttled": r < 0.95}
-           for i, r in enumerate((1.0, 1.01, 0.9))]
-    node = {"metric": "tflops", "label": "TFLOPS", "threshold": 0.05, "per_device": per, "flagged": ["cuda:2"],
-            "points": 2}
-    return RunResult(experiment=experiment, config=config or {"sizes": [1024]},
-                     device={"kind": "cuda", "torch_device": "all", "name": "3 × Fake GPU",
-                             "label": "all 3 GPUs — 3 × Fake GPU"},
-                     versions={}, started_at="2026-11-22T00:00:00+00:00", finished_at=None, status="ok",
-                     rows=rows or [], meta={"node": node, "concurrency": {"all_at_once": True, "note": None}})
+    per = [
+        {
+            "device": f"cuda:{i}",
+            "gpu_index": i,
+            "relative": r,
+            "points": 2,
+            "flagged": r < 0.95,
+            "sm_clock_mhz": 1980.0 - 400 * (r < 0.95),
+            "sm_clock_min_mhz": 1500.0,
+            "temp_c": 88.0 if r < 0.95 else 60.0,
+            "power_w": 500.0,
+            "throttle_reasons": ["hw_slowdown"] if r < 0.95 else [],
+            "throttled": r < 0.95,
+        }
+        for i, r in enumerate((1.0, 1.01, 0.9))
+    ]
+    node = {
+        "metric": "tflops",
+        "label": "TFLOPS",
+        "threshold": 0.05,
+        "per_device": per,
+        "flagged": ["cuda:2"],
+        "points": 2,
+    }
+    return RunResult(
+        experiment=experiment,
+        config=config or {"sizes": [1024]},
+        device={"kind": "cuda", "torch_device": "all", "name": "3 × Fake GPU", "label": "all 3 GPUs — 3 × Fake GPU"},
+        versions={},
+        started_at="2026-11-22T00:00:00+00:00",
+        finished_at=None,
+        status="ok",
+        rows=rows or [],
+        meta={"node": node, "concurrency": {"all_at_once": True, "note": None}},
+    )
 
 
 def test_node_chart_bars_with_the_median_and_the_flag_line():
@@ -49,10 +89,28 @@ def test_node_chart_bars_with_the_median_and_the_flag_line():
 def test_matmul_figures_of_a_merged_run_show_each_gpu():
     from pages.plots.matmul import figures
 
-    rows = [{"device": f"cuda:{i}", "dtype": "bf16", "m": m, "n": m, "k": m, "label": "square", "status": "ok",
-             "tflops": t, "tflops_p20": t, "tflops_p80": t, "median_ms": 1.0, "peak_tflops": 989.0,
-             "pct_of_peak": None, "pct_of_best": None, "rel_error": 1e-3, "intensity_flop_per_byte": m / 3}
-            for i, t0 in enumerate((500.0, 505.0, 450.0)) for m, t in ((1024, t0), (2048, t0 * 1.2))]
+    rows = [
+        {
+            "device": f"cuda:{i}",
+            "dtype": "bf16",
+            "m": m,
+            "n": m,
+            "k": m,
+            "label": "square",
+            "status": "ok",
+            "tflops": t,
+            "tflops_p20": t,
+            "tflops_p80": t,
+            "median_ms": 1.0,
+            "peak_tflops": 989.0,
+            "pct_of_peak": None,
+            "pct_of_best": None,
+            "rel_error": 1e-3,
+            "intensity_flop_per_byte": m / 3,
+        }
+        for i, t0 in enumerate((500.0, 505.0, 450.0))
+        for m, t in ((1024, t0), (2048, t0 * 1.2))
+    ]
     charts = figures(all_gpu_run(rows=rows))
     assert [c.name for c in charts][:2] == ["node-per-gpu", "matmul-throughput"]
     names = [t.name for t in charts[1].figure.data]
@@ -63,8 +121,19 @@ def test_matmul_figures_of_a_merged_run_show_each_gpu():
 def test_step_bench_figures_of_a_merged_run():
     from pages.plots.step_bench import figures
 
-    rows = [{"device": f"cuda:{i}", "kind": "sample", "series": "warm", "precision": "fp32", "step": s,
-             "phase": "step", "ms": 10.0 + i} for i in range(3) for s in (1, 2)]
+    rows = [
+        {
+            "device": f"cuda:{i}",
+            "kind": "sample",
+            "series": "warm",
+            "precision": "fp32",
+            "step": s,
+            "phase": "step",
+            "ms": 10.0 + i,
+        }
+        for i in range(3)
+        for s in (1, 2)
+    ]
     charts = figures(all_gpu_run("step-bench", rows, {"model": "tiny", "sweep": False}))
     assert [c.name for c in charts] == ["node-per-gpu", "step-per-gpu-times"]
     assert [list(b.y) for b in charts[1].figure.data] == [[10.0, 10.0], [11.0, 11.0], [12.0, 12.0]]

@@ -1,4 +1,5 @@
 """AppTest of the Number formats page on CPU: loads, the inspector follows the typed value, charts render."""
+
 import time
 
 import pytest
@@ -36,8 +37,9 @@ def test_page_loads_and_typing_updates_the_table(cpu_app):
     assert len(_charts(at)) >= 2  # inspector bars and the spacing chart
 
     at.text_input(key="nf.value").input("65536").run()
-    at = _until(at, lambda a: _inspector(a) is not None and _inspector(a).set_index("format").loc["fp32", "stored"]
-                == 65536.0)
+    at = _until(
+        at, lambda a: _inspector(a) is not None and _inspector(a).set_index("format").loc["fp32", "stored"] == 65536.0
+    )
     df = _inspector(at).set_index("format")
     assert df.loc["fp16", "status"] == "overflow" and df.loc["fp16", "stored"] == float("inf")
 
@@ -60,8 +62,13 @@ def test_each_experiment_tab_renders_its_charts(cpu_app):
         at = _until(at, lambda a, n=expected: len(_charts(a)) >= n)
     assert not at.exception
     titles = " ".join(c.proto.spec for c in _charts(at))
-    for text in ("s += 0.01 repeated 200 times", "error against fp64", "Values per integer level",
-                 "Autocast dtype map: toy", "Autocast dtype map: block"):
+    for text in (
+        "s += 0.01 repeated 200 times",
+        "error against fp64",
+        "Values per integer level",
+        "Autocast dtype map: toy",
+        "Autocast dtype map: block",
+    ):
         assert text in titles
     # CPU: the TF32 row is named unsupported, never a second fp32 number.
     frames = [d.value for d in at.dataframe if "mode" in d.value.columns]

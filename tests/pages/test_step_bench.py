@@ -1,4 +1,5 @@
 """The Step benchmark page runs `tiny` on CPU and draws the timing and kernel charts; figure builders checked directly."""
+
 import math
 import time
 
@@ -47,29 +48,76 @@ def test_page_runs_tiny_on_cpu(cpu_app):
 
 
 def _run(rows, config, meta=None):
-    return RunResult(experiment="step-bench", config=config, device={"kind": "cpu", "name": "Test CPU"},
-                     versions={}, started_at="2026-11-22T00:00:00+00:00", finished_at=None, status="ok",
-                     rows=rows, meta=meta or {})
+    return RunResult(
+        experiment="step-bench",
+        config=config,
+        device={"kind": "cpu", "name": "Test CPU"},
+        versions={},
+        started_at="2026-11-22T00:00:00+00:00",
+        finished_at=None,
+        status="ok",
+        rows=rows,
+        meta=meta or {},
+    )
 
 
-SINGLE = {"model": "tiny", "batch": 2, "context": 16, "precision": "fp32", "optimizer": "adamw", "sweep": False,
-          "cold_steps": 3, "warmup_steps": 2}
+SINGLE = {
+    "model": "tiny",
+    "batch": 2,
+    "context": 16,
+    "precision": "fp32",
+    "optimizer": "adamw",
+    "sweep": False,
+    "cold_steps": 3,
+    "warmup_steps": 2,
+}
 
 
 def test_single_run_figures_from_rows():
-    rows = [{"kind": "sample", "series": s, "precision": "fp32", "step": i, "phase": p, "ms": ms}
-            for s, base in (("cold", 50.0), ("warm", 10.0)) for i in (1, 2, 3)
-            for p, ms in (("forward", base), ("backward", 2 * base), ("optimizer", 1.0), ("zero_grad", 0.1),
-                          ("step", 3 * base + 1.1))]
-    rows += [{"kind": "group", "scope": sc, "group": g, "ms_per_step": 1.0, "share": 1 / 6,
-              "flops_share": {"matmul": 0.99, "attention-softmax": 0.01}.get(g)}
-             for sc in ("forward", "step") for g in ("matmul", "attention-softmax", "elementwise", "normalisation",
-                                                      "optimizer", "other")]
-    rows += [{"kind": "kernel", "scope": "step", "rank": 1, "name": "aten::mm", "group": "matmul",
-              "count_per_step": 45.0, "ms_per_step": 3.0, "share": 0.5}]
+    rows = [
+        {"kind": "sample", "series": s, "precision": "fp32", "step": i, "phase": p, "ms": ms}
+        for s, base in (("cold", 50.0), ("warm", 10.0))
+        for i in (1, 2, 3)
+        for p, ms in (
+            ("forward", base),
+            ("backward", 2 * base),
+            ("optimizer", 1.0),
+            ("zero_grad", 0.1),
+            ("step", 3 * base + 1.1),
+        )
+    ]
+    rows += [
+        {
+            "kind": "group",
+            "scope": sc,
+            "group": g,
+            "ms_per_step": 1.0,
+            "share": 1 / 6,
+            "flops_share": {"matmul": 0.99, "attention-softmax": 0.01}.get(g),
+        }
+        for sc in ("forward", "step")
+        for g in ("matmul", "attention-softmax", "elementwise", "normalisation", "optimizer", "other")
+    ]
+    rows += [
+        {
+            "kind": "kernel",
+            "scope": "step",
+            "rank": 1,
+            "name": "aten::mm",
+            "group": "matmul",
+            "count_per_step": 45.0,
+            "ms_per_step": 3.0,
+            "share": 0.5,
+        }
+    ]
     charts = {c.name: c for c in figures(_run(rows, SINGLE))}
-    assert list(charts) == ["step-phase-times", "step-cold-vs-warm", "step-kernel-groups", "step-time-vs-flops",
-                            "step-top-kernels"]
+    assert list(charts) == [
+        "step-phase-times",
+        "step-cold-vs-warm",
+        "step-kernel-groups",
+        "step-time-vs-flops",
+        "step-top-kernels",
+    ]
     cold = charts["step-cold-vs-warm"].figure
     assert [list(t.y) for t in cold.data[:2]] == [[50.0 * 3 + 1.1] * 3, [10.0 * 3 + 1.1] * 3]
     assert [list(t.x) for t in cold.data[:2]] == [[1, 2, 3], [6, 7, 8]]  # 3 cold + 2 warm-up steps before
@@ -81,11 +129,31 @@ def test_single_run_figures_from_rows():
 
 
 def test_sweep_figures_show_unsupported_modes():
-    rows = [{"kind": "precision", "precision": "fp32", "status": "ok", "reason": None, "step_ms_median": 10.0,
-             "step_ms_p20": 9.0, "step_ms_p80": 11.0, "tokens_per_s": 3200.0, "speedup_vs_fp32": 1.0},
-            {"kind": "precision", "precision": "tf32", "status": "unsupported", "reason": "unsupported on CPU: x"},
-            {"kind": "precision", "precision": "bf16", "status": "ok", "reason": None, "step_ms_median": 5.0,
-             "step_ms_p20": 4.0, "step_ms_p80": 6.0, "tokens_per_s": 6400.0, "speedup_vs_fp32": 2.0}]
+    rows = [
+        {
+            "kind": "precision",
+            "precision": "fp32",
+            "status": "ok",
+            "reason": None,
+            "step_ms_median": 10.0,
+            "step_ms_p20": 9.0,
+            "step_ms_p80": 11.0,
+            "tokens_per_s": 3200.0,
+            "speedup_vs_fp32": 1.0,
+        },
+        {"kind": "precision", "precision": "tf32", "status": "unsupported", "reason": "unsupported on CPU: x"},
+        {
+            "kind": "precision",
+            "precision": "bf16",
+            "status": "ok",
+            "reason": None,
+            "step_ms_median": 5.0,
+            "step_ms_p20": 4.0,
+            "step_ms_p80": 6.0,
+            "tokens_per_s": 6400.0,
+            "speedup_vs_fp32": 2.0,
+        },
+    ]
     run = _run(rows, SINGLE | {"sweep": True})
     ms, tokens = figures(run)
     assert list(ms.figure.data[0].x) == ["fp32", "bf16"]

@@ -5,6 +5,7 @@ run once; every page flips ``PagesManager.uses_pages_directory`` so a deep link 
 sidebar. If a Streamlit release renames or drops that switch, these tests fail and say what to
 re-check (the e2e deep-link test shows the user-visible effect).
 """
+
 import inspect
 
 import streamlit
@@ -14,8 +15,10 @@ from streamlit.runtime.scriptrunner import script_runner
 
 from tests.conftest import ROOT
 
-WHAT = (f"streamlit {streamlit.__version__} changed the legacy pages/ routing that pages/common/__init__.py "
-        f"switches off; re-check deep links on a fresh server (tests/e2e/test_pages_load.py) and update the guard")
+WHAT = (
+    f"streamlit {streamlit.__version__} changed the legacy pages/ routing that pages/common/__init__.py "
+    f"switches off; re-check deep links on a fresh server (tests/e2e/test_pages_load.py) and update the guard"
+)
 
 
 def test_the_switch_is_still_a_class_attribute_of_pages_manager():

@@ -1,4 +1,5 @@
 """AppTest: pick a preset and precision from the dropdowns, plan without running, run tiny on CPU, charts render."""
+
 import time
 
 PAGE = "pages/train_memory.py"
@@ -46,17 +47,25 @@ def test_planner_and_cpu_run_render(cpu_app):
 
 def test_figures_and_overlay_from_a_run():
     from core.experiment import Context, drive
-    from core.result import RunResult
     from core.experiments.train_memory import TrainMemoryConfig, run
+    from core.result import RunResult
     from pages.plots.train_memory import figures, overlay
 
     def record(precision):
-        out, _ = drive(run(TrainMemoryConfig(model="tiny", precision=precision, batch=1, context=32),
-                           Context("cpu", "CPU")))
-        return RunResult(experiment="train-memory", config={"model": "tiny", "precision": precision,
-                                                             "optimizer": "adamw", "batch": 1, "context": 32},
-                         device={"kind": "cpu", "name": "test CPU"}, versions={}, started_at="2026-01-01T00:00:00",
-                         finished_at=None, status="ok", rows=out.rows, meta=out.meta)
+        out, _ = drive(
+            run(TrainMemoryConfig(model="tiny", precision=precision, batch=1, context=32), Context("cpu", "CPU"))
+        )
+        return RunResult(
+            experiment="train-memory",
+            config={"model": "tiny", "precision": precision, "optimizer": "adamw", "batch": 1, "context": 32},
+            device={"kind": "cpu", "name": "test CPU"},
+            versions={},
+            started_at="2026-01-01T00:00:00",
+            finished_at=None,
+            status="ok",
+            rows=out.rows,
+            meta=out.meta,
+        )
 
     a, b = record("fp32"), record("bf16")
     charts = figures(a)
@@ -74,7 +83,7 @@ def test_figures_and_overlay_from_a_run():
 
 def _lab(hex_colour: str) -> tuple[float, float, float]:
     """sRGB hex → CIE L*a*b* (D65), from the standard formulas."""
-    rgb = [int(hex_colour[i:i + 2], 16) / 255 for i in (1, 3, 5)]
+    rgb = [int(hex_colour[i : i + 2], 16) / 255 for i in (1, 3, 5)]
     lin = [c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4 for c in rgb]
     x = (0.4124 * lin[0] + 0.3576 * lin[1] + 0.1805 * lin[2]) / 0.95047
     y = 0.2126 * lin[0] + 0.7152 * lin[1] + 0.0722 * lin[2]
@@ -90,10 +99,29 @@ def test_every_memory_category_has_its_own_clearly_different_colour():
     from core.result import RunResult
     from pages.plots.train_memory import timeline_figure
 
-    rows = [{"t_ms": 0.0, "total_bytes": 6, "parameters": 1, "gradients": 1, "optimizer_state": 1, "activations": 1,
-             "temporaries": 1, "other": 1}]
-    run = RunResult("train-memory", {}, {"kind": "cpu", "name": "x"}, {}, "2026-01-01T00:00:00", None, "ok", rows=rows,
-                    meta={"bands": [], "peak_t_ms": 0.0, "trace_peak_bytes": 6, "peak_phase": "forward"})
+    rows = [
+        {
+            "t_ms": 0.0,
+            "total_bytes": 6,
+            "parameters": 1,
+            "gradients": 1,
+            "optimizer_state": 1,
+            "activations": 1,
+            "temporaries": 1,
+            "other": 1,
+        }
+    ]
+    run = RunResult(
+        "train-memory",
+        {},
+        {"kind": "cpu", "name": "x"},
+        {},
+        "2026-01-01T00:00:00",
+        None,
+        "ok",
+        rows=rows,
+        meta={"bands": [], "peak_t_ms": 0.0, "trace_peak_bytes": 6, "peak_phase": "forward"},
+    )
     colours = {t.name: t.line.color for t in timeline_figure(run).data if t.stackgroup == "memory"}
     assert len(colours) == 6
     for (a, ca), (b, cb) in itertools.combinations(colours.items(), 2):

@@ -1,6 +1,7 @@
 """AppTest: import a snapshot on the Allocator page and a trace on the Step benchmark page (upload → worker →
 stored run → charts), plan a published architecture on the Training memory page; the plot modules draw
 stored imports for Compare and the report."""
+
 import pickle
 import time
 from pathlib import Path
@@ -82,8 +83,9 @@ def test_a_refused_snapshot_is_an_error_on_the_page_and_not_stored(data_dir):
 def test_the_page_draws_a_real_snapshot(path, data_dir):
 
     expected = snapshots.plain_replay(snapshots.load_any(path), 0)
-    at = import_snapshot(page("pages/train_memory.py"), "training_memory.snapshot", Path(path).name,
-                         Path(path).read_bytes())
+    at = import_snapshot(
+        page("pages/train_memory.py"), "training_memory.snapshot", Path(path).name, Path(path).read_bytes()
+    )
     assert not at.exception and len(at.get("plotly_chart")) >= 5
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["Trace events"] == f"{expected['events']:,}"
@@ -121,9 +123,18 @@ def test_stored_imports_draw_for_compare_and_the_report(tmp_path):
     from pages.plots import memory_snapshot, profiler_trace
 
     def stored(experiment, out, name):
-        return RunResult(experiment=experiment, config={}, device={"kind": "cpu", "name": "CPU"}, versions={},
-                         started_at="2026-01-01T00:00:00", finished_at=None, status="ok", rows=out.rows,
-                         meta=out.meta, name=name)
+        return RunResult(
+            experiment=experiment,
+            config={},
+            device={"kind": "cpu", "name": "CPU"},
+            versions={},
+            started_at="2026-01-01T00:00:00",
+            finished_at=None,
+            status="ok",
+            rows=out.rows,
+            meta=out.meta,
+            name=name,
+        )
 
     runs = []
     for i, snap in enumerate((snapshots.hand_snapshot(), snapshots.big_snapshot(200))):
@@ -132,8 +143,12 @@ def test_stored_imports_draw_for_compare_and_the_report(tmp_path):
         out, _ = drive(run(MemorySnapshotConfig(path=str(path)), Context("cpu", "CPU")))
         runs.append(stored("memory-snapshot", out, f"s{i}"))
     charts = memory_snapshot.figures(runs[0])
-    assert [c.name for c in charts] == ["snapshot-timeline", "snapshot-categories", "snapshot-fragmentation",
-                                        "snapshot-sites-at-peak"]
+    assert [c.name for c in charts] == [
+        "snapshot-timeline",
+        "snapshot-categories",
+        "snapshot-fragmentation",
+        "snapshot-sites-at-peak",
+    ]
     assert "imported s0.pickle" in charts[0].figure.layout.title.text  # never "CPU": it was recorded elsewhere
     overlay = memory_snapshot.overlay(runs)
     assert [c.name for c in overlay] == ["snapshot-overlay", "snapshot-site-differences"]
@@ -152,14 +167,25 @@ def test_template_kernels_and_module_frames_are_text_in_charts(tmp_path):
     import html
 
     from core.experiment import Context, drive
-    from core.experiments.memory_snapshot import MemorySnapshotConfig, run as run_snapshot
-    from core.experiments.profiler_trace import ProfilerTraceConfig, run as run_trace
+    from core.experiments.memory_snapshot import MemorySnapshotConfig
+    from core.experiments.memory_snapshot import run as run_snapshot
+    from core.experiments.profiler_trace import ProfilerTraceConfig
+    from core.experiments.profiler_trace import run as run_trace
     from core.result import RunResult
     from pages.plots import memory_snapshot, profiler_trace
 
     def stored(experiment, out):
-        return RunResult(experiment=experiment, config={}, device={"kind": "cpu", "name": "CPU"}, versions={},
-                         started_at="2026-01-01T00:00:00", finished_at=None, status="ok", rows=out.rows, meta=out.meta)
+        return RunResult(
+            experiment=experiment,
+            config={},
+            device={"kind": "cpu", "name": "CPU"},
+            versions={},
+            started_at="2026-01-01T00:00:00",
+            finished_at=None,
+            status="ok",
+            rows=out.rows,
+            meta=out.meta,
+        )
 
     trace = stored("profiler-trace", drive(run_trace(ProfilerTraceConfig(path=str(V100)), Context("cpu", "CPU")))[0])
     top = next(c for c in profiler_trace.figures(trace) if c.name == "trace-top-kernels").figure.data[0]

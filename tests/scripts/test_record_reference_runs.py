@@ -1,4 +1,5 @@
 """scripts/record_reference_runs.py: the tiny budget on the CPU writes one runs file the lab imports as is."""
+
 import importlib.util
 import json
 import subprocess
@@ -22,19 +23,28 @@ def test_every_config_of_the_full_gpu_set_is_valid():
     from core import registry
 
     plan = _script().full_plan()
-    for label, experiment, config in plan:
+    for _label, experiment, config in plan:
         registry.get(experiment).make_config(config)  # raises ConfigError naming the field
     dtypes = {d for _, e, c in plan if e == "matmul" for d in c["dtypes"]}
     assert {"fp8", "fp8-fast-accum", "bf16", "int8"} <= dtypes
     assert {(c["model"], c.get("sweep", False)) for _, e, c in plan if e == "step-bench"} == {
-        ("small", True), ("small", False), ("medium", True), ("medium", False)}
+        ("small", True),
+        ("small", False),
+        ("medium", True),
+        ("medium", False),
+    }
     assert {c["scenario"] for _, e, c in plan if e == "allocator"} == {"lifecycle", "backward-peak", "fragmentation"}
 
 
 def test_tiny_budget_on_the_cpu_records_a_runs_file_the_lab_imports(tmp_path):
     output = tmp_path / "examples" / "cpu.json"
-    out = subprocess.run([sys.executable, str(SCRIPT), "--budget", "tiny", "--device", "cpu", "-o", str(output)],
-                         cwd=ROOT, capture_output=True, text=True, timeout=600)
+    out = subprocess.run(
+        [sys.executable, str(SCRIPT), "--budget", "tiny", "--device", "cpu", "-o", str(output)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=600,
+    )
     assert out.returncode == 0, out.stderr[-3000:]
     data = json.loads(output.read_text())
     plan = _script().tiny_plan()
@@ -48,7 +58,12 @@ def test_tiny_budget_on_the_cpu_records_a_runs_file_the_lab_imports(tmp_path):
 
 
 def test_a_bad_device_is_refused_with_exit_2(tmp_path):
-    out = subprocess.run([sys.executable, str(SCRIPT), "--budget", "tiny", "--device", "tpu", "-o",
-                          str(tmp_path / "x.json")], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    out = subprocess.run(
+        [sys.executable, str(SCRIPT), "--budget", "tiny", "--device", "tpu", "-o", str(tmp_path / "x.json")],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=120,
+    )
     assert out.returncode == 2 and "not one of: auto, cpu, cuda, cuda:N" in out.stderr
     assert not (tmp_path / "x.json").exists()

@@ -1,4 +1,5 @@
 """The accumulation loop against numpy's own float16/float32 loops and hand-derived bf16 stalls."""
+
 import json
 import os
 import subprocess
@@ -8,8 +9,8 @@ import numpy as np
 import pytest
 import torch
 
-from core.experiments.accumulate import AccumulateConfig, accumulate, checkpoints, run
 from core.experiment import ConfigError, Context, drive
+from core.experiments.accumulate import AccumulateConfig, accumulate, checkpoints, run
 
 
 def numpy_loop(value, steps, acc, addend):
@@ -19,12 +20,15 @@ def numpy_loop(value, steps, acc, addend):
     return float(s)
 
 
-@pytest.mark.parametrize("acc, add, np_acc, np_add", [
-    (torch.float32, torch.float32, np.float32, np.float32),
-    (torch.float16, torch.float16, np.float16, np.float16),
-    (torch.float32, torch.float16, np.float32, np.float16),
-    (torch.float64, torch.float32, np.float64, np.float32),
-])
+@pytest.mark.parametrize(
+    "acc, add, np_acc, np_add",
+    [
+        (torch.float32, torch.float32, np.float32, np.float32),
+        (torch.float16, torch.float16, np.float16, np.float16),
+        (torch.float32, torch.float16, np.float32, np.float16),
+        (torch.float64, torch.float32, np.float64, np.float32),
+    ],
+)
 def test_loop_matches_numpy(acc, add, np_acc, np_add):
     result, _, _ = accumulate(0.01, 1000, acc, add, "cpu", set())
     assert result == numpy_loop(0.01, 1000, np_acc, np_add)
@@ -79,9 +83,26 @@ def test_config_limits():
 
 def test_cli_json(tmp_path):
     env = dict(os.environ, GPULAB_DATA_DIR=str(tmp_path / "d"), GPULAB_LOCK_DIR=str(tmp_path / "l"))
-    out = subprocess.run([sys.executable, "-m", "core", "accumulate", "--value", "0.01", "--steps", "1000",
-                          "--device", "cpu", "--json", "--no-save"], capture_output=True, text=True, env=env,
-                         timeout=120)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "-m",
+            "core",
+            "accumulate",
+            "--value",
+            "0.01",
+            "--steps",
+            "1000",
+            "--device",
+            "cpu",
+            "--json",
+            "--no-save",
+        ],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
     assert out.returncode == 0, out.stderr
     rows = {(r["accumulator"], r["addend"]): r for r in json.loads(out.stdout)["rows"]}
     assert rows[("fp16", "fp16")]["result"] == 9.953125

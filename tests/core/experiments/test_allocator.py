@@ -1,10 +1,21 @@
 """Allocator lab: scenario engine, custom-step validation, CPU lifecycle, one process per setting, GPU checks."""
+
 import pytest
 
-from core.experiments.allocator import (MIB, AllocatorConfig, StepOutOfMemory, check_size, parse_alloc_conf, parse_step,
-                            run, scenario_steps, validate_steps, worker_env)
 from core.experiment import ConfigError, Context, Output, Unsupported
 from core.experiment import drive as drive_generator
+from core.experiments.allocator import (
+    MIB,
+    AllocatorConfig,
+    StepOutOfMemory,
+    check_size,
+    parse_alloc_conf,
+    parse_step,
+    run,
+    scenario_steps,
+    validate_steps,
+    worker_env,
+)
 
 CPU = Context(device="cpu", device_name="test CPU")
 SIZE_MIB = 64  # above glibc's 32 MiB mmap ceiling, so a free goes straight back to the OS
@@ -18,36 +29,43 @@ def drive(cfg, ctx=CPU):
 
 # --- custom steps --------------------------------------------------------------------------------
 
+
 def test_parse_step_reads_op_and_arguments():
     step = parse_step("alloc a 256")
     assert (step.op, step.args, step.text) == ("alloc", ("a", 256), "alloc a 256")
     assert parse_step("empty_cache").args == ()
 
 
-@pytest.mark.parametrize("text, words", [
-    ("", "empty step"),
-    ("grow a 1", "unknown operation 'grow'"),
-    ("alloc a", "expected `alloc <name> <MiB>`"),
-    ("alloc 1a 5", "not a tensor name"),
-    ("alloc a lots", "not a whole number"),
-    ("alloc a 0", "between 1 and"),
-    ("free", "expected `free <name>`"),
-])
+@pytest.mark.parametrize(
+    "text, words",
+    [
+        ("", "empty step"),
+        ("grow a 1", "unknown operation 'grow'"),
+        ("alloc a", "expected `alloc <name> <MiB>`"),
+        ("alloc 1a 5", "not a tensor name"),
+        ("alloc a lots", "not a whole number"),
+        ("alloc a 0", "between 1 and"),
+        ("free", "expected `free <name>`"),
+    ],
+)
 def test_parse_step_names_the_rule_it_breaks(text, words):
     with pytest.raises(ConfigError, match=words):
         parse_step(text)
 
 
-@pytest.mark.parametrize("steps, words", [
-    (["free a"], "no tensor named 'a' \\(live tensors: none\\)"),
-    (["alloc a 8", "free a", "to_cpu a"], "step 3 'to_cpu a': no tensor named 'a'"),
-    (["alloc a 8", "backward a"], "has no autograd graph"),
-    (["alloc a 2", "matmul c a"], "at least 4 MiB"),
-    (["alloc_grad x 8", "scale y x", "backward y", "backward y"], "already used"),
-    (["alloc_grad x 8", "scale y x", "scale_backward y"], "needs a leaf"),
-    ([], "at least one step"),
-    (["empty_cache"] * 65, "at most 64 steps"),
-])
+@pytest.mark.parametrize(
+    "steps, words",
+    [
+        (["free a"], "no tensor named 'a' \\(live tensors: none\\)"),
+        (["alloc a 8", "free a", "to_cpu a"], "step 3 'to_cpu a': no tensor named 'a'"),
+        (["alloc a 8", "backward a"], "has no autograd graph"),
+        (["alloc a 2", "matmul c a"], "at least 4 MiB"),
+        (["alloc_grad x 8", "scale y x", "backward y", "backward y"], "already used"),
+        (["alloc_grad x 8", "scale y x", "scale_backward y"], "needs a leaf"),
+        ([], "at least one step"),
+        (["empty_cache"] * 65, "at most 64 steps"),
+    ],
+)
 def test_validate_steps_stops_at_the_first_impossible_step(steps, words):
     with pytest.raises(ConfigError, match=words):
         validate_steps([parse_step(s) for s in steps])
@@ -73,14 +91,17 @@ def test_config_validates_itself():
         AllocatorConfig(history_entries=-1)
 
 
-@pytest.mark.parametrize("conf, words", [
-    ("expandable_segments:yes", "True or False"),
-    ("garbage_collection_threshold:1.5", "between 0 and 1"),
-    ("max_split_size_mb:10", "above 20"),
-    ("max_split_size_mb", "not key:value"),
-    ("cache_everything:True", "unknown key"),
-    ("backend:cudaMalloc", "native or cudaMallocAsync"),
-])
+@pytest.mark.parametrize(
+    "conf, words",
+    [
+        ("expandable_segments:yes", "True or False"),
+        ("garbage_collection_threshold:1.5", "between 0 and 1"),
+        ("max_split_size_mb:10", "above 20"),
+        ("max_split_size_mb", "not key:value"),
+        ("cache_everything:True", "unknown key"),
+        ("backend:cudaMalloc", "native or cudaMallocAsync"),
+    ],
+)
 def test_alloc_conf_typos_fail_before_a_worker_starts(conf, words):
     with pytest.raises(ConfigError, match=words):
         AllocatorConfig(alloc_conf=conf)
@@ -88,7 +109,9 @@ def test_alloc_conf_typos_fail_before_a_worker_starts(conf, words):
 
 def test_alloc_conf_accepts_the_settings_the_page_offers():
     assert parse_alloc_conf("expandable_segments:True,max_split_size_mb:128") == {
-        "expandable_segments": "True", "max_split_size_mb": "128"}
+        "expandable_segments": "True",
+        "max_split_size_mb": "128",
+    }
     assert parse_alloc_conf("garbage_collection_threshold:0.6") == {"garbage_collection_threshold": "0.6"}
     assert parse_alloc_conf("") == {}
 
@@ -102,10 +125,21 @@ def test_check_size_caps_one_tensor_by_free_memory():
 
 # --- scenarios -----------------------------------------------------------------------------------
 
+
 def test_built_in_scenarios_follow_the_seed():
     lifecycle = [s.text for s in scenario_steps(AllocatorConfig(size_mib=7))]
-    assert lifecycle == ["alloc a 7", "alloc b 7", "to_cpu b", "alloc c 7", "alloc c 7", "alloc d 7", "free d",
-                         "alloc_cpu e 7", "to_device e", "empty_cache"]
+    assert lifecycle == [
+        "alloc a 7",
+        "alloc b 7",
+        "to_cpu b",
+        "alloc c 7",
+        "alloc c 7",
+        "alloc d 7",
+        "free d",
+        "alloc_cpu e 7",
+        "to_device e",
+        "empty_cache",
+    ]
     backward = [s.text for s in scenario_steps(AllocatorConfig(scenario="backward-peak", size_mib=7))]
     assert "scale y x" in backward and "backward y" in backward and "scale_backward x" in backward
     frag = scenario_steps(AllocatorConfig(scenario="fragmentation", size_mib=64))
@@ -114,8 +148,10 @@ def test_built_in_scenarios_follow_the_seed():
 
 
 def test_worker_env_passes_the_setting_and_overrides_a_parent_default():
-    assert worker_env(AllocatorConfig(alloc_conf="expandable_segments:True"))["PYTORCH_CUDA_ALLOC_CONF"] == \
-        "expandable_segments:True"
+    assert (
+        worker_env(AllocatorConfig(alloc_conf="expandable_segments:True"))["PYTORCH_CUDA_ALLOC_CONF"]
+        == "expandable_segments:True"
+    )
     assert worker_env(AllocatorConfig())["PYTORCH_CUDA_ALLOC_CONF"] == ""
 
 
@@ -169,10 +205,13 @@ def test_a_step_beyond_memory_stops_with_the_partial_timeline():
 
 # --- through the worker: one fresh process per setting -------------------------------------------
 
+
 def test_each_setting_runs_in_its_own_process_and_reports_what_it_saw(manager):
     settings = ["", "expandable_segments:True", "garbage_collection_threshold:0.6"]
-    jobs = [manager.submit("allocator", {"scenario": "custom", "steps": ["alloc a 1", "free a"],
-                                         "alloc_conf": s}, "cpu") for s in settings]
+    jobs = [
+        manager.submit("allocator", {"scenario": "custom", "steps": ["alloc a 1", "free a"], "alloc_conf": s}, "cpu")
+        for s in settings
+    ]
     runs = [job.wait(180) for job in jobs]
     assert [r.status for r in runs] == ["ok"] * 3, [r.error for r in runs]
     assert [r.meta["alloc_conf_seen"] for r in runs] == ["default", *settings[1:]]
@@ -194,12 +233,15 @@ def test_cpu_oom_through_the_worker_keeps_rows_and_the_queue_usable(manager):
 
 # --- GPU -----------------------------------------------------------------------------------------
 
+
 @pytest.mark.gpu
 def test_backward_peak_matches_the_autograd_arithmetic():
     import torch
 
-    _, out = drive(AllocatorConfig(scenario="backward-peak", size_mib=256),
-                   Context(device="cuda:0", device_name=torch.cuda.get_device_name(0)))
+    _, out = drive(
+        AllocatorConfig(scenario="backward-peak", size_mib=256),
+        Context(device="cuda:0", device_name=torch.cuda.get_device_name(0)),
+    )
     forms = {f["form"]: f["peak_over_x"] for f in out.meta["backward_peak"]}
     # y = 5*x keeps y: x + y + grad of y + x.grad = 4 sizes; (5*x) is dropped after mean: 3 sizes.
     assert forms["y = 5*x; y.mean().backward()"] == pytest.approx(4.0, abs=0.05)
@@ -224,20 +266,32 @@ def test_gpu_oom_stops_at_the_step_and_the_worker_stays_usable(manager):
 def test_segment_view_finds_the_largest_hole_by_hand():
     from core.memory.segments import segment_view
 
-    seg = {"address": 1000, "total_size": 400, "segment_type": "large", "blocks": [
-        {"address": 1000, "size": 100, "state": "inactive"}, {"address": 1100, "size": 100, "state": "active_allocated"},
-        {"size": 200, "state": "inactive"}]}  # no address: it follows the block before it
+    seg = {
+        "address": 1000,
+        "total_size": 400,
+        "segment_type": "large",
+        "blocks": [
+            {"address": 1000, "size": 100, "state": "inactive"},
+            {"address": 1100, "size": 100, "state": "active_allocated"},
+            {"size": 200, "state": "inactive"},
+        ],
+    }  # no address: it follows the block before it
     compact, numbers = segment_view([seg])
     assert [b["offset"] for b in compact[0]["blocks"]] == [0, 100, 200]
-    assert numbers == {"largest_free_block_bytes": 200, "free_in_reserved_bytes": 300,
-                       "fragmentation_ratio": pytest.approx(1 - 200 / 300)}
+    assert numbers == {
+        "largest_free_block_bytes": 200,
+        "free_in_reserved_bytes": 300,
+        "fragmentation_ratio": pytest.approx(1 - 200 / 300),
+    }
 
 
 # --- what the allocator itself reports (a fake torch stands in for CUDA) ---------------------------
 
-ASYNC_REFUSAL = ("Calling snapshot with backend:cudaMallocAsync is not meaningful. (For backend:native, snapshot "
-                 "returns a detailed summary of all blocks tracked by the allocator, but the cudaMallocAsync "
-                 "backend does not track individual blocks.)")  # torch's CUDAMallocAsyncAllocator::snapshot
+ASYNC_REFUSAL = (
+    "Calling snapshot with backend:cudaMallocAsync is not meaningful. (For backend:native, snapshot "
+    "returns a detailed summary of all blocks tracked by the allocator, but the cudaMallocAsync "
+    "backend does not track individual blocks.)"
+)  # torch's CUDAMallocAsyncAllocator::snapshot
 
 
 class FakeCuda:
@@ -302,15 +356,21 @@ def test_cudamallocasync_runs_without_snapshots_and_says_why():
 def test_a_setting_the_allocator_does_not_report_is_named():
     from core.experiments.allocator import _Recorder, _Workspace
 
-    reported = {"PYTORCH_CUDA_ALLOC_CONF": "", "max_split_size": -1, "garbage_collection_threshold": 0.0,
-                "expandable_segments": False, "roundup_power2_divisions": {}}
+    reported = {
+        "PYTORCH_CUDA_ALLOC_CONF": "",
+        "max_split_size": -1,
+        "garbage_collection_threshold": 0.0,
+        "expandable_segments": False,
+        "roundup_power2_divisions": {},
+    }
     fake = FakeTorch(FakeCuda("native", reported))
     recorder = _Recorder(fake, GPU, AllocatorConfig(alloc_conf="expandable_segments:True"))
     recorder.row(1, None, _Workspace(fake, "cuda:0", lambda *a: None))
     report = recorder.settings_report()
     assert report["allocator_settings_reported"] == reported
     assert report["alloc_conf_not_applied"] == [
-        "expandable_segments: asked True, the allocator reports expandable_segments=False"]
+        "expandable_segments: asked True, the allocator reports expandable_segments=False"
+    ]
 
 
 def test_settings_not_applied_by_hand():
@@ -320,16 +380,21 @@ def test_settings_not_applied_by_hand():
     asked = {"expandable_segments": "True", "max_split_size_mb": "128", "garbage_collection_threshold": "0.6"}
     assert settings_not_applied(asked, "native", reported) == []
     assert settings_not_applied({"max_split_size_mb": "256"}, "native", reported) == [
-        f"max_split_size_mb: asked 256, the allocator reports max_split_size={128 * MIB}"]
+        f"max_split_size_mb: asked 256, the allocator reports max_split_size={128 * MIB}"
+    ]
     assert settings_not_applied({"backend": "cudaMallocAsync"}, "native", reported) == [
-        "backend: asked cudaMallocAsync, the allocator runs native"]
+        "backend: asked cudaMallocAsync, the allocator runs native"
+    ]
     assert settings_not_applied({"backend": "cudaMallocAsync"}, "cudaMallocAsync", None) == []
 
 
 @pytest.mark.gpu
 def test_gpu_cudamallocasync_run_finishes_without_segment_maps(manager):
-    run_ = manager.submit("allocator", {"scenario": "lifecycle", "size_mib": 64, "history_entries": 1000,
-                                        "alloc_conf": "backend:cudaMallocAsync"}, "cuda:0").wait(600)
+    run_ = manager.submit(
+        "allocator",
+        {"scenario": "lifecycle", "size_mib": 64, "history_entries": 1000, "alloc_conf": "backend:cudaMallocAsync"},
+        "cuda:0",
+    ).wait(600)
     assert run_.status == "ok", run_.error
     assert run_.meta["allocator_backend"] == "cudaMallocAsync" and "not meaningful" in run_.meta["snapshot_note"]
     assert all(r["segment_map"] is None for r in run_.rows)
@@ -338,8 +403,11 @@ def test_gpu_cudamallocasync_run_finishes_without_segment_maps(manager):
 
 @pytest.mark.gpu
 def test_gpu_allocator_reports_the_setting_it_runs_with(manager):
-    run_ = manager.submit("allocator", {"scenario": "custom", "steps": ["alloc a 64", "free a"],
-                                        "alloc_conf": "expandable_segments:True"}, "cuda:0").wait(600)
+    run_ = manager.submit(
+        "allocator",
+        {"scenario": "custom", "steps": ["alloc a 64", "free a"], "alloc_conf": "expandable_segments:True"},
+        "cuda:0",
+    ).wait(600)
     assert run_.status == "ok", run_.error
     assert run_.meta["allocator_backend"] == "native"
     assert run_.meta["allocator_settings_reported"]["expandable_segments"] is True

@@ -1,8 +1,9 @@
 """Autocast dtype map read by hooks: CPU bf16 autocast casts Linear outputs, keeps fp32 weights and grads."""
+
 import pytest
 
-from core.experiments.autocast import AutocastConfig, dtype_map, run
 from core.experiment import ConfigError, Context, drive
+from core.experiments.autocast import AutocastConfig, dtype_map, run
 
 
 def rows_by_module(model, autocast, device="cpu"):

@@ -1,4 +1,5 @@
 """The planner: parameter counts against an independent count, category arithmetic by hand, the CLI."""
+
 import json
 import os
 import re
@@ -8,10 +9,9 @@ import time
 
 import pytest
 
-from core.transformer.planner import EstimateConfig, max_batch, optimizer_state_bytes, plan
 from core.experiment import ConfigError
+from core.transformer.planner import EstimateConfig, max_batch, optimizer_state_bytes, plan
 from core.transformer.presets import PRESETS, get_preset
-
 from tests.conftest import ROOT
 
 
@@ -29,9 +29,18 @@ def independent_count(d, f, layers, heads, vocab=10_000):
     return total
 
 
-@pytest.mark.parametrize("name,d,f,layers,heads", [
-    ("tiny", 64, 256, 2, 4), ("mini", 128, 512, 4, 4), ("small", 768, 3072, 12, 12), ("medium", 1024, 4096, 24, 16),
-    ("large", 1280, 5120, 36, 20), ("xl", 1600, 6400, 48, 25), ("2.7B", 2560, 10240, 32, 32)])
+@pytest.mark.parametrize(
+    "name,d,f,layers,heads",
+    [
+        ("tiny", 64, 256, 2, 4),
+        ("mini", 128, 512, 4, 4),
+        ("small", 768, 3072, 12, 12),
+        ("medium", 1024, 4096, 24, 16),
+        ("large", 1280, 5120, 36, 20),
+        ("xl", 1600, 6400, 48, 25),
+        ("2.7B", 2560, 10240, 32, 32),
+    ],
+)
 def test_param_counts_match_architecture(name, d, f, layers, heads):
     assert plan(EstimateConfig(model=name))["params"] == independent_count(d, f, layers, heads)
 
@@ -110,6 +119,7 @@ def test_max_batch_is_monotonic_and_consistent():
     from dataclasses import replace
 
     from core.transformer.planner import device_total_bytes, peak
+
     assert device_total_bytes(peak(replace(cfg, batch=b24)).total_bytes, "cuda") <= 24 * 2**30
     assert device_total_bytes(peak(replace(cfg, batch=b24 + 1)).total_bytes, "cuda") > 24 * 2**30
     assert max_batch(EstimateConfig(model="2.7B"), 8 * 2**30) == 0  # 2.7B weights + Adam alone exceed 8 GiB
@@ -124,8 +134,25 @@ def test_bad_config_names_the_limit():
 
 def test_cli_answers_in_process_quickly_with_breakdown(tmp_path):
     env = dict(os.environ, PYTHONPATH=str(ROOT))
-    args = [sys.executable, "-m", "core", "estimate", "--model", "xl", "--precision", "bf16-autocast", "--optimizer",
-            "adamw", "--batch", "4", "--context", "512", "--device", "cpu", "--no-save"]
+    args = [
+        sys.executable,
+        "-m",
+        "core",
+        "estimate",
+        "--model",
+        "xl",
+        "--precision",
+        "bf16-autocast",
+        "--optimizer",
+        "adamw",
+        "--batch",
+        "4",
+        "--context",
+        "512",
+        "--device",
+        "cpu",
+        "--no-save",
+    ]
     walls = []
     for _ in range(3):  # best of three: a shared box adds noise, the planner itself takes milliseconds
         t = time.monotonic()
@@ -137,16 +164,30 @@ def test_cli_answers_in_process_quickly_with_breakdown(tmp_path):
     assert run["meta"]["worker"]["in_process"] is True and run["device"]["in_process"] is True
     meta = run["meta"]
     assert meta["params"] == independent_count(1600, 6400, 48, 25)
-    assert set(meta["breakdown_bytes"]) == {"parameters", "gradients", "optimizer_state", "activations",
-                                            "temporaries", "other"}
+    assert set(meta["breakdown_bytes"]) == {
+        "parameters",
+        "gradients",
+        "optimizer_state",
+        "activations",
+        "temporaries",
+        "other",
+    }
     assert meta["breakdown_bytes"]["parameters"] == 4 * meta["params"]
 
 
 def test_cli_estimate_imports_no_torch_and_speaks_mib_and_gib():
-    code = ("import sys, core.cli; code = core.cli.main(['estimate', '--model', 'small', '--device', 'cpu', "
-            "'--no-save']); assert 'torch' not in sys.modules, 'torch was imported'; sys.exit(code)")
-    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, cwd=ROOT, timeout=120,
-                         env=dict(os.environ, PYTHONPATH=str(ROOT)))
+    code = (
+        "import sys, core.cli; code = core.cli.main(['estimate', '--model', 'small', '--device', 'cpu', "
+        "'--no-save']); assert 'torch' not in sys.modules, 'torch was imported'; sys.exit(code)"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", code],
+        capture_output=True,
+        text=True,
+        cwd=ROOT,
+        timeout=120,
+        env=dict(os.environ, PYTHONPATH=str(ROOT)),
+    )
     assert out.returncode == 0, out.stderr
     # small, fp32: 128,625,408 parameters × 4 bytes = 490.67 MiB of weights (counted shape by shape above)
     n = independent_count(768, 3072, 12, 12)

@@ -1,4 +1,5 @@
 """The inspector and format table against independent expectations: struct, numpy.float16, hand rounding."""
+
 import json
 import math
 import os
@@ -54,26 +55,32 @@ def test_fp16_matches_numpy(value):
     assert bits_of(row) == int(expected.view(np.uint16)[0])
 
 
-@pytest.mark.parametrize("value, stored, pattern", [
-    (3.14159265, 3.140625, 0x4049),           # 1.1001001|0000111… → round down
-    (1 / 3, 0.333984375, 0x3EAB),             # 1.0101010|1010101… → round up
-    (1 + 2**-8, 1.0, 0x3F80),                 # exact tie → even (mantissa 0000000)
-    (1 + 3 * 2**-8, 1.015625, 0x3F82),        # exact tie → even (0000010, not 0000001)
-    (1e-8, 1.0011717677116394e-08, 0x322C),   # bf16 keeps fp32's exponent range: no underflow
-    (65536.0, 65536.0, 0x4780),
-])
+@pytest.mark.parametrize(
+    "value, stored, pattern",
+    [
+        (3.14159265, 3.140625, 0x4049),  # 1.1001001|0000111… → round down
+        (1 / 3, 0.333984375, 0x3EAB),  # 1.0101010|1010101… → round up
+        (1 + 2**-8, 1.0, 0x3F80),  # exact tie → even (mantissa 0000000)
+        (1 + 3 * 2**-8, 1.015625, 0x3F82),  # exact tie → even (0000010, not 0000001)
+        (1e-8, 1.0011717677116394e-08, 0x322C),  # bf16 keeps fp32's exponent range: no underflow
+        (65536.0, 65536.0, 0x4780),
+    ],
+)
 def test_bf16_hand_rounded(value, stored, pattern):
     row = by_format(value)["bf16"]
     assert row["stored"] == stored and bits_of(row) == pattern
     assert row["status"] in ("rounded", "exact") and not row["underflow"]
 
 
-@pytest.mark.parametrize("value, stored", [
-    (3.14159265, 3.140625),            # low 13 bits 0x0FDB < half: round down
-    (1 + 2**-11, 1.0),                 # tie → even
-    (1 + 3 * 2**-11, 1 + 2**-9),       # tie → even (rounds up to mantissa …10)
-    (1 + 2**-11 + 2**-20, 1 + 2**-10),  # just above the tie: up
-])
+@pytest.mark.parametrize(
+    "value, stored",
+    [
+        (3.14159265, 3.140625),  # low 13 bits 0x0FDB < half: round down
+        (1 + 2**-11, 1.0),  # tie → even
+        (1 + 3 * 2**-11, 1 + 2**-9),  # tie → even (rounds up to mantissa …10)
+        (1 + 2**-11 + 2**-20, 1 + 2**-10),  # just above the tie: up
+    ],
+)
 def test_tf32_round_to_nearest_even(value, stored):
     row = by_format(value)["tf32"]
     assert row["stored"] == stored
@@ -126,8 +133,12 @@ def test_nan_and_subnormal_flags():
 def test_table_against_hand_values():
     t = {r["format"]: r for r in format_table()}
     assert t["fp32"]["max"] == struct.unpack(">f", struct.pack(">I", 0x7F7FFFFF))[0]
-    assert (t["fp16"]["max"], t["fp16"]["smallest_normal"], t["fp16"]["smallest_subnormal"], t["fp16"]["eps"]) == \
-        (65504.0, 2.0**-14, 2.0**-24, 2.0**-10)
+    assert (t["fp16"]["max"], t["fp16"]["smallest_normal"], t["fp16"]["smallest_subnormal"], t["fp16"]["eps"]) == (
+        65504.0,
+        2.0**-14,
+        2.0**-24,
+        2.0**-10,
+    )
     assert t["bf16"]["eps"] == 2.0**-7 and t["bf16"]["exponent_bits"] == 8 and t["bf16"]["mantissa_bits"] == 7
     assert t["tf32"]["max"] == (2 - 2.0**-10) * 2.0**127 and t["tf32"]["smallest_subnormal"] == 2.0**-136
     assert "definition" in t["tf32"]["source"] and t["tf32"]["bits"] == 19
@@ -154,9 +165,14 @@ def test_config_limits():
 
 def test_cli_json(tmp_path):
     env = dict(os.environ, GPULAB_DATA_DIR=str(tmp_path / "d"), GPULAB_LOCK_DIR=str(tmp_path / "l"))
-    out = subprocess.run([sys.executable, "-m", "core", "formats", "--value", "3.14159265", "--device", "cpu",
-                          "--json", "--no-save"], capture_output=True, text=True, env=env, timeout=120,
-                         cwd=ROOT)
+    out = subprocess.run(
+        [sys.executable, "-m", "core", "formats", "--value", "3.14159265", "--device", "cpu", "--json", "--no-save"],
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+        cwd=ROOT,
+    )
     assert out.returncode == 0, out.stderr
     run = json.loads(out.stdout)
     rows = {r["format"]: r for r in run["rows"]}

@@ -1,5 +1,6 @@
 """interconnect on CPU with real processes: Gloo ranks on 127.0.0.1, values and busbw checked by hand,
 a rank killed or frozen mid-run, two "nodes" through torchrun's rendezvous, NCCL refused on a CPU box."""
+
 import json
 import multiprocessing
 import os
@@ -12,8 +13,18 @@ import psutil
 import pytest
 import torch
 
-from core.distributed.collectives import (COLLECTIVES, Comm, busbw_factor, check, expected, format_size, input_values,
-                                          make_point, operation, parse_size)
+from core.distributed.collectives import (
+    COLLECTIVES,
+    Comm,
+    busbw_factor,
+    check,
+    expected,
+    format_size,
+    input_values,
+    make_point,
+    operation,
+    parse_size,
+)
 from core.experiment import ConfigError
 from core.experiments.interconnect import InterconnectConfig
 from tests.conftest import ROOT, free_port
@@ -22,8 +33,9 @@ SMALL = {"backend": "gloo", "parts": ["collectives"], "warmup_ms": 5, "rep_ms": 
 
 
 def cli(*args, timeout=300):
-    return subprocess.run([sys.executable, "-m", "core", *args], cwd=ROOT, capture_output=True, text=True,
-                          timeout=timeout)
+    return subprocess.run(
+        [sys.executable, "-m", "core", *args], cwd=ROOT, capture_output=True, text=True, timeout=timeout
+    )
 
 
 def our_ranks() -> list[psutil.Process]:
@@ -31,8 +43,11 @@ def our_ranks() -> list[psutil.Process]:
     found = []
     for proc in psutil.process_iter(["cmdline"]):
         try:
-            if "core.distributed.rank" in (proc.info["cmdline"] or []) and proc.status() != psutil.STATUS_ZOMBIE \
-                    and proc.environ().get("GPULAB_LOCK_DIR") == os.environ["GPULAB_LOCK_DIR"]:
+            if (
+                "core.distributed.rank" in (proc.info["cmdline"] or [])
+                and proc.status() != psutil.STATUS_ZOMBIE
+                and proc.environ().get("GPULAB_LOCK_DIR") == os.environ["GPULAB_LOCK_DIR"]
+            ):
                 found.append(proc)
         except psutil.Error:
             continue
@@ -51,8 +66,15 @@ def assert_nothing_left(manager) -> None:
 
 
 def test_sizes_parse_as_nccl_tests_writes_them():
-    assert [parse_size(s) for s in ("1KiB", "16MiB", "1GiB", "4k", "2M", "1048576", "1.5KiB")] == \
-        [1024, 16 * 2**20, 2**30, 4096, 2 * 2**20, 1048576, 1536]
+    assert [parse_size(s) for s in ("1KiB", "16MiB", "1GiB", "4k", "2M", "1048576", "1.5KiB")] == [
+        1024,
+        16 * 2**20,
+        2**30,
+        4096,
+        2 * 2**20,
+        1048576,
+        1536,
+    ]
     assert format_size(2**30) == "1 GiB" and format_size(1536) == "1536 B"
     for bad in ("1KB", "lots", "0.3B", "-1MiB"):
         with pytest.raises(ValueError):
@@ -79,8 +101,8 @@ def test_expected_results_by_hand():
         got = {c: expected(point[c], comm, 7).tolist() for c in COLLECTIVES}
         assert got["all_reduce"] == [a + b for a, b in zip(*inputs)]
         assert got["broadcast"] == inputs[0]
-        assert got["reduce_scatter"] == [a + b for a, b in zip(*inputs)][r * 2:(r + 1) * 2]
-        assert got["all_to_all"] == inputs[0][r * 2:(r + 1) * 2] + inputs[1][r * 2:(r + 1) * 2]
+        assert got["reduce_scatter"] == [a + b for a, b in zip(*inputs)][r * 2 : (r + 1) * 2]
+        assert got["all_to_all"] == inputs[0][r * 2 : (r + 1) * 2] + inputs[1][r * 2 : (r + 1) * 2]
     # all_gather sends one chunk per rank: the expectation is the chunks side by side
     chunks = [input_values(7, r, 2, "cpu").tolist() for r in range(world)]
     assert expected(point["all_gather"], Comm(0, world, "cpu"), 7).tolist() == chunks[0] + chunks[1]
@@ -134,8 +156,8 @@ def test_collectives_on_real_processes_give_the_hand_computed_values(world):
         assert got["all_reduce"] == total
         assert got["broadcast"] == full[0]
         assert got["all_gather"] == [v for chunk in part for v in chunk]
-        assert got["reduce_scatter"] == total[r * 8:(r + 1) * 8]
-        assert got["all_to_all"] == [v for j in range(world) for v in full[j][r * 8:(r + 1) * 8]]
+        assert got["reduce_scatter"] == total[r * 8 : (r + 1) * 8]
+        assert got["all_to_all"] == [v for j in range(world) for v in full[j][r * 8 : (r + 1) * 8]]
 
 
 # --- the experiment through the worker and the elastic launcher ------------------------------------------
@@ -143,13 +165,18 @@ def test_collectives_on_real_processes_give_the_hand_computed_values(world):
 
 @pytest.mark.parametrize("world", [2, 4])
 def test_gloo_ranks_measure_and_check_every_point(manager, store, world):
-    job = manager.submit("interconnect", SMALL | {"world_size": world, "sizes": ["64KiB", "1MiB"],
-                                                  "collectives": ["all_reduce", "all_gather", "broadcast"]}, "cpu")
+    job = manager.submit(
+        "interconnect",
+        SMALL
+        | {"world_size": world, "sizes": ["64KiB", "1MiB"], "collectives": ["all_reduce", "all_gather", "broadcast"]},
+        "cpu",
+    )
     run = job.wait(300)
     assert run is not None and run.status == "ok", run and run.error
     points = [r for r in run.rows if r["kind"] == "collective"]
     assert [(r["collective"], r["bytes"]) for r in points] == [
-        (c, b) for c in ("all_reduce", "all_gather", "broadcast") for b in (65536, 1048576)]
+        (c, b) for c in ("all_reduce", "all_gather", "broadcast") for b in (65536, 1048576)
+    ]
     for r in points:
         assert r["status"] == "ok" and r["check"] == "ok" and r["world_size"] == world and r["backend"] == "gloo"
         algbw = r["bytes"] / (r["median_ms"] / 1e3) / 1e9  # nccl-tests: bytes / time, GB = 1e9 B
@@ -157,8 +184,11 @@ def test_gloo_ranks_measure_and_check_every_point(manager, store, world):
         factor = {"all_reduce": 2 * (world - 1) / world, "all_gather": (world - 1) / world, "broadcast": 1.0}
         assert r["busbw_gbs"] == pytest.approx(algbw * factor[r["collective"]])
         assert len(r["samples_ms"]) == r["reps"] >= 5 and r["p20_ms"] <= r["median_ms"] <= r["p80_ms"]
-        ranks = [x for x in run.rows if x["kind"] == "rank" and x["collective"] == r["collective"]
-                 and x["bytes"] == r["bytes"]]
+        ranks = [
+            x
+            for x in run.rows
+            if x["kind"] == "rank" and x["collective"] == r["collective"] and x["bytes"] == r["bytes"]
+        ]
         assert [x["rank"] for x in ranks] == list(range(world)) and all(x["check"] == "ok" for x in ranks)
         assert r["median_ms"] == max(x["median_ms"] for x in ranks)  # the slowest rank's median
     assert run.meta["world_size"] == world and run.meta["nodes"] == 1 and len(run.meta["ranks"]) == world
@@ -203,9 +233,13 @@ def test_too_large_sizes_exit_2_naming_the_memory():
 
 
 def _run_until_rows(manager, rows: int, **config):
-    job = manager.submit("interconnect", SMALL | {"world_size": 2, "collectives": ["all_reduce"],
-                                                  "sizes": ["64KiB", "256KiB", "1MiB", "4MiB"], "rep_ms": 400} | config,
-                         "cpu")
+    job = manager.submit(
+        "interconnect",
+        SMALL
+        | {"world_size": 2, "collectives": ["all_reduce"], "sizes": ["64KiB", "256KiB", "1MiB", "4MiB"], "rep_ms": 400}
+        | config,
+        "cpu",
+    )
     deadline = time.monotonic() + 180
     while len(job.rows) < rows and job.state != "done" and time.monotonic() < deadline:
         time.sleep(0.05)
@@ -251,12 +285,39 @@ def test_cancel_stops_every_rank(manager):
 def test_two_nodes_through_torchrun_rendezvous_store_one_run(tmp_path):
     """Two torchrun agents on 127.0.0.1 against one c10d endpoint: a 2-node job, ONE run stored by rank 0."""
     db, port = tmp_path / "job.sqlite", free_port()
-    command = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--nproc-per-node", "1",
-               "--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", "gpulab-test",
-               "--max-restarts", "0", "-m", "core.distributed.rank", "--backend", "gloo", "--sizes", "64KiB,1MiB",
-               "--collectives", "all_reduce,all_gather", "--rep-ms", "30", "--db", str(db), "--json"]
-    nodes = [subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True)
-             for _ in range(2)]
+    command = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nnodes",
+        "2",
+        "--nproc-per-node",
+        "1",
+        "--rdzv-backend",
+        "c10d",
+        "--rdzv-endpoint",
+        f"127.0.0.1:{port}",
+        "--rdzv-id",
+        "gpulab-test",
+        "--max-restarts",
+        "0",
+        "-m",
+        "core.distributed.rank",
+        "--backend",
+        "gloo",
+        "--sizes",
+        "64KiB,1MiB",
+        "--collectives",
+        "all_reduce,all_gather",
+        "--rep-ms",
+        "30",
+        "--db",
+        str(db),
+        "--json",
+    ]
+    nodes = [
+        subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)
+    ]
     outs = [n.communicate(timeout=240) for n in nodes]
     assert [n.returncode for n in nodes] == [0, 0], [o[1][-1500:] for o in outs]
     printed = [json.loads(o[0]) for o in outs if o[0].strip()]
@@ -267,8 +328,9 @@ def test_two_nodes_through_torchrun_rendezvous_store_one_run(tmp_path):
     assert run["status"] == "ok" and run["meta"]["nodes"] == 2 and run["meta"]["world_size"] == 2
     assert sorted(r["group_rank"] for r in run["meta"]["ranks"]) == [0, 1]
     rank_rows = [r for r in run["rows"] if r["kind"] == "rank"]
-    assert sorted({(r["rank"], r["group_rank"]) for r in rank_rows}) == [(0, 0), (1, 1)] or \
-        sorted({(r["rank"], r["group_rank"]) for r in rank_rows}) == [(0, 1), (1, 0)]
+    assert sorted({(r["rank"], r["group_rank"]) for r in rank_rows}) == [(0, 0), (1, 1)] or sorted(
+        {(r["rank"], r["group_rank"]) for r in rank_rows}
+    ) == [(0, 1), (1, 0)]
     assert all(r["check"] == "ok" for r in run["rows"] if r["kind"] == "collective")
     assert run["device"]["label"].startswith("torchrun job — 2 ranks on 2 node(s)")
 
@@ -278,20 +340,55 @@ def test_a_rank_killed_in_a_torchrun_job_by_hand_is_named_in_the_stored_run(tmp_
     from core.store import RunStore
 
     db, port = tmp_path / "job.sqlite", free_port()
-    command = [sys.executable, "-m", "torch.distributed.run", "--nnodes", "2", "--nproc-per-node", "1",
-               "--rdzv-backend", "c10d", "--rdzv-endpoint", f"127.0.0.1:{port}", "--rdzv-id", "gpulab-kill",
-               "--max-restarts", "0", "-m", "core.distributed.rank", "--backend", "gloo", "--collectives",
-               "all_reduce", "--sizes", "64KiB,256KiB,1MiB,4MiB", "--rep-ms", "2000", "--min-reps", "50",
-               "--timeout-s", "10", "--db", str(db)]
-    nodes = [subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
-             for _ in range(2)]
+    command = [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nnodes",
+        "2",
+        "--nproc-per-node",
+        "1",
+        "--rdzv-backend",
+        "c10d",
+        "--rdzv-endpoint",
+        f"127.0.0.1:{port}",
+        "--rdzv-id",
+        "gpulab-kill",
+        "--max-restarts",
+        "0",
+        "-m",
+        "core.distributed.rank",
+        "--backend",
+        "gloo",
+        "--collectives",
+        "all_reduce",
+        "--sizes",
+        "64KiB,256KiB,1MiB,4MiB",
+        "--rep-ms",
+        "2000",
+        "--min-reps",
+        "50",
+        "--timeout-s",
+        "10",
+        "--db",
+        str(db),
+    ]
+    nodes = [
+        subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+        for _ in range(2)
+    ]
     try:
         deadline = time.monotonic() + 180
         while time.monotonic() < deadline and not (db.exists() and any(r.rows for r in RunStore(db).list())):
             time.sleep(0.2)
-        victim = next(p for p in psutil.process_iter(["cmdline"]) if "core.distributed.rank" in (p.info["cmdline"] or [])
-                      and str(db) in p.info["cmdline"] and "torch.distributed.run" not in p.info["cmdline"]
-                      and p.environ().get("RANK") == "1")
+        victim = next(
+            p
+            for p in psutil.process_iter(["cmdline"])
+            if "core.distributed.rank" in (p.info["cmdline"] or [])
+            and str(db) in p.info["cmdline"]
+            and "torch.distributed.run" not in p.info["cmdline"]
+            and p.environ().get("RANK") == "1"
+        )
         victim.kill()
         for node in nodes:
             node.communicate(timeout=120)
@@ -307,11 +404,23 @@ def test_a_rank_killed_in_a_torchrun_job_by_hand_is_named_in_the_stored_run(tmp_
 
 def test_the_rank_program_refuses_the_per_box_parts_under_torchrun(tmp_path):
     env = dict(os.environ, RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", MASTER_ADDR="127.0.0.1", MASTER_PORT="1")
-    out = subprocess.run([sys.executable, "-m", "core.distributed.rank", "--parts", "copy,collectives"], cwd=ROOT,
-                         capture_output=True, text=True, env=env, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-m", "core.distributed.rank", "--parts", "copy,collectives"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env=env,
+        timeout=120,
+    )
     assert out.returncode == 2 and "host copies and the peer matrix are per box" in out.stderr
-    out = subprocess.run([sys.executable, "-m", "core.distributed.rank"], cwd=ROOT, capture_output=True, text=True,
-                         env={k: v for k, v in os.environ.items() if k not in ("RANK", "MASTER_ADDR")}, timeout=120)
+    out = subprocess.run(
+        [sys.executable, "-m", "core.distributed.rank"],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        env={k: v for k, v in os.environ.items() if k not in ("RANK", "MASTER_ADDR")},
+        timeout=120,
+    )
     assert out.returncode == 2 and "start this program with torchrun" in out.stderr
 
 
@@ -320,8 +429,11 @@ def test_nccl_on_every_gpu_with_copies_and_peer_matrix(manager):
     count = torch.cuda.device_count()
     if count < 2:
         pytest.skip(f"needs at least 2 CUDA GPUs; this box has {count}")
-    job = manager.submit("interconnect", {"sizes": ["1MiB", "64MiB"], "copy_sizes": ["16MiB"], "peer_size": "64MiB",
-                                          "rep_ms": 50}, "cuda:0")
+    job = manager.submit(
+        "interconnect",
+        {"sizes": ["1MiB", "64MiB"], "copy_sizes": ["16MiB"], "peer_size": "64MiB", "rep_ms": 50},
+        "cuda:0",
+    )
     run = job.wait(900)
     assert run.status == "ok", run.error
     points = [r for r in run.rows if r["kind"] == "collective"]
@@ -331,15 +443,31 @@ def test_nccl_on_every_gpu_with_copies_and_peer_matrix(manager):
     assert len(peers) == count * count and all(r["gbs"] > 0 and r["status"] == "ok" for r in peers)
     assert all(isinstance(r["peer_access"], bool) for r in peers if r["src"] != r["dst"])
     copies = [r for r in run.rows if r["kind"] == "host_copy"]
-    assert {(r["direction"], r["memory"]) for r in copies} == {(d, m) for d in ("h2d", "d2h")
-                                                                 for m in ("pinned", "pageable")}
+    assert {(r["direction"], r["memory"]) for r in copies} == {
+        (d, m) for d in ("h2d", "d2h") for m in ("pinned", "pageable")
+    }
     assert_nothing_left(manager)
 
 
 def test_the_benchmark_prints_the_ratio_against_a_bare_loop():
-    out = subprocess.run([sys.executable, "benchmarks/interconnect_vs_bare.py", "--collectives", "all_reduce",
-                          "--sizes", "256KiB", "--rounds", "1", "--rep-ms", "30"], cwd=ROOT, capture_output=True,
-                         text=True, timeout=300)
+    out = subprocess.run(
+        [
+            sys.executable,
+            "benchmarks/interconnect_vs_bare.py",
+            "--collectives",
+            "all_reduce",
+            "--sizes",
+            "256KiB",
+            "--rounds",
+            "1",
+            "--rep-ms",
+            "30",
+        ],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     line = next(x for x in out.stdout.splitlines() if x.startswith("all_reduce"))
     lab, bare, ratio = (float(v) for v in line.split()[3:6])

@@ -1,4 +1,5 @@
 """The matmul experiment: arithmetic, support rules, flags, accuracy, cancel, unsupported rows (CPU)."""
+
 import os
 import time
 
@@ -7,8 +8,19 @@ import pytest
 import torch
 
 from core.experiment import ConfigError, Context, drive
-from core.experiments.matmul import (MatmulConfig, Shape, dtype_support, flops, make_operands, measure_point, model_shapes,
-                         relative_error, run, shapes_for, tflops_from_ms)
+from core.experiments.matmul import (
+    MatmulConfig,
+    Shape,
+    dtype_support,
+    flops,
+    make_operands,
+    measure_point,
+    model_shapes,
+    relative_error,
+    run,
+    shapes_for,
+    tflops_from_ms,
+)
 from core.measure.timing import TimingPlan, time_cpu
 
 CPU = Context(device="cpu", device_name="test CPU")
@@ -33,15 +45,20 @@ def test_tflops_arithmetic_by_hand():
     assert row["pct_of_peak"] is None and "CPU" in row["peak_note"]
 
 
-@pytest.mark.parametrize("device, unsupported", [
-    ({"kind": "cpu"}, {"tf32", "fp8"}),
-    ({"kind": "cuda", "name": "H100", "compute_capability": "9.0", "bf16_supported": True}, set()),
-    ({"kind": "cuda", "name": "L4", "compute_capability": "8.9", "bf16_supported": True}, set()),
-    ({"kind": "cuda", "name": "A100", "compute_capability": "8.0", "bf16_supported": True}, {"fp8"}),
-    ({"kind": "cuda", "name": "T4", "compute_capability": "7.5", "bf16_supported": False}, {"tf32", "bf16", "fp8"}),
-    ({"kind": "cuda", "name": "V100", "compute_capability": "7.0", "bf16_supported": False},
-     {"tf32", "bf16", "fp8", "int8"}),
-])
+@pytest.mark.parametrize(
+    "device, unsupported",
+    [
+        ({"kind": "cpu"}, {"tf32", "fp8"}),
+        ({"kind": "cuda", "name": "H100", "compute_capability": "9.0", "bf16_supported": True}, set()),
+        ({"kind": "cuda", "name": "L4", "compute_capability": "8.9", "bf16_supported": True}, set()),
+        ({"kind": "cuda", "name": "A100", "compute_capability": "8.0", "bf16_supported": True}, {"fp8"}),
+        ({"kind": "cuda", "name": "T4", "compute_capability": "7.5", "bf16_supported": False}, {"tf32", "bf16", "fp8"}),
+        (
+            {"kind": "cuda", "name": "V100", "compute_capability": "7.0", "bf16_supported": False},
+            {"tf32", "bf16", "fp8", "int8"},
+        ),
+    ],
+)
 def test_dtype_support_detection(device, unsupported):
     reasons = {d: dtype_support(d, device) for d in ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "int8")}
     assert {d for d, r in reasons.items() if r} == unsupported
@@ -110,8 +127,12 @@ def test_cpu_timer_against_a_known_sleep():
 
 def test_model_shapes_by_hand():
     shapes = model_shapes("small", 4 * 256)  # d_model 768, d_ff 3072, vocab 10000
-    assert [(s.m, s.n, s.k) for s in shapes] == [(1024, 768, 768), (1024, 3072, 768), (1024, 768, 3072),
-                                                 (1024, 10000, 768)]
+    assert [(s.m, s.n, s.k) for s in shapes] == [
+        (1024, 768, 768),
+        (1024, 3072, 768),
+        (1024, 768, 3072),
+        (1024, 10000, 768),
+    ]
     cfg = MatmulConfig(model="small", batch=2, context=128)
     assert shapes_for(cfg, False)[0].m == 256
     search = shapes_for(MatmulConfig(search=True, m_range=(64, 256, 64), n=128, k=96), False)
@@ -119,16 +140,19 @@ def test_model_shapes_by_hand():
     assert [s.m for s in shapes_for(MatmulConfig(mnk=(10, 20, 30, 1, 2, 3)), True)] == [10, 1]
 
 
-@pytest.mark.parametrize("values, needle", [
-    ({"dtypes": ("fp32", "fp12")}, "fp12"),
-    ({"dtypes": ()}, "at least one"),
-    ({"mnk": (1, 2)}, "triples"),
-    ({"mnk": (8, 8, 8), "search": True}, "one shape mode"),
-    ({"sizes": (0,)}, "1…131072"),
-    ({"model": "huge"}, "unknown preset"),
-    ({"m_range": (512, 64, 64)}, "STOP"),
-    ({"min_reps": 10, "max_reps": 5}, "min_reps"),
-])
+@pytest.mark.parametrize(
+    "values, needle",
+    [
+        ({"dtypes": ("fp32", "fp12")}, "fp12"),
+        ({"dtypes": ()}, "at least one"),
+        ({"mnk": (1, 2)}, "triples"),
+        ({"mnk": (8, 8, 8), "search": True}, "one shape mode"),
+        ({"sizes": (0,)}, "1…131072"),
+        ({"model": "huge"}, "unknown preset"),
+        ({"m_range": (512, 64, 64)}, "STOP"),
+        ({"min_reps": 10, "max_reps": 5}, "min_reps"),
+    ],
+)
 def test_bad_configs_name_the_limit(values, needle):
     with pytest.raises(ConfigError, match=needle):
         MatmulConfig(**values)
@@ -143,8 +167,9 @@ def test_search_marks_the_best_point():
 
 
 def test_cancel_mid_sweep_keeps_finished_points(manager, store):
-    job = manager.submit("matmul", {"dtypes": ["fp64"], "sizes": [192] * 40, "warmup_ms": 20, "rep_ms": 100,
-                                    "roofline": False}, "cpu")
+    job = manager.submit(
+        "matmul", {"dtypes": ["fp64"], "sizes": [192] * 40, "warmup_ms": 20, "rep_ms": 100, "roofline": False}, "cpu"
+    )
     deadline = time.monotonic() + 120
     while len(job.rows) < 2 and time.monotonic() < deadline:
         time.sleep(0.1)
@@ -161,9 +186,9 @@ def test_cancel_mid_sweep_keeps_finished_points(manager, store):
 def test_bf16_8192_reaches_97_percent_of_do_bench():
     triton_testing = pytest.importorskip("triton.testing")
     cuda = Context(device="cuda:0", device_name=torch.cuda.get_device_name(0))
+    from core.experiments.matmul import _warm_up
     from core.hardware.device import describe
     from core.measure.timing import flush_bytes, make_flush
-    from core.experiments.matmul import _warm_up
 
     cfg = MatmulConfig(dtypes=("bf16",), sizes=(8192,))
     _warm_up(cuda, cfg, {"bf16": None})
@@ -180,8 +205,13 @@ def test_fp8_is_measured_with_and_without_fast_accumulation(monkeypatch):
     from core.experiments import matmul
 
     assert dtype_support("fp8-fast-accum", {"kind": "cpu"}) == dtype_support("fp8", {"kind": "cpu"})
-    h100 = {"kind": "cuda", "name": "H100", "compute_capability": "9.0", "bf16_supported": True,
-            "spec": {"name": "NVIDIA H100 SXM", "tflops": {"fp8": 1978.9}}}
+    h100 = {
+        "kind": "cuda",
+        "name": "H100",
+        "compute_capability": "9.0",
+        "bf16_supported": True,
+        "spec": {"name": "NVIDIA H100 SXM", "tflops": {"fp8": 1978.9}},
+    }
     assert matmul._peak("fp8-fast-accum", h100) == matmul._peak("fp8", h100) == (1978.9, None)
     seen = []
     monkeypatch.setattr(torch, "_scaled_mm", lambda *a, **k: seen.append(k["use_fast_accum"]))
@@ -204,17 +234,21 @@ def test_gpu_fp8_rows_say_which_accumulation_they_measured():
         assert "fast accumulation" in rows["fp8"]["peak_note"]
 
 
-@pytest.mark.parametrize("tflops, peak, flagged", [(1000.0, 989.4, True), (989.4, 989.4, False), (900.0, 989.4, False),
-                                                   (5.0, None, False), (None, 989.4, False)])
+@pytest.mark.parametrize(
+    "tflops, peak, flagged",
+    [(1000.0, 989.4, True), (989.4, 989.4, False), (900.0, 989.4, False), (5.0, None, False), (None, 989.4, False)],
+)
 def test_throughput_above_the_datasheet_is_flagged_as_a_measurement_error(tflops, peak, flagged):
     from core.experiments.matmul import flag_above_peak
 
     row = flag_above_peak({"dtype": "bf16", "m": 8192, "n": 8192, "k": 8192, "tflops": tflops, "peak_tflops": peak})
     assert row["above_peak"] is flagged
     if flagged:  # 1000 / 989.4 = 101.07 %, by hand
-        assert row["measurement_error"] == ("measurement error: above the datasheet peak: bf16 8192×8192×8192 "
-                                            "measured 1000.0 TFLOPS > 989.4 on the sheet (101%); the timing is "
-                                            "wrong, not the hardware faster")
+        assert row["measurement_error"] == (
+            "measurement error: above the datasheet peak: bf16 8192×8192×8192 "
+            "measured 1000.0 TFLOPS > 989.4 on the sheet (101%); the timing is "
+            "wrong, not the hardware faster"
+        )
     else:
         assert row["measurement_error"] is None
 
@@ -226,8 +260,11 @@ def test_the_first_cpu_point_is_not_an_outlier():
     floor (the bug was 300×: ~15 ms against ~0.05 ms)."""
     import statistics
 
-    _, out = _run(MatmulConfig(dtypes=("fp64",), sizes=(64,) * 5, warmup_ms=5.0, rep_ms=20.0, min_reps=5,
-                               max_reps=200, roofline=False))
+    _, out = _run(
+        MatmulConfig(
+            dtypes=("fp64",), sizes=(64,) * 5, warmup_ms=5.0, rep_ms=20.0, min_reps=5, max_reps=200, roofline=False
+        )
+    )
     # On a box busier than its cores, medians measure other processes' waits; the fastest call still
     # shows whether the first point paid for a sleeping pool.
     busy = out.meta["cpu_load_1min"] is not None and out.meta["cpu_load_1min"] > (os.cpu_count() or 1)
@@ -255,6 +292,7 @@ def test_reps_follow_the_typical_warm_up_call_not_a_slow_first_one(monkeypatch):
 
 
 # -- refused before allocating (issue 15 findings 1, 15) ------------------------------------------------
+
 
 def test_model_shapes_past_the_dimension_limit_are_a_config_error():
     """--model 2.7B --batch 64 --context 4096 built M = 262144 and sat silent."""

@@ -1,5 +1,6 @@
 """``memory-snapshot`` and ``python -m core snapshot``: the import is a stored run (compare, export, report);
 a refused file exits 2 with the reason and leaves the store as it was."""
+
 import copy
 import json
 import os
@@ -83,12 +84,15 @@ def test_cli_text_report_escapes_what_the_file_says(tmp_path, capsys):
     assert "\x1b" not in text and "step\\x1b[2J" in text
 
 
-@pytest.mark.parametrize("content, reason", [
-    (pickle.dumps({"segments": [], "device_traces": [[os.system]]}), "names the class posix.system"),
-    (pickle.dumps(snapshots.hand_snapshot())[:200], "truncated"),
-    (json.dumps({"traceEvents": [{"ph": "X"}]}).encode(), "not a memory snapshot"),
-    (b"", "empty"),
-])
+@pytest.mark.parametrize(
+    "content, reason",
+    [
+        (pickle.dumps({"segments": [], "device_traces": [[os.system]]}), "names the class posix.system"),
+        (pickle.dumps(snapshots.hand_snapshot())[:200], "truncated"),
+        (json.dumps({"traceEvents": [{"ph": "X"}]}).encode(), "not a memory snapshot"),
+        (b"", "empty"),
+    ],
+)
 def test_bad_files_exit_2_and_leave_the_store_unchanged(tmp_path, store, capsys, content, reason):
     path = tmp_path / "bad.pickle"
     path.write_bytes(content)

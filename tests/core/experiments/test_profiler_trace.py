@@ -1,5 +1,6 @@
 """``profiler-trace`` and ``python -m core trace``: a real trace becomes a stored run whose JSON has the kernel
 and idle time; something that is not a trace exits 2 and stores nothing."""
+
 import json
 import pickle
 
@@ -27,12 +28,15 @@ def test_cli_text(capsys):
     assert "step     2" in text
 
 
-@pytest.mark.parametrize("content, reason", [
-    (b"", "empty"),
-    (b'{"hello": "world"}', "not a Chrome/Kineto profiler trace"),
-    (pickle.dumps({"segments": [], "device_traces": []}), "not UTF-8"),
-    (b'{"traceEvents": [', "not valid JSON"),
-])
+@pytest.mark.parametrize(
+    "content, reason",
+    [
+        (b"", "empty"),
+        (b'{"hello": "world"}', "not a Chrome/Kineto profiler trace"),
+        (pickle.dumps({"segments": [], "device_traces": []}), "not UTF-8"),
+        (b'{"traceEvents": [', "not valid JSON"),
+    ],
+)
 def test_not_a_trace_exits_2_and_stores_nothing(tmp_path, store, capsys, content, reason):
     path = tmp_path / "t.json"
     path.write_bytes(content)

@@ -1,4 +1,5 @@
 """Quantize → dequantize against hand arithmetic and torch's own quantized tensors."""
+
 import pytest
 import torch
 
@@ -45,7 +46,9 @@ def test_round_trip_error_is_at_most_half_a_step():
 def test_outliers_hurt_the_bulk():
     ctx = Context("cpu", "CPU")
     normal = {r["quantization"]: r for r in drive(run(QuantizeConfig(distribution="normal", size=20_000), ctx))[0].rows}
-    spiky = {r["quantization"]: r for r in drive(run(QuantizeConfig(distribution="outliers", size=20_000), ctx))[0].rows}
+    spiky = {
+        r["quantization"]: r for r in drive(run(QuantizeConfig(distribution="outliers", size=20_000), ctx))[0].rows
+    }
     for name in ("int8 symmetric", "int8 asymmetric"):
         assert spiky[name]["rmse_bulk"] > 5 * normal[name]["rmse_bulk"]
         assert spiky[name]["levels_used"] < normal[name]["levels_used"] / 3

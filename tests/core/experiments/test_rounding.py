@@ -1,4 +1,5 @@
 """Matmul rounding: CPU names TF32 unsupported; errors ordered as the unit roundoffs predict."""
+
 import numpy as np
 import pytest
 import torch

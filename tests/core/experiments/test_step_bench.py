@@ -1,4 +1,5 @@
 """step-bench on CPU: both timing series, a breakdown that adds up, honest unsupported modes."""
+
 import gzip
 import json
 import time
@@ -66,8 +67,9 @@ def test_groups_sum_to_profiled_total(output):
         assert total == pytest.approx(out.meta["profiled_total_ms"][scope], rel=1e-9)
         assert sum(g["share"] for g in groups) == pytest.approx(1.0)
         # independent: the wall duration of the scope's range in the exported Chrome trace (µs)
-        wall_us = sum(e["dur"] for e in trace["traceEvents"]
-                      if e.get("name") == f"gpulab:scope:{scope}" and e.get("ph") == "X")
+        wall_us = sum(
+            e["dur"] for e in trace["traceEvents"] if e.get("name") == f"gpulab:scope:{scope}" and e.get("ph") == "X"
+        )
         assert total == pytest.approx(wall_us / 1e3, rel=0.02)
         kernels = [r for r in out.rows if r["kind"] == "kernel" and r["scope"] == scope]
         assert kernels and kernels[0]["rank"] == 1
@@ -83,17 +85,35 @@ def test_classify_known_names():
     assert classify("ampere_sgemm_128x64_tn", "forward") == "matmul"
     assert classify("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64", "backward") == "matmul"
     assert classify("nvjet_tst_128x256_64x4_1x2_h_bz_coopA_NNT", "forward") == "matmul"
-    assert classify("void (anonymous namespace)::softmax_warp_forward<float, float, float, 7, false, false>",
-                    "forward") == "attention-softmax"
-    assert classify("void at::native::(anonymous namespace)::cunn_SoftMaxForward<4, float, float, float, "
-                    "at::native::(anonymous namespace)::LogSoftMaxForwardEpilogue>", "forward") == "other"
-    assert classify("void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float, at::native::MeanOps<float, "
-                    "float, float, float>, unsigned int, float, 4> >", "forward") == "normalisation"
-    assert classify("void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>>",
-                    "forward") == "elementwise"
+    assert (
+        classify("void (anonymous namespace)::softmax_warp_forward<float, float, float, 7, false, false>", "forward")
+        == "attention-softmax"
+    )
+    assert (
+        classify(
+            "void at::native::(anonymous namespace)::cunn_SoftMaxForward<4, float, float, float, "
+            "at::native::(anonymous namespace)::LogSoftMaxForwardEpilogue>",
+            "forward",
+        )
+        == "other"
+    )
+    assert (
+        classify(
+            "void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float, at::native::MeanOps<float, "
+            "float, float, float>, unsigned int, float, 4> >",
+            "forward",
+        )
+        == "normalisation"
+    )
+    assert (
+        classify("void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>>", "forward")
+        == "elementwise"
+    )
     # the same element-wise kernel launched by optimizer.step is optimizer time
-    assert classify("void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>>",
-                    "optimizer") == "optimizer"
+    assert (
+        classify("void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>>", "optimizer")
+        == "optimizer"
+    )
     assert classify("aten::mm", "backward") == "matmul"
     assert classify("autograd::engine::evaluate_function: MmBackward0", "backward") == "other"
     assert classify("SoftmaxBackward0", "backward") == "other"
@@ -126,7 +146,9 @@ def test_sweep_reports_unsupported_modes():
     assert rows["tf32"]["status"] == "unsupported" and "unsupported on CPU" in rows["tf32"]["reason"]
     assert rows["fp32"]["status"] == "ok" and rows["fp32"]["speedup_vs_fp32"] == 1.0
     assert rows["bf16"]["status"] == "ok"
-    assert rows["bf16"]["speedup_vs_fp32"] == pytest.approx(rows["fp32"]["step_ms_median"] / rows["bf16"]["step_ms_median"])
+    assert rows["bf16"]["speedup_vs_fp32"] == pytest.approx(
+        rows["fp32"]["step_ms_median"] / rows["bf16"]["step_ms_median"]
+    )
 
 
 def test_tf32_on_cpu_is_unsupported():
@@ -136,10 +158,15 @@ def test_tf32_on_cpu_is_unsupported():
         drive(run(StepBenchConfig(**(SMALL | {"precision": "tf32"})), CPU))
 
 
-@pytest.mark.parametrize("bad, limit", [({"timed_steps": 1}, "timed_steps must be between 2"),
-                                        ({"batch": 0}, "batch must be between 1"),
-                                        ({"model": "huge"}, "unknown model preset"),
-                                        ({"profile_steps": 11}, "profile_steps must be between 0 and 10")])
+@pytest.mark.parametrize(
+    "bad, limit",
+    [
+        ({"timed_steps": 1}, "timed_steps must be between 2"),
+        ({"batch": 0}, "batch must be between 1"),
+        ({"model": "huge"}, "unknown model preset"),
+        ({"profile_steps": 11}, "profile_steps must be between 0 and 10"),
+    ],
+)
 def test_bad_config_names_the_limit(bad, limit):
     with pytest.raises(ConfigError, match=limit):
         StepBenchConfig(**bad)
@@ -164,8 +191,16 @@ def test_a_step_faster_than_the_datasheet_is_a_measurement_error():
     from core.transformer.flops import StepFlops
 
     # 4e12 FLOP in 2 ms = 2000 TFLOPS: beyond an H100's 989.4 bf16 peak, so the timing must be wrong
-    flops = StepFlops(tokens=1000, matmul_params=1, weight_forward=1e12, weight_backward=3e12, attention_forward=0,
-                      attention_backward=0, softmax_forward_estimate=0, softmax_backward_estimate=0)
+    flops = StepFlops(
+        tokens=1000,
+        matmul_params=1,
+        weight_forward=1e12,
+        weight_backward=3e12,
+        attention_forward=0,
+        attention_backward=0,
+        softmax_forward_estimate=0,
+        softmax_backward_estimate=0,
+    )
     wrong = throughput(flops, 2.0, 989.4)
     assert wrong["achieved_tflops"] == pytest.approx(2000.0) and wrong["above_peak"] is True
     assert wrong["measurement_error"].startswith("measurement error: above the datasheet peak: the training step")
@@ -179,10 +214,13 @@ def test_a_sweep_refuses_the_precisions_that_cannot_fit(monkeypatch):
     from core.hardware import memory
     from core.transformer.planner import EstimateConfig, need_bytes
 
-    cfg = StepBenchConfig(model="tiny", batch=2, context=32, sweep=True, warmup_steps=0, timed_steps=2, cold_steps=0,
-                          profile_steps=0)
-    need = {p: need_bytes(EstimateConfig(model="tiny", precision=p, batch=2, context=32, target="cpu"))
-            for p in ("fp32", "bf16")}
+    cfg = StepBenchConfig(
+        model="tiny", batch=2, context=32, sweep=True, warmup_steps=0, timed_steps=2, cold_steps=0, profile_steps=0
+    )
+    need = {
+        p: need_bytes(EstimateConfig(model="tiny", precision=p, batch=2, context=32, target="cpu"))
+        for p in ("fp32", "bf16")
+    }
     assert need["bf16"] < need["fp32"]  # bf16 weights are half the size
     between = (need["bf16"] + need["fp32"]) // 2
     monkeypatch.setattr(memory, "budget", lambda device: memory.Budget(between, "only a little is free (test)"))

@@ -1,9 +1,10 @@
 """Measured training-step memory on CPU (profiler events) against the estimate and hand arithmetic."""
+
 import pytest
 
-from core.transformer.planner import plan
 from core.experiment import Context, drive
 from core.experiments.train_memory import TrainMemoryConfig, measure, run
+from core.transformer.planner import plan
 
 CPU = Context("cpu", "CPU")
 
@@ -90,8 +91,12 @@ def test_gpu_recording_takes_no_stack_traces_and_bounds_its_buffer(monkeypatch):
     recorder.__enter__()
     recorder.__exit__(RuntimeError, RuntimeError("a step failed"), None)
     (args, start), (_, stop) = calls
-    assert args == () and start == {"enabled": "all", "context": None, "stacks": "python",
-                                    "max_entries": HISTORY_MAX_ENTRIES}
+    assert args == () and start == {
+        "enabled": "all",
+        "context": None,
+        "stacks": "python",
+        "max_entries": HISTORY_MAX_ENTRIES,
+    }
     assert HISTORY_MAX_ENTRIES <= 10_000_000 and stop == {"enabled": None}
 
 
@@ -105,8 +110,9 @@ def test_a_step_that_cannot_fit_is_refused_before_the_model_is_built(monkeypatch
     """Issue 15 finding 1: 2.7B at batch 64 × 4096 (6.9 TB planned) grew to 19 GiB RSS and kept going."""
     from core.experiment import DoesNotFit
 
-    monkeypatch.setattr("core.experiments.train_memory.measure",
-                        lambda *a: pytest.fail("the step was measured although it cannot fit"))
+    monkeypatch.setattr(
+        "core.experiments.train_memory.measure", lambda *a: pytest.fail("the step was measured although it cannot fit")
+    )
     cfg = TrainMemoryConfig(model="2.7B", batch=64, context=4096)
     with pytest.raises(DoesNotFit) as refused:
         drive(run(cfg, CPU))

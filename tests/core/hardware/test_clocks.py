@@ -1,4 +1,5 @@
 """The NVML clock sampler: decodes reasons, samples in a thread, and turns a missing NVML into a note."""
+
 import sys
 import time
 
@@ -119,8 +120,9 @@ def test_a_driver_that_answers_nothing_is_a_note(monkeypatch):
         def nvmlDeviceGetClockInfo(self, h, kind):
             raise NVMLError_FunctionNotFound("gone")
 
-        nvmlDeviceGetPowerUsage = nvmlDeviceGetTemperature = nvmlDeviceGetCurrentClocksEventReasons = \
-            nvmlDeviceGetCurrentClocksThrottleReasons = nvmlDeviceGetClockInfo
+        nvmlDeviceGetPowerUsage = nvmlDeviceGetTemperature = nvmlDeviceGetCurrentClocksEventReasons = (
+            nvmlDeviceGetCurrentClocksThrottleReasons
+        ) = nvmlDeviceGetClockInfo
 
     monkeypatch.setattr(clocks, "_load_nvml", lambda: Silent())
     with ClockSampler(interval_s=0.01) as s:

@@ -1,8 +1,9 @@
 """Device description and datasheet matching."""
+
 import pytest
 
-from core.hardware import device, specs
 from core.experiment import ConfigError
+from core.hardware import device, specs
 
 
 def test_describe_all_lists_cpu_and_every_gpu():
@@ -13,8 +14,12 @@ def test_describe_all_lists_cpu_and_every_gpu():
     assert kinds[0] == "cpu" and kinds.count("cuda") == torch.cuda.device_count()
     cpu = info["devices"][0]
     assert cpu["cores"] >= 1 and cpu["total_memory_bytes"] > 2**28 and cpu["spec"] is None
-    assert set(cpu["tf32"]) == {"cuda_matmul_allow_tf32", "cudnn_allow_tf32", "float32_matmul_precision",
-                                "NVIDIA_TF32_OVERRIDE"}
+    assert set(cpu["tf32"]) == {
+        "cuda_matmul_allow_tf32",
+        "cudnn_allow_tf32",
+        "float32_matmul_precision",
+        "NVIDIA_TF32_OVERRIDE",
+    }
     assert info["versions"]["torch"] == torch.__version__
     if not torch.cuda.is_available():
         assert info["default"] == "cpu" and info["cuda_unavailable_reason"]
@@ -40,27 +45,31 @@ def test_nonexistent_gpu_index_names_the_range():
         device.resolve(f"cuda:{torch.cuda.device_count() + 3}")
 
 
-@pytest.mark.parametrize("name, memory_gib, key", [
-    ("NVIDIA H100 80GB HBM3", 80, "h100-sxm"),
-    ("NVIDIA H100 PCIe", 80, "h100-pcie"),
-    ("NVIDIA H100 NVL", 94, "h100-nvl"),
-    ("NVIDIA H200", 141, "h200-sxm"),
-    ("NVIDIA A100-SXM4-80GB", 80, "a100-sxm-80"),
-    ("NVIDIA A100-SXM4-40GB", 40, "a100-sxm-40"),
-    ("NVIDIA A100 80GB PCIe", 80, "a100-pcie-80"),
-    ("NVIDIA A100-PCIE-40GB", 40, "a100-pcie-40"),
-    ("NVIDIA L4", 24, "l4"),
-    ("NVIDIA L40S", 48, "l40s"),
-    ("NVIDIA A10", 24, "a10"),
-    ("NVIDIA GeForce RTX 3090", 24, "rtx-3090"),
-    ("NVIDIA GeForce RTX 4090", 24, "rtx-4090"),
-])
+@pytest.mark.parametrize(
+    "name, memory_gib, key",
+    [
+        ("NVIDIA H100 80GB HBM3", 80, "h100-sxm"),
+        ("NVIDIA H100 PCIe", 80, "h100-pcie"),
+        ("NVIDIA H100 NVL", 94, "h100-nvl"),
+        ("NVIDIA H200", 141, "h200-sxm"),
+        ("NVIDIA A100-SXM4-80GB", 80, "a100-sxm-80"),
+        ("NVIDIA A100-SXM4-40GB", 40, "a100-sxm-40"),
+        ("NVIDIA A100 80GB PCIe", 80, "a100-pcie-80"),
+        ("NVIDIA A100-PCIE-40GB", 40, "a100-pcie-40"),
+        ("NVIDIA L4", 24, "l4"),
+        ("NVIDIA L40S", 48, "l40s"),
+        ("NVIDIA A10", 24, "a10"),
+        ("NVIDIA GeForce RTX 3090", 24, "rtx-3090"),
+        ("NVIDIA GeForce RTX 4090", 24, "rtx-4090"),
+    ],
+)
 def test_datasheet_entry_matched_from_the_torch_device_name(name, memory_gib, key):
     assert specs.match_spec(name, memory_gib * 2**30).key == key
 
 
-@pytest.mark.parametrize("name", ["NVIDIA GeForce GTX 1080", "Tesla V100-SXM2-16GB", "NVIDIA L40", "AMD MI300X",
-                                  "NVIDIA GH200 480GB"])  # a Grace Hopper superchip is not an H200 card
+@pytest.mark.parametrize(
+    "name", ["NVIDIA GeForce GTX 1080", "Tesla V100-SXM2-16GB", "NVIDIA L40", "AMD MI300X", "NVIDIA GH200 480GB"]
+)  # a Grace Hopper superchip is not an H200 card
 def test_unknown_devices_get_no_entry(name):
     assert specs.match_spec(name, 16 * 2**30) is None
 
@@ -84,11 +93,16 @@ def test_unit_for_matmul_dtypes():
 
 
 def test_device_peak_names_why_there_is_none():
-    h100 = {"kind": "cuda", "name": "NVIDIA H100 80GB HBM3",
-            "spec": specs.match_spec("NVIDIA H100 80GB HBM3", 80 * 2**30).to_dict()}
+    h100 = {
+        "kind": "cuda",
+        "name": "NVIDIA H100 80GB HBM3",
+        "spec": specs.match_spec("NVIDIA H100 80GB HBM3", 80 * 2**30).to_dict(),
+    }
     assert specs.device_peak(h100, "bf16") == (989.4, None)
     l4 = {"kind": "cuda", "name": "NVIDIA L4", "spec": specs.match_spec("NVIDIA L4").to_dict()}
     assert specs.device_peak(l4, "fp64") == (None, "the NVIDIA L4 datasheet lists no fp64 peak")
-    assert specs.device_peak({"kind": "cuda", "name": "GTX 1080", "spec": None}, "fp32")[1] == \
-        "no datasheet entry for GTX 1080"
+    assert (
+        specs.device_peak({"kind": "cuda", "name": "GTX 1080", "spec": None}, "fp32")[1]
+        == "no datasheet entry for GTX 1080"
+    )
     assert specs.device_peak({"kind": "cpu", "name": "x"}, "fp32") == (None, "CPU: no datasheet peak")

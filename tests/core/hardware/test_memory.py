@@ -1,6 +1,7 @@
 """Refuse before running what cannot fit, and cap CPU jobs so a wrong estimate is a clean out-of-memory error
 (issue 15 finding 1): the budget against psutil, the cap's settings, GPU jobs never capped, and the CLI's
 refusals end to end (exit 2 within seconds naming the estimate and the limit, the worker staying small)."""
+
 from __future__ import annotations
 
 import json
@@ -91,11 +92,18 @@ def test_check_fits_names_the_estimate_and_the_limit():
 
 # -- end to end --------------------------------------------------------------------------------------
 
+
 def run_cli(*args, env=None, timeout=180) -> tuple[subprocess.CompletedProcess, float, int]:
     """Run ``python -m core ARGS``; returns the result, its wall time and the most RSS any child reached."""
     begun = time.monotonic()
-    proc = subprocess.Popen([sys.executable, "-m", "core", *args], cwd=ROOT, stdout=subprocess.PIPE,
-                            stderr=subprocess.PIPE, text=True, env=env)
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "core", *args],
+        cwd=ROOT,
+        stdout=subprocess.PIPE,
+        stderr=subprocess.PIPE,
+        text=True,
+        env=env,
+    )
     peak = 0
     parent = psutil.Process(proc.pid)
     while proc.poll() is None and time.monotonic() - begun < timeout:
@@ -126,30 +134,34 @@ def _refusal(out: subprocess.CompletedProcess) -> tuple[float, float]:
 
 def test_train_memory_that_cannot_fit_is_refused_within_seconds_and_the_worker_stays_small(data_dir):
     """The acceptance: 2.7B at batch 64 × 4096 grew to 19 GiB RSS in 67 s and kept climbing."""
-    out, took, worker_rss = run_cli("train-memory", "--model", "2.7B", "--batch", "64", "--context", "4096",
-                                    "--device", "cpu")
+    out, took, worker_rss = run_cli(
+        "train-memory", "--model", "2.7B", "--batch", "64", "--context", "4096", "--device", "cpu"
+    )
     assert out.returncode == 2, out.stderr[-2000:]
     estimate, limit = _refusal(out)
     assert estimate > 1000 and limit < psutil.virtual_memory().total / GIB
     assert took < 90, f"refusing took {took:.0f} s"  # a cold worker imports torch first on this shared box
     assert 0 < worker_rss < GIB, f"the worker reached {worker_rss / GIB:.2f} GiB RSS"
-    listed = subprocess.run([sys.executable, "-m", "core", "runs", "list", "--json"], cwd=ROOT, capture_output=True,
-                            text=True, timeout=120)
+    listed = subprocess.run(
+        [sys.executable, "-m", "core", "runs", "list", "--json"], cwd=ROOT, capture_output=True, text=True, timeout=120
+    )
     (stored,) = json.loads(listed.stdout)  # stored like any run a worker refused, with the numbers
     assert stored["status"] == "error" and stored["error"].startswith("refused: ")
 
 
 def test_a_step_bench_sweep_that_cannot_fit_is_refused(data_dir):
-    out, _, worker_rss = run_cli("step-bench", "--model", "xl", "--batch", "16", "--context", "1024", "--sweep",
-                                 "--device", "cpu", "--no-save")
+    out, _, worker_rss = run_cli(
+        "step-bench", "--model", "xl", "--batch", "16", "--context", "1024", "--sweep", "--device", "cpu", "--no-save"
+    )
     assert out.returncode == 2, out.stderr[-2000:]
     estimate, limit = _refusal(out)
     assert estimate > limit and worker_rss < GIB
 
 
 def test_matmul_shapes_that_cannot_fit_are_refused_up_front(data_dir):
-    out, _, _ = run_cli("matmul", "--model", "2.7B", "--batch", "64", "--context", "4096", "--device", "cpu",
-                        "--no-save")
+    out, _, _ = run_cli(
+        "matmul", "--model", "2.7B", "--batch", "64", "--context", "4096", "--device", "cpu", "--no-save"
+    )
     assert out.returncode == 2 and "262144 tokens" in out.stderr and "131072" in out.stderr  # at the config
     out, _, worker_rss = run_cli("matmul", "--mnk", "100000,100000,100000", "--device", "cpu", "--no-save")
     assert out.returncode == 2, out.stdout[-2000:]
@@ -177,9 +189,16 @@ ALLOCATE = textwrap.dedent("""
 """)
 
 
-@pytest.mark.parametrize("setting, fits", [({MEMORY_LIMIT_ENV: "0"}, True), ({MEMORY_FRACTION_ENV: "0"}, True),
-                                           ({MEMORY_LIMIT_ENV: str(2 * GIB)}, False),
-                                           ({MEMORY_FRACTION_ENV: "0.05"}, False), ({}, True)])
+@pytest.mark.parametrize(
+    "setting, fits",
+    [
+        ({MEMORY_LIMIT_ENV: "0"}, True),
+        ({MEMORY_FRACTION_ENV: "0"}, True),
+        ({MEMORY_LIMIT_ENV: str(2 * GIB)}, False),
+        ({MEMORY_FRACTION_ENV: "0.05"}, False),
+        ({}, True),
+    ],
+)
 def test_the_cap_turns_a_real_allocation_into_a_clean_oom(setting, fits):
     """A 4 GiB tensor fits this box uncapped (and under the default 0.8), and is a clean OOM under a tight cap."""
     available = psutil.virtual_memory().available
@@ -188,8 +207,9 @@ def test_the_cap_turns_a_real_allocation_into_a_clean_oom(setting, fits):
     if not fits and MEMORY_FRACTION_ENV in setting:
         assert 0.05 * available < 4 * GIB - GIB  # the cap really is below the tensor
     env = dict(os.environ, PYTHONPATH=str(ROOT), **setting)
-    out = subprocess.run([sys.executable, "-c", ALLOCATE, str(4 * GIB)], capture_output=True, text=True, env=env,
-                         cwd=ROOT, timeout=180)
+    out = subprocess.run(
+        [sys.executable, "-c", ALLOCATE, str(4 * GIB)], capture_output=True, text=True, env=env, cwd=ROOT, timeout=180
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     events = [json.loads(line) for line in out.stdout.splitlines() if line.startswith("{")]
     started = next(e for e in events if e.get("type") == "started")
@@ -223,8 +243,9 @@ def test_a_gpu_run_that_cannot_fit_is_refused_against_mem_get_info(data_dir):
     import torch
 
     free, _ = torch.cuda.mem_get_info(0)
-    out, _, _ = run_cli("train-memory", "--model", "2.7B", "--batch", "64", "--context", "4096", "--device", "cuda",
-                        "--no-save")
+    out, _, _ = run_cli(
+        "train-memory", "--model", "2.7B", "--batch", "64", "--context", "4096", "--device", "cuda", "--no-save"
+    )
     assert out.returncode == 2, out.stdout[-2000:]
     estimate, limit = _refusal(out)
     assert "torch.cuda.mem_get_info" in out.stdout and limit <= free / GIB + 1 and estimate > limit

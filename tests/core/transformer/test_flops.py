@@ -1,4 +1,5 @@
 """Model FLOPs against hand arithmetic and against torch's own FLOP counter."""
+
 import torch
 from torch.utils.flop_counter import FlopCounterMode
 

@@ -3,6 +3,7 @@
 ``hand_snapshot()`` is small enough to check by hand; every number the tests expect of it is worked out
 in its docstring. ``plain_replay`` walks the events in order with a dict of live blocks and nothing else.
 """
+
 from __future__ import annotations
 
 import os
@@ -19,13 +20,18 @@ def frames(*names: tuple[str, int, str]) -> list[dict]:
 
 
 FORWARD = frames((MODEL, 12, "forward"), (f"{TORCH}/nn/modules/module.py", 1751, "_call_impl"), (TRAIN, 40, "step"))
-BACKWARD = frames((f"{TORCH}/autograd/graph.py", 824, "_engine_run_backward"),
-                  (f"{TORCH}/autograd/__init__.py", 353, "backward"), (TRAIN, 41, "step"))
-OPTIM_INIT = frames((f"{TORCH}/optim/adamw.py", 178, "_init_group"), (f"{TORCH}/optim/adamw.py", 221, "step"),
-                    (TRAIN, 42, "step"))
+BACKWARD = frames(
+    (f"{TORCH}/autograd/graph.py", 824, "_engine_run_backward"),
+    (f"{TORCH}/autograd/__init__.py", 353, "backward"),
+    (TRAIN, 41, "step"),
+)
+OPTIM_INIT = frames(
+    (f"{TORCH}/optim/adamw.py", 178, "_init_group"), (f"{TORCH}/optim/adamw.py", 221, "step"), (TRAIN, 42, "step")
+)
 OPTIM_TMP = frames((f"{TORCH}/optim/adamw.py", 560, "_multi_tensor_adamw"), (TRAIN, 42, "step"))
-SETUP = frames((f"{TORCH}/nn/modules/module.py", 942, "_apply"), (f"{TORCH}/nn/modules/module.py", 1355, "to"),
-               (TRAIN, 10, "main"))
+SETUP = frames(
+    (f"{TORCH}/nn/modules/module.py", 942, "_apply"), (f"{TORCH}/nn/modules/module.py", 1355, "to"), (TRAIN, 10, "main")
+)
 OTHER = frames(("/home/u/proj/data.py", 5, "load"))
 
 
@@ -76,23 +82,66 @@ def hand_snapshot() -> dict:
         event("free_completed", 0x10400, 512, 80),
     ]
     segments = [
-        {"device": 0, "address": 0x10000, "total_size": 8192, "stream": 0, "segment_type": "small",
-         "allocated_size": 2048, "active_size": 2048, "requested_size": 2048, "segment_pool_id": (0, 0),
-         "is_expandable": False, "frames": [],
-         "blocks": [{"address": 0x10000, "size": 1024, "requested_size": 1000, "state": "active_allocated", "frames": SETUP},
-                    {"address": 0x10400, "size": 512, "requested_size": 512, "state": "inactive", "frames": []},
-                    {"address": 0x10600, "size": 1024, "requested_size": 1024, "state": "active_allocated",
-                     "frames": BACKWARD},
-                    {"address": 0x10A00, "size": 5632, "requested_size": 0, "state": "inactive", "frames": []}]},
-        {"device": 0, "address": 0x20000, "total_size": 4096, "stream": 0, "segment_type": "small",
-         "allocated_size": 4096, "active_size": 4096, "requested_size": 4096, "segment_pool_id": (0, 0),
-         "is_expandable": False, "frames": [],
-         "blocks": [{"address": 0x20000, "size": 4096, "requested_size": 4096, "state": "active_allocated",
-                     "frames": OPTIM_INIT}]},
+        {
+            "device": 0,
+            "address": 0x10000,
+            "total_size": 8192,
+            "stream": 0,
+            "segment_type": "small",
+            "allocated_size": 2048,
+            "active_size": 2048,
+            "requested_size": 2048,
+            "segment_pool_id": (0, 0),
+            "is_expandable": False,
+            "frames": [],
+            "blocks": [
+                {
+                    "address": 0x10000,
+                    "size": 1024,
+                    "requested_size": 1000,
+                    "state": "active_allocated",
+                    "frames": SETUP,
+                },
+                {"address": 0x10400, "size": 512, "requested_size": 512, "state": "inactive", "frames": []},
+                {
+                    "address": 0x10600,
+                    "size": 1024,
+                    "requested_size": 1024,
+                    "state": "active_allocated",
+                    "frames": BACKWARD,
+                },
+                {"address": 0x10A00, "size": 5632, "requested_size": 0, "state": "inactive", "frames": []},
+            ],
+        },
+        {
+            "device": 0,
+            "address": 0x20000,
+            "total_size": 4096,
+            "stream": 0,
+            "segment_type": "small",
+            "allocated_size": 4096,
+            "active_size": 4096,
+            "requested_size": 4096,
+            "segment_pool_id": (0, 0),
+            "is_expandable": False,
+            "frames": [],
+            "blocks": [
+                {
+                    "address": 0x20000,
+                    "size": 4096,
+                    "requested_size": 4096,
+                    "state": "active_allocated",
+                    "frames": OPTIM_INIT,
+                }
+            ],
+        },
     ]
-    return {"segments": segments, "device_traces": [trace],
-            "allocator_settings": {"PYTORCH_CUDA_ALLOC_CONF": "", "expandable_segments": False},
-            "external_annotations": []}
+    return {
+        "segments": segments,
+        "device_traces": [trace],
+        "allocator_settings": {"PYTORCH_CUDA_ALLOC_CONF": "", "expandable_segments": False},
+        "external_annotations": [],
+    }
 
 
 def big_snapshot(n_steps: int = 400, seed: int = 1) -> dict:
@@ -102,7 +151,7 @@ def big_snapshot(n_steps: int = 400, seed: int = 1) -> dict:
     rng = random.Random(seed)
     trace, addr, live = [], 0x7000_0000, []
     t = 0
-    for step in range(n_steps):
+    for _step in range(n_steps):
         for _ in range(rng.randint(3, 8)):
             size = rng.choice((512, 4096, 2**20, 3 * 2**20))
             trace.append(event("alloc", addr, size, t, rng.choice((FORWARD, BACKWARD, OTHER))))
@@ -181,5 +230,10 @@ def real_snapshot_files() -> list[str]:
     """Snapshots recorded on real GPUs by other people: the ones committed here (see the README beside them),
     plus any folder of them named by ``GPULAB_REAL_SNAPSHOTS``."""
     folders = [REAL_SNAPSHOTS] + [Path(f) for f in [os.environ.get("GPULAB_REAL_SNAPSHOTS")] if f]
-    return sorted(str(f) for folder in folders if folder.is_dir() for f in folder.iterdir()
-                  if f.name.endswith((".pickle", ".pkl", ".json", ".gz")))
+    return sorted(
+        str(f)
+        for folder in folders
+        if folder.is_dir()
+        for f in folder.iterdir()
+        if f.name.endswith((".pickle", ".pkl", ".json", ".gz"))
+    )

@@ -1,6 +1,7 @@
 """``python -m core record`` and ``record_memory``: on a machine without CUDA the program runs unchanged (same
 output, same exit code), a line on stderr says nothing was recorded, and no file appears. The recording
 itself needs a GPU (marked gpu)."""
+
 import subprocess
 import sys
 

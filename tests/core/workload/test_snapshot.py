@@ -4,6 +4,7 @@ the peak, its stack and who holds memory there; categories by rule; segment maps
 Expected values come from hand arithmetic (``snapshots.hand_snapshot``'s docstring), from a plain replay
 that shares no code with the lab (``snapshots.plain_replay``), and from ``pickle``/``json`` themselves.
 """
+
 import gzip
 import json
 import os
@@ -43,11 +44,21 @@ def test_every_pickle_protocol_reads_the_same(tmp_path, protocol):
 def test_json_and_gzip_read_like_the_pickle(tmp_path):
     snap = snapshots.hand_snapshot()
     expected = analyse(read_snapshot(write(tmp_path, "a.pickle", pickle.dumps(snap)))).summary()
-    for name, data in (("b.json", json.dumps(snap).encode()), ("c.json.gz", gzip.compress(json.dumps(snap).encode())),
-                       ("d.pickle.gz", gzip.compress(pickle.dumps(snap, 5))), ("e.bin", gzip.compress(pickle.dumps(snap)))):
+    for name, data in (
+        ("b.json", json.dumps(snap).encode()),
+        ("c.json.gz", gzip.compress(json.dumps(snap).encode())),
+        ("d.pickle.gz", gzip.compress(pickle.dumps(snap, 5))),
+        ("e.bin", gzip.compress(pickle.dumps(snap))),
+    ):
         got = analyse(read_snapshot(write(tmp_path, name, data))).summary()
-        for key in ("peak_allocated_bytes", "peak_reserved_bytes", "baseline_allocated_bytes", "trace_events",
-                    "categories_at_peak_bytes", "peak_stack"):
+        for key in (
+            "peak_allocated_bytes",
+            "peak_reserved_bytes",
+            "baseline_allocated_bytes",
+            "trace_events",
+            "categories_at_peak_bytes",
+            "peak_stack",
+        ):
             assert got[key] == expected[key], (name, key)
 
 
@@ -62,11 +73,21 @@ def test_the_hand_snapshot_by_hand(tmp_path):
     assert m["peak_event"] == {"index": 4, "action": "alloc", "size_bytes": 4096, "address": 0x20000}
     assert m["peak_stack"][0].endswith("torch/optim/adamw.py:178 _init_group")
     assert m["baseline_reserved_bytes"] == 8192 and m["peak_reserved_bytes"] == 12288
-    assert m["end_state"] == {"segments_active_bytes": 6144, "segments_reserved_bytes": 12288,
-                              "replay_allocated_bytes": 6144, "replay_reserved_bytes": 12288}
+    assert m["end_state"] == {
+        "segments_active_bytes": 6144,
+        "segments_reserved_bytes": 12288,
+        "replay_allocated_bytes": 6144,
+        "replay_reserved_bytes": 12288,
+    }
     assert m["notes"] == []
-    assert m["categories_at_peak_bytes"] == {"parameters": 1024, "gradients": 1024, "optimizer_state": 4096,
-                                             "activations": 512, "temporaries": 0, "unknown": 0}
+    assert m["categories_at_peak_bytes"] == {
+        "parameters": 1024,
+        "gradients": 1024,
+        "optimizer_state": 4096,
+        "activations": 512,
+        "temporaries": 0,
+        "unknown": 0,
+    }
     rules = {r["rule"]: r["allocations"] for r in m["category_rules"]}
     assert rules["model-setup"] == 1 and rules["forward-saved"] == 1 and rules["backward-kept"] == 1
     assert rules["optimizer-kept"] == 1 and rules["no-stack"] == 2  # E, and the block freed at event 1
@@ -119,13 +140,20 @@ def test_a_large_snapshot_takes_a_fraction_of_the_memory_of_pickle_load(tmp_path
 
     path = tmp_path / "big.pickle"
     write_snapshot(path, 40)
-    probe = ("import sys, tracemalloc, pickle; sys.path.insert(0, {root!r}); {setup}; tracemalloc.start(); {body}; "
-             "print(tracemalloc.get_traced_memory()[1] // 1024)")
-    lab = probe.format(root=str(ROOT), setup="from core.workload.snapshot import read_snapshot",
-                       body=f"s = read_snapshot({str(path)!r})")
+    probe = (
+        "import sys, tracemalloc, pickle; sys.path.insert(0, {root!r}); {setup}; tracemalloc.start(); {body}; "
+        "print(tracemalloc.get_traced_memory()[1] // 1024)"
+    )
+    lab = probe.format(
+        root=str(ROOT),
+        setup="from core.workload.snapshot import read_snapshot",
+        body=f"s = read_snapshot({str(path)!r})",
+    )
     plain = probe.format(root=str(ROOT), setup="pass", body=f"d = pickle.load(open({str(path)!r}, 'rb'))")
-    peak = [int(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout)
-            for code in (lab, plain)]
+    peak = [
+        int(subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, check=True).stdout)
+        for code in (lab, plain)
+    ]
     assert peak[1] > 40 * 1024, f"plain pickle.load of a 40 MB file peaked at only {peak[1]} KiB"
     assert peak[0] < 0.7 * peak[1], f"lab peaked at {peak[0]} KiB, plain pickle.load {peak[1]} KiB"
 
@@ -135,8 +163,12 @@ def test_segments_at_the_peak_and_at_the_start(tmp_path):
     at_peak = {s["address"]: s for s in a.segments_at(5)}
     assert set(at_peak) == {0x10000, 0x20000}
     s1 = [(b["address"], b["size"], b["state"]) for b in at_peak[0x10000]["blocks"]]
-    assert s1 == [(0x10000, 1024, "active_allocated"), (0x10400, 512, "active_allocated"),
-                  (0x10600, 1024, "active_allocated"), (0x10A00, 5632, "inactive")]
+    assert s1 == [
+        (0x10000, 1024, "active_allocated"),
+        (0x10400, 512, "active_allocated"),
+        (0x10600, 1024, "active_allocated"),
+        (0x10A00, 5632, "inactive"),
+    ]
     assert [(b["size"], b["state"]) for b in at_peak[0x20000]["blocks"]] == [(4096, "active_allocated")]
     at_start = {s["address"]: s for s in a.segments_at(0)}
     assert set(at_start) == {0x10000}  # S2 is allocated by event 3
@@ -174,16 +206,19 @@ def test_a_snapshot_without_trace_is_its_segments(tmp_path):
     assert m["peak_reserved_bytes"] == 12288
 
 
-@pytest.mark.parametrize("make, reason", [
-    (lambda: pickle.dumps({"segments": [], "device_traces": [[os.system]]}), "names the class"),
-    (lambda: pickle.dumps(snapshots.hand_snapshot())[:300], "truncated"),
-    (lambda: gzip.compress(pickle.dumps(snapshots.hand_snapshot()))[:-20], "truncated|not valid gzip"),
-    (lambda: b"", "empty"),
-    (lambda: pickle.dumps([1, 2, 3]), "not a memory snapshot"),
-    (lambda: json.dumps({"traceEvents": []}).encode(), "not a memory snapshot"),
-    (lambda: b"\x00\x01binary junk", "neither a pickle nor JSON"),
-    (lambda: pickle.dumps({"segments": [{"address": "x"}], "device_traces": []}), "integer address"),
-])
+@pytest.mark.parametrize(
+    "make, reason",
+    [
+        (lambda: pickle.dumps({"segments": [], "device_traces": [[os.system]]}), "names the class"),
+        (lambda: pickle.dumps(snapshots.hand_snapshot())[:300], "truncated"),
+        (lambda: gzip.compress(pickle.dumps(snapshots.hand_snapshot()))[:-20], "truncated|not valid gzip"),
+        (lambda: b"", "empty"),
+        (lambda: pickle.dumps([1, 2, 3]), "not a memory snapshot"),
+        (lambda: json.dumps({"traceEvents": []}).encode(), "not a memory snapshot"),
+        (lambda: b"\x00\x01binary junk", "neither a pickle nor JSON"),
+        (lambda: pickle.dumps({"segments": [{"address": "x"}], "device_traces": []}), "integer address"),
+    ],
+)
 def test_bad_files_are_refused_with_the_reason(tmp_path, make, reason):
     with pytest.raises(InputRefused, match=reason):
         read_snapshot(write(tmp_path, "bad.pickle", make()))

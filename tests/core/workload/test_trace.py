@@ -1,5 +1,6 @@
 """Profiler traces: real GPU traces against HolisticTraceAnalysis, a hand-made trace against hand arithmetic,
 and refusals. The real files and the HTA figures are described in tests/data/workload/README.md."""
+
 import gzip
 import json
 import shutil
@@ -14,8 +15,13 @@ DATA = ROOT / "tests" / "data" / "workload"
 V100 = DATA / "kineto_v100_trace.json"
 A100 = DATA / "hta_a100_backward_excerpt.json"
 # HolisticTraceAnalysis 0.5.0 on kineto_v100_trace.json (README): temporal breakdown and kernel breakdown.
-HTA_V100 = {"kernel_time_us": 48.0, "idle_us": 11_896.0, "span_us": 11_946.0, "compute_union_us": 48.0,
-            "memory_us": 2.0}
+HTA_V100 = {
+    "kernel_time_us": 48.0,
+    "idle_us": 11_896.0,
+    "span_us": 11_946.0,
+    "compute_union_us": 48.0,
+    "memory_us": 2.0,
+}
 
 
 def by_kind(rows, kind):
@@ -40,8 +46,10 @@ def test_real_v100_trace_agrees_with_holistic_trace_analysis():
 
 
 def test_holistic_trace_analysis_itself_where_installed(tmp_path):
-    hta = pytest.importorskip("hta.trace_analysis", reason="HolisticTraceAnalysis is not installed (pip install "
-                                                            "HolisticTraceAnalysis==0.5.0 to compare live)")
+    hta = pytest.importorskip(
+        "hta.trace_analysis",
+        reason="HolisticTraceAnalysis is not installed (pip install HolisticTraceAnalysis==0.5.0 to compare live)",
+    )
     shutil.copy(V100, tmp_path / "rank-0.json")
     t = hta.TraceAnalysis(trace_dir=str(tmp_path))
     temporal = t.get_temporal_breakdown(visualize=False).iloc[0]
@@ -67,17 +75,40 @@ def hand_trace() -> dict:
     copies 7; comm ∩ copies = [18,20] = 2; compute ∩ copies = 0.
     Step 1 (starts in [0,20)): compute 20 + nccl 8 + memcpy 7 → kernels 28; step 2: compute [30,35] → 5.
     """
-    def k(name, ts, dur, device=0, cat="kernel", stream=7):
-        return {"ph": "X", "cat": cat, "name": name, "pid": device, "tid": stream, "ts": ts, "dur": dur,
-                "args": {"device": device, "stream": stream, "correlation": ts}}
 
-    return {"traceEvents": [
-        k("ampere_sgemm_128x64_tn", 0, 10), k("vectorized_elementwise_kernel", 5, 10, stream=8),
-        k("ncclDevKernel_AllReduce_Sum_f32_RING_LL", 12, 8, stream=20), k("Memcpy DtoH", 18, 7, cat="gpu_memcpy"),
-        k("softmax_warp_forward", 30, 5), k("other_gpu", 0, 1, device=1),
-        {"ph": "X", "cat": "gpu_user_annotation", "name": "ProfilerStep#1", "pid": 0, "tid": 7, "ts": 0, "dur": 20},
-        {"ph": "X", "cat": "gpu_user_annotation", "name": "ProfilerStep#2", "pid": 0, "tid": 7, "ts": 20, "dur": 20},
-        {"ph": "M", "name": "process_name", "pid": 0, "args": {"name": "python"}}]}
+    def k(name, ts, dur, device=0, cat="kernel", stream=7):
+        return {
+            "ph": "X",
+            "cat": cat,
+            "name": name,
+            "pid": device,
+            "tid": stream,
+            "ts": ts,
+            "dur": dur,
+            "args": {"device": device, "stream": stream, "correlation": ts},
+        }
+
+    return {
+        "traceEvents": [
+            k("ampere_sgemm_128x64_tn", 0, 10),
+            k("vectorized_elementwise_kernel", 5, 10, stream=8),
+            k("ncclDevKernel_AllReduce_Sum_f32_RING_LL", 12, 8, stream=20),
+            k("Memcpy DtoH", 18, 7, cat="gpu_memcpy"),
+            k("softmax_warp_forward", 30, 5),
+            k("other_gpu", 0, 1, device=1),
+            {"ph": "X", "cat": "gpu_user_annotation", "name": "ProfilerStep#1", "pid": 0, "tid": 7, "ts": 0, "dur": 20},
+            {
+                "ph": "X",
+                "cat": "gpu_user_annotation",
+                "name": "ProfilerStep#2",
+                "pid": 0,
+                "tid": 7,
+                "ts": 20,
+                "dur": 20,
+            },
+            {"ph": "M", "name": "process_name", "pid": 0, "args": {"name": "python"}},
+        ]
+    }
 
 
 def test_a_hand_made_trace_by_hand(tmp_path):
@@ -85,10 +116,21 @@ def test_a_hand_made_trace_by_hand(tmp_path):
     path.write_bytes(gzip.compress(json.dumps(hand_trace()).encode()))
     rows, m = analyse_trace(read_trace(path))
     assert m["device"] == 0 and m["devices"] == [0, 1]
-    expected = {"kernel_time_us": 33, "busy_us": 30, "span_us": 35, "idle_us": 5, "compute_union_us": 20,
-                "communication_union_us": 8, "compute_and_communication_us": 3, "exposed_communication_us": 5,
-                "copy_union_us": 7, "communication_and_copy_us": 2, "compute_and_copy_us": 0,
-                "communication_kernel_time_us": 8, "memcpy_time_us": 7}
+    expected = {
+        "kernel_time_us": 33,
+        "busy_us": 30,
+        "span_us": 35,
+        "idle_us": 5,
+        "compute_union_us": 20,
+        "communication_union_us": 8,
+        "compute_and_communication_us": 3,
+        "exposed_communication_us": 5,
+        "copy_union_us": 7,
+        "communication_and_copy_us": 2,
+        "compute_and_copy_us": 0,
+        "communication_kernel_time_us": 8,
+        "memcpy_time_us": 7,
+    }
     assert {key: m[key] for key in expected} == pytest.approx(expected)
     assert m["streams"] == [7, 8, 20]
     steps = {s["step"]: s for s in by_kind(rows, "step")}
@@ -107,14 +149,17 @@ def test_union_of_intervals():
     assert union_us(np.array([]), np.array([])) == 0.0
 
 
-@pytest.mark.parametrize("content, reason", [
-    (b"", "empty"),
-    (b'{"traceEvents": [1, 2]}', "holds no trace event"),
-    (b'{"segments": [], "device_traces": []}', "not a Chrome/Kineto profiler trace"),
-    (b'{"traceEvents": [{"ph": "X"', "not valid JSON"),
-    (b"\x80\x04\x95", "not UTF-8|not valid JSON"),
-    (gzip.compress(b'{"traceEvents": []}')[:-5], "gzip|truncated"),
-])
+@pytest.mark.parametrize(
+    "content, reason",
+    [
+        (b"", "empty"),
+        (b'{"traceEvents": [1, 2]}', "holds no trace event"),
+        (b'{"segments": [], "device_traces": []}', "not a Chrome/Kineto profiler trace"),
+        (b'{"traceEvents": [{"ph": "X"', "not valid JSON"),
+        (b"\x80\x04\x95", "not UTF-8|not valid JSON"),
+        (gzip.compress(b'{"traceEvents": []}')[:-5], "gzip|truncated"),
+    ],
+)
 def test_not_a_trace_is_refused(tmp_path, content, reason):
     path = tmp_path / "t.json"
     path.write_bytes(content)
