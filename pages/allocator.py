@@ -16,7 +16,7 @@ from core.experiments.allocator import (
 )
 from pages.common import lab, run_panel, workload
 from pages.common.charts import show, show_charts
-from pages.plots import allocator as plots
+from render.plots import allocator as plots
 
 KEY = "allocator"
 CUSTOM_KEY = "allocator.custom_steps"  # plain session key: the composed steps survive reruns

@@ -9,13 +9,14 @@ from core.paths import example_files
 from core.result import FINAL_STATUSES, RunResult, RunSummary
 from core.store import MAX_IMPORT_BYTES, ImportRefused, RunStore, StoreError
 from core.text import MAX_LABEL_CHARS, MAX_TAGS
-from pages.common import comparison, lab
+from pages.common import lab
 from pages.common.charts import show_charts
-from pages.common.export import csv_bytes, slug
 from pages.common.plain import md
-from pages.common.report import build_report, device_pairs
 from pages.common.run_panel import status_banner
-from pages.plots import figures_for, overlay_for
+from render import comparison
+from render.export import csv_bytes, slug
+from render.plots import figures_for, overlay_for
+from render.report import build_report, device_pairs
 
 KEY = "compare"
 SELECTED = f"{KEY}.selected"

@@ -8,7 +8,7 @@ from core.result import RunResult
 from pages.common import lab
 from pages.common.charts import show_charts
 from pages.common.run_panel import results, run_controls
-from pages.plots.interconnect import figures, rows_of
+from render.plots.interconnect import figures, rows_of
 
 KEY = "interconnect"
 DEFAULTS = InterconnectConfig()

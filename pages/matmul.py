@@ -11,7 +11,7 @@ from core.transformer.presets import DEFAULT_BATCH, DEFAULT_CONTEXT, PRESET_NAME
 from pages.common import lab, node
 from pages.common.charts import show_charts
 from pages.common.run_panel import results, run_controls
-from pages.plots.matmul import figures, measured, published_for
+from render.plots.matmul import figures, measured, published_for
 
 KEY = "matmul"
 MODES = {"square": "Square sweep", "mnk": "Custom M×N×K", "model": "Model preset GEMMs", "search": "Find the max"}

@@ -1,7 +1,7 @@
 """Number formats: what each format stores, how sums drift, what autocast does, matmul and int rounding.
 
 Every tab runs a ``core`` experiment in the worker (the same call as ``python -m core <name>``)
-and draws the stored run with ``pages.plots.<name>``. The inspector submits by itself whenever
+and draws the stored run with ``render.plots.<name>``. The inspector submits by itself whenever
 the typed value changes, so the page never blocks on a cast.
 """
 
@@ -14,7 +14,7 @@ from core.experiment import ConfigError
 from core.result import RunResult, rows_frame
 from pages.common import lab, run_panel
 from pages.common.charts import show_charts
-from pages.plots import accumulate, autocast, formats, quantize, rounding
+from render.plots import accumulate, autocast, formats, quantize, rounding
 
 # What the course note (seeds/003) states, quoted beside the measured table — not measured.
 NOTE_SAYS = {

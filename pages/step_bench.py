@@ -11,8 +11,8 @@ from core.result import RunResult
 from core.transformer.training import OPTIMIZERS, PRECISIONS
 from pages.common import lab, node, run_panel, workload
 from pages.common.charts import show_charts
-from pages.plots import kind_rows
-from pages.plots.step_bench import figures
+from render.plots import kind_rows
+from render.plots.step_bench import figures
 
 KEY = "step_bench"
 MAX_TRACE_DOWNLOAD_BYTES = 200 * 2**20

@@ -16,10 +16,10 @@ from core.transformer.presets import (
 )
 from pages.common import lab, run_panel, workload
 from pages.common.charts import show, show_charts
-from pages.plots import overlay_for
-from pages.plots.estimate import moments_figure
-from pages.plots.max_batch import figures as max_batch_figures
-from pages.plots.train_memory import figures
+from render.plots import overlay_for
+from render.plots.estimate import moments_figure
+from render.plots.max_batch import figures as max_batch_figures
+from render.plots.train_memory import figures
 
 KEY = "training_memory"
 # The sidebar's dtype picks the matching precision mode; the page's own dropdown can override it.

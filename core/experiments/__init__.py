@@ -2,6 +2,6 @@
 
 A module is an experiment by being in this package: it defines a config dataclass, a generator
 ``run(config, ctx)`` and ``EXPERIMENTS = [Experiment(...)]`` (:mod:`core.experiment`), and
-:mod:`core.registry` finds it. Its charts are ``pages/plots/<name>.py`` and its tests
+:mod:`core.registry` finds it. Its charts are ``render/plots/<name>.py`` and its tests
 ``tests/core/experiments/test_<name>.py``.
 """

@@ -32,9 +32,10 @@ from core.experiment import (
     check_choices,
 )
 from core.hardware import device as devices
-from core.hardware import memory
+from core.hardware import memory, published
 from core.hardware.clocks import device_sampler
-from core.hardware.specs import above_peak_error, device_peak, measurement_errors, unit_for
+from core.hardware.specs import device_peak, measurement_errors, unit_for
+from core.measure.derived import add_pct_of_best, add_published, flag_above_peak
 from core.measure.stats import gbs, summarize
 from core.measure.timing import TimingPlan, flush_bytes, keep_busy, make_flush, time_op, wake_cpu
 from core.transformer.presets import DEFAULT_BATCH, DEFAULT_CONTEXT, PRESET_NAMES, get_preset
@@ -518,29 +519,6 @@ def _warm_up(ctx: Context, cfg: MatmulConfig, support: dict) -> dict:
     return {"gpu_warmup": {"dtype": dtype, "size": 4096, "seconds": cfg.gpu_warmup_s, "calls": calls}}
 
 
-def add_pct_of_best(rows: list[dict]) -> list[dict]:
-    """pct_of_best = TFLOPS / best TFLOPS of the same dtype in these rows (measured rows only)."""
-    best: dict[str, float] = {}
-    for r in rows:
-        if r.get("status") == "ok" and r.get("tflops"):
-            best[r["dtype"]] = max(best.get(r["dtype"], 0.0), r["tflops"])
-    for r in rows:
-        top = best.get(r["dtype"])
-        r["pct_of_best"] = 100.0 * r["tflops"] / top if top and r.get("status") == "ok" else None
-        r["is_best"] = bool(top) and r.get("status") == "ok" and r["tflops"] == top
-    return rows
-
-
-def flag_above_peak(row: dict) -> dict:
-    """``above_peak`` and the error text on a measured row whose median throughput beats the sheet."""
-    error = above_peak_error(
-        row.get("tflops"), row.get("peak_tflops"), f"{row['dtype']} {row['m']}×{row['n']}×{row['k']}"
-    )
-    row["above_peak"] = error is not None
-    row["measurement_error"] = error
-    return row
-
-
 def run(cfg: MatmulConfig, ctx: Context) -> Iterator[Progress]:
     desc = devices.describe(ctx.device)
     shapes = shapes_for(cfg, ctx.is_cuda)
@@ -639,6 +617,7 @@ def _point(dtype, shape, ctx, cfg, desc, support, flush, generator, t0_s, meta) 
     if peak:
         row["pct_of_peak"] = 100.0 * row["tflops"] / peak
     flag_above_peak(row)
+    add_published(row, published.for_device(desc))
     if row.get("copy_bandwidth_gbs"):
         row["bandwidth_bound_tflops"] = row["copy_bandwidth_gbs"] * row["intensity_flop_per_byte"] / 1e3
     return row

@@ -1,120 +1,58 @@
-"""Chart styling shared by every page: one colour per dtype, units on axes, titles that name the device.
+"""Charts on a page: the figure with the lab's toolbar settings and its export row under it (Streamlit).
 
-Styling is pure Plotly (the HTML report and the CLI use it too); only :func:`show` and
-:func:`show_charts` draw with Streamlit, which they import when called.
+The figures themselves and their export bytes come from the renderers (:mod:`render`).
 """
 
 from __future__ import annotations
 
-import html
-
 import pandas as pd
 import plotly.graph_objects as go
+import streamlit as st
 
-from core.result import RunResult
-from pages.common.export import export_buttons, toolbar_config
-
-DTYPE_COLORS = {
-    "fp64": "#1f77b4",
-    "fp32": "#ff7f0e",
-    "tf32": "#2ca02c",
-    "bf16": "#d62728",
-    "fp16": "#9467bd",
-    "fp8": "#8c564b",
-    "fp8-fast-accum": "#d4a373",
-    "fp8_e4m3fn": "#8c564b",
-    "fp8_e5m2": "#c49c94",
-    "fp8_e4m3fnuz": "#6b3d2e",
-    "fp8_e5m2fnuz": "#e0b9a8",
-    "fp8_e8m0fnu": "#a0522d",
-    "fp4_e2m1fn_x2": "#bcbd22",
-    "int8": "#e377c2",
-    "int4": "#7f7f7f",
-    # autocast modes: a lighter shade of the dtype their matmuls run in (pure bf16 appears beside them)
-    "bf16-autocast": "#ff9896",
-    "fp16-autocast": "#c5b0d5",
-}
-# Training-memory categories (timeline, planner, estimate vs measured): the Okabe–Ito palette, distinct
-# for colour-blind readers too; the hash fallback drew parameters and temporaries in the same brown.
-CATEGORY_COLORS = {
-    "parameters": "#0072B2",
-    "gradients": "#E69F00",
-    "optimizer_state": "#009E73",
-    "activations": "#D55E00",
-    "temporaries": "#CC79A7",
-    "other": "#999999",
-    "unknown": "#c7c7c7",
-}
-_FALLBACK = ("#17becf", "#bcbd22", "#393b79", "#637939", "#8c6d31", "#843c39", "#7b4173")
-
-
-def color_for(name: str) -> str:
-    if name in DTYPE_COLORS:
-        return DTYPE_COLORS[name]
-    if name in CATEGORY_COLORS:
-        return CATEGORY_COLORS[name]
-    return _FALLBACK[sum(map(ord, str(name))) % len(_FALLBACK)]
-
-
-def device_label(run: RunResult) -> str:
-    """'CPU — <model>' or 'cuda:0 — <GPU>': every chart says where its numbers come from. An imported file was
-    recorded elsewhere: its charts name the file (and its GPU where the file says), never the importing box."""
-    if run.meta.get("recorded_on"):
-        name = run.meta.get("device_name")
-        return f"imported {run.meta.get('file', 'file')}" + (f" — {name}" if name else "")
-    device = run.device
-    if device.get("kind") == "cpu":
-        return f"CPU — {device.get('name', '')}"
-    return device.get("label") or device.get("name", "unknown device")
-
-
-def plain(text: str) -> str:
-    """Text for a Plotly title, legend or label: Plotly reads a subset of HTML there (links, bold), so
-    user text (names, imported device names, column names) is escaped; Plotly shows the entities as
-    the characters they stand for."""
-    return html.escape(str(text), quote=False)
-
-
-def short_plain(name: str, limit: int = 70) -> str:
-    """A long name (a C++ kernel with its template arguments, a stack frame) cut for an axis label and
-    escaped: ``<module>`` or ``kernel<4, float>`` would otherwise be read as tags and vanish."""
-    return plain(name if len(name) <= limit else name[: limit - 3] + "…")
-
-
-def plain_lines(lines) -> str:
-    """Lines of imported text (stack frames) as one escaped hover text."""
-    return "<br>".join(plain(line) for line in lines)
-
-
-def title(text: str, run: RunResult | None = None, detail: str = "") -> str:
-    sub = plain(" · ".join(filter(None, [device_label(run) if run else "", detail])))
-    return f"{plain(text)}<br><sup>{sub}</sup>" if sub else plain(text)
-
-
-def style(fig: go.Figure, title_text: str, x_title: str, y_title: str, **layout) -> go.Figure:
-    """``title_text`` comes from :func:`title`; axis and legend titles (column names) are escaped here."""
-    legend = layout.pop("legend_title", None)
-    fig.update_layout(
-        template="plotly_white",
-        title=title_text,
-        xaxis_title=plain(x_title),
-        yaxis_title=plain(y_title),
-        legend_title_text=plain(legend) if legend else legend,
-        margin=dict(t=80),
-        **layout,
-    )
-    return fig
+from render.export import csv_bytes, html_bytes, image_bytes, image_export_problem, json_bytes, slug, toolbar_config
 
 
 def show(fig: go.Figure, data: pd.DataFrame | None, name: str, key: str) -> None:
     """Draw a chart with the shared toolbar settings and the export row under it."""
-    import streamlit as st
-
     st.plotly_chart(fig, width="stretch", config=toolbar_config(name), key=f"{key}.chart")
     export_buttons(fig, data, name, key)
 
 
 def show_charts(charts, key: str) -> None:
-    """Draw a list of :class:`pages.plots.Chart` with their export rows."""
+    """Draw a list of :class:`render.plots.Chart` with their export rows."""
     for i, chart in enumerate(charts):
         show(chart.figure, chart.data, chart.name, f"{key}.{i}.{chart.name}")
+
+
+def export_buttons(fig: go.Figure, data: pd.DataFrame | None, name: str, key: str) -> None:
+    """One row of download buttons under a chart."""
+    base = slug(name)
+    problem = image_export_problem()
+    cols = st.columns(5 if problem is None else 3)
+    i = 0
+    if problem is None:
+        cols[0].download_button(
+            "PNG", lambda: image_bytes(fig, "png"), f"{base}.png", "image/png", key=f"{key}.png", on_click="ignore"
+        )
+        cols[1].download_button(
+            "SVG", lambda: image_bytes(fig, "svg"), f"{base}.svg", "image/svg+xml", key=f"{key}.svg", on_click="ignore"
+        )
+        i = 2
+    cols[i].download_button(
+        "HTML",
+        lambda: html_bytes(fig),
+        f"{base}.html",
+        "text/html",
+        key=f"{key}.html",
+        on_click="ignore",
+        help="interactive chart, opens offline",
+    )
+    if data is not None:
+        cols[i + 1].download_button(
+            "CSV", csv_bytes(data), f"{base}.csv", "text/csv", key=f"{key}.csv", on_click="ignore"
+        )
+        cols[i + 2].download_button(
+            "JSON", json_bytes(data), f"{base}.json", "application/json", key=f"{key}.json", on_click="ignore"
+        )
+    if problem:
+        st.caption(f"PNG: use the camera icon in the chart's toolbar ({problem}).")

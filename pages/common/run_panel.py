@@ -15,8 +15,8 @@ import streamlit as st
 from core.experiment import ConfigError
 from core.result import RunResult
 from pages.common import lab
-from pages.common.charts import device_label
 from pages.common.plain import md
+from render.style import device_label
 
 Render = Callable[[RunResult], None]
 

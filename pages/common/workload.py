@@ -20,9 +20,9 @@ from core.workload.snapshot_analysis import size_text
 from pages.common import lab, run_panel
 from pages.common.charts import show, show_charts
 from pages.common.plain import md
-from pages.plots import kind_rows
-from pages.plots import memory_snapshot as snap_plots
-from pages.plots import profiler_trace as trace_plots
+from render.plots import kind_rows
+from render.plots import memory_snapshot as snap_plots
+from render.plots import profiler_trace as trace_plots
 
 MAX_CHART_POINTS = 20_000
 DEFAULT_CHART_POINTS = 5_000

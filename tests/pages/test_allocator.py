@@ -122,7 +122,7 @@ def _gpu_run(setting="default", with_trace=False):
 
 
 def test_segment_map_draws_each_block_at_its_offset():
-    from pages.plots import allocator as plots
+    from render.plots import allocator as plots
 
     chart = plots.segment_map(_gpu_run(), 1)
     bars = [(t.name, t.base[0], t.x[0]) for t in chart.figure.data]
@@ -130,7 +130,7 @@ def test_segment_map_draws_each_block_at_its_offset():
 
 
 def test_history_accumulates_active_and_reserved_by_hand():
-    from pages.plots import allocator as plots
+    from render.plots import allocator as plots
 
     chart = plots.history(_gpu_run(with_trace=True))
     df = chart.data
@@ -141,7 +141,7 @@ def test_history_accumulates_active_and_reserved_by_hand():
 
 
 def test_overlay_draws_reserved_and_allocated_per_setting():
-    from pages.plots import allocator as plots
+    from render.plots import allocator as plots
 
     (chart,) = plots.overlay([_gpu_run("default"), _gpu_run("expandable_segments:True")])
     assert [t.name for t in chart.figure.data] == [
@@ -174,7 +174,7 @@ def test_page_on_a_gpu_offers_every_scenario_and_measures_the_backward_peak(gpu_
 
 
 def test_segment_map_colours_every_block_state_a_snapshot_writes():
-    from pages.plots import allocator as plots
+    from render.plots import allocator as plots
 
     run = _gpu_run()
     run.rows[1]["segment_map"][0]["blocks"][1]["state"] = "active_pending_free"  # as real snapshots write it

@@ -6,8 +6,8 @@ import pandas as pd
 import pytest
 
 from core.result import RunResult
-from pages.common import comparison
-from pages.plots import figures_for
+from render import comparison
+from render.plots import figures_for
 
 H100 = {"kind": "cuda", "name": "NVIDIA H100 80GB HBM3", "label": "cuda:0 — NVIDIA H100 80GB HBM3"}
 A100 = {"kind": "cuda", "name": "NVIDIA A100-SXM4-80GB", "label": "cuda:0 — NVIDIA A100-SXM4-80GB"}
@@ -209,7 +209,7 @@ def test_throughput_is_also_shown_as_percent_of_each_devices_own_peak():
 
 
 def test_a_run_with_a_measurement_error_says_so_above_its_charts(app, store):
-    from core.experiments.matmul import flag_above_peak
+    from core.measure.derived import flag_above_peak
     from core.hardware.specs import measurement_errors
 
     rows = [

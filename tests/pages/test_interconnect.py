@@ -5,7 +5,7 @@ import time
 import pytest
 
 from core.result import RunResult
-from pages.plots.interconnect import figures
+from render.plots.interconnect import figures
 
 PAGE = "pages/interconnect.py"
 
@@ -152,7 +152,7 @@ def test_page_runs_gloo_ranks_on_cpu_and_draws_the_charts(app):
 
 
 def test_overlay_puts_runs_side_by_side():
-    from pages.plots.interconnect import overlay
+    from render.plots.interconnect import overlay
 
     a = _run([_collective("all_reduce", 2**20, 1.0, 1.0)])
     b = _run([_collective("all_reduce", 2**20, 0.5, 1.5)], meta={"world_size": 4})

@@ -68,7 +68,7 @@ def _run(rows, **meta):
 
 
 def test_figures_plot_the_measured_points():
-    from pages.plots.matmul import figures
+    from render.plots.matmul import figures
 
     charts = figures(_run(_rows(), copy_bandwidth_gbs=10.0))
     names = [c.name for c in charts]
@@ -84,7 +84,7 @@ def test_figures_plot_the_measured_points():
 
 
 def test_clock_chart_when_samples_exist():
-    from pages.plots.matmul import figures
+    from render.plots.matmul import figures
 
     clocks = [
         {
@@ -169,7 +169,7 @@ def _gpu_run_above_peak():
 
 
 def test_a_point_above_the_datasheet_is_marked_as_a_measurement_error():
-    from pages.plots.matmul import figures
+    from render.plots.matmul import figures
 
     chart = figures(_gpu_run_above_peak())[0]
     (wrong,) = [t for t in chart.figure.data if t.name.startswith("above the datasheet peak")]
@@ -178,7 +178,7 @@ def test_a_point_above_the_datasheet_is_marked_as_a_measurement_error():
 
 
 def test_overlay_uses_gflops_only_when_every_run_is_a_cpu_run():
-    from pages.plots.matmul import overlay
+    from render.plots.matmul import overlay
 
     cpu, gpu = _run(_rows()), _gpu_run_above_peak()
     (chart,) = overlay([cpu])
@@ -207,7 +207,7 @@ def test_page_on_a_gpu_shows_tflops(gpu_app):
 
 
 def test_published_best_achievable_beside_the_datasheet():
-    from pages.plots.matmul import figures, measured
+    from render.plots.matmul import figures, measured
 
     run = _gpu_run_above_peak()  # an H100 SXM: the source measured 794.5 bf16 TFLOPS at best
     df = measured(run)

@@ -6,7 +6,7 @@ import time
 import pytest
 
 from core.result import RunResult
-from pages.common.node import node_chart
+from render.node import node_chart
 
 CPU = {"kind": "cpu", "index": None, "torch_device": "cpu", "name": "Test CPU", "label": "CPU — Test CPU"}
 
@@ -87,7 +87,7 @@ def test_node_chart_bars_with_the_median_and_the_flag_line():
 
 
 def test_matmul_figures_of_a_merged_run_show_each_gpu():
-    from pages.plots.matmul import figures
+    from render.plots.matmul import figures
 
     rows = [
         {
@@ -119,7 +119,7 @@ def test_matmul_figures_of_a_merged_run_show_each_gpu():
 
 
 def test_step_bench_figures_of_a_merged_run():
-    from pages.plots.step_bench import figures
+    from render.plots.step_bench import figures
 
     rows = [
         {

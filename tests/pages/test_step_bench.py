@@ -6,7 +6,7 @@ import time
 import pytest
 
 from core.result import RunResult
-from pages.plots.step_bench import figures, overlay
+from render.plots.step_bench import figures, overlay
 
 PAGE = "pages/step_bench.py"
 

@@ -49,7 +49,7 @@ def test_figures_and_overlay_from_a_run():
     from core.experiment import Context, drive
     from core.experiments.train_memory import TrainMemoryConfig, run
     from core.result import RunResult
-    from pages.plots.train_memory import figures, overlay
+    from render.plots.train_memory import figures, overlay
 
     def record(precision):
         out, _ = drive(
@@ -97,7 +97,7 @@ def test_every_memory_category_has_its_own_clearly_different_colour():
     import math
 
     from core.result import RunResult
-    from pages.plots.train_memory import timeline_figure
+    from render.plots.train_memory import timeline_figure
 
     rows = [
         {

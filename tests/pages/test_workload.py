@@ -120,7 +120,7 @@ def test_stored_imports_draw_for_compare_and_the_report(tmp_path):
     from core.experiments.profiler_trace import ProfilerTraceConfig
     from core.experiments.profiler_trace import run as run_trace
     from core.result import RunResult
-    from pages.plots import memory_snapshot, profiler_trace
+    from render.plots import memory_snapshot, profiler_trace
 
     def stored(experiment, out, name):
         return RunResult(
@@ -172,7 +172,7 @@ def test_template_kernels_and_module_frames_are_text_in_charts(tmp_path):
     from core.experiments.profiler_trace import ProfilerTraceConfig
     from core.experiments.profiler_trace import run as run_trace
     from core.result import RunResult
-    from pages.plots import memory_snapshot, profiler_trace
+    from render.plots import memory_snapshot, profiler_trace
 
     def stored(experiment, out):
         return RunResult(

@@ -239,7 +239,7 @@ def test_gpu_fp8_rows_say_which_accumulation_they_measured():
     [(1000.0, 989.4, True), (989.4, 989.4, False), (900.0, 989.4, False), (5.0, None, False), (None, 989.4, False)],
 )
 def test_throughput_above_the_datasheet_is_flagged_as_a_measurement_error(tflops, peak, flagged):
-    from core.experiments.matmul import flag_above_peak
+    from core.measure.derived import flag_above_peak
 
     row = flag_above_peak({"dtype": "bf16", "m": 8192, "n": 8192, "k": 8192, "tflops": tflops, "peak_tflops": peak})
     assert row["above_peak"] is flagged

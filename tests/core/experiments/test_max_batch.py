@@ -15,7 +15,7 @@ def test_binary_search_finds_limit_with_few_probes():
 
 def test_chart_shows_each_probe_where_it_belongs():
     from core.result import RunResult
-    from pages.plots.max_batch import figures
+    from render.plots.max_batch import figures
 
     gib = 2**30
     rows = [

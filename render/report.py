@@ -16,9 +16,9 @@ from plotly.offline import get_plotlyjs
 
 from core.columns import fmt
 from core.result import RunResult
-from pages.common import comparison
-from pages.common.charts import device_label
-from pages.plots import Chart, figures_for, overlay_for
+from render import comparison
+from render.plots import Chart, figures_for, overlay_for
+from render.style import device_label
 
 MAX_TABLE_ROWS = 200
 _CSS = """

@@ -7,9 +7,9 @@ import plotly.graph_objects as go
 
 from core.result import RunResult
 from core.workload.trace import KINDS
-from pages.common.charts import color_for, plain, short_plain, style, title
-from pages.plots import Chart, kind_rows
-from pages.plots.step_bench import GROUP_COLORS
+from render.plots import Chart, kind_rows
+from render.plots.step_bench import GROUP_COLORS
+from render.style import color_for, plain, short_plain, style, title
 
 COLORS = GROUP_COLORS | {"communication": "#17becf", "memcpy": "#bcbd22", "memset": "#8c564b", "compute": "#1f77b4"}
 

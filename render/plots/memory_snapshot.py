@@ -13,9 +13,9 @@ import plotly.graph_objects as go
 
 from core.result import RunResult
 from core.workload.snapshot_analysis import CATEGORIES
-from pages.common.charts import color_for, plain, plain_lines, style, title
-from pages.plots import Chart
-from pages.plots.allocator import BLOCK_COLORS
+from render.plots import Chart
+from render.plots.allocator import BLOCK_COLORS
+from render.style import color_for, plain, plain_lines, style, title
 
 GIB = 2**30
 STATE_NAMES = {

@@ -5,8 +5,8 @@ from __future__ import annotations
 import plotly.graph_objects as go
 
 from core.result import RunResult
-from pages.common.charts import style, title
-from pages.plots import Chart
+from render.plots import Chart
+from render.style import style, title
 
 GIB = 2**30
 

@@ -33,7 +33,7 @@ def kind_rows(run: RunResult, kind: str) -> pd.DataFrame:
 
 def _module(experiment: str):
     try:
-        return importlib.import_module(f"pages.plots.{experiment.replace('-', '_')}")
+        return importlib.import_module(f"render.plots.{experiment.replace('-', '_')}")
     except ModuleNotFoundError:
         return None
 

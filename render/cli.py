@@ -1,4 +1,9 @@
-"""``report``: one self-contained HTML report of stored runs (the pages' figures, so plotly is needed)."""
+"""``python -m core report``: one self-contained HTML report of stored runs, drawn by the renderers.
+
+The engine's CLI knows nothing of Plotly: it adds the command groups of the packages above it that are
+installed (``core.cli.PLUGINS``), and this is the renderers' one. On a box with the engine alone the command
+is absent rather than broken.
+"""
 
 from __future__ import annotations
 
@@ -22,13 +27,9 @@ def run(args) -> int:
     store = open_store(args, write=False)
     runs = [store.find(i) for i in args.ids]
     try:
-        from pages.common.report import build_report  # plotly lives outside core, imported only here
+        from render.report import build_report  # imported only here: plotly costs a second at start-up
     except ImportError as exc:
-        print(
-            f"error: the HTML report needs plotly and the GPU Lab pages package ({exc}); "
-            f"pip install plotly pandas, and run from the repository root",
-            file=sys.stderr,
-        )
+        print(f"error: the HTML report needs plotly and pandas ({exc}): pip install plotly pandas", file=sys.stderr)
         return 2
     data = build_report(runs).encode("utf-8")
     write_file(args.output, data)

@@ -7,8 +7,8 @@ import plotly.graph_objects as go
 
 from core.result import RunResult
 from core.transformer.planner import CATEGORIES
-from pages.common.charts import color_for, plain, style, title
-from pages.plots import Chart
+from render.plots import Chart
+from render.style import color_for, plain, style, title
 
 PHASE_COLORS = {
     "forward": "rgba(31,119,180,0.10)",

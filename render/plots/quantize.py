@@ -6,8 +6,8 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from core.result import RunResult
-from pages.common.charts import style, title
-from pages.plots import Chart
+from render.plots import Chart
+from render.style import style, title
 
 COLORS = {
     "int8 symmetric": "#e377c2",

@@ -54,7 +54,7 @@ def probe(run_id, status="ok", error=None):
 
 
 def build(runs):
-    from pages.common.report import build_report
+    from render.report import build_report
 
     return build_report(runs, "Test report")
 
@@ -91,7 +91,7 @@ def test_report_escapes_user_text_and_reports_failures():
 
 
 def test_report_needs_a_run():
-    from pages.common.report import build_report
+    from render.report import build_report
 
     with pytest.raises(ValueError, match="at least one run"):
         build_report([])
@@ -110,9 +110,9 @@ def test_cli_writes_a_report(store, tmp_path, capsys):
 
 def test_cli_report_without_plotly_says_so(store, tmp_path, capsys, monkeypatch):
     store.save(probe("ee05"))
-    # "pages" itself too: a re-import during the test would leave the package's `common` attribute
-    # pointing at a half-imported module after sys.modules is restored, breaking later tests.
-    for name in [m for m in sys.modules if m in ("plotly", "pages") or m.startswith(("plotly.", "pages."))]:
+    # the renderers too: a re-import during the test would leave the package's attributes pointing at
+    # half-imported modules after sys.modules is restored, breaking later tests.
+    for name in [m for m in sys.modules if m in ("plotly", "render") or m.startswith(("plotly.", "render."))]:
         monkeypatch.delitem(sys.modules, name)
     monkeypatch.setitem(sys.modules, "plotly", None)  # import plotly now raises ImportError
     assert main(["report", "ee05", "-o", str(tmp_path / "r.html")]) == 2

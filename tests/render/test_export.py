@@ -12,8 +12,8 @@ import pandas as pd
 import plotly.graph_objects as go
 import pytest
 
-from pages.common import export
-from pages.common.export import (
+from render import export
+from render.export import (
     IMAGE_HEIGHT_PX,
     IMAGE_WIDTH_PX,
     PNG_SCALE,

@@ -6,8 +6,8 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from core.result import RunResult
-from pages.common.charts import color_for, style, title
-from pages.plots import Chart
+from render.plots import Chart
+from render.style import color_for, style, title
 
 MIB = 2**20
 NESTED = ("segment_map", "trace")  # per-step JSON structures: drawn, never put in a CSV

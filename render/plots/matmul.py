@@ -7,12 +7,12 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from core.columns import throughput_unit
-from core.experiments.matmul import add_pct_of_best, flag_above_peak
 from core.hardware import published
+from core.measure.derived import add_pct_of_best, add_published, flag_above_peak
 from core.result import RunResult
-from pages.common.charts import color_for, plain, style, title
-from pages.common.node import is_all_gpus, node_chart
-from pages.plots import Chart
+from render.node import is_all_gpus, node_chart
+from render.plots import Chart
+from render.style import color_for, plain, style, title
 
 ZERO_ERROR = 1e-17  # where an exactly-zero relative error is drawn on the log axis
 
@@ -23,24 +23,30 @@ def published_for(run: RunResult, accelerator: str | None = None) -> list[publis
 
 
 def measured(run: RunResult, accelerator: str | None = None) -> pd.DataFrame:
-    """The measured points (pct_of_best filled in for cancelled runs too), with display columns; where a
-    published maximum achievable exists for the dtype, ``published_tflops`` and ``pct_of_published``."""
-    rows = add_pct_of_best([dict(r) for r in run.rows])
+    """The measured points with display columns. ``pct_of_best``, the above-peak flag and the percentage of
+    the published maximum achievable for the run's own GPU are stored by the engine; a run stored before a
+    field existed, or a cancelled run (whose sweep never reached its end), gets it from the same engine
+    function here. With ``accelerator``, ``pct_of_published`` compares with that GPU's published figures."""
+    rows = [dict(r) for r in run.rows]
+    if rows and any("pct_of_best" not in r for r in rows):
+        add_pct_of_best(rows)
+    for r in rows:
+        if r.get("status") == "ok" and "above_peak" not in r:
+            flag_above_peak(r)
+        if r.get("status") == "ok" and (accelerator or "pct_of_published" not in r):
+            add_published(r, published_for(run, accelerator))
     df = pd.DataFrame(rows)
     if df.empty or "status" not in df:
         return pd.DataFrame()
     df = df[df["status"] == "ok"].copy()
     if df.empty:
         return df
-    if "above_peak" not in df:  # runs stored before the flag existed are checked the same way
-        df = pd.DataFrame([flag_above_peak(dict(r)) for r in df.to_dict("records")], index=df.index)
     df["shape"] = df["m"].astype(str) + "×" + df["n"].astype(str) + "×" + df["k"].astype(str)
     df["throughput"] = df["tflops"] * _scale(run)
     # a run on every GPU draws one line per dtype and GPU (same colour per dtype)
     df["series"] = df["dtype"] + (" · " + df["device"] if is_all_gpus(run) else "")
-    figures_by_dtype = {p.dtype: p.tflops for p in published_for(run, accelerator)}
-    df["published_tflops"] = df["dtype"].map(figures_by_dtype).astype(float)
-    df["pct_of_published"] = 100.0 * df["tflops"] / df["published_tflops"]
+    df["published_tflops"] = df["published_tflops"].astype(float)
+    df["pct_of_published"] = df["pct_of_published"].astype(float)
     return df.drop(columns=["samples_ms"], errors="ignore")
 
 

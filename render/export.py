@@ -3,9 +3,8 @@
 PNG and SVG are rendered on the server with kaleido when it and a Chromium/Chrome are present.
 kaleido's sync server is started once per process (a cold export costs ~2.5 s, a warm one ~0.2 s);
 without a browser the Plotly toolbar's camera button still downloads a PNG from the browser, and
-the export row says so. Files are built only when the user clicks (``download_button`` with a
-callable). Streamlit is imported only by :func:`export_buttons`, so the byte builders also serve
-the HTML report and the CLI.
+the export row says so. No Streamlit here: the page's export row (``pages.common.charts``), the HTML
+report and the CLI build their files with these functions.
 """
 
 from __future__ import annotations
@@ -113,44 +112,7 @@ def toolbar_config(name: str) -> dict:
     return {"displaylogo": False, "toImageButtonOptions": {"format": "png", "filename": slug(name), "scale": PNG_SCALE}}
 
 
-def export_buttons(fig: go.Figure, data: pd.DataFrame | None, name: str, key: str) -> None:
-    """One row of download buttons under a chart."""
-    import streamlit as st
-
-    base = slug(name)
-    problem = image_export_problem()
-    cols = st.columns(5 if problem is None else 3)
-    i = 0
-    if problem is None:
-        cols[0].download_button(
-            "PNG", lambda: image_bytes(fig, "png"), f"{base}.png", "image/png", key=f"{key}.png", on_click="ignore"
-        )
-        cols[1].download_button(
-            "SVG", lambda: image_bytes(fig, "svg"), f"{base}.svg", "image/svg+xml", key=f"{key}.svg", on_click="ignore"
-        )
-        i = 2
-    cols[i].download_button(
-        "HTML",
-        lambda: html_bytes(fig),
-        f"{base}.html",
-        "text/html",
-        key=f"{key}.html",
-        on_click="ignore",
-        help="interactive chart, opens offline",
-    )
-    if data is not None:
-        cols[i + 1].download_button(
-            "CSV", csv_bytes(data), f"{base}.csv", "text/csv", key=f"{key}.csv", on_click="ignore"
-        )
-        cols[i + 2].download_button(
-            "JSON", json_bytes(data), f"{base}.json", "application/json", key=f"{key}.json", on_click="ignore"
-        )
-    if problem:
-        st.caption(f"PNG: use the camera icon in the chart's toolbar ({problem}).")
-
-
 __all__ = [
-    "export_buttons",
     "html_bytes",
     "csv_bytes",
     "json_bytes",

@@ -8,9 +8,9 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from core.result import RunResult
-from pages.common.charts import color_for, plain, short_plain, style, title
-from pages.common.node import is_all_gpus, node_chart
-from pages.plots import Chart, kind_rows
+from render.node import is_all_gpus, node_chart
+from render.plots import Chart, kind_rows
+from render.style import color_for, plain, short_plain, style, title
 
 PHASE_ORDER = ("forward", "backward", "optimizer", "zero_grad", "step")
 SCOPE_LABELS = {"forward": "forward only", "step": "full step"}

@@ -16,8 +16,8 @@ from core import columns
 from core.columns import headline_metric, split_columns, tokens
 from core.hardware.specs import unit_for
 from core.result import RunResult, RunSummary
-from pages.common.charts import DTYPE_COLORS, color_for, plain, style, title
-from pages.plots import Chart
+from render.plots import Chart
+from render.style import DTYPE_COLORS, color_for, plain, style, title
 
 # Line styles tell runs apart when colour already means dtype.
 DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")

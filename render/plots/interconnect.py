@@ -8,8 +8,8 @@ import plotly.graph_objects as go
 
 from core.distributed.collectives import format_size
 from core.result import RunResult
-from pages.common.charts import color_for, style, title
-from pages.plots import Chart, kind_rows
+from render.plots import Chart, kind_rows
+from render.style import color_for, style, title
 
 COLLECTIVE_COLORS = {
     "all_reduce": "#1f77b4",

@@ -7,8 +7,8 @@ import plotly.graph_objects as go
 
 from core.result import RunResult
 from core.transformer.planner import CATEGORIES
-from pages.common.charts import color_for, style, title
-from pages.plots import Chart
+from render.plots import Chart
+from render.style import color_for, style, title
 
 MIB = 2**20
 

@@ -1,0 +1,103 @@
+"""Chart styling shared by every figure: one colour per dtype, units on axes, titles that name the device.
+
+Pure Plotly: the pages, the compare view and the HTML report (also from the CLI) style charts alike.
+"""
+
+from __future__ import annotations
+
+import html
+
+import plotly.graph_objects as go
+
+from core.result import RunResult
+
+DTYPE_COLORS = {
+    "fp64": "#1f77b4",
+    "fp32": "#ff7f0e",
+    "tf32": "#2ca02c",
+    "bf16": "#d62728",
+    "fp16": "#9467bd",
+    "fp8": "#8c564b",
+    "fp8-fast-accum": "#d4a373",
+    "fp8_e4m3fn": "#8c564b",
+    "fp8_e5m2": "#c49c94",
+    "fp8_e4m3fnuz": "#6b3d2e",
+    "fp8_e5m2fnuz": "#e0b9a8",
+    "fp8_e8m0fnu": "#a0522d",
+    "fp4_e2m1fn_x2": "#bcbd22",
+    "int8": "#e377c2",
+    "int4": "#7f7f7f",
+    # autocast modes: a lighter shade of the dtype their matmuls run in (pure bf16 appears beside them)
+    "bf16-autocast": "#ff9896",
+    "fp16-autocast": "#c5b0d5",
+}
+# Training-memory categories (timeline, planner, estimate vs measured): the Okabe–Ito palette, distinct
+# for colour-blind readers too; the hash fallback drew parameters and temporaries in the same brown.
+CATEGORY_COLORS = {
+    "parameters": "#0072B2",
+    "gradients": "#E69F00",
+    "optimizer_state": "#009E73",
+    "activations": "#D55E00",
+    "temporaries": "#CC79A7",
+    "other": "#999999",
+    "unknown": "#c7c7c7",
+}
+_FALLBACK = ("#17becf", "#bcbd22", "#393b79", "#637939", "#8c6d31", "#843c39", "#7b4173")
+
+
+def color_for(name: str) -> str:
+    if name in DTYPE_COLORS:
+        return DTYPE_COLORS[name]
+    if name in CATEGORY_COLORS:
+        return CATEGORY_COLORS[name]
+    return _FALLBACK[sum(map(ord, str(name))) % len(_FALLBACK)]
+
+
+def device_label(run: RunResult) -> str:
+    """'CPU — <model>' or 'cuda:0 — <GPU>': every chart says where its numbers come from. An imported file was
+    recorded elsewhere: its charts name the file (and its GPU where the file says), never the importing box."""
+    if run.meta.get("recorded_on"):
+        name = run.meta.get("device_name")
+        return f"imported {run.meta.get('file', 'file')}" + (f" — {name}" if name else "")
+    device = run.device
+    if device.get("kind") == "cpu":
+        return f"CPU — {device.get('name', '')}"
+    return device.get("label") or device.get("name", "unknown device")
+
+
+def plain(text: str) -> str:
+    """Text for a Plotly title, legend or label: Plotly reads a subset of HTML there (links, bold), so
+    user text (names, imported device names, column names) is escaped; Plotly shows the entities as
+    the characters they stand for."""
+    return html.escape(str(text), quote=False)
+
+
+def short_plain(name: str, limit: int = 70) -> str:
+    """A long name (a C++ kernel with its template arguments, a stack frame) cut for an axis label and
+    escaped: ``<module>`` or ``kernel<4, float>`` would otherwise be read as tags and vanish."""
+    return plain(name if len(name) <= limit else name[: limit - 3] + "…")
+
+
+def plain_lines(lines) -> str:
+    """Lines of imported text (stack frames) as one escaped hover text."""
+    return "<br>".join(plain(line) for line in lines)
+
+
+def title(text: str, run: RunResult | None = None, detail: str = "") -> str:
+    sub = plain(" · ".join(filter(None, [device_label(run) if run else "", detail])))
+    return f"{plain(text)}<br><sup>{sub}</sup>" if sub else plain(text)
+
+
+def style(fig: go.Figure, title_text: str, x_title: str, y_title: str, **layout) -> go.Figure:
+    """``title_text`` comes from :func:`title`; axis and legend titles (column names) are escaped here."""
+    legend = layout.pop("legend_title", None)
+    fig.update_layout(
+        template="plotly_white",
+        title=title_text,
+        xaxis_title=plain(x_title),
+        yaxis_title=plain(y_title),
+        legend_title_text=plain(legend) if legend else legend,
+        margin=dict(t=80),
+        **layout,
+    )
+    return fig
