@@ -209,8 +209,8 @@ def test_throughput_is_also_shown_as_percent_of_each_devices_own_peak():
 
 
 def test_a_run_with_a_measurement_error_says_so_above_its_charts(app, store):
-    from core.measure.derived import flag_above_peak
     from core.hardware.specs import measurement_errors
+    from core.measure.derived import flag_above_peak
 
     rows = [
         flag_above_peak(
