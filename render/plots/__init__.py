@@ -1,4 +1,4 @@
-"""Figure builders, one module per experiment: ``pages/plots/<experiment>.py`` (dashes → underscores).
+"""Figure builders, one module per experiment: ``render/plots/<experiment>.py`` (dashes → underscores).
 
 Each module defines ``figures(run: RunResult) -> list[Chart]``: pure Plotly, no Streamlit, so the
 experiment's page, the compare page and the HTML report draw a stored run identically. A module
