@@ -18,9 +18,11 @@ import gc
 import gzip
 import io
 import json
+import mmap
 import os
 import pickle
 import stat
+import tempfile
 import zlib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
@@ -270,3 +272,68 @@ def load_pickle_stream(
             gc.enable()
     check_depth(data, max_depth, what)
     return data
+
+
+@contextmanager
+def open_mapped(source: str | os.PathLike, limit_bytes: int, what: str = "file") -> Iterator[memoryview]:
+    """A file's content as a read-only buffer that is not Python heap: the file itself memory-mapped, or, for
+    gzip (by its magic bytes), its content inflated into an unlinked temporary file, counted against
+    ``limit_bytes`` as it is written, and mapped. A typed decoder reads the buffer and keeps only the fields it
+    declares, so a file of gigabytes never exists as Python objects, and the pages it touched go back to the
+    OS when it is done. Empty content is an empty buffer."""
+    path = Path(source)
+    try:
+        if stat.S_ISDIR(path.stat().st_mode):
+            raise InputRefused(f"{path} is a directory, not a {what}")
+        fh = open(path, "rb")
+    except OSError as exc:
+        raise InputRefused(f"cannot read {path}: {exc.strerror or exc}") from None
+    with fh:
+        if fh.read(2) == GZIP_MAGIC:
+            fh.seek(0)
+            with tempfile.TemporaryFile() as out:
+                try:
+                    with gzip.GzipFile(fileobj=fh, mode="rb") as gz:
+                        _copy_limited(gz, out, limit_bytes, what, "expands to")
+                except (EOFError, gzip.BadGzipFile, zlib.error) as exc:
+                    raise InputRefused(f"the {what} is not valid gzip ({exc}); it may be truncated") from None
+                except OSError as exc:
+                    raise InputRefused(f"cannot inflate the {what}: {exc.strerror or exc}") from None
+                with _mapped(out) as view:
+                    yield view
+            return
+        size = os.fstat(fh.fileno()).st_size
+        if not stat.S_ISREG(os.fstat(fh.fileno()).st_mode):  # a pipe or a device: no size to trust, copy it
+            fh.seek(0)
+            with tempfile.TemporaryFile() as out:
+                _copy_limited(fh, out, limit_bytes, what, "is larger than")
+                with _mapped(out) as view:
+                    yield view
+            return
+        if size > limit_bytes:
+            raise InputRefused(f"the {what} is larger than the {_mib(limit_bytes)} limit")
+        with _mapped(fh) as view:
+            yield view
+
+
+def _copy_limited(src: BinaryIO, dst: BinaryIO, limit_bytes: int, what: str, verb: str) -> None:
+    written = 0
+    while chunk := src.read(CHUNK_BYTES):
+        written += len(chunk)
+        if written > limit_bytes:
+            raise InputRefused(f"the {what} {verb} more than the {_mib(limit_bytes)} limit")
+        dst.write(chunk)
+    dst.flush()
+
+
+@contextmanager
+def _mapped(fh: BinaryIO) -> Iterator[memoryview]:
+    if os.fstat(fh.fileno()).st_size == 0:
+        yield memoryview(b"")
+        return
+    with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
+        view = memoryview(mm)
+        try:
+            yield view
+        finally:
+            view.release()

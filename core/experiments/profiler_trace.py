@@ -33,7 +33,7 @@ def run(cfg: ProfilerTraceConfig, ctx: Context):
 
     path = Path(cfg.path)
     data, size = yield from read_imported(path, read_trace, 2)
-    yield Progress(1, 2, f"analysing {len(data['traceEvents']):,} events")
+    yield Progress(1, 2, f"analysing {data.events:,} events")
     rows, meta = analyse_trace(data, cfg.top_kernels)
     meta.update(
         {"file": path.name, "file_bytes": size, "recorded_on": "the machine that recorded the trace (imported file)"}

@@ -17,101 +17,14 @@ Every GPU activity (``kernel``, ``gpu_memcpy``, ``gpu_memset``; the 2021 names `
 
 from __future__ import annotations
 
-import re
-from collections import defaultdict
-from dataclasses import dataclass
-
 import numpy as np
 
-from core.intake import InputRefused, loads_json, read_input
 from core.measure.kernels import GROUPS, classify
+from core.workload.trace_file import COMM, COMPUTE, KINDS, MEMCPY, MEMSET, Activities, TraceFile, read_trace
 
-MAX_TRACE_BYTES = 1024 * 2**20  # decompressed JSON; parsed whole
-WHAT = "profiler trace"
-KINDS = ("compute", "communication", "memcpy", "memset")
-COMPUTE, COMM, MEMCPY, MEMSET = range(4)
+__all__ = ["TRACE_GROUPS", "analyse_trace", "read_trace", "report_lines", "union_us"]
+
 TRACE_GROUPS = GROUPS + ("communication", "memcpy", "memset")
-_CATEGORY = {"kernel": None, "gpu_memcpy": MEMCPY, "memcpy": MEMCPY, "gpu_memset": MEMSET, "memset": MEMSET}
-_COMM = re.compile(r"nccl|rccl|all_?reduce|all_?gather|reduce_?scatter|alltoall|sendrecv", re.I)
-_STEP = re.compile(r"^ProfilerStep#(\d+)$")
-_LAUNCH_CATS = {"cuda_runtime", "cuda_driver", "runtime"}
-
-
-def read_trace(path) -> dict:
-    """A trace file's JSON (gzip by content), refused with a clear reason if it is not a Chrome trace."""
-    raw = read_input(path, MAX_TRACE_BYTES, WHAT)
-    if not raw.strip():
-        raise InputRefused(f"the {WHAT} is empty ({len(raw)} bytes)")
-    data = loads_json(raw, what=WHAT)
-    if isinstance(data, list):
-        data = {"traceEvents": data}
-    if not isinstance(data, dict) or not isinstance(data.get("traceEvents"), list):
-        found = (
-            f"an object with keys {', '.join(map(str, list(data)[:6]))}"
-            if isinstance(data, dict)
-            else f"a {type(data).__name__}"
-        )
-        raise InputRefused(
-            f"this is not a Chrome/Kineto {WHAT}: expected an object with a 'traceEvents' list "
-            f"(what torch.profiler's export_chrome_trace writes), found {found}"
-        )
-    if not any(isinstance(e, dict) and "ph" in e for e in data["traceEvents"]):
-        raise InputRefused(
-            f"this is not a Chrome/Kineto {WHAT}: its 'traceEvents' holds no trace event (an object with a 'ph' phase)"
-        )
-    return data
-
-
-def _num(value) -> float | None:
-    return float(value) if isinstance(value, (int, float)) and not isinstance(value, bool) else None
-
-
-@dataclass
-class Activities:
-    """Every GPU activity of a trace as arrays (µs)."""
-
-    start: np.ndarray
-    end: np.ndarray
-    kind: np.ndarray  # COMPUTE | COMM | MEMCPY | MEMSET
-    device: np.ndarray
-    stream: np.ndarray
-    name: np.ndarray  # index into names
-    correlation: np.ndarray  # -1 where absent
-    names: list[str]
-
-
-def gpu_activities(events: list) -> Activities:
-    cols: dict[str, list] = defaultdict(list)
-    names: dict[str, int] = {}
-    for e in events:
-        if not isinstance(e, dict) or e.get("ph") != "X":
-            continue
-        cat = str(e.get("cat", "")).lower()
-        if cat not in _CATEGORY:
-            continue
-        ts, dur = _num(e.get("ts")), _num(e.get("dur"))
-        if ts is None or dur is None or dur < 0:
-            continue
-        args = e.get("args") if isinstance(e.get("args"), dict) else {}
-        name = str(e.get("name", "?"))
-        kind = _CATEGORY[cat]
-        if kind is None:
-            kind = COMM if _COMM.search(name) else COMPUTE
-        device = _num(args.get("device"))
-        stream = _num(args.get("stream"))
-        corr = _num(args.get("correlation"))
-        cols["start"].append(ts)
-        cols["end"].append(ts + dur)
-        cols["kind"].append(kind)
-        cols["device"].append(int(device) if device is not None else int(_num(e.get("pid")) or 0))
-        cols["stream"].append(int(stream) if stream is not None else -1)
-        cols["name"].append(names.setdefault(name, len(names)))
-        cols["correlation"].append(int(corr) if corr is not None else -1)
-    as_array = {
-        k: np.array(cols.get(k, []), dtype=float if k in ("start", "end") else np.int64)
-        for k in ("start", "end", "kind", "device", "stream", "name", "correlation")
-    }
-    return Activities(**as_array, names=list(names))
 
 
 def merged_intervals(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -172,70 +85,65 @@ def _time_breakdown(a: Activities, sel: np.ndarray) -> dict:
     }
 
 
-def _group(a: Activities, i: int) -> str:
-    kind = int(a.kind[i])
-    if kind == COMPUTE:
-        return classify(a.names[int(a.name[i])], None)
-    return KINDS[kind]
+def _group_ids(a: Activities) -> np.ndarray:
+    """Each activity's group as an index into TRACE_GROUPS: a compute kernel by its name (each distinct name
+    classified once), anything else by its kind."""
+    named = np.array([TRACE_GROUPS.index(classify(name, None)) for name in a.names], dtype=np.int64)
+    by_kind = np.array([TRACE_GROUPS.index(kind) if kind in TRACE_GROUPS else 0 for kind in KINDS], dtype=np.int64)
+    if not len(a.kind):
+        return np.zeros(0, dtype=np.int64)
+    return np.where(a.kind == COMPUTE, named[a.name] if len(named) else 0, by_kind[a.kind])
 
 
-def _steps(events: list, a: Activities, sel: np.ndarray) -> tuple[list[dict], str]:
+def _steps(trace: TraceFile, sel: np.ndarray, groups: np.ndarray) -> tuple[list[dict], str]:
     """ProfilerStep#N spans and the GPU activity in each: GPU-side spans if the trace has them, else CPU spans
-    with activities placed by their launch call's time (found through the correlation id)."""
-    gpu_spans, cpu_spans, launches = [], [], {}
-    for e in events:
-        if not isinstance(e, dict) or e.get("ph") != "X":
-            continue
-        ts, dur = _num(e.get("ts")), _num(e.get("dur"))
-        if ts is None or dur is None:
-            continue
-        cat = str(e.get("cat", "")).lower()
-        m = _STEP.match(str(e.get("name", "")))
-        if m:
-            (gpu_spans if cat == "gpu_user_annotation" else cpu_spans).append((ts, ts + dur, int(m.group(1))))
-        elif cat in _LAUNCH_CATS and isinstance(e.get("args"), dict):
-            corr = _num(e["args"].get("correlation"))
-            if corr is not None:
-                launches[int(corr)] = ts
+    with activities placed by their launch call's time (found through the correlation id). Activities are
+    sorted by that time once, so each step costs its own activities, not the whole trace."""
+    a, gpu_spans, cpu_spans = trace.activities, trace.gpu_steps, trace.cpu_steps
     if gpu_spans:
         spans, where, basis = sorted(gpu_spans), a.start, "GPU-side ProfilerStep spans (gpu_user_annotation)"
     elif cpu_spans:
         spans, basis = sorted(cpu_spans), "CPU ProfilerStep spans; kernels placed by their launch time"
-        where = (
-            np.array([launches.get(int(c), np.nan) for c in a.correlation], dtype=float)
-            if len(a.correlation)
-            else np.zeros(0)
-        )
+        where = _launch_times(trace)
     else:
         return [], "no ProfilerStep annotations in the trace"
+    candidates = np.flatnonzero(sel & ~np.isnan(where))
+    candidates = candidates[np.argsort(where[candidates], kind="stable")]
+    placed = where[candidates]
+    durations = a.end - a.start
     rows = []
     for t0, t1, step in spans:
-        inside = sel & (where >= t0) & (where < t1)
-        idx = np.flatnonzero(inside)
+        idx = candidates[np.searchsorted(placed, t0, side="left") : np.searchsorted(placed, t1, side="left")]
         row = {"kind": "step", "step": step, "wall_us": t1 - t0, "activities": int(len(idx))}
-        row.update({k: v for k, v in _time_breakdown(a, inside).items() if k != "streams"})
-        for group in TRACE_GROUPS:
-            row[f"{group}_us"] = 0.0
-        for i in idx:
-            row[f"{_group(a, i)}_us"] += float(a.end[i] - a.start[i])
+        row.update({k: v for k, v in _time_breakdown(a, idx).items() if k != "streams"})
+        sums = np.bincount(groups[idx], weights=durations[idx], minlength=len(TRACE_GROUPS))
+        row.update({f"{group}_us": float(us) for group, us in zip(TRACE_GROUPS, sums)})
         rows.append(row)
     return rows, basis
 
 
-def analyse_trace(data: dict, top: int = 20) -> tuple[list[dict], dict]:
+def _launch_times(trace: TraceFile) -> np.ndarray:
+    """Each activity's launch-call time, by its correlation id (NaN where no launch has that id; the last
+    launch of an id where several do)."""
+    a, corr = trace.activities, trace.launch_correlation
+    if not len(corr):
+        return np.full(len(a.correlation), np.nan)
+    j = np.searchsorted(corr, a.correlation, side="right") - 1
+    found = (j >= 0) & (corr[np.maximum(j, 0)] == a.correlation)
+    return np.where(found, trace.launch_ts[np.maximum(j, 0)], np.nan)
+
+
+def analyse_trace(trace: TraceFile, top: int = 20) -> tuple[list[dict], dict]:
     """Rows (groups, top kernels, steps, devices, utilisation bins) and the summary of the busiest GPU."""
-    events = data["traceEvents"]
-    a = gpu_activities(events)
-    props = data.get("deviceProperties") or data.get("computeProperties") or []
-    gpu_names = {p.get("id"): str(p.get("name")) for p in props if isinstance(p, dict)}
+    a = trace.activities
+    gpu_names = trace.gpu_names
     meta = {
-        "events": len(events),
+        "events": trace.events,
         "gpu_activities": int(len(a.start)),
         "devices": sorted({int(d) for d in a.device}),
-        "schema_version": data.get("schemaVersion"),
-        "rank": (data.get("distributedInfo") or {}).get("rank")
-        if isinstance(data.get("distributedInfo"), dict)
-        else None,
+        "schema_version": trace.schema_version,
+        "rank": trace.rank,
+        "malformed_events": dict(trace.malformed),
         "measure": "sum of kernel durations (kernel time); union of GPU activity intervals (busy); span − busy (idle)",
     }
     if not len(a.start):
@@ -257,25 +165,31 @@ def analyse_trace(data: dict, top: int = 20) -> tuple[list[dict], dict]:
         }
         for d in meta["devices"]
     ]
-    by_name: dict[int, list] = defaultdict(lambda: [0, 0.0, 0.0, ""])
-    by_group: dict[str, list] = defaultdict(lambda: [0, 0.0])
+    groups = _group_ids(a)
     idx = np.flatnonzero(sel)
-    durations = a.end - a.start
-    for i in idx:
-        g = _group(a, i)
-        entry = by_name[int(a.name[i])]
-        entry[0] += 1
-        entry[1] += float(durations[i])
-        entry[2] = max(entry[2], float(durations[i]))
-        entry[3] = entry[3] or g  # a name's group: that of its first launch
-        by_group[g][0] += 1
-        by_group[g][1] += float(durations[i])
-    total = sum(v[1] for v in by_group.values())
-    for group in TRACE_GROUPS:
-        count, us = by_group.get(group, (0, 0.0))
+    durations = (a.end - a.start)[idx]
+    group_count = np.bincount(groups[idx], minlength=len(TRACE_GROUPS))
+    group_us = np.bincount(groups[idx], weights=durations, minlength=len(TRACE_GROUPS))
+    total = float(group_us.sum())
+    for group, count, us in zip(TRACE_GROUPS, group_count, group_us):
         rows.append(
-            {"kind": "group", "group": group, "count": count, "total_us": us, "share": us / total if total else 0.0}
+            {
+                "kind": "group",
+                "group": group,
+                "count": int(count),
+                "total_us": float(us),
+                "share": float(us) / total if total else 0.0,
+            }
         )
+    by_name: dict[int, list] = {}  # name → [count, total µs, longest µs, group of its first launch]
+    names, first = np.unique(a.name[idx], return_index=True)
+    counts = np.bincount(a.name[idx], minlength=len(a.names))
+    sums = np.bincount(a.name[idx], weights=durations, minlength=len(a.names))
+    longest = np.zeros(len(a.names))
+    np.maximum.at(longest, a.name[idx], durations)
+    for name_i, first_i in zip(names, first):
+        n = int(name_i)
+        by_name[n] = [int(counts[n]), float(sums[n]), float(longest[n]), TRACE_GROUPS[int(groups[idx[first_i]])]]
     ranked = sorted(by_name.items(), key=lambda kv: -kv[1][1])
     for rank, (name_i, (count, us, longest, group)) in enumerate(ranked[:top], start=1):
         rows.append(
@@ -291,7 +205,7 @@ def analyse_trace(data: dict, top: int = 20) -> tuple[list[dict], dict]:
                 "share": us / total if total else 0.0,
             }
         )
-    steps, basis = _steps(events, a, sel)
+    steps, basis = _steps(trace, sel, groups)
     rows += steps
     meta["steps"] = len(steps)
     meta["step_basis"] = basis
