@@ -127,3 +127,22 @@ def test_the_paragraph_check_sees_method_text_in_python_strings(tmp_path):
     half = len(words) // 2
     page.write_text(f"TEXT = (\n    {' '.join(words[:half])!r}\n    {' ' + ' '.join(words[half:])!r}\n)\n")
     assert paragraph in _python_strings(page)
+
+
+def test_how_measured_shows_the_files_without_their_titles():
+    from streamlit.testing.v1 import AppTest
+
+    def page():
+        from pages.common.methods import how_measured
+
+        how_measured("step_bench", "all_gpus")
+
+    at = AppTest.from_function(page).run()
+    assert not at.exception
+    (expander,) = at.expander
+    assert expander.label == "How measured"
+    shown = [m.value for m in expander.markdown]
+    assert len(shown) == 2
+    for text, name in zip(shown, ("step_bench", "all_gpus"), strict=True):
+        body = (METHODS / f"{name}.md").read_text().partition("\n")[2].strip()
+        assert text == body and not text.startswith("# ")
