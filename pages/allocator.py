@@ -16,6 +16,7 @@ from core.experiments.allocator import (
 )
 from pages.common import lab, run_panel, workload
 from pages.common.charts import show, show_charts
+from pages.common.methods import how_measured
 from render.plots import allocator as plots
 
 KEY = "allocator"
@@ -36,6 +37,7 @@ st.write(
     "allocator's counters, the driver's used memory and the process RSS. Every run gets a fresh worker "
     "process, so `PYTORCH_CUDA_ALLOC_CONF` (read once per process) can differ between runs."
 )
+how_measured("allocator", "snapshot")
 
 device = lab.selected_device()
 info = lab.device_info(device) or {}

@@ -11,6 +11,7 @@ from core.store import MAX_IMPORT_BYTES, ImportRefused, RunStore, StoreError
 from core.text import MAX_LABEL_CHARS, MAX_TAGS
 from pages.common import lab
 from pages.common.charts import show_charts
+from pages.common.methods import how_measured
 from pages.common.plain import md
 from pages.common.run_panel import status_banner
 from render import comparison
@@ -268,6 +269,7 @@ st.caption(
     "Every run made on this box (dashboard or `python -m core`) and every imported run. Pick one to see its "
     "charts again; pick two or more of one experiment to overlay them; export runs, charts or a report."
 )
+how_measured("compare")
 store = lab.store()
 if store is None:
     st.error(f"The run store is unavailable: {lab.store_problem()}")

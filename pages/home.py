@@ -11,6 +11,7 @@ from core.experiment import json_ready
 from core.hardware import published
 from core.store import StoreError
 from pages.common import catalog, lab
+from pages.common.methods import how_measured
 
 VERDICT_ICONS = {"pass": "✅ pass", "fail": "❌ fail", "unsupported": "➖ unsupported"}
 
@@ -208,6 +209,7 @@ versions = info.get("versions", {})
 if versions:
     st.caption(" · ".join(f"{k} {v}" for k, v in versions.items() if v and k != "platform"))
 
+how_measured("home")
 doctor_section()
 
 st.header("Experiments")

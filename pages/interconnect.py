@@ -7,6 +7,7 @@ from core.experiments.interconnect import PARTS, InterconnectConfig
 from core.result import RunResult
 from pages.common import lab
 from pages.common.charts import show_charts
+from pages.common.methods import how_measured
 from pages.common.run_panel import results, run_controls
 from render.plots.interconnect import figures, rows_of
 
@@ -30,25 +31,6 @@ COLLECTIVE_COLUMNS = [
     "check",
 ]
 RANK_COLUMNS = ["collective", "size", "rank", "host", "local_rank", "device", "median_ms", "p20_ms", "p80_ms", "check"]
-
-HOW_MEASURED = """
-- **Ranks** are real processes started by PyTorch's elastic launcher — the engine of `torchrun` — with a c10d
-  rendezvous on 127.0.0.1: one per GPU with **NCCL**, or 2…N CPU processes with **Gloo**. The same program runs
-  under `torchrun` by hand on several boxes (see *Many boxes* below).
-- **Timing** (as matmul): the ranks warm up together until rank 0 has warmed up long enough, rank 0 decides how
-  many calls to time and tells the others; every call is timed on its own — CUDA events on a GPU,
-  `perf_counter_ns` on a CPU. The headline is the slowest rank's median (bars: its p20–p80); every rank's
-  samples are stored. *call_max_median_ms* is the median of each call's slowest rank.
-- **Sizes** follow nccl-tests: the largest buffer of a rank (all_gather: the gathered output; reduce_scatter:
-  the input; all_to_all: the send buffer). **algbw** = bytes / time; **busbw** = algbw × 2(n−1)/n for all_reduce,
-  × (n−1)/n for all_gather, reduce_scatter and all_to_all, × 1 for broadcast (n ranks); GB = 10⁹ bytes.
-- **Values**: fresh integer-valued float32 in ±1…±8 per point (exact in any summation order); the output of the
-  last timed call is compared element by element with what the other ranks' seeds say it must be.
-- **Failures**: a rank that dies or stops responding ends the job with a message naming it (the process group's
-  timeout bounds a hang); the points measured before are stored; no rank process is left behind.
-- **Copies**: pinned vs pageable host memory, host→GPU and GPU→host per GPU; GPU→GPU for every pair, peer-to-peer
-  where `torch.cuda.can_device_access_peer` allows, through host memory where not. GB/s counts bytes copied once.
-"""
 
 
 def _gpus() -> list[dict]:
@@ -200,8 +182,7 @@ else:
         "No CUDA GPU here: the **collectives run between CPU processes with Gloo** (results labelled CPU); "
         "the copies and the peer matrix are reported as unsupported, with the reason."
     )
-with st.expander("How measured"):
-    st.markdown(HOW_MEASURED)
+how_measured("interconnect")
 chosen = settings(gpus)
 with st.expander("Many boxes: the torchrun command"):
     st.markdown(

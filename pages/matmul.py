@@ -10,6 +10,7 @@ from core.result import RunResult
 from core.transformer.presets import DEFAULT_BATCH, DEFAULT_CONTEXT, PRESET_NAMES
 from pages.common import lab, node
 from pages.common.charts import show_charts
+from pages.common.methods import how_measured
 from pages.common.run_panel import results, run_controls
 from render.plots.matmul import figures, measured, published_for
 
@@ -44,33 +45,6 @@ COLUMN_NAMES = {
     "pct_of_best": "% of this run's best",
 }
 THIS_GPU = "the run's GPU"
-
-HOW_MEASURED = """
-- **Inputs**: fresh random-normal draws per point (never zeros); B is stored N×K and used transposed, like an
-  `nn.Linear` weight. bf16/fp16/fp64 are the draw cast to that dtype; **tf32** is fp32 with
-  `torch.backends.cuda.matmul.allow_tf32=True` / `set_float32_matmul_precision("high")` (fp32 runs with
-  "highest"; the flags are restored after every point); **fp8** is e4m3 with per-tensor scales through
-  `torch._scaled_mm` (bf16 out) with `use_fast_accum=False`, torch's default and mamf-finder's; **fp8-fast-accum**
-  is the same with `use_fast_accum=True`, the path the datasheet's fp8 peak assumes; **int8** is symmetric per-tensor quantisation through `torch._int_mm` (int32 out).
-- **GPU timing** (as `triton.testing.do_bench` and mamf-finder): a one-off busy warm-up so clocks ramp, then per
-  point a time-based warm-up; every call has its own CUDA event pair, and a buffer of max(256 MiB, 2×L2) is zeroed
-  *before* the start event, so inputs come from device memory and the flush is never counted. Calls are queued
-  and synchronised once.
-- **CPU timing**: the same loop with a monotonic clock (`time.perf_counter_ns`) per call; instead of a flush (a
-  memset wakes the thread pool and distorts the next call) calls rotate through input sets larger than 2× the
-  cores' L2. The last-level cache is not flushed. CPU numbers are GFLOPS and have no datasheet column.
-- **Statistics**: median (headline), min, p20/p80 of all timed calls; the raw samples are stored.
-  TFLOPS = 2·M·N·K / median time (TOPS for int8). % of datasheet uses the dense peak of the dtype's unit from
-  `core/hardware/specs.py` (fp64 against the fp64 tensor-core figure); % of best is against the best point of that dtype
-  in this run.
-- **Accuracy**: ‖C − C_ref‖/‖C_ref‖ over up to 512 random rows of C, where C_ref is the float64 product of the
-  fp32 draw the inputs were made from — so it includes rounding the inputs into the dtype. C is poisoned with
-  NaN first, so an unwritten element shows up.
-- **Roofline**: copy bandwidth = (bytes read + written) / median time of a large device-to-device copy;
-  arithmetic intensity = 2·M·N·K / (bytes of A + B + C).
-- **Clocks**: NVML (`nvidia-ml-py`) samples SM/memory clock, power, temperature and throttle reasons every
-  50 ms during a GPU run. Jobs on one device never overlap, but other programs on the machine can still interfere.
-"""
 
 
 def _device_kind() -> str:
@@ -209,8 +183,7 @@ device = lab.device_choice(KEY)
 is_cuda = device == "all" or _device_kind() == "cuda"
 if not is_cuda:
     st.info("Running on the **CPU**: results are GFLOPS and labelled CPU; TF32 and fp8 are reported as unsupported.")
-with st.expander("How measured"):
-    st.markdown(HOW_MEASURED)
+how_measured("matmul", "all_gpus")
 chosen = settings(is_cuda)
 run_controls(KEY, "matmul", lambda: chosen, device=device)
 results(KEY, render)

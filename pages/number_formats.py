@@ -14,6 +14,7 @@ from core.experiment import ConfigError
 from core.result import RunResult, rows_frame
 from pages.common import lab, run_panel
 from pages.common.charts import show_charts
+from pages.common.methods import how_measured
 from render.plots import accumulate, autocast, formats, quantize, rounding
 
 # What the course note (seeds/003) states, quoted beside the measured table — not measured.
@@ -31,6 +32,7 @@ st.caption(
     f"Runs on **{lab.device_options().get(lab.selected_device(), lab.selected_device())}** "
     "(change it in the sidebar). Every number below comes from PyTorch on that device."
 )
+how_measured("number_formats")
 
 tab_inspect, tab_acc, tab_auto, tab_round, tab_quant = st.tabs(
     ["Value inspector & formats", "Accumulation", "Autocast dtypes", "Matmul rounding", "Integer quantization"]

@@ -11,6 +11,7 @@ from core.result import RunResult
 from core.transformer.training import OPTIMIZERS, PRECISIONS
 from pages.common import lab, node, run_panel, workload
 from pages.common.charts import show_charts
+from pages.common.methods import how_measured
 from render.plots import kind_rows
 from render.plots.step_bench import figures
 
@@ -26,6 +27,7 @@ st.write(
     "after warm-up, and step by step without it. Then `torch.profiler` shows which kernels the time goes "
     "to, and a sweep times every precision mode."
 )
+how_measured("step_bench", "all_gpus")
 
 model, device = lab.selected_model(), lab.device_choice(KEY)
 st.caption(

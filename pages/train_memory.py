@@ -16,6 +16,7 @@ from core.transformer.presets import (
 )
 from pages.common import lab, run_panel, workload
 from pages.common.charts import show, show_charts
+from pages.common.methods import how_measured
 from render.plots import overlay_for
 from render.plots.estimate import moments_figure
 from render.plots.max_batch import figures as max_batch_figures
@@ -33,6 +34,7 @@ st.write(
     "analytical **estimate** counted from the tensors the model saves, so you can see where the peak is "
     "and whether a bigger model fits before you try it."
 )
+how_measured("train_memory", "snapshot")
 
 device = lab.selected_device()
 info = lab.device_info(device) or {"kind": "cpu", "total_memory_bytes": None}

@@ -323,7 +323,7 @@ def test_history_reads_summaries_not_runs(app, store, monkeypatch):
 
 
 def test_the_uploader_states_and_enforces_the_import_limit(app):
-    """Finding 5: the uploader said 200 MB (Streamlit's default), the README 256 MiB."""
+    """Finding 5: the uploader said 200 MB (Streamlit's default), the docs 256 MiB."""
     import tomllib
 
     from core.store import MAX_IMPORT_BYTES
@@ -337,7 +337,9 @@ def test_the_uploader_states_and_enforces_the_import_limit(app):
     # The server enforces its own setting, not the widget's: it must let a whole runs file through (it is
     # larger, for snapshot and trace uploads on other pages; this page checks the import limit itself).
     assert server["maxUploadSize"] >= limit_mib
-    assert f"{limit_mib} MiB" in (ROOT / "README.md").read_text()
+    # The page's method file (its "How measured" expander) and the operations guide state the same limit.
+    assert f"{limit_mib} MiB" in (ROOT / "docs" / "methods" / "compare.md").read_text()
+    assert f"{limit_mib} MiB" in (ROOT / "docs" / "OPERATIONS.md").read_text()
 
 
 def test_chart_text_from_runs_is_escaped_for_plotly():
