@@ -137,6 +137,10 @@ class Experiment:
     # Environment for a fresh worker (e.g. PYTORCH_CUDA_ALLOC_CONF); non-empty forces a fresh process.
     worker_env: Callable[[Any], dict[str, str]] | None = None
     hidden: bool = False  # diagnostics, not shown in the dashboard
+    # Offered in ``python -m core --help``. False for what users reach another way (the imports behind
+    # ``snapshot``/``trace``) or never run themselves (the worker probe): still accepted when named, and
+    # still run by the worker and the pages, but not listed beside the commands a user runs.
+    command: bool = True
     # Set where one run on every GPU of the box at once makes sense (device "all", see core.fanout).
     device_metric: DeviceMetric | None = None
     # An import of the user's file is stored only when it succeeds: a refused file is not a run.

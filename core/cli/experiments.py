@@ -36,7 +36,9 @@ def register(sub, common) -> None:
         else registry.experiments().values()
     )
     for exp in wanted:
-        p = sub.add_parser(exp.name, parents=[common], help=exp.title, description=exp.description)
+        # A parser added without ``help`` is accepted but not listed in ``--help``.
+        listed = {"help": exp.title} if exp.command else {}
+        p = sub.add_parser(exp.name, parents=[common], description=exp.description, **listed)
         p.add_argument(
             "--device",
             default="auto",

@@ -92,5 +92,6 @@ EXPERIMENTS = [
         description=__doc__.splitlines()[0],
         fresh_process=True,
         store_failures=False,
+        command=False,
     )
 ]

@@ -67,5 +67,6 @@ EXPERIMENTS = [
         run=run,
         description=__doc__.splitlines()[0],
         hidden=True,
+        command=False,
     )
 ]

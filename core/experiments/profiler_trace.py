@@ -50,5 +50,6 @@ EXPERIMENTS = [
         run=run,
         description=__doc__.splitlines()[0],
         store_failures=False,
+        command=False,
     )
 ]

@@ -304,3 +304,14 @@ def test_a_killed_cli_leaves_an_interrupted_run_not_a_running_one(data_dir, stor
     assert core_cli.main(["runs", "list", "--json"]) == 0
     (listed,) = json.loads(capsys.readouterr().out)
     assert listed["status"] == "interrupted"
+
+
+def test_help_lists_the_commands_a_user_runs_and_not_the_internal_experiments():
+    out = cli("--help")
+    assert out.returncode == 0, out.stderr
+    # The sub-command list: one indented name at the start of each line of "positional arguments".
+    listed = {line.split()[0] for line in out.stdout.splitlines() if line.startswith("    ") and line.strip()}
+    assert {"snapshot", "trace", "matmul"} <= listed
+    assert not {"probe", "memory-snapshot", "profiler-trace"} & listed
+    for name in ("probe", "memory-snapshot", "profiler-trace"):
+        assert name not in out.stdout

@@ -1,0 +1,53 @@
+"""Keys versus metrics of a run's rows, and the one figure a run is known by."""
+
+import pandas as pd
+
+from core.columns import fmt, headline, headline_metric, split_columns, throughput_unit, tokens
+
+
+def test_tokens_split_on_underscores_and_dashes():
+    assert tokens("Time-ms_median") == {"time", "ms", "median"}
+
+
+def test_measured_columns_are_metrics_and_the_rest_keys():
+    df = pd.DataFrame(
+        {
+            "dtype": ["fp32", "bf16"],
+            "m": [1024, 2048],
+            "median_ms": [1.5, 0.5],
+            "peak_bytes": [10, 20],  # integer, but a measured quantity by its name
+            "tflops": [3.0, 9.0],
+            "status": ["ok", "ok"],  # free text: neither
+            "samples_ms": [[1.0], [2.0]],  # lists: not hashable, neither
+            "fused": [True, False],  # booleans are keys
+        }
+    )
+    assert split_columns(df) == (["dtype", "m", "fused"], ["median_ms", "peak_bytes", "tflops"])
+
+
+def test_headline_prefers_throughput_then_time_then_memory():
+    assert headline_metric(["median_ms", "tflops", "peak_bytes"]) == ("tflops", "max")
+    assert headline_metric(["gbs", "median_ms"]) == ("gbs", "max")
+    assert headline_metric(["min_ms", "median_ms"]) == ("median_ms", "min")  # a median is preferred
+    assert headline_metric(["peak_bytes"]) == ("peak_bytes", "max")
+    assert headline_metric(["loss"]) == ("loss", "max")
+    assert headline_metric([]) is None
+
+
+def test_fmt_four_significant_digits():
+    assert fmt(312.4567) == "312.5" and fmt(0.000123456) == "0.0001235" and fmt(1234567) == "1.235e+06"
+    assert fmt(True) == "True" and fmt(float("nan")) == "nan" and fmt("fp32") == "fp32"
+
+
+def test_throughput_is_tflops_on_a_gpu_and_gflops_on_a_cpu():
+    assert throughput_unit(True) == ("TFLOPS", 1.0)
+    assert throughput_unit(False) == ("GFLOPS", 1e3)
+    assert throughput_unit(False, ops=True) == ("GOPS", 1e3)
+
+
+def test_headline_of_rows():
+    rows = [{"dtype": "fp32", "tflops": 0.0951}, {"dtype": "bf16", "tflops": 0.0312}]
+    assert headline(rows, is_cuda=False) == "max GFLOPS 95.1"  # 0.0951 TFLOPS × 1000
+    assert headline([{"n": 1, "median_ms": 2.5}, {"n": 2, "median_ms": 1.25}]) == "min median_ms 1.25"
+    assert headline([{"step": 1}, {"step": 2}]) == "2 row(s)"
+    assert headline([]) == ""
