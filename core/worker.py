@@ -36,9 +36,11 @@ import traceback
 from contextlib import contextmanager, nullcontext
 from pathlib import Path
 
-from core.experiment import ConfigError, Context, DoesNotFit, Output, Progress, Unsupported, json_ready
+from core.errors import ConfigError, DoesNotFit, Unsupported
+from core.experiment import Context, Output, Progress
 from core.hardware.device import current_device
 from core.hardware.memory import MEMORY_FRACTION_ENV, MEMORY_LIMIT_ENV, allocation_failure, capped, cpu_cap, gib
+from core.jsonable import json_ready
 from core.paths import lock_dir
 from core.result import now_iso
 from core.text import first_line

@@ -2,7 +2,7 @@
 
 import streamlit as st
 
-from core.experiment import ConfigError
+from core.errors import ConfigError
 from core.experiments.allocator import (
     GPU_ONLY_SCENARIOS,
     MIB,

@@ -48,10 +48,12 @@ from core.distributed.collectives import (
     row_text,
     unsupported_reason,
 )
-from core.experiment import ConfigError, config_from_dict, config_to_dict, json_ready
+from core.errors import ConfigError
+from core.experiment import config_from_dict, config_to_dict
 from core.experiments.interconnect import InterconnectConfig, sizes_for
 from core.hardware.device import cuda_unavailable_reason, describe, versions
 from core.hardware.memory import available_ram
+from core.jsonable import json_ready
 from core.result import RunResult, now_iso
 
 HEARTBEAT_S = 5.0

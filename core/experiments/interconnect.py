@@ -38,7 +38,8 @@ from core.distributed.collectives import (
     resolve_backend,
     row_text,
 )
-from core.experiment import ConfigError, Context, Experiment, Output, Progress, check_choices, config_to_dict
+from core.errors import ConfigError
+from core.experiment import Context, Experiment, Output, Progress, check_choices, config_to_dict
 from core.measure.timing import TimingPlan
 
 PARTS = ("copy", "peer", "collectives")

@@ -30,7 +30,8 @@ from typing import Literal
 
 import torch
 
-from core.experiment import ConfigError, Context, DeviceMetric, DoesNotFit, Experiment, Output, Progress, Unsupported
+from core.errors import ConfigError, DoesNotFit, Unsupported
+from core.experiment import Context, DeviceMetric, Experiment, Output, Progress
 from core.hardware.clocks import ClockSampler, device_sampler
 from core.hardware.specs import above_peak_error, device_peak, measurement_errors
 from core.measure.kernels import ANNOTATION as _ANNOTATION

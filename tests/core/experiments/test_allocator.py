@@ -2,7 +2,8 @@
 
 import pytest
 
-from core.experiment import ConfigError, Context, Output, Unsupported
+from core.errors import ConfigError, Unsupported
+from core.experiment import Context, Output
 from core.experiment import drive as drive_generator
 from core.experiments.allocator import (
     MIB,
@@ -416,7 +417,7 @@ def test_gpu_allocator_reports_the_setting_it_runs_with(manager):
 
 def test_a_scenario_that_cannot_fit_is_refused_before_its_first_step():
     """Issue 15 finding 1: 1 TiB of tensors on this box is refused with the estimate, not attempted."""
-    from core.experiment import DoesNotFit
+    from core.errors import DoesNotFit
 
     cfg = AllocatorConfig(scenario="custom", steps=("alloc a 1048576",))
     with pytest.raises(DoesNotFit, match="needs an estimated 1,024.0 GiB"):

@@ -25,7 +25,7 @@ from core.distributed.collectives import (
     operation,
     parse_size,
 )
-from core.experiment import ConfigError
+from core.errors import ConfigError
 from core.experiments.interconnect import InterconnectConfig
 from tests.conftest import ROOT, free_port
 

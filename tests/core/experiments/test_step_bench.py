@@ -6,7 +6,8 @@ import time
 
 import pytest
 
-from core.experiment import ConfigError, Context, drive
+from core.errors import ConfigError
+from core.experiment import Context, drive
 from core.experiments.step_bench import GROUPS, PhaseTimer, StepBenchConfig, classify, run
 
 CPU = Context("cpu", "CPU")
@@ -152,7 +153,7 @@ def test_sweep_reports_unsupported_modes():
 
 
 def test_tf32_on_cpu_is_unsupported():
-    from core.experiment import Unsupported
+    from core.errors import Unsupported
 
     with pytest.raises(Unsupported, match="unsupported on CPU"):
         drive(run(StepBenchConfig(**(SMALL | {"precision": "tf32"})), CPU))
@@ -228,7 +229,7 @@ def test_a_sweep_refuses_the_precisions_that_cannot_fit(monkeypatch):
     status = {r["precision"]: r["status"] for r in out.rows if r["kind"] == "precision"}
     assert status["fp32"] == "refused" and status["bf16"] == "ok" and status["tf32"] == "unsupported"
     monkeypatch.setattr(memory, "budget", lambda device: memory.Budget(need["bf16"] - 1, "only a little (test)"))
-    from core.experiment import DoesNotFit
+    from core.errors import DoesNotFit
 
     with pytest.raises(DoesNotFit, match="a bf16 training step of tiny"):  # none fits: the smallest is named
         drive(run(cfg, CPU))
