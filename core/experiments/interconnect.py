@@ -146,7 +146,7 @@ def _gpu_count() -> int:
 
 def _hold_gpus(indices: list[int], stack: ExitStack, total: int) -> Iterator[Progress]:
     """Take the lab's lock of every other GPU the run uses, in index order (this worker holds cuda:0)."""
-    from core.worker import try_lock
+    from core.locks import try_lock
 
     for i in indices:
         while (fd := try_lock(f"cuda:{i}")) is None:
