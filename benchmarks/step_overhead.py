@@ -23,7 +23,8 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import torch  # noqa: E402
 
 from core.experiment import Context  # noqa: E402
-from core.experiments.step_bench import PhaseTimer, StepBenchConfig, make_bench, warm_up  # noqa: E402
+from core.experiments.step_bench import StepBenchConfig, make_bench, warm_up  # noqa: E402
+from core.measure.step_timer import PhaseTimer  # noqa: E402
 from core.transformer.training import PRECISIONS, check_precision, matmul_precision  # noqa: E402
 
 AUTOCAST = {"bf16-autocast": torch.bfloat16, "fp16-autocast": torch.float16}

@@ -15,10 +15,8 @@ from collections.abc import Callable, Generator, Mapping
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
-
-class ConfigError(ValueError):
-    """A config that cannot run; the message names the field and the limit."""
-
+from core.errors import ConfigError, DoesNotFit, Unsupported
+from core.jsonable import json_ready
 
 # What torch.manual_seed and torch.Generator.manual_seed accept; past it they fail with "Overflow".
 SEED_MIN, SEED_MAX = -(2**63), 2**64 - 1
@@ -39,22 +37,6 @@ def check_choices(name: str, values: tuple[str, ...], allowed: tuple[str, ...]) 
     bad = [v for v in values if v not in allowed]
     if bad:
         raise ConfigError(f"{name}: {', '.join(bad)} not one of {', '.join(allowed)}")
-
-
-class Unsupported(Exception):
-    """The device cannot run this experiment (the run is stored with status ``unsupported``)."""
-
-
-class DoesNotFit(ConfigError):
-    """A run whose estimated memory need is more than its device can give: refused before allocating.
-
-    Bad input, like a ConfigError (the CLI exits 2); the worker stores it as an error whose ``meta``
-    carries ``refused`` with the estimate and the limit.
-    """
-
-    def __init__(self, message: str, need_bytes: int, limit_bytes: int, source: str) -> None:
-        super().__init__(message)
-        self.meta = {"refused": {"need_bytes": int(need_bytes), "limit_bytes": int(limit_bytes), "limit": source}}
 
 
 @dataclass(frozen=True)
@@ -243,22 +225,3 @@ def config_from_dict(cls: type, values: Mapping[str, Any]) -> Any:
 def config_to_dict(config: Any) -> dict:
     """JSON-ready dict of a config (tuples become lists)."""
     return json_ready(dataclasses.asdict(config))
-
-
-def json_ready(value: Any) -> Any:
-    """Recursively turn tuples into lists and non-finite floats into strings ("inf", "nan").
-
-    Strict JSON has no Infinity/NaN; the lab's values legitimately overflow (65536 in fp16), so they
-    travel as strings and :func:`core.result.rows_frame` turns them back into floats.
-    """
-    if isinstance(value, float):
-        if value != value:
-            return "nan"
-        if value in (float("inf"), float("-inf")):
-            return "inf" if value > 0 else "-inf"
-        return value
-    if isinstance(value, Mapping):
-        return {str(k): json_ready(v) for k, v in value.items()}
-    if isinstance(value, (list, tuple)):
-        return [json_ready(v) for v in value]
-    return value

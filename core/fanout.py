@@ -24,8 +24,10 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
-from core.experiment import ConfigError, DeviceMetric, Experiment, config_to_dict, json_ready
+from core.errors import ConfigError
+from core.experiment import DeviceMetric, Experiment, config_to_dict
 from core.jobs import RUNNING_SAVE_INTERVAL_S, Job, JobManager
+from core.jsonable import json_ready
 from core.result import RunResult, now_iso
 
 ALL = "all"

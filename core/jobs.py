@@ -27,8 +27,10 @@ from pathlib import Path
 from typing import Any
 
 from core import registry
-from core.experiment import ConfigError, config_to_dict, json_ready
+from core.errors import ConfigError
+from core.experiment import config_to_dict
 from core.hardware.device import check_device_string
+from core.jsonable import json_ready
 from core.result import RunResult, new_run_id, now_iso
 from core.text import label_problem
 

@@ -10,7 +10,8 @@ import pkgutil
 from functools import lru_cache
 
 from core import experiments as _package
-from core.experiment import ConfigError, Experiment
+from core.errors import ConfigError
+from core.experiment import Experiment
 
 
 @lru_cache(maxsize=1)

@@ -19,8 +19,8 @@ from typing import BinaryIO
 from urllib.parse import quote
 
 from core.columns import headline
-from core.experiment import json_ready
 from core.intake import InputRefused, is_pickle, loads_json, read_input
+from core.jsonable import json_ready
 from core.paths import db_path
 from core.result import SCHEMA_VERSION, RunResult, RunSummary, SchemaError, now_iso
 from core.text import label_problem, quoted, tags_problem

@@ -25,7 +25,6 @@ exits by itself (it watches its parent pid), so no orphan keeps a GPU busy.
 from __future__ import annotations
 
 import argparse
-import fcntl
 import gc
 import json
 import os
@@ -33,13 +32,14 @@ import sys
 import threading
 import time
 import traceback
-from contextlib import contextmanager, nullcontext
-from pathlib import Path
+from contextlib import nullcontext
 
-from core.experiment import ConfigError, Context, DoesNotFit, Output, Progress, Unsupported, json_ready
+from core.errors import ConfigError, DoesNotFit, Unsupported
+from core.experiment import Context, Output, Progress
 from core.hardware.device import current_device
 from core.hardware.memory import MEMORY_FRACTION_ENV, MEMORY_LIMIT_ENV, allocation_failure, capped, cpu_cap, gib
-from core.paths import lock_dir
+from core.jsonable import json_ready
+from core.locks import device_lock
 from core.result import now_iso
 from core.text import first_line
 
@@ -80,46 +80,6 @@ def _watch_parent() -> None:
                 os._exit(3)
 
     threading.Thread(target=loop, daemon=True, name="parent-watch").start()
-
-
-def lock_path(torch_device: str) -> Path:
-    """The file whose exclusive flock means "a GPU Lab job is running on this device"."""
-    return lock_dir() / f"{torch_device.replace(':', '')}.lock"
-
-
-def _open_lock(torch_device: str) -> int:
-    return os.open(lock_path(torch_device), os.O_RDWR | os.O_CREAT, 0o644)
-
-
-def try_lock(torch_device: str) -> int | None:
-    """The device's lock if no other process holds it: the open file descriptor (closing it releases the
-    lock), or None while another GPU Lab job runs there."""
-    fd = _open_lock(torch_device)
-    try:
-        fcntl.flock(fd, fcntl.LOCK_EX | fcntl.LOCK_NB)
-    except BaseException as exc:
-        os.close(fd)
-        if isinstance(exc, BlockingIOError):
-            return None
-        raise
-    return fd
-
-
-@contextmanager
-def device_lock(torch_device: str, on_wait):
-    fd = try_lock(torch_device)
-    if fd is None:
-        on_wait(f"waiting for {torch_device}: another GPU Lab process is running a job on it")
-        fd = _open_lock(torch_device)
-        try:
-            fcntl.flock(fd, fcntl.LOCK_EX)
-        except BaseException:
-            os.close(fd)
-            raise
-    try:
-        yield
-    finally:
-        os.close(fd)  # closing releases the lock
 
 
 def _free_memory() -> None:

@@ -2,18 +2,9 @@
 
 import streamlit as st
 
-from core.experiment import ConfigError
-from core.experiments.allocator import (
-    GPU_ONLY_SCENARIOS,
-    MIB,
-    OPS,
-    SCENARIOS,
-    AllocatorConfig,
-    check_size,
-    parse_step,
-    scenario_steps,
-    validate_steps,
-)
+from core.errors import ConfigError
+from core.experiments.allocator import GPU_ONLY_SCENARIOS, SCENARIOS, AllocatorConfig, check_size, scenario_steps
+from core.memory.steps import MIB, OPS, parse_step, validate_steps
 from pages.common import lab, run_panel, workload
 from pages.common.charts import show, show_charts
 from pages.common.methods import how_measured

@@ -7,8 +7,8 @@ import pandas as pd
 import streamlit as st
 
 from core import doctor
-from core.experiment import json_ready
 from core.hardware import published
+from core.jsonable import json_ready
 from core.store import StoreError
 from pages.common import catalog, lab
 from pages.common.methods import how_measured

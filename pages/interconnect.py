@@ -3,7 +3,7 @@
 import streamlit as st
 
 from core.distributed.collectives import COLLECTIVES, CPU_SIZES, GPU_SIZES, format_size, resolve_backend
-from core.experiments.interconnect import PARTS, InterconnectConfig
+from core.distributed.config import PARTS, InterconnectConfig
 from core.result import RunResult
 from pages.common import lab
 from pages.common.charts import show_charts
@@ -114,7 +114,7 @@ def torchrun_command(values: dict, gpus: int) -> str:
     return (
         f"torchrun --nnodes 2 --nproc-per-node {gpus or 2} --rdzv-backend c10d \\\n"
         f"    --rdzv-endpoint FIRST_BOX:29500 --rdzv-id my-job \\\n"
-        f"    -m core.distributed.rank {' '.join(options)} --json"
+        f"    -m core.cli.rank {' '.join(options)} --json"
     )
 
 

@@ -10,7 +10,7 @@ import math
 import pandas as pd
 import streamlit as st
 
-from core.experiment import ConfigError
+from core.errors import ConfigError
 from core.result import RunResult, rows_frame
 from pages.common import lab, run_panel
 from pages.common.charts import show_charts

@@ -12,7 +12,7 @@ from core.transformer.training import OPTIMIZERS, PRECISIONS
 from pages.common import lab, node, run_panel, workload
 from pages.common.charts import show_charts
 from pages.common.methods import how_measured
-from render.plots import kind_rows
+from render.chart import kind_rows
 from render.plots.step_bench import figures
 
 KEY = "step_bench"

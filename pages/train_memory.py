@@ -3,7 +3,7 @@
 import pandas as pd
 import streamlit as st
 
-from core.experiment import ConfigError
+from core.errors import ConfigError
 from core.transformer.planner import EstimateConfig, moments, plan
 from core.transformer.presets import (
     ARCHITECTURE_NAMES,

@@ -16,7 +16,7 @@ from core import columns
 from core.columns import headline_metric, split_columns, tokens
 from core.hardware.specs import unit_for
 from core.result import RunResult, RunSummary
-from render.plots import Chart
+from render.chart import Chart
 from render.style import DTYPE_COLORS, color_for, plain, style, title
 
 # Line styles tell runs apart when colour already means dtype.

@@ -20,7 +20,7 @@ from functools import lru_cache
 import pandas as pd
 import plotly.graph_objects as go
 
-from core.experiment import json_ready
+from core.jsonable import json_ready
 
 IMAGE_WIDTH_PX, IMAGE_HEIGHT_PX = 1100, 600
 PNG_SCALE = 2

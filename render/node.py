@@ -12,7 +12,7 @@ import plotly.graph_objects as go
 
 from core.fanout import ALL, SLOW_FRACTION
 from core.result import RunResult
-from render.plots import Chart
+from render.chart import Chart
 from render.style import style, title
 
 OK_COLOR, SLOW_COLOR = "#1f77b4", "#d62728"

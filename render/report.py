@@ -17,7 +17,8 @@ from plotly.offline import get_plotlyjs
 from core.columns import fmt
 from core.result import RunResult
 from render import comparison
-from render.plots import Chart, figures_for, overlay_for
+from render.chart import Chart
+from render.plots import figures_for, overlay_for
 from render.style import device_label
 
 MAX_TABLE_ROWS = 200

@@ -128,7 +128,7 @@ def main(argv: list[str] | None = None) -> int:
     parser.add_argument("--timeout", type=float, default=3600.0, help="wall-clock limit per run in seconds")
     args = parser.parse_args(argv)
 
-    from core.experiment import ConfigError
+    from core.errors import ConfigError
     from core.jobs import JobManager
     from core.store import RunStore
 

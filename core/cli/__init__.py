@@ -19,7 +19,7 @@ import importlib
 import pkgutil
 import sys
 
-from core.experiment import ConfigError
+from core.errors import ConfigError
 
 
 def _common() -> argparse.ArgumentParser:

@@ -11,7 +11,7 @@ import json
 import sys
 
 from core.cli.output import check_writable, dump, open_store, write_file
-from core.experiment import json_ready
+from core.jsonable import json_ready
 
 ORDER = 15
 

@@ -8,7 +8,7 @@ import sys
 from pathlib import Path
 from typing import Any
 
-from core.experiment import json_ready
+from core.jsonable import json_ready
 from core.result import RunResult
 from core.text import terminal
 

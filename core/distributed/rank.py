@@ -1,15 +1,14 @@
-"""The program every rank of an interconnect job runs: ``python -m core.distributed.rank`` under torchrun.
+"""The program every rank of an interconnect job runs: ``python -m core.distributed.rank`` under the lab's launcher.
 
 Two ways in, one measurement:
 
 * **The lab starts it** (:mod:`core.distributed.launch`, from a worker) with ``--events FILE --config
-  JSON``. Every rank appends JSON lines to FILE: rank 0 its rows as each point finishes and its
-  metadata at the end, any rank the error that stopped it. The worker turns them into progress and
-  the stored run.
-* **A user starts it with torchrun on every box** of a multi-box job, with the interconnect options
-  (generated from the experiment's config) and ``--db/--json/--no-save/--name``. Rank 0 prints
-  progress, stores ONE run for the whole job (per-rank rows, hosts, world size) in its box's run
-  database — every point as it finishes, so a crash keeps what was measured — and prints it.
+  JSON``: this module's :func:`main`. Every rank appends JSON lines to FILE: rank 0 its rows as each
+  point finishes and its metadata at the end, any rank the error that stopped it. The worker turns
+  them into progress and the stored run.
+* **A user starts it with torchrun on every box** of a multi-box job: ``torchrun … -m core.cli.rank``
+  with the interconnect options, which runs :func:`run_rank` here with a sink that stores and prints
+  the run (:mod:`core.cli.rank`).
 
 A rank that raises (a peer died, a collective timed out) reads the other ranks' progress from the
 rendezvous store first, so its error names the ranks that stopped responding. Every rank dies with
@@ -33,8 +32,6 @@ from datetime import timedelta
 import torch
 import torch.distributed as dist
 
-from core.cli.experiments import add_config_options, config_values
-from core.cli.output import print_run
 from core.distributed.collectives import (
     Comm,
     buffer_bytes,
@@ -45,14 +42,14 @@ from core.distributed.collectives import (
     not_measured_row,
     point_rows,
     resolve_backend,
-    row_text,
     unsupported_reason,
 )
-from core.experiment import ConfigError, config_from_dict, config_to_dict, json_ready
-from core.experiments.interconnect import InterconnectConfig, sizes_for
-from core.hardware.device import cuda_unavailable_reason, describe, versions
+from core.distributed.config import InterconnectConfig, sizes_for
+from core.errors import ConfigError
+from core.experiment import config_from_dict
+from core.hardware.device import cuda_unavailable_reason
 from core.hardware.memory import available_ram
-from core.result import RunResult, now_iso
+from core.jsonable import json_ready
 
 HEARTBEAT_S = 5.0
 PEER_ERROR_GRACE_S = 2.0  # let the other waiting ranks post their own errors before judging who stalled
@@ -81,7 +78,7 @@ class RankEnv:
         if missing:
             raise ConfigError(
                 f"no torchrun environment ({', '.join(missing)} unset): start this program with "
-                f"torchrun … -m core.distributed.rank, or run python -m core interconnect"
+                f"torchrun … -m core.cli.rank, or run python -m core interconnect"
             )
         return cls(
             rank=int(environ["RANK"]),
@@ -222,70 +219,6 @@ class FileSink:
         self.emit({"type": "error", **event})
 
 
-class StoreSink:
-    """torchrun by hand: rank 0 prints progress and keeps one stored run up to date; other ranks stay quiet."""
-
-    def __init__(self, env: RankEnv, cfg, args) -> None:
-        self.env, self.args = env, args
-        self.store = None
-        if env.rank == 0 and not args.no_save:
-            from core.store import RunStore
-
-            self.store = RunStore(args.db)
-        self.run = RunResult(
-            experiment="interconnect",
-            config=config_to_dict(cfg),
-            device={},
-            versions=versions(),
-            started_at=now_iso(),
-            finished_at=None,
-            status="running",
-            name=args.name,
-        )
-
-    def _save(self) -> None:
-        if self.store is not None:
-            self.store.save(self.run, owner_pid=os.getpid() if self.run.status == "running" else None)
-
-    def start(self, meta: dict, total: int) -> None:
-        if self.env.rank:
-            return
-        device = describe(meta["ranks"][0]["device"])
-        device["label"] = (
-            f"torchrun job — {meta['world_size']} ranks on {meta['nodes']} node(s), "
-            f"rank 0: {device.get('label') or device.get('name')}"
-        )
-        self.run.device, self.run.meta = json_ready(device), json_ready(meta)
-        self._save()
-
-    def step(self, index: int, total: int, label: str) -> None:
-        pass
-
-    def rows(self, index: int, total: int, rows: list[dict]) -> None:
-        if self.env.rank:
-            return
-        self.run.rows.extend(json_ready(rows))
-        print(f"[{index + 1}/{total}] {row_text(rows[0], full=True)}", file=sys.stderr, flush=True)
-        self._save()
-
-    def done(self, meta: dict) -> None:
-        if self.env.rank:
-            return
-        self.run.meta = json_ready(meta)
-        self._finish("ok", None)
-
-    def error(self, event: dict) -> None:
-        text = failure_text(event)
-        print(text, file=sys.stderr, flush=True)
-        if self.env.rank == 0:
-            self._finish("unsupported" if event.get("unsupported") else "error", text)
-
-    def _finish(self, status: str, error: str | None) -> None:
-        self.run.status, self.run.error, self.run.finished_at = status, error, now_iso()
-        self._save()
-        print_run(self.run, self.args.json)
-
-
 # --- the measurement ----------------------------------------------------------------------------------
 
 
@@ -382,7 +315,7 @@ def run_rank(cfg, env: RankEnv, sink) -> int:
     try:
         measure_all(cfg, env, sink, progress, backend, device)
     except BaseException as exc:
-        if signal.getsignal(signal.SIGTERM) is _terminated:
+        if signal.getsignal(signal.SIGTERM) is terminated:
             signal.signal(signal.SIGTERM, signal.SIG_IGN)  # let the report finish; the launcher SIGKILLs later
         first = (str(exc).strip().splitlines() or [type(exc).__name__])[0][:400]
         stalled: list[int] = []
@@ -409,50 +342,36 @@ def run_rank(cfg, env: RankEnv, sink) -> int:
     return 0
 
 
-# --- command line ---------------------------------------------------------------------------------------
+# --- command line (the lab's launcher) ---------------------------------------------------------------------
 
 
-def _parser(config_type) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="torchrun … -m core.distributed.rank", description=__doc__.splitlines()[0])
-    parser.add_argument("--events", help=argparse.SUPPRESS)  # the lab's launcher
-    parser.add_argument("--config", help=argparse.SUPPRESS)
-    parser.add_argument("--db", help="run database of rank 0's box (default: $GPULAB_DB or the lab's data dir)")
-    parser.add_argument("--json", action="store_true", help="rank 0 prints the stored run as JSON")
-    parser.add_argument("--no-save", action="store_true", help="do not store the run")
-    parser.add_argument("--name", default="", help="a label for the stored run")
-    add_config_options(parser, config_type)
+def _parser() -> argparse.ArgumentParser:
+    parser = argparse.ArgumentParser(
+        prog="python -m core.distributed.rank",
+        description="One rank of an interconnect job started by the lab's launcher (by hand: torchrun … -m core.cli.rank).",
+    )
+    parser.add_argument("--events", required=True, help="the JSON-lines file every rank appends its events to")
+    parser.add_argument("--config", required=True, help="the interconnect config as JSON")
     return parser
 
 
-def _terminated(signum, frame) -> None:
+def terminated(signum, frame) -> None:
+    """SIGTERM handler of a rank started by hand: torchrun stops the others when one fails."""
     raise SystemExit(
         f"stopped by the launcher ({signal.Signals(signum).name}): another rank failed or the job was cancelled"
     )
 
 
 def main(argv: list[str] | None = None) -> int:
-    args = _parser(InterconnectConfig).parse_args(argv)
-    die_with_parent(signal.SIGKILL if args.events else signal.SIGTERM)
+    args = _parser().parse_args(argv)
+    die_with_parent(signal.SIGKILL)
     try:
         env = RankEnv.from_environ()
-        if args.config:
-            cfg = config_from_dict(InterconnectConfig, json.loads(args.config))
-        else:
-            cfg = config_from_dict(
-                InterconnectConfig, {"parts": ("collectives",)} | config_values(args, InterconnectConfig)
-            )
-            if set(cfg.parts) != {"collectives"}:
-                raise ConfigError(
-                    "parts: a torchrun job measures the collectives; host copies and the peer "
-                    "matrix are per box: python -m core interconnect --parts copy,peer on each box"
-                )
+        cfg = config_from_dict(InterconnectConfig, json.loads(args.config))
     except ConfigError as exc:
         print(f"error: {exc}", file=sys.stderr)
         return 2
-    sink = FileSink(args.events, env.rank) if args.events else StoreSink(env, cfg, args)
-    if not args.events:
-        signal.signal(signal.SIGTERM, _terminated)
-    return run_rank(cfg, env, sink)
+    return run_rank(cfg, env, FileSink(args.events, env.rank))
 
 
 if __name__ == "__main__":

@@ -20,7 +20,8 @@ from decimal import Decimal
 
 import torch
 
-from core.experiment import ConfigError, Context, Experiment, Output, Progress
+from core.errors import ConfigError
+from core.experiment import Context, Experiment, Output, Progress
 
 DTYPES = {"fp64": torch.float64, "fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
 MAX_STEPS = 100_000

@@ -23,7 +23,8 @@ from decimal import Decimal
 
 import torch
 
-from core.experiment import ConfigError, Context, Experiment, Output, Progress
+from core.errors import ConfigError
+from core.experiment import Context, Experiment, Output, Progress
 
 # The formats the course notes discuss, in table order; other float dtypes torch offers are appended.
 _NAMED = {

@@ -20,17 +20,8 @@ from dataclasses import dataclass, field
 import torch
 
 from core.columns import throughput_unit
-from core.experiment import (
-    ConfigError,
-    Context,
-    DeviceMetric,
-    DoesNotFit,
-    Experiment,
-    Output,
-    Progress,
-    Unsupported,
-    check_choices,
-)
+from core.errors import ConfigError, DoesNotFit, Unsupported
+from core.experiment import Context, DeviceMetric, Experiment, Output, Progress, check_choices
 from core.hardware import device as devices
 from core.hardware import memory, published
 from core.hardware.clocks import device_sampler

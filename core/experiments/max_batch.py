@@ -16,7 +16,8 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field, replace
 from typing import Literal
 
-from core.experiment import ConfigError, Context, Experiment, Output, Progress
+from core.errors import ConfigError
+from core.experiment import Context, Experiment, Output, Progress
 from core.experiments.train_memory import TrainMemoryConfig
 from core.hardware.device import current_device
 from core.hardware.memory import allocation_failure

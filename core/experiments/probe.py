@@ -14,7 +14,8 @@ import time
 from dataclasses import dataclass, field
 from typing import Literal
 
-from core.experiment import ConfigError, Context, Experiment, Output, Progress
+from core.errors import ConfigError
+from core.experiment import Context, Experiment, Output, Progress
 
 Mode = Literal["ok", "sleep", "raise", "exit", "segfault", "oom", "unsupported", "print"]
 

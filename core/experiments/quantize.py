@@ -17,7 +17,8 @@ from typing import Literal
 
 import torch
 
-from core.experiment import ConfigError, Context, Experiment, Output, Progress
+from core.errors import ConfigError
+from core.experiment import Context, Experiment, Output, Progress
 
 Distribution = Literal["normal", "uniform", "outliers", "custom"]
 SCHEMES = ("symmetric", "asymmetric")

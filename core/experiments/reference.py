@@ -16,7 +16,8 @@ import statistics
 import time
 from dataclasses import dataclass, field
 
-from core.experiment import ConfigError, Context, Experiment, Output, Progress
+from core.errors import ConfigError
+from core.experiment import Context, Experiment, Output, Progress
 
 
 @dataclass(frozen=True)

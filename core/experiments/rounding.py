@@ -14,7 +14,8 @@ from dataclasses import dataclass, field
 
 import torch
 
-from core.experiment import ConfigError, Context, Experiment, Output, Progress
+from core.errors import ConfigError
+from core.experiment import Context, Experiment, Output, Progress
 from core.hardware.device import cuda_bf16_supported
 from core.transformer.training import matmul_precision
 

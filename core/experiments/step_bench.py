@@ -15,7 +15,6 @@ With ``sweep`` it times every precision mode instead.
 
 from __future__ import annotations
 
-import bisect
 import gc
 import gzip
 import os
@@ -30,12 +29,15 @@ from typing import Literal
 
 import torch
 
-from core.experiment import ConfigError, Context, DeviceMetric, DoesNotFit, Experiment, Output, Progress, Unsupported
+from core.errors import ConfigError, DoesNotFit, Unsupported
+from core.experiment import Context, DeviceMetric, Experiment, Output, Progress
 from core.hardware.clocks import ClockSampler, device_sampler
 from core.hardware.specs import above_peak_error, device_peak, measurement_errors
 from core.measure.kernels import ANNOTATION as _ANNOTATION
-from core.measure.kernels import GROUPS, HOST_GAP_NAME, classify
+from core.measure.kernels import GROUPS, classify
+from core.measure.profiler import PhaseRanges, Ranges, attribute
 from core.measure.stats import summarize
+from core.measure.step_timer import PhaseTimer, sync
 from core.paths import data_dir
 from core.transformer.flops import StepFlops, count_step_flops
 from core.transformer.model import build_model, random_batch
@@ -112,43 +114,6 @@ class StepBenchConfig:
 
 
 # --- timing -------------------------------------------------------------------------------------
-
-
-class PhaseTimer:
-    """Reads a clock at each of TrainStep's phase marks: CUDA events on a GPU, perf_counter on a CPU."""
-
-    def __init__(self, device: str) -> None:
-        self.device = device
-        self.cuda = device.startswith("cuda")
-        self._marks: list[tuple[str, object]] = []
-
-    def mark(self, phase: str) -> None:
-        if self.cuda:
-            event = torch.cuda.Event(enable_timing=True)
-            event.record(torch.cuda.current_stream(self.device))
-            self._marks.append((phase, event))
-        else:
-            self._marks.append((phase, time.perf_counter()))
-
-    def _ms(self, a, b) -> float:
-        return a.elapsed_time(b) if self.cuda else (b - a) * 1e3
-
-    def time_step(self, step: TrainStep, x: torch.Tensor, y: torch.Tensor) -> dict[str, float]:
-        """One synchronised step: milliseconds per phase and for the whole step."""
-        self._marks = []
-        if self.cuda:
-            torch.cuda.synchronize(self.device)  # start from an idle device, as a loop that reads its loss does
-        step.run(x, y, self.mark)
-        if self.cuda:
-            self._marks[-1][1].synchronize()
-        out = {phase: self._ms(a, b) for (phase, a), (_, b) in zip(self._marks, self._marks[1:])}
-        out["step"] = self._ms(self._marks[0][1], self._marks[-1][1])
-        return out
-
-
-def sync(device: str) -> None:
-    if device.startswith("cuda"):
-        torch.cuda.synchronize(device)
 
 
 @dataclass
@@ -237,59 +202,6 @@ def throughput(flops: StepFlops, step_ms: float, peak: float | None, what: str =
 # --- kernel breakdown ---------------------------------------------------------------------------
 
 
-class _Ranges:
-    """Our record_function ranges (scopes and phases) as sorted intervals, to place an event in time."""
-
-    def __init__(self, events, kind: str) -> None:
-        prefix = f"{_ANNOTATION}{kind}:"
-        spans = sorted(
-            (e.time_range.start, e.time_range.end, e.name[len(prefix) :])
-            for e in events
-            if e.name.startswith(prefix) and _is_cpu(e)
-        )
-        self.starts = [s[0] for s in spans]
-        self.spans = spans
-
-    def at(self, t: float) -> str | None:
-        i = bisect.bisect_right(self.starts, t) - 1
-        if i >= 0 and t <= self.spans[i][1]:
-            return self.spans[i][2]
-        return None
-
-    def total_us(self, name: str) -> float:
-        return sum(end - start for start, end, n in self.spans if n == name)
-
-
-def _is_cpu(event) -> bool:
-    return getattr(event.device_type, "name", str(event.device_type)) == "CPU"
-
-
-def attribute(events, cuda: bool) -> list[tuple[str, str | None, str, float]]:
-    """(scope, phase, name, µs) for every kernel (GPU) or every op's self CPU time (CPU) in our scopes.
-
-    GPU: each kernel hangs on exactly one CPU op (the launch's correlation), so nothing is counted
-    twice; it is placed by its launching op's start. CPU: self times partition a range's duration,
-    so the groups add up to the profiled wall time; our own ranges' self time is the host time
-    between ops.
-    """
-    scopes, phases = _Ranges(events, "scope"), _Ranges(events, "phase")
-    items = []
-    for e in events:
-        if not _is_cpu(e):
-            continue
-        scope = scopes.at(e.time_range.start)
-        if scope is None:
-            continue
-        phase = phases.at(e.time_range.start)
-        if cuda:
-            if not e.name.startswith(_ANNOTATION):
-                items.extend((scope, phase, k.name, float(k.duration)) for k in e.kernels)
-        else:
-            name = HOST_GAP_NAME if e.name.startswith(_ANNOTATION) else e.name
-            items.append((scope, phase, name, float(e.self_cpu_time_total)))
-    return items
-
-
 def breakdown_rows(items, steps: int, flops: StepFlops, top: int) -> tuple[list[dict], dict]:
     """Kernel rows (top ``top`` per scope) and group rows (all kernels), in ms per step."""
     rows, totals = [], {}
@@ -342,30 +254,12 @@ def breakdown_rows(items, steps: int, flops: StepFlops, top: int) -> tuple[list[
     return rows, totals
 
 
-class _PhaseRanges:
-    """A ``mark`` callback that opens one record_function range per phase (visible in the trace)."""
-
-    def __init__(self) -> None:
-        self._open = None
-
-    def __call__(self, phase: str) -> None:
-        self.close()
-        if phase != "end":
-            self._open = torch.profiler.record_function(f"{_ANNOTATION}phase:{phase}")
-            self._open.__enter__()
-
-    def close(self) -> None:
-        if self._open is not None:
-            self._open.__exit__(None, None, None)
-            self._open = None
-
-
 def profile_bench(bench: Bench, device: str, steps: int):
     """Profile ``steps`` forward-only passes, then ``steps`` full steps; returns the profiler."""
     from torch.profiler import ProfilerActivity, profile, record_function
 
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.startswith("cuda") else [])
-    marks = _PhaseRanges()
+    marks = PhaseRanges()
     with profile(activities=activities) as prof:
         for scope, forward_only in (("forward", True), ("step", False)):
             for _ in range(steps):
@@ -497,7 +391,7 @@ def _run(cfg: StepBenchConfig, ctx: Context, sampler: ClockSampler | None):
         kernel_rows, totals = breakdown_rows(
             attribute(events, ctx.is_cuda), cfg.profile_steps, bench.flops, cfg.top_kernels
         )
-        scopes = _Ranges(events, "scope")
+        scopes = Ranges(events, "scope")
         meta |= {
             "profiled_total_ms": totals,
             "profile_steps": cfg.profile_steps,

@@ -18,7 +18,8 @@ import time
 from dataclasses import dataclass, field
 from typing import ClassVar
 
-from core.experiment import ConfigError, Context, Experiment, Output, Progress
+from core.errors import ConfigError
+from core.experiment import Context, Experiment, Output, Progress
 from core.measure import history
 from core.memory.series import thin_indices
 from core.transformer.planner import CATEGORIES, EstimateConfig, StepSetup, need_bytes, plan

@@ -19,7 +19,7 @@ import sys
 from contextlib import nullcontext
 
 from core import __version__
-from core.experiment import ConfigError
+from core.errors import ConfigError
 from core.hardware.specs import match_spec
 
 

@@ -1,2 +1,3 @@
-"""How the lab reads the caching allocator's state, wherever it comes from: segment maps and long series
-drawn at a bounded number of points (shared by the allocator lab, training memory and imported snapshots)."""
+"""How the lab reads and drives the caching allocator, wherever it comes from: segment maps and long series
+drawn at a bounded number of points (shared by the allocator lab, training memory and imported snapshots),
+the allocator lab's step language and interpreter (``steps``) and ``PYTORCH_CUDA_ALLOC_CONF`` (``alloc_conf``)."""

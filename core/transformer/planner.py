@@ -16,7 +16,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field, fields
 from typing import ClassVar, Literal
 
-from core.experiment import ConfigError
+from core.errors import ConfigError
 from core.transformer.presets import (
     ARCHITECTURE_NAMES,
     OPTIMIZERS,

@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from dataclasses import asdict, dataclass
 
-from core.experiment import ConfigError
+from core.errors import ConfigError
 
 PRECISIONS = ("fp32", "tf32", "bf16-autocast", "fp16-autocast", "bf16")
 OPTIMIZERS = ("sgd", "sgd-momentum", "adamw")

@@ -14,7 +14,8 @@ from collections.abc import Callable, Iterator
 import torch
 from torch import nn
 
-from core.experiment import ConfigError, Context
+from core.errors import ConfigError
+from core.experiment import Context
 from core.transformer.presets import OPTIMIZERS, PRECISIONS
 
 PHASES = ("forward", "backward", "optimizer", "zero_grad")

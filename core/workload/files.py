@@ -8,7 +8,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
-from core.experiment import ConfigError, Progress
+from core.errors import ConfigError
+from core.experiment import Progress
 from core.intake import InputRefused
 
 T = TypeVar("T")

@@ -12,7 +12,7 @@ from collections.abc import Callable
 
 import streamlit as st
 
-from core.experiment import ConfigError
+from core.errors import ConfigError
 from core.result import RunResult
 from pages.common import lab
 from pages.common.plain import md

@@ -20,7 +20,7 @@ from core.workload.snapshot_analysis import size_text
 from pages.common import lab, run_panel
 from pages.common.charts import show, show_charts
 from pages.common.plain import md
-from render.plots import kind_rows
+from render.chart import kind_rows
 from render.plots import memory_snapshot as snap_plots
 from render.plots import profiler_trace as trace_plots
 

@@ -6,7 +6,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from core.result import RunResult
-from render.plots import Chart
+from render.chart import Chart
 from render.style import color_for, style, title
 
 MIB = 2**20

@@ -5,7 +5,7 @@ from __future__ import annotations
 import plotly.graph_objects as go
 
 from core.result import RunResult
-from render.plots import Chart
+from render.chart import Chart
 from render.style import color_for, style, title
 
 FIELDS = {

@@ -7,7 +7,7 @@ import plotly.graph_objects as go
 
 from core.result import RunResult
 from core.transformer.planner import CATEGORIES
-from render.plots import Chart
+from render.chart import Chart
 from render.style import color_for, style, title
 
 MIB = 2**20

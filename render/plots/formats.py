@@ -7,7 +7,7 @@ import math
 import plotly.graph_objects as go
 
 from core.result import RunResult, rows_frame
-from render.plots import Chart
+from render.chart import Chart
 from render.style import color_for, style, title
 
 FP32_VIEW_X, FP32_VIEW_Y = (-46, 39), (-46, 33)  # log10 ranges of the initial view: fp32's whole range

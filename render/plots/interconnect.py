@@ -8,7 +8,7 @@ import plotly.graph_objects as go
 
 from core.distributed.collectives import format_size
 from core.result import RunResult
-from render.plots import Chart, kind_rows
+from render.chart import Chart, kind_rows
 from render.style import color_for, style, title
 
 COLLECTIVE_COLORS = {

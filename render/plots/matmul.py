@@ -10,8 +10,8 @@ from core.columns import throughput_unit
 from core.hardware import published
 from core.measure.derived import add_pct_of_best, add_published, flag_above_peak
 from core.result import RunResult
+from render.chart import Chart
 from render.node import is_all_gpus, node_chart
-from render.plots import Chart
 from render.style import color_for, plain, style, title
 
 ZERO_ERROR = 1e-17  # where an exactly-zero relative error is drawn on the log axis

@@ -13,7 +13,7 @@ import plotly.graph_objects as go
 
 from core.result import RunResult
 from core.workload.snapshot_analysis import CATEGORIES
-from render.plots import Chart
+from render.chart import Chart
 from render.plots.allocator import BLOCK_COLORS
 from render.style import color_for, plain, plain_lines, style, title
 

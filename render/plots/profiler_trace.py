@@ -7,7 +7,7 @@ import plotly.graph_objects as go
 
 from core.result import RunResult
 from core.workload.trace import KINDS
-from render.plots import Chart, kind_rows
+from render.chart import Chart, kind_rows
 from render.plots.step_bench import GROUP_COLORS
 from render.style import color_for, plain, short_plain, style, title
 

@@ -8,8 +8,8 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from core.result import RunResult
+from render.chart import Chart, kind_rows
 from render.node import is_all_gpus, node_chart
-from render.plots import Chart, kind_rows
 from render.style import color_for, plain, short_plain, style, title
 
 PHASE_ORDER = ("forward", "backward", "optimizer", "zero_grad", "step")

@@ -17,7 +17,7 @@ from hypothesis import HealthCheck, given, settings
 from hypothesis import strategies as st
 
 from core import cli, registry
-from core.experiment import ConfigError
+from core.errors import ConfigError
 
 HUGE = 10**18
 UNBOUNDED_INTS = {"seed"}  # any whole number is a valid seed

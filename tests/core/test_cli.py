@@ -178,7 +178,7 @@ def test_the_timeout_bounds_the_wait_for_the_device_lock(manager, data_dir):
 
 @pytest.mark.parametrize("timeout", [float("nan"), -1.0, 0.0, float("inf")])
 def test_the_job_manager_refuses_the_same_timeouts(manager, timeout):
-    from core.experiment import ConfigError
+    from core.errors import ConfigError
 
     with pytest.raises(ConfigError, match="timeout"):
         manager.submit("probe", {"steps": 1}, "cpu", timeout_s=timeout)

@@ -107,7 +107,7 @@ def test_stdout_noise_from_the_experiment_does_not_break_the_protocol(manager):
 
 
 def test_invalid_config_is_refused_before_queueing(manager):
-    from core.experiment import ConfigError
+    from core.errors import ConfigError
 
     with pytest.raises(ConfigError, match="steps must be between 0 and 10000"):
         manager.submit("probe", {"steps": -1}, "cpu")

@@ -9,7 +9,8 @@ import numpy as np
 import pytest
 import torch
 
-from core.experiment import ConfigError, Context, drive
+from core.errors import ConfigError
+from core.experiment import Context, drive
 from core.experiments.accumulate import AccumulateConfig, accumulate, checkpoints, run
 
 

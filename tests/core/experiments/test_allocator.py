@@ -2,20 +2,11 @@
 
 import pytest
 
-from core.experiment import ConfigError, Context, Output, Unsupported
+from core.errors import ConfigError, Unsupported
+from core.experiment import Context, Output
 from core.experiment import drive as drive_generator
-from core.experiments.allocator import (
-    MIB,
-    AllocatorConfig,
-    StepOutOfMemory,
-    check_size,
-    parse_alloc_conf,
-    parse_step,
-    run,
-    scenario_steps,
-    validate_steps,
-    worker_env,
-)
+from core.experiments.allocator import AllocatorConfig, check_size, run, scenario_steps, worker_env
+from core.memory.steps import MIB, StepOutOfMemory
 
 CPU = Context(device="cpu", device_name="test CPU")
 SIZE_MIB = 64  # above glibc's 32 MiB mmap ceiling, so a free goes straight back to the OS
@@ -28,54 +19,6 @@ def drive(cfg, ctx=CPU):
 
 
 # --- custom steps --------------------------------------------------------------------------------
-
-
-def test_parse_step_reads_op_and_arguments():
-    step = parse_step("alloc a 256")
-    assert (step.op, step.args, step.text) == ("alloc", ("a", 256), "alloc a 256")
-    assert parse_step("empty_cache").args == ()
-
-
-@pytest.mark.parametrize(
-    "text, words",
-    [
-        ("", "empty step"),
-        ("grow a 1", "unknown operation 'grow'"),
-        ("alloc a", "expected `alloc <name> <MiB>`"),
-        ("alloc 1a 5", "not a tensor name"),
-        ("alloc a lots", "not a whole number"),
-        ("alloc a 0", "between 1 and"),
-        ("free", "expected `free <name>`"),
-    ],
-)
-def test_parse_step_names_the_rule_it_breaks(text, words):
-    with pytest.raises(ConfigError, match=words):
-        parse_step(text)
-
-
-@pytest.mark.parametrize(
-    "steps, words",
-    [
-        (["free a"], "no tensor named 'a' \\(live tensors: none\\)"),
-        (["alloc a 8", "free a", "to_cpu a"], "step 3 'to_cpu a': no tensor named 'a'"),
-        (["alloc a 8", "backward a"], "has no autograd graph"),
-        (["alloc a 2", "matmul c a"], "at least 4 MiB"),
-        (["alloc_grad x 8", "scale y x", "backward y", "backward y"], "already used"),
-        (["alloc_grad x 8", "scale y x", "scale_backward y"], "needs a leaf"),
-        ([], "at least one step"),
-        (["empty_cache"] * 65, "at most 64 steps"),
-    ],
-)
-def test_validate_steps_stops_at_the_first_impossible_step(steps, words):
-    with pytest.raises(ConfigError, match=words):
-        validate_steps([parse_step(s) for s in steps])
-
-
-def test_validate_steps_estimates_the_named_peak_by_hand():
-    # a (10) + re-created a (10 while the old one lives) = 20; then b moves to the CPU and leaves 10.
-    steps = ["alloc a 10", "alloc a 10", "alloc_cpu b 30", "free a", "to_device b"]
-    assert validate_steps([parse_step(s) for s in steps]) == 30  # b (30) back on the device
-    assert validate_steps([parse_step(s) for s in steps[:4]]) == 20
 
 
 def test_config_validates_itself():
@@ -105,15 +48,6 @@ def test_config_validates_itself():
 def test_alloc_conf_typos_fail_before_a_worker_starts(conf, words):
     with pytest.raises(ConfigError, match=words):
         AllocatorConfig(alloc_conf=conf)
-
-
-def test_alloc_conf_accepts_the_settings_the_page_offers():
-    assert parse_alloc_conf("expandable_segments:True,max_split_size_mb:128") == {
-        "expandable_segments": "True",
-        "max_split_size_mb": "128",
-    }
-    assert parse_alloc_conf("garbage_collection_threshold:0.6") == {"garbage_collection_threshold": "0.6"}
-    assert parse_alloc_conf("") == {}
 
 
 def test_check_size_caps_one_tensor_by_free_memory():
@@ -338,13 +272,14 @@ GPU = Context(device="cuda:0", device_name="Fake GPU")
 
 
 def test_cudamallocasync_runs_without_snapshots_and_says_why():
-    from core.experiments.allocator import _Recorder, _Workspace
+    from core.experiments.allocator import _Recorder
+    from core.memory.steps import Workspace
 
     fake = FakeTorch(FakeCuda("cudaMallocAsync"))
     cfg = AllocatorConfig(alloc_conf="backend:cudaMallocAsync", history_entries=1000)
     recorder = _Recorder(fake, GPU, cfg)
     recorder.start_history()
-    row = recorder.row(1, None, _Workspace(fake, "cuda:0", lambda *a: None))
+    row = recorder.row(1, None, Workspace(fake, "cuda:0", lambda *a: None))
     assert fake.cuda.history_calls == []  # no history: the backend keeps none
     assert row["allocated_bytes"] == 3 * MIB and row["driver_used_bytes"] == 10 * 2**30  # still measured
     assert row["segment_map"] is None and row["trace"] is None and row["fragmentation_ratio"] is None
@@ -354,7 +289,8 @@ def test_cudamallocasync_runs_without_snapshots_and_says_why():
 
 
 def test_a_setting_the_allocator_does_not_report_is_named():
-    from core.experiments.allocator import _Recorder, _Workspace
+    from core.experiments.allocator import _Recorder
+    from core.memory.steps import Workspace
 
     reported = {
         "PYTORCH_CUDA_ALLOC_CONF": "",
@@ -365,27 +301,12 @@ def test_a_setting_the_allocator_does_not_report_is_named():
     }
     fake = FakeTorch(FakeCuda("native", reported))
     recorder = _Recorder(fake, GPU, AllocatorConfig(alloc_conf="expandable_segments:True"))
-    recorder.row(1, None, _Workspace(fake, "cuda:0", lambda *a: None))
+    recorder.row(1, None, Workspace(fake, "cuda:0", lambda *a: None))
     report = recorder.settings_report()
     assert report["allocator_settings_reported"] == reported
     assert report["alloc_conf_not_applied"] == [
         "expandable_segments: asked True, the allocator reports expandable_segments=False"
     ]
-
-
-def test_settings_not_applied_by_hand():
-    from core.experiments.allocator import settings_not_applied
-
-    reported = {"expandable_segments": True, "max_split_size": 128 * MIB, "garbage_collection_threshold": 0.6}
-    asked = {"expandable_segments": "True", "max_split_size_mb": "128", "garbage_collection_threshold": "0.6"}
-    assert settings_not_applied(asked, "native", reported) == []
-    assert settings_not_applied({"max_split_size_mb": "256"}, "native", reported) == [
-        f"max_split_size_mb: asked 256, the allocator reports max_split_size={128 * MIB}"
-    ]
-    assert settings_not_applied({"backend": "cudaMallocAsync"}, "native", reported) == [
-        "backend: asked cudaMallocAsync, the allocator runs native"
-    ]
-    assert settings_not_applied({"backend": "cudaMallocAsync"}, "cudaMallocAsync", None) == []
 
 
 @pytest.mark.gpu
@@ -416,7 +337,7 @@ def test_gpu_allocator_reports_the_setting_it_runs_with(manager):
 
 def test_a_scenario_that_cannot_fit_is_refused_before_its_first_step():
     """Issue 15 finding 1: 1 TiB of tensors on this box is refused with the estimate, not attempted."""
-    from core.experiment import DoesNotFit
+    from core.errors import DoesNotFit
 
     cfg = AllocatorConfig(scenario="custom", steps=("alloc a 1048576",))
     with pytest.raises(DoesNotFit, match="needs an estimated 1,024.0 GiB"):

@@ -2,7 +2,8 @@
 
 import pytest
 
-from core.experiment import ConfigError, Context, drive
+from core.errors import ConfigError
+from core.experiment import Context, drive
 from core.experiments.autocast import AutocastConfig, dtype_map, run
 
 

@@ -9,7 +9,7 @@ import time
 
 import pytest
 
-from core.experiment import ConfigError
+from core.errors import ConfigError
 from core.transformer.planner import EstimateConfig, max_batch, optimizer_state_bytes, plan
 from core.transformer.presets import PRESETS, get_preset
 from tests.conftest import ROOT

@@ -10,7 +10,7 @@ import sys
 import numpy as np
 import pytest
 
-from core.experiment import ConfigError
+from core.errors import ConfigError
 from core.experiments.formats import FormatsConfig, format_table, inspect, spacing
 from tests.conftest import ROOT
 

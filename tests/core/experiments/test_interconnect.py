@@ -22,8 +22,8 @@ from core.distributed.collectives import (
     make_point,
     operation,
 )
-from core.experiment import ConfigError
-from core.experiments.interconnect import InterconnectConfig
+from core.distributed.config import InterconnectConfig
+from core.errors import ConfigError
 from tests.conftest import ROOT, free_port
 
 SMALL = {"backend": "gloo", "parts": ["collectives"], "warmup_ms": 5, "rep_ms": 30, "min_reps": 5, "max_reps": 50}
@@ -280,7 +280,7 @@ def test_two_nodes_through_torchrun_rendezvous_store_one_run(tmp_path):
         "--max-restarts",
         "0",
         "-m",
-        "core.distributed.rank",
+        "core.cli.rank",
         "--backend",
         "gloo",
         "--sizes",
@@ -335,7 +335,7 @@ def test_a_rank_killed_in_a_torchrun_job_by_hand_is_named_in_the_stored_run(tmp_
         "--max-restarts",
         "0",
         "-m",
-        "core.distributed.rank",
+        "core.cli.rank",
         "--backend",
         "gloo",
         "--collectives",
@@ -362,7 +362,7 @@ def test_a_rank_killed_in_a_torchrun_job_by_hand_is_named_in_the_stored_run(tmp_
         victim = next(
             p
             for p in psutil.process_iter(["cmdline"])
-            if "core.distributed.rank" in (p.info["cmdline"] or [])
+            if "core.cli.rank" in (p.info["cmdline"] or [])
             and str(db) in p.info["cmdline"]
             and "torch.distributed.run" not in p.info["cmdline"]
             and p.environ().get("RANK") == "1"
@@ -383,7 +383,7 @@ def test_a_rank_killed_in_a_torchrun_job_by_hand_is_named_in_the_stored_run(tmp_
 def test_the_rank_program_refuses_the_per_box_parts_under_torchrun(tmp_path):
     env = dict(os.environ, RANK="0", WORLD_SIZE="1", LOCAL_RANK="0", MASTER_ADDR="127.0.0.1", MASTER_PORT="1")
     out = subprocess.run(
-        [sys.executable, "-m", "core.distributed.rank", "--parts", "copy,collectives"],
+        [sys.executable, "-m", "core.cli.rank", "--parts", "copy,collectives"],
         cwd=ROOT,
         capture_output=True,
         text=True,
@@ -392,7 +392,7 @@ def test_the_rank_program_refuses_the_per_box_parts_under_torchrun(tmp_path):
     )
     assert out.returncode == 2 and "host copies and the peer matrix are per box" in out.stderr
     out = subprocess.run(
-        [sys.executable, "-m", "core.distributed.rank"],
+        [sys.executable, "-m", "core.cli.rank"],
         cwd=ROOT,
         capture_output=True,
         text=True,

@@ -7,7 +7,8 @@ import numpy as np
 import pytest
 import torch
 
-from core.experiment import ConfigError, Context, drive
+from core.errors import ConfigError
+from core.experiment import Context, drive
 from core.experiments.matmul import (
     MatmulConfig,
     Shape,
@@ -302,7 +303,7 @@ def test_model_shapes_past_the_dimension_limit_are_a_config_error():
 
 
 def test_a_run_whose_smallest_point_cannot_fit_is_refused_before_allocating(monkeypatch):
-    from core.experiment import DoesNotFit
+    from core.errors import DoesNotFit
     from core.hardware import memory
 
     monkeypatch.setattr(memory, "budget", lambda device: memory.Budget(10 * 2**20, "only 10 MiB is free (test)"))
@@ -319,7 +320,7 @@ def test_a_run_whose_smallest_point_cannot_fit_is_refused_before_allocating(monk
 
 def test_a_run_where_no_point_could_run_is_unsupported_not_ok():
     """Finding 15: --mnk 100000,100000,100000 exited 0 with status ok though its only point was unsupported."""
-    from core.experiment import Unsupported
+    from core.errors import Unsupported
 
     gen = run(MatmulConfig(dtypes=("fp8", "tf32"), sizes=(64,), **QUICK), CPU)
     events = []

@@ -9,7 +9,8 @@ import pickle
 import pytest
 
 from core import cli
-from core.experiment import ConfigError, Context, drive
+from core.errors import ConfigError
+from core.experiment import Context, drive
 from core.experiments.memory_snapshot import MemorySnapshotConfig, run
 from tests.core.workload import snapshots
 

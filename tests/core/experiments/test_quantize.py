@@ -3,7 +3,8 @@
 import pytest
 import torch
 
-from core.experiment import ConfigError, Context, drive
+from core.errors import ConfigError
+from core.experiment import Context, drive
 from core.experiments.quantize import QuantizeConfig, quantize, run
 
 

@@ -4,7 +4,8 @@ import numpy as np
 import pytest
 import torch
 
-from core.experiment import ConfigError, Context, drive
+from core.errors import ConfigError
+from core.experiment import Context, drive
 from core.experiments.rounding import RoundingConfig, relative_error, run
 
 
@@ -38,7 +39,7 @@ def test_cuda_tf32_sits_between_fp32_and_bf16():
 
 def test_a_size_that_cannot_fit_is_refused_before_allocating(monkeypatch):
     """Issue 15 finding 1: every experiment that allocates checks its need first."""
-    from core.experiment import DoesNotFit
+    from core.errors import DoesNotFit
     from core.hardware import memory
 
     monkeypatch.setattr(memory, "budget", lambda device: memory.Budget(2**30, "only 1 GiB is free (test)"))

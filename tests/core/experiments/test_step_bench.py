@@ -6,8 +6,11 @@ import time
 
 import pytest
 
-from core.experiment import ConfigError, Context, drive
-from core.experiments.step_bench import GROUPS, PhaseTimer, StepBenchConfig, classify, run
+from core.errors import ConfigError
+from core.experiment import Context, drive
+from core.experiments.step_bench import GROUPS, StepBenchConfig, run
+from core.measure.kernels import classify
+from core.measure.step_timer import PhaseTimer
 
 CPU = Context("cpu", "CPU")
 SMALL = dict(model="tiny", batch=2, context=16, warmup_steps=1, timed_steps=3, cold_steps=2, profile_steps=1)
@@ -129,63 +132,6 @@ def test_groups_sum_to_profiled_total(output):
     assert step_groups["matmul"]["flops_share"] + step_groups["attention-softmax"]["flops_share"] == pytest.approx(1)
 
 
-def test_classify_known_names():
-    assert classify("ampere_sgemm_128x64_tn", "forward") == "matmul"
-    assert classify("sm90_xmma_gemm_bf16bf16_bf16f32_f32_tn_n_tilesize128x128x64", "backward") == "matmul"
-    assert classify("nvjet_tst_128x256_64x4_1x2_h_bz_coopA_NNT", "forward") == "matmul"
-    assert (
-        classify("void (anonymous namespace)::softmax_warp_forward<float, float, float, 7, false, false>", "forward")
-        == "attention-softmax"
-    )
-    assert (
-        classify(
-            "void at::native::(anonymous namespace)::cunn_SoftMaxForward<4, float, float, float, "
-            "at::native::(anonymous namespace)::LogSoftMaxForwardEpilogue>",
-            "forward",
-        )
-        == "other"
-    )
-    assert (
-        classify(
-            "void at::native::reduce_kernel<512, 1, at::native::ReduceOp<float, at::native::MeanOps<float, "
-            "float, float, float>, unsigned int, float, 4> >",
-            "forward",
-        )
-        == "normalisation"
-    )
-    assert (
-        classify("void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>>", "forward")
-        == "elementwise"
-    )
-    # the same element-wise kernel launched by optimizer.step is optimizer time
-    assert (
-        classify("void at::native::vectorized_elementwise_kernel<4, at::native::CUDAFunctor_add<float>>", "optimizer")
-        == "optimizer"
-    )
-    assert classify("aten::mm", "backward") == "matmul"
-    assert classify("autograd::engine::evaluate_function: MmBackward0", "backward") == "other"
-    assert classify("SoftmaxBackward0", "backward") == "other"
-    assert classify("Memcpy HtoD (Pageable -> Device)", None) == "other"
-
-
-class _SleepyStep:
-    """Stands in for TrainStep: known sleeps per phase."""
-
-    def run(self, x, y, mark):
-        for phase, s in (("forward", 0.02), ("backward", 0.04), ("optimizer", 0.01), ("zero_grad", 0.0)):
-            mark(phase)
-            time.sleep(s)
-        mark("end")
-
-
-def test_phase_timer_against_sleeps():
-    t0 = time.perf_counter()
-    ms = PhaseTimer("cpu").time_step(_SleepyStep(), None, None)
-    wall_ms = (time.perf_counter() - t0) * 1e3
-    assert ms["forward"] >= 20 and ms["backward"] >= 40 and ms["optimizer"] >= 10
-    assert 70 <= ms["step"] <= wall_ms
-
-
 def test_sweep_reports_unsupported_modes():
     cfg = StepBenchConfig(**(SMALL | {"timed_steps": 2, "warmup_steps": 0}), sweep=True)
     out, _ = drive(run(cfg, CPU))
@@ -200,7 +146,7 @@ def test_sweep_reports_unsupported_modes():
 
 
 def test_tf32_on_cpu_is_unsupported():
-    from core.experiment import Unsupported
+    from core.errors import Unsupported
 
     with pytest.raises(Unsupported, match="unsupported on CPU"):
         drive(run(StepBenchConfig(**(SMALL | {"precision": "tf32"})), CPU))
@@ -276,7 +222,7 @@ def test_a_sweep_refuses_the_precisions_that_cannot_fit(monkeypatch):
     status = {r["precision"]: r["status"] for r in out.rows if r["kind"] == "precision"}
     assert status["fp32"] == "refused" and status["bf16"] == "ok" and status["tf32"] == "unsupported"
     monkeypatch.setattr(memory, "budget", lambda device: memory.Budget(need["bf16"] - 1, "only a little (test)"))
-    from core.experiment import DoesNotFit
+    from core.errors import DoesNotFit
 
     with pytest.raises(DoesNotFit, match="a bf16 training step of tiny"):  # none fits: the smallest is named
         drive(run(cfg, CPU))

@@ -51,7 +51,7 @@ def test_set_to_none_false_keeps_gradients_and_timeline_has_phases():
 
 
 def test_tf32_is_unsupported_on_cpu():
-    from core.experiment import Unsupported
+    from core.errors import Unsupported
 
     with pytest.raises(Unsupported, match="unsupported on CPU"):
         _run(TrainMemoryConfig(precision="tf32"))
@@ -108,7 +108,7 @@ def test_a_full_history_buffer_is_called_incomplete():
 
 def test_a_step_that_cannot_fit_is_refused_before_the_model_is_built(monkeypatch):
     """Issue 15 finding 1: 2.7B at batch 64 × 4096 (6.9 TB planned) grew to 19 GiB RSS and kept going."""
-    from core.experiment import DoesNotFit
+    from core.errors import DoesNotFit
 
     monkeypatch.setattr(
         "core.experiments.train_memory.measure", lambda *a: pytest.fail("the step was measured although it cannot fit")

@@ -2,7 +2,7 @@
 
 import pytest
 
-from core.experiment import ConfigError
+from core.errors import ConfigError
 from core.hardware import device, specs
 
 

@@ -16,7 +16,8 @@ import time
 import psutil
 import pytest
 
-from core.experiment import Context, DoesNotFit
+from core.errors import DoesNotFit
+from core.experiment import Context
 from core.hardware import memory
 from core.hardware.memory import MEMORY_FRACTION_ENV, MEMORY_LIMIT_ENV, budget, capped, cpu_cap
 from tests.conftest import ROOT

@@ -6,7 +6,7 @@ import json
 import pytest
 
 from core import cli
-from core.experiment import ConfigError
+from core.errors import ConfigError
 from core.transformer.presets import PRESETS, custom_spec, get_preset
 
 # Published parameter counts (the Hugging Face model pages' safetensors counts; llama.cpp reports the same

@@ -1,0 +1,118 @@
+"""The import contract of pyproject.toml ([tool.importlinter], docs/ARCHITECTURE.md "Layers"): it holds on the
+code, it fails on a deliberately added upward import, UI import or cycle, and no module imports itself back."""
+
+import itertools
+import shutil
+import subprocess
+import sys
+
+import grimp
+import pytest
+
+from tests.conftest import ROOT
+
+LINT = "import sys; from importlinter.cli import lint_imports; sys.exit(lint_imports(no_cache=True, no_logo=True))"
+
+# Module cycles that changes on other branches of issue 20 remove (the job manager and the fan-out). A new
+# cycle fails; one of these disappearing does not.
+KNOWN_CYCLES = [{"core.fanout", "core.jobs"}]
+
+
+def lint_imports(cwd) -> subprocess.CompletedProcess:
+    return subprocess.run([sys.executable, "-c", LINT], cwd=cwd, capture_output=True, text=True, timeout=300)
+
+
+def test_the_contracts_hold():
+    out = lint_imports(ROOT)
+    assert out.returncode == 0, out.stdout + out.stderr
+    assert "Contracts: 3 kept, 0 broken." in out.stdout
+
+
+@pytest.fixture(scope="module")
+def tree(tmp_path_factory):
+    """A copy of the packages and the contract to break."""
+    root = tmp_path_factory.mktemp("contract")
+    for package in ("core", "pages"):
+        shutil.copytree(ROOT / package, root / package, ignore=shutil.ignore_patterns("__pycache__"))
+    shutil.copy(ROOT / "pyproject.toml", root / "pyproject.toml")
+    return root
+
+
+@pytest.mark.parametrize(
+    "importer, imported, broken",
+    [
+        # a shared fact reaching up to the CLI
+        ("core/hardware/device.py", "core.cli.output", "Layers: pages > render > CLI"),
+        # the frame reaching up to an experiment
+        ("core/store.py", "core.experiments.matmul", "Layers: pages > render > CLI"),
+        # two independent siblings of the shared facts
+        ("core/workload/files.py", "core.transformer.presets", "Layers: pages > render > CLI"),
+        # the engine importing the UI
+        ("core/text.py", "streamlit", "core imports no pages, render, Streamlit or Plotly"),
+        # a cycle inside one layer: the datasheet peaks and the device description
+        ("core/hardware/specs.py", "core.hardware.device", "No cycles between sibling packages or modules"),
+    ],
+)
+def test_an_added_import_breaks_the_contract(tree, importer, imported, broken):
+    path = tree / importer
+    original = path.read_text()
+    path.write_text(original + f"\n\ndef _added() -> None:\n    import {imported}  # noqa: F401\n")
+    try:
+        out = lint_imports(tree)
+    finally:
+        path.write_text(original)
+    assert out.returncode == 1, out.stdout + out.stderr
+    report = out.stdout.split("Broken contracts", 1)[-1]
+    assert f"{broken}" in report and "BROKEN" in out.stdout, out.stdout
+    module = importer.removesuffix(".py").replace("/", ".")
+    assert module.rsplit(".", 1)[-1] in report  # the report names where the import is
+
+
+def _cycles(graph) -> list[set[str]]:
+    """Strongly connected components of more than one module (Tarjan), imports inside functions included."""
+    index: dict[str, int] = {}
+    low: dict[str, int] = {}
+    stack: list[str] = []
+    on_stack: set[str] = set()
+    found: list[set[str]] = []
+    counter = itertools.count()
+
+    def visit(v: str) -> None:
+        index[v] = low[v] = next(counter)
+        stack.append(v)
+        on_stack.add(v)
+        for w in graph.find_modules_directly_imported_by(v):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on_stack:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            component = set()
+            while True:
+                w = stack.pop()
+                on_stack.discard(w)
+                component.add(w)
+                if w == v:
+                    break
+            if len(component) > 1:
+                found.append(component)
+
+    for module in sorted(graph.modules):
+        if module not in index:
+            visit(module)
+    return found
+
+
+def test_no_module_imports_itself_back(monkeypatch):
+    monkeypatch.syspath_prepend(str(ROOT))
+    graph = grimp.build_graph("core", "pages")
+    cycles = _cycles(graph)
+    assert [c for c in cycles if c not in KNOWN_CYCLES] == []
+
+
+def test_the_cycle_check_finds_an_added_cycle(monkeypatch):
+    monkeypatch.syspath_prepend(str(ROOT))
+    graph = grimp.build_graph("core", "pages")
+    graph.add_import(importer="core.hardware.specs", imported="core.hardware.device", line_number=1, line_contents="")
+    assert {"core.hardware.specs", "core.hardware.device"} in _cycles(graph)
