@@ -8,7 +8,8 @@ from datetime import datetime
 
 import pytest
 
-from core.jobs import JobManager, WorkerProcess
+from core.jobs import JobManager
+from core.workerprocess import WorkerProcess
 from tests.conftest import ROOT
 
 
