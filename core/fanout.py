@@ -15,7 +15,6 @@ its rows recorded.
 from __future__ import annotations
 
 import functools
-import os
 import statistics
 import threading
 import time
@@ -24,10 +23,11 @@ from collections.abc import Callable
 from datetime import datetime
 from typing import Any
 
+from core import workerprocess
 from core.errors import ConfigError
 from core.experiment import DeviceMetric, Experiment, config_to_dict
-from core.jobs import RUNNING_SAVE_INTERVAL_S, Job, JobManager
 from core.jsonable import json_ready
+from core.lifecycle import Job, Listener, Recorder, Submitter
 from core.result import RunResult, now_iso
 
 ALL = "all"
@@ -51,9 +51,7 @@ SHARED_FACTS = (
 @functools.lru_cache(maxsize=1)
 def box_gpus() -> tuple[dict, ...]:
     """Every CUDA device of this box, asked of a worker (this process never touches CUDA)."""
-    from core.jobs import query_devices
-
-    info = query_devices()
+    info = workerprocess.query_devices()
     gpus = tuple(d for d in info["devices"] if d.get("kind") == "cuda")
     if not gpus:
         raise ConfigError(
@@ -64,17 +62,19 @@ def box_gpus() -> tuple[dict, ...]:
 
 
 def submit_all(
-    manager: JobManager,
+    manager: Submitter,
     exp: Experiment,
     cfg: Any,
     *,
     timeout_s: float | None = None,
     name: str = "",
-    on_event: Callable[[Job, dict], None] | None = None,
+    on_event: Listener | None = None,
     gpus: tuple[dict, ...] | None = None,
     submit_child: Callable[..., Job] | None = None,
 ) -> Job:
-    """Queue ``exp`` on every GPU; the returned job finishes when all have, with the merged run."""
+    """Queue ``exp`` on every GPU; the returned job finishes when all have, with the merged run.
+
+    ``cfg`` is the config dataclass the manager validated: the children are queued with it as it is."""
     if exp.device_metric is None:
         from core import registry
 
@@ -83,7 +83,7 @@ def submit_all(
     gpus = box_gpus() if gpus is None else gpus
     parent = Job(
         experiment=exp.name,
-        config=cfg,
+        config=config_to_dict(cfg),
         device=ALL,
         timeout_s=float(timeout_s or manager.default_timeout_s),
         env={},
@@ -112,8 +112,9 @@ def submit_all(
 class FanOut:
     """Follows the child jobs of one ``all`` job; merges and stores their results."""
 
-    def __init__(self, manager: JobManager, exp: Experiment, parent: Job, gpus: tuple[dict, ...]) -> None:
+    def __init__(self, manager: Submitter, exp: Experiment, parent: Job, gpus: tuple[dict, ...]) -> None:
         self.manager, self.exp, self.parent, self.gpus = manager, exp, parent, gpus
+        self.recorder = Recorder(parent, manager.store)
         self.children: list[Job] = []
 
     def forward(self, device: str) -> Callable[[Job, dict], None]:
@@ -143,43 +144,23 @@ class FanOut:
         parent.rows = merged_rows([(g, list(c.rows)) for g, c in zip(self.gpus, children)])
 
     def follow(self) -> None:
-        saved_at = time.monotonic()
         while not all(c.state == "done" for c in self.children):
             if self.parent.cancelled:
                 for child in self.children:
                     child.cancel()
             self._aggregate()
-            if self.parent.rows and time.monotonic() - saved_at > RUNNING_SAVE_INTERVAL_S:
-                self._save(self._merge(running=True))
-                saved_at = time.monotonic()
+            if self.parent.rows:
+                self.recorder.running(lambda: self._merge(running=True))
             time.sleep(POLL_S)
         self._aggregate()
-        result = self._merge(running=False)
-        self._save(result)
-        if self.parent.store_error:
-            result.meta["store_error"] = self.parent.store_error
-        self.parent.complete(result)
-        if self.parent.on_event:
-            try:
-                self.parent.on_event(self.parent, {"type": "done", "status": result.status})
-            except Exception:  # noqa: BLE001
-                pass
-
-    def _save(self, result: RunResult) -> None:
-        store = self.manager.store
-        if store is None:
-            return
-        try:
-            store.save(result, owner_pid=os.getpid() if result.status == "running" else None)
-        except Exception as exc:  # noqa: BLE001 - a broken store must not lose the result in memory
-            self.parent.store_error = f"could not save the run: {exc}"
+        self.recorder.finish(self._merge(running=False))
 
     def _merge(self, running: bool) -> RunResult:
         parts = []
         for gpu, child in zip(self.gpus, self.children):
             result = child.result
             if result is None:  # still running: what it has so far
-                parts.append(Part(gpu, None, "running", None, list(child.rows), {}, None, None, {}))
+                parts.append(Part(gpu, None, "running", None, None, list(child.rows), {}, None, None, {}))
             else:
                 parts.append(
                     Part(
@@ -187,6 +168,7 @@ class FanOut:
                         result.device,
                         result.status,
                         result.error,
+                        result.error_kind,
                         list(result.rows),
                         result.meta,
                         result.started_at,
@@ -206,17 +188,19 @@ class Part:
         device: dict | None,
         status: str,
         error: str | None,
+        error_kind: str | None,
         rows: list[dict],
         meta: dict,
         started_at: str | None,
         finished_at: str | None,
         versions: dict,
     ) -> None:
-        self.gpu, self.device, self.status, self.error, self.rows, self.meta = (
+        self.gpu, self.device, self.status, self.error, self.error_kind, self.rows, self.meta = (
             gpu,
             device or gpu,
             status,
             error,
+            error_kind,
             rows,
             meta,
         )
@@ -284,10 +268,13 @@ def _concurrency(parts: list[Part]) -> dict:
 
 
 def merge(exp: Experiment, parent: Job, parts: list[Part], running: bool = False) -> RunResult:
-    """One run from every GPU's part: tagged rows, the node comparison, each GPU's meta and outcome."""
+    """One run from every GPU's part: tagged rows, the node comparison, each GPU's meta and outcome.
+
+    The run fails as its worst part (:data:`STATUS_ORDER`), and with that part's kind of failure."""
     rows = merged_rows([(p.gpu, p.rows) for p in parts])
     node = compare(exp.device_metric, rows, {p.name: p.meta for p in parts})
     status = "running" if running else _status(parts)
+    worst = next((p for p in parts if p.status == status), None)
     errors = [f"{p.name}: {p.error}" for p in parts if p.error]
     meta = {
         "requested_device": ALL,
@@ -310,14 +297,15 @@ def merge(exp: Experiment, parent: Job, parts: list[Part], running: bool = False
     return RunResult(
         id=parent.id,
         experiment=exp.name,
-        config=config_to_dict(parent.config),
+        config=parent.config,
         device=json_ready(box_device([p.device for p in parts])),
         versions=next((p.versions for p in parts if p.versions), {}),
         started_at=min(started, default=parent.submitted_at),
         finished_at=None if running else (max(finished, default=None) or now_iso()),
         status=status,
         error="; ".join(errors) or None,
-        rows=json_ready(rows),
+        error_kind=worst.error_kind if worst else None,
+        rows=json_ready(rows),  # compare() added its ratios, which may be infinite
         meta=json_ready(meta),
         name=parent.name,
     )

@@ -10,13 +10,45 @@ import re
 import uuid
 from dataclasses import asdict, dataclass, field
 from datetime import UTC, datetime
-from typing import Any
+from typing import Any, Literal
 
 SCHEMA_VERSION = 1
 # "running" exists only in the store while a job is in flight; "interrupted" is what it becomes
 # when the process that ran it died (server restart) before writing a final status.
 STATUSES = ("ok", "error", "cancelled", "unsupported", "running", "interrupted")
 FINAL_STATUSES = ("ok", "error", "cancelled", "unsupported", "interrupted")
+
+
+@dataclass(frozen=True)
+class ErrorKind:
+    """What a failed run's ``error_kind`` means to the frame: its status, the CLI's exit code and how a page
+    says it. One table, so no caller ever reads the wording of an error to decide either."""
+
+    status: str
+    exit_code: int  # core/cli: 1 the run failed, 2 bad input, 3 unsupported on this device
+    banner: Literal["error", "warning", "info"]  # the page's st.<banner>
+    says: str  # the page's words; fields: status, error, detail (the error without its lead), points
+    lead: str = ""  # the words the worker writes before the message (the page may show the message alone)
+
+    def text(self, message: str) -> str:
+        """The run's error text: the lead, then the message."""
+        return self.lead + message
+
+
+ERROR_KINDS: dict[str, ErrorKind] = {
+    "config": ErrorKind("error", 2, "error", "{status}: {error}", lead="invalid config: "),  # bad input
+    "refused": ErrorKind("error", 2, "error", "Not run — {detail}", lead="refused: "),  # cannot fit: not run
+    "unsupported": ErrorKind("unsupported", 3, "warning", "{error}"),
+    "oom": ErrorKind("error", 1, "error", "{status}: {error}"),
+    "crash": ErrorKind("error", 1, "error", "{status}: {error}"),  # an exception, a dead worker, a broken queue
+    "timeout": ErrorKind("error", 1, "error", "{status}: {error}"),
+    "cancelled": ErrorKind(
+        "cancelled", 1, "info", "Cancelled — showing the {points} point(s) finished before the cancel."
+    ),
+    "interrupted": ErrorKind("interrupted", 1, "error", "{status}: {error}"),
+}
+# A status that is itself the kind of failure: a run given it takes that kind.
+KIND_OF_STATUS = {"unsupported": "unsupported", "cancelled": "cancelled", "interrupted": "interrupted"}
 
 
 class SchemaError(ValueError):
@@ -48,9 +80,36 @@ class RunResult:
     tags: list[str] = field(default_factory=list)
     imported: bool = False
     schema_version: int = SCHEMA_VERSION
+    error_kind: str | None = None  # a key of ERROR_KINDS when the run failed; None when ok or running
+
+    def __post_init__(self) -> None:
+        # A status that is a kind of failure decides it, so a copy made with another status (the store's
+        # "interrupted") never keeps the kind of the run it was; an error nobody classified is a crash.
+        self.error_kind = KIND_OF_STATUS.get(self.status, self.error_kind)
+        if self.status == "error" and self.error_kind is None:
+            self.error_kind = "crash"
 
     def to_dict(self) -> dict:
         return asdict(self)
+
+    @property
+    def failure(self) -> ErrorKind | None:
+        """What the run's failure means to the CLI and the pages; None when it did not fail."""
+        return ERROR_KINDS.get(self.error_kind) if self.error_kind else None
+
+    @property
+    def exit_code(self) -> int:
+        """The CLI's exit code for this run (core/cli): 0 when ok, else its kind's."""
+        if self.status == "ok":
+            return 0
+        return self.failure.exit_code if self.failure else 1
+
+    @property
+    def error_detail(self) -> str:
+        """The error in the experiment's own words: without the lead its kind wrote before them."""
+        error = self.error or ""
+        lead = self.failure.lead if self.failure else ""
+        return error[len(lead) :] if lead and error[: len(lead)] == lead else error
 
     @property
     def duration_s(self) -> float | None:
@@ -69,7 +128,29 @@ class RunResult:
         problem = schema_problem(data)
         if problem:
             raise SchemaError(problem)
+        if "error_kind" not in data:
+            data = data | {"error_kind": legacy_error_kind(data)}
         return cls(**data)
+
+
+def legacy_error_kind(data: dict) -> str | None:
+    """Legacy reading: the kind of a run stored before runs carried ``error_kind``, read once, here.
+
+    Such a run told its kind by its status, ``meta.refused``/``meta.oom`` and the words the worker then
+    put first in its error; nothing else reads those words.
+    """
+    status, error, meta = data["status"], data.get("error") or "", data.get("meta") or {}
+    if status != "error":
+        return KIND_OF_STATUS.get(status)
+    if meta.get("refused") or error.startswith("refused: "):
+        return "refused"
+    if error.startswith(("invalid config: ", "invalid request: ")):
+        return "config"
+    if meta.get("oom"):
+        return "oom"
+    if error.startswith("timed out after "):
+        return "timeout"
+    return "crash"
 
 
 def recorded_elsewhere(meta: dict) -> str | None:
@@ -175,6 +256,7 @@ FIELDS: dict[str, tuple[type, ...]] = {
     "tags": (list,),
     "imported": (bool,),
     "schema_version": (int,),
+    "error_kind": (str, NONE),  # absent in runs stored before it existed (legacy_error_kind reads them)
 }
 REQUIRED = ("id", "experiment", "config", "device", "versions", "started_at", "status", "rows")
 # What the lab reads of a device description (core.hardware.device), by type. Other keys may hold any JSON.
@@ -286,6 +368,8 @@ def schema_problem(data: Any) -> str | None:
         return problem
     if data["status"] not in STATUSES:
         return f"status {quoted(data['status'])} is not one of {', '.join(STATUSES)}"
+    if data.get("error_kind") is not None and data["error_kind"] not in ERROR_KINDS:
+        return f"error_kind {quoted(data['error_kind'])} is not one of {', '.join(ERROR_KINDS)}"
     if not _ID.match(data["id"]):
         return "id must be 1-64 letters and digits"
     if not _EXPERIMENT.match(data["experiment"]):

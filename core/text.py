@@ -9,6 +9,7 @@ cannot fake a line of output; :func:`quoted` keeps a hostile field short when an
 
 from __future__ import annotations
 
+import signal
 import unicodedata
 
 MAX_LABEL_CHARS = 120  # a run's name and each of its tags
@@ -64,3 +65,20 @@ def first_line(exc: BaseException | str, limit: int = 300) -> str:
     """The first line of an error (a CUDA error's later lines are advice), cut to ``limit``; its type if empty."""
     text = str(exc).strip()
     return text.splitlines()[0][:limit] if text else type(exc).__name__
+
+
+def signal_text(returncode: int) -> str:
+    """How a process ended, in words (a signal by name, with what it usually means)."""
+    if returncode < 0:
+        try:
+            name = signal.Signals(-returncode).name
+        except ValueError:
+            name = f"signal {-returncode}"
+        detail = {
+            "SIGSEGV": " (segmentation fault)",
+            "SIGKILL": " (killed, e.g. by the OS out-of-memory killer)",
+            "SIGABRT": " (aborted)",
+            "SIGBUS": " (bus error)",
+        }.get(name, "")
+        return f"killed by {name}{detail}"
+    return f"exited with code {returncode}"

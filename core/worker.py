@@ -1,6 +1,7 @@
 """The worker process: ``python -m core.worker`` runs experiments away from the dashboard.
 
-Protocol (JSON lines, the shape pyperf uses). The parent writes requests on the worker's stdin:
+Protocol (JSON lines, the shape pyperf uses; the records are :mod:`core.protocol`'s). The parent writes
+requests on the worker's stdin:
 
     {"op": "run", "job_id": "...", "experiment": "matmul", "config": {...}, "device": "auto"}
     {"op": "exit"}                                   (or just close stdin)
@@ -11,8 +12,9 @@ library prints is redirected to stderr, so stdout carries nothing but the protoc
     {"type": "ready", "pid": 123, "env": {...}}                  once, at start
     {"type": "waiting", "job_id", "message"}                     another process holds the device
     {"type": "started", "job_id", "device": {...}, "versions": {...}, "started_at", "memory_cap_bytes"}
-    {"type": "progress", "job_id", "done", "total", "message", "rows": [...]}
-    {"type": "result", "job_id", "status", "error", "rows", "meta", "finished_at", "recycle"}
+    {"type": "progress", "job_id", "done", "total", "message", "rows": [the new rows]}
+    {"type": "result", "job_id", "status", "error", "error_kind", "rows", "rows_from", "meta", "finished_at",
+     "recycle"}
 
 ``python -m core.worker --info`` prints one JSON line with :func:`core.hardware.device.describe_all` and
 exits. Run it by hand to debug an experiment: type a ``run`` request and read the events.
@@ -32,6 +34,7 @@ import sys
 import threading
 import time
 import traceback
+from collections.abc import Callable
 from contextlib import nullcontext
 
 from core.errors import ConfigError, DoesNotFit, Unsupported
@@ -40,7 +43,20 @@ from core.hardware.device import current_device
 from core.hardware.memory import MEMORY_FRACTION_ENV, MEMORY_LIMIT_ENV, allocation_failure, capped, cpu_cap, gib
 from core.jsonable import json_ready
 from core.locks import device_lock
-from core.result import now_iso
+from core.protocol import (
+    REQUESTS,
+    ExitRequest,
+    Message,
+    ProgressEvent,
+    ProtocolError,
+    ReadyEvent,
+    ResultEvent,
+    RunRequest,
+    StartedEvent,
+    WaitingEvent,
+    decode,
+)
+from core.result import ERROR_KINDS, now_iso
 from core.text import first_line
 
 # Environment a parent may set for the worker (the memory cap of CPU jobs: core.hardware.memory).
@@ -63,8 +79,8 @@ class _Channel:
         sys.stdout = sys.stderr
         self._lock = threading.Lock()
 
-    def emit(self, event: dict) -> None:
-        line = json.dumps(json_ready(event), allow_nan=False)
+    def emit(self, event: Message) -> None:
+        line = event.to_json()
         with self._lock:
             self._out.write(line + "\n")
             self._out.flush()
@@ -90,90 +106,72 @@ def _free_memory() -> None:
         torch.cuda.empty_cache()
 
 
-def run_job(request: dict, emit) -> None:
+def _result_rows(sent: list[dict], final: list[dict]) -> tuple[list[dict], int]:
+    """The result's ``rows`` and ``rows_from``: only what the progress events did not already carry."""
+    if final[: len(sent)] == sent:
+        return final[len(sent) :], len(sent)
+    return final, 0  # the experiment's final rows revise what it reported: they replace it
+
+
+def run_job(request: RunRequest, emit: Callable[[Message], None]) -> None:
     """Run one request to the end, emitting events; never raises."""
     from core import registry
     from core.hardware import device as devices
 
-    job_id = request.get("job_id", "")
-
-    def result(status: str, error: str | None, rows=(), meta=None, recycle=False) -> None:
-        emit(
-            {
-                "type": "result",
-                "job_id": job_id,
-                "status": status,
-                "error": error,
-                "rows": list(rows),
-                "meta": meta or {},
-                "finished_at": now_iso(),
-                "recycle": recycle,
-            }
-        )
-
+    job_id = request.job_id
     try:
-        exp = registry.get(request["experiment"])
-        config = exp.make_config(request.get("config") or {})
+        exp = registry.get(request.experiment)
+        config = exp.make_config(request.config)
         if exp.in_process:  # torch-free: no device is resolved, locked or touched
-            torch_device = devices.check_device_string(request.get("device", "auto"))
+            torch_device = devices.check_device_string(request.device)
             desc, versions = devices.describe_no_device(torch_device), devices.versions_no_device()
         else:
-            torch_device = devices.resolve(request.get("device", "auto"))
+            torch_device = devices.resolve(request.device)
             desc, versions = devices.describe(torch_device), None
     except (ConfigError, KeyError) as exc:
-        result("error", f"invalid request: {exc}")
+        emit(ResultEvent.failed(job_id, "config", f"invalid request: {exc}"))
         return
 
     # An in-process job (torch-free arithmetic in the submitting process) takes no device lock and no
     # memory cap: RLIMIT_AS would bind the whole dashboard or CLI process, not a worker.
-    lock = (
-        nullcontext()
-        if exp.in_process
-        else device_lock(torch_device, lambda msg: emit({"type": "waiting", "job_id": job_id, "message": msg}))
-    )
+    lock = nullcontext() if exp.in_process else device_lock(torch_device, lambda msg: emit(WaitingEvent(job_id, msg)))
     memory_cap = nullcontext(None) if exp.in_process else capped(torch_device)
     with lock, current_device("cpu" if exp.in_process else torch_device), memory_cap as cap:
         emit(
-            {
-                "type": "started",
-                "job_id": job_id,
-                "device": desc,
-                "versions": versions or devices.versions(),
-                "started_at": now_iso(),
-                "pid": os.getpid(),
-                "memory_cap_bytes": cap,
-            }
+            StartedEvent(
+                job_id,
+                device=json_ready(desc),
+                versions=json_ready(versions or devices.versions()),
+                started_at=now_iso(),
+                pid=os.getpid(),
+                memory_cap_bytes=cap,
+            )
         )
         ctx = Context(device=torch_device, device_name=desc["name"])
         gen = exp.run(config, ctx)
+        sent: list[dict] = []  # every row the progress events carried, JSON-ready
         try:
             while True:
                 event = next(gen)
                 if isinstance(event, Progress):
-                    emit(
-                        {
-                            "type": "progress",
-                            "job_id": job_id,
-                            "done": event.done,
-                            "total": event.total,
-                            "message": event.message,
-                            "rows": list(event.rows),
-                        }
-                    )
+                    rows = json_ready(list(event.rows))
+                    sent += rows
+                    emit(ProgressEvent(job_id, event.done, event.total, event.message, rows))
         except StopIteration as stop:
             out = stop.value if isinstance(stop.value, Output) else Output(rows=[])
-            result("ok", None, out.rows, out.meta)
+            rows, rows_from = _result_rows(sent, json_ready(list(out.rows)))
+            emit(ResultEvent(job_id, "ok", rows=rows, rows_from=rows_from, meta=json_ready(out.meta)))
         except Unsupported as exc:
-            result("unsupported", str(exc))
+            emit(ResultEvent.failed(job_id, "unsupported", str(exc)))
         except DoesNotFit as exc:
-            result("error", f"refused: {exc}", meta=exc.meta)
+            emit(ResultEvent.failed(job_id, "refused", ERROR_KINDS["refused"].text(str(exc)), meta=exc.meta))
         except ConfigError as exc:
-            result("error", f"invalid config: {exc}")
+            emit(ResultEvent.failed(job_id, "config", ERROR_KINDS["config"].text(str(exc))))
         except BaseException as exc:  # noqa: BLE001 - every failure becomes a stored result
             if isinstance(exc, (KeyboardInterrupt, SystemExit)):
                 raise
             extra = getattr(exc, "meta", None)  # an experiment may attach context (e.g. the failing step)
-            extra = dict(extra) if isinstance(extra, dict) else {}
+            extra = json_ready(extra) if isinstance(extra, dict) else {}
             if not exp.in_process and allocation_failure(exc) is not None:
                 first = first_line(exc)
                 under = (
@@ -182,14 +180,24 @@ def run_job(request: dict, emit) -> None:
                     if cap
                     else ""
                 )
-                result(
-                    "error",
-                    f"out of memory on {desc['name']}: {first}{under}",
-                    meta=extra | {"oom": True},
-                    recycle=True,
+                emit(
+                    ResultEvent.failed(
+                        job_id,
+                        "oom",
+                        f"out of memory on {desc['name']}: {first}{under}",
+                        meta=extra | {"oom": True},
+                        recycle=True,
+                    )
                 )
             else:
-                result("error", f"{type(exc).__name__}: {exc}", meta=extra | {"traceback": traceback.format_exc()})
+                emit(
+                    ResultEvent.failed(
+                        job_id,
+                        "crash",
+                        f"{type(exc).__name__}: {exc}",
+                        meta=extra | {"traceback": traceback.format_exc()},
+                    )
+                )
         finally:
             gen.close()
             if not exp.in_process:
@@ -207,47 +215,28 @@ def serve() -> int:
     channel = _Channel()
     _watch_parent()
     registry.experiments()  # import torch and every experiment now: "ready" means a job starts at once
-    channel.emit(
-        {"type": "ready", "pid": os.getpid(), "env": {k: os.environ[k] for k in REPORTED_ENV if k in os.environ}}
-    )
+    channel.emit(ReadyEvent(os.getpid(), {k: os.environ[k] for k in REPORTED_ENV if k in os.environ}))
     for line in sys.stdin:
         if not line.strip():
             continue
         try:
-            request = json.loads(line)
-        except json.JSONDecodeError as exc:
-            channel.emit(
-                {
-                    "type": "result",
-                    "job_id": "",
-                    "status": "error",
-                    "error": f"bad request: {exc}",
-                    "rows": [],
-                    "meta": {},
-                    "finished_at": now_iso(),
-                    "recycle": False,
-                }
-            )
+            request = decode(line, REQUESTS)
+        except ProtocolError as exc:
+            channel.emit(ResultEvent.failed(_job_id_of(line), "config", f"bad request: {exc}"))
             continue
-        op = request.get("op")
-        if op == "exit":
+        if isinstance(request, ExitRequest):
             break
-        if op == "run":
-            run_job(request, channel.emit)
-        else:
-            channel.emit(
-                {
-                    "type": "result",
-                    "job_id": request.get("job_id", ""),
-                    "status": "error",
-                    "error": f"unknown op {op!r}",
-                    "rows": [],
-                    "meta": {},
-                    "finished_at": now_iso(),
-                    "recycle": False,
-                }
-            )
+        run_job(request, channel.emit)
     return 0
+
+
+def _job_id_of(line: str) -> str:
+    """The job a refused request named, so its sender can tell which job failed."""
+    try:
+        job_id = json.loads(line).get("job_id", "")
+    except (ValueError, AttributeError):
+        return ""
+    return job_id if isinstance(job_id, str) else ""
 
 
 def main(argv: list[str] | None = None) -> int:

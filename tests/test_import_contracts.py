@@ -13,10 +13,6 @@ from tests.conftest import ROOT
 
 LINT = "import sys; from importlinter.cli import lint_imports; sys.exit(lint_imports(no_cache=True, no_logo=True))"
 
-# Module cycles that changes on other branches of issue 20 remove (the job manager and the fan-out). A new
-# cycle fails; one of these disappearing does not.
-KNOWN_CYCLES = [{"core.fanout", "core.jobs"}]
-
 
 def lint_imports(cwd) -> subprocess.CompletedProcess:
     return subprocess.run([sys.executable, "-c", LINT], cwd=cwd, capture_output=True, text=True, timeout=300)
@@ -111,7 +107,7 @@ def test_no_module_imports_itself_back(monkeypatch):
     monkeypatch.syspath_prepend(str(ROOT))
     graph = grimp.build_graph("core", "pages", "render")
     cycles = _cycles(graph)
-    assert [c for c in cycles if c not in KNOWN_CYCLES] == []
+    assert cycles == []
 
 
 def test_the_cycle_check_finds_an_added_cycle(monkeypatch):

@@ -24,7 +24,6 @@ from core.result import RunResult
 from core.text import MAX_LABEL_CHARS, terminal
 
 ORDER = 100
-EXIT = {"ok": 0, "unsupported": 3}
 
 
 def register(sub, common) -> None:
@@ -167,11 +166,9 @@ def submit_and_wait(
         show(result)
     if job.store_error:
         print(f"warning: {terminal(job.store_error)}", file=sys.stderr)
-    if result.status == "error" and (
-        result.meta.get("refused") or (result.error or "").startswith(("invalid request:", "invalid config:"))
-    ):
-        return result, 2  # bad input only the worker can tell: a GPU this box lacks, a run that cannot fit
-    return result, EXIT.get(result.status, 1)
+    # From the run's error_kind: bad input only the worker can tell (a GPU this box lacks, a run that
+    # cannot fit) exits 2 like any other.
+    return result, result.exit_code
 
 
 def run(args, exp: Experiment) -> int:

@@ -22,6 +22,7 @@ from core.errors import ConfigError
 from core.experiment import config_from_dict, config_to_dict
 from core.hardware.device import describe, versions
 from core.jsonable import json_ready
+from core.protocol import RankError
 from core.result import RunResult, now_iso
 
 
@@ -79,13 +80,13 @@ class StoreSink:
         self.run.meta = json_ready(meta)
         self._finish("ok", None)
 
-    def error(self, event: dict) -> None:
+    def error(self, event: RankError) -> None:
         from core.distributed.rank import failure_text
 
         text = failure_text(event)
         print(text, file=sys.stderr, flush=True)
         if self.env.rank == 0:
-            self._finish("unsupported" if event.get("unsupported") else "error", text)
+            self._finish("unsupported" if event.unsupported else "error", text)
 
     def _finish(self, status: str, error: str | None) -> None:
         self.run.status, self.run.error, self.run.finished_at = status, error, now_iso()

@@ -75,8 +75,7 @@ def _import(args, experiment: str, values: dict):
 
     def show_failure(result) -> None:
         if result.status != "ok":
-            error = (result.error or result.status).removeprefix("invalid config: ")
-            print(f"error: {terminal(error, multiline=True)}", file=sys.stderr)
+            print(f"error: {terminal(result.error_detail or result.status, multiline=True)}", file=sys.stderr)
 
     result, code = submit_and_wait(args, experiment, values, "cpu", show_failure)
     return code, result

@@ -34,6 +34,9 @@ from pathlib import Path
 
 import psutil
 
+from core.protocol import RANK_EVENTS, Message, RankDone, RankError, RankStep, decode
+from core.text import signal_text
+
 RANK_MODULE = "core.distributed.rank"
 ERROR_GRACE_S = 4.0  # after a rank's error, how long the others get to report theirs before the lab stops them
 WATCHDOG_MARGIN_S = 60.0
@@ -91,14 +94,15 @@ def _environment(values: dict[str, str]):
 
 
 class _Events:
-    """Complete JSON lines appended to a file by the ranks, read as they arrive."""
+    """Complete JSON lines appended to a file by the ranks (:data:`core.protocol.RANK_EVENTS`), read as they
+    arrive; a line that is not one of them stops the job with the reason (:class:`core.protocol.ProtocolError`)."""
 
     def __init__(self, path: Path) -> None:
         self.path = path
         self._offset = 0
         self.last_at = time.monotonic()
 
-    def read(self) -> list[dict]:
+    def read(self) -> list[Message]:
         try:
             with open(self.path, "rb") as fh:
                 fh.seek(self._offset)
@@ -107,7 +111,7 @@ class _Events:
             return []
         complete = data[: data.rfind(b"\n") + 1]
         self._offset += len(complete)
-        events = [json.loads(line) for line in complete.splitlines() if line.strip()]
+        events = [decode(line, RANK_EVENTS) for line in complete.splitlines() if line.strip()]
         if events:
             self.last_at = time.monotonic()
         return events
@@ -132,22 +136,21 @@ def _launch_config(world: int, log_dir: str):
 
 
 def explain(
-    errors: list[dict], failures: dict, killed: set[int], step: str | None, reason: str | None
+    errors: list[RankError], failures: dict, killed: set[int], step: str | None, reason: str | None
 ) -> tuple[str, dict]:
     """The one sentence a user needs: which rank, and what happened to it.
 
     ``failures``: global rank → ProcessFailure from the launcher; ``killed``: pids the lab killed itself.
     """
     from core.distributed.rank import failure_text
-    from core.jobs import _signal_text
 
     where = f" during {step}" if step else ""
     died = {
         r: f for r, f in failures.items() if f.exitcode < 0 and f.pid not in killed and f.exitcode != -signal.SIGTERM
     }  # SIGTERM is the launcher stopping the others
-    stalled = sorted({q for e in errors for q in e.get("stalled") or []})
+    stalled = sorted({q for e in errors for q in e.stalled})
     meta = {
-        "rank_errors": errors,
+        "rank_errors": [e.to_dict() for e in errors],
         "stalled_ranks": stalled,
         "rank_exits": {
             str(r): {"pid": f.pid, "exitcode": f.exitcode, "local_rank": f.local_rank} for r, f in failures.items()
@@ -157,22 +160,22 @@ def explain(
         rank = min(died, key=lambda r: died[r].timestamp)
         f = died[rank]
         meta["failed_rank"] = rank
-        return f"rank {rank} (pid {f.pid}) died{where}: {_signal_text(f.exitcode)}", meta
+        return f"rank {rank} (pid {f.pid}) died{where}: {signal_text(f.exitcode)}", meta
     if stalled:
         meta["failed_rank"] = stalled[0]
-        waiting = next(e for e in errors if e.get("stalled"))
+        waiting = next(e for e in errors if e.stalled)
         return failure_text(waiting), meta
     if errors:
-        meta["failed_rank"] = errors[0]["rank"]
+        meta["failed_rank"] = errors[0].rank
         return failure_text(errors[0]), meta
     if failures:
         rank = min(failures, key=lambda r: failures[r].timestamp)
         meta["failed_rank"] = rank
-        return f"rank {rank} {_signal_text(failures[rank].exitcode)}{where}", meta
+        return f"rank {rank} {signal_text(failures[rank].exitcode)}{where}", meta
     return f"the ranks stopped{where}: {reason or 'no rank reported why'}", meta
 
 
-def run_ranks(config: dict, world: int, timeout_s: float) -> Generator[dict, None, dict]:
+def run_ranks(config: dict, world: int, timeout_s: float) -> Generator[Message, None, dict]:
     """Run ``world`` ranks of :mod:`core.distributed.rank` on this box; yield rank 0's events; return its meta.
 
     ``timeout_s`` is the collective timeout the ranks use; the watchdog adds a margin to it.
@@ -194,20 +197,20 @@ def run_ranks(config: dict, world: int, timeout_s: float) -> Generator[dict, Non
         except BaseException as exc:  # noqa: BLE001 - the rendezvous itself failed; reported below
             outcome["exception"] = f"{type(exc).__name__}: {exc}"
 
-    errors: list[dict] = []
+    errors: list[RankError] = []
     killed: set[int] = set()
     stopped = False
     step, done, stop_reason, first_error_at = None, None, None, None
     thread = threading.Thread(target=launch, daemon=True, name="gpulab-elastic-launch")
 
-    def new_events() -> Iterator[dict]:
+    def new_events() -> Iterator[Message]:
         """The events written since the last read, keeping the errors and rank 0's final meta."""
         nonlocal done
         for event in events.read():
-            if event.get("type") == "error":
+            if isinstance(event, RankError):
                 errors.append(event)
-            elif event.get("type") == "done":
-                done = event.get("meta") or {}
+            elif isinstance(event, RankDone):
+                done = event.meta
             yield event
 
     try:
@@ -215,10 +218,9 @@ def run_ranks(config: dict, world: int, timeout_s: float) -> Generator[dict, Non
             thread.start()
             while thread.is_alive():
                 for event in new_events():
-                    kind = event.get("type")
-                    if kind == "step":
-                        step = event.get("label")
-                    elif kind == "error":
+                    if isinstance(event, RankStep):
+                        step = event.label
+                    elif isinstance(event, RankError):
                         first_error_at = first_error_at or time.monotonic()
                     yield event
                 now = time.monotonic()
@@ -234,7 +236,7 @@ def run_ranks(config: dict, world: int, timeout_s: float) -> Generator[dict, Non
         message, meta = explain(
             errors, outcome.get("failures") or {}, killed, step, stop_reason or outcome.get("exception")
         )
-        if any(e.get("unsupported") for e in errors):
+        if any(e.unsupported for e in errors):
             meta["unsupported"] = True
         raise RankFailure(message, meta)
     finally:

@@ -50,6 +50,7 @@ from core.experiment import config_from_dict
 from core.hardware.device import cuda_unavailable_reason
 from core.hardware.memory import available_ram
 from core.jsonable import json_ready
+from core.protocol import Message, RankAlive, RankDone, RankError, RankRows, RankStart, RankStep
 
 HEARTBEAT_S = 5.0
 PEER_ERROR_GRACE_S = 2.0  # let the other waiting ranks post their own errors before judging who stalled
@@ -163,19 +164,18 @@ class Progress:
 # --- what rank 0 reports, and where ---------------------------------------------------------------------
 
 
-def failure_text(event: dict) -> str:
+def failure_text(event: RankError) -> str:
     """A rank's error event in words, naming the ranks that stopped responding where it knows them."""
-    if event.get("unsupported"):
-        return event["message"]
-    where = f" during {event['step']}" if event.get("step") else ""
-    stalled = event.get("stalled") or []
-    if stalled:
-        who = ", ".join(map(str, stalled))
+    if event.unsupported:
+        return event.message
+    where = f" during {event.step}" if event.step else ""
+    if event.stalled:
+        who = ", ".join(map(str, event.stalled))
         return (
-            f"rank{'s' if len(stalled) > 1 else ''} {who} stopped responding{where} (no error reported: died "
-            f"or hung); rank {event['rank']} gave up: {event['message']}"
+            f"rank{'s' if len(event.stalled) > 1 else ''} {who} stopped responding{where} (no error reported: "
+            f"died or hung); rank {event.rank} gave up: {event.message}"
         )
-    return f"rank {event['rank']} failed{where}: {event['message']}"
+    return f"rank {event.rank} failed{where}: {event.message}"
 
 
 class FileSink:
@@ -194,29 +194,29 @@ class FileSink:
     def _beat(self) -> None:
         while True:
             time.sleep(HEARTBEAT_S)
-            self.emit({"type": "alive"})
+            self.emit(RankAlive())
 
-    def emit(self, event: dict) -> None:
-        os.write(self._fd, (json.dumps(json_ready(event), allow_nan=False) + "\n").encode())
+    def emit(self, event: Message) -> None:
+        os.write(self._fd, (event.to_json() + "\n").encode())
 
     def start(self, meta: dict, total: int) -> None:
         if self.rank == 0:
-            self.emit({"type": "start", "total": total, "meta": meta})
+            self.emit(RankStart(total, json_ready(meta)))
 
     def step(self, index: int, total: int, label: str) -> None:
         if self.rank == 0:
-            self.emit({"type": "step", "index": index, "total": total, "label": label})
+            self.emit(RankStep(index, total, label))
 
     def rows(self, index: int, total: int, rows: list[dict]) -> None:
         if self.rank == 0:
-            self.emit({"type": "rows", "index": index, "total": total, "rows": rows})
+            self.emit(RankRows(index, total, json_ready(rows)))
 
     def done(self, meta: dict) -> None:
         if self.rank == 0:
-            self.emit({"type": "done", "meta": meta})
+            self.emit(RankDone(json_ready(meta)))
 
-    def error(self, event: dict) -> None:
-        self.emit({"type": "error", **event})
+    def error(self, event: RankError) -> None:
+        self.emit(event)
 
 
 # --- the measurement ----------------------------------------------------------------------------------
@@ -303,7 +303,7 @@ def run_rank(cfg, env: RankEnv, sink) -> int:
     backend = resolve_backend(cfg.backend, torch.cuda.is_available())
     problem = backend_problem(backend)
     if problem:
-        sink.error({"rank": env.rank, "message": f"unsupported: {problem}", "unsupported": True, "stalled": []})
+        sink.error(RankError(env.rank, f"unsupported: {problem}", unsupported=True))
         return 3
     device = f"cuda:{env.local_rank}" if backend == "nccl" else "cpu"
     if backend == "nccl":
@@ -326,14 +326,14 @@ def run_rank(cfg, env: RankEnv, sink) -> int:
         except BaseException:  # noqa: BLE001 - the store went away with the launcher
             pass
         sink.error(
-            {
-                "rank": env.rank,
-                "message": first,
-                "exception": type(exc).__name__,
-                "step": progress.label,
-                "stalled": stalled,
-                "timeout_s": cfg.timeout_s,
-            }
+            RankError(
+                env.rank,
+                first,
+                stalled=stalled,
+                step=progress.label,
+                exception=type(exc).__name__,
+                timeout_s=cfg.timeout_s,
+            )
         )
         raise
     finally:

@@ -66,6 +66,7 @@ def run(cfg: InterconnectConfig, ctx: Context):
     from core.distributed.launch import run_ranks
     from core.distributed.rank import backend_problem
     from core.measure.copies import host_copy, peer_copy
+    from core.protocol import RankRows, RankStep
 
     backend = resolve_backend(cfg.backend, ctx.is_cuda)
     gpus = _gpu_count()
@@ -148,10 +149,10 @@ def run(cfg: InterconnectConfig, ctx: Context):
                     except StopIteration as stop:
                         meta.update(stop.value or {})
                         break
-                    if event.get("type") == "step":
-                        yield Progress(done[0], total, f"{event['label']} on {world} ranks ({backend})")
-                    elif event.get("type") == "rows":
-                        yield add(event["rows"], row_text(event["rows"][0]))
+                    if isinstance(event, RankStep):
+                        yield Progress(done[0], total, f"{event.label} on {world} ranks ({backend})")
+                    elif isinstance(event, RankRows):
+                        yield add(event.rows, row_text(event.rows[0]))
             finally:
                 events.close()  # a cancelled job stops its ranks
     return Output(rows=rows, meta=meta)

@@ -2,7 +2,7 @@
 
 Only ever called in a worker process or the CLI: the Streamlit server must make no CUDA call
 (CUDA cannot be used after fork, and even ``device_count()`` can initialise it), so the dashboard
-asks a worker for this description (:func:`core.jobs.query_devices`). torch is imported by the
+asks a worker for this description (:func:`core.workerprocess.query_devices`). torch is imported by the
 functions that need it, so the device-string check and the torch-free :func:`describe_no_device`
 cost nothing (the CLI's planner answers without importing torch).
 """

@@ -2,7 +2,7 @@
 
 One :class:`~core.jobs.JobManager` per server (``st.cache_resource``: thread-safe, shared by all
 sessions), so jobs from two tabs queue on the same device. The server never touches CUDA: the
-device list comes from a worker (:func:`core.jobs.query_devices`).
+device list comes from a worker (:func:`core.workerprocess.query_devices`).
 """
 
 from __future__ import annotations
@@ -10,9 +10,10 @@ from __future__ import annotations
 import streamlit as st
 
 from core.fanout import ALL, SLOW_FRACTION
-from core.jobs import JobManager, query_devices
+from core.jobs import JobManager
 from core.store import RunStore, StoreError
 from core.transformer.presets import DEFAULT_BATCH, PRESET_NAMES
+from core.workerprocess import query_devices
 
 DTYPES = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "int8")
 # Non-widget session keys that hold the sidebar's shared selections (they survive page switches).

@@ -34,14 +34,17 @@ def status_banner(run: RunResult) -> None:
     when = run.started_at[:19].replace("T", " ")
     took = f", {run.duration_s:.1f} s" if run.duration_s is not None else ""
     st.caption(f"Run `{run.id[:8]}` · {md(device_label(run))} · {md(when)} UTC{took}")
-    if run.status == "unsupported":
-        st.warning(md(run.error or "unsupported on this device"))
-    elif run.meta.get("refused"):  # too large for this device: not run at all, nothing allocated
-        st.error(f"Not run — {md((run.error or '').removeprefix('refused: '))}")
-    elif run.status in ("error", "interrupted"):
-        st.error(f"{run.status}: {md(run.error)}")
-    elif run.status == "cancelled":
-        st.info(f"Cancelled — showing the {len(run.rows)} point(s) finished before the cancel.")
+    failure = run.failure  # what kind of failure, from core.result.ERROR_KINDS: its banner and words
+    if failure:
+        banner = getattr(st, failure.banner)
+        banner(
+            failure.says.format(
+                status=run.status,
+                error=md(run.error or f"{run.status} on this device"),
+                detail=md(run.error_detail),
+                points=len(run.rows),
+            )
+        )
     for error in run.meta.get("measurement_errors") or []:
         st.error(error[:1].upper() + error[1:])
     if run.meta.get("store_error"):

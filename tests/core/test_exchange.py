@@ -230,6 +230,7 @@ FIELD_TYPES = {
     "tags": list,
     "imported": bool,
     "schema_version": int,
+    "error_kind": (str, type(None)),
 }
 json_values = st.recursive(
     st.none() | st.booleans() | st.integers() | st.floats(allow_nan=False, allow_infinity=False) | st.text(),

@@ -14,7 +14,7 @@ import pytest
 from core import registry
 from core.errors import ConfigError
 from core.fanout import SLOW_FRACTION, compare, submit_all
-from core.jobs import Job
+from core.lifecycle import Job
 from core.result import RunResult, now_iso
 
 

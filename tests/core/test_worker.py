@@ -8,7 +8,8 @@ from datetime import datetime
 
 import pytest
 
-from core.jobs import JobManager, WorkerProcess
+from core.jobs import JobManager
+from core.workerprocess import WorkerProcess
 from tests.conftest import ROOT
 
 
@@ -20,23 +21,23 @@ def run_probe(manager, timeout_s=None, **config):
 
 
 @pytest.mark.parametrize(
-    "mode, status, needle",
+    "mode, status, kind, needle",
     [
-        ("ok", "ok", None),
-        ("raise", "error", "RuntimeError: probe raised on purpose"),
-        ("exit", "error", "exited with code 1"),
-        ("segfault", "error", "SIGSEGV"),
-        ("oom", "error", "out of memory"),
-        ("unsupported", "unsupported", "unsupported on "),
+        ("ok", "ok", None, None),
+        ("raise", "error", "crash", "RuntimeError: probe raised on purpose"),
+        ("exit", "error", "crash", "exited with code 1"),
+        ("segfault", "error", "crash", "SIGSEGV"),
+        ("oom", "error", "oom", "out of memory"),
+        ("unsupported", "unsupported", "unsupported", "unsupported on "),
     ],
 )
-def test_each_failure_becomes_a_stored_run_and_the_next_job_runs(manager, store, mode, status, needle):
+def test_each_failure_becomes_a_stored_run_and_the_next_job_runs(manager, store, mode, status, kind, needle):
     run = run_probe(manager, mode=mode, steps=2)
-    assert run.status == status
+    assert run.status == status and run.error_kind == kind
     if needle:
         assert needle in run.error
     stored = store.get(run.id)
-    assert stored.status == status and stored.error == run.error
+    assert stored.status == status and stored.error == run.error and stored.error_kind == kind
     assert len(stored.rows) == 2  # finished points survive the failure
     assert run_probe(manager, mode="ok", steps=1).status == "ok"  # the caller survives
 
@@ -44,7 +45,7 @@ def test_each_failure_becomes_a_stored_run_and_the_next_job_runs(manager, store,
 def test_timeout_kills_the_worker_and_keeps_progress(manager, store):
     t0 = time.monotonic()
     run = run_probe(manager, timeout_s=1.5, mode="sleep", steps=1)
-    assert run.status == "error" and "timed out after 1.5 s" in run.error
+    assert run.status == "error" and run.error_kind == "timeout" and "timed out after 1.5 s" in run.error
     assert time.monotonic() - t0 < 60
     assert store.get(run.id).rows == run.rows and len(run.rows) == 1
     pid = run.meta["worker"]["pid"]
@@ -62,7 +63,7 @@ def test_cancel_mid_run_keeps_finished_points(manager, store):
         time.sleep(0.05)
     job.cancel()
     run = job.wait(60)
-    assert run.status == "cancelled" and run.error == "cancelled by user"
+    assert run.status == "cancelled" and run.error_kind == "cancelled" and run.error == "cancelled by user"
     assert 3 <= len(run.rows) < 200
     assert store.get(run.id).status == "cancelled"
 
@@ -123,7 +124,7 @@ def test_missing_gpu_is_a_clear_error(manager):
     if torch.cuda.is_available():
         pytest.skip("this machine has a GPU")
     run = manager.submit("probe", {}, "cuda:0").wait(120)
-    assert run.status == "error" and "CUDA is unavailable" in run.error
+    assert run.status == "error" and run.error_kind == "config" and "CUDA is unavailable" in run.error
 
 
 def test_worker_protocol_by_hand():
@@ -135,11 +136,27 @@ def test_worker_protocol_by_hand():
         text=True,
         timeout=120,
         input=json.dumps({"op": "run", "job_id": "j1", "experiment": "probe", "config": {"steps": 2}, "device": "cpu"})
+        + "\n"
+        + json.dumps({"op": "launch", "job_id": "j2"})
         + "\n",
     )
     events = [json.loads(line) for line in proc.stdout.splitlines()]
-    assert [e["type"] for e in events] == ["ready", "started", "progress", "progress", "result"]
-    assert events[-1]["status"] == "ok" and events[-1]["job_id"] == "j1"
+    assert [e["type"] for e in events] == ["ready", "started", "progress", "progress", "result", "result"]
+    result = events[-2]
+    assert result["status"] == "ok" and result["job_id"] == "j1" and result["error_kind"] is None
+    sent = [row for e in events if e["type"] == "progress" for row in e["rows"]]
+    assert len(sent) == 2  # each progress event carries only its new row
+    assert sent[: result["rows_from"]] + result["rows"] == [{"step": 1}, {"step": 2}]  # probe's final rows
+    refused = events[-1]
+    assert refused["job_id"] == "j2" and refused["error_kind"] == "config" and "unknown op 'launch'" in refused["error"]
+
+
+def test_the_result_sends_only_the_rows_progress_did_not():
+    from core.worker import _result_rows
+
+    assert _result_rows([{"a": 1}], [{"a": 1}, {"a": 2}]) == ([{"a": 2}], 1)  # a continuation: the rest
+    assert _result_rows([{"a": 1}], [{"a": 1}]) == ([], 1)
+    assert _result_rows([{"a": 1, "t": 0}], [{"a": 1}]) == ([{"a": 1}], 0)  # revised rows replace what was sent
 
 
 def test_worker_process_exits_when_stdin_closes():

@@ -153,7 +153,7 @@ def test_all_gpus_on_the_matmul_page_fans_out_and_stores_one_run(app, monkeypatc
     monkeypatch.setattr("pages.common.lab.query_devices", lambda: fake_box(2))
     from core.fanout import box_gpus
 
-    monkeypatch.setattr("core.jobs.query_devices", lambda: fake_box(2))
+    monkeypatch.setattr("core.workerprocess.query_devices", lambda: fake_box(2))
     box_gpus.cache_clear()
     try:
         at = app.run().switch_page("pages/matmul.py").run()

@@ -176,6 +176,7 @@ ALLOCATE = textwrap.dedent("""
     from core.experiment import Experiment, Output
     from core.experiments.probe import ProbeConfig
     from core import worker
+    from core.protocol import RunRequest
 
     def allocate(cfg, ctx):
         import torch
@@ -184,8 +185,7 @@ ALLOCATE = textwrap.dedent("""
         return Output(rows=[{"bytes": block.numel()}])
 
     registry.experiments()["allocate"] = Experiment("allocate", "allocate", ProbeConfig, allocate)
-    worker.run_job({"op": "run", "job_id": "j", "experiment": "allocate", "config": {}, "device": "cpu"},
-                   lambda event: print(json.dumps(event), flush=True))
+    worker.run_job(RunRequest("allocate", {}, "cpu", "j"), lambda event: print(event.to_json(), flush=True))
     print(json.dumps({"after": resource.getrlimit(resource.RLIMIT_AS)[0]}), flush=True)
 """)
 
