@@ -197,6 +197,8 @@ def _run_of(
     rows = list(job.rows)
     if outcome is not None and outcome.status == "ok":
         rows = rows[: outcome.rows_from] + outcome.rows
+    elif outcome is not None and job.finish_rows is not None and rows:
+        rows = job.finish_rows([dict(r) for r in rows])  # what the experiment derives at its end
     meta = dict(outcome.meta) if outcome is not None else {}
     meta["worker"] = {
         "pid": worker.pid if worker else None,
@@ -281,6 +283,7 @@ class JobManager:
             save=save,
             store_failures=exp.store_failures,
             in_process=exp.in_process,
+            finish_rows=exp.finish_rows,
         )
         # An in-process job uses no device: it never waits behind a GPU job.
         key = "in-process" if exp.in_process else device

@@ -37,6 +37,7 @@ class Job:
     name: str = ""
     store_failures: bool = True  # False: only an "ok" result reaches the store (no "running" row either)
     in_process: bool = False  # run by a LocalWorker (torch-free), not a child process
+    finish_rows: Callable[[list[dict]], list[dict]] | None = None  # Experiment.finish_rows
     on_event: Listener | None = None
     save: bool = True  # False: a part of a larger run (core.fanout), which stores the whole
     id: str = field(default_factory=new_run_id)

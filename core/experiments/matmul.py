@@ -632,5 +632,6 @@ EXPERIMENTS = [
         run=run,
         description=__doc__.splitlines()[0],
         device_metric=DeviceMetric("tflops", ("dtype", "m", "n", "k", "label"), "TFLOPS (TOPS for int8)"),
+        finish_rows=add_pct_of_best,
     )
 ]

@@ -24,9 +24,9 @@ def published_for(run: RunResult, accelerator: str | None = None) -> list[publis
 
 def measured(run: RunResult, accelerator: str | None = None) -> pd.DataFrame:
     """The measured points with display columns. ``pct_of_best``, the above-peak flag and the percentage of
-    the published maximum achievable for the run's own GPU are stored by the engine; a run stored before a
-    field existed, or a cancelled run (whose sweep never reached its end), gets it from the same engine
-    function here. With ``accelerator``, ``pct_of_published`` compares with that GPU's published figures."""
+    the published maximum achievable for the run's own GPU are stored by the engine (also for a run that
+    ended early); only a run stored before a field existed gets it here, from the same engine function.
+    With ``accelerator``, ``pct_of_published`` compares with that GPU's published figures."""
     rows = [dict(r) for r in run.rows]
     if rows and any("pct_of_best" not in r for r in rows):
         add_pct_of_best(rows)

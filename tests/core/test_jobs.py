@@ -1,0 +1,33 @@
+"""The job's stored run: rows of a run that ended early get what the experiment derives at its end."""
+
+from core.jobs import _run_of
+from core.lifecycle import Job
+from core.measure.derived import add_pct_of_best
+from core.protocol import ResultEvent
+
+
+def _job(finish_rows) -> Job:
+    job = Job("matmul", {}, "cpu", 60.0, {}, False, finish_rows=finish_rows)
+    job.rows = [
+        {"dtype": "bf16", "status": "ok", "tflops": 10.0},
+        {"dtype": "bf16", "status": "ok", "tflops": 40.0},
+        {"dtype": "fp32", "status": "ok", "tflops": 5.0},
+        {"dtype": "fp32", "status": "unsupported", "tflops": None},
+    ]
+    return job
+
+
+def test_a_cancelled_sweep_stores_its_pct_of_best():
+    job = _job(add_pct_of_best)
+    run = _run_of(job, None, ResultEvent.failed(job.id, "cancelled", "cancelled by user"), None)
+    assert run.status == "cancelled" and run.error_kind == "cancelled"
+    # 10/40 and 40/40 of bf16's best; fp32's one measured point is its own best; nothing for the unsupported
+    assert [r["pct_of_best"] for r in run.rows] == [25.0, 100.0, 100.0, None]
+    assert [r["is_best"] for r in run.rows] == [False, True, True, False]
+    assert "pct_of_best" not in job.rows[0]  # the reported rows are not changed in place
+
+
+def test_an_experiment_without_finish_rows_keeps_its_rows():
+    job = _job(None)
+    run = _run_of(job, None, ResultEvent.failed(job.id, "timeout", "timed out"), None)
+    assert run.rows == job.rows and all("pct_of_best" not in r for r in run.rows)
