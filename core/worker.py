@@ -291,7 +291,7 @@ def serve() -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m core.worker", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m core.worker", description=(__doc__ or "").partition("\n")[0])
     parser.add_argument("--info", action="store_true", help="print the device description as JSON and exit")
     args = parser.parse_args(argv)
     if args.info:

@@ -413,7 +413,9 @@ def run_rank(cfg, env: RankEnv, sink) -> int:
 
 
 def _parser(config_type) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="torchrun … -m core.distributed.rank", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(
+        prog="torchrun … -m core.distributed.rank", description=(__doc__ or "").partition("\n")[0]
+    )
     parser.add_argument("--events", help=argparse.SUPPRESS)  # the lab's launcher
     parser.add_argument("--config", help=argparse.SUPPRESS)
     parser.add_argument("--db", help="run database of rank 0's box (default: $GPULAB_DB or the lab's data dir)")

@@ -392,6 +392,6 @@ EXPERIMENTS = [
         title="Number formats: table, value inspector, spacing",
         config_type=FormatsConfig,
         run=run,
-        description=__doc__.splitlines()[0],
+        description=(__doc__ or "").partition("\n")[0],
     )
 ]

@@ -660,7 +660,7 @@ EXPERIMENTS = [
         title="Matmul throughput",
         config_type=MatmulConfig,
         run=run,
-        description=__doc__.splitlines()[0],
+        description=(__doc__ or "").partition("\n")[0],
         device_metric=DeviceMetric("tflops", ("dtype", "m", "n", "k", "label"), "TFLOPS (TOPS for int8)"),
     )
 ]

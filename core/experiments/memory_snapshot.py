@@ -89,7 +89,7 @@ EXPERIMENTS = [
         title="Memory snapshot (imported)",
         config_type=MemorySnapshotConfig,
         run=run,
-        description=__doc__.splitlines()[0],
+        description=(__doc__ or "").partition("\n")[0],
         fresh_process=True,
         store_failures=False,
     )

@@ -48,7 +48,7 @@ EXPERIMENTS = [
         title="Profiler trace (imported)",
         config_type=ProfilerTraceConfig,
         run=run,
-        description=__doc__.splitlines()[0],
+        description=(__doc__ or "").partition("\n")[0],
         store_failures=False,
     )
 ]

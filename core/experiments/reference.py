@@ -126,7 +126,7 @@ EXPERIMENTS = [
         title="Lab timer vs an independent tool",
         config_type=ReferenceConfig,
         run=run,
-        description=__doc__.splitlines()[0],
+        description=(__doc__ or "").partition("\n")[0],
         hidden=True,
     )
 ]

@@ -102,6 +102,6 @@ EXPERIMENTS = [
         title="Matmul rounding against an fp64 reference",
         config_type=RoundingConfig,
         run=run,
-        description=__doc__.splitlines()[0],
+        description=(__doc__ or "").partition("\n")[0],
     )
 ]

@@ -586,7 +586,7 @@ EXPERIMENTS = [
         title="Step benchmark",
         config_type=StepBenchConfig,
         run=run,
-        description=__doc__.splitlines()[0],
+        description=(__doc__ or "").partition("\n")[0],
         fresh_process=True,
         device_metric=DeviceMetric("tokens_per_s", ("kind", "precision"), "tokens/s"),
     )

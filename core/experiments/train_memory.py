@@ -359,7 +359,7 @@ EXPERIMENTS = [
         title="Training-step memory timeline",
         config_type=TrainMemoryConfig,
         run=run,
-        description=__doc__.splitlines()[0],
+        description=(__doc__ or "").partition("\n")[0],
         fresh_process=True,
     )
 ]
