@@ -43,7 +43,7 @@ class ReferenceConfig:
 
 def _triton_bench():
     try:
-        from triton.testing import do_bench
+        from triton.testing import do_bench  # pyright: ignore[reportMissingImports]  # optional: CUDA builds of torch bring it
     except Exception:  # noqa: BLE001 - not installed, or installed without a usable backend
         return None
     return do_bench

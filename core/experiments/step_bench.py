@@ -140,7 +140,9 @@ class PhaseTimer:
             torch.cuda.synchronize(self.device)  # start from an idle device, as a loop that reads its loss does
         step.run(x, y, self.mark)
         if self.cuda:
-            self._marks[-1][1].synchronize()
+            last = self._marks[-1][1]
+            assert isinstance(last, torch.cuda.Event)
+            last.synchronize()
         out = {phase: self._ms(a, b) for (phase, a), (_, b) in zip(self._marks, self._marks[1:])}
         out["step"] = self._ms(self._marks[0][1], self._marks[-1][1])
         return out
