@@ -26,7 +26,6 @@ from collections import defaultdict
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
 
 import torch
 
@@ -40,7 +39,7 @@ from core.paths import data_dir
 from core.transformer.flops import StepFlops, count_step_flops
 from core.transformer.model import build_model, random_batch
 from core.transformer.planner import EstimateConfig, need_bytes
-from core.transformer.presets import DEFAULT_BATCH, get_preset
+from core.transformer.presets import DEFAULT_BATCH, OptimizerName, Precision, get_preset
 from core.transformer.training import (
     OPTIMIZERS,
     PHASES,
@@ -50,9 +49,6 @@ from core.transformer.training import (
     make_optimizer,
     param_dtype,
 )
-
-Precision = Literal[PRECISIONS]
-OptimizerName = Literal[OPTIMIZERS]
 
 TIMED_PHASES = PHASES + ("step",)
 SCOPES = ("forward", "step")  # forward-only pass under no_grad, full training step
@@ -167,7 +163,7 @@ class Bench:
         return self.batches[self.i % len(self.batches)]
 
 
-def check_fits(cfg: StepBenchConfig, precision: str, ctx: Context) -> None:
+def check_fits(cfg: StepBenchConfig, precision: Precision, ctx: Context) -> None:
     """Refuse a step the memory planner says the device cannot hold (before the model is built)."""
     plan_cfg = EstimateConfig(
         model=cfg.model,
@@ -539,6 +535,7 @@ def _sweep(cfg: StepBenchConfig, ctx: Context, info: dict, common: dict, sampler
     refused = _refusals(cfg, ctx, info)
     for i, precision in enumerate(PRECISIONS):
         row = {"kind": "precision", "precision": precision, "peak_unit": PEAK_UNIT[precision]}
+        flops: StepFlops | None = None
         try:
             check_precision(precision, ctx, info.get("bf16_supported", True))
             if precision in refused:
@@ -561,6 +558,7 @@ def _sweep(cfg: StepBenchConfig, ctx: Context, info: dict, common: dict, sampler
             new = []
         _free(ctx.device)
         if new:
+            assert flops is not None  # measured along with new
             step_ms = summarize([r["ms"] for r in new if r["phase"] == "step"], "step_ms_")
             peak, note = peak_tflops(info, precision)
             row |= {
