@@ -88,7 +88,10 @@ def run(cfg: RoundingConfig, ctx: Context):
             }
         rows.append(row)
         yield Progress(i + 1, len(MODES), mode, rows=(row,))
-    meta = {"reference": "A.double() @ B.double() of the same fp32 inputs", "inputs": "torch.randn, fp32"}
+    meta: dict[str, object] = {
+        "reference": "A.double() @ B.double() of the same fp32 inputs",
+        "inputs": "torch.randn, fp32",
+    }
     if ctx.is_cuda:  # cuBLAS may reduce bf16/fp16 partial sums in reduced precision when these are True
         m = torch.backends.cuda.matmul
         meta["allow_fp16_reduced_precision_reduction"] = m.allow_fp16_reduced_precision_reduction
