@@ -24,7 +24,7 @@ import weakref
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Any
+from typing import Any, overload
 
 from core import registry
 from core.experiment import ConfigError, config_to_dict, json_ready
@@ -81,9 +81,11 @@ class WorkerProcess:
             cwd=str(REPO_ROOT),
             start_new_session=True,
         )
+        assert self.proc.stdin is not None and self.proc.stdout is not None  # both are pipes
+        self._stdin, self._stdout = self.proc.stdin, self.proc.stdout
         self._buffer = b""
         self._selector = selectors.DefaultSelector()
-        self._selector.register(self.proc.stdout, selectors.EVENT_READ)
+        self._selector.register(self._stdout, selectors.EVENT_READ)
         self.ready: dict | None = None
 
     @property
@@ -95,8 +97,8 @@ class WorkerProcess:
 
     def send(self, request: dict) -> None:
         try:
-            self.proc.stdin.write((json.dumps(json_ready(request)) + "\n").encode())
-            self.proc.stdin.flush()
+            self._stdin.write((json.dumps(json_ready(request)) + "\n").encode())
+            self._stdin.flush()
         except (BrokenPipeError, OSError) as exc:
             raise WorkerDied(str(exc)) from None
 
@@ -107,7 +109,7 @@ class WorkerProcess:
             remaining = deadline - time.monotonic()
             if remaining <= 0 or not self._selector.select(remaining):
                 return None
-            chunk = os.read(self.proc.stdout.fileno(), 65536)
+            chunk = os.read(self._stdout.fileno(), 65536)
             if not chunk:
                 raise WorkerDied("end of output")
             self._buffer += chunk
@@ -144,14 +146,14 @@ class WorkerProcess:
         """Polite exit for an idle worker (close stdin), then kill if it lingers."""
         if self.alive():
             try:
-                self.proc.stdin.close()
+                self._stdin.close()
                 self.proc.wait(timeout=5)
             except (OSError, subprocess.TimeoutExpired):
                 pass
         self.kill()
 
     def close(self) -> None:
-        for stream in (self.proc.stdin, self.proc.stdout):
+        for stream in (self._stdin, self._stdout):
             try:
                 stream.close()
             except OSError:
@@ -256,7 +258,12 @@ class Job:
     def cancelled(self) -> bool:
         return self._cancel.is_set()
 
+    @overload
+    def wait(self, timeout: None = None) -> RunResult: ...
+    @overload
+    def wait(self, timeout: float) -> RunResult | None: ...
     def wait(self, timeout: float | None = None) -> RunResult | None:
+        """The result; None only when ``timeout`` passes first."""
         self._finished.wait(timeout)
         return self.result
 
@@ -338,7 +345,7 @@ class DeviceQueue:
     def _run(self, job: Job) -> None:
         started: dict = {}
         outcome: dict | None = None
-        worker: WorkerProcess | None = None
+        worker: WorkerProcess | LocalWorker | None = None
         if job.cancelled:
             outcome = {"status": "cancelled", "error": "cancelled before it started"}
         else:
@@ -372,7 +379,7 @@ class DeviceQueue:
                 self._warm = None
         self._finish(job, started, outcome, worker)
 
-    def _follow(self, job: Job, worker: WorkerProcess, started: dict, ready: dict) -> dict:
+    def _follow(self, job: Job, worker: WorkerProcess | LocalWorker, started: dict, ready: dict) -> dict:
         # The time limit counts from the request: a wait for the device lock is part of the job.
         deadline = time.monotonic() + job.timeout_s
         saved_at = time.monotonic()
@@ -414,8 +421,8 @@ class DeviceQueue:
             self._notify(job, event)
 
     @staticmethod
-    def _crash_outcome(worker: WorkerProcess | None, reason: str | None) -> dict:
-        if worker is None:
+    def _crash_outcome(worker: WorkerProcess | LocalWorker | None, reason: str | None) -> dict:
+        if worker is None or isinstance(worker, LocalWorker):  # a LocalWorker never dies: not reached
             return {"status": "error", "error": f"worker could not start: {reason}"}
         try:
             code = worker.proc.wait(timeout=5)
@@ -428,7 +435,7 @@ class DeviceQueue:
             text += f"; last output: {tail[-600:]}"
         return {"status": "error", "error": text}
 
-    def _result(self, job: Job, started: dict, outcome: dict, worker: WorkerProcess | None) -> RunResult:
+    def _result(self, job: Job, started: dict, outcome: dict, worker: WorkerProcess | LocalWorker | None) -> RunResult:
         ok = outcome.get("status") == "ok"
         rows = outcome.get("rows") if ok else job.rows
         meta = dict(outcome.get("meta") or {}) if isinstance(outcome.get("meta"), dict) else {}
@@ -469,7 +476,7 @@ class DeviceQueue:
         except Exception as exc:  # noqa: BLE001 - a broken store must not kill the queue
             job.store_error = f"could not save the run: {exc}"
 
-    def _finish(self, job: Job, started: dict, outcome: dict, worker: WorkerProcess | None) -> None:
+    def _finish(self, job: Job, started: dict, outcome: dict, worker: WorkerProcess | LocalWorker | None) -> None:
         result = self._result(job, started, outcome, worker)
         store = self._manager.store
         if store is not None and job.save and (job.store_failures or result.status == "ok"):
