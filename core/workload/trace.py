@@ -92,7 +92,7 @@ def gpu_activities(events: list) -> Activities:
         ts, dur = _num(e.get("ts")), _num(e.get("dur"))
         if ts is None or dur is None or dur < 0:
             continue
-        args = e.get("args") if isinstance(e.get("args"), dict) else {}
+        args = raw if isinstance(raw := e.get("args"), dict) else {}
         name = str(e.get("name", "?"))
         kind = _CATEGORY[cat]
         if kind is None:
@@ -172,7 +172,7 @@ def _time_breakdown(a: Activities, sel: np.ndarray) -> dict:
     }
 
 
-def _group(a: Activities, i: int) -> str:
+def _group(a: Activities, i: int | np.integer) -> str:
     kind = int(a.kind[i])
     if kind == COMPUTE:
         return classify(a.names[int(a.name[i])], None)
@@ -242,7 +242,7 @@ def analyse_trace(data: dict, top: int = 20) -> tuple[list[dict], dict]:
         meta["note"] = "this trace has no GPU kernels or copies: was it recorded with ProfilerActivity.CUDA?"
         return [], meta
     kernel_time = {int(d): float((a.end - a.start)[(a.device == d) & (a.kind <= COMM)].sum()) for d in meta["devices"]}
-    device = max(kernel_time, key=kernel_time.get)
+    device = max(kernel_time, key=lambda d: kernel_time[d])
     meta["device"] = device
     meta["device_name"] = gpu_names.get(device, f"GPU {device}")
     sel = a.device == device
