@@ -10,6 +10,7 @@ from __future__ import annotations
 
 import math
 from collections.abc import Hashable
+from typing import cast
 
 # Name tokens that mark a measured quantity (``time_ms``, ``ms_median``, ``peak_bytes``).
 MEASURE_TOKENS = frozenset(
@@ -128,7 +129,7 @@ def headline(rows: list[dict], is_cuda: bool = True) -> str:
     if chosen is None:
         return f"{len(df)} row(s)"
     col, how = chosen
-    values = pd.to_numeric(df[col], errors="coerce").dropna()
+    values = cast("pd.Series", pd.to_numeric(df[col], errors="coerce")).dropna()  # a Series for a Series
     if values.empty:
         return f"{col}: no value"
     value = values.max() if how == "max" else values.min()

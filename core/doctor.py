@@ -312,6 +312,7 @@ def fp16_overflow(run: RunResult | None) -> Check:
     missing = _missing(check, expected, run)
     if missing:
         return missing
+    assert run is not None  # _missing answers for a run that is None
     row = next((r for r in run.rows if r.get("format") == "fp16"), None)
     if row is None:
         return Check(check, "no fp16 row", expected, "fail", "the formats run has no fp16 row")
@@ -341,6 +342,7 @@ def timer_agreement(ref: RunResult | None, cuda: bool) -> Check:
     missing = _missing(check, expected, ref)
     if missing:
         return missing
+    assert ref is not None  # _missing answers for a run that is None
     meta, row = ref.meta, ref.rows[0]
     ratio = meta["ratio"]
     result = (
@@ -383,6 +385,7 @@ def trace_peak(run: RunResult | None, cuda: bool) -> Check:
     missing = _missing(check, expected, run)
     if missing:
         return missing
+    assert run is not None  # _missing answers for a run that is None
     if run.meta.get("snapshot_note"):
         return _unsupported(check, expected, run.meta["snapshot_note"])
     trace = [e for r in run.rows for e in (r.get("trace") or [])]
@@ -406,6 +409,7 @@ def planner_vs_measured(run: RunResult | None) -> Check:
     missing = _missing(check, expected, run)
     if missing:
         return missing
+    assert run is not None  # _missing answers for a run that is None
     meta = run.meta
     error = meta["error_pct"]
     ok = abs(error) <= PLANNER_ERROR_PCT
@@ -439,6 +443,7 @@ def backward_peaks(run: RunResult | None, cuda: bool) -> list[Check]:
         if missing:
             checks.append(missing)
             continue
+        assert run is not None  # _missing answers for a run that is None
         found = next((f for f in run.meta.get("backward_peak", []) if f["form"] == form), None)
         if found is None:
             checks.append(Check(check, "not in the run", expected, "fail", "the backward-peak run has no such form"))

@@ -272,6 +272,7 @@ def merge(exp: Experiment, parent: Job, parts: list[Part], running: bool = False
 
     The run fails as its worst part (:data:`STATUS_ORDER`), and with that part's kind of failure."""
     rows = merged_rows([(p.gpu, p.rows) for p in parts])
+    assert exp.device_metric is not None  # fan-out refuses an experiment without one
     node = compare(exp.device_metric, rows, {p.name: p.meta for p in parts})
     status = "running" if running else _status(parts)
     worst = next((p for p in parts if p.status == status), None)
@@ -344,16 +345,16 @@ def compare(metric: DeviceMetric, rows: list[dict], metas: dict[str, dict]) -> d
         v = r.get(metric.column)
         return float(v) if isinstance(v, (int, float)) and not isinstance(v, bool) and v == v and v > 0 else None
 
-    points: dict[tuple, list[dict]] = defaultdict(list)
+    points: dict[tuple, list[tuple[dict, float]]] = defaultdict(list)
     for r in rows:
-        if value(r) is not None:
-            points[tuple(r.get(k) for k in metric.keys)].append(r)
+        if (v := value(r)) is not None:
+            points[tuple(r.get(k) for k in metric.keys)].append((r, v))
     ratios: dict[str, list[float]] = defaultdict(list)
     for same in points.values():
-        median = statistics.median(value(r) for r in same)
-        for r in same:
+        median = statistics.median(v for _, v in same)
+        for r, v in same:
             r["node_median"] = median
-            r["vs_node_median"] = value(r) / median
+            r["vs_node_median"] = v / median
             ratios[r["device"]].append(r["vs_node_median"])
     per_device = []
     for device in metas:

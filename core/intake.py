@@ -27,7 +27,7 @@ import zlib
 from collections.abc import Callable, Iterator
 from contextlib import contextmanager
 from pathlib import Path
-from typing import Any, BinaryIO
+from typing import Any, BinaryIO, cast
 
 CHUNK_BYTES = 1 << 20
 STREAM_BUFFER_BYTES = 1 << 20  # how much the streaming unpickler reads between two calls of on_chunk
@@ -44,7 +44,7 @@ def _mib(n: int) -> str:
 
 
 def _chunks(source: str | os.PathLike | BinaryIO, what: str) -> Iterator[bytes]:
-    if hasattr(source, "read"):
+    if not isinstance(source, (str, os.PathLike)):  # a stream
         while chunk := source.read(CHUNK_BYTES):
             yield chunk
         return
@@ -171,7 +171,9 @@ class _CountedStream:
     """What the C unpickler reads from: counts the bytes it consumes, refuses past the cap, and calls
     ``on_chunk`` each time the unpickler comes back for more (about every ``STREAM_BUFFER_BYTES``)."""
 
-    def __init__(self, raw: BinaryIO, limit_bytes: int, what: str, on_chunk: Callable[[], None] | None) -> None:
+    def __init__(
+        self, raw: io.BufferedReader, limit_bytes: int, what: str, on_chunk: Callable[[], None] | None
+    ) -> None:
         self._raw = raw
         self._limit = limit_bytes
         self._what = what
@@ -206,14 +208,14 @@ class _CountedStream:
 
 
 @contextmanager
-def open_input(source: str | os.PathLike, what: str = "file") -> Iterator[BinaryIO]:
+def open_input(source: str | os.PathLike, what: str = "file") -> Iterator[io.BufferedReader]:
     """A path opened for streaming: a buffered binary stream of its content, gunzipped if it is gzip
     (by its magic bytes). Sizes are not checked here: the reader that consumes it counts."""
     path = Path(source)
     try:
         if stat.S_ISDIR(path.stat().st_mode):
             raise InputRefused(f"{path} is a directory, not a {what}")
-        fh = open(path, "rb", buffering=STREAM_BUFFER_BYTES)
+        fh = cast(io.BufferedReader, open(path, "rb", buffering=STREAM_BUFFER_BYTES))  # as "rb" opens
     except OSError as exc:
         raise InputRefused(f"cannot read {path}: {exc.strerror or exc}") from None
     try:
@@ -229,7 +231,7 @@ def open_input(source: str | os.PathLike, what: str = "file") -> Iterator[Binary
 
 
 def load_pickle_stream(
-    stream: BinaryIO,
+    stream: io.BufferedReader,
     limit_bytes: int,
     *,
     what: str = "file",
@@ -247,6 +249,7 @@ def load_pickle_stream(
     unpickler: pickle.Unpickler | None = None
 
     def hook() -> None:
+        assert on_chunk is not None and unpickler is not None  # set before the unpickler first calls it
         on_chunk(unpickler)
 
     counted = _CountedStream(stream, limit_bytes, what, hook if on_chunk else None)

@@ -240,7 +240,7 @@ def _job_id_of(line: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(prog="python -m core.worker", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="python -m core.worker", description=(__doc__ or "").partition("\n")[0])
     parser.add_argument("--info", action="store_true", help="print the device description as JSON and exit")
     args = parser.parse_args(argv)
     if args.info:

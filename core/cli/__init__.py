@@ -22,8 +22,12 @@ import sys
 from core.errors import ConfigError
 
 
-def _common() -> argparse.ArgumentParser:
-    common = argparse.ArgumentParser(add_help=False)
+class _Common(argparse.ArgumentParser):
+    command: str | None = None  # the sub-command being run (see above)
+
+
+def _common() -> _Common:
+    common = _Common(add_help=False)
     common.add_argument("--db", help="run database (default: $GPULAB_DB or ~/.local/share/gpulab/runs.sqlite)")
     common.add_argument("--json", action="store_true", help="print JSON instead of text")
     return common

@@ -22,7 +22,7 @@ def register(sub, common) -> None:
         parents=[common],
         help="run every experiment at its smallest setting on a device "
         "and cross-check the numbers against independent references (exit 1 if a check fails)",
-        description=__doc__.splitlines()[0],
+        description=(__doc__ or "").partition("\n")[0],
     )
     p.add_argument("--device", default="auto", help="auto (first GPU, else CPU), cpu, cuda or cuda:N")
     p.add_argument("-o", "--output", help="write the bundle (versions, driver, device, checks, runs) as JSON here")

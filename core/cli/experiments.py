@@ -158,9 +158,8 @@ def submit_and_wait(
                 experiment, values, device, timeout_s=timeout_s, name=args.name, on_event=_progress_printer
             )
             cancel.attach(job)
-            while job.wait(0.2) is None:  # short waits: the handler runs between them
+            while (result := job.wait(0.2)) is None:  # short waits: the handler runs between them
                 pass
-            result = job.result
         finally:
             manager.shutdown()
         show(result)

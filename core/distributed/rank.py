@@ -30,6 +30,7 @@ import time
 from datetime import timedelta
 
 import torch
+import torch.cuda.nccl  # torch.cuda does not import its nccl submodule itself
 import torch.distributed as dist
 
 from core.distributed.collectives import (
@@ -128,14 +129,15 @@ class Progress:
 
     def __init__(self, env: RankEnv, timeout_s: float) -> None:
         self.env = env
-        base = dist.TCPStore(
+        # Public (documented) classes that torch.distributed imports from torch._C without re-exporting them.
+        base = dist.TCPStore(  # pyright: ignore[reportPrivateImportUsage]
             env.master_addr,
             env.master_port,
             is_master=False,
             wait_for_workers=False,
             timeout=timedelta(seconds=timeout_s),
         )
-        self.store = dist.PrefixStore(f"gpulab/{env.run_id}/", base)
+        self.store = dist.PrefixStore(f"gpulab/{env.run_id}/", base)  # pyright: ignore[reportPrivateImportUsage]
         self.step = -1
         self.label = "start-up"
 

@@ -155,6 +155,6 @@ EXPERIMENTS = [
         title="Accumulation error: s += x by accumulator and addend dtype",
         config_type=AccumulateConfig,
         run=run,
-        description=__doc__.splitlines()[0],
+        description=(__doc__ or "").partition("\n")[0],
     )
 ]

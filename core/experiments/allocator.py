@@ -404,7 +404,7 @@ EXPERIMENTS = [
         title="Allocator lab",
         config_type=AllocatorConfig,
         run=run,
-        description=__doc__.splitlines()[0],
+        description=(__doc__ or "").partition("\n")[0],
         fresh_process=True,
         worker_env=worker_env,
     )

@@ -168,6 +168,6 @@ EXPERIMENTS = [
         title="Autocast dtype map (forward hooks)",
         config_type=AutocastConfig,
         run=run,
-        description=__doc__.splitlines()[0],
+        description=(__doc__ or "").partition("\n")[0],
     )
 ]

@@ -39,7 +39,7 @@ EXPERIMENTS = [
         title="Training memory planner (estimate)",
         config_type=EstimateConfig,
         run=run,
-        description=__doc__.splitlines()[0],
+        description=(__doc__ or "").partition("\n")[0],
         in_process=True,
     )
 ]

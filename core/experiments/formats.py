@@ -87,6 +87,7 @@ def _pattern_value(dtype: torch.dtype, pattern: int) -> float:
 def _float_row(fmt: Format) -> dict:
     """finfo's numbers, with epsilon measured by stepping 1.0's bit pattern (finfo is wrong for some fp8)."""
     dtype = fmt.dtype
+    assert dtype is not None  # tf32, the one float format without a dtype, has its own row
     try:
         info = torch.finfo(dtype)
         one = torch.ones(1, dtype=dtype)
@@ -209,7 +210,7 @@ def _cast(fmt: Format, value: float, device: str) -> tuple[float, int, int]:
     x = torch.tensor(value, dtype=torch.float64, device=device)
     if fmt.name == "tf32":
         t = tf32_round(x)
-        pattern = t.view(torch.int32).item() & 0xFFFFFFFF
+        pattern = int(t.view(torch.int32).item()) & 0xFFFFFFFF
         return t.double().item(), pattern >> TF32_DROPPED_BITS, 19
     if fmt.kind == "int":
         if not math.isfinite(value) and math.isnan(value):
@@ -217,12 +218,13 @@ def _cast(fmt: Format, value: float, device: str) -> tuple[float, int, int]:
         lo, hi = INT_RANGES[fmt.name]
         q = int(x.round().clamp(lo, hi).to(torch.int64).item())  # torch.round: half to even
         if fmt.dtype is not None:
-            q = torch.tensor(q).to(fmt.dtype).item()
+            q = int(torch.tensor(q).to(fmt.dtype).item())
         width = int(math.log2(hi - lo + 1))
         return float(q), q & ((1 << width) - 1), width
+    assert fmt.dtype is not None  # every other float format has one
     t = x.to(fmt.dtype)
     width = fmt.dtype.itemsize * 8
-    pattern = t.view(_BITS_VIEW[fmt.dtype.itemsize]).item() & ((1 << width) - 1)
+    pattern = int(t.view(_BITS_VIEW[fmt.dtype.itemsize]).item()) & ((1 << width) - 1)
     return t.double().item(), pattern, width
 
 
@@ -276,11 +278,11 @@ def exact_decimal(value: float) -> Decimal | None:
 
 def inspect(value: float, table: list[dict] | None = None, device: str = "cpu") -> list[dict]:
     """One row per format: what torch stores for ``value``, its error, bit fields and outcome."""
-    table = {r["format"]: r for r in (table or format_table())}
+    by_format = {r["format"]: r for r in (table or format_table())}
     exact = exact_decimal(value)
     rows = []
     for fmt in formats():
-        info = table[fmt.name]
+        info = by_format[fmt.name]
         row = {"format": fmt.name, "value": value}
         try:
             stored, pattern, width = _cast(fmt, value, device)
@@ -334,6 +336,7 @@ def _next_up(fmt: Format, t: torch.Tensor) -> torch.Tensor:
     if fmt.name == "tf32":
         bits = t.to(torch.float32).view(torch.int32) + (1 << TF32_DROPPED_BITS)
         return bits.view(torch.float32).double()
+    assert fmt.dtype is not None  # every other float format has one
     view = _BITS_VIEW[fmt.dtype.itemsize]
     return (t.view(view) + 1).view(fmt.dtype).double()
 
@@ -393,6 +396,6 @@ EXPERIMENTS = [
         title="Number formats: table, value inspector, spacing",
         config_type=FormatsConfig,
         run=run,
-        description=__doc__.splitlines()[0],
+        description=(__doc__ or "").partition("\n")[0],
     )
 ]

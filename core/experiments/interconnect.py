@@ -164,7 +164,7 @@ EXPERIMENTS = [
         title="Interconnect",
         config_type=InterconnectConfig,
         run=run,
-        description=__doc__.splitlines()[0],
+        description=(__doc__ or "").partition("\n")[0],
         fresh_process=True,
     )
 ]

@@ -14,7 +14,7 @@ import functools
 import math
 import os
 import time
-from collections.abc import Callable, Iterator
+from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 
 import torch
@@ -287,7 +287,8 @@ def make_operands(dtype: str, shape: Shape, device: str, generator: torch.Genera
         c = torch.empty(m, n, dtype=torch.bfloat16, device=device)
         fast = FP8[dtype]
         return Operands(
-            lambda: torch._scaled_mm(a, b, scale_a, scale_b, out_dtype=torch.bfloat16, use_fast_accum=fast, out=c),
+            # torch's private fp8/int8 kernels: typed in its stubs, but not exported from torch.
+            lambda: torch._scaled_mm(a, b, scale_a, scale_b, out_dtype=torch.bfloat16, use_fast_accum=fast, out=c),  # pyright: ignore[reportPrivateImportUsage]
             c,
             identity,
             x,
@@ -298,7 +299,7 @@ def make_operands(dtype: str, shape: Shape, device: str, generator: torch.Genera
         a = torch.round(x * sa).to(torch.int8)
         b = torch.round(w * sb).to(torch.int8).t()
         c = torch.empty(m, n, dtype=torch.int32, device=device)
-        return Operands(lambda: torch._int_mm(a, b, out=c), c, lambda t: t.double() / (sa * sb), x, w)
+        return Operands(lambda: torch._int_mm(a, b, out=c), c, lambda t: t.double() / (sa * sb), x, w)  # pyright: ignore[reportPrivateImportUsage]
     raise ConfigError(f"unknown dtype {dtype!r}")
 
 
@@ -510,7 +511,7 @@ def _warm_up(ctx: Context, cfg: MatmulConfig, support: dict) -> dict:
     return {"gpu_warmup": {"dtype": dtype, "size": 4096, "seconds": cfg.gpu_warmup_s, "calls": calls}}
 
 
-def run(cfg: MatmulConfig, ctx: Context) -> Iterator[Progress]:
+def run(cfg: MatmulConfig, ctx: Context) -> Generator[Progress, None, Output]:
     desc = devices.describe(ctx.device)
     shapes = shapes_for(cfg, ctx.is_cuda)
     support = {d: dtype_support(d, desc) for d in cfg.dtypes}
@@ -630,7 +631,7 @@ EXPERIMENTS = [
         title="Matmul throughput",
         config_type=MatmulConfig,
         run=run,
-        description=__doc__.splitlines()[0],
+        description=(__doc__ or "").partition("\n")[0],
         device_metric=DeviceMetric("tflops", ("dtype", "m", "n", "k", "label"), "TFLOPS (TOPS for int8)"),
         finish_rows=add_pct_of_best,
     )

@@ -23,16 +23,17 @@ from core.hardware.device import current_device
 from core.hardware.memory import allocation_failure
 from core.text import first_line
 from core.transformer.planner import EstimateConfig, need_bytes, plan
-from core.transformer.presets import OPTIMIZERS, PRECISIONS, PRESET_NAMES, get_preset
+from core.transformer.presets import PRESET_NAMES, OptimizerName, Precision, get_preset
 
 _REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
 
 
 @dataclass(frozen=True)
 class MaxBatchConfig:
-    model: Literal[PRESET_NAMES] = field(default="small", metadata={"help": "model preset"})
-    precision: Literal[PRECISIONS] = field(default="bf16-autocast", metadata={"help": "precision mode"})
-    optimizer: Literal[OPTIMIZERS] = field(default="adamw", metadata={"help": "optimizer"})
+    # The CLI and config_from_dict read the choices from this Literal, built at run time from the preset table.
+    model: Literal[PRESET_NAMES] = field(default="small", metadata={"help": "model preset"})  # pyright: ignore[reportInvalidTypeForm]
+    precision: Precision = field(default="bf16-autocast", metadata={"help": "precision mode"})
+    optimizer: OptimizerName = field(default="adamw", metadata={"help": "optimizer"})
     context: int = field(default=256, metadata={"help": "tokens per sequence"})
     checkpointing: bool = field(default=False, metadata={"help": "activation checkpointing per layer"})
     max_probes: int = field(default=12, metadata={"help": "real steps the binary search may run"})

@@ -66,7 +66,7 @@ EXPERIMENTS = [
         title="Worker probe",
         config_type=ProbeConfig,
         run=run,
-        description=__doc__.splitlines()[0],
+        description=(__doc__ or "").partition("\n")[0],
         hidden=True,
         command=False,
     )

@@ -49,7 +49,7 @@ EXPERIMENTS = [
         title="Profiler trace (imported)",
         config_type=ProfilerTraceConfig,
         run=run,
-        description=__doc__.splitlines()[0],
+        description=(__doc__ or "").partition("\n")[0],
         store_failures=False,
         command=False,
     )

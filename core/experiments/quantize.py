@@ -182,6 +182,6 @@ EXPERIMENTS = [
         title="Integer quantization round trip (int8, int4)",
         config_type=QuantizeConfig,
         run=run,
-        description=__doc__.splitlines()[0],
+        description=(__doc__ or "").partition("\n")[0],
     )
 ]

@@ -44,7 +44,7 @@ class ReferenceConfig:
 
 def _triton_bench():
     try:
-        from triton.testing import do_bench
+        from triton.testing import do_bench  # pyright: ignore[reportMissingImports]  # optional: CUDA builds of torch bring it
     except Exception:  # noqa: BLE001 - not installed, or installed without a usable backend
         return None
     return do_bench
@@ -127,7 +127,7 @@ EXPERIMENTS = [
         title="Lab timer vs an independent tool",
         config_type=ReferenceConfig,
         run=run,
-        description=__doc__.splitlines()[0],
+        description=(__doc__ or "").partition("\n")[0],
         hidden=True,
     )
 ]

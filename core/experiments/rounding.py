@@ -89,7 +89,10 @@ def run(cfg: RoundingConfig, ctx: Context):
             }
         rows.append(row)
         yield Progress(i + 1, len(MODES), mode, rows=(row,))
-    meta = {"reference": "A.double() @ B.double() of the same fp32 inputs", "inputs": "torch.randn, fp32"}
+    meta: dict[str, object] = {
+        "reference": "A.double() @ B.double() of the same fp32 inputs",
+        "inputs": "torch.randn, fp32",
+    }
     if ctx.is_cuda:  # cuBLAS may reduce bf16/fp16 partial sums in reduced precision when these are True
         m = torch.backends.cuda.matmul
         meta["allow_fp16_reduced_precision_reduction"] = m.allow_fp16_reduced_precision_reduction
@@ -103,6 +106,6 @@ EXPERIMENTS = [
         title="Matmul rounding against an fp64 reference",
         config_type=RoundingConfig,
         run=run,
-        description=__doc__.splitlines()[0],
+        description=(__doc__ or "").partition("\n")[0],
     )
 ]

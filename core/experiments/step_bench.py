@@ -25,7 +25,6 @@ from collections import defaultdict
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
-from typing import Literal
 
 import torch
 
@@ -42,7 +41,7 @@ from core.paths import data_dir
 from core.transformer.flops import StepFlops, count_step_flops
 from core.transformer.model import build_model, random_batch
 from core.transformer.planner import EstimateConfig, need_bytes
-from core.transformer.presets import DEFAULT_BATCH, get_preset
+from core.transformer.presets import DEFAULT_BATCH, OptimizerName, Precision, get_preset
 from core.transformer.training import (
     OPTIMIZERS,
     PHASES,
@@ -52,9 +51,6 @@ from core.transformer.training import (
     make_optimizer,
     param_dtype,
 )
-
-Precision = Literal[PRECISIONS]
-OptimizerName = Literal[OPTIMIZERS]
 
 TIMED_PHASES = PHASES + ("step",)
 SCOPES = ("forward", "step")  # forward-only pass under no_grad, full training step
@@ -130,7 +126,7 @@ class Bench:
         return self.batches[self.i % len(self.batches)]
 
 
-def check_fits(cfg: StepBenchConfig, precision: str, ctx: Context) -> None:
+def check_fits(cfg: StepBenchConfig, precision: Precision, ctx: Context) -> None:
     """Refuse a step the memory planner says the device cannot hold (before the model is built)."""
     plan_cfg = EstimateConfig(
         model=cfg.model,
@@ -431,6 +427,7 @@ def _sweep(cfg: StepBenchConfig, ctx: Context, info: dict, common: dict, sampler
     refused = _refusals(cfg, ctx, info)
     for i, precision in enumerate(PRECISIONS):
         row = {"kind": "precision", "precision": precision, "peak_unit": PEAK_UNIT[precision]}
+        flops: StepFlops | None = None
         try:
             check_precision(precision, ctx, info.get("bf16_supported", True))
             if precision in refused:
@@ -453,6 +450,7 @@ def _sweep(cfg: StepBenchConfig, ctx: Context, info: dict, common: dict, sampler
             new = []
         _free(ctx.device)
         if new:
+            assert flops is not None  # measured along with new
             step_ms = summarize([r["ms"] for r in new if r["phase"] == "step"], "step_ms_")
             peak, note = peak_tflops(info, precision)
             row |= {
@@ -480,7 +478,7 @@ EXPERIMENTS = [
         title="Step benchmark",
         config_type=StepBenchConfig,
         run=run,
-        description=__doc__.splitlines()[0],
+        description=(__doc__ or "").partition("\n")[0],
         fresh_process=True,
         device_metric=DeviceMetric("tokens_per_s", ("kind", "precision"), "tokens/s"),
     )

@@ -16,7 +16,7 @@ from __future__ import annotations
 import bisect
 import time
 from dataclasses import dataclass, field
-from typing import ClassVar
+from typing import ClassVar, Literal
 
 from core.errors import ConfigError
 from core.experiment import Context, Experiment, Output, Progress
@@ -47,7 +47,7 @@ class TrainMemoryConfig(StepSetup):
         if not 1 <= self.steps <= 10:
             raise ConfigError(f"steps must be between 1 and 10, got {self.steps}")
 
-    def estimate_config(self, target: str) -> EstimateConfig:
+    def estimate_config(self, target: Literal["cpu", "cuda"]) -> EstimateConfig:
         return EstimateConfig(**self.setup(), target=target)
 
 
@@ -118,7 +118,7 @@ def classify(trace: Trace) -> tuple[list[tuple[int, int, str]], dict]:
 def timeline(trace: Trace, record_from_ns: int, record_to_ns: int) -> dict:
     """Category totals after every event; the peak (with its phase) inside the recorded window."""
     events, counts = classify(trace)
-    totals = dict.fromkeys(CATEGORIES, 0)
+    totals: dict[str, int] = dict.fromkeys(CATEGORIES, 0)
     points = []
     peak_total, peak_point = -1, None
     phase_times = [m[0] for m in trace.marks]
@@ -212,7 +212,9 @@ class _Recorder:
             snapshot = torch.cuda.memory._snapshot()
             history.stop(torch)
             index = torch.device(self.device).index or 0
-            entries = snapshot["device_traces"][index]
+            # torch's _Snapshot/_TraceEntry TypedDicts lag the allocator: a snapshot taken while history is
+            # recorded has device_traces, every entry a time_us, and alloc/free entries an addr.
+            entries = snapshot["device_traces"][index]  # pyright: ignore[reportTypedDictNotRequiredAccess]
             if history.overflowed(entries, HISTORY_MAX_ENTRIES):
                 raise RuntimeError(
                     f"the allocator history filled its {HISTORY_MAX_ENTRIES:,} entries, so the "
@@ -220,23 +222,26 @@ class _Recorder:
                 )
             for entry in entries:
                 if entry["action"] == "alloc":
-                    self.trace.events.append((entry["time_us"] * 1000, entry["addr"], entry["size"]))
+                    self.trace.events.append((entry["time_us"] * 1000, entry["addr"], entry["size"]))  # pyright: ignore[reportGeneralTypeIssues, reportTypedDictNotRequiredAccess]
                 elif entry["action"] == "free_completed":
-                    self.trace.events.append((entry["time_us"] * 1000, entry["addr"], -entry["size"]))
+                    self.trace.events.append((entry["time_us"] * 1000, entry["addr"], -entry["size"]))  # pyright: ignore[reportGeneralTypeIssues, reportTypedDictNotRequiredAccess]
             self.trace.events.sort(key=lambda e: e[0])
             return self.trace
         if self._range is not None:
             self._range.__exit__(None, None, None)
         self._prof.__exit__(None, None, None)
-        from torch._C._profiler import _EventType
+        from torch._C._profiler import _EventType, _ExtraFields_Allocation
 
-        stack = list(self._prof.profiler.kineto_results.experimental_event_tree())
+        profiler = self._prof.profiler
+        assert profiler is not None and profiler.kineto_results is not None  # both set once the profile exits
+        stack = list(profiler.kineto_results.experimental_event_tree())
         ranges = []
         while stack:
             ev = stack.pop()
             stack.extend(ev.children)
             if ev.tag == _EventType.Allocation:
                 f = ev.extra_fields
+                assert isinstance(f, _ExtraFields_Allocation)
                 self.trace.events.append((ev.start_time_ns, f.ptr, f.alloc_size))
             elif ev.name.startswith("gpulab|"):
                 _, step, phase, index = ev.name.split("|")
@@ -360,7 +365,7 @@ EXPERIMENTS = [
         title="Training-step memory timeline",
         config_type=TrainMemoryConfig,
         run=run,
-        description=__doc__.splitlines()[0],
+        description=(__doc__ or "").partition("\n")[0],
         fresh_process=True,
     )
 ]

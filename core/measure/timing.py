@@ -35,7 +35,11 @@ def flush_bytes(l2_cache_bytes: int | None) -> int:
 
 def make_flush(device: str, nbytes: int) -> Callable[[], None]:
     buf = torch.empty(nbytes // 4, dtype=torch.int32, device=device)
-    return buf.zero_
+
+    def flush() -> None:
+        buf.zero_()
+
+    return flush
 
 
 def reps_for(plan: TimingPlan, per_call_ms: float) -> int:

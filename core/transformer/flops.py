@@ -12,6 +12,7 @@ is next to its time share.
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from typing import Protocol, cast
 
 from torch import nn
 
@@ -48,9 +49,18 @@ class StepFlops:
         return asdict(self) | {"forward": self.forward, "backward": self.backward, "total": self.total}
 
 
-def _attention_modules(model: nn.Module):
+class _Attention(Protocol):
+    num_heads: int
+    q_proj: nn.Linear
+
+
+def _attention_modules(model: nn.Module) -> list[_Attention]:
     """Modules that compute scores: they own a query projection and a head count."""
-    return [m for m in model.modules() if hasattr(m, "num_heads") and isinstance(getattr(m, "q_proj", None), nn.Linear)]
+    return [
+        cast(_Attention, m)
+        for m in model.modules()
+        if hasattr(m, "num_heads") and isinstance(getattr(m, "q_proj", None), nn.Linear)
+    ]
 
 
 def count_step_flops(model: nn.Module, batch: int, context: int) -> StepFlops:

@@ -37,6 +37,9 @@ class RMSNorm(nn.Module):
 class RotaryEmbedding(nn.Module):
     """RoPE tables as non-persistent buffers: no parameters, not in the state dict."""
 
+    cos: torch.Tensor
+    sin: torch.Tensor
+
     def __init__(self, head_dim: int, max_len: int, theta: float = ROPE_THETA) -> None:
         super().__init__()
         inv = theta ** (-torch.arange(0, head_dim, 2, dtype=torch.float32) / head_dim)

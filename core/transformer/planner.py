@@ -19,10 +19,10 @@ from typing import ClassVar, Literal
 from core.errors import ConfigError
 from core.transformer.presets import (
     ARCHITECTURE_NAMES,
-    OPTIMIZERS,
-    PRECISIONS,
     PRESET_NAMES,
     ModelPreset,
+    OptimizerName,
+    Precision,
     get_preset,
 )
 
@@ -47,8 +47,8 @@ class StepSetup:
             f"custom:d_model=…,layers=…,heads=…,kv_heads=…,d_ff=…,vocab=…,tied=0|1"
         },
     )
-    precision: Literal[PRECISIONS] = field(default="fp32", metadata={"help": "precision mode"})
-    optimizer: Literal[OPTIMIZERS] = field(default="adamw", metadata={"help": "optimizer"})
+    precision: Precision = field(default="fp32", metadata={"help": "precision mode"})
+    optimizer: OptimizerName = field(default="adamw", metadata={"help": "optimizer"})
     batch: int = field(default=4, metadata={"help": "sequences per step"})
     context: int = field(default=256, metadata={"help": "tokens per sequence"})
     checkpointing: bool = field(default=False, metadata={"help": "activation checkpointing per layer"})

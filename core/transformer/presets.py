@@ -14,11 +14,15 @@ few with their *published* parameter counts, and any other shape is a spec strin
 from __future__ import annotations
 
 from dataclasses import asdict, dataclass
+from typing import Literal, get_args
 
 from core.errors import ConfigError
 
-PRECISIONS = ("fp32", "tf32", "bf16-autocast", "fp16-autocast", "bf16")
-OPTIMIZERS = ("sgd", "sgd-momentum", "adamw")
+# As types for config fields (their choices, which the CLI offers) and as tuples.
+Precision = Literal["fp32", "tf32", "bf16-autocast", "fp16-autocast", "bf16"]
+OptimizerName = Literal["sgd", "sgd-momentum", "adamw"]
+PRECISIONS: tuple[Precision, ...] = get_args(Precision)
+OPTIMIZERS: tuple[OptimizerName, ...] = get_args(OptimizerName)
 VOCAB_SIZE = 10_000
 DEFAULT_BATCH = 4
 DEFAULT_CONTEXT = 256

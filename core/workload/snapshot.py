@@ -33,7 +33,7 @@ ACTIONS = (
     "oom",
     "user_defined",
 )
-CODE = {name: i for i, name in enumerate(ACTIONS)}
+CODE: dict[str | None, int] = {name: i for i, name in enumerate(ACTIONS)}  # .get(None): no action
 UNKNOWN_ACTION = 255
 # Only these events' stacks are read: the stack of a free is where it was freed, which no view uses. So a
 # free's frames list is emptied as its dict is (torch shares it only between free_requested and its
@@ -255,7 +255,7 @@ class Snapshot:
         totals: dict[int, int] = {}
         for s in self.segments:
             totals[s.device] = totals.get(s.device, 0) + s.total_size
-        return max(totals, key=totals.get) if totals else 0
+        return max(totals, key=lambda d: totals[d]) if totals else 0
 
 
 def read_snapshot(path) -> Snapshot:

@@ -436,7 +436,11 @@ def analyse(snapshot: Snapshot, device: int | None = None) -> SnapshotAnalysis:
     if device is None:
         device = snapshot.busiest_device()
     trace = snapshot.traces.get(device) or DeviceTrace(
-        *(np.zeros(0, t) for t in (np.uint8, np.uint64, np.int64, np.int64, np.int32))
+        np.zeros(0, np.uint8),
+        np.zeros(0, np.uint64),
+        np.zeros(0, np.int64),
+        np.zeros(0, np.int64),
+        np.zeros(0, np.int32),
     )
     n = len(trace)
     notes: list[str] = []

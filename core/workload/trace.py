@@ -150,7 +150,7 @@ def analyse_trace(trace: TraceFile, top: int = 20) -> tuple[list[dict], dict]:
         meta["note"] = "this trace has no GPU kernels or copies: was it recorded with ProfilerActivity.CUDA?"
         return [], meta
     kernel_time = {int(d): float((a.end - a.start)[(a.device == d) & (a.kind <= COMM)].sum()) for d in meta["devices"]}
-    device = max(kernel_time, key=kernel_time.get)
+    device = max(kernel_time, key=lambda d: kernel_time[d])
     meta["device"] = device
     meta["device_name"] = gpu_names.get(device, f"GPU {device}")
     sel = a.device == device
