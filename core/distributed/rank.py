@@ -38,7 +38,6 @@ from core.cli.output import print_run
 from core.distributed.collectives import (
     Comm,
     buffer_bytes,
-    format_size,
     host_bytes_needed,
     make_point,
     measure,
@@ -53,6 +52,7 @@ from core.experiments.interconnect import InterconnectConfig, sizes_for
 from core.hardware.device import cuda_unavailable_reason, describe, versions
 from core.hardware.memory import available_ram
 from core.result import RunResult, now_iso
+from core.units import bytes_text, exact_size_text
 
 HEARTBEAT_S = 5.0
 PEER_ERROR_GRACE_S = 2.0  # let the other waiting ranks post their own errors before judging who stalled
@@ -303,7 +303,7 @@ def _memory_problem(point, comm: Comm, env: RankEnv) -> str | None:
         return None
     r = short[0]
     where = "its GPU" if comm.is_cuda else "its box (shared by the ranks there)"
-    return f"needs {table[r, 0] / 2**30:.2f} GiB on {where}; rank {r} has {table[r, 1] / 2**30:.2f} GiB free"
+    return f"needs {bytes_text(table[r, 0])} on {where}; rank {r} has {bytes_text(table[r, 1])} free"
 
 
 def measure_all(cfg, env: RankEnv, sink, progress: Progress, backend: str, device: str) -> None:
@@ -350,7 +350,9 @@ def measure_all(cfg, env: RankEnv, sink, progress: Progress, backend: str, devic
         reason = _memory_problem(point, comm, env)
         if reason:
             rows = [
-                not_measured_row(point, backend, "unsupported", f"unsupported at {format_size(point.nbytes)}: {reason}")
+                not_measured_row(
+                    point, backend, "unsupported", f"unsupported at {exact_size_text(point.nbytes)}: {reason}"
+                )
             ]
         else:
             try:

@@ -19,14 +19,13 @@ from core.distributed.collectives import (
     busbw_factor,
     check,
     expected,
-    format_size,
     input_values,
     make_point,
     operation,
-    parse_size,
 )
 from core.experiment import ConfigError
 from core.experiments.interconnect import InterconnectConfig
+from core.units import exact_size_text, parse_size
 from tests.conftest import ROOT, free_port
 
 SMALL = {"backend": "gloo", "parts": ["collectives"], "warmup_ms": 5, "rep_ms": 30, "min_reps": 5, "max_reps": 50}
@@ -75,7 +74,7 @@ def test_sizes_parse_as_nccl_tests_writes_them():
         1048576,
         1536,
     ]
-    assert format_size(2**30) == "1 GiB" and format_size(1536) == "1536 B"
+    assert exact_size_text(2**30) == "1 GiB" and exact_size_text(1536) == "1536 B"
     for bad in ("1KB", "lots", "0.3B", "-1MiB"):
         with pytest.raises(ValueError):
             parse_size(bad)
