@@ -8,9 +8,10 @@ Rules, chosen once:
   (one by default, so a column of sizes lines up: ``"1.5 KiB"``, ``"1.0 GiB"``); whole bytes have no
   decimals (``"512 B"``); thousands are separated by commas; a value that rounds up to 1024 of a unit is
   written in the next (``"1.0 MiB"``, never ``"1,024.0 KiB"``). Negative values (a change) keep their sign.
-- **Exact sizes** (:func:`exact_size_text`) are labels of sizes a user chose, such as a collective's
-  message: the largest unit that divides the size, with no decimals (``"1 GiB"``, ``"1536 B"``), so that
-  :func:`parse_size` reads the label back to the same bytes.
+- **Exact sizes** (:func:`exact_size_text`) are labels of sizes that are exact by construction — a size
+  a user chose (a collective's message, a copy) or a limit (``"256 MiB"`` import limit): the largest unit
+  that divides the size, with no decimals (``"1 GiB"``, ``"1536 B"``), so that :func:`parse_size` reads
+  the label back to the same bytes and a limit is never rounded.
 - **Durations** (:func:`duration_text`) are in µs, ms, s or min, whichever keeps the number between 1 and
   1000 (minutes from 60 s on).
 - **Timestamps** (:func:`timestamp_text`) are the stored ISO-8601 strings (UTC) cut to the second (or the

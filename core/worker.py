@@ -38,10 +38,11 @@ from pathlib import Path
 
 from core.experiment import ConfigError, Context, DoesNotFit, Output, Progress, Unsupported, json_ready
 from core.hardware.device import current_device
-from core.hardware.memory import MEMORY_FRACTION_ENV, MEMORY_LIMIT_ENV, allocation_failure, capped, cpu_cap, gib
+from core.hardware.memory import MEMORY_FRACTION_ENV, MEMORY_LIMIT_ENV, allocation_failure, capped, cpu_cap
 from core.paths import lock_dir
 from core.result import now_iso
 from core.text import first_line
+from core.units import bytes_text
 
 # Environment a parent may set for the worker (the memory cap of CPU jobs: core.hardware.memory).
 REPORTED_ENV = (
@@ -217,7 +218,7 @@ def run_job(request: dict, emit) -> None:
             if not exp.in_process and allocation_failure(exc) is not None:
                 first = first_line(exc)
                 under = (
-                    f" (the job ran under a {gib(cap)} memory cap: {MEMORY_FRACTION_ENV} or {MEMORY_LIMIT_ENV} "
+                    f" (the job ran under a {bytes_text(cap)} memory cap: {MEMORY_FRACTION_ENV} or {MEMORY_LIMIT_ENV} "
                     f"changes it)"
                     if cap
                     else ""

@@ -5,7 +5,6 @@ import streamlit as st
 from core.experiment import ConfigError
 from core.experiments.allocator import (
     GPU_ONLY_SCENARIOS,
-    MIB,
     OPS,
     SCENARIOS,
     AllocatorConfig,
@@ -14,6 +13,7 @@ from core.experiments.allocator import (
     scenario_steps,
     validate_steps,
 )
+from core.units import MIB
 from pages.common import lab, run_panel, workload
 from pages.common.charts import show, show_charts
 from render.plots import allocator as plots

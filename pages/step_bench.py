@@ -9,13 +9,14 @@ from core.experiment import config_to_dict
 from core.experiments.step_bench import PEAK_UNIT, StepBenchConfig
 from core.result import RunResult
 from core.transformer.training import OPTIMIZERS, PRECISIONS
+from core.units import MIB, bytes_text
 from pages.common import lab, node, run_panel, workload
 from pages.common.charts import show_charts
 from render.plots import kind_rows
 from render.plots.step_bench import figures
 
 KEY = "step_bench"
-MAX_TRACE_DOWNLOAD_BYTES = 200 * 2**20
+MAX_TRACE_DOWNLOAD_BYTES = 200 * MIB
 DTYPE_TO_PRECISION = {"fp32": "fp32", "tf32": "tf32", "bf16": "bf16-autocast", "fp16": "fp16-autocast"}
 DEFAULTS = StepBenchConfig()
 
@@ -98,10 +99,10 @@ def trace_download(run: RunResult) -> None:
     if not trace.exists():
         st.caption(f"The Chrome trace `{path}` is no longer on this machine (the lab keeps the newest 20).")
     elif trace.stat().st_size > MAX_TRACE_DOWNLOAD_BYTES:
-        st.caption(f"Chrome trace: `{path}` ({trace.stat().st_size / 2**20:.0f} MiB) — open it at ui.perfetto.dev.")
+        st.caption(f"Chrome trace: `{path}` ({bytes_text(trace.stat().st_size)}) — open it at ui.perfetto.dev.")
     else:
         st.download_button(
-            f"Chrome trace for Perfetto ({trace.stat().st_size / 2**10:,.0f} KiB, gzip JSON)",
+            f"Chrome trace for Perfetto ({bytes_text(trace.stat().st_size)}, gzip JSON)",
             trace.read_bytes,
             trace.name,
             "application/gzip",

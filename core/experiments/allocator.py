@@ -24,8 +24,8 @@ from core.hardware import memory
 from core.measure import history
 from core.memory.segments import segment_view
 from core.text import first_line
+from core.units import MIB, bytes_text
 
-MIB = 2**20
 COLUMNS = 1024  # every tensor is (rows, 1024) fp32: 4 KiB a row, 256 rows a MiB
 ROWS_PER_MIB = MIB // (COLUMNS * 4)
 MATMUL_MIN_MIB = COLUMNS * COLUMNS * 4 // MIB  # ``a @ a[:1024]`` needs 1024 rows
@@ -406,7 +406,7 @@ def _host_guard(nbytes: int, what: str) -> None:
     room = memory.budget("cpu")
     if nbytes > room.bytes:
         raise StepOutOfMemory(
-            f"out of memory (host): {what} needs {nbytes / MIB:.0f} MiB but {room.source} "
+            f"out of memory (host): {what} needs {bytes_text(nbytes)} but {room.source} "
             f"(the OS would kill the process instead of raising)"
         )
 

@@ -130,7 +130,7 @@ def check_host_memory(cfg: InterconnectConfig, world: int) -> None:
         raise ConfigError(
             f"sizes: {exact_size_text(largest)} with {world} Gloo ranks needs {bytes_text(need)} of host memory "
             f"({bytes_text(per_rank)} of buffers per rank — the message, the result and a check copy — plus "
-            f"{bytes_text(PROCESS_OVERHEAD_BYTES, 0)} per process); {bytes_text(available)} is available: "
+            f"{exact_size_text(PROCESS_OVERHEAD_BYTES)} per process); {bytes_text(available)} is available: "
             f"choose smaller sizes or fewer ranks"
         )
 

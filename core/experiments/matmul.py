@@ -40,6 +40,7 @@ from core.measure.stats import gbs, summarize
 from core.measure.timing import TimingPlan, flush_bytes, keep_busy, make_flush, time_op, wake_cpu
 from core.transformer.presets import DEFAULT_BATCH, DEFAULT_CONTEXT, PRESET_NAMES, get_preset
 from core.transformer.training import matmul_precision
+from core.units import GIB, KIB, MIB, bytes_text
 
 DTYPES = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "fp8-fast-accum", "int8")
 # torch._scaled_mm(..., use_fast_accum=False) is torch's default (and mamf-finder's): the tensor cores
@@ -55,8 +56,8 @@ CPU_SIZES = (64, 128, 256, 384, 512, 768, 1024)
 MAX_DIM = 131072
 FP8_MAX = 448.0  # largest finite float8_e4m3fn
 INT8_MAX = 127.0
-CPU_COPY_BYTES = 256 * 2**20
-GPU_COPY_BYTES = 2**30
+CPU_COPY_BYTES = 256 * MIB
+GPU_COPY_BYTES = GIB
 
 
 @dataclass(frozen=True)
@@ -364,7 +365,7 @@ def check_fits(cfg: MatmulConfig, shapes: list[Shape], support: dict, ctx: Conte
     if need > POINT_SHARE * limit.bytes:
         raise DoesNotFit(
             f"matmul's smallest point ({dtype} {shape.m}×{shape.n}×{shape.k}: inputs, output and the "
-            f"fp64 check) needs an estimated {memory.gib(need)} on {ctx.device_name}, and a point may take "
+            f"fp64 check) needs an estimated {bytes_text(need)} on {ctx.device_name}, and a point may take "
             f"{POINT_SHARE:.0%} of what is free, but {limit.source}: refused before allocating anything",
             need,
             int(POINT_SHARE * limit.bytes),
@@ -423,9 +424,9 @@ def cpu_l2_bytes() -> int:
         if shared in seen:
             continue
         seen.add(shared)
-        scale = {"K": 2**10, "M": 2**20, "G": 2**30}.get(size[-1], 1)
+        scale = {"K": KIB, "M": MIB, "G": GIB}.get(size[-1], 1)
         total += int(size.rstrip("KMG")) * scale
-    return total or (os.cpu_count() or 1) * 2**20
+    return total or (os.cpu_count() or 1) * MIB
 
 
 def _peak(dtype: str, desc: dict) -> tuple[float | None, str | None]:
@@ -535,7 +536,7 @@ def run(cfg: MatmulConfig, ctx: Context) -> Iterator[Progress]:
     if not ctx.is_cuda:
         meta["cache_note"] = (
             (
-                f"CPU: calls rotate through input sets totalling ≥ {2 * cpu_l2_bytes() / 2**20:.0f} MiB "
+                f"CPU: calls rotate through input sets totalling ≥ {bytes_text(2 * cpu_l2_bytes(), 0)} "
                 "(2× the cores' L2); the last-level cache is not flushed"
             )
             if cfg.flush
@@ -605,7 +606,7 @@ def _point(dtype, shape, ctx, cfg, desc, support, flush, generator, t0_s, meta) 
     free = memory.budget(ctx.device).bytes
     need = memory_needed_bytes(dtype, shape, cfg.accuracy_rows)
     if reason is None and need > POINT_SHARE * free:
-        reason = f"needs {need / 2**30:.1f} GiB, {free / 2**30:.1f} GiB free on {ctx.device_name}"
+        reason = f"needs {bytes_text(need)}, {bytes_text(free)} free on {ctx.device_name}"
     if reason:
         return row | {"status": "unsupported", "reason": f"unsupported on {ctx.device_name}: {reason}"}
     try:

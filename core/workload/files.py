@@ -10,6 +10,7 @@ from typing import TypeVar
 
 from core.experiment import ConfigError, Progress
 from core.intake import InputRefused
+from core.units import bytes_text
 
 T = TypeVar("T")
 
@@ -32,7 +33,7 @@ def read_imported(path: Path, read: Callable[[Path], T], total: int):
         size = path.stat().st_size
     except OSError as exc:
         raise ConfigError(f"{path.name}: {exc.strerror or exc}") from None
-    yield Progress(0, total, f"reading {path.name} ({size / 2**20:,.1f} MiB)")
+    yield Progress(0, total, f"reading {path.name} ({bytes_text(size)})")
     try:
         return read(path), size
     except InputRefused as exc:

@@ -25,8 +25,9 @@ import numpy as np
 
 from core.intake import InputRefused, loads_json, read_input
 from core.measure.kernels import GROUPS, classify
+from core.units import MIB
 
-MAX_TRACE_BYTES = 1024 * 2**20  # decompressed JSON; parsed whole
+MAX_TRACE_BYTES = 1024 * MIB  # decompressed JSON; parsed whole
 WHAT = "profiler trace"
 KINDS = ("compute", "communication", "memcpy", "memset")
 COMPUTE, COMM, MEMCPY, MEMSET = range(4)

@@ -7,7 +7,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from core.result import RunResult
-from core.units import bytes_text, exact_size_text
+from core.units import exact_size_text
 from render.plots import Chart, kind_rows
 from render.style import color_for, style, title
 
@@ -157,7 +157,7 @@ def peer_chart(run: RunResult, df: pd.DataFrame) -> Chart:
         title(
             "GPU→GPU copy bandwidth",
             run,
-            f"{bytes_text(size, 0)} per copy · P2P: peer access possible (can_device_access_peer), via host: it is not",
+            f"{exact_size_text(int(size))} per copy · P2P: peer access possible (can_device_access_peer), via host: it is not",
         ),
         "destination GPU",
         "source GPU",
@@ -193,7 +193,7 @@ def host_chart(run: RunResult, df: pd.DataFrame) -> Chart:
         title(
             "Host↔GPU copy bandwidth",
             run,
-            f"{bytes_text(largest['bytes'].iloc[0], 0)} per copy · pinned vs pageable host memory · bars p20–p80",
+            f"{exact_size_text(int(largest['bytes'].iloc[0]))} per copy · pinned vs pageable host memory · bars p20–p80",
         ),
         "",
         "GB/s",

@@ -8,7 +8,7 @@ from pathlib import Path
 
 import pytest
 
-from core.workload.snapshot_analysis import size_text
+from core.units import bytes_text
 from tests.conftest import ROOT
 from tests.core.workload import snapshots
 
@@ -50,7 +50,7 @@ def test_allocator_page_imports_a_snapshot_and_draws_it(data_dir):
     at = import_snapshot(page("pages/allocator.py"), "allocator.snapshot", "mine.pickle", pickle.dumps(snap))
     assert not at.exception
     metrics = {m.label: m.value for m in at.metric}
-    assert metrics["Peak allocated"] == size_text(expected["peak"])
+    assert metrics["Peak allocated"] == bytes_text(expected["peak"])
     assert metrics["Trace events"] == f"{expected['events']:,}"
     charts = at.get("plotly_chart")
     assert len(charts) >= 5  # timeline, sites, segment map, categories, fragmentation
@@ -89,7 +89,7 @@ def test_the_page_draws_a_real_snapshot(path, data_dir):
     assert not at.exception and len(at.get("plotly_chart")) >= 5
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["Trace events"] == f"{expected['events']:,}"
-    assert metrics["Peak allocated"] == size_text(expected["peak"])
+    assert metrics["Peak allocated"] == bytes_text(expected["peak"])
 
 
 def test_step_bench_page_imports_a_real_trace(data_dir):

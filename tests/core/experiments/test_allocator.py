@@ -5,7 +5,6 @@ import pytest
 from core.experiment import ConfigError, Context, Output, Unsupported
 from core.experiment import drive as drive_generator
 from core.experiments.allocator import (
-    MIB,
     AllocatorConfig,
     StepOutOfMemory,
     check_size,
@@ -16,6 +15,7 @@ from core.experiments.allocator import (
     validate_steps,
     worker_env,
 )
+from core.units import MIB
 
 CPU = Context(device="cpu", device_name="test CPU")
 SIZE_MIB = 64  # above glibc's 32 MiB mmap ceiling, so a free goes straight back to the OS
@@ -419,5 +419,5 @@ def test_a_scenario_that_cannot_fit_is_refused_before_its_first_step():
     from core.experiment import DoesNotFit
 
     cfg = AllocatorConfig(scenario="custom", steps=("alloc a 1048576",))
-    with pytest.raises(DoesNotFit, match="needs an estimated 1,024.0 GiB"):
+    with pytest.raises(DoesNotFit, match="needs an estimated 1.0 TiB"):
         drive_generator(run(cfg, Context("cpu", "CPU")))
