@@ -36,7 +36,7 @@ from core.hardware import memory, published
 from core.hardware.clocks import device_sampler
 from core.hardware.specs import device_peak, measurement_errors, unit_for
 from core.measure.derived import add_pct_of_best, add_published, flag_above_peak
-from core.measure.stats import gbs, summarize
+from core.measure.stats import COPY_TRAFFIC_PER_BYTE, copy_bandwidth, summarize
 from core.measure.timing import TimingPlan, flush_bytes, keep_busy, make_flush, time_op, wake_cpu
 from core.transformer.presets import DEFAULT_BATCH, DEFAULT_CONTEXT, PRESET_NAMES, get_preset
 from core.transformer.training import matmul_precision
@@ -483,7 +483,8 @@ def measure_point(dtype: str, shape: Shape, ctx: Context, cfg: MatmulConfig, flu
 
 
 def copy_bandwidth_gbs(ctx: Context, cfg: MatmulConfig) -> dict:
-    """Device-to-device copy of a large buffer: (bytes read + bytes written) / median time."""
+    """Copy of a large buffer within the device, as :func:`core.measure.stats.copy_bandwidth` counts every
+    copy (bytes copied once / median time); the roofline turns it into memory traffic (read + write)."""
     nbytes = GPU_COPY_BYTES if ctx.is_cuda else CPU_COPY_BYTES
     free = memory.budget(ctx.device).bytes
     if free:
@@ -492,8 +493,10 @@ def copy_bandwidth_gbs(ctx: Context, cfg: MatmulConfig) -> dict:
     dst = torch.empty_like(src)
     samples = time_op(lambda: dst.copy_(src), ctx.device, TimingPlan(cfg.warmup_ms, cfg.rep_ms, 5, 100), None)
     stats = summarize(samples)
+    copied = copy_bandwidth(src.numel() * 4, stats)["gbs"]
     return {
-        "copy_bandwidth_gbs": gbs(2 * src.numel() * 4, stats["median"]),
+        "copy_bandwidth_gbs": copied,
+        "roofline_bandwidth_gbs": COPY_TRAFFIC_PER_BYTE * copied,  # read + write: the roofline's slope
         "copy_bytes": src.numel() * 4,
         "copy_median_ms": stats["median"],
         "copy_samples_ms": samples,
@@ -619,8 +622,8 @@ def _point(dtype, shape, ctx, cfg, desc, support, flush, generator, t0_s, meta) 
         row["pct_of_peak"] = 100.0 * row["tflops"] / peak
     flag_above_peak(row)
     add_published(row, published.for_device(desc))
-    if row.get("copy_bandwidth_gbs"):
-        row["bandwidth_bound_tflops"] = row["copy_bandwidth_gbs"] * row["intensity_flop_per_byte"] / 1e3
+    if meta.get("roofline_bandwidth_gbs"):  # memory traffic (bytes read + written) per second
+        row["bandwidth_bound_tflops"] = meta["roofline_bandwidth_gbs"] * row["intensity_flop_per_byte"] / 1e3
     return row
 
 
