@@ -6,9 +6,9 @@ import streamlit as st
 
 from core.columns import throughput_unit
 from core.experiment import config_to_dict
-from core.experiments.step_bench import PEAK_UNIT, StepBenchConfig
+from core.experiments.step_bench import StepBenchConfig
 from core.result import RunResult
-from core.transformer.training import OPTIMIZERS, PRECISIONS
+from core.transformer.presets import DTYPE_FOR_PRECISION, OPTIMIZERS, PRECISION_FOR_DTYPE, PRECISIONS
 from core.units import MIB, bytes_text
 from pages.common import lab, node, run_panel, workload
 from pages.common.charts import show_charts
@@ -17,7 +17,6 @@ from render.plots.step_bench import figures
 
 KEY = "step_bench"
 MAX_TRACE_DOWNLOAD_BYTES = 200 * MIB
-DTYPE_TO_PRECISION = {"fp32": "fp32", "tf32": "tf32", "bf16": "bf16-autocast", "fp16": "fp16-autocast"}
 DEFAULTS = StepBenchConfig()
 
 st.title("Step benchmark")
@@ -143,14 +142,14 @@ def render_sweep(run: RunResult) -> None:
 single, sweep, imported = st.tabs(["Step benchmark", "Precision sweep", "Import a trace"])
 with single:
     cols = st.columns(4)
-    start = DTYPE_TO_PRECISION.get(lab.selected_dtype(), "fp32")
+    start = PRECISION_FOR_DTYPE.get(lab.selected_dtype(), "fp32")
     precision = cols[0].selectbox(
         "Precision",
         PRECISIONS,
         index=PRECISIONS.index(start),
         key=f"{KEY}.precision",
         help=f"MFU is measured against the datasheet peak of the unit: "
-        f"{', '.join(f'{k} → {v}' for k, v in PEAK_UNIT.items())}.",
+        f"{', '.join(f'{k} → {v}' for k, v in DTYPE_FOR_PRECISION.items())}.",
     )
     cold = cols[1].number_input("Steps without warm-up", 0, 100, DEFAULTS.cold_steps, key=f"{KEY}.cold")
     profile = cols[2].number_input(

@@ -10,6 +10,7 @@ from core.transformer.presets import (
     DEFAULT_BATCH,
     DEFAULT_CONTEXT,
     OPTIMIZERS,
+    PRECISION_FOR_DTYPE,
     PRECISIONS,
     custom_spec,
     get_preset,
@@ -24,7 +25,6 @@ from render.plots.train_memory import figures
 
 KEY = "training_memory"
 # The sidebar's dtype picks the matching precision mode; the page's own dropdown can override it.
-PRECISION_FOR_DTYPE = {"fp32": "fp32", "tf32": "tf32", "bf16": "bf16-autocast", "fp16": "fp16-autocast"}
 
 st.title("Training memory")
 st.write(
