@@ -25,7 +25,7 @@ from dataclasses import asdict, dataclass, field
 
 from core import __version__
 from core.result import RunResult, now_iso
-from core.units import bytes_text
+from core.units import bytes_text, duration_text
 
 BUNDLE_FORMAT = "gpulab-doctor"
 # Agreement the checks accept. A shared CPU's timings are noisy (both tools see the same waits), a GPU's
@@ -198,7 +198,7 @@ class Report:
             if check.reason and check.verdict != "pass":
                 lines.append(f"    ↳ {check.reason}")
         summary = ", ".join(f"{n} {v}" for v, n in self.bundle()["summary"].items())
-        lines.append(f"{len(self.checks)} checks: {summary} — {self.wall_s:.1f} s on {self.device_label()}")
+        lines.append(f"{len(self.checks)} checks: {summary} — {duration_text(self.wall_s)} on {self.device_label()}")
         return "\n".join(lines)
 
     def device_label(self) -> str:
@@ -272,7 +272,7 @@ def run_doctor(
 
 def runs_check(label: str, run: RunResult) -> Check:
     """An experiment ran to the end on the device (unsupported is the device's answer, with its reason)."""
-    took = f" in {run.duration_s:.1f} s" if run.duration_s is not None else ""
+    took = f" in {duration_text(run.duration_s)}" if run.duration_s is not None else ""
     what = f"{label} ({run.experiment}) runs"
     if run.status == "ok":
         return Check(what, f"ok, {len(run.rows)} rows{took}", "ok", "pass")

@@ -10,7 +10,7 @@ from core import doctor
 from core.experiment import json_ready
 from core.hardware import published
 from core.store import StoreError
-from core.units import bytes_text, timestamp_text
+from core.units import bytes_text, duration_text, timestamp_text
 from pages.common import catalog, lab
 
 VERDICT_ICONS = {"pass": "✅ pass", "fail": "❌ fail", "unsupported": "➖ unsupported"}
@@ -105,7 +105,7 @@ def doctor_section() -> None:
     summary = report.bundle()["summary"]
     text = (
         f"{len(report.checks)} checks on {report.device_label()}: {summary['pass']} pass, {summary['fail']} fail, "
-        f"{summary['unsupported']} unsupported — {report.wall_s:.0f} s, {timestamp_text(report.started_at)} UTC"
+        f"{summary['unsupported']} unsupported — {duration_text(report.wall_s)}, {timestamp_text(report.started_at)} UTC"
     )
     (st.error if report.failed else st.success)(text)
     st.dataframe(

@@ -16,7 +16,7 @@ from plotly.offline import get_plotlyjs
 
 from core.columns import fmt
 from core.result import RunResult
-from core.units import bytes_text, timestamp_text
+from core.units import bytes_text, duration_text, timestamp_text
 from render import comparison
 from render.plots import Chart, figures_for, overlay_for
 from render.style import device_label
@@ -95,7 +95,7 @@ def _run_section(run: RunResult, index: int) -> str:
         f"<p class='{'status-ok' if ok else 'status-bad'}'>status: {_e(run.status)}"
         f"{' — ' + _e(run.error) if run.error else ''}</p>",
         f"<p class='muted'>{_e(device_label(run))} · started {_e(run.started_at)}"
-        f"{f' · {run.duration_s:.1f} s' if run.duration_s is not None else ''}"
+        f"{f' · {duration_text(run.duration_s)}' if run.duration_s is not None else ''}"
         f"{' · imported from another box' if run.imported else ''}"
         f"{' · tags: ' + _e(', '.join(run.tags)) if run.tags else ''}</p>",
     ]
