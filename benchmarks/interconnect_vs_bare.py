@@ -70,8 +70,9 @@ def rank_main(rank: int, world: int, port: int, args: argparse.Namespace) -> Non
     import torch
     import torch.distributed as dist
 
-    from core.distributed.collectives import Comm, format_size, make_point, measure, parse_size, point_rows
+    from core.distributed.collectives import Comm, make_point, measure, point_rows
     from core.measure.timing import TimingPlan
+    from core.units import exact_size_text, parse_size
 
     device = f"cuda:{rank}" if args.backend == "nccl" else "cpu"
     if device != "cpu":
@@ -116,7 +117,7 @@ def rank_main(rank: int, world: int, port: int, args: argparse.Namespace) -> Non
                 worst, noise_floor = max(worst, abs(ratio - 1)), max(noise_floor, abs(noise - 1))
             if rank == 0:
                 print(
-                    f"{collective:14} {format_size(point.nbytes):>8} {lab:9.3f} {bare:9.3f} {ratio:9.3f} "
+                    f"{collective:14} {exact_size_text(point.nbytes):>8} {lab:9.3f} {bare:9.3f} {ratio:9.3f} "
                     f"{noise:7.3f}  {verdict}"
                 )
     if rank == 0:

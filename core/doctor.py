@@ -25,9 +25,9 @@ from dataclasses import asdict, dataclass, field
 
 from core import __version__
 from core.result import RunResult, now_iso
+from core.units import bytes_text, duration_text
 
 BUNDLE_FORMAT = "gpulab-doctor"
-MIB = 2**20
 # Agreement the checks accept. A shared CPU's timings are noisy (both tools see the same waits), a GPU's
 # are not; the planner claims 10 % (tests/core/experiments/test_train_memory.py); the allocator's two
 # views of one peak must agree exactly but for rounding.
@@ -198,7 +198,7 @@ class Report:
             if check.reason and check.verdict != "pass":
                 lines.append(f"    ↳ {check.reason}")
         summary = ", ".join(f"{n} {v}" for v, n in self.bundle()["summary"].items())
-        lines.append(f"{len(self.checks)} checks: {summary} — {self.wall_s:.1f} s on {self.device_label()}")
+        lines.append(f"{len(self.checks)} checks: {summary} — {duration_text(self.wall_s)} on {self.device_label()}")
         return "\n".join(lines)
 
     def device_label(self) -> str:
@@ -272,7 +272,7 @@ def run_doctor(
 
 def runs_check(label: str, run: RunResult) -> Check:
     """An experiment ran to the end on the device (unsupported is the device's answer, with its reason)."""
-    took = f" in {run.duration_s:.1f} s" if run.duration_s is not None else ""
+    took = f" in {duration_text(run.duration_s)}" if run.duration_s is not None else ""
     what = f"{label} ({run.experiment}) runs"
     if run.status == "ok":
         return Check(what, f"ok, {len(run.rows)} rows{took}", "ok", "pass")
@@ -396,7 +396,7 @@ def trace_peak(run: RunResult | None, cuda: bool) -> Check:
     ok = counter > 0 and abs(replayed - counter) <= TRACE_PEAK_TOLERANCE * counter
     return Check(
         check,
-        f"counter {counter / MIB:.1f} MiB, history {replayed / MIB:.1f} MiB",
+        f"counter {bytes_text(counter)}, history {bytes_text(replayed)}",
         expected,
         "pass" if ok else "fail",
         "" if ok else "the allocator's counter and its history disagree",
@@ -414,8 +414,8 @@ def planner_vs_measured(run: RunResult | None) -> Check:
     error = meta["error_pct"]
     ok = abs(error) <= PLANNER_ERROR_PCT
     result = (
-        f"estimate {meta['peak_estimated_bytes'] / MIB:.2f} MiB, measured {meta['peak_measured_bytes'] / MIB:.2f}"
-        f" MiB ({error:+.1f}%)"
+        f"estimate {bytes_text(meta['peak_estimated_bytes'])}, measured {bytes_text(meta['peak_measured_bytes'])}"
+        f" ({error:+.1f}%)"
     )
     return Check(
         check,

@@ -78,12 +78,13 @@ class Context:
         ``need_bytes`` is an estimate (the memory planner, or the arithmetic of the tensors a run
         makes); the limit is the device's free memory (GPU) or available RAM within the job's cap (CPU).
         """
-        from core.hardware.memory import budget, gib
+        from core.hardware.memory import budget
+        from core.units import bytes_text
 
         limit = budget(self.device)
         if need_bytes > limit.bytes:
             raise DoesNotFit(
-                f"{what} needs an estimated {gib(need_bytes)} on {self.device_name}, but "
+                f"{what} needs an estimated {bytes_text(need_bytes)} on {self.device_name}, but "
                 f"{limit.source}: refused before allocating anything",
                 need_bytes,
                 limit.bytes,

@@ -29,6 +29,8 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, BinaryIO, cast
 
+from core.units import exact_size_text
+
 CHUNK_BYTES = 1 << 20
 STREAM_BUFFER_BYTES = 1 << 20  # how much the streaming unpickler reads between two calls of on_chunk
 DEFAULT_MAX_DEPTH = 64
@@ -37,10 +39,6 @@ GZIP_MAGIC = b"\x1f\x8b"
 
 class InputRefused(ValueError):
     """A file the lab will not take in; nothing was stored."""
-
-
-def _mib(n: int) -> str:
-    return f"{n / 2**20:,.0f} MiB" if n >= 2**20 else f"{n:,} bytes"
 
 
 def _chunks(source: str | os.PathLike | BinaryIO, what: str) -> Iterator[bytes]:
@@ -66,7 +64,7 @@ def read_limited(source: str | os.PathLike | BinaryIO, limit_bytes: int, what: s
     for chunk in _chunks(source, what):
         buffer += chunk
         if len(buffer) > limit_bytes:
-            raise InputRefused(f"the {what} is larger than the {_mib(limit_bytes)} limit")
+            raise InputRefused(f"the {what} is larger than the {exact_size_text(limit_bytes)} limit")
     return bytes(buffer)
 
 
@@ -80,7 +78,7 @@ def gunzip_limited(raw: bytes, limit_bytes: int, what: str = "file") -> bytes:
             while True:
                 out += inflater.decompress(data, limit_bytes + 1 - len(out))
                 if len(out) > limit_bytes:
-                    raise InputRefused(f"the {what} expands to more than the {_mib(limit_bytes)} limit")
+                    raise InputRefused(f"the {what} expands to more than the {exact_size_text(limit_bytes)} limit")
                 data = inflater.unconsumed_tail
                 if inflater.eof or not data:
                     break
@@ -183,7 +181,7 @@ class _CountedStream:
     def _count(self, n: int) -> None:
         self.consumed += n
         if self.consumed > self._limit:
-            raise InputRefused(f"the {self._what} is larger than the {_mib(self._limit)} limit")
+            raise InputRefused(f"the {self._what} is larger than the {exact_size_text(self._limit)} limit")
 
     def read(self, n: int = -1) -> bytes:
         allowed = self._limit + 1 - self.consumed
@@ -314,7 +312,7 @@ def open_mapped(source: str | os.PathLike, limit_bytes: int, what: str = "file")
                     yield view
             return
         if size > limit_bytes:
-            raise InputRefused(f"the {what} is larger than the {_mib(limit_bytes)} limit")
+            raise InputRefused(f"the {what} is larger than the {exact_size_text(limit_bytes)} limit")
         with _mapped(fh) as view:
             yield view
 
@@ -324,7 +322,7 @@ def _copy_limited(src: BinaryIO, dst: BinaryIO, limit_bytes: int, what: str, ver
     while chunk := src.read(CHUNK_BYTES):
         written += len(chunk)
         if written > limit_bytes:
-            raise InputRefused(f"the {what} {verb} more than the {_mib(limit_bytes)} limit")
+            raise InputRefused(f"the {what} {verb} more than the {exact_size_text(limit_bytes)} limit")
         dst.write(chunk)
     dst.flush()
 

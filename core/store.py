@@ -24,9 +24,10 @@ from core.jsonable import json_ready
 from core.paths import db_path
 from core.result import SCHEMA_VERSION, RunResult, RunSummary, SchemaError, now_iso
 from core.text import label_problem, quoted, tags_problem
+from core.units import MIB, bytes_text, exact_size_text
 
 EXPORT_FORMAT = "gpulab-runs"
-MAX_IMPORT_BYTES = 256 * 2**20
+MAX_IMPORT_BYTES = 256 * MIB
 DB_VERSION = 2
 # How long a write waits for another process's lock before it fails with "database is locked".
 BUSY_TIMEOUT_S = 30.0
@@ -401,8 +402,8 @@ class RunStore:
         if size > MAX_IMPORT_BYTES:
             count = len(data["runs"])
             raise ExportTooLarge(
-                f"{count} run(s) make a {size / 2**20:,.0f} MiB runs file, larger than the "
-                f"{MAX_IMPORT_BYTES // 2**20} MiB import limit, so it could not be imported back; "
+                f"{count} run(s) make a {bytes_text(size)} runs file, larger than the "
+                f"{exact_size_text(MAX_IMPORT_BYTES)} import limit, so it could not be imported back; "
                 + (
                     "export fewer runs at a time (runs export ID …)"
                     if count > 1
@@ -440,7 +441,7 @@ def parse_runs_file(raw: bytes) -> list[RunResult]:
     All or nothing: the first problem refuses the whole file, naming the run and the field.
     """
     if len(raw) > MAX_IMPORT_BYTES:
-        raise ImportRefused(f"the runs file is larger than the {MAX_IMPORT_BYTES // 2**20} MiB limit")
+        raise ImportRefused(f"the runs file is larger than the {exact_size_text(MAX_IMPORT_BYTES)} limit")
     if is_pickle(raw):
         raise ImportRefused(
             "this is a Python pickle; GPU Lab never loads pickles — "

@@ -40,7 +40,7 @@ from contextlib import nullcontext
 from core.errors import ConfigError, DoesNotFit, Unsupported
 from core.experiment import Context, Output, Progress
 from core.hardware.device import current_device
-from core.hardware.memory import MEMORY_FRACTION_ENV, MEMORY_LIMIT_ENV, allocation_failure, capped, cpu_cap, gib
+from core.hardware.memory import MEMORY_FRACTION_ENV, MEMORY_LIMIT_ENV, allocation_failure, capped, cpu_cap
 from core.jsonable import json_ready
 from core.locks import device_lock
 from core.protocol import (
@@ -58,6 +58,7 @@ from core.protocol import (
 )
 from core.result import ERROR_KINDS, now_iso
 from core.text import first_line
+from core.units import bytes_text
 
 # Environment a parent may set for the worker (the memory cap of CPU jobs: core.hardware.memory).
 REPORTED_ENV = (
@@ -175,7 +176,7 @@ def run_job(request: RunRequest, emit: Callable[[Message], None]) -> None:
             if not exp.in_process and allocation_failure(exc) is not None:
                 first = first_line(exc)
                 under = (
-                    f" (the job ran under a {gib(cap)} memory cap: {MEMORY_FRACTION_ENV} or {MEMORY_LIMIT_ENV} "
+                    f" (the job ran under a {bytes_text(cap)} memory cap: {MEMORY_FRACTION_ENV} or {MEMORY_LIMIT_ENV} "
                     f"changes it)"
                     if cap
                     else ""

@@ -4,7 +4,8 @@ import streamlit as st
 
 from core.errors import ConfigError
 from core.experiments.allocator import GPU_ONLY_SCENARIOS, SCENARIOS, AllocatorConfig, check_size, scenario_steps
-from core.memory.steps import MIB, OPS, parse_step, validate_steps
+from core.memory.steps import OPS, parse_step, validate_steps
+from core.units import MIB
 from pages.common import lab, run_panel, workload
 from pages.common.charts import show, show_charts
 from pages.common.methods import how_measured

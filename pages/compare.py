@@ -9,6 +9,7 @@ from core.paths import example_files
 from core.result import FINAL_STATUSES, RunResult, RunSummary
 from core.store import MAX_IMPORT_BYTES, ImportRefused, RunStore, StoreError
 from core.text import MAX_LABEL_CHARS, MAX_TAGS
+from core.units import MIB, bytes_text, exact_size_text, timestamp_text
 from pages.common import lab
 from pages.common.charts import show_charts
 from pages.common.methods import how_measured
@@ -21,7 +22,7 @@ from render.report import build_report, device_pairs
 
 KEY = "compare"
 SELECTED = f"{KEY}.selected"
-LIMIT_MIB = MAX_IMPORT_BYTES // 2**20
+LIMIT_MIB = MAX_IMPORT_BYTES // MIB
 SORTS = {
     "newest first": lambda r: r.started_at,
     "experiment": lambda r: r.experiment,
@@ -48,7 +49,7 @@ def history_frame(runs: list[RunSummary]) -> pd.DataFrame:
         [
             {
                 "id": r.id[:8],
-                "started": r.started_at[:19].replace("T", " "),
+                "started": timestamp_text(r.started_at),
                 "experiment": r.experiment,
                 "device": comparison.device_text(r),
                 "settings": comparison.settings_text(r.config),
@@ -66,7 +67,7 @@ def history_frame(runs: list[RunSummary]) -> pd.DataFrame:
 
 def run_label(run: RunSummary) -> str:
     name = f" · {run.name}" if run.name else ""
-    return f"{run.id[:8]} · {run.experiment} · {comparison.device_text(run)} · {run.started_at[:16]}{name}"
+    return f"{run.id[:8]} · {run.experiment} · {comparison.device_text(run)} · {timestamp_text(run.started_at, minutes=True)}{name}"
 
 
 def examples_section(store: RunStore) -> None:
@@ -158,7 +159,7 @@ def actions(store: RunStore, selected: list[RunSummary]) -> None:
         on_click="ignore",
         icon=":material/download:",
         disabled=too_large,
-        help=f"about {size / 2**20:,.0f} MiB: more than an import takes ({LIMIT_MIB} MiB), so "
+        help=f"about {bytes_text(size)}: more than an import takes ({exact_size_text(MAX_IMPORT_BYTES)}), so "
         f"it could not come back; select fewer runs"
         if too_large
         else "JSON runs file: import it on another box (page or `python -m core runs import`)",

@@ -10,6 +10,7 @@ from core import doctor
 from core.hardware import published
 from core.jsonable import json_ready
 from core.store import StoreError
+from core.units import bytes_text, duration_text, timestamp_text
 from pages.common import catalog, lab
 from pages.common.methods import how_measured
 
@@ -105,7 +106,7 @@ def doctor_section() -> None:
     summary = report.bundle()["summary"]
     text = (
         f"{len(report.checks)} checks on {report.device_label()}: {summary['pass']} pass, {summary['fail']} fail, "
-        f"{summary['unsupported']} unsupported — {report.wall_s:.0f} s, {report.started_at[:19].replace('T', ' ')} UTC"
+        f"{summary['unsupported']} unsupported — {duration_text(report.wall_s)}, {timestamp_text(report.started_at)} UTC"
     )
     (st.error if report.failed else st.success)(text)
     st.dataframe(
@@ -164,8 +165,8 @@ for device in info.get("devices", []):
         cols = st.columns(4)
         cols[0].metric(
             "Memory",
-            f"{mem / 2**30:.1f} GiB" if mem else "unknown",
-            f"{free / 2**30:.1f} GiB free" if free else None,
+            bytes_text(mem) if mem else "unknown",
+            f"{bytes_text(free)} free" if free else None,
             delta_color="off",
         )
         if device["kind"] == "cuda":

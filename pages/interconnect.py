@@ -2,9 +2,10 @@
 
 import streamlit as st
 
-from core.distributed.collectives import COLLECTIVES, CPU_SIZES, GPU_SIZES, format_size, resolve_backend
+from core.distributed.collectives import COLLECTIVES, CPU_SIZES, GPU_SIZES, resolve_backend
 from core.distributed.config import PARTS, InterconnectConfig
 from core.result import RunResult
+from core.units import exact_size_text
 from pages.common import lab
 from pages.common.charts import show_charts
 from pages.common.methods import how_measured
@@ -67,12 +68,12 @@ def settings(gpus: int) -> dict:
         "Message sizes",
         GPU_SIZES,
         default=list(defaults),
-        format_func=format_size,
+        format_func=exact_size_text,
         key=f"{KEY}.sizes",
         help="nccl-tests' sizes: the largest buffer of a rank. On a CPU the "
         "default stops at 16 MiB so a run takes seconds.",
     )
-    values["sizes"] = [format_size(s).replace(" ", "") for s in sorted(chosen)]
+    values["sizes"] = [exact_size_text(s).replace(" ", "") for s in sorted(chosen)]
     with st.expander("Timing and copies"):
         cols = st.columns(5)
         values["warmup_ms"] = cols[0].number_input(

@@ -8,6 +8,7 @@ from core.experiments.matmul import CPU_SIZES, DTYPES, GPU_SIZES
 from core.hardware import published
 from core.result import RunResult
 from core.transformer.presets import DEFAULT_BATCH, DEFAULT_CONTEXT, PRESET_NAMES
+from core.units import rate_text
 from pages.common import lab, node
 from pages.common.charts import show_charts
 from pages.common.methods import how_measured
@@ -168,7 +169,7 @@ def render(run: RunResult) -> None:
     if run.device.get("kind") != "cuda":
         notes.append("CPU run: GFLOPS only — the datasheet column stays empty (no CPU peaks in the lab).")
     if run.meta.get("copy_bandwidth_gbs"):
-        notes.append(f"measured copy bandwidth {run.meta['copy_bandwidth_gbs']:.1f} GB/s")
+        notes.append(f"measured copy bandwidth {rate_text(run.meta['copy_bandwidth_gbs'], 'GB/s')} (bytes copied once)")
     if notes:
         st.caption(" · ".join(notes))
 

@@ -6,9 +6,10 @@ import streamlit as st
 
 from core.columns import throughput_unit
 from core.experiment import config_to_dict
-from core.experiments.step_bench import PEAK_UNIT, StepBenchConfig
+from core.experiments.step_bench import StepBenchConfig
 from core.result import RunResult
-from core.transformer.training import OPTIMIZERS, PRECISIONS
+from core.transformer.presets import DTYPE_FOR_PRECISION, OPTIMIZERS, PRECISION_FOR_DTYPE, PRECISIONS
+from core.units import MIB, bytes_text
 from pages.common import lab, node, run_panel, workload
 from pages.common.charts import show_charts
 from pages.common.methods import how_measured
@@ -16,8 +17,7 @@ from render.chart import kind_rows
 from render.plots.step_bench import figures
 
 KEY = "step_bench"
-MAX_TRACE_DOWNLOAD_BYTES = 200 * 2**20
-DTYPE_TO_PRECISION = {"fp32": "fp32", "tf32": "tf32", "bf16": "bf16-autocast", "fp16": "fp16-autocast"}
+MAX_TRACE_DOWNLOAD_BYTES = 200 * MIB
 DEFAULTS = StepBenchConfig()
 
 st.title("Step benchmark")
@@ -100,10 +100,10 @@ def trace_download(run: RunResult) -> None:
     if not trace.exists():
         st.caption(f"The Chrome trace `{path}` is no longer on this machine (the lab keeps the newest 20).")
     elif trace.stat().st_size > MAX_TRACE_DOWNLOAD_BYTES:
-        st.caption(f"Chrome trace: `{path}` ({trace.stat().st_size / 2**20:.0f} MiB) — open it at ui.perfetto.dev.")
+        st.caption(f"Chrome trace: `{path}` ({bytes_text(trace.stat().st_size)}) — open it at ui.perfetto.dev.")
     else:
         st.download_button(
-            f"Chrome trace for Perfetto ({trace.stat().st_size / 2**10:,.0f} KiB, gzip JSON)",
+            f"Chrome trace for Perfetto ({bytes_text(trace.stat().st_size)}, gzip JSON)",
             trace.read_bytes,
             trace.name,
             "application/gzip",
@@ -144,14 +144,14 @@ def render_sweep(run: RunResult) -> None:
 single, sweep, imported = st.tabs(["Step benchmark", "Precision sweep", "Import a trace"])
 with single:
     cols = st.columns(4)
-    start = DTYPE_TO_PRECISION.get(lab.selected_dtype(), "fp32")
+    start = PRECISION_FOR_DTYPE.get(lab.selected_dtype(), "fp32")
     precision = cols[0].selectbox(
         "Precision",
         PRECISIONS,
         index=PRECISIONS.index(start),
         key=f"{KEY}.precision",
         help=f"MFU is measured against the datasheet peak of the unit: "
-        f"{', '.join(f'{k} → {v}' for k, v in PEAK_UNIT.items())}.",
+        f"{', '.join(f'{k} → {v}' for k, v in DTYPE_FOR_PRECISION.items())}.",
     )
     cold = cols[1].number_input("Steps without warm-up", 0, 100, DEFAULTS.cold_steps, key=f"{KEY}.cold")
     profile = cols[2].number_input(

@@ -10,10 +10,12 @@ from core.transformer.presets import (
     DEFAULT_BATCH,
     DEFAULT_CONTEXT,
     OPTIMIZERS,
+    PRECISION_FOR_DTYPE,
     PRECISIONS,
     custom_spec,
     get_preset,
 )
+from core.units import GIB, bytes_text, timestamp_text
 from pages.common import lab, run_panel, workload
 from pages.common.charts import show, show_charts
 from pages.common.methods import how_measured
@@ -24,8 +26,6 @@ from render.plots.train_memory import figures
 
 KEY = "training_memory"
 # The sidebar's dtype picks the matching precision mode; the page's own dropdown can override it.
-PRECISION_FOR_DTYPE = {"fp32": "fp32", "tf32": "tf32", "bf16": "bf16-autocast", "fp16": "fp16-autocast"}
-GIB = 2**30
 
 st.title("Training memory")
 st.write(
@@ -136,19 +136,19 @@ answer = plan(est_cfg, int(memory_gib * GIB))
 cols = st.columns(4)
 cols[0].metric(
     "Estimated peak (allocator)",
-    f"{answer['peak_estimated_bytes'] / GIB:.2f} GiB",
+    bytes_text(answer["peak_estimated_bytes"]),
     answer["peak_phase"],
     delta_color="off",
 )
 cols[1].metric(
     "With context allowance",
-    f"{answer['device_total_estimated_bytes'] / GIB:.2f} GiB",
+    bytes_text(answer["device_total_estimated_bytes"]),
     help="Allocator peak + 5% fragmentation + 600 MiB CUDA context: allowances, not measurements.",
 )
 cols[2].metric("Max batch that fits (estimate)", answer["max_batch_estimated"])
 cols[3].metric(
     "fp32 peak for comparison",
-    f"{plan(EstimateConfig(**settings | {'precision': 'fp32'}, target=plan_target))['peak_estimated_bytes'] / GIB:.2f} GiB",
+    bytes_text(plan(EstimateConfig(**settings | {"precision": "fp32"}, target=plan_target))["peak_estimated_bytes"]),
 )
 plan_df = pd.DataFrame(
     [{"moment": m.label, "phase": m.phase, "total_bytes": m.total_bytes, **m.bytes} for m in moments(est_cfg)]
@@ -165,7 +165,7 @@ show(
 )
 st.caption(
     f"Predicted peak at *{answer['peak_moment']}*. Activations per layer: "
-    + ", ".join(f"{k.replace('_', ' ')} {v / 2**20:.1f} MiB" for k, v in answer["activations_bytes"].items())
+    + ", ".join(f"{k.replace('_', ' ')} {bytes_text(v)}" for k, v in answer["activations_bytes"].items())
 )
 
 st.header("Measure")
@@ -179,12 +179,10 @@ run_panel.run_controls(KEY, "train-memory", lambda: dict(settings), label="Run a
 def render(run) -> None:
     meta = run.meta
     cols = st.columns(3)
-    cols[0].metric(
-        "Measured peak", f"{meta['peak_measured_bytes'] / 2**20:.1f} MiB", meta["peak_phase"], delta_color="off"
-    )
+    cols[0].metric("Measured peak", bytes_text(meta["peak_measured_bytes"]), meta["peak_phase"], delta_color="off")
     cols[1].metric(
         "Estimated peak",
-        f"{meta['peak_estimated_bytes'] / 2**20:.1f} MiB",
+        bytes_text(meta["peak_estimated_bytes"]),
         meta["peak_phase_estimated"],
         delta_color="off",
     )
@@ -227,7 +225,7 @@ if len(stored) < 2:
 else:
     labels = {
         r.id: f"{r.config['model']} · {r.config['precision']} · {r.config['optimizer']} · "
-        f"b{r.config['batch']} · {r.started_at[:19]}"
+        f"b{r.config['batch']} · {timestamp_text(r.started_at)}"
         for r in stored
     }
     chosen = st.multiselect(

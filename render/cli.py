@@ -11,6 +11,7 @@ import sys
 
 from core.cli.output import check_writable, open_store, write_file
 from core.text import terminal
+from core.units import bytes_text
 
 ORDER = 30
 
@@ -34,7 +35,7 @@ def run(args) -> int:
     data = build_report(runs).encode("utf-8")
     write_file(args.output, data)
     print(
-        terminal(f"wrote {len(runs)} run(s) to {args.output} ({len(data) / 2**20:.1f} MiB, opens offline)"),
+        terminal(f"wrote {len(runs)} run(s) to {args.output} ({bytes_text(len(data))}, opens offline)"),
         file=sys.stderr,
     )
     return 0

@@ -16,6 +16,7 @@ from plotly.offline import get_plotlyjs
 
 from core.columns import fmt
 from core.result import RunResult
+from core.units import bytes_text, duration_text, timestamp_text
 from render import comparison
 from render.chart import Chart
 from render.plots import figures_for, overlay_for
@@ -50,23 +51,20 @@ def _frame_table(df: pd.DataFrame) -> str:
     return shown.to_html(index=False, border=0, na_rep="", escape=True, float_format=fmt) + note
 
 
-def _gib(value) -> str | None:
-    return f"{value / 2**30:.1f} GiB" if isinstance(value, (int, float)) and value else None
-
-
 def device_pairs(device: dict) -> list[tuple[str, object]]:
     """The device description a reader needs to trust a number: what, how big, which datasheet."""
     spec = device.get("spec") or {}
     peaks = ", ".join(f"{k} {v}" for k, v in (spec.get("tflops") or {}).items())
+    memory = device.get("total_memory_bytes")
     return [
         ("device", device.get("label") or device.get("name")),
         ("kind", device.get("kind")),
-        ("memory", _gib(device.get("total_memory_bytes"))),
+        ("memory", bytes_text(memory) if isinstance(memory, (int, float)) and memory else None),
         ("compute capability", device.get("compute_capability")),
         ("SMs", device.get("multiprocessors")),
         ("cores", device.get("cores")),
         ("torch threads", device.get("torch_threads")),
-        ("L2 cache", f"{device['l2_cache_bytes'] / 2**20:.0f} MiB" if device.get("l2_cache_bytes") else None),
+        ("L2 cache", bytes_text(device["l2_cache_bytes"], 0) if device.get("l2_cache_bytes") else None),
         ("bf16", {True: "supported", False: "not supported"}.get(device.get("bf16_supported"))),
         ("TF32 flags", ", ".join(f"{k}={v}" for k, v in (device.get("tf32") or {}).items())),
         ("datasheet", f"{spec.get('name')}: dense peaks (TFLOPS) {peaks}" if spec else "no datasheet entry"),
@@ -98,7 +96,7 @@ def _run_section(run: RunResult, index: int) -> str:
         f"<p class='{'status-ok' if ok else 'status-bad'}'>status: {_e(run.status)}"
         f"{' — ' + _e(run.error) if run.error else ''}</p>",
         f"<p class='muted'>{_e(device_label(run))} · started {_e(run.started_at)}"
-        f"{f' · {run.duration_s:.1f} s' if run.duration_s is not None else ''}"
+        f"{f' · {duration_text(run.duration_s)}' if run.duration_s is not None else ''}"
         f"{' · imported from another box' if run.imported else ''}"
         f"{' · tags: ' + _e(', '.join(run.tags)) if run.tags else ''}</p>",
     ]
@@ -155,7 +153,7 @@ def build_report(runs: list[RunResult], heading: str = "GPU Lab report") -> str:
     generated = datetime.now(UTC).isoformat(timespec="seconds")
     toc = "".join(
         f"<li><a href='#run-{_e(r.id)}'>{_e(r.experiment)} · {_e(device_label(r))} · "
-        f"{_e(r.started_at[:19])}{' · ' + _e(r.name) if r.name else ''}</a> — {_e(comparison.headline(r))}"
+        f"{_e(timestamp_text(r.started_at))}{' · ' + _e(r.name) if r.name else ''}</a> — {_e(comparison.headline(r))}"
         f"</li>"
         for r in runs
     )

@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from core.cli.output import dump
+from core.units import bytes_text
 
 ORDER = 10
 
@@ -25,7 +26,7 @@ def run(args) -> int:
         print(f"No GPU: {info['cuda_unavailable_reason']}")
     for d in info["devices"]:
         mem = d.get("total_memory_bytes")
-        print(f"- {d['label']}  memory {mem / 2**30:.1f} GiB" if mem else f"- {d['label']}")
+        print(f"- {d['label']}  memory {bytes_text(mem)}" if mem else f"- {d['label']}")
         if d["kind"] == "cuda":
             spec = d["spec"]
             print(

@@ -11,6 +11,7 @@ from typing import Any
 from core.jsonable import json_ready
 from core.result import RunResult
 from core.text import terminal
+from core.units import bytes_text
 
 
 class OutputError(Exception):
@@ -57,14 +58,6 @@ def write_file(path: str | os.PathLike, data: bytes) -> None:
         raise OutputError(f"cannot write {path}: {exc.strerror or exc}") from None
 
 
-def human_bytes(n: float) -> str:
-    """Bytes in the unit a person reads: B, KiB, MiB or GiB (binary units, as the allocator counts)."""
-    for unit, size in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if abs(n) >= size:
-            return f"{n / size:.2f} {unit}"
-    return f"{n:.0f} B"
-
-
 def cell(key: str, value: Any, byte_columns: frozenset = frozenset()) -> str:
     """One value as text: ``*_bytes`` (and a run's ``meta.byte_columns``) in KiB/MiB/GiB, floats to 4
     significant digits, None blank."""
@@ -73,7 +66,7 @@ def cell(key: str, value: Any, byte_columns: frozenset = frozenset()) -> str:
     if isinstance(value, bool) or not isinstance(value, (int, float)):
         return str(value)
     if key.endswith("_bytes") or key in byte_columns:
-        return human_bytes(value)
+        return bytes_text(value)
     return f"{value:.4g}" if isinstance(value, float) else str(value)
 
 
@@ -114,7 +107,7 @@ def print_run(run: RunResult, as_json: bool) -> None:
         if key in ("worker", "traceback", "byte_columns"):
             continue
         if isinstance(value, dict) and key.endswith("_bytes") and all(_numeric(v) for v in value.values()):
-            print(terminal(f"  {key}: " + ", ".join(f"{k} {human_bytes(v)}" for k, v in value.items())))
+            print(terminal(f"  {key}: " + ", ".join(f"{k} {bytes_text(v)}" for k, v in value.items())))
         elif not isinstance(value, (list, dict)):
             print(terminal(f"  {key}: {cell(key, value)}"))
     warn_measurement_errors(run)

@@ -9,6 +9,7 @@ from datetime import datetime
 from core.cli.output import check_writable, dump, open_store, print_run, write_file
 from core.result import STATUSES
 from core.text import terminal
+from core.units import timestamp_text
 
 ORDER = 20
 MAX_LIMIT = 10**9
@@ -79,7 +80,7 @@ def list_runs(args) -> int:
         for s in summaries:
             print(
                 terminal(
-                    f"{s.id[:12]}  {s.started_at[:19]}  {s.experiment:<14} {s.status:<12} "
+                    f"{s.id[:12]}  {timestamp_text(s.started_at)}  {s.experiment:<14} {s.status:<12} "
                     f"{s.device_name[:40]:<40} {s.name}{'  (imported)' if s.imported else ''}"
                 )
             )

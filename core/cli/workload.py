@@ -105,11 +105,11 @@ def snapshot(args) -> int:
             )
         )
         return 0
-    from core.workload.snapshot_analysis import size_text
+    from core.units import bytes_text
 
     unit = "ms" if m["has_times"] else "(event number)"
     say(
-        f"{m['file']}: {m['source']['format']}, {m['file_bytes'] / 2**20:,.1f} MiB — "
+        f"{m['file']}: {m['source']['format']}, {bytes_text(m['file_bytes'])} — "
         f"{'stored as run ' + run.id[:12] if not args.no_save else 'not stored (--no-save)'}"
     )
     actions = ", ".join(f"{k} {v:,}" for k, v in m["actions"].items())
@@ -118,9 +118,9 @@ def snapshot(args) -> int:
         + (f" ({actions})" if actions else "")
     )
     say(
-        f"peak allocated {size_text(m['peak_allocated_bytes'])} at {m['peak_time_ms']:,.2f} {unit}"
+        f"peak allocated {bytes_text(m['peak_allocated_bytes'])} at {m['peak_time_ms']:,.2f} {unit}"
         + (
-            f" — {m['peak_event']['action']} of {size_text(m['peak_event']['size_bytes'])}"
+            f" — {m['peak_event']['action']} of {bytes_text(m['peak_event']['size_bytes'])}"
             if m["peak_event"]
             else " (before the first event)"
         )
@@ -128,22 +128,22 @@ def snapshot(args) -> int:
     for frame in m["peak_stack"][:12]:
         say(f"    {frame}")
     say(
-        f"peak reserved {size_text(m['peak_reserved_bytes'])}; reserved − allocated at the peak "
-        f"{size_text(m['fragmentation_at_peak_bytes'])} (largest {size_text(m['peak_fragmentation_bytes'])} at "
+        f"peak reserved {bytes_text(m['peak_reserved_bytes'])}; reserved − allocated at the peak "
+        f"{bytes_text(m['fragmentation_at_peak_bytes'])} (largest {bytes_text(m['peak_fragmentation_bytes'])} at "
         f"{m['peak_fragmentation_time_ms']:,.2f} {unit})"
     )
     say(
-        f"allocated before recording began: {size_text(m['baseline_allocated_bytes'])} in "
-        f"{m['baseline_allocated_blocks']:,} block(s) (baseline); reserved then {size_text(m['baseline_reserved_bytes'])}"
+        f"allocated before recording began: {bytes_text(m['baseline_allocated_bytes'])} in "
+        f"{m['baseline_allocated_blocks']:,} block(s) (baseline); reserved then {bytes_text(m['baseline_reserved_bytes'])}"
     )
-    cats = ", ".join(f"{k} {size_text(v)}" for k, v in m["categories_at_peak_bytes"].items() if v)
+    cats = ", ".join(f"{k} {bytes_text(v)}" for k, v in m["categories_at_peak_bytes"].items() if v)
     say(f"categories at the peak (inferred from stacks, see rules): {cats or 'none'}")
     for r in m["category_rules"]:
         if r["allocations"]:
             say(f"    rule {r['rule']:<20} → {r['category']:<16} {r['allocations']:>9,} allocations  ({r['means']})")
     say("top allocation sites live at the peak:")
     for s in m["top_sites_at_peak"][:10]:
-        say(f"  {size_text(s['bytes']):>12}  {s['blocks']:>6,} block(s)  {s['label']}  [{s['category']}: {s['rule']}]")
+        say(f"  {bytes_text(s['bytes']):>12}  {s['blocks']:>6,} block(s)  {s['label']}  [{s['category']}: {s['rule']}]")
     for note in m["notes"]:
         say(f"note: {note}")
     return 0

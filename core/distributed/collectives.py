@@ -31,17 +31,15 @@ import torch.distributed as dist
 
 from core.measure.stats import gbs_summary, summarize
 from core.measure.timing import TimingPlan, timed_calls, warm_up
+from core.units import GIB, KIB, MIB, exact_size_text
 
 COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "all_to_all")
-KiB, MiB, GiB = 2**10, 2**20, 2**30
-GPU_SIZES = tuple(KiB * 4**i for i in range(11))  # 1 KiB … 1 GiB, the issue's and nccl-tests' range
-CPU_SIZES = tuple(KiB * 4**i for i in range(8))  # 1 KiB … 16 MiB: a default Gloo run takes seconds
-MAX_BYTES = 16 * GiB
+GPU_SIZES = tuple(KIB * 4**i for i in range(11))  # 1 KiB … 1 GiB, the issue's and nccl-tests' range
+CPU_SIZES = tuple(KIB * 4**i for i in range(8))  # 1 KiB … 16 MiB: a default Gloo run takes seconds
+MAX_BYTES = 16 * GIB
 ELEMENT_BYTES = 4  # float32 payload
-PROCESS_OVERHEAD_BYTES = 400 * MiB  # what a rank (Python + torch + the backend) holds besides its buffers
+PROCESS_OVERHEAD_BYTES = 400 * MIB  # what a rank (Python + torch + the backend) holds besides its buffers
 _UNSUPPORTED = re.compile(r"not supported|unsupported|not implemented|no support", re.IGNORECASE)
-_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(b|k|kib|m|mib|g|gib)?\s*$", re.IGNORECASE)
-_UNITS = {"b": 1, "k": KiB, "kib": KiB, "m": MiB, "mib": MiB, "g": GiB, "gib": GiB}
 
 
 def resolve_backend(requested: str, on_gpu: bool) -> str:
@@ -62,24 +60,6 @@ def busbw_factor(collective: str, world: int) -> float:
     raise ValueError(f"unknown collective {collective!r}")
 
 
-def parse_size(text: str) -> int:
-    """'1KiB', '16MiB', '1GiB', '4k', '1048576' → bytes (K/M/G are binary, as in nccl-tests)."""
-    match = _SIZE.match(str(text))
-    if not match:
-        raise ValueError(f"{text!r} is not a size: write bytes or a number with KiB, MiB or GiB (e.g. 1MiB)")
-    value = float(match.group(1)) * _UNITS[(match.group(2) or "b").lower()]
-    if not value.is_integer():
-        raise ValueError(f"{text!r} is not a whole number of bytes")
-    return int(value)
-
-
-def format_size(nbytes: int) -> str:
-    for unit, scale in (("GiB", GiB), ("MiB", MiB), ("KiB", KiB)):
-        if nbytes >= scale and nbytes % scale == 0:
-            return f"{nbytes // scale} {unit}"
-    return f"{nbytes} B"
-
-
 @dataclass(frozen=True)
 class Point:
     """One collective at one size; ``elements`` is a multiple of the world size so chunks are equal."""
@@ -95,7 +75,7 @@ class Point:
 
     @property
     def label(self) -> str:
-        return f"{self.collective} {format_size(self.nbytes)}"
+        return f"{self.collective} {exact_size_text(self.nbytes)}"
 
 
 def make_point(collective: str, requested_bytes: int, world: int) -> Point:
@@ -291,7 +271,7 @@ def point_rows(m: Measured, backend: str, ranks: list[dict]) -> list[dict]:
         "collective": p.collective,
         "backend": backend,
         "bytes": p.nbytes,
-        "size": format_size(p.nbytes),
+        "size": exact_size_text(p.nbytes),
         "world_size": p.world,
         "dtype": "float32",
         "elements": p.elements,
@@ -363,7 +343,7 @@ def not_measured_row(point: Point, backend: str, status: str, reason: str) -> di
         "collective": point.collective,
         "backend": backend,
         "bytes": point.nbytes,
-        "size": format_size(point.nbytes),
+        "size": exact_size_text(point.nbytes),
         "world_size": point.world,
         "dtype": "float32",
         "elements": point.elements,

@@ -15,13 +15,12 @@ from core.distributed.collectives import (
     MAX_BYTES,
     PROCESS_OVERHEAD_BYTES,
     buffer_bytes,
-    format_size,
     host_bytes_needed,
-    parse_size,
 )
 from core.errors import ConfigError
 from core.experiment import check_choices
 from core.measure.timing import TimingPlan
+from core.units import bytes_text, exact_size_text, parse_size
 
 PARTS = ("copy", "peer", "collectives")
 Backend = Literal["auto", "nccl", "gloo"]
@@ -91,7 +90,7 @@ def _size(name: str, text: str) -> int:
     except ValueError as exc:
         raise ConfigError(f"{name}: {exc}") from None
     if not 4 <= nbytes <= MAX_BYTES:
-        raise ConfigError(f"{name}: {text} is outside 4 B…{format_size(MAX_BYTES)}")
+        raise ConfigError(f"{name}: {text} is outside 4 B…{exact_size_text(MAX_BYTES)}")
     return nbytes
 
 
@@ -110,8 +109,8 @@ def check_host_memory(cfg: InterconnectConfig, world: int) -> None:
     available = available_ram()
     if available and need > 0.8 * available:
         raise ConfigError(
-            f"sizes: {format_size(largest)} with {world} Gloo ranks needs {need / 2**30:.1f} GiB of host memory "
-            f"({per_rank / 2**30:.2f} GiB of buffers per rank — the message, the result and a check copy — plus "
-            f"{PROCESS_OVERHEAD_BYTES // 2**20} MiB per process); {available / 2**30:.1f} GiB is available: "
+            f"sizes: {exact_size_text(largest)} with {world} Gloo ranks needs {bytes_text(need)} of host memory "
+            f"({bytes_text(per_rank)} of buffers per rank — the message, the result and a check copy — plus "
+            f"{exact_size_text(PROCESS_OVERHEAD_BYTES)} per process); {bytes_text(available)} is available: "
             f"choose smaller sizes or fewer ranks"
         )

@@ -36,7 +36,6 @@ import torch.distributed as dist
 from core.distributed.collectives import (
     Comm,
     buffer_bytes,
-    format_size,
     host_bytes_needed,
     make_point,
     measure,
@@ -52,6 +51,7 @@ from core.hardware.device import cuda_unavailable_reason
 from core.hardware.memory import available_ram
 from core.jsonable import json_ready
 from core.protocol import Message, RankAlive, RankDone, RankError, RankRows, RankStart, RankStep
+from core.units import bytes_text, exact_size_text
 
 HEARTBEAT_S = 5.0
 PEER_ERROR_GRACE_S = 2.0  # let the other waiting ranks post their own errors before judging who stalled
@@ -238,7 +238,7 @@ def _memory_problem(point, comm: Comm, env: RankEnv) -> str | None:
         return None
     r = short[0]
     where = "its GPU" if comm.is_cuda else "its box (shared by the ranks there)"
-    return f"needs {table[r, 0] / 2**30:.2f} GiB on {where}; rank {r} has {table[r, 1] / 2**30:.2f} GiB free"
+    return f"needs {bytes_text(table[r, 0])} on {where}; rank {r} has {bytes_text(table[r, 1])} free"
 
 
 def measure_all(cfg, env: RankEnv, sink, progress: Progress, backend: str, device: str) -> None:
@@ -285,7 +285,9 @@ def measure_all(cfg, env: RankEnv, sink, progress: Progress, backend: str, devic
         reason = _memory_problem(point, comm, env)
         if reason:
             rows = [
-                not_measured_row(point, backend, "unsupported", f"unsupported at {format_size(point.nbytes)}: {reason}")
+                not_measured_row(
+                    point, backend, "unsupported", f"unsupported at {exact_size_text(point.nbytes)}: {reason}"
+                )
             ]
         else:
             try:

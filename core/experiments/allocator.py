@@ -26,8 +26,9 @@ from core.hardware import memory
 from core.measure import history
 from core.memory.alloc_conf import ASYNC_BACKEND, ENV_KEYS, parse_alloc_conf, seen_setting, settings_not_applied
 from core.memory.segments import segment_view
-from core.memory.steps import MAX_SIZE_MIB, MIB, Step, StepOutOfMemory, Workspace, parse_step, validate_steps
+from core.memory.steps import MAX_SIZE_MIB, Step, StepOutOfMemory, Workspace, parse_step, validate_steps
 from core.text import first_line
+from core.units import MIB, bytes_text
 
 MAX_HISTORY_ENTRIES = 100_000
 SEED_BACKWARD_CLAIMS = {"y = 5*x; y.mean().backward()": 4.0, "(5*x).mean().backward()": 3.0}
@@ -149,7 +150,7 @@ def _host_guard(nbytes: int, what: str) -> None:
     room = memory.budget("cpu")
     if nbytes > room.bytes:
         raise StepOutOfMemory(
-            f"out of memory (host): {what} needs {nbytes / MIB:.0f} MiB but {room.source} "
+            f"out of memory (host): {what} needs {bytes_text(nbytes)} but {room.source} "
             f"(the OS would kill the process instead of raising)"
         )
 

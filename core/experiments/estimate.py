@@ -10,12 +10,13 @@ from __future__ import annotations
 from core.experiment import Context, Experiment, Output, Progress
 from core.hardware.device import describe_no_device
 from core.transformer.planner import CATEGORIES, EstimateConfig, moments, peak, plan
+from core.units import GIB
 
 
 def run(cfg: EstimateConfig, ctx: Context):
     from dataclasses import replace
 
-    memory = int(cfg.memory_gib * 2**30)
+    memory = int(cfg.memory_gib * GIB)
     if not memory and ctx.device == "cpu":
         memory = describe_no_device("cpu").get("total_memory_bytes") or 0
     yield Progress(0, 1, "estimating")

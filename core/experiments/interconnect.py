@@ -23,10 +23,11 @@ from contextlib import ExitStack
 
 import torch
 
-from core.distributed.collectives import format_size, parse_size, resolve_backend, row_text
+from core.distributed.collectives import resolve_backend, row_text
 from core.distributed.config import InterconnectConfig, check_host_memory, sizes_for
 from core.errors import ConfigError
 from core.experiment import Context, Experiment, Output, Progress, config_to_dict
+from core.units import exact_size_text, parse_size
 
 DIRECTIONS = ("h2d", "d2h")
 
@@ -117,7 +118,7 @@ def run(cfg: InterconnectConfig, ctx: Context):
                             row = host_copy(gpu, parse_size(text), direction, pinned, cfg.plan)
                             yield add(
                                 [row],
-                                f"cuda:{gpu} {direction} {row['memory']} {format_size(row['bytes'])}: "
+                                f"cuda:{gpu} {direction} {row['memory']} {exact_size_text(row['bytes'])}: "
                                 f"{row['gbs']:.1f} GB/s",
                             )
             meta["copy_timer"] = "CUDA events per call (pinned copies are asynchronous, pageable ones staged)"

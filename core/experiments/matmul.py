@@ -27,10 +27,11 @@ from core.hardware import memory, published
 from core.hardware.clocks import device_sampler
 from core.hardware.specs import device_peak, measurement_errors, unit_for
 from core.measure.derived import add_pct_of_best, add_published, flag_above_peak
-from core.measure.stats import gbs, summarize
+from core.measure.stats import COPY_TRAFFIC_PER_BYTE, copy_bandwidth, summarize
 from core.measure.timing import TimingPlan, flush_bytes, keep_busy, make_flush, time_op, wake_cpu
 from core.transformer.presets import DEFAULT_BATCH, DEFAULT_CONTEXT, PRESET_NAMES, get_preset
 from core.transformer.training import matmul_precision
+from core.units import GIB, KIB, MIB, bytes_text
 
 DTYPES = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "fp8-fast-accum", "int8")
 # torch._scaled_mm(..., use_fast_accum=False) is torch's default (and mamf-finder's): the tensor cores
@@ -46,8 +47,8 @@ CPU_SIZES = (64, 128, 256, 384, 512, 768, 1024)
 MAX_DIM = 131072
 FP8_MAX = 448.0  # largest finite float8_e4m3fn
 INT8_MAX = 127.0
-CPU_COPY_BYTES = 256 * 2**20
-GPU_COPY_BYTES = 2**30
+CPU_COPY_BYTES = 256 * MIB
+GPU_COPY_BYTES = GIB
 
 
 @dataclass(frozen=True)
@@ -356,7 +357,7 @@ def check_fits(cfg: MatmulConfig, shapes: list[Shape], support: dict, ctx: Conte
     if need > POINT_SHARE * limit.bytes:
         raise DoesNotFit(
             f"matmul's smallest point ({dtype} {shape.m}×{shape.n}×{shape.k}: inputs, output and the "
-            f"fp64 check) needs an estimated {memory.gib(need)} on {ctx.device_name}, and a point may take "
+            f"fp64 check) needs an estimated {bytes_text(need)} on {ctx.device_name}, and a point may take "
             f"{POINT_SHARE:.0%} of what is free, but {limit.source}: refused before allocating anything",
             need,
             int(POINT_SHARE * limit.bytes),
@@ -415,9 +416,9 @@ def cpu_l2_bytes() -> int:
         if shared in seen:
             continue
         seen.add(shared)
-        scale = {"K": 2**10, "M": 2**20, "G": 2**30}.get(size[-1], 1)
+        scale = {"K": KIB, "M": MIB, "G": GIB}.get(size[-1], 1)
         total += int(size.rstrip("KMG")) * scale
-    return total or (os.cpu_count() or 1) * 2**20
+    return total or (os.cpu_count() or 1) * MIB
 
 
 def _peak(dtype: str, desc: dict) -> tuple[float | None, str | None]:
@@ -474,7 +475,8 @@ def measure_point(dtype: str, shape: Shape, ctx: Context, cfg: MatmulConfig, flu
 
 
 def copy_bandwidth_gbs(ctx: Context, cfg: MatmulConfig) -> dict:
-    """Device-to-device copy of a large buffer: (bytes read + bytes written) / median time."""
+    """Copy of a large buffer within the device, as :func:`core.measure.stats.copy_bandwidth` counts every
+    copy (bytes copied once / median time); the roofline turns it into memory traffic (read + write)."""
     nbytes = GPU_COPY_BYTES if ctx.is_cuda else CPU_COPY_BYTES
     free = memory.budget(ctx.device).bytes
     if free:
@@ -483,8 +485,10 @@ def copy_bandwidth_gbs(ctx: Context, cfg: MatmulConfig) -> dict:
     dst = torch.empty_like(src)
     samples = time_op(lambda: dst.copy_(src), ctx.device, TimingPlan(cfg.warmup_ms, cfg.rep_ms, 5, 100), None)
     stats = summarize(samples)
+    copied = copy_bandwidth(src.numel() * 4, stats)["gbs"]
     return {
-        "copy_bandwidth_gbs": gbs(2 * src.numel() * 4, stats["median"]),
+        "copy_bandwidth_gbs": copied,
+        "roofline_bandwidth_gbs": COPY_TRAFFIC_PER_BYTE * copied,  # read + write: the roofline's slope
         "copy_bytes": src.numel() * 4,
         "copy_median_ms": stats["median"],
         "copy_samples_ms": samples,
@@ -527,7 +531,7 @@ def run(cfg: MatmulConfig, ctx: Context) -> Generator[Progress, None, Output]:
     if not ctx.is_cuda:
         meta["cache_note"] = (
             (
-                f"CPU: calls rotate through input sets totalling ≥ {2 * cpu_l2_bytes() / 2**20:.0f} MiB "
+                f"CPU: calls rotate through input sets totalling ≥ {bytes_text(2 * cpu_l2_bytes(), 0)} "
                 "(2× the cores' L2); the last-level cache is not flushed"
             )
             if cfg.flush
@@ -597,7 +601,7 @@ def _point(dtype, shape, ctx, cfg, desc, support, flush, generator, t0_s, meta) 
     free = memory.budget(ctx.device).bytes
     need = memory_needed_bytes(dtype, shape, cfg.accuracy_rows)
     if reason is None and need > POINT_SHARE * free:
-        reason = f"needs {need / 2**30:.1f} GiB, {free / 2**30:.1f} GiB free on {ctx.device_name}"
+        reason = f"needs {bytes_text(need)}, {bytes_text(free)} free on {ctx.device_name}"
     if reason:
         return row | {"status": "unsupported", "reason": f"unsupported on {ctx.device_name}: {reason}"}
     try:
@@ -610,8 +614,8 @@ def _point(dtype, shape, ctx, cfg, desc, support, flush, generator, t0_s, meta) 
         row["pct_of_peak"] = 100.0 * row["tflops"] / peak
     flag_above_peak(row)
     add_published(row, published.for_device(desc))
-    if row.get("copy_bandwidth_gbs"):
-        row["bandwidth_bound_tflops"] = row["copy_bandwidth_gbs"] * row["intensity_flop_per_byte"] / 1e3
+    if meta.get("roofline_bandwidth_gbs"):  # memory traffic (bytes read + written) per second
+        row["bandwidth_bound_tflops"] = meta["roofline_bandwidth_gbs"] * row["intensity_flop_per_byte"] / 1e3
     return row
 
 

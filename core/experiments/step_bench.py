@@ -41,7 +41,7 @@ from core.paths import data_dir
 from core.transformer.flops import StepFlops, count_step_flops
 from core.transformer.model import build_model, random_batch
 from core.transformer.planner import EstimateConfig, need_bytes
-from core.transformer.presets import DEFAULT_BATCH, OptimizerName, Precision, get_preset
+from core.transformer.presets import DEFAULT_BATCH, DTYPE_FOR_PRECISION, OptimizerName, Precision, get_preset
 from core.transformer.training import (
     OPTIMIZERS,
     PHASES,
@@ -54,8 +54,6 @@ from core.transformer.training import (
 
 TIMED_PHASES = PHASES + ("step",)
 SCOPES = ("forward", "step")  # forward-only pass under no_grad, full training step
-# The datasheet column a precision mode's matmuls run on.
-PEAK_UNIT = {"fp32": "fp32", "tf32": "tf32", "bf16-autocast": "bf16", "fp16-autocast": "fp16", "bf16": "bf16"}
 ROTATED_BATCHES = 4
 # What the steps timed before any warm-up pay for, per device kind (said on the chart and the page).
 COLD_INCLUDES = {
@@ -178,7 +176,7 @@ def samples(rows: list[dict], series: str, phase: str) -> list[float]:
 
 def peak_tflops(device_info: dict, precision: str) -> tuple[float | None, str | None]:
     """Datasheet dense peak of the unit the precision's matmuls run on, or (None, why not)."""
-    peak, why = device_peak(device_info, PEAK_UNIT[precision])
+    peak, why = device_peak(device_info, DTYPE_FOR_PRECISION[precision])
     return peak, (f"{why}, so no MFU" if why else None)
 
 
@@ -370,7 +368,7 @@ def _run(cfg: StepBenchConfig, ctx: Context, sampler: ClockSampler | None):
         **warm_ms,
         **throughput(bench.flops, warm_ms["step_ms_median"], peak),
         "peak_tflops": peak,
-        "peak_unit": PEAK_UNIT[cfg.precision],
+        "peak_unit": DTYPE_FOR_PRECISION[cfg.precision],
         "mfu_note": peak_note,
         "backward_forward_ratio": bwd / fwd,
         "first_step_ms": cold[0] if cold else None,
@@ -426,7 +424,7 @@ def _sweep(cfg: StepBenchConfig, ctx: Context, info: dict, common: dict, sampler
     total = len(PRECISIONS)
     refused = _refusals(cfg, ctx, info)
     for i, precision in enumerate(PRECISIONS):
-        row = {"kind": "precision", "precision": precision, "peak_unit": PEAK_UNIT[precision]}
+        row = {"kind": "precision", "precision": precision, "peak_unit": DTYPE_FOR_PRECISION[precision]}
         flops: StepFlops | None = None
         try:
             check_precision(precision, ctx, info.get("bf16_supported", True))

@@ -21,14 +21,12 @@ from collections.abc import Iterator
 from contextlib import contextmanager
 from dataclasses import dataclass
 
+from core.units import MIB, bytes_text
+
 MEMORY_LIMIT_ENV = "GPULAB_WORKER_MEMORY_LIMIT_BYTES"  # explicit cap for CPU jobs; 0 turns the cap off
 MEMORY_FRACTION_ENV = "GPULAB_WORKER_MEMORY_FRACTION"  # share of available RAM a CPU job may map; 0: off
 DEFAULT_FRACTION = 0.8
-HOST_RESERVE_BYTES = 512 * 2**20  # what a CPU run leaves free: past it the OS kills, it does not raise
-
-
-def gib(n: float) -> str:
-    return f"{n / 2**30:,.1f} GiB" if n >= 2**30 else f"{n / 2**20:,.0f} MiB"
+HOST_RESERVE_BYTES = 512 * MIB  # what a CPU run leaves free: past it the OS kills, it does not raise
 
 
 @dataclass(frozen=True)
@@ -112,15 +110,17 @@ def budget(torch_device: str) -> Budget:
 
         free, _ = torch.cuda.mem_get_info(torch_device)
         cached = torch.cuda.memory_reserved(torch_device) - torch.cuda.memory_allocated(torch_device)
-        return Budget(free + cached, f"only {gib(free + cached)} is free on {torch_device} (torch.cuda.mem_get_info)")
+        return Budget(
+            free + cached, f"only {bytes_text(free + cached)} is free on {torch_device} (torch.cuda.mem_get_info)"
+        )
     available = available_ram()
     limits = []
     if available is not None:
         limits.append(
             (
                 available - HOST_RESERVE_BYTES,
-                f"only {gib(max(0, available - HOST_RESERVE_BYTES))} of RAM is available (MemAvailable "
-                f"{gib(available)}, less {gib(HOST_RESERVE_BYTES)} kept free)",
+                f"only {bytes_text(max(0, available - HOST_RESERVE_BYTES))} of RAM is available (MemAvailable "
+                f"{bytes_text(available)}, less {bytes_text(HOST_RESERVE_BYTES)} kept free)",
             )
         )
     soft, _ = resource.getrlimit(resource.RLIMIT_AS)
@@ -129,7 +129,7 @@ def budget(torch_device: str) -> Budget:
         limits.append(
             (
                 soft - mapped,
-                f"only {gib(max(0, soft - mapped))} more fits under the job's memory cap "
+                f"only {bytes_text(max(0, soft - mapped))} more fits under the job's memory cap "
                 f"({MEMORY_FRACTION_ENV}, {MEMORY_LIMIT_ENV})",
             )
         )

@@ -12,6 +12,8 @@ from __future__ import annotations
 import re
 from dataclasses import asdict, dataclass
 
+from core.units import GIB
+
 DTYPE_UNITS = ("fp64", "fp64_tc", "fp32", "tf32", "bf16", "fp16", "fp8", "int8")
 
 
@@ -183,7 +185,7 @@ SPECS: tuple[DeviceSpec, ...] = (
 
 def match_spec(device_name: str, total_memory_bytes: int | None = None) -> DeviceSpec | None:
     """The datasheet entry for a CUDA device name, or None when the lab has no entry for it."""
-    mem_gib = (total_memory_bytes or 0) / 2**30
+    mem_gib = (total_memory_bytes or 0) / GIB
     for spec in SPECS:
         if re.search(spec.pattern, device_name, flags=re.IGNORECASE) and mem_gib >= spec.min_memory_gib:
             if spec.min_memory_gib and not total_memory_bytes:

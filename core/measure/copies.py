@@ -5,7 +5,8 @@ Host memory is pinned (page-locked: the GPU's copy engines read it directly, and
 asynchronous) or pageable (the driver stages it through a pinned buffer). Between GPUs, a copy uses
 the peer-to-peer path (NVLink or PCIe) where ``torch.cuda.can_device_access_peer`` says the pair has
 one, and goes through host memory where it does not — the matrix shows both, as CUDA's
-``p2pBandwidthLatencyTest`` does. Bandwidth counts the bytes copied once (GB/s = 1e9 bytes/s).
+``p2pBandwidthLatencyTest`` does. Bandwidth counts the bytes copied once (GB/s = 1e9 bytes/s), as
+:func:`core.measure.stats.copy_bandwidth` defines it for the whole lab.
 Every copy is checked: the destination must equal the source after the last timed call.
 """
 
@@ -13,7 +14,7 @@ from __future__ import annotations
 
 import torch
 
-from core.measure.stats import gbs_summary, summarize
+from core.measure.stats import copy_bandwidth, summarize
 from core.measure.timing import TimingPlan, time_op
 
 
@@ -26,7 +27,7 @@ def _figures(nbytes: int, samples: list[float]) -> dict:
         "min_ms": stats["min"],
         "max_ms": stats["max"],
         "reps": stats["count"],
-        **gbs_summary(nbytes, stats),
+        **copy_bandwidth(nbytes, stats),
         "samples_ms": samples,
     }
 

@@ -37,6 +37,22 @@ def gbs(nbytes: float, ms: float) -> float:
     return nbytes / (ms * 1e-3) / 1e9
 
 
+def copy_bandwidth(nbytes_copied: float, stats: dict[str, float]) -> dict[str, float]:
+    """The lab's one copy-bandwidth definition: the bytes copied, counted **once**, per second, in GB/s
+    (1 GB = 10⁹ bytes) at the median time, with p20 and p80 (:func:`gbs_summary`).
+
+    This is nccl-tests' and CUDA's ``bandwidthTest``/``p2pBandwidthLatencyTest`` convention: copying
+    1 GB in 1 s is 1 GB/s, whether the copy goes host↔GPU, GPU→GPU or within one memory. A copy within
+    one memory (matmul's roofline copy) reads and writes every byte, so its memory *traffic* is twice
+    this number; code that needs traffic (the roofline) multiplies by :data:`COPY_TRAFFIC_PER_BYTE`
+    where it uses it, never by counting the bytes twice here.
+    """
+    return gbs_summary(nbytes_copied, stats)
+
+
+COPY_TRAFFIC_PER_BYTE = 2  # a copy within one memory: each byte copied is read once and written once
+
+
 def gbs_summary(nbytes: float, stats: dict[str, float]) -> dict[str, float]:
     """GB/s at the median time of :func:`summarize`'s ``stats``, with its p20 and p80: a rate's p20 comes
     from the time's p80 and its p80 from the time's p20."""

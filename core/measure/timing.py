@@ -15,7 +15,9 @@ from dataclasses import dataclass
 
 import torch
 
-MIN_FLUSH_BYTES = 256 * 2**20  # what do_bench and mamf-finder write between calls
+from core.units import MIB
+
+MIN_FLUSH_BYTES = 256 * MIB  # what do_bench and mamf-finder write between calls
 
 
 @dataclass(frozen=True)

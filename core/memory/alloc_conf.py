@@ -6,8 +6,8 @@ from __future__ import annotations
 import os
 
 from core.errors import ConfigError
+from core.units import MIB
 
-MIB = 2**20
 ENV_KEYS = ("PYTORCH_CUDA_ALLOC_CONF", "PYTORCH_ALLOC_CONF")  # torch ≥ 2.9 reads the second first
 
 ALLOC_CONF_KEYS = (

@@ -15,8 +15,8 @@ from dataclasses import dataclass
 from typing import Any
 
 from core.errors import ConfigError
+from core.units import MIB
 
-MIB = 2**20
 COLUMNS = 1024  # every tensor is (rows, 1024) fp32: 4 KiB a row, 256 rows a MiB
 ROWS_PER_MIB = MIB // (COLUMNS * 4)
 MATMUL_MIN_MIB = COLUMNS * COLUMNS * 4 // MIB  # ``a @ a[:1024]`` needs 1024 rows

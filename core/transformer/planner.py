@@ -25,11 +25,12 @@ from core.transformer.presets import (
     Precision,
     get_preset,
 )
+from core.units import MIB
 
 CATEGORIES = ("parameters", "gradients", "optimizer_state", "activations", "temporaries", "other")
 # Allowances, not measurements: shown labelled as such and only used for "fits on the device".
-CUDA_CONTEXT_ALLOWANCE_BYTES = 600 * 2**20  # CUDA context + kernels outside the allocator (seed 001: ~0.7 GB)
-CUBLAS_WORKSPACE_BYTES = 32 * 2**20  # one cuBLAS workspace (per handle and stream), through the caching allocator
+CUDA_CONTEXT_ALLOWANCE_BYTES = 600 * MIB  # CUDA context + kernels outside the allocator (seed 001: ~0.7 GB)
+CUBLAS_WORKSPACE_BYTES = 32 * MIB  # one cuBLAS workspace (per handle and stream), through the caching allocator
 # cuBLAS handles are per thread: the forward pass runs on the caller's thread, backward on autograd's own
 # device thread, so a training step holds two workspaces; a forward-only pass holds one.
 CUBLAS_WORKSPACES_TRAINING = 2

@@ -23,6 +23,10 @@ Precision = Literal["fp32", "tf32", "bf16-autocast", "fp16-autocast", "bf16"]
 OptimizerName = Literal["sgd", "sgd-momentum", "adamw"]
 PRECISIONS: tuple[Precision, ...] = get_args(Precision)
 OPTIMIZERS: tuple[OptimizerName, ...] = get_args(OptimizerName)
+# The dtype a precision mode's matmuls run in (its datasheet column and its colour across the lab).
+DTYPE_FOR_PRECISION = {"fp32": "fp32", "tf32": "tf32", "bf16-autocast": "bf16", "fp16-autocast": "fp16", "bf16": "bf16"}
+# The precision mode a page starts with for the dtype chosen in the sidebar: 16-bit types train under autocast.
+PRECISION_FOR_DTYPE = {"fp32": "fp32", "tf32": "tf32", "bf16": "bf16-autocast", "fp16": "fp16-autocast"}
 VOCAB_SIZE = 10_000
 DEFAULT_BATCH = 4
 DEFAULT_CONTEXT = 256

@@ -11,6 +11,7 @@ from typing import TypeVar
 from core.errors import ConfigError
 from core.experiment import Progress
 from core.intake import InputRefused
+from core.units import bytes_text
 
 T = TypeVar("T")
 
@@ -33,7 +34,7 @@ def read_imported(path: Path, read: Callable[[Path], T], total: int):
         size = path.stat().st_size
     except OSError as exc:
         raise ConfigError(f"{path.name}: {exc.strerror or exc}") from None
-    yield Progress(0, total, f"reading {path.name} ({size / 2**20:,.1f} MiB)")
+    yield Progress(0, total, f"reading {path.name} ({bytes_text(size)})")
     try:
         return read(path), size
     except InputRefused as exc:

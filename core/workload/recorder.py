@@ -28,6 +28,8 @@ import traceback
 from contextlib import contextmanager
 from pathlib import Path
 
+from core.units import bytes_text
+
 DEFAULT_MAX_ENTRIES = 100_000
 PICKLE_PROTOCOL = 4
 PREFIX = "gpulab record:"
@@ -70,7 +72,7 @@ def record_memory(
             partial.replace(path)
             events = sum(len(t) for t in snapshot.get("device_traces", []))
             _say(
-                f"wrote {path} ({path.stat().st_size / 2**20:,.1f} MiB, {events:,} events); "
+                f"wrote {path} ({bytes_text(path.stat().st_size)}, {events:,} events); "
                 f"read it with: python -m core snapshot {path}"
             )
         finally:

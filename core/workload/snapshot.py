@@ -20,6 +20,7 @@ from typing import Any
 import numpy as np
 
 from core.intake import InputRefused, is_pickle, load_pickle_stream, loads_json, open_input, read_limited
+from core.units import GIB, MIB
 
 ACTIONS = (
     "alloc",
@@ -40,8 +41,8 @@ UNKNOWN_ACTION = 255
 # free_completed; an allocation's stack is captured at the allocation and shared only with its segment_alloc).
 STACK_ACTIONS = frozenset(CODE[a] for a in ("alloc", "segment_alloc", "segment_map", "oom"))
 FREE_ACTIONS = frozenset(CODE[a] for a in ("free_requested", "free_completed", "segment_free", "segment_unmap"))
-MAX_PICKLE_BYTES = 32 * 2**30  # read as a stream: memory stays bounded whatever the size
-MAX_JSON_BYTES = 512 * 2**20  # JSON is parsed whole
+MAX_PICKLE_BYTES = 32 * GIB  # read as a stream: memory stays bounded whatever the size
+MAX_JSON_BYTES = 512 * MIB  # JSON is parsed whole
 MAX_ADDRESS = 2**64
 MAX_SIZE = 2**62
 WHAT = "memory snapshot"

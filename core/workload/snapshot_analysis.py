@@ -27,6 +27,7 @@ import numpy as np
 
 from core.memory.segments import segment_view
 from core.memory.series import thin_indices
+from core.units import MIB
 from core.workload.snapshot import CODE, DeviceTrace, Frame, Snapshot
 
 CATEGORIES = ("parameters", "gradients", "optimizer_state", "activations", "temporaries", "unknown")
@@ -75,14 +76,6 @@ _SETUP_NAMES = {
 }
 _BACKWARD_NAMES = {"_engine_run_backward", "run_backward"}
 _SEP = re.compile(r"[\\/]+")
-
-
-def size_text(n: float) -> str:
-    """Bytes in the unit that reads best (a test snapshot holds KiB, a real one GiB)."""
-    for unit, scale in (("GiB", 2**30), ("MiB", 2**20), ("KiB", 2**10)):
-        if abs(n) >= scale:
-            return f"{n / scale:,.{2 if unit == 'GiB' else 1}f} {unit}"
-    return f"{n:,.0f} B"
 
 
 def stack_kind(stack: tuple[Frame, ...]) -> int:
@@ -358,7 +351,7 @@ class SnapshotAnalysis:
                 {
                     "address": address,
                     "total_size": size,
-                    "segment_type": kind or ("small" if size <= 2 * 2**20 else "large"),
+                    "segment_type": kind or ("small" if size <= 2 * MIB else "large"),
                     "is_expandable": bool(expandable),
                     "blocks": filled,
                 }

@@ -14,6 +14,7 @@ import streamlit as st
 
 from core.errors import ConfigError
 from core.result import RunResult
+from core.units import duration_text, timestamp_text
 from pages.common import lab
 from pages.common.plain import md
 from render.style import device_label
@@ -31,8 +32,8 @@ def _run_key(key: str) -> str:
 
 def status_banner(run: RunResult) -> None:
     """What happened to a run, in words, above its charts."""
-    when = run.started_at[:19].replace("T", " ")
-    took = f", {run.duration_s:.1f} s" if run.duration_s is not None else ""
+    when = timestamp_text(run.started_at)
+    took = f", {duration_text(run.duration_s)}" if run.duration_s is not None else ""
     st.caption(f"Run `{run.id[:8]}` · {md(device_label(run))} · {md(when)} UTC{took}")
     failure = run.failure  # what kind of failure, from core.result.ERROR_KINDS: its banner and words
     if failure:

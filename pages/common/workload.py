@@ -16,7 +16,7 @@ import pandas as pd
 import streamlit as st
 
 from core.paths import data_dir
-from core.workload.snapshot_analysis import size_text
+from core.units import GIB, bytes_text, timestamp_text
 from pages.common import lab, run_panel
 from pages.common.charts import show, show_charts
 from pages.common.plain import md
@@ -27,7 +27,6 @@ from render.plots import profiler_trace as trace_plots
 MAX_CHART_POINTS = 20_000
 DEFAULT_CHART_POINTS = 5_000
 UPLOADS_KEPT = 5
-GIB = 2**30
 
 
 def save_upload(uploaded) -> Path:
@@ -61,7 +60,8 @@ def _reopen(key: str, experiment: str) -> None:
     if not runs:
         return
     labels = {
-        r.id: f"{r.name or r.meta.get('file', '')} · {r.started_at[:16].replace('T', ' ')} · {r.id[:6]}" for r in runs
+        r.id: f"{r.name or r.meta.get('file', '')} · {timestamp_text(r.started_at, minutes=True)} · {r.id[:6]}"
+        for r in runs
     }
     chosen = st.selectbox(
         "…or open an earlier import", [""] + list(labels), key=f"{key}.reopen", format_func=lambda i: labels.get(i, "—")
@@ -103,12 +103,12 @@ def render_snapshot(run, key: str) -> None:
     m = run.meta
     cols = st.columns(5)
     cols[0].metric(
-        "Peak allocated", size_text(m["peak_allocated_bytes"]), f"at {m['peak_time_ms']:,.2f}", delta_color="off"
+        "Peak allocated", bytes_text(m["peak_allocated_bytes"]), f"at {m['peak_time_ms']:,.2f}", delta_color="off"
     )
-    cols[1].metric("Peak reserved", size_text(m["peak_reserved_bytes"]))
+    cols[1].metric("Peak reserved", bytes_text(m["peak_reserved_bytes"]))
     cols[2].metric(
         "Before recording",
-        size_text(m["baseline_allocated_bytes"]),
+        bytes_text(m["baseline_allocated_bytes"]),
         f"{m['baseline_allocated_blocks']:,} block(s)",
         delta_color="off",
         help="Blocks the segments show active that the trace never allocated, and blocks it frees "
@@ -117,9 +117,9 @@ def render_snapshot(run, key: str) -> None:
     cols[3].metric(
         "Trace events", f"{m['trace_events']:,}", f"device {m['device']} of {m['devices']}", delta_color="off"
     )
-    cols[4].metric("Reserved − allocated at the peak", size_text(m["fragmentation_at_peak_bytes"]))
+    cols[4].metric("Reserved − allocated at the peak", bytes_text(m["fragmentation_at_peak_bytes"]))
     st.caption(
-        f"{md(m['file'])} · {m['source']['format']} · {m['file_bytes'] / 2**20:,.1f} MiB · "
+        f"{md(m['file'])} · {m['source']['format']} · {bytes_text(m['file_bytes'])} · "
         f"x axis: {m['x_axis']}. Allocated is replayed from the trace's own sizes (as memory_viz draws it)."
     )
     for note in m.get("notes", []):
@@ -182,7 +182,7 @@ def render_snapshot(run, key: str) -> None:
         help="Defaults to the peak.",
     )
     point = a.point_at_ms(moment)
-    when = f"at {float(a.point_time_ms([point])[0]):,.2f} ({size_text(a.allocated[point])} allocated)"
+    when = f"at {float(a.point_time_ms([point])[0]):,.2f} ({bytes_text(a.allocated[point])} allocated)"
     sites = a.top_sites(point, 25)
     show(
         snap_plots.sites_figure(sites, when, run),
@@ -192,7 +192,7 @@ def render_snapshot(run, key: str) -> None:
     )
     cats = a.categories_at(point)
     st.caption(
-        "Categories " + when + ": " + ", ".join(f"{k.replace('_', ' ')} {size_text(v)}" for k, v in cats.items() if v)
+        "Categories " + when + ": " + ", ".join(f"{k.replace('_', ' ')} {bytes_text(v)}" for k, v in cats.items() if v)
     )
     segments, numbers = a.segment_map_at(point, max_segments=128, max_blocks=budget)
     show(snap_plots.segment_map_figure(segments, when, numbers, run), None, "snapshot-segments", f"{key}.segments")
@@ -231,7 +231,8 @@ def _compare(run, key: str) -> None:
         )
         return
     labels = {
-        r.id: f"{r.name or r.meta.get('file', '')} · {r.started_at[:16].replace('T', ' ')} · {r.id[:6]}" for r in others
+        r.id: f"{r.name or r.meta.get('file', '')} · {timestamp_text(r.started_at, minutes=True)} · {r.id[:6]}"
+        for r in others
     }
     other_id = st.selectbox("Snapshot B", list(labels), format_func=labels.get, key=f"{key}.compare.{run.id}")
     other = next(r for r in others if r.id == other_id)

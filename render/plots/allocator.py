@@ -6,10 +6,10 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from core.result import RunResult
+from core.units import MIB, bytes_text
 from render.chart import Chart
 from render.style import color_for, style, title
 
-MIB = 2**20
 NESTED = ("segment_map", "trace")  # per-step JSON structures: drawn, never put in a CSV
 GPU_LINES = (
     ("allocated_bytes", "allocated (tensors)"),
@@ -105,7 +105,7 @@ def segment_map(run: RunResult, position: int) -> Chart:
     shown: set[str] = set()
     records = []
     for s_index, seg in enumerate(row.get("segment_map") or []):
-        label = f"seg {s_index} · {seg['total_size'] / MIB:.0f} MiB{' · expandable' if seg.get('expandable') else ''}"
+        label = f"seg {s_index} · {bytes_text(seg['total_size'], 0)}{' · expandable' if seg.get('expandable') else ''}"
         for block in seg["blocks"]:
             state = block["state"]
             records.append(

@@ -7,10 +7,9 @@ import plotly.graph_objects as go
 
 from core.result import RunResult
 from core.transformer.planner import CATEGORIES
+from core.units import MIB
 from render.chart import Chart
 from render.style import color_for, style, title
-
-MIB = 2**20
 
 
 def moments_figure(df: pd.DataFrame, heading: str) -> go.Figure:

@@ -6,8 +6,8 @@ from __future__ import annotations
 import pandas as pd
 import plotly.graph_objects as go
 
-from core.distributed.collectives import format_size
 from core.result import RunResult
+from core.units import exact_size_text
 from render.chart import Chart, kind_rows
 from render.style import color_for, style, title
 
@@ -38,7 +38,7 @@ def _detail(run: RunResult) -> str:
 def _size_axis(fig: go.Figure, sizes) -> None:
     """Log x axis ticked at the measured sizes, in KiB/MiB/GiB as nccl-tests and the CLI write them."""
     ticks = sorted({int(b) for b in sizes})
-    fig.update_xaxes(type="log", tickvals=ticks, ticktext=[format_size(b) for b in ticks])
+    fig.update_xaxes(type="log", tickvals=ticks, ticktext=[exact_size_text(b) for b in ticks])
 
 
 def _color(name: str) -> str:
@@ -157,8 +157,7 @@ def peer_chart(run: RunResult, df: pd.DataFrame) -> Chart:
         title(
             "GPU→GPU copy bandwidth",
             run,
-            f"{size / 2**20:.0f} MiB per copy · P2P: peer access possible "
-            "(can_device_access_peer), via host: it is not",
+            f"{exact_size_text(int(size))} per copy · P2P: peer access possible (can_device_access_peer), via host: it is not",
         ),
         "destination GPU",
         "source GPU",
@@ -194,7 +193,7 @@ def host_chart(run: RunResult, df: pd.DataFrame) -> Chart:
         title(
             "Host↔GPU copy bandwidth",
             run,
-            f"{largest['bytes'].iloc[0] / 2**20:.0f} MiB per copy · pinned vs pageable host memory · bars p20–p80",
+            f"{exact_size_text(int(largest['bytes'].iloc[0]))} per copy · pinned vs pageable host memory · bars p20–p80",
         ),
         "",
         "GB/s",

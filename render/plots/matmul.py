@@ -170,7 +170,9 @@ def accuracy_figure(run: RunResult, df: pd.DataFrame) -> go.Figure:
 def roofline_figure(run: RunResult, df: pd.DataFrame) -> go.Figure:
     fig = go.Figure()
     scale = _scale(run)
-    bw = run.meta.get("copy_bandwidth_gbs")
+    # memory traffic (read + write) of the device copy; runs stored before it had its own key counted
+    # copy_bandwidth_gbs as read + write, which is the same quantity
+    bw = run.meta.get("roofline_bandwidth_gbs") or run.meta.get("copy_bandwidth_gbs")
     lo, hi = df["intensity_flop_per_byte"].min(), df["intensity_flop_per_byte"].max()
     for series, g in df.groupby("series", sort=False):
         color = color_for(g["dtype"].iloc[0])
@@ -203,12 +205,12 @@ def roofline_figure(run: RunResult, df: pd.DataFrame) -> go.Figure:
                 x=xs,
                 y=[bw * x / 1e3 * scale for x in xs],
                 mode="lines",
-                name=f"copy {bw:.0f} GB/s",
+                name=f"copy traffic {bw:.0f} GB/s",
                 line=dict(color="black", width=2),
             )
         )
     detail = (
-        f"slope: measured copy bandwidth {bw:.0f} GB/s; dotted: best measured per dtype"
+        f"slope: memory traffic of a measured device copy (read + write) {bw:.0f} GB/s; dotted: best measured per dtype"
         if bw
         else "copy bandwidth not measured"
     )

@@ -5,10 +5,9 @@ from __future__ import annotations
 import plotly.graph_objects as go
 
 from core.result import RunResult
+from core.units import GIB
 from render.chart import Chart
 from render.style import style, title
-
-GIB = 2**30
 
 
 def figures(run: RunResult) -> list[Chart]:

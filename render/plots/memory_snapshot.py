@@ -12,12 +12,12 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from core.result import RunResult
+from core.units import GIB, MIB, bytes_text
 from core.workload.snapshot_analysis import CATEGORIES
 from render.chart import Chart
 from render.plots.allocator import BLOCK_COLORS
 from render.style import color_for, plain, plain_lines, style, title
 
-GIB = 2**30
 STATE_NAMES = {
     "active_allocated": "allocated",
     "active_pending_free": "freed, awaiting stream",
@@ -61,7 +61,7 @@ def timeline_figure(t_ms, allocated, reserved, meta: dict, run: RunResult | None
             y=meta["baseline_allocated_bytes"] / GIB,
             line_dash="dot",
             line_color="#8c564b",
-            annotation_text=f"allocated before recording {meta['baseline_allocated_bytes'] / GIB:.2f} GiB",
+            annotation_text=f"allocated before recording {bytes_text(meta['baseline_allocated_bytes'])}",
             annotation_position="bottom right",
         )
     fig.add_trace(
@@ -81,8 +81,8 @@ def timeline_figure(t_ms, allocated, reserved, meta: dict, run: RunResult | None
             "Memory over time",
             run,
             detail
-            or f"peak {meta['peak_allocated_bytes'] / GIB:.2f} GiB allocated "
-            f"at {meta['peak_time_ms']:,.2f} · reserved up to {meta['peak_reserved_bytes'] / GIB:.2f} GiB",
+            or f"peak {bytes_text(meta['peak_allocated_bytes'])} allocated "
+            f"at {meta['peak_time_ms']:,.2f} · reserved up to {bytes_text(meta['peak_reserved_bytes'])}",
         ),
         _x_title(meta),
         "GiB",
@@ -136,7 +136,7 @@ def fragmentation_figure(t_ms, reserved, allocated, meta: dict, run: RunResult |
         title(
             "Cached but unused: reserved − allocated",
             run,
-            f"largest {meta['peak_fragmentation_bytes'] / GIB:.2f} GiB at {meta['peak_fragmentation_time_ms']:,.2f}",
+            f"largest {bytes_text(meta['peak_fragmentation_bytes'])} at {meta['peak_fragmentation_time_ms']:,.2f}",
         ),
         _x_title(meta),
         "GiB",
@@ -192,12 +192,12 @@ def segment_map_figure(segments: list[dict], when: str, numbers: dict, run: RunR
     per_state: dict[str, dict[str, list]] = {}
     labels = []
     for i, seg in enumerate(segments):
-        label = f"{i}: {seg['total_size'] / 2**20:,.0f} MiB{' · exp' if seg.get('expandable') else ''}"
+        label = f"{i}: {bytes_text(seg['total_size'], 0)}{' · exp' if seg.get('expandable') else ''}"
         labels.append(label)
         for block in seg["blocks"]:
             d = per_state.setdefault(block["state"], {"x": [], "base": [], "y": []})
-            d["x"].append(block["size"] / 2**20)
-            d["base"].append(block["offset"] / 2**20)
+            d["x"].append(block["size"] / MIB)
+            d["base"].append(block["offset"] / MIB)
             d["y"].append(label)
     fig = go.Figure()
     for state, d in per_state.items():
@@ -221,7 +221,7 @@ def segment_map_figure(segments: list[dict], when: str, numbers: dict, run: RunR
             run,
             (f"{dropped:,} small blocks not drawn · " if dropped else "")
             + f"{len(segments)} segment(s) shown, largest first · largest free block "
-            f"{numbers.get('largest_free_block_bytes', 0) / 2**20:,.1f} MiB · fragmentation {frag:.0%}",
+            f"{bytes_text(numbers.get('largest_free_block_bytes', 0))} · fragmentation {frag:.0%}",
         ),
         "offset in segment (MiB)",
         "",

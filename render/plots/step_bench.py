@@ -8,6 +8,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from core.result import RunResult
+from core.transformer.presets import DTYPE_FOR_PRECISION
 from render.chart import Chart, kind_rows
 from render.node import is_all_gpus, node_chart
 from render.style import color_for, plain, short_plain, style, title
@@ -22,8 +23,7 @@ GROUP_COLORS = {
     "optimizer": "#9467bd",
     "other": "#7f7f7f",
 }
-# One colour per dtype across the lab: a precision mode takes its matmul dtype's colour.
-PRECISION_DTYPE = {"fp32": "fp32", "tf32": "tf32", "bf16-autocast": "bf16", "fp16-autocast": "fp16", "bf16": "bf16"}
+# One colour per dtype across the lab: a precision mode takes its matmul dtype's colour (DTYPE_FOR_PRECISION).
 
 
 def _detail(run: RunResult) -> str:
@@ -193,7 +193,7 @@ def sweep_charts(run: RunResult) -> list[Chart]:
     if modes.empty:
         return []
     ok = modes[modes["status"] == "ok"]
-    colors = [color_for(PRECISION_DTYPE[p]) for p in ok["precision"]]
+    colors = [color_for(DTYPE_FOR_PRECISION[p]) for p in ok["precision"]]
     patterns = ["/" if p == "bf16" else "" for p in ok["precision"]]
     ms = go.Figure(
         go.Bar(
@@ -334,7 +334,7 @@ def overlay(runs: list[RunResult]) -> list[Chart]:
                 x=part["run"].map(plain),
                 y=part["step_ms_median"],
                 name=precision,
-                marker_color=color_for(PRECISION_DTYPE.get(precision, precision)),
+                marker_color=color_for(DTYPE_FOR_PRECISION.get(precision, precision)),
             )
             for precision, part in data.groupby("precision", sort=False)
         ]

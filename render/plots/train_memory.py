@@ -7,6 +7,7 @@ import plotly.graph_objects as go
 
 from core.result import RunResult
 from core.transformer.planner import CATEGORIES
+from core.units import MIB, bytes_text
 from render.chart import Chart
 from render.style import color_for, plain, style, title
 
@@ -16,7 +17,6 @@ PHASE_COLORS = {
     "optimizer": "rgba(44,160,44,0.12)",
     "zero_grad": "rgba(127,127,127,0.12)",
 }
-MIB = 2**20
 
 
 def _detail(run: RunResult) -> str:
@@ -58,7 +58,7 @@ def timeline_figure(run: RunResult) -> go.Figure:
             mode="markers+text",
             marker=dict(symbol="star", size=14, color="black"),
             name="peak",
-            text=[f"peak {meta['trace_peak_bytes'] / MIB:.1f} MiB in {meta['peak_phase']}"],
+            text=[f"peak {bytes_text(meta['trace_peak_bytes'])} in {meta['peak_phase']}"],
             textposition="top center",
         )
     )
@@ -96,8 +96,8 @@ def comparison_figure(run: RunResult) -> go.Figure:
     meta = run.meta
     fig.update_layout(barmode="stack")
     detail = (
-        f"measured {meta['peak_measured_bytes'] / MIB:.1f} MiB ({meta['peak_phase']}) · estimate "
-        f"{meta['peak_estimated_bytes'] / MIB:.1f} MiB ({meta['peak_phase_estimated']}) · error "
+        f"measured {bytes_text(meta['peak_measured_bytes'])} ({meta['peak_phase']}) · estimate "
+        f"{bytes_text(meta['peak_estimated_bytes'])} ({meta['peak_phase_estimated']}) · error "
         f"{meta['error_pct']:+.1f}%"
     )
     return style(

@@ -337,7 +337,7 @@ def test_a_fifo_is_read_through_the_same_bound(seeded, tmp_path, monkeypatch):
 
     writer = threading.Thread(target=feed, daemon=True)
     writer.start()
-    with pytest.raises(ImportRefused, match="larger than the 4,096 bytes limit"):
+    with pytest.raises(ImportRefused, match="larger than the 4 KiB limit"):
         seeded.import_file(fifo)
     writer.join(5)
 

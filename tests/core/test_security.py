@@ -163,7 +163,7 @@ def test_imports_are_size_limited(monkeypatch, store, tmp_path):
         parse_runs_file(big)
     path = tmp_path / "big.json"
     path.write_bytes(big)
-    with pytest.raises(ImportRefused, match="larger than the 1,024 bytes limit"):
+    with pytest.raises(ImportRefused, match="larger than the 1 KiB limit"):
         store.import_file(path)
     assert store.count() == 0
 

@@ -83,6 +83,17 @@ def test_figures_plot_the_measured_points():
     assert "CPU" in charts[0].figure.layout.title.text
 
 
+def test_roofline_slope_is_the_copy_traffic():
+    """A run stores the copy's bandwidth (bytes once) and its memory traffic (read + write): the slope is
+    the traffic; a run stored before the traffic key counted copy_bandwidth_gbs as read + write."""
+    from render.plots.matmul import figures
+
+    charts = figures(_run(_rows(), copy_bandwidth_gbs=5.0, roofline_bandwidth_gbs=10.0))
+    slope = [t for t in charts[2].figure.data if t.name.startswith("copy")][0]
+    assert slope.name == "copy traffic 10 GB/s"
+    assert slope.y[0] == pytest.approx(10.0 * slope.x[0])
+
+
 def test_clock_chart_when_samples_exist():
     from render.plots.matmul import figures
 

@@ -9,14 +9,13 @@ from core.distributed.collectives import (
     Measured,
     buffer_bytes,
     busbw_factor,
-    format_size,
     make_point,
     not_measured_row,
-    parse_size,
     point_rows,
     resolve_backend,
     row_text,
 )
+from core.units import exact_size_text, parse_size
 
 
 def test_sizes_parse_as_nccl_tests_writes_them():
@@ -29,7 +28,7 @@ def test_sizes_parse_as_nccl_tests_writes_them():
         1048576,
         1536,
     ]
-    assert format_size(2**30) == "1 GiB" and format_size(1536) == "1536 B"
+    assert exact_size_text(2**30) == "1 GiB" and exact_size_text(1536) == "1536 B"
     for bad in ("1KB", "lots", "0.3B", "-1MiB"):
         with pytest.raises(ValueError):
             parse_size(bad)

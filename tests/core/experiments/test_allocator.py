@@ -6,7 +6,8 @@ from core.errors import ConfigError, Unsupported
 from core.experiment import Context, Output
 from core.experiment import drive as drive_generator
 from core.experiments.allocator import AllocatorConfig, check_size, run, scenario_steps, worker_env
-from core.memory.steps import MIB, StepOutOfMemory
+from core.memory.steps import StepOutOfMemory
+from core.units import MIB
 
 CPU = Context(device="cpu", device_name="test CPU")
 SIZE_MIB = 64  # above glibc's 32 MiB mmap ceiling, so a free goes straight back to the OS
@@ -340,5 +341,5 @@ def test_a_scenario_that_cannot_fit_is_refused_before_its_first_step():
     from core.errors import DoesNotFit
 
     cfg = AllocatorConfig(scenario="custom", steps=("alloc a 1048576",))
-    with pytest.raises(DoesNotFit, match="needs an estimated 1,024.0 GiB"):
+    with pytest.raises(DoesNotFit, match="needs an estimated 1.0 TiB"):
         drive_generator(run(cfg, Context("cpu", "CPU")))

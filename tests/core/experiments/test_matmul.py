@@ -46,6 +46,18 @@ def test_tflops_arithmetic_by_hand():
     assert row["pct_of_peak"] is None and "CPU" in row["peak_note"]
 
 
+def test_copy_bandwidth_counts_bytes_once_and_the_roofline_counts_read_and_write():
+    _, out = _run(MatmulConfig(dtypes=("fp32",), sizes=(96,), **(QUICK | {"roofline": True})))
+    meta, row = out.meta, out.rows[0]
+    # one definition (core.measure.stats.copy_bandwidth): bytes copied once / median time, 1 GB = 1e9 bytes
+    assert meta["copy_bandwidth_gbs"] == pytest.approx(meta["copy_bytes"] / (meta["copy_median_ms"] / 1e3) / 1e9)
+    # the roofline's slope is the copy's memory traffic: every byte read once and written once
+    assert meta["roofline_bandwidth_gbs"] == pytest.approx(2 * meta["copy_bandwidth_gbs"])
+    assert row["bandwidth_bound_tflops"] == pytest.approx(
+        2 * meta["copy_bandwidth_gbs"] * row["intensity_flop_per_byte"] / 1e3
+    )
+
+
 @pytest.mark.parametrize(
     "device, unsupported",
     [

@@ -121,16 +121,20 @@ def run_cli(*args, env=None, timeout=180) -> tuple[subprocess.CompletedProcess, 
     return subprocess.CompletedProcess(proc.args, proc.returncode, out, err), time.monotonic() - begun, peak
 
 
-ESTIMATE = re.compile(r"needs an estimated ([\d,.]+) GiB")
-LIMIT = re.compile(r"only ([\d,.]+) (GiB|MiB)")
+ESTIMATE = re.compile(r"needs an estimated ([\d,.]+) (TiB|GiB)")
+LIMIT = re.compile(r"only ([\d,.]+) (TiB|GiB|MiB)")
+IN_GIB = {"TiB": 1024, "GiB": 1, "MiB": 1 / 1024}
 
 
 def _refusal(out: subprocess.CompletedProcess) -> tuple[float, float]:
+    """(estimate, limit) in GiB, read from the refusal's text."""
     text = out.stdout + out.stderr
     estimate, limit = ESTIMATE.search(text), LIMIT.search(text)
     assert estimate and limit and "refused before allocating" in text, text[-2000:]
-    scale = 1 if limit.group(2) == "GiB" else 1 / 1024
-    return float(estimate.group(1).replace(",", "")), float(limit.group(1).replace(",", "")) * scale
+    return (
+        float(estimate.group(1).replace(",", "")) * IN_GIB[estimate.group(2)],
+        float(limit.group(1).replace(",", "")) * IN_GIB[limit.group(2)],
+    )
 
 
 def test_train_memory_that_cannot_fit_is_refused_within_seconds_and_the_worker_stays_small(data_dir):

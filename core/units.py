@@ -1,0 +1,89 @@
+"""Units: bytes, durations, rates and timestamps as text, one definition for the CLI, the pages, the report
+and the charts. Standard library only, and nothing from ``core``: every layer may import it.
+
+Rules, chosen once:
+
+- **Bytes** are binary (1 KiB = 1024 B, as the allocator and ``nvidia-smi`` count). :func:`bytes_text` picks
+  the largest unit (B, KiB, MiB, GiB, TiB) that the value reaches and prints a fixed ``digits`` decimals
+  (one by default, so a column of sizes lines up: ``"1.5 KiB"``, ``"1.0 GiB"``); whole bytes have no
+  decimals (``"512 B"``); thousands are separated by commas; a value that rounds up to 1024 of a unit is
+  written in the next (``"1.0 MiB"``, never ``"1,024.0 KiB"``). Negative values (a change) keep their sign.
+- **Exact sizes** (:func:`exact_size_text`) are labels of sizes that are exact by construction — a size
+  a user chose (a collective's message, a copy) or a limit (``"256 MiB"`` import limit): the largest unit
+  that divides the size, with no decimals (``"1 GiB"``, ``"1536 B"``), so that :func:`parse_size` reads
+  the label back to the same bytes and a limit is never rounded.
+- **Durations** (:func:`duration_text`) are in µs, ms, s or min, whichever keeps the number between 1 and
+  1000 (minutes from 60 s on).
+- **Timestamps** (:func:`timestamp_text`) are the stored ISO-8601 strings (UTC) cut to the second (or the
+  minute) with a space for the ``T``: ``"2026-03-01 12:34:56"``.
+- **Rates** (:func:`rate_text`): a value and its unit, e.g. ``"912.3 GB/s"``; bandwidth in GB/s is decimal
+  (1 GB = 10⁹ bytes), as nccl-tests and CUDA's bandwidthTest report it.
+"""
+
+from __future__ import annotations
+
+import re
+
+KIB = 2**10
+MIB = 2**20
+GIB = 2**30
+TIB = 2**40
+_BINARY = (("TiB", TIB), ("GiB", GIB), ("MiB", MIB), ("KiB", KIB))
+_UP = (("B", 1),) + _BINARY[::-1]
+_SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(b|k|kib|m|mib|g|gib)?\s*$", re.IGNORECASE)
+_SIZE_UNITS = {"b": 1, "k": KIB, "kib": KIB, "m": MIB, "mib": MIB, "g": GIB, "gib": GIB}
+
+
+def bytes_text(n: float, digits: int = 1) -> str:
+    """``n`` bytes in the largest binary unit it reaches, with ``digits`` decimals: 1536 → ``"1.5 KiB"``."""
+    for unit, scale in _UP:
+        places = 0 if scale == 1 else digits
+        if unit == "TiB" or round(abs(n) / scale, places) < 1024:
+            return f"{n / scale:,.{places}f} {unit}"
+    raise AssertionError("unreachable")
+
+
+def exact_size_text(nbytes: int) -> str:
+    """A size in the largest unit that divides it, without decimals: ``"1 GiB"``, ``"3 MiB"``, ``"1000 B"``;
+    :func:`parse_size` reads it back."""
+    for unit, scale in _BINARY[1:]:
+        if nbytes >= scale and nbytes % scale == 0:
+            return f"{nbytes // scale} {unit}"
+    return f"{nbytes} B"
+
+
+def parse_size(text: str) -> int:
+    """'1KiB', '16MiB', '1GiB', '4k', '1048576' → bytes (K/M/G are binary, as in nccl-tests)."""
+    match = _SIZE.match(str(text))
+    if not match:
+        raise ValueError(f"{text!r} is not a size: write bytes or a number with KiB, MiB or GiB (e.g. 1MiB)")
+    value = float(match.group(1)) * _SIZE_UNITS[(match.group(2) or "b").lower()]
+    if not value.is_integer():
+        raise ValueError(f"{text!r} is not a whole number of bytes")
+    return int(value)
+
+
+def duration_text(seconds: float, digits: int = 1) -> str:
+    """``seconds`` in µs, ms, s or min, whichever fits: 0.0125 → ``"12.5 ms"``, 90 → ``"1.5 min"``."""
+    size = abs(seconds)
+    if size >= 60:
+        return f"{seconds / 60:,.{digits}f} min"
+    if size >= 1 or size == 0:
+        return f"{seconds:.{digits}f} s"
+    if size >= 1e-3:
+        return f"{seconds * 1e3:.{digits}f} ms"
+    return f"{seconds * 1e6:.{digits}f} µs"
+
+
+def rate_text(value: float, unit: str, digits: int = 1) -> str:
+    """A rate with its unit: ``rate_text(912.34, "GB/s")`` → ``"912.3 GB/s"``."""
+    return f"{value:,.{digits}f} {unit}"
+
+
+def timestamp_text(iso: str | None, minutes: bool = False) -> str:
+    """A stored ISO timestamp as a person reads it: ``"2026-03-01T12:34:56.789+00:00"`` →
+    ``"2026-03-01 12:34:56"`` (``"2026-03-01 12:34"`` with ``minutes``); None → ``""``; shorter strings
+    are kept as they are."""
+    if not iso:
+        return ""
+    return str(iso)[: 16 if minutes else 19].replace("T", " ")
