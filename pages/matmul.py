@@ -169,7 +169,9 @@ def render(run: RunResult) -> None:
     if run.device.get("kind") != "cuda":
         notes.append("CPU run: GFLOPS only — the datasheet column stays empty (no CPU peaks in the lab).")
     if run.meta.get("copy_bandwidth_gbs"):
-        notes.append(f"measured copy bandwidth {rate_text(run.meta['copy_bandwidth_gbs'], 'GB/s')} (bytes copied once)")
+        # a run stored before roofline_bandwidth_gbs existed counted the copy's read and write traffic
+        counted = "bytes copied once" if "roofline_bandwidth_gbs" in run.meta else "read + write traffic"
+        notes.append(f"measured copy bandwidth {rate_text(run.meta['copy_bandwidth_gbs'], 'GB/s')} ({counted})")
     if notes:
         st.caption(" · ".join(notes))
 
