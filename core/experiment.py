@@ -135,6 +135,13 @@ class Experiment:
     # Torch-free arithmetic (the planner): the job path runs it in a thread of the submitting process
     # instead of a worker, stored like any run. It must import no torch and touch no device.
     in_process: bool = False
+    # Reads files, runs no tensor (the imports of snapshots and traces): its worker describes the box from
+    # /proc and package metadata and never imports torch. An in-process experiment is torch-free too.
+    torch_free: bool = False
+
+    @property
+    def uses_torch(self) -> bool:
+        return not (self.torch_free or self.in_process)
 
     def make_config(self, values: Mapping[str, Any]) -> Any:
         return config_from_dict(self.config_type, values)

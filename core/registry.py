@@ -1,13 +1,18 @@
 """Finds the experiments: every module of :mod:`core.experiments` contributes its ``EXPERIMENTS`` list.
 
-Adding an experiment is adding a module to that package; nothing in the frame names it.
+Adding an experiment is adding a module to that package; nothing in the frame names it. Most experiment
+modules import torch: :func:`listing` names every experiment by reading the modules' source instead, so
+``python -m core --help`` and the commands that run no tensor never import it.
 """
 
 from __future__ import annotations
 
+import ast
 import importlib
 import pkgutil
+from dataclasses import dataclass
 from functools import lru_cache
+from pathlib import Path
 
 from core import experiments as _package
 from core.errors import ConfigError
@@ -45,3 +50,53 @@ def get(name: str) -> Experiment:
         return experiments()[name]
     except KeyError:
         raise ConfigError(f"unknown experiment {name!r}; known: {', '.join(sorted(experiments()))}") from None
+
+
+@dataclass(frozen=True)
+class Listed:
+    """What ``--help`` shows of an experiment, read from its module's source without importing it."""
+
+    name: str
+    title: str
+    description: str
+    command: bool
+    module: str
+
+
+@lru_cache(maxsize=1)
+def listing() -> tuple[Listed, ...]:
+    """Every experiment, from the literal ``Experiment(...)`` calls of each module's ``EXPERIMENTS`` (the
+    description being the module docstring's first line where it is not a literal). A module whose list is
+    not written that way is imported instead, so the listing is never wrong, only slower."""
+    found: list[Listed] = []
+    for module in module_names():
+        source = Path(_package.__path__[0], f"{module}.py").read_text(encoding="utf-8")
+        listed = _literal_listing(module, source)
+        if listed is None:
+            imported = importlib.import_module(f"{_package.__name__}.{module}")
+            listed = [
+                Listed(e.name, e.title, e.description, e.command, module) for e in getattr(imported, "EXPERIMENTS", ())
+            ]
+        found += listed
+    return tuple(sorted(found, key=lambda e: e.name))
+
+
+def _literal_listing(module: str, source: str) -> list[Listed] | None:
+    tree = ast.parse(source)
+    doc = (ast.get_docstring(tree) or "").partition("\n")[0]
+    for node in tree.body:
+        target = node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1 else None
+        if not (isinstance(target, ast.Name) and target.id == "EXPERIMENTS" and isinstance(node.value, ast.List)):
+            continue
+        out = []
+        for call in node.value.elts:
+            if not (isinstance(call, ast.Call) and isinstance(call.func, ast.Name) and call.func.id == "Experiment"):
+                return None
+            kw = {k.arg: k.value for k in call.keywords if k.arg}
+            values = {k: v.value for k, v in kw.items() if isinstance(v, ast.Constant)}
+            if not isinstance(values.get("name"), str) or not isinstance(values.get("title"), str):
+                return None
+            description = values.get("description", doc if "description" in kw else "")
+            out.append(Listed(values["name"], values["title"], description, values.get("command", True), module))
+        return out
+    return None

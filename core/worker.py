@@ -123,9 +123,10 @@ def run_job(request: RunRequest, emit: Callable[[Message], None]) -> None:
     try:
         exp = registry.get(request.experiment)
         config = exp.make_config(request.config)
-        if exp.in_process:  # torch-free: no device is resolved, locked or touched
+        if not exp.uses_torch:  # no device is resolved or touched, and torch is never imported
             torch_device = devices.check_device_string(request.device)
-            desc, versions = devices.describe_no_device(torch_device), devices.versions_no_device()
+            desc = devices.describe_no_device(torch_device, exp.in_process)
+            versions = devices.versions_no_device()
         else:
             torch_device = devices.resolve(request.device)
             desc, versions = devices.describe(torch_device), None
@@ -201,12 +202,11 @@ def run_job(request: RunRequest, emit: Callable[[Message], None]) -> None:
                 )
         finally:
             gen.close()
-            if not exp.in_process:
+            if exp.uses_torch:
                 _free_memory()
 
 
 def serve() -> int:
-    from core import registry
 
     try:
         cpu_cap(0, 0)  # a malformed memory setting stops the worker here, with its message
@@ -215,7 +215,8 @@ def serve() -> int:
         return 2
     channel = _Channel()
     _watch_parent()
-    registry.experiments()  # import torch and every experiment now: "ready" means a job starts at once
+    # Each experiment's module (and torch, for those that run tensors) is imported by its first job, not
+    # here: a worker that reads a snapshot never pays for torch.
     channel.emit(ReadyEvent(os.getpid(), {k: os.environ[k] for k in REPORTED_ENV if k in os.environ}))
     for line in sys.stdin:
         if not line.strip():

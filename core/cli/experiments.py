@@ -28,31 +28,35 @@ ORDER = 100
 
 def register(sub, common) -> None:
     command = getattr(common, "command", None)
-    # Running one experiment: import only its module (the planner then needs no torch). Otherwise all.
-    wanted = (
-        [registry.get(command)]
-        if command and command.replace("-", "_") in registry.module_names()
-        else registry.experiments().values()
+    listed = {e.name: e for e in registry.listing()}
+    if command not in listed:
+        # Not running an experiment (--help, runs, report, snapshot…): list them from their source, so no
+        # experiment module (and no torch) is imported.
+        for e in listed.values():
+            sub.add_parser(e.name, parents=[common], description=e.description, **_listed(e.title, e.command))
+        return
+    exp = registry.get(command)  # running one experiment: import only its module (the planner needs no torch)
+    p = sub.add_parser(exp.name, parents=[common], description=exp.description, **_listed(exp.title, exp.command))
+    p.add_argument(
+        "--device",
+        default="auto",
+        help="auto (first GPU, else CPU), cpu, cuda, cuda:N, or all (every GPU at once, one run)",
     )
-    for exp in wanted:
-        # A parser added without ``help`` is accepted but not listed in ``--help``.
-        listed = {"help": exp.title} if exp.command else {}
-        p = sub.add_parser(exp.name, parents=[common], description=exp.description, **listed)
-        p.add_argument(
-            "--device",
-            default="auto",
-            help="auto (first GPU, else CPU), cpu, cuda, cuda:N, or all (every GPU at once, one run)",
-        )
-        p.add_argument("--no-save", action="store_true", help="do not store the run")
-        p.add_argument(
-            "--timeout",
-            type=seconds,
-            help="wall-clock limit in seconds, counted from when the worker "
-            "takes the job (a wait for the device lock counts)",
-        )
-        p.add_argument("--name", default="", help=f"a label for the stored run (at most {MAX_LABEL_CHARS} characters)")
-        add_config_options(p, exp.config_type)
-        p.set_defaults(handler=lambda args, exp=exp: run(args, exp))
+    p.add_argument("--no-save", action="store_true", help="do not store the run")
+    p.add_argument(
+        "--timeout",
+        type=seconds,
+        help="wall-clock limit in seconds, counted from when the worker "
+        "takes the job (a wait for the device lock counts)",
+    )
+    p.add_argument("--name", default="", help=f"a label for the stored run (at most {MAX_LABEL_CHARS} characters)")
+    add_config_options(p, exp.config_type)
+    p.set_defaults(handler=lambda args, exp=exp: run(args, exp))
+
+
+def _listed(title: str, command: bool) -> dict:
+    """A parser added without ``help`` is accepted but not listed in ``--help``."""
+    return {"help": title} if command else {}
 
 
 def add_config_options(parser: argparse.ArgumentParser, config_type: type) -> None:

@@ -10,19 +10,31 @@ ORDER = 10
 
 def register(sub, common) -> None:
     p = sub.add_parser("info", parents=[common], help="describe the devices of this box (with datasheet peaks)")
+    p.add_argument(
+        "--no-gpu-query",
+        action="store_true",
+        help="versions from package metadata and the CPU from /proc only: no GPU is queried, torch is not imported",
+    )
     p.set_defaults(handler=run)
 
 
 def run(args) -> int:
-    from core.hardware.device import describe_all
+    from core.hardware.device import describe_all, describe_no_device, versions_no_device
 
-    info = describe_all()
+    if args.no_gpu_query:
+        cpu = describe_no_device("cpu")
+        cpu["label"] = f"CPU — {cpu['name']}"
+        info = {"versions": versions_no_device(), "devices": [cpu], "cuda_available": None}
+    else:
+        info = describe_all()
     if args.json:
         print(dump(info))
         return 0
     v = info["versions"]
     print(f"torch {v['torch']}  CUDA {v['cuda']}  cuDNN {v['cudnn']}  driver {v['driver']}  python {v['python']}")
-    if not info["cuda_available"]:
+    if info["cuda_available"] is None:
+        print("GPUs not queried (--no-gpu-query)")
+    elif not info["cuda_available"]:
         print(f"No GPU: {info['cuda_unavailable_reason']}")
     for d in info["devices"]:
         mem = d.get("total_memory_bytes")

@@ -93,6 +93,7 @@ EXPERIMENTS = [
         description=(__doc__ or "").partition("\n")[0],
         fresh_process=True,
         store_failures=False,
+        torch_free=True,
         command=False,
     )
 ]

@@ -51,6 +51,7 @@ EXPERIMENTS = [
         run=run,
         description=(__doc__ or "").partition("\n")[0],
         store_failures=False,
+        torch_free=True,
         command=False,
     )
 ]

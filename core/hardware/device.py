@@ -223,9 +223,11 @@ def resolve(device: str) -> str:
     return f"cuda:{index}"
 
 
-def describe_no_device(requested: str) -> dict:
-    """The description an in-process (torch-free) run stores: what was asked for, and that no device ran it.
-    The CPU's facts come from /proc without torch; a GPU is not touched, so it is not described."""
+def describe_no_device(requested: str, in_process: bool = True) -> dict:
+    """The description a torch-free run stores (in-process arithmetic, or a file read by a worker): what was
+    asked for, and that no device ran it. The CPU's facts come from /proc without torch; a GPU is not
+    touched, so it is not described."""
+    how = "computed in-process" if in_process else "read by a worker"
     if requested == "cpu":
         total, free = _meminfo()
         return {
@@ -233,22 +235,22 @@ def describe_no_device(requested: str) -> dict:
             "index": None,
             "torch_device": "cpu",
             "name": _cpu_model(),
-            "label": f"CPU — {_cpu_model()} (no device used: computed in-process)",
+            "label": f"CPU — {_cpu_model()} (no device used: {how})",
             "cores": os.cpu_count(),
             "total_memory_bytes": total,
             "free_memory_bytes": free,
             "spec": None,
-            "in_process": True,
+            "in_process": in_process,
         }
     return {
         "kind": "none",
         "index": None,
         "torch_device": requested,
         "name": f"{requested} (not used)",
-        "label": f"{requested} — not used: computed in-process without touching the GPU",
+        "label": f"{requested} — not used: {how} without touching the GPU",
         "total_memory_bytes": None,
         "spec": None,
-        "in_process": True,
+        "in_process": in_process,
     }
 
 

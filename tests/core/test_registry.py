@@ -27,3 +27,18 @@ def test_an_unknown_experiment_names_the_known_ones():
         registry.get("nope")
     with pytest.raises(ConfigError):
         registry.get(None)
+
+
+def test_the_listing_read_from_source_matches_the_imported_experiments():
+    listed = {e.name: (e.title, e.description, e.command) for e in registry.listing()}
+    imported = {e.name: (e.title, e.description, e.command) for e in registry.experiments().values()}
+    assert listed == imported and len(listed) >= 16
+
+
+def test_a_list_not_written_as_literal_calls_is_imported_instead():
+    assert registry._literal_listing("x", "EXPERIMENTS = make_all()") is None
+    assert registry._literal_listing("x", "EXPERIMENTS = [Experiment(name=NAME, title='t')]") is None
+    listed = registry._literal_listing(
+        "x", '"""Doc line.\n\nMore."""\nEXPERIMENTS = [Experiment(name="a", title="A", description=__doc__)]'
+    )
+    assert listed == [registry.Listed("a", "A", "Doc line.", True, "x")]
