@@ -9,7 +9,6 @@ cost nothing (the CLI's planner answers without importing torch).
 
 from __future__ import annotations
 
-import importlib.metadata
 import os
 import platform
 import re
@@ -256,6 +255,8 @@ def describe_no_device(requested: str, in_process: bool = True) -> dict:
 
 def versions_no_device() -> dict:
     """Versions without importing torch (its installed version from the package metadata)."""
+    import importlib.metadata  # here, not at the top: it costs a tenth of --help's start-up
+
     try:
         torch_version = importlib.metadata.version("torch")
     except importlib.metadata.PackageNotFoundError:
