@@ -43,10 +43,18 @@ def save_upload(uploaded) -> Path:
 
 def _importer(key: str, experiment: str, label: str, help_text: str) -> None:
     uploaded = st.file_uploader(label, key=f"{key}.upload", help=help_text)
+    on_box = st.text_input(
+        "…or a file on this box (no upload: a file of gigabytes is read where it lies)",
+        key=f"{key}.path",
+        placeholder="/path/to/file",
+    ).strip()
     job_running = st.session_state.get(f"{key}.job") is not None
-    if st.button("Import", key=f"{key}.import", type="primary", disabled=uploaded is None or job_running):
-        path = save_upload(uploaded)
-        run_panel.submit(key, experiment, {"path": str(path)}, device="cpu", name=uploaded.name)
+    if st.button("Import", key=f"{key}.import", type="primary", disabled=not (uploaded or on_box) or job_running):
+        if on_box:
+            run_panel.submit(key, experiment, {"path": on_box}, device="cpu", name=Path(on_box).name)
+        elif uploaded is not None:
+            path = save_upload(uploaded)
+            run_panel.submit(key, experiment, {"path": str(path)}, device="cpu", name=uploaded.name)
 
 
 def _stored(experiment: str) -> list:

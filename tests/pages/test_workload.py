@@ -120,6 +120,24 @@ def test_step_bench_page_imports_a_real_trace(data_dir):
     assert len(at.get("plotly_chart")) >= 4 and not at.exception
 
 
+def test_a_trace_on_the_box_is_imported_from_its_path_without_an_upload(data_dir):
+    at = page("pages/step_bench.py")
+    at.text_input(key="step_bench.trace.path").input(str(V100)).run()
+    at.button(key="step_bench.trace.import").click().run()
+    wait_for_metric(at, "Kernel time")
+    metrics = {m.label: m.value for m in at.metric}
+    # HolisticTraceAnalysis 0.5.0 on this file (tests/data/workload/README.md): 48 µs of kernels, 11,896 µs idle
+    assert metrics["Kernel time"] == "0.048 ms" and metrics["GPU idle"] == "11.896 ms"
+    assert not (data_dir / "uploads").exists()  # read where it lies: nothing was copied
+
+
+def test_a_path_that_is_no_file_is_refused_on_the_page(data_dir):
+    at = page("pages/step_bench.py")
+    at.text_input(key="step_bench.trace.path").input("/nonexistent/trace.json").run()
+    at.button(key="step_bench.trace.import").click().run()
+    assert any("is not a file on this machine" in e.value for e in at.error)
+
+
 def test_training_memory_plans_a_published_architecture(data_dir):
     at = page("pages/train_memory.py")
     at.radio(key="training_memory.model_source").set_value("published architecture").run()
