@@ -247,6 +247,7 @@ def run_doctor(
         first = manager.submit(
             PLAN[0].experiment, PLAN[0].cpu, device, timeout_s=timeout_s, name=f"{name}: {PLAN[0].label}"
         ).wait()
+        assert first is not None  # wait() without a timeout returns once the job has its result
         cuda = first.device.get("kind") == "cuda"
         steps = [(s, s.gpu if cuda else s.cpu) for s in PLAN]
         steps = [(s, cfg) for s, cfg in steps if cfg is not None]
@@ -258,7 +259,9 @@ def run_doctor(
             for s, cfg in steps[1:]
         ]
         for i, (step, job) in enumerate(jobs, start=2):
-            results[step.label] = job.wait()
+            result = job.wait()
+            assert result is not None
+            results[step.label] = result
             notify(i, total, f"{step.label}: {results[step.label].status}")
         report.runs = [results[s.label] for s, _ in steps]
         report.checks = [runs_check(s.label, results[s.label]) for s, _ in steps] + cross_checks(results, cuda)

@@ -317,7 +317,7 @@ def open_mapped(source: str | os.PathLike, limit_bytes: int, what: str = "file")
             yield view
 
 
-def _copy_limited(src: BinaryIO, dst: BinaryIO, limit_bytes: int, what: str, verb: str) -> None:
+def _copy_limited(src: io.BufferedIOBase, dst: BinaryIO, limit_bytes: int, what: str, verb: str) -> None:
     written = 0
     while chunk := src.read(CHUNK_BYTES):
         written += len(chunk)

@@ -176,6 +176,8 @@ class _Started:
 def _crash_outcome(job: Job, worker: WorkerProcess | LocalWorker | None, reason: str | None) -> ResultEvent:
     if worker is None:
         return ResultEvent.failed(job.id, "crash", f"worker could not start: {reason}")
+    if not isinstance(worker, WorkerProcess):  # an in-process worker has no process to die
+        return ResultEvent.failed(job.id, "crash", f"in-process run failed: {reason or 'no result'}")
     try:
         code = worker.proc.wait(timeout=5)
     except subprocess.TimeoutExpired:
@@ -203,7 +205,7 @@ def _run_of(
     meta["worker"] = {
         "pid": worker.pid if worker else None,
         "fresh": job.fresh_process,
-        "env": started.worker_env if event else {},
+        "env": started.worker_env if started is not None and event else {},
         "in_process": job.in_process,
         "memory_cap_bytes": event.memory_cap_bytes if event else None,
     }

@@ -98,8 +98,10 @@ def _literal_listing(module: str, source: str) -> list[Listed] | None:
     found = _DOC.match(source)
     doc = found.group(1) if found else ""
     for node in tree.body:
-        target = node.targets[0] if isinstance(node, ast.Assign) and len(node.targets) == 1 else None
-        if not (isinstance(target, ast.Name) and target.id == "EXPERIMENTS" and isinstance(node.value, ast.List)):
+        if not (isinstance(node, ast.Assign) and len(node.targets) == 1 and isinstance(node.value, ast.List)):
+            continue
+        target = node.targets[0]
+        if not (isinstance(target, ast.Name) and target.id == "EXPERIMENTS"):
             continue
         out = []
         for call in node.value.elts:
@@ -107,9 +109,11 @@ def _literal_listing(module: str, source: str) -> list[Listed] | None:
                 return None
             kw = {k.arg: k.value for k in call.keywords if k.arg}
             values = {k: v.value for k, v in kw.items() if isinstance(v, ast.Constant)}
-            if not isinstance(values.get("name"), str) or not isinstance(values.get("title"), str):
-                return None
+            name, title = values.get("name"), values.get("title")
             description = values.get("description", doc if "description" in kw else "")
-            out.append(Listed(values["name"], values["title"], description, values.get("command", True), module))
+            command = values.get("command", True)
+            if not (isinstance(name, str) and isinstance(title, str) and isinstance(description, str)):
+                return None
+            out.append(Listed(name, title, description, command is not False, module))
         return out
     return None

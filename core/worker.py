@@ -228,6 +228,9 @@ def serve() -> int:
             continue
         if isinstance(request, ExitRequest):
             break
+        if not isinstance(request, RunRequest):  # a request kind this loop does not serve
+            channel.emit(ResultEvent.failed(_job_id_of(line), "config", f"unexpected request {type(request).__name__}"))
+            continue
         run_job(request, channel.emit)
     return 0
 

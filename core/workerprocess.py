@@ -20,6 +20,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass
 from pathlib import Path
+from typing import IO
 
 from core.protocol import WORKER_EVENTS, ProtocolError, ReadyEvent, RunRequest, WorkerEvent, decode
 from core.text import signal_text
@@ -66,9 +67,12 @@ class WorkerProcess:
             cwd=str(REPO_ROOT),
             start_new_session=True,
         )
+        assert self.proc.stdin is not None and self.proc.stdout is not None  # both are pipes
+        self._stdin: IO[bytes] = self.proc.stdin
+        self._stdout: IO[bytes] = self.proc.stdout
         self._buffer = b""
         self._selector = selectors.DefaultSelector()
-        self._selector.register(self.proc.stdout, selectors.EVENT_READ)
+        self._selector.register(self._stdout, selectors.EVENT_READ)
         self.ready: ReadyEvent | None = None
 
     @property
@@ -80,8 +84,8 @@ class WorkerProcess:
 
     def send(self, request: RunRequest) -> None:
         try:
-            self.proc.stdin.write((request.to_json() + "\n").encode())
-            self.proc.stdin.flush()
+            self._stdin.write((request.to_json() + "\n").encode())
+            self._stdin.flush()
         except (BrokenPipeError, OSError) as exc:
             raise WorkerDied(str(exc)) from None
 
@@ -92,15 +96,18 @@ class WorkerProcess:
             remaining = deadline - time.monotonic()
             if remaining <= 0 or not self._selector.select(remaining):
                 return None
-            chunk = os.read(self.proc.stdout.fileno(), 65536)
+            chunk = os.read(self._stdout.fileno(), 65536)
             if not chunk:
                 raise WorkerDied("end of output")
             self._buffer += chunk
         line, self._buffer = self._buffer.split(b"\n", 1)
         try:
-            return decode(line, WORKER_EVENTS)
+            event = decode(line, WORKER_EVENTS)
         except ProtocolError as exc:
             return Noise(line.decode(errors="replace"), str(exc))
+        if not isinstance(event, WorkerEvent):  # a record of the channel that is no worker event
+            return Noise(line.decode(errors="replace"), f"not a worker event: {type(event).__name__}")
+        return event
 
     def wait_ready(self, timeout: float, cancelled: Callable[[], bool] = lambda: False) -> ReadyEvent | None:
         """The ``ready`` event; None as soon as ``cancelled()`` (a Ctrl-C need not wait for torch to import)."""
@@ -128,14 +135,14 @@ class WorkerProcess:
         """Polite exit for an idle worker (close stdin), then kill if it lingers."""
         if self.alive():
             try:
-                self.proc.stdin.close()
+                self._stdin.close()
                 self.proc.wait(timeout=5)
             except (OSError, subprocess.TimeoutExpired):
                 pass
         self.kill()
 
     def close(self) -> None:
-        for stream in (self.proc.stdin, self.proc.stdout):
+        for stream in (self._stdin, self._stdout):
             try:
                 stream.close()
             except OSError:

@@ -22,4 +22,4 @@ def kind_rows(run: RunResult, kind: str) -> pd.DataFrame:
     df = run.frame()
     if df.empty or "kind" not in df:
         return pd.DataFrame()
-    return df[df["kind"] == kind].dropna(axis=1, how="all").reset_index(drop=True)
+    return df.loc[df["kind"] == kind].dropna(axis=1, how="all").reset_index(drop=True)

@@ -144,7 +144,9 @@ def row_peaks(run: RunResult, df: pd.DataFrame) -> pd.Series | None:
     peaks = (run.device.get("spec") or {}).get("tflops") or {}
     if not peaks:
         return None
-    dtypes = df["dtype"] if "dtype" in df.columns else pd.Series([run.config.get("dtype")] * len(df), index=df.index)
+    dtypes = (
+        df.loc[:, "dtype"] if "dtype" in df.columns else pd.Series([run.config.get("dtype")] * len(df), index=df.index)
+    )
     return dtypes.map(lambda d: peaks.get(unit_for(str(d))) if d else None).astype(float)
 
 
@@ -181,10 +183,11 @@ def generic_overlay(runs: list[RunResult], metric: str | None = None, percent_of
                 continue
             df = df.assign(peak_tflops=peaks, **{metric: pd.to_numeric(df[metric], errors="coerce") / peaks * 100})
         parts.append(df)
-        for group, sub in df.groupby(groups, sort=False, dropna=False) if groups else [((), df)]:
-            group = group if isinstance(group, tuple) else (group,)
-            dtype_like = len(group) == 1 and group[0] in DTYPE_COLORS
-            colour = color_for(group[0]) if dtype_like else RUN_COLORS[i % len(RUN_COLORS)]
+        for key, sub in df.groupby(groups, sort=False, dropna=False) if groups else [((), df)]:
+            group = key if isinstance(key, tuple) else (key,)
+            only = group[0] if len(group) == 1 else None
+            dtype_like = only in DTYPE_COLORS
+            colour = color_for(str(only)) if dtype_like else RUN_COLORS[i % len(RUN_COLORS)]
             trace = plain(" · ".join([name, *map(str, group)]))
             xs = sub[x] if x else list(range(len(sub)))
             fig.add_trace(
@@ -196,7 +199,9 @@ def generic_overlay(runs: list[RunResult], metric: str | None = None, percent_of
                     line=dict(color=colour, dash=DASHES[i % len(DASHES)] if dtype_like else "solid"),
                 )
             )
-    xs_all = pd.concat([pd.to_numeric(f[x], errors="coerce") for f in frames]).dropna() if x else pd.Series([])
+    xs_all = (
+        pd.concat([pd.Series(pd.to_numeric(f[x], errors="coerce")) for f in frames]).dropna() if x else pd.Series([])
+    )
     log_x = bool(len(xs_all)) and xs_all.min() > 0 and xs_all.max() / xs_all.min() >= 100
     experiment = runs[0].experiment
     differ = differences(runs)
@@ -293,7 +298,7 @@ def generic_figures(run: RunResult, limit: int = 6) -> list[Chart]:
         fig = go.Figure()
         for i, (group, sub) in enumerate(df.groupby(groups, sort=False, dropna=False) if groups else [("", df)]):
             group = group[0] if isinstance(group, tuple) else group
-            colour = color_for(group) if group in DTYPE_COLORS else RUN_COLORS[i % len(RUN_COLORS)]
+            colour = color_for(str(group)) if group in DTYPE_COLORS else RUN_COLORS[i % len(RUN_COLORS)]
             fig.add_trace(
                 go.Scatter(
                     x=sub[x] if x else list(range(len(sub))),

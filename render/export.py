@@ -101,7 +101,7 @@ def _plain(value):
     if hasattr(value, "item") and not isinstance(value, (list, dict, str)):
         value = value.item()
     try:
-        if pd.isna(value) and not (isinstance(value, float) and value != value):
+        if bool(pd.isna(value)) and not (isinstance(value, float) and value != value):
             return None
     except (TypeError, ValueError):  # lists and dicts
         pass

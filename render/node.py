@@ -31,7 +31,7 @@ def node_chart(run: RunResult) -> Chart | None:
     """Each GPU's median ratio to the node median, in %, with the median (100%) and the flag line."""
     node = run.meta.get("node") or {}
     df = node_table(run)
-    if df.empty or df["relative"].isna().all():
+    if df.empty or df.loc[:, "relative"].isna().all():
         return None
     df = df.dropna(subset=["relative"])
     threshold = 100 * (1 - node.get("threshold", SLOW_FRACTION))
@@ -56,7 +56,7 @@ def node_chart(run: RunResult) -> Chart | None:
         annotation_text=f"{threshold:.0f}%: flagged below",
         annotation_position="bottom left",
     )
-    low = min(90.0, float(df["relative"].min() * 100) - 5)
+    low = min(90.0, float(df.loc[:, "relative"].min() * 100) - 5)
     style(
         fig,
         title(
@@ -69,7 +69,7 @@ def node_chart(run: RunResult) -> Chart | None:
         "% of the node median",
         showlegend=False,
     )
-    fig.update_yaxes(range=[low, max(110.0, float(df["relative"].max() * 100) + 5)])
+    fig.update_yaxes(range=[low, max(110.0, float(df.loc[:, "relative"].max() * 100) + 5)])
     return Chart("node-per-gpu", fig, df)
 
 

@@ -23,6 +23,7 @@ from render.plots import figures_for, overlay_for
 from render.style import device_label
 
 MAX_TABLE_ROWS = 200
+_SUPPORT_TEXT: dict[object, str] = {True: "supported", False: "not supported"}  # by a JSON value
 _CSS = """
 body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:2rem auto;max-width:1200px;color:#222}
 h1{margin-bottom:.2rem} h2{border-top:2px solid #ddd;padding-top:1rem;margin-top:2.5rem}
@@ -65,7 +66,7 @@ def device_pairs(device: dict) -> list[tuple[str, object]]:
         ("cores", device.get("cores")),
         ("torch threads", device.get("torch_threads")),
         ("L2 cache", bytes_text(device["l2_cache_bytes"], 0) if device.get("l2_cache_bytes") else None),
-        ("bf16", {True: "supported", False: "not supported"}.get(device.get("bf16_supported"))),
+        ("bf16", _SUPPORT_TEXT.get(device.get("bf16_supported"))),
         ("TF32 flags", ", ".join(f"{k}={v}" for k, v in (device.get("tf32") or {}).items())),
         ("datasheet", f"{spec.get('name')}: dense peaks (TFLOPS) {peaks}" if spec else "no datasheet entry"),
     ]

@@ -95,7 +95,7 @@ class StoreSink:
 
 
 def _parser(config_type) -> argparse.ArgumentParser:
-    parser = argparse.ArgumentParser(prog="torchrun … -m core.cli.rank", description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(prog="torchrun … -m core.cli.rank", description=(__doc__ or "").partition("\n")[0])
     parser.add_argument("--db", help="run database of rank 0's box (default: $GPULAB_DB or the lab's data dir)")
     parser.add_argument("--json", action="store_true", help="rank 0 prints the stored run as JSON")
     parser.add_argument("--no-save", action="store_true", help="do not store the run")

@@ -238,7 +238,7 @@ def _memory_problem(point, comm: Comm, env: RankEnv) -> str | None:
         return None
     r = short[0]
     where = "its GPU" if comm.is_cuda else "its box (shared by the ranks there)"
-    return f"needs {bytes_text(table[r, 0])} on {where}; rank {r} has {bytes_text(table[r, 1])} free"
+    return f"needs {bytes_text(float(table[r, 0]))} on {where}; rank {r} has {bytes_text(float(table[r, 1]))} free"
 
 
 def measure_all(cfg, env: RankEnv, sink, progress: Progress, backend: str, device: str) -> None:

@@ -15,7 +15,7 @@ class MarkedStep(Protocol):
     """A step that calls ``mark(phase)`` at each phase boundary and ``mark("end")`` after the last
     (:class:`core.transformer.training.TrainStep`)."""
 
-    def run(self, x, y, mark: Callable[[str], None]): ...
+    def run(self, x: torch.Tensor, y: torch.Tensor, mark: Callable[[str], None]) -> object: ...
 
 
 class PhaseTimer:
@@ -24,7 +24,7 @@ class PhaseTimer:
     def __init__(self, device: str) -> None:
         self.device = device
         self.cuda = device.startswith("cuda")
-        self._marks: list[tuple[str, object]] = []
+        self._marks: list[tuple[str, torch.cuda.Event | float]] = []
 
     def mark(self, phase: str) -> None:
         if self.cuda:
@@ -44,7 +44,9 @@ class PhaseTimer:
             torch.cuda.synchronize(self.device)  # start from an idle device, as a loop that reads its loss does
         step.run(x, y, self.mark)
         if self.cuda:
-            self._marks[-1][1].synchronize()
+            end = self._marks[-1][1]
+            assert isinstance(end, torch.cuda.Event)  # a CUDA timer marks with events
+            end.synchronize()
         out = {phase: self._ms(a, b) for (phase, a), (_, b) in zip(self._marks, self._marks[1:])}
         out["step"] = self._ms(self._marks[0][1], self._marks[-1][1])
         return out

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import cast
+
 import pandas as pd
 import plotly.graph_objects as go
 
@@ -21,7 +23,7 @@ def error_bars(run: RunResult) -> Chart:
                 x=part["addend"],
                 y=part["error"],
                 name=acc if acc == "torch.sum" else f"{acc} accumulator",
-                marker_color=color_for(acc),
+                marker_color=color_for(str(acc)),
                 customdata=part[["result"]].values,
                 hovertemplate="addend %{x}: result %{customdata[0]:.7g}, error %{y:.3g}<extra></extra>",
             )
@@ -59,7 +61,8 @@ def curve_frame(run: RunResult) -> pd.DataFrame:
 def error_curve(run: RunResult) -> Chart:
     df = curve_frame(run)
     fig = go.Figure()
-    for (acc, add), part in df.groupby(["accumulator", "addend"], sort=False):
+    for key, part in df.groupby(["accumulator", "addend"], sort=False):
+        acc, add = cast(tuple[str, str], key)  # grouped by two columns: the key is a pair
         fig.add_trace(
             go.Scatter(
                 x=part["step"],

@@ -195,7 +195,7 @@ def history(run: RunResult) -> Chart | None:
 
 def counters_frame(run: RunResult) -> pd.DataFrame:
     df = flat_frame(run)
-    return df[[c for c in COUNTERS if c in df.columns]]
+    return df.loc[:, [c for c in COUNTERS if c in df.columns]]
 
 
 def seed_claims_frame(run: RunResult) -> pd.DataFrame:
@@ -212,7 +212,7 @@ def seed_claims_frame(run: RunResult) -> pd.DataFrame:
         ("live_host_bytes", "Δ live host tensors (MiB)"),
     )
     for column, name in columns:
-        if column in df.columns and df[column].notna().all():
+        if column in df.columns and df.loc[:, column].notna().all():
             out[name] = (df[column].astype(float).diff() / MIB).round(1)
     return out.iloc[1:]
 
@@ -271,7 +271,7 @@ def overlay(runs: list[RunResult]) -> list[Chart]:
                 )
             )
         frames.append(df.assign(setting=setting, run_id=run.id))
-    scenario = runs[0].config.get("scenario") if runs else ""
+    scenario = (runs[0].config.get("scenario") or "") if runs else ""
     style(
         fig,
         title(

@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import pandas as pd
 import plotly.graph_objects as go
 
 from core.result import RunResult
@@ -27,7 +28,7 @@ def _level(text: str) -> int:
 
 def dtype_map(run: RunResult, model: str) -> Chart:
     df = run.frame()
-    part = df[(df["model"] == model) & (df.get("status", "ok") == "ok")]
+    part: pd.DataFrame = df.loc[(df["model"] == model) & (df.get("status", "ok") == "ok")]
     modes = list(dict.fromkeys(part["autocast"]))
     modules = list(dict.fromkeys(part["module"]))
     columns = [(m, f) for m in modes for f in FIELDS]
@@ -35,7 +36,7 @@ def dtype_map(run: RunResult, model: str) -> Chart:
     for module in modules:
         zr, tr = [], []
         for mode, f in columns:
-            cell = part[(part["module"] == module) & (part["autocast"] == mode)][f]
+            cell = part.loc[(part["module"] == module) & (part["autocast"] == mode), f]
             value = str(cell.iloc[0]) if len(cell) and cell.iloc[0] == cell.iloc[0] else ""
             zr.append(_level(value))
             tr.append(value)

@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from typing import cast
+
 import pandas as pd
 import plotly.graph_objects as go
 
@@ -20,7 +22,7 @@ def moments_figure(df: pd.DataFrame, heading: str) -> go.Figure:
         fig.add_trace(
             go.Bar(x=x, y=df[category] / MIB, name=category.replace("_", " "), marker_color=color_for(category))
         )
-    top = int(df["total_bytes"].idxmax())
+    top = int(cast(int, df.loc[:, "total_bytes"].idxmax()))  # a label of the frame's RangeIndex
     fig.add_annotation(x=x[top], y=df["total_bytes"][top] / MIB, text="predicted peak", showarrow=True)
     fig.update_layout(barmode="stack", xaxis_tickangle=-45)
     return style(fig, heading, "moment of the step", "estimate (MiB)", legend_title="category")

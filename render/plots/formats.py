@@ -4,6 +4,7 @@ from __future__ import annotations
 
 import math
 
+import pandas as pd
 import plotly.graph_objects as go
 
 from core.result import RunResult, rows_frame
@@ -17,7 +18,7 @@ def inspector_chart(run: RunResult) -> Chart:
     """Relative error per format (log axis); the outcome (overflow, underflow…) is written on each bar."""
     df = run.frame()
     value = run.config.get("value")
-    shown = df[df["status"] != "unsupported"].copy()
+    shown: pd.DataFrame = df.loc[df["status"] != "unsupported"].copy()
     # A bar of height 0 vanishes on a log axis: exact stores are drawn at the axis floor and labelled.
     finite = shown["rel_error"].replace([math.inf], math.nan)
     floor = max(min([v for v in finite if v and v > 0] or [1e-17]) / 10, 1e-18)
@@ -47,7 +48,7 @@ def inspector_chart(run: RunResult) -> Chart:
         for c in ("format", "value", "stored", "abs_error", "rel_error", "bits", "hex", "status", "reason")
         if c in df.columns
     ]
-    return Chart("formats-inspector", fig, df[cols])
+    return Chart("formats-inspector", fig, df.loc[:, cols])
 
 
 def spacing_chart(run: RunResult) -> Chart:
@@ -56,7 +57,7 @@ def spacing_chart(run: RunResult) -> Chart:
     table = rows_frame(run.meta.get("table", []))
     fig = go.Figure()
     for fmt, part in spacing.groupby("format", sort=False):
-        color = color_for(fmt)
+        color = color_for(str(fmt))
         fig.add_trace(
             go.Scatter(
                 x=part["magnitude"],

@@ -24,7 +24,7 @@ def rows_of(run: RunResult, kind: str, measured: bool = True) -> pd.DataFrame:
     """:func:`kind_rows` without the raw samples, only the measured points (status ok) unless ``measured`` is off."""
     df = kind_rows(run, kind)
     if measured and "status" in df:
-        df = df[df["status"] == "ok"]
+        df = df.loc[df["status"] == "ok"]
     return df.drop(columns=["samples_ms"], errors="ignore").dropna(axis=1, how="all").reset_index(drop=True)
 
 
@@ -47,7 +47,8 @@ def _color(name: str) -> str:
 
 def bandwidth_chart(run: RunResult, df: pd.DataFrame) -> Chart:
     fig = go.Figure()
-    for name, g in df.groupby("collective", sort=False):
+    for collective, g in df.groupby("collective", sort=False):
+        name = str(collective)
         g = g.sort_values("bytes")
         color = _color(name)
         fig.add_trace(
@@ -97,7 +98,8 @@ def bandwidth_chart(run: RunResult, df: pd.DataFrame) -> Chart:
 
 def latency_chart(run: RunResult, df: pd.DataFrame) -> Chart:
     fig = go.Figure()
-    for name, g in df.groupby("collective", sort=False):
+    for collective, g in df.groupby("collective", sort=False):
+        name = str(collective)
         g = g.sort_values("bytes")
         fig.add_trace(
             go.Scatter(
@@ -132,7 +134,7 @@ def latency_chart(run: RunResult, df: pd.DataFrame) -> Chart:
 def peer_chart(run: RunResult, df: pd.DataFrame) -> Chart:
     gpus = sorted(set(df["src"]) | set(df["dst"]))
     labels = [f"cuda:{int(i)}" for i in gpus]
-    cell = {(int(r["src"]), int(r["dst"])): r for _, r in df.iterrows()}
+    cell = {(int(r.loc["src"]), int(r.loc["dst"])): r for _, r in df.iterrows()}
     z = [[cell[(s, d)]["gbs"] if (s, d) in cell else None for d in gpus] for s in gpus]
     path = {True: "P2P", False: "via host", None: "local"}
     text = [
@@ -172,7 +174,7 @@ def _peer(row) -> bool | None:
 
 
 def host_chart(run: RunResult, df: pd.DataFrame) -> Chart:
-    largest = df[df["bytes"] == df["bytes"].max()]
+    largest = df.loc[df["bytes"] == df["bytes"].max()]
     fig = go.Figure()
     for memory, color in (("pinned", "#1f77b4"), ("pageable", "#aec7e8")):
         g = largest[largest["memory"] == memory]
@@ -232,7 +234,7 @@ def overlay(runs: list[RunResult]) -> list[Chart]:
                     y=g["busbw_gbs"],
                     name=label,
                     mode="lines+markers",
-                    line=dict(color=_color(name), dash=("solid", "dash", "dot", "dashdot")[i % 4]),
+                    line=dict(color=_color(str(name)), dash=("solid", "dash", "dot", "dashdot")[i % 4]),
                 )
             )
             records += [

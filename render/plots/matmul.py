@@ -38,7 +38,7 @@ def measured(run: RunResult, accelerator: str | None = None) -> pd.DataFrame:
     df = pd.DataFrame(rows)
     if df.empty or "status" not in df:
         return pd.DataFrame()
-    df = df[df["status"] == "ok"].copy()
+    df = df.loc[df["status"] == "ok"].copy()
     if df.empty:
         return df
     df["shape"] = df["m"].astype(str) + "×" + df["n"].astype(str) + "×" + df["k"].astype(str)
@@ -133,7 +133,7 @@ def throughput_figure(run: RunResult, df: pd.DataFrame, accelerator: str | None 
         if _is_cuda(run)
         else "median, bars p20–p80; CPU: no datasheet peak"
     )
-    if not df["published_tflops"].isna().all():
+    if not df.loc[:, "published_tflops"].isna().all():
         detail += "; dotted: published maximum achievable (mamf-finder, ml-engineering)"
     style(fig, title("Matmul throughput", run, detail), xtitle, _unit(run), legend_title="dtype")
     if xcol == "m" and not run.config.get("search"):
@@ -246,7 +246,7 @@ def clocks_figure(run: RunResult, df: pd.DataFrame) -> go.Figure | None:
                 y=g["throughput"],
                 name=dtype,
                 mode="markers",
-                marker=dict(color=color_for(dtype)),
+                marker=dict(color=color_for(str(dtype))),
                 customdata=g[["shape"]],
                 hovertemplate="%{customdata[0]}: %{y:.1f}",
             ),
@@ -264,7 +264,7 @@ def clocks_figure(run: RunResult, df: pd.DataFrame) -> go.Figure | None:
         col=1,
         secondary_y=True,
     )
-    throttled = samples[samples["reasons"].apply(lambda r: bool(set(r or ()) - {"gpu_idle", "sync_boost"}))]
+    throttled = samples.loc[samples["reasons"].apply(lambda r: bool(set(r or ()) - {"gpu_idle", "sync_boost"}))]
     if len(throttled):
         fig.add_trace(
             go.Scatter(
@@ -295,7 +295,7 @@ def figures(run: RunResult, accelerator: str | None = None) -> list[Chart]:
         return []
     charts = [c for c in [node_chart(run)] if c is not None]
     charts.append(Chart("matmul-throughput", throughput_figure(run, df, accelerator), df))
-    if df["rel_error"].notna().any():
+    if df.loc[:, "rel_error"].notna().any():
         charts.append(Chart("matmul-accuracy", accuracy_figure(run, df.dropna(subset=["rel_error"])), df))
     charts.append(Chart("matmul-roofline", roofline_figure(run, df), df))
     clocks = clocks_figure(run, df)
@@ -320,7 +320,7 @@ def overlay(runs: list[RunResult]) -> list[Chart]:
     fig = go.Figure()
     for dtype, g in data.groupby("dtype", sort=False) if not data.empty else []:
         fig.add_trace(
-            go.Bar(x=g["run"].map(plain), y=g["best_tflops"] * scale, name=dtype, marker_color=color_for(dtype))
+            go.Bar(x=g["run"].map(plain), y=g["best_tflops"] * scale, name=dtype, marker_color=color_for(str(dtype)))
         )
     style(
         fig,

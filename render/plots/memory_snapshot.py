@@ -256,7 +256,7 @@ def figures(run: RunResult) -> list[Chart]:
         Chart(
             "snapshot-timeline",
             timeline_figure(df["t_ms"], df["allocated_bytes"], df["reserved_bytes"], meta, run),
-            df[["t_ms", "allocated_bytes", "reserved_bytes"]],
+            df.loc[:, ["t_ms", "allocated_bytes", "reserved_bytes"]],
         )
     ]
     cats = {c: df[f"{c}_bytes"] for c in CATEGORIES if f"{c}_bytes" in df}
@@ -264,14 +264,14 @@ def figures(run: RunResult) -> list[Chart]:
         Chart(
             "snapshot-categories",
             categories_figure(df["t_ms"], cats, meta, run),
-            df[["t_ms"] + [f"{c}_bytes" for c in cats]],
+            df.loc[:, ["t_ms"] + [f"{c}_bytes" for c in cats]],
         )
     )
     charts.append(
         Chart(
             "snapshot-fragmentation",
             fragmentation_figure(df["t_ms"], df["reserved_bytes"], df["allocated_bytes"], meta, run),
-            df[["t_ms", "fragmentation_bytes"]],
+            df.loc[:, ["t_ms", "fragmentation_bytes"]],
         )
     )
     sites = meta.get("top_sites_at_peak", [])
@@ -299,13 +299,15 @@ def site_differences(a: RunResult, b: RunResult) -> pd.DataFrame:
     rows = []
     for key in dict.fromkeys(list(sa) + list(sb)):
         x, y = sa.get(key), sb.get(key)
-        label = (x or y)["label"]
+        site = x or y
+        assert site is not None  # the key is one of sa's or sb's
+        label = site["label"]
         rows.append(
             {
                 "site": label,
                 "A_bytes": x["bytes"] if x else 0,
                 "B_bytes": y["bytes"] if y else 0,
-                "category": (x or y)["category"],
+                "category": site["category"],
                 "stack": "\n".join(key),
             }
         )
@@ -313,7 +315,7 @@ def site_differences(a: RunResult, b: RunResult) -> pd.DataFrame:
     if df.empty:
         return df
     df["delta_bytes"] = df["B_bytes"] - df["A_bytes"]
-    return df.reindex(df["delta_bytes"].abs().sort_values(ascending=False).index).reset_index(drop=True)
+    return df.reindex(df.loc[:, "delta_bytes"].abs().sort_values(ascending=False).index).reset_index(drop=True)
 
 
 def overlay(runs: list[RunResult]) -> list[Chart]:

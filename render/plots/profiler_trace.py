@@ -23,7 +23,7 @@ def groups_chart(run: RunResult) -> Chart | None:
     groups = kind_rows(run, "group")
     if groups.empty:
         return None
-    groups = groups[groups["count"] > 0]
+    groups = groups.loc[groups["count"] > 0]
     fig = go.Figure(
         go.Bar(
             x=groups["group"],
@@ -70,7 +70,7 @@ def busy_chart(run: RunResult) -> Chart | None:
     fig = go.Figure()
     for kind in KINDS:
         column = f"{kind}_share"
-        if column in busy and busy[column].any():
+        if column in busy and busy.loc[:, column].any():
             fig.add_trace(
                 go.Scattergl(
                     x=busy["t_ms"],
@@ -145,7 +145,7 @@ def steps_chart(run: RunResult) -> Chart | None:
     fig = go.Figure()
     for group in COLORS:
         column = f"{group}_us"
-        if column in steps and steps[column].any():
+        if column in steps and steps.loc[:, column].any():
             fig.add_trace(
                 go.Bar(x=steps["step"].astype(str), y=steps[column] / 1000, name=group, marker_color=COLORS[group])
             )
@@ -192,7 +192,7 @@ def overlay(runs: list[RunResult]) -> list[Chart]:
         return []
     fig = go.Figure(
         [
-            go.Bar(x=part["trace"], y=part["ms"], name=group, marker_color=COLORS.get(group, "#7f7f7f"))
+            go.Bar(x=part["trace"], y=part["ms"], name=group, marker_color=COLORS.get(str(group), "#7f7f7f"))
             for group, part in data.groupby("group", sort=False)
         ]
     )

@@ -45,14 +45,14 @@ def codes_histogram(run: RunResult) -> Chart:
     df = pd.concat(parts, ignore_index=True)
     fig = go.Figure()
     for name, part in df.groupby("quantization", sort=False):
-        used = part[part["count"] > 0]
+        used = part.loc[part["count"] > 0]
         fig.add_trace(
             go.Scatter(
                 x=used["value"],
                 y=used["count"],
                 name=f"{name} ({len(used)}/{len(part)} levels)",
                 mode="markers",
-                marker=dict(color=COLORS.get(name), size=6),
+                marker=dict(color=COLORS.get(str(name)), size=6),
                 customdata=used[["code"]].values,
                 hovertemplate="code %{customdata[0]} = %{x:.4g}: %{y} values<extra></extra>",
             )

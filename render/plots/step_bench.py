@@ -36,7 +36,7 @@ def phase_chart(run: RunResult) -> Chart | None:
     samples = kind_rows(run, "sample")
     if samples.empty:
         return None
-    warm = samples[samples["series"] == "warm"]
+    warm = samples.loc[samples["series"] == "warm"]
     fig = go.Figure()
     for phase in PHASE_ORDER:
         values = warm.loc[warm["phase"] == phase, "ms"]
@@ -70,7 +70,7 @@ def cold_chart(run: RunResult) -> Chart | None:
     samples = kind_rows(run, "sample")
     if samples.empty:
         return None
-    steps = samples[samples["phase"] == "step"].copy()
+    steps = samples.loc[samples["phase"] == "step"].copy()
     # warm steps come after the cold ones and the untimed warm-up: number them as the process ran them
     offset = run.config.get("cold_steps", 0) + run.config.get("warmup_steps", 0)
     steps["step_in_process"] = steps["step"] + (steps["series"] == "warm") * offset
@@ -109,7 +109,7 @@ def cold_chart(run: RunResult) -> Chart | None:
 
 def log_range(values: pd.Series, margin: float = 1.5) -> list[float] | None:
     """A log axis's range (in log10 units, as Plotly wants it) from the data: min / margin … max × margin."""
-    positive = values[values > 0]
+    positive = values.loc[values > 0]
     if positive.empty:
         return None
     return [math.log10(float(positive.min()) / margin), math.log10(float(positive.max()) * margin)]
@@ -141,14 +141,14 @@ def groups_chart(run: RunResult) -> Chart | None:
         barmode="stack",
         legend_title="group",
     )
-    return Chart("step-kernel-groups", fig, groups[["scope", "group", "ms_per_step", "share"]])
+    return Chart("step-kernel-groups", fig, groups.loc[:, ["scope", "group", "ms_per_step", "share"]])
 
 
 def kernels_chart(run: RunResult) -> Chart | None:
     kernels = kind_rows(run, "kernel")
     if kernels.empty:
         return None
-    step = kernels[kernels["scope"] == "step"].sort_values("ms_per_step")
+    step = kernels.loc[kernels["scope"] == "step"].sort_values("ms_per_step")
     fig = go.Figure(
         go.Bar(
             x=step["ms_per_step"],
@@ -174,7 +174,7 @@ def time_vs_flops_chart(run: RunResult) -> Chart | None:
     groups = kind_rows(run, "group")
     if groups.empty:
         return None
-    part = groups[groups["group"].isin(["matmul", "attention-softmax"])]
+    part = groups.loc[groups["group"].isin(["matmul", "attention-softmax"])]
     labels = [f"{g}<br>{SCOPE_LABELS[s]}" for g, s in zip(part["group"], part["scope"])]
     fig = go.Figure(
         [
@@ -192,7 +192,7 @@ def sweep_charts(run: RunResult) -> list[Chart]:
     modes = kind_rows(run, "precision")
     if modes.empty:
         return []
-    ok = modes[modes["status"] == "ok"]
+    ok = modes.loc[modes["status"] == "ok"]
     colors = [color_for(DTYPE_FOR_PRECISION[p]) for p in ok["precision"]]
     patterns = ["/" if p == "bf16" else "" for p in ok["precision"]]
     ms = go.Figure(
@@ -256,7 +256,10 @@ def sweep_charts(run: RunResult) -> list[Chart]:
         )
         if c in modes
     ]
-    return [Chart("step-precision-ms", ms, modes[cols]), Chart("step-precision-tokens", tokens, modes[cols])]
+    return [
+        Chart("step-precision-ms", ms, modes.loc[:, cols]),
+        Chart("step-precision-tokens", tokens, modes.loc[:, cols]),
+    ]
 
 
 def per_gpu_chart(run: RunResult) -> Chart | None:
@@ -265,7 +268,7 @@ def per_gpu_chart(run: RunResult) -> Chart | None:
         modes = kind_rows(run, "precision")
         if modes.empty or "tokens_per_s" not in modes:
             return None
-        ok = modes[modes["status"] == "ok"]
+        ok = modes.loc[modes["status"] == "ok"]
         fig = go.Figure(
             [
                 go.Bar(x=g["precision"], y=g["tokens_per_s"], name=device)
@@ -284,7 +287,7 @@ def per_gpu_chart(run: RunResult) -> Chart | None:
     samples = kind_rows(run, "sample")
     if samples.empty:
         return None
-    steps = samples[(samples["series"] == "warm") & (samples["phase"] == "step")]
+    steps = samples.loc[(samples["series"] == "warm") & (samples["phase"] == "step")]
     fig = go.Figure(
         [
             go.Box(y=g["ms"], name=device, boxpoints="all", jitter=0.4, pointpos=0)
@@ -334,7 +337,7 @@ def overlay(runs: list[RunResult]) -> list[Chart]:
                 x=part["run"].map(plain),
                 y=part["step_ms_median"],
                 name=precision,
-                marker_color=color_for(DTYPE_FOR_PRECISION.get(precision, precision)),
+                marker_color=color_for(DTYPE_FOR_PRECISION.get(str(precision), str(precision))),
             )
             for precision, part in data.groupby("precision", sort=False)
         ]
