@@ -97,13 +97,17 @@ def json_bytes(df: pd.DataFrame) -> bytes:
 
 
 def _plain(value):
-    """numpy scalars → Python numbers; missing values (None/NaN/NaT) → None."""
-    if hasattr(value, "item") and not isinstance(value, (list, dict, str)):
+    """numpy scalars → Python numbers; missing values (None/NaT) → None; NaN stays NaN (stored as "nan").
+    A list or dict is a value of its own: ``pd.isna([nan])`` is an array, and a one-item list of a missing
+    value was once written as null."""
+    if isinstance(value, (list, dict, tuple, str)):
+        return value
+    if hasattr(value, "item"):
         value = value.item()
     try:
         if bool(pd.isna(value)) and not (isinstance(value, float) and value != value):
             return None
-    except (TypeError, ValueError):  # lists and dicts
+    except (TypeError, ValueError):
         pass
     return value
 

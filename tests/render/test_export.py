@@ -116,3 +116,9 @@ def test_json_handles_numpy_scalars_and_missing_values():
     )
     records = json.loads(json_bytes(df))
     assert records[0]["n"] == 1 and records[1]["when"] is None and records[0]["samples"] == [0.1, 0.2]
+
+
+def test_json_keeps_a_one_item_list_of_a_missing_value_as_a_list():
+    df = pd.DataFrame({"samples_ms": [[float("nan")], [None], [1.5]]})
+    records = json.loads(json_bytes(df))
+    assert [r["samples_ms"] for r in records] == [["nan"], [None], [1.5]]
