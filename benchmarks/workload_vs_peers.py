@@ -154,6 +154,12 @@ def main(argv=None) -> int:
     sizes = lambda text: [float(x) for x in text.split(",") if x]  # noqa: E731
     parser.add_argument("--snapshot-mib", type=sizes, default=[], help="generated snapshots, e.g. 1024")
     parser.add_argument("--trace-mib", type=sizes, default=[], help="generated traces, e.g. 1024,5120")
+    parser.add_argument(
+        "--peer-max-mib",
+        type=float,
+        default=float("inf"),
+        help="run the peer only on files up to this size (a 5 GB trace is beyond HTA on a 24 GiB box)",
+    )
     args = parser.parse_args(argv)
     with tempfile.TemporaryDirectory(prefix="gpulab-peers-") as tmp:
         work = Path(tmp)
@@ -162,6 +168,8 @@ def main(argv=None) -> int:
         )
         for kind, label, path in cases(args, work):
             cmds = commands(kind, path, work, args.hta_python)
+            if path.stat().st_size > args.peer_max_mib * MIB:
+                cmds["peer"] = None
             runs: dict[str, list[tuple[float, int, int]]] = {"lab": [], "peer": []}
             for r in range(args.rounds):
                 order = ["lab", "peer"] if r % 2 == 0 else ["peer", "lab"]
