@@ -179,9 +179,8 @@ def main(argv=None) -> int:
             lab_s = statistics.median(w for w, _, _ in runs["lab"])
             lab_m = statistics.median(m for _, m, _ in runs["lab"]) / MIB
             if not runs["peer"]:
-                print(
-                    f"{label:<42} {kind:<8} {lab_s:>7.2f} {'—':>7} {'—':>6} {lab_m:>8.0f}  (peer skipped: HTA not installed)"
-                )
+                why = "HTA not installed" if kind == "trace" and args.hta_python is None else "over --peer-max-mib"
+                print(f"{label:<42} {kind:<8} {lab_s:>7.2f} {'—':>7} {'—':>6} {lab_m:>8.0f}  (peer skipped: {why})")
                 continue
             peer_s = statistics.median(w for w, _, _ in runs["peer"])
             peer_m = statistics.median(m for _, m, _ in runs["peer"]) / MIB
