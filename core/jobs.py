@@ -94,9 +94,9 @@ class DeviceQueue:
             if self._warm:  # a fresh allocator must not share the GPU with a warm worker's cache
                 self._warm.stop()
                 self._warm = None
-            return WorkerProcess(job.env)
+            return WorkerProcess(job.env, preload_torch=job.uses_torch)
         if self._warm is None or not self._warm.alive():
-            self._warm = WorkerProcess()
+            self._warm = WorkerProcess(preload_torch=job.uses_torch)
         return self._warm
 
     def _run(self, job: Job, recorder: Recorder) -> None:
@@ -286,6 +286,7 @@ class JobManager:
             store_failures=exp.store_failures,
             in_process=exp.in_process,
             finish_rows=exp.finish_rows,
+            uses_torch=exp.uses_torch,
         )
         # An in-process job uses no device: it never waits behind a GPU job.
         key = "in-process" if exp.in_process else device

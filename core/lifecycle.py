@@ -38,6 +38,7 @@ class Job:
     store_failures: bool = True  # False: only an "ok" result reaches the store (no "running" row either)
     in_process: bool = False  # run by a LocalWorker (torch-free), not a child process
     finish_rows: Callable[[list[dict]], list[dict]] | None = None  # Experiment.finish_rows
+    uses_torch: bool = True  # Experiment.uses_torch: its worker imports torch before it is ready
     on_event: Listener | None = None
     save: bool = True  # False: a part of a larger run (core.fanout), which stores the whole
     id: str = field(default_factory=new_run_id)

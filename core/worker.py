@@ -206,8 +206,7 @@ def run_job(request: RunRequest, emit: Callable[[Message], None]) -> None:
                 _free_memory()
 
 
-def serve() -> int:
-
+def serve(preload_torch: bool = False) -> int:
     try:
         cpu_cap(0, 0)  # a malformed memory setting stops the worker here, with its message
     except ValueError as exc:
@@ -215,8 +214,10 @@ def serve() -> int:
         return 2
     channel = _Channel()
     _watch_parent()
-    # Each experiment's module (and torch, for those that run tensors) is imported by its first job, not
-    # here: a worker that reads a snapshot never pays for torch.
+    # Each experiment's module is imported by its first job. torch is imported here only when the job that
+    # started this worker runs tensors: a worker that reads a snapshot never pays for it.
+    if preload_torch:
+        import torch  # noqa: F401
     channel.emit(ReadyEvent(os.getpid(), {k: os.environ[k] for k in REPORTED_ENV if k in os.environ}))
     for line in sys.stdin:
         if not line.strip():
@@ -247,13 +248,19 @@ def _job_id_of(line: str) -> str:
 def main(argv: list[str] | None = None) -> int:
     parser = argparse.ArgumentParser(prog="python -m core.worker", description=(__doc__ or "").partition("\n")[0])
     parser.add_argument("--info", action="store_true", help="print the device description as JSON and exit")
+    parser.add_argument(
+        "--preload-torch",
+        action="store_true",
+        help="import torch before reporting ready, so a job that runs tensors starts at once (its timeout does "
+        "not pay for the import)",
+    )
     args = parser.parse_args(argv)
     if args.info:
         from core.hardware.device import describe_all
 
         print(json.dumps(json_ready(describe_all()), allow_nan=False), flush=True)
         return 0
-    return serve()
+    return serve(args.preload_torch)
 
 
 if __name__ == "__main__":

@@ -55,11 +55,11 @@ class Noise:
 class WorkerProcess:
     """One ``python -m core.worker`` child; stderr goes to a temp file so a crash can be explained."""
 
-    def __init__(self, env: dict[str, str] | None = None) -> None:
+    def __init__(self, env: dict[str, str] | None = None, preload_torch: bool = False) -> None:
         self.env = dict(env or {})
         self._stderr = tempfile.TemporaryFile(prefix="gpulab-worker-", suffix=".log")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "core.worker"],
+            [sys.executable, "-m", "core.worker", *(["--preload-torch"] if preload_torch else [])],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self._stderr,

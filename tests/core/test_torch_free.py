@@ -5,6 +5,7 @@ process that tried (workers inherit PYTHONPATH): a command passes only if it did
 asked for torch. The negative case shows the blocker sees a worker that does import it.
 """
 
+import json
 import os
 import subprocess
 import sys
@@ -72,7 +73,7 @@ def test_a_command_that_runs_no_tensor_imports_no_torch(blocked, args):
 def test_report_and_runs_of_an_import_import_no_torch(blocked, tmp_path):
     assert blocked("trace", str(TRACE)).returncode == 0
     listed = blocked("runs", "list", "--json")
-    run_id = __import__("json").loads(listed.stdout)[0]["id"]
+    run_id = json.loads(listed.stdout)[0]["id"]
     assert blocked("runs", "show", run_id).returncode == 0
     assert blocked("report", run_id, "-o", str(tmp_path / "r.html")).returncode == 0
     assert (tmp_path / "r.html").stat().st_size > 1_000_000
