@@ -10,21 +10,44 @@ Every GPU activity (``kernel``, ``gpu_memcpy``, ``gpu_memset``; the 2021 names `
   **idle** = span − busy (HolisticTraceAnalysis's temporal breakdown uses the same three);
 - **compute / memcpy / communication**: unions of compute kernels, copies and sets, and collective kernels
   (NCCL/RCCL names); their pairwise overlaps and the *exposed* communication no compute hides;
-- **groups**: compute kernels by :func:`core.measure.kernels.classify`, the step benchmark's groups;
+- **groups**: kernels by :func:`core.measure.kernels.classify_kernel` (named rules over the kernel name,
+  vendor-neutral; copies and sets are "memory"); ``meta["rules"]`` lists every rule with the kernels and µs
+  it matched on the analysed GPU;
+- **idle by cause** (HolisticTraceAnalysis' ``get_idle_time_breakdown``): on each stream, kernels (and
+  copies/sets) in start order; the gap before a kernel is *host wait* when its launch call started after the
+  previous kernel on the stream ended (the GPU waited for the CPU), else *kernel wait* when shorter than
+  ``KERNEL_WAIT_US`` (back-to-back launch overhead), else *other* (waiting on an event, another stream).
+  Summed over streams, so it is not the device's idle (span − busy); a gap is never negative here (HTA
+  sums the negative gaps sub-µs rounding makes);
+- **launch delay**: a kernel's start − its launch call's start (through the correlation id); HTA's own
+  "launch delay" (start − the call's end, ≥ 0) beside it; **launch-bound**: kernels shorter than their
+  launch call took on the CPU (HTA's "short kernels": the GPU runs them faster than the CPU issues them);
 - **steps**: ``ProfilerStep#N`` spans — on the GPU timeline where the trace has them, else the CPU
-  span, with kernels placed by the time their launch was called.
+  span, with kernels placed by the time their launch was called; each step also gets its idle by cause
+  (gaps before its kernels) and launch figures.
 """
 
 from __future__ import annotations
 
 import numpy as np
 
-from core.measure.kernels import GROUPS, classify
+from core.measure.kernels import KERNEL_GROUPS, KERNEL_RULES, NO_RULE, classify_kernel
 from core.workload.trace_file import COMM, COMPUTE, KINDS, MEMCPY, MEMSET, Activities, TraceFile, read_trace
 
-__all__ = ["TRACE_GROUPS", "analyse_trace", "read_trace", "report_lines", "union_us"]
+__all__ = ["IDLE_CAUSES", "TRACE_GROUPS", "analyse_trace", "read_trace", "report_lines", "union_us"]
 
-TRACE_GROUPS = GROUPS + ("communication", "memcpy", "memset")
+TRACE_GROUPS = KERNEL_GROUPS
+# Rules: the name rules, then copies and sets by their kind, then the names no rule matched.
+RULES = tuple(r.rule for r in KERNEL_RULES) + ("memcpy (by kind)", "memset (by kind)", NO_RULE)
+_RULE_GROUP = {r.rule: r.group for r in KERNEL_RULES} | {
+    "memcpy (by kind)": "memory",
+    "memset (by kind)": "memory",
+    NO_RULE: "other",
+}
+IDLE_CAUSES = ("host_wait", "kernel_wait", "other_wait")
+HOST_WAIT, KERNEL_WAIT, OTHER_WAIT = range(3)
+KERNEL_WAIT_US = 30.0  # HTA's consecutive_kernel_delay default (30; its trace times are µs)
+DELAY_EDGES_US = (0.0, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1e3, 2e3, 5e3, 1e4, 2e4, 5e4, 1e5, 2e5, 5e5, 1e6)
 
 
 def merged_intervals(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
@@ -85,17 +108,73 @@ def _time_breakdown(a: Activities, sel: np.ndarray) -> dict:
     }
 
 
-def _group_ids(a: Activities) -> np.ndarray:
-    """Each activity's group as an index into TRACE_GROUPS: a compute kernel by its name (each distinct name
-    classified once), anything else by its kind."""
-    named = np.array([TRACE_GROUPS.index(classify(name, None)) for name in a.names], dtype=np.int64)
-    by_kind = np.array([TRACE_GROUPS.index(kind) if kind in TRACE_GROUPS else 0 for kind in KINDS], dtype=np.int64)
+def _group_ids(a: Activities) -> tuple[np.ndarray, np.ndarray]:
+    """Each activity's group (index into TRACE_GROUPS) and rule (index into RULES): a kernel by its name (each
+    distinct name classified once), a copy or set by its kind; a collective by the trace reader stays
+    communication whatever its name."""
     if not len(a.kind):
-        return np.zeros(0, dtype=np.int64)
-    return np.where(a.kind == COMPUTE, named[a.name] if len(named) else 0, by_kind[a.kind])
+        return np.zeros(0, dtype=np.int64), np.zeros(0, dtype=np.int64)
+    by_name = [classify_kernel(name) for name in a.names]
+    rule_of_name = np.array([RULES.index(rule) for _, rule in by_name] or [0], dtype=np.int64)
+    rules = rule_of_name[a.name] if a.names else np.zeros(len(a.kind), dtype=np.int64)
+    collective = RULES.index("collective by name")
+    named_comm = np.array([_RULE_GROUP[r] == "communication" for r in RULES])
+    rules = np.where((a.kind == COMM) & ~named_comm[rules], collective, rules)
+    rules = np.where(a.kind == MEMCPY, RULES.index("memcpy (by kind)"), rules)
+    rules = np.where(a.kind == MEMSET, RULES.index("memset (by kind)"), rules)
+    group_of_rule = np.array([TRACE_GROUPS.index(_RULE_GROUP[r]) for r in RULES], dtype=np.int64)
+    return group_of_rule[rules], rules
 
 
-def _steps(trace: TraceFile, sel: np.ndarray, groups: np.ndarray) -> tuple[list[dict], str]:
+def _idle_causes(a: Activities, launch_ts: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The gap before each activity on its stream (NaN for a stream's first, or where the stream is unknown)
+    and the gap's cause (HOST_WAIT | KERNEL_WAIT | OTHER_WAIT), HolisticTraceAnalysis' idle breakdown."""
+    n = len(a.start)
+    gap, cause = np.full(n, np.nan), np.full(n, OTHER_WAIT, dtype=np.int64)
+    known = np.flatnonzero(a.stream != -1)
+    order = known[np.lexsort((a.start[known], a.stream[known], a.device[known]))]
+    same = np.zeros(len(order), bool)
+    same[1:] = (a.stream[order][1:] == a.stream[order][:-1]) & (a.device[order][1:] == a.device[order][:-1])
+    prev_end = np.full(len(order), np.nan)
+    prev_end[1:] = a.end[order][:-1]
+    prev_end[~same] = np.nan
+    gap[order] = np.maximum(a.start[order] - prev_end, 0.0)  # NaN stays NaN
+    with np.errstate(invalid="ignore"):
+        host = launch_ts[order] > prev_end  # NaN compares False: no launch call, or no previous kernel
+        short = ~host & (a.start[order] - prev_end < KERNEL_WAIT_US)
+    cause[order] = np.where(host, HOST_WAIT, np.where(short, KERNEL_WAIT, OTHER_WAIT))
+    return gap, cause
+
+
+def _idle_sums(gap: np.ndarray, cause: np.ndarray, idx: np.ndarray) -> dict:
+    g, c = gap[idx], cause[idx]
+    has = ~np.isnan(g)
+    sums = np.bincount(c[has], weights=g[has], minlength=len(IDLE_CAUSES))
+    return {f"{name}_us": float(us) for name, us in zip(IDLE_CAUSES, sums)}
+
+
+def _launch_stats(delay: np.ndarray, queue: np.ndarray, bound: np.ndarray, idx: np.ndarray) -> dict:
+    """Launch delay percentiles and the launch-bound share of the activities ``idx`` that have a launch call."""
+    d = delay[idx]
+    has = ~np.isnan(d)
+    if not has.any():
+        return {"launched": 0}
+    d, q, b = d[has], queue[idx][has], bound[idx][has]
+    p50, p90, p99 = np.percentile(d, [50, 90, 99])
+    return {
+        "launched": int(has.sum()),
+        "launch_delay_p50_us": float(p50),
+        "launch_delay_p90_us": float(p90),
+        "launch_delay_p99_us": float(p99),
+        "launch_delay_max_us": float(d.max()),
+        "launch_delay_mean_us": float(d.mean()),
+        "queue_delay_mean_us": float(q.mean()),
+        "launch_bound": int(b.sum()),
+        "launch_bound_share": float(b.mean()),
+    }
+
+
+def _steps(trace: TraceFile, sel: np.ndarray, groups: np.ndarray, extra) -> tuple[list[dict], str]:
     """ProfilerStep#N spans and the GPU activity in each: GPU-side spans if the trace has them, else CPU spans
     with activities placed by their launch call's time (found through the correlation id). Activities are
     sorted by that time once, so each step costs its own activities, not the whole trace."""
@@ -104,7 +183,7 @@ def _steps(trace: TraceFile, sel: np.ndarray, groups: np.ndarray) -> tuple[list[
         spans, where, basis = sorted(gpu_spans), a.start, "GPU-side ProfilerStep spans (gpu_user_annotation)"
     elif cpu_spans:
         spans, basis = sorted(cpu_spans), "CPU ProfilerStep spans; kernels placed by their launch time"
-        where = _launch_times(trace)
+        where = _launch_times(trace)[0]
     else:
         return [], "no ProfilerStep annotations in the trace"
     candidates = np.flatnonzero(sel & ~np.isnan(where))
@@ -118,19 +197,22 @@ def _steps(trace: TraceFile, sel: np.ndarray, groups: np.ndarray) -> tuple[list[
         row.update({k: v for k, v in _time_breakdown(a, idx).items() if k != "streams"})
         sums = np.bincount(groups[idx], weights=durations[idx], minlength=len(TRACE_GROUPS))
         row.update({f"{group}_us": float(us) for group, us in zip(TRACE_GROUPS, sums)})
+        row.update(extra(idx))
         rows.append(row)
     return rows, basis
 
 
-def _launch_times(trace: TraceFile) -> np.ndarray:
-    """Each activity's launch-call time, by its correlation id (NaN where no launch has that id; the last
-    launch of an id where several do)."""
+def _launch_times(trace: TraceFile) -> tuple[np.ndarray, np.ndarray]:
+    """Each activity's launch-call start and duration, by its correlation id (NaN where no launch has that id;
+    the last launch of an id where several do)."""
     a, corr = trace.activities, trace.launch_correlation
     if not len(corr):
-        return np.full(len(a.correlation), np.nan)
+        return np.full(len(a.correlation), np.nan), np.full(len(a.correlation), np.nan)
     j = np.searchsorted(corr, a.correlation, side="right") - 1
     found = (j >= 0) & (corr[np.maximum(j, 0)] == a.correlation)
-    return np.where(found, trace.launch_ts[np.maximum(j, 0)], np.nan)
+    at = np.maximum(j, 0)
+    dur = trace.launch_dur[at] if len(trace.launch_dur) == len(corr) else np.full(len(at), np.nan)
+    return np.where(found, trace.launch_ts[at], np.nan), np.where(found, dur, np.nan)
 
 
 def analyse_trace(trace: TraceFile, top: int = 20) -> tuple[list[dict], dict]:
@@ -165,7 +247,7 @@ def analyse_trace(trace: TraceFile, top: int = 20) -> tuple[list[dict], dict]:
         }
         for d in meta["devices"]
     ]
-    groups = _group_ids(a)
+    groups, rules = _group_ids(a)
     idx = np.flatnonzero(sel)
     durations = (a.end - a.start)[idx]
     group_count = np.bincount(groups[idx], minlength=len(TRACE_GROUPS))
@@ -205,7 +287,46 @@ def analyse_trace(trace: TraceFile, top: int = 20) -> tuple[list[dict], dict]:
                 "share": us / total if total else 0.0,
             }
         )
-    steps, basis = _steps(trace, sel, groups)
+    rule_count = np.bincount(rules[idx], minlength=len(RULES))
+    rule_us = np.bincount(rules[idx], weights=durations, minlength=len(RULES))
+    meta["rules"] = [
+        {"rule": rule, "group": _RULE_GROUP[rule], "count": int(n), "us": float(us)}
+        for rule, n, us in zip(RULES, rule_count, rule_us)
+    ]
+    launch_ts, launch_dur = _launch_times(trace)
+    gap, cause = _idle_causes(a, launch_ts)
+    delay = a.start - launch_ts
+    queue = np.maximum(delay - launch_dur, 0.0)
+    with np.errstate(invalid="ignore"):
+        bound = (a.end - a.start) < launch_dur  # NaN (no launch call) compares False
+    meta["idle_causes"] = _idle_sums(gap, cause, idx)
+    meta["kernel_wait_threshold_us"] = KERNEL_WAIT_US
+    meta["launch"] = _launch_stats(delay, queue, bound, idx)
+    for stream in meta["streams"]:
+        on = idx[a.stream[idx] == stream]
+        rows.append({"kind": "idle", "stream": stream, "activities": int(len(on)), **_idle_sums(gap, cause, on)})
+    has = idx[~np.isnan(delay[idx])]
+    if len(has):
+        edges = np.array(DELAY_EDGES_US + (np.inf,))
+        bins = np.clip(np.searchsorted(edges, delay[has], side="right") - 1, 0, len(edges) - 2)
+        counts = np.bincount(bins, minlength=len(edges) - 1)
+        bound_counts = np.bincount(bins, weights=bound[has], minlength=len(edges) - 1)
+        for b, (lo, hi) in enumerate(zip(edges[:-1], edges[1:])):
+            if counts[b]:
+                rows.append(
+                    {
+                        "kind": "launch_delay",
+                        "from_us": float(lo),
+                        "to_us": float(hi),
+                        "count": int(counts[b]),
+                        "launch_bound": int(bound_counts[b]),
+                    }
+                )
+
+    def per_step(step_idx: np.ndarray) -> dict:
+        return _idle_sums(gap, cause, step_idx) | _launch_stats(delay, queue, bound, step_idx)
+
+    steps, basis = _steps(trace, sel, groups, per_step)
     rows += steps
     meta["steps"] = len(steps)
     meta["step_basis"] = basis
@@ -275,13 +396,33 @@ def report_lines(meta: dict, rows: list[dict]) -> list[str]:
         f"communication {meta['communication_union_us'] / ms:,.3f} ms (exposed "
         f"{meta['exposed_communication_us'] / ms:,.3f} ms); overlap compute∩comm "
         f"{meta['compute_and_communication_us'] / ms:,.3f} ms, compute∩copy {meta['compute_and_copy_us'] / ms:,.3f} ms",
-        "groups:",
     ]
+    if causes := meta.get("idle_causes"):  # runs stored before the idle breakdown have none
+        out.append(
+            f"idle by cause (gaps between kernels on each stream, summed over streams): host wait "
+            f"{causes['host_wait_us'] / ms:,.3f} ms, kernel wait {causes['kernel_wait_us'] / ms:,.3f} ms "
+            f"(< {meta.get('kernel_wait_threshold_us', KERNEL_WAIT_US):g} µs), other {causes['other_wait_us'] / ms:,.3f} ms"
+        )
+    launch = meta.get("launch") or {}
+    if launch.get("launched"):
+        out.append(
+            f"launches: {launch['launched']:,} activities matched to their launch call; start − call start median "
+            f"{launch['launch_delay_p50_us']:,.1f} µs, p90 {launch['launch_delay_p90_us']:,.1f} µs, p99 "
+            f"{launch['launch_delay_p99_us']:,.1f} µs, max {launch['launch_delay_max_us']:,.1f} µs; launch-bound "
+            f"{launch['launch_bound']:,} of {launch['launched']:,} ({launch['launch_bound_share']:.1%}) ran shorter "
+            "than their launch call"
+        )
+    out.append("groups:")
     for r in rows:
         if r["kind"] == "group" and r["count"]:
             out.append(
                 f"  {r['group']:<18} {r['total_us'] / ms:>10,.3f} ms  {r['share']:6.1%}  {r['count']:>7,} launches"
             )
+    if meta.get("rules"):
+        out.append("rules (what each matched):")
+        for r in meta["rules"]:
+            if r["count"]:
+                out.append(f"  {r['us'] / ms:>10,.3f} ms  ×{r['count']:<7,} {r['group']:<14} {r['rule']}")
     out.append("top kernels:")
     for r in rows:
         if r["kind"] == "kernel":
@@ -293,5 +434,10 @@ def report_lines(meta: dict, rows: list[dict]) -> list[str]:
         out.append(
             f"  step {r['step']:>5}: wall {r['wall_us'] / ms:,.3f} ms, kernels {r.get('kernel_time_us', 0) / ms:,.3f} ms, "
             f"busy {r.get('busy_us', 0) / ms:,.3f} ms, idle {r.get('idle_us', 0) / ms:,.3f} ms"
+            + (
+                f"; host wait {r['host_wait_us'] / ms:,.3f} ms, launch-bound {r['launch_bound']:,} of {r['launched']:,}"
+                if r.get("launched") and "host_wait_us" in r
+                else ""
+            )
         )
     return out

@@ -101,6 +101,7 @@ class TraceFile:
     launch_correlation: np.ndarray  # the launch calls (cuda_runtime/driver) by correlation id, sorted
     launch_ts: np.ndarray
     gpu_names: dict[int, str] = field(default_factory=dict)
+    launch_dur: np.ndarray = field(default_factory=lambda: np.zeros(0))  # each launch call's duration (µs)
     schema_version: int | str | None = None
     rank: int | None = None
     malformed: dict[str, int] = field(default_factory=dict)  # why → how many events
@@ -191,6 +192,7 @@ def _columns(trace: _Trace) -> TraceFile:
     cpu_steps: list[tuple[float, float, int]] = []
     launch_corr: list[int] = []
     launch_ts: list[float] = []
+    launch_dur: list[float] = []
     malformed: dict[str, int] = {}
 
     def bad(why: str) -> None:
@@ -241,6 +243,7 @@ def _columns(trace: _Trace) -> TraceFile:
             if corr is not None:
                 launch_corr.append(corr)
                 launch_ts.append(ts)
+                launch_dur.append(dur)
         elif m := _STEP.match(name):
             (gpu_steps if cat == "gpu_user_annotation" else cpu_steps).append((ts, ts + dur, int(m.group(1))))
     activities = Activities(
@@ -259,6 +262,7 @@ def _columns(trace: _Trace) -> TraceFile:
         cpu_steps=cpu_steps,
         launch_correlation=corr_arr[order],
         launch_ts=ts_arr[order],
+        launch_dur=np.array(launch_dur, dtype=float)[order],
         gpu_names=gpu_names,
         schema_version=trace.schemaVersion,
         rank=rank,

@@ -297,7 +297,43 @@ def render_trace(run) -> None:
         f"{md(m['file'])} · GPU {m['device']} ({md(m['device_name'])}) of {m['devices']} · streams {m['streams']} · "
         f"{m['events']:,} events · {m['step_basis']}"
     )
+    causes, launch = m.get("idle_causes"), m.get("launch") or {}
+    if causes:  # runs stored before the idle breakdown have none
+        waits = st.columns(4)
+        total = sum(causes.values())
+        waits[0].metric(
+            "Host wait",
+            f"{causes['host_wait_us'] / 1000:,.3f} ms",
+            f"{causes['host_wait_us'] / total:.1%} of the gaps" if total else None,
+            delta_color="off",
+            help="Gaps on a stream before a kernel whose launch call came after the previous kernel ended: "
+            "the GPU waited for the CPU. Summed over streams (HolisticTraceAnalysis' idle breakdown).",
+        )
+        waits[1].metric(
+            "Kernel wait",
+            f"{causes['kernel_wait_us'] / 1000:,.3f} ms",
+            help=f"Other gaps shorter than {m.get('kernel_wait_threshold_us', 30):g} µs: back-to-back launch overhead.",
+        )
+        waits[2].metric("Other wait", f"{causes['other_wait_us'] / 1000:,.3f} ms", help="Events, other streams.")
+        if launch.get("launched"):
+            waits[3].metric(
+                "Launch-bound kernels",
+                f"{launch['launch_bound_share']:.1%}",
+                f"median launch delay {launch['launch_delay_p50_us']:,.1f} µs",
+                delta_color="off",
+                help="Kernels (and copies) that ran shorter than their launch call took on the CPU; the delay "
+                "is kernel start − its launch call's start.",
+            )
     show_charts(trace_plots.figures(run), f"trace.{run.id}")
+    if m.get("rules"):
+        with st.expander("Kernel group rules: what each matched"):
+            st.dataframe(
+                [
+                    {"rule": r["rule"], "group": r["group"], "kernels": r["count"], "ms": r["us"] / 1000}
+                    for r in m["rules"]
+                ],
+                hide_index=True,
+            )
     kernels = kind_rows(run, "kernel")
     if not kernels.empty:
         st.dataframe(kernels.drop(columns=["kind"]), hide_index=True)

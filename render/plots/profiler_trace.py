@@ -11,7 +11,21 @@ from render.chart import Chart, kind_rows
 from render.plots.step_bench import GROUP_COLORS
 from render.style import color_for, plain, short_plain, style, title
 
-COLORS = GROUP_COLORS | {"communication": "#17becf", "memcpy": "#bcbd22", "memset": "#8c564b", "compute": "#1f77b4"}
+# The step benchmark's groups (runs stored before the trace had its own rules use them), the trace's groups.
+COLORS = GROUP_COLORS | {
+    "communication": "#17becf",
+    "memcpy": "#bcbd22",
+    "memset": "#8c564b",
+    "compute": "#1f77b4",
+    "convolution": "#aec7e8",
+    "attention": "#ff7f0e",
+    "memory": "#bcbd22",
+    "embedding": "#e377c2",
+    "reduction": "#9edae5",
+}
+IDLE_COLORS = {"host_wait": "#d62728", "kernel_wait": "#ff9896", "other_wait": "#c7c7c7"}
+IDLE_LABELS = {"host_wait": "host wait (launched after the GPU ran dry)", "kernel_wait": "kernel wait (< threshold)",
+               "other_wait": "other (events, other streams)"}  # fmt: skip
 
 
 def _detail(run: RunResult) -> str:
@@ -170,8 +184,86 @@ def steps_chart(run: RunResult) -> Chart | None:
     return Chart("trace-steps", fig, steps)
 
 
+def idle_causes_chart(run: RunResult) -> Chart | None:
+    """Idle gaps between kernels on each stream by cause (HolisticTraceAnalysis' definitions)."""
+    idle = kind_rows(run, "idle")
+    if idle.empty:
+        return None  # a run stored before the idle breakdown
+    m = run.meta
+    fig = go.Figure(
+        [
+            go.Bar(
+                x=idle["stream"].astype(str),
+                y=idle[f"{cause}_us"] / 1000,
+                name=IDLE_LABELS[cause],
+                marker_color=color,
+            )
+            for cause, color in IDLE_COLORS.items()
+        ]
+    )
+    style(
+        fig,
+        title(
+            "Why the GPU idles: gaps between kernels on each stream",
+            run,
+            f"{_detail(run)} · host wait: the kernel's launch call came after the previous kernel ended; kernel "
+            f"wait: a gap < {m.get('kernel_wait_threshold_us', 30):g} µs",
+        ),
+        "stream",
+        "ms",
+        barmode="stack",
+        legend_title="",
+    )
+    return Chart("trace-idle-causes", fig, idle)
+
+
+def launch_chart(run: RunResult) -> Chart | None:
+    """How long after its launch call each kernel started, and which ran shorter than their call."""
+    bins = kind_rows(run, "launch_delay")
+    if bins.empty:
+        return None
+    labels = [f"{_us(lo)}–{_us(hi)}" for lo, hi in zip(bins["from_us"], bins["to_us"])]
+    fig = go.Figure(
+        [
+            go.Bar(x=labels, y=bins["count"] - bins["launch_bound"], name="longer than its launch call",
+                   marker_color="#1f77b4"),
+            go.Bar(x=labels, y=bins["launch_bound"], name="launch-bound (shorter than its launch call)",
+                   marker_color="#d62728"),
+        ]
+    )  # fmt: skip
+    launch = run.meta.get("launch") or {}
+    style(
+        fig,
+        title(
+            "Launch delay: kernel start − its launch call's start",
+            run,
+            f"{_detail(run)} · median {launch.get('launch_delay_p50_us', 0):,.1f} µs · launch-bound "
+            f"{launch.get('launch_bound_share', 0):.1%} of {launch.get('launched', 0):,}",
+        ),
+        "µs after the launch call",
+        "kernels and copies",
+        barmode="stack",
+        legend_title="",
+    )
+    return Chart("trace-launch-delay", fig, bins)
+
+
+def _us(x: float) -> str:
+    if x == float("inf"):
+        return "∞"
+    return f"{x / 1000:g} ms" if x >= 1000 else f"{x:g} µs"
+
+
 def figures(run: RunResult) -> list[Chart]:
-    charts = (groups_chart(run), busy_chart(run), overlap_chart(run), steps_chart(run), kernels_chart(run))
+    charts = (
+        groups_chart(run),
+        busy_chart(run),
+        idle_causes_chart(run),
+        launch_chart(run),
+        overlap_chart(run),
+        steps_chart(run),
+        kernels_chart(run),
+    )
     return [c for c in charts if c is not None]
 
 

@@ -191,7 +191,43 @@ def test_stored_imports_draw_for_compare_and_the_report(tmp_path):
     out, _ = drive(run_trace(ProfilerTraceConfig(path=str(V100)), Context("cpu", "CPU")))
     trace_run = stored("profiler-trace", out, "t")
     names = [c.name for c in profiler_trace.figures(trace_run)]
-    assert names == ["trace-kernel-groups", "trace-busy", "trace-overlap", "trace-steps", "trace-top-kernels"]
+    assert names == [
+        "trace-kernel-groups",
+        "trace-busy",
+        "trace-idle-causes",
+        "trace-launch-delay",
+        "trace-overlap",
+        "trace-steps",
+        "trace-top-kernels",
+    ]
+    idle = next(c for c in profiler_trace.figures(trace_run) if c.name == "trace-idle-causes").figure
+    assert [round(float(y), 3) for y in idle.data[0].y] == [11.896]  # V100: all its idle is host wait (HTA: 11,896 µs)
+    # A run stored before the idle breakdown and the kernel rules (old group names, no idle/launch rows) still draws.
+    old_rows = [r for r in out.rows if r["kind"] not in ("idle", "launch_delay")]
+    old_rows = [r | {"group": "attention-softmax"} if r.get("group") == "attention" else r for r in old_rows]
+    old_meta = {k: v for k, v in out.meta.items() if k not in ("idle_causes", "launch", "rules")}
+    old = RunResult(
+        experiment="profiler-trace",
+        config={},
+        device={"kind": "cpu", "name": "CPU"},
+        versions={},
+        started_at="2025-06-01T00:00:00",
+        finished_at=None,
+        status="ok",
+        rows=old_rows,
+        meta=old_meta,
+        name="old",
+    )
+    assert [c.name for c in profiler_trace.figures(old)] == [
+        "trace-kernel-groups",
+        "trace-busy",
+        "trace-overlap",
+        "trace-steps",
+        "trace-top-kernels",
+    ]
+    from core.workload.trace import report_lines
+
+    assert not any("idle by cause" in line for line in report_lines(old_meta, old_rows))
     assert "Tesla V100-DGXS-32GB" in profiler_trace.figures(trace_run)[0].figure.layout.title.text
 
 
