@@ -192,16 +192,18 @@ def render_snapshot(run, key: str) -> None:
     point = a.point_at_ms(moment)
     when = f"at {float(a.point_time_ms([point])[0]):,.2f} ({bytes_text(a.allocated[point])} allocated)"
     sites = a.top_sites(point, 25)
-    show(
-        snap_plots.sites_figure(sites, when, run),
-        snap_plots.sites_frame(sites).drop(columns=["stack"]),
-        "snapshot-sites",
-        f"{key}.sites",
-    )
-    cats = a.categories_at(point)
-    st.caption(
-        "Categories " + when + ": " + ", ".join(f"{k.replace('_', ' ')} {bytes_text(v)}" for k, v in cats.items() if v)
-    )
+    if sites:
+        show(
+            snap_plots.sites_figure(sites, when, run),
+            snap_plots.sites_frame(sites).drop(columns=["stack"]),
+            "snapshot-sites",
+            f"{key}.sites",
+        )
+        cats = a.categories_at(point)
+        held = ", ".join(f"{k.replace('_', ' ')} {bytes_text(v)}" for k, v in cats.items() if v)
+        st.caption(f"Categories {when}: {held}")
+    else:
+        st.info(f"Nothing live at this moment ({when.removeprefix('at ')}): no block is allocated.")
     segments, numbers = a.segment_map_at(point, max_segments=128, max_blocks=budget)
     show(snap_plots.segment_map_figure(segments, when, numbers, run), None, "snapshot-segments", f"{key}.segments")
 

@@ -61,6 +61,34 @@ def test_allocator_page_imports_a_snapshot_and_draws_it(data_dir):
     assert not at.exception
 
 
+def test_a_moment_with_nothing_live_says_so(data_dir):
+    """A moment where no block is live (a scratch block allocated and freed at the first instant, the steps
+    begin 5 µs later; nothing was allocated before recording): the page says so instead of failing on an
+    empty table of sites."""
+    snap = snapshots.big_snapshot(20)
+    scratch = [
+        snapshots.event(action, 0x1000, 512, -5, snapshots.OTHER)
+        for action in ("alloc", "free_requested", "free_completed")
+    ]
+    snap["device_traces"][1][:0] = scratch
+    at = import_snapshot(page("pages/allocator.py"), "allocator.snapshot", "small.pickle", pickle.dumps(snap))
+    assert not at.exception
+    assert not any("Nothing live" in i.value for i in at.info)  # the peak: something is live
+    next(s for s in at.slider if s.label == "Moment").set_value(0.0).run()
+    assert not at.exception, at.exception
+    assert any("Nothing live at this moment" in i.value and "0 B allocated" in i.value for i in at.info)
+
+
+def test_the_sites_chart_of_an_empty_moment_has_its_columns():
+    from render.plots import memory_snapshot
+
+    frame = memory_snapshot.sites_frame([])
+    assert list(frame.columns) == list(memory_snapshot.SITE_COLUMNS) and frame.empty
+    assert frame.drop(columns=["stack"]).empty
+    fig = memory_snapshot.sites_figure([], "at 0.00 (0 B allocated)")
+    assert "nothing live" in fig.layout.annotations[0].text
+
+
 def test_a_refused_snapshot_is_an_error_on_the_page_and_not_stored(data_dir):
     import os
 
