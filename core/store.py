@@ -127,9 +127,11 @@ class RunStore:
             return conn
         except sqlite3.OperationalError:
             conn.close()
-            # A WAL database closed cleanly has no -shm file, and a read-only directory cannot get one:
-            # without a -wal file nothing is pending, so reading the file as immutable loses nothing.
-            if Path(f"{self.path}-wal").exists():
+            # A WAL database closed cleanly has no -shm file, and a read-only directory (or a full disk)
+            # cannot get one: without a -wal file (or with an empty one) nothing is pending, so reading the
+            # file as immutable loses nothing.
+            wal = Path(f"{self.path}-wal")
+            if wal.exists() and wal.stat().st_size > 0:
                 raise
             return sqlite3.connect(uri + "&immutable=1", uri=True, isolation_level=None)
 
@@ -138,7 +140,7 @@ class RunStore:
         try:
             conn = self._open()
         except sqlite3.Error as exc:
-            raise StoreError(f"cannot open the run database {self.path}: {exc}") from None
+            raise StoreError(f"cannot open the run database {self.path}: {self._problem(exc)}") from None
         try:
             with closing(conn):
                 conn.execute(f"PRAGMA busy_timeout = {int(BUSY_TIMEOUT_S * 1000)}")
@@ -152,7 +154,13 @@ class RunStore:
                     self._migrate(conn)
                 yield conn
         except sqlite3.Error as exc:
-            raise StoreError(f"run database {self.path}: {exc}") from None
+            raise StoreError(self._problem(exc)) from None
+
+    def _problem(self, exc: sqlite3.Error) -> str:
+        """What went wrong, in words; a full disk says where to free space."""
+        if getattr(exc, "sqlite_errorcode", None) == sqlite3.SQLITE_FULL:
+            return f"no space left on device: free space under {self.path.parent} (run database {self.path}: {exc})"
+        return f"run database {self.path}: {exc}"
 
     def _check_version(self, conn: sqlite3.Connection) -> int:
         version = conn.execute("PRAGMA user_version").fetchone()[0]
@@ -230,7 +238,8 @@ class RunStore:
                 yield conn
                 conn.execute("COMMIT")
             except BaseException:
-                conn.execute("ROLLBACK")
+                if conn.in_transaction:  # SQLite has rolled back by itself after some errors (a full disk)
+                    conn.execute("ROLLBACK")
                 raise
 
     def relabel(self, run_id: str, *, name: str | None = None, tags: list[str] | None = None) -> RunResult:

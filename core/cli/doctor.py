@@ -12,6 +12,7 @@ import sys
 
 from core.cli.output import check_writable, dump, open_store, write_file
 from core.jsonable import json_ready
+from core.text import terminal
 
 ORDER = 15
 
@@ -41,14 +42,23 @@ def run(args) -> int:
 
     if args.output:
         check_writable(args.output)  # before minutes of checks, not after
-    store = None if args.no_save else open_store(args)
+    from core.store import StoreError
+
+    try:
+        store = None if args.no_save else open_store(args)
+    except StoreError as exc:  # a full disk: the checks still run, nothing is stored
+        print(f"warning: {terminal(exc)}; the checks run without storing their runs", file=sys.stderr)
+        store = None
     manager = JobManager(store=store)
     try:
         report = run_doctor(args.device, manager, timeout_s=args.timeout, on_progress=_progress)
     finally:
         manager.shutdown()
     if store is not None:
-        store.save(report_run(report))
+        try:
+            store.save(report_run(report))
+        except StoreError as exc:
+            print(f"warning: the doctor's report was not stored: {terminal(exc)}", file=sys.stderr)
     bundle = report.bundle()
     if args.output:
         write_file(args.output, json.dumps(json_ready(bundle), indent=1, allow_nan=False).encode())

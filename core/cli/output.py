@@ -27,14 +27,21 @@ def open_store(args, write: bool = True):
     database they cannot write read-only, so an archived database can still be listed and exported;
     on a writable one they first mark runs whose process died as interrupted."""
     from core.paths import db_path
-    from core.store import RunStore
+    from core.store import RunStore, StoreError
 
     path = Path(args.db) if args.db else db_path()
-    if write or not path.parent.exists() or RunStore.writable(path):
-        store = RunStore(path)
-        if not write:
+    if write or not path.parent.exists():
+        return RunStore(path)
+    if RunStore.writable(path):
+        try:
+            store = RunStore(path)
             store.mark_interrupted()
-        return store
+            return store
+        except StoreError:
+            if not path.is_file():
+                raise
+            # A disk that is full (or a database that cannot be written for another reason): reading
+            # needs no write, so list, show, export and report still work from a read-only connection.
     return RunStore(path, read_only=True)
 
 

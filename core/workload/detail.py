@@ -9,21 +9,28 @@ segments and settings as JSON, in ``<data dir>/snapshots/<id>/``. A run names it
 
 from __future__ import annotations
 
+import errno
 import json
+import os
 import re
 import shutil
+import time
 import uuid
 from dataclasses import asdict
 from pathlib import Path
 
 import numpy as np
 
+from core.errors import ConfigError
 from core.paths import data_dir
 from core.workload.snapshot import Block, DeviceTrace, Segment, Snapshot
 
 KEEP = 20
 COLUMNS = ("action", "addr", "size", "time_us", "site")
 _ID = re.compile(r"^[0-9a-f]{32}$")
+# A folder being written: ``.<id>.<writer pid>.partial`` (``.<id>.partial`` before the pid was named).
+_PARTIAL = re.compile(r"^\.[0-9a-f]{32}(?:\.(\d+))?\.partial$")
+STALE_PARTIAL_S = 3600.0  # a partial folder that names no writer is its writer's after this long
 
 
 def root() -> Path:
@@ -31,11 +38,32 @@ def root() -> Path:
 
 
 def save(snapshot: Snapshot, device: int) -> str:
-    """Write one device of a snapshot; returns its id. Older folders beyond :data:`KEEP` are removed."""
+    """Write one device of a snapshot; returns its id. Older folders beyond :data:`KEEP` are removed.
+
+    All or nothing: a write that fails (a full disk) removes its partial folder, and partial folders of
+    writers that died are removed first. A full disk is a :class:`ConfigError` that says where to free space.
+    """
+    _prune_partials()
     detail_id = uuid.uuid4().hex
     folder = root() / detail_id
-    partial = root() / f".{detail_id}.partial"
-    partial.mkdir(parents=True)
+    partial = root() / f".{detail_id}.{os.getpid()}.partial"
+    try:
+        partial.mkdir(parents=True)
+        _write(partial, snapshot, device)
+        partial.rename(folder)  # whole or absent: a reader never sees half a folder
+    except BaseException as exc:
+        shutil.rmtree(partial, ignore_errors=True)
+        if isinstance(exc, OSError) and exc.errno in (errno.ENOSPC, errno.EDQUOT):
+            raise ConfigError(
+                f"no space left on device: free space under {root()} (the full trace of this import "
+                f"did not fit; nothing was kept)"
+            ) from None
+        raise
+    _prune()
+    return detail_id
+
+
+def _write(partial: Path, snapshot: Snapshot, device: int) -> None:
     trace = snapshot.traces.get(device)
     for name in COLUMNS:
         np.save(partial / f"{name}.npy", getattr(trace, name) if trace is not None else np.zeros(0, np.int64))
@@ -50,9 +78,38 @@ def save(snapshot: Snapshot, device: int) -> str:
         "devices": snapshot.devices(),
     }
     (partial / "snapshot.json").write_text(json.dumps(meta))
-    partial.rename(folder)  # whole or absent: a reader never sees half a folder
-    _prune()
-    return detail_id
+
+
+def _prune_partials() -> None:
+    """Remove the partial folders of writers that are gone (a crash, a kill, a disk that filled)."""
+    try:
+        entries = list(root().iterdir())
+    except FileNotFoundError:
+        return
+    for p in entries:
+        match = _PARTIAL.match(p.name)
+        if not match:
+            continue
+        pid = int(match.group(1)) if match.group(1) else None
+        if pid is not None:
+            stale = pid != os.getpid() and not _alive(pid)
+        else:
+            try:
+                stale = time.time() - p.stat().st_mtime > STALE_PARTIAL_S
+            except FileNotFoundError:
+                continue
+        if stale:
+            shutil.rmtree(p, ignore_errors=True)
+
+
+def _alive(pid: int) -> bool:
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True
 
 
 def exists(detail_id: str | None) -> bool:

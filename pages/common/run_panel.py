@@ -13,6 +13,7 @@ from collections.abc import Callable
 import streamlit as st
 
 from core.errors import ConfigError
+from core.lifecycle import Listener
 from core.result import RunResult
 from core.units import duration_text, timestamp_text
 from pages.common import lab
@@ -52,10 +53,13 @@ def status_banner(run: RunResult) -> None:
         st.warning(f"The run could not be stored: {md(run.meta['store_error'])}")
 
 
-def submit(key: str, experiment: str, values: dict, device: str | None = None, name: str = "") -> bool:
-    """Queue a run for this page; shows a clear message and returns False on bad settings."""
+def submit(
+    key: str, experiment: str, values: dict, device: str | None = None, name: str = "", on_event: Listener | None = None
+) -> bool:
+    """Queue a run for this page; shows a clear message and returns False on bad settings. ``on_event``
+    hears the job's events in the job's thread (e.g. its end: ``{"type": "done", …}``)."""
     try:
-        job = lab.manager().submit(experiment, values, device or lab.selected_device(), name=name)
+        job = lab.manager().submit(experiment, values, device or lab.selected_device(), name=name, on_event=on_event)
     except ConfigError as exc:
         st.error(f"Invalid settings: {md(exc)}")
         return False

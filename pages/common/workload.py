@@ -26,23 +26,82 @@ from render.plots import profiler_trace as trace_plots
 
 MAX_CHART_POINTS = 20_000
 DEFAULT_CHART_POINTS = 5_000
-UPLOADS_KEPT = 5
+UPLOADS_KEPT = 5  # uploads waiting for their import (each is deleted once its import ends)
+UPLOADS_MAX_BYTES = 2 * GIB  # and at most this many bytes of them: the oldest go first
+CHUNK_BYTES = 1 << 20
+UPLOAD_LIMIT_MB = 512  # .streamlit/config.toml server.maxUploadSize (docs/OPERATIONS.md, "Uploads")
+
+
+def _uploads() -> Path:
+    return data_dir() / "uploads"
 
 
 def save_upload(uploaded) -> Path:
-    """Write an uploaded file under ``<data dir>/uploads`` (the newest few are kept) and return its path."""
-    folder = data_dir() / "uploads"
+    """Write an uploaded file under ``<data dir>/uploads`` and return its path.
+
+    The file is copied in 1 MiB chunks (``read(n)``, never ``getbuffer()``: no second whole copy in the
+    server's memory). The uploads kept are bounded by count and by bytes, the newest first; the one just
+    written is always kept.
+    """
+    folder = _uploads()
     folder.mkdir(parents=True, exist_ok=True)
     name = re.sub(r"[^A-Za-z0-9._-]+", "_", uploaded.name)[-80:] or "upload"
     path = folder / f"{uuid.uuid4().hex[:12]}-{name}"
-    path.write_bytes(uploaded.getbuffer())
-    for old in sorted(folder.iterdir(), key=lambda p: p.stat().st_mtime)[:-UPLOADS_KEPT]:
-        old.unlink(missing_ok=True)
+    uploaded.seek(0)
+    try:
+        with open(path, "wb") as out:
+            while chunk := uploaded.read(CHUNK_BYTES):
+                out.write(chunk)
+    except BaseException:
+        path.unlink(missing_ok=True)  # a disk that filled keeps no half upload
+        raise
+    _prune_uploads(folder, keep=path)
     return path
 
 
+def _prune_uploads(folder: Path, keep: Path) -> None:
+    files = []
+    for p in folder.iterdir():
+        try:
+            files.append((p.stat().st_mtime, p.stat().st_size, p))
+        except FileNotFoundError:  # deleted meanwhile (its import ended)
+            continue
+    kept, total = 0, 0
+    for _mtime, size, p in sorted(files, key=lambda f: (f[2] != keep, -f[0])):
+        kept, total = kept + 1, total + size
+        if p != keep and (kept > UPLOADS_KEPT or total > UPLOADS_MAX_BYTES):
+            p.unlink(missing_ok=True)
+
+
+def _delete_when_done(path: Path):
+    """A job listener that deletes the upload once its import has ended: the run keeps what it needs (its
+    summary and points in the store, a snapshot's whole trace in its detail folder), not the file."""
+
+    def listener(_job, event: dict) -> None:
+        if event.get("type") == "done":
+            path.unlink(missing_ok=True)
+
+    return listener
+
+
+def _forget_upload(key: str, uploaded) -> None:
+    """Drop the server's copy of an upload once it is on disk: Streamlit's own (kept per session until the
+    widget is cleared) and the widget's, by giving the uploader a new key."""
+    try:
+        from streamlit.runtime.scriptrunner import get_script_run_ctx
+
+        ctx = get_script_run_ctx()
+        if ctx is not None:
+            ctx.uploaded_file_mgr.remove_file(ctx.session_id, uploaded.file_id)
+    except Exception:  # noqa: BLE001 - freeing memory early is a courtesy, never a reason to fail the import
+        pass
+    st.session_state[f"{key}.upload_round"] = st.session_state.get(f"{key}.upload_round", 0) + 1
+
+
 def _importer(key: str, experiment: str, label: str, help_text: str) -> None:
-    uploaded = st.file_uploader(label, key=f"{key}.upload", help=help_text)
+    uploaded = st.file_uploader(
+        label, key=f"{key}.upload.{st.session_state.get(f'{key}.upload_round', 0)}", help=help_text
+    )
     on_box = st.text_input(
         "…or a file on this box (no upload: a file of gigabytes is read where it lies)",
         key=f"{key}.path",
@@ -53,8 +112,18 @@ def _importer(key: str, experiment: str, label: str, help_text: str) -> None:
         if on_box:
             run_panel.submit(key, experiment, {"path": on_box}, device="cpu", name=Path(on_box).name)
         elif uploaded is not None:
-            path = save_upload(uploaded)
-            run_panel.submit(key, experiment, {"path": str(path)}, device="cpu", name=uploaded.name)
+            try:
+                path = save_upload(uploaded)
+            except OSError as exc:
+                st.error(f"The upload could not be saved under {md(str(_uploads()))}: {md(exc.strerror or exc)}")
+                return
+            name = uploaded.name
+            _forget_upload(key, uploaded)
+            del uploaded
+            if not run_panel.submit(
+                key, experiment, {"path": str(path)}, device="cpu", name=name, on_event=_delete_when_done(path)
+            ):
+                path.unlink(missing_ok=True)
 
 
 def _stored(experiment: str) -> list:
@@ -86,9 +155,9 @@ def snapshot_section(key: str) -> None:
     st.write(
         "Record one in your own training script (`python -m core record -o snap.pickle -- python train.py`, or "
         "`torch.cuda.memory._record_memory_history()` + `_dump_snapshot()`) on any machine, then import it "
-        "here. Pickles of any protocol, JSON and `.gz` are read; a pickle that names a class is refused. For "
-        "files over a few hundred MB, `python -m core snapshot FILE` imports into the same store without an "
-        "upload."
+        "here. Pickles of any protocol, JSON and `.gz` are read; a pickle that names a class is refused. Uploads "
+        f"take up to {UPLOAD_LIMIT_MB} MB; for larger files give their path on this box below, or run "
+        "`python -m core snapshot FILE`: both import into the same store without an upload."
     )
     _importer(key, "memory-snapshot", "Memory snapshot", "torch.cuda.memory._dump_snapshot pickle, its JSON, or .gz")
     _reopen(key, "memory-snapshot")
@@ -192,16 +261,18 @@ def render_snapshot(run, key: str) -> None:
     point = a.point_at_ms(moment)
     when = f"at {float(a.point_time_ms([point])[0]):,.2f} ({bytes_text(a.allocated[point])} allocated)"
     sites = a.top_sites(point, 25)
-    show(
-        snap_plots.sites_figure(sites, when, run),
-        snap_plots.sites_frame(sites).drop(columns=["stack"]),
-        "snapshot-sites",
-        f"{key}.sites",
-    )
-    cats = a.categories_at(point)
-    st.caption(
-        "Categories " + when + ": " + ", ".join(f"{k.replace('_', ' ')} {bytes_text(v)}" for k, v in cats.items() if v)
-    )
+    if sites:
+        show(
+            snap_plots.sites_figure(sites, when, run),
+            snap_plots.sites_frame(sites).drop(columns=["stack"]),
+            "snapshot-sites",
+            f"{key}.sites",
+        )
+        cats = a.categories_at(point)
+        held = ", ".join(f"{k.replace('_', ' ')} {bytes_text(v)}" for k, v in cats.items() if v)
+        st.caption(f"Categories {when}: {held}")
+    else:
+        st.info(f"Nothing live at this moment ({when.removeprefix('at ')}): no block is allocated.")
     segments, numbers = a.segment_map_at(point, max_segments=128, max_blocks=budget)
     show(snap_plots.segment_map_figure(segments, when, numbers, run), None, "snapshot-segments", f"{key}.segments")
 

@@ -145,7 +145,12 @@ def fragmentation_figure(t_ms, reserved, allocated, meta: dict, run: RunResult |
     return fig
 
 
+SITE_COLUMNS = ("site", "GiB", "blocks", "before recording", "category", "rule", "bytes", "stack")
+
+
 def sites_frame(sites: list[dict]) -> pd.DataFrame:
+    """One line per allocation site; the same columns when nothing is live (an empty table, not a frame
+    without columns)."""
     return pd.DataFrame(
         [
             {
@@ -159,20 +164,26 @@ def sites_frame(sites: list[dict]) -> pd.DataFrame:
                 "stack": "\n".join(s["stack"]),
             }
             for s in sites
-        ]
+        ],
+        columns=list(SITE_COLUMNS),
     )
 
 
 def sites_figure(sites: list[dict], when: str, run: RunResult | None = None) -> go.Figure:
     data = sites_frame(sites).iloc[::-1]
+    if data.empty:
+        fig = go.Figure()
+        fig.add_annotation(text=f"nothing live {when}", showarrow=False, x=0.5, y=0.5, xref="paper", yref="paper")
+        style(fig, title(f"Allocation sites holding memory {when}", run, "nothing live"), "GiB", "", height=360)
+        return fig
     fig = go.Figure(
         go.Bar(
-            x=data["bytes"] / GIB if len(data) else [],
-            y=data["site"].map(plain) if len(data) else [],
+            x=data["bytes"] / GIB,
+            y=data["site"].map(plain),
             orientation="h",
-            marker_color=[color_for(c) for c in data.get("category", [])],
-            customdata=data[["blocks", "category", "rule"]].to_numpy() if len(data) else None,
-            hovertext=[plain_lines(s.split("\n")) for s in data.get("stack", [])],
+            marker_color=[color_for(c) for c in data["category"]],
+            customdata=data[["blocks", "category", "rule"]].to_numpy(),
+            hovertext=[plain_lines(s.split("\n")) for s in data["stack"]],
             hovertemplate="%{x:.3f} GiB in %{customdata[0]} block(s) · %{customdata[1]} "
             "(%{customdata[2]})<br>%{hovertext}<extra></extra>",
         )

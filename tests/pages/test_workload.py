@@ -61,6 +61,34 @@ def test_allocator_page_imports_a_snapshot_and_draws_it(data_dir):
     assert not at.exception
 
 
+def test_a_moment_with_nothing_live_says_so(data_dir):
+    """A moment where no block is live (a scratch block allocated and freed at the first instant, the steps
+    begin 5 µs later; nothing was allocated before recording): the page says so instead of failing on an
+    empty table of sites."""
+    snap = snapshots.big_snapshot(20)
+    scratch = [
+        snapshots.event(action, 0x1000, 512, -5, snapshots.OTHER)
+        for action in ("alloc", "free_requested", "free_completed")
+    ]
+    snap["device_traces"][1][:0] = scratch
+    at = import_snapshot(page("pages/allocator.py"), "allocator.snapshot", "small.pickle", pickle.dumps(snap))
+    assert not at.exception
+    assert not any("Nothing live" in i.value for i in at.info)  # the peak: something is live
+    next(s for s in at.slider if s.label == "Moment").set_value(0.0).run()
+    assert not at.exception, at.exception
+    assert any("Nothing live at this moment" in i.value and "0 B allocated" in i.value for i in at.info)
+
+
+def test_the_sites_chart_of_an_empty_moment_has_its_columns():
+    from render.plots import memory_snapshot
+
+    frame = memory_snapshot.sites_frame([])
+    assert list(frame.columns) == list(memory_snapshot.SITE_COLUMNS) and frame.empty
+    assert frame.drop(columns=["stack"]).empty
+    fig = memory_snapshot.sites_figure([], "at 0.00 (0 B allocated)")
+    assert "nothing live" in fig.layout.annotations[0].text
+
+
 def test_a_refused_snapshot_is_an_error_on_the_page_and_not_stored(data_dir):
     import os
 
@@ -268,3 +296,87 @@ def test_template_kernels_and_module_frames_are_text_in_charts(tmp_path):
     sites = next(c for c in memory_snapshot.figures(snap) if c.name == "snapshot-sites-at-peak").figure.data[0]
     hovers = " ".join(sites.hovertext)
     assert "&lt;module&gt;" in hovers and "<module>" not in hovers
+
+
+class ChunkedUpload:
+    """An uploaded file that serves its bytes only through ``read(n)``: ``getbuffer()`` (a whole copy held
+    in the server's memory) fails the test."""
+
+    def __init__(self, name: str, data: bytes):
+        self.name, self.file_id, self._data, self._at, self.reads = name, "f1", data, 0, []
+
+    def getbuffer(self):
+        raise AssertionError("the upload was taken whole with getbuffer()")
+
+    def getvalue(self):
+        raise AssertionError("the upload was taken whole with getvalue()")
+
+    def seek(self, offset: int, whence: int = 0) -> int:
+        self._at = offset
+        return offset
+
+    def read(self, n: int = -1) -> bytes:
+        assert n is not None and n > 0, "the upload was read whole with read()"
+        self.reads.append(n)
+        chunk = self._data[self._at : self._at + n]
+        self._at += len(chunk)
+        return chunk
+
+
+def test_an_upload_is_written_in_chunks(data_dir):
+    from pages.common import workload
+
+    data = bytes(range(256)) * (3 * 2**20 // 256 + 7)  # 3 MiB and a bit: four chunks
+    upload = ChunkedUpload("my snap.pickle", data)
+    path = workload.save_upload(upload)
+    assert path.read_bytes() == data and path.parent == data_dir / "uploads" and path.name.endswith("my_snap.pickle")
+    assert upload.reads and set(upload.reads) == {2**20}
+    assert len(upload.reads) == 5  # four chunks, then the empty read that ends it
+
+
+def test_kept_uploads_are_bounded_in_bytes_as_well_as_count(data_dir, monkeypatch):
+    import os
+
+    from pages.common import workload
+
+    monkeypatch.setattr(workload, "UPLOADS_MAX_BYTES", 3 * 1024)
+    paths = []
+    for i in range(5):
+        paths.append(workload.save_upload(ChunkedUpload(f"u{i}.pickle", bytes([i]) * 1024)))
+        os.utime(paths[-1], (1000 + i, 1000 + i))  # distinct ages, oldest first
+    left = sorted((data_dir / "uploads").iterdir())
+    assert sum(p.stat().st_size for p in left) <= 3 * 1024
+    assert set(left) == set(paths[-3:])  # the newest three fit in 3 KiB; the older two were removed
+    big = workload.save_upload(ChunkedUpload("big.pickle", b"x" * 4096))  # alone over the bound: still kept
+    assert list((data_dir / "uploads").iterdir()) == [big]
+
+
+def test_the_upload_limit_is_the_same_in_the_config_the_page_and_the_docs():
+    import tomllib
+
+    from pages.common import workload
+
+    server = tomllib.loads((ROOT / ".streamlit" / "config.toml").read_text())["server"]
+    assert server["maxUploadSize"] == workload.UPLOAD_LIMIT_MB == 512
+    operations = (ROOT / "docs" / "OPERATIONS.md").read_text()
+    assert "| `server.maxUploadSize` (`.streamlit/config.toml`) | 512 |" in operations
+    assert "larger files: give their path on the box" in operations.lower()
+
+
+def test_an_upload_is_deleted_once_imported_and_the_import_reopens_without_it(data_dir):
+    snap = snapshots.big_snapshot(30)
+    at = import_snapshot(page("pages/allocator.py"), "allocator.snapshot", "gone.pickle", pickle.dumps(snap))
+    peak = next(m.value for m in at.metric if m.label == "Peak allocated")
+    deadline = time.monotonic() + 30  # the job's end is heard in its own thread, just after the result
+    while any((data_dir / "uploads").iterdir()) and time.monotonic() < deadline:
+        time.sleep(0.05)
+    assert not any((data_dir / "uploads").iterdir())
+    from core.store import RunStore
+
+    (stored,) = RunStore().list(experiment="memory-snapshot")
+    at = page("pages/allocator.py")  # a new session: only the store and the detail folder are left
+    at.selectbox(key="allocator.snapshot.reopen").set_value(stored.id).run()
+    assert not at.exception, at.exception
+    assert any(m.label == "Peak allocated" and m.value == peak for m in at.metric)
+    assert not any("no longer on this machine" in w.value for w in at.warning)
+    assert len(at.get("plotly_chart")) >= 5
