@@ -703,3 +703,76 @@ def analyse(snapshot: Snapshot, device: int | None = None) -> SnapshotAnalysis:
         end_state,
         notes,
     )
+
+
+# -- two snapshots: who grew ---------------------------------------------------------------------------
+
+_FRAME_TEXT = re.compile(r"^(.*?):(-?\d+) (.*)$")
+OTHER_SITES = "(other sites: below each snapshot's top list)"
+
+
+def _parse_frame(text: str) -> Frame:
+    m = _FRAME_TEXT.match(text)
+    return (m.group(1), int(m.group(2)), m.group(3)) if m else ("", 0, text)
+
+
+def _site_key(site: dict) -> tuple[tuple[str, ...], str]:
+    """A site's stack as stored (frame texts), matched on its Python frames where it has any — the same code
+    matches whether it was recorded with C++ frames or not, and in runs stored before those were hidden."""
+    stack = shown_stack(tuple(_parse_frame(t) for t in site.get("stack", [])))
+    python = tuple(f for f in stack if is_python_frame(f))
+    key = python or stack
+    if not key:
+        return (str(site.get("label", "")),), str(site.get("label", ""))
+    return tuple(frame_text(f) for f in key), site_label(stack)
+
+
+def peak_differences(a: dict, b: dict) -> dict:
+    """Who grew between two stored snapshot runs (their summaries, ``run.meta``): bytes each allocation site and
+    each category holds at each snapshot's own peak, and B − A, largest growth first.
+
+    Sites come from each run's top list at its peak (``top_sites_at_peak``); a site missing from one list holds
+    nothing there or less than that list's last entry, and what the lists leave out is one row
+    (:data:`OTHER_SITES`), so each side's rows add up to its peak. Torch-free: it reads only stored numbers."""
+
+    def sites(meta: dict) -> dict:
+        out: dict = {}
+        for s in meta.get("top_sites_at_peak", []):
+            key, label = _site_key(s)
+            row = out.setdefault(key, {"label": label, "category": s.get("category", "unknown"), "bytes": 0})
+            row["bytes"] += int(s.get("bytes", 0))
+        return out
+
+    sa, sb = sites(a), sites(b)
+    rows = []
+    for key in dict.fromkeys([*sa, *sb]):
+        x, y = sa.get(key), sb.get(key)
+        site = x or y
+        assert site is not None
+        rows.append(
+            {
+                "site": site["label"],
+                "category": site["category"],
+                "A_bytes": x["bytes"] if x else 0,
+                "B_bytes": y["bytes"] if y else 0,
+                "stack": list(key),
+            }
+        )
+    rest_a = int(a.get("peak_allocated_bytes", 0)) - sum(r["A_bytes"] for r in rows)
+    rest_b = int(b.get("peak_allocated_bytes", 0)) - sum(r["B_bytes"] for r in rows)
+    if rest_a or rest_b:
+        rows.append({"site": OTHER_SITES, "category": "", "A_bytes": rest_a, "B_bytes": rest_b, "stack": []})
+    cats_a, cats_b = a.get("categories_at_peak_bytes", {}), b.get("categories_at_peak_bytes", {})
+    categories = [
+        {"category": c, "A_bytes": int(cats_a.get(c, 0)), "B_bytes": int(cats_b.get(c, 0))}
+        for c in dict.fromkeys([*CATEGORIES, *cats_a, *cats_b])
+        if cats_a.get(c, 0) or cats_b.get(c, 0)
+    ]
+    for row in (*rows, *categories):
+        row["delta_bytes"] = row["B_bytes"] - row["A_bytes"]
+    by_growth = lambda r: (-r["delta_bytes"], -max(r["A_bytes"], r["B_bytes"]))  # noqa: E731
+    return {
+        "sites": sorted(rows, key=by_growth),
+        "categories": sorted(categories, key=by_growth),
+        "peak_bytes": (int(a.get("peak_allocated_bytes", 0)), int(b.get("peak_allocated_bytes", 0))),
+    }

@@ -367,3 +367,50 @@ def test_a_snapshot_recorded_here_replays_to_the_allocator_s_own_counters(tmp_pa
     assert m["baseline_allocated_bytes"] == base
     assert m["peak_allocated_bytes"] == peak == base + 80 * 2**20
     del keep
+
+
+def _grown_forward() -> dict:
+    """``hand_snapshot_all_stacks()`` (C++ frames) whose forward block A is 2048 bytes instead of 512. By hand:
+    baseline 1000 + 256 = 1256; A → 3304; free 256 → 3048; B → 4072; C → 8168 ← peak (event 4). Live there:
+    forward A 2048, backward B 1024, optimizer C 4096, the setup block from before recording 1000 = 8168."""
+    snap = snapshots.hand_snapshot_all_stacks()
+    for e in snap["device_traces"][0]:
+        if (
+            e["addr"] == 0x10400
+            and e["action"] in ("alloc", "free_completed", "free_requested")
+            and e["time_us"] < 1_000_070
+        ):
+            e["size"] = 2048
+    return snap
+
+
+def test_peak_differences_by_site_and_category_by_hand(tmp_path):
+    from core.workload.snapshot_analysis import peak_differences
+
+    a = analyse(read_snapshot(write(tmp_path, "a.pickle", pickle.dumps(snapshots.hand_snapshot())))).summary()
+    b = analyse(read_snapshot(write(tmp_path, "b.pickle", pickle.dumps(_grown_forward())))).summary()
+    assert (a["peak_allocated_bytes"], b["peak_allocated_bytes"]) == (6632, 8168)
+    d = peak_differences(a, b)
+    # A has Python stacks only, B C++ frames around them: the same sites, matched on their Python frames
+    got = [(r["site"], r["category"], r["A_bytes"], r["B_bytes"], r["delta_bytes"]) for r in d["sites"]]
+    assert got == [
+        ("model.py:12 forward", "activations", 512, 2048, 1536),  # the only growth, first
+        ("train.py:42 step", "optimizer_state", 4096, 4096, 0),
+        ("train.py:41 step", "gradients", 1024, 1024, 0),
+        ("train.py:10 main", "parameters", 1000, 1000, 0),
+    ]
+    assert sum(r["A_bytes"] for r in d["sites"]) == 6632 and sum(r["B_bytes"] for r in d["sites"]) == 8168
+    cats = [(r["category"], r["A_bytes"], r["B_bytes"], r["delta_bytes"]) for r in d["categories"]]
+    assert cats == [
+        ("activations", 512, 2048, 1536),
+        ("optimizer_state", 4096, 4096, 0),
+        ("gradients", 1024, 1024, 0),
+        ("parameters", 1000, 1000, 0),
+    ]
+    # the other way round: a shrink, listed last; and a top list cut short leaves the rest as one row
+    back = peak_differences(b, a)
+    assert back["sites"][-1]["site"] == "model.py:12 forward" and back["sites"][-1]["delta_bytes"] == -1536
+    short = dict(b, top_sites_at_peak=b["top_sites_at_peak"][:1])  # only C (4096) listed for B
+    rows = {r["site"]: (r["A_bytes"], r["B_bytes"]) for r in peak_differences(a, short)["sites"]}
+    assert rows["(other sites: below each snapshot's top list)"] == (0, 8168 - 4096)
+    assert rows["model.py:12 forward"] == (512, 0)
