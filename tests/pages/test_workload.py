@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from core.workload.snapshot_analysis import OTHER_SITES
 from tests.conftest import ROOT
 from tests.core.workload import snapshots
 
@@ -187,9 +188,16 @@ def test_stored_imports_draw_for_compare_and_the_report(tmp_path):
     ]
     assert "imported s0.pickle" in charts[0].figure.layout.title.text  # never "CPU": it was recorded elsewhere
     overlay = memory_snapshot.overlay(runs)
-    assert [c.name for c in overlay] == ["snapshot-overlay", "snapshot-site-differences"]
+    assert [c.name for c in overlay] == [
+        "snapshot-overlay",
+        "snapshot-site-differences",
+        "snapshot-category-differences",
+    ]
     diff = memory_snapshot.site_differences(*runs)
-    assert diff["A_bytes"].sum() == sum(s["bytes"] for s in runs[0].meta["top_sites_at_peak"])
+    listed = diff.loc[diff["site"] != OTHER_SITES]
+    assert listed["A_bytes"].sum() == sum(s["bytes"] for s in runs[0].meta["top_sites_at_peak"])
+    assert diff["A_bytes"].sum() == runs[0].meta["peak_allocated_bytes"]  # the rest of the peak: one row
+    assert diff["B_bytes"].sum() == runs[1].meta["peak_allocated_bytes"]
     out, _ = drive(run_trace(ProfilerTraceConfig(path=str(V100)), Context("cpu", "CPU")))
     trace_run = stored("profiler-trace", out, "t")
     names = [c.name for c in profiler_trace.figures(trace_run)]
