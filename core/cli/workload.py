@@ -125,8 +125,14 @@ def snapshot(args) -> int:
             else " (before the first event)"
         )
     )
-    for frame in m["peak_stack"][:12]:
+    if m.get("peak_site"):
+        say(f"  site: {m['peak_site']}")
+    stack = m["peak_stack"]
+    python = [f for f in stack if f.split(" ", 1)[0].rsplit(":", 1)[0].endswith(".py")]
+    for frame in (python or stack)[:12]:
         say(f"    {frame}")
+    if python and len(stack) > len(python):
+        say(f"    (and {len(stack) - len(python):,} C++ frames: --json lists them)")
     say(
         f"peak reserved {bytes_text(m['peak_reserved_bytes'])}; reserved − allocated at the peak "
         f"{bytes_text(m['fragmentation_at_peak_bytes'])} (largest {bytes_text(m['peak_fragmentation_bytes'])} at "

@@ -10,7 +10,8 @@ memory_viz draws them; the allocator rounds each block up to a multiple of 512 b
 **Baseline.** Recording starts late (or its ring buffer drops the oldest events), so the trace does not
 explain everything: a block the snapshot's ``segments`` show as active at the end that no live traced
 allocation accounts for, and a block the trace frees without having allocated it, were there before the
-first event. Their sum is the allocated baseline; the timeline starts there instead of at zero. The
+first event. Their sum is the allocated baseline; the timeline starts there instead of at zero. A block from the segments is
+counted at its ``requested_size``, like every traced block (its rounded-up block size is reported apart). The
 reserved baseline is the segments' total at the end minus the trace's net segment change.
 
 **Categories** come from each allocation's Python stack and lifetime, by the rules in :data:`RULES`
@@ -79,14 +80,21 @@ _SEP = re.compile(r"[\\/]+")
 
 
 def stack_kind(stack: tuple[Frame, ...]) -> int:
-    """Which phase of training a stack belongs to, from its frames (Windows paths included)."""
+    """Which phase of training a stack belongs to, from its frames (Windows paths included). Stacks with C++
+    frames (stacks="all") read the same: their Python frames are there too, and a stack on the autograd
+    engine's thread, which has no Python frame, is backward by its ``torch::autograd::Engine`` frames."""
     kinds = set()
     for filename, _, name in stack:
         path = _SEP.sub("/", filename)
         if "/torch/optim/" in path:
             kinds.add(KIND_OPTIMIZER)
-        elif name in _BACKWARD_NAMES or (
-            name == "backward" and (path.endswith("torch/autograd/__init__.py") or path.endswith("torch/_tensor.py"))
+        elif (
+            name in _BACKWARD_NAMES
+            or "torch::autograd::Engine::" in name
+            or (
+                name == "backward"
+                and (path.endswith("torch/autograd/__init__.py") or path.endswith("torch/_tensor.py"))
+            )
         ):
             kinds.add(KIND_BACKWARD)
         elif (
@@ -104,21 +112,126 @@ def stack_kind(stack: tuple[Frame, ...]) -> int:
     return KIND_NONE
 
 
+# Frames of the recorder, the allocator and the interpreter, which every stack recorded with C++ frames
+# (``_record_memory_history()``'s default, stacks="all") carries: torch's memory_viz drops the same names
+# (``torch/cuda/_memory_viz.py``: ``_frame_filter``), and the caching allocator's own frames say nothing about
+# who asked for the memory either. Hidden from every stack shown, never used to name a site.
+HIDDEN_NAMES = (
+    "unwind::unwind",
+    "CapturedTraceback::gather",
+    "gather_with_cpp",
+    "_start",
+    "__libc_start_main",
+    "PyEval_",
+    "PyObject_",
+    "PyFunction_",
+    "CUDACachingAllocator",
+)
+HIDDEN_FILES = (
+    "core/boxing",
+    "/Register",
+    "/Redispatch",
+    "pythonrun.c",
+    "Modules/main.c",
+    "Objects/call.c",
+    "Objects/methodobject.c",
+    "pycore_ceval.h",
+    "ceval.c",
+    "cpython/abstract.h",
+)
+# C++ plumbing between an operator and the allocator (dispatch, output allocation, tensor teardown): shown,
+# but a C++-only stack is named by the first frame past them.
+PLUMBING_NAMES = (
+    "c10::impl::",
+    "c10::Dispatcher",
+    "c10::KernelFunction",
+    "c10::intrusive_ptr",
+    "c10::StorageImpl",
+    "c10::TensorImpl::~TensorImpl",
+    "THPVariable_",
+    "at::_ops::",
+    "at::detail::empty",
+    "at::empty",
+    "at::TensorIteratorBase::",
+    "at::(anonymous namespace)::",
+    "at::meta::",
+)
+_PY_API = re.compile(r"_?Py[A-Za-z]*_")  # the interpreter's C API (PyEval_…, _PyFunction_…, Py_RunMain)
+_AUTOGRAD_NODE = re.compile(r"torch::autograd::generated::(\w+)::apply")
+
+
+def hidden_frame(filename: str, name: str) -> bool:
+    """A recorder, allocator or interpreter frame (memory_viz's filter, plus the caching allocator)."""
+    return (
+        any(part in name for part in HIDDEN_NAMES)
+        or any(part in filename for part in HIDDEN_FILES)
+        or _PY_API.match(name) is not None
+    )
+
+
+def shown_stack(stack: tuple[Frame, ...]) -> tuple[Frame, ...]:
+    """A stack without its hidden frames (a stack of Python frames only is unchanged)."""
+    return tuple(f for f in stack if not hidden_frame(f[0], f[2]))
+
+
+def is_python_frame(frame: Frame) -> bool:
+    path = frame[0]
+    return path.endswith((".py", ".pyw")) or (path.startswith("<") and path.endswith(">"))
+
+
+def _user_python(path: str) -> bool:
+    return (
+        path.endswith((".py", ".pyw"))
+        and "/torch/" not in path
+        and "/lib/python" not in path
+        and "/site-packages/" not in path
+        and "/torchinductor_" not in path  # code torch.compile generated
+    )
+
+
+def _cpp_name(name: str) -> str:
+    """A C++ frame's function without its argument list (``at::native::div(at::Tensor const&, …)`` → ``at::native::div``)."""
+    depth, cut = 0, len(name)
+    for i in range(len(name) - 1, -1, -1):  # the last top-level parenthesis group is the argument list
+        if name[i] == ")":
+            depth += 1
+        elif name[i] == "(":
+            depth -= 1
+            if depth == 0:
+                cut = i
+                break
+    return name[:cut] or name
+
+
 def frame_text(frame: Frame) -> str:
     filename, line, name = frame
     return f"{_SEP.sub('/', filename)}:{line} {name}"
 
 
 def site_label(stack: tuple[Frame, ...]) -> str:
-    """A stack in one line: its innermost frame outside torch and the standard library, else its innermost."""
+    """A stack in one line. The innermost Python frame of the user's code (outside torch, the standard library,
+    site-packages and torch.compile's generated code); else the innermost Python frame; a stack with no Python
+    frame (an autograd engine thread) by its first frame past the recorder, allocator and dispatch plumbing,
+    with the autograd node it runs in. Recorder, allocator and interpreter frames never name a site."""
     if not stack:
         return "(no stack recorded)"
-    for frame in stack:
-        path = _SEP.sub("/", frame[0])
-        if "/torch/" not in path and "/lib/python" not in path and not path.startswith("<"):
-            return f"{path.rsplit('/', 1)[-1]}:{frame[1]} {frame[2]}"
-    first = stack[0]
-    return f"{_SEP.sub('/', first[0]).rsplit('/', 1)[-1]}:{first[1]} {first[2]}"
+    shown = [(_SEP.sub("/", f[0]), f[1], f[2]) for f in shown_stack(stack)]
+    python = [f for f in shown if is_python_frame(f)]
+    for path, line, name in python:
+        if _user_python(path):
+            return f"{path.rsplit('/', 1)[-1]}:{line} {name}"
+    if python:
+        path, line, name = python[0]
+        return f"{path.rsplit('/', 1)[-1]}:{line} {name}"
+    if not shown:
+        path, line, name = _SEP.sub("/", stack[0][0]), stack[0][1], stack[0][2]
+        return f"{path.rsplit('/', 1)[-1]}:{line} {name}"
+    first = next((f for f in shown if not any(part in f[2] for part in PLUMBING_NAMES)), shown[0])
+    label = _cpp_name(first[2])
+    node = next((m.group(1) for f in shown if (m := _AUTOGRAD_NODE.search(f[2]))), None)
+    if node and node not in label:
+        label += f" in {node}"
+    return label
 
 
 def _next_index(positions: np.ndarray, after: np.ndarray, default: int) -> np.ndarray:
@@ -151,7 +264,8 @@ def _pair(first_idx: np.ndarray, second_idx: np.ndarray, addr: np.ndarray, n: in
 
 @dataclass
 class SnapshotAnalysis:
-    """The replay of one device. Points: 0 is before the first event, point k is after event k-1."""
+    """The replay of one device. Points: 0 is before the first event, point k is after event k-1. Blocks count
+    in requested sizes; the segment map draws a block from before recording at its block size."""
 
     snapshot: Snapshot
     device: int
@@ -212,12 +326,21 @@ class SnapshotAnalysis:
         b = self.baseline
         b_live = point <= b["end"]
         sizes = np.concatenate([self.trace.size[self.alloc_idx[live]], b["size"][b_live]])
+        block_sizes = np.concatenate([self.trace.size[self.alloc_idx[live]], b.get("block_size", b["size"])[b_live]])
         sites = np.concatenate([self.trace.site[self.alloc_idx[live]], b["site"][b_live]])
         rules = np.concatenate([self.alloc_rule[live], b["rule"][b_live]])
         addrs = np.concatenate([self.trace.addr[self.alloc_idx[live]], b["addr"][b_live]])
         pending = np.concatenate([self.alloc_requested_end[live] < point, np.zeros(int(b_live.sum()), bool)])
         before = np.concatenate([np.zeros(int(live.sum()), bool), np.ones(int(b_live.sum()), bool)])
-        return {"size": sizes, "site": sites, "rule": rules, "addr": addrs, "pending": pending, "baseline": before}
+        return {
+            "size": sizes,
+            "block_size": block_sizes,
+            "site": sites,
+            "rule": rules,
+            "addr": addrs,
+            "pending": pending,
+            "baseline": before,
+        }
 
     def top_sites(self, point: int, k: int = 20) -> list[dict]:
         live = self.live_at(point)
@@ -248,7 +371,7 @@ class SnapshotAnalysis:
                     "before_recording_blocks": int(before[j]),
                     "category": dict((r[0], r[1]) for r in RULES)[rule],
                     "rule": rule,
-                    "stack": [frame_text(f) for f in stack],
+                    "stack": [frame_text(f) for f in shown_stack(stack)],
                 }
             )
         return out
@@ -336,7 +459,8 @@ class SnapshotAnalysis:
             a = int(live["addr"][j])
             if a < address + size:
                 state = "active_pending_free" if live["pending"][j] else "active_allocated"
-                blocks.setdefault(pos, []).append({"address": a, "size": int(live["size"][j]), "state": state})
+                block = {"address": a, "size": int(live["block_size"][j]), "state": state}
+                blocks.setdefault(pos, []).append(block)
         out = []
         for pos, (address, size, kind, expandable) in enumerate(segs):
             filled, cursor = [], address
@@ -399,7 +523,8 @@ class SnapshotAnalysis:
                     "address": int(self.trace.addr[peak_event]),
                 }
             ),
-            "peak_stack": [frame_text(fr) for fr in stack],
+            "peak_stack": [frame_text(fr) for fr in shown_stack(stack)],
+            "peak_site": site_label(stack) if peak_event >= 0 else None,
             "peak_reserved_bytes": int(self.reserved[r]),
             "peak_reserved_time_ms": float(self.point_time_ms([r])[0]),
             "reserved_at_peak_bytes": int(self.reserved[p]),
@@ -480,7 +605,8 @@ def analyse(snapshot: Snapshot, device: int | None = None) -> SnapshotAnalysis:
     b_sites = np.array([b.site for b in unexplained] + [-1] * len(orphan_idx), dtype=np.int64)
     baseline = {
         "addr": np.array([b.address for b in unexplained] + [int(trace.addr[j]) for j in orphan_idx], dtype=np.uint64),
-        "size": np.array([b.size for b in unexplained] + [int(size[j]) for j in orphan_idx], dtype=np.int64),
+        "size": np.array([b.requested_size for b in unexplained] + [int(size[j]) for j in orphan_idx], dtype=np.int64),
+        "block_size": np.array([b.size for b in unexplained] + [int(size[j]) for j in orphan_idx], dtype=np.int64),
         "site": b_sites,
         "end": np.array([n] * len(unexplained) + list(orphan_idx), dtype=np.int64),
         "rule": np.array([baseline_rule(int(s)) for s in b_sites], dtype=np.int64),
@@ -494,21 +620,21 @@ def analyse(snapshot: Snapshot, device: int | None = None) -> SnapshotAnalysis:
             f"end hold only {end_reserved:,}: reserved is drawn from 0"
         )
         baseline_reserved = 0
-    if n and replay_end != end_active:
-        block_of = {b.address: b.size for b in active_blocks}
-        live_end = alloc_idx[alloc_end == n]
-        rounding = sum(block_of.get(int(trace.addr[i]), int(size[i])) - int(size[i]) for i in live_end)
-        other = end_active - replay_end - rounding
+    # one size for every block, traced or from before recording: the size asked for (what the trace records,
+    # and what memory_viz draws); the allocator's rounding of the blocks alive at the end is reported apart
+    end_requested = sum(b.requested_size for b in active_blocks)
+    block_rounding = end_active - end_requested
+    if n and replay_end != end_requested:
         notes.append(
-            f"the replay ends at {replay_end:,} bytes allocated, the segments at the end show {end_active:,} "
-            f"active: {rounding:,} of the difference is block size (the trace records requested sizes; the "
-            f"allocator's blocks are rounded up, and a block it did not split is larger still)"
-            + (
-                f", {other:,} is not explained by the trace (events after the last recorded one, or "
-                f"dropped by the ring buffer)"
-                if other
-                else ""
-            )
+            f"the replay ends at {replay_end:,} bytes allocated (requested sizes), the segments at the end show "
+            f"{end_requested:,} requested in their active blocks: {end_requested - replay_end:,} is not explained "
+            f"by the trace (events after the last recorded one, or dropped by the ring buffer)"
+        )
+    if block_rounding:
+        notes.append(
+            f"allocated is counted in requested sizes; the allocator's blocks alive at the end are "
+            f"{block_rounding:,} bytes larger ({end_active:,} in blocks, {end_requested:,} requested): each is "
+            f"rounded up to a multiple of 512 bytes, and a block it did not split is larger still"
         )
 
     allocated = np.concatenate([[baseline_alloc], baseline_alloc + np.cumsum(delta)])
@@ -552,6 +678,7 @@ def analyse(snapshot: Snapshot, device: int | None = None) -> SnapshotAnalysis:
 
     end_state = {
         "segments_active_bytes": end_active,
+        "segments_active_requested_bytes": end_requested,
         "segments_reserved_bytes": end_reserved,
         "replay_allocated_bytes": replay_end,
         "replay_reserved_bytes": int(reserved[-1]),
@@ -576,3 +703,76 @@ def analyse(snapshot: Snapshot, device: int | None = None) -> SnapshotAnalysis:
         end_state,
         notes,
     )
+
+
+# -- two snapshots: who grew ---------------------------------------------------------------------------
+
+_FRAME_TEXT = re.compile(r"^(.*?):(-?\d+) (.*)$")
+OTHER_SITES = "(other sites: below each snapshot's top list)"
+
+
+def _parse_frame(text: str) -> Frame:
+    m = _FRAME_TEXT.match(text)
+    return (m.group(1), int(m.group(2)), m.group(3)) if m else ("", 0, text)
+
+
+def _site_key(site: dict) -> tuple[tuple[str, ...], str]:
+    """A site's stack as stored (frame texts), matched on its Python frames where it has any — the same code
+    matches whether it was recorded with C++ frames or not, and in runs stored before those were hidden."""
+    stack = shown_stack(tuple(_parse_frame(t) for t in site.get("stack", [])))
+    python = tuple(f for f in stack if is_python_frame(f))
+    key = python or stack
+    if not key:
+        return (str(site.get("label", "")),), str(site.get("label", ""))
+    return tuple(frame_text(f) for f in key), site_label(stack)
+
+
+def peak_differences(a: dict, b: dict) -> dict:
+    """Who grew between two stored snapshot runs (their summaries, ``run.meta``): bytes each allocation site and
+    each category holds at each snapshot's own peak, and B − A, largest growth first.
+
+    Sites come from each run's top list at its peak (``top_sites_at_peak``); a site missing from one list holds
+    nothing there or less than that list's last entry, and what the lists leave out is one row
+    (:data:`OTHER_SITES`), so each side's rows add up to its peak. Torch-free: it reads only stored numbers."""
+
+    def sites(meta: dict) -> dict:
+        out: dict = {}
+        for s in meta.get("top_sites_at_peak", []):
+            key, label = _site_key(s)
+            row = out.setdefault(key, {"label": label, "category": s.get("category", "unknown"), "bytes": 0})
+            row["bytes"] += int(s.get("bytes", 0))
+        return out
+
+    sa, sb = sites(a), sites(b)
+    rows = []
+    for key in dict.fromkeys([*sa, *sb]):
+        x, y = sa.get(key), sb.get(key)
+        site = x or y
+        assert site is not None
+        rows.append(
+            {
+                "site": site["label"],
+                "category": site["category"],
+                "A_bytes": x["bytes"] if x else 0,
+                "B_bytes": y["bytes"] if y else 0,
+                "stack": list(key),
+            }
+        )
+    rest_a = int(a.get("peak_allocated_bytes", 0)) - sum(r["A_bytes"] for r in rows)
+    rest_b = int(b.get("peak_allocated_bytes", 0)) - sum(r["B_bytes"] for r in rows)
+    if rest_a or rest_b:
+        rows.append({"site": OTHER_SITES, "category": "", "A_bytes": rest_a, "B_bytes": rest_b, "stack": []})
+    cats_a, cats_b = a.get("categories_at_peak_bytes", {}), b.get("categories_at_peak_bytes", {})
+    categories = [
+        {"category": c, "A_bytes": int(cats_a.get(c, 0)), "B_bytes": int(cats_b.get(c, 0))}
+        for c in dict.fromkeys([*CATEGORIES, *cats_a, *cats_b])
+        if cats_a.get(c, 0) or cats_b.get(c, 0)
+    ]
+    for row in (*rows, *categories):
+        row["delta_bytes"] = row["B_bytes"] - row["A_bytes"]
+    by_growth = lambda r: (-r["delta_bytes"], -max(r["A_bytes"], r["B_bytes"]))  # noqa: E731
+    return {
+        "sites": sorted(rows, key=by_growth),
+        "categories": sorted(categories, key=by_growth),
+        "peak_bytes": (int(a.get("peak_allocated_bytes", 0)), int(b.get("peak_allocated_bytes", 0))),
+    }

@@ -13,7 +13,7 @@ import plotly.graph_objects as go
 
 from core.result import RunResult
 from core.units import GIB, MIB, bytes_text
-from core.workload.snapshot_analysis import CATEGORIES
+from core.workload.snapshot_analysis import CATEGORIES, peak_differences
 from render.chart import Chart
 from render.plots.allocator import BLOCK_COLORS
 from render.style import color_for, plain, plain_lines, style, title
@@ -301,32 +301,32 @@ def _label(run: RunResult) -> str:
 
 
 def site_differences(a: RunResult, b: RunResult) -> pd.DataFrame:
-    """Bytes each allocation site holds at each snapshot's peak, and B − A (sites matched by their stack)."""
+    """Bytes each allocation site holds at each snapshot's peak and B − A, largest growth first (sites matched
+    by their Python stack; :func:`core.workload.snapshot_analysis.peak_differences`)."""
+    rows = peak_differences(a.meta, b.meta)["sites"]
+    df = pd.DataFrame(rows, columns=["site", "A_bytes", "B_bytes", "delta_bytes", "category", "stack"])
+    return df.assign(stack=df["stack"].map("\n".join)) if not df.empty else df
 
-    def by_stack(run: RunResult) -> dict:
-        return {tuple(s["stack"]) or (s["label"],): s for s in run.meta.get("top_sites_at_peak", [])}
 
-    sa, sb = by_stack(a), by_stack(b)
-    rows = []
-    for key in dict.fromkeys(list(sa) + list(sb)):
-        x, y = sa.get(key), sb.get(key)
-        site = x or y
-        assert site is not None  # the key is one of sa's or sb's
-        label = site["label"]
-        rows.append(
-            {
-                "site": label,
-                "A_bytes": x["bytes"] if x else 0,
-                "B_bytes": y["bytes"] if y else 0,
-                "category": site["category"],
-                "stack": "\n".join(key),
-            }
+def category_differences(a: RunResult, b: RunResult) -> pd.DataFrame:
+    """Bytes each category holds at each snapshot's peak and B − A, largest growth first."""
+    rows = peak_differences(a.meta, b.meta)["categories"]
+    return pd.DataFrame(rows, columns=["category", "A_bytes", "B_bytes", "delta_bytes"])
+
+
+def _growth_bars(names, deltas, hover, heading: str, detail: str) -> go.Figure:
+    fig = go.Figure(
+        go.Bar(
+            x=np.asarray(deltas) / GIB,
+            y=[plain(str(n)) for n in names],
+            orientation="h",
+            marker_color=["#d62728" if d > 0 else "#2ca02c" for d in deltas],
+            hovertext=hover,
+            hovertemplate="%{x:+.3f} GiB<br>%{hovertext}<extra></extra>",
         )
-    df = pd.DataFrame(rows)
-    if df.empty:
-        return df
-    df["delta_bytes"] = df["B_bytes"] - df["A_bytes"]
-    return df.reindex(df.loc[:, "delta_bytes"].abs().sort_values(ascending=False).index).reset_index(drop=True)
+    )
+    style(fig, title(heading, detail=detail), "GiB (B − A)", "", height=max(360, 26 * len(names) + 140))
+    return fig
 
 
 def overlay(runs: list[RunResult]) -> list[Chart]:
@@ -364,28 +364,27 @@ def overlay(runs: list[RunResult]) -> list[Chart]:
     )
     charts = [Chart("snapshot-overlay", fig, pd.concat(frames, ignore_index=True) if frames else None)]
     if len(runs) == 2:
+        sides = f"A = {_label(runs[0])}, B = {_label(runs[1])}; each at its own peak"
         diff = site_differences(*runs)
         if not diff.empty:
             top = diff.head(20).iloc[::-1]
-            bars = go.Figure(
-                go.Bar(
-                    x=top["delta_bytes"] / GIB,
-                    y=top["site"].map(plain),
-                    orientation="h",
-                    marker_color=["#d62728" if d > 0 else "#2ca02c" for d in top["delta_bytes"]],
-                    hovertext=[plain_lines(s.split("\n")) for s in top["stack"]],
-                    hovertemplate="%{x:+.3f} GiB<br>%{hovertext}<extra></extra>",
-                )
-            )
-            style(
-                bars,
-                title(
-                    "Where the peaks differ: B − A by allocation site",
-                    detail=f"A = {_label(runs[0])}, B = {_label(runs[1])}; each at its own peak, top 20 sites of each",
-                ),
-                "GiB (B − A)",
-                "",
-                height=max(360, 26 * len(top) + 140),
+            bars = _growth_bars(
+                top["site"],
+                top["delta_bytes"],
+                [plain_lines(s.split("\n")) if s else "" for s in top["stack"]],
+                "Who grew: B − A by allocation site",
+                f"{sides}, top 20 sites of each; largest growth first",
             )
             charts.append(Chart("snapshot-site-differences", bars, diff.drop(columns=["stack"])))
+        cats = category_differences(*runs)
+        if not cats.empty:
+            hover = [f"A {bytes_text(x)} → B {bytes_text(y)}" for x, y in zip(cats["A_bytes"], cats["B_bytes"])]
+            bars = _growth_bars(
+                cats["category"].iloc[::-1],
+                cats["delta_bytes"].iloc[::-1],
+                hover[::-1],
+                "Who grew: B − A by category",
+                f"{sides}; categories inferred from stacks",
+            )
+            charts.append(Chart("snapshot-category-differences", bars, cats))
     return charts

@@ -8,6 +8,7 @@ from pathlib import Path
 
 import pytest
 
+from core.workload.snapshot_analysis import OTHER_SITES
 from tests.conftest import ROOT
 from tests.core.workload import snapshots
 
@@ -108,11 +109,13 @@ def test_a_refused_snapshot_is_an_error_on_the_page_and_not_stored(data_dir):
     assert RunStore().count() == 0
 
 
-# Peak allocated of the committed real snapshots (the plain replay's bytes), as the page must print it.
+# Peak allocated of the committed real snapshots (the plain replay's bytes, blocks from before recording at their
+# requested size), as the page must print it.
 REAL_PEAKS = {
     "cs336_mem_snapshot.pickle.gz": (3_249_143_816, "3.0 GiB"),  # / 2³⁰ = 3.0260…
-    "cs336_memory_forward_bf16_128.pickle.gz": (781_312_000, "745.1 MiB"),  # / 2²⁰ = 745.117…
-    "cs336_memory_forward_fp32_128.pickle.gz": (558_317_568, "532.5 MiB"),  # / 2²⁰ = 532.453…
+    "cs336_memory_forward_bf16_128.pickle.gz": (779_837_440, "743.7 MiB"),  # / 2²⁰ = 743.710…
+    "cs336_memory_forward_fp32_128.pickle.gz": (556_843_008, "531.0 MiB"),  # / 2²⁰ = 531.046…
+    "cs336_bcrafton_train_step_all_stacks.pickle.gz": (3_849_232_640, "3.6 GiB"),  # / 2³⁰ = 3.5848…
 }
 UNITS = {"GiB": 2**30, "MiB": 2**20, "KiB": 2**10, "B": 1}
 
@@ -213,9 +216,16 @@ def test_stored_imports_draw_for_compare_and_the_report(tmp_path):
     ]
     assert "imported s0.pickle" in charts[0].figure.layout.title.text  # never "CPU": it was recorded elsewhere
     overlay = memory_snapshot.overlay(runs)
-    assert [c.name for c in overlay] == ["snapshot-overlay", "snapshot-site-differences"]
+    assert [c.name for c in overlay] == [
+        "snapshot-overlay",
+        "snapshot-site-differences",
+        "snapshot-category-differences",
+    ]
     diff = memory_snapshot.site_differences(*runs)
-    assert diff["A_bytes"].sum() == sum(s["bytes"] for s in runs[0].meta["top_sites_at_peak"])
+    listed = diff.loc[diff["site"] != OTHER_SITES]
+    assert listed["A_bytes"].sum() == sum(s["bytes"] for s in runs[0].meta["top_sites_at_peak"])
+    assert diff["A_bytes"].sum() == runs[0].meta["peak_allocated_bytes"]  # the rest of the peak: one row
+    assert diff["B_bytes"].sum() == runs[1].meta["peak_allocated_bytes"]
     out, _ = drive(run_trace(ProfilerTraceConfig(path=str(V100)), Context("cpu", "CPU")))
     trace_run = stored("profiler-trace", out, "t")
     names = [c.name for c in profiler_trace.figures(trace_run)]

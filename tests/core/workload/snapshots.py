@@ -45,27 +45,28 @@ def event(action: str, addr: int, size: int, t: int, stack=None) -> dict:
 def hand_snapshot() -> dict:
     """One device; numbers by hand.
 
-    Segment S1 at 0x10000 (8192 B) existed before recording; its block at 0x10000 (1024 B, a parameter
-    moved with ``.to``) is active at the end and never allocated in the trace → baseline. The block at
-    0x11800 (256 B) is freed in the trace without being allocated there → baseline too.
-    Baseline allocated = 1024 + 256 = 1280.
+    Segment S1 at 0x10000 (8192 B) existed before recording; its block at 0x10000 (a 1024 B block for a
+    request of 1000 B, a parameter moved with ``.to``) is active at the end and never allocated in the trace →
+    baseline, counted at its requested 1000 B like every traced block. The block at 0x11800 (256 B) is freed
+    in the trace without being allocated there → baseline too. Baseline allocated = 1000 + 256 = 1256.
 
         event  action                        allocated after
-        0      alloc A 0x10400 512 (forward)  1792
-        1      free_completed 0x11800 256     1536
-        2      alloc B 0x10600 1024 (backward) 2560
+        0      alloc A 0x10400 512 (forward)  1768
+        1      free_completed 0x11800 256     1512
+        2      alloc B 0x10600 1024 (backward) 2536
         3      segment_alloc S2 0x20000 4096  (reserved 8192 → 12288)
-        4      alloc C 0x20000 4096 (optimizer _init_group)   6656  ← peak
-        5      free_requested A               6656
-        6      free_completed A               6144
-        7      alloc E 0x10400 512 (no stack) 6656  (ties the peak: the first stays the peak)
-        8      free_completed E               6144
+        4      alloc C 0x20000 4096 (optimizer _init_group)   6632  ← peak
+        5      free_requested A               6632
+        6      free_completed A               6120
+        7      alloc E 0x10400 512 (no stack) 6632  (ties the peak: the first stays the peak)
+        8      free_completed E               6120
 
-    At the end: active 0x10000 (1024, baseline) + B (1024) + C (4096) = 6144 = the segments' active blocks.
+    At the end: active 0x10000 (1000 requested) + B (1024) + C (4096) = 6120 = the segments' active blocks'
+    requested sizes; their block sizes are 1024 + 1024 + 4096 = 6144, 24 B more (reported apart).
     Reserved: segments total 8192 + 4096 = 12288 at the end; the trace adds 4096 → baseline 8192.
-    Peak allocated 6656 at event 4 (t = 1,000,040 µs → 40 µs after the first event at 1,000,000 → 0.04 ms).
-    Live at the peak: baseline 0x10000 (1024), A (512, forward), B (1024, backward), C (4096, optimizer).
-    Categories at the peak: parameters 1024 (the baseline block's .to stack), activations 512 (A: forward,
+    Peak allocated 6632 at event 4 (t = 1,000,040 µs → 40 µs after the first event at 1,000,000 → 0.04 ms).
+    Live at the peak: baseline 0x10000 (1000), A (512, forward), B (1024, backward), C (4096, optimizer).
+    Categories at the peak: parameters 1000 (the baseline block's .to stack), activations 512 (A: forward,
     alive when backward B begins), gradients 1024 (B: backward, alive when the optimizer's C comes),
     optimizer_state 4096 (C outlives its optimizer step: no forward or backward allocation follows, and it is
     still alive at the end). E has no stack: unknown. The orphan free at event 1: before recording, no stack.
@@ -170,7 +171,8 @@ def plain_replay(snapshot: dict, device: int) -> dict:
     """Peak allocated the way a reader of the format would compute it by hand, sharing no code with the lab.
 
     Live traced blocks by address; a free of an address the trace never allocated was allocated before
-    recording; so was an active block of the final segments that no live traced block accounts for.
+    recording; so was an active block of the final segments that no live traced block accounts for, counted at
+    the size that was asked for (``requested_size``, which the trace's own events record), not its block size.
     """
     events = snapshot["device_traces"][device]
     live: dict[int, int] = {}
@@ -188,7 +190,7 @@ def plain_replay(snapshot: dict, device: int) -> dict:
             continue
         for block in seg["blocks"]:
             if block["state"].startswith("active") and block["address"] not in live:
-                before += block["size"]
+                before += block.get("requested_size", block["size"])
     allocated = peak = before
     peak_index = -1
     for i, e in enumerate(events):
@@ -237,3 +239,65 @@ def real_snapshot_files() -> list[str]:
         for f in folder.iterdir()
         if f.name.endswith((".pickle", ".pkl", ".json", ".gz"))
     )
+
+
+# C++ frames as torch records them with stacks="all" (``_record_memory_history()``'s default), copied from a
+# real snapshot (tests/data/workload/snapshots/cs336_bcrafton_train_step_all_stacks.pickle.gz): the recorder
+# and the allocator innermost, the interpreter between Python frames, the C runtime outermost.
+CPP_TOP = [
+    ("??", 0, "torch::unwind::unwind()"),
+    ("??", 0, "torch::CapturedTraceback::gather(bool, bool, bool)"),
+    ("memory_snapshot.cpp", 0, "torch::cuda::(anonymous namespace)::gather_with_cpp()"),
+    (
+        "CUDACachingAllocator.cpp",
+        0,
+        "c10::cuda::CUDACachingAllocator::Native::DeviceCachingAllocator::malloc(unsigned long, CUstream_st*)",
+    ),
+    ("", 0, "c10::cuda::CUDACachingAllocator::Native::NativeCachingAllocator::allocate(unsigned long)"),
+    ("??", 0, "at::detail::empty_cuda(c10::ArrayRef<long>, c10::TensorOptions const&)"),
+    ("RegisterCUDA_0.cpp", 0, "at::(anonymous namespace)::wrapper_CUDA_add_Tensor(at::Tensor const&)"),
+]
+CPP_BETWEEN = [("??", 0, "_PyEval_EvalFrameDefault"), ("??", 0, "_PyFunction_Vectorcall")]
+CPP_BOTTOM = [
+    ("??", 0, "Py_RunMain"),
+    ("./csu/../csu/libc-start.c", 392, "__libc_start_main_impl"),
+    ("??", 0, "_start"),
+]
+# a stack of the autograd engine's thread: no Python frame at all
+ENGINE_THREAD = frames(
+    *CPP_TOP,
+    ("??", 0, "at::native::div(at::Tensor const&, c10::Scalar const&)"),
+    ("??", 0, "torch::autograd::generated::MeanBackward0::apply(std::vector<at::Tensor> &&)"),
+    ("", 0, "torch::autograd::Node::operator()(std::vector<at::Tensor> &&)"),
+    ("??", 0, "torch::autograd::Engine::evaluate_function(std::shared_ptr<torch::autograd::GraphTask>&)"),
+    ("??", 0, "torch::autograd::Engine::thread_main(std::shared_ptr<torch::autograd::GraphTask> const&)"),
+    ("./nptl/pthread_create.c", 0, "start_thread"),
+)
+
+
+def with_cpp_frames(stack: list[dict]) -> list[dict]:
+    """A Python-only stack as stacks="all" records it: C++ frames around and between its Python frames."""
+    out = frames(*CPP_TOP)
+    for f in stack:
+        out += [f, *frames(*CPP_BETWEEN)]
+    return out + frames(*CPP_BOTTOM)
+
+
+def hand_snapshot_all_stacks(backward_on_engine_thread: bool = False) -> dict:
+    """``hand_snapshot()`` with every stack recorded with C++ frames; optionally its backward allocation made
+    on the autograd engine's thread (a stack with no Python frame), as it is on a GPU."""
+    import copy
+
+    snap = copy.deepcopy(hand_snapshot())
+    for e in snap["device_traces"][0]:
+        if "frames" in e:
+            e["frames"] = (
+                ENGINE_THREAD
+                if backward_on_engine_thread and e["frames"] == BACKWARD
+                else (with_cpp_frames(e["frames"]))
+            )
+    for seg in snap["segments"]:
+        for b in seg["blocks"]:
+            if b["frames"]:
+                b["frames"] = with_cpp_frames(b["frames"])
+    return snap

@@ -18,7 +18,7 @@ import pytest
 from core.intake import InputRefused
 from core.workload import snapshot as snapshot_module
 from core.workload.snapshot import read_snapshot
-from core.workload.snapshot_analysis import analyse, stack_kind
+from core.workload.snapshot_analysis import analyse, hidden_frame, site_label, stack_kind
 from tests.conftest import ROOT
 from tests.core.workload import snapshots
 
@@ -65,23 +65,24 @@ def test_json_and_gzip_read_like_the_pickle(tmp_path):
 def test_the_hand_snapshot_by_hand(tmp_path):
     a = analyse(read_snapshot(write(tmp_path, "s.pickle", pickle.dumps(snapshots.hand_snapshot()))))
     m = a.summary()
-    assert m["baseline_allocated_bytes"] == 1024 + 256
+    assert m["baseline_allocated_bytes"] == 1000 + 256  # the requested size, as for traced blocks
     assert m["baseline_allocated_blocks"] == 2
-    assert list(a.allocated) == [1280, 1792, 1536, 2560, 2560, 6656, 6656, 6144, 6656, 6144]
-    assert m["peak_allocated_bytes"] == 6656 and m["peak_point"] == 5
+    assert list(a.allocated) == [1256, 1768, 1512, 2536, 2536, 6632, 6632, 6120, 6632, 6120]
+    assert m["peak_allocated_bytes"] == 6632 and m["peak_point"] == 5
     assert m["peak_time_ms"] == pytest.approx(0.040)
     assert m["peak_event"] == {"index": 4, "action": "alloc", "size_bytes": 4096, "address": 0x20000}
     assert m["peak_stack"][0].endswith("torch/optim/adamw.py:178 _init_group")
     assert m["baseline_reserved_bytes"] == 8192 and m["peak_reserved_bytes"] == 12288
     assert m["end_state"] == {
         "segments_active_bytes": 6144,
+        "segments_active_requested_bytes": 6120,
+        "replay_allocated_bytes": 6120,
         "segments_reserved_bytes": 12288,
-        "replay_allocated_bytes": 6144,
         "replay_reserved_bytes": 12288,
     }
-    assert m["notes"] == []
+    assert len(m["notes"]) == 1 and "24 bytes larger (6,144 in blocks, 6,120 requested)" in m["notes"][0]
     assert m["categories_at_peak_bytes"] == {
-        "parameters": 1024,
+        "parameters": 1000,
         "gradients": 1024,
         "optimizer_state": 4096,
         "activations": 512,
@@ -92,7 +93,7 @@ def test_the_hand_snapshot_by_hand(tmp_path):
     assert rules["model-setup"] == 1 and rules["forward-saved"] == 1 and rules["backward-kept"] == 1
     assert rules["optimizer-kept"] == 1 and rules["no-stack"] == 2  # E, and the block freed at event 1
     sites = {s["label"]: s["bytes"] for s in m["top_sites_at_peak"]}
-    assert sum(sites.values()) == 6656
+    assert sum(sites.values()) == 6632
     assert sites["train.py:42 step"] == 4096  # the innermost frame outside torch: the user's line
 
 
@@ -195,6 +196,97 @@ def test_stack_kinds_read_windows_paths_and_torch_frames():
     assert stack_kind((("/x/torch/nn/modules/module.py", 1, "_apply"),)) == 1
     assert stack_kind((("/p/model.py", 1, "forward"),)) == 2
     assert stack_kind((("/p/data.py", 1, "load"),)) == 0
+    engine = tuple((f["filename"], f["line"], f["name"]) for f in snapshots.ENGINE_THREAD)
+    assert stack_kind(engine) == 3  # the autograd engine's thread: backward without a Python frame
+
+
+REAL_ALL_STACKS = str(snapshots.REAL_SNAPSHOTS / "cs336_bcrafton_train_step_all_stacks.pickle.gz")
+
+
+def _stack(frames: list[dict]) -> tuple:
+    return tuple((f["filename"], f["line"], f["name"]) for f in frames)
+
+
+def test_sites_are_named_by_the_user_s_python_frame_under_cpp_frames():
+    assert site_label(_stack(snapshots.with_cpp_frames(snapshots.OPTIM_TMP))) == "train.py:42 step"
+    assert site_label(_stack(snapshots.with_cpp_frames(snapshots.FORWARD))) == "model.py:12 forward"
+    # no Python frame: the first frame past the recorder, the allocator and the dispatch, and its autograd node
+    assert site_label(_stack(snapshots.ENGINE_THREAD)) == "at::native::div in MeanBackward0"
+    # code torch.compile generated is not the user's: the model line that ran it is
+    inductor = snapshots.frames(
+        ("/tmp/torchinductor_u/cq/cqau263z.py", 130, "call"),
+        ("/venv/lib/python3.11/site-packages/torch/_inductor/output_code.py", 460, "__call__"),
+        ("/home/u/proj/model.py", 107, "forward"),
+    )
+    assert site_label(_stack(snapshots.with_cpp_frames(inductor))) == "model.py:107 forward"
+
+
+def test_hidden_frames_cover_every_frame_memory_viz_drops_in_a_real_snapshot():
+    """torch's own filter (memory_viz ``_frame_filter``) on every frame of a real stacks="all" snapshot: each
+    frame it drops is hidden here too, and no Python frame is hidden."""
+    memory_viz = pytest.importorskip("torch.cuda._memory_viz")
+    data = snapshots.load_any(REAL_ALL_STACKS)
+    seen = {(f["filename"], f["name"]) for e in data["device_traces"][0] for f in e.get("frames", [])}
+    dropped = {(fn, name) for fn, name in seen if not memory_viz._frame_filter(name, fn)}
+    assert len(dropped) > 10  # the file is a stacks="all" recording
+    assert all(hidden_frame(fn, name) for fn, name in dropped)
+    assert not any(hidden_frame(fn, name) for fn, name in seen if fn.endswith(".py"))
+
+
+def test_a_real_stacks_all_snapshot_names_python_sites_at_the_peak(capsys):
+    """Recorded with torch's defaults (C++ frames): the peak and every top site are named by Python frames of
+    the user's code, never by the recorder or the allocator."""
+    from core import cli
+
+    assert cli.main(["snapshot", REAL_ALL_STACKS, "--no-save"]) == 0
+    text = capsys.readouterr().out
+    assert "  site: optimizer.py:78 step" in text  # the user's AdamW (cs336_basics/optimizer.py), line 78
+    assert "cs336_basics/optimizer.py:78 step" in text and "unwind" not in text
+    assert cli.main(["snapshot", REAL_ALL_STACKS, "--json", "--no-save"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    labels = [s["label"] for s in out["top_sites_at_peak"] if s["site"] >= 0]
+    assert labels and all(
+        label.split(":")[0] in ("optimizer.py", "model.py", "benchmarking_script.py") for label in labels
+    )
+    assert not any("unwind" in f or "CUDACachingAllocator" in f for s in out["top_sites_at_peak"] for f in s["stack"])
+    rules = {r["rule"]: r["allocations"] for r in out["category_rules"]}
+    assert rules["backward-scratch"] > 0  # backward stacks on the engine's thread are recognised
+    assert rules["optimizer-kept"] > 0 and rules["forward-saved"] > 0
+
+
+def test_categories_and_sites_read_the_same_with_and_without_cpp_frames(tmp_path):
+    python = analyse(read_snapshot(write(tmp_path, "p.pickle", pickle.dumps(snapshots.hand_snapshot())))).summary()
+    for engine_thread in (False, True):
+        snap = snapshots.hand_snapshot_all_stacks(backward_on_engine_thread=engine_thread)
+        m = analyse(read_snapshot(write(tmp_path, "a.pickle", pickle.dumps(snap)))).summary()
+        assert m["categories_at_peak_bytes"] == python["categories_at_peak_bytes"]
+        assert [(r["rule"], r["allocations"]) for r in m["category_rules"]] == [
+            (r["rule"], r["allocations"]) for r in python["category_rules"]
+        ]
+        assert m["peak_site"] == python["peak_site"] == "train.py:42 step"
+        # recorder, allocator and interpreter frames hidden; the operator's two C++ frames stay, then the Python
+        assert m["peak_stack"][2:] == python["peak_stack"] and m["peak_stack"][0].startswith("??:0 at::detail::empty")
+        labels = {s["label"] for s in m["top_sites_at_peak"]}
+        assert ("at::native::div in MeanBackward0" in labels) == engine_thread
+
+
+@pytest.mark.parametrize("path", snapshots.real_snapshot_files(), ids=os.path.basename)
+def test_allocated_at_the_end_is_memory_viz_s_in_requested_sizes(path, capsys):
+    """torch's memory_viz ``memory()`` accounts each active block at its requested size and the rest of the
+    block as ``<gaps>``: the replay ends at its requested total, and the block rounding reported apart is its
+    gaps."""
+    memory_viz = pytest.importorskip("torch.cuda._memory_viz")
+    from core import cli
+
+    data = snapshots.load_any(path)
+    lines = memory_viz.memory(data, format_flamegraph=lambda text: text).splitlines()
+    active = [(line.rsplit(" ", 1)[0], int(line.rsplit(" ", 1)[1])) for line in lines if ";active_allocated;" in line]
+    requested = sum(size for stack, size in active if not stack.endswith(";<gaps>"))
+    gaps = sum(size for stack, size in active if stack.endswith(";<gaps>"))
+    assert cli.main(["snapshot", path, "--json", "--no-save"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    assert out["end_allocated_bytes"] == out["end_state"]["segments_active_requested_bytes"] == requested
+    assert out["end_state"]["segments_active_bytes"] - requested == gaps
 
 
 def test_a_snapshot_without_trace_is_its_segments(tmp_path):
@@ -202,7 +294,7 @@ def test_a_snapshot_without_trace_is_its_segments(tmp_path):
     snap["device_traces"] = [[]]
     m = analyse(read_snapshot(write(tmp_path, "s.pickle", pickle.dumps(snap)))).summary()
     assert m["trace_events"] == 0
-    assert m["peak_allocated_bytes"] == 1024 + 1024 + 4096 == m["baseline_allocated_bytes"]
+    assert m["peak_allocated_bytes"] == 1000 + 1024 + 4096 == m["baseline_allocated_bytes"]  # requested sizes
     assert m["peak_reserved_bytes"] == 12288
 
 
@@ -244,9 +336,10 @@ def test_the_committed_real_snapshots_are_read_and_two_start_with_memory_held():
     """The real files are there (the test above is not silently empty): three recorded on a GPU, two of them
     after 525,286,400 bytes (the model's weights) were already allocated, by the test's own replay."""
     files = [f for f in snapshots.real_snapshot_files() if f.startswith(str(snapshots.REAL_SNAPSHOTS))]
-    assert len(files) == 3
+    assert len(files) == 4
     baselines = sorted(snapshots.plain_replay(snapshots.load_any(f), 0)["baseline"] for f in files)
-    assert baselines == [0, 525286400, 525286400]
+    # requested sizes (the blocks are 525,286,400 and 3,072,871,424 bytes: rounded up by the allocator)
+    assert baselines == [0, 523811840, 523811840, 3064418304]
 
 
 @pytest.mark.gpu
@@ -274,3 +367,50 @@ def test_a_snapshot_recorded_here_replays_to_the_allocator_s_own_counters(tmp_pa
     assert m["baseline_allocated_bytes"] == base
     assert m["peak_allocated_bytes"] == peak == base + 80 * 2**20
     del keep
+
+
+def _grown_forward() -> dict:
+    """``hand_snapshot_all_stacks()`` (C++ frames) whose forward block A is 2048 bytes instead of 512. By hand:
+    baseline 1000 + 256 = 1256; A → 3304; free 256 → 3048; B → 4072; C → 8168 ← peak (event 4). Live there:
+    forward A 2048, backward B 1024, optimizer C 4096, the setup block from before recording 1000 = 8168."""
+    snap = snapshots.hand_snapshot_all_stacks()
+    for e in snap["device_traces"][0]:
+        if (
+            e["addr"] == 0x10400
+            and e["action"] in ("alloc", "free_completed", "free_requested")
+            and e["time_us"] < 1_000_070
+        ):
+            e["size"] = 2048
+    return snap
+
+
+def test_peak_differences_by_site_and_category_by_hand(tmp_path):
+    from core.workload.snapshot_analysis import peak_differences
+
+    a = analyse(read_snapshot(write(tmp_path, "a.pickle", pickle.dumps(snapshots.hand_snapshot())))).summary()
+    b = analyse(read_snapshot(write(tmp_path, "b.pickle", pickle.dumps(_grown_forward())))).summary()
+    assert (a["peak_allocated_bytes"], b["peak_allocated_bytes"]) == (6632, 8168)
+    d = peak_differences(a, b)
+    # A has Python stacks only, B C++ frames around them: the same sites, matched on their Python frames
+    got = [(r["site"], r["category"], r["A_bytes"], r["B_bytes"], r["delta_bytes"]) for r in d["sites"]]
+    assert got == [
+        ("model.py:12 forward", "activations", 512, 2048, 1536),  # the only growth, first
+        ("train.py:42 step", "optimizer_state", 4096, 4096, 0),
+        ("train.py:41 step", "gradients", 1024, 1024, 0),
+        ("train.py:10 main", "parameters", 1000, 1000, 0),
+    ]
+    assert sum(r["A_bytes"] for r in d["sites"]) == 6632 and sum(r["B_bytes"] for r in d["sites"]) == 8168
+    cats = [(r["category"], r["A_bytes"], r["B_bytes"], r["delta_bytes"]) for r in d["categories"]]
+    assert cats == [
+        ("activations", 512, 2048, 1536),
+        ("optimizer_state", 4096, 4096, 0),
+        ("gradients", 1024, 1024, 0),
+        ("parameters", 1000, 1000, 0),
+    ]
+    # the other way round: a shrink, listed last; and a top list cut short leaves the rest as one row
+    back = peak_differences(b, a)
+    assert back["sites"][-1]["site"] == "model.py:12 forward" and back["sites"][-1]["delta_bytes"] == -1536
+    short = dict(b, top_sites_at_peak=b["top_sites_at_peak"][:1])  # only C (4096) listed for B
+    rows = {r["site"]: (r["A_bytes"], r["B_bytes"]) for r in peak_differences(a, short)["sites"]}
+    assert rows["(other sites: below each snapshot's top list)"] == (0, 8168 - 4096)
+    assert rows["model.py:12 forward"] == (512, 0)
