@@ -44,6 +44,18 @@ def register(sub, common) -> None:
     _import_options(p)
     p.set_defaults(handler=trace)
     p = sub.add_parser(
+        "trace-diff",
+        parents=[common],
+        help="compare two profiler traces: what got slower, by kernel group and kernel",
+        description="Compare two profiler traces (files, read as `trace` reads them, or ids of stored trace "
+        "imports): kernel time and launches per group and per kernel on each side and the change, the largest "
+        "slow-down first. Kernels are matched by a normalised name, groups across vendors.",
+    )
+    p.add_argument("base", help="the trace before: a .json/.json.gz file or a stored run id")
+    p.add_argument("new", help="the trace after: a .json/.json.gz file or a stored run id")
+    p.add_argument("--top", type=int, default=15, help="kernel rows printed [default: 15; --json gives all]")
+    p.set_defaults(handler=trace_diff, no_save=True, name="")
+    p = sub.add_parser(
         "record",
         help="run a script with CUDA memory recording on and dump a snapshot",
         description="Runs COMMAND (e.g. `python train.py --epochs 1`) with the caching allocator's "
@@ -185,3 +197,53 @@ def record(args) -> int:
 
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     return run_recorded(command, args.output, max_entries=args.max_entries or DEFAULT_MAX_ENTRIES, stacks=args.stacks)
+
+
+def _trace_rows(args, what: str) -> tuple[str, list[dict]] | int:
+    """A side of a diff: a file imported without storing it (the most kernels an import lists), or a stored
+    trace import; (label, rows), or an exit code when it cannot be read."""
+    if os.path.isfile(what):
+        code, run = _import(args, "profiler-trace", {"path": os.path.abspath(what), "top_kernels": 500})
+        return code if code else (os.path.basename(what), run.rows)
+    from core.cli.output import open_store
+
+    run = open_store(args, write=False).find(what)
+    if run.experiment != "profiler-trace":
+        print(f"error: run {run.id[:12]} is a {run.experiment} run, not a profiler trace import", file=sys.stderr)
+        return 2
+    return (run.name or run.meta.get("file") or run.id[:12]), run.rows
+
+
+def trace_diff(args) -> int:
+    from core.units import duration_text
+    from core.workload.trace_diff import diff, totals
+
+    sides = [_trace_rows(args, what) for what in (args.base, args.new)]
+    for side in sides:
+        if isinstance(side, int):
+            return side
+    (base_label, base_rows), (new_label, new_rows) = sides  # type: ignore[misc]
+    rows = diff(base_rows, new_rows)
+    total = totals(rows)
+    if args.json:
+        print(dump({"base": base_label, "new": new_label, "total": total, "rows": rows}))
+        return 0
+
+    def us(value: float) -> str:
+        return duration_text(value / 1e6)
+
+    pct = f" ({total['delta_pct']:+.1f}%)" if total["delta_pct"] is not None else ""
+    say(
+        f"kernel time {us(total['base_us'])} ({base_label}) → {us(total['new_us'])} ({new_label}): {us(total['delta_us'])}{pct}"
+    )
+    say("by group (largest slow-down first):")
+    for r in rows:
+        if r["kind"] == "group":
+            say(
+                f"  {r['group']:<14} {us(r['base_us']):>11} → {us(r['new_us']):>11}  {us(r['delta_us']):>11}  ×{r['base_count']:,} → ×{r['new_count']:,}"
+            )
+    say("by kernel:")
+    for r in [r for r in rows if r["kind"] == "kernel"][: args.top]:
+        name = r["kernel"] if len(r["kernel"]) <= 70 else r["kernel"][:69] + "…"
+        say(f"  {us(r['delta_us']):>11}  {us(r['base_us']):>11} → {us(r['new_us']):>11}  [{r['group']}] {name}")
+    return 0

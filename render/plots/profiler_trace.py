@@ -7,6 +7,7 @@ import plotly.graph_objects as go
 
 from core.result import RunResult
 from core.workload.trace import KINDS
+from core.workload.trace_diff import diff, totals
 from render.chart import Chart, kind_rows
 from render.plots.step_bench import GROUP_COLORS
 from render.style import color_for, plain, short_plain, style, title
@@ -274,7 +275,7 @@ def overlay(runs: list[RunResult]) -> list[Chart]:
         for _, row in kind_rows(run, "group").iterrows():
             records.append(
                 {
-                    "trace": run.name or run.meta.get("file", run.id[:8]),
+                    "trace": _label(run),
                     "group": row["group"],
                     "ms": row["total_us"] / 1000,
                 }
@@ -289,4 +290,38 @@ def overlay(runs: list[RunResult]) -> list[Chart]:
         ]
     )
     style(fig, "Kernel time by group, trace by trace", "trace", "ms", barmode="stack", legend_title="group")
-    return [Chart("trace-overlay", fig, data)]
+    charts = [Chart("trace-overlay", fig, data)]
+    if len(runs) == 2:
+        charts.append(diff_chart(runs[0], runs[1]))
+    return charts
+
+
+def diff_chart(base: RunResult, new: RunResult) -> Chart:
+    """What got slower from ``base`` to ``new``, group by group: a waterfall from one side's GPU time to the
+    other's (the engine's :func:`core.workload.trace_diff.diff`)."""
+    rows = [r for r in diff(base.rows, new.rows) if r["kind"] == "group"]
+    total = totals(rows)
+    names = [_label(base), *[str(r["group"]) for r in rows], _label(new)]
+    values = [total["base_us"] / 1000, *[r["delta_us"] / 1000 for r in rows], total["new_us"] / 1000]
+    fig = go.Figure(
+        go.Waterfall(
+            x=[plain(n) for n in names],
+            y=values,
+            measure=["absolute", *["relative"] * len(rows), "total"],
+            increasing={"marker": {"color": "#d62728"}},
+            decreasing={"marker": {"color": "#2ca02c"}},
+            hovertemplate="%{x}: %{y:.3f} ms<extra></extra>",
+        )
+    )
+    style(
+        fig,
+        title("What got slower: GPU time by group", None, f"{_label(base)} → {_label(new)}"),
+        "kernel group (largest slow-down first)",
+        "ms",
+        showlegend=False,
+    )
+    return Chart("trace-diff", fig, pd.DataFrame(rows))
+
+
+def _label(run: RunResult) -> str:
+    return run.name or run.meta.get("file") or run.id[:8]

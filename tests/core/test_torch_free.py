@@ -1,4 +1,5 @@
-"""Commands that run no tensor import no torch, in the CLI process or in any worker it starts.
+"""Commands that run no tensor import no torch, in the CLI process or in any worker it starts (--help,
+info without a GPU query, runs, report, estimate, snapshot, trace, trace-diff).
 
 Each command runs with a ``sitecustomize`` on PYTHONPATH that refuses ``import torch`` and writes down the
 process that tried (workers inherit PYTHONPATH): a command passes only if it did its work and no process
@@ -61,6 +62,7 @@ def blocked(tmp_path):
         ["estimate", "--model", "small", "--json"],
         ["snapshot", str(SNAPSHOT), "--json"],
         ["trace", str(TRACE), "--json"],
+        ["trace-diff", str(TRACE), str(TRACE), "--json"],
     ],
     ids=lambda a: " ".join(a[:2]).replace(str(ROOT) + "/", ""),
 )
