@@ -12,7 +12,8 @@ Two ways in, one measurement:
 
 A rank that raises (a peer died, a collective timed out) reads the other ranks' progress from the
 rendezvous store first, so its error names the ranks that stopped responding. Every rank dies with
-the launcher that started it (``PR_SET_PDEATHSIG``): no rank outlives a killed job.
+the launcher that started it (``PR_SET_PDEATHSIG``, asked for by :mod:`core.distributed.rank_entry` or
+:mod:`core.cli.rank` before torch is imported): no rank outlives a killed job.
 """
 
 from __future__ import annotations
@@ -44,7 +45,6 @@ from core.distributed.collectives import (
     unsupported_reason,
 )
 from core.distributed.config import InterconnectConfig, sizes_for
-from core.distributed.rank_entry import die_with_parent, expected_parent
 from core.errors import ConfigError
 from core.experiment import config_from_dict
 from core.hardware.device import cuda_unavailable_reason
@@ -353,8 +353,8 @@ def terminated(signum, frame) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The lab's rank; :mod:`core.distributed.rank_entry` has made it die with its launcher before torch."""
     args = _parser().parse_args(argv)
-    die_with_parent(signal.SIGKILL, expected_parent())  # again: a run of this module without the entry
     try:
         env = RankEnv.from_environ()
         cfg = config_from_dict(InterconnectConfig, json.loads(args.config))
