@@ -12,12 +12,14 @@ came back against references that do not come from the lab's own code path, meas
   size(x) and of ``(5*x).mean().backward()`` 3× on a GPU (the CPU has no caching allocator to ask);
 - no throughput above the datasheet peak.
 
-Each check is pass, fail, or unsupported with the reason. This module imports no torch: the dashboard
+Each check is pass, fail, or unsupported with the reason; a CPU timing comparison made on a busy machine
+(its load, or its own samples' spread) says "inconclusive: machine busy (…)" with what it saw, never fail. This module imports no torch: the dashboard
 runs it in a thread of the server process and every measurement happens in a worker.
 """
 
 from __future__ import annotations
 
+import os
 import platform
 import time
 from collections.abc import Callable
@@ -34,6 +36,12 @@ BUNDLE_FORMAT = "gpulab-doctor"
 CPU_TIMER_RATIO = (0.5, 2.0)
 GPU_TIMER_RATIO = (0.9, 1.1)  # against do_bench, which flushes L2 before each call as the lab does
 GPU_TIMER_RATIO_NO_FLUSH = (0.8, 1.25)  # torch.utils.benchmark runs back to back: inputs may stay in L2
+# A CPU timing check cannot decide on a busy machine: other processes' waits land in both timers unevenly.
+# Busy: a 1-minute load of at least this many runnable processes per core (when the reference ran, or now,
+# while the checks are made: a second doctor raises it within seconds), or rounds whose lab/reference ratios
+# differ by more than this factor (the samples themselves say the machine changed under them).
+BUSY_LOAD_PER_CORE = 0.75
+BUSY_ROUND_SPREAD = 2.0
 PLANNER_ERROR_PCT = 10.0
 TRACE_PEAK_TOLERANCE = 0.01
 BACKWARD_TOLERANCE = 0.05
@@ -330,6 +338,34 @@ def fp16_overflow(run: RunResult | None) -> Check:
     )
 
 
+def current_load() -> tuple[float | None, int]:
+    """The 1-minute load average and the number of cores, now (the seam the tests replace)."""
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
+    return load, os.cpu_count() or 1
+
+
+def machine_busy(ref: RunResult) -> str | None:
+    """Why the machine was too busy for a CPU timing comparison (the load and the samples' spread seen), or None."""
+    load_now, cores = current_load()
+    cores = ref.meta.get("cpu_cores") or cores
+    loads = [x for x in (ref.meta.get("cpu_load_1min"), load_now) if isinstance(x, int | float)]
+    ratios = [
+        r["lab_median_ms"] / r["reference_median_ms"]
+        for r in ref.rows
+        if isinstance(r.get("lab_median_ms"), int | float)
+        and isinstance(r.get("reference_median_ms"), int | float)
+        and r["lab_median_ms"] > 0
+        and r["reference_median_ms"] > 0
+    ]
+    spread = max(ratios) / min(ratios) if len(ratios) > 1 else 1.0
+    seen = []
+    if loads and max(loads) >= BUSY_LOAD_PER_CORE * cores:
+        seen.append(f"1-minute load {max(loads):.1f} on {cores} cores")
+    if spread > BUSY_ROUND_SPREAD:
+        seen.append(f"the rounds' lab/reference ratios range {min(ratios):.2f}–{max(ratios):.2f}")
+    return "; ".join(seen) or None
+
+
 def timer_agreement(ref: RunResult | None, cuda: bool) -> Check:
     """The lab's per-point timer against an independent tool, interleaved in one job (``reference``)."""
     tool = (ref.meta.get("tool") if ref is not None and ref.status == "ok" else None) or (
@@ -354,15 +390,15 @@ def timer_agreement(ref: RunResult | None, cuda: bool) -> Check:
     )
     if lo <= ratio <= hi:
         return Check(check, result, expected, "pass")
-    load, cores = meta.get("cpu_load_1min"), meta.get("cpu_cores") or 1
-    if not cuda and load is not None and load > cores:
+    busy = None if cuda else machine_busy(ref)
+    if busy:
         return Check(
             check,
-            result,
+            f"inconclusive: machine busy ({busy}); {result}",
             expected,
             "unsupported",
-            f"the CPU was oversubscribed (1-minute load {load:.1f} on {cores} cores): other processes' "
-            f"waits dominate both timers, so they cannot be compared; run the doctor on an idle machine",
+            f"inconclusive: machine busy ({busy}): other processes' waits land in both timers unevenly, so "
+            f"they cannot be compared; run the doctor on an idle machine",
         )
     return Check(check, result, expected, "fail", "the lab's timer and the reference disagree beyond the tolerance")
 

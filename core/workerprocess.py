@@ -130,6 +130,10 @@ class WorkerProcess:
                 self.proc.kill()
         self.proc.wait()
         self.close()
+        # A killed worker could not remove the work folders of the ranks it launched (they die with it).
+        from core.distributed.launch import remove_work_folders
+
+        remove_work_folders(self.proc.pid)
 
     def stop(self) -> None:
         """Polite exit for an idle worker (close stdin), then kill if it lingers."""

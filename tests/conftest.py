@@ -157,3 +157,22 @@ def gpu_app(app):
 
 
 os.environ.setdefault("GPULAB_DATA_DIR", tempfile.mkdtemp(prefix="gpulab-tests-"))
+
+
+@pytest.fixture
+def busy_machine():
+    """Two processes spinning on the CPU beside the test (a second doctor, a build), killed at teardown.
+
+    For checks that must hold on a loaded machine: a timing comparison says it cannot decide rather than
+    fail, a job still ends with its result. Yields their pids."""
+    import subprocess
+    import sys
+
+    spinners = [subprocess.Popen([sys.executable, "-c", "while True: pass"]) for _ in range(2)]
+    try:
+        yield [p.pid for p in spinners]
+    finally:
+        for proc in spinners:
+            proc.kill()
+        for proc in spinners:
+            proc.wait(timeout=30)

@@ -105,11 +105,13 @@ def _parser(config_type) -> argparse.ArgumentParser:
 
 
 def main(argv: list[str] | None = None) -> int:
+    from core.distributed.rank_entry import die_with_parent
+
+    die_with_parent(signal.SIGTERM)  # before torch is imported: a rank still importing it dies with torchrun too
     from core.distributed.config import InterconnectConfig
-    from core.distributed.rank import RankEnv, die_with_parent, run_rank, terminated
+    from core.distributed.rank import RankEnv, run_rank, terminated
 
     args = _parser(InterconnectConfig).parse_args(argv)
-    die_with_parent(signal.SIGTERM)
     try:
         env = RankEnv.from_environ()
         cfg = config_from_dict(

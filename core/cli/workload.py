@@ -60,7 +60,9 @@ def register(sub, common) -> None:
         help="run a script with CUDA memory recording on and dump a snapshot",
         description="Runs COMMAND (e.g. `python train.py --epochs 1`) with the caching allocator's "
         "history recorded and writes a snapshot pickle when it ends. Without CUDA it says "
-        "so and runs the command unchanged. Exit code: the command's.",
+        "so and runs the command unchanged. -o is checked first: a folder, a missing folder or a file that is not "
+        "a regular file exits 2 before anything runs. Ctrl-C/SIGTERM stop the command and the snapshot is still "
+        "written. Exit code: the command's.",
     )
     p.add_argument(
         "-o", "--output", default="snapshot.pickle", help="snapshot file to write [default: snapshot.pickle]"

@@ -13,8 +13,14 @@ rank and what happened to it:
 
 Waiting ranks report within the collective timeout; the lab then kills every rank at once (the
 launcher's own shutdown waits 30 s per stuck rank), and a watchdog kills them if rank 0 has not even
-sent its heartbeat for the timeout plus a margin. Ranks also die with this process (see
-:func:`core.distributed.rank.die_with_parent`), so a cancelled or killed job leaves none behind.
+sent its heartbeat for the timeout plus a margin. Ranks also die with this process from their first
+instruction (:mod:`core.distributed.rank_entry`, before torch is imported), so a cancelled or killed job
+leaves none behind.
+
+The ranks' work folder (their event file and logs), ``<tmp>/gpulab-ranks-<pid>-…``, names the process
+that launched them: it is removed when the launch ends, however it ends; the parent of a killed worker
+removes its worker's folders (:func:`remove_work_folders`), and every launch sweeps the folders whose
+owner is no longer alive.
 """
 
 from __future__ import annotations
@@ -34,10 +40,12 @@ from pathlib import Path
 
 import psutil
 
+from core.distributed.rank_entry import PARENT_ENV
 from core.protocol import RANK_EVENTS, Message, RankDone, RankError, RankStep, decode
 from core.text import signal_text
 
-RANK_MODULE = "core.distributed.rank"
+RANK_MODULE = "core.distributed.rank_entry"  # torch-free first lines, then core.distributed.rank
+WORK_PREFIX = "gpulab-ranks-"
 ERROR_GRACE_S = 4.0  # after a rank's error, how long the others get to report theirs before the lab stops them
 WATCHDOG_MARGIN_S = 60.0
 POLL_S = 0.05
@@ -76,6 +84,34 @@ def kill_ranks() -> set[int]:
                 continue
         killed.add(proc.pid)
     return killed
+
+
+def _work_folders(owner: int | None = None) -> list[tuple[Path, int | None]]:
+    """The rank work folders in the temporary directory, with the pid of the process that made each."""
+    found = []
+    try:
+        entries = list(Path(tempfile.gettempdir()).glob(WORK_PREFIX + "*"))
+    except OSError:
+        return []
+    for path in entries:
+        pid_text = path.name[len(WORK_PREFIX) :].split("-", 1)[0]
+        pid = int(pid_text) if pid_text.isdigit() else None
+        if owner is None or pid == owner:
+            found.append((path, pid))
+    return found
+
+
+def remove_work_folders(owner: int) -> None:
+    """Remove the work folders of the launcher ``owner`` (a worker that was killed, so it could not)."""
+    for path, _ in _work_folders(owner):
+        shutil.rmtree(path, ignore_errors=True)
+
+
+def sweep_work_folders() -> None:
+    """Remove the work folders whose launcher is no longer alive (a worker killed with no parent to clean)."""
+    for path, pid in _work_folders():
+        if pid is not None and pid != os.getpid() and not psutil.pid_exists(pid):
+            shutil.rmtree(path, ignore_errors=True)
 
 
 @contextmanager
@@ -183,7 +219,8 @@ def run_ranks(config: dict, world: int, timeout_s: float) -> Generator[Message, 
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     from torch.distributed.launcher.api import elastic_launch
 
-    workdir = Path(tempfile.mkdtemp(prefix="gpulab-ranks-"))
+    sweep_work_folders()
+    workdir = Path(tempfile.mkdtemp(prefix=f"{WORK_PREFIX}{os.getpid()}-"))
     events = _Events(workdir / "events.jsonl")
     outcome: dict = {}
 
@@ -214,7 +251,7 @@ def run_ranks(config: dict, world: int, timeout_s: float) -> Generator[Message, 
             yield event
 
     try:
-        with _environment({"OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1")}):
+        with _environment({"OMP_NUM_THREADS": os.environ.get("OMP_NUM_THREADS", "1"), PARENT_ENV: str(os.getpid())}):
             thread.start()
             while thread.is_alive():
                 for event in new_events():

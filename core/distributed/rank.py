@@ -12,13 +12,13 @@ Two ways in, one measurement:
 
 A rank that raises (a peer died, a collective timed out) reads the other ranks' progress from the
 rendezvous store first, so its error names the ranks that stopped responding. Every rank dies with
-the launcher that started it (``PR_SET_PDEATHSIG``): no rank outlives a killed job.
+the launcher that started it (``PR_SET_PDEATHSIG``, asked for by :mod:`core.distributed.rank_entry` or
+:mod:`core.cli.rank` before torch is imported): no rank outlives a killed job.
 """
 
 from __future__ import annotations
 
 import argparse
-import ctypes
 import dataclasses
 import json
 import os
@@ -55,7 +55,6 @@ from core.units import bytes_text, exact_size_text
 
 HEARTBEAT_S = 5.0
 PEER_ERROR_GRACE_S = 2.0  # let the other waiting ranks post their own errors before judging who stalled
-PR_SET_PDEATHSIG = 1
 
 
 # --- where this rank sits -----------------------------------------------------------------------------
@@ -92,19 +91,6 @@ class RankEnv:
             master_addr=environ["MASTER_ADDR"],
             master_port=int(environ["MASTER_PORT"]),
         )
-
-
-def die_with_parent(sig: int) -> None:
-    """Linux: the kernel sends ``sig`` to this process when the launcher that started it dies, even a
-    SIGKILLed one (SIGKILL under the lab's launcher; SIGTERM under torchrun, so rank 0 can store its error)."""
-    parent = os.getppid()
-    try:
-        libc = ctypes.CDLL(None, use_errno=True)
-        libc.prctl(PR_SET_PDEATHSIG, int(sig), 0, 0, 0)
-    except (OSError, AttributeError):
-        return
-    if os.getppid() != parent:  # the launcher died before the request took effect
-        os._exit(1)
 
 
 def backend_problem(backend: str) -> str | None:
@@ -367,8 +353,8 @@ def terminated(signum, frame) -> None:
 
 
 def main(argv: list[str] | None = None) -> int:
+    """The lab's rank; :mod:`core.distributed.rank_entry` has made it die with its launcher before torch."""
     args = _parser().parse_args(argv)
-    die_with_parent(signal.SIGKILL)
     try:
         env = RankEnv.from_environ()
         cfg = config_from_dict(InterconnectConfig, json.loads(args.config))

@@ -24,6 +24,10 @@ ROOT = Path(__file__).resolve().parents[2]
 HERE = Path(__file__).resolve().parent
 CHROMIUM = os.environ.get("GPULAB_E2E_CHROMIUM", "/usr/bin/chromium")
 JOB_TIMEOUT_MS = 180_000  # a cold worker imports torch; the machine may be busy
+# Every expectation and action waits for a state (a chart present, a banner naming the stored run) with
+# this deadline instead of Playwright's 5 s default: on a loaded machine a page takes longer to render,
+# and a deadline only bounds a wait that ends as soon as the state is there.
+STATE_TIMEOUT_MS = 90_000
 
 
 def _missing() -> str | None:
@@ -142,6 +146,8 @@ class Lab:
         from playwright.sync_api import expect
 
         self.page, self.url, self.expect = page, url, expect
+        expect.set_options(timeout=STATE_TIMEOUT_MS)
+        page.set_default_timeout(STATE_TIMEOUT_MS)
         self.errors: list[str] = []
         page.on("pageerror", lambda exc: self.errors.append(str(exc)))
 

@@ -15,6 +15,7 @@ import pytest
 
 from core.result import RunResult
 from core.store import MAX_IMPORT_BYTES, RunStore
+from tests.e2e.conftest import STATE_TIMEOUT_MS
 
 
 @pytest.fixture
@@ -44,7 +45,7 @@ def tracker():
 
 def _settle(lab) -> None:
     lab.idle()
-    lab.page.wait_for_load_state("networkidle", timeout=15_000)
+    lab.page.wait_for_load_state("networkidle", timeout=STATE_TIMEOUT_MS)
 
 
 def _open_compare(lab) -> None:

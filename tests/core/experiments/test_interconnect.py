@@ -7,6 +7,7 @@ import os
 import signal
 import subprocess
 import sys
+import tempfile
 import time
 
 import psutil
@@ -41,7 +42,7 @@ def our_ranks() -> list[psutil.Process]:
     for proc in psutil.process_iter(["cmdline"]):
         try:
             if (
-                "core.distributed.rank" in (proc.info["cmdline"] or [])
+                {"core.distributed.rank", "core.distributed.rank_entry"} & set(proc.info["cmdline"] or [])
                 and proc.status() != psutil.STATUS_ZOMBIE
                 and proc.environ().get("GPULAB_LOCK_DIR") == os.environ["GPULAB_LOCK_DIR"]
             ):
@@ -451,3 +452,108 @@ def test_the_benchmark_prints_the_ratio_against_a_bare_loop():
     lab, bare, ratio = (float(v) for v in line.split()[3:6])
     assert lab > 0 and bare > 0 and ratio == pytest.approx(lab / bare, rel=2e-3)
     assert "noise floor |bare/bare − 1|" in out.stdout
+
+
+def _rank_tree_of(cli_proc: subprocess.Popen) -> list[psutil.Process]:
+    try:
+        return psutil.Process(cli_proc.pid).children(recursive=True)
+    except psutil.Error:
+        return []
+
+
+def _cli_ended_early(extra: list[str], stop) -> tuple[int, float, bool]:
+    """Run the issue's interconnect command; ``stop(proc)`` ends it early as soon as its ranks exist (they are
+    still importing torch then). The exit code, the peak RSS of its process tree in MiB, whether ranks ran."""
+    proc = subprocess.Popen(
+        [sys.executable, "-m", "core", "interconnect", "--backend", "gloo", "--parts", "collectives"]
+        + ["--sizes", "1KiB", "--device", "cpu", *extra],
+        cwd=ROOT,
+        stdout=subprocess.DEVNULL,
+        stderr=subprocess.DEVNULL,
+    )
+    peak, saw_ranks = 0.0, False
+    try:
+        deadline = time.monotonic() + 120
+        while proc.poll() is None and not saw_ranks and time.monotonic() < deadline:
+            peak = max(peak, sum(_rss(p) for p in _rank_tree_of(proc)) / 2**20)
+            saw_ranks = bool(our_ranks())
+            time.sleep(0.02)
+        stop(proc)
+        while proc.poll() is None and time.monotonic() < deadline:
+            peak = max(peak, sum(_rss(p) for p in _rank_tree_of(proc)) / 2**20)
+            time.sleep(0.05)
+        return proc.wait(timeout=60), peak, saw_ranks
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+
+def _rss(proc: psutil.Process) -> int:
+    try:
+        return proc.memory_info().rss
+    except psutil.Error:
+        return 0
+
+
+def _assert_no_rank_outlives(tmp: str, within_s: float = 20) -> None:
+    deadline = time.monotonic() + within_s
+    while (our_ranks() or list(_rank_dirs(tmp))) and time.monotonic() < deadline:
+        time.sleep(0.1)
+    left = our_ranks()
+    for proc in left:  # do not leave them running for the next test
+        proc.kill()
+    assert left == [], f"rank processes outlived the cancelled job: {[p.pid for p in left]}"
+    assert list(_rank_dirs(tmp)) == [], "the ranks' work folder was left behind"
+
+
+def _rank_dirs(tmp: str):
+    return (p for p in os.listdir(tmp) if p.startswith("gpulab-ranks-"))
+
+
+@pytest.fixture
+def private_tmp(tmp_path, monkeypatch):
+    path = tmp_path / "tmp"
+    path.mkdir()
+    monkeypatch.setenv("TMPDIR", str(path))
+    monkeypatch.setattr(tempfile, "tempdir", None)  # this process reads TMPDIR again
+    return str(path)
+
+
+def test_ctrl_c_while_ranks_start_leaves_no_rank_and_no_work_folder(private_tmp):
+    # The issue: SIGINT while the ranks were still importing torch left two 228 MiB ranks, parent 1, for ~290 s.
+    started = time.monotonic()
+    code, peak_mib, saw_ranks = _cli_ended_early([], lambda proc: proc.send_signal(signal.SIGINT))
+    assert saw_ranks and code == 1
+    _assert_no_rank_outlives(private_tmp)
+    assert time.monotonic() - started < 120
+    assert peak_mib < 4096  # a worker and two ranks, loosely
+
+
+def test_a_job_timeout_leaves_no_rank_and_no_work_folder(private_tmp):
+    # The issue's --timeout 1; on a slower box the ranks are not started within 1 s, so the limit grows until
+    # it ends a job whose ranks exist (the case the issue saw).
+    for limit in (1, 2, 4, 8, 16):
+        code, _, saw_ranks = _cli_ended_early(["--timeout", str(limit)], lambda proc: None)
+        assert code == 1
+        _assert_no_rank_outlives(private_tmp)
+        if saw_ranks:
+            return
+    pytest.fail("no time limit up to 16 s ended the job while its ranks were running")
+
+
+def test_a_launch_sweeps_the_work_folders_of_dead_launchers_only(private_tmp):
+    from core.distributed.launch import remove_work_folders, sweep_work_folders
+
+    gone = subprocess.Popen([sys.executable, "-c", "pass"])
+    gone.wait()
+    live = subprocess.Popen([sys.executable, "-c", "import sys; sys.stdin.read()"], stdin=subprocess.PIPE)
+    try:
+        for name in (f"gpulab-ranks-{gone.pid}-a", f"gpulab-ranks-{live.pid}-b", "gpulab-ranks-old"):
+            os.makedirs(os.path.join(private_tmp, name, "logs"))
+        sweep_work_folders()
+        assert sorted(_rank_dirs(private_tmp)) == [f"gpulab-ranks-{live.pid}-b", "gpulab-ranks-old"]
+        remove_work_folders(live.pid)  # what the parent of a killed worker does
+        assert sorted(_rank_dirs(private_tmp)) == ["gpulab-ranks-old"]
+    finally:
+        live.kill()
+        live.wait()

@@ -2,9 +2,14 @@
 output, same exit code), a line on stderr says nothing was recorded, and no file appears. The recording
 itself needs a GPU (marked gpu)."""
 
+import os
+import signal
+import stat
 import subprocess
 import sys
+import time
 
+import psutil
 import pytest
 
 from tests.conftest import ROOT
@@ -80,3 +85,148 @@ def test_records_a_snapshot_on_a_gpu(tmp_path):
     from core.intake import loads_pickle
 
     assert loads_pickle(raw)["device_traces"]  # plain data only, as the importer demands
+
+
+# --- the output is checked before anything runs; signals reach the program; its exit code comes back --------
+
+
+def _marker_script(tmp_path, body: str = ""):
+    marker = tmp_path / "ran.marker"
+    script = tmp_path / "train.py"
+    script.write_text(f"open({str(marker)!r}, 'w').close()\n{body}")
+    return script, marker
+
+
+@pytest.mark.parametrize(
+    ("output", "words"),
+    [
+        ("{tmp}/a_folder", "is a folder"),
+        ("{tmp}/missing/x.pickle", "does not exist"),
+        ("/dev/null", "not a regular file"),
+    ],
+)
+def test_an_output_that_cannot_hold_the_snapshot_is_refused_before_the_program_runs(tmp_path, output, words):
+    (tmp_path / "a_folder").mkdir()
+    script, marker = _marker_script(tmp_path)
+    output = output.format(tmp=tmp_path)
+    out = run(["record", "-o", output, "--", sys.executable, str(script)])
+    assert out.returncode == 2, out.stderr
+    assert words in out.stderr and output in out.stderr
+    assert not marker.exists()  # the training never started
+    assert (tmp_path / "a_folder").is_dir() and not list((tmp_path / "a_folder").iterdir())
+    assert os.path.exists("/dev/null") and stat.S_ISCHR(os.stat("/dev/null").st_mode)
+
+
+def test_the_program_exit_code_is_records_exit_code(tmp_path):
+    script, marker = _marker_script(tmp_path, "raise SystemExit(3)\n")
+    out = run(["record", "-o", str(tmp_path / "snap.pickle"), "--", sys.executable, str(script)])
+    assert out.returncode == 3, out.stderr
+    assert marker.exists()
+
+
+def _start_record(tmp_path, body: str):
+    script, marker = _marker_script(tmp_path, body)
+    proc = subprocess.Popen(
+        [
+            sys.executable,
+            "-m",
+            "core",
+            "record",
+            "-o",
+            str(tmp_path / "snap.pickle"),
+            "--",
+            sys.executable,
+            str(script),
+        ],
+        cwd=ROOT,
+        stderr=subprocess.PIPE,
+        text=True,
+        start_new_session=True,  # its own process group: a Ctrl-C reaches the group, as from a terminal
+    )
+    _wait_for(marker, proc)
+    return proc
+
+
+def _wait_for(path, proc=None, within_s: float = 60) -> None:
+    deadline = time.monotonic() + within_s
+    while not path.exists():
+        assert proc is None or proc.poll() is None, f"record ended early: {proc.stderr.read() if proc.stderr else ''}"
+        assert time.monotonic() < deadline, f"{path.name} never appeared"
+        time.sleep(0.02)
+
+
+# The program: writes its pid, trains until stopped, then takes as long as the test says to finish (as a
+# snapshot being dumped would), and says it finished.
+CLEANUP = """
+import os, pathlib, time
+here = pathlib.Path(__file__).parent
+(here / "pid").write_text(str(os.getpid()))
+try:
+    while True:
+        time.sleep(0.01)
+finally:
+    (here / "stopping").touch()
+    while not (here / "go").exists():
+        time.sleep(0.01)
+    (here / "finished").touch()
+"""
+
+
+@pytest.mark.parametrize(
+    ("send", "code"),
+    [
+        (lambda proc: os.killpg(proc.pid, signal.SIGINT), 130),  # Ctrl-C in a terminal: the whole group
+        (lambda proc: proc.send_signal(signal.SIGTERM), 143),  # `kill`, `timeout`: the parent only
+    ],
+    ids=["ctrl-c", "sigterm"],
+)
+def test_a_signal_stops_the_program_and_record_waits_for_it_to_finish(tmp_path, send, code):
+    proc = _start_record(tmp_path, CLEANUP)
+    try:
+        _wait_for(tmp_path / "pid", proc)
+        child = psutil.Process(int((tmp_path / "pid").read_text()))
+        send(proc)
+        _wait_for(tmp_path / "stopping")
+        # The program takes its time to finish (on a GPU: the snapshot's dump); for 2 s, nobody kills it.
+        window = time.monotonic() + 2
+        while time.monotonic() < window:
+            assert child.status() != psutil.STATUS_ZOMBIE and proc.poll() is None
+            time.sleep(0.05)
+        (tmp_path / "go").touch()
+        assert proc.wait(timeout=60) == code, proc.stderr.read() if proc.stderr else ""
+        assert (tmp_path / "finished").exists()
+        child.wait(timeout=30)  # no orphan: the program has ended too
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+        try:
+            psutil.Process(int((tmp_path / "pid").read_text())).kill()
+        except (psutil.Error, OSError, ValueError):
+            pass
+
+
+@pytest.mark.gpu
+def test_sigterm_keeps_the_snapshot_on_a_gpu(tmp_path):
+    proc = _start_record(tmp_path, "import torch\nx = torch.ones(2**20, device='cuda')\n" + CLEANUP)
+    try:
+        _wait_for(tmp_path / "pid", proc)
+        proc.send_signal(signal.SIGTERM)
+        _wait_for(tmp_path / "stopping")
+        (tmp_path / "go").touch()
+        assert proc.wait(timeout=300) == 143
+        assert (tmp_path / "snap.pickle").stat().st_size > 0
+    finally:
+        if proc.poll() is None:
+            proc.kill()
+
+
+@pytest.mark.gpu
+def test_a_name_taken_during_the_run_keeps_the_snapshot_aside_and_the_exit_code(tmp_path):
+    out_path = tmp_path / "snap.pickle"
+    script, _ = _marker_script(
+        tmp_path,
+        f"import os, torch\nx = torch.ones(2**20, device='cuda')\nos.mkdir({str(out_path)!r})\nraise SystemExit(3)\n",
+    )
+    out = run(["record", "-o", str(out_path), "--", sys.executable, str(script)])
+    assert out.returncode == 3, out.stderr
+    assert "is a folder" in out.stderr and (tmp_path / ".snap.pickle.partial").stat().st_size > 0
