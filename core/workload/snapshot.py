@@ -19,7 +19,16 @@ from typing import Any
 
 import numpy as np
 
-from core.intake import InputRefused, is_pickle, load_pickle_stream, loads_json, open_input, read_limited
+from core.intake import (
+    LIMITS,
+    InputRefused,
+    cut_name,
+    is_pickle,
+    load_pickle_stream,
+    loads_json,
+    open_input,
+    read_limited,
+)
 from core.units import GIB, MIB
 
 ACTIONS = (
@@ -52,43 +61,58 @@ Frame = tuple[str, int, str]  # (filename, line, function)
 
 
 class Sites:
-    """Distinct stacks, numbered. Torch shares frame objects between events, so a stack is first looked
-    up by the identities of its frames (cheap), then by content; the identity cache keeps the frames it
-    names alive so an identity is never reused while it is a key."""
+    """Distinct stacks, numbered. Torch shares frame lists and frame objects between events, so a stack is
+    first looked up by the identity of its list, then by the identities of its frames (cheap), then by
+    content; the identity caches keep what they name alive so an identity is never reused while it is a
+    key. A stack keeps its first :data:`~core.intake.Limits.frames_per_stack` frames and a last one that
+    says how many were dropped, so a 100,000-frame stack costs what a short one does."""
 
     def __init__(self) -> None:
         self.stacks: list[tuple[Frame, ...]] = []
         self._by_content: dict[tuple[Frame, ...], int] = {}
         self._by_ids: dict[tuple[int, ...], tuple[int, list]] = {}
+        self._by_list: dict[int, tuple[int, list]] = {}
 
     def of(self, frames: Any) -> int:
         if not frames or type(frames) is not list:
             return -1
-        key = tuple(map(id, frames))
-        hit = self._by_ids.get(key)
-        if hit is not None:
+        hit = self._by_list.get(id(frames))
+        if hit is not None and len(hit[1]) == len(frames):
             return hit[0]
-        content = tuple(_frame(f) for f in frames)
-        site = self._by_content.get(content)
-        if site is None:
-            site = len(self.stacks)
-            self.stacks.append(content)
-            self._by_content[content] = site
-        if len(self._by_ids) >= _ID_CACHE_LIMIT:
-            self._by_ids.clear()
-        self._by_ids[key] = (site, frames)
+        cap = LIMITS.frames_per_stack
+        kept = frames[:cap]
+        key = (*map(id, kept), len(frames))
+        hit = self._by_ids.get(key)
+        if hit is None:
+            content = tuple(_frame(f) for f in kept)
+            if len(frames) > cap:
+                content += (("…", 0, f"({len(frames) - cap:,} more frames not kept; the limit is {cap:,})"),)
+            site = self._by_content.get(content)
+            if site is None:
+                site = len(self.stacks)
+                self.stacks.append(content)
+                self._by_content[content] = site
+            if len(self._by_ids) >= _ID_CACHE_LIMIT:
+                self._by_ids.clear()
+            self._by_ids[key] = (site, kept)
+        else:
+            site = hit[0]
+        if len(self._by_list) >= _ID_CACHE_LIMIT:
+            self._by_list.clear()
+        self._by_list[id(frames)] = (site, frames)
         return site
 
     def forget_identities(self) -> None:
         """After loading: the objects behind the identities are about to be freed."""
         self._by_ids.clear()
+        self._by_list.clear()
 
 
 def _frame(f: Any) -> Frame:
     if type(f) is not dict:
-        return ("?", 0, str(f)[:200])
+        return ("?", 0, cut_name(str(f)))
     line = f.get("line", 0)
-    return (str(f.get("filename", "?"))[:500], line if type(line) is int else 0, str(f.get("name", "?"))[:200])
+    return (cut_name(str(f.get("filename", "?"))), line if type(line) is int else 0, cut_name(str(f.get("name", "?"))))
 
 
 class _Columns:
