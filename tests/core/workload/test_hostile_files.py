@@ -179,3 +179,60 @@ def test_a_stack_of_100k_frames_and_long_names_makes_a_small_result(tmp_path, da
     meta = json.loads(out.stdout)
     assert "(1,048,576 chars)" in json.dumps(meta["peak_stack"])
 
+
+# -- item 2: the worker's output, read in linear time with a cap per line ----------------------------------
+
+
+def _fake_worker(code: str):
+    """A WorkerProcess whose child is ``python -c code`` (its stdout is what the parent reads)."""
+    import selectors
+
+    from core.workerprocess import WorkerProcess
+
+    worker = WorkerProcess.__new__(WorkerProcess)
+    worker.proc = subprocess.Popen(
+        [sys.executable, "-c", code], stdin=subprocess.PIPE, stdout=subprocess.PIPE, start_new_session=True
+    )
+    assert worker.proc.stdin is not None and worker.proc.stdout is not None
+    worker._stdin, worker._stdout = worker.proc.stdin, worker.proc.stdout
+    worker._stderr = tempfile.TemporaryFile()
+    worker._buffer, worker._searched = bytearray(), 0
+    worker._selector = selectors.DefaultSelector()
+    worker._selector.register(worker._stdout, selectors.EVENT_READ)
+    return worker
+
+
+def test_a_long_result_line_is_read_in_linear_time():
+    from core.workerprocess import Noise
+
+    line_mib = 96
+    worker = _fake_worker(
+        f"import sys, time; w = sys.stdout.buffer\n"
+        f"for _ in range({line_mib * 16}): w.write(b'x' * 65536); w.flush()\n"
+        "w.write(b'\\n'); w.flush(); time.sleep(30)"
+    )
+    try:
+        start = time.monotonic()
+        event = None
+        while event is None and time.monotonic() - start < 30:
+            event = worker.read_event(1.0)
+        assert isinstance(event, Noise) and len(event.text) == line_mib << 20
+        assert time.monotonic() - start < 5, f"{line_mib} MiB line read in {time.monotonic() - start:.1f} s"
+    finally:
+        worker.kill()
+
+
+def test_a_line_over_the_cap_ends_the_job_and_the_worker(monkeypatch):
+    from core import workerprocess
+    from core.intake import Limits
+    from core.workerprocess import WorkerLineTooLong
+
+    monkeypatch.setattr(workerprocess, "LIMITS", Limits(worker_line_bytes=1 << 20))
+    worker = _fake_worker(
+        "import sys, time; sys.stdout.buffer.write(b'x' * (4 << 20)); sys.stdout.flush(); time.sleep(30)"
+    )
+    start = time.monotonic()
+    with pytest.raises(WorkerLineTooLong, match="more than 1 MiB"):
+        while time.monotonic() - start < 20:
+            worker.read_event(1.0)
+    assert not worker.alive()
