@@ -321,7 +321,8 @@ class _PickleGuard:
         limits, n, pos, depth, marks = self.limits, len(buf), 0, self._depth, self._marks
         run, shape_of, effect_of = _PLAIN_RUN.match, _SHAPE, _EFFECT
         while True:
-            end = run(buf, pos).end()  # type: ignore[union-attr]  # a run of zero opcodes still matches
+            matched = run(buf, pos)  # a run of zero opcodes still matches
+            end = matched.end() if matched else pos
             depth += end - pos
             pos = end
             if depth > limits.pickle_pending_values:
