@@ -205,7 +205,7 @@ def _fake_worker(code: str):
 def test_a_long_result_line_is_read_in_linear_time():
     from core.workerprocess import Noise
 
-    line_mib = 96
+    line_mib = 60
     worker = _fake_worker(
         f"import sys, time; w = sys.stdout.buffer\n"
         f"for _ in range({line_mib * 16}): w.write(b'x' * 65536); w.flush()\n"
@@ -236,3 +236,101 @@ def test_a_line_over_the_cap_ends_the_job_and_the_worker(monkeypatch):
         while time.monotonic() - start < 20:
             worker.read_event(1.0)
     assert not worker.alive()
+
+
+# -- items 6 and 10: numbers out of range, malformed events: counted and reported, never a traceback ---------
+
+
+def _snapshot_file(tmp_path: Path, events: list, segments: list | None = None) -> Path:
+    path = tmp_path / "odd.pickle"
+    path.write_bytes(pickle.dumps({"segments": segments or [], "device_traces": [events]}))
+    return path
+
+
+def _imported(path: Path) -> dict:
+    out = bounded_cli("snapshot", str(path), "--no-save", "--json")
+    assert out.code == 0, out.stderr[-2000:]
+    assert "Traceback" not in out.stderr
+    return json.loads(out.stdout)
+
+
+def test_huge_negative_and_string_numbers_are_counted_not_crashing(tmp_path):
+    ok = {"action": "alloc", "addr": 4096, "size": 512, "time_us": 10}
+    events = [
+        ok,
+        {**ok, "addr": 2**64},
+        {**ok, "size": 2**63},
+        {**ok, "size": -512},
+        {**ok, "addr": -1},
+        {**ok, "time_us": "12:00:01"},
+        {**ok, "time_us": 2**70},
+        "not an event",
+    ]
+    segments = [
+        {"device": 2**63, "address": 0, "total_size": 1 << 20, "blocks": []},
+        {"device": 0, "address": 2**64, "total_size": 1 << 20, "blocks": []},
+        {
+            "device": 0,
+            "address": 0,
+            "total_size": 1 << 20,
+            "blocks": [{"size": -(1 << 40), "state": "active_allocated"}],
+        },
+    ]
+    meta = _imported(_snapshot_file(tmp_path, events, segments))
+    assert meta["malformed_events"] == 7
+    quirks = meta["quirks"]
+    assert quirks["an event's time_us is a str, not an integer"] == 1
+    assert quirks["an event is a str, not a dict"] == 1
+    assert sum(v for k, v in quirks.items() if k.startswith("a segment's")) == 2
+    assert sum(v for k, v in quirks.items() if k.startswith("a block's")) == 1
+    assert meta["peak_allocated_bytes"] == 512
+    assert meta["peak_reserved_bytes"] >= 0
+
+
+def test_sums_past_int64_are_refused_not_wrapped(tmp_path, data_dir):
+    events = [{"action": "alloc", "addr": 4096 * i, "size": 2**50 - 1, "time_us": i} for i in range(5000)]
+    refused(_snapshot_file(tmp_path, events), data_dir, "add up to")
+
+
+def test_reversed_times_give_no_negative_duration_and_are_reported(tmp_path):
+    events = [
+        {"action": "alloc", "addr": 4096, "size": 512, "time_us": 3_000_000},
+        {"action": "alloc", "addr": 8192, "size": 512, "time_us": 1_000_000},
+    ]
+    out = bounded_cli("snapshot", str(_snapshot_file(tmp_path, events)), "--no-save")
+    assert out.code == 0, out.stderr[-2000:]
+    assert "quirk: 1 × an event's time_us is before the event before it" in out.stdout
+    meta = _imported(_snapshot_file(tmp_path, events))
+    assert meta["duration_ms"] >= 0 and meta["peak_time_ms"] >= 0
+
+
+def test_a_trace_with_an_infinite_timestamp_is_counted(tmp_path):
+    event = {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "dur": 5, "args": {"device": 0, "stream": 7}}
+    text = json.dumps({"traceEvents": [{**event, "ts": 100}, {**event, "ts": 200}]})
+    path = tmp_path / "inf.json"
+    path.write_text(text.replace('"ts": 200', '"ts": 1e400'))
+    out = bounded_cli("trace", str(path), "--no-save", "--json")
+    assert "Traceback" not in out.stderr
+    if out.code == 0:
+        meta = json.loads(out.stdout)
+        assert sum(meta["malformed_events"].values()) == 1
+        assert "nan" not in out.stdout.lower()
+    else:
+        assert out.code == 2, out.stderr[-2000:]
+
+
+# -- item 11: --no-save writes nothing under the data dir ---------------------------------------------------
+
+
+def test_no_save_writes_nothing_under_the_data_dir(tmp_path, data_dir):
+    from tests.core.workload import snapshots
+
+    path = tmp_path / "s.pickle"
+    path.write_bytes(pickle.dumps(snapshots.big_snapshot(20)))
+    before = files_under(data_dir)
+    out = bounded_cli("snapshot", str(path), "--no-save")
+    assert out.code == 0, out.stderr[-2000:]
+    assert files_under(data_dir) == before
+    out = bounded_cli("snapshot", str(path))
+    assert out.code == 0, out.stderr[-2000:]
+    assert any(p.startswith("snapshots/") for p in files_under(data_dir) - before)  # a save does keep it
