@@ -27,7 +27,7 @@ from core.lifecycle import Job, Listener, Recorder, notify
 from core.protocol import ProgressEvent, ResultEvent, RunRequest, StartedEvent, WaitingEvent
 from core.result import RunResult, now_iso
 from core.text import label_problem, signal_text
-from core.workerprocess import STARTUP_TIMEOUT_S, LocalWorker, WorkerDied, WorkerProcess
+from core.workerprocess import STARTUP_TIMEOUT_S, LocalWorker, WorkerDied, WorkerLineTooLong, WorkerProcess
 
 DEFAULT_TIMEOUT_S = 3600.0
 
@@ -145,6 +145,8 @@ class DeviceQueue:
                 )
             try:
                 event = worker.read_event(0.1)
+            except WorkerLineTooLong as exc:
+                return ResultEvent.failed(job.id, "crash", str(exc))
             except WorkerDied:
                 return _crash_outcome(job, worker, None)
             if event is None or getattr(event, "job_id", job.id) != job.id:

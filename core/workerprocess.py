@@ -22,6 +22,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import IO
 
+from core.intake import LIMITS
 from core.protocol import WORKER_EVENTS, ProtocolError, ReadyEvent, RunRequest, WorkerEvent, decode
 from core.text import signal_text
 
@@ -31,6 +32,10 @@ STARTUP_TIMEOUT_S = 120.0  # importing torch on a cold disk can take a while
 
 class WorkerDied(Exception):
     """The worker's output ended, or it could not be started or written to."""
+
+
+class WorkerLineTooLong(WorkerDied):
+    """The worker wrote a line longer than the limit; it has been killed (a fresh one takes the next job)."""
 
 
 def _worker_env(extra: dict[str, str]) -> dict[str, str]:
@@ -70,7 +75,8 @@ class WorkerProcess:
         assert self.proc.stdin is not None and self.proc.stdout is not None  # both are pipes
         self._stdin: IO[bytes] = self.proc.stdin
         self._stdout: IO[bytes] = self.proc.stdout
-        self._buffer = b""
+        self._buffer = bytearray()
+        self._searched = 0  # bytes of the buffer already known to hold no newline
         self._selector = selectors.DefaultSelector()
         self._selector.register(self._stdout, selectors.EVENT_READ)
         self.ready: ReadyEvent | None = None
@@ -92,15 +98,25 @@ class WorkerProcess:
     def read_event(self, timeout: float) -> WorkerEvent | Noise | None:
         """Next protocol event, None if nothing arrived within ``timeout``; WorkerDied on EOF."""
         deadline = time.monotonic() + timeout
-        while b"\n" not in self._buffer:
+        limit = LIMITS.worker_line_bytes
+        while (end := self._buffer.find(b"\n", self._searched)) < 0:
+            self._searched = len(self._buffer)  # each byte is searched once: a long line costs linear time
+            if self._searched > limit:
+                self.kill()
+                raise WorkerLineTooLong(
+                    f"the worker wrote a line of more than {limit >> 20} MiB (the limit on one line of its "
+                    "output); the job was ended and the worker replaced"
+                )
             remaining = deadline - time.monotonic()
             if remaining <= 0 or not self._selector.select(remaining):
                 return None
-            chunk = os.read(self._stdout.fileno(), 65536)
+            chunk = os.read(self._stdout.fileno(), 1 << 20)
             if not chunk:
                 raise WorkerDied("end of output")
             self._buffer += chunk
-        line, self._buffer = self._buffer.split(b"\n", 1)
+        line = bytes(self._buffer[:end])
+        del self._buffer[: end + 1]
+        self._searched = 0
         try:
             event = decode(line, WORKER_EVENTS)
         except ProtocolError as exc:

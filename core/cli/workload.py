@@ -101,7 +101,7 @@ def say(text: str) -> None:
 
 
 def snapshot(args) -> int:
-    values = {"path": os.path.abspath(args.file)}
+    values = {"path": os.path.abspath(args.file), "keep_detail": not args.no_save}  # --no-save: nothing written
     if args.trace_device is not None:
         values["trace_device"] = args.trace_device
     code, run = _import(args, "memory-snapshot", values)
@@ -166,6 +166,8 @@ def snapshot(args) -> int:
         say(f"  {bytes_text(s['bytes']):>12}  {s['blocks']:>6,} block(s)  {s['label']}  [{s['category']}: {s['rule']}]")
     for note in m["notes"]:
         say(f"note: {note}")
+    for why, count in (m.get("quirks") or {}).items():
+        say(f"quirk: {count:,} × {why}")
     return 0
 
 

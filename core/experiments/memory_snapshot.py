@@ -31,6 +31,10 @@ class MemorySnapshotConfig:
     trace_device: int | None = field(
         default=None, metadata={"help": "device index whose trace to replay (default: the one with the most events)"}
     )
+    keep_detail: bool = field(
+        default=True,
+        metadata={"help": "keep the whole trace beside the store for zoom and segment maps (off: nothing is written)"},
+    )
 
     def __post_init__(self) -> None:
         if self.trace_device is not None and not 0 <= self.trace_device <= 1024:
@@ -70,12 +74,14 @@ def run(cfg: MemorySnapshotConfig, ctx: Context):
     analysis = analyse(snapshot, cfg.trace_device)
     summary = analysis.summary()
     rows = overview_rows(analysis)
-    yield Progress(2, 3, "keeping the full trace beside the store")
+    yield Progress(2, 3, "keeping the full trace beside the store" if cfg.keep_detail else "nothing kept (no save)")
+    trace = snapshot.traces.get(analysis.device)
     summary.update(
         {
             "file": path.name,
             "file_bytes": size,
-            "detail_id": detail.save(snapshot, analysis.device),
+            "quirks": {**(trace.quirks if trace is not None else {}), **snapshot.quirks},
+            "detail_id": detail.save(snapshot, analysis.device) if cfg.keep_detail else None,
             "recorded_on": "the machine that recorded the snapshot (imported file)",
             "x_axis": "ms since the first event" if analysis.has_times else "event number",
         }

@@ -19,7 +19,16 @@ from typing import Any
 
 import numpy as np
 
-from core.intake import InputRefused, is_pickle, load_pickle_stream, loads_json, open_input, read_limited
+from core.intake import (
+    LIMITS,
+    InputRefused,
+    cut_name,
+    is_pickle,
+    load_pickle_stream,
+    loads_json,
+    open_input,
+    read_limited,
+)
 from core.units import GIB, MIB
 
 ACTIONS = (
@@ -44,7 +53,10 @@ FREE_ACTIONS = frozenset(CODE[a] for a in ("free_requested", "free_completed", "
 MAX_PICKLE_BYTES = 32 * GIB  # read as a stream: memory stays bounded whatever the size
 MAX_JSON_BYTES = 512 * MIB  # JSON is parsed whole
 MAX_ADDRESS = 2**64
-MAX_SIZE = 2**62
+MAX_SIZE = 2**50  # 1 PiB: an event, a block or a segment larger than this is malformed
+MAX_TIME_US = 2**62
+MAX_TOTAL = 2**62  # the sizes of all events and segments together: past it no sum may be trusted to int64
+MAX_DEVICE = 1024
 WHAT = "memory snapshot"
 _ID_CACHE_LIMIT = 200_000
 
@@ -52,43 +64,58 @@ Frame = tuple[str, int, str]  # (filename, line, function)
 
 
 class Sites:
-    """Distinct stacks, numbered. Torch shares frame objects between events, so a stack is first looked
-    up by the identities of its frames (cheap), then by content; the identity cache keeps the frames it
-    names alive so an identity is never reused while it is a key."""
+    """Distinct stacks, numbered. Torch shares frame lists and frame objects between events, so a stack is
+    first looked up by the identity of its list, then by the identities of its frames (cheap), then by
+    content; the identity caches keep what they name alive so an identity is never reused while it is a
+    key. A stack keeps its first :data:`~core.intake.Limits.frames_per_stack` frames and a last one that
+    says how many were dropped, so a 100,000-frame stack costs what a short one does."""
 
     def __init__(self) -> None:
         self.stacks: list[tuple[Frame, ...]] = []
         self._by_content: dict[tuple[Frame, ...], int] = {}
         self._by_ids: dict[tuple[int, ...], tuple[int, list]] = {}
+        self._by_list: dict[int, tuple[int, list]] = {}
 
     def of(self, frames: Any) -> int:
         if not frames or type(frames) is not list:
             return -1
-        key = tuple(map(id, frames))
-        hit = self._by_ids.get(key)
-        if hit is not None:
+        hit = self._by_list.get(id(frames))
+        if hit is not None and len(hit[1]) == len(frames):
             return hit[0]
-        content = tuple(_frame(f) for f in frames)
-        site = self._by_content.get(content)
-        if site is None:
-            site = len(self.stacks)
-            self.stacks.append(content)
-            self._by_content[content] = site
-        if len(self._by_ids) >= _ID_CACHE_LIMIT:
-            self._by_ids.clear()
-        self._by_ids[key] = (site, frames)
+        cap = LIMITS.frames_per_stack
+        kept = frames[:cap]
+        key = (*map(id, kept), len(frames))
+        hit = self._by_ids.get(key)
+        if hit is None:
+            content = tuple(_frame(f) for f in kept)
+            if len(frames) > cap:
+                content += (("…", 0, f"({len(frames) - cap:,} more frames not kept; the limit is {cap:,})"),)
+            site = self._by_content.get(content)
+            if site is None:
+                site = len(self.stacks)
+                self.stacks.append(content)
+                self._by_content[content] = site
+            if len(self._by_ids) >= _ID_CACHE_LIMIT:
+                self._by_ids.clear()
+            self._by_ids[key] = (site, kept)
+        else:
+            site = hit[0]
+        if len(self._by_list) >= _ID_CACHE_LIMIT:
+            self._by_list.clear()
+        self._by_list[id(frames)] = (site, frames)
         return site
 
     def forget_identities(self) -> None:
         """After loading: the objects behind the identities are about to be freed."""
         self._by_ids.clear()
+        self._by_list.clear()
 
 
 def _frame(f: Any) -> Frame:
     if type(f) is not dict:
-        return ("?", 0, str(f)[:200])
+        return ("?", 0, cut_name(str(f)))
     line = f.get("line", 0)
-    return (str(f.get("filename", "?"))[:500], line if type(line) is int else 0, str(f.get("name", "?"))[:200])
+    return (cut_name(str(f.get("filename", "?"))), line if type(line) is int else 0, cut_name(str(f.get("name", "?"))))
 
 
 class _Columns:
@@ -102,6 +129,7 @@ class _Columns:
         self.site = array("i")
         self.malformed = 0
         self.unknown_actions: dict[str, int] = {}
+        self.quirks: dict[str, int] = {}  # why an event was left out → how many
 
     def add(self, items: list, sites: Sites) -> None:
         """Append events and empty their dicts (the unpickler's memo still holds them, now small)."""
@@ -117,7 +145,7 @@ class _Columns:
         of = sites.of
         for e in items:
             if type(e) is not dict:
-                self.malformed += 1
+                self._quirk(f"an event is a {type(e).__name__}, not a dict")
                 continue
             name = e.get("action")
             code = code_of(name, UNKNOWN_ACTION)
@@ -130,9 +158,9 @@ class _Columns:
                 and type(t) is int
                 and 0 <= addr < MAX_ADDRESS
                 and 0 <= size < MAX_SIZE
-                and 0 <= t < MAX_SIZE
+                and 0 <= t < MAX_TIME_US
             ):
-                self.malformed += 1
+                self._quirk(_why_malformed(addr, size, t))
                 e.clear()
                 continue
             if code == UNKNOWN_ACTION:
@@ -149,6 +177,19 @@ class _Columns:
                 if code in free_actions and type(e.get("frames")) is list:
                     e["frames"].clear()
             e.clear()
+
+    def _quirk(self, why: str) -> None:
+        self.malformed += 1
+        self.quirks[why] = self.quirks.get(why, 0) + 1
+
+
+def _why_malformed(addr: Any, size: Any, t: Any) -> str:
+    for key, value, top in (("addr", addr, MAX_ADDRESS), ("size", size, MAX_SIZE), ("time_us", t, MAX_TIME_US)):
+        if type(value) is not int:
+            return f"an event's {key} is a {type(value).__name__}, not an integer"
+        if not 0 <= value < top:
+            return f"an event's {key} is negative or past {top:,}"
+    return "an event's fields are out of range"
 
 
 class _Drain:
@@ -200,6 +241,7 @@ class DeviceTrace:
     site: np.ndarray  # int32, -1: no stack
     malformed: int = 0
     unknown_actions: dict = field(default_factory=dict)
+    quirks: dict = field(default_factory=dict)  # why events were left out or changed → how many
 
     def __len__(self) -> int:
         return len(self.action)
@@ -214,6 +256,7 @@ class DeviceTrace:
             np.frombuffer(c.site, np.int32).copy(),
             c.malformed,
             dict(c.unknown_actions),
+            dict(c.quirks),
         )
 
 
@@ -245,6 +288,7 @@ class Snapshot:
     settings: dict
     source: dict  # format, bytes read
     other_devices: list[int] = field(default_factory=list)  # devices of the file not loaded here
+    quirks: dict = field(default_factory=dict)  # segments and blocks left out (why → how many)
 
     def devices(self) -> list[int]:
         return sorted(set(self.traces) | {s.device for s in self.segments} | set(self.other_devices))
@@ -305,26 +349,64 @@ def _build(top: Any, sites: Sites, drained: dict, source: dict) -> Snapshot:
         known = drained.get(id(events))
         columns = known[1] if known else _Columns()
         columns.add(events, sites)
-        traces[device] = DeviceTrace.from_columns(columns)
-    segments = [_segment(s, i, sites) for i, s in enumerate(top["segments"])]
+        traces[device] = _in_time_order(DeviceTrace.from_columns(columns))
+    quirks: dict[str, int] = {}
+    segments = [seg for i, s in enumerate(top["segments"]) if (seg := _segment(s, i, sites, quirks)) is not None]
+    total = sum(float(t.size.sum(dtype=np.float64)) for t in traces.values())
+    total += sum(float(s.total_size) + sum(float(b.size) for b in s.blocks) for s in segments)
+    if total >= MAX_TOTAL:
+        raise InputRefused(
+            f"the sizes in this {WHAT} add up to {total:,.0f} bytes, past the {MAX_TOTAL:,} that any sum of them "
+            "is allowed (it is not a real snapshot)"
+        )
     settings = top.get("allocator_settings")
     settings = (
         {str(k): v for k, v in settings.items() if isinstance(v, (str, int, float, bool))}
         if isinstance(settings, dict)
         else {}
     )
-    return Snapshot(traces, segments, sites.stacks, settings, source)
+    return Snapshot(traces, segments, sites.stacks, settings, source, quirks=quirks)
 
 
-def _segment(s: Any, i: int, sites: Sites) -> Segment:
+def _in_time_order(trace: DeviceTrace) -> DeviceTrace:
+    """Times that go back are moved up to the latest before them (and counted): a duration or an x axis never
+    runs backwards."""
+    t = trace.time_us
+    if len(t) > 1:
+        latest = np.maximum.accumulate(t)
+        back = int(np.count_nonzero(latest != t))
+        if back:
+            trace.time_us = latest
+            trace.quirks["an event's time_us is before the event before it (moved up to it)"] = back
+    return trace
+
+
+def _in_range(value: Any, top: int) -> bool:
+    return type(value) is int and 0 <= value < top
+
+
+def _segment(s: Any, i: int, sites: Sites, quirks: dict[str, int]) -> Segment | None:
     if not isinstance(s, dict) or not isinstance(s.get("address"), int) or not isinstance(s.get("total_size"), int):
         raise InputRefused(f"this is not a {WHAT}: segments[{i}] has no integer address and total_size")
+    device = s.get("device", 0)
+    if not (_in_range(s["address"], MAX_ADDRESS) and _in_range(s["total_size"], MAX_SIZE)) or (
+        isinstance(device, int) and not 0 <= device <= MAX_DEVICE
+    ):
+        why = "a segment's address, total_size or device is negative or too large (segment left out)"
+        quirks[why] = quirks.get(why, 0) + 1
+        return None
     blocks, offset = [], s["address"]
     for b in s.get("blocks") or []:
         if not isinstance(b, dict) or not isinstance(b.get("size"), int):
             raise InputRefused(f"this is not a {WHAT}: a block of segments[{i}] has no integer size")
         address = b["address"] if isinstance(b.get("address"), int) else offset  # old torch: blocks tile the segment
         requested = b.get("requested_size")
+        if not (_in_range(b["size"], MAX_SIZE) and _in_range(address, MAX_ADDRESS)) or (
+            isinstance(requested, int) and not 0 <= requested < MAX_SIZE
+        ):
+            why = "a block's address, size or requested_size is negative or too large (block left out)"
+            quirks[why] = quirks.get(why, 0) + 1
+            continue
         blocks.append(
             Block(
                 address,
@@ -335,13 +417,12 @@ def _segment(s: Any, i: int, sites: Sites) -> Segment:
             )
         )
         offset = address + b["size"]
-    device = s.get("device", 0)
     stream = s.get("stream", 0)
     return Segment(
         device if isinstance(device, int) else 0,
         s["address"],
         s["total_size"],
-        stream if isinstance(stream, int) else 0,
+        stream if isinstance(stream, int) and -(2**63) <= stream < 2**63 else 0,
         str(s.get("segment_type", "")),
         bool(s.get("is_expandable", False)),
         blocks,

@@ -135,9 +135,12 @@ def test_streamed_pickle_is_bounded_refuses_classes_and_truncation(tmp_path):
         stream_load(pickle.dumps(value)[:-40])
     with pytest.raises(InputRefused, match="larger than the 1000 B limit"):
         stream_load(pickle.dumps(value), limit=1000)
-    # a string that claims 4 GiB: refused at the cap, never allocated
-    with pytest.raises(InputRefused, match="larger than"):
+    # a string that claims 4 GiB: refused by the opcode check before the unpickler allocates it
+    with pytest.raises(InputRefused, match="4,294,967,296 bytes at offset 2, over the 256 MiB limit on one object"):
         stream_load(b"\x80\x04\x8d" + (4 * 2**30).to_bytes(8, "little") + b"x" * 20_000, limit=10**4)
+    # one that claims 100 MiB (under that limit): refused at the byte cap, never allocated
+    with pytest.raises(InputRefused, match="larger than"):
+        stream_load(b"\x80\x04\x8d" + (100 * 2**20).to_bytes(8, "little") + b"x" * 20_000, limit=10**4)
     seen = []
     stream_load(pickle.dumps(value), on_chunk=lambda unpickler: seen.append(len(unpickler.memo.copy())))
     assert seen  # the caller is called back while the structure is built
