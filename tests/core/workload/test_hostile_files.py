@@ -334,3 +334,27 @@ def test_no_save_writes_nothing_under_the_data_dir(tmp_path, data_dir):
     out = bounded_cli("snapshot", str(path))
     assert out.code == 0, out.stderr[-2000:]
     assert any(p.startswith("snapshots/") for p in files_under(data_dir) - before)  # a save does keep it
+
+
+def test_50k_steps_of_1m_kernels_cost_the_kernels_not_steps_times_kernels(tmp_path, data_dir):
+    """50,000 ProfilerSteps over 1,000,000 kernels (3 MB .gz): each step's kernels are found by one sort, not
+    a pass over every kernel per step (before: 121 s)."""
+    path = tmp_path / "steps.json.gz"
+    steps, per = 50_000, 20
+    with gzip.open(path, "wt", compresslevel=6) as f:
+        f.write('{"traceEvents": [')
+        for s in range(steps):
+            t0 = s * 1000.0
+            f.write(("," if s else "") + json.dumps({"ph": "X", "cat": "gpu_user_annotation", "name": f"ProfilerStep#{s}",
+                                                     "pid": 0, "tid": 7, "ts": t0, "dur": 1000.0}))  # fmt: skip
+            f.write("".join(
+                f',{{"ph":"X","cat":"kernel","name":"k","pid":0,"tid":7,"ts":{t0 + 10 * k + 1},"dur":5,'
+                f'"args":{{"device":0,"stream":7}}}}'
+                for k in range(per)
+            ))  # fmt: skip
+        f.write("]}")
+    out = bounded_cli("trace", str(path), "--no-save")
+    assert out.code == 0, out.stderr[-2000:]
+    # every step holds 20 kernels of 5 µs: 100 µs of kernels in a 1,000 µs step
+    assert "steps (GPU-side ProfilerStep spans" in out.stdout
+    assert out.stdout.count("kernels 0.100 ms") == steps
