@@ -119,7 +119,7 @@ def plain_copy(path: Path, folder: Path) -> Path:
 
 def cases(args, work: Path) -> list[tuple[str, str, Path]]:
     found = [("snapshot", p.name, p) for p in sorted((DATA / "snapshots").glob("*.pickle*"))]
-    found += [("trace", p.name, p) for p in sorted(DATA.glob("*.json"))]
+    found += [("trace", p.name, p) for p in sorted([*DATA.glob("*.json"), *DATA.glob("*.json.gz")])]
     for mib in args.snapshot_mib:
         sys.path.insert(0, str(ROOT / "benchmarks"))
         from snapshot_import import write_snapshot

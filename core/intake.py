@@ -14,6 +14,7 @@ wrong, in words a user can act on.
 
 from __future__ import annotations
 
+import functools
 import gc
 import gzip
 import io
@@ -243,38 +244,43 @@ _MARK, _STOP, _PUT, _LONG_BINPUT = ord("("), ord("."), ord("p"), ord("r")
 # Anything else (marks, pops, long strings, a memo index ≥ 2^24, a frame ≥ 1 MiB) is read below.
 _ANY = rb"[\x00-\xff]"
 _COUNTED = rb"(?:" + b"|".join(re.escape(bytes([n])) + _ANY + b"{%d}" % n for n in range(256)) + rb")"
-_PLAIN_RUN = re.compile(  # alternatives that start with a literal byte, the commonest first (sre tries them in order)
-    rb"(?:"
-    + b"|".join(
-        re.escape(op) + arg
-        for op, arg in (
-            (b"j", _ANY + b"{4}"),  # LONG_BINGET
-            (b"h", _ANY),  # BINGET
-            (b"\x94", b""),  # MEMOIZE
-            (b"\x8a", _COUNTED),  # LONG1
-            (b"K", _ANY),  # BININT1
-            (b"J", _ANY + b"{4}"),  # BININT
-            (b"}", b""),  # EMPTY_DICT
-            (b"]", b""),  # EMPTY_LIST
-            (b"\x8c", _COUNTED),  # SHORT_BINUNICODE
-            (b"M", _ANY + b"{2}"),  # BININT2
-            (b"q", _ANY),  # BINPUT
-            (b"r", _ANY + rb"{3}\x00"),  # LONG_BINPUT below 2^24
-            (b"G", _ANY + b"{8}"),  # BINFLOAT
-            (b"N", b""),  # NONE
-            (b")", b""),  # EMPTY_TUPLE
-            (b"\x88", b""),  # NEWTRUE
-            (b"\x89", b""),  # NEWFALSE
-            (b"\x8f", b""),  # EMPTY_SET
-            (b"2", b""),  # DUP
-            (b"C", _COUNTED),  # SHORT_BINBYTES
-            (b"U", _COUNTED),  # SHORT_BINSTRING
-            (b"\x80", _ANY),  # PROTO
-            (b"\x95", _ANY + rb"{2}[\x00-\x0f]\x00{5}"),  # FRAME below 1 MiB
+
+
+@functools.cache
+def _plain_run() -> re.Pattern[bytes]:
+    """Compiled on the first pickle checked, not at import: it costs ~50 ms, and most commands read none."""
+    return re.compile(  # alternatives that start with a literal byte, the commonest first (sre tries them in order)
+        rb"(?:"
+        + b"|".join(
+            re.escape(op) + arg
+            for op, arg in (
+                (b"j", _ANY + b"{4}"),  # LONG_BINGET
+                (b"h", _ANY),  # BINGET
+                (b"\x94", b""),  # MEMOIZE
+                (b"\x8a", _COUNTED),  # LONG1
+                (b"K", _ANY),  # BININT1
+                (b"J", _ANY + b"{4}"),  # BININT
+                (b"}", b""),  # EMPTY_DICT
+                (b"]", b""),  # EMPTY_LIST
+                (b"\x8c", _COUNTED),  # SHORT_BINUNICODE
+                (b"M", _ANY + b"{2}"),  # BININT2
+                (b"q", _ANY),  # BINPUT
+                (b"r", _ANY + rb"{3}\x00"),  # LONG_BINPUT below 2^24
+                (b"G", _ANY + b"{8}"),  # BINFLOAT
+                (b"N", b""),  # NONE
+                (b")", b""),  # EMPTY_TUPLE
+                (b"\x88", b""),  # NEWTRUE
+                (b"\x89", b""),  # NEWFALSE
+                (b"\x8f", b""),  # EMPTY_SET
+                (b"2", b""),  # DUP
+                (b"C", _COUNTED),  # SHORT_BINBYTES
+                (b"U", _COUNTED),  # SHORT_BINSTRING
+                (b"\x80", _ANY),  # PROTO
+                (b"\x95", _ANY + rb"{2}[\x00-\x0f]\x00{5}"),  # FRAME below 1 MiB
+            )
         )
+        + rb")*+"
     )
-    + rb")*+"
-)
 
 
 class _PickleGuard:
@@ -319,7 +325,7 @@ class _PickleGuard:
     def _scan(self, buf: bytes, start: int) -> int:
         """Opcodes of ``buf`` (at stream offset ``start``) up to the last complete one; returns how far it read."""
         limits, n, pos, depth, marks = self.limits, len(buf), 0, self._depth, self._marks
-        run, shape_of, effect_of = _PLAIN_RUN.match, _SHAPE, _EFFECT
+        run, shape_of, effect_of = _plain_run().match, _SHAPE, _EFFECT
         while True:
             matched = run(buf, pos)  # a run of zero opcodes still matches
             end = matched.end() if matched else pos
