@@ -143,7 +143,7 @@ def commands(kind: str, path: Path, work: Path, hta_python: str | None) -> dict[
         return {"lab": lab, "peer": None}
     folder = work / f"hta-{path.stem}"
     folder.mkdir(exist_ok=True)
-    shutil.copy(path, folder / "rank-0.json")
+    shutil.copy(path, folder / ("rank-0.json.gz" if path.suffix == ".gz" else "rank-0.json"))  # HTA goes by name
     return {"lab": lab, "peer": [hta_python, "-c", HTA_SCRIPT, str(folder)]}
 
 
