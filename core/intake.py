@@ -14,6 +14,7 @@ wrong, in words a user can act on.
 
 from __future__ import annotations
 
+import contextlib
 import functools
 import gc
 import gzip
@@ -585,14 +586,25 @@ def _copy_limited(src: io.BufferedIOBase, dst: BinaryIO, limit_bytes: int, what:
     dst.flush()
 
 
+def release_pages(view: memoryview) -> None:
+    """Hand the pages of a mapped file (:func:`open_mapped`) that were read back to the OS: they leave the
+    process's resident memory and are read again from the page cache if touched. A no-op for other buffers."""
+    mapped = view.obj
+    if isinstance(mapped, mmap.mmap) and hasattr(mmap, "MADV_DONTNEED") and len(mapped):
+        mapped.madvise(mmap.MADV_DONTNEED)
+
+
 @contextmanager
 def _mapped(fh: BinaryIO) -> Iterator[memoryview]:
     if os.fstat(fh.fileno()).st_size == 0:
         yield memoryview(b"")
         return
-    with mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ) as mm:
-        view = memoryview(mm)
-        try:
-            yield view
-        finally:
+    mm = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+    view = memoryview(mm)
+    try:
+        yield view
+    finally:
+        # Views into the map still alive (held by an error's traceback): the map is unmapped with the last of them.
+        with contextlib.suppress(BufferError):
             view.release()
+            mm.close()

@@ -13,7 +13,7 @@ import os
 import sys
 
 from core.cli.output import dump
-from core.text import terminal
+from core.text import quirk_lines, terminal
 
 ORDER = 40
 
@@ -166,8 +166,8 @@ def snapshot(args) -> int:
         say(f"  {bytes_text(s['bytes']):>12}  {s['blocks']:>6,} block(s)  {s['label']}  [{s['category']}: {s['rule']}]")
     for note in m["notes"]:
         say(f"note: {note}")
-    for why, count in (m.get("quirks") or {}).items():
-        say(f"quirk: {count:,} × {why}")
+    for line in quirk_lines(m):
+        say(line)
     return 0
 
 

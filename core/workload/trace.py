@@ -32,6 +32,7 @@ from __future__ import annotations
 import numpy as np
 
 from core.measure.kernels import KERNEL_GROUPS, KERNEL_RULES, NO_RULE, classify_kernel
+from core.text import quirk_lines
 from core.workload.trace_file import COMM, COMPUTE, KINDS, MEMCPY, MEMSET, Activities, TraceFile, read_trace
 
 __all__ = ["IDLE_CAUSES", "TRACE_GROUPS", "analyse_trace", "read_trace", "report_lines", "union_us"]
@@ -226,6 +227,9 @@ def analyse_trace(trace: TraceFile, top: int = 20) -> tuple[list[dict], dict]:
         "schema_version": trace.schema_version,
         "rank": trace.rank,
         "malformed_events": dict(trace.malformed),
+        # what was odd in the file: events left out, and what was kept but is worth knowing (never silent)
+        "quirks": {**{f"{why} (left out)": n for why, n in trace.malformed.items()}, **trace.quirks},
+        "origin_us": trace.origin_us,
         "measure": "sum of kernel durations (kernel time); union of GPU activity intervals (busy); span − busy (idle)",
     }
     if not len(a.start):
@@ -440,4 +444,5 @@ def report_lines(meta: dict, rows: list[dict]) -> list[str]:
                 else ""
             )
         )
+    out += quirk_lines(meta)
     return out

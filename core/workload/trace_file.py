@@ -6,28 +6,38 @@ skipped by the decoder without becoming a Python object, and the file's bytes ar
 Python string (:func:`core.intake.open_mapped`). Measured on a 200 MiB trace of 583 k events (Kineto's
 shape, this 2-core machine): ``json.loads`` 7.8 s and 973 MiB peak RSS, ``orjson`` 6.5 s and 1.6 GiB,
 ``ijson``'s C backend streaming 6.2 s and 15 MiB, ``msgspec`` typed 1.3 s and 489 MiB (the mapped file
-included). The typed decoder is five times faster than the streaming one at a memory that grows with the
-events kept, not with the file; that is the trade taken. The events then become numpy columns, and the
-decoded objects are dropped.
+included). The typed decoder is five times faster than the streaming one; to keep its memory from growing
+with the events, the event list is first split into undecoded spans (``msgspec.Raw``, a pointer into the
+map each) and decoded :data:`BATCH_EVENTS` at a time into typed arrays, the map's pages handed back to the
+OS after each batch: a 1 GiB trace peaks at a fraction of its size plus its columns.
+
+Times stay exact. Kineto writes epoch microseconds with nanosecond decimals (``1700000000000000.123``);
+as float64 such a number is quantised to 0.25 µs. Times are therefore decoded as decimals and held
+relative to the trace's origin (:attr:`TraceFile.origin_us`, a whole microsecond), where float64 keeps
+every nanosecond digit of a trace shorter than a day.
 
 GPU activities, launch calls and step spans that cannot be placed on a timeline (a string or non-finite
-time, a negative duration) are counted as ``malformed`` and reported, never silently dropped; events no
-figure reads (CPU operators, annotations) are skipped unchecked; a file that is not a trace is refused with
-the reason.
+time, a negative duration) are counted as ``malformed`` and reported, never silently dropped; what is
+odd but usable (kernels overlapping on one stream, a duration longer than the trace, a device the trace's
+device list lacks, sub-µs times) is counted in :attr:`TraceFile.quirks`; events no figure reads (CPU
+operators, annotations) are skipped unchecked; a file that is not a trace is refused with the reason.
 """
 
 from __future__ import annotations
 
 import math
 import re
+from array import array
 from dataclasses import dataclass, field
+from decimal import Decimal, DecimalException
 
 import msgspec
 import numpy as np
 
-from core.intake import InputRefused, open_mapped
+from core.intake import InputRefused, open_mapped, release_pages
 
 MAX_TRACE_BYTES = 8 * 2**30  # decompressed JSON (its bytes are mapped, not held: the columns are what costs)
+BATCH_EVENTS = 50_000  # events decoded at once: bounds the decoded objects alive (a few tens of MiB)
 WHAT = "profiler trace"
 KINDS = ("compute", "communication", "memcpy", "memset")
 COMPUTE, COMM, MEMCPY, MEMSET = range(4)
@@ -45,14 +55,27 @@ class _Args(msgspec.Struct, gc=False):
     correlation: _Number = None
 
 
-class _Event(msgspec.Struct, gc=False):
+class _Fields(msgspec.Struct, gc=False):
     ph: str | None = None
     cat: str | None = None
     name: str | int | float | None = None
-    ts: int | float | str | None = None
-    dur: int | float | str | None = None
     pid: int | float | str | None = None
     args: _Args | None = None
+
+
+class _Event(_Fields, gc=False):
+    """An event whose times are numbers (decoded exactly, as decimals)."""
+
+    ts: Decimal | None = None
+    dur: Decimal | None = None
+
+
+class _LaxEvent(_Fields, gc=False):
+    """The same event with times of any JSON type: what an event that fails as :class:`_Event` is read as, so a
+    time that is a string or a boolean is counted as malformed instead of refusing the whole file."""
+
+    ts: int | float | str | bool | None = None
+    dur: int | float | str | bool | None = None
 
 
 # A traceEvents entry that is not an object is kept as what it is and counted, not refused.
@@ -69,7 +92,7 @@ class _Distributed(msgspec.Struct, gc=False):
 
 
 class _Trace(msgspec.Struct, gc=False):
-    traceEvents: list[_Entry] | None = None
+    traceEvents: list[msgspec.Raw] | None = None
     deviceProperties: list[_Device | None] | None = None
     computeProperties: list[_Device | None] | None = None
     schemaVersion: int | str | None = None
@@ -78,7 +101,7 @@ class _Trace(msgspec.Struct, gc=False):
 
 @dataclass
 class Activities:
-    """Every GPU activity of a trace as arrays (µs)."""
+    """Every GPU activity of a trace as arrays (µs since :attr:`TraceFile.origin_us`)."""
 
     start: np.ndarray
     end: np.ndarray
@@ -92,7 +115,7 @@ class Activities:
 
 @dataclass
 class TraceFile:
-    """The columns of one trace and what its header says."""
+    """The columns of one trace and what its header says. Every time is in µs since ``origin_us``."""
 
     events: int
     activities: Activities
@@ -105,16 +128,31 @@ class TraceFile:
     schema_version: int | str | None = None
     rank: int | None = None
     malformed: dict[str, int] = field(default_factory=dict)  # why → how many events
+    origin_us: int = 0  # the trace's time origin: the whole epoch microsecond of its first timed event
+    quirks: dict[str, int] = field(default_factory=dict)  # what is odd but usable → how many
 
 
 def read_trace(path) -> TraceFile:
     """A trace file (plain or gzip, by content) as columns; refused with a clear reason if it is not one."""
     with open_mapped(path, MAX_TRACE_BYTES, WHAT) as view:
         trace = _decode(view)
-    return _columns(trace)
+        reader = _Reader()
+        events = trace.traceEvents or []
+        for first in range(0, len(events), BATCH_EVENTS):
+            reader.add(events[first : first + BATCH_EVENTS])
+            release_pages(view)
+        if not reader.phased:
+            raise InputRefused(
+                f"this is not a Chrome/Kineto {WHAT}: its 'traceEvents' holds no trace event (an object with a "
+                "'ph' phase)"
+            )
+        trace.traceEvents = None  # the spans point into the map: gone before it closes
+        del events
+    return reader.finish(trace)
 
 
 def _decode(view: memoryview) -> _Trace:
+    """The header decoded and the events split into undecoded spans (JSON checked, nothing else built)."""
     if not bytes(view[:4096]).strip():
         if not len(view) or not bytes(view).strip():
             raise InputRefused(f"the {WHAT} is empty ({len(view)} bytes)")
@@ -129,7 +167,7 @@ def _decode(view: memoryview) -> _Trace:
     try:
         first = head[start:].lstrip()[:1]
         if first == b"[":
-            return _Trace(traceEvents=msgspec.json.decode(body, type=list[_Entry]))
+            return _Trace(traceEvents=msgspec.json.decode(body, type=list[msgspec.Raw]))
         trace = msgspec.json.decode(body, type=_Trace)
     except RecursionError:
         raise InputRefused(f"the {WHAT} nests too deeply to be a trace") from None
@@ -137,18 +175,12 @@ def _decode(view: memoryview) -> _Trace:
         raise InputRefused(f"the {WHAT} holds a value of the wrong type: {exc}") from None
     except msgspec.DecodeError as exc:
         raise InputRefused(f"the {WHAT} is not valid JSON ({exc}); it may be truncated") from None
-    finally:
-        body.release()
     if trace.traceEvents is None:
         keys = _top_keys(view)
         found = f"an object with keys {', '.join(keys[:6])}" if keys is not None else "something else"
         raise InputRefused(
             f"this is not a Chrome/Kineto {WHAT}: expected an object with a 'traceEvents' list "
             f"(what torch.profiler's export_chrome_trace writes), found {found}"
-        )
-    if not any(isinstance(e, _Event) and e.ph is not None for e in trace.traceEvents):
-        raise InputRefused(
-            f"this is not a Chrome/Kineto {WHAT}: its 'traceEvents' holds no trace event (an object with a 'ph' phase)"
         )
     return trace
 
@@ -161,15 +193,25 @@ def _top_keys(view: memoryview) -> list[str] | None:
     return [str(k) for k in top]
 
 
-def _finite(value) -> float | None:
-    """A time or duration as a float; None for a string, a bool, or a non-finite or absent number."""
-    kind = type(value)
-    if kind is float:
-        return value if math.isfinite(value) else None
-    if kind is int:
-        value = float(value)
-        return value if math.isfinite(value) else None
-    return None
+def _entries(spans: list[msgspec.Raw]) -> list:
+    """One batch of events decoded; an event that fails the exact type is decoded on its own, laxly, so a bad
+    time costs that event only, while a field of another wrong type still refuses the file."""
+    try:
+        return msgspec.json.decode(b"[" + b",".join(spans) + b"]", type=list[_Entry])
+    except msgspec.ValidationError:
+        pass
+    except RecursionError:
+        raise InputRefused(f"the {WHAT} nests too deeply to be a trace") from None
+    out: list = []
+    for span in spans:
+        try:
+            out.append(msgspec.json.decode(span, type=_Entry))
+        except msgspec.ValidationError:
+            try:
+                out.append(msgspec.json.decode(span, type=_LaxEvent))
+            except msgspec.ValidationError as exc:
+                raise InputRefused(f"the {WHAT} holds a value of the wrong type: {exc}") from None
+    return out
 
 
 def _whole(value) -> int | None:
@@ -184,87 +226,161 @@ def _whole(value) -> int | None:
     return value if -_INT64 <= value < _INT64 else None
 
 
-def _columns(trace: _Trace) -> TraceFile:
-    events = trace.traceEvents or []
-    cols: dict[str, list] = {k: [] for k in ("start", "end", "kind", "device", "stream", "name", "correlation")}
-    names: dict[str, int] = {}
-    gpu_steps: list[tuple[float, float, int]] = []
-    cpu_steps: list[tuple[float, float, int]] = []
-    launch_corr: list[int] = []
-    launch_ts: list[float] = []
-    launch_dur: list[float] = []
-    malformed: dict[str, int] = {}
+class _Reader:
+    """Events, a batch at a time, into typed arrays (8 bytes a number, not a Python object each)."""
 
-    def bad(why: str) -> None:
-        malformed[why] = malformed.get(why, 0) + 1
+    def __init__(self) -> None:
+        self.start, self.end = array("d"), array("d")
+        self.kind, self.device, self.stream = array("b"), array("q"), array("q")
+        self.name, self.correlation = array("q"), array("q")
+        self.names: dict[str, int] = {}
+        self.gpu_steps: list[tuple[float, float, int]] = []
+        self.cpu_steps: list[tuple[float, float, int]] = []
+        self.launch_corr, self.launch_ts, self.launch_dur = array("q"), array("d"), array("d")
+        self.malformed: dict[str, int] = {}
+        self.origin: Decimal | None = None
+        self.lowered: dict[str | None, str] = {}
+        self.events = 0
+        self.phased = 0  # events with a phase: a trace has some
+        self.first_ts = math.inf  # earliest and latest start of a kept event (µs since the origin)
+        self.last_ts = -math.inf
 
-    lowered: dict[str | None, str] = {}
-    for e in events:
-        if type(e) is not _Event:
-            bad("not an object")
-            continue
-        if e.ph != "X":
-            continue
-        cat = lowered.get(e.cat)
-        if cat is None:
-            cat = lowered[e.cat] = (e.cat or "").lower()
-        gpu = cat in _CATEGORY
-        launch = cat in _LAUNCH_CATS
-        name = e.name if type(e.name) is str else ("" if e.name is None else str(e.name))
-        step = not gpu and not launch and name.startswith("ProfilerStep#")
-        if not (gpu or launch or step):
-            continue  # a CPU operator or an annotation: no figure reads it
-        ts, dur = _finite(e.ts), _finite(e.dur)
-        if ts is None or dur is None:
-            bad("time or duration not a finite number")
-            continue
+    def _bad(self, why: str) -> None:
+        self.malformed[why] = self.malformed.get(why, 0) + 1
+
+    def _times(self, e: _Event | _LaxEvent) -> tuple[float, float] | None:
+        """Start and end in µs since the origin, exact to the nanosecond; None (counted) when unusable."""
+        ts, dur = e.ts, e.dur
+        if type(ts) is not Decimal or type(dur) is not Decimal:
+            self._bad("time or duration not a finite number")
+            return None
         if dur < 0:
-            bad("negative duration")
-            continue
-        args = e.args
-        if gpu:
-            kind = _CATEGORY[cat]
-            if kind is None:
-                kind = COMM if _COMM.search(name) else COMPUTE
-            device = _whole(args.device) if args else None
-            if device is None:
-                device = _whole(e.pid) or 0
-            stream = _whole(args.stream) if args else None
-            corr = _whole(args.correlation) if args else None
-            cols["start"].append(ts)
-            cols["end"].append(ts + dur)
-            cols["kind"].append(kind)
-            cols["device"].append(device)
-            cols["stream"].append(-1 if stream is None else stream)
-            cols["name"].append(names.setdefault(name, len(names)))
-            cols["correlation"].append(-1 if corr is None else corr)
-        elif launch:
-            corr = _whole(args.correlation) if args else None
-            if corr is not None:
-                launch_corr.append(corr)
-                launch_ts.append(ts)
-                launch_dur.append(dur)
-        elif m := _STEP.match(name):
-            (gpu_steps if cat == "gpu_user_annotation" else cpu_steps).append((ts, ts + dur, int(m.group(1))))
-    activities = Activities(
-        **{k: np.array(v, dtype=float if k in ("start", "end") else np.int64) for k, v in cols.items()},
-        names=list(names),
-    )
-    corr_arr, ts_arr = np.array(launch_corr, dtype=np.int64), np.array(launch_ts, dtype=float)
-    order = np.argsort(corr_arr, kind="stable")
-    props = trace.deviceProperties or trace.computeProperties or []
-    gpu_names = {d: str(p.name) for p in props if p is not None and (d := _whole(p.id)) is not None}
-    rank = _whole(trace.distributedInfo.rank) if trace.distributedInfo else None
-    return TraceFile(
-        events=len(events),
-        activities=activities,
-        gpu_steps=gpu_steps,
-        cpu_steps=cpu_steps,
-        launch_correlation=corr_arr[order],
-        launch_ts=ts_arr[order],
-        launch_dur=np.array(launch_dur, dtype=float)[order],
-        gpu_names=gpu_names,
-        schema_version=trace.schemaVersion,
-        rank=rank,
-        malformed=malformed,
-    )
+            self._bad("negative duration")
+            return None
+        try:
+            if self.origin is None:
+                self.origin = ts.to_integral_value(rounding="ROUND_FLOOR")
+            start, end = float(ts - self.origin), float(ts + dur - self.origin)
+        except (DecimalException, OverflowError, ValueError):
+            start = end = math.inf
+        if not (math.isfinite(start) and math.isfinite(end)):
+            self._bad("time or duration not a finite number")
+            return None
+        return start, end
+
+    def add(self, spans: list[msgspec.Raw]) -> None:
+        lowered, names = self.lowered, self.names
+        for e in _entries(spans):
+            self.events += 1
+            if not isinstance(e, (_Event, _LaxEvent)):
+                self._bad("not an object")
+                continue
+            if e.ph is None:
+                continue
+            self.phased += 1
+            if e.ph != "X":
+                continue
+            cat = lowered.get(e.cat)
+            if cat is None:
+                cat = lowered[e.cat] = (e.cat or "").lower()
+            gpu = cat in _CATEGORY
+            launch = cat in _LAUNCH_CATS
+            name = e.name if type(e.name) is str else ("" if e.name is None else str(e.name))
+            step = not gpu and not launch and name.startswith("ProfilerStep#")
+            if not (gpu or launch or step):
+                continue  # a CPU operator or an annotation: no figure reads it
+            times = self._times(e)
+            if times is None:
+                continue
+            ts, end = times
+            self.first_ts = min(self.first_ts, ts)
+            self.last_ts = max(self.last_ts, ts)
+            args = e.args
+            if gpu:
+                kind = _CATEGORY[cat]
+                if kind is None:
+                    kind = COMM if _COMM.search(name) else COMPUTE
+                device = _whole(args.device) if args else None
+                if device is None:
+                    device = _whole(e.pid) or 0
+                stream = _whole(args.stream) if args else None
+                corr = _whole(args.correlation) if args else None
+                self.start.append(ts)
+                self.end.append(end)
+                self.kind.append(kind)
+                self.device.append(device)
+                self.stream.append(-1 if stream is None else stream)
+                self.name.append(names.setdefault(name, len(names)))
+                self.correlation.append(-1 if corr is None else corr)
+            elif launch:
+                corr = _whole(args.correlation) if args else None
+                if corr is not None:
+                    self.launch_corr.append(corr)
+                    self.launch_ts.append(ts)
+                    self.launch_dur.append(end - ts)
+            elif m := _STEP.match(name):
+                (self.gpu_steps if cat == "gpu_user_annotation" else self.cpu_steps).append((ts, end, int(m.group(1))))
+
+    def finish(self, trace: _Trace) -> TraceFile:
+        activities = Activities(
+            start=np.frombuffer(self.start, np.float64).copy(),
+            end=np.frombuffer(self.end, np.float64).copy(),
+            kind=np.frombuffer(self.kind, np.int8).astype(np.int64),
+            device=np.frombuffer(self.device, np.int64).copy(),
+            stream=np.frombuffer(self.stream, np.int64).copy(),
+            name=np.frombuffer(self.name, np.int64).copy(),
+            correlation=np.frombuffer(self.correlation, np.int64).copy(),
+            names=list(self.names),
+        )
+        corr = np.frombuffer(self.launch_corr, np.int64)
+        order = np.argsort(corr, kind="stable")
+        props = trace.deviceProperties or trace.computeProperties or []
+        gpu_names = {d: str(p.name) for p in props if p is not None and (d := _whole(p.id)) is not None}
+        rank = _whole(trace.distributedInfo.rank) if trace.distributedInfo else None
+        span = self.last_ts - self.first_ts if self.last_ts > self.first_ts else 0.0
+        return TraceFile(
+            events=self.events,
+            activities=activities,
+            gpu_steps=self.gpu_steps,
+            cpu_steps=self.cpu_steps,
+            launch_correlation=corr[order],
+            launch_ts=np.frombuffer(self.launch_ts, np.float64)[order],
+            launch_dur=np.frombuffer(self.launch_dur, np.float64)[order],
+            gpu_names=gpu_names,
+            schema_version=trace.schemaVersion,
+            rank=rank,
+            malformed=self.malformed,
+            origin_us=int(self.origin) if self.origin is not None else 0,
+            quirks=quirks(activities, gpu_names, span, bool(props)),
+        )
+
+
+def quirks(a: Activities, gpu_names: dict[int, str], span_us: float, has_device_list: bool) -> dict[str, int]:
+    """What is odd about a trace's GPU activities but still usable, with counts (only what was found)."""
+    found: dict[str, int] = {}
+    n = len(a.start)
+    if n:
+        order = np.lexsort((a.start, a.stream, a.device))
+        start, end = a.start[order], a.end[order]
+        same = (a.device[order][1:] == a.device[order][:-1]) & (a.stream[order][1:] == a.stream[order][:-1])
+        lane = np.concatenate([[0], np.cumsum(~same)])  # consecutive lanes (device, stream) numbered
+        width = float(end.max() - start.min()) + 1.0
+        ends_so_far = np.maximum.accumulate(end + lane * width)  # the latest end before, within the lane
+        found["activities overlapping an earlier one on the same stream (CUDA graphs or concurrent kernels)"] = int(
+            np.count_nonzero(same & (start[1:] + lane[1:] * width < ends_so_far[:-1]))
+        )
+        if span_us > 0:
+            found["activities lasting longer than the whole trace (its earliest to latest start)"] = int(
+                np.count_nonzero(a.end - a.start > span_us)
+            )
+        found["timestamps with sub-µs digits (kept exactly)"] = int(
+            np.count_nonzero(a.start != np.floor(a.start)) + np.count_nonzero(a.end != np.floor(a.end))
+        )
+        if has_device_list:
+            missing = set(np.unique(a.device).tolist()) - set(gpu_names)
+            found["activities on a device the trace's device list lacks"] = int(
+                np.count_nonzero(np.isin(a.device, list(missing)))
+            )
+        else:
+            found["activities of a trace without a device list (GPU names unknown)"] = n
+    return {why: count for why, count in found.items() if count}

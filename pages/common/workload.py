@@ -201,6 +201,7 @@ def render_snapshot(run, key: str) -> None:
     )
     for note in m.get("notes", []):
         st.info(note)
+    _quirks(m.get("quirks") or {})
     if not detail.exists(m.get("detail_id")):
         st.warning(
             "The full-resolution trace of this import is no longer on this machine (the newest "
@@ -337,8 +338,16 @@ def trace_section(key: str) -> None:
     run_panel.results(key, render_trace, empty="No trace imported yet: upload one and press Import.")
 
 
+def _quirks(found: dict[str, int]) -> None:
+    """What the reader found odd in the file, with counts: never silent, out of the way when there is none."""
+    if found:
+        with st.expander(f"What was odd in this file ({len(found)} kind{'s' if len(found) > 1 else ''})"):
+            st.markdown("\n".join(f"- {count:,} × {md(why)}" for why, count in found.items()))
+
+
 def render_trace(run) -> None:
     m = run.meta
+    _quirks(m.get("quirks") or {})
     if not m.get("gpu_activities"):
         st.warning(m.get("note", "no GPU activity in this trace"))
         return
