@@ -60,6 +60,8 @@ class Limits:
     name_chars: int = 1024
     # One line of the worker's output (a result is one line):
     worker_line_bytes: int = 64 << 20
+    # The files of one import of a job's rank traces (a folder or several files), each read in turn:
+    rank_files: int = 512
 
 
 LIMITS = Limits()

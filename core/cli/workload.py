@@ -14,6 +14,7 @@ import sys
 
 from core.cli.output import dump
 from core.text import quirk_lines, terminal
+from core.workload.findings import finding_lines
 
 ORDER = 40
 
@@ -34,12 +35,18 @@ def register(sub, common) -> None:
     p = sub.add_parser(
         "trace",
         parents=[common],
-        help="import a Chrome/Kineto profiler trace (.json, .json.gz)",
+        help="import a Chrome/Kineto profiler trace (.json, .json.gz), or every rank of a job (a folder)",
         description="Import a torch.profiler / Kineto Chrome trace recorded on any machine: kernel "
         "groups, top kernels, GPU busy vs idle, compute/memcpy/communication overlap and "
-        "a per-step breakdown. Stored as a run.",
+        "a per-step breakdown. A folder or several files are the ranks of one job: per-rank times, exposed "
+        "communication, each step on each rank, and the straggler. Stored as a run.",
     )
-    p.add_argument("file", help="the trace: .json or .json.gz as export_chrome_trace / tensorboard_trace_handler write")
+    p.add_argument(
+        "file",
+        nargs="+",
+        help="the trace: .json or .json.gz as export_chrome_trace / tensorboard_trace_handler write; a folder of "
+        "rank traces (rank-N.json[.gz]) or several files: the ranks of one job",
+    )
     p.add_argument("--top", type=int, default=20, help="kernels listed [default: 20]")
     _import_options(p)
     p.set_defaults(handler=trace)
@@ -126,6 +133,8 @@ def snapshot(args) -> int:
         f"{m['file']}: {m['source']['format']}, {bytes_text(m['file_bytes'])} — "
         f"{'stored as run ' + run.id[:12] if not args.no_save else 'not stored (--no-save)'}"
     )
+    for line in finding_lines(m):
+        say(line)
     actions = ", ".join(f"{k} {v:,}" for k, v in m["actions"].items())
     say(
         f"device {m['device']} of {m['devices']}: {m['trace_events']:,} events over {m['duration_ms']:,.1f} {unit}"
@@ -172,7 +181,9 @@ def snapshot(args) -> int:
 
 
 def trace(args) -> int:
-    code, run = _import(args, "profiler-trace", {"path": os.path.abspath(args.file), "top_kernels": args.top})
+    if len(args.file) > 1 or os.path.isdir(args.file[0]):
+        return trace_ranks(args)
+    code, run = _import(args, "profiler-trace", {"path": os.path.abspath(args.file[0]), "top_kernels": args.top})
     if code:
         return code
     m = run.meta
@@ -191,7 +202,64 @@ def trace(args) -> int:
     from core.workload.trace import report_lines
 
     say(f"{m['file']}: {'stored as run ' + run.id[:12] if not args.no_save else 'not stored (--no-save)'}")
-    for line in report_lines(m, run.rows):
+    for line in finding_lines(m) + report_lines(m, run.rows):
+        say(line)
+    return 0
+
+
+def trace_ranks(args) -> int:
+    """``trace DIR`` / ``trace A B …``: the ranks of one job as one stored run."""
+    code, run = _import(args, "profiler-trace-ranks", {"paths": [os.path.abspath(f) for f in args.file]})
+    if code:
+        return code
+    m = run.meta
+    ranks = [r for r in run.rows if r["kind"] == "rank"]
+    if args.json:
+        extra = ("worker", "requested_device")
+        print(
+            dump(
+                {
+                    "run_id": run.id,
+                    "stored": not args.no_save,
+                    **{k: v for k, v in m.items() if k not in extra},
+                    "ranks": ranks,
+                    "steps": [r for r in run.rows if r["kind"] == "step"],
+                    "groups": [r for r in run.rows if r["kind"] == "group"],
+                }
+            )
+        )
+        return 0
+    from core.units import duration_text
+
+    def ms(us: float) -> str:
+        return duration_text(us / 1e6)
+
+    say(
+        f"{m['file']}: {len(ranks)} rank(s) of world size {m['world_size'] or 'unknown'} ({m['backend'] or 'backend unknown'}) — "
+        f"{'stored as run ' + run.id[:12] if not args.no_save else 'not stored (--no-save)'}"
+    )
+    for line in finding_lines(m):
+        say(line)
+    say(f"{'rank':>5} {'compute':>10} {'comm':>10} {'exposed':>10} {'idle':>10} {'span':>10} {'kernels':>10}  file")
+    for r in ranks:
+        mark = " ← straggler" if r["rank"] == m["straggler_rank"] else ""
+        say(
+            f"{r['rank']:>5} {ms(r['compute_us']):>10} {ms(r['communication_us']):>10} "
+            f"{ms(r['exposed_communication_us']):>10} {ms(r['idle_us']):>10} {ms(r['span_us']):>10} "
+            f"{ms(r['kernel_time_us']):>10}  {r['file']}{mark}"
+        )
+    s = m["straggler"]
+    say(
+        f"straggler: rank {s['rank']}, compute {ms(s['compute_us'])} against the median rank's "
+        f"{ms(s['median_compute_us'])}: {ms(s['margin_us'])} ({s['margin_pct']:+.1f}%)"
+    )
+    steps = [r for r in run.rows if r["kind"] == "step"]
+    if steps:
+        say("step wall time per rank:")
+        for step in sorted({r["step"] for r in steps}):
+            on = sorted((r for r in steps if r["step"] == step), key=lambda r: r["rank"])
+            say(f"  step {step:>6}: " + ", ".join(f"rank {r['rank']} {ms(r['wall_us'])}" for r in on))
+    for line in quirk_lines(m):
         say(line)
     return 0
 

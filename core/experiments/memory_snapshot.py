@@ -63,6 +63,7 @@ def overview_rows(analysis, max_points: int = OVERVIEW_POINTS) -> list[dict]:
 
 def run(cfg: MemorySnapshotConfig, ctx: Context):
     from core.workload import detail
+    from core.workload.findings import snapshot_findings
     from core.workload.snapshot import read_snapshot
     from core.workload.snapshot_analysis import analyse
 
@@ -86,6 +87,7 @@ def run(cfg: MemorySnapshotConfig, ctx: Context):
             "x_axis": "ms since the first event" if analysis.has_times else "event number",
         }
     )
+    summary["findings"] = snapshot_findings(summary)
     yield Progress(3, 3, "done")
     return Output(rows=rows, meta=summary)
 

@@ -30,12 +30,14 @@ class ProfilerTraceConfig:
 
 
 def run(cfg: ProfilerTraceConfig, ctx: Context):
+    from core.workload.findings import trace_findings
     from core.workload.trace import analyse_trace, read_trace
 
     path = Path(cfg.path)
     data, size = yield from read_imported(path, read_trace, 2)
     yield Progress(1, 2, f"analysing {data.events:,} events")
     rows, meta = analyse_trace(data, cfg.top_kernels)
+    meta["findings"] = trace_findings(meta, rows)
     meta.update(
         {"file": path.name, "file_bytes": size, "recorded_on": "the machine that recorded the trace (imported file)"}
     )

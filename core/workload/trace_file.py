@@ -89,6 +89,8 @@ class _Device(msgspec.Struct, gc=False):
 
 class _Distributed(msgspec.Struct, gc=False):
     rank: _Number = None
+    world_size: _Number = None
+    backend: str | None = None
 
 
 class _Trace(msgspec.Struct, gc=False):
@@ -130,6 +132,8 @@ class TraceFile:
     malformed: dict[str, int] = field(default_factory=dict)  # why → how many events
     origin_us: int = 0  # the trace's time origin: the whole epoch microsecond of its first timed event
     quirks: dict[str, int] = field(default_factory=dict)  # what is odd but usable → how many
+    world_size: int | None = None  # distributedInfo: the job's size and backend, to tell ranks of one job
+    backend: str | None = None
 
 
 def read_trace(path) -> TraceFile:
@@ -336,7 +340,8 @@ class _Reader:
         order = np.argsort(corr, kind="stable")
         props = trace.deviceProperties or trace.computeProperties or []
         gpu_names = {d: str(p.name) for p in props if p is not None and (d := _whole(p.id)) is not None}
-        rank = _whole(trace.distributedInfo.rank) if trace.distributedInfo else None
+        dist = trace.distributedInfo
+        rank = _whole(dist.rank) if dist else None
         span = self.last_ts - self.first_ts if self.last_ts > self.first_ts else 0.0
         return TraceFile(
             events=self.events,
@@ -352,6 +357,8 @@ class _Reader:
             malformed=self.malformed,
             origin_us=int(self.origin) if self.origin is not None else 0,
             quirks=quirks(activities, gpu_names, span, bool(props)),
+            world_size=_whole(dist.world_size) if dist else None,
+            backend=dist.backend if dist else None,
         )
 
 

@@ -1,0 +1,70 @@
+"""``profiler-trace-ranks``: import every rank's profiler trace of one job and put the ranks side by side.
+
+A sibling of ``profiler-trace`` rather than a mode of it: its config is a list of files (or a folder), its
+rows are per rank and per rank's step, and its figures compare ranks, so it has its own plot module. Each
+rank is read and analysed by the single-trace analysis in this worker, one at a time, and only its summary
+kept (:mod:`core.workload.ranks`); the straggler and the findings are derived once, here. Files that are not
+ranks of one job, a file that is not a trace, or more files than the limit are refused: nothing is stored.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from core.errors import ConfigError
+from core.experiment import Context, Experiment, Output, Progress
+
+
+@dataclass(frozen=True)
+class ProfilerTraceRanksConfig:
+    paths: tuple[str, ...] = field(
+        default=(), metadata={"help": "a folder of rank traces (rank-N.json[.gz]), or the rank trace files"}
+    )
+
+    def __post_init__(self) -> None:
+        from core.workload.ranks import rank_files
+
+        if not self.paths:
+            raise ConfigError("paths: name a folder of rank traces, or the rank trace files")
+        rank_files(self.paths)  # exist, not too many: judged before the job is queued
+
+
+def run(cfg: ProfilerTraceRanksConfig, ctx: Context):
+    from core.workload.findings import ranks_findings
+    from core.workload.ranks import check_one_job, combine, names_of, rank_files, read_rank
+
+    files = rank_files(cfg.paths)
+    total = len(files) + 1
+    ranks, seen = [], {}
+    for i, path in enumerate(files):
+        yield Progress(i, total, f"reading {path.name} ({i + 1} of {len(files)})")
+        rank = read_rank(path)
+        if ranks:
+            check_one_job(ranks[0], rank, seen)
+        seen[rank.row["rank"]] = path.name
+        ranks.append(rank)
+    rows, meta = combine(ranks)
+    meta["findings"] = ranks_findings(meta, [r for r in rows if r["kind"] == "rank"])
+    meta.update(
+        {
+            "file": names_of(files),
+            "file_bytes": sum(p.stat().st_size for p in files),
+            "recorded_on": "the machines that recorded the traces (imported files)",
+        }
+    )
+    yield Progress(total, total, "done")
+    return Output(rows=rows, meta=meta)
+
+
+EXPERIMENTS = [
+    Experiment(
+        name="profiler-trace-ranks",
+        title="Profiler traces of a job's ranks (imported)",
+        config_type=ProfilerTraceRanksConfig,
+        run=run,
+        description=(__doc__ or "").partition("\n")[0],
+        store_failures=False,
+        torch_free=True,
+        command=False,
+    )
+]

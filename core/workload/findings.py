@@ -1,0 +1,146 @@
+"""A diagnosis first: up to three findings about an imported workload, in plain words, each with its number.
+
+Derived once, when the file is imported, and stored in the run's ``meta["findings"]``; the page and the CLI
+show them before any table. Each finding is ``{"kind", "text", "value", "unit"}``: ``value`` is the number the
+sentence rests on (``unit`` ``%``, ``us`` or ``bytes``), so a reader, a test or a script can check it.
+
+The candidates are ranked by how much of the whole each explains, one measure per kind of file:
+
+- **a trace**: the share of the GPU's span (first activity to last) — idle time, exposed communication (no
+  compute hides it), and the kernel group with the most kernel time; shares under
+  :data:`MIN_SPAN_SHARE` are left out;
+- **a job's ranks**: the straggler first (the rank with the most compute against the median rank), then the
+  rank whose idle or exposed communication takes the largest share of its span;
+- **a memory snapshot**: bytes — the largest allocation site live at the peak, what was allocated before
+  recording began (no stack can name it), and reserved − allocated at the peak (memory the allocator holds
+  but no tensor uses).
+"""
+
+from __future__ import annotations
+
+from core.units import bytes_text, duration_text
+
+MAX_FINDINGS = 3
+MIN_SPAN_SHARE = 0.05  # a trace finding explains at least this share of the span
+BEFORE_RECORDING = -2  # the snapshot analysis' site of blocks allocated before recording (no stack)
+
+
+def _ms(us: float) -> str:
+    return duration_text(us / 1e6)
+
+
+def _finding(kind: str, text: str, value: float, unit: str) -> dict:
+    return {"kind": kind, "text": text, "value": value, "unit": unit}
+
+
+def _idle(m: dict, who: str) -> tuple[float, dict] | None:
+    span = m.get("span_us") or 0.0
+    if not span:
+        return None
+    share = m["idle_us"] / span
+    causes = m.get("idle_causes") or {k: m[k] for k in ("host_wait_us", "kernel_wait_us", "other_wait_us") if k in m}
+    gaps = sum(causes.values())
+    host = f", {causes['host_wait_us'] / gaps:.0%} of the gaps before kernels waiting on the host" if gaps else ""
+    text = f"{who}GPU idle {share:.1%} of the span ({_ms(m['idle_us'])} of {_ms(span)}){host}"
+    return share, _finding("idle", text, 100 * share, "%")
+
+
+def _exposed(m: dict, who: str) -> tuple[float, dict] | None:
+    span, exposed = m.get("span_us") or 0.0, m.get("exposed_communication_us") or 0.0
+    if not span or not exposed:
+        return None
+    share = exposed / span
+    text = f"{who}exposed communication {share:.1%} of the span ({_ms(exposed)}): collectives no compute kernel hides"
+    return share, _finding("exposed_communication", text, 100 * share, "%")
+
+
+def _top_group(m: dict, rows: list[dict]) -> tuple[float, dict] | None:
+    groups = [r for r in rows if r.get("kind") == "group" and r.get("count")]
+    span = m.get("span_us") or 0.0
+    if not groups or not span:
+        return None
+    top = max(groups, key=lambda r: r["total_us"])
+    text = (
+        f"{top['group']} kernels take {top['share']:.1%} of kernel time ({_ms(top['total_us'])} over "
+        f"{top['count']:,} launches)"
+    )
+    return min(top["total_us"] / span, 1.0), _finding("kernel_group", text, 100 * top["share"], "%")
+
+
+def trace_findings(meta: dict, rows: list[dict]) -> list[dict]:
+    """Findings of one imported trace (its busiest GPU), largest share of the span first."""
+    if not meta.get("gpu_activities"):
+        return []
+    ranked = [c for c in (_idle(meta, ""), _exposed(meta, ""), _top_group(meta, rows)) if c is not None]
+    ranked = [c for c in ranked if c[0] >= MIN_SPAN_SHARE]
+    return [f for _, f in sorted(ranked, key=lambda c: -c[0])][:MAX_FINDINGS]
+
+
+def ranks_findings(meta: dict, rank_rows: list[dict]) -> list[dict]:
+    """Findings of a job's ranks: the straggler, then the worst rank's idle or exposed communication."""
+    out = []
+    s = meta["straggler"]
+    if len(rank_rows) > 1 and s["margin_us"] > 0:
+        out.append(
+            _finding(
+                "straggler",
+                f"rank {s['rank']} is the straggler: {s['margin_pct']:+.1f}% compute over the median rank "
+                f"({_ms(s['compute_us'])} against {_ms(s['median_compute_us'])}, {_ms(s['margin_us'])} more)",
+                s["margin_pct"],
+                "%",
+            )
+        )
+    worst = []
+    for kind in (_idle, _exposed):
+        found = [c for r in rank_rows if (c := kind(r, f"rank {r['rank']}: ")) is not None]
+        if found and (top := max(found, key=lambda c: c[0]))[0] >= MIN_SPAN_SHARE:
+            worst.append(top)
+    out += [f for _, f in sorted(worst, key=lambda c: -c[0])]
+    return out[:MAX_FINDINGS]
+
+
+def snapshot_findings(meta: dict) -> list[dict]:
+    """Findings of an imported memory snapshot, the most bytes first."""
+    peak = meta.get("peak_allocated_bytes") or 0
+    if not peak:
+        return []
+    candidates = []
+    site = next((s for s in meta.get("top_sites_at_peak") or [] if s["site"] >= 0), None)
+    if site:
+        candidates.append(
+            _finding(
+                "site",
+                f"the largest allocation site at the peak is {site['label']}: {bytes_text(site['bytes'])} "
+                f"({site['bytes'] / peak:.1%} of the {bytes_text(peak)} peak) in {site['blocks']:,} block(s)",
+                site["bytes"],
+                "bytes",
+            )
+        )
+    if before := meta.get("baseline_allocated_bytes"):
+        candidates.append(
+            _finding(
+                "before_recording",
+                f"{bytes_text(before)} was allocated before recording began ({before / peak:.1%} of the peak): "
+                "no stack names it; record earlier to see whose it is",
+                before,
+                "bytes",
+            )
+        )
+    if gap := meta.get("fragmentation_at_peak_bytes"):
+        reserved = meta.get("reserved_at_peak_bytes") or meta.get("peak_reserved_bytes") or 0
+        share = f" ({gap / reserved:.1%} of {bytes_text(reserved)} reserved)" if reserved else ""
+        candidates.append(
+            _finding(
+                "reserved_gap",
+                f"reserved − allocated at the peak is {bytes_text(gap)}{share}: memory the allocator holds that no "
+                "tensor uses",
+                gap,
+                "bytes",
+            )
+        )
+    return sorted(candidates, key=lambda f: -f["value"])[:MAX_FINDINGS]
+
+
+def finding_lines(meta: dict) -> list[str]:
+    """The findings as the first lines of a text report."""
+    return [f"finding: {f['text']}" for f in meta.get("findings") or []]

@@ -1,0 +1,191 @@
+"""Every rank of one job: its rank traces read one at a time, each by the single-trace analysis, side by side.
+
+A rank is named by the trace's ``distributedInfo.rank``, else by its file name (``rank-3``, ``rank_3``,
+``rank3``). The files must be ranks of one job: the same ``distributedInfo`` world size and backend, no rank
+twice, no rank past the world size, and — where the ranks have ``ProfilerStep`` annotations — at least one
+step number in common (ranks of one job profile the same steps). Anything else is refused, naming the files.
+
+Per rank, from :func:`core.workload.trace.analyse_trace` on that rank's busiest GPU: kernel time (sum of
+kernel durations), compute (union of compute kernels: HolisticTraceAnalysis's temporal ``compute_time``),
+communication (union of collective kernels) and its *exposed* part (no compute hides it), idle (span − busy),
+idle by cause, and each ``ProfilerStep``'s times. The **straggler** is the rank with the most compute time;
+its margin is measured against the median rank's compute time (the median over the ranks, the mean of the
+middle two for an even count), in µs and %. Only the summary of a rank is kept before the next is read, so
+memory is one trace's columns at a time.
+"""
+
+from __future__ import annotations
+
+import os
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+
+import numpy as np
+
+from core.errors import ConfigError
+from core.intake import LIMITS, InputRefused
+from core.workload.trace import analyse_trace, read_trace
+
+_RANK_NAME = re.compile(r"rank[-_]?(\d+)", re.I)
+# What a rank row keeps of the single-trace summary (µs unless named otherwise).
+_RANK_FIELDS = (
+    "kernel_time_us", "kernel_count", "busy_us", "span_us", "idle_us", "idle_share", "compute_union_us",
+    "communication_union_us", "exposed_communication_us", "compute_and_communication_us", "copy_union_us",
+)  # fmt: skip
+_STEP_FIELDS = ("wall_us", "kernel_time_us", "compute_union_us", "communication_union_us", "exposed_communication_us",
+                "idle_us", "host_wait_us")  # fmt: skip
+
+
+def rank_files(paths: list[str] | tuple[str, ...]) -> list[Path]:
+    """The files of an import: a folder's regular, visible files (sorted), or the files named; refused (with
+    the reason) when there are none, too many, or a path that is neither."""
+    files: list[Path] = []
+    for given in paths:
+        p = Path(given)
+        try:
+            if p.is_dir():
+                files += sorted(f for f in p.iterdir() if not f.name.startswith(".") and f.is_file())
+            elif p.is_file():
+                files.append(p)
+            else:
+                raise ConfigError(f"paths: {given!r} is neither a file nor a folder on this machine")
+        except OSError as exc:
+            raise ConfigError(f"paths: {given!r}: {exc.strerror or exc}") from None
+        if len(files) > LIMITS.rank_files:
+            raise ConfigError(
+                f"paths: more than {LIMITS.rank_files:,} files (the rank_files limit): give the ranks to compare, "
+                "or a folder holding only them"
+            )
+    if not files:
+        raise ConfigError("paths: no rank trace files found (a folder of rank-N.json[.gz] files, or the files)")
+    if len({f.resolve() for f in files}) < len(files):
+        raise ConfigError("paths: a file is named twice")
+    return files
+
+
+@dataclass
+class RankTrace:
+    """What is kept of one rank once its trace is dropped: its row, its steps' rows and its kernel groups."""
+
+    row: dict
+    steps: list[dict]
+    groups: list[dict]
+    step_numbers: set[int] = field(default_factory=set)
+    quirks: dict[str, int] = field(default_factory=dict)
+
+
+def read_rank(path: Path) -> RankTrace:
+    """One rank's trace read and analysed; a file that is not a trace is refused naming it."""
+    try:
+        trace = read_trace(path)
+    except InputRefused as exc:
+        raise ConfigError(f"{path.name}: {exc}") from None
+    rank = trace.rank
+    if rank is None and (m := _RANK_NAME.search(path.name)):
+        rank = int(m.group(1))
+    if rank is None:
+        raise ConfigError(f"{path.name}: no rank: the trace has no distributedInfo.rank and its name no rank-N")
+    world, backend, origin = trace.world_size, trace.backend, trace.origin_us
+    rows, meta = analyse_trace(trace, top=1)
+    del trace
+    if not meta.get("gpu_activities"):
+        raise ConfigError(f"{path.name}: rank {rank} has no GPU kernels or copies to compare")
+    row = {
+        "kind": "rank",
+        "rank": rank,
+        "file": path.name,
+        "world_size": world,
+        "backend": backend,
+        "origin_us": origin,
+        "device": meta["device"],
+        "device_name": meta["device_name"],
+        **{k: meta[k] for k in _RANK_FIELDS},
+        "compute_us": meta["compute_union_us"],
+        "communication_us": meta["communication_union_us"],
+        **meta["idle_causes"],
+        "steps": meta["steps"],
+    }
+    steps = [
+        {"kind": "step", "rank": rank, "step": r["step"], **{k: r.get(k, 0.0) for k in _STEP_FIELDS}}
+        for r in rows
+        if r["kind"] == "step"
+    ]
+    groups = [
+        {"kind": "group", "rank": rank, "group": r["group"], "count": r["count"], "total_us": r["total_us"]}
+        for r in rows
+        if r["kind"] == "group" and r["count"]
+    ]
+    return RankTrace(row, steps, groups, {s["step"] for s in steps}, dict(meta.get("quirks") or {}))
+
+
+def check_one_job(first: RankTrace, other: RankTrace, seen: dict[int, str]) -> None:
+    """Refuse ``other`` when it is not a rank of ``first``'s job (or repeats a rank already ``seen``)."""
+    a, b = first.row, other.row
+
+    def job(r: dict) -> str:
+        return f"world size {r['world_size'] if r['world_size'] is not None else 'unknown'}, backend {r['backend'] or 'unknown'}"
+
+    if (a["world_size"], a["backend"]) != (b["world_size"], b["backend"]):
+        raise ConfigError(
+            f"ranks of two different jobs: {a['file']} says {job(a)}; {b['file']} says {job(b)} (distributedInfo)"
+        )
+    if b["rank"] in seen:
+        raise ConfigError(f"{seen[b['rank']]} and {b['file']} are both rank {b['rank']}: one job has each rank once")
+    if b["world_size"] is not None and not 0 <= b["rank"] < b["world_size"]:
+        raise ConfigError(f"{b['file']}: rank {b['rank']} is outside world size {b['world_size']}")
+    if first.step_numbers and other.step_numbers and not first.step_numbers & other.step_numbers:
+        raise ConfigError(
+            f"ranks of two different jobs (or profiling windows): {a['file']} has ProfilerSteps "
+            f"{_steps_text(first.step_numbers)}, {b['file']} has {_steps_text(other.step_numbers)}, none in common"
+        )
+
+
+def _steps_text(steps: set[int]) -> str:
+    s = sorted(steps)
+    return f"{s[0]}–{s[-1]}" if len(s) > 1 else str(s[0])
+
+
+def straggler(rank_rows: list[dict]) -> dict:
+    """The rank with the most compute time (the lowest such rank on a tie) against the median rank's."""
+    compute = np.array([r["compute_us"] for r in rank_rows], dtype=float)
+    worst = max(range(len(rank_rows)), key=lambda i: (compute[i], -rank_rows[i]["rank"]))
+    median = float(np.median(compute))
+    margin = float(compute[worst]) - median
+    return {
+        "rank": rank_rows[worst]["rank"],
+        "compute_us": float(compute[worst]),
+        "median_compute_us": median,
+        "margin_us": margin,
+        "margin_pct": 100.0 * margin / median if median else 0.0,
+        "measure": "compute time (union of compute kernels) against the median over the ranks",
+    }
+
+
+def combine(ranks: list[RankTrace]) -> tuple[list[dict], dict]:
+    """The stored run of a job: rank rows by rank, then every rank's steps and kernel groups; the summary."""
+    ranks = sorted(ranks, key=lambda r: r.row["rank"])
+    rank_rows = [r.row for r in ranks]
+    rows = rank_rows + [s for r in ranks for s in r.steps] + [g for r in ranks for g in r.groups]
+    first = rank_rows[0]
+    common = set.intersection(*(r.step_numbers for r in ranks)) if all(r.step_numbers for r in ranks) else set()
+    worst = straggler(rank_rows)
+    meta = {
+        "ranks": [r["rank"] for r in rank_rows],
+        "files": [r["file"] for r in rank_rows],
+        "world_size": first["world_size"],
+        "backend": first["backend"],
+        "straggler_rank": worst["rank"],
+        "straggler": worst,
+        "common_steps": sorted(common),
+        "quirks": {f"rank {r.row['rank']}: {why}": n for r in ranks for why, n in r.quirks.items()},
+        "measure": "per rank, on its busiest GPU: kernel time = sum of kernel durations; compute, communication = "
+        "unions of compute and collective kernels; exposed = communication no compute hides; idle = span − busy",
+    }
+    return rows, meta
+
+
+def names_of(paths: list[Path]) -> str:
+    """The import's name: the folder when every file lies in one, else the first file and how many."""
+    parents = {os.path.dirname(p) for p in paths}
+    return Path(parents.pop()).name if len(parents) == 1 else f"{paths[0].name} +{len(paths) - 1}"
