@@ -23,6 +23,7 @@ from pages.common.plain import md
 from render.chart import kind_rows
 from render.plots import memory_snapshot as snap_plots
 from render.plots import profiler_trace as trace_plots
+from render.plots import profiler_trace_ranks as trace_plots_ranks
 
 MAX_CHART_POINTS = 20_000
 DEFAULT_CHART_POINTS = 5_000
@@ -98,19 +99,30 @@ def _forget_upload(key: str, uploaded) -> None:
     st.session_state[f"{key}.upload_round"] = st.session_state.get(f"{key}.upload_round", 0) + 1
 
 
-def _importer(key: str, experiment: str, label: str, help_text: str) -> None:
-    uploaded = st.file_uploader(
-        label, key=f"{key}.upload.{st.session_state.get(f'{key}.upload_round', 0)}", help=help_text
-    )
+def _importer(key: str, experiment: str, label: str, help_text: str, ranks: str = "") -> None:
+    """An upload or a path on the box, imported by ``experiment``; with ``ranks`` (the experiment that reads a
+    job's rank traces) several uploads, or a folder on the box, are the ranks of one job."""
+    uploader_key = f"{key}.upload.{st.session_state.get(f'{key}.upload_round', 0)}"
+    if ranks:
+        files = st.file_uploader(label, key=uploader_key, help=help_text, accept_multiple_files=True) or []
+        uploaded = files[0] if len(files) == 1 else None
+    else:
+        uploaded = st.file_uploader(label, key=uploader_key, help=help_text)
+        files = [uploaded] if uploaded is not None else []
     on_box = st.text_input(
-        "…or a file on this box (no upload: a file of gigabytes is read where it lies)",
+        "…or a file on this box (no upload: a file of gigabytes is read where it lies)"
+        + ("; a folder: every rank of a job" if ranks else ""),
         key=f"{key}.path",
         placeholder="/path/to/file",
     ).strip()
     job_running = st.session_state.get(f"{key}.job") is not None
-    if st.button("Import", key=f"{key}.import", type="primary", disabled=not (uploaded or on_box) or job_running):
-        if on_box:
+    if st.button("Import", key=f"{key}.import", type="primary", disabled=not (files or on_box) or job_running):
+        if on_box and ranks and Path(on_box).is_dir():
+            run_panel.submit(key, ranks, {"paths": [on_box]}, device="cpu", name=Path(on_box).name)
+        elif on_box:
             run_panel.submit(key, experiment, {"path": on_box}, device="cpu", name=Path(on_box).name)
+        elif len(files) > 1:
+            _import_ranks(key, ranks, files)
         elif uploaded is not None:
             try:
                 path = save_upload(uploaded)
@@ -126,14 +138,42 @@ def _importer(key: str, experiment: str, label: str, help_text: str) -> None:
                 path.unlink(missing_ok=True)
 
 
-def _stored(experiment: str) -> list:
+def _import_ranks(key: str, experiment: str, files: list) -> None:
+    """Several uploads: the ranks of one job, saved one by one and imported together, deleted once imported."""
+    paths: list[Path] = []
+    try:
+        for uploaded in files:
+            paths.append(save_upload(uploaded))
+    except OSError as exc:
+        for path in paths:
+            path.unlink(missing_ok=True)
+        st.error(f"The uploads could not be saved under {md(str(_uploads()))}: {md(exc.strerror or exc)}")
+        return
+    name = f"{files[0].name} +{len(files) - 1}"
+    for uploaded in files:
+        _forget_upload(key, uploaded)
+    listeners = [_delete_when_done(path) for path in paths]
+
+    def delete_all(job, event: dict) -> None:
+        for listener in listeners:
+            listener(job, event)
+
+    if not run_panel.submit(
+        key, experiment, {"paths": [str(p) for p in paths]}, device="cpu", name=name, on_event=delete_all
+    ):
+        for path in paths:
+            path.unlink(missing_ok=True)
+
+
+def _stored(*experiments: str) -> list:
     store = lab.store()
-    return [r for r in (store.list(experiment=experiment, limit=50) if store else []) if r.status == "ok"]
+    runs = [r for e in experiments for r in (store.list(experiment=e, limit=50) if store else [])]
+    return sorted((r for r in runs if r.status == "ok"), key=lambda r: r.started_at, reverse=True)
 
 
-def _reopen(key: str, experiment: str) -> None:
+def _reopen(key: str, *experiments: str) -> None:
     """Open an earlier import (the store keeps them like any run)."""
-    runs = _stored(experiment)
+    runs = _stored(*experiments)
     if not runs:
         return
     labels = {
@@ -178,6 +218,7 @@ def render_snapshot(run, key: str) -> None:
     from core.workload import detail
 
     m = run.meta
+    _findings(m)
     cols = st.columns(5)
     cols[0].metric(
         "Peak allocated", bytes_text(m["peak_allocated_bytes"]), f"at {m['peak_time_ms']:,.2f}", delta_color="off"
@@ -333,8 +374,14 @@ def trace_section(key: str) -> None:
         "`tensorboard_trace_handler`) recorded on any machine: kernel groups, top kernels, GPU busy vs idle, "
         "compute / copy / communication overlap, and a breakdown per `ProfilerStep`."
     )
-    _importer(key, "profiler-trace", "Profiler trace", ".json or .json.gz")
-    _reopen(key, "profiler-trace")
+    _importer(
+        key,
+        "profiler-trace",
+        "Profiler trace",
+        ".json or .json.gz; several files: the ranks of one job, side by side",
+        ranks="profiler-trace-ranks",
+    )
+    _reopen(key, "profiler-trace", "profiler-trace-ranks")
     run_panel.results(key, render_trace, empty="No trace imported yet: upload one and press Import.")
 
 
@@ -345,8 +392,18 @@ def _quirks(found: dict[str, int]) -> None:
             st.markdown("\n".join(f"- {count:,} × {md(why)}" for why, count in found.items()))
 
 
+def _findings(m: dict) -> None:
+    """The diagnosis first: the import's findings (derived once, in the engine), each with its number."""
+    if found := m.get("findings"):
+        st.markdown("**What stands out**\n\n" + "\n".join(f"{i}. {md(f['text'])}" for i, f in enumerate(found, 1)))
+
+
 def render_trace(run) -> None:
+    if run.experiment == "profiler-trace-ranks":
+        render_ranks(run)
+        return
     m = run.meta
+    _findings(m)
     _quirks(m.get("quirks") or {})
     if not m.get("gpu_activities"):
         st.warning(m.get("note", "no GPU activity in this trace"))
@@ -420,3 +477,47 @@ def render_trace(run) -> None:
     steps = kind_rows(run, "step")
     if not steps.empty:
         st.dataframe(steps.drop(columns=["kind"]), hide_index=True)
+
+
+def render_ranks(run) -> None:
+    """Every rank of a job side by side: the straggler, each rank's time, each step on each rank."""
+    m = run.meta
+    _findings(m)
+    _quirks(m.get("quirks") or {})
+    s = m["straggler"]
+    cols = st.columns(4)
+    cols[0].metric("Ranks", len(m["ranks"]), f"of world size {m['world_size'] or '?'}", delta_color="off")
+    cols[1].metric(
+        "Straggler",
+        f"rank {s['rank']}",
+        f"{s['margin_pct']:+.1f}% compute over the median rank",
+        delta_color="inverse",
+        help="The rank with the most compute time (union of its compute kernels) against the median over the ranks.",
+    )
+    cols[2].metric("Straggler's extra compute", f"{s['margin_us'] / 1000:,.3f} ms")
+    cols[3].metric("Backend", m.get("backend") or "unknown")
+    st.caption(f"{md(m['file'])} · files {md(', '.join(m['files']))} · {md(m['measure'])}")
+    show_charts(trace_plots_ranks.figures(run), f"ranks.{run.id}")
+    ranks = kind_rows(run, "rank")
+    st.dataframe(
+        ranks[
+            [
+                "rank",
+                "file",
+                "device_name",
+                "kernel_time_us",
+                "compute_us",
+                "communication_us",
+                "exposed_communication_us",
+                "idle_us",
+                "span_us",
+                "host_wait_us",
+            ]
+        ],  # fmt: skip
+        hide_index=True,
+    )
+    steps = kind_rows(run, "step")
+    if not steps.empty:
+        st.write("Each step's wall time (ms), rank by rank:")
+        table = steps.pivot_table(index="step", columns="rank", values="wall_us", aggfunc="first") / 1000
+        st.dataframe(table.rename(columns=lambda r: f"rank {r}"))

@@ -149,6 +149,9 @@ def test_step_bench_page_imports_a_real_trace(data_dir):
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["Kernel time"] == "0.048 ms" and metrics["GPU idle"] == "11.896 ms"
     assert len(at.get("plotly_chart")) >= 4 and not at.exception
+    # the diagnosis first: HTA's idle 11,896 µs of an 11,946 µs span
+    findings = next(m.value for m in at.markdown if m.value.startswith("**What stands out**")).replace("\\", "")
+    assert f"1. GPU idle {11_896 / 11_946:.1%} of the span" in findings
 
 
 def test_a_trace_on_the_box_is_imported_from_its_path_without_an_upload(data_dir):
@@ -160,6 +163,49 @@ def test_a_trace_on_the_box_is_imported_from_its_path_without_an_upload(data_dir
     # HolisticTraceAnalysis 0.5.0 on this file (tests/data/workload/README.md): 48 µs of kernels, 11,896 µs idle
     assert metrics["Kernel time"] == "0.048 ms" and metrics["GPU idle"] == "11.896 ms"
     assert not (data_dir / "uploads").exists()  # read where it lies: nothing was copied
+
+
+RANKS = [ROOT / "tests" / "data" / "workload" / f"hta_recsys_sampled_rank{i}.json.gz" for i in (0, 1)]
+
+
+def test_step_bench_page_puts_the_ranks_of_a_job_side_by_side(data_dir, tmp_path):
+    """Two real ranks of one job (tests/data/workload/README.md), uploaded together: the straggler and the
+    diagnosis first, each rank's time, each step on each rank. The margin: rank 1's compute 271,973 µs against
+    the median of 210,320 and 271,973 µs (HolisticTraceAnalysis' compute_time) = +12.8%."""
+    at = page("pages/step_bench.py")
+    uploader = next(u for u in at.get("file_uploader") if u.label == "Profiler trace")
+    uploader.set_value([(p.name, p.read_bytes(), "application/gzip") for p in RANKS])
+    at.run()
+    at.button(key="step_bench.trace.import").click().run()
+    wait_for_metric(at, "Straggler")
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["Straggler"] == "rank 1" and metrics["Ranks"] == "2"
+    assert metrics["Straggler's extra compute"] == f"{(271_973 - (210_320 + 271_973) / 2) / 1000:,.3f} ms"
+    findings = next(m.value for m in at.markdown if m.value.startswith("**What stands out**")).replace("\\", "")
+    assert "1. rank 1 is the straggler: +12.8% compute over the median rank" in findings
+    assert len(at.get("plotly_chart")) == 3 and not at.exception
+    steps = at.dataframe[-1].value
+    assert list(steps.index) == [551, 552] and list(steps.columns) == ["rank 0", "rank 1"]
+    assert not any((data_dir / "uploads").iterdir()) if (data_dir / "uploads").exists() else True
+
+
+def test_a_folder_on_the_box_is_the_ranks_of_one_job(data_dir, tmp_path):
+    for i, p in enumerate(RANKS):
+        (tmp_path / f"rank-{i}.json.gz").write_bytes(p.read_bytes())
+    (tmp_path / "rank-2.json").write_text("not a trace")
+    at = page("pages/step_bench.py")
+    at.text_input(key="step_bench.trace.path").input(str(tmp_path)).run()
+    at.button(key="step_bench.trace.import").click().run()
+    deadline = time.monotonic() + 120
+    while not at.error and time.monotonic() < deadline:
+        time.sleep(0.5)
+        at.run()
+    assert any("rank-2.json: the profiler trace is not valid JSON" in e.value.replace("\\", "") for e in at.error)
+    (tmp_path / "rank-2.json").unlink()
+    at.run()
+    at.button(key="step_bench.trace.import").click().run()
+    wait_for_metric(at, "Straggler")
+    assert {m.label: m.value for m in at.metric}["Straggler"] == "rank 1"
 
 
 def test_a_path_that_is_no_file_is_refused_on_the_page(data_dir):

@@ -1,0 +1,220 @@
+"""Every rank of a job (``trace DIR``): two real ranks of one 128-rank job recorded on A100s (HolisticTraceAnalysis'
+``tests/data/trace_filter``, tests/data/workload/README.md) against a straggler computed by hand in this test and
+against HolisticTraceAnalysis; bad sets of files refused, naming the problem, storing nothing; findings."""
+
+from __future__ import annotations
+
+import gzip
+import json
+import shutil
+import statistics
+import subprocess
+from pathlib import Path
+
+import pytest
+
+from core.errors import ConfigError
+from core.experiment import config_from_dict, drive
+from core.experiments.profiler_trace_ranks import ProfilerTraceRanksConfig, run
+from core.workload.findings import snapshot_findings, trace_findings
+from core.workload.trace import analyse_trace, read_trace
+from tests.conftest import ROOT
+from tests.core.workload.test_hostile_files import bounded_cli, files_under
+
+DATA = ROOT / "tests" / "data" / "workload"
+RANK0, RANK1 = DATA / "hta_recsys_sampled_rank0.json.gz", DATA / "hta_recsys_sampled_rank1.json.gz"
+HTA_VENV = Path("/tmp/htavenv/bin/python")
+# HolisticTraceAnalysis 0.5.0 on both files as rank-0/rank-1.json.gz in one folder (README):
+# get_temporal_breakdown (include_last_profiler_step=True) and get_comm_comp_overlap, per rank.
+HTA_RANKS = {
+    0: {"idle_us": 675_191.0, "compute_us": 210_320.0, "span_us": 1_222_847.0, "overlap_pct": 14.95},
+    1: {"idle_us": 651_136.0, "compute_us": 271_973.0, "span_us": 1_231_186.0, "overlap_pct": 19.93},
+}
+
+
+def imported(*paths) -> tuple[list[dict], dict]:
+    cfg = config_from_dict(ProfilerTraceRanksConfig, {"paths": [str(p) for p in paths]})
+    out, _ = drive(run(cfg, None))  # type: ignore[arg-type]  # the experiment reads no context
+    return list(out.rows), out.meta
+
+
+def rank_rows(rows: list[dict]) -> dict[int, dict]:
+    return {r["rank"]: r for r in rows if r["kind"] == "rank"}
+
+
+def hand_compute_us(path: Path) -> float:
+    """The union of a rank's compute kernels (kernel events whose name is no collective), by a plain loop."""
+    events = json.loads(gzip.decompress(path.read_bytes()))["traceEvents"]
+    spans = sorted(
+        (float(e["ts"]), float(e["ts"]) + float(e["dur"]))
+        for e in events
+        if e.get("ph") == "X" and e.get("cat") == "kernel" and "nccl" not in e["name"].lower()
+    )
+    total, (lo, hi) = 0.0, spans[0]
+    for s, e in spans[1:]:
+        if s > hi:
+            total, lo, hi = total + hi - lo, s, e
+        else:
+            hi = max(hi, e)
+    return total + hi - lo
+
+
+@pytest.fixture(scope="module")
+def two_ranks():
+    return imported(RANK0, RANK1)
+
+
+def test_the_straggler_and_its_margin_equal_a_hand_computation(two_ranks):
+    rows, meta = two_ranks
+    compute = {0: hand_compute_us(RANK0), 1: hand_compute_us(RANK1)}
+    median = statistics.median(compute.values())
+    worst = max(compute, key=lambda r: compute[r])
+    assert worst == 1 and compute == {0: 210_320.0, 1: 271_973.0}
+    s = meta["straggler"]
+    assert meta["straggler_rank"] == s["rank"] == worst
+    assert s["median_compute_us"] == median == 241_146.5
+    assert s["margin_us"] == compute[1] - median == 30_826.5
+    assert s["margin_pct"] == pytest.approx(100 * 30_826.5 / 241_146.5)  # 12.78…%
+    assert meta["findings"][0]["kind"] == "straggler"
+    assert meta["findings"][0]["text"].startswith("rank 1 is the straggler: +12.8% compute over the median rank")
+
+
+def test_each_rank_agrees_with_holistic_trace_analysis(two_ranks):
+    rows, meta = two_ranks
+    ranks = rank_rows(rows)
+    assert meta["ranks"] == [0, 1] and meta["world_size"] == 128 and meta["backend"] == "nccl"
+    for rank, hta in HTA_RANKS.items():
+        r = ranks[rank]
+        assert (
+            r["idle_us"] == hta["idle_us"] and r["compute_us"] == hta["compute_us"] and r["span_us"] == hta["span_us"]
+        )
+        overlap = 100 * r["compute_and_communication_us"] / r["communication_us"]
+        assert round(overlap, 2) == hta["overlap_pct"]
+        assert r["exposed_communication_us"] == r["communication_us"] - r["compute_and_communication_us"]
+    steps = {(r["rank"], r["step"]) for r in rows if r["kind"] == "step"}
+    assert steps == {(0, 551), (0, 552), (1, 551), (1, 552)} and meta["common_steps"] == [551, 552]
+
+
+@pytest.mark.skipif(not HTA_VENV.exists(), reason="HolisticTraceAnalysis is not installed in /tmp/htavenv")
+def test_holistic_trace_analysis_itself_where_installed(two_ranks, tmp_path):
+    for rank, path in ((0, RANK0), (1, RANK1)):
+        shutil.copy(path, tmp_path / f"rank-{rank}.json.gz")
+    script = (
+        "import json, sys\nfrom hta.trace_analysis import TraceAnalysis\n"
+        "t = TraceAnalysis(trace_dir=sys.argv[1], include_last_profiler_step=True)\n"
+        "d = t.get_temporal_breakdown(visualize=False)\n"
+        "print(json.dumps({int(r['rank']): [r['idle_time(us)'], r['compute_time(us)']] for _, r in d.iterrows()}))"
+    )
+    out = subprocess.run([HTA_VENV, "-c", script, tmp_path], capture_output=True, text=True, timeout=300, cwd=tmp_path)
+    assert out.returncode == 0, out.stderr[-2000:]
+    hta = {int(k): v for k, v in json.loads(out.stdout.strip().splitlines()[-1]).items()}
+    ranks = rank_rows(two_ranks[0])
+    for rank, (idle, compute) in hta.items():
+        assert (ranks[rank]["idle_us"], ranks[rank]["compute_us"]) == (idle, compute)
+
+
+def test_trace_dir_json_prints_each_rank_and_the_straggler(tmp_path, data_dir):
+    folder = tmp_path / "job"
+    folder.mkdir()
+    shutil.copy(RANK0, folder / "rank-0.json.gz")
+    shutil.copy(RANK1, folder / "rank-1.json.gz")
+    out = bounded_cli("trace", str(folder), "--json")
+    assert out.code == 0, out.stderr[-2000:]
+    doc = json.loads(out.stdout)
+    assert doc["straggler_rank"] == 1 and doc["stored"]
+    got = {r["rank"]: (r["kernel_time_us"], r["idle_us"], r["communication_us"]) for r in doc["ranks"]}
+    # kernel time: the sum of kernel durations; idle: HTA's; communication: the union of the NCCL kernels
+    assert got[0][1] == HTA_RANKS[0]["idle_us"] and got[1][1] == HTA_RANKS[1]["idle_us"]
+    for rank, path in ((0, RANK0), (1, RANK1)):
+        events = json.loads(gzip.decompress(path.read_bytes()))["traceEvents"]
+        kernels = [e for e in events if e.get("ph") == "X" and e.get("cat") == "kernel"]
+        assert got[rank][0] == sum(float(e["dur"]) for e in kernels)
+    from core.store import RunStore
+
+    assert RunStore().find(doc["run_id"]).experiment == "profiler-trace-ranks"
+
+
+def refused_cli(data_dir: Path, reason: str, *paths: Path) -> None:
+    before = files_under(data_dir)
+    out = bounded_cli("trace", *map(str, paths))
+    assert out.code == 2, (out.code, out.stderr[-2000:])
+    assert reason in out.stderr and "Traceback" not in out.stderr, out.stderr[-2000:]
+    assert not {p for p in files_under(data_dir) - before if not p.startswith("runs.sqlite")}
+    if (data_dir / "runs.sqlite").exists():
+        from core.store import RunStore
+
+        assert RunStore().count() == 0
+
+
+def test_a_folder_with_a_file_that_is_no_trace_is_refused_naming_it(tmp_path, data_dir):
+    shutil.copy(RANK0, tmp_path / "rank-0.json.gz")
+    (tmp_path / "notes.txt").write_text("not a trace\n")
+    refused_cli(data_dir, "notes.txt: the profiler trace is not valid JSON", tmp_path)
+
+
+def test_a_hostile_file_among_good_ranks_is_refused_naming_it(tmp_path, data_dir):
+    shutil.copy(RANK0, tmp_path / "rank-0.json.gz")
+    shutil.copy(RANK1, tmp_path / "rank-1.json.gz")
+    (tmp_path / "rank-2.json").write_text("[" * 100_000 + "]" * 100_000)
+    refused_cli(data_dir, "rank-2.json: the profiler trace nests too deeply", tmp_path)
+
+
+def test_ranks_of_two_different_jobs_are_refused(tmp_path, data_dir):
+    other = json.loads(gzip.decompress(RANK1.read_bytes()))
+    other["distributedInfo"]["world_size"] = 8  # the same rank file, said to come from an 8-rank job
+    (tmp_path / "rank-1.json").write_text(json.dumps(other))
+    with pytest.raises(ConfigError, match="ranks of two different jobs: .* world size 128.* world size 8"):
+        imported(RANK0, tmp_path / "rank-1.json")
+    # a real trace of another job (an A100 excerpt, rank 0 with no world size) beside rank 1 of the 128
+    refused_cli(data_dir, "ranks of two different jobs", RANK1, DATA / "hta_a100_backward_excerpt.json")
+
+
+def test_one_rank_twice_and_disjoint_steps_are_refused(tmp_path):
+    shutil.copy(RANK0, tmp_path / "copy.json.gz")
+    with pytest.raises(ConfigError, match="both rank 0"):
+        imported(RANK0, tmp_path / "copy.json.gz")
+    later = json.loads(gzip.decompress(RANK1.read_bytes()))
+    for e in later["traceEvents"]:
+        if str(e.get("name", "")).startswith("ProfilerStep#"):
+            e["name"] = f"ProfilerStep#{int(e['name'].split('#')[1]) + 1000}"
+    (tmp_path / "later.json").write_text(json.dumps(later))
+    with pytest.raises(ConfigError, match="none in common"):
+        imported(RANK0, tmp_path / "later.json")
+
+
+def test_1000_files_are_refused_before_any_is_read(tmp_path, data_dir):
+    folder = tmp_path / "many"
+    folder.mkdir()
+    for i in range(1000):
+        (folder / f"rank-{i}.json").write_text("{}")
+    refused_cli(data_dir, "more than 512 files (the rank_files limit)", folder)
+
+
+def test_trace_findings_on_a_real_file_carry_hta_numbers():
+    rows, meta = analyse_trace(read_trace(RANK0))
+    found = {f["kind"]: f for f in trace_findings(meta, rows)}
+    # HTA: idle 675,191 of a 1,222,847 µs span; idle breakdown host 3,525,804 / kernel 3,966 / other 701,924 µs
+    assert found["idle"]["value"] == pytest.approx(100 * 675_191 / 1_222_847)
+    host = 3_525_804 / (3_525_804 + 3_966 + 701_924)
+    assert found["idle"]["text"] == (
+        f"GPU idle {675_191 / 1_222_847:.1%} of the span (675.2 ms of 1.2 s), {host:.0%} of the gaps before kernels "
+        "waiting on the host"
+    )
+    # exposed communication: the NCCL kernels' union (396,199 µs) less HTA's overlap of it with compute (14.95%)
+    assert found["exposed_communication"]["value"] == pytest.approx(100 * 396_199 * (1 - 0.1495) / 1_222_847, rel=1e-3)
+    assert [f["kind"] for f in trace_findings(meta, rows)][0] == "idle"  # the largest share of the span first
+
+
+def test_snapshot_findings_on_a_real_snapshot():
+    from core.experiments.memory_snapshot import MemorySnapshotConfig
+    from core.experiments.memory_snapshot import run as import_snapshot
+
+    path = DATA / "snapshots" / "cs336_bcrafton_train_step_all_stacks.pickle.gz"
+    out, _ = drive(import_snapshot(MemorySnapshotConfig(path=str(path), keep_detail=False), None))  # type: ignore[arg-type]
+    found = out.meta["findings"]
+    assert found == snapshot_findings(out.meta) and len(found) == 3
+    # README (the test's own replay): peak 3,849,232,640 B, 3,064,418,304 B allocated before recording
+    assert found[0]["kind"] == "before_recording" and found[0]["value"] == 3_064_418_304
+    assert f"({3_064_418_304 / 3_849_232_640:.1%} of the peak)" in found[0]["text"]
+    site = next(f for f in found if f["kind"] == "site")
+    assert "optimizer.py:78 step" in site["text"]  # the peak's site, named by the user's frame (README)
