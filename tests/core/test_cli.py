@@ -312,6 +312,6 @@ def test_help_lists_the_commands_a_user_runs_and_not_the_internal_experiments():
     # The sub-command list: one indented name at the start of each line of "positional arguments".
     listed = {line.split()[0] for line in out.stdout.splitlines() if line.startswith("    ") and line.strip()}
     assert {"snapshot", "trace", "matmul"} <= listed
-    assert not {"probe", "memory-snapshot", "profiler-trace"} & listed
-    for name in ("probe", "memory-snapshot", "profiler-trace"):
+    assert not {"probe", "memory-snapshot", "profiler-trace", "profiler-trace-ranks"} & listed
+    for name in ("probe", "memory-snapshot", "profiler-trace", "profiler-trace-ranks"):
         assert name not in out.stdout

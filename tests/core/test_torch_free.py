@@ -62,6 +62,7 @@ def blocked(tmp_path):
         ["estimate", "--model", "small", "--json"],
         ["snapshot", str(SNAPSHOT), "--json"],
         ["trace", str(TRACE), "--json"],
+        ["trace", *(str(TRACE.parent / f"hta_recsys_sampled_rank{i}.json.gz") for i in (0, 1)), "--json"],
         ["trace-diff", str(TRACE), str(TRACE), "--json"],
     ],
     ids=lambda a: " ".join(a[:2]).replace(str(ROOT) + "/", ""),
