@@ -28,13 +28,17 @@ from core.intake import LIMITS, InputRefused
 from core.workload.trace import analyse_trace, read_trace
 
 _RANK_NAME = re.compile(r"rank[-_]?(\d+)", re.I)
-# What a rank row keeps of the single-trace summary (µs unless named otherwise).
-_RANK_FIELDS = (
-    "kernel_time_us", "kernel_count", "busy_us", "span_us", "idle_us", "idle_share", "compute_union_us",
-    "communication_union_us", "exposed_communication_us", "compute_and_communication_us", "copy_union_us",
-)  # fmt: skip
-_STEP_FIELDS = ("wall_us", "kernel_time_us", "compute_union_us", "communication_union_us", "exposed_communication_us",
-                "idle_us", "host_wait_us")  # fmt: skip
+# What a rank row (and a rank's step row) keeps of the single-trace summary, under its name here (µs unless
+# named otherwise): compute and communication are the unions of their kernels.
+_RANK_FIELDS = {
+    "kernel_time_us": "kernel_time_us", "kernel_count": "kernel_count", "busy_us": "busy_us", "span_us": "span_us",
+    "idle_us": "idle_us", "idle_share": "idle_share", "compute_us": "compute_union_us",
+    "communication_us": "communication_union_us", "exposed_communication_us": "exposed_communication_us",
+    "compute_and_communication_us": "compute_and_communication_us", "copy_us": "copy_union_us",
+}  # fmt: skip
+_STEP_FIELDS = {"wall_us": "wall_us", "kernel_time_us": "kernel_time_us", "compute_us": "compute_union_us",
+                "communication_us": "communication_union_us", "exposed_communication_us": "exposed_communication_us",
+                "idle_us": "idle_us", "host_wait_us": "host_wait_us"}  # fmt: skip
 
 
 def rank_files(paths: list[str] | tuple[str, ...]) -> list[Path]:
@@ -100,14 +104,12 @@ def read_rank(path: Path) -> RankTrace:
         "origin_us": origin,
         "device": meta["device"],
         "device_name": meta["device_name"],
-        **{k: meta[k] for k in _RANK_FIELDS},
-        "compute_us": meta["compute_union_us"],
-        "communication_us": meta["communication_union_us"],
+        **{name: meta[key] for name, key in _RANK_FIELDS.items()},
         **meta["idle_causes"],
         "steps": meta["steps"],
     }
     steps = [
-        {"kind": "step", "rank": rank, "step": r["step"], **{k: r.get(k, 0.0) for k in _STEP_FIELDS}}
+        {"kind": "step", "rank": rank, "step": r["step"], **{k: r.get(key, 0.0) for k, key in _STEP_FIELDS.items()}}
         for r in rows
         if r["kind"] == "step"
     ]

@@ -67,7 +67,7 @@ def steps_chart(run: RunResult) -> Chart | None:
                 x=part["step"].astype(str),
                 y=part["wall_us"] / 1000,
                 name=_label(rank, straggler),
-                customdata=(part[["compute_union_us", "idle_us"]] / 1000).to_numpy(),
+                customdata=(part[["compute_us", "idle_us"]] / 1000).to_numpy(),
                 hovertemplate="wall %{y:.3f} ms · compute %{customdata[0]:.3f} ms · idle %{customdata[1]:.3f} ms"
                 "<extra></extra>",
             )
