@@ -519,5 +519,6 @@ def render_ranks(run) -> None:
     steps = kind_rows(run, "step")
     if not steps.empty:
         st.write("Each step's wall time (ms), rank by rank:")
+        steps = steps.astype({"step": int, "rank": int})
         table = steps.pivot_table(index="step", columns="rank", values="wall_us", aggfunc="first") / 1000
         st.dataframe(table.rename(columns=lambda r: f"rank {r}"))

@@ -64,7 +64,7 @@ def steps_chart(run: RunResult) -> Chart | None:
     fig = go.Figure(
         [
             go.Bar(
-                x=part["step"].astype(str),
+                x=part["step"].astype(int).astype(str),
                 y=part["wall_us"] / 1000,
                 name=_label(rank, straggler),
                 customdata=(part[["compute_us", "idle_us"]] / 1000).to_numpy(),

@@ -186,7 +186,8 @@ def test_step_bench_page_puts_the_ranks_of_a_job_side_by_side(data_dir, tmp_path
     assert len(at.get("plotly_chart")) == 3 and not at.exception
     steps = at.dataframe[-1].value
     assert list(steps.index) == [551, 552] and list(steps.columns) == ["rank 0", "rank 1"]
-    assert not any((data_dir / "uploads").iterdir()) if (data_dir / "uploads").exists() else True
+    uploads = data_dir / "uploads"
+    assert not uploads.exists() or not any(uploads.iterdir())  # both uploads deleted once imported
 
 
 def test_a_folder_on_the_box_is_the_ranks_of_one_job(data_dir, tmp_path):
