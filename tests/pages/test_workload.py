@@ -130,6 +130,9 @@ def test_the_page_draws_a_real_snapshot(path, data_dir):
     assert not at.exception and len(at.get("plotly_chart")) >= 5
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["Trace events"] == f"{expected['events']:,}"
+    findings = next(m.value for m in at.markdown if m.value.startswith("**What stands out**")).replace("\\", "")
+    if expected["baseline"]:  # the diagnosis first: what was there before recording, against the replayed peak
+        assert f"({expected['baseline'] / expected['peak']:.1%} of the peak)" in findings
     shown = metrics["Peak allocated"]
     if Path(path).name in REAL_PEAKS:
         assert (expected["peak"], shown) == REAL_PEAKS[Path(path).name]
