@@ -218,3 +218,19 @@ def test_snapshot_findings_on_a_real_snapshot():
     assert f"({3_064_418_304 / 3_849_232_640:.1%} of the peak)" in found[0]["text"]
     site = next(f for f in found if f["kind"] == "site")
     assert "optimizer.py:78 step" in site["text"]  # the peak's site, named by the user's frame (README)
+
+
+def test_the_text_report_opens_with_the_findings_and_gives_each_step_on_each_rank(data_dir):
+    out = bounded_cli("trace", str(RANK0), str(RANK1), "--no-save")
+    assert out.code == 0, out.stderr[-2000:]
+    lines = out.stdout.splitlines()
+    assert lines[1].startswith("finding: rank 1 is the straggler: +12.8% compute over the median rank")
+    assert next(line for line in lines if line.lstrip().startswith("1 ")).endswith("← straggler")
+    walls = {}  # each rank's ProfilerStep spans (CPU side: these files have no GPU-side ones), from the file
+    for rank, path in ((0, RANK0), (1, RANK1)):
+        for e in json.loads(gzip.decompress(path.read_bytes()))["traceEvents"]:
+            if str(e.get("name", "")).startswith("ProfilerStep#") and e.get("cat") != "gpu_user_annotation":
+                walls[rank, int(e["name"].split("#")[1])] = float(e["dur"]) / 1000
+    for step in (551, 552):
+        want = f"  step {step:>6}: rank 0 {walls[0, step]:.1f} ms, rank 1 {walls[1, step]:.1f} ms"
+        assert want in lines, (want, lines)
