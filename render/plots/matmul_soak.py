@@ -40,9 +40,23 @@ def samples(run: RunResult) -> pd.DataFrame:
     return df
 
 
-def soak_figure(run: RunResult, df: pd.DataFrame) -> go.Figure:
+def by_device(run: RunResult) -> dict[str, list[dict]]:
+    """The samples of each device, in order (one device unless the run is on every GPU)."""
+    out: dict[str, list[dict]] = {}
+    for row in run.rows:
+        if isinstance(row.get("tflops"), (int, float)):
+            out.setdefault(str(row.get("device") or run.device.get("torch_device") or "device"), []).append(row)
+    return out
+
+
+def _column(rows: list[dict], key: str) -> list:
+    return [r.get(key) for r in rows]
+
+
+def soak_figure(run: RunResult) -> go.Figure:
     name, scale = unit(run)
-    panels = [(col, label) for col, label in PANELS if col in df and df[col].notna().any()]
+    groups = by_device(run)
+    panels = [(c, label) for c, label in PANELS if any(r.get(c) is not None for g in groups.values() for r in g)]
     fig = make_subplots(
         rows=1 + len(panels),
         cols=1,
@@ -51,48 +65,48 @@ def soak_figure(run: RunResult, df: pd.DataFrame) -> go.Figure:
         row_heights=[0.5] + [0.5 / len(panels)] * len(panels) if panels else None,
     )
     found = summaries(run)
-    several = df["device"].nunique() > 1
-    for i, (device, g) in enumerate(df.groupby("device", sort=False)):
-        color = color_for(str(run.meta.get("dtype", ""))) if not several else color_for(f"gpu{i}")
+    several = len(groups) > 1
+    for i, (device, g) in enumerate(groups.items()):
+        color = color_for(f"gpu{i}") if several else color_for(str(run.meta.get("dtype", "")))
         label = plain(device) if several else "throughput"
+        t = _column(g, "t_s")
         fig.add_trace(
             go.Scatter(
-                x=g["t_s"],
-                y=g["throughput"],
+                x=t,
+                y=[r["tflops"] * scale for r in g],
                 name=label,
                 mode="lines+markers",
                 line=dict(color=color),
-                customdata=g[["second", "calls", "interval_s"]],
+                customdata=[[r.get("second"), r.get("calls"), r.get("interval_s")] for r in g],
                 hovertemplate="second %{customdata[0]}: %{y:,.1f} " + name + "<br>%{customdata[1]} calls in "
                 "%{customdata[2]:.3f} s<extra></extra>",
             ),
             row=1,
             col=1,
         )
-        if "throttled" in g:
-            hot = g[g["throttled"].fillna(False).astype(bool)]
-            if len(hot):
-                fig.add_trace(
-                    go.Scatter(
-                        x=hot["t_s"],
-                        y=hot["throughput"],
-                        mode="markers",
-                        name=f"{label}: slowdown reason active",
-                        marker=dict(symbol="x", size=10, color=FLAG_COLOR),
-                        text=hot["throttle_reasons"].apply(lambda r: ", ".join(r or ())),
-                        hovertemplate="%{text}<extra></extra>",
-                    ),
-                    row=1,
-                    col=1,
-                )
-        summary = found.get(str(device))
+        hot = [r for r in g if r.get("throttled")]
+        if hot:
+            fig.add_trace(
+                go.Scatter(
+                    x=_column(hot, "t_s"),
+                    y=[r["tflops"] * scale for r in hot],
+                    mode="markers",
+                    name=f"{label}: slowdown reason active",
+                    marker=dict(symbol="x", size=10, color=FLAG_COLOR),
+                    text=[", ".join(r.get("throttle_reasons") or ()) for r in hot],
+                    hovertemplate="%{text}<extra></extra>",
+                ),
+                row=1,
+                col=1,
+            )
+        summary = found.get(device)
         if summary:
-            _summary_lines(fig, g, summary, scale, name, label if several else "")
+            _summary_lines(fig, g, summary, (name, scale), label if several else "")
         for row, (col, axis) in enumerate(panels, start=2):
             fig.add_trace(
                 go.Scatter(
-                    x=g["t_s"],
-                    y=g[col],
+                    x=t,
+                    y=_column(g, col),
                     name=f"{label} {axis}" if several else axis,
                     mode="lines",
                     line=dict(color=color),
@@ -104,7 +118,18 @@ def soak_figure(run: RunResult, df: pd.DataFrame) -> go.Figure:
             )
     burst_s = next((s.get("burst_s") for s in found.values()), None)
     if burst_s:
-        fig.add_vrect(x0=0, x1=burst_s, fillcolor=BURST_COLOR, opacity=0.08, line_width=0, row=1, col=1)
+        fig.add_shape(
+            type="rect",
+            xref="x",
+            yref="y domain",
+            x0=0,
+            x1=burst_s,
+            y0=0,
+            y1=1,
+            fillcolor=BURST_COLOR,
+            opacity=0.08,
+            line_width=0,
+        )
     detail = "one point per second (whole calls ÷ the sample's measured length); shaded: burst window"
     if not panels:
         detail += "; " + str(
@@ -119,11 +144,11 @@ def soak_figure(run: RunResult, df: pd.DataFrame) -> go.Figure:
     return fig
 
 
-def _summary_lines(fig: go.Figure, g: pd.DataFrame, s: dict, scale: float, name: str, who: str) -> None:
-    """The burst level across the burst window and the sustained level across the last half, as segments."""
-    end = float(g["t_s"].max())
-    late = g[g["second"] >= s["sustained_from_second"]]
-    start = float(late["t_start_s"].min()) if len(late) else 0.0
+def _summary_lines(fig: go.Figure, g: list[dict], s: dict, unit: tuple[str, float], who: str) -> None:
+    """The burst level across the run and the sustained level across its last half, as segments."""
+    name, scale = unit
+    end = max(r["t_s"] for r in g)
+    start = min((r["t_start_s"] for r in g if r["second"] >= s["sustained_from_second"]), default=0.0)
     flagged = bool(s.get("drop_flagged"))
     for label, x, y, color in (
         ("burst", [0.0, end], s["burst_tflops"], BURST_COLOR),
@@ -148,7 +173,7 @@ def figures(run: RunResult) -> list[Chart]:
     if df.empty:
         return []
     charts = [c for c in [node_chart(run)] if c is not None]
-    charts.append(Chart("matmul-soak", soak_figure(run, df), df))
+    charts.append(Chart("matmul-soak", soak_figure(run), df))
     return charts
 
 

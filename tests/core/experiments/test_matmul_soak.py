@@ -3,6 +3,7 @@
 import json
 import statistics
 import threading
+import time
 
 import numpy as np
 import pytest
@@ -178,3 +179,17 @@ def test_every_gpu_at_once_compares_the_gpus_second_by_second(manager, store):
     ratios_1 = [b / statistics.median([a, b]) for a, b in ((800, 800), (790, 700), (780, 600), (785, 610))]
     assert node["cuda:1"]["relative"] == pytest.approx(statistics.median(ratios_1))
     assert node["cuda:1"]["flagged"] and not node["cuda:0"]["flagged"]
+
+
+def test_a_cancelled_soak_keeps_its_samples_and_claims_no_summary(manager, store):
+    job = manager.submit("matmul-soak", {"size": 64, "duration_s": 60}, "cpu")
+    deadline = time.monotonic() + 120
+    while not job.rows and job.state != "done" and time.monotonic() < deadline:
+        time.sleep(0.1)  # polling the job's own state: the first sample has been streamed
+    assert job.rows, job.message
+    job.cancel()
+    run = job.wait(60)
+    assert run is not None and run.status == "cancelled"
+    stored = store.get(run.id)
+    assert len(stored.rows) >= 1 and stored.rows[0]["second"] == 1
+    assert "burst_tflops" not in stored.meta  # a shortened soak has no burst/sustained verdict
