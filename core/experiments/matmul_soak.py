@@ -186,6 +186,8 @@ def run(cfg: SoakConfig, ctx: Context, timer: soak.BatchTimer | None = None) -> 
                 sampler.__exit__(None, None, None)
                 meta["clocks_note"] = sampler.note
     meta |= soak.summarize(rows, plan.burst_s, cfg.drop_threshold_pct, unit)
+    if meta.get("drop_flagged") and meta.get("cpu_load_note"):
+        meta["drop_reason"] += "; the CPU was busier than its cores, so other processes may account for the drop"
     return Output(rows=rows, meta=meta)
 
 

@@ -193,3 +193,28 @@ def test_a_cancelled_soak_keeps_its_samples_and_claims_no_summary(manager, store
     stored = store.get(run.id)
     assert len(stored.rows) >= 1 and stored.rows[0]["second"] == 1
     assert "burst_tflops" not in stored.meta  # a shortened soak has no burst/sustained verdict
+
+
+def test_a_flagged_drop_on_a_busy_cpu_says_other_processes_may_account_for_it(monkeypatch):
+    import core.experiments.matmul_soak as module
+
+    monkeypatch.setattr(module, "cpu_load", lambda: {"cpu_load_1min": 5.0, "cpu_load_note": "the CPU was busy"})
+    out, _ = drive(run(SoakConfig(dtype="fp32", size=64, duration_s=10), CPU, Throttle(1e-3, 2e-3, 3.0)))
+    assert out.meta["drop_flagged"] and out.meta["drop_pct"] == pytest.approx(50.0)
+    assert out.meta["drop_reason"].endswith("other processes may account for the drop")
+    monkeypatch.setattr(module, "cpu_load", lambda: {"cpu_load_1min": 0.1})
+    quiet, _ = drive(run(SoakConfig(dtype="fp32", size=64, duration_s=10), CPU, Throttle(1e-3, 2e-3, 3.0)))
+    assert "other processes" not in quiet.meta["drop_reason"]
+
+
+@pytest.mark.gpu
+def test_a_short_gpu_soak_is_bf16_with_nvml_columns_where_nvml_reads():
+    import torch
+
+    ctx = Context(device="cuda:0", device_name=torch.cuda.get_device_name(0))
+    out, _ = drive(run(SoakConfig(size=4096, duration_s=4), ctx))
+    assert out.meta["dtype"] == "bf16" and len(out.rows) >= 3 and out.meta["unit"] == "TFLOPS"
+    assert all(r["tflops"] == pytest.approx(r["calls"] * 2 * 4096**3 / r["interval_s"] / 1e12) for r in out.rows)
+    if out.meta["clocks_note"] is None:  # NVML answered: every sample carries what it read in that second
+        assert all(isinstance(r.get("sm_clock_mhz"), float) and r.get("throttle_reasons") is not None for r in out.rows)
+    assert set(CONTRACT) <= set(out.meta)
