@@ -14,8 +14,8 @@ from render.node import is_all_gpus, node_chart
 from render.style import color_for, plain, style, title
 
 # NVML columns of a sample (core.hardware.clocks.ClockSampler.window) drawn under the throughput, with units.
-PANELS = (("sm_clock_mhz", "SM clock (MHz)"), ("temp_c", "temperature (°C)"), ("power_w", "power (W)"))
-BURST_COLOR, SUSTAINED_COLOR, FLAG_COLOR = "#2ca02c", "#1f77b4", "#d62728"
+PANELS = (("sm_clock_mhz", "SM clock (MHz)"), ("temp_c", "temp. (°C)"), ("power_w", "power (W)"))
+BURST_COLOR, SUSTAINED_COLOR, FLAG_COLOR, THROUGHPUT_COLOR = "#2ca02c", "#1f77b4", "#d62728", "#444444"
 
 
 def unit(run: RunResult) -> tuple[str, float]:
@@ -67,7 +67,7 @@ def soak_figure(run: RunResult) -> go.Figure:
     found = summaries(run)
     several = len(groups) > 1
     for i, (device, g) in enumerate(groups.items()):
-        color = color_for(f"gpu{i}") if several else color_for(str(run.meta.get("dtype", "")))
+        color = color_for(f"gpu{i}") if several else THROUGHPUT_COLOR
         label = plain(device) if several else "throughput"
         t = _column(g, "t_s")
         fig.add_trace(
@@ -132,12 +132,11 @@ def soak_figure(run: RunResult) -> go.Figure:
         )
     detail = "one point per second (whole calls ÷ the sample's measured length); shaded: burst window"
     if not panels:
-        detail += "; " + str(
-            run.meta.get("clocks_note")
-            or next((m.get("clocks_note") for m in (run.meta.get("devices") or {}).values()), None)
-            or "no NVML samples"
+        detail += "; no clock, temperature or power: NVML not read" + (
+            " (a CPU)" if run.device.get("kind") == "cpu" else ""
         )
     style(fig, title("Matmul soak: burst vs sustained", run, detail), "", name)
+    fig.update_layout(height=420 + 170 * len(panels))
     fig.update_xaxes(title_text="seconds since sampling began", row=1 + len(panels), col=1)
     for row, (_, axis) in enumerate(panels, start=2):
         fig.update_yaxes(title_text=plain(axis), row=row, col=1)

@@ -61,7 +61,7 @@ def test_burst_and_sustained_lines_sit_at_the_hand_computed_levels():
     assert [fig.layout[f"yaxis{i}"].title.text for i in (1, 2, 3, 4)] == [
         "TFLOPS",
         "SM clock (MHz)",
-        "temperature (°C)",
+        "temp. (°C)",
         "power (W)",
     ]
     assert fig.layout.xaxis4.title.text == "seconds since sampling began"
@@ -72,7 +72,7 @@ def test_a_cpu_run_has_no_nvml_panels_and_says_why():
     (chart,) = figures(_run(nvml=False, kind="cpu"))
     fig = chart.figure
     assert fig.layout.yaxis.title.text == "GFLOPS" and "yaxis2" not in fig.layout
-    assert "a CPU has no NVML" in fig.layout.title.text and "CPU" in fig.layout.title.text
+    assert "NVML not read (a CPU)" in fig.layout.title.text and "CPU —" in fig.layout.title.text
     tput = [t for t in fig.data if t.name == "throughput"][0]
     assert list(tput.y) == pytest.approx([t * 1e3 for t in TFLOPS])
 
