@@ -2,7 +2,7 @@
 
 import time
 
-from tests.render.test_matmul_soak import _run
+from tests.render.test_matmul_soak import _run, all_gpu_run
 
 
 def _soak_page(app):
@@ -41,3 +41,17 @@ def test_a_flagged_gpu_run_shows_the_drop_and_its_cause(cpu_app):
     assert "SM clock 1965 → 1580 MHz" in warning.value.replace("\\", "")
     assert [m.value for m in at.metric] == ["810.0", "653.5", "19.3%"]
     assert len(at.get("plotly_chart")) == 1
+
+
+def test_an_all_gpu_soak_answers_per_gpu(cpu_app):
+    cpu_app.session_state["matmul-soak.run"] = all_gpu_run()
+    at = _soak_page(cpu_app)
+    said = [(e.value.replace("\\", ""), e in at.warning) for e in [*at.success, *at.warning]]
+    assert (
+        "**cuda:0**: sustained 100.0% of burst (810.0 → 810.0 TFLOPS): within the 10% threshold; "
+        "SM clock 1965 → 1965 MHz; no throttling seen",
+        False,
+    ) in said
+    assert any(text.startswith("**cuda:1**: sustained 80.7% of burst") and flagged for text, flagged in said)
+    assert len(at.get("plotly_chart")) == 2  # the node chart, then the soak
+    assert "device" in at.dataframe[-1].value.columns

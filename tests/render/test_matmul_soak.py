@@ -77,24 +77,39 @@ def test_a_cpu_run_has_no_nvml_panels_and_says_why():
     assert list(tput.y) == pytest.approx([t * 1e3 for t in TFLOPS])
 
 
-def test_an_all_gpu_run_draws_every_gpu_and_the_node_chart():
+def all_gpu_run() -> RunResult:
+    """Two GPUs: cuda:0 holds its speed (no flag), cuda:1 drops as the hand-made samples above do."""
     run = _run()
     run.device = {"kind": "cuda", "torch_device": "all", "name": "2 × Fake GPU", "label": "all 2 GPUs"}
-    run.rows = [dict(r, device=d) for d in ("cuda:0", "cuda:1") for r in _rows(True)]
-    per = {"relative": 1.0, "points": 8, "flagged": False, "sm_clock_mhz": None, "clocks_note": "x"}
+    steady = [dict(r, tflops=810.0, throttled=False, throttle_reasons=[], sm_clock_mhz=1965.0) for r in _rows(True)]
+    run.rows = [dict(r, device="cuda:0") for r in steady] + [dict(r, device="cuda:1") for r in _rows(True)]
+    per = {"points": 8, "sm_clock_mhz": None, "clocks_note": "x"}
     run.meta = {
-        "devices": {"cuda:0": _run().meta, "cuda:1": _run().meta},
+        "devices": {
+            "cuda:0": soak.summarize(steady, 2.0, 10.0, ("TFLOPS", 1.0)),
+            "cuda:1": _run().meta,
+        },
         "node": {
             "metric": "tflops",
             "label": "TFLOPS",
             "threshold": 0.05,
             "points": 8,
-            "per_device": [per | {"device": "cuda:0"}, per | {"device": "cuda:1"}],
+            "per_device": [
+                per | {"device": "cuda:0", "relative": 1.1, "flagged": False},
+                per | {"device": "cuda:1", "relative": 0.9, "flagged": True},
+            ],
         },
     }
+    return run
+
+
+def test_an_all_gpu_run_draws_every_gpu_and_the_node_chart():
+    run = all_gpu_run()
     charts = figures(run)
     assert [c.name for c in charts] == ["node-per-gpu", "matmul-soak"]
     names = [t.name for t in charts[1].figure.data]
-    assert "cuda:0" in names and "cuda:1" in names and any(n.startswith("cuda:1 sustained") for n in names)
+    assert "cuda:0" in names and "cuda:1" in names and "cuda:1 sustained 653.5 TFLOPS" in names
+    assert "cuda:0 sustained 810.0 TFLOPS" in names
     (bars,) = overlay([run, _run()])
     assert list(bars.data["burst_tflops"]) == [810.0, 810.0, 810.0]
+    assert list(bars.data["sustained_tflops"]) == [810.0, 653.5, 653.5]
