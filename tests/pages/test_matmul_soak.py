@@ -29,7 +29,7 @@ def test_a_short_cpu_soak_from_the_page_answers_in_words_first(cpu_app):
     assert len(verdict) == 1 and verdict[0].value.startswith("Sustained ")
     assert [m.label for m in at.metric] == ["burst (GFLOPS)", "sustained (GFLOPS)", "drop"]
     table = at.dataframe[-1].value
-    assert "GFLOPS" in table.columns and "sm_clock_mhz" not in table.columns and len(table) >= 2
+    assert "GFLOPS" in table.columns and "sm_clock_mhz" not in table.columns and len(table) >= 1
     assert any("NVML" in c.value for c in at.caption)  # why there is no clock column, said
 
 
