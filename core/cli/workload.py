@@ -110,7 +110,10 @@ def _source(args, kind: str) -> dict | int:
             file=sys.stderr,
         )
         return 2
-    return {"example": args.example} if args.example else {"path": os.path.abspath(args.file)}
+    if args.example:
+        args.name = args.name or f"example {args.example}"  # the stored run's name, as the pages give it
+        return {"example": args.example}
+    return {"path": os.path.abspath(args.file)}
 
 
 def _say_example(meta: dict) -> None:

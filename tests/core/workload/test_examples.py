@@ -119,7 +119,7 @@ def test_the_cli_imports_a_trace_example_labelled_recorded_elsewhere(store, caps
     assert run.meta["kernel_count"] == kernels == 2700
     assert run.meta["device_name"] == trace["deviceProperties"][0]["name"] == run.recorded_elsewhere
     assert run.meta["example"]["name"] == example.name and run.meta["example"]["commit"] == example.commit
-    assert run.config["path"] == str(examples.import_path(example))
+    assert run.config["path"] == str(examples.import_path(example)) and run.name == "example resnet50-a100"
     assert cli.main(["runs", "list"]) == 0
     assert "recorded elsewhere: NVIDIA A100-PG509-200" in capsys.readouterr().out
 
