@@ -59,11 +59,12 @@ def device_label(run: RunResult) -> str:
     shipped example), never the importing box."""
     if run.meta.get("recorded_on"):
         name = run.meta.get("device_name")
-        example = run.meta.get("example") or {}
+        example = run.meta.get("example")
+        source = example.get("repository") if isinstance(example, dict) else None
         return (
             f"imported {run.meta.get('file', 'file')} — recorded elsewhere"
             + (f" on {name}" if name else "")
-            + (f" ({example['repository']})" if example.get("repository") else "")
+            + (f" ({source})" if source else "")
         )
     device = run.device
     if device.get("kind") == "cpu":

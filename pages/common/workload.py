@@ -152,7 +152,7 @@ def _examples(key: str, kind: str) -> bool:
             help=f"{e.repository}, {e.source_path} at {e.commit[:12]} ({e.licence}). "
             f"`python -m core {e.kind} --example {e.name}` opens it from a shell.",
         ):
-            stored = [r for r in _stored(e.experiment) if (r.meta.get("example") or {}).get("name") == e.name]
+            stored = [r for r in _stored(e.experiment) if _example_name(r) == e.name]
             if stored:
                 st.session_state[f"{key}.run"] = stored[0]
             else:
@@ -160,21 +160,29 @@ def _examples(key: str, kind: str) -> bool:
     return True
 
 
-def _provenance(run) -> None:
-    """Where a file recorded elsewhere comes from, above its figures."""
+def _example_name(run) -> str | None:
     example = run.meta.get("example")
-    if not example:
+    return example.get("name") if isinstance(example, dict) else None
+
+
+def _provenance(run) -> None:
+    """Where a file recorded elsewhere comes from, above its figures (read defensively: an imported runs file
+    may carry any meta)."""
+    example = run.meta.get("example")
+    if not isinstance(example, dict):
         return
+
+    def said(name: str) -> str:
+        return md(example.get(name) or "not recorded")
+
     ranks = example.get("ranks") or []
     one_rank = (
-        f" This import reads {md(example['imported_rank_file'])}, one of the set's {len(ranks)} rank files."
-        if ranks
-        else ""
+        f" This import reads {said('imported_rank_file')}, one of the set's {len(ranks)} rank files." if ranks else ""
     )
+    notes = f"; {said('notes')}." if example.get("notes") else "."
     st.info(
-        f"**Recorded elsewhere**, on {md(example['gpu'])}, by others: {md(example['title'])}. Source: "
-        f"{md(example['repository'])}, {md(example['source_path'])} at commit {md(example['commit'][:12])} "
-        f"({md(example['licence'])})" + (f"; {md(example['notes'])}." if example.get("notes") else ".") + one_rank,
+        f"**Recorded elsewhere**, on {said('gpu')}, by others: {said('title')}. Source: {said('repository')}, "
+        f"{said('source_path')} at commit {md(str(example.get('commit', ''))[:12])} ({said('licence')}){notes}{one_rank}",
         icon=":material/public:",
     )
 

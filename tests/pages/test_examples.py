@@ -56,3 +56,17 @@ def test_without_examples_the_page_says_so(tmp_path, monkeypatch):
     assert any("No example trace here" in i.value and "without examples" in i.value for i in at.info)
     assert not [b for b in at.button if b.key and ".example." in b.key]
     assert any("upload one and press Import." in i.value for i in at.info)
+
+
+def test_the_label_of_an_import_says_recorded_elsewhere_and_survives_any_meta():
+    from core.result import RunResult
+    from render.style import device_label
+
+    def imported(**meta) -> RunResult:
+        return RunResult("profiler-trace", {}, {"kind": "cpu"}, {}, "2026-01-01T00:00:00", None, "ok", meta=meta)
+
+    base = {"recorded_on": "the machine that recorded the trace (imported file)", "file": "t.json"}
+    assert device_label(imported(**base)) == "imported t.json — recorded elsewhere"
+    named = imported(**base, device_name="Tesla V100-SXM2-32GB", example={"repository": "github.com/x/y"})
+    assert device_label(named) == "imported t.json — recorded elsewhere on Tesla V100-SXM2-32GB (github.com/x/y)"
+    assert device_label(imported(**base, example="junk")) == "imported t.json — recorded elsewhere"
