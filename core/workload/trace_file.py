@@ -50,9 +50,9 @@ _Number = int | float | None
 
 
 class _Args(msgspec.Struct, gc=False):
-    device: _Number = None
-    stream: _Number = None
-    correlation: _Number = None
+    device: _Number | str = None
+    stream: _Number | str = None  # ROCm's runtime events write streams as hex strings ("0x0")
+    correlation: _Number | str = None
 
 
 class _Fields(msgspec.Struct, gc=False):
@@ -215,8 +215,15 @@ def _entries(spans: list[msgspec.Raw]) -> list:
 
 
 def _whole(value) -> int | None:
-    """A device, stream or correlation id: an integer within int64 (a float that is whole counts)."""
+    """A device, stream or correlation id: an integer within int64 (a float that is whole, or a string of a
+    decimal or 0x-hex integer, counts)."""
     if type(value) is int:
+        return value if -_INT64 <= value < _INT64 else None
+    if type(value) is str:
+        try:
+            value = int(value[:24], 0)
+        except ValueError:
+            return None
         return value if -_INT64 <= value < _INT64 else None
     if type(value) is not float:
         return None
