@@ -47,7 +47,7 @@ def test_a_trace_names_the_gpu_the_catalogue_says_or_none(example):
         else:  # the label is the catalogue's: the file has nothing to read it from
             assert not names
         steps = {e["name"] for e in trace["traceEvents"] if e.get("name", "").startswith("ProfilerStep#")}
-        assert f"{len(steps)} steps" in example.title
+        assert f"{len(steps)} step{'s' if len(steps) > 1 else ''}" in example.title
 
 
 def test_the_rank_set_is_ranks_0_and_1_of_128_built_for_sm_80():
