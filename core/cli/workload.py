@@ -160,6 +160,9 @@ def _import_options(p) -> None:
 
 def _import(args, experiment: str, values: dict):
     """Run the import experiment on the CPU queue, as every command runs a job; (exit code, result)."""
+    from core.workerprocess import prestart
+
+    prestart()  # its start overlaps the imports below
     from core.cli.experiments import submit_and_wait
 
     def show_failure(result) -> None:
