@@ -27,7 +27,14 @@ from core.lifecycle import Job, Listener, Recorder, notify
 from core.protocol import ProgressEvent, ResultEvent, RunRequest, StartedEvent, WaitingEvent
 from core.result import RunResult, now_iso
 from core.text import label_problem, signal_text
-from core.workerprocess import STARTUP_TIMEOUT_S, LocalWorker, WorkerDied, WorkerLineTooLong, WorkerProcess
+from core.workerprocess import (
+    STARTUP_TIMEOUT_S,
+    LocalWorker,
+    WorkerDied,
+    WorkerLineTooLong,
+    WorkerProcess,
+    take_prestarted,
+)
 
 DEFAULT_TIMEOUT_S = 3600.0
 
@@ -94,9 +101,9 @@ class DeviceQueue:
             if self._warm:  # a fresh allocator must not share the GPU with a warm worker's cache
                 self._warm.stop()
                 self._warm = None
-            return WorkerProcess(job.env, preload_torch=job.uses_torch)
+            return take_prestarted(job.env, job.uses_torch) or WorkerProcess(job.env, preload_torch=job.uses_torch)
         if self._warm is None or not self._warm.alive():
-            self._warm = WorkerProcess(preload_torch=job.uses_torch)
+            self._warm = take_prestarted({}, job.uses_torch) or WorkerProcess(preload_torch=job.uses_torch)
         return self._warm
 
     def _run(self, job: Job, recorder: Recorder) -> None:

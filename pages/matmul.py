@@ -1,21 +1,28 @@
-"""Matmul throughput: achieved TFLOPS per dtype against the datasheet, with accuracy, roofline and clocks."""
+"""Matmul throughput: achieved TFLOPS per dtype against the datasheet, with accuracy, roofline and clocks;
+and the soak: one shape for a fixed time, burst against sustained."""
 
 import pandas as pd
 import streamlit as st
 
 from core.columns import throughput_unit
-from core.experiments.matmul import CPU_SIZES, DTYPES, GPU_SIZES
+from core.experiments import matmul_soak as soak
+from core.experiments.matmul import CPU_SIZES, DTYPES, GPU_SIZES, MAX_DIM
 from core.hardware import published
+from core.measure.soak import DROP_THRESHOLD_PCT
 from core.result import RunResult
 from core.transformer.presets import DEFAULT_BATCH, DEFAULT_CONTEXT, PRESET_NAMES
 from core.units import rate_text
 from pages.common import lab, node
 from pages.common.charts import show_charts
 from pages.common.methods import how_measured
+from pages.common.plain import md
 from pages.common.run_panel import results, run_controls
+from render.plots import matmul_soak as soak_plots
 from render.plots.matmul import figures, measured, published_for
 
 KEY = "matmul"
+SOAK_KEY = "matmul-soak"
+MEASURES = {"sweep": "Throughput sweep", "soak": "Soak (burst vs sustained)"}
 MODES = {"square": "Square sweep", "mnk": "Custom M×N×K", "model": "Model preset GEMMs", "search": "Find the max"}
 # "throughput" is shown under the run's unit (TFLOPS on a GPU, GFLOPS on a CPU), like every chart.
 TABLE_COLUMNS = [
@@ -176,6 +183,106 @@ def render(run: RunResult) -> None:
         st.caption(" · ".join(notes))
 
 
+def soak_settings(is_cuda: bool) -> dict:
+    """One dtype at one square size for a fixed time; the burst window and the flag threshold."""
+    st.caption(
+        "One matmul shape back to back for a fixed time, counted second by second: is the first seconds' "
+        "speed (burst) what this device holds (sustained)?"
+    )
+    cols = st.columns(3)
+    values: dict = {
+        "dtype": cols[0].selectbox(
+            "Dtype",
+            DTYPES,
+            index=DTYPES.index("bf16" if is_cuda else "fp32"),
+            key=f"{SOAK_KEY}.dtype",
+            help="bf16 on a GPU and fp32 on a CPU by default; any dtype the device runs. bf16 on a CPU is "
+            "measured as that CPU runs it (the run says whether the CPU lists native bf16).",
+        ),
+        "size": cols[1].number_input(
+            "Size (M = N = K)", 1, MAX_DIM, soak.GPU_SIZE if is_cuda else soak.CPU_SIZE, key=f"{SOAK_KEY}.size"
+        ),
+        "duration_s": cols[2].number_input(
+            "Duration (s)",
+            soak.MIN_DURATION_S,
+            soak.MAX_DURATION_S,
+            soak.GPU_DURATION_S if is_cuda else soak.CPU_DURATION_S,
+            key=f"{SOAK_KEY}.duration",
+        ),
+    }
+    with st.expander("Burst window and flag"):
+        cols = st.columns(2)
+        values["burst_s"] = cols[0].number_input(
+            "Burst window (s, 0 = default)",
+            0.0,
+            soak.MAX_DURATION_S / 2,
+            0.0,
+            key=f"{SOAK_KEY}.burst",
+            help="Burst: the best sample begun in this window; 0 means 5 s, or a quarter of a shorter run.",
+        )
+        values["drop_threshold_pct"] = cols[1].number_input(
+            "Flag a drop above (%)", 0.1, 99.9, DROP_THRESHOLD_PCT, key=f"{SOAK_KEY}.threshold"
+        )
+    return values
+
+
+def render_soak(run: RunResult) -> None:
+    """The answer in words first (per GPU on an all-GPU run), then the figures, the samples and the notes."""
+    name, scale = soak_plots.unit(run)
+    found = soak_plots.summaries(run)
+    if not found:
+        st.info(
+            "No burst or sustained figure: the run ended before its last sample. The samples it took are drawn below."
+        )
+    several = len(found) > 1
+    for device, s in found.items():
+        reason = s["drop_reason"]
+        said = f"**{md(device)}**: {md(reason)}" if several else md(reason[:1].upper() + reason[1:])
+        (st.warning if s["drop_flagged"] else st.success)(said)
+    if len(found) == 1:
+        s = next(iter(found.values()))
+        cols = st.columns(3)
+        cols[0].metric(
+            f"burst ({name})",
+            f"{s['burst_tflops'] * scale:,.1f}",
+            help=f"best sample begun in the first {s['burst_s']:g} s",
+        )
+        cols[1].metric(
+            f"sustained ({name})",
+            f"{s['sustained_tflops'] * scale:,.1f}",
+            help="median of the last half of the samples",
+        )
+        cols[2].metric(
+            "drop", f"{s['drop_pct']:.1f}%", f"flagged above {s['drop_threshold_pct']:g}%", delta_color="off"
+        )
+    node.show(run)
+    show_charts(soak_plots.figures(run), SOAK_KEY)
+    df = soak_plots.samples(run)
+    if not df.empty:
+        columns = [
+            "device",
+            "second",
+            "t_s",
+            "throughput",
+            "calls",
+            "interval_s",
+            "sm_clock_mhz",
+            "temp_c",
+            "power_w",
+            "throttle_reasons",
+        ]
+        st.dataframe(
+            df[[c for c in columns if c in df and (c != "device" or several)]].rename(columns={"throughput": name}),
+            hide_index=True,
+        )
+    metas = [run.meta, *(run.meta.get("devices") or {}).values()]
+    notes = dict.fromkeys(m.get(k) for m in metas for k in ("clocks_note", "cpu_load_note", "dtype_note") if m.get(k))
+    if run.device.get("kind") != "cuda":
+        notes["CPU run: throughput in GFLOPS."] = None
+    if notes:
+        st.caption(" · ".join(md(n) for n in notes))
+
+
 st.title("Matmul throughput")
 st.write(
     "How fast is this device really, per dtype — and what does each dtype cost in accuracy? Every point is "
@@ -187,6 +294,12 @@ is_cuda = device == "all" or _device_kind() == "cuda"
 if not is_cuda:
     st.info("Running on the **CPU**: results are GFLOPS and labelled CPU; TF32 and fp8 are reported as unsupported.")
 how_measured("matmul", "all_gpus")
-chosen = settings(is_cuda)
-run_controls(KEY, "matmul", lambda: chosen, device=device)
-results(KEY, render)
+measure = st.radio("Measure", list(MEASURES), format_func=MEASURES.get, horizontal=True, key=f"{KEY}.measure")
+if measure == "sweep":
+    chosen = settings(is_cuda)
+    run_controls(KEY, "matmul", lambda: chosen, device=device)
+    results(KEY, render)
+else:
+    chosen = soak_settings(is_cuda)
+    run_controls(SOAK_KEY, "matmul-soak", lambda: chosen, device=device)
+    results(SOAK_KEY, render_soak, empty="No soak yet: choose a dtype, size and duration and press Run.")

@@ -55,10 +55,17 @@ def color_for(name: str) -> str:
 
 def device_label(run: RunResult) -> str:
     """'CPU — <model>' or 'cuda:0 — <GPU>': every chart says where its numbers come from. An imported file was
-    recorded elsewhere: its charts name the file (and its GPU where the file says), never the importing box."""
+    recorded elsewhere: its charts name the file and say so (with its GPU where known, and the source of a
+    shipped example), never the importing box."""
     if run.meta.get("recorded_on"):
         name = run.meta.get("device_name")
-        return f"imported {run.meta.get('file', 'file')}" + (f" — {name}" if name else "")
+        example = run.meta.get("example")
+        source = example.get("repository") if isinstance(example, dict) else None
+        return (
+            f"imported {run.meta.get('file', 'file')} — recorded elsewhere"
+            + (f" on {name}" if name else "")
+            + (f" ({source})" if source else "")
+        )
     device = run.device
     if device.get("kind") == "cpu":
         return f"CPU — {device.get('name', '')}"

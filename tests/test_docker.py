@@ -12,6 +12,7 @@ import re
 import shutil
 import subprocess
 import uuid
+from fnmatch import fnmatch
 from pathlib import Path
 
 import pytest
@@ -59,6 +60,19 @@ def test_binds_all_interfaces_only_inside_the_container():
 def test_dockerignore_keeps_local_data_out():
     ignored = (ROOT / ".dockerignore").read_text().split()
     assert {".git", "*.sqlite", "**/__pycache__"} <= set(ignored)
+
+
+def test_the_examples_ship_in_the_image():
+    """The files recorded elsewhere that the workload views open with one click are copied into the image: the
+    whole tree is, and no ignore rule matches examples/ or any file or folder under it."""
+    assert "COPY . ." in INSTRUCTIONS
+    patterns = [p.rstrip("/") for p in (ROOT / ".dockerignore").read_text().split() if not p.startswith("#")]
+    shipped = [p.relative_to(ROOT) for p in (ROOT / "examples").rglob("*")]
+    assert any(p.suffix == ".gz" for p in shipped)
+    for rel in shipped:
+        prefixes = [Path(*rel.parts[: i + 1]).as_posix() for i in range(len(rel.parts))]
+        hits = [(p, x) for p in patterns for x in prefixes if fnmatch(x, p) or fnmatch(x, p.removeprefix("**/"))]
+        assert not hits, f"{rel} is dropped from the image by .dockerignore: {hits}"
 
 
 def _docker_problem() -> str | None:

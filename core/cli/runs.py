@@ -81,10 +81,17 @@ def list_runs(args) -> int:
             print(
                 terminal(
                     f"{s.id[:12]}  {timestamp_text(s.started_at)}  {s.experiment:<14} {s.status:<12} "
-                    f"{s.device_name[:40]:<40} {s.name}{'  (imported)' if s.imported else ''}"
+                    f"{_device(s):<40} {s.name}{'  (imported)' if s.imported else ''}"
                 )
             )
     return 0
+
+
+def _device(summary) -> str:
+    """The device a run's numbers come from: an imported file's own GPU (in full), never the box that imported it."""
+    if summary.recorded_elsewhere:
+        return f"recorded elsewhere: {summary.recorded_elsewhere}"
+    return summary.device_name[:40]
 
 
 def _filtered(args) -> bool:

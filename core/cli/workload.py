@@ -1,9 +1,10 @@
-"""``snapshot FILE``, ``trace FILE``, ``record -o FILE -- CMD``: bring your own workload.
+"""``snapshot FILE``, ``trace FILE``, ``record -o FILE -- CMD``, ``examples``: bring your own workload.
 
 ``snapshot`` and ``trace`` import a file recorded anywhere as a stored run, through the same worker
 experiment the pages use (``memory-snapshot``, ``profiler-trace``): the file is parsed in a worker
 process, and a refused file (a pickle naming a class, a truncated file, something that is not a
-snapshot or trace) exits 2 with the reason and stores nothing. ``record`` runs a script with the
+snapshot or trace) exits 2 with the reason and stores nothing; ``--example NAME`` imports a file shipped in
+``examples/``, recorded elsewhere on a real GPU (``examples`` lists them). ``record`` runs a script with the
 allocator's history recording on and dumps a snapshot when it ends (:mod:`core.workload.recorder`).
 """
 
@@ -28,7 +29,8 @@ def register(sub, common) -> None:
         "report its peak, the stack at the peak, who holds memory there and what was "
         "allocated before recording began. Stored as a run (see `runs list`).",
     )
-    p.add_argument("file", help="the snapshot: pickle of any protocol, JSON, or .gz of either")
+    p.add_argument("file", nargs="?", help="the snapshot: pickle of any protocol, JSON, or .gz of either")
+    _example_option(p, "snapshot")
     p.add_argument("--trace-device", type=int, help="device index to replay (default: the one with the most events)")
     _import_options(p)
     p.set_defaults(handler=snapshot)
@@ -43,10 +45,11 @@ def register(sub, common) -> None:
     )
     p.add_argument(
         "file",
-        nargs="+",
+        nargs="*",
         help="the trace: .json or .json.gz as export_chrome_trace / tensorboard_trace_handler write; a folder of "
         "rank traces (rank-N.json[.gz]) or several files: the ranks of one job",
     )
+    _example_option(p, "trace")
     p.add_argument("--top", type=int, default=20, help="kernels listed [default: 20]")
     _import_options(p)
     p.set_defaults(handler=trace)
@@ -62,6 +65,15 @@ def register(sub, common) -> None:
     p.add_argument("new", help="the trace after: a .json/.json.gz file or a stored run id")
     p.add_argument("--top", type=int, default=15, help="kernel rows printed [default: 15; --json gives all]")
     p.set_defaults(handler=trace_diff, no_save=True, name="")
+    p = sub.add_parser(
+        "examples",
+        parents=[common],
+        help="list the snapshots and traces recorded on real GPUs that ship in examples/",
+        description="Memory snapshots and profiler traces recorded elsewhere, on real GPUs, by others (public, "
+        "permissively licensed): what each is, its GPU, its source and licence, and the command that opens it. "
+        "A run imported from one is labelled recorded elsewhere with its GPU and source.",
+    )
+    p.set_defaults(handler=list_examples, no_save=True, name="")
     p = sub.add_parser(
         "record",
         help="run a script with CUDA memory recording on and dump a snapshot",
@@ -85,6 +97,67 @@ def register(sub, common) -> None:
     p.set_defaults(handler=record)
 
 
+def _example_option(p, kind: str) -> None:
+    p.add_argument(
+        "--example",
+        metavar="NAME",
+        help=f"import a {kind} shipped in examples/, recorded elsewhere on a real GPU, instead of FILE "
+        "(`python -m core examples` lists them)",
+    )
+
+
+def _source(args, kind: str) -> dict | int:
+    """The import's file or example as config values, or exit 2 when neither or both are given."""
+    if bool(args.file) == bool(args.example):
+        print(
+            f"error: name a {kind} FILE or --example NAME (`python -m core examples` lists them), not "
+            f"{'both' if args.file else 'neither'}",
+            file=sys.stderr,
+        )
+        return 2
+    if args.example:
+        args.name = args.name or f"example {args.example}"  # the stored run's name, as the pages give it
+        return {"example": args.example}
+    return {"path": os.path.abspath(args.file)}
+
+
+def _say_example(meta: dict) -> None:
+    example = meta.get("example")
+    if example:
+        say(
+            f"example {example['name']}: {example['title']} — {example['label']}, {example['source_path']} at "
+            f"{example['commit'][:12]}, {example['licence']}"
+        )
+
+
+def list_examples(args) -> int:
+    from core.units import bytes_text
+    from core.workload import examples
+
+    listed = [
+        {
+            **examples.provenance(e),
+            "path": str(examples.location(e)),
+            "present": examples.present(e),
+            "bytes": examples.size_bytes(e),
+            "open": f"python -m core {e.kind} --example {e.name}",
+        }
+        for e in examples.EXAMPLES
+    ]
+    if args.json:
+        print(dump(listed))
+        return 0
+    say("Recorded elsewhere, on real GPUs, by others (examples/README.md: sources and licences):")
+    for e in listed:
+        size = bytes_text(e["bytes"]) if e["present"] else "missing"
+        say(f"  {e['name']:<22} {e['kind']:<9} {e['gpu']:<28} {size:>10}  {e['title']}")
+        say(f"  {'':<22} {e['open']}   ({e['repository']}, {e['licence']})")
+    for e in examples.EXAMPLES:
+        if not examples.present(e):
+            say(f"missing: {examples.missing_text(e)}")
+    return 0
+
+
 def _import_options(p) -> None:
     p.add_argument("--name", default="", help="a label for the stored run")
     p.add_argument("--no-save", action="store_true", help="do not store the run")
@@ -92,6 +165,9 @@ def _import_options(p) -> None:
 
 def _import(args, experiment: str, values: dict):
     """Run the import experiment on the CPU queue, as every command runs a job; (exit code, result)."""
+    from core.workerprocess import prestart
+
+    prestart()  # its start overlaps the imports below
     from core.cli.experiments import submit_and_wait
 
     def show_failure(result) -> None:
@@ -108,7 +184,10 @@ def say(text: str) -> None:
 
 
 def snapshot(args) -> int:
-    values = {"path": os.path.abspath(args.file), "keep_detail": not args.no_save}  # --no-save: nothing written
+    source = _source(args, "snapshot")
+    if isinstance(source, int):
+        return source
+    values = {**source, "keep_detail": not args.no_save}  # --no-save: nothing written
     if args.trace_device is not None:
         values["trace_device"] = args.trace_device
     code, run = _import(args, "memory-snapshot", values)
@@ -129,6 +208,7 @@ def snapshot(args) -> int:
     from core.units import bytes_text
 
     unit = "ms" if m["has_times"] else "(event number)"
+    _say_example(m)
     say(
         f"{m['file']}: {m['source']['format']}, {bytes_text(m['file_bytes'])} — "
         f"{'stored as run ' + run.id[:12] if not args.no_save else 'not stored (--no-save)'}"
@@ -181,9 +261,13 @@ def snapshot(args) -> int:
 
 
 def trace(args) -> int:
-    if len(args.file) > 1 or os.path.isdir(args.file[0]):
+    if not args.example and (len(args.file) > 1 or (args.file and os.path.isdir(args.file[0]))):
         return trace_ranks(args)
-    code, run = _import(args, "profiler-trace", {"path": os.path.abspath(args.file[0]), "top_kernels": args.top})
+    args.file = args.file[0] if len(args.file) == 1 else (args.file or None)  # several with --example: "both"
+    source = _source(args, "trace")
+    if isinstance(source, int):
+        return source
+    code, run = _import(args, "profiler-trace", {**source, "top_kernels": args.top})
     if code:
         return code
     m = run.meta
@@ -201,6 +285,7 @@ def trace(args) -> int:
         return 0
     from core.workload.trace import report_lines
 
+    _say_example(m)
     say(f"{m['file']}: {'stored as run ' + run.id[:12] if not args.no_save else 'not stored (--no-save)'}")
     for line in finding_lines(m) + report_lines(m, run.rows):
         say(line)

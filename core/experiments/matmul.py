@@ -28,7 +28,7 @@ from core.hardware.clocks import device_sampler
 from core.hardware.specs import device_peak, measurement_errors, unit_for
 from core.measure.derived import add_pct_of_best, add_published, flag_above_peak
 from core.measure.stats import COPY_TRAFFIC_PER_BYTE, copy_bandwidth, summarize
-from core.measure.timing import TimingPlan, flush_bytes, keep_busy, make_flush, time_op, wake_cpu
+from core.measure.timing import TimingPlan, cpu_load, flush_bytes, keep_busy, make_flush, time_op, wake_cpu
 from core.transformer.presets import DEFAULT_BATCH, DEFAULT_CONTEXT, PRESET_NAMES, get_preset
 from core.transformer.training import matmul_precision
 from core.units import GIB, KIB, MIB, bytes_text
@@ -498,15 +498,7 @@ def copy_bandwidth_gbs(ctx: Context, cfg: MatmulConfig) -> dict:
 def _warm_up(ctx: Context, cfg: MatmulConfig, support: dict) -> dict:
     """Before the first point: GPU clocks ramped by a busy loop; a CPU's thread pool woken and settled."""
     if not ctx.is_cuda:
-        woken = wake_cpu()
-        load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
-        out = {"cpu_warmup": woken, "cpu_load_1min": load}
-        if load is not None and load > (os.cpu_count() or 1):
-            out["cpu_load_note"] = (
-                f"the CPU was busy (1-minute load {load:.1f} on {os.cpu_count()} cores, this run "
-                f"included): other processes compete for the cores, so times include waits"
-            )
-        return out
+        return {"cpu_warmup": wake_cpu()} | cpu_load()
     if cfg.gpu_warmup_s <= 0:
         return {}
     dtype = "bf16" if support.get("bf16") is None else "fp32"

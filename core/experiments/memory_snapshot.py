@@ -17,6 +17,7 @@ from pathlib import Path
 from core.errors import ConfigError
 from core.experiment import Context, Experiment, Output, Progress
 from core.memory.series import thin_indices
+from core.workload import examples
 from core.workload.files import check_file, read_imported
 
 OVERVIEW_POINTS = 2000
@@ -35,10 +36,15 @@ class MemorySnapshotConfig:
         default=True,
         metadata={"help": "keep the whole trace beside the store for zoom and segment maps (off: nothing is written)"},
     )
+    example: str = field(
+        default="", metadata={"help": "a snapshot shipped in examples/, recorded elsewhere (python -m core examples)"}
+    )
 
     def __post_init__(self) -> None:
         if self.trace_device is not None and not 0 <= self.trace_device <= 1024:
             raise ConfigError(f"trace_device must be a device index between 0 and 1024, got {self.trace_device}")
+        if self.example:
+            object.__setattr__(self, "path", examples.config_path(self.example, "snapshot", self.path))
         check_file(self.path, "snapshot")  # last: a bad option is named even when no file is given
 
 
@@ -87,6 +93,8 @@ def run(cfg: MemorySnapshotConfig, ctx: Context):
             "x_axis": "ms since the first event" if analysis.has_times else "event number",
         }
     )
+    if cfg.example:
+        examples.label(summary, cfg.example)
     summary["findings"] = snapshot_findings(summary)
     yield Progress(3, 3, "done")
     return Output(rows=rows, meta=summary)

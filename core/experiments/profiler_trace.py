@@ -13,6 +13,7 @@ from pathlib import Path
 
 from core.errors import ConfigError
 from core.experiment import Context, Experiment, Output, Progress
+from core.workload import examples
 from core.workload.files import check_file, read_imported
 
 
@@ -22,10 +23,15 @@ class ProfilerTraceConfig:
         default="", metadata={"help": "trace file: .json or .json.gz (export_chrome_trace, tensorboard_trace_handler)"}
     )
     top_kernels: int = field(default=20, metadata={"help": "kernels listed"})
+    example: str = field(
+        default="", metadata={"help": "a trace shipped in examples/, recorded elsewhere (python -m core examples)"}
+    )
 
     def __post_init__(self) -> None:
         if not 1 <= self.top_kernels <= 500:
             raise ConfigError(f"top_kernels must be between 1 and 500, got {self.top_kernels}")
+        if self.example:
+            object.__setattr__(self, "path", examples.config_path(self.example, "trace", self.path))
         check_file(self.path, "trace")  # last: a bad option is named even when no file is given
 
 
@@ -41,6 +47,8 @@ def run(cfg: ProfilerTraceConfig, ctx: Context):
     meta.update(
         {"file": path.name, "file_bytes": size, "recorded_on": "the machine that recorded the trace (imported file)"}
     )
+    if cfg.example:
+        examples.label(meta, cfg.example)
     yield Progress(2, 2, "done")
     return Output(rows=rows, meta=meta)
 

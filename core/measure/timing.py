@@ -9,6 +9,7 @@ samples are returned; :func:`core.measure.stats.summarize` turns them into media
 
 from __future__ import annotations
 
+import os
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
@@ -178,6 +179,19 @@ def wake_cpu(min_s: float = 0.2, max_s: float = 2.0, settle: int = 8) -> dict:
                 "last_ms": calls[-1],
                 "threads": torch.get_num_threads(),
             }
+
+
+def cpu_load() -> dict:
+    """The 1-minute load average, and a note when the CPU was busier than its cores (other processes then
+    compete with the run for them, so its times include waits)."""
+    load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
+    out: dict = {"cpu_load_1min": load}
+    if load is not None and load > (os.cpu_count() or 1):
+        out["cpu_load_note"] = (
+            f"the CPU was busy (1-minute load {load:.1f} on {os.cpu_count()} cores, this run "
+            f"included): other processes compete for the cores, so times include waits"
+        )
+    return out
 
 
 def keep_busy(op: Callable[[], object], device: str, seconds: float) -> int:

@@ -80,8 +80,10 @@ def _time_breakdown(a: Activities, sel: np.ndarray) -> dict:
     span = float(e.max() - s.min())
     busy = union_us(s, e)
 
-    def union_of(*kinds) -> float:
-        m = np.isin(k, kinds)
+    def union_of(*kinds: int) -> float:
+        wanted = np.zeros(len(KINDS), bool)  # a lookup by kind: np.isin costs ten times more per step
+        wanted[list(kinds)] = True
+        m = wanted[k]
         return union_us(s[m], e[m])
 
     compute, comm, copy = union_of(COMPUTE), union_of(COMM), union_of(MEMCPY, MEMSET)

@@ -50,9 +50,9 @@ _Number = int | float | None
 
 
 class _Args(msgspec.Struct, gc=False):
-    device: _Number = None
-    stream: _Number = None
-    correlation: _Number = None
+    device: _Number | str = None
+    stream: _Number | str = None  # ROCm's runtime events write streams as hex strings ("0x0")
+    correlation: _Number | str = None
 
 
 class _Fields(msgspec.Struct, gc=False):
@@ -219,8 +219,15 @@ def _entries(spans: list[msgspec.Raw]) -> list:
 
 
 def _whole(value) -> int | None:
-    """A device, stream or correlation id: an integer within int64 (a float that is whole counts)."""
+    """A device, stream or correlation id: an integer within int64 (a float that is whole, or a string of a
+    decimal or 0x-hex integer, counts)."""
     if type(value) is int:
+        return value if -_INT64 <= value < _INT64 else None
+    if type(value) is str:
+        try:
+            value = int(value[:24], 0)
+        except ValueError:
+            return None
         return value if -_INT64 <= value < _INT64 else None
     if type(value) is not float:
         return None
@@ -246,8 +253,7 @@ class _Reader:
         self.lowered: dict[str | None, str] = {}
         self.events = 0
         self.phased = 0  # events with a phase: a trace has some
-        self.first_ts = math.inf  # earliest and latest start of a kept event (µs since the origin)
-        self.last_ts = -math.inf
+        self.kernel_kind: dict[str, tuple[int, int]] = {}  # name → (its number, COMPUTE or COMM by name)
 
     def _bad(self, why: str) -> None:
         self.malformed[why] = self.malformed.get(why, 0) + 1
@@ -273,7 +279,17 @@ class _Reader:
         return start, end
 
     def add(self, spans: list[msgspec.Raw]) -> None:
-        lowered, names = self.lowered, self.names
+        lowered, names, kernel_kind = self.lowered, self.names, self.kernel_kind
+        times = self._times
+        start, end_, kinds, devices, streams, name_col, correlations = (
+            self.start.append,
+            self.end.append,
+            self.kind.append,
+            self.device.append,
+            self.stream.append,
+            self.name.append,
+            self.correlation.append,
+        )
         for e in _entries(spans):
             self.events += 1
             if not isinstance(e, (_Event, _LaxEvent)):
@@ -293,29 +309,31 @@ class _Reader:
             step = not gpu and not launch and name.startswith("ProfilerStep#")
             if not (gpu or launch or step):
                 continue  # a CPU operator or an annotation: no figure reads it
-            times = self._times(e)
-            if times is None:
+            span = times(e)
+            if span is None:
                 continue
-            ts, end = times
-            self.first_ts = min(self.first_ts, ts)
-            self.last_ts = max(self.last_ts, ts)
+            ts, end = span
             args = e.args
             if gpu:
                 kind = _CATEGORY[cat]
+                known = kernel_kind.get(name)
+                if known is None:  # each distinct name is numbered and classified once
+                    known = kernel_kind[name] = (len(names), COMM if _COMM.search(name) else COMPUTE)
+                    names[name] = known[0]
                 if kind is None:
-                    kind = COMM if _COMM.search(name) else COMPUTE
+                    kind = known[1]
                 device = _whole(args.device) if args else None
                 if device is None:
                     device = _whole(e.pid) or 0
                 stream = _whole(args.stream) if args else None
                 corr = _whole(args.correlation) if args else None
-                self.start.append(ts)
-                self.end.append(end)
-                self.kind.append(kind)
-                self.device.append(device)
-                self.stream.append(-1 if stream is None else stream)
-                self.name.append(names.setdefault(name, len(names)))
-                self.correlation.append(-1 if corr is None else corr)
+                start(ts)
+                end_(end)
+                kinds(kind)
+                devices(device)
+                streams(-1 if stream is None else stream)
+                name_col(known[0])
+                correlations(-1 if corr is None else corr)
             elif launch:
                 corr = _whole(args.correlation) if args else None
                 if corr is not None:
@@ -342,7 +360,11 @@ class _Reader:
         gpu_names = {d: str(p.name) for p in props if p is not None and (d := _whole(p.id)) is not None}
         dist = trace.distributedInfo
         rank = _whole(dist.rank) if dist else None
-        span = self.last_ts - self.first_ts if self.last_ts > self.first_ts else 0.0
+        starts = [x for x in (activities.start, np.frombuffer(self.launch_ts, np.float64)) if len(x)]
+        starts += (
+            [np.array([t for t, _, _ in self.gpu_steps + self.cpu_steps])] if self.gpu_steps or self.cpu_steps else []
+        )
+        span = float(max(x.max() for x in starts) - min(x.min() for x in starts)) if starts else 0.0
         return TraceFile(
             events=self.events,
             activities=activities,

@@ -165,6 +165,67 @@ def _import_ranks(key: str, experiment: str, files: list) -> None:
             path.unlink(missing_ok=True)
 
 
+def _examples(key: str, kind: str) -> bool:
+    """One click opens a file recorded elsewhere, on a real GPU, by others (shipped in examples/): its stored
+    import where there is one, else a fresh import. Returns whether any example is here."""
+    from core.workload import examples
+
+    shipped = examples.of_kind(kind)
+    here = [e for e in shipped if examples.present(e)]
+    if not here:
+        st.info(f"No example {kind} here to open: {md(examples.missing_text(shipped[0]))}", icon=":material/info:")
+        return False
+    st.caption(
+        f"No {kind} of your own? Open one recorded elsewhere, on a real GPU, by others (public files with their "
+        "source and licence in examples/README.md):"
+    )
+    job_id = st.session_state.get(f"{key}.job")
+    job = lab.manager().get(job_id) if job_id else None
+    busy = job is not None and job.state != "done"  # an import that has ended no longer holds the buttons
+    for e in here:
+        if st.button(
+            f"Open an example recorded on {md(e.gpu)}: {md(e.title)}",
+            key=f"{key}.example.{e.name}",
+            icon=":material/public:",
+            disabled=busy,
+            help=f"{e.repository}, {e.source_path} at {e.commit[:12]} ({e.licence}). "
+            f"`python -m core {e.kind} --example {e.name}` opens it from a shell.",
+        ):
+            stored = [r for r in _stored(e.experiment) if _example_name(r) == e.name]
+            if stored:
+                st.session_state[f"{key}.run"] = stored[0]
+            else:
+                run_panel.submit(key, e.experiment, {"example": e.name}, device="cpu", name=f"example {e.name}")
+    return True
+
+
+def _example_name(run) -> str | None:
+    example = run.meta.get("example")
+    return example.get("name") if isinstance(example, dict) else None
+
+
+def _provenance(run) -> None:
+    """Where a file recorded elsewhere comes from, above its figures (read defensively: an imported runs file
+    may carry any meta)."""
+    example = run.meta.get("example")
+    if not isinstance(example, dict):
+        return
+
+    def said(name: str) -> str:
+        return md(example.get(name) or "not recorded")
+
+    ranks = example.get("ranks") or []
+    one_rank = (
+        f" This import reads {said('imported_rank_file')}, one of the set's {len(ranks)} rank files." if ranks else ""
+    )
+    notes = f"; {said('notes')}." if example.get("notes") else "."
+    st.info(
+        f"**Recorded elsewhere**, on {said('gpu')}, by others: {said('title')}. Source: {said('repository')}, "
+        f"{said('source_path')} at commit {md(str(example.get('commit', ''))[:12])} ({said('licence')}){notes}{one_rank}",
+        icon=":material/public:",
+    )
+
+
 def _stored(*experiments: str) -> list:
     store = lab.store()
     runs = [r for e in experiments for r in (store.list(experiment=e, limit=50) if store else [])]
@@ -200,9 +261,13 @@ def snapshot_section(key: str) -> None:
         "`python -m core snapshot FILE`: both import into the same store without an upload."
     )
     _importer(key, "memory-snapshot", "Memory snapshot", "torch.cuda.memory._dump_snapshot pickle, its JSON, or .gz")
+    shipped = _examples(key, "snapshot")
     _reopen(key, "memory-snapshot")
     run_panel.results(
-        key, lambda run: render_snapshot(run, key), empty="No snapshot imported yet: upload one and press Import."
+        key,
+        lambda run: render_snapshot(run, key),
+        empty="No snapshot imported yet: upload one and press Import"
+        + (", or open an example above." if shipped else "."),
     )
 
 
@@ -218,6 +283,7 @@ def render_snapshot(run, key: str) -> None:
     from core.workload import detail
 
     m = run.meta
+    _provenance(run)
     _findings(m)
     cols = st.columns(5)
     cols[0].metric(
@@ -381,8 +447,14 @@ def trace_section(key: str) -> None:
         ".json or .json.gz; several files: the ranks of one job, side by side",
         ranks="profiler-trace-ranks",
     )
+    shipped = _examples(key, "trace")
     _reopen(key, "profiler-trace", "profiler-trace-ranks")
-    run_panel.results(key, render_trace, empty="No trace imported yet: upload one and press Import.")
+    run_panel.results(
+        key,
+        render_trace,
+        empty="No trace imported yet: upload one and press Import"
+        + (", or open an example above." if shipped else "."),
+    )
 
 
 def _quirks(found: dict[str, int]) -> None:
@@ -403,6 +475,7 @@ def render_trace(run) -> None:
         render_ranks(run)
         return
     m = run.meta
+    _provenance(run)
     _findings(m)
     _quirks(m.get("quirks") or {})
     if not m.get("gpu_activities"):

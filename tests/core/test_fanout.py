@@ -224,7 +224,7 @@ def test_cancel_reaches_every_child(manager):
 
 
 def test_only_experiments_that_compare_devices_fan_out(manager):
-    with pytest.raises(ConfigError, match="every GPU at once is for matmul, step-bench"):
+    with pytest.raises(ConfigError, match="every GPU at once is for matmul, matmul-soak, step-bench"):
         manager.submit("probe", {}, "all")
 
 

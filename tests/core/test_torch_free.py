@@ -1,5 +1,5 @@
 """Commands that run no tensor import no torch, in the CLI process or in any worker it starts (--help,
-info without a GPU query, runs, report, estimate, snapshot, trace, trace-diff).
+info without a GPU query, runs, report, estimate, snapshot, trace, trace-diff, examples).
 
 Each command runs with a ``sitecustomize`` on PYTHONPATH that refuses ``import torch`` and writes down the
 process that tried (workers inherit PYTHONPATH): a command passes only if it did its work and no process
@@ -64,6 +64,8 @@ def blocked(tmp_path):
         ["trace", str(TRACE), "--json"],
         ["trace", *(str(TRACE.parent / f"hta_recsys_sampled_rank{i}.json.gz") for i in (0, 1)), "--json"],
         ["trace-diff", str(TRACE), str(TRACE), "--json"],
+        ["examples", "--json"],
+        ["snapshot", "--example", "forward-fp32-snapshot", "--json"],
     ],
     ids=lambda a: " ".join(a[:2]).replace(str(ROOT) + "/", ""),
 )

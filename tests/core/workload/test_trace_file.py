@@ -85,3 +85,26 @@ def test_real_traces_have_no_invented_quirks():
     # The V100 trace: one device, listed; whole-µs times; kernels one after another on each stream.
     t = read_trace(DATA / "kineto_v100_trace.json")
     assert not any("overlapping" in why or "device list" in why for why in t.quirks)
+
+
+def test_a_rocm_trace_with_hex_string_streams_is_read():
+    """ROCm writes the runtime calls' streams as "0x0": read, not refused. Figures against a plain reading of
+    the JSON written here (the file has sub-µs times, where HolisticTraceAnalysis is no oracle)."""
+    import gzip
+
+    path = DATA / "hta_mi250_minitoy_rocm.json.gz"
+    raw = json.loads(gzip.decompress(path.read_bytes()))["traceEvents"]
+    kernels = [e for e in raw if e.get("cat") == "kernel"]
+    t = read_trace(path)
+    rows, meta = analyse_trace(t)
+    assert meta["device"] == 2 and meta["device_name"] == "AMD Radeon Graphics"
+    assert meta["kernel_count"] == len(kernels) == 14
+    assert meta["kernel_time_us"] == pytest.approx(sum(e["dur"] for e in kernels), abs=1e-6)
+    matmul = next(r for r in rows if r["kind"] == "group" and r["group"] == "matmul")
+    tensile = [e for e in kernels if e["name"].startswith("Cijk_")]
+    assert matmul["count"] == len(tensile) == 2
+    assert matmul["total_us"] == pytest.approx(sum(e["dur"] for e in tensile), abs=1e-6)
+    # every kernel's launch call (hipLaunchKernel, its stream "0x0") is found through the correlation id
+    gpu_ids = {e["args"]["correlation"] for e in raw if e.get("cat") in ("kernel", "gpu_memcpy")}
+    call_ids = {e["args"]["correlation"] for e in raw if e.get("cat") == "cuda_runtime" and "correlation" in e["args"]}
+    assert meta["launch"]["launched"] == len(gpu_ids & call_ids) == 16

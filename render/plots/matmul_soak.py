@@ -1,0 +1,202 @@
+"""Figures of a ``matmul-soak`` run: throughput per second with the burst and sustained lines, and the SM
+clock, temperature and power NVML read in the same seconds (where it could) on panels beneath."""
+
+from __future__ import annotations
+
+import pandas as pd
+import plotly.graph_objects as go
+from plotly.subplots import make_subplots
+
+from core.columns import throughput_unit
+from core.result import RunResult
+from render.chart import Chart
+from render.node import is_all_gpus, node_chart
+from render.style import color_for, plain, style, title
+
+# NVML columns of a sample (core.hardware.clocks.ClockSampler.window) drawn under the throughput, with units.
+PANELS = (("sm_clock_mhz", "SM clock (MHz)"), ("temp_c", "temp. (°C)"), ("power_w", "power (W)"))
+BURST_COLOR, SUSTAINED_COLOR, FLAG_COLOR, THROUGHPUT_COLOR = "#2ca02c", "#1f77b4", "#d62728", "#444444"
+
+
+def unit(run: RunResult) -> tuple[str, float]:
+    """The run's throughput unit and the factor a stored TFLOPS value is multiplied by."""
+    return throughput_unit(run.device.get("kind") == "cuda", ops=run.meta.get("dtype") == "int8")
+
+
+def summaries(run: RunResult) -> dict[str, dict]:
+    """Each device's burst/sustained summary (the engine's meta): one entry, or one per GPU of an all-GPU run."""
+    if is_all_gpus(run):
+        return {device: meta for device, meta in (run.meta.get("devices") or {}).items() if "burst_tflops" in meta}
+    return {run.device.get("torch_device") or "device": run.meta} if "burst_tflops" in run.meta else {}
+
+
+def samples(run: RunResult) -> pd.DataFrame:
+    df = run.frame()
+    if df.empty or "tflops" not in df:
+        return pd.DataFrame()
+    if "device" not in df:
+        df["device"] = run.device.get("torch_device") or "device"
+    df["throughput"] = df["tflops"] * unit(run)[1]
+    return df
+
+
+def by_device(run: RunResult) -> dict[str, list[dict]]:
+    """The samples of each device, in order (one device unless the run is on every GPU)."""
+    out: dict[str, list[dict]] = {}
+    for row in run.rows:
+        if isinstance(row.get("tflops"), (int, float)):
+            out.setdefault(str(row.get("device") or run.device.get("torch_device") or "device"), []).append(row)
+    return out
+
+
+def _column(rows: list[dict], key: str) -> list:
+    return [r.get(key) for r in rows]
+
+
+def soak_figure(run: RunResult) -> go.Figure:
+    name, scale = unit(run)
+    groups = by_device(run)
+    panels = [(c, label) for c, label in PANELS if any(r.get(c) is not None for g in groups.values() for r in g)]
+    fig = make_subplots(
+        rows=1 + len(panels),
+        cols=1,
+        shared_xaxes=True,
+        vertical_spacing=0.05,
+        row_heights=[0.5] + [0.5 / len(panels)] * len(panels) if panels else None,
+    )
+    found = summaries(run)
+    several = len(groups) > 1
+    for i, (device, g) in enumerate(groups.items()):
+        color = color_for(f"gpu{i}") if several else THROUGHPUT_COLOR
+        label = plain(device) if several else "throughput"
+        t = _column(g, "t_s")
+        fig.add_trace(
+            go.Scatter(
+                x=t,
+                y=[r["tflops"] * scale for r in g],
+                name=label,
+                mode="lines+markers",
+                line=dict(color=color),
+                customdata=[[r.get("second"), r.get("calls"), r.get("interval_s")] for r in g],
+                hovertemplate="second %{customdata[0]}: %{y:,.1f} " + name + "<br>%{customdata[1]} calls in "
+                "%{customdata[2]:.3f} s<extra></extra>",
+            ),
+            row=1,
+            col=1,
+        )
+        hot = [r for r in g if r.get("throttled")]
+        if hot:
+            fig.add_trace(
+                go.Scatter(
+                    x=_column(hot, "t_s"),
+                    y=[r["tflops"] * scale for r in hot],
+                    mode="markers",
+                    name=f"{label}: slowdown reason active",
+                    marker=dict(symbol="x", size=10, color=FLAG_COLOR),
+                    text=[", ".join(r.get("throttle_reasons") or ()) for r in hot],
+                    hovertemplate="%{text}<extra></extra>",
+                ),
+                row=1,
+                col=1,
+            )
+        summary = found.get(device)
+        if summary:
+            _summary_lines(fig, g, summary, (name, scale), label if several else "")
+        for row, (col, axis) in enumerate(panels, start=2):
+            fig.add_trace(
+                go.Scatter(
+                    x=t,
+                    y=_column(g, col),
+                    name=f"{label} {axis}" if several else axis,
+                    mode="lines",
+                    line=dict(color=color),
+                    showlegend=False,
+                    hovertemplate=f"%{{y:.0f}} {axis}<extra></extra>",
+                ),
+                row=row,
+                col=1,
+            )
+    burst_s = next((s.get("burst_s") for s in found.values()), None)
+    if burst_s:
+        fig.add_shape(
+            type="rect",
+            xref="x",
+            yref="y domain",
+            x0=0,
+            x1=burst_s,
+            y0=0,
+            y1=1,
+            fillcolor=BURST_COLOR,
+            opacity=0.08,
+            line_width=0,
+        )
+    detail = "one point per second (whole calls ÷ the sample's measured length); shaded: burst window"
+    if not panels:
+        detail += "; no clock, temperature or power: NVML not read" + (
+            " (a CPU)" if run.device.get("kind") == "cpu" else ""
+        )
+    style(fig, title("Matmul soak: burst vs sustained", run, detail), "", name)
+    fig.update_layout(height=420 + 170 * len(panels))
+    fig.update_xaxes(title_text="seconds since sampling began", row=1 + len(panels), col=1)
+    for row, (_, axis) in enumerate(panels, start=2):
+        fig.update_yaxes(title_text=plain(axis), row=row, col=1)
+    return fig
+
+
+def _summary_lines(fig: go.Figure, g: list[dict], s: dict, unit: tuple[str, float], who: str) -> None:
+    """The burst level across the run and the sustained level across its last half, as segments."""
+    name, scale = unit
+    end = max(r["t_s"] for r in g)
+    start = min((r["t_start_s"] for r in g if r["second"] >= s["sustained_from_second"]), default=0.0)
+    flagged = bool(s.get("drop_flagged"))
+    for label, x, y, color in (
+        ("burst", [0.0, end], s["burst_tflops"], BURST_COLOR),
+        ("sustained", [start, end], s["sustained_tflops"], FLAG_COLOR if flagged else SUSTAINED_COLOR),
+    ):
+        fig.add_trace(
+            go.Scatter(
+                x=x,
+                y=[y * scale] * 2,
+                mode="lines",
+                name=f"{who} {label} {y * scale:,.1f} {name}".strip(),
+                line=dict(color=color, dash="dash" if label == "burst" else "solid", width=2),
+                hoverinfo="name",
+            ),
+            row=1,
+            col=1,
+        )
+
+
+def figures(run: RunResult) -> list[Chart]:
+    df = samples(run)
+    if df.empty:
+        return []
+    charts = [c for c in [node_chart(run)] if c is not None]
+    charts.append(Chart("matmul-soak", soak_figure(run), df))
+    return charts
+
+
+def overlay(runs: list[RunResult]) -> list[Chart]:
+    """Burst and sustained of each run (each GPU of an all-GPU run), side by side; one unit for the chart."""
+    cuda = any(run.device.get("kind") == "cuda" for run in runs)
+    name, scale = throughput_unit(cuda)
+    records = [
+        {
+            "run": f"{run.id[:8]} {device if is_all_gpus(run) else run.device.get('name', '')}",
+            "burst_tflops": s["burst_tflops"],
+            "sustained_tflops": s["sustained_tflops"],
+            "drop_pct": s["drop_pct"],
+        }
+        for run in runs
+        for device, s in summaries(run).items()
+    ]
+    data = pd.DataFrame(records)
+    fig = go.Figure()
+    for col, label, color in (
+        ("burst_tflops", "burst", BURST_COLOR),
+        ("sustained_tflops", "sustained", SUSTAINED_COLOR),
+    ):
+        if not data.empty:
+            fig.add_trace(go.Bar(x=data["run"].map(plain), y=data[col] * scale, name=label, marker_color=color))
+    style(fig, "Matmul soak: burst vs sustained per run", "run", name, legend_title="figure", barmode="group")
+    return [Chart("matmul-soak-overlay", fig, data)]

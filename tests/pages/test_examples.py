@@ -1,0 +1,72 @@
+"""AppTest: one click on an example recorded elsewhere (examples/) imports it in a worker and draws it,
+labelled recorded elsewhere with its GPU and source; a second click reopens the stored import; a copy of the
+lab without examples/ says so."""
+
+import gzip
+import json
+
+import pytest
+
+from core.workload import examples
+from pages.common.plain import md
+from tests.pages.test_workload import page, wait_for_metric
+
+
+def test_step_bench_opens_a_trace_recorded_on_a_v100(store):
+    example = examples.find("resnet50-v100")
+    with gzip.open(examples.import_path(example)) as f:
+        gpu = json.load(f)["deviceProperties"][0]["name"]  # what the file itself says
+    at = page("pages/step_bench.py")
+    button = at.button(key=f"step_bench.trace.example.{example.name}")
+    assert md(gpu) in button.label and button.label.startswith("Open an example recorded on")
+    button.click().run()
+    at = wait_for_metric(at, "Kernel time")
+    assert not at.exception
+    assert len(at.get("plotly_chart")) >= 3
+    (stored,) = store.list(experiment="profiler-trace")
+    assert stored.recorded_elsewhere == gpu == "Tesla V100-SXM2-32GB"
+    assert stored.meta["example"]["name"] == example.name
+    said = " ".join(i.value for i in at.info)
+    assert "Recorded elsewhere" in said and "HolisticTraceAnalysis" in said and example.commit[:12] in said
+    assert any(md(f"recorded elsewhere on {gpu}") in c.value for c in at.caption)  # the run's own line
+    at.button(key=f"step_bench.trace.example.{example.name}").click().run()  # again: the stored import, no new run
+    assert not at.exception and len(store.list(experiment="profiler-trace")) == 1
+    assert any(m.label == "Kernel time" for m in at.metric)
+
+
+@pytest.mark.parametrize(
+    "path, key", [("pages/allocator.py", "allocator"), ("pages/train_memory.py", "training_memory")]
+)
+def test_memory_pages_open_a_snapshot_recorded_elsewhere(store, path, key):
+    example = examples.find("train-step-snapshot")
+    at = page(path)
+    at.button(key=f"{key}.snapshot.example.{example.name}").click().run()
+    at = wait_for_metric(at, "Peak allocated")
+    assert not at.exception
+    assert len(at.get("plotly_chart")) >= 5
+    (stored,) = store.list(experiment="memory-snapshot")
+    assert stored.recorded_elsewhere == example.gpu and stored.meta["example"]["repository"] == example.repository
+    assert any("Recorded elsewhere" in i.value and "bcrafton" in i.value for i in at.info)
+
+
+def test_without_examples_the_page_says_so(tmp_path, monkeypatch):
+    monkeypatch.setenv("GPULAB_EXAMPLES_DIR", str(tmp_path))
+    at = page("pages/step_bench.py")
+    assert not at.exception
+    assert any("No example trace here" in i.value and "without examples" in i.value for i in at.info)
+    assert not [b for b in at.button if b.key and ".example." in b.key]
+    assert any("upload one and press Import." in i.value for i in at.info)
+
+
+def test_the_label_of_an_import_says_recorded_elsewhere_and_survives_any_meta():
+    from core.result import RunResult
+    from render.style import device_label
+
+    def imported(**meta) -> RunResult:
+        return RunResult("profiler-trace", {}, {"kind": "cpu"}, {}, "2026-01-01T00:00:00", None, "ok", meta=meta)
+
+    base = {"recorded_on": "the machine that recorded the trace (imported file)", "file": "t.json"}
+    assert device_label(imported(**base)) == "imported t.json — recorded elsewhere"
+    named = imported(**base, device_name="Tesla V100-SXM2-32GB", example={"repository": "github.com/x/y"})
+    assert device_label(named) == "imported t.json — recorded elsewhere on Tesla V100-SXM2-32GB (github.com/x/y)"
+    assert device_label(imported(**base, example="junk")) == "imported t.json — recorded elsewhere"
