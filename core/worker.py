@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import gc
+import importlib
 import json
 import os
 import sys
@@ -206,7 +207,7 @@ def run_job(request: RunRequest, emit: Callable[[Message], None]) -> None:
                 _free_memory()
 
 
-def serve(preload_torch: bool = False) -> int:
+def serve(preload_torch: bool = False, preload: tuple[str, ...] = ()) -> int:
     try:
         cpu_cap(0, 0)  # a malformed memory setting stops the worker here, with its message
     except ValueError as exc:
@@ -218,6 +219,9 @@ def serve(preload_torch: bool = False) -> int:
     # started this worker runs tensors: a worker that reads a snapshot never pays for it.
     if preload_torch:
         import torch  # noqa: F401
+    for module in preload:  # what the job this worker was started for will import (its start overlaps the caller's)
+        if module.startswith("core."):
+            importlib.import_module(module)
     channel.emit(ReadyEvent(os.getpid(), {k: os.environ[k] for k in REPORTED_ENV if k in os.environ}))
     for line in sys.stdin:
         if not line.strip():
@@ -254,13 +258,20 @@ def main(argv: list[str] | None = None) -> int:
         help="import torch before reporting ready, so a job that runs tensors starts at once (its timeout does "
         "not pay for the import)",
     )
+    parser.add_argument(
+        "--preload",
+        action="append",
+        default=[],
+        metavar="MODULE",
+        help="a core module to import before reporting ready",
+    )
     args = parser.parse_args(argv)
     if args.info:
         from core.hardware.device import describe_all
 
         print(json.dumps(json_ready(describe_all()), allow_nan=False), flush=True)
         return 0
-    return serve(args.preload_torch)
+    return serve(args.preload_torch, tuple(args.preload))
 
 
 if __name__ == "__main__":

@@ -61,11 +61,19 @@ class Noise:
 class WorkerProcess:
     """One ``python -m core.worker`` child; stderr goes to a temp file so a crash can be explained."""
 
-    def __init__(self, env: dict[str, str] | None = None, preload_torch: bool = False) -> None:
+    def __init__(
+        self, env: dict[str, str] | None = None, preload_torch: bool = False, preload: tuple[str, ...] = ()
+    ) -> None:
         self.env = dict(env or {})
         self._stderr = tempfile.TemporaryFile(prefix="gpulab-worker-", suffix=".log")
         self.proc = subprocess.Popen(
-            [sys.executable, "-m", "core.worker", *(["--preload-torch"] if preload_torch else [])],
+            [
+                sys.executable,
+                "-m",
+                "core.worker",
+                *(["--preload-torch"] if preload_torch else []),
+                *(f"--preload={module}" for module in preload),
+            ],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self._stderr,
@@ -230,12 +238,13 @@ class LocalWorker:
 _prestarted: list[WorkerProcess] = []
 
 
-def prestart() -> None:
-    """Start a torch-free worker now, for the next fresh-process job of this process to take: a command that
-    will need one (an import) starts it before loading its own modules, and the two start on two cores at once
-    instead of one after the other. Unused, it is stopped at exit."""
+def prestart(preload: tuple[str, ...] = ()) -> None:
+    """Start a torch-free worker now, for the next job of this process to take: a command that will need one
+    (an import) starts it before loading its own modules, and the worker's start (with the ``preload`` modules
+    its job will import) and the command's run on two cores at once instead of one after the other. Unused, it
+    is stopped at exit."""
     if not _prestarted:
-        _prestarted.append(WorkerProcess())
+        _prestarted.append(WorkerProcess(preload=preload))
 
 
 def take_prestarted(env: dict[str, str], preload_torch: bool) -> WorkerProcess | None:

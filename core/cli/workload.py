@@ -163,11 +163,15 @@ def _import_options(p) -> None:
     p.add_argument("--no-save", action="store_true", help="do not store the run")
 
 
+# The engine modules each import experiment loads in its worker (imported there while this process starts).
+READS = {"profiler-trace": ("core.workload.trace",), "memory-snapshot": ("core.workload.snapshot_analysis",)}
+
+
 def _import(args, experiment: str, values: dict):
     """Run the import experiment on the CPU queue, as every command runs a job; (exit code, result)."""
     from core.workerprocess import prestart
 
-    prestart()  # its start overlaps the imports below
+    prestart(READS[experiment])  # its start overlaps the imports below
     from core.cli.experiments import submit_and_wait
 
     def show_failure(result) -> None:

@@ -31,3 +31,28 @@ def test_an_experiment_without_finish_rows_keeps_its_rows():
     job = _job(None)
     run = _run_of(job, None, ResultEvent.failed(job.id, "timeout", "timed out"), None)
     assert run.rows == job.rows and all("pct_of_best" not in r for r in run.rows)
+
+
+def test_an_import_runs_in_the_worker_started_ahead_and_an_unused_one_is_stopped():
+    """The command starts a worker before loading its own modules; the job must run in that one (not start a
+    second), and a worker nobody took must not outlive the command."""
+    from core import workerprocess
+    from core.jobs import JobManager
+    from tests.conftest import ROOT
+
+    workerprocess.prestart(("core.workload.trace",))
+    ahead = workerprocess._prestarted[0]
+    manager = JobManager(store=None)
+    try:
+        path = str(ROOT / "tests" / "data" / "workload" / "kineto_v100_trace.json")
+        job = manager.submit("profiler-trace", {"path": path}, "cpu")
+        while (run := job.wait(0.5)) is None:
+            pass
+    finally:
+        manager.shutdown()
+    assert run.status == "ok", run.error
+    assert run.meta["worker"]["pid"] == ahead.pid and not workerprocess._prestarted
+    workerprocess.prestart()
+    unused = workerprocess._prestarted[0]
+    workerprocess._stop_prestarted()  # what runs at exit
+    assert not unused.alive()
