@@ -164,7 +164,11 @@ def _import_options(p) -> None:
 
 
 # The engine modules each import experiment loads in its worker (imported there while this process starts).
-READS = {"profiler-trace": ("core.workload.trace",), "memory-snapshot": ("core.workload.snapshot_analysis",)}
+READS = {
+    "profiler-trace": ("core.workload.trace",),
+    "profiler-trace-ranks": ("core.workload.ranks",),
+    "memory-snapshot": ("core.workload.snapshot_analysis",),
+}
 
 
 def _import(args, experiment: str, values: dict):
