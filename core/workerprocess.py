@@ -259,7 +259,7 @@ def take_prestarted(env: dict[str, str], preload_torch: bool) -> WorkerProcess |
 
 
 @atexit.register
-def _stop_prestarted() -> None:
+def stop_prestarted() -> None:
     while _prestarted:
         _prestarted.pop().stop()
 

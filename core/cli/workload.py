@@ -173,7 +173,7 @@ READS = {
 
 def _import(args, experiment: str, values: dict):
     """Run the import experiment on the CPU queue, as every command runs a job; (exit code, result)."""
-    from core.workerprocess import prestart
+    from core.workerprocess import prestart, stop_prestarted
 
     prestart(READS[experiment])  # its start overlaps the imports below
     from core.cli.experiments import submit_and_wait
@@ -182,7 +182,10 @@ def _import(args, experiment: str, values: dict):
         if result.status != "ok":
             print(f"error: {terminal(result.error_detail or result.status, multiline=True)}", file=sys.stderr)
 
-    result, code = submit_and_wait(args, experiment, values, "cpu", show_failure)
+    try:
+        result, code = submit_and_wait(args, experiment, values, "cpu", show_failure)
+    finally:  # refused before it ran: the worker started for it serves no later command (its environment is this one's)
+        stop_prestarted()
     return code, result
 
 
@@ -271,6 +274,8 @@ def snapshot(args) -> int:
 def trace(args) -> int:
     if not args.example and (len(args.file) > 1 or (args.file and os.path.isdir(args.file[0]))):
         return trace_ranks(args)
+    if args.example and not args.file and _rank_set(args.example):
+        return trace_ranks(args)
     args.file = args.file[0] if len(args.file) == 1 else (args.file or None)  # several with --example: "both"
     source = _source(args, "trace")
     if isinstance(source, int):
@@ -300,9 +305,20 @@ def trace(args) -> int:
     return 0
 
 
+def _rank_set(name: str) -> bool:
+    from core.workload import examples
+
+    return any(e.name == name and e.ranks for e in examples.EXAMPLES)
+
+
 def trace_ranks(args) -> int:
-    """``trace DIR`` / ``trace A B …``: the ranks of one job as one stored run."""
-    code, run = _import(args, "profiler-trace-ranks", {"paths": [os.path.abspath(f) for f in args.file]})
+    """``trace DIR`` / ``trace A B …`` / ``trace --example SET``: the ranks of one job as one stored run."""
+    if args.example:
+        args.name = args.name or f"example {args.example}"
+        values: dict = {"example": args.example}
+    else:
+        values = {"paths": [os.path.abspath(f) for f in args.file]}
+    code, run = _import(args, "profiler-trace-ranks", values)
     if code:
         return code
     m = run.meta
@@ -331,6 +347,7 @@ def trace_ranks(args) -> int:
         f"{m['file']}: {len(ranks)} rank(s) of world size {m['world_size'] or 'unknown'} ({m['backend'] or 'backend unknown'}) — "
         f"{'stored as run ' + run.id[:12] if not args.no_save else 'not stored (--no-save)'}"
     )
+    _say_example(m)
     for line in finding_lines(m):
         say(line)
     say(f"{'rank':>5} {'compute':>10} {'comm':>10} {'exposed':>10} {'idle':>10} {'span':>10} {'kernels':>10}  file")

@@ -20,10 +20,14 @@ class ProfilerTraceRanksConfig:
     paths: tuple[str, ...] = field(
         default=(), metadata={"help": "a folder of rank traces (rank-N.json[.gz]), or the rank trace files"}
     )
+    example: str = field(default="", metadata={"help": "a set of rank traces shipped in examples/, recorded elsewhere"})
 
     def __post_init__(self) -> None:
+        from core.workload import examples
         from core.workload.ranks import rank_files
 
+        if self.example:
+            object.__setattr__(self, "paths", examples.rank_paths(self.example, self.paths))
         if not self.paths:
             raise ConfigError("paths: name a folder of rank traces, or the rank trace files")
         rank_files(self.paths)  # exist, not too many: judged before the job is queued
@@ -52,6 +56,10 @@ def run(cfg: ProfilerTraceRanksConfig, ctx: Context):
             "recorded_on": "the machines that recorded the traces (imported files)",
         }
     )
+    if cfg.example:
+        from core.workload import examples
+
+        examples.label(meta, cfg.example)
     yield Progress(total, total, "done")
     return Output(rows=rows, meta=meta)
 

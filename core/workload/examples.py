@@ -39,7 +39,8 @@ class Example:
 
     @property
     def experiment(self) -> str:
-        return KINDS[self.kind]
+        """The import that opens it: a set of rank traces as one job's ranks, side by side."""
+        return "profiler-trace-ranks" if self.ranks else KINDS[self.kind]
 
     @property
     def label(self) -> str:
@@ -212,8 +213,6 @@ def provenance(example: Example) -> dict:
     """What a run imported from the example keeps in ``meta["example"]``: the label travels with the run."""
     fields = asdict(example)
     fields["label"] = example.label
-    if example.ranks:
-        fields["imported_rank_file"] = example.ranks[0]
     return {k: (list(v) if isinstance(v, tuple) else v) for k, v in fields.items() if k != "sha256"}
 
 
@@ -227,6 +226,20 @@ def config_path(name: str, kind: str, path: str) -> str:
     if path and Path(path).resolve() != where.resolve():
         raise ConfigError(f"example: name a file or an example, not both ({path!r} and {name})")
     return str(where)
+
+
+def rank_paths(name: str, paths: tuple[str, ...]) -> tuple[str, ...]:
+    """A ranks import's files when it names an example: the example's rank files (a ConfigError when it is not
+    a set of ranks, is missing, or files are named too)."""
+    example = find(name)
+    if not example.ranks:
+        sets = ", ".join(e.name for e in EXAMPLES if e.ranks)
+        raise ConfigError(f"example: {name} is one trace, not a set of ranks; the rank sets are {sets}")
+    resolve(name)
+    own = tuple(str(f) for f in files(example))
+    if paths and [Path(p).resolve() for p in paths] != [Path(p).resolve() for p in own]:
+        raise ConfigError(f"example: name files or an example, not both ({len(paths)} file(s) and {name})")
+    return own
 
 
 def label(meta: dict, name: str) -> None:

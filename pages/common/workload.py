@@ -215,9 +215,7 @@ def _provenance(run) -> None:
         return md(example.get(name) or "not recorded")
 
     ranks = example.get("ranks") or []
-    one_rank = (
-        f" This import reads {said('imported_rank_file')}, one of the set's {len(ranks)} rank files." if ranks else ""
-    )
+    one_rank = f" The set's {len(ranks)} rank files, side by side." if ranks else ""
     notes = f"; {said('notes')}." if example.get("notes") else "."
     st.info(
         f"**Recorded elsewhere**, on {said('gpu')}, by others: {said('title')}. Source: {said('repository')}, "

@@ -54,5 +54,5 @@ def test_an_import_runs_in_the_worker_started_ahead_and_an_unused_one_is_stopped
     assert run.meta["worker"]["pid"] == ahead.pid and not workerprocess._prestarted
     workerprocess.prestart()
     unused = workerprocess._prestarted[0]
-    workerprocess._stop_prestarted()  # what runs at exit
+    workerprocess.stop_prestarted()  # what runs at exit
     assert not unused.alive()

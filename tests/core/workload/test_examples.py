@@ -151,3 +151,13 @@ def test_the_cli_lists_the_examples_and_refuses_a_missing_one(tmp_path, monkeypa
     assert cli.main(["trace", "--example", "resnet50-v100"]) == 2
     assert "not on this machine" in capsys.readouterr().err
     assert cli.main(["trace"]) == 2 and "not neither" in capsys.readouterr().err
+
+
+def test_the_rank_set_example_opens_as_one_job_of_two_ranks(store, capsys):
+    from core.cli import main
+
+    assert main(["trace", "--example", "recsys-a100-ranks", "--json"]) == 0, capsys.readouterr().err
+    out = json.loads(capsys.readouterr().out)
+    assert [r["rank"] for r in out["ranks"]] == [0, 1] and out["straggler_rank"] in (0, 1)
+    (run,) = store.list(experiment="profiler-trace-ranks")
+    assert run.meta["example"]["name"] == "recsys-a100-ranks" and run.name == "example recsys-a100-ranks"
