@@ -149,12 +149,26 @@ def answer(rows: list[dict], device: dict) -> str:
 
 
 def _doctor_rows(report) -> list[dict]:
+    """The doctor's cross-checks one row each; its "experiment runs" checks as one row unless one failed."""
     verdicts = {"pass": "pass", "fail": "fail", "unsupported": "not measured"}
     where = report.device_description.get("torch_device") or report.device
-    return [
+    ran = {f"({r.experiment}) runs" for r in report.runs}
+    runs = [c for c in report.checks if any(c.check.endswith(x) for x in ran)]
+    rows = [
         step_row(f"doctor: {c.check}", where, verdicts[c.verdict], c.reason, measured=c.result, reference=c.expected)
         for c in report.checks
+        if c not in runs or c.verdict == "fail"
     ]
+    if runs:
+        failed = sum(c.verdict == "fail" for c in runs)
+        unsupported = [c.check.removesuffix(" runs") for c in runs if c.verdict == "unsupported"]
+        measured = f"{len(runs) - failed - len(unsupported)} of {len(runs)} ok" + (
+            f", {len(unsupported)} unsupported here" if unsupported else ""
+        )
+        reason = f"unsupported here: {', '.join(unsupported)}" if unsupported else ""
+        verdict = "fail" if failed else "pass"
+        rows.insert(0, step_row("doctor: every experiment runs", where, verdict, reason, measured, "ok or unsupported"))
+    return rows
 
 
 def _unfinished(label: str, run: RunResult) -> list[dict]:
@@ -250,10 +264,9 @@ def run_health(
             else:
                 soak = soak_config(dtype, cfg.soak_seconds)
                 jobs = [
-                    (d, manager.submit(SOAK, soak, d, timeout_s=cfg.timeout_s, name=f"{name}: soak {d}"))
-                    for d in devices
+                    manager.submit(SOAK, soak, d, timeout_s=cfg.timeout_s, name=f"{name}: soak {d}") for d in devices
                 ]
-                for d, job in jobs:  # every GPU at once: each on its own queue, as a loaded node runs
+                for job in jobs:  # every GPU at once: each on its own queue, as a loaded node runs
                     run = job.wait()
                     assert run is not None  # wait() without a timeout returns once the job has its result
                     report.runs.append(run)
@@ -303,7 +316,7 @@ def table(rows: list[dict]) -> str:
         )
         for r in rows
     ]
-    widths = [min(48, max(len(h), *(len(c[i]) for c in cells))) if cells else len(h) for i, h in enumerate(heads)]
+    widths = [min(40, max(len(h), *(len(c[i]) for c in cells))) if cells else len(h) for i, h in enumerate(heads)]
     lines = ["  ".join(h.ljust(w) for h, w in zip(heads, widths)).rstrip()]
     said: set[str] = set()
     for r, c in zip(rows, cells):
