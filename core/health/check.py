@@ -136,8 +136,12 @@ def answer(rows: list[dict], device: dict) -> str:
     verdict, where = overall(rows), box_label(device) if device else "this box"
     counts = summary(rows)
     if verdict == "healthy":
-        unjudged = f"; {counts['no reference']} measured without a reference" if counts["no reference"] else ""
-        return f"Healthy on {where}: nothing below expected; {counts['pass']} row(s) pass{unjudged}."
+        said = [f"{counts['pass']} pass"] if counts["pass"] else []
+        if counts["no reference"]:
+            said.append(f"{counts['no reference']} measured without a reference (nothing to judge them by)")
+        if counts["not measured"]:
+            said.append(f"{counts['not measured']} not measured here")
+        return f"Healthy on {where}: nothing below expected — " + ", ".join(said) + "."
     below = [r for r in rows if r["verdict"] in ("below expected", "far below") or r.get("regressed")]
     failed = [r for r in rows if r["verdict"] == "fail"]
     parts = []
