@@ -9,6 +9,7 @@ from __future__ import annotations
 import html
 from datetime import UTC, datetime
 
+from core.health.check import cell
 from core.result import RunResult
 from core.units import duration_text
 
@@ -26,12 +27,6 @@ def _e(value) -> str:
     return html.escape("—" if value is None else str(value))
 
 
-def _value(value, unit: str) -> str:
-    if value is None:
-        return "—"
-    return f"{value:.4g} {unit}".strip() if isinstance(value, float) else str(value)
-
-
 def _row(r: dict, nodes: bool) -> str:
     verdict = r["verdict"] + (" · regressed" if r.get("regressed") else "")
     notes = [r.get("reason") or "", (r.get("history") or {}).get("text", "")]
@@ -39,8 +34,8 @@ def _row(r: dict, nodes: bool) -> str:
     cells = ([r.get("node", "")] if nodes else []) + [
         r["figure"],
         r["where"],
-        _value(r["measured"], r["unit"]),
-        r.get("reference_label") or _value(r["reference"], r["unit"]),
+        cell(r["measured"], r["unit"]),
+        r.get("reference_label") or cell(r["reference"], r["unit"]),
         verdict,
         "; ".join(n for n in notes if n),
         source,

@@ -314,8 +314,8 @@ def table(rows: list[dict]) -> str:
         (
             r["figure"],
             r["where"],
-            _value(r["measured"], r["unit"]),
-            r["reference_label"] or _value(r["reference"], r["unit"]),
+            cell(r["measured"], r["unit"]),
+            r["reference_label"] or cell(r["reference"], r["unit"]),
             r["verdict"] + (" · regressed" if r.get("regressed") else ""),
         )
         for r in rows
@@ -333,7 +333,8 @@ def table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def _value(value, unit: str) -> str:
+def cell(value, unit: str) -> str:
+    """A measured or reference value as text: a number with its unit, a check's words as they are."""
     if value is None:
         return "—"
     if isinstance(value, float):
