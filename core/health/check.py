@@ -142,7 +142,9 @@ def answer(rows: list[dict], device: dict) -> str:
         if counts["not measured"]:
             said.append(f"{counts['not measured']} not measured here")
         return f"Healthy on {where}: nothing below expected — " + ", ".join(said) + "."
-    below = [r for r in rows if r["verdict"] in ("below expected", "far below") or r.get("regressed")]
+    below = [
+        r for r in rows if r["verdict"] in ("below expected", "far below") or r.get("regressed") or r.get("outlier")
+    ]
     failed = [r for r in rows if r["verdict"] == "fail"]
     parts = []
     if failed:
@@ -225,10 +227,17 @@ def _gpus(device: str) -> list[str]:
 
 
 def run_health(
-    cfg: HealthConfig, manager=None, *, store=None, on_progress: Progress | None = None, name: str = "health"
+    cfg: HealthConfig,
+    manager=None,
+    *,
+    store=None,
+    on_progress: Progress | None = None,
+    on_rows: Callable[[list[dict]], None] | None = None,
+    name: str = "health",
 ) -> HealthReport:
     """Run the check through ``manager`` (a fresh :class:`~core.jobs.JobManager` without a store if None);
-    ``store`` is read for the box's history (and the manager's store is where the step runs go)."""
+    ``store`` is read for the box's history (and the manager's store is where the step runs go).
+    ``on_rows`` receives every row so far after each part (a node of a cluster run sends them on)."""
     from core.doctor import report_run, run_doctor
     from core.hardware.device import check_device_string
     from core.jobs import JobManager
@@ -239,6 +248,7 @@ def run_health(
     report = HealthReport(config=cfg)
     t0 = time.monotonic()
     notify = on_progress or (lambda done, total, message: None)
+    rows_so_far = on_rows or (lambda rows: None)
     try:
         devices = _gpus(cfg.device)
         cuda = devices[0] != "cpu"
@@ -253,6 +263,7 @@ def run_health(
             report.rows += _doctor_rows(doc)
             done += 1
             notify(done, total, f"doctor: {len(doc.failed)} failed")
+            rows_so_far(report.rows)
         if "soak" in cfg.parts:
             dtype = cfg.soak_dtype(cuda)
             notify(done, total, f"soak: {cfg.soak_seconds:g} s of {dtype} matmul on {len(devices)} device(s)")
@@ -276,6 +287,7 @@ def run_health(
                     report.runs.append(run)
                     report.rows += _run_rows(f"matmul {dtype} soak", run, store)
             done += 1
+            rows_so_far(report.rows)
         if "copies" in cfg.parts or "collectives" in cfg.parts:
             gpus = len(devices) if cuda else 0
             settings = cfg.interconnect(gpus)
@@ -294,6 +306,7 @@ def run_health(
             if "collectives" in cfg.parts and gpus == 1:
                 report.rows.append(step_row("all_reduce busbw", devices[0], "not measured", "one GPU: no peer"))
             done += sum(p in cfg.parts for p in ("copies", "collectives"))
+            rows_so_far(report.rows)
         notify(total, total, "verdict")
     finally:
         if own:
@@ -313,7 +326,7 @@ def table(rows: list[dict]) -> str:
     cells = [
         (
             r["figure"],
-            r["where"],
+            " ".join(filter(None, (r.get("node"), r["where"]))),
             cell(r["measured"], r["unit"]),
             r["reference_label"] or cell(r["reference"], r["unit"]),
             r["verdict"] + (" · regressed" if r.get("regressed") else ""),

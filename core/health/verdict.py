@@ -3,8 +3,8 @@
 Row verdicts: ``pass``, ``below expected``, ``far below`` (a figure against its SKU's reference),
 ``no reference`` (measured, but nothing to judge it by: "no reference for <name>"), ``not measured`` (the
 step is unsupported here or not in this build, with the reason), ``fail`` (a doctor's check failed or a step
-did not finish). The box is ``healthy`` when no row is below expected, far below, failed or regressed
-against the box's own history.
+did not finish). The box is ``healthy`` when no row is below expected, far below, failed, regressed
+against the box's own history or (a cluster run) an outlier of the fleet.
 """
 
 from __future__ import annotations
@@ -84,12 +84,13 @@ def overall(rows: list[dict]) -> str:
     """healthy / below expected (a figure below its reference or its own history) / failed (a check or step)."""
     if any(r["verdict"] == "fail" for r in rows):
         return "failed"
-    if any(r["verdict"] in BAD or r.get("regressed") for r in rows):
+    if any(r["verdict"] in BAD or r.get("regressed") or r.get("outlier") for r in rows):
         return "below expected"
     return "healthy"
 
 
 def summary(rows: list[dict]) -> dict[str, int]:
     return {v: sum(r["verdict"] == v for r in rows) for v in ROW_VERDICTS} | {
-        "regressed": sum(bool(r.get("regressed")) for r in rows)
+        "regressed": sum(bool(r.get("regressed")) for r in rows),
+        "outliers": sum(bool(r.get("outlier")) for r in rows),
     }
