@@ -4,8 +4,9 @@ Start it with torchrun on every node, one process per node (``--nproc-per-node 1
 every GPU of its node through the lab's workers), with the ``health`` options and ``--db/--json/--name``.
 Each node runs the check and sends its rows through torchrun's rendezvous store; rank 0 waits for every node
 (a node silent for ``--stale-s`` is failed and named, its rows kept), flags the outliers against the fleet
-median and the published figure, stores ONE run with a row per node and GPU, and prints it. Exit 0 when every
-node is healthy, 1 otherwise, 2 for bad input. Not a ``python -m core`` command (it has no ``register``).
+median and the published figure, stores ONE run with a row per node and GPU, and prints it with its verdict.
+Exit 0 once the check ran, whatever its verdict (torchrun takes any other exit for a crashed worker and keeps
+the other nodes' launchers waiting on their exit barrier), 2 for bad input. Not a ``python -m core`` command.
 """
 
 from __future__ import annotations

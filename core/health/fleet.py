@@ -1,8 +1,10 @@
 """Every node of a cluster in one verdict: each node's rows, tagged with the node, against the fleet median.
 
-A GPU (or node) more than :data:`OUTLIER_FRACTION` below the fleet's median of the same figure is an outlier,
-as gpu-fryer flags a GPU 10 % below the best of its box; the published reference still judges every row. A
-node that failed or stopped answering keeps the rows it sent and gets a failed row that names it.
+A GPU more than :data:`OUTLIER_FRACTION` below the fleet's median of the same figure on the same GPU model is an
+outlier, as gpu-fryer flags a GPU 10 % below the best of its box; the published reference still judges every
+row. CPU rows are not compared across nodes: a CPU's timings move with whatever else the machine runs, so the
+CPU check is a functional one. A node that failed or stopped answering keeps the rows it sent and gets a failed
+row that names it.
 """
 
 from __future__ import annotations
@@ -41,19 +43,27 @@ class NodeResult:
 
 
 def _judged(row: dict) -> bool:
-    return isinstance(row.get("measured"), int | float) and row.get("reference_kind") != "ceiling"
+    return (
+        isinstance(row.get("measured"), int | float)
+        and row.get("reference_kind") != "ceiling"
+        and row.get("device_kind") == "cuda"
+    )
+
+
+def _peers(row: dict) -> tuple[str, str]:
+    return row["figure"], row.get("device") or ""
 
 
 def fleet_rows(nodes: list[NodeResult]) -> list[dict]:
     """Every node's rows tagged with it, each numeric figure against the fleet median (outliers flagged), and a
     failed row for every node that did not finish."""
     rows = [r | {"node": n.name, "host": n.host} for n in sorted(nodes, key=lambda n: n.node) for r in n.rows]
-    by_figure: dict[str, list[float]] = {}
+    by_figure: dict[tuple[str, str], list[float]] = {}
     for r in rows:
         if _judged(r):
-            by_figure.setdefault(r["figure"], []).append(float(r["measured"]))
+            by_figure.setdefault(_peers(r), []).append(float(r["measured"]))
     for r in rows:
-        values = by_figure.get(r["figure"]) if _judged(r) else None
+        values = by_figure.get(_peers(r)) if _judged(r) else None
         if not values or len(values) < 2:
             continue
         median = statistics.median(values)

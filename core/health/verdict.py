@@ -9,7 +9,7 @@ against the box's own history or (a cluster run) an outlier of the fleet.
 
 from __future__ import annotations
 
-from core.hardware.health_reference import THRESHOLD_REASON, judge, no_reference, reference
+from core.hardware.health_reference import THRESHOLD_REASON, device_name, judge, no_reference, reference
 from core.health.figures import Figure
 from core.health.history import History
 
@@ -23,6 +23,8 @@ def figure_row(figure: Figure, history: History | None = None) -> dict:
     row: dict = {
         "figure": figure.figure,
         "where": figure.where,
+        "device": device_name(figure.device),
+        "device_kind": figure.device.get("kind"),
         "measured": figure.value,
         "unit": figure.unit,
         "reference": None,
