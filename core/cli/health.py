@@ -56,7 +56,24 @@ def register(sub, common) -> None:
     add_health_options(p)
     p.add_argument("-o", "--output", help="write the JSON bundle (verdict, rows, box, runs' ids) here")
     p.add_argument("--html", help="write a one-page HTML report here")
+    p.add_argument(
+        "--references",
+        action="store_true",
+        help="print the reference table (per SKU and figure, source, date) and exit",
+    )
     p.set_defaults(handler=run)
+
+
+def references(as_json: bool) -> int:
+    from core.hardware.health_reference import REFERENCES, THRESHOLD_REASON
+
+    if as_json:
+        print(dump({"thresholds": THRESHOLD_REASON, "references": [r.to_dict() for r in REFERENCES]}))
+        return 0
+    for r in REFERENCES:
+        print(terminal(f"{r.sku:24} {r.figure:18} {r.label():52} {r.source[:60]}… ({r.date})"))
+    print(f"thresholds: {THRESHOLD_REASON}")
+    return 0
 
 
 def _progress(done: int, total: int, message: str) -> None:
@@ -68,6 +85,8 @@ def run(args) -> int:
     from core.jobs import JobManager
     from core.store import StoreError
 
+    if args.references:
+        return references(args.json)
     cfg = health_config(args)
     for path in (args.output, args.html):
         if path:
