@@ -74,3 +74,18 @@ def test_the_compare_page_draws_the_trend_of_a_soak_run(app, store, selected):
     assert any("5 run(s) of matmul" in m.value and "one line per box" in m.value for m in at.markdown), [
         m.value for m in at.markdown
     ]
+
+
+def test_the_compare_page_opens_a_stored_health_run(app, store):
+    report = HealthReport(config=HealthConfig(device="cuda:0"), device=H100_SXM)
+    report.rows = [figure_row(f) for f in figures_of(stand_in_soak(H100_SXM, 760.0, 640.0, True))]
+    report.rows.append(step_row("doctor: every experiment runs", "cuda:0", "pass", "", "14 of 14 ok", "ok"))
+    run = report.to_run()
+    run.id = "h1h1"
+    store.save(run)
+    at = app.run()
+    at.switch_page("pages/compare.py").run()
+    at.multiselect(key="compare.selected").set_value(["h1h1"]).run()
+    assert not at.exception, [e.value for e in at.exception]
+    specs = [c.proto.spec for c in at.get("plotly_chart")]
+    assert any("Health: below expected" in s for s in specs)
