@@ -39,23 +39,22 @@ def run_node(cfg: HealthConfig, env, args) -> int:
         exchange.post(f"step/{node}", message)
         _say(env, f"[{done}/{total}] {message}")
 
+    def send(rows: list[dict]) -> None:
+        own.rows = json_ready(rows)
+        exchange.post(f"rows/{node}", own.rows)
+
     manager = JobManager(store=None if args.no_save else store)
     report = HealthReport(config=cfg)
     with Heartbeat(exchange, node):
         try:
-            report = run_health(
-                cfg,
-                manager,
-                store=store,
-                on_progress=progress,
-                on_rows=lambda rows: exchange.post(f"rows/{node}", json_ready(rows)),
-            )
+            report = run_health(cfg, manager, store=store, on_progress=progress, on_rows=send)
             own.status = "ok"
-        except Exception as exc:  # noqa: BLE001 - the node's failure is a row of the cluster's run
+            own.rows = json_ready(report.rows)
+        except Exception as exc:  # noqa: BLE001 - the node's failure is a row of the cluster's run, with its rows
             own.status, own.error = "failed", f"{type(exc).__name__}: {exc}"
         finally:
             manager.shutdown()
-        own.rows, own.device, own.versions = json_ready(report.rows), report.device, report.versions
+        own.device, own.versions = report.device, report.versions
         finish(exchange, own)
         if env.rank != 0:
             _say(env, f"sent {len(own.rows)} row(s) to rank 0: {report.verdict if own.status == 'ok' else own.error}")

@@ -96,7 +96,14 @@ def test_health_on_the_cpu_prints_json_rows_and_a_verdict(tmp_path):
     """The real command: gloo all_reduce between two CPU processes, the copies unsupported with the reason."""
     db = tmp_path / "runs.sqlite"
     command = [sys.executable, "-m", "core", "health", "--device", "cpu", "--parts", "copies,collectives", "--quick"]
-    out = subprocess.run([*command, "--json", "--db", str(db)], cwd=ROOT, capture_output=True, text=True, timeout=300)
+    html = tmp_path / "health.html"
+    out = subprocess.run(
+        [*command, "--json", "--db", str(db), "--html", str(html)],
+        cwd=ROOT,
+        capture_output=True,
+        text=True,
+        timeout=300,
+    )
     assert out.returncode == 0, out.stderr[-2000:]
     bundle = json.loads(out.stdout)
     assert bundle["verdict"] == "healthy" and bundle["box"]["host"]
@@ -117,5 +124,7 @@ def test_health_on_the_cpu_prints_json_rows_and_a_verdict(tmp_path):
         ).stdout
     )
     assert {r["experiment"] for r in listed} == {"health", "interconnect"}
+    page = html.read_text()
+    assert "<h1>Health report</h1>" in page and bundle["id"] in page and "all_reduce busbw" in page
     bad = subprocess.run([*command[:6], "--parts", "soak,nap"], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2 and "nap not one of doctor, soak, copies, collectives" in bad.stderr
