@@ -150,8 +150,16 @@ def answer(rows: list[dict], device: dict) -> str:
     if failed:
         parts.append(f"{len(failed)} failed ({', '.join(r['figure'] for r in failed[:3])})")
     if below:
-        parts.append(f"{len(below)} below expected ({', '.join(r['figure'] + ' @ ' + r['where'] for r in below[:3])})")
+        parts.append(f"{len(below)} below expected ({', '.join(_named(r) for r in below[:3])})")
     return f"Not healthy on {where}: " + "; ".join(parts) + "."
+
+
+def _named(row: dict) -> str:
+    """A row's figure, node and device, and why it is below expected when it is not its reference."""
+    why = [w for w, flag in (("regressed", row.get("regressed")), ("fleet outlier", row.get("outlier"))) if flag]
+    return " @ ".join(filter(None, (row["figure"], row.get("node"), row["where"]))) + (
+        f" ({', '.join(why)})" if why else ""
+    )
 
 
 def _doctor_rows(report) -> list[dict]:

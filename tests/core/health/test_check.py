@@ -59,6 +59,8 @@ def test_the_soak_step_runs_matmul_soak_on_the_gpu_and_judges_it(monkeypatch):
         "matmul bf16 burst→sustained drop": "below expected",  # flagged by the soak
     }
     assert report.verdict == "below expected" and report.exit_code == 1
+    assert report.bundle()["answer"].startswith("Not healthy on node-a: GPU-aaaa: 2 below expected (")
+    assert "matmul bf16 sustained @ cuda:0" in report.bundle()["answer"]
     stored = report.to_run()
     assert stored.experiment == "health" and stored.meta["verdict"] == "below expected"
     assert stored.meta["box"] == {"host": "node-a", "devices": ["GPU-aaaa"]}
