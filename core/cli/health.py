@@ -25,7 +25,11 @@ def add_health_options(p) -> None:
     from core.health.check import PARTS, HealthConfig
 
     defaults = HealthConfig()
-    p.add_argument("--device", default="auto", help="auto (every GPU, else the CPU), cpu or cuda:N")
+    p.add_argument(
+        "--device",
+        default="auto",
+        help="auto (every GPU, else the CPU), all (every GPU), cpu, cuda or cuda:N (one GPU)",
+    )
     p.add_argument(
         "--parts", default=",".join(PARTS), help=f"what to run, comma-separated [default: {','.join(PARTS)}]"
     )

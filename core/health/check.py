@@ -32,7 +32,7 @@ Progress = Callable[[int, int, str], None]
 class HealthConfig:
     """What the health check runs; the defaults are the full check, ``quick`` a short one."""
 
-    device: str = "auto"  # auto: every GPU (else the CPU); cpu; cuda:N (that GPU only)
+    device: str = "auto"  # auto: every GPU (else the CPU); all: every GPU; cpu; cuda or cuda:N (that GPU)
     parts: tuple[str, ...] = PARTS
     soak_s: float = 60.0  # seconds of sustained matmul per GPU (the soak's burst is its first seconds)
     dtype: str = "auto"  # the soak's dtype: bf16 on a GPU, fp32 on the CPU
@@ -223,13 +223,13 @@ def _gpus(device: str) -> list[str]:
     """The devices the soak runs on: every GPU for auto/all, the one named, or the CPU."""
     if device == "cpu":
         return ["cpu"]
-    if device.startswith("cuda:"):
-        return [device]
+    if device.startswith("cuda"):
+        return ["cuda:0" if device == "cuda" else device]
     from core.workerprocess import query_devices
 
     info = query_devices()
     gpus = [d["torch_device"] for d in info["devices"] if d.get("kind") == "cuda"]
-    if device in ("cuda", "all") and not gpus:
+    if device == "all" and not gpus:
         raise ConfigError(f"device {device}: this box has no CUDA GPU ({info.get('cuda_unavailable_reason')})")
     return gpus or ["cpu"]
 

@@ -5,6 +5,8 @@ import json
 import subprocess
 import sys
 
+import pytest
+
 from core.doctor import Check, Report
 from core.health import check
 from core.health.check import HealthConfig, run_health
@@ -130,3 +132,22 @@ def test_health_on_the_cpu_prints_json_rows_and_a_verdict(tmp_path):
     assert "<h1>Health report</h1>" in page and bundle["id"] in page and "all_reduce busbw" in page
     bad = subprocess.run([*command[:6], "--parts", "soak,nap"], cwd=ROOT, capture_output=True, text=True, timeout=120)
     assert bad.returncode == 2 and "nap not one of doctor, soak, copies, collectives" in bad.stderr
+
+
+@pytest.mark.gpu
+def test_health_on_a_gpu_judges_the_pinned_copies_by_the_cards_link(tmp_path):
+    """A known SKU gets its PCIe link's reference (an unknown one says so); the verdict decides the exit code."""
+    out = subprocess.run(
+        [sys.executable, "-m", "core", "health", "--device", "cuda:0", "--parts", "copies", "--quick", "--json",
+         "--db", str(tmp_path / "runs.sqlite")],
+        cwd=ROOT, capture_output=True, text=True, timeout=600,
+    )  # fmt: skip
+    bundle = json.loads(out.stdout)
+    assert out.returncode == (0 if bundle["verdict"] == "healthy" else 1), out.stderr[-2000:]
+    copies = [r for r in bundle["rows"] if r["figure"] in ("h2d pinned", "d2h pinned")]
+    assert copies and all(r["measured"] > 0 for r in copies)
+    for r in copies:
+        if r["reference"] is None:
+            assert r["verdict"] == "no reference" and r["reason"].startswith("no reference for ")
+        else:
+            assert r["reference_kind"] == "datasheet" and r["fraction"] == pytest.approx(r["measured"] / r["reference"])
