@@ -41,8 +41,8 @@ class HealthConfig:
 
     def __post_init__(self) -> None:
         check_choices("parts", self.parts, PARTS)
-        if not 1 <= self.soak_s <= 3600:
-            raise ConfigError(f"soak_s must be 1…3600 seconds, got {self.soak_s:g}")
+        if not 2 <= self.soak_s <= 1800:  # the soak's own range: two samples at least, within a job's hour
+            raise ConfigError(f"soak_s must be 2…1800 seconds, got {self.soak_s:g}")
         if not 0 < self.timeout_s <= 24 * 3600:
             raise ConfigError(f"timeout_s must be positive and at most a day, got {self.timeout_s:g}")
 

@@ -38,6 +38,10 @@ def figure_row(figure: Figure, history: History | None = None) -> dict:
         "history": history.to_dict() if history else None,
         "regressed": bool(history and history.regressed),
     }
+    if figure.ceiling is not None and figure.device.get("kind") != "cuda":
+        flagged = f"the soak flagged it (over {figure.ceiling:g}%)" if figure.flagged else ""
+        row["reason"] = "; ".join(x for x in (no_reference(figure.device), flagged) if x)
+        return row  # a CPU's drop moves with whatever else the machine runs: measured, not judged
     if figure.ceiling is not None:
         row |= {
             "reference": figure.ceiling,

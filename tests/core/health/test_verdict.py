@@ -139,3 +139,14 @@ def test_the_soak_step_judges_burst_sustained_and_the_drop():
     assert overall(list(rows.values())) == "below expected"
     steady = {r["figure"]: r for r in map(figure_row, soak_figures(stand_in_soak(H100_SXM, 760.0, 740.0, False)))}
     assert {r["verdict"] for r in steady.values()} == {"pass"}
+
+
+def test_a_cpu_soak_is_measured_not_judged():
+    cpu = {"kind": "cpu", "name": "AMD EPYC 7B13", "host": "node-a", "torch_device": "cpu"}
+    run = stand_in_soak(cpu, 0.5, 0.3, True)
+    rows = {r["figure"]: r for r in map(figure_row, soak_figures(run))}
+    assert {r["verdict"] for r in rows.values()} == {"no reference"}
+    drop = rows["matmul bf16 burst→sustained drop"]
+    assert drop["measured"] == pytest.approx(40.0)  # 100 × (0.5 − 0.3) / 0.5
+    assert drop["reason"] == "no reference for CPU — AMD EPYC 7B13; the soak flagged it (over 10%)"
+    assert overall(list(rows.values())) == "healthy"
