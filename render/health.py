@@ -34,8 +34,8 @@ def _row(r: dict, nodes: bool) -> str:
     cells = ([r.get("node", "")] if nodes else []) + [
         r["figure"],
         r["where"],
-        cell(r["measured"], r["unit"]),
-        r.get("reference_label") or cell(r["reference"], r["unit"]),
+        cell(r, "measured"),
+        r.get("reference_label") or cell(r, "reference"),
         verdict,
         "; ".join(n for n in notes if n),
         source,

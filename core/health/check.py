@@ -12,6 +12,7 @@ import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
 
+from core.columns import throughput_unit
 from core.errors import ConfigError
 from core.experiment import check_choices
 from core.hardware.health_reference import THRESHOLD_REASON
@@ -335,8 +336,8 @@ def table(rows: list[dict]) -> str:
         (
             r["figure"],
             " ".join(filter(None, (r.get("node"), r["where"]))),
-            cell(r["measured"], r["unit"]),
-            r["reference_label"] or cell(r["reference"], r["unit"]),
+            cell(r, "measured"),
+            r["reference_label"] or cell(r, "reference"),
             r["verdict"] + (" · regressed" if r.get("regressed") else ""),
         )
         for r in rows
@@ -354,11 +355,16 @@ def table(rows: list[dict]) -> str:
     return "\n".join(lines)
 
 
-def cell(value, unit: str) -> str:
-    """A measured or reference value as text: a number with its unit, a check's words as they are."""
+def cell(row: dict, key: str) -> str:
+    """A row's measured or reference value as text: a number with its unit (GFLOPS for a CPU's throughput, the
+    lab's one unit rule), a check's words as they are."""
+    value, unit = row[key], row["unit"]
     if value is None:
         return "—"
     if isinstance(value, float):
+        if unit == "TFLOPS":
+            unit, factor = throughput_unit(row.get("device_kind") == "cuda")
+            value *= factor
         return f"{value:.4g} {unit}".strip()
     return str(value)
 

@@ -5,7 +5,10 @@ from __future__ import annotations
 
 import dataclasses
 import json
+import os
+import signal
 import sys
+import threading
 import time
 
 from core.hardware.device import host_name
@@ -13,15 +16,19 @@ from core.hardware.health_reference import THRESHOLD_REASON
 from core.hardware.identity import box_identity
 from core.health.check import HealthConfig, HealthReport, answer, run_health, table
 from core.health.fleet import NodeResult, fleet_rows
-from core.health.node import Exchange, Heartbeat, announce, finish, gather
+from core.health.node import Exchange, Fleet, Heartbeat, announce, finish
 from core.health.verdict import overall, summary
 from core.jsonable import json_ready
-from core.result import RunResult, now_iso
+from core.result import RunResult, new_run_id, now_iso
 from core.text import terminal
 
 
 def _say(env, message: str) -> None:
     print(f"[node {env.group_rank}] {terminal(message)}", file=sys.stderr, flush=True)
+
+
+class Stopped(Exception):
+    """SIGTERM: torchrun's launcher is ending the job (its store went away, or it was stopped)."""
 
 
 def run_node(cfg: HealthConfig, env, args) -> int:
@@ -34,6 +41,14 @@ def run_node(cfg: HealthConfig, env, args) -> int:
     announce(exchange, node)
     own = NodeResult(node, host_name())
     started, t0 = now_iso(), time.monotonic()
+    stopping, phase = threading.Event(), ["check"]
+
+    def on_term(signum, frame) -> None:
+        stopping.set()
+        if phase[0] == "check":  # the node's own check ends, what it measured is sent on
+            raise Stopped("stopped by SIGTERM: torchrun's launcher ended the job")
+
+    signal.signal(signal.SIGTERM, on_term)
 
     def progress(done: int, total: int, message: str) -> None:
         exchange.post(f"step/{node}", message)
@@ -45,6 +60,9 @@ def run_node(cfg: HealthConfig, env, args) -> int:
 
     manager = JobManager(store=None if args.no_save else store)
     report = HealthReport(config=cfg)
+    fleet, watching = (Fleet(exchange, env, args.stale_s), threading.Event()) if env.rank == 0 else (None, None)
+    if fleet is not None and watching is not None:
+        fleet.watch(watching)  # what the other nodes send is kept from the start
     with Heartbeat(exchange, node):
         try:
             report = run_health(cfg, manager, store=store, on_progress=progress, on_rows=send)
@@ -53,14 +71,25 @@ def run_node(cfg: HealthConfig, env, args) -> int:
         except Exception as exc:  # noqa: BLE001 - the node's failure is a row of the cluster's run, with its rows
             own.status, own.error = "failed", f"{type(exc).__name__}: {exc}"
         finally:
+            phase[0] = "report"
             manager.shutdown()
         own.device, own.versions = report.device, report.versions
-        finish(exchange, own)
+        try:
+            finish(exchange, own)
+        except Exception as exc:  # noqa: BLE001 - the store is gone: rank 0 judges by what it has
+            _say(env, f"could not send the result: {exc}")
         if env.rank != 0:
             _say(env, f"sent {len(own.rows)} row(s) to rank 0: {report.verdict if own.status == 'ok' else own.error}")
             return 0
-        nodes = gather(exchange, env, own, args.stale_s, lambda message: _say(env, message))
-    run = cluster_run(cfg, nodes, started, time.monotonic() - t0, args.name)
+        run_id = new_run_id()
+        if not args.no_save:  # rank 0's own rows are kept even if it is killed while it waits for the others
+            waiting = cluster_run(cfg, [own], started, time.monotonic() - t0, args.name, run_id)
+            waiting.status, waiting.error, waiting.finished_at = "running", None, None
+            store.save(waiting, owner_pid=os.getpid())
+        assert fleet is not None and watching is not None  # rank 0
+        watching.set()
+        nodes = fleet.gather(own, lambda message: _say(env, message), stopping)
+    run = cluster_run(cfg, nodes, started, time.monotonic() - t0, args.name, run_id)
     if not args.no_save:
         store.save(run)
     if args.json:
@@ -73,9 +102,10 @@ def run_node(cfg: HealthConfig, env, args) -> int:
     return 0
 
 
-def cluster_run(cfg: HealthConfig, nodes: list[NodeResult], started: str, wall_s: float, name: str) -> RunResult:
+def cluster_run(
+    cfg: HealthConfig, nodes: list[NodeResult], started: str, wall_s: float, name: str, run_id: str
+) -> RunResult:
     """The cluster's one run: every node's rows against the fleet, the nodes and their status in meta."""
-
     rows = fleet_rows(nodes)
     first = next((n for n in sorted(nodes, key=lambda n: n.node) if n.device), None)
     device = dict(first.device) if first else {"kind": "unknown", "name": "cluster"}
@@ -103,4 +133,5 @@ def cluster_run(cfg: HealthConfig, nodes: list[NodeResult], started: str, wall_s
             "wall_s": wall_s,
         },
         name=name or "health (cluster)",
+        id=run_id,
     )

@@ -103,8 +103,8 @@ def section() -> None:
                 {
                     "figure": r["figure"],
                     "where": " ".join(filter(None, (r.get("node"), r["where"]))),
-                    "measured": check.cell(r["measured"], r["unit"]),
-                    "reference": r["reference_label"] or check.cell(r["reference"], r["unit"]),
+                    "measured": check.cell(r, "measured"),
+                    "reference": r["reference_label"] or check.cell(r, "reference"),
                     "verdict": ICONS.get(r["verdict"], r["verdict"]) + (" · regressed" if r.get("regressed") else ""),
                     "why": "; ".join(filter(None, (r["reason"], (r.get("history") or {}).get("text")))),
                     "source": f"{r['source']} ({r['date']})" if r.get("source") else "",

@@ -110,6 +110,23 @@ def _ours(lock_dir):
     return found
 
 
+def _node_process(db, group_rank: str) -> psutil.Process:
+    """The check's own process of one node (not its torchrun launcher), found by its database and GROUP_RANK."""
+    for p in psutil.process_iter(["cmdline"]):
+        try:
+            cmdline = p.info["cmdline"] or []
+            if (
+                "core.cli.health_node" in cmdline
+                and "torch.distributed.run" not in cmdline
+                and str(db) in cmdline
+                and p.environ().get("GROUP_RANK") == group_rank
+            ):
+                return p
+        except psutil.Error:  # a process that ended meanwhile
+            continue
+    raise AssertionError(f"no running check process for node {group_rank}")
+
+
 def test_a_node_killed_mid_run_keeps_its_rows_is_named_and_leaves_no_process(tmp_path):
     db = tmp_path / "cluster.sqlite"
     command = torchrun(free_port(), "gpulab-health-kill", db, "--stale-s", "5")
@@ -122,19 +139,14 @@ def test_a_node_killed_mid_run_keeps_its_rows_is_named_and_leaves_no_process(tmp
             "[node 1] [1/2]" in (tmp_path / f"node{i}.err").read_text() for i in range(2)
         ):
             time.sleep(0.2)
-        victim = next(
-            p
-            for p in psutil.process_iter(["cmdline"])
-            if "core.cli.health_node" in (p.info["cmdline"] or [])
-            and "torch.distributed.run" not in p.info["cmdline"]
-            and str(db) in p.info["cmdline"]
-            and p.environ().get("GROUP_RANK") == "1"
-        )
+        victim = _node_process(db, group_rank="1")
         victim.kill()
-        # rank 0 stores the run once node 1 has been silent for 5 s; its launcher may then wait out torchrun's
-        # exit barrier for the failed node's (minutes), which is torchrun's, not the check's
+        # rank 0 stores its own rows at once (status running), the whole run once node 1 has been silent for
+        # 5 s; its launcher may then wait out torchrun's exit barrier for the failed node (minutes): torchrun's
         deadline = time.monotonic() + 180
-        while time.monotonic() < deadline and not (db.exists() and RunStore(db).list(experiment="health")):
+        while time.monotonic() < deadline and not (
+            db.exists() and [r for r in RunStore(db).list(experiment="health") if r.status != "running"]
+        ):
             time.sleep(0.2)
     finally:
         for n in nodes:
@@ -143,14 +155,46 @@ def test_a_node_killed_mid_run_keeps_its_rows_is_named_and_leaves_no_process(tmp
         for e in errs:
             e.close()
     (run,) = RunStore(db).list(experiment="health")
-    assert run.status == "error" and run.meta["failed_nodes"][0].startswith("node 1 (")
-    failed = [r for r in run.rows if r["verdict"] == "fail"]
-    assert [r["figure"].split(" (")[0] for r in failed] == ["node 1"]
-    assert "stopped responding" in failed[0]["reason"] and "row(s) it sent are kept" in failed[0]["reason"]
+    # node 0 may be ended too: when the killed node's launcher hosted torchrun's store, node 0's launcher stops
+    # it with SIGTERM, and it stores what it has
+    assert run.status == "error" and any(n.startswith("node 1 (") for n in run.meta["failed_nodes"])
+    (named,) = [r for r in run.rows if r["verdict"] == "fail" and r["figure"].startswith("node 1 (")]
+    assert "row(s) it sent are kept" in named["reason"], named["reason"]
     kept = [r for r in run.rows if r.get("node", "").startswith("node 1") and r["verdict"] != "fail"]
     assert kept and all(r["figure"].startswith("matmul fp32") for r in kept)  # the soak's, sent before the kill
-    assert [r for r in run.rows if r.get("node", "").startswith("node 0") and r["figure"] == "all_reduce busbw"]
+    assert [r for r in run.rows if r.get("node", "").startswith("node 0") and r["figure"].startswith("matmul fp32")]
     deadline = time.monotonic() + 30
     while _ours(os.environ["GPULAB_LOCK_DIR"]) and time.monotonic() < deadline:
         time.sleep(0.2)
     assert _ours(os.environ["GPULAB_LOCK_DIR"]) == []
+
+
+def test_rank_0_stopped_by_sigterm_stores_what_every_node_sent(tmp_path):
+    """torchrun's launcher ends rank 0 with SIGTERM (its store went away, or the job was stopped): rank 0 still
+    stores the run, with the rows each node had sent and every unfinished node named."""
+    db = tmp_path / "cluster.sqlite"
+    command = torchrun(free_port(), "gpulab-health-term", db, "--stale-s", "30")
+    errs = [open(tmp_path / f"node{i}.err", "w") for i in range(2)]
+    nodes = [subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=e, text=True) for e in errs]
+    try:
+        deadline = time.monotonic() + 180
+        while time.monotonic() < deadline and not any(
+            "[node 0] [1/2]" in (tmp_path / f"node{i}.err").read_text() for i in range(2)
+        ):
+            time.sleep(0.2)
+        _node_process(db, group_rank="0").terminate()
+        deadline = time.monotonic() + 120
+        while time.monotonic() < deadline and not (
+            db.exists() and [r for r in RunStore(db).list(experiment="health") if r.status != "running"]
+        ):
+            time.sleep(0.2)
+    finally:
+        for n in nodes:
+            n.kill()
+            n.wait(timeout=60)
+        for e in errs:
+            e.close()
+    (run,) = RunStore(db).list(experiment="health")
+    assert run.status == "error" and "stopped by SIGTERM" in run.error
+    assert [r for r in run.rows if r.get("node", "").startswith("node 0") and r["verdict"] != "fail"]  # its soak rows
+    assert {r["figure"].split(" (")[0] for r in run.rows if r["verdict"] == "fail"} >= {"node 0"}

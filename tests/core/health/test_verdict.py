@@ -8,6 +8,7 @@ import pytest
 from core.hardware import health_reference as ref
 from core.hardware import published
 from core.hardware.specs import match_spec
+from core.health.check import cell
 from core.health.figures import Figure, soak_figures
 from core.health.verdict import figure_row, overall
 from core.result import RunResult
@@ -150,3 +151,5 @@ def test_a_cpu_soak_is_measured_not_judged():
     assert drop["measured"] == pytest.approx(40.0)  # 100 × (0.5 − 0.3) / 0.5
     assert drop["reason"] == "no reference for CPU — AMD EPYC 7B13; the soak flagged it (over 10%)"
     assert overall(list(rows.values())) == "healthy"
+    assert cell(rows["matmul bf16 burst"], "measured") == "500 GFLOPS"  # the lab's unit rule: GFLOPS on a CPU
+    assert cell(judged(H100_SXM, "matmul bf16", 780.0), "measured") == "780 TFLOPS"
