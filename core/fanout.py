@@ -37,6 +37,7 @@ STATUS_ORDER = ("cancelled", "error", "interrupted", "unsupported", "ok")  # the
 # Device facts that describe the whole box when every GPU shares them.
 SHARED_FACTS = (
     "kind",
+    "host",
     "name",
     "compute_capability",
     "multiprocessors",

@@ -5,6 +5,7 @@ from __future__ import annotations
 import pandas as pd
 import streamlit as st
 
+from core.health.figures import figures_of
 from core.paths import example_files
 from core.result import FINAL_STATUSES, RunResult, RunSummary
 from core.store import MAX_IMPORT_BYTES, ImportRefused, RunStore, StoreError
@@ -19,6 +20,7 @@ from render import comparison
 from render.export import csv_bytes, slug
 from render.plots import figures_for, overlay_for
 from render.report import build_report, device_pairs
+from render.trend import trend_charts
 
 KEY = "compare"
 SELECTED = f"{KEY}.selected"
@@ -224,6 +226,22 @@ def run_detail(store: RunStore, run: RunResult) -> None:
     if run.rows:
         with st.expander(f"Data ({len(run.rows)} rows)"):
             st.dataframe(run.frame(), hide_index=True)
+    trend_section(store, run)
+
+
+TREND_RUNS = 200
+
+
+def trend_section(store: RunStore, run: RunResult) -> None:
+    """Each figure of this run over every stored run of the same experiment and settings, one line per box."""
+    if not figures_of(run):
+        return
+    same = [r for r in store.list(experiment=run.experiment, status="ok", limit=TREND_RUNS) if r.config == run.config]
+    st.write(
+        f"**Trend: {len(same)} run(s) of {md(run.experiment)} with these settings, one line per box and device** "
+        "(✕: below the box's earlier runs beyond their spread)"
+    )
+    show_charts(trend_charts(same), f"{KEY}.trend.{run.id}")
 
 
 def compare_view(runs: list[RunResult]) -> None:
@@ -248,6 +266,9 @@ def compare_view(runs: list[RunResult]) -> None:
         st.warning(md(f"The {runs[0].experiment} overlay failed ({exc}); showing the generic overlay."))
         charts = None
     show_charts(charts or comparison.generic_charts(runs, metric), f"{KEY}.cmp")
+    if any(figures_of(r) for r in runs):
+        st.write("**Trend of each figure over these runs, one line per box and device**")
+        show_charts(trend_charts(runs), f"{KEY}.cmp.trend")
     deltas = comparison.delta_table(runs, [metric])
     st.write(
         f"**{md(metric)}: each run against {md(comparison.labels(runs)[0])}** (difference = run − baseline, "

@@ -1,4 +1,5 @@
-"""Home: what this box is, the doctor (does everything work here?), what the lab can measure, the latest runs."""
+"""Home: what this box is, the doctor (does everything work here?), its health (is it as fast as it should
+be?), what the lab can measure, the latest runs."""
 
 import json
 import threading
@@ -12,6 +13,7 @@ from core.jsonable import json_ready
 from core.store import StoreError
 from core.units import bytes_text, duration_text, timestamp_text
 from pages.common import catalog, lab
+from pages.common import health as health_panel
 from pages.common.methods import how_measured
 
 VERDICT_ICONS = {"pass": "✅ pass", "fail": "❌ fail", "unsupported": "➖ unsupported"}
@@ -212,6 +214,7 @@ if versions:
 
 how_measured("home")
 doctor_section()
+health_panel.section()
 
 st.header("Experiments")
 for path, page_title, icon in catalog.available()[1:]:

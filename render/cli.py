@@ -28,14 +28,26 @@ def run(args) -> int:
     store = open_store(args, write=False)
     runs = [store.find(i) for i in args.ids]
     try:
-        from render.report import build_report  # imported only here: plotly costs a second at start-up
+        import render.report  # noqa: F401 - imported only here: plotly costs a second at start-up
     except ImportError as exc:
         print(f"error: the HTML report needs plotly and pandas ({exc}): pip install plotly pandas", file=sys.stderr)
         return 2
-    data = build_report(runs).encode("utf-8")
+    data = html_report(runs).encode("utf-8")
     write_file(args.output, data)
     print(
         terminal(f"wrote {len(runs)} run(s) to {args.output} ({bytes_text(len(data))}, opens offline)"),
         file=sys.stderr,
     )
     return 0
+
+
+def html_report(runs) -> str:
+    """The HTML of stored runs: one health run is its one-page report (also ``python -m core health --html``),
+    anything else the full report with charts."""
+    if len(runs) == 1 and runs[0].experiment == "health":
+        from render.health import health_html
+
+        return health_html(runs[0])
+    from render.report import build_report
+
+    return build_report(runs)

@@ -47,6 +47,21 @@ def _command_modules() -> list:
     return sorted((m for m in modules if hasattr(m, "register")), key=lambda m: m.ORDER)
 
 
+def plugin(attribute: str):
+    """What an installed plugin offers the engine's commands under ``attribute`` (the renderers'
+    ``html_report``), or None on a box without it."""
+    for name in PLUGINS:
+        try:
+            module = importlib.import_module(name)
+        except ModuleNotFoundError as exc:
+            if exc.name is None or not name.startswith(exc.name):
+                raise
+            continue
+        if hasattr(module, attribute):
+            return getattr(module, attribute)
+    return None
+
+
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     common = _common()
     common.command = command

@@ -13,6 +13,7 @@ import os
 import platform
 import re
 import shutil
+import socket
 import subprocess
 import sys
 from contextlib import nullcontext
@@ -108,6 +109,11 @@ def _meminfo() -> tuple[int | None, int | None]:
             return None, None
 
 
+def host_name() -> str:
+    """The box's name, part of every run's box identity (:mod:`core.hardware.identity`)."""
+    return socket.gethostname()
+
+
 def describe_cpu() -> dict:
     import torch
 
@@ -116,6 +122,7 @@ def describe_cpu() -> dict:
         "kind": "cpu",
         "index": None,
         "torch_device": "cpu",
+        "host": host_name(),
         "name": _cpu_model(),
         "label": f"CPU — {_cpu_model()}",
         "cores": os.cpu_count(),
@@ -153,6 +160,8 @@ def describe_cuda(index: int) -> dict:
         "kind": "cuda",
         "index": index,
         "torch_device": f"cuda:{index}",
+        "host": host_name(),
+        "uuid": _uuid(props),
         "name": props.name,
         "label": f"cuda:{index} — {props.name}",
         "compute_capability": f"{props.major}.{props.minor}",
@@ -164,6 +173,13 @@ def describe_cuda(index: int) -> dict:
         "tf32": tf32_flags(),
         "spec": spec.to_dict() if spec else None,
     }
+
+
+def _uuid(props) -> str | None:
+    """The GPU's UUID (as nvidia-smi prints it, ``GPU-…``): it names one card across reboots and slots;
+    None where this torch build or driver does not report it."""
+    uuid = str(getattr(props, "uuid", "") or "")
+    return (uuid if uuid.startswith("GPU-") else f"GPU-{uuid}") if uuid.strip("0-") else None
 
 
 def cuda_unavailable_reason() -> str | None:
@@ -233,6 +249,7 @@ def describe_no_device(requested: str, in_process: bool = True) -> dict:
             "kind": "cpu",
             "index": None,
             "torch_device": "cpu",
+            "host": host_name(),
             "name": _cpu_model(),
             "label": f"CPU — {_cpu_model()} (no device used: {how})",
             "cores": os.cpu_count(),
@@ -245,6 +262,7 @@ def describe_no_device(requested: str, in_process: bool = True) -> dict:
         "kind": "none",
         "index": None,
         "torch_device": requested,
+        "host": host_name(),
         "name": f"{requested} (not used)",
         "label": f"{requested} — not used: {how} without touching the GPU",
         "total_memory_bytes": None,

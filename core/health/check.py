@@ -1,0 +1,386 @@
+"""Running the health check: the doctor, the soak on every GPU, copies and all_reduce, then the verdict table.
+
+Like the doctor, every measurement is a job of the normal path (:class:`~core.jobs.JobManager`, a worker per
+device), stored like any run; this module imports no torch. The soak is the ``matmul-soak`` experiment, found
+by name in the registry: a build without it says "not available in this build" in its row and runs the rest.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+import time
+from collections.abc import Callable
+from dataclasses import dataclass, field
+
+from core.columns import throughput_unit
+from core.errors import ConfigError
+from core.experiment import check_choices
+from core.hardware.health_reference import THRESHOLD_REASON
+from core.hardware.identity import box_identity, box_label
+from core.health.figures import SOAK, figures_of
+from core.health.history import history_of
+from core.health.verdict import figure_row, overall, step_row, summary
+from core.result import RunResult, now_iso
+from core.units import duration_text
+
+PARTS = ("doctor", "soak", "copies", "collectives")
+QUICK_SOAK_S = 10.0
+BUNDLE_FORMAT = "gpulab-health"
+Progress = Callable[[int, int, str], None]
+
+
+@dataclass(frozen=True)
+class HealthConfig:
+    """What the health check runs; the defaults are the full check, ``quick`` a short one."""
+
+    device: str = "auto"  # auto: every GPU (else the CPU); all: every GPU; cpu; cuda or cuda:N (that GPU)
+    parts: tuple[str, ...] = PARTS
+    soak_s: float = 60.0  # seconds of sustained matmul per GPU (the soak's burst is its first seconds)
+    dtype: str = "auto"  # the soak's dtype: bf16 on a GPU, fp32 on the CPU
+    quick: bool = False  # a short soak and small copies: minutes → seconds
+    timeout_s: float = 900.0  # per job
+
+    def __post_init__(self) -> None:
+        check_choices("parts", self.parts, PARTS)
+        if not 2 <= self.soak_s <= 1800:  # the soak's own range: two samples at least, within a job's hour
+            raise ConfigError(f"soak_s must be 2…1800 seconds, got {self.soak_s:g}")
+        if not 0 < self.timeout_s <= 24 * 3600:
+            raise ConfigError(f"timeout_s must be positive and at most a day, got {self.timeout_s:g}")
+
+    @property
+    def soak_seconds(self) -> float:
+        return min(self.soak_s, QUICK_SOAK_S) if self.quick else self.soak_s
+
+    def soak_dtype(self, cuda: bool) -> str:
+        return self.dtype if self.dtype != "auto" else "bf16" if cuda else "fp32"
+
+    def interconnect(self, gpus: int) -> dict:
+        """The interconnect job's settings: the copies at one large size, all_reduce at the largest messages."""
+        parts = ["copy"] if "copies" in self.parts else []
+        if "copies" in self.parts and gpus > 1:
+            parts.append("peer")
+        if "collectives" in self.parts and gpus != 1:  # one GPU has nobody to reduce with
+            parts.append("collectives")
+        if gpus:
+            sizes, copy = (["64MiB"], ["64MiB"]) if self.quick else (["256MiB", "1GiB"], ["256MiB"])
+            extra: dict = {"backend": "nccl", "peer_size": copy[0]}
+        else:
+            sizes, copy = (["1MiB"], ["1MiB"]) if self.quick else (["4MiB"], ["1MiB"])
+            extra = {"backend": "gloo", "world_size": 2}
+        return {
+            "parts": parts,
+            "collectives": ["all_reduce"],
+            "sizes": sizes,
+            "copy_sizes": copy,
+            "rep_ms": 30.0 if self.quick else 100.0,
+        } | extra
+
+
+@dataclass
+class HealthReport:
+    config: HealthConfig
+    rows: list[dict] = field(default_factory=list)
+    runs: list[RunResult] = field(default_factory=list)
+    device: dict = field(default_factory=dict)  # the box as its runs described it
+    versions: dict = field(default_factory=dict)
+    started_at: str = field(default_factory=now_iso)
+    finished_at: str | None = None
+    wall_s: float = 0.0
+
+    @property
+    def verdict(self) -> str:
+        return overall(self.rows)
+
+    @property
+    def exit_code(self) -> int:
+        return 0 if self.verdict == "healthy" else 1
+
+    def bundle(self) -> dict:
+        return {
+            "format": BUNDLE_FORMAT,
+            "version": 1,
+            "verdict": self.verdict,
+            "summary": summary(self.rows),
+            "answer": answer(self.rows, self.device),
+            "box": box_identity(self.device),
+            "device": self.device,
+            "versions": self.versions,
+            "config": dataclasses.asdict(self.config),
+            "thresholds": THRESHOLD_REASON,
+            "started_at": self.started_at,
+            "finished_at": self.finished_at,
+            "wall_s": self.wall_s,
+            "rows": self.rows,
+            "run_ids": [r.id for r in self.runs],
+        }
+
+    def to_run(self) -> RunResult:
+        """The health check as one stored run (experiment "health"): the home page and the report read it."""
+        bad = [r for r in self.rows if r["verdict"] == "fail"]
+        return RunResult(
+            experiment="health",
+            config=dataclasses.asdict(self.config),
+            device=self.device or {"kind": "unknown", "name": self.config.device},
+            versions=self.versions,
+            started_at=self.started_at,
+            finished_at=self.finished_at,
+            status="error" if bad else "ok",
+            error=(f"{len(bad)} step(s) or check(s) failed: " + "; ".join(r["figure"] for r in bad)) if bad else None,
+            rows=self.rows,
+            meta={k: v for k, v in self.bundle().items() if k not in ("rows", "device", "versions", "config")},
+            name="health",
+        )
+
+
+def answer(rows: list[dict], device: dict) -> str:
+    """The verdict in plain words, before the table."""
+    verdict, where = overall(rows), box_label(device) if device else "this box"
+    counts = summary(rows)
+    if verdict == "healthy":
+        said = [f"{counts['pass']} pass"] if counts["pass"] else []
+        if counts["no reference"]:
+            said.append(f"{counts['no reference']} measured without a reference (nothing to judge them by)")
+        if counts["not measured"]:
+            said.append(f"{counts['not measured']} not measured here")
+        return f"Healthy on {where}: nothing below expected — " + ", ".join(said) + "."
+    below = [
+        r for r in rows if r["verdict"] in ("below expected", "far below") or r.get("regressed") or r.get("outlier")
+    ]
+    failed = [r for r in rows if r["verdict"] == "fail"]
+    parts = []
+    if failed:
+        parts.append(f"{len(failed)} failed ({', '.join(r['figure'] for r in failed[:3])})")
+    if below:
+        parts.append(f"{len(below)} below expected ({', '.join(_named(r) for r in below[:3])})")
+    return f"Not healthy on {where}: " + "; ".join(parts) + "."
+
+
+def _named(row: dict) -> str:
+    """A row's figure, node and device, and why it is below expected when it is not its reference."""
+    why = [w for w, flag in (("regressed", row.get("regressed")), ("fleet outlier", row.get("outlier"))) if flag]
+    return " @ ".join(filter(None, (row["figure"], row.get("node"), row["where"]))) + (
+        f" ({', '.join(why)})" if why else ""
+    )
+
+
+def _doctor_rows(report) -> list[dict]:
+    """The doctor's cross-checks one row each; its "experiment runs" checks as one row unless one failed."""
+    verdicts = {"pass": "pass", "fail": "fail", "unsupported": "not measured"}
+    where = report.device_description.get("torch_device") or report.device
+    ran = {f"({r.experiment}) runs" for r in report.runs}
+    runs = [c for c in report.checks if any(c.check.endswith(x) for x in ran)]
+    rows = [
+        step_row(f"doctor: {c.check}", where, verdicts[c.verdict], c.reason, measured=c.result, reference=c.expected)
+        for c in report.checks
+        if c not in runs or c.verdict == "fail"
+    ]
+    if runs:
+        failed = sum(c.verdict == "fail" for c in runs)
+        unsupported = [c.check.removesuffix(" runs") for c in runs if c.verdict == "unsupported"]
+        measured = f"{len(runs) - failed - len(unsupported)} of {len(runs)} ok" + (
+            f", {len(unsupported)} unsupported here" if unsupported else ""
+        )
+        reason = f"unsupported here: {', '.join(unsupported)}" if unsupported else ""
+        verdict = "fail" if failed else "pass"
+        rows.insert(0, step_row("doctor: every experiment runs", where, verdict, reason, measured, "ok or unsupported"))
+    return rows
+
+
+def _unfinished(label: str, run: RunResult) -> list[dict]:
+    """A step whose run did not finish: not measured (unsupported here) or failed, with the reason."""
+    where = run.device.get("torch_device") or "?"
+    if run.status == "unsupported":
+        return [step_row(label, where, "not measured", run.error or "unsupported")]
+    return [step_row(label, where, "fail", run.error or run.status)]
+
+
+def _run_rows(label: str, run: RunResult, store) -> list[dict]:
+    if run.status != "ok":
+        return _unfinished(label, run)
+    history = history_of(store, run)
+    rows = [figure_row(f, history.get(f.key)) for f in figures_of(run)]
+    for r in run.rows:  # a part the device cannot run is a row of its own, with the reason
+        if r.get("status") == "unsupported" and r.get("kind") in ("host_copy", "peer", "collective"):
+            what = {"host_copy": "host↔device copies", "peer": "peer copies", "collective": "all_reduce"}[r["kind"]]
+            rows.append(step_row(what, run.device.get("torch_device") or "?", "not measured", r.get("reason") or ""))
+    return rows
+
+
+def soak_available() -> bool:
+    from core.registry import listing
+
+    return any(e.name == SOAK for e in listing())
+
+
+def soak_config(dtype: str, seconds: float) -> dict:
+    """The soak's settings, given only where its config has the field (its other options keep their defaults)."""
+    from core.registry import get
+
+    names = {f.name for f in dataclasses.fields(get(SOAK).config_type)}
+    return {k: v for k, v in {"dtype": dtype, "duration_s": seconds}.items() if k in names}
+
+
+def _gpus(device: str) -> list[str]:
+    """The devices the soak runs on: every GPU for auto/all, the one named, or the CPU."""
+    if device == "cpu":
+        return ["cpu"]
+    if device.startswith("cuda"):
+        return ["cuda:0" if device == "cuda" else device]
+    from core.workerprocess import query_devices
+
+    info = query_devices()
+    gpus = [d["torch_device"] for d in info["devices"] if d.get("kind") == "cuda"]
+    if device == "all" and not gpus:
+        raise ConfigError(f"device {device}: this box has no CUDA GPU ({info.get('cuda_unavailable_reason')})")
+    return gpus or ["cpu"]
+
+
+def run_health(
+    cfg: HealthConfig,
+    manager=None,
+    *,
+    store=None,
+    on_progress: Progress | None = None,
+    on_rows: Callable[[list[dict]], None] | None = None,
+    name: str = "health",
+) -> HealthReport:
+    """Run the check through ``manager`` (a fresh :class:`~core.jobs.JobManager` without a store if None);
+    ``store`` is read for the box's history (and the manager's store is where the step runs go).
+    ``on_rows`` receives every row so far after each part (a node of a cluster run sends them on)."""
+    from core.doctor import report_run, run_doctor
+    from core.hardware.device import check_device_string
+    from core.jobs import JobManager
+
+    check_device_string(cfg.device)
+    own = manager is None
+    manager = manager or JobManager(store=None)
+    report = HealthReport(config=cfg)
+    t0 = time.monotonic()
+    notify = on_progress or (lambda done, total, message: None)
+    rows_so_far = on_rows or (lambda rows: None)
+    try:
+        devices = _gpus(cfg.device)
+        cuda = devices[0] != "cpu"
+        total = len(cfg.parts)
+        done = 0
+        if "doctor" in cfg.parts:
+            notify(done, total, f"doctor on {devices[0]}")
+            doc = run_doctor(devices[0], manager, name=f"{name}: doctor", timeout_s=cfg.timeout_s)
+            if manager.store is not None:
+                manager.store.save(report_run(doc))
+            report.runs += doc.runs
+            report.rows += _doctor_rows(doc)
+            done += 1
+            notify(done, total, f"doctor: {len(doc.failed)} failed")
+            rows_so_far(report.rows)
+        if "soak" in cfg.parts:
+            dtype = cfg.soak_dtype(cuda)
+            notify(done, total, f"soak: {cfg.soak_seconds:g} s of {dtype} matmul on {len(devices)} device(s)")
+            if not soak_available():
+                report.rows.append(
+                    step_row(
+                        f"matmul {dtype} soak",
+                        ",".join(devices),
+                        "not measured",
+                        f"not available in this build: no {SOAK} experiment",
+                    )
+                )
+            else:
+                soak = soak_config(dtype, cfg.soak_seconds)
+                jobs = [
+                    manager.submit(SOAK, soak, d, timeout_s=cfg.timeout_s, name=f"{name}: soak {d}") for d in devices
+                ]
+                for job in jobs:  # every GPU at once: each on its own queue, as a loaded node runs
+                    run = job.wait()
+                    assert run is not None  # wait() without a timeout returns once the job has its result
+                    report.runs.append(run)
+                    report.rows += _run_rows(f"matmul {dtype} soak", run, store)
+            done += 1
+            rows_so_far(report.rows)
+        if "copies" in cfg.parts or "collectives" in cfg.parts:
+            gpus = len(devices) if cuda else 0
+            settings = cfg.interconnect(gpus)
+            notify(done, total, "copies and all_reduce" if settings["parts"] else "interconnect: nothing to run")
+            if settings["parts"]:
+                run = manager.submit(
+                    "interconnect",
+                    settings,
+                    "cuda:0" if cuda else "cpu",
+                    timeout_s=cfg.timeout_s,
+                    name=f"{name}: interconnect",
+                ).wait()
+                assert run is not None
+                report.runs.append(run)
+                report.rows += _run_rows("copies and all_reduce", run, store)
+            if "collectives" in cfg.parts and gpus == 1:
+                report.rows.append(step_row("all_reduce busbw", devices[0], "not measured", "one GPU: no peer"))
+            done += sum(p in cfg.parts for p in ("copies", "collectives"))
+            rows_so_far(report.rows)
+        notify(total, total, "verdict")
+    finally:
+        if own:
+            manager.shutdown()
+    described = [r for r in report.runs if r.device.get("kind") in ("cpu", "cuda")]
+    if described:
+        report.device, report.versions = described[0].device, described[0].versions
+    report.finished_at = now_iso()
+    report.wall_s = time.monotonic() - t0
+    return report
+
+
+def table(rows: list[dict]) -> str:
+    """The verdict table as aligned text: figure, where, measured, reference, verdict; reasons under the rows
+    that did not pass (each reason once)."""
+    heads = ("figure", "where", "measured", "reference", "verdict")
+    cells = [
+        (
+            r["figure"],
+            " ".join(filter(None, (r.get("node"), r["where"]))),
+            cell(r, "measured"),
+            r["reference_label"] or cell(r, "reference"),
+            r["verdict"] + (" · regressed" if r.get("regressed") else ""),
+        )
+        for r in rows
+    ]
+    widths = [min(40, max(len(h), *(len(c[i]) for c in cells))) if cells else len(h) for i, h in enumerate(heads)]
+    lines = ["  ".join(h.ljust(w) for h, w in zip(heads, widths)).rstrip()]
+    said: set[str] = set()
+    for r, c in zip(rows, cells):
+        lines.append("  ".join(_clip(v, w).ljust(w) for v, w in zip(c, widths)).rstrip())
+        notes = [r["history"]["text"]] if r.get("history") else []
+        if r["verdict"] != "pass" and r["reason"] and r["reason"] not in said:
+            said.add(r["reason"])
+            notes.append(r["reason"])
+        lines += [f"    ↳ {n}" for n in notes]
+    return "\n".join(lines)
+
+
+def cell(row: dict, key: str) -> str:
+    """A row's measured or reference value as text: a number with its unit (GFLOPS for a CPU's throughput, the
+    lab's one unit rule), a check's words as they are."""
+    value, unit = row[key], row["unit"]
+    if value is None:
+        return "—"
+    if isinstance(value, float):
+        if unit == "TFLOPS":
+            unit, factor = throughput_unit(row.get("device_kind") == "cuda")
+            value *= factor
+        return f"{value:.4g} {unit}".strip()
+    return str(value)
+
+
+def _clip(text: str, width: int) -> str:
+    return text if len(text) <= width else text[: width - 1] + "…"
+
+
+def report_text(report: HealthReport) -> str:
+    return "\n".join(
+        [
+            report.bundle()["answer"],
+            "",
+            table(report.rows),
+            "",
+            f"thresholds: {THRESHOLD_REASON}",
+            f"{len(report.rows)} rows in {duration_text(report.wall_s)}: verdict {report.verdict}",
+        ]
+    )

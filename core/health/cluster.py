@@ -1,0 +1,137 @@
+"""A node's part of a cluster health check (:mod:`core.cli.health_node`): check, send, and on rank 0 gather,
+judge the fleet and store one run."""
+
+from __future__ import annotations
+
+import dataclasses
+import json
+import os
+import signal
+import sys
+import threading
+import time
+
+from core.hardware.device import host_name
+from core.hardware.health_reference import THRESHOLD_REASON
+from core.hardware.identity import box_identity
+from core.health.check import HealthConfig, HealthReport, answer, run_health, table
+from core.health.fleet import NodeResult, fleet_rows
+from core.health.node import Exchange, Fleet, Heartbeat, announce, finish
+from core.health.verdict import overall, summary
+from core.jsonable import json_ready
+from core.result import RunResult, new_run_id, now_iso
+from core.text import terminal
+
+
+def _say(env, message: str) -> None:
+    print(f"[node {env.group_rank}] {terminal(message)}", file=sys.stderr, flush=True)
+
+
+class Stopped(Exception):
+    """SIGTERM: torchrun's launcher is ending the job (its store went away, or it was stopped)."""
+
+
+def run_node(cfg: HealthConfig, env, args) -> int:
+    from core.jobs import JobManager
+    from core.store import RunStore
+
+    store = RunStore(args.db)
+    exchange = Exchange(env)
+    node = env.group_rank
+    announce(exchange, node)
+    own = NodeResult(node, host_name())
+    started, t0 = now_iso(), time.monotonic()
+    stopping, phase = threading.Event(), ["check"]
+
+    def on_term(signum, frame) -> None:
+        stopping.set()
+        if phase[0] == "check":  # the node's own check ends, what it measured is sent on
+            raise Stopped("stopped by SIGTERM: torchrun's launcher ended the job")
+
+    signal.signal(signal.SIGTERM, on_term)
+
+    def progress(done: int, total: int, message: str) -> None:
+        exchange.post(f"step/{node}", message)
+        _say(env, f"[{done}/{total}] {message}")
+
+    def send(rows: list[dict]) -> None:
+        own.rows = json_ready(rows)
+        exchange.post(f"rows/{node}", own.rows)
+
+    manager = JobManager(store=None if args.no_save else store)
+    report = HealthReport(config=cfg)
+    fleet, watching = (Fleet(exchange, env, args.stale_s), threading.Event()) if env.rank == 0 else (None, None)
+    if fleet is not None and watching is not None:
+        fleet.watch(watching)  # what the other nodes send is kept from the start
+    with Heartbeat(exchange, node):
+        try:
+            report = run_health(cfg, manager, store=store, on_progress=progress, on_rows=send)
+            own.status = "ok"
+            own.rows = json_ready(report.rows)
+        except Exception as exc:  # noqa: BLE001 - the node's failure is a row of the cluster's run, with its rows
+            own.status, own.error = "failed", f"{type(exc).__name__}: {exc}"
+        finally:
+            phase[0] = "report"
+            manager.shutdown()
+        own.device, own.versions = report.device, report.versions
+        try:
+            finish(exchange, own)
+        except Exception as exc:  # noqa: BLE001 - the store is gone: rank 0 judges by what it has
+            _say(env, f"could not send the result: {exc}")
+        if env.rank != 0:
+            _say(env, f"sent {len(own.rows)} row(s) to rank 0: {report.verdict if own.status == 'ok' else own.error}")
+            return 0
+        run_id = new_run_id()
+        if not args.no_save:  # rank 0's own rows are kept even if it is killed while it waits for the others
+            waiting = cluster_run(cfg, [own], started, time.monotonic() - t0, args.name, run_id)
+            waiting.status, waiting.error, waiting.finished_at = "running", None, None
+            store.save(waiting, owner_pid=os.getpid())
+        assert fleet is not None and watching is not None  # rank 0
+        watching.set()
+        nodes = fleet.gather(own, lambda message: _say(env, message), stopping)
+    run = cluster_run(cfg, nodes, started, time.monotonic() - t0, args.name, run_id)
+    if not args.no_save:
+        store.save(run)
+    if args.json:
+        print(json.dumps(json_ready(run.to_dict()), indent=2, allow_nan=False))
+    else:
+        print("\n".join(terminal(line) for line in f"{run.meta['answer']}\n\n{table(run.rows)}".splitlines()))
+    # The verdict is in the stored and printed run, not the exit code: torchrun takes a non-zero exit for a
+    # crashed worker, and the other nodes' launchers then wait out their exit barrier (5 minutes).
+    _say(env, f"verdict: {run.meta['verdict']} (run {run.id})")
+    return 0
+
+
+def cluster_run(
+    cfg: HealthConfig, nodes: list[NodeResult], started: str, wall_s: float, name: str, run_id: str
+) -> RunResult:
+    """The cluster's one run: every node's rows against the fleet, the nodes and their status in meta."""
+    rows = fleet_rows(nodes)
+    first = next((n for n in sorted(nodes, key=lambda n: n.node) if n.device), None)
+    device = dict(first.device) if first else {"kind": "unknown", "name": "cluster"}
+    failed = [n for n in nodes if n.status != "ok"]
+    device["label"] = f"torchrun health — {len(nodes)} node(s), rank 0: {device.get('label') or device.get('name')}"
+    verdict = overall(rows)
+    return RunResult(
+        experiment="health",
+        config=dataclasses.asdict(cfg) | {"nodes": len(nodes)},
+        device=device,
+        versions=first.versions if first else {},
+        started_at=started,
+        finished_at=now_iso(),
+        status="error" if failed else "ok",
+        error=("failed node(s): " + ", ".join(f"{n.name}: {n.error}" for n in failed)) if failed else None,
+        rows=rows,
+        meta={
+            "verdict": verdict,
+            "summary": summary(rows),
+            "answer": f"{len(nodes)} node(s): " + answer(rows, device),
+            "nodes": [n.summary() for n in sorted(nodes, key=lambda n: n.node)],
+            "failed_nodes": [n.name for n in failed],
+            "box": box_identity(device),
+            "thresholds": THRESHOLD_REASON,
+            "wall_s": wall_s,
+        },
+        name=name or "health (cluster)",
+        id=run_id,
+    )

@@ -1,0 +1,93 @@
+"""A figure against the same box's earlier runs of the same experiment and settings.
+
+A regression is a value below the lowest earlier value by more than the earlier runs' own spread (their
+range, and at least :data:`NOISE_FLOOR` of their median, so three identical runs do not turn a 1 % wobble
+into a flag). Other boxes, other settings and runs stored without a box identity are never compared.
+"""
+
+from __future__ import annotations
+
+import statistics
+from dataclasses import asdict, dataclass
+
+from core.hardware.identity import box_key
+from core.health.figures import Figure, figures_of
+from core.result import RunResult
+
+NOISE_FLOOR = 0.03  # a GPU's repeated runs differ by a few percent (clocks, temperature)
+MIN_EARLIER = 2  # a spread needs two runs
+MAX_EARLIER = 50  # the newest runs of the box are what "still" means
+
+
+@dataclass(frozen=True)
+class History:
+    """One figure's earlier values on this box, and whether the new one regressed beyond their spread."""
+
+    figure: str
+    where: str
+    unit: str
+    value: float
+    earlier: list[float]  # oldest first
+    earlier_ids: list[str]
+    median: float
+    low: float
+    high: float
+    regressed: bool
+
+    @property
+    def text(self) -> str:
+        unit = f" {self.unit}"
+        head = f"{self.value:.4g}{unit} now; earlier {len(self.earlier)} runs: median {self.median:.4g}{unit} " + (
+            f"(range {self.low:.4g}–{self.high:.4g})"
+        )
+        return ("regressed: " if self.regressed else "") + head
+
+    def to_dict(self) -> dict:
+        return asdict(self) | {"text": self.text}
+
+
+def same_settings(a: RunResult, b: RunResult) -> bool:
+    return a.experiment == b.experiment and a.config == b.config
+
+
+def earlier_runs(store, run: RunResult) -> list[RunResult]:
+    """The box's earlier finished runs of the same experiment and settings, oldest first."""
+    key = box_key(run.device)
+    if key is None or store is None:
+        return []
+    runs = store.list(experiment=run.experiment, status="ok", until=run.started_at, limit=MAX_EARLIER * 4)
+    same = [r for r in runs if r.id != run.id and same_settings(r, run) and box_key(r.device) == key]
+    return list(reversed(same[:MAX_EARLIER]))
+
+
+def compare(figure: Figure, earlier: list[tuple[str, float]]) -> History | None:
+    """``figure`` against earlier (run id, value) pairs; None when there are too few to have a spread or the
+    figure has a ceiling instead of a direction (the soak's drop)."""
+    if figure.ceiling is not None or len(earlier) < MIN_EARLIER:
+        return None
+    values = [v for _, v in earlier]
+    median, low, high = statistics.median(values), min(values), max(values)
+    margin = max(high - low, NOISE_FLOOR * median)
+    return History(
+        figure.figure,
+        figure.where,
+        figure.unit,
+        figure.value,
+        values,
+        [i for i, _ in earlier],
+        median,
+        low,
+        high,
+        figure.value < low - margin,
+    )
+
+
+def history_of(store, run: RunResult) -> dict[str, History]:
+    """Every figure of ``run`` against the same box's earlier runs, by :attr:`Figure.key`."""
+    earlier = [(r.id, {f.key: f.value for f in figures_of(r)}) for r in earlier_runs(store, run)]
+    out = {}
+    for figure in figures_of(run):
+        found = compare(figure, [(i, values[figure.key]) for i, values in earlier if figure.key in values])
+        if found is not None:
+            out[figure.key] = found
+    return out

@@ -1,0 +1,169 @@
+"""One node of a cluster health check under torchrun: run the check here, send the rows to rank 0 through the
+rendezvous store; rank 0 gathers every node's rows and stores ONE run (:mod:`core.health.fleet`).
+
+Each node writes under ``gpulab-health/<run>/`` in torchrun's store (the same store the interconnect ranks
+use): ``host/<node>``, ``step/<node>`` (what it is doing), ``rows/<node>`` (every row so far, after each
+part), ``done/<node>`` and a heartbeat counter ``alive/<node>``. Rank 0 reads them from the start and keeps
+what it read (:class:`Fleet`): a node whose heartbeat stops for ``stale_s`` seconds, or that ends with an
+error, is failed and named, with the rows it sent; if the store itself goes (its host's launcher ended), every
+unfinished node is failed the same way.
+"""
+
+from __future__ import annotations
+
+import json
+import threading
+import time
+from collections.abc import Callable
+from datetime import timedelta
+
+import torch.distributed as dist
+
+from core.distributed.rank import RankEnv
+from core.hardware.device import host_name
+from core.health.fleet import NodeResult
+
+HEARTBEAT_S = 2.0
+POLL_S = 0.5
+
+
+class Exchange:
+    """This job's keys in torchrun's store."""
+
+    def __init__(self, env: RankEnv, timeout_s: float = 60.0) -> None:
+        self.env = env
+        # Public (documented) classes that torch.distributed imports from torch._C without re-exporting them.
+        base = dist.TCPStore(  # pyright: ignore[reportPrivateImportUsage]
+            env.master_addr,
+            env.master_port,
+            is_master=False,
+            wait_for_workers=False,
+            timeout=timedelta(seconds=timeout_s),
+        )
+        self.store = dist.PrefixStore(f"gpulab-health/{env.run_id}/", base)  # pyright: ignore[reportPrivateImportUsage]
+
+    def post(self, key: str, value) -> None:
+        self.store.set(key, json.dumps(value, allow_nan=False))
+
+    def read(self, key: str):
+        return json.loads(self.store.get(key)) if self.store.check([key]) else None
+
+    def beat(self, node: int) -> int:
+        return int(self.store.add(f"alive/{node}", 1))
+
+    def beats(self, node: int) -> int:
+        return int(self.store.add(f"alive/{node}", 0))
+
+
+class Heartbeat:
+    """Tells rank 0 this node is alive, every :data:`HEARTBEAT_S`, until stopped."""
+
+    def __init__(self, exchange: Exchange, node: int) -> None:
+        self.exchange, self.node = exchange, node
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True, name="health-heartbeat")
+
+    def _loop(self) -> None:
+        while not self._stop.wait(HEARTBEAT_S):
+            try:
+                self.exchange.beat(self.node)
+            except Exception:  # noqa: BLE001 - the store went away; rank 0 judges by what it has
+                return
+
+    def __enter__(self) -> Heartbeat:
+        self.exchange.beat(self.node)
+        self._thread.start()
+        return self
+
+    def __exit__(self, *exc) -> None:
+        self._stop.set()
+
+
+def nodes_of(env: RankEnv) -> int:
+    return max(1, env.world // max(1, env.local_world))
+
+
+class Fleet:
+    """Rank 0's view of the other nodes, kept as it is read: what a node sent stays whatever happens later (the
+    node dies, or the store goes with its host's launcher). Read in the background while rank 0 runs its own
+    check, then until every node is done, failed or silent for ``stale_s``."""
+
+    def __init__(self, exchange: Exchange, env: RankEnv, stale_s: float) -> None:
+        self.exchange, self.stale_s = exchange, stale_s
+        self.others = {n: NodeResult(n) for n in range(nodes_of(env)) if n != env.group_rank}
+        self.seen = {n: (-1, time.monotonic()) for n in self.others}
+        self._lock = threading.Lock()
+
+    def running(self) -> list[NodeResult]:
+        return [r for r in self.others.values() if r.status == "running"]
+
+    def poll(self, judge_silence: bool) -> None:
+        """One reading of every node still running; a node silent too long is failed when ``judge_silence``."""
+        with self._lock:
+            for r in self.running():
+                try:
+                    r.host = (self.exchange.read(f"host/{r.node}") or {}).get("host", r.host)
+                    r.step = self.exchange.read(f"step/{r.node}") or r.step
+                    r.rows = self.exchange.read(f"rows/{r.node}") or r.rows
+                    done = self.exchange.read(f"done/{r.node}")
+                    beats = self.exchange.beats(r.node)
+                except Exception as exc:  # noqa: BLE001 - the store is gone: keep what was read
+                    for w in self.running():
+                        w.status, w.error = "failed", f"the rendezvous store stopped answering ({type(exc).__name__})"
+                    return
+                if done is not None:
+                    r.status, r.error = done["status"], done.get("error") or ""
+                    r.rows, r.device, r.versions = done["rows"], done.get("device") or {}, done.get("versions") or {}
+                    continue
+                last, since = self.seen[r.node]
+                if beats != last:
+                    self.seen[r.node] = (beats, time.monotonic())
+                elif judge_silence and time.monotonic() - since > self.stale_s:
+                    r.status, r.error = "failed", f"stopped responding (no heartbeat for {self.stale_s:g} s)"
+
+    def watch(self, stop: threading.Event) -> threading.Thread:
+        """Read in the background until ``stop`` (while rank 0 runs its own check)."""
+
+        def loop() -> None:
+            while not stop.wait(POLL_S):
+                self.poll(judge_silence=False)
+
+        thread = threading.Thread(target=loop, daemon=True, name="health-fleet-watch")
+        thread.start()
+        return thread
+
+    def gather(
+        self, own: NodeResult, on_progress: Callable[[str], None], stopping: threading.Event
+    ) -> list[NodeResult]:
+        """Every node's result with rank 0's own; ``stopping`` (the job is being ended): one last reading, then the
+        nodes still running are failed as they stand."""
+        said = -1
+        while True:
+            self.poll(judge_silence=True)
+            if stopping.is_set():
+                for w in self.running():
+                    w.status, w.error = "failed", "the job was ended (SIGTERM) before this node answered"
+            left = len(self.running())
+            if not left:
+                return sorted([own, *self.others.values()], key=lambda n: n.node)
+            if left != said:
+                on_progress(f"waiting for {left} node(s)")
+                said = left
+            stopping.wait(POLL_S)
+
+
+def announce(exchange: Exchange, node: int) -> None:
+    exchange.post(f"host/{node}", {"host": host_name()})
+
+
+def finish(exchange: Exchange, result: NodeResult) -> None:
+    exchange.post(
+        f"done/{result.node}",
+        {
+            "status": result.status,
+            "error": result.error,
+            "rows": result.rows,
+            "device": result.device,
+            "versions": result.versions,
+        },
+    )

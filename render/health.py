@@ -1,0 +1,85 @@
+"""The health check as one self-contained HTML page to attach to a ticket: the verdict in words, the box, the
+verdict table with every reference's source and date, the thresholds, the nodes of a cluster run.
+
+No charts and no scripts: a few kilobytes that open anywhere, print on one page and survive a ticket system.
+"""
+
+from __future__ import annotations
+
+import html
+from datetime import UTC, datetime
+
+from core.health.check import cell
+from core.result import RunResult
+from core.units import duration_text
+
+_CSS = """
+body{font-family:system-ui,-apple-system,Segoe UI,Roboto,sans-serif;margin:1.5rem auto;max-width:1100px;color:#222}
+table{border-collapse:collapse;font-size:.82rem;margin:.5rem 0} td,th{border:1px solid #ddd;padding:.2rem .4rem;
+text-align:left;vertical-align:top} th{background:#f4f4f4} .muted{color:#666;font-size:.8rem}
+.pass{color:#1b7a3a} .below-expected{color:#a66300;font-weight:600} .far-below,.fail{color:#b22;font-weight:600}
+.verdict{font-size:1.2rem;padding:.5rem .8rem;border-radius:.3rem;background:#f4f4f4}
+@media print{body{margin:0;max-width:none}}
+"""
+
+
+def _e(value) -> str:
+    return html.escape("—" if value is None else str(value))
+
+
+def _row(r: dict, nodes: bool) -> str:
+    verdict = r["verdict"] + (" · regressed" if r.get("regressed") else "")
+    notes = [r.get("reason") or "", (r.get("history") or {}).get("text", "")]
+    source = f"{r['source']} ({r['date']})" if r.get("source") else ""
+    cells = ([r.get("node", "")] if nodes else []) + [
+        r["figure"],
+        r["where"],
+        cell(r, "measured"),
+        r.get("reference_label") or cell(r, "reference"),
+        verdict,
+        "; ".join(n for n in notes if n),
+        source,
+    ]
+    css = r["verdict"].replace(" ", "-")
+    return (
+        "<tr>"
+        + "".join(
+            f"<td class='{css}'>{_e(c)}</td>" if i == len(cells) - 3 else f"<td>{_e(c)}</td>"
+            for i, c in enumerate(cells)
+        )
+        + "</tr>"
+    )
+
+
+def health_html(run: RunResult) -> str:
+    meta = run.meta
+    nodes = any(r.get("node") for r in run.rows)
+    heads = (["node"] if nodes else []) + ["figure", "where", "measured", "reference", "verdict", "why", "source"]
+    box = meta.get("box") or {}
+    node_lines = "".join(
+        f"<li>{_e(n.get('node'))}: {_e(n.get('host'))} — {_e(n.get('status'))}"
+        f"{' — ' + _e(n.get('error')) if n.get('error') else ''}</li>"
+        for n in meta.get("nodes") or []
+    )
+    generated = datetime.now(UTC).isoformat(timespec="seconds")
+    took = f" in {duration_text(meta['wall_s'])}" if isinstance(meta.get("wall_s"), int | float) else ""
+    return (
+        "<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'><title>GPU Lab health report</title>"
+        f"<style>{_CSS}</style></head><body><h1>Health report</h1>"
+        f"<p class='verdict'><b>{_e(meta.get('verdict', run.status))}</b> — {_e(meta.get('answer', ''))}</p>"
+        f"<p>Box: {_e(box.get('host', '?'))} · devices: {_e(', '.join(box.get('devices') or []))} · "
+        f"{_e(run.device.get('label') or run.device.get('name'))}</p>"
+        f"<p class='muted'>run {_e(run.id)} · started {_e(run.started_at)}{_e(took)} · generated {generated} UTC · "
+        f"torch {_e(run.versions.get('torch'))}, CUDA {_e(run.versions.get('cuda'))}, driver "
+        f"{_e(run.versions.get('driver'))}</p>"
+        + (f"<h2>Nodes</h2><ul>{node_lines}</ul>" if node_lines else "")
+        + "<table><tr>"
+        + "".join(f"<th>{_e(h)}</th>" for h in heads)
+        + "</tr>"
+        + "".join(_row(r, nodes) for r in run.rows)
+        + "</table>"
+        f"<p class='muted'>Thresholds: {_e(meta.get('thresholds', ''))}. A reference is the published measured "
+        "figure for the exact SKU where one exists, else its datasheet figure × the stated expected fraction; "
+        "'no reference' means none is known for this device, never a guess. Every measured number comes from "
+        "the run named above.</p></body></html>"
+    )

@@ -1,0 +1,50 @@
+"""Charts for a ``health`` run: every judged figure as a percentage of its reference, thresholds drawn."""
+
+from __future__ import annotations
+
+import pandas as pd
+import plotly.graph_objects as go
+
+from core.hardware.health_reference import FAR_FRACTION, PASS_FRACTION
+from core.result import RunResult
+from render.chart import Chart
+from render.style import style, title
+
+VERDICT_COLORS = {"pass": "#009E73", "below expected": "#E69F00", "far below": "#D55E00"}
+
+
+def figures(run: RunResult) -> list[Chart]:
+    judged = [r for r in run.rows if isinstance(r.get("fraction"), int | float)]
+    if not judged:
+        return []
+    df = pd.DataFrame(
+        {
+            "figure": [" @ ".join(filter(None, (r["figure"], r.get("node"), r["where"]))) for r in judged],
+            "percent_of_reference": [100.0 * r["fraction"] for r in judged],
+            "measured": [r["measured"] for r in judged],
+            "reference": [r["reference"] for r in judged],
+            "unit": [r["unit"] for r in judged],
+            "verdict": [r["verdict"] for r in judged],
+        }
+    )
+    fig = go.Figure(
+        go.Bar(
+            x=df["percent_of_reference"],
+            y=df["figure"],
+            orientation="h",
+            marker_color=[VERDICT_COLORS.get(v, "#999999") for v in df["verdict"]],
+            customdata=df[["measured", "reference", "unit", "verdict"]],
+            hovertemplate="%{y}: %{x:.0f}% of the reference<br>%{customdata[0]:.4g} of %{customdata[1]:.4g} "
+            "%{customdata[2]} — %{customdata[3]}<extra></extra>",
+        )
+    )
+    for fraction, name in ((PASS_FRACTION, "pass"), (FAR_FRACTION, "far below")):
+        fig.add_vline(x=100 * fraction, line_dash="dash", annotation_text=f"{name}: {fraction:.0%}")
+    style(
+        fig,
+        title(f"Health: {run.meta.get('verdict', run.status)}", run, "measured as % of the SKU's reference"),
+        "measured / reference (%)",
+        "figure",
+        height=max(300, 40 * len(df) + 140),
+    )
+    return [Chart(name="health-vs-reference", figure=fig, data=df)]

@@ -1,0 +1,43 @@
+"""The Home page's health panel: runs the check in the background, shows the verdict and the one-page report."""
+
+import time
+
+from core.health import check
+from core.health.check import HealthConfig, HealthReport
+from core.health.verdict import step_row
+
+
+def test_the_health_button_runs_in_the_background_and_shows_the_verdict_table(cpu_app, monkeypatch):
+    asked = []
+
+    def fake_health(cfg, manager, store=None, on_progress=None, **kwargs):
+        asked.append((cfg, manager))
+        on_progress(1, 2, "copies and all_reduce")
+        time.sleep(1.0)
+        report = HealthReport(config=cfg, device={"kind": "cpu", "name": "Test CPU", "host": "box-1"})
+        report.rows = [
+            step_row("doctor: seed: 65536 stored in fp16", "cpu", "pass", "", "inf", "inf"),
+            step_row("all_reduce busbw", "node", "no reference", "no reference for CPU — Test CPU", 1.5),
+        ]
+        report.rows[1]["unit"] = "GB/s"
+        report.wall_s = 1.0
+        return report
+
+    monkeypatch.setattr(check, "run_health", fake_health)
+    at = cpu_app.run()
+    assert any("health check has not run on this box yet" in i.value for i in at.info)
+    at.button(key="home.health").click().run()
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline and not any("Healthy on box-1" in s.value for s in at.success):
+        time.sleep(0.3)
+        at.run()
+    assert not at.exception
+    from pages.common import lab
+
+    ((cfg, manager),) = asked
+    assert cfg == HealthConfig(device="cpu", soak_s=60.0) and manager is lab.manager()
+    table = next(d.value for d in at.dataframe if "verdict" in d.value.columns and "figure" in d.value.columns)
+    assert list(table["verdict"]) == ["✅ pass", "➖ no reference"]
+    assert list(table["measured"]) == ["inf", "1.5 GB/s"]
+    labels = [b.label for b in at.get("download_button")]
+    assert "Health report (one HTML page, for a ticket)" in labels

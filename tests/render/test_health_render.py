@@ -1,0 +1,91 @@
+"""The health renderers: the trend of each figure per box (regressions marked by the engine's rule), the
+one-page HTML report, and the Compare page drawing the trend of a stored soak run."""
+
+import pytest
+
+from core.health.check import HealthConfig, HealthReport
+from core.health.figures import figures_of
+from core.health.verdict import figure_row, step_row
+from render.health import health_html
+from render.trend import trend_charts, trend_frame
+from tests.core.health.test_verdict import H100_SXM, gpu, stand_in_soak
+
+OTHER_BOX = gpu("NVIDIA H100 80GB HBM3", host="node-b", uuid="GPU-bbbb")
+
+
+def soak_series():
+    runs = []
+    for day, (device, sustained) in enumerate(
+        [(H100_SXM, 700.0), (H100_SXM, 710.0), (OTHER_BOX, 500.0), (H100_SXM, 705.0), (H100_SXM, 650.0)], start=1
+    ):
+        run = stand_in_soak(device, 760.0, sustained, False)
+        run.started_at, run.id = f"2026-02-0{day}T00:00:00+00:00", f"run{day}"
+        runs.append(run)
+    return runs
+
+
+def test_the_trend_marks_the_slower_run_of_its_own_box_only():
+    df = trend_frame(soak_series())
+    sustained = df[df["figure"] == "matmul bf16 sustained"].set_index("run_id")
+    # node-a: 700, 710, 705 then 650, below 700 − max(10, 3 % of 705) = 678.85; node-b's 500 is another box
+    assert sustained["regressed"].to_dict() == {
+        "run1": False,
+        "run2": False,
+        "run3": False,
+        "run4": False,
+        "run5": True,
+    }
+    assert "650 TFLOPS now" in sustained.loc["run5", "history"] and "median 705" in sustained.loc["run5", "history"]
+    charts = {c.name: c for c in trend_charts(soak_series())}
+    assert set(charts) == {
+        "trend-matmul-bf16-burst",
+        "trend-matmul-bf16-sustained",
+        "trend-matmul-bf16-burst→sustained-drop",
+    }
+    traces = charts["trend-matmul-bf16-sustained"].figure.data
+    assert [len(t.y) for t in traces if t.mode == "lines+markers"] == [4, 1]  # node-a, node-b
+    (marked,) = [t for t in traces if t.mode == "markers"]
+    assert list(marked.y) == [650.0]
+    assert "TFLOPS" in charts["trend-matmul-bf16-sustained"].figure.layout.yaxis.title.text
+
+
+def test_the_one_page_report_names_the_verdict_the_references_and_escapes_text():
+    report = HealthReport(config=HealthConfig(device="cuda:0"), device=H100_SXM)
+    report.rows = [figure_row(f) for f in figures_of(stand_in_soak(H100_SXM, 760.0, 640.0, True))]
+    report.rows.append(step_row("doctor: <script>alert(1)</script>", "cuda:0", "fail", "a & b"))
+    page = health_html(report.to_run())
+    assert "<b>failed</b>" in page and "node-a" in page and "GPU-aaaa" in page
+    assert "794.5 TFLOPS published (2026-08-10)" in page and "ml-engineering" in page
+    assert "&lt;script&gt;" in page and "<script>" not in page and "a &amp; b" in page
+    assert "pass ≥ 85%" in page
+    assert len(page) < 20_000  # one page, no scripts
+
+
+@pytest.mark.parametrize("selected", [["run5"]])
+def test_the_compare_page_draws_the_trend_of_a_soak_run(app, store, selected):
+    for run in soak_series():
+        store.save(run)
+    at = app.run()
+    at.switch_page("pages/compare.py").run()
+    at.multiselect(key="compare.selected").set_value(selected).run()
+    assert not at.exception, [e.value for e in at.exception]
+    specs = [c.proto.spec for c in at.get("plotly_chart")]
+    assert any("Trend: matmul bf16 sustained" in s for s in specs)
+    assert any("5 run(s) of matmul" in m.value and "one line per box" in m.value for m in at.markdown), [
+        m.value for m in at.markdown
+    ]
+
+
+def test_the_compare_page_opens_a_stored_health_run(app, store):
+    report = HealthReport(config=HealthConfig(device="cuda:0"), device=H100_SXM)
+    report.rows = [figure_row(f) for f in figures_of(stand_in_soak(H100_SXM, 760.0, 640.0, True))]
+    report.rows.append(step_row("doctor: every experiment runs", "cuda:0", "pass", "", "14 of 14 ok", "ok"))
+    run = report.to_run()
+    run.id = "h1h1"
+    store.save(run)
+    at = app.run()
+    at.switch_page("pages/compare.py").run()
+    at.multiselect(key="compare.selected").set_value(["h1h1"]).run()
+    assert not at.exception, [e.value for e in at.exception]
+    specs = [c.proto.spec for c in at.get("plotly_chart")]
+    assert any("Health: below expected" in s for s in specs)
