@@ -110,20 +110,25 @@ def backend_problem(backend: str) -> str | None:
     return None
 
 
+def job_store(env: RankEnv, prefix: str, timeout_s: float):
+    """This job's keys (under ``prefix/<run id>/``) in the rendezvous store torchrun or the launcher serves."""
+    # Public (documented) classes that torch.distributed imports from torch._C without re-exporting them.
+    base = dist.TCPStore(  # pyright: ignore[reportPrivateImportUsage]
+        env.master_addr,
+        env.master_port,
+        is_master=False,
+        wait_for_workers=False,
+        timeout=timedelta(seconds=timeout_s),
+    )
+    return dist.PrefixStore(f"{prefix}/{env.run_id}/", base)  # pyright: ignore[reportPrivateImportUsage]
+
+
 class Progress:
     """Each rank's position in the rendezvous store (``gpulab/<run>/step/<rank>``, ``…/error/<rank>``)."""
 
     def __init__(self, env: RankEnv, timeout_s: float) -> None:
         self.env = env
-        # Public (documented) classes that torch.distributed imports from torch._C without re-exporting them.
-        base = dist.TCPStore(  # pyright: ignore[reportPrivateImportUsage]
-            env.master_addr,
-            env.master_port,
-            is_master=False,
-            wait_for_workers=False,
-            timeout=timedelta(seconds=timeout_s),
-        )
-        self.store = dist.PrefixStore(f"gpulab/{env.run_id}/", base)  # pyright: ignore[reportPrivateImportUsage]
+        self.store = job_store(env, "gpulab", timeout_s)
         self.step = -1
         self.label = "start-up"
 

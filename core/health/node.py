@@ -15,11 +15,8 @@ import json
 import threading
 import time
 from collections.abc import Callable
-from datetime import timedelta
 
-import torch.distributed as dist
-
-from core.distributed.rank import RankEnv
+from core.distributed.rank import RankEnv, job_store
 from core.hardware.device import host_name
 from core.health.fleet import NodeResult
 
@@ -32,15 +29,7 @@ class Exchange:
 
     def __init__(self, env: RankEnv, timeout_s: float = 60.0) -> None:
         self.env = env
-        # Public (documented) classes that torch.distributed imports from torch._C without re-exporting them.
-        base = dist.TCPStore(  # pyright: ignore[reportPrivateImportUsage]
-            env.master_addr,
-            env.master_port,
-            is_master=False,
-            wait_for_workers=False,
-            timeout=timedelta(seconds=timeout_s),
-        )
-        self.store = dist.PrefixStore(f"gpulab-health/{env.run_id}/", base)  # pyright: ignore[reportPrivateImportUsage]
+        self.store = job_store(env, "gpulab-health", timeout_s)
 
     def post(self, key: str, value) -> None:
         self.store.set(key, json.dumps(value, allow_nan=False))
