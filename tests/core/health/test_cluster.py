@@ -25,6 +25,15 @@ def node(index, host, values, status="ok"):
     return NodeResult(index, host, status, rows)
 
 
+def wait_for_stored_run(db, seconds: float) -> None:
+    """Until rank 0 has stored the health run as finished (not "running"), or ``seconds`` pass."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and not (
+        db.exists() and [r for r in RunStore(db).list(experiment="health") if r.status != "running"]
+    ):
+        time.sleep(0.2)
+
+
 def test_the_fleet_flags_a_gpu_more_than_10_percent_below_the_median_and_names_a_failed_node():
     nodes = [node(0, "a", [760.0, 750.0]), node(1, "b", [755.0, 660.0]), node(2, "c", [], status="failed")]
     nodes[2].error, nodes[2].step = "stopped responding (no heartbeat for 5 s)", "soak"
@@ -143,11 +152,7 @@ def test_a_node_killed_mid_run_keeps_its_rows_is_named_and_leaves_no_process(tmp
         victim.kill()
         # rank 0 stores its own rows at once (status running), the whole run once node 1 has been silent for
         # 5 s; its launcher may then wait out torchrun's exit barrier for the failed node (minutes): torchrun's
-        deadline = time.monotonic() + 180
-        while time.monotonic() < deadline and not (
-            db.exists() and [r for r in RunStore(db).list(experiment="health") if r.status != "running"]
-        ):
-            time.sleep(0.2)
+        wait_for_stored_run(db, 180)
     finally:
         for n in nodes:
             n.kill()
@@ -183,11 +188,7 @@ def test_rank_0_stopped_by_sigterm_stores_what_every_node_sent(tmp_path):
         ):
             time.sleep(0.2)
         _node_process(db, group_rank="0").terminate()
-        deadline = time.monotonic() + 120
-        while time.monotonic() < deadline and not (
-            db.exists() and [r for r in RunStore(db).list(experiment="health") if r.status != "running"]
-        ):
-            time.sleep(0.2)
+        wait_for_stored_run(db, 120)
     finally:
         for n in nodes:
             n.kill()
