@@ -142,10 +142,10 @@ def test_a_node_killed_mid_run_keeps_its_rows_is_named_and_leaves_no_process(tmp
     errs = [open(tmp_path / f"node{i}.err", "w") for i in range(2)]
     nodes = [subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=e, text=True) for e in errs]
     try:
-        # node 1 has sent its soak rows once it reports the next part
+        # a node has sent its soak rows once it reports the next part: both have, on a loaded machine too
         deadline = time.monotonic() + 180
-        while time.monotonic() < deadline and not any(
-            "[node 1] [1/2]" in (tmp_path / f"node{i}.err").read_text() for i in range(2)
+        while time.monotonic() < deadline and not all(
+            any(f"[node {node}] [1/2]" in (tmp_path / f"node{i}.err").read_text() for i in range(2)) for node in (0, 1)
         ):
             time.sleep(0.2)
         victim = _node_process(db, group_rank="1")
