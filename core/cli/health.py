@@ -22,7 +22,7 @@ ORDER = 16
 
 def add_health_options(p) -> None:
     """The options of the check, shared by ``python -m core health`` and ``torchrun … -m core.cli.health_node``."""
-    from core.health.check import PARTS, HealthConfig
+    from core.health.config import PARTS, HealthConfig
 
     defaults = HealthConfig()
     p.add_argument(
@@ -43,7 +43,7 @@ def add_health_options(p) -> None:
 
 
 def health_config(args):
-    from core.health.check import HealthConfig
+    from core.health.config import HealthConfig
 
     parts = tuple(p.strip() for p in args.parts.split(",") if p.strip())
     return HealthConfig(args.device, parts, args.soak_s, args.dtype, args.quick, args.timeout)

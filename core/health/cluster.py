@@ -14,7 +14,8 @@ import time
 from core.hardware.device import host_name
 from core.hardware.health_reference import THRESHOLD_REASON
 from core.hardware.identity import box_identity
-from core.health.check import HealthConfig, HealthReport, answer, run_health, table
+from core.health.check import HealthReport, answer, run_health, table
+from core.health.config import HealthConfig
 from core.health.fleet import NodeResult, fleet_rows
 from core.health.node import Exchange, Fleet, Heartbeat, announce, finish
 from core.health.verdict import overall, summary

@@ -9,7 +9,8 @@ import pytest
 
 from core.doctor import Check, Report
 from core.health import check
-from core.health.check import HealthConfig, run_health
+from core.health.check import run_health
+from core.health.config import HealthConfig
 from core.result import RunResult
 from tests.conftest import ROOT
 from tests.core.health.test_verdict import H100_SXM, stand_in_soak
