@@ -72,9 +72,30 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
+# Commands whose job runs in a torch-free worker, with the engine modules that job imports there: the worker is
+# started (and imports them) before this process builds its parser, so the two start on two cores at once.
+WORKER_FIRST = {
+    "trace": ("core.workload.trace",),
+    "trace-diff": ("core.workload.trace",),
+    "snapshot": ("core.workload.snapshot_analysis",),
+}
+
+
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     command = argv[0] if argv and not argv[0].startswith("-") else None
+    if command in WORKER_FIRST and not {"-h", "--help"} & set(argv):
+        from core.workerprocess import prestart, stop_prestarted
+
+        prestart(WORKER_FIRST[command])
+        try:
+            return _run(command, argv)
+        finally:  # not taken (the command was refused first): it serves no later command of this process
+            stop_prestarted()
+    return _run(command, argv)
+
+
+def _run(command: str | None, argv: list[str]) -> int:
     parser = build_parser(command)
     args = parser.parse_args(argv)
     from core.cli.output import OutputError

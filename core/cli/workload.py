@@ -163,29 +163,15 @@ def _import_options(p) -> None:
     p.add_argument("--no-save", action="store_true", help="do not store the run")
 
 
-# The engine modules each import experiment loads in its worker (imported there while this process starts).
-READS = {
-    "profiler-trace": ("core.workload.trace",),
-    "profiler-trace-ranks": ("core.workload.ranks",),
-    "memory-snapshot": ("core.workload.snapshot_analysis",),
-}
-
-
 def _import(args, experiment: str, values: dict):
     """Run the import experiment on the CPU queue, as every command runs a job; (exit code, result)."""
-    from core.workerprocess import prestart, stop_prestarted
-
-    prestart(READS[experiment])  # its start overlaps the imports below
     from core.cli.experiments import submit_and_wait
 
     def show_failure(result) -> None:
         if result.status != "ok":
             print(f"error: {terminal(result.error_detail or result.status, multiline=True)}", file=sys.stderr)
 
-    try:
-        result, code = submit_and_wait(args, experiment, values, "cpu", show_failure)
-    finally:  # refused before it ran: the worker started for it serves no later command (its environment is this one's)
-        stop_prestarted()
+    result, code = submit_and_wait(args, experiment, values, "cpu", show_failure)
     return code, result
 
 
