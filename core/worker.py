@@ -274,5 +274,15 @@ def main(argv: list[str] | None = None) -> int:
     return serve(args.preload_torch, tuple(args.preload))
 
 
+def _exit(code: int) -> None:
+    """A worker that never imported torch has nothing to finalise (its jobs' results are sent, its files
+    closed): it ends at once instead of tearing down the interpreter, which the caller would wait for."""
+    if "torch" in sys.modules:
+        sys.exit(code)
+    sys.stdout.flush()
+    sys.stderr.flush()
+    os._exit(code)
+
+
 if __name__ == "__main__":
-    sys.exit(main())
+    _exit(main())
