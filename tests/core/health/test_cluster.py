@@ -25,6 +25,16 @@ def node(index, host, values, status="ok"):
     return NodeResult(index, host, status, rows)
 
 
+def wait_until_past_soak(folder, nodes: tuple[int, ...], seconds: float = 180) -> None:
+    """Until each of ``nodes`` has reported its second part (so its soak rows are sent) in either launcher's
+    stderr (``folder/node{0,1}.err``), or ``seconds`` pass."""
+    deadline = time.monotonic() + seconds
+    while time.monotonic() < deadline and not all(
+        any(f"[node {node}] [1/2]" in (folder / f"node{i}.err").read_text() for i in range(2)) for node in nodes
+    ):
+        time.sleep(0.2)
+
+
 def wait_for_stored_run(db, seconds: float) -> None:
     """Until rank 0 has stored the health run as finished (not "running"), or ``seconds`` pass."""
     deadline = time.monotonic() + seconds
@@ -143,11 +153,7 @@ def test_a_node_killed_mid_run_keeps_its_rows_is_named_and_leaves_no_process(tmp
     nodes = [subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=e, text=True) for e in errs]
     try:
         # a node has sent its soak rows once it reports the next part: both have, on a loaded machine too
-        deadline = time.monotonic() + 180
-        while time.monotonic() < deadline and not all(
-            any(f"[node {node}] [1/2]" in (tmp_path / f"node{i}.err").read_text() for i in range(2)) for node in (0, 1)
-        ):
-            time.sleep(0.2)
+        wait_until_past_soak(tmp_path, (0, 1))
         victim = _node_process(db, group_rank="1")
         victim.kill()
         # rank 0 stores its own rows at once (status running), the whole run once node 1 has been silent for
@@ -182,11 +188,7 @@ def test_rank_0_stopped_by_sigterm_stores_what_every_node_sent(tmp_path):
     errs = [open(tmp_path / f"node{i}.err", "w") for i in range(2)]
     nodes = [subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=e, text=True) for e in errs]
     try:
-        deadline = time.monotonic() + 180
-        while time.monotonic() < deadline and not any(
-            "[node 0] [1/2]" in (tmp_path / f"node{i}.err").read_text() for i in range(2)
-        ):
-            time.sleep(0.2)
+        wait_until_past_soak(tmp_path, (0,))
         _node_process(db, group_rank="0").terminate()
         wait_for_stored_run(db, 120)
     finally:
