@@ -46,7 +46,9 @@ RUN if ! command -v chromium >/dev/null; then \
     fi
 
 COPY . .
-RUN useradd --create-home gpulab \
+# The app runs as a user who cannot write here: compile its bytecode now, or every worker compiles it again.
+RUN python -m compileall -q core render pages app.py \
+ && useradd --create-home gpulab \
  && mkdir -p /data \
  && chown gpulab:gpulab /data
 USER gpulab

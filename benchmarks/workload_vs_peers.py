@@ -6,6 +6,7 @@ the pickle into a page); for each profiler trace, ``python -m core trace FILE --
 HolisticTraceAnalysis's ``TraceAnalysis`` (temporal breakdown + kernel breakdown). Each command runs in
 its own fresh process; wall time and the peak RSS of its whole process tree (sampled every 20 ms with
 psutil) are taken, rounds interleaved so a drifting machine favours no one, and the medians compared.
+The lab's bytecode is compiled first, as ``scripts/install.sh`` does (pip compiled the peers' own).
 
 The files: the real ones in ``tests/data/workload`` (recorded on GPUs by others), plus generated ones of
 real shape when asked (``--snapshot-mib 1024 --trace-mib 1024,5120``). HTA is a benchmark-only
@@ -161,6 +162,7 @@ def main(argv=None) -> int:
         help="run the peer only on files up to this size (a 5 GB trace is beyond HTA on a 24 GiB box)",
     )
     args = parser.parse_args(argv)
+    subprocess.run([sys.executable, "-m", "compileall", "-q", "core", "render"], cwd=ROOT, check=True)
     with tempfile.TemporaryDirectory(prefix="gpulab-peers-") as tmp:
         work = Path(tmp)
         print(

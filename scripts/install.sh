@@ -14,6 +14,9 @@ if [ "${1:-}" = "--test" ]; then
 else
   "$PY" -m pip install --quiet -r requirements.txt -c requirements.lock
 fi
+# The lab's bytecode, compiled once as an installed package's is: each command and worker then starts without
+# compiling its modules again (where PYTHONDONTWRITEBYTECODE is set, or the checkout is read-only, it would).
+"$PY" -m compileall -q core render pages app.py >/dev/null
 # Chromium: kaleido renders PNG/SVG with it; the e2e tests drive it. Optional for the dashboard.
 if ! command -v chromium >/dev/null 2>&1 && command -v apt-get >/dev/null 2>&1 && [ "$(id -u)" = 0 ]; then
   if [ "${1:-}" = "--test" ] || [ "${GPULAB_INSTALL_CHROMIUM:-0}" = 1 ]; then
