@@ -27,11 +27,11 @@ from core.intake import (
     InputRefused,
     cut_name,
     is_pickle,
-    load_pickle_stream,
     loads_json,
     open_input,
     read_limited,
 )
+from core.pickle_stream import load_pickle_stream
 from core.units import GIB, MIB
 
 ACTIONS = (
@@ -344,7 +344,7 @@ def read_snapshot(path) -> Snapshot:
         sites = Sites()
         if is_pickle(head):
             drain = _Drain(sites)
-            top = load_pickle_stream(stream, MAX_PICKLE_BYTES, what=WHAT, on_chunk=drain)
+            top = load_pickle_stream(stream, MAX_PICKLE_BYTES, what=WHAT, path=path, on_chunk=drain)
             drain.drain()
             snapshot = _build(
                 top, sites, drain.lists, {"format": f"pickle (protocol {head[1] if head[0] == 0x80 else '0-1'})"}

@@ -117,7 +117,8 @@ def test_streams_are_read_like_paths():
 
 def test_streamed_pickle_is_bounded_refuses_classes_and_truncation(tmp_path):
     """The streaming reader (memory snapshots of 1 GB): same refusals as loads_pickle, the cap counted as it reads."""
-    from core.intake import load_pickle_stream, open_input
+    from core.intake import open_input
+    from core.pickle_stream import load_pickle_stream
 
     def stream_load(data: bytes, limit: int = 10**6, **kwargs):
         path = tmp_path / "p"

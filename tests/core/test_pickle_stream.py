@@ -1,0 +1,75 @@
+"""The pickle guard in a process of its own (``core.pickle_stream``): a file past ``GUARD_PROCESS_BYTES`` is
+checked on another core, ahead of the unpickler. It must refuse what the guard in the reading process refuses,
+with the same words, pass what it passes, hold the unpickler back until it has passed a byte, and end with the
+read."""
+
+from __future__ import annotations
+
+import gzip
+import pickle
+
+import psutil
+import pytest
+
+from core import pickle_stream
+from core.intake import InputRefused, open_input
+from core.pickle_stream import load_pickle_stream
+from tests.core.workload import snapshots
+from tests.core.workload.test_hostile_files import refused
+
+HOSTILE = {
+    "memo index 2^28": b"\x80\x04N" + b"r" + (1 << 28).to_bytes(4, "little") + b".",
+    "declared 1 TiB": b"\x80\x05\x8d" + (1 << 40).to_bytes(8, "little") + b".",
+    "a class": pickle.dumps({"x": print}),
+    "truncated": pickle.dumps(list(range(5000)))[:-40],
+}
+
+
+def load(path, *, apart: bool, monkeypatch):
+    monkeypatch.setattr(pickle_stream, "GUARD_PROCESS_BYTES", 0 if apart else 1 << 40)
+    with open_input(path) as stream:
+        return load_pickle_stream(stream, 1 << 30, what="snapshot", path=path)
+
+
+def outcome(path, **kwargs):
+    try:
+        return ("read", load(path, **kwargs))
+    except InputRefused as exc:
+        return ("refused", str(exc))
+
+
+@pytest.mark.parametrize("name", sorted(HOSTILE))
+def test_the_guard_process_refuses_what_the_inline_guard_refuses_and_ends(tmp_path, monkeypatch, name):
+    path = tmp_path / "hostile.pickle"
+    path.write_bytes(HOSTILE[name])
+    inline = outcome(path, apart=False, monkeypatch=monkeypatch)
+    apart = outcome(path, apart=True, monkeypatch=monkeypatch)
+    assert inline[0] == "refused", inline
+    assert apart == inline
+    assert psutil.Process().children() == []  # the checking process ended with the read
+
+
+def test_every_protocol_and_gzip_read_the_same_through_the_guard_process(tmp_path, monkeypatch):
+    value = snapshots.big_snapshot(150)
+    events = len(value["device_traces"][1])
+    for protocol in range(pickle.HIGHEST_PROTOCOL + 1):
+        raw = pickle.dumps(value, protocol=protocol)
+        for name, data in ((f"p{protocol}.pickle", raw), (f"p{protocol}.pickle.gz", gzip.compress(raw))):
+            path = tmp_path / name
+            path.write_bytes(data)
+            top = load(path, apart=True, monkeypatch=monkeypatch)
+            assert top == value, name
+            assert len(top["device_traces"][1]) == events > 1000  # several batches of appends
+    assert psutil.Process().children() == []
+
+
+def test_the_unpickler_waits_for_the_guard_process(tmp_path, data_dir):
+    """33 MiB of good bytes, then a memo index of 2^28 (the unpickler would size its memo at 4 GiB): past the
+    size where the check runs apart, and refused with its words, inside the 1 GiB the hostile-file checks allow."""
+    payload = b"x" * (33 << 20)
+    path = tmp_path / "late.pickle"
+    path.write_bytes(
+        b"\x80\x04\x8e" + len(payload).to_bytes(8, "little") + payload + b"r" + (1 << 28).to_bytes(4, "little") + b"."
+    )
+    assert path.stat().st_size > pickle_stream.GUARD_PROCESS_BYTES
+    refused(path, data_dir, "it stores memo slot 268,435,456 at offset 34,603,019")
