@@ -80,10 +80,10 @@ _ANY = rb"[\x00-\xff]"
 _COUNTED = rb"(?:" + b"|".join(re.escape(bytes([n])) + _ANY + b"{%d}" % n for n in range(256)) + rb")"
 
 
-@functools.cache
-def _plain_run() -> re.Pattern[bytes]:
-    """Compiled on the first pickle checked, not at import: it costs ~50 ms, and most commands read none."""
-    return re.compile(  # alternatives that start with a literal byte, the commonest first (sre tries them in order)
+def _plain_op() -> bytes:
+    """One opcode that only pushes or keeps the stack as it is, with its argument: alternatives that start with
+    a literal byte, the commonest first (sre tries them in order)."""
+    return (
         rb"(?:"
         + b"|".join(
             re.escape(op) + arg
@@ -113,8 +113,38 @@ def _plain_run() -> re.Pattern[bytes]:
                 (b"\x95", _ANY + rb"{2}[\x00-\x0f]\x00{5}"),  # FRAME below 1 MiB
             )
         )
-        + rb")*+"
+        + rb")"
     )
+
+
+@functools.cache
+def _plain_run() -> re.Pattern[bytes]:
+    """Compiled on the first pickle checked, not at import: it costs ~50 ms, and most commands read none."""
+    return re.compile(_plain_op() + rb"*+")
+
+
+# A run of filled containers, as a pickler writes the items of a list of dicts (a snapshot's events): each a
+# MARK, at most 2,000 plain opcodes or filled inner containers (each a MARK, at most 1,000 plain opcodes, and
+# SETITEMS or APPENDS), and its SETITEMS or APPENDS, then at most 4 plain opcodes (the next container's push).
+# Matched in one call, so the guard reads an event at the speed of a regular expression, not of a Python loop
+# turn per MARK. Each such group leaves the stack as it found it, having held at most GROUP_PEAK values more
+# meanwhile; what stays are the plain opcodes after each, at most GROUP_LEAVES per group, and there are no
+# more groups than "(" bytes in the run.
+GROUP_PEAK = 3_004
+GROUP_LEAVES = 4
+GROUPS_FROM_BYTES = 8 << 20  # its ~0.1 s to compile pays off only past here (a small file is read without it)
+
+
+@functools.cache
+def _group_run() -> re.Pattern[bytes]:
+    op = _plain_op()
+    inner = rb"\((?:" + op + rb"){0,1000}+[ue]"
+    group = rb"\((?:" + op + rb"|" + inner + rb"){0,2000}+[ue]"
+    return re.compile(rb"(?:" + group + rb"(?:" + op + rb"){0,%d}+)++" % GROUP_LEAVES)
+
+
+def _no_groups(buf: bytes, pos: int) -> None:
+    return None
 
 
 class PickleGuard:
@@ -160,6 +190,7 @@ class PickleGuard:
         """Opcodes of ``buf`` (at stream offset ``start``) up to the last complete one; returns how far it read."""
         limits, n, pos, depth, marks = self.limits, len(buf), 0, self._depth, self._marks
         run, shape_of, effect_of = _plain_run().match, _SHAPE, _EFFECT
+        groups = _group_run().match if start >= GROUPS_FROM_BYTES else _no_groups
         while True:
             matched = run(buf, pos)  # a run of zero opcodes still matches
             end = matched.end() if matched else pos
@@ -173,6 +204,16 @@ class PickleGuard:
             if pos >= n:
                 break
             op = buf[pos]
+            if op == _MARK and (grouped := groups(buf, pos)):
+                end = grouped.end()
+                depth += GROUP_LEAVES * buf.count(b"(", pos, end)
+                if depth + GROUP_PEAK > limits.pickle_pending_values:
+                    self._refuse(
+                        f"it stacks up more than {limits.pickle_pending_values:,} values "
+                        "(the limit on values pending on the unpickler's stack)"
+                    )
+                pos = end
+                continue
             shape = shape_of[op]
             if shape is None or op == _STOP:  # the unpickler stops (or fails) here: nothing after it is read
                 self.done = True

@@ -73,3 +73,26 @@ def test_the_unpickler_waits_for_the_guard_process(tmp_path, data_dir):
     )
     assert path.stat().st_size > pickle_stream.GUARD_PROCESS_BYTES
     refused(path, data_dir, "it stores memo slot 268,435,456 at offset 34,603,019")
+
+
+def test_runs_of_filled_containers_are_checked_in_one_match_and_still_counted(tmp_path, monkeypatch):
+    """Past ``GROUPS_FROM_BYTES`` a run of filled containers is matched at once: what it reads is what the
+    opcode-by-opcode check reads, and values left between the containers still count towards the limit."""
+    monkeypatch.setattr(pickle_stream, "GROUPS_FROM_BYTES", 0)
+    value = snapshots.big_snapshot(150)
+    for protocol in range(pickle.HIGHEST_PROTOCOL + 1):
+        path = tmp_path / f"p{protocol}.pickle"
+        path.write_bytes(pickle.dumps(value, protocol=protocol))
+        assert load(path, apart=False, monkeypatch=monkeypatch) == value
+    for name, data in HOSTILE.items():
+        path = tmp_path / "hostile.pickle"
+        path.write_bytes(data)
+        grouped = outcome(path, apart=False, monkeypatch=monkeypatch)
+        monkeypatch.setattr(pickle_stream, "GROUPS_FROM_BYTES", 1 << 40)
+        assert outcome(path, apart=False, monkeypatch=monkeypatch) == grouped, name
+        monkeypatch.setattr(pickle_stream, "GROUPS_FROM_BYTES", 0)
+    # an empty list filled by nothing, then four DUPs: 2,000,004 values left by 500,001 such groups
+    path = tmp_path / "dups.pickle"
+    path.write_bytes(b"\x80\x04]" + b"(e2222" * 500_001 + b".")
+    with pytest.raises(InputRefused, match=r"more than 2,000,000 values"):
+        load(path, apart=False, monkeypatch=monkeypatch)
