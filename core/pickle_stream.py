@@ -465,6 +465,9 @@ def load_pickle_stream(
         ) from None
     finally:
         guard.close()
+        # The hook refers to the unpickler, which refers to the stream, which refers to the hook: without this
+        # the cycle would keep the unpickler's memo (every object it read) alive until the next collection.
+        unpickler = None
         if collecting:
             gc.enable()
     check_depth(data, max_depth, what)

@@ -5,6 +5,7 @@ read."""
 
 from __future__ import annotations
 
+import gc
 import gzip
 import pickle
 
@@ -96,3 +97,28 @@ def test_runs_of_filled_containers_are_checked_in_one_match_and_still_counted(tm
     path.write_bytes(b"\x80\x04]" + b"(e2222" * 500_001 + b".")
     with pytest.raises(InputRefused, match=r"more than 2,000,000 values"):
         load(path, apart=False, monkeypatch=monkeypatch)
+
+
+def test_what_the_unpickler_read_is_freed_when_it_returns_not_at_the_next_collection(tmp_path):
+    path = tmp_path / "events.pickle"
+    events = [{"n": i, "frames": []} for i in range(300_000)]  # a list inside: dicts the collector tracks
+    path.write_bytes(pickle.dumps({"events": events}, protocol=4))  # 3 MB: drained at each MiB
+
+    def drain(unpickler) -> None:  # what the snapshot reader does: empties the growing list
+        for obj in unpickler.memo.copy().values():
+            if type(obj) is list:
+                del obj[:]
+
+    def dicts() -> int:
+        return sum(type(obj) is dict for obj in gc.get_objects())
+
+    gc.collect()
+    gc.disable()
+    try:
+        before = dicts()
+        with open_input(path) as stream:
+            top = load_pickle_stream(stream, 1 << 30, what="snapshot", on_chunk=drain)
+        assert len(top["events"]) < 300_000  # drained while it was read
+        assert dicts() - before - len(top["events"]) < 1_000  # the drained event dicts the memo held are gone
+    finally:
+        gc.enable()
