@@ -130,11 +130,44 @@ def test_streaming_in_tiny_chunks_keeps_every_event_in_order(tmp_path, monkeypat
     assert list(read.traces[1].size) == [e["size"] for e in events]
 
 
+def test_a_stack_shared_by_a_block_and_its_allocation_survives_streaming(tmp_path, monkeypatch):
+    """torch gives an allocation's event and its block one frames list (one object in the pickle). While
+    streaming, the reader empties the lists of allocations nothing else holds; this one must stay whole for
+    the block, read after the events."""
+    from core import intake
+
+    monkeypatch.setattr(intake, "STREAM_BUFFER_BYTES", 4096)
+
+    def stack(i: int) -> list[dict]:
+        return [{"filename": f"/m{i}.py", "line": i, "name": f"f{i}"}, {"filename": "/t.py", "line": 1, "name": "step"}]
+
+    stacks = [stack(i) for i in range(3000)]
+    events = [
+        {"action": "alloc", "addr": 4096 * i, "size": 512, "stream": 0, "time_us": i, "frames": stacks[i]}
+        for i in range(3000)
+    ]
+    live = list(range(0, 3000, 7))  # still allocated: a block of the segment holds the same list
+    blocks = [
+        {"address": 4096 * i, "size": 512, "requested_size": 512, "state": "active_allocated", "frames": stacks[i]}
+        for i in live
+    ]
+    segment = {"device": 0, "address": 0, "total_size": 4096 * 3000, "stream": 0, "blocks": blocks}
+    top = {"segments": [segment], "device_traces": [events]}
+    read = read_snapshot(write(tmp_path, "shared.pickle", pickle.dumps(top, protocol=4)))
+
+    def expected(i: int) -> tuple:
+        return ((f"/m{i}.py", i, f"f{i}"), ("/t.py", 1, "step"))
+
+    assert [read.sites[b.site] for b in read.segments[0].blocks] == [expected(i) for i in live]
+    assert [read.sites[s] for s in read.traces[0].site] == [expected(i) for i in range(3000)]
+
+
 def test_a_large_snapshot_takes_a_fraction_of_the_memory_of_pickle_load(tmp_path):
     """A ~40 MB file written by the benchmark's generator: the lab's reader in one process, plain pickle.load
     in another, each under tracemalloc (which sees dicts, arrays and NumPy buffers alike). The lab's peak must
-    stay well under plain pickle's (measured here: ~0.5×; the emptied event dicts stay referenced by the
-    unpickler's memo until it finishes, so it is not ~0). A peak-RSS comparison cannot stand in: the
+    stay well under plain pickle's (measured here: 0.37×, and 0.43× when allocations' frames lists are kept
+    while loading; the emptied event dicts stay referenced by the unpickler's memo until it finishes, so it
+    is not ~0). A peak-RSS comparison cannot stand in: the
     process's high-water mark may already have been set by importing its libraries."""
     sys.path.insert(0, str(ROOT / "benchmarks"))
     from snapshot_import import write_snapshot
@@ -156,7 +189,7 @@ def test_a_large_snapshot_takes_a_fraction_of_the_memory_of_pickle_load(tmp_path
         for code in (lab, plain)
     ]
     assert peak[1] > 40 * 1024, f"plain pickle.load of a 40 MB file peaked at only {peak[1]} KiB"
-    assert peak[0] < 0.7 * peak[1], f"lab peaked at {peak[0]} KiB, plain pickle.load {peak[1]} KiB"
+    assert peak[0] < 0.4 * peak[1], f"lab peaked at {peak[0]} KiB, plain pickle.load {peak[1]} KiB"
 
 
 def test_segments_at_the_peak_and_at_the_start(tmp_path):
