@@ -37,7 +37,7 @@ from core.intake import (
 )
 from core.units import exact_size_text
 
-GUARD_PROCESS_BYTES = 32 << 20  # a file larger than this is checked by a process of its own (~0.7 s inline)
+GUARD_PROCESS_BYTES = 32 << 20  # a file larger than this is checked by a process of its own (~0.3 s inline)
 REPORT_BYTES = 4 << 20  # how often that process reports how far it has checked
 PACKAGE_ROOT = str(Path(__file__).resolve().parent.parent)  # where that process finds ``core``
 PASS_ALL = 1 << 62  # its last report: nothing the unpickler can still read needs checking
