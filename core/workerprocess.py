@@ -7,7 +7,6 @@ does the same for a torch-free experiment in a thread of this process.
 
 from __future__ import annotations
 
-import atexit
 import json
 import os
 import queue
@@ -15,19 +14,17 @@ import selectors
 import signal
 import subprocess
 import sys
-import tempfile
 import threading
 import time
 from collections.abc import Callable
 from dataclasses import dataclass
-from pathlib import Path
 from typing import IO
 
 from core.intake import LIMITS
 from core.protocol import WORKER_EVENTS, ProtocolError, ReadyEvent, RunRequest, WorkerEvent, decode
 from core.text import signal_text
+from core.workerlaunch import REPO_ROOT, Launched, take, worker_env
 
-REPO_ROOT = Path(__file__).resolve().parent.parent
 STARTUP_TIMEOUT_S = 120.0  # importing torch on a cold disk can take a while
 
 
@@ -37,14 +34,6 @@ class WorkerDied(Exception):
 
 class WorkerLineTooLong(WorkerDied):
     """The worker wrote a line longer than the limit; it has been killed (a fresh one takes the next job)."""
-
-
-def _worker_env(extra: dict[str, str]) -> dict[str, str]:
-    env = dict(os.environ)
-    env.update(extra)
-    env["PYTHONPATH"] = os.pathsep.join(filter(None, [str(REPO_ROOT), env.get("PYTHONPATH")]))
-    env["PYTHONUNBUFFERED"] = "1"
-    return env
 
 
 @dataclass(frozen=True)
@@ -62,25 +51,17 @@ class WorkerProcess:
     """One ``python -m core.worker`` child; stderr goes to a temp file so a crash can be explained."""
 
     def __init__(
-        self, env: dict[str, str] | None = None, preload_torch: bool = False, preload: tuple[str, ...] = ()
+        self,
+        env: dict[str, str] | None = None,
+        preload_torch: bool = False,
+        preload: tuple[str, ...] = (),
+        launched: Launched | None = None,
     ) -> None:
+        """Start a worker, or take over one ``launched`` already (:func:`core.workerlaunch.prestart`)."""
         self.env = dict(env or {})
-        self._stderr = tempfile.TemporaryFile(prefix="gpulab-worker-", suffix=".log")
-        self.proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "core.worker",
-                *(["--preload-torch"] if preload_torch else []),
-                *(f"--preload={module}" for module in preload),
-            ],
-            stdin=subprocess.PIPE,
-            stdout=subprocess.PIPE,
-            stderr=self._stderr,
-            env=_worker_env(self.env),
-            cwd=str(REPO_ROOT),
-            start_new_session=True,
-        )
+        launched = launched or Launched(self.env, preload_torch, preload)
+        self._stderr = launched.stderr
+        self.proc = launched.proc
         assert self.proc.stdin is not None and self.proc.stdout is not None  # both are pipes
         self._stdin: IO[bytes] = self.proc.stdin
         self._stdout: IO[bytes] = self.proc.stdout
@@ -235,33 +216,19 @@ class LocalWorker:
         return ""
 
 
-_prestarted: list[WorkerProcess] = []
-
-
-def prestart(preload: tuple[str, ...] = ()) -> None:
-    """Start a torch-free worker now, for the next job of this process to take: a command that will need one
-    (an import) starts it before loading its own modules, and the worker's start (with the ``preload`` modules
-    its job will import) and the command's run on two cores at once instead of one after the other. Unused, it
-    is stopped at exit."""
-    if not _prestarted:
-        _prestarted.append(WorkerProcess(preload=preload))
-
-
 def take_prestarted(env: dict[str, str], preload_torch: bool) -> WorkerProcess | None:
-    """The worker :func:`prestart` started, if it suits a job (no extra environment, no torch) and is alive."""
-    if env or preload_torch or not _prestarted:
+    """The worker :func:`core.workerlaunch.prestart` started, if it suits a job (no extra environment, no torch)
+    and is alive."""
+    if env or preload_torch:
         return None
-    worker = _prestarted.pop()
+    launched = take()
+    if launched is None:
+        return None
+    worker = WorkerProcess(launched=launched)
     if worker.alive():
         return worker
     worker.kill()
     return None
-
-
-@atexit.register
-def stop_prestarted() -> None:
-    while _prestarted:
-        _prestarted.pop().stop()
 
 
 def query_devices(timeout_s: float = STARTUP_TIMEOUT_S) -> dict:
@@ -272,8 +239,8 @@ def query_devices(timeout_s: float = STARTUP_TIMEOUT_S) -> dict:
             capture_output=True,
             text=True,
             timeout=timeout_s,
-            env=_worker_env({}),
-            cwd=str(REPO_ROOT),
+            env=worker_env({}),
+            cwd=REPO_ROOT,
         )
     except subprocess.TimeoutExpired:
         raise RuntimeError(f"device query did not answer within {timeout_s:.0f} s") from None

@@ -85,7 +85,7 @@ def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     command = argv[0] if argv and not argv[0].startswith("-") else None
     if command in WORKER_FIRST and not {"-h", "--help"} & set(argv):
-        from core.workerprocess import prestart, stop_prestarted
+        from core.workerlaunch import prestart, stop_prestarted
 
         prestart(WORKER_FIRST[command])
         try:

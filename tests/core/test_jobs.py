@@ -36,12 +36,12 @@ def test_an_experiment_without_finish_rows_keeps_its_rows():
 def test_an_import_runs_in_the_worker_started_ahead_and_an_unused_one_is_stopped():
     """The command starts a worker before loading its own modules; the job must run in that one (not start a
     second), and a worker nobody took must not outlive the command."""
-    from core import workerprocess
+    from core import workerlaunch
     from core.jobs import JobManager
     from tests.conftest import ROOT
 
-    workerprocess.prestart(("core.workload.trace",))
-    ahead = workerprocess._prestarted[0]
+    workerlaunch.prestart(("core.workload.trace",))
+    ahead = workerlaunch._prestarted[0].proc
     manager = JobManager(store=None)
     try:
         path = str(ROOT / "tests" / "data" / "workload" / "kineto_v100_trace.json")
@@ -51,8 +51,8 @@ def test_an_import_runs_in_the_worker_started_ahead_and_an_unused_one_is_stopped
     finally:
         manager.shutdown()
     assert run.status == "ok", run.error
-    assert run.meta["worker"]["pid"] == ahead.pid and not workerprocess._prestarted
-    workerprocess.prestart()
-    unused = workerprocess._prestarted[0]
-    workerprocess.stop_prestarted()  # what runs at exit
-    assert not unused.alive()
+    assert run.meta["worker"]["pid"] == ahead.pid and not workerlaunch._prestarted
+    workerlaunch.prestart()
+    unused = workerlaunch._prestarted[0].proc
+    workerlaunch.stop_prestarted()  # what runs at exit
+    assert unused.poll() is not None
