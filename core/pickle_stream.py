@@ -28,6 +28,7 @@ from typing import Any
 from core.intake import (
     CHUNK_BYTES,
     DEFAULT_MAX_DEPTH,
+    GZIP_MAGIC,
     LIMITS,
     InputRefused,
     Limits,
@@ -417,6 +418,17 @@ class _CountedStream:
         return data
 
 
+def content_bytes(path: Path) -> int:
+    """About how many bytes reading ``path`` gives: its size, or for gzip the size its trailer states (modulo
+    4 GiB), whichever is larger."""
+    size = path.stat().st_size
+    with open(path, "rb") as fh:
+        if size < 18 or fh.read(2) != GZIP_MAGIC:
+            return size
+        fh.seek(-4, os.SEEK_END)
+        return max(size, int.from_bytes(fh.read(4), "little"))
+
+
 def load_pickle_stream(
     stream: io.BufferedReader,
     limit_bytes: int,
@@ -442,7 +454,7 @@ def load_pickle_stream(
 
     guard = (
         _GuardProcess(Path(path), what)
-        if path is not None and Path(path).stat().st_size > GUARD_PROCESS_BYTES
+        if path is not None and content_bytes(Path(path)) > GUARD_PROCESS_BYTES
         else _InlineGuard(what)
     )
     counted = _CountedStream(stream, limit_bytes, what, hook if on_chunk else None, guard)

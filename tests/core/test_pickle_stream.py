@@ -122,3 +122,13 @@ def test_what_the_unpickler_read_is_freed_when_it_returns_not_at_the_next_collec
         assert dicts() - before - len(top["events"]) < 1_000  # the drained event dicts the memo held are gone
     finally:
         gc.enable()
+
+
+def test_a_gzip_is_sized_by_what_it_expands_to(tmp_path):
+    """The guard runs apart for a file that reads large: a gzip by the size its trailer states."""
+    raw = pickle.dumps(b"x" * 100_000)
+    plain, packed = tmp_path / "p.pickle", tmp_path / "p.pickle.gz"
+    plain.write_bytes(raw)
+    packed.write_bytes(gzip.compress(raw))
+    assert pickle_stream.content_bytes(plain) == len(raw)
+    assert packed.stat().st_size < 1_000 and pickle_stream.content_bytes(packed) == len(raw)
