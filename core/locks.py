@@ -50,3 +50,14 @@ def device_lock(torch_device: str, on_wait):
         yield
     finally:
         os.close(fd)  # closing releases the lock
+
+
+def pid_alive(pid: int) -> bool:
+    """Whether a process ``pid`` exists (one of another user's counts: it exists, it is just not ours to signal)."""
+    try:
+        os.kill(pid, 0)
+    except ProcessLookupError:
+        return False
+    except PermissionError:
+        return True
+    return True

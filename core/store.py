@@ -21,6 +21,7 @@ from urllib.parse import quote
 from core.columns import headline
 from core.intake import InputRefused, is_pickle, loads_json, read_input
 from core.jsonable import json_ready
+from core.locks import pid_alive
 from core.paths import db_path
 from core.result import SCHEMA_VERSION, RunResult, RunSummary, SchemaError, now_iso
 from core.text import label_problem, quoted, tags_problem
@@ -262,7 +263,7 @@ class RunStore:
             rows = conn.execute("SELECT id, owner_pid FROM runs WHERE status = 'running'").fetchall()
         count = 0
         for run_id, pid in rows:
-            if pid == os.getpid() or (pid and _pid_alive(pid)):
+            if pid == os.getpid() or (pid and pid_alive(pid)):
                 continue  # still being run by a live process
             run = self.get(run_id)
             self.save(interrupted(run, f"the GPU Lab process that ran it (pid {pid}) stopped before the run finished"))
@@ -556,13 +557,3 @@ def _unstorable(run: RunResult) -> str | None:
     except UnicodeEncodeError:
         return "it contains text that is not valid Unicode (an unpaired surrogate escape)"
     return None
-
-
-def _pid_alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True

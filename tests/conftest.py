@@ -21,6 +21,31 @@ def free_port() -> int:
         return s.getsockname()[1]
 
 
+def two_node_torchrun(rdzv_id: str, module: str, *args: str) -> list[str]:
+    """The command each of two torchrun agents on this machine runs: one process per "node", meeting at a
+    c10d rendezvous on a free local port, no restarts, running ``python -m module args``."""
+    return [
+        sys.executable,
+        "-m",
+        "torch.distributed.run",
+        "--nnodes",
+        "2",
+        "--nproc-per-node",
+        "1",
+        "--rdzv-backend",
+        "c10d",
+        "--rdzv-endpoint",
+        f"127.0.0.1:{free_port()}",
+        "--rdzv-id",
+        rdzv_id,
+        "--max-restarts",
+        "0",
+        "-m",
+        module,
+        *args,
+    ]
+
+
 def wait_healthy(url: str, timeout_s: float, alive=lambda: True, poll_s: float = 0.2) -> bool:
     """Poll a Streamlit server's ``/_stcore/health`` until it answers "ok" (True), the deadline passes
     or ``alive()`` turns False (False). No fixed sleeps in the tests that start servers."""

@@ -175,6 +175,13 @@ def _import(args, experiment: str, values: dict):
     return code, result
 
 
+def _print_json(args, run, **rows: list[dict]) -> int:
+    """An import's ``--json``: the run's id, whether it was stored, its meta (less the worker's) and ``rows``."""
+    meta = {k: v for k, v in run.meta.items() if k not in ("worker", "requested_device")}
+    print(dump({"run_id": run.id, "stored": not args.no_save, **meta, **rows}))
+    return 0
+
+
 def say(text: str) -> None:
     """A line of the report: names, frames and labels come from the imported file, so escaped."""
     print(terminal(text))
@@ -192,16 +199,7 @@ def snapshot(args) -> int:
         return code
     m = run.meta
     if args.json:
-        print(
-            dump(
-                {
-                    "run_id": run.id,
-                    "stored": not args.no_save,
-                    **{k: v for k, v in m.items() if k not in ("worker", "requested_device")},
-                }
-            )
-        )
-        return 0
+        return _print_json(args, run)
     from core.units import bytes_text
 
     unit = "ms" if m["has_times"] else "(event number)"
@@ -271,17 +269,7 @@ def trace(args) -> int:
         return code
     m = run.meta
     if args.json:
-        print(
-            dump(
-                {
-                    "run_id": run.id,
-                    "stored": not args.no_save,
-                    **{k: v for k, v in m.items() if k not in ("worker", "requested_device")},
-                    "kernels": [r for r in run.rows if r.get("kind") == "kernel"],
-                }
-            )
-        )
-        return 0
+        return _print_json(args, run, kernels=[r for r in run.rows if r.get("kind") == "kernel"])
     from core.workload.trace import report_lines
 
     _say_example(m)
@@ -310,20 +298,8 @@ def trace_ranks(args) -> int:
     m = run.meta
     ranks = [r for r in run.rows if r["kind"] == "rank"]
     if args.json:
-        extra = ("worker", "requested_device")
-        print(
-            dump(
-                {
-                    "run_id": run.id,
-                    "stored": not args.no_save,
-                    **{k: v for k, v in m.items() if k not in extra},
-                    "ranks": ranks,
-                    "steps": [r for r in run.rows if r["kind"] == "step"],
-                    "groups": [r for r in run.rows if r["kind"] == "group"],
-                }
-            )
-        )
-        return 0
+        steps = [r for r in run.rows if r["kind"] == "step"]
+        return _print_json(args, run, ranks=ranks, steps=steps, groups=[r for r in run.rows if r["kind"] == "group"])
     from core.units import duration_text
 
     def ms(us: float) -> str:

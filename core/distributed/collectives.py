@@ -29,7 +29,7 @@ from dataclasses import dataclass
 import torch
 import torch.distributed as dist
 
-from core.measure.stats import gbs_summary, summarize
+from core.measure.stats import gbs_summary, summarize, time_fields
 from core.measure.timing import TimingPlan, timed_calls, warm_up
 from core.units import GIB, KIB, MIB, exact_size_text
 
@@ -280,14 +280,7 @@ def point_rows(m: Measured, backend: str, ranks: list[dict]) -> list[dict]:
         "kind": "collective",
         "status": "error" if wrong else "ok",
         "reason": reason,
-        "median_ms": stats["median"],
-        "mean_ms": stats["mean"],
-        "std_ms": stats["std"],
-        "min_ms": stats["min"],
-        "max_ms": stats["max"],
-        "p20_ms": stats["p20"],
-        "p80_ms": stats["p80"],
-        "reps": stats["count"],
+        **time_fields(stats),
         "algbw_gbs": algbw["gbs"],
         "busbw_gbs": algbw["gbs"] * factor,
         "busbw_factor": factor,

@@ -27,7 +27,7 @@ from core.hardware import memory, published
 from core.hardware.clocks import device_sampler
 from core.hardware.specs import device_peak, measurement_errors, unit_for
 from core.measure.derived import add_pct_of_best, add_published, flag_above_peak
-from core.measure.stats import COPY_TRAFFIC_PER_BYTE, copy_bandwidth, summarize
+from core.measure.stats import COPY_TRAFFIC_PER_BYTE, copy_bandwidth, summarize, time_fields
 from core.measure.timing import TimingPlan, cpu_load, flush_bytes, keep_busy, make_flush, time_op, wake_cpu
 from core.transformer.presets import DEFAULT_BATCH, DEFAULT_CONTEXT, PRESET_NAMES, get_preset
 from core.transformer.training import matmul_precision
@@ -444,14 +444,7 @@ def measure_point(dtype: str, shape: Shape, ctx: Context, cfg: MatmulConfig, flu
     f = flops(shape.m, shape.n, shape.k)
     moved = bytes_moved(dtype, shape)
     row = {
-        "median_ms": stats["median"],
-        "mean_ms": stats["mean"],
-        "std_ms": stats["std"],
-        "min_ms": stats["min"],
-        "max_ms": stats["max"],
-        "p20_ms": stats["p20"],
-        "p80_ms": stats["p80"],
-        "reps": stats["count"],
+        **time_fields(stats),
         "tflops": f / (stats["median"] * 1e9),
         "tflops_max": f / (stats["min"] * 1e9),
         "tflops_p20": f / (stats["p80"] * 1e9),

@@ -32,6 +32,14 @@ def summarize(samples: Sequence[float], prefix: str = "") -> dict[str, float]:
     return {f"{prefix}{k}": v for k, v in out.items()}
 
 
+def time_fields(stats: dict[str, float]) -> dict[str, float]:
+    """:func:`summarize`'s figures of times in ms as a result row names them: ``median_ms`` … ``p80_ms``, ``reps``."""
+    return {
+        **{f"{k}_ms": stats[k] for k in ("median", "mean", "std", "min", "max", "p20", "p80")},
+        "reps": stats["count"],
+    }
+
+
 def gbs(nbytes: float, ms: float) -> float:
     """``nbytes`` moved in ``ms`` milliseconds, in GB/s (1 GB = 10⁹ bytes)."""
     return nbytes / (ms * 1e-3) / 1e9

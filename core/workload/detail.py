@@ -22,6 +22,7 @@ from pathlib import Path
 import numpy as np
 
 from core.errors import ConfigError
+from core.locks import pid_alive
 from core.paths import data_dir
 from core.workload.snapshot import Block, DeviceTrace, Segment, Snapshot
 
@@ -92,7 +93,7 @@ def _prune_partials() -> None:
             continue
         pid = int(match.group(1)) if match.group(1) else None
         if pid is not None:
-            stale = pid != os.getpid() and not _alive(pid)
+            stale = pid != os.getpid() and not pid_alive(pid)
         else:
             try:
                 stale = time.time() - p.stat().st_mtime > STALE_PARTIAL_S
@@ -100,16 +101,6 @@ def _prune_partials() -> None:
                 continue
         if stale:
             shutil.rmtree(p, ignore_errors=True)
-
-
-def _alive(pid: int) -> bool:
-    try:
-        os.kill(pid, 0)
-    except ProcessLookupError:
-        return False
-    except PermissionError:
-        return True
-    return True
 
 
 def exists(detail_id: str | None) -> bool:

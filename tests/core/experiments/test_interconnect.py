@@ -25,7 +25,7 @@ from core.distributed.collectives import (
 )
 from core.distributed.config import InterconnectConfig
 from core.errors import ConfigError
-from tests.conftest import ROOT, free_port
+from tests.conftest import ROOT, free_port, two_node_torchrun
 
 SMALL = {"backend": "gloo", "parts": ["collectives"], "warmup_ms": 5, "rep_ms": 30, "min_reps": 5, "max_reps": 50}
 
@@ -263,24 +263,9 @@ def test_cancel_stops_every_rank(manager):
 
 def test_two_nodes_through_torchrun_rendezvous_store_one_run(tmp_path):
     """Two torchrun agents on 127.0.0.1 against one c10d endpoint: a 2-node job, ONE run stored by rank 0."""
-    db, port = tmp_path / "job.sqlite", free_port()
-    command = [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        "--nnodes",
-        "2",
-        "--nproc-per-node",
-        "1",
-        "--rdzv-backend",
-        "c10d",
-        "--rdzv-endpoint",
-        f"127.0.0.1:{port}",
-        "--rdzv-id",
+    db = tmp_path / "job.sqlite"
+    command = two_node_torchrun(
         "gpulab-test",
-        "--max-restarts",
-        "0",
-        "-m",
         "core.cli.rank",
         "--backend",
         "gloo",
@@ -293,7 +278,7 @@ def test_two_nodes_through_torchrun_rendezvous_store_one_run(tmp_path):
         "--db",
         str(db),
         "--json",
-    ]
+    )
     nodes = [
         subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in range(2)
     ]
@@ -318,24 +303,9 @@ def test_a_rank_killed_in_a_torchrun_job_by_hand_is_named_in_the_stored_run(tmp_
     """Without the lab's launcher: rank 0 stores the error itself, with the points measured before."""
     from core.store import RunStore
 
-    db, port = tmp_path / "job.sqlite", free_port()
-    command = [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        "--nnodes",
-        "2",
-        "--nproc-per-node",
-        "1",
-        "--rdzv-backend",
-        "c10d",
-        "--rdzv-endpoint",
-        f"127.0.0.1:{port}",
-        "--rdzv-id",
+    db = tmp_path / "job.sqlite"
+    command = two_node_torchrun(
         "gpulab-kill",
-        "--max-restarts",
-        "0",
-        "-m",
         "core.cli.rank",
         "--backend",
         "gloo",
@@ -351,7 +321,7 @@ def test_a_rank_killed_in_a_torchrun_job_by_hand_is_named_in_the_stored_run(tmp_
         "10",
         "--db",
         str(db),
-    ]
+    )
     nodes = [
         subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
         for _ in range(2)

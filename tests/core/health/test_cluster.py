@@ -4,7 +4,6 @@ mid-run keeps its rows, is named, and leaves no process behind. The fleet rule o
 import json
 import os
 import subprocess
-import sys
 import time
 
 import psutil
@@ -14,7 +13,7 @@ from core.health.figures import Figure
 from core.health.fleet import NodeResult, fleet_rows
 from core.health.verdict import figure_row, overall
 from core.store import RunStore
-from tests.conftest import ROOT, free_port
+from tests.conftest import ROOT, two_node_torchrun
 from tests.core.health.test_verdict import gpu
 
 
@@ -66,41 +65,17 @@ def test_the_fleet_flags_a_gpu_more_than_10_percent_below_the_median_and_names_a
     assert overall(rows) == "failed"
 
 
-def torchrun(port, run_id, db, *extra):
-    return [
-        sys.executable,
-        "-m",
-        "torch.distributed.run",
-        "--nnodes",
-        "2",
-        "--nproc-per-node",
-        "1",
-        "--rdzv-backend",
-        "c10d",
-        "--rdzv-endpoint",
-        f"127.0.0.1:{port}",
-        "--rdzv-id",
+def torchrun(run_id, db, *extra):
+    return two_node_torchrun(
         run_id,
-        "--max-restarts",
-        "0",
-        "-m",
         "core.cli.health_node",
-        "--device",
-        "cpu",
-        "--parts",
-        "soak,collectives",
-        "--quick",
-        "--soak-s",
-        "2",
-        "--db",
-        str(db),
-        *extra,
-    ]
+        *("--device", "cpu", "--parts", "soak,collectives", "--quick", "--soak-s", "2", "--db", str(db), *extra),
+    )
 
 
 def test_two_nodes_through_torchrun_store_one_run_with_a_row_per_node(tmp_path):
     db = tmp_path / "cluster.sqlite"
-    command = torchrun(free_port(), "gpulab-health-test", db, "--json")
+    command = torchrun("gpulab-health-test", db, "--json")
     nodes = [subprocess.Popen(command, cwd=ROOT, stdout=subprocess.PIPE, stderr=subprocess.PIPE, text=True) for _ in
              range(2)]  # fmt: skip
     outs = [n.communicate(timeout=300) for n in nodes]
@@ -148,7 +123,7 @@ def _node_process(db, group_rank: str) -> psutil.Process:
 
 def test_a_node_killed_mid_run_keeps_its_rows_is_named_and_leaves_no_process(tmp_path):
     db = tmp_path / "cluster.sqlite"
-    command = torchrun(free_port(), "gpulab-health-kill", db, "--stale-s", "5")
+    command = torchrun("gpulab-health-kill", db, "--stale-s", "5")
     errs = [open(tmp_path / f"node{i}.err", "w") for i in range(2)]
     nodes = [subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=e, text=True) for e in errs]
     try:
@@ -184,7 +159,7 @@ def test_rank_0_stopped_by_sigterm_stores_what_every_node_sent(tmp_path):
     """torchrun's launcher ends rank 0 with SIGTERM (its store went away, or the job was stopped): rank 0 still
     stores the run, with the rows each node had sent and every unfinished node named."""
     db = tmp_path / "cluster.sqlite"
-    command = torchrun(free_port(), "gpulab-health-term", db, "--stale-s", "30")
+    command = torchrun("gpulab-health-term", db, "--stale-s", "30")
     errs = [open(tmp_path / f"node{i}.err", "w") for i in range(2)]
     nodes = [subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=e, text=True) for e in errs]
     try:
