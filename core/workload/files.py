@@ -4,6 +4,7 @@ the worker with the reason a refused file gives turned into the run's bad-input 
 from __future__ import annotations
 
 import os
+import threading
 from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
@@ -14,6 +15,7 @@ from core.intake import InputRefused
 from core.units import bytes_text
 
 T = TypeVar("T")
+PROGRESS_EVERY_S = 0.5
 
 
 def check_file(path: str, what: str) -> None:
@@ -28,14 +30,40 @@ def check_file(path: str, what: str) -> None:
         raise ConfigError(f"path: {path!r} is not a file on this machine")
 
 
-def read_imported(path: Path, read: Callable[[Path], T], total: int):
-    """Yield the first progress step while ``read`` parses the file; return (what it read, the file's size)."""
+class _Latest:
+    """What a reading thread last said of its progress (one attribute: written there, read here, atomically)."""
+
+    text = ""
+
+
+def read_imported(path: Path, read: Callable[[Path, Callable[[str], None]], T], total: int):
+    """Yield progress while ``read(path, progress)`` parses the file in a thread of its own: the first step,
+    then what ``read`` last told ``progress`` (events so far), every :data:`PROGRESS_EVERY_S`, so a file of a
+    gigabyte does not sit at "reading" for twenty seconds. Returns (what it read, the file's size); a refusal
+    becomes the run's bad-input error."""
     try:
         size = path.stat().st_size
     except OSError as exc:
         raise ConfigError(f"{path.name}: {exc.strerror or exc}") from None
     yield Progress(0, total, f"reading {path.name} ({bytes_text(size)})")
-    try:
-        return read(path), size
-    except InputRefused as exc:
-        raise ConfigError(f"{path.name}: {exc}") from None
+    latest, outcome = _Latest(), {}
+
+    def work() -> None:
+        try:
+            outcome["value"] = read(path, lambda text: setattr(latest, "text", text))
+        except BaseException as exc:  # raised again below, in the experiment's own thread
+            outcome["error"] = exc
+
+    thread = threading.Thread(target=work, name=f"reading {path.name}", daemon=True)
+    thread.start()
+    shown = ""
+    while thread.join(PROGRESS_EVERY_S) is None and thread.is_alive():
+        if latest.text != shown:
+            shown = latest.text
+            yield Progress(0, total, f"reading {path.name} ({bytes_text(size)}): {shown}")
+    error = outcome.get("error")
+    if isinstance(error, InputRefused):
+        raise ConfigError(f"{path.name}: {error}") from None
+    if error is not None:
+        raise error
+    return outcome["value"], size

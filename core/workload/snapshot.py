@@ -15,7 +15,7 @@ from __future__ import annotations
 
 from array import array
 from collections import deque
-from collections.abc import Iterable
+from collections.abc import Callable, Iterable
 from dataclasses import dataclass, field
 from itertools import repeat
 from operator import itemgetter, methodcaller
@@ -277,8 +277,10 @@ class _Drain:
 
     QUIET_BEFORE_SCAN = 4  # chunks without a new batch of events before the memo is searched again
 
-    def __init__(self, sites: Sites) -> None:
+    def __init__(self, sites: Sites, progress: Callable[[str], None] | None = None) -> None:
         self.sites = sites
+        self.progress = progress
+        self.events = 0
         self.lists: dict[int, tuple[list, _Columns]] = {}
         self.quiet = 0
         self.wait = 1
@@ -304,7 +306,10 @@ class _Drain:
                 items = lst[:]
                 del lst[:]
                 columns.add(items, self.sites, loading=True)
+                self.events += len(items)
                 grew = True
+        if grew and self.progress is not None:
+            self.progress(f"{self.events:,} events read")
         return grew
 
 
@@ -381,15 +386,16 @@ class Snapshot:
         return max(totals, key=lambda d: totals[d]) if totals else 0
 
 
-def read_snapshot(path) -> Snapshot:
-    """Read a snapshot file (pickle of any protocol, JSON, gzip of either); InputRefused names the problem."""
+def read_snapshot(path, progress: Callable[[str], None] | None = None) -> Snapshot:
+    """Read a snapshot file (pickle of any protocol, JSON, gzip of either); InputRefused names the problem.
+    ``progress`` hears how many events a pickle has given so far, as it streams."""
     with open_input(path, WHAT) as stream:
         head = stream.peek(64)[:64]
         if not head:
             raise InputRefused(f"the {WHAT} is empty (0 bytes)")
         sites = Sites()
         if is_pickle(head):
-            drain = _Drain(sites)
+            drain = _Drain(sites, progress)
             top = load_pickle_stream(stream, MAX_PICKLE_BYTES, what=WHAT, path=path, on_chunk=drain)
             drain.drain()
             snapshot = _build(

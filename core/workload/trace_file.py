@@ -28,6 +28,7 @@ from __future__ import annotations
 import math
 import re
 from array import array
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from decimal import Decimal, DecimalException
 
@@ -136,8 +137,9 @@ class TraceFile:
     backend: str | None = None
 
 
-def read_trace(path) -> TraceFile:
-    """A trace file (plain or gzip, by content) as columns; refused with a clear reason if it is not one."""
+def read_trace(path, progress: Callable[[str], None] | None = None) -> TraceFile:
+    """A trace file (plain or gzip, by content) as columns; refused with a clear reason if it is not one.
+    ``progress`` hears how many of its events are decoded, a batch at a time."""
     with open_mapped(path, MAX_TRACE_BYTES, WHAT) as view:
         trace = _decode(view)
         reader = _Reader()
@@ -145,6 +147,8 @@ def read_trace(path) -> TraceFile:
         for first in range(0, len(events), BATCH_EVENTS):
             reader.add(events[first : first + BATCH_EVENTS])
             release_pages(view)
+            if progress is not None:
+                progress(f"{min(first + BATCH_EVENTS, len(events)):,} of {len(events):,} events decoded")
         if not reader.phased:
             raise InputRefused(
                 f"this is not a Chrome/Kineto {WHAT}: its 'traceEvents' holds no trace event (an object with a "
