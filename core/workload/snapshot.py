@@ -76,6 +76,12 @@ _FREE_CODE = np.array([code in FREE_ACTIONS for code in range(256)])  # by actio
 _UNSHARED_REFS = 5
 
 
+def _within(values: array, top: int) -> bool:
+    """Every one of these int64 ``values`` in [0, ``top``), checked by NumPy on the array's own memory."""
+    view = np.frombuffer(values, np.int64)
+    return not len(view) or bool(view.min() >= 0 and view.max() < top)
+
+
 def _pick(indices: list[int], values: list) -> tuple:
     """``values`` at ``indices`` (two or more), gathered in C."""
     return itemgetter(*indices)(values)
@@ -183,9 +189,9 @@ class _Columns:
             return self._add_each(items, sites)
         if (
             UNKNOWN_ACTION in codes
-            or not set(map(type, addrs)) | set(map(type, sizes)) | set(map(type, times)) <= {int}  # not bool
-            or (len(size) and not (min(size) >= 0 and max(size) < MAX_SIZE))
-            or (len(time_us) and not (min(time_us) >= 0 and max(time_us) < MAX_TIME_US))
+            or not {*map(type, addrs), *map(type, sizes), *map(type, times)} <= {int}  # not bool
+            or not _within(size, MAX_SIZE)
+            or not _within(time_us, MAX_TIME_US)
         ):
             return self._add_each(items, sites)
         frames = list(map(_FRAMES, items))
