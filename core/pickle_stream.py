@@ -144,10 +144,6 @@ def _group_run() -> re.Pattern[bytes]:
     return re.compile(rb"(?:" + group + rb"(?:" + op + rb"){0,%d}+)++" % GROUP_LEAVES)
 
 
-def _no_groups(buf: bytes, pos: int) -> None:
-    return None
-
-
 class PickleGuard:
     """Reads a pickle's opcodes as they stream past, before the unpickler acts on them, and refuses the few
     that would make it allocate far more than the file holds: a memo index beyond the limit (or beyond the
@@ -191,28 +187,20 @@ class PickleGuard:
         """Opcodes of ``buf`` (at stream offset ``start``) up to the last complete one; returns how far it read."""
         limits, n, pos, depth, marks = self.limits, len(buf), 0, self._depth, self._marks
         run, shape_of, effect_of = _plain_run().match, _SHAPE, _EFFECT
-        groups = _group_run().match if start >= GROUPS_FROM_BYTES else _no_groups
+        groups = _group_run().match if start >= GROUPS_FROM_BYTES else None
         while True:
             matched = run(buf, pos)  # a run of zero opcodes still matches
             end = matched.end() if matched else pos
             depth += end - pos
             pos = end
-            if depth > limits.pickle_pending_values:
-                self._refuse(
-                    f"it stacks up more than {limits.pickle_pending_values:,} values "
-                    "(the limit on values pending on the unpickler's stack)"
-                )
+            self._check_pending(depth)
             if pos >= n:
                 break
             op = buf[pos]
-            if op == _MARK and (grouped := groups(buf, pos)):
+            if op == _MARK and groups is not None and (grouped := groups(buf, pos)):
                 end = grouped.end()
                 depth += GROUP_LEAVES * buf.count(b"(", pos, end)
-                if depth + GROUP_PEAK > limits.pickle_pending_values:
-                    self._refuse(
-                        f"it stacks up more than {limits.pickle_pending_values:,} values "
-                        "(the limit on values pending on the unpickler's stack)"
-                    )
+                self._check_pending(depth + GROUP_PEAK)
                 pos = end
                 continue
             shape = shape_of[op]
@@ -270,6 +258,13 @@ class PickleGuard:
             depth = max(depth, 0)
         self._depth, self._marks = depth, marks
         return pos
+
+    def _check_pending(self, values: int) -> None:
+        if values > self.limits.pickle_pending_values:
+            self._refuse(
+                f"it stacks up more than {self.limits.pickle_pending_values:,} values "
+                "(the limit on values pending on the unpickler's stack)"
+            )
 
     def _check_memo(self, index: int, offset: int) -> None:
         if index >= self.limits.pickle_memo_index or index > offset:

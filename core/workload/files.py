@@ -57,10 +57,12 @@ def read_imported(path: Path, read: Callable[[Path, Callable[[str], None]], T], 
     thread = threading.Thread(target=work, name=f"reading {path.name}", daemon=True)
     thread.start()
     shown = ""
-    while thread.join(PROGRESS_EVERY_S) is None and thread.is_alive():
+    thread.join(PROGRESS_EVERY_S)
+    while thread.is_alive():
         if latest.text != shown:
             shown = latest.text
             yield Progress(0, total, f"reading {path.name} ({bytes_text(size)}): {shown}")
+        thread.join(PROGRESS_EVERY_S)
     error = outcome.get("error")
     if isinstance(error, InputRefused):
         raise ConfigError(f"{path.name}: {error}") from None

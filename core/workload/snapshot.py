@@ -83,8 +83,8 @@ def _within(values: array, top: int) -> bool:
 
 
 def _pick(indices: list[int], values: list) -> tuple:
-    """``values`` at ``indices`` (two or more), gathered in C."""
-    return itemgetter(*indices)(values)
+    """``values`` at ``indices`` (one or more), gathered in C."""
+    return (values[indices[0]],) if len(indices) == 1 else itemgetter(*indices)(values)
 
 
 Frame = tuple[str, int, str]  # (filename, line, function)
@@ -199,7 +199,7 @@ class _Columns:
         stacked = np.flatnonzero(_STACK_CODE[kinds]).tolist()
         site = np.full(len(items), -1, np.int32)
         if stacked:
-            chosen = [frames[i] for i in stacked] if len(stacked) < 2 else _pick(stacked, frames)
+            chosen = _pick(stacked, frames)
             site[stacked] = sites.of_many(chosen)
             if loading:
                 held = list(map(getrefcount, chosen))
@@ -207,8 +207,7 @@ class _Columns:
                 deque(map(list.clear, unshared), maxlen=0)
         freed = np.flatnonzero(_FREE_CODE[kinds]).tolist()
         if freed:
-            free_frames = [frames[i] for i in freed] if len(freed) < 2 else _pick(freed, frames)
-            deque(map(list.clear, (f for f in free_frames if type(f) is list)), maxlen=0)
+            deque(map(list.clear, (f for f in _pick(freed, frames) if type(f) is list)), maxlen=0)
         deque(map(dict.clear, items), maxlen=0)
         self.action += codes
         self.addr += addr
