@@ -487,9 +487,13 @@ class NoGuard:
     def __init__(self, *args): pass
     def clear(self, data, at): pass
     def close(self): pass
-snapshot._Columns.add = only_empty
+def replace(owner, name, value):  # a name the lab no longer has fails here, not as a silently wrong floor
+    getattr(owner, name)
+    setattr(owner, name, value)
+replace(snapshot._Columns, "add", only_empty)
 if sys.argv[3] == "unguarded":
-    pickle_stream._GuardProcess = pickle_stream._InlineGuard = NoGuard
+    replace(pickle_stream, "_GuardProcess", NoGuard)
+    replace(pickle_stream, "_InlineGuard", NoGuard)
 t0 = time.perf_counter()
 snapshot.read_snapshot(sys.argv[1])
 took = time.perf_counter() - t0
