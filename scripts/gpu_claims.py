@@ -1,0 +1,391 @@
+"""The claims the GPU check judges, one function each, from the JSON the lab's commands printed.
+
+Each judge reads the stored run (or the import's answer) as ``python -m core … --json`` printed it and
+returns one :class:`Claim`: what was measured, what was expected (the seed's words, the issue's
+tolerance, the published figure) and a verdict. A judge recomputes what it compares from the rows —
+times, bytes, TFLOPS — rather than trusting a verdict the lab derived, so a wrong derivation in the lab
+shows up here as a failed claim. Pure functions of dicts: the tests feed them hand-made runs.
+"""
+
+from __future__ import annotations
+
+from dataclasses import asdict, dataclass
+from typing import Any
+
+PASS, FAIL, UNSUPPORTED, INFO = "pass", "fail", "unsupported", "info"
+TIMER_FLOOR = 0.97  # the lab's TFLOPS over the reference timer's, at least (issue: ≥ 0.97×)
+PUBLISHED_FLOOR = 0.90  # of the published best (a shape search's maximum; the check times one shape)
+TF32_SPEEDUP_FLOOR = 2.0  # the seed says "several times"
+BACKWARD_TOLERANCE = 0.05
+PLANNER_TOLERANCE_PCT = 5.0
+ADAM_TOLERANCE = 0.05
+SNAPSHOT_TOLERANCE = 0.01
+TRACE_TOLERANCE = 0.02
+HEALTH_BAD = ("below expected", "far below", "fail")
+FREED_SLACK = 0.05  # of the tensor's size: what "did not go back to the driver" allows for bookkeeping
+
+
+@dataclass(frozen=True)
+class Claim:
+    claim: str
+    measured: str
+    expected: str
+    verdict: str  # pass | fail | unsupported | info
+
+    def line(self) -> str:
+        return f"[{self.verdict}] {self.claim}: {self.measured} (expected {self.expected})"
+
+    def to_dict(self) -> dict:
+        return asdict(self)
+
+
+def _gib(n: float) -> str:
+    return f"{n / 2**30:.3f} GiB"
+
+
+def _on(run: dict) -> str:
+    device = run.get("device") or {}
+    return str(device.get("name") or device.get("label") or "this device")
+
+
+def _missing(claim: str, expected: str, run: dict | None) -> Claim | None:
+    """A run that is absent, failed or unsupported cannot be judged: say which."""
+    if run is None:
+        return Claim(claim, "not measured (its step did not run or printed no JSON)", expected, FAIL)
+    status = run.get("status")
+    if status == "unsupported":
+        return Claim(claim, run.get("error") or f"unsupported on {_on(run)}", expected, UNSUPPORTED)
+    if status != "ok":
+        return Claim(claim, f"run {status}: {run.get('error')}", expected, FAIL)
+    return None
+
+
+# --- matmul --------------------------------------------------------------------------------------
+
+
+def dtypes_measured(run: dict | None) -> Claim:
+    """Every dtype measured or "unsupported on <GPU>: <reason>", and no figure above the datasheet."""
+    claim = "matmul: every dtype measured or unsupported, none above the datasheet"
+    expected = "each point ok or 'unsupported on …: reason'; TFLOPS ≤ datasheet peak"
+    if missing := _missing(claim, expected, run):
+        return missing
+    assert run is not None
+    by_dtype: dict[str, list[dict]] = {}
+    for row in run["rows"]:
+        by_dtype.setdefault(row["dtype"], []).append(row)
+    said, bad = [], []
+    for dtype, rows in by_dtype.items():
+        ok = [r for r in rows if r.get("status") == "ok"]
+        unsupported = [r for r in rows if r.get("status") == "unsupported"]
+        odd = [r for r in rows if r not in ok and r not in unsupported]
+        above = [r for r in ok if isinstance(r.get("peak_tflops"), (int, float)) and r["tflops"] > r["peak_tflops"]]
+        unexplained = [r for r in unsupported if not str(r.get("reason") or "").startswith("unsupported on ")]
+        if ok:
+            best = max(r["tflops"] for r in ok)
+            said.append(f"{dtype} {len(ok)}/{len(rows)} measured (best {best:,.4g} TFLOPS)")
+        if unsupported:
+            said.append(f"{dtype} {len(unsupported)} unsupported ({unsupported[0].get('reason')})")
+        bad += [f"{dtype} {r.get('m')}: {r.get('status')} {r.get('reason') or ''}".strip() for r in odd]
+        bad += [f"{dtype} {r['m']}: {r['tflops']:.1f} > peak {r['peak_tflops']:.1f} TFLOPS" for r in above]
+        bad += [f"{dtype} {r.get('m')}: unsupported without 'unsupported on …'" for r in unexplained]
+    measured = "; ".join(said) + (f" — WRONG: {'; '.join(bad)}" if bad else "")
+    return Claim(claim, measured, expected, FAIL if bad or not by_dtype else PASS)
+
+
+def _point(run: dict, dtype: str, size: int) -> dict | None:
+    return next(
+        (
+            r
+            for r in run.get("rows", [])
+            if r.get("dtype") == dtype and r.get("m") == r.get("n") == r.get("k") == size and r.get("status") == "ok"
+        ),
+        None,
+    )
+
+
+def timer_agreement(reference: dict | None) -> Claim:
+    """The lab's timer against the independent one, interleaved in one job: lab TFLOPS ≥ 0.97× the reference's."""
+    claim = "matmul timer vs the reference timer"
+    expected = f"lab TFLOPS ≥ {TIMER_FLOOR:g}× the reference's, same run"
+    if missing := _missing(claim, expected, reference):
+        return missing
+    assert reference is not None
+    rows = reference["rows"]
+    lab = sorted(r["lab_median_ms"] for r in rows)[len(rows) // 2]
+    ref = sorted(r["reference_median_ms"] for r in rows)[len(rows) // 2]
+    row = rows[0]
+    flops = 2 * row["m"] * row["n"] * row["k"]
+    ratio = ref / lab  # TFLOPS ratio lab / reference
+    measured = (
+        f"{row['dtype']} {row['m']}³: lab {lab:.4g} ms ({flops / lab / 1e9:,.1f} TFLOPS), {row['tool']} {ref:.4g} ms "
+        f"({flops / ref / 1e9:,.1f} TFLOPS): {ratio:.3f}×"
+    )
+    return Claim(claim, measured, expected, PASS if ratio >= TIMER_FLOOR else FAIL)
+
+
+def against_published(run: dict | None, dtype: str, size: int) -> Claim:
+    """The dtype's figure at size³ against the card's published best (mamf-finder's tables)."""
+    claim = f"matmul {dtype} {size}³ vs the published best for the card"
+    expected = f"≥ {PUBLISHED_FLOOR:.0%} of the published maximum (a shape search; this is one shape)"
+    if missing := _missing(claim, expected, run):
+        return missing
+    assert run is not None
+    point = _point(run, dtype, size)
+    if point is None:
+        return Claim(claim, f"no ok {dtype} point at {size}³ in the run", expected, UNSUPPORTED)
+    published = point.get("published_tflops")
+    if not isinstance(published, (int, float)):
+        return Claim(claim, f"{point['tflops']:,.1f} TFLOPS; no published figure for {_on(run)}", expected, INFO)
+    share = point["tflops"] / published
+    measured = f"{point['tflops']:,.1f} TFLOPS = {share:.1%} of {published:g} published"
+    return Claim(claim, measured, expected, PASS if share >= PUBLISHED_FLOOR else FAIL)
+
+
+def tf32_speedup(run: dict | None, size: int) -> Claim:
+    """TF32 against fp32 at size³: the speed-up (seed: several times) and each one's error against fp64."""
+    claim = f"TF32 vs fp32 at {size}³"
+    expected = (
+        f"TF32 ≥ {TF32_SPEEDUP_FLOOR:g}× faster (seed: 'several times'), its error against fp64 larger than fp32's"
+    )
+    if missing := _missing(claim, expected, run):
+        return missing
+    assert run is not None
+    tf32 = next((r for r in run["rows"] if r.get("dtype") == "tf32" and r.get("m") == size), None)
+    if tf32 is not None and tf32.get("status") == "unsupported":
+        return Claim(claim, str(tf32.get("reason")), expected, UNSUPPORTED)
+    fp32, tf32 = _point(run, "fp32", size), _point(run, "tf32", size)
+    if fp32 is None or tf32 is None:
+        return Claim(claim, f"fp32 and tf32 at {size}³ not both measured", expected, FAIL)
+    speedup = fp32["median_ms"] / tf32["median_ms"]
+    e32, etf = fp32.get("rel_error"), tf32.get("rel_error")
+    errors = f"; error vs fp64: fp32 {e32:.2e}, tf32 {etf:.2e}" if e32 is not None and etf is not None else ""
+    measured = f"fp32 {fp32['median_ms']:.4g} ms, tf32 {tf32['median_ms']:.4g} ms: {speedup:.2f}×{errors}"
+    ok = speedup >= TF32_SPEEDUP_FLOOR and (e32 is None or etf is None or etf > e32)
+    return Claim(claim, measured, expected, PASS if ok else FAIL)
+
+
+# --- allocator -----------------------------------------------------------------------------------
+
+
+def _step(run: dict, op: str, nth: int = 1) -> tuple[dict, dict]:
+    """The nth row whose step command (``alloc c 1024``, ``free d``…) starts with ``op``, and the row before it."""
+    rows = run["rows"]
+    found = [i for i, r in enumerate(rows) if str(r.get("op", "")).startswith(op)]
+    i = found[nth - 1]
+    return rows[i - 1], rows[i]
+
+
+def _cuda_only(names: tuple[str, ...], run: dict | None) -> list[Claim] | None:
+    """The claims' answer when the run cannot be judged: missing, failed, or on a CPU (no caching allocator)."""
+    if run is None or run.get("status") != "ok":
+        return [c for name in names if (c := _missing(name, "see the seed", run))]
+    if (run.get("device") or {}).get("kind") != "cuda":
+        why = f"unsupported on {_on(run)}: a CPU has no caching allocator"
+        return [Claim(n, why, "the CUDA caching allocator's counters", UNSUPPORTED) for n in names]
+    return None
+
+
+def lifecycle_claims(run: dict | None, size_mib: int) -> list[Claim]:
+    """The seed's tensor-lifecycle claims, read off the allocator's and the driver's counters per step."""
+    names = (
+        "allocator: to('cpu') does not free device memory at once",
+        "allocator: reassigning a tensor needs twice its memory",
+    )
+    if (unjudged := _cuda_only(names, run)) is not None:
+        return unjudged
+    assert run is not None
+    size = size_mib * 2**20
+    slack = FREED_SLACK * size
+    before, after = _step(run, "to_cpu b")
+    freed = before["allocated_bytes"] - after["allocated_bytes"]
+    driver_drop = before["driver_used_bytes"] - after["driver_used_bytes"]
+    kept = abs(after["reserved_bytes"] - before["reserved_bytes"]) <= slack and driver_drop <= slack
+    to_cpu = Claim(
+        names[0],
+        f"allocated −{_gib(freed)}, reserved {_gib(before['reserved_bytes'])} → {_gib(after['reserved_bytes'])}, "
+        f"driver used −{_gib(driver_drop)}",
+        f"allocated −{_gib(size)}, reserved and driver used unchanged (±{FREED_SLACK:.0%} of the tensor)",
+        PASS if kept and abs(freed - size) <= slack else FAIL,
+    )
+    before, after = _step(run, "alloc c", 2)
+    transient = after["peak_allocated_bytes"] - before["allocated_bytes"]
+    reassign = Claim(
+        names[1],
+        f"peak while reassigning c: allocated before + {_gib(transient)}",
+        f"the new c ({_gib(size)}) is built while the old one lives: +{_gib(size)}, two c's at the peak",
+        PASS if abs(transient - size) <= slack else FAIL,
+    )
+    return [to_cpu, reassign]
+
+
+DEL_STEPS = "alloc x {mib},free x,empty_cache"  # the custom scenario the del claim reads
+
+
+def delete_claim(run: dict | None, size_mib: int) -> list[Claim]:
+    """``del`` returns nothing to the driver; ``empty_cache`` does (a custom scenario: alloc x, free x, empty_cache)."""
+    name = ("allocator: del returns nothing to the driver until empty_cache",)
+    if (unjudged := _cuda_only(name, run)) is not None:
+        return unjudged
+    assert run is not None
+    size = size_mib * 2**20
+    slack = FREED_SLACK * size
+    held, freed = _step(run, "free x")
+    _, cleared = _step(run, "empty_cache")
+    kept = freed["driver_used_bytes"] >= held["driver_used_bytes"] - slack
+    returned = held["driver_used_bytes"] - cleared["driver_used_bytes"]
+    return [
+        Claim(
+            name[0],
+            f"driver used {_gib(held['driver_used_bytes'])} with x, {_gib(freed['driver_used_bytes'])} after del, "
+            f"{_gib(cleared['driver_used_bytes'])} after empty_cache (−{_gib(returned)})",
+            f"del: unchanged; empty_cache: −{_gib(size)} (±{FREED_SLACK:.0%})",
+            PASS if kept and abs(returned - size) <= slack else FAIL,
+        )
+    ]
+
+
+def backward_peaks(run: dict | None) -> list[Claim]:
+    """Backward peak of ``y = 5*x; y.mean().backward()`` is 4× size(x), of ``(5*x).mean().backward()`` 3× (±5%),
+    recomputed from the rows: the highest ``max_memory_allocated`` of a form's steps over the allocated bytes at
+    its peak reset, in units of x's bytes (the first tensor the form allocates)."""
+    out = []
+    for phase, form, factor in (("A", "y = 5*x; y.mean().backward()", 4.0), ("B", "(5*x).mean().backward()", 3.0)):
+        claim = f"allocator: backward peak of {form}"
+        expected = f"{factor:g}× size(x) ±{BACKWARD_TOLERANCE:.0%} (seed)"
+        if missing := _missing(claim, expected, run):
+            out.append(missing)
+            continue
+        assert run is not None
+        rows = [r for r in run["rows"] if r["step"].split(". ", 1)[-1].startswith(f"{phase}:")]
+        base = rows[0]["allocated_bytes"]
+        x_bytes = rows[1]["allocated_bytes"] - base  # after "x = zeros(…, requires_grad)"
+        peak = max(r["peak_allocated_bytes"] for r in rows) - base
+        over = peak / x_bytes
+        verdict = PASS if abs(over - factor) <= BACKWARD_TOLERANCE * factor else FAIL
+        out.append(Claim(claim, f"{_gib(peak)} over x = {_gib(x_bytes)}: {over:.3f}×", expected, verdict))
+    return out
+
+
+# --- training memory -----------------------------------------------------------------------------
+
+
+def planner_agreement(run: dict | None, label: str) -> Claim:
+    """The planner's peak within 5% of the measured one."""
+    claim = f"train memory {label}: planner vs measured peak"
+    expected = f"within {PLANNER_TOLERANCE_PCT:g}%"
+    if missing := _missing(claim, expected, run):
+        return missing
+    assert run is not None
+    measured, estimated = run["meta"]["peak_measured_bytes"], run["meta"]["peak_estimated_bytes"]
+    error = 100 * (estimated - measured) / measured
+    verdict = PASS if abs(error) <= PLANNER_TOLERANCE_PCT else FAIL
+    return Claim(claim, f"measured {_gib(measured)}, planned {_gib(estimated)} ({error:+.2f}%)", expected, verdict)
+
+
+def adam_four_times(run: dict | None, label: str) -> Claim:
+    """With Adam, weights + gradients + two moments = 4× the weights (seed), read where the model's state is
+    largest on the timeline: the optimizer step. (At the run's peak the gradients may be gone: with small
+    models and ``zero_grad(set_to_none=True)`` the peak can fall in the next forward's activations.)"""
+    claim = f"train memory {label}: Adam ×4 of the weights"
+    expected = f"max over the step of (weights + gradients + optimizer state) / weights = 4 ±{ADAM_TOLERANCE:.0%}"
+    if missing := _missing(claim, expected, run):
+        return missing
+    assert run is not None
+    rows = [r for r in run["rows"] if isinstance(r.get("parameters"), int)]
+    top = max(rows, key=lambda r: r["parameters"] + r["gradients"] + r["optimizer_state"])
+    weights = top["parameters"]
+    over = (weights + top["gradients"] + top["optimizer_state"]) / weights
+    return Claim(
+        claim,
+        f"weights {_gib(weights)}, gradients {_gib(top['gradients'])}, optimizer state "
+        f"{_gib(top['optimizer_state'])} at {top['t_ms']:.1f} ms: {over:.3f}× (the run's peak is in its "
+        f"{run['meta'].get('peak_phase')} phase)",
+        expected,
+        PASS if abs(over - 4) <= 4 * ADAM_TOLERANCE else FAIL,
+    )
+
+
+# --- imports of the lab's own recordings ---------------------------------------------------------
+
+
+def snapshot_peak(imported: dict | None, step: dict | None) -> Claim:
+    """A snapshot recorded by the lab and imported back: its peak equals the step's max_memory_allocated (±1%)."""
+    claim = "snapshot recorded by the lab, imported back: peak vs max_memory_allocated"
+    expected = f"equal ±{SNAPSHOT_TOLERANCE:.0%}"
+    if step is not None and not step.get("cuda"):
+        return Claim(claim, "unsupported on CPU: no CUDA allocator to record", expected, UNSUPPORTED)
+    if imported is None or step is None or "peak_allocated_bytes" not in imported:
+        error = (imported or {}).get("error") or "the recording or its import did not finish"
+        return Claim(claim, f"not measured: {error}", expected, FAIL)
+    peak, truth = imported["peak_allocated_bytes"], step["max_memory_allocated"]
+    off = (peak - truth) / truth
+    return Claim(
+        claim,
+        f"snapshot {_gib(peak)}, max_memory_allocated {_gib(truth)} ({off:+.3%})",
+        expected,
+        PASS if abs(off) <= SNAPSHOT_TOLERANCE else FAIL,
+    )
+
+
+def trace_kernel_time(imported: dict | None, bench: dict | None) -> Claim:
+    """A profiler trace of the step benchmark imported back: its kernel time against the benchmark's own."""
+    claim = "profiler trace imported back: kernel time vs the step benchmark's"
+    expected = f"equal ±{TRACE_TOLERANCE:.0%}"
+    if missing := _missing(claim, expected, bench):
+        return missing
+    assert bench is not None
+    if (bench.get("device") or {}).get("kind") != "cuda":
+        return Claim(claim, f"unsupported on {_on(bench)}: a CPU trace has no kernels", expected, UNSUPPORTED)
+    if imported is None or "kernel_time_us" not in imported:
+        return Claim(claim, f"not imported: {(imported or {}).get('error')}", expected, FAIL)
+    meta = bench["meta"]
+    own_ms = sum(meta["profiled_total_ms"].values()) * meta["profile_steps"]
+    trace_ms = imported["kernel_time_us"] / 1e3
+    off = (trace_ms - own_ms) / own_ms
+    return Claim(
+        claim,
+        f"trace {trace_ms:.3f} ms of kernels, step benchmark {own_ms:.3f} ms ({off:+.2%})",
+        expected,
+        PASS if abs(off) <= TRACE_TOLERANCE else FAIL,
+    )
+
+
+# --- soak and health -----------------------------------------------------------------------------
+
+
+def soak(run: dict | None) -> Claim:
+    """Burst against sustained, with the clocks, power and throttle reasons NVML gave (or why it gave none)."""
+    claim = "soak: burst vs sustained"
+    expected = f"sustained within the run's {((run or {}).get('meta') or {}).get('drop_threshold_pct', 10):g}% of burst"
+    if missing := _missing(claim, expected, run):
+        return missing
+    assert run is not None
+    meta = run["meta"]
+    powers = [r["power_w"] for r in run["rows"] if isinstance(r.get("power_w"), (int, float))]
+    nvml = (
+        f"; SM clock {meta.get('burst_sm_clock_mhz')} → {meta.get('sustained_sm_clock_mhz')} MHz, power up to "
+        f"{max(powers):.0f} W, slowdown reasons {meta.get('sustained_slowdown_reasons') or 'none'}"
+        if powers
+        else f"; clocks and power not readable here: {meta.get('clocks_note')}"
+    )
+    verdict = INFO if (run.get("device") or {}).get("kind") != "cuda" else FAIL if meta["drop_flagged"] else PASS
+    return Claim(claim, f"{meta['drop_reason']}{nvml}", expected, verdict)
+
+
+def health(bundle: dict | None) -> Claim:
+    """The health check's verdict on the card, and why (its plain answer and every row judged below expected)."""
+    claim = "health --quick"
+    expected = "healthy: no figure below its reference, no check failed"
+    if bundle is None:
+        return Claim(claim, "not measured", expected, FAIL)
+    bad = [
+        f"{r['figure']} on {r['where']}: {r['verdict']} ({r['reason']})"
+        for r in bundle.get("rows", [])
+        if r.get("verdict") in HEALTH_BAD
+    ]
+    measured = f"{bundle.get('verdict')}: {bundle.get('answer')}" + (f" — {'; '.join(bad)}" if bad else "")
+    return Claim(claim, measured, expected, PASS if bundle.get("verdict") == "healthy" else FAIL)
+
+
+def as_dicts(claims: list[Claim]) -> list[dict[str, Any]]:
+    return [c.to_dict() for c in claims]
