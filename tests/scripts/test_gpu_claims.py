@@ -1,0 +1,195 @@
+"""The GPU check's judges, fed hand-made runs whose right verdict is worked out by hand in each test."""
+
+from __future__ import annotations
+
+import pytest
+
+from scripts import gpu_claims as claims
+
+GIB = 2**30
+CUDA = {"kind": "cuda", "name": "NVIDIA H100 80GB HBM3"}
+
+
+def run(rows: list[dict], meta: dict | None = None, status: str = "ok", device: dict = CUDA) -> dict:
+    return {"status": status, "error": None, "rows": rows, "meta": meta or {}, "device": device}
+
+
+def point(dtype: str, size: int, ms: float, **extra) -> dict:
+    """A matmul row whose TFLOPS is 2·size³ / ms, worked out here."""
+    return {
+        "dtype": dtype,
+        "m": size,
+        "n": size,
+        "k": size,
+        "status": "ok",
+        "median_ms": ms,
+        "tflops": 2 * size**3 / (ms * 1e9),
+        "peak_tflops": 989.0,
+    } | extra
+
+
+def test_every_dtype_measured_or_explained_passes_and_a_figure_above_the_sheet_fails():
+    fine = run(
+        [
+            point("bf16", 8192, 1.5),  # 733 TFLOPS < 989
+            {"dtype": "int4", "m": 8192, "status": "unsupported", "reason": "unsupported on X: no int4 matmul"},
+        ]
+    )
+    assert claims.dtypes_measured(fine).verdict == "pass"
+    above = run([point("bf16", 8192, 1.0)])  # 2·8192³ / 1 ms = 1099.5 TFLOPS > 989
+    judged = claims.dtypes_measured(above)
+    assert judged.verdict == "fail" and "1099.5 > peak 989.0" in judged.measured
+    unexplained = run([{"dtype": "fp8", "m": 64, "status": "unsupported", "reason": "no"}])
+    assert claims.dtypes_measured(unexplained).verdict == "fail"
+    crashed = run([{"dtype": "fp8", "m": 64, "status": "error", "reason": "boom"}])
+    assert claims.dtypes_measured(crashed).verdict == "fail"
+
+
+def test_a_missing_or_failed_run_fails_and_an_unsupported_one_is_said():
+    assert claims.dtypes_measured(None).verdict == "fail"
+    assert claims.dtypes_measured(run([], status="error")).verdict == "fail"
+    unsupported = run([], status="unsupported") | {"error": "unsupported on CPU: no tensor cores"}
+    judged = claims.timer_agreement(unsupported)
+    assert judged.verdict == "unsupported" and "no tensor cores" in judged.measured
+
+
+@pytest.mark.parametrize(("lab_ms", "verdict"), [(1.02, "pass"), (1.05, "fail")])
+def test_timer_agreement_compares_medians_of_the_rounds(lab_ms, verdict):
+    # Medians over three rounds: lab (lab_ms, 9, 0.5) → lab_ms; reference (1.0, 7, 0.1) → 1.0; TFLOPS ratio 1/lab_ms.
+    rows = [
+        {"dtype": "bf16", "m": 8192, "n": 8192, "k": 8192, "tool": "t", "lab_median_ms": a, "reference_median_ms": b}
+        for a, b in ((lab_ms, 1.0), (9.0, 7.0), (0.5, 0.1))
+    ]
+    judged = claims.timer_agreement(run(rows))
+    assert judged.verdict == verdict
+    assert f"{1 / lab_ms:.3f}×" in judged.measured
+
+
+def test_tf32_must_be_several_times_faster_and_less_exact():
+    fast = run([point("fp32", 8192, 20.0, rel_error=1e-6), point("tf32", 8192, 4.0, rel_error=5e-4)])
+    judged = claims.tf32_speedup(fast, 8192)
+    assert judged.verdict == "pass" and "5.00×" in judged.measured
+    slow = run([point("fp32", 8192, 20.0, rel_error=1e-6), point("tf32", 8192, 15.0, rel_error=5e-4)])
+    assert claims.tf32_speedup(slow, 8192).verdict == "fail"  # 1.33×
+    exact = run([point("fp32", 8192, 20.0, rel_error=1e-6), point("tf32", 8192, 4.0, rel_error=1e-7)])
+    assert claims.tf32_speedup(exact, 8192).verdict == "fail"  # a TF32 as exact as fp32 was not TF32
+
+
+def test_published_share_is_the_measured_point_over_the_published_figure():
+    judged = claims.against_published(run([point("bf16", 8192, 1.5, published_tflops=794.5)]), "bf16", 8192)
+    assert judged.verdict == "pass" and "92.3%" in judged.measured  # 733.0 / 794.5 = 0.9226
+    low = claims.against_published(run([point("bf16", 8192, 2.0, published_tflops=794.5)]), "bf16", 8192)
+    assert low.verdict == "fail"  # 549.8 / 794.5 = 69%
+
+
+def lifecycle_rows(size: int, to_cpu_frees: bool = False, reassign_in_place: bool = False) -> list[dict]:
+    """The seed's steps as the caching allocator books them, by hand (units of the tensor's size S)."""
+    context = 500 * 2**20
+    seq = [  # op, allocated, reserved, peak (since the reset), in S
+        ("", 0, 0, 0),
+        ("alloc a", 1, 1, 1),
+        ("alloc b", 2, 2, 2),
+        ("to_cpu b", 1, 1 if to_cpu_frees else 2, 2),
+        ("alloc c", 2, 2, 2),
+        ("alloc c", 2, 3, 2 if reassign_in_place else 3),
+        ("alloc d", 3, 3, 3),
+        ("free d", 2, 3, 3),
+        ("alloc_cpu e", 2, 3, 3),
+        ("to_device e", 3, 3, 3),
+        ("empty_cache", 3, 3, 3),
+    ]
+    return [
+        {
+            "op": f"{op} 1024".strip() if op.startswith("alloc") else op,
+            "step": f"{i}. …",
+            "allocated_bytes": a * size,
+            "reserved_bytes": r * size,
+            "peak_allocated_bytes": p * size,
+            "driver_used_bytes": context + r * size,
+        }
+        for i, (op, a, r, p) in enumerate(seq)
+    ]
+
+
+def test_lifecycle_claims_hold_on_the_allocator_the_seed_describes():
+    judged = claims.lifecycle_claims(run(lifecycle_rows(GIB)), 1024)
+    assert [c.verdict for c in judged] == ["pass", "pass"]
+    freed = claims.lifecycle_claims(run(lifecycle_rows(GIB, to_cpu_frees=True)), 1024)
+    assert [c.verdict for c in freed] == ["fail", "pass"]
+    in_place = claims.lifecycle_claims(run(lifecycle_rows(GIB, reassign_in_place=True)), 1024)
+    assert [c.verdict for c in in_place] == ["pass", "fail"]
+
+
+def test_the_allocator_claims_are_unsupported_on_a_cpu():
+    cpu = run(lifecycle_rows(GIB), device={"kind": "cpu", "name": "AMD EPYC"})
+    assert {c.verdict for c in claims.lifecycle_claims(cpu, 1024)} == {"unsupported"}
+    assert {c.verdict for c in claims.delete_claim(cpu, 1024)} == {"unsupported"}
+
+
+@pytest.mark.parametrize(("after_empty_cache", "verdict"), [(0, "pass"), (1, "fail")])
+def test_del_keeps_memory_until_empty_cache(after_empty_cache, verdict):
+    context = 500 * 2**20
+    rows = [
+        {"op": op, "driver_used_bytes": context + held * GIB}
+        for op, held in (("", 0), ("alloc x 1024", 1), ("free x", 1), ("empty_cache", after_empty_cache))
+    ]
+    assert claims.delete_claim(run(rows), 1024)[0].verdict == verdict
+
+
+@pytest.mark.parametrize(("a_peak", "b_peak", "verdicts"), [(4, 3, ["pass", "pass"]), (5, 3, ["fail", "pass"])])
+def test_backward_peaks_are_multiples_of_x(a_peak, b_peak, verdicts):
+    base = 100 * 2**20  # something else already allocated: the peak is counted from here
+    rows = []
+    for phase, peak in (("A", a_peak), ("B", b_peak)):
+        rows += [
+            {"step": f"1. {phase}: reset peak", "allocated_bytes": base, "peak_allocated_bytes": base},
+            {"step": f"2. {phase}: x = zeros", "allocated_bytes": base + GIB, "peak_allocated_bytes": base + GIB},
+            {
+                "step": f"3. {phase}: backward",
+                "allocated_bytes": base + 2 * GIB,
+                "peak_allocated_bytes": base + peak * GIB,
+            },
+        ]
+    judged = claims.backward_peaks(run(rows))
+    assert [c.verdict for c in judged] == verdicts
+    assert f"{a_peak:.3f}×" in judged[0].measured
+
+
+@pytest.mark.parametrize(("estimated", "verdict"), [(104, "pass"), (96, "pass"), (106, "fail")])
+def test_planner_within_five_percent(estimated, verdict):
+    meta = {"peak_measured_bytes": 100 * 2**20, "peak_estimated_bytes": estimated * 2**20}
+    assert claims.planner_agreement(run([], meta), "small").verdict == verdict
+
+
+def test_adam_four_times_reads_the_largest_model_state_on_the_timeline():
+    w = 1000
+    rows = [
+        {"t_ms": 1.0, "parameters": w, "gradients": 0, "optimizer_state": 2 * w},  # forward: grads freed
+        {"t_ms": 2.0, "parameters": w, "gradients": w, "optimizer_state": 2 * w},  # optimizer step: 4 w
+    ]
+    assert claims.adam_four_times(run(rows, {"peak_phase": "forward"}), "x").verdict == "pass"
+    sgd = [{"t_ms": 1.0, "parameters": w, "gradients": w, "optimizer_state": w}]  # momentum: 3 w
+    assert claims.adam_four_times(run(sgd, {"peak_phase": "optimizer"}), "x").verdict == "fail"
+
+
+def test_snapshot_peak_within_one_percent_of_max_memory_allocated():
+    truth = {"cuda": True, "max_memory_allocated": 1000 * 2**20}
+    assert claims.snapshot_peak({"peak_allocated_bytes": 1005 * 2**20}, truth).verdict == "pass"
+    assert claims.snapshot_peak({"peak_allocated_bytes": 1020 * 2**20}, truth).verdict == "fail"
+    assert claims.snapshot_peak(None, truth).verdict == "fail"
+    assert claims.snapshot_peak(None, {"cuda": False}).verdict == "unsupported"
+
+
+def test_trace_kernel_time_against_the_benchmark_per_step_figures_times_steps():
+    # Two profiled steps per scope: (3.0 + 7.0) ms a step × 2 = 20 ms of kernels in the trace.
+    bench = run([], {"profiled_total_ms": {"forward": 3.0, "step": 7.0}, "profile_steps": 2})
+    assert claims.trace_kernel_time({"kernel_time_us": 20_300.0}, bench).verdict == "pass"  # +1.5%
+    assert claims.trace_kernel_time({"kernel_time_us": 21_000.0}, bench).verdict == "fail"  # +5%
+
+
+def test_health_passes_only_when_healthy_and_names_what_is_below():
+    healthy = {"verdict": "healthy", "answer": "Healthy on box", "rows": []}
+    assert claims.health(healthy).verdict == "pass"
+    row = {"figure": "matmul bf16 burst", "where": "cuda:0", "verdict": "below expected", "reason": "81% of 794.5"}
+    below = claims.health({"verdict": "below expected", "answer": "Not healthy", "rows": [row]})
+    assert below.verdict == "fail" and "matmul bf16 burst on cuda:0" in below.measured
