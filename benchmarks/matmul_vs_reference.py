@@ -1,8 +1,10 @@
 """The lab's matmul timer against a reference timer, same shapes, same dtypes, same operation, one run.
 
-Reference: ``triton.testing.do_bench`` (median, with its own L2 flush) on GPU;
-``torch.utils.benchmark.Timer.blocked_autorange`` (median) on CPU. Prints lab/reference time per point;
-the target is ±3% on GPU and ±5% on CPU for every point slower than 1 ms.
+Reference: the engine's :class:`core.experiments.reference.ReferenceTimer`: ``triton.testing.do_bench``
+(median, with its own L2 flush) on GPU, or where do_bench cannot be imported or run (its first call compiles
+a C stub: a C compiler and ``Python.h``), CUDA events per call after a 256 MiB flush, with the reason
+printed; ``torch.utils.benchmark.Timer.blocked_autorange`` (median) on CPU. Prints lab/reference time per
+point and the tool used; the target is ±3% on GPU and ±5% on CPU for every point slower than 1 ms.
 
     python benchmarks/matmul_vs_reference.py --device cpu --sizes 256,512,1024 --dtypes fp64,fp32,bf16,fp16,int8
     python benchmarks/matmul_vs_reference.py --device cuda --sizes 1024,4096,8192 --dtypes fp32,tf32,bf16,fp16,fp8,int8
@@ -31,7 +33,7 @@ from core.experiments.matmul import (
     shape_problem,
     tflops_from_ms,
 )
-from core.experiments.reference import reference_ms  # noqa: E402
+from core.experiments.reference import ReferenceTimer  # noqa: E402
 from core.hardware import device as devices  # noqa: E402
 from core.measure.timing import flush_bytes, make_flush  # noqa: E402
 from core.transformer.training import matmul_precision  # noqa: E402
@@ -61,6 +63,8 @@ def main(argv: list[str] | None = None) -> int:
     print(f"{'dtype':6} {'size':>6} {'lab ms':>10} {'ref ms':>10} {'lab/ref':>8} {'TFLOPS':>9}  note")
     tolerance = 0.03 if is_cuda else 0.05
     worst = 0.0
+    reference = ReferenceTimer(ctx.device, min_run_time_s=max(0.2, cfg.rep_ms / 1e3))
+    tools: dict[str, None] = {}
     for size in sizes:
         shape = Shape(size, size, size)
         for dtype in dtypes:
@@ -73,7 +77,8 @@ def main(argv: list[str] | None = None) -> int:
                 lab = measure_point(dtype, shape, ctx, cfg, flush, gen, time.perf_counter())["median_ms"]
                 ops = make_operands(dtype, shape, dev, gen)
                 with matmul_precision("tf32" if dtype == "tf32" else "fp32"):
-                    ref, _ = reference_ms(ops.op, is_cuda, min_run_time_s=max(0.2, cfg.rep_ms / 1e3))
+                    ref, tool = reference(ops.op)
+                tools[tool] = None
                 labs.append(lab)
                 refs.append(ref)
                 ratios.append(lab / ref)
@@ -93,6 +98,8 @@ def main(argv: list[str] | None = None) -> int:
                 f"  {note}{spread}"
             )
     print(f"worst |lab/ref − 1| over points > 1 ms: {worst:.1%} (target ±{tolerance:.0%})")
+    print(f"reference: {' + '.join(tools) or 'not run'}", end="")
+    print(f" (do_bench not used: {reference.fallback_reason})" if reference.fallback_reason else "")
     return 0
 
 

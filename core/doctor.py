@@ -4,8 +4,9 @@ It runs every experiment at its smallest useful setting on the device through th
 (:class:`~core.jobs.JobManager`, a worker process per device, stored like any run), then checks what
 came back against references that do not come from the lab's own code path, measured in the same run:
 
-- the lab's matmul median against ``torch.utils.benchmark`` (CPU) or ``triton.testing.do_bench`` (GPU,
-  where triton is importable) timing the same operands (the hidden ``reference`` experiment);
+- the lab's matmul median against ``torch.utils.benchmark`` (CPU) or ``triton.testing.do_bench`` (GPU;
+  where do_bench cannot be imported or run, CUDA events after an L2 flush, the reason said) timing the
+  same operands (the hidden ``reference`` experiment);
 - the allocator's ``max_memory_allocated`` against the peak replayed from its own event history;
 - the planner's estimate against the measured peak of the smallest preset's training step;
 - the seed's facts: 65536 is inf in fp16; the backward peak of ``y = 5*x; y.mean().backward()`` is 4×
@@ -26,6 +27,7 @@ from collections.abc import Callable
 from dataclasses import asdict, dataclass, field
 
 from core import __version__
+from core.experiments.reference import DO_BENCH, FLUSHING_TOOLS, TORCH_BENCHMARK
 from core.result import RunResult, now_iso
 from core.units import bytes_text, duration_text
 
@@ -34,8 +36,9 @@ BUNDLE_FORMAT = "gpulab-doctor"
 # are not; the planner claims 10 % (tests/core/experiments/test_train_memory.py); the allocator's two
 # views of one peak must agree exactly but for rounding.
 CPU_TIMER_RATIO = (0.5, 2.0)
-GPU_TIMER_RATIO = (0.9, 1.1)  # against do_bench, which flushes L2 before each call as the lab does
-GPU_TIMER_RATIO_NO_FLUSH = (0.8, 1.25)  # torch.utils.benchmark runs back to back: inputs may stay in L2
+GPU_TIMER_RATIO = (0.9, 1.1)  # against a tool that flushes L2 before each call as the lab does (FLUSHING_TOOLS)
+# Any other tool: a run stored when the GPU fallback was torch.utils.benchmark (back to back: inputs may stay in L2).
+GPU_TIMER_RATIO_NO_FLUSH = (0.8, 1.25)
 # A CPU timing check cannot decide on a busy machine: other processes' waits land in both timers unevenly.
 # Busy: a 1-minute load of at least this many runnable processes per core (when the reference ran, or now,
 # while the checks are made: a second doctor raises it within seconds), or rounds whose lab/reference ratios
@@ -366,16 +369,20 @@ def machine_busy(ref: RunResult) -> str | None:
     return "; ".join(seen) or None
 
 
+def timer_tolerance(tool: str, cuda: bool) -> tuple[float, float]:
+    """The lab/reference ratios accepted for ``tool`` (a run's meta names one, or two joined by " + " when
+    do_bench failed mid-run): on a GPU the tight range only where every tool used flushes L2 before each call."""
+    if not cuda:
+        return CPU_TIMER_RATIO
+    return GPU_TIMER_RATIO if set(tool.split(" + ")) <= FLUSHING_TOOLS else GPU_TIMER_RATIO_NO_FLUSH
+
+
 def timer_agreement(ref: RunResult | None, cuda: bool) -> Check:
     """The lab's per-point timer against an independent tool, interleaved in one job (``reference``)."""
     tool = (ref.meta.get("tool") if ref is not None and ref.status == "ok" else None) or (
-        "triton.testing.do_bench" if cuda else "torch.utils.benchmark"
+        DO_BENCH if cuda else TORCH_BENCHMARK
     )
-    lo, hi = (
-        (GPU_TIMER_RATIO if tool == "triton.testing.do_bench" else GPU_TIMER_RATIO_NO_FLUSH)
-        if cuda
-        else CPU_TIMER_RATIO
-    )
+    lo, hi = timer_tolerance(tool, cuda)
     check = f"matmul timer vs {tool}"
     expected = f"lab / reference median {lo:g}–{hi:g}"
     missing = _missing(check, expected, ref)
@@ -388,6 +395,8 @@ def timer_agreement(ref: RunResult | None, cuda: bool) -> Check:
         f"{row['dtype']} {row['m']}³: lab {meta['lab_median_ms']:.4g} ms, reference "
         f"{meta['reference_median_ms']:.4g} ms (ratio {ratio:.2f})"
     )
+    if meta.get("reference_fallback_reason"):
+        result += f"; do_bench not used: {meta['reference_fallback_reason']}"
     if lo <= ratio <= hi:
         return Check(check, result, expected, "pass")
     busy = None if cuda else machine_busy(ref)

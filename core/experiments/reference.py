@@ -2,11 +2,14 @@
 
 One point (dtype, M = N = K) is timed in alternating rounds: first by the lab's own code path
 (:func:`core.experiments.matmul.measure_point`: warm-up, CUDA events or ``perf_counter_ns`` per call, L2
-flush or rotated inputs), then by ``triton.testing.do_bench`` on a GPU where triton is importable (its
-median, with its own 256 MiB flush), otherwise by ``torch.utils.benchmark.Timer.blocked_autorange``
-(which synchronises CUDA itself). Alternating rounds in one process put both through the same machine
-state, so a busy CPU slows both alike; the doctor compares the medians over the rounds. Hidden from
-the dashboard: it exists to check the lab, not to teach.
+flush or rotated inputs), then by the reference (:class:`ReferenceTimer`): on a GPU
+``triton.testing.do_bench`` (its median, with its own 256 MiB flush) where triton is importable and
+do_bench runs (its first call compiles a C stub, which needs a C compiler and ``Python.h``), otherwise
+:func:`cuda_event_ms` (CUDA events per call after a 256 MiB flush, written apart from the lab's timer),
+the reason do_bench was not used kept in the run; on a CPU ``torch.utils.benchmark.Timer.blocked_autorange``.
+Alternating rounds in one process put both through the same machine state, so a busy CPU slows both
+alike; the doctor compares the medians over the rounds. Hidden from the dashboard: it exists to check
+the lab, not to teach.
 """
 
 from __future__ import annotations
@@ -14,6 +17,7 @@ from __future__ import annotations
 import os
 import statistics
 import time
+from collections.abc import Callable
 from dataclasses import dataclass, field
 
 from core.errors import ConfigError
@@ -42,6 +46,14 @@ class ReferenceConfig:
             raise ConfigError("rep_ms must be 10…10000 and min_run_time_s 0.05…60")
 
 
+# The reference tools, as the ``tool`` of a row and of the run's meta (the doctor names its check after it).
+DO_BENCH = "triton.testing.do_bench"
+CUDA_EVENTS = "torch.cuda.Event, L2 flushed"  # cuda_event_ms: the GPU fallback where do_bench fails
+TORCH_BENCHMARK = "torch.utils.benchmark"
+FLUSHING_TOOLS = frozenset({DO_BENCH, CUDA_EVENTS})  # flush L2 before each call, as the lab does on a GPU
+FLUSH_BYTES = 256 * 2**20  # what do_bench writes between calls
+
+
 def _triton_bench():
     try:
         from triton.testing import do_bench  # pyright: ignore[reportMissingImports]  # optional: CUDA builds of torch bring it
@@ -50,17 +62,88 @@ def _triton_bench():
     return do_bench
 
 
-def reference_ms(op, is_cuda: bool, min_run_time_s: float) -> tuple[float, str]:
-    """Median milliseconds of ``op`` by the independent tool, and the tool's name."""
-    import torch
-    from torch.utils.benchmark import Timer
+def _first_line(exc: BaseException) -> str:
+    """``Type: first line of the message``, at most 200 characters (a compiler's error runs to pages)."""
+    lines = str(exc).strip().splitlines()
+    return (f"{type(exc).__name__}: {lines[0]}" if lines else type(exc).__name__)[:200]
 
-    do_bench = _triton_bench() if is_cuda else None
-    if do_bench is not None:
-        return float(do_bench(op, warmup=25, rep=100, return_mode="median")), "triton.testing.do_bench"
-    # Timer defaults to num_threads=1; the lab runs with torch's thread count, so the reference must too.
-    timer = Timer(stmt="op()", globals={"op": op}, num_threads=torch.get_num_threads())
-    return timer.blocked_autorange(min_run_time=min_run_time_s).median * 1e3, "torch.utils.benchmark"
+
+def _why_no_triton() -> str:
+    try:
+        import triton.testing  # noqa: F401  # pyright: ignore[reportMissingImports]
+    except Exception as exc:  # noqa: BLE001 - the import's own error is the reason
+        return f"triton.testing is not importable: {_first_line(exc)}"
+    return "triton.testing.do_bench is not available"
+
+
+def cuda_event_ms(op: Callable[[], object], device: str, warmup_ms: float = 25.0, rep_ms: float = 100.0) -> float:
+    """Median milliseconds of ``op`` on ``device``: each call between its own pair of CUDA events, a 256 MiB
+    buffer zeroed before each call (outside its events) so the inputs come from device memory, after a
+    warm-up of ``warmup_ms``; the number of calls from a 5-call estimate (do_bench's method).
+
+    Written apart from :mod:`core.measure.timing` on purpose: it is the lab timer's cross-check where
+    do_bench cannot run, so it shares none of its code.
+    """
+    import torch
+
+    with torch.cuda.device(device):
+        stream = torch.cuda.current_stream(device)
+        cache = torch.empty(FLUSH_BYTES // 4, dtype=torch.int32, device=device)
+        op()
+        torch.cuda.synchronize(device)
+        first, last = torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)
+        first.record(stream)
+        for _ in range(5):
+            cache.zero_()
+            op()
+        last.record(stream)
+        torch.cuda.synchronize(device)
+        estimate_ms = max(first.elapsed_time(last) / 5, 1e-3)  # a call with its flush
+        for _ in range(max(1, int(warmup_ms / estimate_ms))):
+            cache.zero_()
+            op()
+        n = min(1000, max(10, int(rep_ms / estimate_ms)))
+        events = [(torch.cuda.Event(enable_timing=True), torch.cuda.Event(enable_timing=True)) for _ in range(n)]
+        for start, end in events:
+            cache.zero_()
+            start.record(stream)
+            op()
+            end.record(stream)
+        torch.cuda.synchronize(device)
+    return statistics.median(start.elapsed_time(end) for start, end in events)
+
+
+class ReferenceTimer:
+    """The independent timer of one run: ``timer(op)`` is (median ms, tool).
+
+    GPU: ``triton.testing.do_bench``; where it cannot be imported, or raises when called (its first call
+    compiles a C stub with a C compiler and ``Python.h``; no backend), :func:`cuda_event_ms`, with the
+    reason in :attr:`fallback_reason` (the first line of the error). After a failure do_bench is not tried
+    again by this timer. CPU: ``torch.utils.benchmark.Timer.blocked_autorange`` for ``min_run_time_s``.
+    """
+
+    def __init__(self, device: str, min_run_time_s: float = 0.2) -> None:
+        self.device = device
+        self.min_run_time_s = min_run_time_s
+        self.fallback_reason: str | None = None
+        self._do_bench = _triton_bench() if device.startswith("cuda") else None
+        if device.startswith("cuda") and self._do_bench is None:
+            self.fallback_reason = _why_no_triton()
+
+    def __call__(self, op: Callable[[], object]) -> tuple[float, str]:
+        import torch
+        from torch.utils.benchmark import Timer
+
+        if not self.device.startswith("cuda"):
+            # Timer defaults to num_threads=1; the lab runs with torch's thread count, so the reference must too.
+            timer = Timer(stmt="op()", globals={"op": op}, num_threads=torch.get_num_threads())
+            return timer.blocked_autorange(min_run_time=self.min_run_time_s).median * 1e3, TORCH_BENCHMARK
+        if self._do_bench is not None:
+            try:
+                return float(self._do_bench(op, warmup=25, rep=100, return_mode="median")), DO_BENCH
+            except Exception as exc:  # noqa: BLE001 - any failure of the optional tool: fall back, say why
+                self._do_bench, self.fallback_reason = None, f"do_bench raised {_first_line(exc)}"
+        return cuda_event_ms(op, self.device), CUDA_EVENTS
 
 
 def run(cfg: ReferenceConfig, ctx: Context):
@@ -82,11 +165,12 @@ def run(cfg: ReferenceConfig, ctx: Context):
     flush, _ = matmul._flush_for(ctx, desc, lab_cfg.flush)
     warm = matmul._warm_up(ctx, lab_cfg, {cfg.dtype: None})
     ops = matmul.make_operands(cfg.dtype, shape, ctx.device, generator)
+    reference = ReferenceTimer(ctx.device, cfg.min_run_time_s)
     rows = []
     for i in range(cfg.rounds):
         lab = matmul.measure_point(cfg.dtype, shape, ctx, lab_cfg, flush, generator, time.perf_counter())
         with matmul_precision("tf32" if cfg.dtype == "tf32" else "fp32"):  # the flags measure_point sets
-            ref_ms, tool = reference_ms(ops.op, ctx.is_cuda, cfg.min_run_time_s)
+            ref_ms, tool = reference(ops.op)
         row = {
             "round": i + 1,
             "dtype": cfg.dtype,
@@ -108,7 +192,8 @@ def run(cfg: ReferenceConfig, ctx: Context):
     return Output(
         rows=rows,
         meta={
-            "tool": rows[0]["tool"],
+            "tool": " + ".join(dict.fromkeys(r["tool"] for r in rows)),  # two names: do_bench failed mid-run
+            "reference_fallback_reason": reference.fallback_reason,
             "lab_median_ms": lab_ms,
             "reference_median_ms": ref_ms,
             "ratio": lab_ms / ref_ms,

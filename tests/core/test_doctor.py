@@ -121,6 +121,8 @@ def test_on_a_busy_machine_the_reference_job_runs_through_the_cli_and_the_check_
         (1.00, 1.05, True, "triton.testing.do_bench", None, "pass"),  # 0.95: within 0.9–1.1 on a GPU
         (1.20, 1.00, True, "triton.testing.do_bench", None, "fail"),  # 1.2: a GPU timer that far off is wrong
         (1.20, 1.00, True, "torch.utils.benchmark", None, "pass"),  # no flush in the reference: 0.8–1.25
+        (1.05, 1.00, True, "torch.cuda.Event, L2 flushed", None, "pass"),  # do_bench's fallback flushes: 0.9–1.1
+        (1.20, 1.00, True, "torch.cuda.Event, L2 flushed", None, "fail"),
         (3.00, 1.00, False, "torch.utils.benchmark", 0.5, "fail"),  # 3.0 on an idle CPU: beyond 0.5–2
         (3.00, 1.00, False, "torch.utils.benchmark", 5.0, "unsupported"),  # load 5 on 2 cores: cannot be compared
         (1.50, 1.00, False, "torch.utils.benchmark", 5.0, "pass"),
@@ -145,6 +147,48 @@ def test_timer_agreement_by_hand(lab, ref, cuda, tool, load, verdict, idle_now):
     if verdict == "unsupported":
         assert check.reason.startswith("inconclusive: machine busy (1-minute load 5.0 on 2 cores)")
         assert check.result.startswith("inconclusive: machine busy (1-minute load 5.0 on 2 cores)")
+
+
+@pytest.mark.parametrize(
+    "tool, cuda, expected",
+    [
+        ("triton.testing.do_bench", True, doctor.GPU_TIMER_RATIO),
+        ("torch.cuda.Event, L2 flushed", True, doctor.GPU_TIMER_RATIO),  # the fallback flushes L2 too
+        ("triton.testing.do_bench + torch.cuda.Event, L2 flushed", True, doctor.GPU_TIMER_RATIO),  # both flush
+        ("torch.utils.benchmark", True, doctor.GPU_TIMER_RATIO_NO_FLUSH),
+        ("triton.testing.do_bench + torch.utils.benchmark", True, doctor.GPU_TIMER_RATIO_NO_FLUSH),
+        ("a tool nobody knows", True, doctor.GPU_TIMER_RATIO_NO_FLUSH),
+        ("torch.utils.benchmark", False, doctor.CPU_TIMER_RATIO),
+    ],
+)
+def test_the_timer_tolerance_follows_the_tool_the_reference_used(tool, cuda, expected):
+    assert doctor.timer_tolerance(tool, cuda) == expected
+    run = run_of(
+        "reference",
+        [{"dtype": "bf16", "m": 4096}],
+        {"tool": tool, "lab_median_ms": 1.0, "reference_median_ms": 1.0, "ratio": 1.0},
+    )
+    check = doctor.timer_agreement(run, cuda)
+    assert check.check == f"matmul timer vs {tool}"
+    assert check.expected == f"lab / reference median {expected[0]:g}–{expected[1]:g}"
+
+
+def test_the_tool_names_the_doctor_knows_are_the_reference_experiments():
+    from core.experiments import reference
+
+    assert reference.FLUSHING_TOOLS == {"triton.testing.do_bench", "torch.cuda.Event, L2 flushed"}
+    assert reference.TORCH_BENCHMARK == "torch.utils.benchmark"
+
+
+def test_the_timer_check_says_why_do_bench_was_not_used(idle_now):
+    reason = "do_bench raised RuntimeError: failed to compile cuda_utils.c"
+    meta = {"lab_median_ms": 1.0, "reference_median_ms": 1.0, "ratio": 1.0}
+    fallback = {"tool": "torch.cuda.Event, L2 flushed", "reference_fallback_reason": reason}
+    check = doctor.timer_agreement(run_of("reference", [{"dtype": "bf16", "m": 4096}], meta | fallback), True)
+    assert check.verdict == "pass" and check.result.endswith(f"; do_bench not used: {reason}")
+    plain = {"tool": "triton.testing.do_bench", "reference_fallback_reason": None}
+    check = doctor.timer_agreement(run_of("reference", [{"dtype": "bf16", "m": 4096}], meta | plain), True)
+    assert "do_bench not used" not in check.result
 
 
 def test_trace_peak_replays_the_history_by_hand():
