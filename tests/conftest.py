@@ -139,8 +139,10 @@ def as_on_a_gpu_box(info: dict) -> dict:
 
 @pytest.fixture
 def app(data_dir):
-    """An AppTest of the whole dashboard with fresh server-wide caches."""
-    import streamlit as st
+    """An AppTest of the whole dashboard with fresh server-wide caches (skipped where Streamlit is not installed:
+    a GPU box that runs only the engine's tests)."""
+    st = pytest.importorskip("streamlit")
+    pytest.importorskip("plotly")  # every page draws its charts with it
     from streamlit.testing.v1 import AppTest
 
     st.cache_resource.clear()

@@ -6,8 +6,11 @@ import shutil
 import subprocess
 import sys
 
-import grimp
 import pytest
+
+pytest.importorskip("importlinter")  # a test tool (requirements-dev.txt); it brings grimp
+
+import grimp
 
 from tests.conftest import ROOT
 

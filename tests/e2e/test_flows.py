@@ -9,6 +9,8 @@ import re
 
 import pytest
 
+pytest.importorskip("streamlit")
+
 from pages.common.catalog import available
 
 EXISTING = {path for path, _, _ in available()}

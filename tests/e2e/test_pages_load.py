@@ -8,6 +8,8 @@ import re
 
 import pytest
 
+pytest.importorskip("streamlit")
+
 from pages.common.catalog import available
 
 PAGES = available()

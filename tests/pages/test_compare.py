@@ -5,6 +5,8 @@ import re
 import pandas as pd
 import pytest
 
+pytest.importorskip("plotly")
+
 from core.result import RunResult
 from render import comparison
 from render.plots import figures_for

@@ -7,6 +7,9 @@ import json
 
 import pytest
 
+pytest.importorskip("streamlit")
+pytest.importorskip("plotly")
+
 from core.workload import examples
 from pages.common.plain import md
 from tests.pages.test_workload import page, wait_for_metric

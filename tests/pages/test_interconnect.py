@@ -4,6 +4,8 @@ import time
 
 import pytest
 
+pytest.importorskip("plotly")
+
 from core.result import RunResult
 from render.plots.interconnect import figures
 

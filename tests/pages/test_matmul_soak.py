@@ -2,6 +2,10 @@
 
 import time
 
+import pytest
+
+pytest.importorskip("plotly")
+
 from tests.render.test_matmul_soak import _run, all_gpu_run
 
 

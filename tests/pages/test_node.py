@@ -5,6 +5,8 @@ import time
 
 import pytest
 
+pytest.importorskip("plotly")
+
 from core.result import RunResult
 from render.node import node_chart
 

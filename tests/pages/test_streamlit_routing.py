@@ -8,6 +8,10 @@ re-check (the e2e deep-link test shows the user-visible effect).
 
 import inspect
 
+import pytest
+
+pytest.importorskip("streamlit")
+
 import streamlit
 from streamlit.commands import navigation
 from streamlit.runtime import pages_manager

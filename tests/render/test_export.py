@@ -9,8 +9,11 @@ import xml.etree.ElementTree as ET
 
 import numpy as np
 import pandas as pd
-import plotly.graph_objects as go
 import pytest
+
+pytest.importorskip("plotly")
+
+import plotly.graph_objects as go
 
 from render import export
 from render.export import (

@@ -3,6 +3,8 @@ one-page HTML report, and the Compare page drawing the trend of a stored soak ru
 
 import pytest
 
+pytest.importorskip("plotly")
+
 from core.health.check import HealthConfig, HealthReport
 from core.health.figures import figures_of
 from core.health.verdict import figure_row, step_row

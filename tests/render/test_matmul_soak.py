@@ -2,6 +2,8 @@
 
 import pytest
 
+pytest.importorskip("plotly")
+
 from core.measure import soak
 from core.result import RunResult
 from render.plots.matmul_soak import figures, overlay

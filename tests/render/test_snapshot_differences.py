@@ -3,6 +3,10 @@
 
 import pickle
 
+import pytest
+
+pytest.importorskip("plotly")
+
 from core.result import RunResult
 from core.workload.snapshot import read_snapshot
 from core.workload.snapshot_analysis import analyse

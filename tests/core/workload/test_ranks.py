@@ -13,6 +13,8 @@ from pathlib import Path
 
 import pytest
 
+pytest.importorskip("msgspec")  # reading a trace decodes it with msgspec (core/workload/trace_file.py)
+
 from core.errors import ConfigError
 from core.experiment import config_from_dict, drive
 from core.experiments.profiler_trace_ranks import ProfilerTraceRanksConfig, run

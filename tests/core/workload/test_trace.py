@@ -7,6 +7,8 @@ import shutil
 
 import pytest
 
+pytest.importorskip("msgspec")  # reading a trace decodes it with msgspec (core/workload/trace_file.py)
+
 from core.intake import InputRefused
 from core.workload.trace import analyse_trace, read_trace, report_lines, union_us
 from tests.conftest import ROOT

@@ -8,7 +8,6 @@ import pytest
 from core import cli
 from core.result import RunResult
 from core.workload.trace_diff import diff, normalised, totals
-from render.plots.profiler_trace import diff_chart
 from tests.conftest import ROOT
 
 V100 = ROOT / "tests" / "data" / "workload" / "kineto_v100_trace.json"
@@ -44,6 +43,7 @@ def pair(tmp_path):
 
 
 def test_groups_and_kernels_by_hand(pair, store, capsys):
+    pytest.importorskip("msgspec")  # the CLI reads both traces with it
     assert cli.main(["trace-diff", *pair, "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     groups = {r["group"]: (r["base_us"], r["new_us"], r["delta_us"]) for r in out["rows"] if r["kind"] == "group"}
@@ -59,6 +59,7 @@ def test_groups_and_kernels_by_hand(pair, store, capsys):
 
 
 def test_a_trace_against_itself_changes_nothing(store, capsys):
+    pytest.importorskip("msgspec")
     assert cli.main(["trace-diff", str(V100), str(V100), "--json"]) == 0
     rows = json.loads(capsys.readouterr().out)["rows"]
     assert rows and all(r["delta_us"] == 0 and r["base_count"] == r["new_count"] for r in rows)
@@ -67,6 +68,7 @@ def test_a_trace_against_itself_changes_nothing(store, capsys):
 
 
 def test_stored_runs_compare_like_files_and_other_runs_are_refused(pair, store, capsys):
+    pytest.importorskip("msgspec")
     assert cli.main(["trace", pair[0], "--json"]) == 0
     stored = json.loads(capsys.readouterr().out)["run_id"]
     assert cli.main(["trace-diff", stored[:10], pair[1], "--json"]) == 0
@@ -88,6 +90,9 @@ def test_names_are_matched_without_call_arguments_and_numbers():
 
 
 def test_the_waterfall_climbs_from_one_side_to_the_other():
+    pytest.importorskip("plotly")
+    from render.plots.profiler_trace import diff_chart
+
     base = RunResult("profiler-trace", {}, {}, {}, "2026-01-01T00:00:00+00:00", None, "ok", name="before",
                      rows=[{"kind": "group", "group": "matmul", "count": 2, "total_us": 2000.0}])  # fmt: skip
     new = RunResult("profiler-trace", {}, {}, {}, "2026-01-01T00:00:00+00:00", None, "ok", name="after",

@@ -6,6 +6,8 @@ import json
 import numpy as np
 import pytest
 
+pytest.importorskip("msgspec")
+
 from core.workload import trace_file
 from core.workload.trace import analyse_trace
 from core.workload.trace_file import read_trace
