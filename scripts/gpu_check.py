@@ -158,23 +158,20 @@ class Check:
     def left(self) -> float:
         return self.deadline - time.monotonic() - RESERVE_S
 
-    def command(self, argv: list[str], cap_s: float, label: str) -> tuple[int, str]:
+    def command(self, argv: list[str], cap_s: float, label: str, stdout_to: Path | None = None) -> tuple[int, str]:
         """Run ``argv`` in its own process group under min(cap, what the budget has left); (exit code, stdout).
 
-        A command past its time gets SIGTERM (the lab's CLI stores the run as cancelled), then SIGKILL."""
+        A command past its time gets SIGTERM (the lab's CLI stores the run as cancelled), then SIGKILL, and
+        :class:`StepTimeout` carries what it printed. ``stdout_to`` streams stdout into that file as it comes
+        (a long command's progress survives its end)."""
         limit = min(cap_s, self.left())
         if limit < MIN_STEP_S:
             raise BudgetSpent(f"{label}: {max(self.left(), 0):.0f} s of the budget left")
         self.log.write(f"\n$ {' '.join(argv)}   # {label}, limit {limit:.0f} s\n")
         self.log.flush()
+        sink = open(stdout_to, "w", encoding="utf-8") if stdout_to else subprocess.PIPE  # noqa: SIM115
         proc = subprocess.Popen(
-            argv,
-            cwd=ROOT,
-            env=self.env,
-            stdout=subprocess.PIPE,
-            stderr=self.log,
-            text=True,
-            start_new_session=True,
+            argv, cwd=ROOT, env=self.env, stdout=sink, stderr=self.log, text=True, start_new_session=True
         )
         try:
             stdout, _ = proc.communicate(timeout=limit)
@@ -186,10 +183,12 @@ class Check:
                 _signal_group(proc, signal.SIGKILL)
                 stdout, _ = proc.communicate()
             self.log.write(f"# {label}: stopped at its limit of {limit:.0f} s\n")
-            raise StepTimeout(f"{label} passed its limit of {limit:.0f} s") from None
+            raise StepTimeout(f"{label} passed its limit of {limit:.0f} s", _printed(stdout, stdout_to)) from None
         finally:
+            if stdout_to:
+                sink.close()  # pyright: ignore[reportAttributeAccessIssue]
             self.log.flush()
-        return proc.returncode, stdout
+        return proc.returncode, _printed(stdout, stdout_to)
 
     def lab(self, label: str, argv: list[str], cap_s: float, ok_codes: tuple[int, ...] = (0,)) -> dict | None:
         """``python -m core ARGV --json``: the JSON it printed (kept under ``label``), None when it printed none."""
@@ -267,7 +266,15 @@ class BudgetSpent(Exception):
 
 
 class StepTimeout(Exception):
-    """A command passed its time limit and was stopped."""
+    """A command passed its time limit and was stopped; ``printed`` is what it wrote to stdout until then."""
+
+    def __init__(self, message: str, printed: str = "") -> None:
+        super().__init__(message)
+        self.printed = printed
+
+
+def _printed(stdout: str | None, path: Path | None) -> str:
+    return path.read_text(encoding="utf-8", errors="replace") if path else stdout or ""
 
 
 def _signal_group(proc: subprocess.Popen, sig: int) -> None:
@@ -502,26 +509,32 @@ def step_copies(ck: Check) -> None:
 
 
 def step_pytest(ck: Check) -> None:
-    """The test suite's GPU tests (``-m gpu``), with whatever the budget has left."""
+    """The test suite's GPU tests (``-m gpu``), with whatever the budget has left; one line per test in
+    pytest.txt as it runs, so a run cut by the budget still says which tests passed and failed."""
     argv = [
         ck.python,
         "-m",
         "pytest",
         "-m",
         "gpu",
-        "-q",
+        "-v",
         "-p",
         "no:cacheprovider",
         f"--timeout={ck.sizes.pytest_timeout_s}",
     ]
     log = ck.out / "pytest.txt"
     try:
-        code, stdout = ck.command(argv, 600, "pytest -m gpu")
+        code, printed = ck.command(argv, 600, "pytest -m gpu", stdout_to=log)
+        cut = ""
     except StepTimeout as exc:
-        code, stdout = -1, str(exc)
-    _replace(log, "\n".join(stdout.splitlines()[-PYTEST_TAIL:]) + "\n")
-    last = next((line for line in reversed(stdout.splitlines()) if line.strip()), "")
-    ck.current.note = last.strip("= ")  # type: ignore[union-attr]
+        code, printed, cut = -1, exc.printed, f" — {exc}"
+    lines = printed.splitlines()
+    _replace(log, "\n".join(lines[-PYTEST_TAIL:]) + "\n")
+    counts = {word: sum(f" {word}" in line for line in lines) for word in ("PASSED", "FAILED", "ERROR", "SKIPPED")}
+    failed = [line.split(" ")[0] for line in lines if " FAILED" in line or " ERROR" in line]
+    ck.current.note = ", ".join(f"{n} {w.lower()}" for w, n in counts.items()) + cut  # type: ignore[union-attr]
+    if failed:
+        ck.current.note += " — failed: " + ", ".join(failed)  # type: ignore[union-attr]
     if code not in (0, 5):  # 5: nothing collected (every GPU test deselected)
         ck.fail(f"pytest exited {code}")
 

@@ -2,7 +2,8 @@
 """Two training steps of one of the lab's model presets, then what the allocator says of them, as JSON.
 
 The GPU check records this script with ``python -m core record`` and imports the snapshot back: the
-snapshot's peak must equal ``torch.cuda.max_memory_allocated`` read here, in the recorded process itself.
+snapshot's peak (requested bytes) must equal the allocator's ``requested_bytes.all.peak`` read here, in the
+recorded process itself, and stay under ``max_memory_allocated`` (the blocks those requests took).
 
     python scripts/train_step.py OUT.json [--model small] [--precision bf16-autocast] [--batch 4] [--context 256]
 """
@@ -51,7 +52,8 @@ def main(argv: list[str] | None = None) -> int:
         torch.cuda.synchronize(device)
         out |= {
             "device": torch.cuda.get_device_name(device),
-            "max_memory_allocated": torch.cuda.max_memory_allocated(device),
+            "max_memory_allocated": torch.cuda.max_memory_allocated(device),  # blocks, rounded up
+            "requested_peak": torch.cuda.memory_stats(device)["requested_bytes.all.peak"],  # what tensors asked for
             "memory_allocated": torch.cuda.memory_allocated(device),
         }
     Path(args.output).write_text(json.dumps(out), encoding="utf-8")

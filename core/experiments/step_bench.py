@@ -390,7 +390,7 @@ def _run(cfg: StepBenchConfig, ctx: Context, sampler: ClockSampler | None):
             "profiled_total_ms": totals,
             "profile_steps": cfg.profile_steps,
             "scope_wall_ms": {s: scopes.total_us(s) / 1e3 / cfg.profile_steps for s in SCOPES},
-            "profile_measure": "GPU kernel time (sum of kernel durations)"
+            "profile_measure": "GPU time of the kernels, copies and memsets each op launched (sum of durations)"
             if ctx.is_cuda
             else "self CPU time of each op (sums to the profiled wall time)",
         }
