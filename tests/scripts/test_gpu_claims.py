@@ -199,3 +199,30 @@ def test_health_passes_only_when_healthy_and_names_what_is_below():
     row = {"figure": "matmul bf16 burst", "where": "cuda:0", "verdict": "below expected", "reason": "81% of 794.5"}
     below = claims.health({"verdict": "below expected", "answer": "Not healthy", "rows": [row]})
     assert below.verdict == "fail" and "matmul bf16 burst on cuda:0" in below.measured
+
+
+def test_the_judges_on_the_runs_the_check_recorded_on_an_h200():
+    """The shipped reference runs (examples/, recorded by the check on an H200) hold the seed's claims."""
+    import json
+    from pathlib import Path
+
+    file = Path(__file__).resolve().parents[2] / "examples" / "nvidia-h200-2026-11-26.json"
+    runs = json.loads(file.read_text())["runs"]
+    assert {r["device"]["name"] for r in runs if r["experiment"] != "health"} == {"NVIDIA H200"}
+
+    def one(experiment: str, **config) -> dict:
+        return next(r for r in runs if r["experiment"] == experiment and config.items() <= r["config"].items())
+
+    matmul = one("matmul")
+    bf16 = next(r for r in matmul["rows"] if r["dtype"] == "bf16" and r["m"] == 8192)
+    assert bf16["tflops"] == pytest.approx(2 * 8192**3 / (bf16["median_ms"] * 1e9))  # the row's own arithmetic
+    assert claims.dtypes_measured(matmul).verdict == "pass"
+    assert claims.tf32_speedup(matmul, 8192).verdict == "pass"
+    lifecycle = one("allocator", scenario="lifecycle", alloc_conf="")
+    assert [c.verdict for c in claims.lifecycle_claims(lifecycle, 1024)] == ["pass", "pass"]
+    assert claims.delete_claim(one("allocator", scenario="custom"), 1024)[0].verdict == "pass"
+    assert [c.verdict for c in claims.backward_peaks(one("allocator", scenario="backward-peak"))] == ["pass", "pass"]
+    for model, precision in (("small", "fp32"), ("small", "bf16-autocast"), ("medium", "bf16-autocast")):
+        run = one("train-memory", model=model, precision=precision)
+        assert claims.planner_agreement(run, model).verdict == "pass"
+        assert claims.adam_four_times(run, model).verdict == "pass"
