@@ -206,7 +206,8 @@ class Check:
 
     def experiment(self, label: str, name: str, config: dict, cap_s: float) -> dict | None:
         """One experiment on the check's device (exit 3, unsupported, is an answer, not a failure)."""
-        return self.lab(label, [name, "--device", self.args.device, *options(config)], cap_s, ok_codes=(0, 3))
+        argv = [name, "--device", self.args.device, "--name", f"gpu check: {label}", *options(config)]
+        return self.lab(label, argv, cap_s, ok_codes=(0, 3))
 
     def fail(self, why: str) -> None:
         if self.current is not None:
