@@ -69,54 +69,69 @@ def soak_figure(run: RunResult) -> go.Figure:
     for i, (device, g) in enumerate(groups.items()):
         color = color_for(f"gpu{i}") if several else THROUGHPUT_COLOR
         label = plain(device) if several else "throughput"
-        t = _column(g, "t_s")
+        _throughput(fig, g, label, color, (name, scale))
+        summary = found.get(device)
+        if summary:
+            _summary_lines(fig, g, summary, (name, scale), label if several else "")
+        _panel_lines(fig, g, panels, color, label if several else "")
+    _burst_window(fig, next((s.get("burst_s") for s in found.values()), None))
+    _layout(fig, run, panels, name)
+    return fig
+
+
+def _throughput(fig: go.Figure, g: list[dict], label: str, color: str, unit: tuple[str, float]) -> None:
+    """One device's samples, and a cross on each second NVML gave a slowdown reason for."""
+    name, scale = unit
+    fig.add_trace(
+        go.Scatter(
+            x=_column(g, "t_s"),
+            y=[r["tflops"] * scale for r in g],
+            name=label,
+            mode="lines+markers",
+            line=dict(color=color),
+            customdata=[[r.get("second"), r.get("calls"), r.get("interval_s")] for r in g],
+            hovertemplate="second %{customdata[0]}: %{y:,.1f} " + name + "<br>%{customdata[1]} calls in "
+            "%{customdata[2]:.3f} s<extra></extra>",
+        ),
+        row=1,
+        col=1,
+    )
+    hot = [r for r in g if r.get("throttled")]
+    if hot:
         fig.add_trace(
             go.Scatter(
-                x=t,
-                y=[r["tflops"] * scale for r in g],
-                name=label,
-                mode="lines+markers",
-                line=dict(color=color),
-                customdata=[[r.get("second"), r.get("calls"), r.get("interval_s")] for r in g],
-                hovertemplate="second %{customdata[0]}: %{y:,.1f} " + name + "<br>%{customdata[1]} calls in "
-                "%{customdata[2]:.3f} s<extra></extra>",
+                x=_column(hot, "t_s"),
+                y=[r["tflops"] * scale for r in hot],
+                mode="markers",
+                name=f"{label}: slowdown reason active",
+                marker=dict(symbol="x", size=10, color=FLAG_COLOR),
+                text=[", ".join(r.get("throttle_reasons") or ()) for r in hot],
+                hovertemplate="%{text}<extra></extra>",
             ),
             row=1,
             col=1,
         )
-        hot = [r for r in g if r.get("throttled")]
-        if hot:
-            fig.add_trace(
-                go.Scatter(
-                    x=_column(hot, "t_s"),
-                    y=[r["tflops"] * scale for r in hot],
-                    mode="markers",
-                    name=f"{label}: slowdown reason active",
-                    marker=dict(symbol="x", size=10, color=FLAG_COLOR),
-                    text=[", ".join(r.get("throttle_reasons") or ()) for r in hot],
-                    hovertemplate="%{text}<extra></extra>",
-                ),
-                row=1,
-                col=1,
-            )
-        summary = found.get(device)
-        if summary:
-            _summary_lines(fig, g, summary, (name, scale), label if several else "")
-        for row, (col, axis) in enumerate(panels, start=2):
-            fig.add_trace(
-                go.Scatter(
-                    x=t,
-                    y=_column(g, col),
-                    name=f"{label} {axis}" if several else axis,
-                    mode="lines",
-                    line=dict(color=color),
-                    showlegend=False,
-                    hovertemplate=f"%{{y:.0f}} {axis}<extra></extra>",
-                ),
-                row=row,
-                col=1,
-            )
-    burst_s = next((s.get("burst_s") for s in found.values()), None)
+
+
+def _panel_lines(fig: go.Figure, g: list[dict], panels: list[tuple[str, str]], color: str, who: str) -> None:
+    """One device's NVML readings, one panel each under the throughput."""
+    for row, (col, axis) in enumerate(panels, start=2):
+        fig.add_trace(
+            go.Scatter(
+                x=_column(g, "t_s"),
+                y=_column(g, col),
+                name=f"{who} {axis}" if who else axis,
+                mode="lines",
+                line=dict(color=color),
+                showlegend=False,
+                hovertemplate=f"%{{y:.0f}} {axis}<extra></extra>",
+            ),
+            row=row,
+            col=1,
+        )
+
+
+def _burst_window(fig: go.Figure, burst_s: float | None) -> None:
     if burst_s:
         fig.add_shape(
             type="rect",
@@ -130,6 +145,10 @@ def soak_figure(run: RunResult) -> go.Figure:
             opacity=0.08,
             line_width=0,
         )
+
+
+def _layout(fig: go.Figure, run: RunResult, panels: list[tuple[str, str]], name: str) -> None:
+    """Title (saying why there are no NVML panels where there are none), height and axis titles."""
     detail = "one point per second (whole calls ÷ the sample's measured length); shaded: burst window"
     if not panels:
         detail += "; no clock, temperature or power: NVML not read" + (
@@ -140,7 +159,6 @@ def soak_figure(run: RunResult) -> go.Figure:
     fig.update_xaxes(title_text="seconds since sampling began", row=1 + len(panels), col=1)
     for row, (_, axis) in enumerate(panels, start=2):
         fig.update_yaxes(title_text=plain(axis), row=row, col=1)
-    return fig
 
 
 def _summary_lines(fig: go.Figure, g: list[dict], s: dict, unit: tuple[str, float], who: str) -> None:
