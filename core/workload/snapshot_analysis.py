@@ -553,75 +553,130 @@ def analyse(snapshot: Snapshot, device: int | None = None) -> SnapshotAnalysis:
     """Replay one device's trace (default: the device with the most events)."""
     if device is None:
         device = snapshot.busiest_device()
-    trace = snapshot.traces.get(device) or DeviceTrace(
+    trace = snapshot.traces.get(device) or _empty_trace()
+    n = len(trace)
+    notes: list[str] = []
+    delta, seg_delta = _deltas(trace)
+    alloc_idx, alloc_end, alloc_requested_end, orphan_idx = _lifetimes(trace)
+    # what the segments show at the end, and which of it the trace does not explain
+    segs = [s for s in snapshot.segments if s.device == device]
+    alive_end = {int(a) for a in trace.addr[alloc_idx[alloc_end == n]]}
+    active_blocks = [b for s in segs for b in s.blocks if b.state.startswith("active")]
+    unexplained = [b for b in active_blocks if b.address not in alive_end]
+    kinds = np.array([stack_kind(st) for st in snapshot.sites] + [KIND_NONE], dtype=np.int8)  # [-1] → no stack
+    baseline = _baseline(trace, unexplained, orphan_idx, kinds)
+    baseline_alloc = int(baseline["size"].sum())
+    end_reserved = sum(s.total_size for s in segs)
+    baseline_reserved = _reserved_baseline(end_reserved, int(seg_delta.sum()), notes)
+    end_state = _end_state(active_blocks, end_reserved, baseline_alloc + int(delta.sum()), n, notes)
+    allocated = np.concatenate([[baseline_alloc], baseline_alloc + np.cumsum(delta)])
+    reserved = np.concatenate([[baseline_reserved], baseline_reserved + np.cumsum(seg_delta)])
+    end_state["replay_reserved_bytes"] = int(reserved[-1])
+    has_times = bool(n) and bool(trace.time_us.any())
+    if n and not has_times:
+        notes.append("the events carry no times (an old torch): the x axis is the event number")
+    time_us = np.concatenate([trace.time_us[:1], trace.time_us]) if n else np.zeros(1, np.int64)
+    rule = _allocation_rules(trace, alloc_idx, alloc_end, kinds)
+    orphan_rules = baseline["rule"][len(unexplained) :]
+    event_category = _event_categories(n, alloc_idx, alloc_end, rule, orphan_idx, orphan_rules)
+    return SnapshotAnalysis(
+        snapshot,
+        device,
+        trace,
+        time_us,
+        has_times,
+        allocated,
+        reserved,
+        delta,
+        event_category,
+        alloc_idx,
+        alloc_end,
+        alloc_requested_end,
+        rule,
+        baseline,
+        baseline_alloc,
+        baseline_reserved,
+        end_state,
+        notes,
+    )
+
+
+def _empty_trace() -> DeviceTrace:
+    """The trace of a device the snapshot recorded no event on: its replay is its segments alone."""
+    return DeviceTrace(
         np.zeros(0, np.uint8),
         np.zeros(0, np.uint64),
         np.zeros(0, np.int64),
         np.zeros(0, np.int64),
         np.zeros(0, np.int32),
     )
-    n = len(trace)
-    notes: list[str] = []
-    act = trace.action
-    size = trace.size
-    delta = np.zeros(n, np.int64)
+
+
+def _deltas(trace: DeviceTrace) -> tuple[np.ndarray, np.ndarray]:
+    """The allocated and the reserved change of each event."""
+    act, size = trace.action, trace.size
+    delta = np.zeros(len(trace), np.int64)
     is_alloc = act == CODE["alloc"]
     is_free = act == CODE["free_completed"]
     delta[is_alloc] = size[is_alloc]
     delta[is_free] = -size[is_free]
-    seg_delta = np.zeros(n, np.int64)
+    seg_delta = np.zeros(len(trace), np.int64)
     grow = np.isin(act, (CODE["segment_alloc"], CODE["segment_map"]))
     shrink = np.isin(act, (CODE["segment_free"], CODE["segment_unmap"]))
     seg_delta[grow] = size[grow]
     seg_delta[shrink] = -size[shrink]
+    return delta, seg_delta
 
-    alloc_idx = np.flatnonzero(is_alloc)
-    free_idx = np.flatnonzero(is_free)
+
+def _lifetimes(trace: DeviceTrace) -> tuple[np.ndarray, np.ndarray, np.ndarray, np.ndarray]:
+    """The allocations (event indices), the event that completes each one's free and the one that requests it
+    (``len(trace)`` for none), and the frees of blocks the trace never allocated (from before recording)."""
+    n = len(trace)
+    alloc_idx = np.flatnonzero(trace.action == CODE["alloc"])
+    free_idx = np.flatnonzero(trace.action == CODE["free_completed"])
     alloc_end, orphan_frees = _pair(alloc_idx, free_idx, trace.addr, n)
-    requested_idx = np.flatnonzero(act == CODE["free_requested"])
+    requested_idx = np.flatnonzero(trace.action == CODE["free_requested"])
     alloc_requested_end, _ = _pair(alloc_idx, requested_idx, trace.addr, n)
-    alloc_requested_end = np.minimum(alloc_requested_end, alloc_end)
+    return alloc_idx, alloc_end, np.minimum(alloc_requested_end, alloc_end), free_idx[orphan_frees]
 
-    # what the segments show at the end, and which of it the trace does not explain
-    segs = [s for s in snapshot.segments if s.device == device]
-    alive_end = {int(a) for a in trace.addr[alloc_idx[alloc_end == n]]}
-    active_blocks = [b for s in segs for b in s.blocks if b.state.startswith("active")]
-    unexplained = [b for b in active_blocks if b.address not in alive_end]
-    end_active = sum(b.size for b in active_blocks)
-    end_reserved = sum(s.total_size for s in segs)
-    orphan_idx = free_idx[orphan_frees]
-    sites = snapshot.sites
-    kinds = np.array([stack_kind(st) for st in sites] + [KIND_NONE], dtype=np.int8)  # [-1] → no stack
 
-    def baseline_rule(site: int) -> int:
-        if site < 0:
-            return RULE["no-stack"]
-        kind = kinds[site]
-        name = {KIND_SETUP: "model-setup", KIND_OPTIMIZER: "optimizer-kept", KIND_BACKWARD: "backward-kept"}.get(
-            int(kind), "no-match"
-        )
-        return RULE[name]
+_BASELINE_RULE = {KIND_SETUP: "model-setup", KIND_OPTIMIZER: "optimizer-kept", KIND_BACKWARD: "backward-kept"}
 
+
+def _baseline(trace: DeviceTrace, unexplained: list, orphan_idx: np.ndarray, kinds: np.ndarray) -> dict:
+    """The blocks from before recording: the active blocks at the end the trace does not explain (alive to the
+    end, ``len(trace)``), then the blocks it frees without having allocated (no stack). A block's rule is by its
+    stack's kind alone: its allocation, and so its lifetime, was not recorded."""
+    n, size = len(trace), trace.size
     b_sites = np.array([b.site for b in unexplained] + [-1] * len(orphan_idx), dtype=np.int64)
-    baseline = {
+    rules = [RULE["no-stack"] if s < 0 else RULE[_BASELINE_RULE.get(int(kinds[s]), "no-match")] for s in b_sites]
+    return {
         "addr": np.array([b.address for b in unexplained] + [int(trace.addr[j]) for j in orphan_idx], dtype=np.uint64),
         "size": np.array([b.requested_size for b in unexplained] + [int(size[j]) for j in orphan_idx], dtype=np.int64),
         "block_size": np.array([b.size for b in unexplained] + [int(size[j]) for j in orphan_idx], dtype=np.int64),
         "site": b_sites,
         "end": np.array([n] * len(unexplained) + list(orphan_idx), dtype=np.int64),
-        "rule": np.array([baseline_rule(int(s)) for s in b_sites], dtype=np.int64),
+        "rule": np.array(rules, dtype=np.int64),
     }
-    baseline_alloc = int(baseline["size"].sum())
-    replay_end = baseline_alloc + int(delta.sum())
-    baseline_reserved = end_reserved - int(seg_delta.sum())
-    if baseline_reserved < 0:
-        notes.append(
-            f"the trace grows reserved memory by {int(seg_delta.sum()):,} bytes but the segments at the "
-            f"end hold only {end_reserved:,}: reserved is drawn from 0"
-        )
-        baseline_reserved = 0
+
+
+def _reserved_baseline(end_reserved: int, traced_growth: int, notes: list[str]) -> int:
+    """Reserved before the first event: the segments' total at the end minus what the trace added (0, with a
+    note, where the trace added more than the segments hold)."""
+    if end_reserved - traced_growth >= 0:
+        return end_reserved - traced_growth
+    notes.append(
+        f"the trace grows reserved memory by {traced_growth:,} bytes but the segments at the "
+        f"end hold only {end_reserved:,}: reserved is drawn from 0"
+    )
+    return 0
+
+
+def _end_state(active_blocks: list, end_reserved: int, replay_end: int, n: int, notes: list[str]) -> dict:
+    """The segments at the end against the replay's end, with a note for what the two do not share."""
     # one size for every block, traced or from before recording: the size asked for (what the trace records,
     # and what memory_viz draws); the allocator's rounding of the blocks alive at the end is reported apart
+    end_active = sum(b.size for b in active_blocks)
     end_requested = sum(b.requested_size for b in active_blocks)
     block_rounding = end_active - end_requested
     if n and replay_end != end_requested:
@@ -636,15 +691,19 @@ def analyse(snapshot: Snapshot, device: int | None = None) -> SnapshotAnalysis:
             f"{block_rounding:,} bytes larger ({end_active:,} in blocks, {end_requested:,} requested): each is "
             f"rounded up to a multiple of 512 bytes, and a block it did not split is larger still"
         )
+    return {
+        "segments_active_bytes": end_active,
+        "segments_active_requested_bytes": end_requested,
+        "segments_reserved_bytes": end_reserved,
+        "replay_allocated_bytes": replay_end,
+    }
 
-    allocated = np.concatenate([[baseline_alloc], baseline_alloc + np.cumsum(delta)])
-    reserved = np.concatenate([[baseline_reserved], baseline_reserved + np.cumsum(seg_delta)])
-    has_times = bool(n) and bool(trace.time_us.any())
-    if n and not has_times:
-        notes.append("the events carry no times (an old torch): the x axis is the event number")
-    time_us = np.concatenate([trace.time_us[:1], trace.time_us]) if n else np.zeros(1, np.int64)
 
-    # categories: each traced allocation by the kind of its stack and how long it lives
+def _allocation_rules(
+    trace: DeviceTrace, alloc_idx: np.ndarray, alloc_end: np.ndarray, kinds: np.ndarray
+) -> np.ndarray:
+    """Each traced allocation's rule (index into :data:`RULES`): by the kind of its stack and how long it lives."""
+    n = len(trace)
     a_sites = trace.site[alloc_idx].astype(np.int64)
     a_kind = kinds[a_sites]
     positions = {k: alloc_idx[a_kind == k] for k in (KIND_FORWARD, KIND_BACKWARD, KIND_OPTIMIZER)}
@@ -668,41 +727,27 @@ def analyse(snapshot: Snapshot, device: int | None = None) -> SnapshotAnalysis:
     rule[sel] = np.where(
         saved, RULE["forward-saved"], np.where(freed_before, RULE["forward-scratch"], RULE["forward-no-backward"])
     )
+    return rule
+
+
+def _event_categories(
+    n: int,
+    alloc_idx: np.ndarray,
+    alloc_end: np.ndarray,
+    rule: np.ndarray,
+    orphan_idx: np.ndarray,
+    orphan_rules: np.ndarray,
+) -> np.ndarray:
+    """The category of the block each event allocates or frees (NO_CATEGORY for the others): an allocation's
+    free is in its allocation's category, a free from before recording in its baseline rule's."""
     rule_cat = np.array([CAT[r[1]] for r in RULES], dtype=np.uint8)
     event_category = np.full(n, NO_CATEGORY, np.uint8)
     event_category[alloc_idx] = rule_cat[rule]
     closed = alloc_end < n
     event_category[alloc_end[closed]] = rule_cat[rule[closed]]
     if len(orphan_idx):
-        event_category[orphan_idx] = rule_cat[baseline["rule"][len(unexplained) :]]
-
-    end_state = {
-        "segments_active_bytes": end_active,
-        "segments_active_requested_bytes": end_requested,
-        "segments_reserved_bytes": end_reserved,
-        "replay_allocated_bytes": replay_end,
-        "replay_reserved_bytes": int(reserved[-1]),
-    }
-    return SnapshotAnalysis(
-        snapshot,
-        device,
-        trace,
-        time_us,
-        has_times,
-        allocated,
-        reserved,
-        delta,
-        event_category,
-        alloc_idx,
-        alloc_end,
-        alloc_requested_end,
-        rule,
-        baseline,
-        baseline_alloc,
-        baseline_reserved,
-        end_state,
-        notes,
-    )
+        event_category[orphan_idx] = rule_cat[orphan_rules]
+    return event_category
 
 
 # -- two snapshots: who grew ---------------------------------------------------------------------------

@@ -29,6 +29,8 @@ Every GPU activity (``kernel``, ``gpu_memcpy``, ``gpu_memset``; the 2021 names `
 
 from __future__ import annotations
 
+from dataclasses import dataclass
+
 import numpy as np
 
 from core.measure.kernels import KERNEL_GROUPS, KERNEL_RULES, NO_RULE, classify_kernel
@@ -219,13 +221,54 @@ def _launch_times(trace: TraceFile) -> tuple[np.ndarray, np.ndarray]:
 
 
 def analyse_trace(trace: TraceFile, top: int = 20) -> tuple[list[dict], dict]:
-    """Rows (groups, top kernels, steps, devices, utilisation bins) and the summary of the busiest GPU."""
+    """Rows (devices, groups, top kernels, idle per stream, launch delays, steps, utilisation bins) and the summary
+    of the busiest GPU."""
     a = trace.activities
-    gpu_names = trace.gpu_names
-    meta = {
+    meta = _file_meta(trace)
+    if not len(a.start):
+        meta["note"] = "this trace has no GPU kernels or copies: was it recorded with ProfilerActivity.CUDA?"
+        return [], meta
+    kernel_time = {int(d): float((a.end - a.start)[(a.device == d) & (a.kind <= COMM)].sum()) for d in meta["devices"]}
+    device = max(kernel_time, key=lambda d: kernel_time[d])
+    meta["device"] = device
+    meta["device_name"] = trace.gpu_names.get(device, f"GPU {device}")
+    sel = a.device == device
+    breakdowns = {d: _time_breakdown(a, a.device == d) for d in meta["devices"]}
+    meta.update(breakdowns[device])
+    rows = _device_rows(breakdowns, trace.gpu_names)
+    groups, rules = _group_ids(a)
+    idx = np.flatnonzero(sel)
+    durations = (a.end - a.start)[idx]
+    group_rows, total = _group_rows(groups[idx], durations)
+    rows += group_rows + _kernel_rows(a, idx, groups, durations, total, top)
+    rule_count = np.bincount(rules[idx], minlength=len(RULES))
+    rule_us = np.bincount(rules[idx], weights=durations, minlength=len(RULES))
+    meta["rules"] = [
+        {"rule": rule, "group": _RULE_GROUP[rule], "count": int(n), "us": float(us)}
+        for rule, n, us in zip(RULES, rule_count, rule_us)
+    ]
+    launches = _Launches.of(trace)
+    meta["idle_causes"] = launches.idle(idx)
+    meta["kernel_wait_threshold_us"] = KERNEL_WAIT_US
+    meta["launch"] = launches.stats(idx)
+    for stream in meta["streams"]:
+        on = idx[a.stream[idx] == stream]
+        rows.append({"kind": "idle", "stream": stream, "activities": int(len(on)), **launches.idle(on)})
+    rows += launches.delay_rows(idx)
+    steps, basis = _steps(trace, sel, groups, launches.per_step)
+    rows += steps
+    meta["steps"] = len(steps)
+    meta["step_basis"] = basis
+    rows += _utilisation(a, sel)
+    return rows, meta
+
+
+def _file_meta(trace: TraceFile) -> dict:
+    """What the file holds, whichever GPU is analysed: event counts, devices, what was odd in it."""
+    return {
         "events": trace.events,
-        "gpu_activities": int(len(a.start)),
-        "devices": sorted({int(d) for d in a.device}),
+        "gpu_activities": int(len(trace.activities.start)),
+        "devices": sorted({int(d) for d in trace.activities.device}),
         "schema_version": trace.schema_version,
         "rank": trace.rank,
         "malformed_events": dict(trace.malformed),
@@ -234,41 +277,43 @@ def analyse_trace(trace: TraceFile, top: int = 20) -> tuple[list[dict], dict]:
         "origin_us": trace.origin_us,
         "measure": "sum of kernel durations (kernel time); union of GPU activity intervals (busy); span − busy (idle)",
     }
-    if not len(a.start):
-        meta["note"] = "this trace has no GPU kernels or copies: was it recorded with ProfilerActivity.CUDA?"
-        return [], meta
-    kernel_time = {int(d): float((a.end - a.start)[(a.device == d) & (a.kind <= COMM)].sum()) for d in meta["devices"]}
-    device = max(kernel_time, key=lambda d: kernel_time[d])
-    meta["device"] = device
-    meta["device_name"] = gpu_names.get(device, f"GPU {device}")
-    sel = a.device == device
-    breakdowns = {d: _time_breakdown(a, a.device == d) for d in meta["devices"]}
-    meta.update(breakdowns[device])
-    rows: list[dict] = [
+
+
+def _device_rows(breakdowns: dict[int, dict], gpu_names: dict[int, str]) -> list[dict]:
+    return [
         {
             "kind": "device",
             "device": d,
             "name": gpu_names.get(d, f"GPU {d}"),
-            **{k: v for k, v in breakdowns[d].items() if k != "streams"},
+            **{k: v for k, v in breakdown.items() if k != "streams"},
         }
-        for d in meta["devices"]
+        for d, breakdown in breakdowns.items()
     ]
-    groups, rules = _group_ids(a)
-    idx = np.flatnonzero(sel)
-    durations = (a.end - a.start)[idx]
-    group_count = np.bincount(groups[idx], minlength=len(TRACE_GROUPS))
-    group_us = np.bincount(groups[idx], weights=durations, minlength=len(TRACE_GROUPS))
+
+
+def _group_rows(groups: np.ndarray, durations: np.ndarray) -> tuple[list[dict], float]:
+    """One row per group of the analysed GPU's activities (``groups`` and ``durations`` are theirs), and their
+    total µs, which every share is of."""
+    group_count = np.bincount(groups, minlength=len(TRACE_GROUPS))
+    group_us = np.bincount(groups, weights=durations, minlength=len(TRACE_GROUPS))
     total = float(group_us.sum())
-    for group, count, us in zip(TRACE_GROUPS, group_count, group_us):
-        rows.append(
-            {
-                "kind": "group",
-                "group": group,
-                "count": int(count),
-                "total_us": float(us),
-                "share": float(us) / total if total else 0.0,
-            }
-        )
+    rows = [
+        {
+            "kind": "group",
+            "group": group,
+            "count": int(count),
+            "total_us": float(us),
+            "share": float(us) / total if total else 0.0,
+        }
+        for group, count, us in zip(TRACE_GROUPS, group_count, group_us)
+    ]
+    return rows, total
+
+
+def _kernel_rows(
+    a: Activities, idx: np.ndarray, groups: np.ndarray, durations: np.ndarray, total: float, top: int
+) -> list[dict]:
+    """The ``top`` names by total time among the activities ``idx``, each in the group of its first launch."""
     by_name: dict[int, list] = {}  # name → [count, total µs, longest µs, group of its first launch]
     names, first = np.unique(a.name[idx], return_index=True)
     counts = np.bincount(a.name[idx], minlength=len(a.names))
@@ -279,65 +324,73 @@ def analyse_trace(trace: TraceFile, top: int = 20) -> tuple[list[dict], dict]:
         n = int(name_i)
         by_name[n] = [int(counts[n]), float(sums[n]), float(longest[n]), TRACE_GROUPS[int(groups[idx[first_i]])]]
     ranked = sorted(by_name.items(), key=lambda kv: -kv[1][1])
-    for rank, (name_i, (count, us, longest, group)) in enumerate(ranked[:top], start=1):
-        rows.append(
-            {
-                "kind": "kernel",
-                "rank": rank,
-                "name": a.names[name_i],
-                "group": group,
-                "count": count,
-                "total_us": us,
-                "mean_us": us / count,
-                "max_us": longest,
-                "share": us / total if total else 0.0,
-            }
-        )
-    rule_count = np.bincount(rules[idx], minlength=len(RULES))
-    rule_us = np.bincount(rules[idx], weights=durations, minlength=len(RULES))
-    meta["rules"] = [
-        {"rule": rule, "group": _RULE_GROUP[rule], "count": int(n), "us": float(us)}
-        for rule, n, us in zip(RULES, rule_count, rule_us)
+    return [
+        {
+            "kind": "kernel",
+            "rank": rank,
+            "name": a.names[name_i],
+            "group": group,
+            "count": count,
+            "total_us": us,
+            "mean_us": us / count,
+            "max_us": most,
+            "share": us / total if total else 0.0,
+        }
+        for rank, (name_i, (count, us, most, group)) in enumerate(ranked[:top], start=1)
     ]
-    launch_ts, launch_dur = _launch_times(trace)
-    gap, cause = _idle_causes(a, launch_ts)
-    delay = a.start - launch_ts
-    queue = np.maximum(delay - launch_dur, 0.0)
-    with np.errstate(invalid="ignore"):
-        bound = (a.end - a.start) < launch_dur  # NaN (no launch call) compares False
-    meta["idle_causes"] = _idle_sums(gap, cause, idx)
-    meta["kernel_wait_threshold_us"] = KERNEL_WAIT_US
-    meta["launch"] = _launch_stats(delay, queue, bound, idx)
-    for stream in meta["streams"]:
-        on = idx[a.stream[idx] == stream]
-        rows.append({"kind": "idle", "stream": stream, "activities": int(len(on)), **_idle_sums(gap, cause, on)})
-    has = idx[~np.isnan(delay[idx])]
-    if len(has):
+
+
+@dataclass(frozen=True)
+class _Launches:
+    """Per activity: the gap before it on its stream and that gap's cause, the delay from its launch call's start
+    (NaN without one), the queue delay after the call's end, and whether it ran shorter than its call."""
+
+    gap: np.ndarray
+    cause: np.ndarray
+    delay: np.ndarray
+    queue: np.ndarray
+    bound: np.ndarray
+
+    @classmethod
+    def of(cls, trace: TraceFile) -> _Launches:
+        a = trace.activities
+        launch_ts, launch_dur = _launch_times(trace)
+        gap, cause = _idle_causes(a, launch_ts)
+        delay = a.start - launch_ts
+        with np.errstate(invalid="ignore"):
+            bound = (a.end - a.start) < launch_dur  # NaN (no launch call) compares False
+        return cls(gap, cause, delay, np.maximum(delay - launch_dur, 0.0), bound)
+
+    def idle(self, idx: np.ndarray) -> dict:
+        return _idle_sums(self.gap, self.cause, idx)
+
+    def stats(self, idx: np.ndarray) -> dict:
+        return _launch_stats(self.delay, self.queue, self.bound, idx)
+
+    def per_step(self, idx: np.ndarray) -> dict:
+        return self.idle(idx) | self.stats(idx)
+
+    def delay_rows(self, idx: np.ndarray) -> list[dict]:
+        """The launch delays of the activities ``idx`` that have a launch call, as a histogram over
+        ``DELAY_EDGES_US`` (empty bins left out), with how many in each bin were launch-bound."""
+        has = idx[~np.isnan(self.delay[idx])]
+        if not len(has):
+            return []
         edges = np.array(DELAY_EDGES_US + (np.inf,))
-        bins = np.clip(np.searchsorted(edges, delay[has], side="right") - 1, 0, len(edges) - 2)
+        bins = np.clip(np.searchsorted(edges, self.delay[has], side="right") - 1, 0, len(edges) - 2)
         counts = np.bincount(bins, minlength=len(edges) - 1)
-        bound_counts = np.bincount(bins, weights=bound[has], minlength=len(edges) - 1)
-        for b, (lo, hi) in enumerate(zip(edges[:-1], edges[1:])):
-            if counts[b]:
-                rows.append(
-                    {
-                        "kind": "launch_delay",
-                        "from_us": float(lo),
-                        "to_us": float(hi),
-                        "count": int(counts[b]),
-                        "launch_bound": int(bound_counts[b]),
-                    }
-                )
-
-    def per_step(step_idx: np.ndarray) -> dict:
-        return _idle_sums(gap, cause, step_idx) | _launch_stats(delay, queue, bound, step_idx)
-
-    steps, basis = _steps(trace, sel, groups, per_step)
-    rows += steps
-    meta["steps"] = len(steps)
-    meta["step_basis"] = basis
-    rows += _utilisation(a, sel)
-    return rows, meta
+        bound_counts = np.bincount(bins, weights=self.bound[has], minlength=len(edges) - 1)
+        return [
+            {
+                "kind": "launch_delay",
+                "from_us": float(lo),
+                "to_us": float(hi),
+                "count": int(counts[b]),
+                "launch_bound": int(bound_counts[b]),
+            }
+            for b, (lo, hi) in enumerate(zip(edges[:-1], edges[1:]))
+            if counts[b]
+        ]
 
 
 UTILISATION_BINS = 2000
