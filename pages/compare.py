@@ -2,7 +2,6 @@
 
 from __future__ import annotations
 
-import pandas as pd
 import streamlit as st
 
 from core.health.figures import figures_of
@@ -10,28 +9,21 @@ from core.paths import example_files
 from core.result import FINAL_STATUSES, RunResult, RunSummary
 from core.store import MAX_IMPORT_BYTES, ImportRefused, RunStore, StoreError
 from core.text import MAX_LABEL_CHARS, MAX_TAGS
-from core.units import MIB, bytes_text, exact_size_text, timestamp_text
+from core.units import MIB, bytes_text, exact_size_text
 from pages.common import lab
 from pages.common.charts import show_charts
 from pages.common.methods import how_measured
 from pages.common.plain import md
 from pages.common.run_panel import status_banner
-from render import comparison
+from render import comparison, history
 from render.export import csv_bytes, slug
 from render.plots import figures_for, overlay_for
-from render.report import build_report, device_pairs
+from render.report import build_report
 from render.trend import trend_charts
 
 KEY = "compare"
 SELECTED = f"{KEY}.selected"
 LIMIT_MIB = MAX_IMPORT_BYTES // MIB
-SORTS = {
-    "newest first": lambda r: r.started_at,
-    "experiment": lambda r: r.experiment,
-    "device": comparison.device_text,
-    "status": lambda r: r.status,
-    "name": lambda r: r.name.lower(),
-}
 
 
 @st.cache_resource(show_spinner="Reading the run…", max_entries=8)
@@ -44,32 +36,6 @@ def _whole_run(_store: RunStore, run_id: str, stamp: tuple) -> RunResult:
 def whole(store: RunStore, summary: RunSummary) -> RunResult:
     stamp = (summary.status, summary.finished_at, summary.name, tuple(summary.tags), summary.payload_bytes)
     return _whole_run(store, summary.id, stamp)
-
-
-def history_frame(runs: list[RunSummary]) -> pd.DataFrame:
-    return pd.DataFrame(
-        [
-            {
-                "id": r.id[:8],
-                "started": timestamp_text(r.started_at),
-                "experiment": r.experiment,
-                "device": comparison.device_text(r),
-                "settings": comparison.settings_text(r.config),
-                "status": r.status,
-                "headline": r.headline,
-                "name": r.name,
-                "tags": ", ".join(r.tags),
-                "imported": r.imported,
-            }
-            for r in runs
-        ],
-        columns=["id", "started", "experiment", "device", "settings", "status", "headline", "name", "tags", "imported"],
-    )
-
-
-def run_label(run: RunSummary) -> str:
-    name = f" · {run.name}" if run.name else ""
-    return f"{run.id[:8]} · {run.experiment} · {comparison.device_text(run)} · {timestamp_text(run.started_at, minutes=True)}{name}"
 
 
 def examples_section(store: RunStore) -> None:
@@ -121,24 +87,14 @@ def import_section(store: RunStore) -> None:
 
 def filtered(runs: list[RunSummary]) -> list[RunSummary]:
     cols = st.columns([2, 2, 2, 3, 2])
-    experiments = cols[0].multiselect("Experiment", sorted({r.experiment for r in runs}), key=f"{KEY}.f.exp")
-    statuses = cols[1].multiselect("Status", FINAL_STATUSES, key=f"{KEY}.f.status")
-    device = cols[2].text_input("Device contains", key=f"{KEY}.f.device").strip().lower()
-    text = cols[3].text_input("Name, tag or setting contains", key=f"{KEY}.f.text").strip().lower()
-    sort = cols[4].selectbox("Sort by", list(SORTS), key=f"{KEY}.f.sort")
-    out = [
-        r
-        for r in runs
-        if (not experiments or r.experiment in experiments)
-        and (not statuses or r.status in statuses)
-        and (
-            not device
-            or device in comparison.device_text(r).lower()
-            or device in str(r.device.get("label") or "").lower()
-        )
-        and (not text or text in " ".join([r.name, *r.tags, comparison.settings_text(r.config, 10**6)]).lower())
-    ]
-    return sorted(out, key=SORTS[sort], reverse=(sort == "newest first"))
+    keep = history.Filter(
+        experiments=cols[0].multiselect("Experiment", sorted({r.experiment for r in runs}), key=f"{KEY}.f.exp"),
+        statuses=cols[1].multiselect("Status", FINAL_STATUSES, key=f"{KEY}.f.status"),
+        device=cols[2].text_input("Device contains", key=f"{KEY}.f.device"),
+        text=cols[3].text_input("Name, tag or setting contains", key=f"{KEY}.f.text"),
+    )
+    sort = cols[4].selectbox("Sort by", list(history.SORTS), key=f"{KEY}.f.sort")
+    return history.shown(runs, keep, sort)
 
 
 def _delete(store: RunStore, ids: list[str]) -> None:
@@ -210,19 +166,9 @@ def run_detail(store: RunStore, run: RunResult) -> None:
         show_charts(charts, f"{KEY}.run.{run.id}")
     cols = st.columns(2)
     cols[0].write("**Settings**")
-    cols[0].dataframe(
-        pd.DataFrame([(k, comparison.value_text(v)) for k, v in run.config.items()], columns=["setting", "value"]),
-        hide_index=True,
-    )
+    cols[0].dataframe(history.settings_frame(run), hide_index=True)
     cols[1].write("**Device**")
-    cols[1].dataframe(
-        pd.DataFrame(
-            [(k, str(v)) for k, v in device_pairs(run.device) if v not in (None, "")]
-            + [(k, str(v)) for k, v in run.versions.items() if v],
-            columns=["property", "value"],
-        ),
-        hide_index=True,
-    )
+    cols[1].dataframe(history.device_frame(run), hide_index=True)
     if run.rows:
         with st.expander(f"Data ({len(run.rows)} rows)"):
             st.dataframe(run.frame(), hide_index=True)
@@ -306,7 +252,7 @@ try:
         st.info("No runs stored yet: run an experiment on another page, or import a runs file above.")
         st.stop()
     shown = filtered(all_runs)
-    st.dataframe(history_frame(shown), hide_index=True, key=f"{KEY}.history")
+    st.dataframe(history.history_frame(shown), hide_index=True, key=f"{KEY}.history")
     st.caption(f"{len(shown)} of {len(all_runs)} run(s). Click a column header to sort by it.")
     by_id = {r.id: r for r in all_runs}
     st.session_state[SELECTED] = [i for i in st.session_state.get(SELECTED, []) if i in by_id]
@@ -317,7 +263,7 @@ try:
             "Selected runs",
             options,
             key=SELECTED,
-            format_func=lambda i: run_label(by_id[i]),
+            format_func=lambda i: history.run_label(by_id[i]),
             placeholder="pick one run to open it, two or more to compare",
         )
     ]
