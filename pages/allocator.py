@@ -6,7 +6,7 @@ from core.errors import ConfigError
 from core.experiments.allocator import GPU_ONLY_SCENARIOS, SCENARIOS, AllocatorConfig, check_size, scenario_steps
 from core.memory.steps import OPS, parse_step, validate_steps
 from core.units import MIB
-from pages.common import lab, run_panel, workload
+from pages.common import lab, run_panel, snapshot_panel
 from pages.common.charts import show, show_charts
 from pages.common.methods import how_measured
 from render.plots import allocator as plots
@@ -267,4 +267,4 @@ with tab_ab:
         show_charts(plots.overlay(finished), f"{KEY}.overlay")
 
 with tab_import:
-    workload.snapshot_section(f"{KEY}.snapshot")
+    snapshot_panel.section(f"{KEY}.snapshot")

@@ -10,7 +10,7 @@ from core.experiments.step_bench import StepBenchConfig
 from core.result import RunResult
 from core.transformer.presets import DTYPE_FOR_PRECISION, OPTIMIZERS, PRECISION_FOR_DTYPE, PRECISIONS
 from core.units import MIB, bytes_text
-from pages.common import lab, node, run_panel, workload
+from pages.common import lab, node, run_panel, trace_panel
 from pages.common.charts import show_charts
 from pages.common.methods import how_measured
 from render.chart import kind_rows
@@ -184,4 +184,4 @@ with sweep:
     )
     run_panel.results(f"{KEY}.sweep", render_sweep)
 with imported:
-    workload.trace_section(f"{KEY}.trace")
+    trace_panel.section(f"{KEY}.trace")

@@ -16,7 +16,7 @@ from core.transformer.presets import (
     get_preset,
 )
 from core.units import GIB, bytes_text, timestamp_text
-from pages.common import lab, run_panel, workload
+from pages.common import lab, run_panel, snapshot_panel
 from pages.common.charts import show, show_charts
 from pages.common.methods import how_measured
 from render.plots import overlay_for
@@ -239,4 +239,4 @@ st.caption(
     "The same views for a snapshot of your own job: the peak and its stack, who holds memory, categories "
     "inferred from stacks, the segment map at any moment, and two snapshots side by side."
 )
-workload.snapshot_section(f"{KEY}.snapshot")
+snapshot_panel.section(f"{KEY}.snapshot")

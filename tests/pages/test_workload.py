@@ -384,11 +384,11 @@ class ChunkedUpload:
 
 
 def test_an_upload_is_written_in_chunks(data_dir):
-    from pages.common import workload
+    from pages.common import uploads
 
     data = bytes(range(256)) * (3 * 2**20 // 256 + 7)  # 3 MiB and a bit: four chunks
     upload = ChunkedUpload("my snap.pickle", data)
-    path = workload.save_upload(upload)
+    path = uploads.save_upload(upload)
     assert path.read_bytes() == data and path.parent == data_dir / "uploads" and path.name.endswith("my_snap.pickle")
     assert upload.reads and set(upload.reads) == {2**20}
     assert len(upload.reads) == 5  # four chunks, then the empty read that ends it
@@ -397,27 +397,27 @@ def test_an_upload_is_written_in_chunks(data_dir):
 def test_kept_uploads_are_bounded_in_bytes_as_well_as_count(data_dir, monkeypatch):
     import os
 
-    from pages.common import workload
+    from pages.common import uploads
 
-    monkeypatch.setattr(workload, "UPLOADS_MAX_BYTES", 3 * 1024)
+    monkeypatch.setattr(uploads, "UPLOADS_MAX_BYTES", 3 * 1024)
     paths = []
     for i in range(5):
-        paths.append(workload.save_upload(ChunkedUpload(f"u{i}.pickle", bytes([i]) * 1024)))
+        paths.append(uploads.save_upload(ChunkedUpload(f"u{i}.pickle", bytes([i]) * 1024)))
         os.utime(paths[-1], (1000 + i, 1000 + i))  # distinct ages, oldest first
     left = sorted((data_dir / "uploads").iterdir())
     assert sum(p.stat().st_size for p in left) <= 3 * 1024
     assert set(left) == set(paths[-3:])  # the newest three fit in 3 KiB; the older two were removed
-    big = workload.save_upload(ChunkedUpload("big.pickle", b"x" * 4096))  # alone over the bound: still kept
+    big = uploads.save_upload(ChunkedUpload("big.pickle", b"x" * 4096))  # alone over the bound: still kept
     assert list((data_dir / "uploads").iterdir()) == [big]
 
 
 def test_the_upload_limit_is_the_same_in_the_config_the_page_and_the_docs():
     import tomllib
 
-    from pages.common import workload
+    from pages.common import uploads
 
     server = tomllib.loads((ROOT / ".streamlit" / "config.toml").read_text())["server"]
-    assert server["maxUploadSize"] == workload.UPLOAD_LIMIT_MB == 512
+    assert server["maxUploadSize"] == uploads.UPLOAD_LIMIT_MB == 512
     operations = (ROOT / "docs" / "OPERATIONS.md").read_text()
     assert "| `server.maxUploadSize` (`.streamlit/config.toml`) | 512 |" in operations
     assert "larger files: give their path on the box" in operations.lower()

@@ -1,0 +1,120 @@
+"""The import row of a workload section: a file uploaded or named on the box, an example recorded elsewhere,
+or an earlier import reopened. Each queues its worker experiment through :mod:`pages.common.run_panel`, on
+the ``cpu`` queue, so a file is parsed in a worker, never in the dashboard's process."""
+
+from __future__ import annotations
+
+from pathlib import Path
+
+import streamlit as st
+
+from core.result import RunResult
+from pages.common import lab, run_panel, uploads
+from pages.common.plain import md
+from render.history import import_label
+
+
+def importer(key: str, experiment: str, label: str, help_text: str, ranks: str = "") -> None:
+    """An upload or a path on the box, imported by ``experiment``; with ``ranks`` (the experiment that reads a
+    job's rank traces) several uploads, or a folder on the box, are the ranks of one job."""
+    if ranks:
+        files = st.file_uploader(label, key=uploads.uploader_key(key), help=help_text, accept_multiple_files=True)
+        files = files or []
+    else:
+        uploaded = st.file_uploader(label, key=uploads.uploader_key(key), help=help_text)
+        files = [uploaded] if uploaded is not None else []
+    on_box = st.text_input(
+        "…or a file on this box (no upload: a file of gigabytes is read where it lies)"
+        + ("; a folder: every rank of a job" if ranks else ""),
+        key=f"{key}.path",
+        placeholder="/path/to/file",
+    ).strip()
+    job_running = st.session_state.get(f"{key}.job") is not None
+    if st.button("Import", key=f"{key}.import", type="primary", disabled=not (files or on_box) or job_running):
+        if on_box and ranks and Path(on_box).is_dir():
+            run_panel.submit(key, ranks, {"paths": [on_box]}, device="cpu", name=Path(on_box).name)
+        elif on_box:
+            run_panel.submit(key, experiment, {"path": on_box}, device="cpu", name=Path(on_box).name)
+        elif files:
+            _import_uploads(key, ranks if len(files) > 1 else experiment, files)
+
+
+def _import_uploads(key: str, experiment: str, files: list) -> None:
+    """Uploads saved one by one and imported together (several: the ranks of one job), deleted once imported."""
+    paths: list[Path] = []
+    try:
+        for uploaded in files:
+            paths.append(uploads.save_upload(uploaded))
+    except OSError as exc:
+        uploads.remove(paths)
+        what = "upload" if len(files) == 1 else "uploads"
+        st.error(f"The {what} could not be saved under {md(str(uploads.folder()))}: {md(exc.strerror or exc)}")
+        return
+    name = files[0].name if len(files) == 1 else f"{files[0].name} +{len(files) - 1}"
+    for uploaded in files:
+        uploads.forget(key, uploaded)
+    config = {"path": str(paths[0])} if len(files) == 1 else {"paths": [str(p) for p in paths]}
+    if not run_panel.submit(
+        key, experiment, config, device="cpu", name=name, on_event=uploads.delete_when_done(*paths)
+    ):
+        uploads.remove(paths)
+
+
+def example_buttons(key: str, kind: str) -> bool:
+    """One click opens a file recorded elsewhere, on a real GPU, by others (shipped in examples/): its stored
+    import where there is one, else a fresh import. Returns whether any example is here."""
+    from core.workload import examples
+
+    shipped = examples.of_kind(kind)
+    here = [e for e in shipped if examples.present(e)]
+    if not here:
+        st.info(f"No example {kind} here to open: {md(examples.missing_text(shipped[0]))}", icon=":material/info:")
+        return False
+    st.caption(
+        f"No {kind} of your own? Open one recorded elsewhere, on a real GPU, by others (public files with their "
+        "source and licence in examples/README.md):"
+    )
+    job_id = st.session_state.get(f"{key}.job")
+    job = lab.manager().get(job_id) if job_id else None
+    busy = job is not None and job.state != "done"  # an import that has ended no longer holds the buttons
+    for e in here:
+        if st.button(
+            f"Open an example recorded on {md(e.gpu)}: {md(e.title)}",
+            key=f"{key}.example.{e.name}",
+            icon=":material/public:",
+            disabled=busy,
+            help=f"{e.repository}, {e.source_path} at {e.commit[:12]} ({e.licence}). "
+            f"`python -m core {e.kind} --example {e.name}` opens it from a shell.",
+        ):
+            earlier = [r for r in stored(e.experiment) if _example_name(r) == e.name]
+            if earlier:
+                st.session_state[f"{key}.run"] = earlier[0]
+            else:
+                run_panel.submit(key, e.experiment, {"example": e.name}, device="cpu", name=f"example {e.name}")
+    return True
+
+
+def _example_name(run: RunResult) -> str | None:
+    example = run.meta.get("example")
+    return example.get("name") if isinstance(example, dict) else None
+
+
+def stored(*experiments: str) -> list[RunResult]:
+    """The stored imports of these experiments that succeeded, the newest first."""
+    store = lab.store()
+    runs = [r for e in experiments for r in (store.list(experiment=e, limit=50) if store else [])]
+    return sorted((r for r in runs if r.status == "ok"), key=lambda r: r.started_at, reverse=True)
+
+
+def reopen(key: str, *experiments: str) -> None:
+    """Open an earlier import (the store keeps them like any run)."""
+    runs = stored(*experiments)
+    if not runs:
+        return
+    labels = {r.id: import_label(r) for r in runs}
+    chosen = st.selectbox(
+        "…or open an earlier import", [""] + list(labels), key=f"{key}.reopen", format_func=lambda i: labels.get(i, "—")
+    )
+    if chosen and st.session_state.get(f"{key}.reopened") != chosen:
+        st.session_state[f"{key}.run"] = next(r for r in runs if r.id == chosen)
+        st.session_state[f"{key}.reopened"] = chosen

@@ -1,0 +1,193 @@
+"""The memory snapshot section of the Allocator and Training memory pages: import a snapshot of the user's own
+job (parsed in a worker, ``memory-snapshot``), then explore it: zoom into any window, who holds memory at any
+moment, the segment map, categories over time, and a second snapshot beside it. The numbers come from
+:mod:`render.snapshot_view`, the figures from :mod:`render.plots.memory_snapshot`; this module places widgets.
+"""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from core.result import RunResult
+from core.units import bytes_text
+from core.workload import detail
+from core.workload.snapshot_analysis import SnapshotAnalysis
+from pages.common import imports, run_panel
+from pages.common.charts import show, show_charts
+from pages.common.import_notes import findings, provenance, quirks
+from pages.common.plain import md
+from pages.common.uploads import UPLOAD_LIMIT_MB
+from render import snapshot_view as view
+from render.history import import_label
+from render.plots import memory_snapshot as snap_plots
+
+
+def section(key: str) -> None:
+    st.write(
+        "Record one in your own training script (`python -m core record -o snap.pickle -- python train.py`, or "
+        "`torch.cuda.memory._record_memory_history()` + `_dump_snapshot()`) on any machine, then import it "
+        "here. Pickles of any protocol, JSON and `.gz` are read; a pickle that names a class is refused. Uploads "
+        f"take up to {UPLOAD_LIMIT_MB} MB; for larger files give their path on this box below, or run "
+        "`python -m core snapshot FILE`: both import into the same store without an upload."
+    )
+    imports.importer(
+        key, "memory-snapshot", "Memory snapshot", "torch.cuda.memory._dump_snapshot pickle, its JSON, or .gz"
+    )
+    shipped = imports.example_buttons(key, "snapshot")
+    imports.reopen(key, "memory-snapshot")
+    run_panel.results(
+        key,
+        lambda run: render(run, key),
+        empty="No snapshot imported yet: upload one and press Import"
+        + (", or open an example above." if shipped else "."),
+    )
+
+
+@st.cache_resource(max_entries=2, show_spinner="Reading the whole trace…")
+def _analysis(detail_id: str) -> SnapshotAnalysis:
+    return view.load(detail_id)
+
+
+def render(run: RunResult, key: str) -> None:
+    m = run.meta
+    provenance(run)
+    findings(m)
+    _headline(m)
+    st.caption(
+        f"{md(m['file'])} · {m['source']['format']} · {bytes_text(m['file_bytes'])} · "
+        f"x axis: {m['x_axis']}. Allocated is replayed from the trace's own sizes (as memory_viz draws it)."
+    )
+    for note in m.get("notes", []):
+        st.info(note)
+    quirks(m)
+    if not detail.exists(m.get("detail_id")):
+        st.warning(
+            "The full-resolution trace of this import is no longer on this machine (the newest "
+            f"{detail.KEEP} are kept): showing its {len(run.rows):,} stored points."
+        )
+        show_charts(snap_plots.figures(run), f"{key}.stored")
+        return
+    a = _analysis(m["detail_id"])
+    window, budget = _zoom(a, run, key)
+    line = view.timeline(a, window, budget)
+    figure = snap_plots.timeline_figure(line.t_ms, line.allocated, line.reserved, m, run, line.drawn)
+    show(figure, line.frame(), "snapshot-timeline", f"{key}.timeline")
+    with st.expander("Python stack at the peak", expanded=True):
+        st.code("\n".join(m["peak_stack"]) or "(no Python stack recorded for this allocation)", language=None)
+    _moment(a, run, key, budget)
+    _categories(a, run, key, window, budget)
+    show(
+        snap_plots.fragmentation_figure(line.t_ms, line.reserved, line.allocated, m, run),
+        line.fragmentation_frame(),
+        "snapshot-fragmentation",
+        f"{key}.fragmentation",
+    )
+    _compare(run, key)
+
+
+def _headline(m: dict) -> None:
+    cols = st.columns(5)
+    cols[0].metric(
+        "Peak allocated", bytes_text(m["peak_allocated_bytes"]), f"at {m['peak_time_ms']:,.2f}", delta_color="off"
+    )
+    cols[1].metric("Peak reserved", bytes_text(m["peak_reserved_bytes"]))
+    cols[2].metric(
+        "Before recording",
+        bytes_text(m["baseline_allocated_bytes"]),
+        f"{m['baseline_allocated_blocks']:,} block(s)",
+        delta_color="off",
+        help="Blocks the segments show active that the trace never allocated, and blocks it frees "
+        "without having allocated: they were there before recording began.",
+    )
+    cols[3].metric(
+        "Trace events", f"{m['trace_events']:,}", f"device {m['device']} of {m['devices']}", delta_color="off"
+    )
+    cols[4].metric("Reserved − allocated at the peak", bytes_text(m["fragmentation_at_peak_bytes"]))
+
+
+def _zoom(a: SnapshotAnalysis, run: RunResult, key: str) -> tuple[view.Window, int]:
+    """The time window the charts re-read and their budget of points."""
+    end = view.duration_ms(a)
+    cols = st.columns([3, 1])
+    window = cols[0].slider(
+        "Time window",
+        0.0,
+        end,
+        (0.0, end),
+        key=f"{key}.window.{run.id}",
+        help="Zoom: the charts re-read this window from the whole "
+        "trace, each bin keeping its highest and lowest point.",
+    )
+    budget = cols[1].number_input(
+        "Points per chart",
+        500,
+        view.MAX_CHART_POINTS,
+        view.DEFAULT_CHART_POINTS,
+        step=500,
+        key=f"{key}.points.{run.id}",
+        help="All series of a chart together.",
+    )
+    return window, int(budget)
+
+
+def _moment(a: SnapshotAnalysis, run: RunResult, key: str, budget: int) -> None:
+    st.subheader("Who holds memory at a moment")
+    t_ms = st.slider(
+        "Moment",
+        0.0,
+        view.duration_ms(a),
+        float(run.meta["peak_time_ms"]),
+        key=f"{key}.moment.{run.id}",
+        help="Defaults to the peak.",
+    )
+    at = view.moment(a, t_ms, budget)
+    if at.sites:
+        show(
+            snap_plots.sites_figure(at.sites, at.when, run),
+            snap_plots.sites_frame(at.sites).drop(columns=["stack"]),
+            "snapshot-sites",
+            f"{key}.sites",
+        )
+        st.caption(f"Categories {at.when}: {at.held}")
+    else:
+        st.info(f"Nothing live at this moment ({at.when.removeprefix('at ')}): no block is allocated.")
+    show(
+        snap_plots.segment_map_figure(at.segments, at.when, at.numbers, run),
+        None,
+        "snapshot-segments",
+        f"{key}.segments",
+    )
+
+
+def _categories(a: SnapshotAnalysis, run: RunResult, key: str, window: view.Window, budget: int) -> None:
+    st.subheader("Categories over time")
+    cats = view.categories(a, window, budget)
+    show(
+        snap_plots.categories_figure(cats.t_ms, cats.series, run.meta, run),
+        cats.frame(),
+        "snapshot-categories",
+        f"{key}.categories",
+    )
+    st.caption(
+        "Inferred from each allocation's Python stack and lifetime; nothing is guessed: an allocation no rule "
+        "matches is *unknown*. The rules, first match wins, and what each classified:"
+    )
+    st.dataframe(snap_plots.rules_frame(run.meta), hide_index=True)
+
+
+def _compare(run: RunResult, key: str) -> None:
+    others = [r for r in imports.stored("memory-snapshot") if r.id != run.id]
+    st.subheader("Compare with another snapshot")
+    if not others:
+        st.caption(
+            "Import a second snapshot (e.g. before and after a change) to put both on one time axis and see "
+            "which allocation sites make the difference."
+        )
+        return
+    labels = {r.id: import_label(r) for r in others}
+    other_id = st.selectbox("Snapshot B", list(labels), format_func=labels.get, key=f"{key}.compare.{run.id}")
+    other = next(r for r in others if r.id == other_id)
+    show_charts(snap_plots.overlay([run, other]), f"{key}.overlay")
+    diff = snap_plots.site_differences(run, other)
+    if not diff.empty:
+        st.dataframe(view.differences_table(diff), hide_index=True)

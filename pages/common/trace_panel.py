@@ -1,0 +1,149 @@
+"""The profiler trace section of the Step benchmark page: import a trace of the user's own job (parsed in a
+worker, ``profiler-trace``), or several files or a folder as the ranks of one job (``profiler-trace-ranks``),
+and show what the engine derived: the findings first, kernel time, GPU idle and why, the charts of
+:mod:`render.plots.profiler_trace` and the tables. This module places widgets."""
+
+from __future__ import annotations
+
+import streamlit as st
+
+from core.result import RunResult
+from pages.common import imports, run_panel
+from pages.common.charts import show_charts
+from pages.common.import_notes import findings, provenance, quirks
+from pages.common.plain import md
+from render import trace_view as view
+from render.plots import profiler_trace as trace_plots
+from render.plots import profiler_trace_ranks as trace_plots_ranks
+
+
+def section(key: str) -> None:
+    st.write(
+        "A Chrome/Kineto trace from `torch.profiler` (`prof.export_chrome_trace(...)` or "
+        "`tensorboard_trace_handler`) recorded on any machine: kernel groups, top kernels, GPU busy vs idle, "
+        "compute / copy / communication overlap, and a breakdown per `ProfilerStep`."
+    )
+    imports.importer(
+        key,
+        "profiler-trace",
+        "Profiler trace",
+        ".json or .json.gz; several files: the ranks of one job, side by side",
+        ranks="profiler-trace-ranks",
+    )
+    shipped = imports.example_buttons(key, "trace")
+    imports.reopen(key, "profiler-trace", "profiler-trace-ranks")
+    run_panel.results(
+        key,
+        render,
+        empty="No trace imported yet: upload one and press Import"
+        + (", or open an example above." if shipped else "."),
+    )
+
+
+def render(run: RunResult) -> None:
+    if run.experiment == "profiler-trace-ranks":
+        render_ranks(run)
+        return
+    m = run.meta
+    provenance(run)
+    findings(m)
+    quirks(m)
+    if not m.get("gpu_activities"):
+        st.warning(m.get("note", "no GPU activity in this trace"))
+        return
+    _headline(m)
+    st.caption(
+        f"{md(m['file'])} · GPU {m['device']} ({md(m['device_name'])}) of {m['devices']} · streams {m['streams']} · "
+        f"{m['events']:,} events · {m['step_basis']}"
+    )
+    if m.get("idle_causes"):  # runs stored before the idle breakdown have none
+        _waits(m)
+    show_charts(trace_plots.figures(run), f"trace.{run.id}")
+    if rules := view.rules_table(m):
+        with st.expander("Kernel group rules: what each matched"):
+            st.dataframe(rules, hide_index=True)
+    for kind in ("kernel", "step"):
+        table = view.kind_table(run, kind)
+        if not table.empty:
+            st.dataframe(table, hide_index=True)
+
+
+def _headline(m: dict) -> None:
+    cols = st.columns(5)
+    cols[0].metric(
+        "Kernel time",
+        f"{m['kernel_time_us'] / 1000:,.3f} ms",
+        f"{m['kernel_count']:,} kernels",
+        delta_color="off",
+        help="Sum of kernel durations (overlapping kernels count twice).",
+    )
+    cols[1].metric(
+        "GPU busy",
+        f"{m['busy_us'] / 1000:,.3f} ms",
+        f"of {m['span_us'] / 1000:,.3f} ms span",
+        delta_color="off",
+        help="Union of all kernels, copies and sets.",
+    )
+    cols[2].metric("GPU idle", f"{m['idle_us'] / 1000:,.3f} ms", f"{m['idle_share']:.1%}", delta_color="off")
+    cols[3].metric(
+        "Exposed communication",
+        f"{m['exposed_communication_us'] / 1000:,.3f} ms",
+        help="Communication kernels not hidden behind compute.",
+    )
+    cols[4].metric("Steps", m.get("steps", 0))
+
+
+def _waits(m: dict) -> None:
+    """Why the GPU idled, and how many kernels waited for their launch."""
+    causes, launch = m["idle_causes"], m.get("launch") or {}
+    waits = st.columns(4)
+    share = view.host_wait_share(causes)
+    waits[0].metric(
+        "Host wait",
+        f"{causes['host_wait_us'] / 1000:,.3f} ms",
+        f"{share:.1%} of the gaps" if share is not None else None,
+        delta_color="off",
+        help="Gaps on a stream before a kernel whose launch call came after the previous kernel ended: "
+        "the GPU waited for the CPU. Summed over streams (HolisticTraceAnalysis' idle breakdown).",
+    )
+    waits[1].metric(
+        "Kernel wait",
+        f"{causes['kernel_wait_us'] / 1000:,.3f} ms",
+        help=f"Other gaps shorter than {m.get('kernel_wait_threshold_us', 30):g} µs: back-to-back launch overhead.",
+    )
+    waits[2].metric("Other wait", f"{causes['other_wait_us'] / 1000:,.3f} ms", help="Events, other streams.")
+    if launch.get("launched"):
+        waits[3].metric(
+            "Launch-bound kernels",
+            f"{launch['launch_bound_share']:.1%}",
+            f"median launch delay {launch['launch_delay_p50_us']:,.1f} µs",
+            delta_color="off",
+            help="Kernels (and copies) that ran shorter than their launch call took on the CPU; the delay "
+            "is kernel start − its launch call's start.",
+        )
+
+
+def render_ranks(run: RunResult) -> None:
+    """Every rank of a job side by side: the straggler, each rank's time, each step on each rank."""
+    m = run.meta
+    findings(m)
+    quirks(m)
+    s = m["straggler"]
+    cols = st.columns(4)
+    cols[0].metric("Ranks", len(m["ranks"]), f"of world size {m['world_size'] or '?'}", delta_color="off")
+    cols[1].metric(
+        "Straggler",
+        f"rank {s['rank']}",
+        f"{s['margin_pct']:+.1f}% compute over the median rank",
+        delta_color="inverse",
+        help="The rank with the most compute time (union of its compute kernels) against the median over the ranks.",
+    )
+    cols[2].metric("Straggler's extra compute", f"{s['margin_us'] / 1000:,.3f} ms")
+    cols[3].metric("Backend", m.get("backend") or "unknown")
+    st.caption(f"{md(m['file'])} · files {md(', '.join(m['files']))} · {md(m['measure'])}")
+    show_charts(trace_plots_ranks.figures(run), f"ranks.{run.id}")
+    st.dataframe(view.ranks_table(run), hide_index=True)
+    walls = view.step_walls_ms(run)
+    if not walls.empty:
+        st.write("Each step's wall time (ms), rank by rank:")
+        st.dataframe(walls)

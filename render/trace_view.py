@@ -1,0 +1,58 @@
+"""The tables the profiler trace view lists under its charts, from a stored ``profiler-trace`` or
+``profiler-trace-ranks`` run: the kernel group rules, each rank's times, each step's wall time rank by rank.
+No Streamlit and no Plotly: the page only places them."""
+
+from __future__ import annotations
+
+import pandas as pd
+
+from core.result import RunResult
+from render.chart import kind_rows
+
+RANK_COLUMNS = [
+    "rank",
+    "file",
+    "device_name",
+    "kernel_time_us",
+    "compute_us",
+    "communication_us",
+    "exposed_communication_us",
+    "idle_us",
+    "span_us",
+    "host_wait_us",
+]
+
+
+def host_wait_share(causes: dict[str, float]) -> float | None:
+    """The host's share of the GPU's gaps (HolisticTraceAnalysis' idle breakdown); None without gaps."""
+    total = sum(causes.values())
+    return causes["host_wait_us"] / total if total else None
+
+
+def rules_table(meta: dict) -> list[dict]:
+    """What each kernel group rule matched, in milliseconds (empty for runs stored before the rules)."""
+    return [
+        {"rule": r["rule"], "group": r["group"], "kernels": r["count"], "ms": r["us"] / 1000}
+        for r in meta.get("rules") or []
+    ]
+
+
+def kind_table(run: RunResult, kind: str) -> pd.DataFrame:
+    """The rows of one kind (``kernel``, ``step``) as a table, without the kind column."""
+    rows = kind_rows(run, kind)
+    return rows if rows.empty else rows.drop(columns=["kind"])
+
+
+def ranks_table(run: RunResult) -> pd.DataFrame:
+    """Each rank's file, GPU and times (µs), one row per rank."""
+    return kind_rows(run, "rank").loc[:, RANK_COLUMNS]
+
+
+def step_walls_ms(run: RunResult) -> pd.DataFrame:
+    """Each step's wall time in ms, one row per step, one column per rank ("rank 0", …); empty without steps."""
+    steps = kind_rows(run, "step")
+    if steps.empty:
+        return steps
+    steps = steps.astype({"step": int, "rank": int})
+    table = steps.pivot_table(index="step", columns="rank", values="wall_us", aggfunc="first") / 1000
+    return table.rename(columns=lambda r: f"rank {r}")

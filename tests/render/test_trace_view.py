@@ -1,0 +1,59 @@
+"""The trace view's tables and the host's share of the idle gaps, on hand-built runs."""
+
+import pytest
+
+pytest.importorskip("plotly")
+
+from core.result import RunResult
+from render import trace_view as view
+
+
+def stored(experiment: str, rows: list[dict], meta: dict | None = None) -> RunResult:
+    device = {"kind": "cpu", "name": "CPU"}
+    return RunResult(experiment, {}, device, {}, "2026-01-01T00:00:00", None, "ok", rows=rows, meta=meta or {})
+
+
+def rank(i: int, compute_us: float) -> dict:
+    times = dict.fromkeys(view.RANK_COLUMNS[3:], 1.0) | {"compute_us": compute_us}
+    return {"kind": "rank", "rank": i, "file": f"rank-{i}.json", "device_name": "A100", "pid": 7, **times}
+
+
+def test_host_wait_is_a_share_of_every_gap():
+    causes = {"host_wait_us": 300.0, "kernel_wait_us": 100.0, "other_wait_us": 600.0}
+    assert view.host_wait_share(causes) == pytest.approx(0.3)
+    assert view.host_wait_share(dict.fromkeys(causes, 0.0)) is None  # no gaps: no share
+
+
+def test_the_rules_table_is_in_milliseconds():
+    meta = {"rules": [{"rule": "gemm", "group": "matmul", "count": 12, "us": 2500.0, "pattern": "gemm|cutlass"}]}
+    assert view.rules_table(meta) == [{"rule": "gemm", "group": "matmul", "kernels": 12, "ms": 2.5}]
+    assert view.rules_table({}) == []  # stored before the rules
+
+
+def test_a_kind_s_table_has_its_own_columns_without_the_kind():
+    run = stored(
+        "profiler-trace",
+        [{"kind": "kernel", "name": "k1", "us": 5.0}, {"kind": "step", "step": 3, "wall_us": 900.0}],
+    )
+    assert view.kind_table(run, "kernel").to_dict("records") == [{"name": "k1", "us": 5.0}]
+    assert view.kind_table(run, "step").to_dict("records") == [{"step": 3.0, "wall_us": 900.0}]
+    assert view.kind_table(stored("profiler-trace", []), "kernel").empty
+
+
+def test_each_rank_s_times_in_the_listed_columns():
+    table = view.ranks_table(stored("profiler-trace-ranks", [rank(0, 10.0), rank(1, 20.0)]))
+    assert table.columns.tolist() == view.RANK_COLUMNS  # pid is not listed
+    assert table["compute_us"].tolist() == [10.0, 20.0]
+
+
+def test_each_step_s_wall_time_rank_by_rank_in_ms():
+    steps = [
+        {"kind": "step", "step": 551.0, "rank": 0.0, "wall_us": 1500.0},
+        {"kind": "step", "step": 551.0, "rank": 1.0, "wall_us": 2500.0},
+        {"kind": "step", "step": 552.0, "rank": 0.0, "wall_us": 1000.0},
+        {"kind": "step", "step": 552.0, "rank": 1.0, "wall_us": 3000.0},
+    ]
+    walls = view.step_walls_ms(stored("profiler-trace-ranks", [rank(0, 1.0), *steps]))
+    assert walls.index.tolist() == [551, 552] and walls.columns.tolist() == ["rank 0", "rank 1"]
+    assert walls.values.tolist() == [[1.5, 2.5], [1.0, 3.0]]
+    assert view.step_walls_ms(stored("profiler-trace-ranks", [rank(0, 1.0)])).empty  # no steps: no table
