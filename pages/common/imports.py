@@ -17,11 +17,11 @@ from render.history import import_label
 def importer(key: str, experiment: str, label: str, help_text: str, ranks: str = "") -> None:
     """An upload or a path on the box, imported by ``experiment``; with ``ranks`` (the experiment that reads a
     job's rank traces) several uploads, or a folder on the box, are the ranks of one job."""
+    uploader_key = uploads.uploader_key(key)
     if ranks:
-        files = st.file_uploader(label, key=uploads.uploader_key(key), help=help_text, accept_multiple_files=True)
-        files = files or []
+        files = st.file_uploader(label, key=uploader_key, help=help_text, accept_multiple_files=True) or []
     else:
-        uploaded = st.file_uploader(label, key=uploads.uploader_key(key), help=help_text)
+        uploaded = st.file_uploader(label, key=uploader_key, help=help_text)
         files = [uploaded] if uploaded is not None else []
     on_box = st.text_input(
         "…or a file on this box (no upload: a file of gigabytes is read where it lies)"
