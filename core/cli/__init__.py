@@ -2,9 +2,9 @@
 
 Every module of this package is a group of sub-commands: it defines ``ORDER`` (its place in
 ``--help``) and ``register(sub, common)``, which adds its parsers and sets ``handler`` on each.
-Adding a command is adding a module; :func:`build_parser` finds it. A package above the engine adds its own
-group by a module named in :data:`PLUGINS` (the renderers' ``report``); one that is not installed adds
-nothing, so the engine runs without them. Experiment sub-commands are
+Adding a command is adding a module; :func:`build_parser` finds it. ``report`` (and ``health --html``) asks
+the renderers for its HTML inside its handler (:mod:`core.cli.report`, the one declared import of ``render``), so
+the engine runs without them. Experiment sub-commands are
 generated from the experiments' config dataclasses (:mod:`core.cli.experiments`). ``common.command``
 is the sub-command being run (None when only the help is asked for): a group whose registration is
 costly may register just that one, so ``python -m core estimate`` imports no torch.
@@ -33,33 +33,9 @@ def _common() -> _Common:
     return common
 
 
-PLUGINS = ("render.cli",)
-
-
 def _command_modules() -> list:
     modules = [importlib.import_module(f"{__name__}.{info.name}") for info in pkgutil.iter_modules(__path__)]
-    for name in PLUGINS:
-        try:
-            modules.append(importlib.import_module(name))
-        except ModuleNotFoundError as exc:
-            if exc.name is None or not name.startswith(exc.name):  # a missing dependency inside it is a bug
-                raise
     return sorted((m for m in modules if hasattr(m, "register")), key=lambda m: m.ORDER)
-
-
-def plugin(attribute: str):
-    """What an installed plugin offers the engine's commands under ``attribute`` (the renderers'
-    ``html_report``), or None on a box without it."""
-    for name in PLUGINS:
-        try:
-            module = importlib.import_module(name)
-        except ModuleNotFoundError as exc:
-            if exc.name is None or not name.startswith(exc.name):
-                raise
-            continue
-        if hasattr(module, attribute):
-            return getattr(module, attribute)
-    return None
 
 
 def build_parser(command: str | None = None) -> argparse.ArgumentParser:

@@ -13,7 +13,6 @@ import json
 import sys
 
 from core.cli.output import check_writable, dump, open_store, write_file
-from core.errors import ConfigError
 from core.jsonable import json_ready
 from core.text import terminal
 
@@ -97,11 +96,9 @@ def run(args) -> int:
             check_writable(path)  # before minutes of checks, not after
     html_report = None
     if args.html:
-        from core.cli import plugin
+        from core.cli.report import renderer
 
-        html_report = plugin("html_report")
-        if html_report is None:
-            raise ConfigError("--html needs the renderers (plotly, pandas): pip install plotly pandas")
+        html_report = renderer()  # refused before minutes of checks where the renderers are missing
     try:
         store = open_store(args)
     except StoreError as exc:  # a full disk: the check still runs, nothing is stored or compared
