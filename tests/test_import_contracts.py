@@ -2,9 +2,11 @@
 code, it fails on a deliberately added upward import, UI import or cycle, and no module imports itself back."""
 
 import itertools
+import re
 import shutil
 import subprocess
 import sys
+import tomllib
 
 import pytest
 
@@ -37,6 +39,12 @@ def tree(tmp_path_factory):
     return root
 
 
+def test_the_copy_holds_before_an_import_is_added(tree):
+    """What the probes below break is theirs: the unchanged copy keeps every contract."""
+    out = lint_imports(tree)
+    assert out.returncode == 0, out.stdout + out.stderr
+
+
 @pytest.mark.parametrize(
     "importer, imported, broken",
     [
@@ -53,6 +61,14 @@ def tree(tmp_path_factory):
         ("render/report.py", "pages.common.lab", "Layers: pages > render > CLI"),
         # a cycle inside one layer: the datasheet peaks and the device description
         ("core/hardware/specs.py", "core.hardware.device", "No cycles between sibling packages or modules"),
+        # the frame's tiers: the errors every layer raises, paths and units reaching up to what they serve
+        ("core/errors.py", "core.store", "Layers: pages > render > CLI"),
+        ("core/paths.py", "core.protocol", "Layers: pages > render > CLI"),
+        ("core/units.py", "core.locks", "Layers: pages > render > CLI"),
+        # the job layer's tiers: a verdict on stored runs reaching up to the queues
+        ("core/health/verdict.py", "core.jobs", "Layers: pages > render > CLI"),
+        # the declared exception is one import, not a module free to import any renderer
+        ("core/cli/report.py", "render.report", "core imports no pages, render, Streamlit or Plotly"),
     ],
 )
 def test_an_added_import_breaks_the_contract(tree, importer, imported, broken):
@@ -111,6 +127,20 @@ def test_no_module_imports_itself_back(monkeypatch):
     graph = grimp.build_graph("core", "pages", "render")
     cycles = _cycles(graph)
     assert cycles == []
+
+
+def test_every_module_sits_in_a_layer(monkeypatch):
+    """A module in no layer is held by no tier. Only the two packages whose modules sit in several tiers are
+    left out (``core``, ``core.health``), and they may import nothing of the lab."""
+    monkeypatch.syspath_prepend(str(ROOT))
+    graph = grimp.build_graph("core", "pages", "render")
+    with open(ROOT / "pyproject.toml", "rb") as f:
+        contracts = tomllib.load(f)["tool"]["importlinter"]["contracts"]
+    layers = next(c for c in contracts if c["id"] == "layers")["layers"]
+    named = [name.strip("() ") for layer in layers for name in re.split(r"[|:]", layer)]
+    outside = sorted(m for m in graph.modules if not any(m == n or m.startswith(n + ".") for n in named))
+    assert outside == ["core", "core.health"]
+    assert all(not graph.find_modules_directly_imported_by(m) for m in outside)
 
 
 def test_the_cycle_check_finds_an_added_cycle(monkeypatch):
