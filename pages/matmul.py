@@ -6,8 +6,9 @@ import streamlit as st
 
 from core.columns import throughput_unit
 from core.experiments import matmul_soak as soak
-from core.experiments.matmul import CPU_SIZES, DTYPES, GPU_SIZES, MAX_DIM
-from core.hardware import published
+from core.experiments.matmul import CPU_SIZES, GPU_SIZES
+from core.hardware import dtypes, published
+from core.measure.gemm import MAX_DIM
 from core.measure.soak import DROP_THRESHOLD_PCT
 from core.result import RunResult
 from core.transformer.presets import DEFAULT_BATCH, DEFAULT_CONTEXT, PRESET_NAMES
@@ -25,28 +26,11 @@ SOAK_KEY = "matmul-soak"
 MEASURES = {"sweep": "Throughput sweep", "soak": "Soak (burst vs sustained)"}
 MODES = {"square": "Square sweep", "mnk": "Custom M×N×K", "model": "Model preset GEMMs", "search": "Find the max"}
 # "throughput" is shown under the run's unit (TFLOPS on a GPU, GFLOPS on a CPU), like every chart.
-TABLE_COLUMNS = [
-    "device",
-    "dtype",
-    "m",
-    "n",
-    "k",
-    "label",
-    "median_ms",
-    "p20_ms",
-    "p80_ms",
-    "min_ms",
-    "reps",
-    "throughput",
-    "pct_of_peak",
-    "pct_of_published",
-    "pct_of_best",
-    "rel_error",
-    "intensity_flop_per_byte",
-    "sm_clock_mhz",
-    "power_w",
-    "vs_node_median",
-]
+TABLE_COLUMNS = (
+    "device dtype m n k label median_ms p20_ms p80_ms min_ms reps throughput pct_of_peak pct_of_published "
+    "pct_of_best rel_error intensity_flop_per_byte sm_clock_mhz power_w vs_node_median"
+).split()
+SOAK_COLUMNS = "device second t_s throughput calls interval_s sm_clock_mhz temp_c power_w throttle_reasons".split()
 COLUMN_NAMES = {
     "pct_of_peak": "% of datasheet",
     "pct_of_published": "% of best achievable (published)",
@@ -60,12 +44,18 @@ def _device_kind() -> str:
     return info["kind"] if info else "cpu"
 
 
+def _start_dtype(is_cuda: bool) -> str:
+    """The sidebar's dtype, or fp32 on a CPU where the sidebar's needs a GPU's tensor cores (tf32, fp8)."""
+    chosen = dtypes.get(lab.selected_dtype())
+    return "fp32" if chosen.gpu_only and not is_cuda else chosen.name
+
+
 def settings(is_cuda: bool) -> dict:
     values: dict = {}
     values["dtypes"] = st.multiselect(
         "Dtypes",
-        DTYPES,
-        default=list(DTYPES),
+        dtypes.NAMES,
+        default=list(dtypes.NAMES),
         key=f"{KEY}.dtypes",
         help="What the device cannot run is reported as unsupported, with the reason.",
     )
@@ -193,11 +183,11 @@ def soak_settings(is_cuda: bool) -> dict:
     values: dict = {
         "dtype": cols[0].selectbox(
             "Dtype",
-            DTYPES,
-            index=DTYPES.index("bf16" if is_cuda else "fp32"),
+            dtypes.NAMES,
+            index=dtypes.NAMES.index(_start_dtype(is_cuda)),
             key=f"{SOAK_KEY}.dtype",
-            help="bf16 on a GPU and fp32 on a CPU by default; any dtype the device runs. bf16 on a CPU is "
-            "measured as that CPU runs it (the run says whether the CPU lists native bf16).",
+            help="The sidebar's dtype to start with (fp32 on a CPU for one only a GPU runs); any dtype the device "
+            "runs. bf16 on a CPU is measured as that CPU runs it (the run says whether the CPU lists native bf16).",
         ),
         "size": cols[1].number_input(
             "Size (M = N = K)", 1, MAX_DIM, soak.GPU_SIZE if is_cuda else soak.CPU_SIZE, key=f"{SOAK_KEY}.size"
@@ -259,20 +249,10 @@ def render_soak(run: RunResult) -> None:
     show_charts(soak_plots.figures(run), SOAK_KEY)
     df = soak_plots.samples(run)
     if not df.empty:
-        columns = [
-            "device",
-            "second",
-            "t_s",
-            "throughput",
-            "calls",
-            "interval_s",
-            "sm_clock_mhz",
-            "temp_c",
-            "power_w",
-            "throttle_reasons",
-        ]
         st.dataframe(
-            df[[c for c in columns if c in df and (c != "device" or several)]].rename(columns={"throughput": name}),
+            df[[c for c in SOAK_COLUMNS if c in df and (c != "device" or several)]].rename(
+                columns={"throughput": name}
+            ),
             hide_index=True,
         )
     metas = [run.meta, *(run.meta.get("devices") or {}).values()]
@@ -292,7 +272,10 @@ st.write(
 device = lab.device_choice(KEY)
 is_cuda = device == "all" or _device_kind() == "cuda"
 if not is_cuda:
-    st.info("Running on the **CPU**: results are GFLOPS and labelled CPU; TF32 and fp8 are reported as unsupported.")
+    gpu_only = [d.name for d in dtypes.MATMUL if d.gpu_only]
+    st.info(
+        f"Running on the **CPU**: results are GFLOPS and labelled CPU; {', '.join(gpu_only)} are reported as unsupported."
+    )
 how_measured("matmul", "all_gpus")
 measure = st.radio("Measure", list(MEASURES), format_func=MEASURES.get, horizontal=True, key=f"{KEY}.measure")
 if measure == "sweep":

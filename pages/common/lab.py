@@ -10,12 +10,12 @@ from __future__ import annotations
 import streamlit as st
 
 from core.fanout import ALL, SLOW_FRACTION
+from core.hardware import dtypes
 from core.jobs import JobManager
 from core.store import RunStore, StoreError
 from core.transformer.presets import DEFAULT_BATCH, PRESET_NAMES
 from core.workerprocess import query_devices
 
-DTYPES = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "int8")
 # Non-widget session keys that hold the sidebar's shared selections (they survive page switches).
 DEVICE_KEY, MODEL_KEY, DTYPE_KEY = "lab.device", "lab.model", "lab.dtype"
 
@@ -134,7 +134,14 @@ def sidebar() -> None:
             help=f"The course's Transformer presets (tiny and mini run in seconds on CPU); "
             f"batch {DEFAULT_BATCH} by default.",
         )
-        st.selectbox("Dtype", DTYPES, key=DTYPE_KEY, help="The number format the pages start from.")
+        st.selectbox(
+            "Dtype",
+            dtypes.NAMES,
+            key=DTYPE_KEY,
+            help="The number format the pages start from: "
+            + "; ".join(f"{d.name} ({d.label}: {d.what})" for d in dtypes.MATMUL)
+            + ".",
+        )
         active = manager().active()
         if active:
             st.caption(f"{len(active)} job(s) running or queued")

@@ -199,6 +199,25 @@ def test_overlay_uses_gflops_only_when_every_run_is_a_cpu_run():
     assert mixed.figure.layout.yaxis.title.text.startswith("TFLOPS")
 
 
+@pytest.mark.parametrize("sidebar, soak", [("fp16", "fp16"), ("int8", "int8"), ("tf32", "fp32")])
+def test_the_soak_starts_from_the_sidebar_dtype(data_dir, sidebar, soak):
+    """The sidebar's Dtype is where the page starts; on a CPU one that only a GPU runs falls back to fp32. The
+    page alone (AppTest drops the sidebar's widget state on a page switch), the sidebar's selections as keys."""
+    import streamlit as st
+    from streamlit.testing.v1 import AppTest
+
+    from tests.conftest import ROOT
+
+    st.cache_resource.clear()
+    at = AppTest.from_file(str(ROOT / "pages" / "matmul.py"), default_timeout=120)
+    at.session_state["lab.device"] = "cpu"
+    at.session_state["lab.dtype"] = sidebar
+    at.session_state["matmul.measure"] = "soak"
+    at.run()
+    assert not at.exception
+    assert at.selectbox(key="matmul-soak.dtype").value == soak
+
+
 @pytest.mark.gpu
 def test_page_on_a_gpu_shows_tflops(gpu_app):
     at = gpu_app.run()
