@@ -23,18 +23,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 import torch  # noqa: E402
 
 from core.experiment import Context  # noqa: E402
-from core.experiments.matmul import (
-    MatmulConfig,
-    Shape,
-    _warm_up,
-    dtype_support,
-    make_operands,
-    measure_point,  # noqa: E402
-    shape_problem,
-    tflops_from_ms,
-)
+from core.experiments.matmul import MatmulConfig, measure_point  # noqa: E402
 from core.experiments.reference import ReferenceTimer  # noqa: E402
 from core.hardware import device as devices  # noqa: E402
+from core.measure.gemm import Shape, dtype_support, make_operands, shape_problem, tflops_from_ms, warm_up  # noqa: E402
 from core.measure.timing import flush_bytes, make_flush  # noqa: E402
 from core.transformer.training import matmul_precision  # noqa: E402
 
@@ -58,7 +50,7 @@ def main(argv: list[str] | None = None) -> int:
     cfg = MatmulConfig(dtypes=tuple(dtypes), sizes=tuple(sizes), accuracy=False)
     flush = make_flush(dev, flush_bytes(desc.get("l2_cache_bytes"))) if is_cuda else None
     gen = torch.Generator(dev).manual_seed(0)
-    _warm_up(ctx, cfg, {"bf16": dtype_support("bf16", desc)})  # GPU clock ramp; CPU thread pool woken
+    warm_up(dev, cfg.gpu_warmup_s, bf16=dtype_support("bf16", desc) is None)  # GPU clock ramp; CPU pool woken
     print(f"device: {desc['label']}  torch {torch.__version__}  threads {torch.get_num_threads()}")
     print(f"{'dtype':6} {'size':>6} {'lab ms':>10} {'ref ms':>10} {'lab/ref':>8} {'TFLOPS':>9}  note")
     tolerance = 0.03 if is_cuda else 0.05

@@ -1,7 +1,7 @@
 """``matmul``: achieved TFLOPS per dtype against the datasheet peak, with accuracy, roofline and clocks.
 
 One point = one dtype at one M×N×K: fresh random-normal inputs, timed per call (CUDA events with an
-L2 flush before each call on GPU, a monotonic clock on CPU — see :mod:`core.measure.timing`), the relative
+L2 flush before each call on GPU, a monotonic clock on CPU — see :mod:`core.measure.gemm`), the relative
 error of the result against an fp64 product of the same inputs, and the point's arithmetic intensity
 for the roofline. Shapes come from a square sweep, explicit M,N,K triples, a model preset's GEMMs, or a
 mamf-finder-style search over M with N and K fixed. What the device cannot run becomes a row with
@@ -10,50 +10,45 @@ mamf-finder-style search over M with N and K fixed. What the device cannot run b
 
 from __future__ import annotations
 
-import functools
-import math
-import os
 import time
 from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
-
-import torch
+from typing import TYPE_CHECKING
 
 from core.columns import throughput_unit
 from core.errors import ConfigError, DoesNotFit, Unsupported
 from core.experiment import Context, DeviceMetric, Experiment, Output, Progress, check_choices
 from core.hardware import device as devices
-from core.hardware import memory, published
+from core.hardware import dtypes, memory, published
 from core.hardware.clocks import device_sampler
 from core.hardware.specs import device_peak, measurement_errors, unit_for
+from core.measure import gemm
 from core.measure.derived import add_pct_of_best, add_published, flag_above_peak
-from core.measure.stats import COPY_TRAFFIC_PER_BYTE, copy_bandwidth, summarize, time_fields
-from core.measure.timing import TimingPlan, cpu_load, flush_bytes, keep_busy, make_flush, time_op, wake_cpu
+from core.measure.gemm import MAX_DIM, Shape, dtype_support, flops, memory_needed_bytes, shape_problem
+from core.measure.stats import COPY_TRAFFIC_PER_BYTE, copy_bandwidth, summarize
 from core.transformer.presets import DEFAULT_BATCH, DEFAULT_CONTEXT, PRESET_NAMES, get_preset
-from core.transformer.training import matmul_precision
-from core.units import GIB, KIB, MIB, bytes_text
+from core.units import GIB, MIB, bytes_text
 
-DTYPES = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8", "fp8-fast-accum", "int8")
-# torch._scaled_mm(..., use_fast_accum=False) is torch's default (and mamf-finder's): the tensor cores
-# promote partial sums to fp32 more often, which costs speed. The datasheet's fp8 peak assumes the fast
-# path, so both are measured, each under its own name, against the same fp8 column.
-FP8 = {"fp8": False, "fp8-fast-accum": True}  # dtype → use_fast_accum
+if TYPE_CHECKING:
+    import torch
+
+    from core.measure.timing import TimingPlan
+
 FP8_SLOW_NOTE = (
     "use_fast_accum=False (torch's default, as mamf-finder runs it); the datasheet fp8 peak "
     "assumes fast accumulation — see fp8-fast-accum"
 )
 GPU_SIZES = (256, 384, 512, 768, 1024, 1536, 2048, 3072, 4096, 6144, 8192, 12288, 16384)
 CPU_SIZES = (64, 128, 256, 384, 512, 768, 1024)
-MAX_DIM = 131072
-FP8_MAX = 448.0  # largest finite float8_e4m3fn
-INT8_MAX = 127.0
 CPU_COPY_BYTES = 256 * MIB
 GPU_COPY_BYTES = GIB
 
 
 @dataclass(frozen=True)
 class MatmulConfig:
-    dtypes: tuple[str, ...] = field(default=DTYPES, metadata={"help": "dtypes to measure"})
+    dtypes: tuple[str, ...] = field(
+        default=dtypes.NAMES, metadata={"help": f"dtypes to measure: {', '.join(dtypes.NAMES)}"}
+    )
     sizes: tuple[int, ...] = field(
         default=(), metadata={"help": "square sizes (M=N=K); empty = device default (GPU 256…16384, CPU 64…1024)"}
     )
@@ -74,7 +69,9 @@ class MatmulConfig:
     rep_ms: float = field(default=200.0, metadata={"help": "timed calls per point fill about this long"})
     min_reps: int = field(default=10, metadata={"help": "timed calls per point, at least"})
     max_reps: int = field(default=500, metadata={"help": "timed calls per point, at most"})
-    gpu_warmup_s: float = field(default=1.0, metadata={"help": "busy seconds before the first point (GPU clock ramp)"})
+    gpu_warmup_s: float = field(
+        default=gemm.GPU_WARMUP_S, metadata={"help": "busy seconds before the first point (GPU clock ramp)"}
+    )
     flush: bool = field(
         default=True,
         metadata={
@@ -87,7 +84,7 @@ class MatmulConfig:
     seed: int = field(default=0, metadata={"help": "random seed of the inputs"})
 
     def __post_init__(self) -> None:
-        check_choices("dtypes", self.dtypes, DTYPES)
+        check_choices("dtypes", self.dtypes, dtypes.NAMES)
         modes = [
             name for name, on in (("mnk", bool(self.mnk)), ("model", bool(self.model)), ("search", self.search)) if on
         ]
@@ -130,20 +127,14 @@ class MatmulConfig:
 
     @property
     def plan(self) -> TimingPlan:
+        from core.measure.timing import TimingPlan
+
         return TimingPlan(self.warmup_ms, self.rep_ms, self.min_reps, self.max_reps)
 
 
 def _check_dim(name: str, value: int) -> None:
     if not 1 <= value <= MAX_DIM:
         raise ConfigError(f"{name}: every dimension must be 1…{MAX_DIM}, got {value}")
-
-
-@dataclass(frozen=True)
-class Shape:
-    m: int
-    n: int
-    k: int
-    label: str = ""
 
 
 def shapes_for(cfg: MatmulConfig, is_cuda: bool) -> list[Shape]:
@@ -169,173 +160,6 @@ def model_shapes(preset: str, tokens: int) -> list[Shape]:
         Shape(tokens, p.d_model, p.d_ff, "ffn w2"),
         Shape(tokens, p.vocab_size, p.d_model, "lm head"),
     ]
-
-
-def flops(m: int, n: int, k: int) -> int:
-    """One multiply and one add per term of every dot product."""
-    return 2 * m * n * k
-
-
-def tflops_from_ms(m: int, n: int, k: int, ms: float) -> float:
-    return flops(m, n, k) / (ms * 1e-3) / 1e12
-
-
-# --- what runs where -------------------------------------------------------------------------------
-
-IN_BYTES = {"fp64": 8, "fp32": 4, "tf32": 4, "bf16": 2, "fp16": 2, "fp8": 1, "fp8-fast-accum": 1, "int8": 1}
-OUT_BYTES = {
-    "fp64": 8,
-    "fp32": 4,
-    "tf32": 4,
-    "bf16": 2,
-    "fp16": 2,
-    "fp8": 2,
-    "fp8-fast-accum": 2,
-    "int8": 4,
-}  # fp8 → bf16, int8 → int32
-
-
-def _capability(device: dict) -> tuple[int, int]:
-    major, minor = str(device.get("compute_capability", "0.0")).split(".")
-    return int(major), int(minor)
-
-
-def dtype_support(dtype: str, device: dict) -> str | None:
-    """Why ``device`` (a :mod:`core.hardware.device` description) cannot run ``dtype``; None if it can."""
-    if device.get("kind") != "cuda":
-        if dtype == "tf32":
-            return "TF32 is a mode of NVIDIA tensor cores (compute capability ≥ 8.0); CPU matmuls have no TF32"
-        if dtype in FP8:
-            return (
-                "fp8 matmul throughput needs fp8 tensor cores (CUDA compute capability ≥ 8.9, "
-                "torch._scaled_mm); the CPU has none"
-            )
-        if dtype == "int8" and not hasattr(torch, "_int_mm"):
-            return f"this PyTorch ({torch.__version__}) has no torch._int_mm"
-        return None
-    cc = _capability(device)
-    cc_text = f"{device.get('name', 'this GPU')} is compute capability {cc[0]}.{cc[1]}"
-    if dtype == "tf32" and cc < (8, 0):
-        return f"TF32 tensor cores need compute capability ≥ 8.0; {cc_text}"
-    if dtype == "bf16" and not device.get("bf16_supported", cc >= (8, 0)):
-        return f"torch.cuda.is_bf16_supported() is False; {cc_text}"
-    if dtype in FP8:
-        if not hasattr(torch, "float8_e4m3fn") or not hasattr(torch, "_scaled_mm"):
-            return f"this PyTorch ({torch.__version__}) has no float8_e4m3fn / torch._scaled_mm"
-        if cc < (8, 9):
-            return f"fp8 tensor cores (torch._scaled_mm) need compute capability ≥ 8.9; {cc_text}"
-    if dtype == "int8":
-        if not hasattr(torch, "_int_mm"):
-            return f"this PyTorch ({torch.__version__}) has no torch._int_mm"
-        if cc < (7, 5):
-            return f"int8 tensor cores (torch._int_mm) need compute capability ≥ 7.5; {cc_text}"
-    return None
-
-
-def shape_problem(dtype: str, shape: Shape, is_cuda: bool) -> str | None:
-    """Layout rules of the CUDA kernels, said before they fail."""
-    if not is_cuda:
-        return None
-    if dtype in FP8 and any(d % 16 for d in (shape.m, shape.n, shape.k)):
-        return "torch._scaled_mm needs M, N and K divisible by 16"
-    if dtype == "int8" and (shape.m <= 16 or shape.n % 8 or shape.k % 8):
-        return "torch._int_mm needs M > 16 and N, K divisible by 8"
-    return None
-
-
-# --- one point -------------------------------------------------------------------------------------
-
-
-@dataclass
-class Operands:
-    """The timed operation ``op`` (writes ``c``) and how to read ``c`` back as float64 values."""
-
-    op: Callable[[], object]
-    c: torch.Tensor
-    as_float64: Callable[[torch.Tensor], torch.Tensor]
-    x: torch.Tensor  # the fp32 draw A was made from (M×K)
-    w: torch.Tensor  # the fp32 draw B was made from (N×K; B = wᵀ, the layout of an nn.Linear weight)
-
-
-def _symmetric_scale(t: torch.Tensor, limit: float) -> float:
-    """Per-tensor scale mapping the largest |value| to ``limit`` (standard symmetric quantisation)."""
-    return limit / max(float(t.abs().max()), 1e-12)
-
-
-def make_operands(dtype: str, shape: Shape, device: str, generator: torch.Generator) -> Operands:
-    """Fresh random-normal inputs in ``dtype`` and the matmul over them, writing into a preallocated C."""
-    m, n, k = shape.m, shape.n, shape.k
-    x = torch.randn(m, k, device=device, generator=generator)
-    w = torch.randn(n, k, device=device, generator=generator)
-    identity = lambda c: c.double()  # noqa: E731
-    if dtype in ("fp64", "fp32", "tf32", "bf16", "fp16"):
-        tdt = {
-            "fp64": torch.float64,
-            "fp32": torch.float32,
-            "tf32": torch.float32,
-            "bf16": torch.bfloat16,
-            "fp16": torch.float16,
-        }[dtype]
-        a, b = x.to(tdt), w.to(tdt).t()
-        c = torch.empty(m, n, dtype=tdt, device=device)
-        return Operands(lambda: torch.mm(a, b, out=c), c, identity, x, w)
-    if dtype in FP8:
-        sa, sb = _symmetric_scale(x, FP8_MAX), _symmetric_scale(w, FP8_MAX)
-        a = (x * sa).to(torch.float8_e4m3fn)
-        b = (w * sb).to(torch.float8_e4m3fn).t()
-        scale_a = torch.tensor(1.0 / sa, device=device)
-        scale_b = torch.tensor(1.0 / sb, device=device)
-        c = torch.empty(m, n, dtype=torch.bfloat16, device=device)
-        fast = FP8[dtype]
-        return Operands(
-            # torch's private fp8/int8 kernels: typed in its stubs, but not exported from torch.
-            lambda: torch._scaled_mm(a, b, scale_a, scale_b, out_dtype=torch.bfloat16, use_fast_accum=fast, out=c),  # pyright: ignore[reportPrivateImportUsage]
-            c,
-            identity,
-            x,
-            w,
-        )
-    if dtype == "int8":
-        sa, sb = _symmetric_scale(x, INT8_MAX), _symmetric_scale(w, INT8_MAX)
-        a = torch.round(x * sa).to(torch.int8)
-        b = torch.round(w * sb).to(torch.int8).t()
-        c = torch.empty(m, n, dtype=torch.int32, device=device)
-        return Operands(lambda: torch._int_mm(a, b, out=c), c, lambda t: t.double() / (sa * sb), x, w)  # pyright: ignore[reportPrivateImportUsage]
-    raise ConfigError(f"unknown dtype {dtype!r}")
-
-
-def relative_error(ops: Operands, rows: int, generator: torch.Generator) -> float:
-    """‖C − C_ref‖/‖C_ref‖ over up to ``rows`` random rows of C, C_ref = x·wᵀ in float64.
-
-    The reference takes the fp32 draw the dtype's inputs were made from, so the error includes the
-    rounding of the inputs into the dtype — what using that dtype costs. The output is poisoned with
-    NaN (or a sentinel) first, so an unwritten element shows up as a non-finite error.
-    """
-    m = ops.x.shape[0]
-    idx = torch.randperm(m, device=ops.x.device, generator=generator)[:rows] if rows < m else None
-    if ops.c.is_floating_point():
-        ops.c.fill_(float("nan"))
-    else:
-        ops.c.fill_(torch.iinfo(ops.c.dtype).min)
-    ops.op()
-    got = ops.as_float64(ops.c if idx is None else ops.c[idx])
-    ref = (ops.x if idx is None else ops.x[idx]).double() @ ops.w.double().t()
-    if not ops.c.is_floating_point() and bool((ops.c == torch.iinfo(ops.c.dtype).min).any()):
-        return float("nan")
-    return float(torch.linalg.vector_norm(got - ref) / torch.linalg.vector_norm(ref))
-
-
-def bytes_moved(dtype: str, shape: Shape) -> int:
-    """Fewest bytes a matmul must move: read A and B once, write C once."""
-    return (shape.m * shape.k + shape.k * shape.n) * IN_BYTES[dtype] + shape.m * shape.n * OUT_BYTES[dtype]
-
-
-def memory_needed_bytes(dtype: str, shape: Shape, accuracy_rows: int) -> int:
-    """Bytes a point allocates: the fp32 draws, A, B, C, and the float64 reference rows."""
-    m, n, k = shape.m, shape.n, shape.k
-    draws = 4 * (m * k + n * k)
-    ref = 8 * n * k + 8 * min(m, accuracy_rows) * (k + 2 * n)
-    return draws + bytes_moved(dtype, shape) + ref  # CPU input rotation adds at most 2× the L2 on top
 
 
 POINT_SHARE = 0.9  # a point may take at most this share of what the device can give (workspaces, flush)
@@ -365,103 +189,37 @@ def check_fits(cfg: MatmulConfig, shapes: list[Shape], support: dict, ctx: Conte
         )
 
 
-def _flush_for(ctx: Context, desc: dict, enabled: bool) -> tuple[Callable[[], None] | None, int]:
-    """GPU only: a buffer of twice the L2 (at least 256 MiB) zeroed before every call."""
-    if not enabled or not ctx.is_cuda:
-        return None, 0
-    nbytes = flush_bytes(desc.get("l2_cache_bytes"))
-    return make_flush(ctx.device, nbytes), nbytes
-
-
-def input_sets(dtype: str, shape: Shape, is_cuda: bool, enabled: bool) -> int:
-    """CPU: how many input sets to rotate through so that consecutive calls never find theirs in L2.
-
-    A CPU flush (a memset between calls) wakes the thread pool and was measured to slow the next
-    small matmul 100-fold on this lab's 2-core box, so the CPU rotates inputs instead.
-    """
-    if is_cuda or not enabled:
-        return 1
-    return int(min(64, max(1, math.ceil(2 * cpu_l2_bytes() / bytes_moved(dtype, shape)))))
-
-
-def _rotating(ops: list[Callable[[], object]]) -> Callable[[], object]:
-    if len(ops) == 1:
-        return ops[0]
-    state = {"i": 0}
-
-    def op():
-        state["i"] = (state["i"] + 1) % len(ops)
-        return ops[state["i"]]()
-
-    return op
-
-
-@functools.lru_cache(maxsize=1)
-def cpu_l2_bytes() -> int:
-    """Sum of the private L2 caches of this CPU (Linux sysfs; 1 MiB per core if unreadable)."""
-    import glob
-
-    seen, total = set(), 0
-    for path in glob.glob("/sys/devices/system/cpu/cpu[0-9]*/cache/index[0-9]*"):
-        try:
-            with open(os.path.join(path, "level")) as f:
-                if f.read().strip() != "2":
-                    continue
-            with open(os.path.join(path, "shared_cpu_list")) as f:
-                shared = f.read().strip()
-            with open(os.path.join(path, "size")) as f:
-                size = f.read().strip().upper()
-        except OSError:
-            continue
-        if shared in seen:
-            continue
-        seen.add(shared)
-        scale = {"K": KIB, "M": MIB, "G": GIB}.get(size[-1], 1)
-        total += int(size.rstrip("KMG")) * scale
-    return total or (os.cpu_count() or 1) * MIB
-
-
 def _peak(dtype: str, desc: dict) -> tuple[float | None, str | None]:
     """Datasheet peak (TFLOPS, TOPS for int8) for the dtype's unit (fp64: the tensor-core figure where
     the sheet has one), or None with the reason."""
     tflops = (desc.get("spec") or {}).get("tflops", {})
-    return device_peak(desc, unit_for("fp8" if dtype in FP8 else dtype, tensor_fp64="fp64_tc" in tflops))
+    return device_peak(desc, unit_for(dtypes.get(dtype).column, tensor_fp64="fp64_tc" in tflops))
 
 
-def measure_point(dtype: str, shape: Shape, ctx: Context, cfg: MatmulConfig, flush, generator, t0_s: float) -> dict:
+def measure_point(
+    dtype: str,
+    shape: Shape,
+    ctx: Context,
+    cfg: MatmulConfig,
+    flush: Callable[[], None] | None,
+    generator: torch.Generator,
+    t0_s: float,
+) -> dict:
     """Time one dtype at one shape (flags set for the dtype and restored after) and check its accuracy."""
-    sets = input_sets(dtype, shape, ctx.is_cuda, cfg.flush)
-    opsets = [make_operands(dtype, shape, ctx.device, generator) for _ in range(sets)]
-    ops = opsets[-1]
-    with matmul_precision("tf32" if dtype == "tf32" else "fp32"):
-        precision = torch.get_float32_matmul_precision()
-        allow_tf32 = bool(torch.backends.cuda.matmul.allow_tf32)
-        start = time.perf_counter()
-        samples = time_op(_rotating([o.op for o in opsets]), ctx.device, cfg.plan, flush)
-        end = time.perf_counter()
-        error = relative_error(ops, cfg.accuracy_rows, generator) if cfg.accuracy else None
-    stats = summarize(samples)
-    f = flops(shape.m, shape.n, shape.k)
-    moved = bytes_moved(dtype, shape)
-    row = {
-        **time_fields(stats),
-        "tflops": f / (stats["median"] * 1e9),
-        "tflops_max": f / (stats["min"] * 1e9),
-        "tflops_p20": f / (stats["p80"] * 1e9),
-        "tflops_p80": f / (stats["p20"] * 1e9),
-        "rel_error": error,
-        "rel_error_rows": min(shape.m, cfg.accuracy_rows) if cfg.accuracy else None,
-        "bytes_moved": moved,
-        "intensity_flop_per_byte": f / moved,
-        "input_sets": sets,
-        "float32_matmul_precision": precision,
-        "allow_tf32": allow_tf32,
-        "t_start_s": start - t0_s,
-        "t_end_s": end - t0_s,
-        "samples_ms": samples,
-    }
-    row["gflops"] = row["tflops"] * 1e3
-    return row
+    from core.transformer.training import matmul_precision
+
+    with matmul_precision(dtype):  # TF32 for tf32 alone
+        return gemm.measure_point(
+            dtype,
+            shape,
+            ctx.device,
+            cfg.plan,
+            flush,
+            generator,
+            t0_s,
+            out_of_cache=cfg.flush,
+            accuracy_rows=cfg.accuracy_rows if cfg.accuracy else None,
+        )
 
 
 # --- the run ---------------------------------------------------------------------------------------
@@ -470,6 +228,10 @@ def measure_point(dtype: str, shape: Shape, ctx: Context, cfg: MatmulConfig, flu
 def copy_bandwidth_gbs(ctx: Context, cfg: MatmulConfig) -> dict:
     """Copy of a large buffer within the device, as :func:`core.measure.stats.copy_bandwidth` counts every
     copy (bytes copied once / median time); the roofline turns it into memory traffic (read + write)."""
+    import torch
+
+    from core.measure.timing import TimingPlan, time_op
+
     nbytes = GPU_COPY_BYTES if ctx.is_cuda else CPU_COPY_BYTES
     free = memory.budget(ctx.device).bytes
     if free:
@@ -488,24 +250,14 @@ def copy_bandwidth_gbs(ctx: Context, cfg: MatmulConfig) -> dict:
     }
 
 
-def _warm_up(ctx: Context, cfg: MatmulConfig, support: dict) -> dict:
-    """Before the first point: GPU clocks ramped by a busy loop; a CPU's thread pool woken and settled."""
-    if not ctx.is_cuda:
-        return {"cpu_warmup": wake_cpu()} | cpu_load()
-    if cfg.gpu_warmup_s <= 0:
-        return {}
-    dtype = "bf16" if support.get("bf16") is None else "fp32"
-    ops = make_operands(dtype, Shape(4096, 4096, 4096), ctx.device, torch.Generator(ctx.device).manual_seed(1))
-    calls = keep_busy(ops.op, ctx.device, cfg.gpu_warmup_s)
-    return {"gpu_warmup": {"dtype": dtype, "size": 4096, "seconds": cfg.gpu_warmup_s, "calls": calls}}
-
-
 def run(cfg: MatmulConfig, ctx: Context) -> Generator[Progress, None, Output]:
+    import torch
+
     desc = devices.describe(ctx.device)
     shapes = shapes_for(cfg, ctx.is_cuda)
     support = {d: dtype_support(d, desc) for d in cfg.dtypes}
     generator = torch.Generator(ctx.device).manual_seed(cfg.seed)
-    flush, flush_nbytes = _flush_for(ctx, desc, cfg.flush)
+    flush, flush_nbytes = gemm.flush_for(ctx.device, desc, cfg.flush)
     meta: dict = {
         "support": {d: r or "ok" for d, r in support.items()},
         "flush_bytes": flush_nbytes,
@@ -516,7 +268,7 @@ def run(cfg: MatmulConfig, ctx: Context) -> Generator[Progress, None, Output]:
     if not ctx.is_cuda:
         meta["cache_note"] = (
             (
-                f"CPU: calls rotate through input sets totalling ≥ {bytes_text(2 * cpu_l2_bytes(), 0)} "
+                f"CPU: calls rotate through input sets totalling ≥ {bytes_text(2 * gemm.cpu_l2_bytes(), 0)} "
                 "(2× the cores' L2); the last-level cache is not flushed"
             )
             if cfg.flush
@@ -531,7 +283,7 @@ def run(cfg: MatmulConfig, ctx: Context) -> Generator[Progress, None, Output]:
         sampler.__enter__()
     try:
         yield Progress(0, total, "warming up" if ctx.is_cuda else "measuring copy bandwidth")
-        meta.update(_warm_up(ctx, cfg, support))
+        meta.update(gemm.warm_up(ctx.device, cfg.gpu_warmup_s, bf16=support.get("bf16") is None))
         if cfg.roofline:
             meta.update(copy_bandwidth_gbs(ctx, cfg))
         for shape in shapes:
@@ -565,7 +317,7 @@ def _point(dtype, shape, ctx, cfg, desc, support, flush, generator, t0_s, meta) 
         peak_note = FP8_SLOW_NOTE
     row = {
         "dtype": dtype,
-        "fp8_fast_accum": FP8.get(dtype),
+        "fp8_fast_accum": dtypes.get(dtype).fast_accum,
         "m": shape.m,
         "n": shape.n,
         "k": shape.k,
@@ -593,6 +345,8 @@ def _point(dtype, shape, ctx, cfg, desc, support, flush, generator, t0_s, meta) 
         row.update(measure_point(dtype, shape, ctx, cfg, flush, generator, t0_s))
     except (RuntimeError, MemoryError) as exc:  # one failed point (OOM, kernel refusal) must not end the sweep
         if ctx.is_cuda:
+            import torch
+
             torch.cuda.empty_cache()
         return row | {"status": "error", "reason": f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}"}
     if peak:
@@ -608,7 +362,7 @@ def _message(row: dict, is_cuda: bool) -> str:
     shape = f"{row['dtype']} {row['m']}×{row['n']}×{row['k']}"
     if row["status"] != "ok":
         return f"{shape}: {row['status']}"
-    unit, scale = throughput_unit(is_cuda, ops=row["dtype"] == "int8")
+    unit, scale = throughput_unit(is_cuda, ops=dtypes.get(row["dtype"]).integer)
     value = f"{row['tflops'] * scale:.1f} {unit}"
     warning = " — ABOVE THE DATASHEET PEAK: measurement error" if row.get("above_peak") else ""
     return f"{shape}: {value} ({row['median_ms']:.3f} ms){warning}"

@@ -1,6 +1,6 @@
 """``matmul-soak``: one matmul shape run for a fixed time — throughput per second, burst vs sustained, clocks.
 
-The operands, dtype rules and FLOP count are matmul's (:mod:`core.experiments.matmul`); the sampling
+The operands, dtype rules and FLOP count are matmul's (:mod:`core.measure.gemm`); the sampling
 is :mod:`core.measure.soak`: after a short warm-up, calls are queued in batches of about 0.05 s with a
 device synchronisation after each, and a sample closes at the first synchronisation past each second.
 Where NVML is readable, each sample carries the SM clock, temperature, power and throttle reasons
@@ -15,26 +15,14 @@ import time
 from collections.abc import Generator
 from dataclasses import dataclass, field
 
-import torch
-
 from core.columns import throughput_unit
 from core.errors import ConfigError
 from core.experiment import Context, DeviceMetric, Experiment, Output, Progress
-from core.experiments.matmul import (
-    DTYPES,
-    MAX_DIM,
-    Shape,
-    dtype_support,
-    flops,
-    make_operands,
-    memory_needed_bytes,
-    shape_problem,
-)
 from core.hardware import device as devices
+from core.hardware import dtypes
 from core.hardware.clocks import ClockSampler, device_sampler
 from core.measure import soak
-from core.measure.timing import cpu_load
-from core.transformer.training import matmul_precision
+from core.measure.gemm import MAX_DIM, Shape, dtype_support, flops, make_operands, memory_needed_bytes, shape_problem
 
 GPU_SIZE, CPU_SIZE = 8192, 512  # large enough to be compute-bound, small enough for many calls a second
 GPU_DURATION_S, CPU_DURATION_S = 60.0, 20.0
@@ -44,7 +32,7 @@ MIN_DURATION_S, MAX_DURATION_S = 2.0, 1800.0  # two samples at least; within the
 @dataclass(frozen=True)
 class SoakConfig:
     dtype: str = field(
-        default="", metadata={"help": f"one of {', '.join(DTYPES)}; empty = bf16 on a GPU, fp32 on a CPU"}
+        default="", metadata={"help": f"one of {', '.join(dtypes.NAMES)}; empty = bf16 on a GPU, fp32 on a CPU"}
     )
     size: int = field(default=0, metadata={"help": f"M = N = K; 0 = GPU {GPU_SIZE}, CPU {CPU_SIZE}"})
     duration_s: float = field(
@@ -68,8 +56,10 @@ class SoakConfig:
     seed: int = field(default=0, metadata={"help": "random seed of the inputs"})
 
     def __post_init__(self) -> None:
-        if self.dtype and self.dtype not in DTYPES:
-            raise ConfigError(f"dtype: {self.dtype!r} not one of {', '.join(DTYPES)} (or empty for the device default)")
+        if self.dtype and self.dtype not in dtypes.NAMES:
+            raise ConfigError(
+                f"dtype: {self.dtype!r} not one of {', '.join(dtypes.NAMES)} (or empty for the device default)"
+            )
         if self.size and not 1 <= self.size <= MAX_DIM:
             raise ConfigError(f"size: must be 1…{MAX_DIM} (or 0 for the device default), got {self.size}")
         if self.duration_s and not MIN_DURATION_S <= self.duration_s <= MAX_DURATION_S:
@@ -133,6 +123,11 @@ def cpu_dtype_note(dtype: str) -> str | None:
 
 def run(cfg: SoakConfig, ctx: Context, timer: soak.BatchTimer | None = None) -> Generator[Progress, None, Output]:
     """``timer`` replaces the device's :class:`~core.measure.soak.LapTimer` (tests inject laps through it)."""
+    import torch
+
+    from core.measure.timing import cpu_load
+    from core.transformer.training import matmul_precision
+
     plan = plan_for(cfg, ctx.is_cuda)
     desc = devices.describe(ctx.device)
     shape = Shape(plan.size, plan.size, plan.size, label="square")
@@ -140,7 +135,7 @@ def run(cfg: SoakConfig, ctx: Context, timer: soak.BatchTimer | None = None) -> 
     if reason:
         raise ctx.unsupported(reason)
     ctx.check_fits(memory_needed_bytes(plan.dtype, shape, 0), f"a {plan.dtype} {plan.size}³ matmul")
-    unit = throughput_unit(ctx.is_cuda, ops=plan.dtype == "int8")
+    unit = throughput_unit(ctx.is_cuda, ops=dtypes.get(plan.dtype).integer)
     work = flops(shape.m, shape.n, shape.k)
     meta: dict = {
         "dtype": plan.dtype,
@@ -163,7 +158,7 @@ def run(cfg: SoakConfig, ctx: Context, timer: soak.BatchTimer | None = None) -> 
     sampler: ClockSampler | None = device_sampler(ctx.device) if ctx.is_cuda else None
     rows: list[dict] = []
     total = math.ceil(plan.duration_s)
-    with matmul_precision("tf32" if plan.dtype == "tf32" else "fp32"):
+    with matmul_precision(plan.dtype):  # TF32 for tf32 alone
         ops = make_operands(plan.dtype, shape, ctx.device, torch.Generator(ctx.device).manual_seed(cfg.seed))
         if sampler:
             sampler.__enter__()
@@ -193,6 +188,8 @@ def run(cfg: SoakConfig, ctx: Context, timer: soak.BatchTimer | None = None) -> 
 
 def _sync(device: str):
     if device.startswith("cuda"):
+        import torch
+
         return lambda: torch.cuda.synchronize(device)
     return lambda: None  # CPU matmuls return when they are done
 

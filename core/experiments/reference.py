@@ -1,15 +1,15 @@
 """``reference``: the lab's matmul timer against an independent tool, interleaved, for the doctor.
 
 One point (dtype, M = N = K) is timed in alternating rounds: first by the lab's own code path
-(:func:`core.experiments.matmul.measure_point`: warm-up, CUDA events or ``perf_counter_ns`` per call, L2
-flush or rotated inputs), then by the reference (:class:`ReferenceTimer`): on a GPU
-``triton.testing.do_bench`` (its median, with its own 256 MiB flush) where triton is importable and
-do_bench runs (its first call compiles a C stub, which needs a C compiler and ``Python.h``), otherwise
-:func:`cuda_event_ms` (CUDA events per call after a 256 MiB flush, written apart from the lab's timer),
-the reason do_bench was not used kept in the run; on a CPU ``torch.utils.benchmark.Timer.blocked_autorange``.
-Alternating rounds in one process put both through the same machine state, so a busy CPU slows both
-alike; the doctor compares the medians over the rounds. Hidden from the dashboard: it exists to check
-the lab, not to teach.
+(:func:`core.measure.gemm.measure_point` with the matmul experiment's default timing: warm-up, CUDA events
+or ``perf_counter_ns`` per call, L2 flush or rotated inputs), then by the reference
+(:class:`ReferenceTimer`): on a GPU ``triton.testing.do_bench`` (its median, with its own 256 MiB flush)
+where triton is importable and do_bench runs (its first call compiles a C stub, which needs a C compiler and
+``Python.h``), otherwise :func:`cuda_event_ms` (CUDA events per call after a 256 MiB flush, written apart
+from the lab's timer), the reason do_bench was not used kept in the run; on a CPU
+``torch.utils.benchmark.Timer.blocked_autorange``. Alternating rounds in one process put both through the
+same machine state, so a busy CPU slows both alike; the doctor compares the medians over the rounds. Hidden
+from the dashboard: it exists to check the lab, not to teach.
 """
 
 from __future__ import annotations
@@ -22,6 +22,7 @@ from dataclasses import dataclass, field
 
 from core.errors import ConfigError
 from core.experiment import Context, Experiment, Output, Progress
+from core.hardware import dtypes
 
 
 @dataclass(frozen=True)
@@ -34,10 +35,8 @@ class ReferenceConfig:
     seed: int = field(default=0, metadata={"help": "random seed of the inputs"})
 
     def __post_init__(self) -> None:
-        from core.experiments.matmul import DTYPES
-
-        if self.dtype not in DTYPES:
-            raise ConfigError(f"dtype {self.dtype!r} is not one of {', '.join(DTYPES)}")
+        if self.dtype not in dtypes.NAMES:
+            raise ConfigError(f"dtype {self.dtype!r} is not one of {', '.join(dtypes.NAMES)}")
         if not 16 <= self.size <= 32768:
             raise ConfigError(f"size must be between 16 and 32768, got {self.size}")
         if not 1 <= self.rounds <= 20:
@@ -149,27 +148,26 @@ class ReferenceTimer:
 def run(cfg: ReferenceConfig, ctx: Context):
     import torch
 
-    from core.experiments import matmul
     from core.hardware.device import describe
+    from core.measure import gemm
+    from core.measure.timing import TimingPlan
     from core.transformer.training import matmul_precision
 
     desc = describe(ctx.device)
-    shape = matmul.Shape(cfg.size, cfg.size, cfg.size, label="reference")
-    problem = matmul.dtype_support(cfg.dtype, desc) or matmul.shape_problem(cfg.dtype, shape, ctx.is_cuda)
+    shape = gemm.Shape(cfg.size, cfg.size, cfg.size, label="reference")
+    problem = gemm.dtype_support(cfg.dtype, desc) or gemm.shape_problem(cfg.dtype, shape, ctx.is_cuda)
     if problem:
         raise ctx.unsupported(problem)
-    lab_cfg = matmul.MatmulConfig(
-        dtypes=(cfg.dtype,), sizes=(cfg.size,), rep_ms=cfg.rep_ms, seed=cfg.seed, accuracy=False, roofline=False
-    )
+    plan = TimingPlan(rep_ms=cfg.rep_ms)  # the matmul experiment's defaults otherwise
     generator = torch.Generator(ctx.device).manual_seed(cfg.seed)
-    flush, _ = matmul._flush_for(ctx, desc, lab_cfg.flush)
-    warm = matmul._warm_up(ctx, lab_cfg, {cfg.dtype: None})
-    ops = matmul.make_operands(cfg.dtype, shape, ctx.device, generator)
+    flush, _ = gemm.flush_for(ctx.device, desc, True)
+    warm = gemm.warm_up(ctx.device, gemm.GPU_WARMUP_S)
+    ops = gemm.make_operands(cfg.dtype, shape, ctx.device, generator)
     reference = ReferenceTimer(ctx.device, cfg.min_run_time_s)
     rows = []
     for i in range(cfg.rounds):
-        lab = matmul.measure_point(cfg.dtype, shape, ctx, lab_cfg, flush, generator, time.perf_counter())
-        with matmul_precision("tf32" if cfg.dtype == "tf32" else "fp32"):  # the flags measure_point sets
+        with matmul_precision(cfg.dtype):  # TF32 for tf32 alone, for both timers
+            lab = gemm.measure_point(cfg.dtype, shape, ctx.device, plan, flush, generator, time.perf_counter())
             ref_ms, tool = reference(ops.op)
         row = {
             "round": i + 1,
@@ -197,7 +195,7 @@ def run(cfg: ReferenceConfig, ctx: Context):
             "lab_median_ms": lab_ms,
             "reference_median_ms": ref_ms,
             "ratio": lab_ms / ref_ms,
-            "tflops_lab": matmul.flops(*[cfg.size] * 3) / (lab_ms * 1e9),
+            "tflops_lab": gemm.flops(*[cfg.size] * 3) / (lab_ms * 1e9),
             "triton_importable": _triton_bench() is not None,
             "cpu_load_1min": load,
             "cpu_cores": os.cpu_count(),

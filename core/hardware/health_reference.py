@@ -16,7 +16,7 @@ from __future__ import annotations
 import re
 from dataclasses import asdict, dataclass
 
-from core.hardware import published
+from core.hardware import dtypes, published
 from core.hardware.specs import SPECS, DeviceSpec, spec_for_device, unit_for
 
 # pass: at least 85 % of the reference. Clocks fall under sustained load on healthy cards (B200: 1965 →
@@ -42,7 +42,8 @@ HOST_COPY_FRACTION = 0.75
 # 75–85 % of NVLink's per-direction rate on HGX boards.
 NVLINK_FRACTION = 0.75
 
-MATMUL_DTYPES = ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8")
+# One FLOPS dtype per datasheet column: fp8 as the published tables run it, not fp8-fast-accum; no int8 (TOPS).
+MATMUL_DTYPES = tuple(d.name for d in dtypes.MATMUL if d.column == d.name and not d.integer)
 HOST_FIGURES = ("h2d pinned", "d2h pinned")
 PEER_FIGURE = "peer copy"
 ALL_REDUCE_FIGURE = "all_reduce busbw"

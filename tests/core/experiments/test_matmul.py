@@ -9,19 +9,8 @@ import torch
 
 from core.errors import ConfigError
 from core.experiment import Context, drive
-from core.experiments.matmul import (
-    MatmulConfig,
-    Shape,
-    dtype_support,
-    flops,
-    make_operands,
-    measure_point,
-    model_shapes,
-    relative_error,
-    run,
-    shapes_for,
-    tflops_from_ms,
-)
+from core.experiments.matmul import MatmulConfig, measure_point, model_shapes, run, shapes_for
+from core.measure.gemm import Shape, dtype_support, flops, make_operands, relative_error, tflops_from_ms
 from core.measure.timing import TimingPlan, time_cpu
 
 CPU = Context(device="cpu", device_name="test CPU")
@@ -199,12 +188,12 @@ def test_cancel_mid_sweep_keeps_finished_points(manager, store):
 def test_bf16_8192_reaches_97_percent_of_do_bench():
     triton_testing = pytest.importorskip("triton.testing")
     cuda = Context(device="cuda:0", device_name=torch.cuda.get_device_name(0))
-    from core.experiments.matmul import _warm_up
     from core.hardware.device import describe
+    from core.measure.gemm import warm_up
     from core.measure.timing import flush_bytes, make_flush
 
     cfg = MatmulConfig(dtypes=("bf16",), sizes=(8192,))
-    _warm_up(cuda, cfg, {"bf16": None})
+    warm_up("cuda:0", cfg.gpu_warmup_s)
     gen = torch.Generator("cuda:0").manual_seed(0)
     flush = make_flush("cuda:0", flush_bytes(describe("cuda:0").get("l2_cache_bytes")))
     lab = measure_point("bf16", Shape(8192, 8192, 8192), cuda, cfg, flush, gen, time.perf_counter())
@@ -320,7 +309,7 @@ def test_a_run_whose_smallest_point_cannot_fit_is_refused_before_allocating(monk
 
     monkeypatch.setattr(memory, "budget", lambda device: memory.Budget(10 * 2**20, "only 10 MiB is free (test)"))
     calls = []
-    monkeypatch.setattr("core.experiments.matmul.make_operands", lambda *a: calls.append(a))
+    monkeypatch.setattr("core.measure.gemm.make_operands", lambda *a: calls.append(a))
     gen = run(MatmulConfig(dtypes=("fp32",), mnk=(1024, 1024, 1024), **QUICK), CPU)
     with pytest.raises(DoesNotFit) as refused:
         drive(gen)

@@ -197,13 +197,13 @@ def test_a_cancelled_soak_keeps_its_samples_and_claims_no_summary(manager, store
 
 
 def test_a_flagged_drop_on_a_busy_cpu_says_other_processes_may_account_for_it(monkeypatch):
-    import core.experiments.matmul_soak as module
+    from core.measure import timing
 
-    monkeypatch.setattr(module, "cpu_load", lambda: {"cpu_load_1min": 5.0, "cpu_load_note": "the CPU was busy"})
+    monkeypatch.setattr(timing, "cpu_load", lambda: {"cpu_load_1min": 5.0, "cpu_load_note": "the CPU was busy"})
     out, _ = drive(run(SoakConfig(dtype="fp32", size=64, duration_s=10), CPU, Throttle(1e-3, 2e-3, 3.0)))
     assert out.meta["drop_flagged"] and out.meta["drop_pct"] == pytest.approx(50.0)
     assert out.meta["drop_reason"].endswith("other processes may account for the drop")
-    monkeypatch.setattr(module, "cpu_load", lambda: {"cpu_load_1min": 0.1})
+    monkeypatch.setattr(timing, "cpu_load", lambda: {"cpu_load_1min": 0.1})
     quiet, _ = drive(run(SoakConfig(dtype="fp32", size=64, duration_s=10), CPU, Throttle(1e-3, 2e-3, 3.0)))
     assert "other processes" not in quiet.meta["drop_reason"]
 

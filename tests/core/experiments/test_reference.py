@@ -174,16 +174,17 @@ def test_cuda_event_timer_agrees_with_the_lab_timer_on_a_matmul(monkeypatch):
     within the doctor's tolerance for a flushing tool. Reached through ReferenceTimer with do_bench failing."""
     from core.experiments import matmul
     from core.hardware.device import describe
+    from core.measure import gemm
 
     device = "cuda:0"
     ctx = Context(device=device, device_name=torch.cuda.get_device_name(device))
     desc = describe(device)
-    shape = matmul.Shape(4096, 4096, 4096, label="reference")
+    shape = gemm.Shape(4096, 4096, 4096, label="reference")
     cfg = matmul.MatmulConfig(dtypes=("bf16",), sizes=(4096,), accuracy=False, roofline=False)
     gen = torch.Generator(device).manual_seed(0)
-    flush, _ = matmul._flush_for(ctx, desc, cfg.flush)
-    matmul._warm_up(ctx, cfg, {"bf16": None})
-    ops = matmul.make_operands("bf16", shape, device, gen)
+    flush, _ = gemm.flush_for(device, desc, cfg.flush)
+    gemm.warm_up(device, cfg.gpu_warmup_s)
+    ops = gemm.make_operands("bf16", shape, device, gen)
     monkeypatch.setattr(reference, "_triton_bench", lambda: Bench(error=RuntimeError(COMPILE_ERROR)))
     timer = ReferenceTimer(device)
     labs, refs = [], []
@@ -195,3 +196,13 @@ def test_cuda_event_timer_agrees_with_the_lab_timer_on_a_matmul(monkeypatch):
     ratio = statistics.median(labs) / statistics.median(refs)
     lo, hi = doctor.timer_tolerance(CUDA_EVENTS, cuda=True)
     assert lo <= ratio <= hi, (labs, refs)
+
+
+def test_the_lab_side_times_with_the_matmul_experiments_defaults():
+    """The reference compares the lab's timer as a default matmul run uses it: same plan, same GPU warm-up."""
+    from core.experiments.matmul import MatmulConfig
+    from core.measure import gemm
+    from core.measure.timing import TimingPlan
+
+    assert MatmulConfig(rep_ms=123.0).plan == TimingPlan(rep_ms=123.0)
+    assert MatmulConfig().gpu_warmup_s == gemm.GPU_WARMUP_S and MatmulConfig().flush
