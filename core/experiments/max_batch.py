@@ -18,11 +18,10 @@ from typing import Literal
 
 from core.errors import ConfigError
 from core.experiment import Context, Experiment, Output, Progress
-from core.experiments.train_memory import TrainMemoryConfig
 from core.hardware.device import current_device
 from core.hardware.memory import allocation_failure
 from core.text import first_line
-from core.transformer.planner import EstimateConfig, need_bytes, plan
+from core.transformer.planner import EstimateConfig, MeasuredStep, need_bytes, plan
 from core.transformer.presets import PRESET_NAMES, OptimizerName, Precision, get_preset
 
 _REPO_ROOT = os.path.dirname(os.path.dirname(os.path.dirname(os.path.abspath(__file__))))
@@ -81,7 +80,7 @@ def probe_step(values: dict, device: str) -> dict:
     """One warm-up and one measured step in *this* process (run by :func:`_fresh_probe` in a child)."""
     import torch
 
-    cfg = TrainMemoryConfig(**values)
+    cfg = MeasuredStep(**values)
     from core.transformer.model import build_model, random_batch
     from core.transformer.training import TrainStep, make_optimizer, param_dtype
 

@@ -16,13 +16,12 @@ from __future__ import annotations
 import bisect
 import time
 from dataclasses import dataclass, field
-from typing import ClassVar, Literal
+from typing import Literal
 
 from core.errors import ConfigError
 from core.experiment import Context, Experiment, Output, Progress
 from core.measure import history
-from core.memory.series import thin_indices
-from core.transformer.planner import CATEGORIES, EstimateConfig, StepSetup, need_bytes, plan
+from core.transformer.planner import CATEGORIES, EstimateConfig, MeasuredStep, need_bytes, plan
 from core.transformer.presets import get_preset
 
 MAX_TIMELINE_POINTS = 1500
@@ -32,13 +31,10 @@ HISTORY_MAX_ENTRIES = 2_000_000
 
 
 @dataclass(frozen=True)
-class TrainMemoryConfig(StepSetup):
+class TrainMemoryConfig(MeasuredStep):
     warmup_steps: int = field(default=1, metadata={"help": "steps before recording (optimizer state appears here)"})
     steps: int = field(default=1, metadata={"help": "recorded steps"})
     seed: int = field(default=0, metadata={"help": "random seed for weights and tokens"})
-
-    MAX_BATCH: ClassVar[int] = 65_536
-    MAX_CONTEXT: ClassVar[int] = 65_536
 
     def __post_init__(self) -> None:
         super().__post_init__()
@@ -147,6 +143,8 @@ def timeline(trace: Trace, record_from_ns: int, record_to_ns: int) -> dict:
 
 def _thin(points: list, keep: tuple) -> list:
     """At most MAX_TIMELINE_POINTS: the highest point of each bin (so no spike is lost) plus the peak."""
+    from core.memory.series import thin_indices  # numpy: imported when a run needs it, not by --help
+
     kept = [points[i] for i in thin_indices([p[1] for p in points], MAX_TIMELINE_POINTS)]
     if keep not in kept:
         kept.append(keep)

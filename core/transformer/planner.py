@@ -13,6 +13,7 @@ allowance used only for "does it fit".
 
 from __future__ import annotations
 
+import functools
 from dataclasses import dataclass, field, fields
 from typing import ClassVar, Literal
 
@@ -70,6 +71,14 @@ class StepSetup:
     def setup(self) -> dict:
         """Just the step's fields, to build another config about the same step."""
         return {f.name: getattr(self, f.name) for f in fields(StepSetup)}
+
+
+@dataclass(frozen=True)
+class MeasuredStep(StepSetup):
+    """A step run for real (``train-memory``, ``max-batch``'s probes): bounded by what a machine can hold."""
+
+    MAX_BATCH: ClassVar[int] = 65_536
+    MAX_CONTEXT: ClassVar[int] = 65_536
 
 
 @dataclass(frozen=True)
@@ -235,104 +244,145 @@ def _shapes(cfg: EstimateConfig) -> Shapes:
     return Shapes(get_preset(cfg.model), cfg.batch, cfg.context, cfg.precision, cfg.target)
 
 
-def moments(cfg: EstimateConfig) -> list[Moment]:
-    """The step as a sequence of predicted moments; the largest is the predicted peak."""
-    sh = _shapes(cfg)
-    p = sh.preset
-    n = param_count(p)
-    e = sh.param_bytes_each
-    c = sh.compute_bytes
-    params = n * e
-    grads = n * e
-    state = 0 if cfg.forward_only else optimizer_state_bytes(p, cfg.optimizer, cfg.precision, cfg.target)
-    head_dim = p.d_model // p.num_heads
-    workspaces = 1 if cfg.forward_only else CUBLAS_WORKSPACES_TRAINING
-    other = (
-        2 * cfg.batch * cfg.context * 8  # int64 inputs and targets
-        + 2 * cfg.context * (head_dim // 2) * 4  # RoPE cos/sin tables
-        + (workspaces * CUBLAS_WORKSPACE_BYTES if cfg.target == "cuda" else 0)
-    )
-    persistent_grads = 0 if cfg.set_to_none or cfg.forward_only else grads
+@dataclass(frozen=True)
+class _Step:
+    """What the moments of one training step share: the bytes held throughout and what each layer saves."""
 
-    def moment(phase: str, label: str, grads_live: int, acts: int, temps: int) -> Moment:
+    cfg: EstimateConfig
+    sh: Shapes
+    params: int  # also the gradients' bytes, once every gradient exists
+    state: int  # optimizer state
+    other: int  # inputs, RoPE tables, cuBLAS workspaces
+
+    @classmethod
+    def of(cls, cfg: EstimateConfig, sh: Shapes) -> _Step:
+        p = sh.preset
+        state = 0 if cfg.forward_only else optimizer_state_bytes(p, cfg.optimizer, cfg.precision, cfg.target)
+        head_dim = p.d_model // p.num_heads
+        workspaces = 1 if cfg.forward_only else CUBLAS_WORKSPACES_TRAINING
+        other = (
+            2 * cfg.batch * cfg.context * 8  # int64 inputs and targets
+            + 2 * cfg.context * (head_dim // 2) * 4  # RoPE cos/sin tables
+            + (workspaces * CUBLAS_WORKSPACE_BYTES if cfg.target == "cuda" else 0)
+        )
+        return cls(cfg, sh, param_count(p) * sh.param_bytes_each, state, other)
+
+    @property
+    def persistent_grads(self) -> int:
+        """Gradients alive from the step before (zero_grad without set_to_none keeps them)."""
+        return 0 if self.cfg.set_to_none or self.cfg.forward_only else self.params
+
+    @functools.cached_property
+    def layer(self) -> dict[str, int]:
+        return layer_saved_bytes(self.sh)
+
+    @property
+    def layer_full(self) -> int:
+        return self.layer["attention"] + self.layer["mlp"] + self.layer["weight_copies"]
+
+    @property
+    def layer_kept(self) -> int:
+        """What a layer keeps for backward: with checkpointing only its input."""
+        return self.sh.bsd * self.sh.residual_bytes if self.cfg.checkpointing else self.layer_full
+
+    @property
+    def all_acts(self) -> int:
+        return self.sh.preset.num_layers * self.layer_kept + final_saved_bytes(self.sh)
+
+    @property
+    def scores_temp(self) -> int:
+        """An attention's scores and their masked/softmaxed successor."""
+        return 2 * self.sh.bas2 * max(self.sh.compute_bytes, self.sh.softmax_bytes)
+
+    @property
+    def logits_temp(self) -> int:
+        """The logits (+ the fp32 copy for the loss)."""
+        c = self.sh.compute_bytes
+        return self.sh.bsv * c + (self.sh.bsv * 4 if c != 4 else 0)
+
+    def moment(self, phase: str, label: str, grads_live: int, acts: int, temps: int) -> Moment:
         return Moment(
             phase,
             label,
             {
-                "parameters": params,
+                "parameters": self.params,
                 "gradients": grads_live,
-                "optimizer_state": state,
+                "optimizer_state": self.state,
                 "activations": acts,
                 "temporaries": temps,
-                "other": other,
+                "other": self.other,
             },
         )
 
-    scores_temp = 2 * sh.bas2 * max(c, sh.softmax_bytes)  # scores and their masked/softmaxed successor
-    logits_temp = sh.bsv * c + (sh.bsv * 4 if c != 4 else 0)  # logits (+ the fp32 copy for the loss)
-    if cfg.forward_only:
-        layer_temp = 3 * sh.bsd * max(c, sh.residual_bytes) + scores_temp
-        return [
-            moment("forward", "attention scores (no_grad)", 0, 0, layer_temp + sh.bsd * sh.residual_bytes),
-            moment("forward", "logits and log-probs (no_grad)", 0, 0, logits_temp + sh.bsv * 4),
-        ]
 
-    layer = layer_saved_bytes(sh)
-    layer_full = layer["attention"] + layer["mlp"] + layer["weight_copies"]
-    layer_kept = sh.bsd * sh.residual_bytes if cfg.checkpointing else layer_full
-    final = final_saved_bytes(sh)
-    out: list[Moment] = []
-    for i in range(p.num_layers):
-        acts = i * layer_kept + (layer_full if cfg.checkpointing else 0)
-        out.append(
-            moment(
-                "forward",
-                f"layer {i} attention",
-                persistent_grads,
-                acts + layer["attention"] + (0 if cfg.checkpointing else layer["weight_copies"]),
-                scores_temp,
-            )
-        )
-    all_acts = p.num_layers * layer_kept + final
-    out.append(moment("forward", "logits and log-probs", persistent_grads, all_acts, logits_temp))
-    out.append(
-        moment(
+def moments(cfg: EstimateConfig) -> list[Moment]:
+    """The step as a sequence of predicted moments; the largest is the predicted peak."""
+    sh = _shapes(cfg)
+    step = _Step.of(cfg, sh)
+    if cfg.forward_only:
+        layer_temp = 3 * sh.bsd * max(sh.compute_bytes, sh.residual_bytes) + step.scores_temp
+        return [
+            step.moment("forward", "attention scores (no_grad)", 0, 0, layer_temp + sh.bsd * sh.residual_bytes),
+            step.moment("forward", "logits and log-probs (no_grad)", 0, 0, step.logits_temp + sh.bsv * 4),
+        ]
+    return [
+        *_forward(step),
+        *_backward(step),
+        step.moment(
+            "optimizer",
+            f"{cfg.optimizer} step",
+            step.params,
+            0,
+            optimizer_temporary_bytes(sh.preset, cfg.optimizer, cfg.precision),
+        ),
+        step.moment("zero_grad", "after zero_grad", step.persistent_grads, 0, 0),
+    ]
+
+
+def _forward(step: _Step) -> list[Moment]:
+    """Each layer's attention, then the logits."""
+    checkpointing, layer = step.cfg.checkpointing, step.layer
+    out = []
+    for i in range(step.sh.preset.num_layers):
+        acts = i * step.layer_kept + (step.layer_full if checkpointing else 0)
+        acts += layer["attention"] + (0 if checkpointing else layer["weight_copies"])
+        out.append(step.moment("forward", f"layer {i} attention", step.persistent_grads, acts, step.scores_temp))
+    out.append(step.moment("forward", "logits and log-probs", step.persistent_grads, step.all_acts, step.logits_temp))
+    return out
+
+
+def _backward(step: _Step) -> list[Moment]:
+    """The loss, the LM head and each layer from the last, their gradients appearing as they go."""
+    sh, p, e = step.sh, step.sh.preset, step.sh.param_bytes_each
+    persistent = step.persistent_grads
+    out = [
+        step.moment(
             "backward",
             "cross-entropy backward (grad of log-probs and logits)",
-            persistent_grads,
-            all_acts,
+            persistent,
+            step.all_acts,
             2 * sh.bsv * 4,
         )
-    )
+    ]
     d, v = p.d_model, p.vocab_size
     matmul_w, norm_w = layer_weight_elements(p)
     grads_done = (v * d + d) * e  # lm_head and final norm
-    head_temp = sh.bsv * c + (v * d * 2 if sh.autocast else 0)
+    head_temp = sh.bsv * sh.compute_bytes + (v * d * 2 if sh.autocast else 0)
     out.append(
-        moment("backward", "lm_head backward", max(persistent_grads, grads_done), all_acts - sh.bsv * 4, head_temp)
+        step.moment("backward", "lm_head backward", max(persistent, grads_done), step.all_acts - sh.bsv * 4, head_temp)
     )
     mlp_w = (3 * d * p.d_ff + d) * e
     for i in reversed(range(p.num_layers)):
-        below = i * layer_kept
+        below = i * step.layer_kept
         # Checkpointing recomputes the whole layer before its backward; otherwise its MLP part is freed by now.
-        acts = below + layer_kept + layer_full if cfg.checkpointing else below + layer_full - layer["mlp"]
-        out.append(
-            moment(
-                "backward",
-                f"layer {i} attention backward",
-                max(persistent_grads, grads_done + mlp_w),
-                acts,
-                scores_temp,
-            )
-        )
+        if step.cfg.checkpointing:
+            acts = below + step.layer_kept + step.layer_full
+        else:
+            acts = below + step.layer_full - step.layer["mlp"]
+        grads = max(persistent, grads_done + mlp_w)
+        out.append(step.moment("backward", f"layer {i} attention backward", grads, acts, step.scores_temp))
         grads_done += (matmul_w + norm_w) * e
-    out.append(moment("backward", "embedding backward", grads, 0, 0))
-    out.append(
-        moment(
-            "optimizer", f"{cfg.optimizer} step", grads, 0, optimizer_temporary_bytes(p, cfg.optimizer, cfg.precision)
-        )
-    )
-    out.append(moment("zero_grad", "after zero_grad", persistent_grads, 0, 0))
+    out.append(step.moment("backward", "embedding backward", step.params, 0, 0))
     return out
 
 
