@@ -25,13 +25,15 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-
-import torch
-import torch.distributed as dist
+from typing import TYPE_CHECKING
 
 from core.measure.stats import gbs_summary, summarize, time_fields
-from core.measure.timing import TimingPlan, timed_calls, warm_up
 from core.units import GIB, KIB, MIB, exact_size_text
+
+if TYPE_CHECKING:  # torch is imported where the ranks run, so the interconnect config reads this module without it
+    import torch
+
+    from core.measure.timing import TimingPlan
 
 COLLECTIVES = ("all_reduce", "all_gather", "reduce_scatter", "broadcast", "all_to_all")
 GPU_SIZES = tuple(KIB * 4**i for i in range(11))  # 1 KiB … 1 GiB, the issue's and nccl-tests' range
@@ -115,16 +117,23 @@ class Comm:
 
     def sync(self) -> None:
         if self.is_cuda:
+            import torch
+
             torch.cuda.synchronize(self.device)
 
     def agree(self, value: int) -> int:
         """Rank 0's ``value`` on every rank."""
+        import torch
+        import torch.distributed as dist
+
         t = torch.tensor([int(value)], dtype=torch.int64, device=self.device)
         dist.broadcast(t, 0)
         return int(t.item())
 
     def all_floats(self, values: list[float]) -> torch.Tensor:
         """Every rank's ``values`` (same length on all ranks) as a world × len float64 CPU tensor."""
+        import torch
+
         mine = torch.tensor(values, dtype=torch.float64, device=self.device)
         out = torch.empty(self.world * len(values), dtype=torch.float64, device=self.device)
         _all_gather(out, mine)
@@ -132,11 +141,15 @@ class Comm:
 
 
 def _all_gather(out: torch.Tensor, inp: torch.Tensor) -> None:
+    import torch.distributed as dist
+
     fn = getattr(dist, "all_gather_single", None) or dist.all_gather_into_tensor  # torch < 2.13
     fn(out, inp)
 
 
 def _reduce_scatter(out: torch.Tensor, inp: torch.Tensor) -> None:
+    import torch.distributed as dist
+
     fn = getattr(dist, "reduce_scatter_single", None) or dist.reduce_scatter_tensor  # torch < 2.13
     fn(out, inp)
 
@@ -146,6 +159,8 @@ def _reduce_scatter(out: torch.Tensor, inp: torch.Tensor) -> None:
 
 def input_values(seed: int, rank: int, elements: int, device: str) -> torch.Tensor:
     """Rank ``rank``'s input: integer-valued float32 in ±1…±8, reproducible by any rank from the seed."""
+    import torch
+
     gen = torch.Generator(device=device).manual_seed(seed * 100_003 + rank)
     magnitude = torch.randint(1, 9, (elements,), generator=gen, device=device, dtype=torch.int32)
     sign = torch.randint(0, 2, (elements,), generator=gen, device=device, dtype=torch.int32) * 2 - 1
@@ -160,6 +175,9 @@ class Operation:
 
 
 def operation(point: Point, comm: Comm, seed: int) -> Operation:
+    import torch
+    import torch.distributed as dist
+
     c, n, dev = point.chunk, point.elements, comm.device
     name = point.collective
     if name == "all_reduce":
@@ -184,6 +202,8 @@ def operation(point: Point, comm: Comm, seed: int) -> Operation:
 
 def expected(point: Point, comm: Comm, seed: int) -> torch.Tensor:
     """What this rank must hold after the call, rebuilt from every rank's seed."""
+    import torch
+
     c, n, dev, r = point.chunk, point.elements, comm.device, comm.rank
     ranks = range(comm.world)
     name = point.collective
@@ -227,6 +247,8 @@ class Measured:
 
 def measure(point: Point, comm: Comm, plan: TimingPlan, seed: int) -> Measured:
     """Warm up, time, then check one more call on fresh inputs, on every rank. Raises what the backend raises."""
+    from core.measure.timing import timed_calls, warm_up
+
     call = operation(point, comm, seed)
     # Every rank warms up until rank 0 has warmed up ``plan.warmup_ms``, and times as many calls as rank 0
     # decided. A blocking collective makes the current stream of the rank's device wait for NCCL's stream,

@@ -6,7 +6,7 @@ on one box fit in its RAM."""
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-from typing import Literal
+from typing import TYPE_CHECKING, Literal
 
 from core.distributed.collectives import (
     COLLECTIVES,
@@ -19,8 +19,10 @@ from core.distributed.collectives import (
 )
 from core.errors import ConfigError
 from core.experiment import check_choices
-from core.measure.timing import TimingPlan
 from core.units import bytes_text, exact_size_text, parse_size
+
+if TYPE_CHECKING:
+    from core.measure.timing import TimingPlan
 
 PARTS = ("copy", "peer", "collectives")
 Backend = Literal["auto", "nccl", "gloo"]
@@ -81,6 +83,8 @@ class InterconnectConfig:
 
     @property
     def plan(self) -> TimingPlan:
+        from core.measure.timing import TimingPlan
+
         return TimingPlan(self.warmup_ms, self.rep_ms, self.min_reps, self.max_reps)
 
 

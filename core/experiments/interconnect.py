@@ -20,10 +20,8 @@ import os
 import time
 from collections.abc import Iterator
 from contextlib import ExitStack
+from dataclasses import dataclass, field
 
-import torch
-
-from core.distributed.collectives import resolve_backend, row_text
 from core.distributed.config import InterconnectConfig, check_host_memory, sizes_for
 from core.errors import ConfigError
 from core.experiment import Context, Experiment, Output, Progress, config_to_dict
@@ -36,6 +34,8 @@ DIRECTIONS = ("h2d", "d2h")
 
 
 def _gpu_count() -> int:
+    import torch
+
     return torch.cuda.device_count() if torch.cuda.is_available() else 0
 
 
@@ -63,14 +63,10 @@ def _plan_points(cfg: InterconnectConfig, ctx: Context, gpus: int) -> dict[str, 
     return {part: counts[part] for part in cfg.parts}
 
 
-def run(cfg: InterconnectConfig, ctx: Context):
-    from core.distributed.launch import run_ranks
+def _world(cfg: InterconnectConfig, ctx: Context, backend: str, gpus: int) -> int:
+    """The number of ranks, after refusing what this box cannot run (before anything runs)."""
     from core.distributed.rank import backend_problem
-    from core.measure.copies import host_copy, peer_copy
-    from core.protocol import RankRows, RankStep
 
-    backend = resolve_backend(cfg.backend, ctx.is_cuda)
-    gpus = _gpu_count()
     if "collectives" in cfg.parts:
         problem = backend_problem(backend)
         if problem:
@@ -86,77 +82,107 @@ def run(cfg: InterconnectConfig, ctx: Context):
         raise ConfigError(f"world_size {world}: NCCL runs one rank per GPU and this box has {gpus}")
     if backend == "gloo" and cfg.backend == "auto" and "collectives" in cfg.parts:
         check_host_memory(cfg, world)  # an explicit gloo was checked when the config was made
+    return world
+
+
+@dataclass
+class _Tally:
+    """The run's rows and finished points (a collective point brings one row per rank besides its own)."""
+
+    total: int
+    rows: list[dict] = field(default_factory=list)
+    done: int = 0
+
+    def add(self, new: list[dict], message: str) -> Progress:
+        self.rows.extend(new)
+        self.done += 1
+        return Progress(self.done, self.total, message, rows=tuple(new))
+
+
+def _copies(cfg: InterconnectConfig, ctx: Context, gpus: int, tally: _Tally) -> Iterator[Progress]:
+    """Host→device and device→host, pinned and pageable, per GPU and size."""
+    from core.measure.copies import host_copy
+
+    if not ctx.is_cuda:
+        reason = ctx.unsupported("host↔GPU copies need the job on a CUDA GPU (device cuda:0)").args[0]
+        yield tally.add([_not_measured("host_copy", reason)], "host copies: unsupported")
+    for gpu in range(gpus if ctx.is_cuda else 0):
+        for text in cfg.copy_sizes:
+            for direction in DIRECTIONS:
+                for pinned in (True, False):
+                    row = host_copy(gpu, parse_size(text), direction, pinned, cfg.plan)
+                    yield tally.add(
+                        [row],
+                        f"cuda:{gpu} {direction} {row['memory']} {exact_size_text(row['bytes'])}: {row['gbs']:.1f} GB/s",
+                    )
+
+
+def _peers(cfg: InterconnectConfig, ctx: Context, gpus: int, tally: _Tally) -> Iterator[Progress]:
+    """A copy between every ordered pair of GPUs."""
+    from core.measure.copies import peer_copy
+
+    if not ctx.is_cuda or gpus < 2:
+        why = (
+            "needs at least 2 CUDA GPUs and the job runs on the CPU"
+            if not ctx.is_cuda
+            else f"needs at least 2 CUDA GPUs; this box has {gpus}"
+        )
+        yield tally.add(
+            [_not_measured("peer", ctx.unsupported(f"the peer matrix {why}").args[0])], "peer matrix: unsupported"
+        )
+    else:
+        nbytes = parse_size(cfg.peer_size)
+        for src in range(gpus):
+            for dst in range(gpus):
+                row = peer_copy(src, dst, nbytes, cfg.plan)
+                yield tally.add([row], f"cuda:{src} → cuda:{dst}: {row['gbs']:.1f} GB/s ({row['path']})")
+    if ctx.is_cuda:
+        import torch
+
+        torch.cuda.empty_cache()  # the ranks need the memory
+
+
+def _collectives(cfg: InterconnectConfig, backend: str, world: int, tally: _Tally):
+    """The collectives over ``world`` ranks started by the elastic launcher; returns the launcher's meta."""
+    from core.distributed.collectives import row_text
+    from core.distributed.launch import run_ranks
+    from core.protocol import RankRows, RankStep
+
+    events = run_ranks(config_to_dict(cfg) | {"backend": backend, "world_size": world}, world, cfg.timeout_s)
+    try:
+        while True:
+            try:
+                event = next(events)
+            except StopIteration as stop:
+                return stop.value or {}
+            if isinstance(event, RankStep):
+                yield Progress(tally.done, tally.total, f"{event.label} on {world} ranks ({backend})")
+            elif isinstance(event, RankRows):
+                yield tally.add(event.rows, row_text(event.rows[0]))
+    finally:
+        events.close()  # a cancelled job stops its ranks
+
+
+def run(cfg: InterconnectConfig, ctx: Context):
+    from core.distributed.collectives import resolve_backend
+
+    backend = resolve_backend(cfg.backend, ctx.is_cuda)
+    gpus = _gpu_count()
+    world = _world(cfg, ctx, backend, gpus)
     counts = _plan_points(cfg, ctx, gpus)
-    total = sum(counts.values())
-    rows: list[dict] = []
-    done = [0]  # finished points (a collective point brings one row per rank besides its own)
+    tally = _Tally(sum(counts.values()))
     meta: dict = {"parts": list(cfg.parts), "gpus": gpus, "backend": backend, "world_size": world, "points": counts}
-
-    def add(new: list[dict], message: str) -> Progress:
-        rows.extend(new)
-        done[0] += 1
-        return Progress(done[0], total, message, rows=tuple(new))
-
     with ExitStack() as locks:
         if ctx.is_cuda:
-            yield from _hold_gpus(list(range(1, gpus)), locks, total)
+            yield from _hold_gpus(list(range(1, gpus)), locks, tally.total)
         if "copy" in cfg.parts:
-            if not ctx.is_cuda:
-                yield add(
-                    [
-                        _not_measured(
-                            "host_copy",
-                            ctx.unsupported("host↔GPU copies need the job on a CUDA GPU (device cuda:0)").args[0],
-                        )
-                    ],
-                    "host copies: unsupported",
-                )
-            for gpu in range(gpus if ctx.is_cuda else 0):
-                for text in cfg.copy_sizes:
-                    for direction in DIRECTIONS:
-                        for pinned in (True, False):
-                            row = host_copy(gpu, parse_size(text), direction, pinned, cfg.plan)
-                            yield add(
-                                [row],
-                                f"cuda:{gpu} {direction} {row['memory']} {exact_size_text(row['bytes'])}: "
-                                f"{row['gbs']:.1f} GB/s",
-                            )
+            yield from _copies(cfg, ctx, gpus, tally)
             meta["copy_timer"] = "CUDA events per call (pinned copies are asynchronous, pageable ones staged)"
         if "peer" in cfg.parts:
-            if not ctx.is_cuda or gpus < 2:
-                why = (
-                    "needs at least 2 CUDA GPUs and the job runs on the CPU"
-                    if not ctx.is_cuda
-                    else f"needs at least 2 CUDA GPUs; this box has {gpus}"
-                )
-                yield add(
-                    [_not_measured("peer", ctx.unsupported(f"the peer matrix {why}").args[0])],
-                    "peer matrix: unsupported",
-                )
-            else:
-                nbytes = parse_size(cfg.peer_size)
-                for src in range(gpus):
-                    for dst in range(gpus):
-                        row = peer_copy(src, dst, nbytes, cfg.plan)
-                        yield add([row], f"cuda:{src} → cuda:{dst}: {row['gbs']:.1f} GB/s ({row['path']})")
-            if ctx.is_cuda:
-                torch.cuda.empty_cache()  # the ranks need the memory
+            yield from _peers(cfg, ctx, gpus, tally)
         if "collectives" in cfg.parts:
-            events = run_ranks(config_to_dict(cfg) | {"backend": backend, "world_size": world}, world, cfg.timeout_s)
-            try:
-                while True:
-                    try:
-                        event = next(events)
-                    except StopIteration as stop:
-                        meta.update(stop.value or {})
-                        break
-                    if isinstance(event, RankStep):
-                        yield Progress(done[0], total, f"{event.label} on {world} ranks ({backend})")
-                    elif isinstance(event, RankRows):
-                        yield add(event.rows, row_text(event.rows[0]))
-            finally:
-                events.close()  # a cancelled job stops its ranks
-    return Output(rows=rows, meta=meta)
+            meta.update((yield from _collectives(cfg, backend, world, tally)))
+    return Output(rows=tally.rows, meta=meta)
 
 
 EXPERIMENTS = [

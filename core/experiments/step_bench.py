@@ -25,8 +25,7 @@ from collections import defaultdict
 from contextlib import ExitStack
 from dataclasses import dataclass, field
 from pathlib import Path
-
-import torch
+from typing import TYPE_CHECKING
 
 from core.errors import ConfigError, DoesNotFit, Unsupported
 from core.experiment import Context, DeviceMetric, Experiment, Output, Progress
@@ -34,25 +33,26 @@ from core.hardware.clocks import ClockSampler, device_sampler
 from core.hardware.specs import above_peak_error, device_peak, measurement_errors
 from core.measure.kernels import ANNOTATION as _ANNOTATION
 from core.measure.kernels import GROUPS, classify
-from core.measure.profiler import PhaseRanges, Ranges, attribute
 from core.measure.stats import summarize
-from core.measure.step_timer import PhaseTimer, sync
 from core.paths import data_dir
-from core.transformer.flops import StepFlops, count_step_flops
-from core.transformer.model import build_model, random_batch
 from core.transformer.planner import EstimateConfig, need_bytes
-from core.transformer.presets import DEFAULT_BATCH, DTYPE_FOR_PRECISION, OptimizerName, Precision, get_preset
-from core.transformer.training import (
+from core.transformer.presets import (
+    DEFAULT_BATCH,
+    DTYPE_FOR_PRECISION,
     OPTIMIZERS,
-    PHASES,
     PRECISIONS,
-    TrainStep,
-    check_precision,
-    make_optimizer,
-    param_dtype,
+    OptimizerName,
+    Precision,
+    get_preset,
 )
 
-TIMED_PHASES = PHASES + ("step",)
+if TYPE_CHECKING:
+    import torch
+
+    from core.measure.step_timer import PhaseTimer
+    from core.transformer.flops import StepFlops
+    from core.transformer.training import TrainStep
+
 SCOPES = ("forward", "step")  # forward-only pass under no_grad, full training step
 ROTATED_BATCHES = 4
 # What the steps timed before any warm-up pay for, per device kind (said on the chart and the page).
@@ -141,6 +141,12 @@ def check_fits(cfg: StepBenchConfig, precision: Precision, ctx: Context) -> None
 
 
 def make_bench(cfg: StepBenchConfig, precision: str, device: str) -> Bench:
+    import torch
+
+    from core.transformer.flops import count_step_flops
+    from core.transformer.model import build_model, random_batch
+    from core.transformer.training import TrainStep, make_optimizer, param_dtype
+
     preset = get_preset(cfg.model)
     torch.manual_seed(0)
     model = build_model(preset, cfg.context, device, param_dtype(precision))
@@ -162,6 +168,8 @@ def timed_series(bench: Bench, timer: PhaseTimer, steps: int, series: str, preci
 
 
 def warm_up(bench: Bench, steps: int, device: str) -> None:
+    from core.measure.step_timer import sync
+
     for _ in range(steps):
         bench.step.run(*bench.next_batch())
     sync(device)
@@ -252,6 +260,9 @@ def profile_bench(bench: Bench, device: str, steps: int):
     """Profile ``steps`` forward-only passes, then ``steps`` full steps; returns the profiler."""
     from torch.profiler import ProfilerActivity, profile, record_function
 
+    from core.measure.profiler import PhaseRanges
+    from core.measure.step_timer import sync
+
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.startswith("cuda") else [])
     marks = PhaseRanges()
     with profile(activities=activities) as prof:
@@ -299,6 +310,8 @@ def _device_info(ctx: Context) -> dict:
 def _free(device: str) -> None:
     gc.collect()
     if device.startswith("cuda"):
+        import torch
+
         torch.cuda.empty_cache()
 
 
@@ -313,9 +326,11 @@ def _clocks(sampler: ClockSampler | None, t0_s: float) -> dict:
     return sampler.window(t0_s, time.perf_counter()) if sampler else {}
 
 
-def _run(cfg: StepBenchConfig, ctx: Context, sampler: ClockSampler | None):
-    info = _device_info(ctx)
-    common = {
+def _common(cfg: StepBenchConfig, ctx: Context, sampler: ClockSampler | None) -> dict:
+    """The meta of a single run and of a sweep alike."""
+    import torch
+
+    return {
         "timing": "CUDA events at each phase boundary, one synchronize per step"
         if ctx.is_cuda
         else "time.perf_counter at each phase boundary (CPU ops are synchronous)",
@@ -327,6 +342,71 @@ def _run(cfg: StepBenchConfig, ctx: Context, sampler: ClockSampler | None):
         if sampler
         else "clock sampling reads NVIDIA GPUs through NVML; not applicable to a CPU run",
     }
+
+
+def _summary(cfg: StepBenchConfig, info: dict, flops: StepFlops, rows: list[dict]) -> list[dict]:
+    """One row per phase over the warm steps, then the step's summary: time, throughput, MFU, first step."""
+    from core.transformer.training import PHASES
+
+    out = [
+        {
+            "kind": "phase",
+            "series": "warm",
+            "precision": cfg.precision,
+            "phase": phase,
+            **summarize(samples(rows, "warm", phase), "ms_"),
+        }
+        for phase in (*PHASES, "step")
+    ]
+    peak, peak_note = peak_tflops(info, cfg.precision)
+    warm_ms = summarize(samples(rows, "warm", "step"), "step_ms_")
+    fwd, bwd = (summarize(samples(rows, "warm", p))["median"] for p in ("forward", "backward"))
+    cold = samples(rows, "cold", "step")
+    summary = {
+        "kind": "summary",
+        "precision": cfg.precision,
+        "tokens_per_step": flops.tokens,
+        **warm_ms,
+        **throughput(flops, warm_ms["step_ms_median"], peak),
+        "peak_tflops": peak,
+        "peak_unit": DTYPE_FOR_PRECISION[cfg.precision],
+        "mfu_note": peak_note,
+        "backward_forward_ratio": bwd / fwd,
+        "first_step_ms": cold[0] if cold else None,
+        "first_step_over_median": cold[0] / warm_ms["step_ms_median"] if cold else None,
+    }
+    return [*out, summary]
+
+
+def _profile(cfg: StepBenchConfig, ctx: Context, bench: Bench) -> tuple[list[dict], dict]:
+    """The kernel breakdown of profiled forward-only and full steps: its rows and its meta."""
+    from core.measure.profiler import Ranges, attribute
+
+    prof = profile_bench(bench, ctx.device, cfg.profile_steps)
+    events = prof.events()
+    kernel_rows, totals = breakdown_rows(
+        attribute(events, ctx.is_cuda), cfg.profile_steps, bench.flops, cfg.top_kernels
+    )
+    scopes = Ranges(events, "scope")
+    meta = {
+        "profiled_total_ms": totals,
+        "profile_steps": cfg.profile_steps,
+        "scope_wall_ms": {s: scopes.total_us(s) / 1e3 / cfg.profile_steps for s in SCOPES},
+        "profile_measure": "GPU time of the kernels, copies and memsets each op launched (sum of durations)"
+        if ctx.is_cuda
+        else "self CPU time of each op (sums to the profiled wall time)",
+    }
+    if cfg.trace:
+        meta |= save_trace(prof)
+    return kernel_rows, meta
+
+
+def _run(cfg: StepBenchConfig, ctx: Context, sampler: ClockSampler | None):
+    from core.measure.step_timer import PhaseTimer
+    from core.transformer.training import check_precision
+
+    info = _device_info(ctx)
+    common = _common(cfg, ctx, sampler)
     if cfg.sweep:
         return (yield from _sweep(cfg, ctx, info, common, sampler))
     check_precision(cfg.precision, ctx, info.get("bf16_supported", True))
@@ -346,56 +426,13 @@ def _run(cfg: StepBenchConfig, ctx: Context, sampler: ClockSampler | None):
             r["step"] += done
         rows += new
         yield Progress(cfg.cold_steps + done + n, total, f"timed step {done + n}/{cfg.timed_steps}", rows=tuple(new))
-
-    for phase in TIMED_PHASES:
-        rows.append(
-            {
-                "kind": "phase",
-                "series": "warm",
-                "precision": cfg.precision,
-                "phase": phase,
-                **summarize(samples(rows, "warm", phase), "ms_"),
-            }
-        )
-    peak, peak_note = peak_tflops(info, cfg.precision)
-    warm_ms = summarize(samples(rows, "warm", "step"), "step_ms_")
-    fwd, bwd = (summarize(samples(rows, "warm", p))["median"] for p in ("forward", "backward"))
-    cold = samples(rows, "cold", "step")
-    summary = {
-        "kind": "summary",
-        "precision": cfg.precision,
-        "tokens_per_step": bench.flops.tokens,
-        **warm_ms,
-        **throughput(bench.flops, warm_ms["step_ms_median"], peak),
-        "peak_tflops": peak,
-        "peak_unit": DTYPE_FOR_PRECISION[cfg.precision],
-        "mfu_note": peak_note,
-        "backward_forward_ratio": bwd / fwd,
-        "first_step_ms": cold[0] if cold else None,
-        "first_step_over_median": cold[0] / warm_ms["step_ms_median"] if cold else None,
-        **_clocks(sampler, timed_from),
-    }
-    rows.append(summary)
-    meta = common | {"flops": bench.flops.to_dict(), "measurement_errors": measurement_errors([summary])}
-
+    rows += _summary(cfg, info, bench.flops, rows)
+    rows[-1] |= _clocks(sampler, timed_from)
+    meta = common | {"flops": bench.flops.to_dict(), "measurement_errors": measurement_errors([rows[-1]])}
     if cfg.profile_steps:
         yield Progress(total - 1, total, f"profiling {cfg.profile_steps} forward-only and full steps")
-        prof = profile_bench(bench, ctx.device, cfg.profile_steps)
-        events = prof.events()
-        kernel_rows, totals = breakdown_rows(
-            attribute(events, ctx.is_cuda), cfg.profile_steps, bench.flops, cfg.top_kernels
-        )
-        scopes = Ranges(events, "scope")
-        meta |= {
-            "profiled_total_ms": totals,
-            "profile_steps": cfg.profile_steps,
-            "scope_wall_ms": {s: scopes.total_us(s) / 1e3 / cfg.profile_steps for s in SCOPES},
-            "profile_measure": "GPU time of the kernels, copies and memsets each op launched (sum of durations)"
-            if ctx.is_cuda
-            else "self CPU time of each op (sums to the profiled wall time)",
-        }
-        if cfg.trace:
-            meta |= save_trace(prof)
+        kernel_rows, profiled = _profile(cfg, ctx, bench)
+        meta |= profiled
         rows += kernel_rows
         yield Progress(total, total, "kernel breakdown done", rows=tuple(kernel_rows))
     return Output(rows=rows, meta=meta)
@@ -403,6 +440,8 @@ def _run(cfg: StepBenchConfig, ctx: Context, sampler: ClockSampler | None):
 
 def _refusals(cfg: StepBenchConfig, ctx: Context, info: dict) -> dict[str, DoesNotFit]:
     """The precisions this device runs but cannot hold; all of them refused refuses the sweep."""
+    from core.transformer.training import check_precision
+
     refused, runnable = {}, 0
     for precision in PRECISIONS:
         try:
@@ -420,6 +459,11 @@ def _refusals(cfg: StepBenchConfig, ctx: Context, info: dict) -> dict[str, DoesN
 
 
 def _sweep(cfg: StepBenchConfig, ctx: Context, info: dict, common: dict, sampler: ClockSampler | None):
+    import torch
+
+    from core.measure.step_timer import PhaseTimer
+    from core.transformer.training import check_precision
+
     rows: list[dict] = []
     total = len(PRECISIONS)
     refused = _refusals(cfg, ctx, info)
