@@ -17,13 +17,16 @@ from __future__ import annotations
 
 from dataclasses import dataclass, field
 from decimal import Decimal
-
-import torch
+from typing import TYPE_CHECKING
 
 from core.errors import ConfigError
 from core.experiment import Context, Experiment, Output, Progress
+from core.hardware import dtypes
 
-DTYPES = {"fp64": torch.float64, "fp32": torch.float32, "fp16": torch.float16, "bf16": torch.bfloat16}
+if TYPE_CHECKING:
+    import torch
+
+DTYPES = ("fp64", "fp32", "fp16", "bf16")
 MAX_STEPS = 100_000
 
 
@@ -31,7 +34,7 @@ MAX_STEPS = 100_000
 class AccumulateConfig:
     value: float = field(default=0.01, metadata={"help": "the addend x in s += x"})
     steps: int = field(default=1000, metadata={"help": f"additions per pair (1..{MAX_STEPS})"})
-    dtypes: tuple[str, ...] = field(default=tuple(DTYPES), metadata={"help": "accumulator and addend dtypes"})
+    dtypes: tuple[str, ...] = field(default=DTYPES, metadata={"help": "accumulator and addend dtypes"})
     curve_points: int = field(default=400, metadata={"help": "checkpoints kept for the error curve"})
 
     def __post_init__(self) -> None:
@@ -57,6 +60,8 @@ def accumulate(
     value: float, steps: int, acc: torch.dtype, addend: torch.dtype, device: str, record: set[int]
 ) -> tuple[float, list[float], int | None]:
     """The note's loop. Returns (final sum, sums at the ``record`` steps, first step that changed nothing)."""
+    import torch
+
     s = torch.zeros((), dtype=acc, device=device)
     x = torch.tensor(value, dtype=addend, device=device)
     stalled = torch.zeros((), dtype=torch.int64, device=device)  # 0 = never stalled
@@ -70,6 +75,8 @@ def add_loop(s: torch.Tensor, x: torch.Tensor, stalled: torch.Tensor, steps: int
     """``s += x`` ``steps`` times in place, all on the device: no host round trip per step (the step number
     goes into ``torch.where`` as a scalar argument, not as a new tensor copied from the host each step).
     ``stalled`` gets the first step that left ``s`` unchanged; returns the sums at the ``record`` steps."""
+    import torch
+
     sums: list[torch.Tensor] = []
     for step in range(1, steps + 1):
         before = s.clone()
@@ -94,6 +101,8 @@ def _error_fields(result: float, exact: Decimal, steps: int, stored_addend: floa
 
 
 def run(cfg: AccumulateConfig, ctx: Context):
+    import torch
+
     exact = Decimal(repr(cfg.value)) * cfg.steps
     pairs = [(a, b) for a in cfg.dtypes for b in cfg.dtypes]
     record = checkpoints(cfg.steps, cfg.curve_points)
@@ -101,8 +110,10 @@ def run(cfg: AccumulateConfig, ctx: Context):
     rows, series = [], []
     total = len(pairs) + 1
     for i, (acc, add) in enumerate(pairs):
-        result, curve, stalled = accumulate(cfg.value, cfg.steps, DTYPES[acc], DTYPES[add], ctx.device, record_set)
-        stored = torch.tensor(cfg.value, dtype=DTYPES[add]).double().item()
+        result, curve, stalled = accumulate(
+            cfg.value, cfg.steps, dtypes.torch_dtype(acc), dtypes.torch_dtype(add), ctx.device, record_set
+        )
+        stored = torch.tensor(cfg.value, dtype=dtypes.torch_dtype(add)).double().item()
         row = {
             "method": "loop",
             "accumulator": acc,
@@ -120,7 +131,7 @@ def run(cfg: AccumulateConfig, ctx: Context):
         series.append({"accumulator": acc, "addend": add, "sum": curve})
         yield Progress(i + 1, total, f"{acc} += {add}: {result:.6g}", rows=(row,))
     for add in cfg.dtypes:  # the same data, reduced by torch.sum in its own dtype
-        data = torch.full((cfg.steps,), cfg.value, dtype=DTYPES[add], device=ctx.device)
+        data = torch.full((cfg.steps,), cfg.value, dtype=dtypes.torch_dtype(add), device=ctx.device)
         result = float(data.sum().double().item())
         stored = data[0].double().item()
         rows.append(

@@ -10,34 +10,44 @@ read. Nothing here is a table: every dtype is what the hooks saw on this device.
 
 from __future__ import annotations
 
+import functools
 import warnings
 from dataclasses import dataclass, field
-
-import torch
-from torch import nn
+from typing import TYPE_CHECKING
 
 from core.errors import ConfigError
 from core.experiment import Context, Experiment, Output, Progress
+from core.hardware import dtypes
 from core.hardware.device import cuda_bf16_supported
-from core.transformer.model import RotaryEmbedding, TransformerBlock
+
+if TYPE_CHECKING:
+    import torch
+    from torch import nn
 
 MODELS = ("toy", "block")
-SHORT = {torch.float64: "fp64", torch.float32: "fp32", torch.float16: "fp16", torch.bfloat16: "bf16"}
-AUTOCAST = {"fp16": torch.float16, "bf16": torch.bfloat16}
+SHORT = {"float64": "fp64", "float32": "fp32", "float16": "fp16", "bfloat16": "bf16"}  # torch's name → the lab's
+AUTOCAST = ("fp16", "bf16")
 
 
-class ToyModel(nn.Module):
-    """The note's model: Linear → ReLU → LayerNorm → Linear (no biases in the Linears, as in the note)."""
+@functools.cache
+def _toy_model() -> type[nn.Module]:
+    """The note's model class, defined once torch is imported."""
+    from torch import nn
 
-    def __init__(self, in_features: int = 10, hidden: int = 10, out_features: int = 10) -> None:
-        super().__init__()
-        self.fc1 = nn.Linear(in_features, hidden, bias=False)
-        self.relu = nn.ReLU()
-        self.ln = nn.LayerNorm(hidden)
-        self.fc2 = nn.Linear(hidden, out_features, bias=False)
+    class ToyModel(nn.Module):
+        """The note's model: Linear → ReLU → LayerNorm → Linear (no biases in the Linears, as in the note)."""
 
-    def forward(self, x: torch.Tensor) -> torch.Tensor:
-        return self.fc2(self.ln(self.relu(self.fc1(x))))
+        def __init__(self, in_features: int = 10, hidden: int = 10, out_features: int = 10) -> None:
+            super().__init__()
+            self.fc1 = nn.Linear(in_features, hidden, bias=False)
+            self.relu = nn.ReLU()
+            self.ln = nn.LayerNorm(hidden)
+            self.fc2 = nn.Linear(hidden, out_features, bias=False)
+
+        def forward(self, x: torch.Tensor) -> torch.Tensor:
+            return self.fc2(self.ln(self.relu(self.fc1(x))))
+
+    return ToyModel
 
 
 @dataclass(frozen=True)
@@ -57,11 +67,16 @@ class AutocastConfig:
 
 
 def _name(dtype: torch.dtype | None) -> str:
-    return SHORT.get(dtype, str(dtype).removeprefix("torch.")) if dtype is not None else ""
+    if dtype is None:
+        return ""
+    name = str(dtype).removeprefix("torch.")
+    return SHORT.get(name, name)
 
 
 def _dtypes(values) -> str:
     """Dtypes of the tensors among ``values`` (nested tuples allowed), comma-separated, in order."""
+    import torch
+
     found = []
     stack = list(values) if isinstance(values, (tuple, list)) else [values]
     for v in stack:
@@ -73,9 +88,13 @@ def _dtypes(values) -> str:
 
 
 def build(model: str, cfg: AutocastConfig, device: str) -> tuple[nn.Module, torch.Tensor]:
+    import torch
+
+    from core.transformer.model import RotaryEmbedding, TransformerBlock
+
     gen = torch.Generator(device=device).manual_seed(0)
     if model == "toy":
-        return ToyModel().to(device), torch.randn(10, 10, device=device, generator=gen)
+        return _toy_model()().to(device), torch.randn(10, 10, device=device, generator=gen)
     heads = 4
     rope = RotaryEmbedding(cfg.d_model // heads, cfg.seq_len)
     block = TransformerBlock(cfg.d_model, 4 * cfg.d_model, heads, rope).to(device)
@@ -84,6 +103,8 @@ def build(model: str, cfg: AutocastConfig, device: str) -> tuple[nn.Module, torc
 
 def dtype_map(model: str, cfg: AutocastConfig, device: str, autocast: str) -> list[dict]:
     """Forward + backward of ``model`` under ``autocast`` ("none", "fp16", "bf16"); one row per module."""
+    import torch
+
     torch.manual_seed(0)
     net, x = build(model, cfg, device)
     seen: dict[str, dict] = {}
@@ -104,7 +125,8 @@ def dtype_map(model: str, cfg: AutocastConfig, device: str, autocast: str) -> li
         handles.append(module.register_full_backward_hook(backward_hook))
     device_type = "cuda" if device.startswith("cuda") else "cpu"
     try:
-        with torch.autocast(device_type, dtype=AUTOCAST.get(autocast, torch.float32), enabled=autocast != "none"):
+        dtype = dtypes.torch_dtype(autocast) if autocast in AUTOCAST else torch.float32
+        with torch.autocast(device_type, dtype=dtype, enabled=autocast != "none"):
             out = net(x)
             loss = out.float().pow(2).mean()
         with warnings.catch_warnings():  # the input needs no grad: hooks then fire on outputs, as wanted

@@ -20,23 +20,26 @@ import math
 from collections.abc import Iterator
 from dataclasses import dataclass, field
 from decimal import Decimal
-
-import torch
+from typing import TYPE_CHECKING
 
 from core.errors import ConfigError
 from core.experiment import Context, Experiment, Output, Progress
 
-# The formats the course notes discuss, in table order; other float dtypes torch offers are appended.
+if TYPE_CHECKING:
+    import torch
+
+# The formats the course notes discuss, in table order (their torch dtypes by name; tf32 has none); other
+# float dtypes torch offers are appended.
 _NAMED = {
-    "fp64": torch.float64,
-    "fp32": torch.float32,
+    "fp64": "float64",
+    "fp32": "float32",
     "tf32": None,
-    "bf16": torch.bfloat16,
-    "fp16": torch.float16,
-    "fp8_e4m3fn": torch.float8_e4m3fn,
-    "fp8_e5m2": torch.float8_e5m2,
+    "bf16": "bfloat16",
+    "fp16": "float16",
+    "fp8_e4m3fn": "float8_e4m3fn",
+    "fp8_e5m2": "float8_e5m2",
 }
-_BITS_VIEW = {8: torch.int64, 4: torch.int32, 2: torch.int16, 1: torch.uint8}
+_BITS_VIEW = {8: "int64", 4: "int32", 2: "int16", 1: "uint8"}  # the integer dtype a pattern of each width is read as
 # Formats without finfo/iinfo support in torch: (sign, exponent, mantissa) bits and bias, by definition.
 _TF32_DEF = dict(sign_bits=1, exponent_bits=8, mantissa_bits=10, bias=127)
 _FP4_E2M1_DEF = dict(sign_bits=1, exponent_bits=2, mantissa_bits=1, bias=1)
@@ -51,9 +54,18 @@ class Format:
     dtype: torch.dtype | None  # None where torch has no dtype (tf32) or cannot cast (int4)
 
 
+def _bits_view(dtype: torch.dtype) -> torch.dtype:
+    """The integer dtype of the same width, to read ``dtype``'s bit patterns."""
+    import torch
+
+    return getattr(torch, _BITS_VIEW[dtype.itemsize])
+
+
 def _extra_float_dtypes() -> list[torch.dtype]:
     """Float dtypes this torch build adds beyond the named ones (fnuz fp8, e8m0, fp4 ...)."""
-    known = {d for d in _NAMED.values() if d is not None}
+    import torch
+
+    known = {getattr(torch, d) for d in _NAMED.values() if d is not None}
     found = {getattr(torch, n) for n in dir(torch) if isinstance(getattr(torch, n), torch.dtype)}
     extra = [d for d in found if d.is_floating_point and not d.is_complex and d not in known]
     return sorted(extra, key=str)
@@ -64,7 +76,9 @@ def _short(dtype: torch.dtype) -> str:
 
 
 def formats() -> list[Format]:
-    out = [Format(n, "float", d) for n, d in _NAMED.items()]
+    import torch
+
+    out = [Format(n, "float", getattr(torch, d) if d else None) for n, d in _NAMED.items()]
     out += [Format(_short(d), "float", d) for d in _extra_float_dtypes()]
     return out + [Format("int8", "int", torch.int8), Format("int4", "int", None)]
 
@@ -81,11 +95,15 @@ def _from_definition(sign_bits: int, exponent_bits: int, mantissa_bits: int, bia
 
 
 def _pattern_value(dtype: torch.dtype, pattern: int) -> float:
-    return torch.tensor([pattern], dtype=_BITS_VIEW[dtype.itemsize]).view(dtype).double().item()
+    import torch
+
+    return torch.tensor([pattern], dtype=_bits_view(dtype)).view(dtype).double().item()
 
 
 def _float_row(fmt: Format) -> dict:
     """finfo's numbers, with epsilon measured by stepping 1.0's bit pattern (finfo is wrong for some fp8)."""
+    import torch
+
     dtype = fmt.dtype
     assert dtype is not None  # tf32, the one float format without a dtype, has its own row
     try:
@@ -131,6 +149,8 @@ def _float_row(fmt: Format) -> dict:
 
 def format_table() -> list[dict]:
     """One row per format: field widths, range, epsilon and where each number comes from."""
+    import torch
+
     rows = []
     for fmt in formats():
         if fmt.name == "tf32":
@@ -197,6 +217,8 @@ def tf32_round(x: torch.Tensor) -> torch.Tensor:
 
     Inf and NaN pass through; a carry out of the largest binade becomes inf, as in any RNE rounding.
     """
+    import torch
+
     bits = x.to(torch.float32).view(torch.int32).to(torch.int64) & 0xFFFFFFFF
     special = (bits & 0x7F800000) == 0x7F800000
     keep = (bits >> TF32_DROPPED_BITS) & 1
@@ -207,6 +229,8 @@ def tf32_round(x: torch.Tensor) -> torch.Tensor:
 
 def _cast(fmt: Format, value: float, device: str) -> tuple[float, int, int]:
     """(stored value, bit pattern as unsigned int, pattern width) of ``value`` in ``fmt``, cast on ``device``."""
+    import torch
+
     x = torch.tensor(value, dtype=torch.float64, device=device)
     if fmt.name == "tf32":
         t = tf32_round(x)
@@ -224,7 +248,7 @@ def _cast(fmt: Format, value: float, device: str) -> tuple[float, int, int]:
     assert fmt.dtype is not None  # every other float format has one
     t = x.to(fmt.dtype)
     width = fmt.dtype.itemsize * 8
-    pattern = int(t.view(_BITS_VIEW[fmt.dtype.itemsize]).item()) & ((1 << width) - 1)
+    pattern = int(t.view(_bits_view(fmt.dtype)).item()) & ((1 << width) - 1)
     return t.double().item(), pattern, width
 
 
@@ -333,16 +357,19 @@ _METHOD = {
 
 def _next_up(fmt: Format, t: torch.Tensor) -> torch.Tensor:
     """The next representable number above each (positive, finite) element, by stepping the bits."""
+    import torch
+
     if fmt.name == "tf32":
         bits = t.to(torch.float32).view(torch.int32) + (1 << TF32_DROPPED_BITS)
         return bits.view(torch.float32).double()
     assert fmt.dtype is not None  # every other float format has one
-    view = _BITS_VIEW[fmt.dtype.itemsize]
-    return (t.view(view) + 1).view(fmt.dtype).double()
+    return (t.view(_bits_view(fmt.dtype)) + 1).view(fmt.dtype).double()
 
 
 def spacing(table: list[dict], points: int) -> Iterator[dict]:
     """(format, magnitude, ulp) over each float format's positive range, log-spaced magnitudes."""
+    import torch
+
     info = {r["format"]: r for r in table}
     for fmt in formats():
         row = info[fmt.name]

@@ -13,12 +13,13 @@ from __future__ import annotations
 
 import math
 from dataclasses import dataclass, field
-from typing import Literal
-
-import torch
+from typing import TYPE_CHECKING, Literal
 
 from core.errors import ConfigError
 from core.experiment import Context, Experiment, Output, Progress
+
+if TYPE_CHECKING:
+    import torch
 
 Distribution = Literal["normal", "uniform", "outliers", "custom"]
 SCHEMES = ("symmetric", "asymmetric")
@@ -69,6 +70,8 @@ class RoundTrip:
 
 def quantize(x: torch.Tensor, bits: int, scheme: str) -> RoundTrip:
     """Per-tensor quantize → dequantize of ``x`` (float) with ``bits``-bit integers."""
+    import torch
+
     if scheme == "symmetric":
         qmax = 2 ** (bits - 1) - 1
         qmin = -qmax
@@ -88,6 +91,8 @@ def quantize(x: torch.Tensor, bits: int, scheme: str) -> RoundTrip:
 
 def make_tensor(cfg: QuantizeConfig, device: str) -> tuple[torch.Tensor, torch.Tensor]:
     """(tensor, mask of its outliers): normal(0, 1), uniform(−1, 1), normal plus ±outlier_scale spikes, or custom."""
+    import torch
+
     gen = torch.Generator(device=device).manual_seed(cfg.seed)
     if cfg.distribution == "custom":
         x = torch.tensor(cfg.values, dtype=torch.float32, device=device)
@@ -129,6 +134,8 @@ def _metrics(x: torch.Tensor, rt: RoundTrip, outliers: torch.Tensor) -> dict:
 
 
 def _hist(x: torch.Tensor, bins: int) -> dict:
+    import torch
+
     lo, hi = x.min().item(), x.max().item()
     if lo == hi:
         lo, hi = lo - 0.5, hi + 0.5
@@ -138,6 +145,8 @@ def _hist(x: torch.Tensor, bins: int) -> dict:
 
 
 def run(cfg: QuantizeConfig, ctx: Context):
+    import torch
+
     x, outliers = make_tensor(cfg, ctx.device)
     rows, codes_hist, round_trip = [], [], []
     combos = [(b, s) for b in BITS for s in SCHEMES]

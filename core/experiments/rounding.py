@@ -11,16 +11,17 @@ rounded* inputs, isolating what the matmul's own accumulation adds to the input 
 from __future__ import annotations
 
 from dataclasses import dataclass, field
-
-import torch
+from typing import TYPE_CHECKING
 
 from core.errors import ConfigError
 from core.experiment import Context, Experiment, Output, Progress
+from core.hardware import dtypes
 from core.hardware.device import cuda_bf16_supported
-from core.transformer.training import matmul_precision
+
+if TYPE_CHECKING:
+    import torch
 
 MODES = ("fp32", "tf32", "bf16", "fp16")
-_DTYPE = {"fp32": torch.float32, "tf32": torch.float32, "bf16": torch.bfloat16, "fp16": torch.float16}
 
 
 @dataclass(frozen=True)
@@ -37,6 +38,8 @@ def tf32_problem(ctx: Context) -> str | None:
     """Why TF32 cannot run here, or None."""
     if not ctx.is_cuda:
         return "TF32 applies to CUDA tensor cores only"
+    import torch
+
     major, minor = torch.cuda.get_device_capability(ctx.device)
     if major < 8:
         return f"TF32 needs compute capability 8.0 or newer (this GPU is {major}.{minor})"
@@ -55,6 +58,10 @@ PEAK_BYTES_PER_ELEMENT = 64
 
 
 def run(cfg: RoundingConfig, ctx: Context):
+    import torch
+
+    from core.transformer.training import matmul_precision
+
     n = cfg.size
     ctx.check_fits(PEAK_BYTES_PER_ELEMENT * n * n, f"rounding at size {n} (n×n matmuls and fp64 references)")
     gen = torch.Generator(device=ctx.device).manual_seed(cfg.seed)
@@ -75,7 +82,8 @@ def run(cfg: RoundingConfig, ctx: Context):
         elif mode == "bf16" and ctx.is_cuda and not cuda_bf16_supported(ctx.device):
             row |= {"status": "unsupported", "reason": "torch.cuda.is_bf16_supported() is False"}
         else:
-            x, y = a.to(_DTYPE[mode]), b.to(_DTYPE[mode])
+            dtype = dtypes.torch_dtype(mode)
+            x, y = a.to(dtype), b.to(dtype)
             with matmul_precision("tf32" if mode == "tf32" else "fp32"):
                 c = x @ y
             rel, worst = relative_error(c, ref)
@@ -85,7 +93,7 @@ def run(cfg: RoundingConfig, ctx: Context):
                 "rel_error": rel,
                 "max_rel_error": worst,
                 "rel_error_vs_rounded_inputs": rel_rounded,
-                "unit_roundoff": torch.finfo(_DTYPE[mode]).eps / 2 if mode != "tf32" else 2.0**-11,
+                "unit_roundoff": torch.finfo(dtype).eps / 2 if mode != "tf32" else 2.0**-11,
             }
         rows.append(row)
         yield Progress(i + 1, len(MODES), mode, rows=(row,))

@@ -89,3 +89,14 @@ def test_the_blocker_sees_a_worker_that_imports_torch(blocked):
     out = blocked("probe", "--steps", "1", "--device", "cpu", "--json")
     assert out.returncode != 0
     assert "core/worker.py" in blocked.log.read_text()
+
+
+EXPERIMENT_MODULES = sorted(p.stem for p in (ROOT / "core" / "experiments").glob("*.py") if p.stem != "__init__")
+
+
+@pytest.mark.parametrize("module", EXPERIMENT_MODULES)
+def test_an_experiment_module_imports_no_torch(module):
+    """Torch is imported where tensors run: the registry, the CLI and the pages import every experiment module."""
+    code = f"import sys, core.experiments.{module}; assert 'torch' not in sys.modules, 'torch imported'"
+    out = subprocess.run([sys.executable, "-c", code], cwd=ROOT, capture_output=True, text=True, timeout=120)
+    assert out.returncode == 0, out.stderr[-2000:]

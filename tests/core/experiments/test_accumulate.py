@@ -122,7 +122,7 @@ def test_the_loop_makes_no_tensor_from_the_host_per_step(monkeypatch):
 
     made = []
     real = torch.tensor
-    monkeypatch.setattr(module.torch, "tensor", lambda *a, **k: made.append(a) or real(*a, **k))
+    monkeypatch.setattr(torch, "tensor", lambda *a, **k: made.append(a) or real(*a, **k))
     for steps in (10, 200):
         made.clear()
         result, _, stalled = module.accumulate(0.01, steps, torch.float32, torch.float32, "cpu", set())
