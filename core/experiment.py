@@ -119,7 +119,6 @@ class Experiment:
     fresh_process: bool = False
     # Environment for a fresh worker (e.g. PYTORCH_CUDA_ALLOC_CONF); non-empty forces a fresh process.
     worker_env: Callable[[Any], dict[str, str]] | None = None
-    hidden: bool = False  # diagnostics, not shown in the dashboard
     # Offered in ``python -m core --help``. False for what users reach another way (the imports behind
     # ``snapshot``/``trace``) or never run themselves (the worker probe): still accepted when named, and
     # still run by the worker and the pages, but not listed beside the commands a user runs.

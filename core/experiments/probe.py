@@ -67,7 +67,6 @@ EXPERIMENTS = [
         config_type=ProbeConfig,
         run=run,
         description=(__doc__ or "").partition("\n")[0],
-        hidden=True,
         command=False,
     )
 ]

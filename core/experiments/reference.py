@@ -211,6 +211,5 @@ EXPERIMENTS = [
         config_type=ReferenceConfig,
         run=run,
         description=(__doc__ or "").partition("\n")[0],
-        hidden=True,
     )
 ]
