@@ -20,6 +20,7 @@ import threading
 import time
 from collections import defaultdict
 from collections.abc import Callable
+from dataclasses import dataclass
 from datetime import datetime
 from typing import Any
 
@@ -83,12 +84,10 @@ def submit_all(
         raise ConfigError(f"device all: {exp.name} is not run once per GPU; every GPU at once is for {', '.join(able)}")
     gpus = box_gpus() if gpus is None else gpus
     parent = Job(
-        experiment=exp.name,
+        exp=exp,
         config=config_to_dict(cfg),
         device=ALL,
         timeout_s=float(timeout_s or manager.default_timeout_s),
-        env={},
-        fresh_process=False,
         name=name,
         on_event=on_event,
     )
@@ -157,59 +156,39 @@ class FanOut:
         self.recorder.finish(self._merge(running=False))
 
     def _merge(self, running: bool) -> RunResult:
-        parts = []
-        for gpu, child in zip(self.gpus, self.children):
-            result = child.result
-            if result is None:  # still running: what it has so far
-                parts.append(Part(gpu, None, "running", None, None, list(child.rows), {}, None, None, {}))
-            else:
-                parts.append(
-                    Part(
-                        gpu,
-                        result.device,
-                        result.status,
-                        result.error,
-                        result.error_kind,
-                        list(result.rows),
-                        result.meta,
-                        result.started_at,
-                        result.finished_at,
-                        result.versions,
-                    )
-                )
+        parts = [Part(gpu, child.result or Part.so_far(gpu, child)) for gpu, child in zip(self.gpus, self.children)]
         return merge(self.exp, self.parent, parts, running)
 
 
+@dataclass(frozen=True)
 class Part:
-    """One GPU's share of the run: its description, outcome, rows and meta."""
+    """One GPU's share of the run: the GPU it ran on and its run, read as it is."""
 
-    def __init__(
-        self,
-        gpu: dict,
-        device: dict | None,
-        status: str,
-        error: str | None,
-        error_kind: str | None,
-        rows: list[dict],
-        meta: dict,
-        started_at: str | None,
-        finished_at: str | None,
-        versions: dict,
-    ) -> None:
-        self.gpu, self.device, self.status, self.error, self.error_kind, self.rows, self.meta = (
-            gpu,
-            device or gpu,
-            status,
-            error,
-            error_kind,
-            rows,
-            meta,
+    gpu: dict  # the GPU as the box described it (core.hardware.device)
+    run: RunResult
+
+    @staticmethod
+    def so_far(gpu: dict, child: Job) -> RunResult:
+        """A child still running, as a run: the rows it has reported, and no start time until its run says one."""
+        return RunResult(
+            experiment=child.experiment,
+            config=child.config,
+            device=gpu,
+            versions={},
+            started_at="",
+            finished_at=None,
+            status="running",
+            rows=list(child.rows),
         )
-        self.started_at, self.finished_at, self.versions = started_at, finished_at, versions
 
     @property
     def name(self) -> str:
         return self.gpu["torch_device"]
+
+    @property
+    def device(self) -> dict:
+        """What the GPU's worker said of it, or the box's description where it said nothing."""
+        return self.run.device or self.gpu
 
 
 def merged_rows(parts: list[tuple[dict, list[dict]]]) -> list[dict]:
@@ -242,16 +221,16 @@ def box_device(devices: list[dict]) -> dict:
 
 
 def _status(parts: list[Part]) -> str:
-    statuses = {p.status for p in parts}
+    statuses = {p.run.status for p in parts}
     return next(s for s in STATUS_ORDER if s in statuses)
 
 
 def _concurrency(parts: list[Part]) -> dict:
     """When the GPUs ran, and for how long all of them ran together."""
     spans = [
-        (datetime.fromisoformat(p.started_at), datetime.fromisoformat(p.finished_at))
+        (datetime.fromisoformat(p.run.started_at), datetime.fromisoformat(p.run.finished_at))
         for p in parts
-        if p.started_at and p.finished_at
+        if p.run.started_at and p.run.finished_at
     ]
     if len(spans) < len(parts) or not spans:
         return {"all_at_once": None, "note": "not every GPU finished"}
@@ -272,36 +251,37 @@ def merge(exp: Experiment, parent: Job, parts: list[Part], running: bool = False
     """One run from every GPU's part: tagged rows, the node comparison, each GPU's meta and outcome.
 
     The run fails as its worst part (:data:`STATUS_ORDER`), and with that part's kind of failure."""
-    rows = merged_rows([(p.gpu, p.rows) for p in parts])
+    runs = [p.run for p in parts]
+    rows = merged_rows([(p.gpu, p.run.rows) for p in parts])
     assert exp.device_metric is not None  # fan-out refuses an experiment without one
-    node = compare(exp.device_metric, rows, {p.name: p.meta for p in parts})
+    node = compare(exp.device_metric, rows, {p.name: p.run.meta for p in parts})
     status = "running" if running else _status(parts)
-    worst = next((p for p in parts if p.status == status), None)
-    errors = [f"{p.name}: {p.error}" for p in parts if p.error]
+    worst = next((r for r in runs if r.status == status), None)
+    errors = [f"{p.name}: {p.run.error}" for p in parts if p.run.error]
     meta = {
         "requested_device": ALL,
-        "devices": {p.name: p.meta for p in parts},
+        "devices": {p.name: p.run.meta for p in parts},
         "node": node,
         "children": [
             {
                 "device": p.name,
-                "status": p.status,
-                "error": p.error,
-                "started_at": p.started_at,
-                "finished_at": p.finished_at,
+                "status": p.run.status,
+                "error": p.run.error,
+                "started_at": p.run.started_at or None,
+                "finished_at": p.run.finished_at,
             }
             for p in parts
         ],
         "concurrency": _concurrency(parts),
     }
-    started = [p.started_at for p in parts if p.started_at]
-    finished = [p.finished_at for p in parts if p.finished_at]
+    started = [r.started_at for r in runs if r.started_at]
+    finished = [r.finished_at for r in runs if r.finished_at]
     return RunResult(
         id=parent.id,
         experiment=exp.name,
         config=parent.config,
         device=json_ready(box_device([p.device for p in parts])),
-        versions=next((p.versions for p in parts if p.versions), {}),
+        versions=next((r.versions for r in runs if r.versions), {}),
         started_at=min(started, default=parent.submitted_at),
         finished_at=None if running else (max(finished, default=None) or now_iso()),
         status=status,

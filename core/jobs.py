@@ -95,15 +95,16 @@ class DeviceQueue:
                 self.current = None
 
     def _worker_for(self, job: Job) -> WorkerProcess | LocalWorker:
-        if job.in_process:
+        preload = job.exp.uses_torch  # its worker imports torch before it is ready
+        if job.exp.in_process:
             return LocalWorker()
         if job.fresh_process:
             if self._warm:  # a fresh allocator must not share the GPU with a warm worker's cache
                 self._warm.stop()
                 self._warm = None
-            return take_prestarted(job.env, job.uses_torch) or WorkerProcess(job.env, preload_torch=job.uses_torch)
+            return take_prestarted(job.env, preload) or WorkerProcess(job.env, preload_torch=preload)
         if self._warm is None or not self._warm.alive():
-            self._warm = take_prestarted({}, job.uses_torch) or WorkerProcess(preload_torch=job.uses_torch)
+            self._warm = take_prestarted({}, preload) or WorkerProcess(preload_torch=preload)
         return self._warm
 
     def _run(self, job: Job, recorder: Recorder) -> None:
@@ -208,14 +209,14 @@ def _run_of(
     rows = list(job.rows)
     if outcome is not None and outcome.status == "ok":
         rows = rows[: outcome.rows_from] + outcome.rows
-    elif outcome is not None and job.finish_rows is not None and rows:
-        rows = job.finish_rows([dict(r) for r in rows])  # what the experiment derives at its end
+    elif outcome is not None and job.exp.finish_rows is not None and rows:
+        rows = job.exp.finish_rows([dict(r) for r in rows])  # what the experiment derives at its end
     meta = dict(outcome.meta) if outcome is not None else {}
     meta["worker"] = {
         "pid": worker.pid if worker else None,
         "fresh": job.fresh_process,
         "env": started.worker_env if started is not None and event else {},
-        "in_process": job.in_process,
+        "in_process": job.exp.in_process,
         "memory_cap_bytes": event.memory_cap_bytes if event else None,
     }
     meta["requested_device"] = job.device
@@ -281,21 +282,15 @@ class JobManager:
             return submit_all(self, exp, cfg, timeout_s=timeout_s, name=name, on_event=on_event)
         if device == "cuda":
             device = "cuda:0"
-        env = exp.env_for(cfg)
         job = Job(
-            experiment=experiment,
+            exp=exp,
             config=config_to_dict(cfg),
             device=device,
             timeout_s=float(timeout_s),
-            env=env,
-            fresh_process=exp.fresh_process or bool(env),
+            env=exp.env_for(cfg),
             name=name,
             on_event=on_event,
             save=save,
-            store_failures=exp.store_failures,
-            in_process=exp.in_process,
-            finish_rows=exp.finish_rows,
-            uses_torch=exp.uses_torch,
         )
         # An in-process job uses no device: it never waits behind a GPU job.
         key = "in-process" if exp.in_process else device
@@ -323,7 +318,7 @@ class JobManager:
         return [j for j in self.jobs() if j.state != "done"]
 
     def queue_position(self, job: Job) -> int | None:
-        device_queue = self._queues.get("in-process" if job.in_process else job.device)
+        device_queue = self._queues.get("in-process" if job.exp.in_process else job.device)
         return device_queue.position(job) if device_queue else None
 
     def shutdown(self) -> None:

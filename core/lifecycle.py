@@ -16,6 +16,7 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any, Protocol
 
+from core.experiment import Experiment
 from core.result import RunResult, new_run_id, now_iso
 
 RUNNING_SAVE_INTERVAL_S = 2.0  # how often a running job's finished rows are written to the store
@@ -28,17 +29,12 @@ Listener = Callable[["Job", dict], None]
 class Job:
     """A submitted experiment run; its fields are read by UI threads, written by the thread that runs it."""
 
-    experiment: str
-    config: dict  # the validated config, JSON-ready (what the worker receives and the run stores)
+    exp: Experiment  # what runs: its flags (fresh process, in-process, stored failures, …) are read from it
+    config: dict  # the validated config, JSON-ready (what the worker receives; the run keeps exp.stored_config)
     device: str
     timeout_s: float
-    env: dict[str, str]
-    fresh_process: bool
+    env: dict[str, str] = field(default_factory=dict)  # exp.env_for(config): a fresh worker's environment
     name: str = ""
-    store_failures: bool = True  # False: only an "ok" result reaches the store (no "running" row either)
-    in_process: bool = False  # run by a LocalWorker (torch-free), not a child process
-    finish_rows: Callable[[list[dict]], list[dict]] | None = None  # Experiment.finish_rows
-    uses_torch: bool = True  # Experiment.uses_torch: its worker imports torch before it is ready
     on_event: Listener | None = None
     save: bool = True  # False: a part of a larger run (core.fanout), which stores the whole
     id: str = field(default_factory=new_run_id)
@@ -52,6 +48,15 @@ class Job:
     store_error: str | None = None
     _cancel: threading.Event = field(default_factory=threading.Event, repr=False)
     _finished: threading.Event = field(default_factory=threading.Event, repr=False)
+
+    @property
+    def experiment(self) -> str:
+        return self.exp.name
+
+    @property
+    def fresh_process(self) -> bool:
+        """A worker of its own: the experiment asks for one, or its environment differs from a warm worker's."""
+        return self.exp.fresh_process or bool(self.env)
 
     def cancel(self) -> None:
         self._cancel.set()
@@ -120,7 +125,7 @@ class Recorder:
     def running(self, build: Callable[[], RunResult], force: bool = False) -> None:
         """Save the running row (``build()``, status "running") when ``force``d or the interval has passed."""
         job = self.job
-        if self.store is None or not job.save or not job.store_failures:
+        if self.store is None or not job.save or not job.exp.store_failures:
             return
         if not force and time.monotonic() - self._saved_at <= RUNNING_SAVE_INTERVAL_S:
             return
@@ -132,7 +137,7 @@ class Recorder:
         job = self.job
         if job.store_error:
             result.meta["store_error"] = job.store_error
-        if self.store is not None and job.save and (job.store_failures or result.status == "ok"):
+        if self.store is not None and job.save and (job.exp.store_failures or result.status == "ok"):
             self._save(result)
             if job.store_error:
                 result.meta["store_error"] = job.store_error

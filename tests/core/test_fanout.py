@@ -13,7 +13,7 @@ import pytest
 
 from core import registry
 from core.errors import ConfigError
-from core.fanout import SLOW_FRACTION, compare, submit_all
+from core.fanout import SLOW_FRACTION, Part, compare, merge, submit_all
 from core.lifecycle import Job
 from core.result import RunResult, now_iso
 
@@ -60,12 +60,10 @@ class Children:
     def __call__(self, experiment, cfg, device, *, timeout_s=None, save=True, on_event=None) -> Job:
         assert save is False, "a child of an all-GPU run must not be stored on its own"
         job = Job(
-            experiment=experiment,
+            exp=registry.get(experiment),
             config=cfg,
             device=device,
             timeout_s=60.0,
-            env={},
-            fresh_process=False,
             save=save,
             on_event=on_event,
         )
@@ -286,3 +284,29 @@ def test_matmul_on_every_gpu_of_a_real_box(manager, store):
     assert all(d["relative"] > 0 and d["points"] == 2 for d in node["per_device"])
     assert all(r["vs_node_median"] > 0 for r in run.rows)
     assert [r.id for r in store.list()] == [run.id]
+
+
+def test_a_gpu_still_running_is_merged_with_the_rows_it_reported_and_no_start_time():
+    matmul = registry.get("matmul")
+    parent = Job(exp=matmul, config={}, device="all", timeout_s=60.0)
+    done = RunResult(
+        experiment="matmul",
+        config={},
+        device=gpu(0),
+        versions={"torch": "x"},
+        started_at="2025-01-01T00:00:00.000+00:00",
+        finished_at="2025-01-01T00:00:05.000+00:00",
+        status="ok",
+        rows=matmul_rows({512: 100.0}, 1900, 50),
+    )
+    child = Job(exp=matmul, config={}, device="cuda:1", timeout_s=60.0)
+    child.rows = matmul_rows({512: 90.0}, 1900, 50)
+    run = merge(matmul, parent, [Part(gpu(0), done), Part(gpu(1), Part.so_far(gpu(1), child))], running=True)
+    assert run.status == "running" and run.finished_at is None and run.started_at == done.started_at
+    assert [(r["device"], r["tflops"]) for r in run.rows] == [("cuda:0", 100.0), ("cuda:1", 90.0)]
+    assert [(c["status"], c["started_at"]) for c in run.meta["children"]] == [
+        ("ok", done.started_at),
+        ("running", None),
+    ]
+    assert run.device["devices"][1] == gpu(1)  # no worker has described it yet: the box's description
+    assert run.versions == {"torch": "x"} and run.meta["concurrency"]["all_at_once"] is None

@@ -1,5 +1,8 @@
 """The job's stored run: rows of a run that ended early get what the experiment derives at its end."""
 
+import dataclasses
+
+from core import registry
 from core.jobs import _run_of
 from core.lifecycle import Job
 from core.measure.derived import add_pct_of_best
@@ -7,7 +10,7 @@ from core.protocol import ResultEvent
 
 
 def _job(finish_rows) -> Job:
-    job = Job("matmul", {}, "cpu", 60.0, {}, False, finish_rows=finish_rows)
+    job = Job(dataclasses.replace(registry.get("matmul"), finish_rows=finish_rows), {}, "cpu", 60.0)
     job.rows = [
         {"dtype": "bf16", "status": "ok", "tflops": 10.0},
         {"dtype": "bf16", "status": "ok", "tflops": 40.0},
@@ -56,3 +59,11 @@ def test_an_import_runs_in_the_worker_started_ahead_and_an_unused_one_is_stopped
     unused = workerlaunch._prestarted[0].proc
     workerlaunch.stop_prestarted()  # what runs at exit
     assert unused.poll() is not None
+
+
+def test_a_job_reads_its_flags_from_its_experiment():
+    probe = registry.get("probe")
+    assert Job(probe, {}, "cpu", 60.0).experiment == "probe"
+    assert not Job(probe, {}, "cpu", 60.0).fresh_process
+    assert Job(probe, {}, "cpu", 60.0, env={"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}).fresh_process
+    assert Job(dataclasses.replace(probe, fresh_process=True), {}, "cpu", 60.0).fresh_process
