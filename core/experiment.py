@@ -143,7 +143,12 @@ class Experiment:
         return not (self.torch_free or self.in_process)
 
     def make_config(self, values: Mapping[str, Any]) -> Any:
+        """The config validated (the job manager calls it once per submission)."""
         return config_from_dict(self.config_type, values)
+
+    def rebuild_config(self, values: Mapping[str, Any]) -> Any:
+        """The config :meth:`make_config` validated, rebuilt from its JSON form where it runs (the worker)."""
+        return config_from_validated(self.config_type, values)
 
     def env_for(self, config: Any) -> dict[str, str]:
         return dict(self.worker_env(config)) if self.worker_env else {}
@@ -215,8 +220,8 @@ def _coerce(name: str, tp: Any, value: Any) -> Any:
     return value
 
 
-def config_from_dict(cls: type, values: Mapping[str, Any]) -> Any:
-    """Build (and so validate) a config dataclass from JSON values; unknown keys are refused."""
+def _typed_values(cls: type, values: Mapping[str, Any]) -> dict[str, Any]:
+    """JSON values as the config's field types (lists become tuples); unknown keys are refused."""
     if not isinstance(values, Mapping):
         raise ConfigError(f"config must be an object, got {type(values).__name__}")
     hints = _field_types(cls)
@@ -224,13 +229,38 @@ def config_from_dict(cls: type, values: Mapping[str, Any]) -> Any:
     unknown = set(values) - names
     if unknown:
         raise ConfigError(f"unknown option(s) for {cls.__name__}: {', '.join(sorted(unknown))}")
-    kwargs = {k: _coerce(k, hints[k], v) for k, v in values.items()}
+    return {k: _coerce(k, hints[k], v) for k, v in values.items()}
+
+
+def config_from_dict(cls: type, values: Mapping[str, Any]) -> Any:
+    """Build (and so validate) a config dataclass from JSON values; unknown keys are refused."""
+    kwargs = _typed_values(cls, values)
     if "seed" in kwargs:
         check_seed(kwargs["seed"])
     try:
         return cls(**kwargs)
     except TypeError as exc:  # a missing required field
         raise ConfigError(str(exc)) from None
+
+
+def config_from_validated(cls: type, values: Mapping[str, Any]) -> Any:
+    """A config rebuilt from the dict :func:`config_from_dict` validated (``JobManager.submit``), where the run
+    happens: each value takes its field's type again and a field the dict lacks its default, but the config's
+    own checks (``__post_init__``, which may look for files) do not run a second time. Every config is a frozen
+    dataclass whose checks only refuse or fill its own fields, so the validated dict holds all they decided."""
+    kwargs = _typed_values(cls, values)
+    config = object.__new__(cls)
+    for f in dataclasses.fields(cls):
+        if f.name in kwargs:
+            value = kwargs[f.name]
+        elif f.default is not dataclasses.MISSING:
+            value = f.default
+        elif f.default_factory is not dataclasses.MISSING:
+            value = f.default_factory()
+        else:
+            raise ConfigError(f"{cls.__name__}: {f.name} is missing")
+        object.__setattr__(config, f.name, value)
+    return config
 
 
 def config_to_dict(config: Any) -> dict:

@@ -35,11 +35,12 @@ import sys
 import threading
 import time
 import traceback
-from collections.abc import Callable
+from collections.abc import Callable, Generator
 from contextlib import nullcontext
+from typing import Any
 
 from core.errors import ConfigError, DoesNotFit, Unsupported
-from core.experiment import Context, Output, Progress
+from core.experiment import Context, Experiment, Output, Progress
 from core.hardware.device import current_device
 from core.hardware.memory import MEMORY_FRACTION_ENV, MEMORY_LIMIT_ENV, allocation_failure, capped, cpu_cap
 from core.jsonable import json_ready
@@ -115,22 +116,30 @@ def _result_rows(sent: list[dict], final: list[dict]) -> tuple[list[dict], int]:
     return final, 0  # the experiment's final rows revise what it reported: they replace it
 
 
+def _resolve(request: RunRequest) -> tuple[Experiment, Any, str, dict, dict | None]:
+    """The request's experiment, its config (rebuilt from the dict the job validated, not judged again), the
+    device it runs on with its description, and the versions where they are known without torch; ConfigError or
+    KeyError for a request this box cannot serve."""
+    from core import registry
+    from core.hardware import device as devices
+
+    exp = registry.get(request.experiment)
+    config = exp.rebuild_config(request.config)
+    if not exp.uses_torch:  # no device is resolved or touched, and torch is never imported
+        torch_device = devices.check_device_string(request.device)
+        desc = devices.describe_no_device(torch_device, exp.in_process)
+        return exp, config, torch_device, desc, devices.versions_no_device()
+    torch_device = devices.resolve(request.device)
+    return exp, config, torch_device, devices.describe(torch_device), None
+
+
 def run_job(request: RunRequest, emit: Callable[[Message], None]) -> None:
     """Run one request to the end, emitting events; never raises."""
-    from core import registry
     from core.hardware import device as devices
 
     job_id = request.job_id
     try:
-        exp = registry.get(request.experiment)
-        config = exp.make_config(request.config)
-        if not exp.uses_torch:  # no device is resolved or touched, and torch is never imported
-            torch_device = devices.check_device_string(request.device)
-            desc = devices.describe_no_device(torch_device, exp.in_process)
-            versions = devices.versions_no_device()
-        else:
-            torch_device = devices.resolve(request.device)
-            desc, versions = devices.describe(torch_device), None
+        exp, config, torch_device, desc, versions = _resolve(request)
     except (ConfigError, KeyError) as exc:
         emit(ResultEvent.failed(job_id, "config", f"invalid request: {exc}"))
         return
@@ -150,61 +159,60 @@ def run_job(request: RunRequest, emit: Callable[[Message], None]) -> None:
                 memory_cap_bytes=cap,
             )
         )
-        ctx = Context(device=torch_device, device_name=desc["name"])
-        gen = exp.run(config, ctx)
-        sent: list[dict] = []  # every row the progress events carried, JSON-ready
+        gen = exp.run(config, Context(device=torch_device, device_name=desc["name"]))
         try:
-            while True:
-                event = next(gen)
-                if isinstance(event, Progress):
-                    rows = json_ready(list(event.rows))
-                    sent += rows
-                    emit(ProgressEvent(job_id, event.done, event.total, event.message, rows))
-        except StopIteration as stop:
-            out = stop.value if isinstance(stop.value, Output) else Output(rows=[])
-            rows, rows_from = _result_rows(sent, json_ready(list(out.rows)))
-            emit(ResultEvent(job_id, "ok", rows=rows, rows_from=rows_from, meta=json_ready(out.meta)))
-        except Unsupported as exc:
-            emit(ResultEvent.failed(job_id, "unsupported", str(exc)))
-        except DoesNotFit as exc:
-            emit(ResultEvent.failed(job_id, "refused", ERROR_KINDS["refused"].text(str(exc)), meta=exc.meta))
-        except ConfigError as exc:
-            emit(ResultEvent.failed(job_id, "config", ERROR_KINDS["config"].text(str(exc))))
+            result = _drive(gen, job_id, emit)
         except BaseException as exc:  # noqa: BLE001 - every failure becomes a stored result
             if isinstance(exc, (KeyboardInterrupt, SystemExit)):
                 raise
-            extra = getattr(exc, "meta", None)  # an experiment may attach context (e.g. the failing step)
-            extra = json_ready(extra) if isinstance(extra, dict) else {}
-            if not exp.in_process and allocation_failure(exc) is not None:
-                first = first_line(exc)
-                under = (
-                    f" (the job ran under a {bytes_text(cap)} memory cap: {MEMORY_FRACTION_ENV} or {MEMORY_LIMIT_ENV} "
-                    f"changes it)"
-                    if cap
-                    else ""
-                )
-                emit(
-                    ResultEvent.failed(
-                        job_id,
-                        "oom",
-                        f"out of memory on {desc['name']}: {first}{under}",
-                        meta=extra | {"oom": True},
-                        recycle=True,
-                    )
-                )
-            else:
-                emit(
-                    ResultEvent.failed(
-                        job_id,
-                        "crash",
-                        f"{type(exc).__name__}: {exc}",
-                        meta=extra | {"traceback": traceback.format_exc()},
-                    )
-                )
+            emit(_failed(exc, job_id, exp, desc["name"], cap))
+        else:
+            emit(result)
         finally:
             gen.close()
             if exp.uses_torch:
                 _free_memory()
+
+
+def _drive(gen: Generator[Progress, None, Output], job_id: str, emit: Callable[[Message], None]) -> ResultEvent:
+    """Run the experiment's generator to its end, each progress event carrying only its new rows; the ok result,
+    with the rows those events did not carry."""
+    sent: list[dict] = []  # every row the progress events carried, JSON-ready
+    while True:
+        try:
+            event = next(gen)
+        except StopIteration as stop:
+            out = stop.value if isinstance(stop.value, Output) else Output(rows=[])
+            rows, rows_from = _result_rows(sent, json_ready(list(out.rows)))
+            return ResultEvent(job_id, "ok", rows=rows, rows_from=rows_from, meta=json_ready(out.meta))
+        if isinstance(event, Progress):
+            rows = json_ready(list(event.rows))
+            sent += rows
+            emit(ProgressEvent(job_id, event.done, event.total, event.message, rows))
+
+
+def _failed(exc: BaseException, job_id: str, exp: Experiment, device_name: str, cap: int | None) -> ResultEvent:
+    """The result of a run that ``exc`` ended, of the kind it is (called while ``exc`` is being handled, so an
+    unforeseen one keeps its traceback); ``cap`` is the memory cap the job ran under, if any."""
+    if isinstance(exc, Unsupported):
+        return ResultEvent.failed(job_id, "unsupported", str(exc))
+    if isinstance(exc, DoesNotFit):
+        return ResultEvent.failed(job_id, "refused", ERROR_KINDS["refused"].text(str(exc)), meta=exc.meta)
+    if isinstance(exc, ConfigError):
+        return ResultEvent.failed(job_id, "config", ERROR_KINDS["config"].text(str(exc)))
+    extra = getattr(exc, "meta", None)  # an experiment may attach context (e.g. the failing step)
+    extra = json_ready(extra) if isinstance(extra, dict) else {}
+    if not exp.in_process and allocation_failure(exc) is not None:
+        under = (
+            f" (the job ran under a {bytes_text(cap)} memory cap: {MEMORY_FRACTION_ENV} or {MEMORY_LIMIT_ENV} "
+            f"changes it)"
+            if cap
+            else ""
+        )
+        text = f"out of memory on {device_name}: {first_line(exc)}{under}"
+        return ResultEvent.failed(job_id, "oom", text, meta=extra | {"oom": True}, recycle=True)
+    text = f"{type(exc).__name__}: {exc}"
+    return ResultEvent.failed(job_id, "crash", text, meta=extra | {"traceback": traceback.format_exc()})
 
 
 def serve(preload_torch: bool = False, preload: tuple[str, ...] = ()) -> int:

@@ -3,6 +3,7 @@
 import dataclasses
 
 from core import registry
+from core.experiment import Context, Experiment, Output, Progress
 from core.jobs import _run_of
 from core.lifecycle import Job
 from core.measure.derived import add_pct_of_best
@@ -67,3 +68,32 @@ def test_a_job_reads_its_flags_from_its_experiment():
     assert not Job(probe, {}, "cpu", 60.0).fresh_process
     assert Job(probe, {}, "cpu", 60.0, env={"PYTORCH_CUDA_ALLOC_CONF": "expandable_segments:True"}).fresh_process
     assert Job(dataclasses.replace(probe, fresh_process=True), {}, "cpu", 60.0).fresh_process
+
+
+@dataclasses.dataclass(frozen=True)
+class CountedConfig:
+    sizes: tuple[int, ...] = (1,)
+
+    def __post_init__(self) -> None:
+        CHECKED.append(self.sizes)
+
+
+CHECKED: list[tuple[int, ...]] = []  # every CountedConfig judged, by its sizes
+
+
+def _counted(cfg: CountedConfig, ctx: Context):
+    yield Progress(1, 1, "ran")
+    return Output(rows=[{"sizes": list(cfg.sizes), "a_tuple": isinstance(cfg.sizes, tuple)}])
+
+
+def test_a_config_is_validated_once_where_it_is_submitted(manager, monkeypatch):
+    """The job validates it; the worker (here the in-process one, in a thread) rebuilds it from the job's dict
+    without judging it again."""
+    counted = Experiment("counted", "counted", CountedConfig, _counted, in_process=True)
+    get = registry.get
+    monkeypatch.setattr(registry, "get", lambda name: counted if name == "counted" else get(name))
+    CHECKED.clear()
+    run = manager.submit("counted", {"sizes": [2, 3]}, "cpu").wait(60)
+    assert run is not None and run.status == "ok", run and run.error
+    assert run.rows == [{"sizes": [2, 3], "a_tuple": True}]  # the worker's config has the field's type
+    assert CHECKED == [(2, 3)]  # judged once, by the job
