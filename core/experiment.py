@@ -150,6 +150,13 @@ class Experiment:
         """The config :meth:`make_config` validated, rebuilt from its JSON form where it runs (the worker)."""
         return config_from_validated(self.config_type, values)
 
+    def stored_config(self, values: dict) -> dict:
+        """What a run keeps of its validated config: every field but those marked ``stored=False`` in their
+        metadata (where an import's file lay when it was read: an upload's copy is deleted once imported, so
+        the run names the file by its name and digest, in its meta)."""
+        dropped = {f.name for f in dataclasses.fields(self.config_type) if f.metadata.get("stored") is False}
+        return {k: v for k, v in values.items() if k not in dropped}
+
     def env_for(self, config: Any) -> dict[str, str]:
         return dict(self.worker_env(config)) if self.worker_env else {}
 

@@ -279,7 +279,7 @@ def merge(exp: Experiment, parent: Job, parts: list[Part], running: bool = False
     return RunResult(
         id=parent.id,
         experiment=exp.name,
-        config=parent.config,
+        config=exp.stored_config(parent.config),
         device=json_ready(box_device([p.device for p in parts])),
         versions=next((r.versions for r in runs if r.versions), {}),
         started_at=min(started, default=parent.submitted_at),

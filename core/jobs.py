@@ -224,7 +224,7 @@ def _run_of(
     return RunResult(
         id=job.id,
         experiment=job.experiment,
-        config=job.config,
+        config=job.exp.stored_config(job.config),
         device=event.device
         if event
         else {"kind": "unknown", "torch_device": job.device, "name": f"{job.device} (worker never reported)"},

@@ -27,7 +27,10 @@ OVERVIEW_POINTS = 2000
 class MemorySnapshotConfig:
     path: str = field(
         default="",
-        metadata={"help": "snapshot file: a _dump_snapshot pickle (any protocol), its JSON, or .gz of either"},
+        metadata={
+            "help": "snapshot file: a _dump_snapshot pickle (any protocol), its JSON, or .gz of either",
+            "stored": False,  # where it lay: the run names the file in its meta (name, size, digest)
+        },
     )
     trace_device: int | None = field(
         default=None, metadata={"help": "device index whose trace to replay (default: the one with the most events)"}
@@ -74,7 +77,7 @@ def run(cfg: MemorySnapshotConfig, ctx: Context):
     from core.workload.snapshot_analysis import analyse
 
     path = Path(cfg.path)
-    snapshot, size = yield from read_imported(path, read_snapshot, 3)
+    snapshot, file = yield from read_imported(path, read_snapshot, 3)
     if cfg.trace_device is not None and cfg.trace_device not in snapshot.devices():
         raise ConfigError(f"trace_device: {path.name} has no device {cfg.trace_device}; it has {snapshot.devices()}")
     yield Progress(1, 3, f"replaying {sum(len(t) for t in snapshot.traces.values()):,} events")
@@ -85,8 +88,7 @@ def run(cfg: MemorySnapshotConfig, ctx: Context):
     trace = snapshot.traces.get(analysis.device)
     summary.update(
         {
-            "file": path.name,
-            "file_bytes": size,
+            **file,
             "quirks": {**(trace.quirks if trace is not None else {}), **snapshot.quirks},
             "detail_id": detail.save(snapshot, analysis.device) if cfg.keep_detail else None,
             "recorded_on": "the machine that recorded the snapshot (imported file)",

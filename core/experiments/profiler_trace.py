@@ -20,7 +20,11 @@ from core.workload.files import check_file, read_imported
 @dataclass(frozen=True)
 class ProfilerTraceConfig:
     path: str = field(
-        default="", metadata={"help": "trace file: .json or .json.gz (export_chrome_trace, tensorboard_trace_handler)"}
+        default="",
+        metadata={
+            "help": "trace file: .json or .json.gz (export_chrome_trace, tensorboard_trace_handler)",
+            "stored": False,  # where it lay: the run names the file in its meta (name, size, digest)
+        },
     )
     top_kernels: int = field(default=20, metadata={"help": "kernels listed"})
     example: str = field(
@@ -40,13 +44,11 @@ def run(cfg: ProfilerTraceConfig, ctx: Context):
     from core.workload.trace import analyse_trace, read_trace
 
     path = Path(cfg.path)
-    data, size = yield from read_imported(path, read_trace, 2)
+    data, file = yield from read_imported(path, read_trace, 2)
     yield Progress(1, 2, f"analysing {data.events:,} events")
     rows, meta = analyse_trace(data, cfg.top_kernels)
     meta["findings"] = trace_findings(meta, rows)
-    meta.update(
-        {"file": path.name, "file_bytes": size, "recorded_on": "the machine that recorded the trace (imported file)"}
-    )
+    meta.update({**file, "recorded_on": "the machine that recorded the trace (imported file)"})
     if cfg.example:
         examples.label(meta, cfg.example)
     yield Progress(2, 2, "done")

@@ -18,7 +18,11 @@ from core.experiment import Context, Experiment, Output, Progress
 @dataclass(frozen=True)
 class ProfilerTraceRanksConfig:
     paths: tuple[str, ...] = field(
-        default=(), metadata={"help": "a folder of rank traces (rank-N.json[.gz]), or the rank trace files"}
+        default=(),
+        metadata={
+            "help": "a folder of rank traces (rank-N.json[.gz]), or the rank trace files",
+            "stored": False,  # where they lay: the run names each file in its meta (names, digests)
+        },
     )
     example: str = field(default="", metadata={"help": "a set of rank traces shipped in examples/, recorded elsewhere"})
 
@@ -34,18 +38,20 @@ class ProfilerTraceRanksConfig:
 
 
 def run(cfg: ProfilerTraceRanksConfig, ctx: Context):
+    from core.workload.files import sha256
     from core.workload.findings import ranks_findings
     from core.workload.ranks import check_one_job, combine, names_of, rank_files, read_rank
 
     files = rank_files(cfg.paths)
     total = len(files) + 1
-    ranks, seen = [], {}
+    ranks, seen, digests = [], {}, {}
     for i, path in enumerate(files):
         yield Progress(i, total, f"reading {path.name} ({i + 1} of {len(files)})")
         rank = read_rank(path)
         if ranks:
             check_one_job(ranks[0], rank, seen)
         seen[rank.row["rank"]] = path.name
+        digests[rank.row["rank"]] = sha256(path)
         ranks.append(rank)
     rows, meta = combine(ranks)
     meta["findings"] = ranks_findings(meta, [r for r in rows if r["kind"] == "rank"])
@@ -53,6 +59,7 @@ def run(cfg: ProfilerTraceRanksConfig, ctx: Context):
         {
             "file": names_of(files),
             "file_bytes": sum(p.stat().st_size for p in files),
+            "files_sha256": [digests[r] for r in meta["ranks"]],  # in the order of meta["files"]: by rank
             "recorded_on": "the machines that recorded the traces (imported files)",
         }
     )

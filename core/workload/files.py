@@ -1,8 +1,10 @@
 """The file an import names: checked to exist when its config is built (the dashboard, the CLI), read in
-the worker with the reason a refused file gives turned into the run's bad-input error."""
+the worker with the reason a refused file gives turned into the run's bad-input error, and named in the run by
+its name and digest, never by where it lay (an upload's copy is deleted once it is imported)."""
 
 from __future__ import annotations
 
+import hashlib
 import os
 import threading
 from collections.abc import Callable
@@ -36,11 +38,25 @@ class _Latest:
     text = ""
 
 
+def sha256(path: Path) -> str:
+    """The digest of the file as it lies (compressed or not), as examples/ lists its files'."""
+    try:
+        with open(path, "rb") as fh:
+            return hashlib.file_digest(fh, "sha256").hexdigest()
+    except OSError as exc:
+        raise ConfigError(f"{path.name}: {exc.strerror or exc}") from None
+
+
+def identity(path: Path, size: int, digest: str) -> dict:
+    """What a run keeps of the file it imported, in its meta: its name, size and digest (stored once)."""
+    return {"file": path.name, "file_bytes": size, "file_sha256": digest}
+
+
 def read_imported(path: Path, read: Callable[[Path, Callable[[str], None]], T], total: int):
     """Yield progress while ``read(path, progress)`` parses the file in a thread of its own: the first step,
     then what ``read`` last told ``progress`` (events so far), every :data:`PROGRESS_EVERY_S`, so a file of a
-    gigabyte does not sit at "reading" for twenty seconds. Returns (what it read, the file's size); a refusal
-    becomes the run's bad-input error."""
+    gigabyte does not sit at "reading" for twenty seconds. Returns (what it read, the file's :func:`identity`),
+    the file digested once it was read; a refusal becomes the run's bad-input error."""
     try:
         size = path.stat().st_size
     except OSError as exc:
@@ -51,6 +67,7 @@ def read_imported(path: Path, read: Callable[[Path, Callable[[str], None]], T], 
     def work() -> None:
         try:
             outcome["value"] = read(path, lambda text: setattr(latest, "text", text))
+            outcome["digest"] = sha256(path)  # only a file the reader took: a refused one may be any size
         except BaseException as exc:  # raised again below, in the experiment's own thread
             outcome["error"] = exc
 
@@ -68,4 +85,4 @@ def read_imported(path: Path, read: Callable[[Path, Callable[[str], None]], T], 
         raise ConfigError(f"{path.name}: {error}") from None
     if error is not None:
         raise error
-    return outcome["value"], size
+    return outcome["value"], identity(path, size, outcome["digest"])

@@ -30,8 +30,8 @@ IDLE_LABELS = {"host_wait": "host wait (launched after the GPU ran dry)", "kerne
 
 
 def _detail(run: RunResult) -> str:
-    m = run.meta
-    return f"{m.get('file', '')} · GPU {m.get('device')} ({m.get('device_name', '')})"
+    """Which GPU of the file the figures show (the title's device label names the file and that GPU)."""
+    return f"GPU {run.meta.get('device')}"
 
 
 def groups_chart(run: RunResult) -> Chart | None:

@@ -119,7 +119,8 @@ def test_the_cli_imports_a_trace_example_labelled_recorded_elsewhere(store, caps
     assert run.meta["kernel_count"] == kernels == 2700
     assert run.meta["device_name"] == trace["deviceProperties"][0]["name"] == run.recorded_elsewhere
     assert run.meta["example"]["name"] == example.name and run.meta["example"]["commit"] == example.commit
-    assert run.config["path"] == str(examples.import_path(example)) and run.name == "example resnet50-a100"
+    assert run.config["example"] == example.name and "path" not in run.config and run.name == "example resnet50-a100"
+    assert run.meta["file"] == examples.import_path(example).name and run.meta["file_sha256"] == example.sha256[0]
     assert cli.main(["runs", "list"]) == 0
     assert "recorded elsewhere: NVIDIA A100-PG509-200" in capsys.readouterr().out
 

@@ -4,6 +4,7 @@
 from __future__ import annotations
 
 import gzip
+import hashlib
 import json
 import pickle
 import threading
@@ -37,7 +38,8 @@ def test_what_the_reader_says_is_passed_on_while_it_reads(tmp_path):
     seen.set()
     with pytest.raises(StopIteration) as ended:
         next(steps)
-    assert ended.value.value == (b"x" * 100, 100)
+    digest = hashlib.sha256(b"x" * 100).hexdigest()
+    assert ended.value.value == (b"x" * 100, {"file": "f.bin", "file_bytes": 100, "file_sha256": digest})
 
 
 def test_a_refusal_in_the_reading_thread_is_the_run_s_bad_input(tmp_path):

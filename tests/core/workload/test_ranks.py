@@ -5,6 +5,7 @@ against HolisticTraceAnalysis; bad sets of files refused, naming the problem, st
 from __future__ import annotations
 
 import gzip
+import hashlib
 import json
 import shutil
 import statistics
@@ -236,3 +237,9 @@ def test_the_text_report_opens_with_the_findings_and_gives_each_step_on_each_ran
     for step in (551, 552):
         want = f"  step {step:>6}: rank 0 {walls[0, step]:.1f} ms, rank 1 {walls[1, step]:.1f} ms"
         assert want in lines, (want, lines)
+
+
+def test_the_run_names_each_rank_file_by_its_digest_in_rank_order():
+    _, meta = imported(RANK1, RANK0)  # named out of order: the run lists them by rank
+    assert meta["files"] == [RANK0.name, RANK1.name]
+    assert meta["files_sha256"] == [hashlib.sha256(p.read_bytes()).hexdigest() for p in (RANK0, RANK1)]
