@@ -11,6 +11,7 @@ import dataclasses
 import time
 from collections.abc import Callable
 from dataclasses import dataclass, field
+from typing import Any
 
 from core.columns import throughput_unit
 from core.errors import ConfigError
@@ -186,6 +187,35 @@ def _gpus(device: str) -> list[str]:
     return gpus or ["cpu"]
 
 
+@dataclass
+class _Steps:
+    """What the parts of one check share: where they run, whom they tell, and the report they add to."""
+
+    cfg: HealthConfig
+    manager: Any
+    store: Any
+    report: HealthReport
+    devices: list[str]
+    name: str
+    notify: Progress
+    rows_so_far: Callable[[list[dict]], None]
+    done: int = 0  # parts finished
+
+    @property
+    def cuda(self) -> bool:
+        return self.devices[0] != "cpu"
+
+    @property
+    def total(self) -> int:
+        return len(self.cfg.parts)
+
+    def ran(self, run: RunResult | None, label: str) -> None:
+        """A part's finished run, kept in the report with its rows (its figures judged, or why there are none)."""
+        assert run is not None  # wait() without a timeout returns once the job has its result
+        self.report.runs.append(run)
+        self.report.rows += _run_rows(label, run, self.store)
+
+
 def run_health(
     cfg: HealthConfig,
     manager=None,
@@ -198,7 +228,6 @@ def run_health(
     """Run the check through ``manager`` (a fresh :class:`~core.jobs.JobManager` without a store if None);
     ``store`` is read for the box's history (and the manager's store is where the step runs go).
     ``on_rows`` receives every row so far after each part (a node of a cluster run sends them on)."""
-    from core.doctor import report_run, run_doctor
     from core.hardware.device import check_device_string
     from core.jobs import JobManager
 
@@ -208,66 +237,15 @@ def run_health(
     report = HealthReport(config=cfg)
     t0 = time.monotonic()
     notify = on_progress or (lambda done, total, message: None)
-    rows_so_far = on_rows or (lambda rows: None)
     try:
-        devices = _gpus(cfg.device)
-        cuda = devices[0] != "cpu"
-        total = len(cfg.parts)
-        done = 0
+        steps = _Steps(cfg, manager, store, report, _gpus(cfg.device), name, notify, on_rows or (lambda rows: None))
         if "doctor" in cfg.parts:
-            notify(done, total, f"doctor on {devices[0]}")
-            doc = run_doctor(devices[0], manager, name=f"{name}: doctor", timeout_s=cfg.timeout_s)
-            if manager.store is not None:
-                manager.store.save(report_run(doc))
-            report.runs += doc.runs
-            report.rows += _doctor_rows(doc)
-            done += 1
-            notify(done, total, f"doctor: {len(doc.failed)} failed")
-            rows_so_far(report.rows)
+            _doctor_step(steps)
         if "soak" in cfg.parts:
-            dtype = cfg.soak_dtype(cuda)
-            notify(done, total, f"soak: {cfg.soak_seconds:g} s of {dtype} matmul on {len(devices)} device(s)")
-            if not soak_available():
-                report.rows.append(
-                    step_row(
-                        f"matmul {dtype} soak",
-                        ",".join(devices),
-                        "not measured",
-                        f"not available in this build: no {SOAK} experiment",
-                    )
-                )
-            else:
-                soak = soak_config(dtype, cfg.soak_seconds)
-                jobs = [
-                    manager.submit(SOAK, soak, d, timeout_s=cfg.timeout_s, name=f"{name}: soak {d}") for d in devices
-                ]
-                for job in jobs:  # every GPU at once: each on its own queue, as a loaded node runs
-                    run = job.wait()
-                    assert run is not None  # wait() without a timeout returns once the job has its result
-                    report.runs.append(run)
-                    report.rows += _run_rows(f"matmul {dtype} soak", run, store)
-            done += 1
-            rows_so_far(report.rows)
+            _soak_step(steps)
         if "copies" in cfg.parts or "collectives" in cfg.parts:
-            gpus = len(devices) if cuda else 0
-            settings = cfg.interconnect(gpus)
-            notify(done, total, "copies and all_reduce" if settings["parts"] else "interconnect: nothing to run")
-            if settings["parts"]:
-                run = manager.submit(
-                    "interconnect",
-                    settings,
-                    "cuda:0" if cuda else "cpu",
-                    timeout_s=cfg.timeout_s,
-                    name=f"{name}: interconnect",
-                ).wait()
-                assert run is not None
-                report.runs.append(run)
-                report.rows += _run_rows("copies and all_reduce", run, store)
-            if "collectives" in cfg.parts and gpus == 1:
-                report.rows.append(step_row("all_reduce busbw", devices[0], "not measured", "one GPU: no peer"))
-            done += sum(p in cfg.parts for p in ("copies", "collectives"))
-            rows_so_far(report.rows)
-        notify(total, total, "verdict")
+            _interconnect_step(steps)
+        notify(steps.total, steps.total, "verdict")
     finally:
         if own:
             manager.shutdown()
@@ -277,6 +255,57 @@ def run_health(
     report.finished_at = now_iso()
     report.wall_s = time.monotonic() - t0
     return report
+
+
+def _doctor_step(s: _Steps) -> None:
+    from core.doctor import report_run, run_doctor
+
+    s.notify(s.done, s.total, f"doctor on {s.devices[0]}")
+    doc = run_doctor(s.devices[0], s.manager, name=f"{s.name}: doctor", timeout_s=s.cfg.timeout_s)
+    if s.manager.store is not None:
+        s.manager.store.save(report_run(doc))
+    s.report.runs += doc.runs
+    s.report.rows += _doctor_rows(doc)
+    s.done += 1
+    s.notify(s.done, s.total, f"doctor: {len(doc.failed)} failed")
+    s.rows_so_far(s.report.rows)
+
+
+def _soak_step(s: _Steps) -> None:
+    dtype = s.cfg.soak_dtype(s.cuda)
+    s.notify(s.done, s.total, f"soak: {s.cfg.soak_seconds:g} s of {dtype} matmul on {len(s.devices)} device(s)")
+    label = f"matmul {dtype} soak"
+    if not soak_available():
+        where = ",".join(s.devices)
+        s.report.rows.append(
+            step_row(label, where, "not measured", f"not available in this build: no {SOAK} experiment")
+        )
+    else:
+        soak = soak_config(dtype, s.cfg.soak_seconds)
+        jobs = [
+            s.manager.submit(SOAK, soak, d, timeout_s=s.cfg.timeout_s, name=f"{s.name}: soak {d}") for d in s.devices
+        ]
+        for job in jobs:  # every GPU at once: each on its own queue, as a loaded node runs
+            s.ran(job.wait(), label)
+    s.done += 1
+    s.rows_so_far(s.report.rows)
+
+
+def _interconnect_step(s: _Steps) -> None:
+    """Copies and all_reduce, one job; a part with nothing to run here (one GPU: no peer) is said so."""
+    gpus = len(s.devices) if s.cuda else 0
+    settings = s.cfg.interconnect(gpus)
+    s.notify(s.done, s.total, "copies and all_reduce" if settings["parts"] else "interconnect: nothing to run")
+    if settings["parts"]:
+        device = "cuda:0" if s.cuda else "cpu"
+        job = s.manager.submit(
+            "interconnect", settings, device, timeout_s=s.cfg.timeout_s, name=f"{s.name}: interconnect"
+        )
+        s.ran(job.wait(), "copies and all_reduce")
+    if "collectives" in s.cfg.parts and gpus == 1:
+        s.report.rows.append(step_row("all_reduce busbw", s.devices[0], "not measured", "one GPU: no peer"))
+    s.done += sum(p in s.cfg.parts for p in ("copies", "collectives"))
+    s.rows_so_far(s.report.rows)
 
 
 def table(rows: list[dict]) -> str:
