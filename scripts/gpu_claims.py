@@ -120,6 +120,10 @@ def timer_agreement(reference: dict | None) -> Claim:
         f"{row['dtype']} {row['m']}³: lab {lab:.4g} ms ({flops / lab / 1e9:,.1f} TFLOPS), {row['tool']} {ref:.4g} ms "
         f"({flops / ref / 1e9:,.1f} TFLOPS): {ratio:.3f}×"
     )
+    if (reference.get("device") or {}).get("kind") != "cuda":  # a CPU's timings move with whatever else runs
+        return Claim(
+            claim, f"{measured}; measured, not judged: CPU timings move with the machine's load", expected, INFO
+        )
     return Claim(claim, measured, expected, PASS if ratio >= TIMER_FLOOR else FAIL)
 
 
