@@ -22,7 +22,8 @@ import pytest
 from core.intake import LIMITS, InputRefused, check_depth, loads_pickle
 from tests.conftest import ROOT
 
-WALL_S = 30.0
+WALL_S = 30.0  # of CPU time across the process tree: what a quadratic file costs, whatever else the box runs
+WALL_BACKSTOP = 8  # × WALL_S of wall time: a process that sleeps or waits forever is stopped too
 RSS_BYTES = 1 << 30
 
 
@@ -45,8 +46,20 @@ def tree_rss(proc: psutil.Process) -> int:
     return total
 
 
+def tree_cpu_s(proc: psutil.Process, seen: dict[int, float]) -> float:
+    """CPU seconds of the tree so far; ``seen`` keeps each process's last reading, so one that ended still counts."""
+    for p in [proc, *proc.children(recursive=True)]:
+        try:
+            times = p.cpu_times()
+            seen[p.pid] = times.user + times.system
+        except psutil.Error:
+            pass
+    return sum(seen.values())
+
+
 def bounded_cli(*args: str, wall_s: float = WALL_S, rss_bytes: int = RSS_BYTES) -> Outcome:
-    """``python -m core ARGS``; fails the test (after killing the tree) past ``wall_s`` or ``rss_bytes``."""
+    """``python -m core ARGS``; fails the test (after killing the tree) past ``wall_s`` seconds of CPU time (a
+    loaded box slows the wall clock, not the work), ``WALL_BACKSTOP`` times that of wall time, or ``rss_bytes``."""
     start = time.monotonic()
     out_file, err_file = tempfile.TemporaryFile(), tempfile.TemporaryFile()  # a pipe could fill and block it
     proc = subprocess.Popen(
@@ -55,12 +68,15 @@ def bounded_cli(*args: str, wall_s: float = WALL_S, rss_bytes: int = RSS_BYTES) 
     ps = psutil.Process(proc.pid)
     peak = 0
     over = ""
+    cpu: dict[int, float] = {}
     while proc.poll() is None:
         peak = max(peak, tree_rss(ps))
         if peak > rss_bytes:
             over = f"tree RSS {peak / 2**20:,.0f} MiB > {rss_bytes / 2**20:,.0f} MiB"
-        elif time.monotonic() - start > wall_s:
-            over = f"still running after {wall_s:.0f} s"
+        elif tree_cpu_s(ps, cpu) > wall_s:
+            over = f"more than {wall_s:.0f} s of CPU time"
+        elif time.monotonic() - start > WALL_BACKSTOP * wall_s:
+            over = f"still running after {WALL_BACKSTOP * wall_s:.0f} s"
         if over:
             os.killpg(proc.pid, 9)
             proc.wait()
@@ -353,7 +369,7 @@ def test_50k_steps_of_1m_kernels_cost_the_kernels_not_steps_times_kernels(tmp_pa
                 for k in range(per)
             ))  # fmt: skip
         f.write("]}")
-    out = bounded_cli("trace", str(path), "--no-save")
+    out = bounded_cli("trace", str(path), "--no-save", wall_s=60)  # ~32 s of CPU here; the quadratic form: 121 s
     assert out.code == 0, out.stderr[-2000:]
     # every step holds 20 kernels of 5 µs: 100 µs of kernels in a 1,000 µs step
     assert "steps (GPU-side ProfilerStep spans" in out.stdout
