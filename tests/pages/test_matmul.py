@@ -199,7 +199,7 @@ def test_overlay_uses_gflops_only_when_every_run_is_a_cpu_run():
     assert mixed.figure.layout.yaxis.title.text.startswith("TFLOPS")
 
 
-@pytest.mark.parametrize("sidebar, soak", [("fp16", "fp16"), ("int8", "int8"), ("tf32", "fp32")])
+@pytest.mark.parametrize("sidebar, soak", [("fp16", "fp16"), ("tf32", "fp32")])
 def test_the_soak_starts_from_the_sidebar_dtype(data_dir, sidebar, soak):
     """The sidebar's Dtype is where the page starts; on a CPU one that only a GPU runs falls back to fp32. The
     page alone (AppTest drops the sidebar's widget state on a page switch), the sidebar's selections as keys."""
