@@ -2,12 +2,15 @@
 
 The dashboard only stores the bytes; a worker parses them (``memory-snapshot``, ``profiler-trace``), so a
 hostile or huge file never runs in the server's process. What waits under ``<data dir>/uploads`` is bounded
-by count and by bytes, and the server drops its own copy as soon as the file is on disk.
+by count and by bytes, and the server drops its own copy as soon as the file is on disk. Each upload gets a
+folder of its own and keeps its name in it, so the run names the file the user uploaded (and the ranks of
+one job, uploaded together, are named by their files, not by a shared folder).
 """
 
 from __future__ import annotations
 
 import re
+import shutil
 import uuid
 from pathlib import Path
 
@@ -27,40 +30,51 @@ def folder() -> Path:
 
 
 def save_upload(uploaded) -> Path:
-    """Write an uploaded file under ``<data dir>/uploads`` and return its path.
+    """Write an uploaded file as ``<data dir>/uploads/<random>/<its name>`` and return its path.
 
     The file is copied in 1 MiB chunks (``read(n)``, never ``getbuffer()``: no second whole copy in the
     server's memory). The uploads kept are bounded by count and by bytes, the newest first; the one just
     written is always kept.
     """
     where = folder()
-    where.mkdir(parents=True, exist_ok=True)
+    own = where / uuid.uuid4().hex[:12]
+    own.mkdir(parents=True)
     name = re.sub(r"[^A-Za-z0-9._-]+", "_", uploaded.name)[-80:] or "upload"
-    path = where / f"{uuid.uuid4().hex[:12]}-{name}"
+    path = own / name
     uploaded.seek(0)
     try:
         with open(path, "wb") as out:
             while chunk := uploaded.read(CHUNK_BYTES):
                 out.write(chunk)
     except BaseException:
-        path.unlink(missing_ok=True)  # a disk that filled keeps no half upload
+        _delete(path)  # a disk that filled keeps no half upload
         raise
-    _prune(where, keep=path)
+    _prune(where, keep=own)
     return path
 
 
+def _delete(path: Path) -> None:
+    """An upload and the folder it was written in."""
+    shutil.rmtree(path.parent if path.parent.parent == folder() else path, ignore_errors=True)
+
+
 def _prune(where: Path, keep: Path) -> None:
-    files = []
-    for p in where.iterdir():
+    """Drop the oldest uploads' folders past the count or the bytes (the folder just written stays)."""
+    held = []
+    for own in where.iterdir():
         try:
-            files.append((p.stat().st_mtime, p.stat().st_size, p))
+            files = [f.stat() for f in own.iterdir()] if own.is_dir() else [own.stat()]
         except FileNotFoundError:  # deleted meanwhile (its import ended)
             continue
+        held.append((max((f.st_mtime for f in files), default=0.0), sum(f.st_size for f in files), own))
     kept, total = 0, 0
-    for _mtime, size, p in sorted(files, key=lambda f: (f[2] != keep, -f[0])):
+    for _mtime, size, own in sorted(held, key=lambda h: (h[2] != keep, -h[0])):
         kept, total = kept + 1, total + size
-        if p != keep and (kept > UPLOADS_KEPT or total > UPLOADS_MAX_BYTES):
-            p.unlink(missing_ok=True)
+        if own != keep and (kept > UPLOADS_KEPT or total > UPLOADS_MAX_BYTES):
+            if own.is_dir():
+                shutil.rmtree(own, ignore_errors=True)
+            else:  # a file left by a version that kept uploads side by side
+                own.unlink(missing_ok=True)
 
 
 def delete_when_done(*paths: Path):
@@ -70,7 +84,7 @@ def delete_when_done(*paths: Path):
     def listener(_job, event: dict) -> None:
         if event.get("type") == "done":
             for path in paths:
-                path.unlink(missing_ok=True)
+                _delete(path)
 
     return listener
 
@@ -97,4 +111,4 @@ def uploader_key(key: str) -> str:
 def remove(paths: list[Path]) -> None:
     """Delete saved uploads whose import was not queued."""
     for path in paths:
-        path.unlink(missing_ok=True)
+        _delete(path)

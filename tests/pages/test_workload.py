@@ -389,7 +389,8 @@ def test_an_upload_is_written_in_chunks(data_dir):
     data = bytes(range(256)) * (3 * 2**20 // 256 + 7)  # 3 MiB and a bit: four chunks
     upload = ChunkedUpload("my snap.pickle", data)
     path = uploads.save_upload(upload)
-    assert path.read_bytes() == data and path.parent == data_dir / "uploads" and path.name.endswith("my_snap.pickle")
+    # its own folder, its own name: the run names the file the user uploaded
+    assert path.read_bytes() == data and path.parent.parent == data_dir / "uploads" and path.name == "my_snap.pickle"
     assert upload.reads and set(upload.reads) == {2**20}
     assert len(upload.reads) == 5  # four chunks, then the empty read that ends it
 
@@ -404,11 +405,13 @@ def test_kept_uploads_are_bounded_in_bytes_as_well_as_count(data_dir, monkeypatc
     for i in range(5):
         paths.append(uploads.save_upload(ChunkedUpload(f"u{i}.pickle", bytes([i]) * 1024)))
         os.utime(paths[-1], (1000 + i, 1000 + i))  # distinct ages, oldest first
-    left = sorted((data_dir / "uploads").iterdir())
+    left = sorted((data_dir / "uploads").rglob("*.pickle"))
     assert sum(p.stat().st_size for p in left) <= 3 * 1024
     assert set(left) == set(paths[-3:])  # the newest three fit in 3 KiB; the older two were removed
+    assert len(list((data_dir / "uploads").iterdir())) == 3  # their folders went with them
     big = uploads.save_upload(ChunkedUpload("big.pickle", b"x" * 4096))  # alone over the bound: still kept
-    assert list((data_dir / "uploads").iterdir()) == [big]
+    assert list((data_dir / "uploads").rglob("*.pickle")) == [big]
+    assert list((data_dir / "uploads").iterdir()) == [big.parent]
 
 
 def test_the_upload_limit_is_the_same_in_the_config_the_page_and_the_docs():
@@ -434,6 +437,7 @@ def test_an_upload_is_deleted_once_imported_and_the_import_reopens_without_it(da
     from core.store import RunStore
 
     (stored,) = RunStore().list(experiment="memory-snapshot")
+    assert stored.meta["file"] == "gone.pickle"  # the name the user uploaded, not the copy's
     at = page("pages/allocator.py")  # a new session: only the store and the detail folder are left
     at.selectbox(key="allocator.snapshot.reopen").set_value(stored.id).run()
     assert not at.exception, at.exception
