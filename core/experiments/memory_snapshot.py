@@ -16,7 +16,6 @@ from pathlib import Path
 
 from core.errors import ConfigError
 from core.experiment import Context, Experiment, Output, Progress
-from core.memory.series import thin_indices
 from core.workload import examples
 from core.workload.files import check_file, read_imported
 
@@ -53,6 +52,8 @@ class MemorySnapshotConfig:
 
 def overview_rows(analysis, max_points: int = OVERVIEW_POINTS) -> list[dict]:
     """The timeline at ≤ ``max_points`` points (each bin's highest and lowest allocated kept), with categories."""
+    from core.memory.series import thin_indices  # numpy: loaded by the import's worker, not by `--help`
+
     points = thin_indices(analysis.allocated, max_points, envelope=True)
     t_ms = analysis.point_time_ms(points)
     cats = analysis.category_series(points)
