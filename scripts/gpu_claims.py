@@ -9,6 +9,7 @@ shows up here as a failed claim. Pure functions of dicts: the tests feed them ha
 
 from __future__ import annotations
 
+import statistics
 from dataclasses import asdict, dataclass
 from typing import Any
 
@@ -111,8 +112,8 @@ def timer_agreement(reference: dict | None) -> Claim:
         return missing
     assert reference is not None
     rows = reference["rows"]
-    lab = sorted(r["lab_median_ms"] for r in rows)[len(rows) // 2]
-    ref = sorted(r["reference_median_ms"] for r in rows)[len(rows) // 2]
+    lab = statistics.median(r["lab_median_ms"] for r in rows)
+    ref = statistics.median(r["reference_median_ms"] for r in rows)
     row = rows[0]
     flops = 2 * row["m"] * row["n"] * row["k"]
     ratio = ref / lab  # TFLOPS ratio lab / reference
