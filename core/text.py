@@ -3,7 +3,7 @@
 Run names and tags enter from the CLI (``--name``, ``runs`` commands), the pages and import files;
 :func:`label_problem` is the one rule they all pass (at most :data:`MAX_LABEL_CHARS` characters, no
 control characters). Anything from outside that is printed on a terminal goes through
-:func:`terminal`, so an escape sequence cannot clear the screen or move the cursor and a newline
+:func:`terminal_text`, so an escape sequence cannot clear the screen or move the cursor and a newline
 cannot fake a line of output; :func:`quoted` keeps a hostile field short when an error quotes it.
 """
 
@@ -43,7 +43,7 @@ def tags_problem(tags: object) -> str | None:
     return next((p for i, t in enumerate(tags) if (p := label_problem(t, f"tag {i + 1}"))), None)
 
 
-def terminal(text: object, multiline: bool = False) -> str:
+def terminal_text(text: object, multiline: bool = False) -> str:
     """``text`` safe to print: control characters written as escapes (``\\x1b``, ``\\u202e``).
 
     With ``multiline`` the newlines of a message made of several lines (an error with a worker's
@@ -51,7 +51,7 @@ def terminal(text: object, multiline: bool = False) -> str:
     """
     text = str(text)
     if multiline:
-        return "\n".join(terminal(line) for line in text.split("\n"))
+        return "\n".join(terminal_text(line) for line in text.split("\n"))
     return "".join(ch.encode("unicode_escape").decode("ascii") if _is_control(ch) else ch for ch in text)
 
 

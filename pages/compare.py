@@ -12,8 +12,8 @@ from core.text import MAX_LABEL_CHARS, MAX_TAGS
 from core.units import MIB, bytes_text, exact_size_text
 from pages.common import lab
 from pages.common.charts import show_charts
+from pages.common.markdown import markdown_text
 from pages.common.methods import how_measured
-from pages.common.plain import md
 from pages.common.run_panel import status_banner
 from render import comparison, history
 from render.export import csv_bytes, slug
@@ -80,9 +80,9 @@ def import_section(store: RunStore) -> None:
             try:
                 added, present = store.import_file(upload)
             except ImportRefused as exc:
-                st.error(f"Import refused, nothing was changed: {md(exc)}")
+                st.error(f"Import refused, nothing was changed: {markdown_text(exc)}")
             else:
-                st.success(f"Imported {added} run(s) from {md(upload.name)}; {present} were already here.")
+                st.success(f"Imported {added} run(s) from {markdown_text(upload.name)}; {present} were already here.")
 
 
 def filtered(runs: list[RunSummary]) -> list[RunSummary]:
@@ -146,13 +146,13 @@ def relabel_form(store: RunStore, run: RunResult) -> None:
             try:
                 store.relabel(run.id, name=name.strip(), tags=tags.split(","))
             except ValueError as exc:
-                st.error(f"Not saved: {md(exc)}")
+                st.error(f"Not saved: {markdown_text(exc)}")
             else:
                 st.rerun()
 
 
 def run_detail(store: RunStore, run: RunResult) -> None:
-    st.subheader(md(f"{run.experiment}{' — ' + run.name if run.name else ''}"))
+    st.subheader(markdown_text(f"{run.experiment}{' — ' + run.name if run.name else ''}"))
     status_banner(run)
     if run.imported:
         st.caption("Imported from another box: device and versions are the original ones.")
@@ -161,7 +161,9 @@ def run_detail(store: RunStore, run: RunResult) -> None:
         try:
             charts = figures_for(run) or comparison.generic_figures(run)
         except Exception as exc:  # noqa: BLE001 - a stored run from another version may not fit today's plots
-            st.warning(md(f"The {run.experiment} charts could not redraw this run ({exc}); showing its columns."))
+            st.warning(
+                markdown_text(f"The {run.experiment} charts could not redraw this run ({exc}); showing its columns.")
+            )
             charts = comparison.generic_figures(run)
         show_charts(charts, f"{KEY}.run.{run.id}")
     cols = st.columns(2)
@@ -184,7 +186,7 @@ def trend_section(store: RunStore, run: RunResult) -> None:
         return
     same = [r for r in store.list(experiment=run.experiment, status="ok", limit=TREND_RUNS) if r.config == run.config]
     st.write(
-        f"**Trend: {len(same)} run(s) of {md(run.experiment)} with these settings, one line per box and device** "
+        f"**Trend: {len(same)} run(s) of {markdown_text(run.experiment)} with these settings, one line per box and device** "
         "(✕: below the box's earlier runs beyond their spread)"
     )
     show_charts(trend_charts(same), f"{KEY}.trend.{run.id}")
@@ -194,10 +196,13 @@ def compare_view(runs: list[RunResult]) -> None:
     st.subheader(f"Comparing {len(runs)} runs")
     problem = comparison.compare_problem(runs)
     if problem:
-        st.error(f"Cannot compare these runs: {md(problem)}.")
+        st.error(f"Cannot compare these runs: {markdown_text(problem)}.")
         return
     differ = comparison.differences(runs)
-    st.caption("What differs: " + (md(", ".join(differ)) if differ else "nothing in device or settings (repeat runs)"))
+    st.caption(
+        "What differs: "
+        + (markdown_text(", ".join(differ)) if differ else "nothing in device or settings (repeat runs)")
+    )
     metrics = comparison.common_metrics(runs)
     metric = st.selectbox(
         "Metric",
@@ -209,7 +214,7 @@ def compare_view(runs: list[RunResult]) -> None:
     try:
         charts = overlay_for(runs)
     except Exception as exc:  # noqa: BLE001
-        st.warning(md(f"The {runs[0].experiment} overlay failed ({exc}); showing the generic overlay."))
+        st.warning(markdown_text(f"The {runs[0].experiment} overlay failed ({exc}); showing the generic overlay."))
         charts = None
     show_charts(charts or comparison.generic_charts(runs, metric), f"{KEY}.cmp")
     if any(figures_of(r) for r in runs):
@@ -217,7 +222,7 @@ def compare_view(runs: list[RunResult]) -> None:
         show_charts(trend_charts(runs), f"{KEY}.cmp.trend")
     deltas = comparison.delta_table(runs, [metric])
     st.write(
-        f"**{md(metric)}: each run against {md(comparison.labels(runs)[0])}** (difference = run − baseline, "
+        f"**{markdown_text(metric)}: each run against {markdown_text(comparison.labels(runs)[0])}** (difference = run − baseline, "
         f"ratio = run / baseline)"
     )
     st.dataframe(deltas, hide_index=True)
@@ -274,4 +279,4 @@ try:
     elif len(chosen) > 1:
         compare_view([whole(store, r) for r in chosen])
 except StoreError as exc:
-    st.error(f"The run store failed: {md(exc)}")
+    st.error(f"The run store failed: {markdown_text(exc)}")

@@ -15,8 +15,8 @@ from core.transformer.presets import DEFAULT_BATCH, DEFAULT_CONTEXT, PRESET_NAME
 from core.units import rate_text
 from pages.common import lab, node
 from pages.common.charts import show_charts
+from pages.common.markdown import markdown_text
 from pages.common.methods import how_measured
-from pages.common.plain import md
 from pages.common.run_panel import results, run_controls
 from render.plots import matmul_soak as soak_plots
 from render.plots.matmul import figures, measured, published_for
@@ -227,7 +227,11 @@ def render_soak(run: RunResult) -> None:
     several = len(found) > 1
     for device, s in found.items():
         reason = s["drop_reason"]
-        said = f"**{md(device)}**: {md(reason)}" if several else md(reason[:1].upper() + reason[1:])
+        said = (
+            f"**{markdown_text(device)}**: {markdown_text(reason)}"
+            if several
+            else markdown_text(reason[:1].upper() + reason[1:])
+        )
         (st.warning if s["drop_flagged"] else st.success)(said)
     if len(found) == 1:
         s = next(iter(found.values()))
@@ -260,7 +264,7 @@ def render_soak(run: RunResult) -> None:
     if run.device.get("kind") != "cuda":
         notes["CPU run: throughput in GFLOPS."] = None
     if notes:
-        st.caption(" · ".join(md(n) for n in notes))
+        st.caption(" · ".join(markdown_text(n) for n in notes))
 
 
 st.title("Matmul throughput")

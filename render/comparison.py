@@ -17,7 +17,7 @@ from core.columns import headline_metric, split_columns, tokens
 from core.hardware.specs import unit_for
 from core.result import RunResult, RunSummary
 from render.chart import Chart
-from render.style import DTYPE_COLORS, color_for, plain, style, title
+from render.style import DTYPE_COLORS, color_for, html_text, style, title
 
 # Line styles tell runs apart when colour already means dtype.
 DASHES = ("solid", "dash", "dot", "dashdot", "longdash", "longdashdot")
@@ -188,7 +188,7 @@ def generic_overlay(runs: list[RunResult], metric: str | None = None, percent_of
             only = group[0] if len(group) == 1 else None
             dtype_like = only in DTYPE_COLORS
             colour = color_for(str(only)) if dtype_like else RUN_COLORS[i % len(RUN_COLORS)]
-            trace = plain(" · ".join([name, *map(str, group)]))
+            trace = html_text(" · ".join([name, *map(str, group)]))
             xs = sub[x] if x else list(range(len(sub)))
             fig.add_trace(
                 go.Scatter(
@@ -304,7 +304,7 @@ def generic_figures(run: RunResult, limit: int = 6) -> list[Chart]:
                     x=sub[x] if x else list(range(len(sub))),
                     y=pd.to_numeric(sub[m], errors="coerce"),
                     mode="lines+markers",
-                    name=plain(str(group) or m),
+                    name=html_text(str(group) or m),
                     line=dict(color=colour),
                 )
             )

@@ -72,27 +72,27 @@ def device_label(run: RunResult) -> str:
     return device.get("label") or device.get("name", "unknown device")
 
 
-def plain(text: str) -> str:
+def html_text(text: str) -> str:
     """Text for a Plotly title, legend or label: Plotly reads a subset of HTML there (links, bold), so
     user text (names, imported device names, column names) is escaped; Plotly shows the entities as
     the characters they stand for."""
     return html.escape(str(text), quote=False)
 
 
-def short_plain(name: str, limit: int = 70) -> str:
+def short_html_text(name: str, limit: int = 70) -> str:
     """A long name (a C++ kernel with its template arguments, a stack frame) cut for an axis label and
     escaped: ``<module>`` or ``kernel<4, float>`` would otherwise be read as tags and vanish."""
-    return plain(name if len(name) <= limit else name[: limit - 3] + "…")
+    return html_text(name if len(name) <= limit else name[: limit - 3] + "…")
 
 
-def plain_lines(lines) -> str:
+def html_lines(lines) -> str:
     """Lines of imported text (stack frames) as one escaped hover text."""
-    return "<br>".join(plain(line) for line in lines)
+    return "<br>".join(html_text(line) for line in lines)
 
 
 def title(text: str, run: RunResult | None = None, detail: str = "") -> str:
-    sub = plain(" · ".join(filter(None, [device_label(run) if run else "", detail])))
-    return f"{plain(text)}<br><sup>{sub}</sup>" if sub else plain(text)
+    sub = html_text(" · ".join(filter(None, [device_label(run) if run else "", detail])))
+    return f"{html_text(text)}<br><sup>{sub}</sup>" if sub else html_text(text)
 
 
 def style(fig: go.Figure, title_text: str, x_title: str, y_title: str, **layout) -> go.Figure:
@@ -101,9 +101,9 @@ def style(fig: go.Figure, title_text: str, x_title: str, y_title: str, **layout)
     fig.update_layout(
         template="plotly_white",
         title=title_text,
-        xaxis_title=plain(x_title),
-        yaxis_title=plain(y_title),
-        legend_title_text=plain(legend) if legend else legend,
+        xaxis_title=html_text(x_title),
+        yaxis_title=html_text(y_title),
+        legend_title_text=html_text(legend) if legend else legend,
         margin=dict(t=80),
         **layout,
     )

@@ -16,7 +16,7 @@ from core.health.figures import figures_of
 from core.health.history import MAX_EARLIER, compare
 from core.result import RunResult
 from render.chart import Chart
-from render.style import color_for, plain, style, title
+from render.style import color_for, html_text, style, title
 
 
 def trend_frame(runs: list[RunResult]) -> pd.DataFrame:
@@ -63,7 +63,7 @@ def trend_charts(runs: list[RunResult]) -> list[Chart]:
                     x=pd.to_datetime(line["started_at"]),
                     y=line["value"],
                     mode="lines+markers",
-                    name=plain(name),
+                    name=html_text(name),
                     line_color=color_for(name),
                     customdata=line[["run_id", "history"]],
                     hovertemplate="%{y:.4g} · run %{customdata[0]}<br>%{customdata[1]}<extra></extra>",
@@ -77,7 +77,7 @@ def trend_charts(runs: list[RunResult]) -> list[Chart]:
                         y=bad["value"],
                         mode="markers",
                         marker=dict(symbol="x", size=14, color="#D55E00"),
-                        name=plain(f"regressed ({where})"),
+                        name=html_text(f"regressed ({where})"),
                         customdata=bad[["history"]],
                         hovertemplate="%{customdata[0]}<extra></extra>",
                     )

@@ -77,15 +77,15 @@ def _run(command: str | None, argv: list[str]) -> int:
     from core.cli.output import OutputError
     from core.result import SchemaError
     from core.store import StoreError
-    from core.text import terminal
+    from core.text import terminal_text
 
     try:
         return args.handler(args)
     except (ConfigError, OutputError, SchemaError) as exc:
-        print(f"error: {terminal(exc)}", file=sys.stderr)
+        print(f"error: {terminal_text(exc)}", file=sys.stderr)
         return 2
     except (StoreError, KeyError) as exc:
-        print(f"error: {terminal(exc.args[0] if exc.args else exc)}", file=sys.stderr)
+        print(f"error: {terminal_text(exc.args[0] if exc.args else exc)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:  # Ctrl-C outside a run (a run cancels itself and is stored as cancelled)
         print("interrupted", file=sys.stderr)

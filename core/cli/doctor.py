@@ -12,7 +12,7 @@ import sys
 
 from core.cli.output import check_writable, dump, open_store, write_file
 from core.jsonable import json_ready
-from core.text import terminal
+from core.text import terminal_text
 
 ORDER = 15
 
@@ -47,7 +47,7 @@ def run(args) -> int:
     try:
         store = None if args.no_save else open_store(args)
     except StoreError as exc:  # a full disk: the checks still run, nothing is stored
-        print(f"warning: {terminal(exc)}; the checks run without storing their runs", file=sys.stderr)
+        print(f"warning: {terminal_text(exc)}; the checks run without storing their runs", file=sys.stderr)
         store = None
     manager = JobManager(store=store)
     try:
@@ -58,7 +58,7 @@ def run(args) -> int:
         try:
             store.save(report_run(report))
         except StoreError as exc:
-            print(f"warning: the doctor's report was not stored: {terminal(exc)}", file=sys.stderr)
+            print(f"warning: the doctor's report was not stored: {terminal_text(exc)}", file=sys.stderr)
     bundle = report.bundle()
     if args.output:
         write_file(args.output, json.dumps(json_ready(bundle), indent=1, allow_nan=False).encode())

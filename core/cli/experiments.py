@@ -21,7 +21,7 @@ from core import registry
 from core.cli.output import open_store, print_run
 from core.experiment import Experiment
 from core.result import RunResult
-from core.text import MAX_LABEL_CHARS, terminal
+from core.text import MAX_LABEL_CHARS, terminal_text
 
 ORDER = 100
 
@@ -101,13 +101,13 @@ def _progress_printer(job, event: dict) -> None:
     kind = event.get("type")
     if kind == "progress":
         print(
-            f"[{event.get('done')}/{event.get('total')}] {terminal(event.get('message', ''))}",
+            f"[{event.get('done')}/{event.get('total')}] {terminal_text(event.get('message', ''))}",
             file=sys.stderr,
             flush=True,
         )
     elif kind in ("waiting", "started"):
         print(
-            f"{kind}: {terminal(event.get('message') or event.get('device', {}).get('label', ''))}",
+            f"{kind}: {terminal_text(event.get('message') or event.get('device', {}).get('label', ''))}",
             file=sys.stderr,
             flush=True,
         )
@@ -168,7 +168,7 @@ def submit_and_wait(
             manager.shutdown()
         show(result)
     if job.store_error:
-        print(f"warning: {terminal(job.store_error)}", file=sys.stderr)
+        print(f"warning: {terminal_text(job.store_error)}", file=sys.stderr)
     # From the run's error_kind: bad input only the worker can tell (a GPU this box lacks, a run that
     # cannot fit) exits 2 like any other.
     return result, result.exit_code

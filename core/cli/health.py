@@ -14,7 +14,7 @@ import sys
 
 from core.cli.output import check_writable, dump, open_store, write_file
 from core.jsonable import json_ready
-from core.text import terminal
+from core.text import terminal_text
 
 ORDER = 16
 
@@ -74,13 +74,13 @@ def references(as_json: bool) -> int:
         print(dump({"thresholds": THRESHOLD_REASON, "references": [r.to_dict() for r in REFERENCES]}))
         return 0
     for r in REFERENCES:
-        print(terminal(f"{r.sku:24} {r.figure:18} {r.label():52} {r.source[:60]}… ({r.date})"))
+        print(terminal_text(f"{r.sku:24} {r.figure:18} {r.label():52} {r.source[:60]}… ({r.date})"))
     print(f"thresholds: {THRESHOLD_REASON}")
     return 0
 
 
 def _progress(done: int, total: int, message: str) -> None:
-    print(f"[{done}/{total}] {terminal(message)}", file=sys.stderr, flush=True)
+    print(f"[{done}/{total}] {terminal_text(message)}", file=sys.stderr, flush=True)
 
 
 def run(args) -> int:
@@ -102,7 +102,7 @@ def run(args) -> int:
     try:
         store = open_store(args)
     except StoreError as exc:  # a full disk: the check still runs, nothing is stored or compared
-        print(f"warning: {terminal(exc)}; the check runs without storing or comparing", file=sys.stderr)
+        print(f"warning: {terminal_text(exc)}; the check runs without storing or comparing", file=sys.stderr)
         store = None
     manager = JobManager(store=None if args.no_save else store)
     try:
@@ -114,7 +114,7 @@ def run(args) -> int:
         try:
             store.save(run_)
         except StoreError as exc:
-            print(f"warning: the health check was not stored: {terminal(exc)}", file=sys.stderr)
+            print(f"warning: the health check was not stored: {terminal_text(exc)}", file=sys.stderr)
     bundle = report.bundle() | {"id": run_.id}
     if args.output:
         write_file(args.output, json.dumps(json_ready(bundle), indent=1, allow_nan=False).encode())
@@ -122,5 +122,5 @@ def run(args) -> int:
     if html_report is not None:
         write_file(args.html, html_report([run_]).encode("utf-8"))
         print(f"wrote the health report to {args.html}", file=sys.stderr)
-    print(dump(bundle) if args.json else "\n".join(terminal(line) for line in report_text(report).splitlines()))
+    print(dump(bundle) if args.json else "\n".join(terminal_text(line) for line in report_text(report).splitlines()))
     return report.exit_code

@@ -10,7 +10,7 @@ from typing import Any
 
 from core.jsonable import json_ready
 from core.result import RunResult
-from core.text import terminal
+from core.text import terminal_text
 from core.units import bytes_text
 
 
@@ -105,22 +105,24 @@ def print_run(run: RunResult, as_json: bool) -> None:
         return
     device = run.device.get("label") or run.device.get("name")
     name = f"  {run.name!s}" if run.name else ""
-    print(terminal(f"{run.experiment}  {run.id}  [{run.status}]  on {device}  at {run.started_at}{name}"))
+    print(terminal_text(f"{run.experiment}  {run.id}  [{run.status}]  on {device}  at {run.started_at}{name}"))
     if run.error:
-        print("  " + terminal(run.error, multiline=True).replace("\n", "\n  "))
+        print("  " + terminal_text(run.error, multiline=True).replace("\n", "\n  "))
     if run.rows:
-        print(terminal(table(run.rows, byte_columns=frozenset(run.meta.get("byte_columns") or ())), multiline=True))
+        print(
+            terminal_text(table(run.rows, byte_columns=frozenset(run.meta.get("byte_columns") or ())), multiline=True)
+        )
     for key, value in run.meta.items():
         if key in ("worker", "traceback", "byte_columns"):
             continue
         if isinstance(value, dict) and key.endswith("_bytes") and all(_numeric(v) for v in value.values()):
-            print(terminal(f"  {key}: " + ", ".join(f"{k} {bytes_text(v)}" for k, v in value.items())))
+            print(terminal_text(f"  {key}: " + ", ".join(f"{k} {bytes_text(v)}" for k, v in value.items())))
         elif not isinstance(value, (list, dict)):
-            print(terminal(f"  {key}: {cell(key, value)}"))
+            print(terminal_text(f"  {key}: {cell(key, value)}"))
     warn_measurement_errors(run)
 
 
 def warn_measurement_errors(run: RunResult) -> None:
     """Said on stderr whatever the output format, so a script reading JSON still sees it."""
     for error in run.meta.get("measurement_errors") or []:
-        print(terminal(f"warning: {error}"), file=sys.stderr)
+        print(terminal_text(f"warning: {error}"), file=sys.stderr)

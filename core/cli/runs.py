@@ -8,7 +8,7 @@ from datetime import datetime
 
 from core.cli.output import check_writable, dump, open_store, print_run, write_file
 from core.result import STATUSES
-from core.text import terminal
+from core.text import terminal_text
 from core.units import timestamp_text
 
 ORDER = 20
@@ -75,11 +75,11 @@ def list_runs(args) -> int:
     if args.json:
         print(dump([s.to_dict() for s in summaries]))
     elif not summaries:
-        print(terminal(f"no runs stored in {store.path}" + (" match these filters" if _filtered(args) else "")))
+        print(terminal_text(f"no runs stored in {store.path}" + (" match these filters" if _filtered(args) else "")))
     else:
         for s in summaries:
             print(
-                terminal(
+                terminal_text(
                     f"{s.id[:12]}  {timestamp_text(s.started_at)}  {s.experiment:<14} {s.status:<12} "
                     f"{_device(s):<40} {s.name}{'  (imported)' if s.imported else ''}"
                 )
@@ -112,7 +112,8 @@ def export(args) -> int:
     if args.output:
         write_file(args.output, text.encode("utf-8"))
         print(
-            terminal(f"wrote {len(ids) if ids is not None else store.count()} run(s) to {args.output}"), file=sys.stderr
+            terminal_text(f"wrote {len(ids) if ids is not None else store.count()} run(s) to {args.output}"),
+            file=sys.stderr,
         )
     else:
         print(text)
@@ -126,7 +127,7 @@ def import_runs(args) -> int:
     try:
         added, skipped = store.import_file(args.file)
     except ImportRefused as exc:
-        print(f"import refused: {terminal(exc)}", file=sys.stderr)
+        print(f"import refused: {terminal_text(exc)}", file=sys.stderr)
         return 2
     print(
         dump({"added": added, "already_present": skipped})

@@ -14,7 +14,7 @@ import os
 import sys
 
 from core.cli.output import dump
-from core.text import quirk_lines, terminal
+from core.text import quirk_lines, terminal_text
 from core.workload.findings import finding_lines
 
 ORDER = 40
@@ -169,7 +169,7 @@ def _import(args, experiment: str, values: dict):
 
     def show_failure(result) -> None:
         if result.status != "ok":
-            print(f"error: {terminal(result.error_detail or result.status, multiline=True)}", file=sys.stderr)
+            print(f"error: {terminal_text(result.error_detail or result.status, multiline=True)}", file=sys.stderr)
 
     result, code = submit_and_wait(args, experiment, values, "cpu", show_failure)
     return code, result
@@ -184,7 +184,7 @@ def _print_json(args, run, **rows: list[dict]) -> int:
 
 def say(text: str) -> None:
     """A line of the report: names, frames and labels come from the imported file, so escaped."""
-    print(terminal(text))
+    print(terminal_text(text))
 
 
 def snapshot(args) -> int:

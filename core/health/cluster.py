@@ -21,11 +21,11 @@ from core.health.node import Exchange, Fleet, Heartbeat, announce, finish
 from core.health.verdict import overall, summary
 from core.jsonable import json_ready
 from core.result import RunResult, new_run_id, now_iso
-from core.text import terminal
+from core.text import terminal_text
 
 
 def _say(env, message: str) -> None:
-    print(f"[node {env.group_rank}] {terminal(message)}", file=sys.stderr, flush=True)
+    print(f"[node {env.group_rank}] {terminal_text(message)}", file=sys.stderr, flush=True)
 
 
 class Stopped(Exception):
@@ -96,7 +96,7 @@ def run_node(cfg: HealthConfig, env, args) -> int:
     if args.json:
         print(json.dumps(json_ready(run.to_dict()), indent=2, allow_nan=False))
     else:
-        print("\n".join(terminal(line) for line in f"{run.meta['answer']}\n\n{table(run.rows)}".splitlines()))
+        print("\n".join(terminal_text(line) for line in f"{run.meta['answer']}\n\n{table(run.rows)}".splitlines()))
     # The verdict is in the stored and printed run, not the exit code: torchrun takes a non-zero exit for a
     # crashed worker, and the other nodes' launchers then wait out their exit barrier (5 minutes).
     _say(env, f"verdict: {run.meta['verdict']} (run {run.id})")

@@ -7,7 +7,7 @@ from __future__ import annotations
 import streamlit as st
 
 from core.result import RunResult
-from pages.common.plain import md
+from pages.common.markdown import markdown_text
 
 
 def provenance(run: RunResult) -> None:
@@ -17,14 +17,14 @@ def provenance(run: RunResult) -> None:
         return
 
     def said(name: str) -> str:
-        return md(example.get(name) or "not recorded")
+        return markdown_text(example.get(name) or "not recorded")
 
     ranks = example.get("ranks") or []
     one_rank = f" The set's {len(ranks)} rank files, side by side." if ranks else ""
     notes = f"; {said('notes')}." if example.get("notes") else "."
     st.info(
         f"**Recorded elsewhere**, on {said('gpu')}, by others: {said('title')}. Source: {said('repository')}, "
-        f"{said('source_path')} at commit {md(str(example.get('commit', ''))[:12])} ({said('licence')}){notes}{one_rank}",
+        f"{said('source_path')} at commit {markdown_text(str(example.get('commit', ''))[:12])} ({said('licence')}){notes}{one_rank}",
         icon=":material/public:",
     )
 
@@ -32,11 +32,13 @@ def provenance(run: RunResult) -> None:
 def findings(meta: dict) -> None:
     """The diagnosis first: the import's findings, each with its number."""
     if found := meta.get("findings"):
-        st.markdown("**What stands out**\n\n" + "\n".join(f"{i}. {md(f['text'])}" for i, f in enumerate(found, 1)))
+        st.markdown(
+            "**What stands out**\n\n" + "\n".join(f"{i}. {markdown_text(f['text'])}" for i, f in enumerate(found, 1))
+        )
 
 
 def quirks(meta: dict) -> None:
     """What the reader found odd in the file, with counts: never silent, out of the way when there is none."""
     if found := meta.get("quirks") or {}:
         with st.expander(f"What was odd in this file ({len(found)} kind{'s' if len(found) > 1 else ''})"):
-            st.markdown("\n".join(f"- {count:,} × {md(why)}" for why, count in found.items()))
+            st.markdown("\n".join(f"- {count:,} × {markdown_text(why)}" for why, count in found.items()))

@@ -10,7 +10,7 @@ import streamlit as st
 
 from core.result import RunResult
 from pages.common import lab, run_panel, uploads
-from pages.common.plain import md
+from pages.common.markdown import markdown_text
 from render.history import import_label
 
 
@@ -48,7 +48,9 @@ def _import_uploads(key: str, experiment: str, files: list) -> None:
     except OSError as exc:
         uploads.remove(paths)
         what = "upload" if len(files) == 1 else "uploads"
-        st.error(f"The {what} could not be saved under {md(str(uploads.folder()))}: {md(exc.strerror or exc)}")
+        st.error(
+            f"The {what} could not be saved under {markdown_text(str(uploads.folder()))}: {markdown_text(exc.strerror or exc)}"
+        )
         return
     name = files[0].name if len(files) == 1 else f"{files[0].name} +{len(files) - 1}"
     for uploaded in files:
@@ -68,7 +70,10 @@ def example_buttons(key: str, kind: str) -> bool:
     shipped = examples.of_kind(kind)
     here = [e for e in shipped if examples.present(e)]
     if not here:
-        st.info(f"No example {kind} here to open: {md(examples.missing_text(shipped[0]))}", icon=":material/info:")
+        st.info(
+            f"No example {kind} here to open: {markdown_text(examples.missing_text(shipped[0]))}",
+            icon=":material/info:",
+        )
         return False
     st.caption(
         f"No {kind} of your own? Open one recorded elsewhere, on a real GPU, by others (public files with their "
@@ -79,7 +84,7 @@ def example_buttons(key: str, kind: str) -> bool:
     busy = job is not None and job.state != "done"  # an import that has ended no longer holds the buttons
     for e in here:
         if st.button(
-            f"Open an example recorded on {md(e.gpu)}: {md(e.title)}",
+            f"Open an example recorded on {markdown_text(e.gpu)}: {markdown_text(e.title)}",
             key=f"{key}.example.{e.name}",
             icon=":material/public:",
             disabled=busy,

@@ -17,7 +17,7 @@ from core.lifecycle import Listener
 from core.result import RunResult
 from core.units import duration_text, timestamp_text
 from pages.common import lab
-from pages.common.plain import md
+from pages.common.markdown import markdown_text
 from render.style import device_label
 
 Render = Callable[[RunResult], None]
@@ -35,22 +35,22 @@ def status_banner(run: RunResult) -> None:
     """What happened to a run, in words, above its charts."""
     when = timestamp_text(run.started_at)
     took = f", {duration_text(run.duration_s)}" if run.duration_s is not None else ""
-    st.caption(f"Run `{run.id[:8]}` · {md(device_label(run))} · {md(when)} UTC{took}")
+    st.caption(f"Run `{run.id[:8]}` · {markdown_text(device_label(run))} · {markdown_text(when)} UTC{took}")
     failure = run.failure  # what kind of failure, from core.result.ERROR_KINDS: its banner and words
     if failure:
         banner = getattr(st, failure.banner)
         banner(
             failure.says.format(
                 status=run.status,
-                error=md(run.error or f"{run.status} on this device"),
-                detail=md(run.error_detail),
+                error=markdown_text(run.error or f"{run.status} on this device"),
+                detail=markdown_text(run.error_detail),
                 points=len(run.rows),
             )
         )
     for error in run.meta.get("measurement_errors") or []:
         st.error(error[:1].upper() + error[1:])
     if run.meta.get("store_error"):
-        st.warning(f"The run could not be stored: {md(run.meta['store_error'])}")
+        st.warning(f"The run could not be stored: {markdown_text(run.meta['store_error'])}")
 
 
 def submit(
@@ -61,7 +61,7 @@ def submit(
     try:
         job = lab.manager().submit(experiment, values, device or lab.selected_device(), name=name, on_event=on_event)
     except ConfigError as exc:
-        st.error(f"Invalid settings: {md(exc)}")
+        st.error(f"Invalid settings: {markdown_text(exc)}")
         return False
     st.session_state[_job_key(key)] = job.id
     return True
@@ -77,7 +77,7 @@ def run_controls(
         try:
             submitted = values()
         except ConfigError as exc:
-            st.error(f"Invalid settings: {md(exc)}")
+            st.error(f"Invalid settings: {markdown_text(exc)}")
             return
         submit(key, experiment, submitted, device)
 

@@ -15,7 +15,7 @@ from core.workload.snapshot_analysis import SnapshotAnalysis
 from pages.common import imports, run_panel
 from pages.common.charts import show, show_charts
 from pages.common.import_notes import findings, provenance, quirks
-from pages.common.plain import md
+from pages.common.markdown import markdown_text
 from pages.common.uploads import UPLOAD_LIMIT_MB
 from render import snapshot_view as view
 from render.history import import_label
@@ -54,7 +54,7 @@ def render(run: RunResult, key: str) -> None:
     findings(m)
     _headline(m)
     st.caption(
-        f"{md(m['file'])} · {m['source']['format']} · {bytes_text(m['file_bytes'])} · "
+        f"{markdown_text(m['file'])} · {m['source']['format']} · {bytes_text(m['file_bytes'])} · "
         f"x axis: {m['x_axis']}. Allocated is replayed from the trace's own sizes (as memory_viz draws it)."
     )
     for note in m.get("notes", []):

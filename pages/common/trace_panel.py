@@ -11,7 +11,7 @@ from core.result import RunResult
 from pages.common import imports, run_panel
 from pages.common.charts import show_charts
 from pages.common.import_notes import findings, provenance, quirks
-from pages.common.plain import md
+from pages.common.markdown import markdown_text
 from render import trace_view as view
 from render.plots import profiler_trace as trace_plots
 from render.plots import profiler_trace_ranks as trace_plots_ranks
@@ -53,7 +53,7 @@ def render(run: RunResult) -> None:
         return
     _headline(m)
     st.caption(
-        f"{md(m['file'])} · GPU {m['device']} ({md(m['device_name'])}) of {m['devices']} · streams {m['streams']} · "
+        f"{markdown_text(m['file'])} · GPU {m['device']} ({markdown_text(m['device_name'])}) of {m['devices']} · streams {m['streams']} · "
         f"{m['events']:,} events · {m['step_basis']}"
     )
     if m.get("idle_causes"):  # runs stored before the idle breakdown have none
@@ -140,7 +140,9 @@ def render_ranks(run: RunResult) -> None:
     )
     cols[2].metric("Straggler's extra compute", f"{s['margin_us'] / 1000:,.3f} ms")
     cols[3].metric("Backend", m.get("backend") or "unknown")
-    st.caption(f"{md(m['file'])} · files {md(', '.join(m['files']))} · {md(m['measure'])}")
+    st.caption(
+        f"{markdown_text(m['file'])} · files {markdown_text(', '.join(m['files']))} · {markdown_text(m['measure'])}"
+    )
     show_charts(trace_plots_ranks.figures(run), f"ranks.{run.id}")
     st.dataframe(view.ranks_table(run), hide_index=True)
     walls = view.step_walls_ms(run)

@@ -12,7 +12,7 @@ from core.measure.derived import add_pct_of_best, add_published, flag_above_peak
 from core.result import RunResult
 from render.chart import Chart
 from render.node import is_all_gpus, node_chart
-from render.style import color_for, plain, style, title
+from render.style import color_for, html_text, style, title
 
 ZERO_ERROR = 1e-17  # where an exactly-zero relative error is drawn on the log axis
 
@@ -320,7 +320,9 @@ def overlay(runs: list[RunResult]) -> list[Chart]:
     fig = go.Figure()
     for dtype, g in data.groupby("dtype", sort=False) if not data.empty else []:
         fig.add_trace(
-            go.Bar(x=g["run"].map(plain), y=g["best_tflops"] * scale, name=dtype, marker_color=color_for(str(dtype)))
+            go.Bar(
+                x=g["run"].map(html_text), y=g["best_tflops"] * scale, name=dtype, marker_color=color_for(str(dtype))
+            )
         )
     style(
         fig,

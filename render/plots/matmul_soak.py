@@ -11,7 +11,7 @@ from core.columns import throughput_unit
 from core.result import RunResult
 from render.chart import Chart
 from render.node import is_all_gpus, node_chart
-from render.style import color_for, plain, style, title
+from render.style import color_for, html_text, style, title
 
 # NVML columns of a sample (core.hardware.clocks.ClockSampler.window) drawn under the throughput, with units.
 PANELS = (("sm_clock_mhz", "SM clock (MHz)"), ("temp_c", "temp. (°C)"), ("power_w", "power (W)"))
@@ -68,7 +68,7 @@ def soak_figure(run: RunResult) -> go.Figure:
     several = len(groups) > 1
     for i, (device, g) in enumerate(groups.items()):
         color = color_for(f"gpu{i}") if several else THROUGHPUT_COLOR
-        label = plain(device) if several else "throughput"
+        label = html_text(device) if several else "throughput"
         _throughput(fig, g, label, color, (name, scale))
         summary = found.get(device)
         if summary:
@@ -158,7 +158,7 @@ def _layout(fig: go.Figure, run: RunResult, panels: list[tuple[str, str]], name:
     fig.update_layout(height=420 + 170 * len(panels))
     fig.update_xaxes(title_text="seconds since sampling began", row=1 + len(panels), col=1)
     for row, (_, axis) in enumerate(panels, start=2):
-        fig.update_yaxes(title_text=plain(axis), row=row, col=1)
+        fig.update_yaxes(title_text=html_text(axis), row=row, col=1)
 
 
 def _summary_lines(fig: go.Figure, g: list[dict], s: dict, unit: tuple[str, float], who: str) -> None:
@@ -215,6 +215,6 @@ def overlay(runs: list[RunResult]) -> list[Chart]:
         ("sustained_tflops", "sustained", SUSTAINED_COLOR),
     ):
         if not data.empty:
-            fig.add_trace(go.Bar(x=data["run"].map(plain), y=data[col] * scale, name=label, marker_color=color))
+            fig.add_trace(go.Bar(x=data["run"].map(html_text), y=data[col] * scale, name=label, marker_color=color))
     style(fig, "Matmul soak: burst vs sustained per run", "run", name, legend_title="figure", barmode="group")
     return [Chart("matmul-soak-overlay", fig, data)]

@@ -16,7 +16,7 @@ from core.units import GIB, MIB, bytes_text
 from core.workload.snapshot_analysis import CATEGORIES, peak_differences
 from render.chart import Chart
 from render.plots.allocator import BLOCK_COLORS
-from render.style import color_for, plain, plain_lines, style, title
+from render.style import color_for, html_lines, html_text, style, title
 
 STATE_NAMES = {
     "active_allocated": "allocated",
@@ -31,7 +31,7 @@ def _x_title(meta: dict) -> str:
 
 def _stack_hover(frames: list[str], limit: int = 12) -> str:
     shown = frames[:limit] + ([f"… {len(frames) - limit} more frames"] if len(frames) > limit else [])
-    return plain_lines(shown) or "(no Python stack recorded)"
+    return html_lines(shown) or "(no Python stack recorded)"
 
 
 def timeline_figure(t_ms, allocated, reserved, meta: dict, run: RunResult | None = None, detail: str = "") -> go.Figure:
@@ -179,11 +179,11 @@ def sites_figure(sites: list[dict], when: str, run: RunResult | None = None) -> 
     fig = go.Figure(
         go.Bar(
             x=data["bytes"] / GIB,
-            y=data["site"].map(plain),
+            y=data["site"].map(html_text),
             orientation="h",
             marker_color=[color_for(c) for c in data["category"]],
             customdata=data[["blocks", "category", "rule"]].to_numpy(),
-            hovertext=[plain_lines(s.split("\n")) for s in data["stack"]],
+            hovertext=[html_lines(s.split("\n")) for s in data["stack"]],
             hovertemplate="%{x:.3f} GiB in %{customdata[0]} block(s) · %{customdata[1]} "
             "(%{customdata[2]})<br>%{hovertext}<extra></extra>",
         )
@@ -318,7 +318,7 @@ def _growth_bars(names, deltas, hover, heading: str, detail: str) -> go.Figure:
     fig = go.Figure(
         go.Bar(
             x=np.asarray(deltas) / GIB,
-            y=[plain(str(n)) for n in names],
+            y=[html_text(str(n)) for n in names],
             orientation="h",
             marker_color=["#d62728" if d > 0 else "#2ca02c" for d in deltas],
             hovertext=hover,
@@ -371,7 +371,7 @@ def overlay(runs: list[RunResult]) -> list[Chart]:
             bars = _growth_bars(
                 top["site"],
                 top["delta_bytes"],
-                [plain_lines(s.split("\n")) if s else "" for s in top["stack"]],
+                [html_lines(s.split("\n")) if s else "" for s in top["stack"]],
                 "Who grew: B − A by allocation site",
                 f"{sides}, top 20 sites of each; largest growth first",
             )

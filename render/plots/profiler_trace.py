@@ -10,7 +10,7 @@ from core.workload.trace import KINDS
 from core.workload.trace_diff import diff, totals
 from render.chart import Chart, kind_rows
 from render.plots.step_bench import GROUP_COLORS
-from render.style import color_for, plain, short_plain, style, title
+from render.style import color_for, html_text, short_html_text, style, title
 
 # The step benchmark's groups (runs stored before the trace had its own rules use them), the trace's groups.
 COLORS = GROUP_COLORS | {
@@ -66,10 +66,10 @@ def kernels_chart(run: RunResult) -> Chart | None:
     fig = go.Figure(
         go.Bar(
             x=data["total_us"] / 1000,
-            y=[short_plain(n) for n in data["name"]],
+            y=[short_html_text(n) for n in data["name"]],
             orientation="h",
             marker_color=[COLORS.get(g, "#7f7f7f") for g in data["group"]],
-            customdata=data[["count", "mean_us", "share", "group"]].assign(name=data["name"].map(plain)).to_numpy(),
+            customdata=data[["count", "mean_us", "share", "group"]].assign(name=data["name"].map(html_text)).to_numpy(),
             hovertemplate="%{customdata[4]}<br>%{x:.3f} ms · ×%{customdata[0]} · mean %{customdata[1]:.1f} µs · "
             "%{customdata[2]:.1%} · %{customdata[3]}<extra></extra>",
         )
@@ -305,7 +305,7 @@ def diff_chart(base: RunResult, new: RunResult) -> Chart:
     values = [total["base_us"] / 1000, *[r["delta_us"] / 1000 for r in rows], total["new_us"] / 1000]
     fig = go.Figure(
         go.Waterfall(
-            x=[plain(n) for n in names],
+            x=[html_text(n) for n in names],
             y=values,
             measure=["absolute", *["relative"] * len(rows), "total"],
             increasing={"marker": {"color": "#d62728"}},

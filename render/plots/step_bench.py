@@ -11,7 +11,7 @@ from core.result import RunResult
 from core.transformer.presets import DTYPE_FOR_PRECISION
 from render.chart import Chart, kind_rows
 from render.node import is_all_gpus, node_chart
-from render.style import color_for, plain, short_plain, style, title
+from render.style import color_for, html_text, short_html_text, style, title
 
 PHASE_ORDER = ("forward", "backward", "optimizer", "zero_grad", "step")
 SCOPE_LABELS = {"forward": "forward only", "step": "full step"}
@@ -152,10 +152,10 @@ def kernels_chart(run: RunResult) -> Chart | None:
     fig = go.Figure(
         go.Bar(
             x=step["ms_per_step"],
-            y=[short_plain(n) for n in step["name"]],
+            y=[short_html_text(n) for n in step["name"]],
             orientation="h",
             marker_color=[GROUP_COLORS.get(g, "#7f7f7f") for g in step["group"]],
-            customdata=step[["count_per_step", "share", "group"]].assign(name=step["name"].map(plain)).to_numpy(),
+            customdata=step[["count_per_step", "share", "group"]].assign(name=step["name"].map(html_text)).to_numpy(),
             hovertemplate="%{customdata[3]}<br>%{x:.3f} ms per step · %{customdata[0]:.0f} calls · "
             "%{customdata[1]:.1%} · %{customdata[2]}<extra></extra>",
         )
@@ -334,7 +334,7 @@ def overlay(runs: list[RunResult]) -> list[Chart]:
     fig = go.Figure(
         [
             go.Bar(
-                x=part["run"].map(plain),
+                x=part["run"].map(html_text),
                 y=part["step_ms_median"],
                 name=precision,
                 marker_color=color_for(DTYPE_FOR_PRECISION.get(str(precision), str(precision))),

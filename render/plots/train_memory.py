@@ -9,7 +9,7 @@ from core.result import RunResult
 from core.transformer.planner import CATEGORIES
 from core.units import MIB, bytes_text
 from render.chart import Chart
-from render.style import color_for, plain, style, title
+from render.style import color_for, html_text, style, title
 
 PHASE_COLORS = {
     "forward": "rgba(31,119,180,0.10)",
@@ -126,7 +126,7 @@ def overlay(runs: list[RunResult]) -> list[Chart]:
     lines = go.Figure()
     for run in runs:
         df = run.frame()
-        lines.add_trace(go.Scatter(x=df["t_ms"], y=df["total_bytes"] / MIB, mode="lines", name=plain(_label(run))))
+        lines.add_trace(go.Scatter(x=df["t_ms"], y=df["total_bytes"] / MIB, mode="lines", name=html_text(_label(run))))
     style(lines, title("Training-step memory, runs overlaid"), "time (ms)", "allocated (MiB)", legend_title="run")
     peaks = pd.DataFrame(
         [
@@ -143,9 +143,12 @@ def overlay(runs: list[RunResult]) -> list[Chart]:
     bars = go.Figure(
         [
             go.Bar(
-                x=peaks["run"].map(plain), y=peaks["measured_bytes"] / MIB, name="measured", text=peaks["peak_phase"]
+                x=peaks["run"].map(html_text),
+                y=peaks["measured_bytes"] / MIB,
+                name="measured",
+                text=peaks["peak_phase"],
             ),
-            go.Bar(x=peaks["run"].map(plain), y=peaks["estimated_bytes"] / MIB, name="estimate"),
+            go.Bar(x=peaks["run"].map(html_text), y=peaks["estimated_bytes"] / MIB, name="estimate"),
         ]
     )
     bars.update_layout(barmode="group")

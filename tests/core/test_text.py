@@ -1,6 +1,6 @@
 """Labels from outside: the one length and control-character rule, and safe printing."""
 
-from core.text import MAX_LABEL_CHARS, MAX_TAGS, first_line, label_problem, quoted, tags_problem, terminal
+from core.text import MAX_LABEL_CHARS, MAX_TAGS, first_line, label_problem, quoted, tags_problem, terminal_text
 
 
 def test_labels_up_to_120_characters_without_control_characters():
@@ -20,11 +20,11 @@ def test_tags_are_a_short_list_of_labels():
 
 
 def test_terminal_escapes_what_would_move_the_cursor():
-    assert terminal("a\x1b[2Jb\rc") == "a\\x1b[2Jb\\rc"
-    assert terminal("left\u202eright") == "left\\u202eright"
-    assert terminal("one\ntwo") == "one\\ntwo"
-    assert terminal("one\ntwo\x07", multiline=True) == "one\ntwo\\x07"
-    assert terminal(3.5) == "3.5"
+    assert terminal_text("a\x1b[2Jb\rc") == "a\\x1b[2Jb\\rc"
+    assert terminal_text("left\u202eright") == "left\\u202eright"
+    assert terminal_text("one\ntwo") == "one\\ntwo"
+    assert terminal_text("one\ntwo\x07", multiline=True) == "one\ntwo\\x07"
+    assert terminal_text(3.5) == "3.5"
 
 
 def test_quoted_keeps_a_hostile_field_short():

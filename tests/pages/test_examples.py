@@ -11,7 +11,7 @@ pytest.importorskip("streamlit")
 pytest.importorskip("plotly")
 
 from core.workload import examples
-from pages.common.plain import md
+from pages.common.markdown import markdown_text
 from tests.pages.test_workload import page, wait_for_metric
 
 
@@ -21,7 +21,7 @@ def test_step_bench_opens_a_trace_recorded_on_a_v100(store):
         gpu = json.load(f)["deviceProperties"][0]["name"]  # what the file itself says
     at = page("pages/step_bench.py")
     button = at.button(key=f"step_bench.trace.example.{example.name}")
-    assert md(gpu) in button.label and button.label.startswith("Open an example recorded on")
+    assert markdown_text(gpu) in button.label and button.label.startswith("Open an example recorded on")
     button.click().run()
     at = wait_for_metric(at, "Kernel time")
     assert not at.exception
@@ -31,7 +31,7 @@ def test_step_bench_opens_a_trace_recorded_on_a_v100(store):
     assert stored.meta["example"]["name"] == example.name
     said = " ".join(i.value for i in at.info)
     assert "Recorded elsewhere" in said and "HolisticTraceAnalysis" in said and example.commit[:12] in said
-    assert any(md(f"recorded elsewhere on {gpu}") in c.value for c in at.caption)  # the run's own line
+    assert any(markdown_text(f"recorded elsewhere on {gpu}") in c.value for c in at.caption)  # the run's own line
     at.button(key=f"step_bench.trace.example.{example.name}").click().run()  # again: the stored import, no new run
     assert not at.exception and len(store.list(experiment="profiler-trace")) == 1
     assert any(m.label == "Kernel time" for m in at.metric)
