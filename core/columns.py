@@ -12,6 +12,8 @@ import math
 from collections.abc import Hashable
 from typing import cast
 
+from core.units import throughput_unit
+
 # Name tokens that mark a measured quantity (``time_ms``, ``ms_median``, ``peak_bytes``).
 MEASURE_TOKENS = frozenset(
     {
@@ -109,13 +111,6 @@ def fmt(value) -> str:
     return f"{value:.4g}"
 
 
-def throughput_unit(is_cuda: bool, ops: bool = False) -> tuple[str, float]:
-    """The lab's one unit rule for throughput: TFLOPS on a GPU, GFLOPS on a CPU (TOPS/GOPS for integer ops).
-    Values are stored in TFLOPS; returns the unit and the factor a stored value is multiplied by."""
-    unit = ("T" if is_cuda else "G") + ("OPS" if ops else "FLOPS")
-    return unit, 1.0 if is_cuda else 1e3
-
-
 def headline(rows: list[dict], is_cuda: bool = True) -> str:
     """E.g. 'max TFLOPS 312.4' (a CPU run: 'max GFLOPS 95.1') — the history's one-number summary of a run."""
     if not rows:
@@ -133,7 +128,7 @@ def headline(rows: list[dict], is_cuda: bool = True) -> str:
     if values.empty:
         return f"{col}: no value"
     value = values.max() if how == "max" else values.min()
-    if tokens(col) & {"tflops", "tops"}:  # stored in TFLOPS; shown under the unit rule
+    if tokens(col) & {"tflops", "tops"}:  # stored in TFLOPS; shown under core.units' rule
         unit, scale = throughput_unit(is_cuda, ops="tops" in tokens(col))
         return f"{how} {unit} {fmt(value * scale)}"
     return f"{how} {col} {fmt(value)}"

@@ -18,6 +18,8 @@ Rules, chosen once:
   minute) with a space for the ``T``: ``"2026-03-01 12:34:56"``.
 - **Rates** (:func:`rate_text`): a value and its unit, e.g. ``"912.3 GB/s"``; bandwidth in GB/s is decimal
   (1 GB = 10⁹ bytes), as nccl-tests and CUDA's bandwidthTest report it.
+- **Throughput** (:func:`throughput_unit`) is stored in TFLOPS (TOPS for integer ops) and shown in TFLOPS on
+  a GPU, in GFLOPS (GOPS) on a CPU, whose figures are a thousand times smaller.
 """
 
 from __future__ import annotations
@@ -32,6 +34,7 @@ _BINARY = (("TiB", TIB), ("GiB", GIB), ("MiB", MIB), ("KiB", KIB))
 _UP = (("B", 1),) + _BINARY[::-1]
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(b|k|kib|m|mib|g|gib)?\s*$", re.IGNORECASE)
 _SIZE_UNITS = {"b": 1, "k": KIB, "kib": KIB, "m": MIB, "mib": MIB, "g": GIB, "gib": GIB}
+GFLOPS_PER_TFLOPS = 1e3
 
 
 def bytes_text(n: float, digits: int = 1) -> str:
@@ -78,6 +81,13 @@ def duration_text(seconds: float, digits: int = 1) -> str:
 def rate_text(value: float, unit: str, digits: int = 1) -> str:
     """A rate with its unit: ``rate_text(912.34, "GB/s")`` → ``"912.3 GB/s"``."""
     return f"{value:,.{digits}f} {unit}"
+
+
+def throughput_unit(is_cuda: bool, ops: bool = False) -> tuple[str, float]:
+    """The unit a stored TFLOPS value is shown in on this device, and the factor it is multiplied by:
+    ``("TFLOPS", 1.0)`` on a GPU, ``("GFLOPS", 1000.0)`` on a CPU (TOPS/GOPS with ``ops``)."""
+    unit = ("T" if is_cuda else "G") + ("OPS" if ops else "FLOPS")
+    return unit, 1.0 if is_cuda else GFLOPS_PER_TFLOPS
 
 
 def timestamp_text(iso: str | None, minutes: bool = False) -> str:

@@ -4,7 +4,6 @@ and the soak: one shape for a fixed time, burst against sustained."""
 import pandas as pd
 import streamlit as st
 
-from core.columns import throughput_unit
 from core.experiments import matmul_soak as soak
 from core.experiments.matmul import CPU_SIZES, GPU_SIZES
 from core.hardware import dtypes, published
@@ -12,7 +11,7 @@ from core.measure.gemm import MAX_DIM
 from core.measure.soak import DROP_THRESHOLD_PCT
 from core.result import RunResult
 from core.transformer.presets import DEFAULT_BATCH, DEFAULT_CONTEXT, PRESET_NAMES
-from core.units import rate_text
+from core.units import rate_text, throughput_unit
 from pages.common import lab, node
 from pages.common.charts import show_charts
 from pages.common.markdown import markdown_text

@@ -4,12 +4,11 @@ from pathlib import Path
 
 import streamlit as st
 
-from core.columns import throughput_unit
 from core.experiment import config_to_dict
 from core.experiments.step_bench import StepBenchConfig
 from core.result import RunResult
 from core.transformer.presets import DTYPE_FOR_PRECISION, OPTIMIZERS, PRECISION_FOR_DTYPE, PRECISIONS
-from core.units import MIB, bytes_text
+from core.units import MIB, bytes_text, throughput_unit
 from pages.common import lab, node, run_panel, trace_panel
 from pages.common.charts import show_charts
 from pages.common.methods import how_measured

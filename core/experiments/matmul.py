@@ -15,7 +15,6 @@ from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
-from core.columns import throughput_unit
 from core.errors import ConfigError, DoesNotFit, Unsupported
 from core.experiment import Context, DeviceMetric, Experiment, Output, Progress, check_choices
 from core.hardware import device as devices
@@ -27,7 +26,7 @@ from core.measure.derived import add_pct_of_best, add_published, flag_above_peak
 from core.measure.gemm import MAX_DIM, Shape, dtype_support, flops, memory_needed_bytes, shape_problem
 from core.measure.stats import COPY_TRAFFIC_PER_BYTE, copy_bandwidth, summarize
 from core.transformer.presets import DEFAULT_BATCH, DEFAULT_CONTEXT, PRESET_NAMES, get_preset
-from core.units import GIB, MIB, bytes_text
+from core.units import GIB, MIB, bytes_text, throughput_unit
 
 if TYPE_CHECKING:
     import torch

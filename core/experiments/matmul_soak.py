@@ -15,7 +15,6 @@ import time
 from collections.abc import Generator
 from dataclasses import dataclass, field
 
-from core.columns import throughput_unit
 from core.errors import ConfigError
 from core.experiment import Context, DeviceMetric, Experiment, Output, Progress
 from core.hardware import device as devices
@@ -23,6 +22,7 @@ from core.hardware import dtypes
 from core.hardware.clocks import ClockSampler, device_sampler
 from core.measure import soak
 from core.measure.gemm import MAX_DIM, Shape, dtype_support, flops, make_operands, memory_needed_bytes, shape_problem
+from core.units import throughput_unit
 
 GPU_SIZE, CPU_SIZE = 8192, 512  # large enough to be compute-bound, small enough for many calls a second
 GPU_DURATION_S, CPU_DURATION_S = 60.0, 20.0

@@ -13,7 +13,6 @@ from collections.abc import Callable
 from dataclasses import dataclass, field
 from typing import Any
 
-from core.columns import throughput_unit
 from core.errors import ConfigError
 from core.hardware.health_reference import THRESHOLD_REASON
 from core.hardware.identity import box_identity, box_label
@@ -22,7 +21,7 @@ from core.health.figures import SOAK, figures_of
 from core.health.history import history_of
 from core.health.verdict import figure_row, overall, step_row, summary
 from core.result import RunResult, now_iso
-from core.units import duration_text
+from core.units import duration_text, throughput_unit
 
 BUNDLE_FORMAT = "gpulab-health"
 Progress = Callable[[int, int, str], None]

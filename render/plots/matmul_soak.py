@@ -7,8 +7,8 @@ import pandas as pd
 import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
-from core.columns import throughput_unit
 from core.result import RunResult
+from core.units import throughput_unit
 from render.chart import Chart
 from render.node import is_all_gpus, node_chart
 from render.style import color_for, html_text, style, title

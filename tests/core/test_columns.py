@@ -2,7 +2,7 @@
 
 import pandas as pd
 
-from core.columns import fmt, headline, headline_metric, split_columns, throughput_unit, tokens
+from core.columns import fmt, headline, headline_metric, split_columns, tokens
 
 
 def test_tokens_split_on_underscores_and_dashes():
@@ -37,12 +37,6 @@ def test_headline_prefers_throughput_then_time_then_memory():
 def test_fmt_four_significant_digits():
     assert fmt(312.4567) == "312.5" and fmt(0.000123456) == "0.0001235" and fmt(1234567) == "1.235e+06"
     assert fmt(True) == "True" and fmt(float("nan")) == "nan" and fmt("fp32") == "fp32"
-
-
-def test_throughput_is_tflops_on_a_gpu_and_gflops_on_a_cpu():
-    assert throughput_unit(True) == ("TFLOPS", 1.0)
-    assert throughput_unit(False) == ("GFLOPS", 1e3)
-    assert throughput_unit(False, ops=True) == ("GOPS", 1e3)
 
 
 def test_headline_of_rows():

@@ -1,8 +1,19 @@
-"""core.units: the one place bytes, durations, rates and timestamps become text (expectations by hand)."""
+"""core.units: the one place bytes, durations, rates, throughput and timestamps become text (expectations by hand)."""
 
 import pytest
 
-from core.units import GIB, KIB, MIB, bytes_text, duration_text, exact_size_text, parse_size, rate_text, timestamp_text
+from core.units import (
+    GIB,
+    KIB,
+    MIB,
+    bytes_text,
+    duration_text,
+    exact_size_text,
+    parse_size,
+    rate_text,
+    throughput_unit,
+    timestamp_text,
+)
 
 
 def test_constants():
@@ -101,6 +112,12 @@ def test_duration_text_digits():
 def test_rate_text():
     assert rate_text(912.34, "GB/s") == "912.3 GB/s"
     assert rate_text(1234.5, "GB/s", digits=0) == "1,234 GB/s"  # round half to even
+
+
+def test_throughput_is_tflops_on_a_gpu_and_gflops_on_a_cpu():
+    assert throughput_unit(True) == ("TFLOPS", 1.0)
+    assert throughput_unit(False) == ("GFLOPS", 1e3)
+    assert throughput_unit(False, ops=True) == ("GOPS", 1e3)
 
 
 @pytest.mark.parametrize(
