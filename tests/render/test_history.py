@@ -7,15 +7,17 @@ pytest.importorskip("plotly")
 
 from core.result import RunResult, RunSummary
 from render import history
+from tests.factories import make_run
 
 H100 = {"kind": "cuda", "name": "NVIDIA H100 80GB HBM3", "label": "cuda:0 — NVIDIA H100 80GB HBM3"}
 CPU = {"kind": "cpu", "name": "Test CPU", "label": "CPU — Test CPU"}
 
 
 def run(run_id, experiment, device, started, status="ok", name="", tags=(), **config) -> RunResult:
-    r = RunResult(experiment, config, device, {"torch": "2.13.0", "cuda": None}, started, started, status, name=name)
-    r.id, r.tags = run_id, list(tags)
-    return r
+    times = {"started_at": started, "finished_at": started}
+    return make_run(
+        experiment, device=device, status=status, config=config, name=name, id=run_id, tags=list(tags), **times
+    )
 
 
 def summary(r: RunResult) -> RunSummary:

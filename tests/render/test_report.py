@@ -6,7 +6,7 @@ import sys
 import pytest
 
 from core.cli import main
-from core.result import RunResult
+from tests.factories import make_run
 
 H100 = {
     "kind": "cuda",
@@ -22,35 +22,30 @@ CPU = {"kind": "cpu", "name": "Test CPU", "label": "CPU — Test CPU", "cores": 
 
 def sweep(device, scale, run_id, experiment="sweep", **config):
     rows = [{"size": s, "dtype": "bf16", "tflops": scale * s / 256} for s in (256, 512, 1024)]
-    run = RunResult(
+    return make_run(
         experiment,
-        {"dtype": "bf16", **config},
-        device,
-        {"torch": "2.13.0"},
-        "2026-03-01T00:00:00+00:00",
-        "2026-03-01T00:00:02+00:00",
-        "ok",
-        rows=rows,
+        rows,
+        device=device,
+        config={"dtype": "bf16", **config},
+        started_at="2026-03-01T00:00:00+00:00",
+        finished_at="2026-03-01T00:00:02+00:00",
         name=f"run {run_id}",
+        id=run_id,
     )
-    run.id = run_id
-    return run
 
 
 def probe(run_id, status="ok", error=None):
-    run = RunResult(
+    return make_run(
         "probe",
-        {"mode": "ok", "steps": 2, "seconds": 0.0},
-        CPU,
-        {},
-        "2026-03-02T00:00:00+00:00",
-        "2026-03-02T00:00:01+00:00",
-        status,
+        [{"step": 1, "t": 10.0}, {"step": 2, "t": 10.5}],
+        device=CPU,
+        status=status,
+        config={"mode": "ok", "steps": 2, "seconds": 0.0},
+        started_at="2026-03-02T00:00:00+00:00",
+        finished_at="2026-03-02T00:00:01+00:00",
         error=error,
-        rows=[{"step": 1, "t": 10.0}, {"step": 2, "t": 10.5}],
+        id=run_id,
     )
-    run.id = run_id
-    return run
 
 
 def build(runs):

@@ -6,11 +6,11 @@ pytest.importorskip("plotly")
 
 from core.result import RunResult
 from render import trace_view as view
+from tests.factories import make_run
 
 
 def stored(experiment: str, rows: list[dict], meta: dict | None = None) -> RunResult:
-    device = {"kind": "cpu", "name": "CPU"}
-    return RunResult(experiment, {}, device, {}, "2026-01-01T00:00:00", None, "ok", rows=rows, meta=meta or {})
+    return make_run(experiment, rows, meta)
 
 
 def rank(i: int, compute_us: float) -> dict:

@@ -7,6 +7,7 @@ pytest.importorskip("plotly")
 from core.measure import soak
 from core.result import RunResult
 from render.plots.matmul_soak import figures, overlay
+from tests.factories import make_run
 
 TFLOPS = (800.0, 810.0, 805.0, 700.0, 660.0, 655.0, 650.0, 652.0)
 
@@ -35,19 +36,8 @@ def _run(nvml: bool = True, kind: str = "cuda") -> RunResult:
     meta = {"dtype": "bf16", "size": 8192} | soak.summarize(rows, burst_s=2.0, threshold_pct=10.0, unit=unit)
     if not nvml:
         meta["clocks_note"] = "a CPU has no NVML"
-    return RunResult(
-        id="abcdef123456",
-        experiment="matmul-soak",
-        config={},
-        device={"kind": kind, "name": "Fake GPU", "label": "cuda:0 — Fake GPU", "torch_device": "cuda:0"},
-        versions={},
-        started_at="2026-01-01T00:00:00",
-        finished_at=None,
-        status="ok",
-        error=None,
-        rows=rows,
-        meta=meta,
-    )
+    device = {"kind": kind, "name": "Fake GPU", "label": "cuda:0 — Fake GPU", "torch_device": "cuda:0"}
+    return make_run("matmul-soak", rows, meta, device, id="abcdef123456")
 
 
 def test_burst_and_sustained_lines_sit_at_the_hand_computed_levels():

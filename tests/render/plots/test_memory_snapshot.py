@@ -12,6 +12,7 @@ from core.workload.snapshot import read_snapshot
 from core.workload.snapshot_analysis import analyse
 from render.plots import memory_snapshot
 from tests.core.workload import snapshots
+from tests.factories import make_run
 
 
 def _run(tmp_path, name: str, snap: dict) -> RunResult:
@@ -22,7 +23,7 @@ def _run(tmp_path, name: str, snap: dict) -> RunResult:
         {"t_ms": float(t), "allocated_bytes": int(x), "reserved_bytes": int(r)}
         for t, x, r in zip(a.point_time_ms(range(len(a.allocated))), a.allocated, a.reserved)
     ]
-    return RunResult("memory-snapshot", {}, {}, {}, "", "", "ok", rows=rows, meta=a.summary(), name=name)
+    return make_run("memory-snapshot", rows, a.summary(), {}, name=name)
 
 
 def test_the_overlay_of_two_snapshots_draws_who_grew(tmp_path):
