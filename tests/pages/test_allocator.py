@@ -66,94 +66,6 @@ def test_size_beyond_free_memory_is_refused_with_the_limit(cpu_app):
     assert any("free on this device" in e.value and "limit" in e.value for e in at.error)
 
 
-# --- figure builders (plain functions), on hand-made GPU-shaped rows ---------------------------------
-
-
-def _gpu_run(setting="default", with_trace=False):
-    from core.result import RunResult
-
-    mib = 2**20
-    seg = [
-        {
-            "total_size": 64 * mib,
-            "segment_type": "large",
-            "expandable": False,
-            "blocks_dropped": 0,
-            "blocks": [
-                {"offset": 0, "size": 16 * mib, "state": "active_allocated"},
-                {"offset": 16 * mib, "size": 48 * mib, "state": "inactive"},
-            ],
-        }
-    ]
-    rows = []
-    for i, (alloc, reserved) in enumerate([(0, 0), (16, 64), (0, 64)]):
-        rows.append(
-            {
-                "index": i,
-                "step": f"{i}. s{i}",
-                "op": "",
-                "status": "ok",
-                "note": "",
-                "alloc_conf_seen": setting,
-                "rss_bytes": 100 * mib,
-                "allocated_bytes": alloc * mib,
-                "reserved_bytes": reserved * mib,
-                "peak_allocated_bytes": 16 * mib,
-                "driver_used_bytes": 600 * mib,
-                "segment_map": seg if i else [],
-                "trace": [[1000, "segment_alloc", 64 * mib], [1500, "alloc", 16 * mib]]
-                if with_trace and i == 1
-                else [[4000, "free_requested", 16 * mib], [4000, "free_completed", 16 * mib]]
-                if with_trace and i == 2
-                else [],
-            }
-        )
-    return RunResult(
-        experiment="allocator",
-        config={"scenario": "custom"},
-        device={"kind": "cuda", "label": "GPU"},
-        versions={},
-        started_at="2026-01-01T00:00:00+00:00",
-        finished_at=None,
-        status="ok",
-        rows=rows,
-        meta={"alloc_conf_seen": setting},
-    )
-
-
-def test_segment_map_draws_each_block_at_its_offset():
-    from render.plots import allocator as plots
-
-    chart = plots.segment_map(_gpu_run(), 1)
-    bars = [(t.name, t.base[0], t.x[0]) for t in chart.figure.data]
-    assert bars == [("active_allocated", 0, 16), ("inactive", 16, 48)]  # MiB
-
-
-def test_history_accumulates_active_and_reserved_by_hand():
-    from render.plots import allocator as plots
-
-    chart = plots.history(_gpu_run(with_trace=True))
-    df = chart.data
-    assert list(df["active_bytes"] // 2**20) == [0, 16, 16, 0]  # segment, alloc 16, free requested, free completed
-    assert list(df["reserved_bytes"] // 2**20) == [64, 64, 64, 64]
-    assert list(df["time_ms"]) == [0, 0.5, 3, 3]
-    assert plots.history(_gpu_run()) is None
-
-
-def test_overlay_draws_reserved_and_allocated_per_setting():
-    from render.plots import allocator as plots
-
-    (chart,) = plots.overlay([_gpu_run("default"), _gpu_run("expandable_segments:True")])
-    assert [t.name for t in chart.figure.data] == [
-        "default · reserved",
-        "default · allocated",
-        "expandable_segments:True · reserved",
-        "expandable_segments:True · allocated",
-    ]
-    assert list(chart.figure.data[2].y) == [0, 64, 64]
-    assert "segment_map" not in chart.data.columns  # nested JSON never goes into the CSV export
-
-
 # --- on a GPU (the sidebar on cuda:0) ------------------------------------------------------------
 
 
@@ -171,13 +83,3 @@ def test_page_on_a_gpu_offers_every_scenario_and_measures_the_backward_peak(gpu_
     # y = 5*x keeps x, y, grad of y and x.grad alive (4 sizes); (5*x) keeps 3: the seed's arithmetic
     assert list(backward["measured peak / size(x)"].round(1)) == [4.0, 3.0]
     assert not any("Not measured on a CPU" in c.value for c in at.caption)
-
-
-def test_segment_map_colours_every_block_state_a_snapshot_writes():
-    from render.plots import allocator as plots
-
-    run = _gpu_run()
-    run.rows[1]["segment_map"][0]["blocks"][1]["state"] = "active_pending_free"  # as real snapshots write it
-    chart = plots.segment_map(run, 1)
-    colours = {t.name: t.marker.color for t in chart.figure.data}
-    assert colours == {"active_allocated": "#d62728", "active_pending_free": "#ff7f0e"}  # not the grey fallback

@@ -1,4 +1,5 @@
-"""AppTest: pick a preset and precision from the dropdowns, plan without running, run tiny on CPU, charts render."""
+"""AppTest: pick a preset and precision from the dropdowns, plan without running, run tiny on CPU, charts render (the charts
+themselves: tests/render/plots/test_train_memory.py)."""
 
 import time
 
@@ -43,90 +44,6 @@ def test_planner_and_cpu_run_render(cpu_app):
     assert not at.exception
     assert any(m.label == "Measured peak" for m in at.metric), [e.value for e in at.error]
     assert len(at.get("plotly_chart")) >= 3  # planner + timeline + estimate-vs-measured
-
-
-def test_figures_and_overlay_from_a_run():
-    from core.experiment import Context, drive
-    from core.experiments.train_memory import TrainMemoryConfig, run
-    from core.result import RunResult
-    from render.plots.train_memory import figures, overlay
-
-    def record(precision):
-        out, _ = drive(
-            run(TrainMemoryConfig(model="tiny", precision=precision, batch=1, context=32), Context("cpu", "CPU"))
-        )
-        return RunResult(
-            experiment="train-memory",
-            config={"model": "tiny", "precision": precision, "optimizer": "adamw", "batch": 1, "context": 32},
-            device={"kind": "cpu", "name": "test CPU"},
-            versions={},
-            started_at="2026-01-01T00:00:00",
-            finished_at=None,
-            status="ok",
-            rows=out.rows,
-            meta=out.meta,
-        )
-
-    a, b = record("fp32"), record("bf16")
-    charts = figures(a)
-    assert [c.name for c in charts] == ["train-memory-timeline", "train-memory-peak"]
-    timeline = charts[0].figure
-    stacked = [t for t in timeline.data if t.stackgroup == "memory"]
-    assert len(stacked) == 6
-    assert "CPU" in timeline.layout.title.text
-    peak_bar = charts[1].data
-    assert peak_bar[peak_bar.source == "measured"].bytes.sum() == a.meta["trace_peak_bytes"]
-    lines, bars = overlay([a, b])
-    assert len(lines.figure.data) == 2
-    assert list(bars.data.measured_bytes) == [a.meta["peak_measured_bytes"], b.meta["peak_measured_bytes"]]
-
-
-def _lab(hex_colour: str) -> tuple[float, float, float]:
-    """sRGB hex → CIE L*a*b* (D65), from the standard formulas."""
-    rgb = [int(hex_colour[i : i + 2], 16) / 255 for i in (1, 3, 5)]
-    lin = [c / 12.92 if c <= 0.04045 else ((c + 0.055) / 1.055) ** 2.4 for c in rgb]
-    x = (0.4124 * lin[0] + 0.3576 * lin[1] + 0.1805 * lin[2]) / 0.95047
-    y = 0.2126 * lin[0] + 0.7152 * lin[1] + 0.0722 * lin[2]
-    z = (0.0193 * lin[0] + 0.1192 * lin[1] + 0.9505 * lin[2]) / 1.08883
-    f = [t ** (1 / 3) if t > (6 / 29) ** 3 else t / (3 * (6 / 29) ** 2) + 4 / 29 for t in (x, y, z)]
-    return 116 * f[1] - 16, 500 * (f[0] - f[1]), 200 * (f[1] - f[2])
-
-
-def test_every_memory_category_has_its_own_clearly_different_colour():
-    import itertools
-    import math
-
-    from core.result import RunResult
-    from render.plots.train_memory import timeline_figure
-
-    rows = [
-        {
-            "t_ms": 0.0,
-            "total_bytes": 6,
-            "parameters": 1,
-            "gradients": 1,
-            "optimizer_state": 1,
-            "activations": 1,
-            "temporaries": 1,
-            "other": 1,
-        }
-    ]
-    run = RunResult(
-        "train-memory",
-        {},
-        {"kind": "cpu", "name": "x"},
-        {},
-        "2026-01-01T00:00:00",
-        None,
-        "ok",
-        rows=rows,
-        meta={"bands": [], "peak_t_ms": 0.0, "trace_peak_bytes": 6, "peak_phase": "forward"},
-    )
-    colours = {t.name: t.line.color for t in timeline_figure(run).data if t.stackgroup == "memory"}
-    assert len(colours) == 6
-    for (a, ca), (b, cb) in itertools.combinations(colours.items(), 2):
-        delta_e = math.dist(_lab(ca), _lab(cb))  # CIE76: ≥ 20 is a difference nobody misses
-        assert delta_e >= 20, (a, b, ca, cb, delta_e)
 
 
 def test_a_run_that_cannot_fit_is_refused_with_a_clear_message(app):
