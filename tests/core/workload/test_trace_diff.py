@@ -6,9 +6,9 @@ import json
 import pytest
 
 from core import cli
-from core.result import RunResult
-from core.workload.trace_diff import diff, normalised, totals
+from core.workload.trace_diff import normalised
 from tests.conftest import ROOT
+from tests.factories import make_run
 
 V100 = ROOT / "tests" / "data" / "workload" / "kineto_v100_trace.json"
 
@@ -74,7 +74,7 @@ def test_stored_runs_compare_like_files_and_other_runs_are_refused(pair, store, 
     assert cli.main(["trace-diff", stored[:10], pair[1], "--json"]) == 0
     out = json.loads(capsys.readouterr().out)
     assert out["total"]["delta_us"] == 9
-    other = RunResult("probe", {}, {"kind": "cpu", "name": "CPU"}, {}, "2026-01-01T00:00:00+00:00", None, "ok")
+    other = make_run("probe")
     store.save(other)
     assert cli.main(["trace-diff", other.id, pair[1]]) == 2
     assert "not a profiler trace import" in capsys.readouterr().err
@@ -87,18 +87,3 @@ def test_names_are_matched_without_call_arguments_and_numbers():
         "sm90_xmma_gemm_f32f32_tilesize64x64x32"
     )
     assert normalised("a<float>") != normalised("a<half>")
-
-
-def test_the_waterfall_climbs_from_one_side_to_the_other():
-    pytest.importorskip("plotly")
-    from render.plots.profiler_trace import diff_chart
-
-    base = RunResult("profiler-trace", {}, {}, {}, "2026-01-01T00:00:00+00:00", None, "ok", name="before",
-                     rows=[{"kind": "group", "group": "matmul", "count": 2, "total_us": 2000.0}])  # fmt: skip
-    new = RunResult("profiler-trace", {}, {}, {}, "2026-01-01T00:00:00+00:00", None, "ok", name="after",
-                    rows=[{"kind": "group", "group": "matmul", "count": 2, "total_us": 3000.0},
-                          {"kind": "group", "group": "memory", "count": 1, "total_us": 500.0}])  # fmt: skip
-    chart = diff_chart(base, new)
-    bars = chart.figure.data[0]
-    assert list(bars.x) == ["before", "matmul", "memory", "after"] and list(bars.y) == [2.0, 1.0, 0.5, 3.5]
-    assert totals(diff(base.rows, new.rows))["delta_us"] == 1500

@@ -1,0 +1,21 @@
+"""The profiler-trace charts: the waterfall from one trace to another climbs by each group's change."""
+
+import pytest
+
+pytest.importorskip("plotly")
+
+from core.workload.trace_diff import diff, totals
+from render.plots.profiler_trace import diff_chart
+from tests.factories import make_run
+
+
+def test_the_waterfall_climbs_from_one_side_to_the_other():
+    base = make_run("profiler-trace", [{"kind": "group", "group": "matmul", "count": 2, "total_us": 2000.0}],
+                    device={}, name="before")  # fmt: skip
+    new = make_run("profiler-trace", [{"kind": "group", "group": "matmul", "count": 2, "total_us": 3000.0},
+                                      {"kind": "group", "group": "memory", "count": 1, "total_us": 500.0}],
+                   device={}, name="after")  # fmt: skip
+    chart = diff_chart(base, new)
+    bars = chart.figure.data[0]
+    assert list(bars.x) == ["before", "matmul", "memory", "after"] and list(bars.y) == [2.0, 1.0, 0.5, 3.5]
+    assert totals(diff(base.rows, new.rows))["delta_us"] == 1500
