@@ -1,119 +1,9 @@
-"""The Matmul throughput page: widgets → a tiny CPU sweep → charts; figure builders checked directly."""
+"""The Matmul throughput page: widgets → a tiny CPU sweep → charts (the charts themselves:
+tests/render/plots/test_matmul.py)."""
 
 import time
 
 import pytest
-
-from core.result import RunResult
-
-
-def _rows():
-    base = {
-        "n": 0,
-        "k": 0,
-        "label": "square",
-        "status": "ok",
-        "reason": None,
-        "peak_tflops": None,
-        "pct_of_peak": None,
-        "median_ms": 1.0,
-        "p20_ms": 0.9,
-        "p80_ms": 1.1,
-        "t_start_s": 0.0,
-        "t_end_s": 1.0,
-    }
-    rows = []
-    for dtype, m, tflops, err in (
-        ("fp32", 64, 0.1, 2e-7),
-        ("fp32", 128, 0.2, 3e-7),
-        ("bf16", 64, 0.4, 3e-3),
-        ("bf16", 128, 0.8, 3e-3),
-        ("fp64", 64, 0.05, 0.0),
-    ):
-        rows.append(
-            base
-            | {
-                "dtype": dtype,
-                "m": m,
-                "n": m,
-                "k": m,
-                "tflops": tflops,
-                "tflops_p20": tflops * 0.9,
-                "tflops_p80": tflops * 1.1,
-                "rel_error": err,
-                "intensity_flop_per_byte": m / 6,
-            }
-        )
-    rows.append(
-        base
-        | {"dtype": "tf32", "m": 64, "n": 64, "k": 64, "status": "unsupported", "reason": "no TF32", "tflops": None}
-    )
-    return rows
-
-
-def _run(rows, **meta):
-    return RunResult(
-        id="abcdef123456",
-        experiment="matmul",
-        config={"sizes": [64, 128]},
-        device={"kind": "cpu", "name": "Test CPU"},
-        versions={},
-        started_at="2026-01-01T00:00:00",
-        finished_at=None,
-        status="ok",
-        error=None,
-        rows=rows,
-        meta=meta,
-    )
-
-
-def test_figures_plot_the_measured_points():
-    from render.plots.matmul import figures
-
-    charts = figures(_run(_rows(), copy_bandwidth_gbs=10.0))
-    names = [c.name for c in charts]
-    assert names == ["matmul-throughput", "matmul-accuracy", "matmul-roofline"]  # no clocks on CPU
-    tput = {t.name: list(t.y) for t in charts[0].figure.data}
-    assert tput["bf16"] == pytest.approx([400.0, 800.0])  # CPU shows GFLOPS: 0.4 TFLOPS → 400
-    assert "tf32" not in tput  # unsupported rows are not drawn as zeros
-    acc = {t.name: list(t.x) for t in charts[1].figure.data}
-    assert acc["fp64"] == [1e-17]  # an exact 0 error is drawn at the floor, not dropped
-    slope = [t for t in charts[2].figure.data if t.name.startswith("copy")][0]
-    assert slope.y[0] == pytest.approx(10.0 * slope.x[0])  # GB/s × FLOP/B = GFLOP/s
-    assert "CPU" in charts[0].figure.layout.title.text
-
-
-def test_roofline_slope_is_the_copy_traffic():
-    """A run stores the copy's bandwidth (bytes once) and its memory traffic (read + write): the slope is
-    the traffic; a run stored before the traffic key counted copy_bandwidth_gbs as read + write."""
-    from render.plots.matmul import figures
-
-    charts = figures(_run(_rows(), copy_bandwidth_gbs=5.0, roofline_bandwidth_gbs=10.0))
-    slope = [t for t in charts[2].figure.data if t.name.startswith("copy")][0]
-    assert slope.name == "copy traffic 10 GB/s"
-    assert slope.y[0] == pytest.approx(10.0 * slope.x[0])
-
-
-def test_clock_chart_when_samples_exist():
-    from render.plots.matmul import figures
-
-    clocks = [
-        {
-            "t_s": 0.1 * i,
-            "sm_clock_mhz": 1980 - i,
-            "mem_clock_mhz": 2619,
-            "power_w": 600.0,
-            "temp_c": 60,
-            "reasons": ["sw_power_cap"] if i == 3 else [],
-        }
-        for i in range(10)
-    ]
-    run = _run(_rows(), clocks=clocks)
-    run.device = {"kind": "cuda", "name": "Fake GPU", "label": "cuda:0 — Fake GPU"}
-    charts = figures(run)
-    assert charts[-1].name == "matmul-clocks"
-    throttled = [t for t in charts[-1].figure.data if t.name == "throttled"][0]
-    assert list(throttled.x) == [pytest.approx(0.3)]
 
 
 def test_page_runs_a_tiny_cpu_sweep_and_draws_charts(cpu_app):
@@ -143,60 +33,6 @@ def test_page_runs_a_tiny_cpu_sweep_and_draws_charts(cpu_app):
     assert all(m.label.endswith("(GFLOPS)") for m in at.metric)
     warning = " ".join(w.value for w in at.warning)
     assert "tf32" in warning and "unsupported on" in warning
-
-
-def _gpu_run_above_peak():
-    """A fabricated H100 run: 1000 TFLOPS against the 989.4 sheet (101 %) is flagged, 700 (71 %) is not."""
-    base = {
-        "label": "square",
-        "status": "ok",
-        "reason": None,
-        "peak_tflops": 989.4,
-        "median_ms": 1.0,
-        "p20_ms": 0.9,
-        "p80_ms": 1.1,
-        "t_start_s": 0.0,
-        "t_end_s": 1.0,
-        "rel_error": 3e-3,
-        "intensity_flop_per_byte": 100.0,
-    }
-    rows = [
-        base
-        | {
-            "dtype": "bf16",
-            "m": m,
-            "n": m,
-            "k": m,
-            "tflops": t,
-            "tflops_p20": t,
-            "tflops_p80": t,
-            "pct_of_peak": t / 9.894,
-        }
-        for m, t in ((4096, 700.0), (8192, 1000.0))
-    ]
-    run = _run(rows)
-    run.device = {"kind": "cuda", "name": "NVIDIA H100 80GB HBM3", "label": "cuda:0 — NVIDIA H100 80GB HBM3"}
-    return run
-
-
-def test_a_point_above_the_datasheet_is_marked_as_a_measurement_error():
-    from render.plots.matmul import figures
-
-    chart = figures(_gpu_run_above_peak())[0]
-    (wrong,) = [t for t in chart.figure.data if t.name.startswith("above the datasheet peak")]
-    assert list(wrong.x) == [8192] and list(wrong.y) == [1000.0]  # flagged from the rows, by hand
-    assert "measurement error" in wrong.name
-
-
-def test_overlay_uses_gflops_only_when_every_run_is_a_cpu_run():
-    from render.plots.matmul import overlay
-
-    cpu, gpu = _run(_rows()), _gpu_run_above_peak()
-    (chart,) = overlay([cpu])
-    assert chart.figure.layout.yaxis.title.text.startswith("GFLOPS")
-    assert sorted(t.y[0] for t in chart.figure.data) == pytest.approx([50.0, 200.0, 800.0])  # best per dtype × 1000
-    (mixed,) = overlay([cpu, gpu])
-    assert mixed.figure.layout.yaxis.title.text.startswith("TFLOPS")
 
 
 @pytest.mark.parametrize("sidebar, soak", [("fp16", "fp16"), ("tf32", "fp32")])
@@ -234,19 +70,3 @@ def test_page_on_a_gpu_shows_tflops(gpu_app):
     table = at.dataframe[-1].value
     assert "TFLOPS (int8: OPS)" in table.columns and all(m.label.endswith("(TFLOPS)") for m in at.metric)
     assert not any("CPU —" in c.proto.spec for c in at.get("plotly_chart"))
-
-
-def test_published_best_achievable_beside_the_datasheet():
-    from render.plots.matmul import figures, measured
-
-    run = _gpu_run_above_peak()  # an H100 SXM: the source measured 794.5 bf16 TFLOPS at best
-    df = measured(run)
-    assert list(df["published_tflops"]) == [794.5, 794.5]
-    assert list(df["pct_of_published"]) == pytest.approx([100 * 700 / 794.5, 100 * 1000 / 794.5])
-    fig = figures(run)[0].figure
-    dotted = [s for s in fig.layout.shapes if s.line.dash == "dot"]
-    assert [s.y0 for s in dotted] == [794.5]
-    assert any("best achievable 794.5 (published, 2026-08-10)" in a.text for a in fig.layout.annotations)
-    chosen = measured(run, "NVIDIA A100 SXM")  # any GPU's published figure can be chosen
-    assert list(chosen["published_tflops"]) == [271.2, 271.2]
-    assert measured(_run(_rows()))["published_tflops"].isna().all()  # a CPU run has none
