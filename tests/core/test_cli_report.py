@@ -5,8 +5,8 @@ import subprocess
 import sys
 
 from core.cli import main
-from core.result import RunResult
 from tests.conftest import ROOT
+from tests.factories import make_run
 
 
 def test_building_every_command_loads_no_renderer():
@@ -28,8 +28,7 @@ def _without_renderers(monkeypatch):
 
 
 def test_report_without_the_renderers_says_what_it_needs(store, tmp_path, capsys, monkeypatch):
-    run = RunResult("probe", {}, {"kind": "cpu", "name": "CPU"}, {}, "2026-03-02T00:00:00+00:00", None, "ok")
-    run.id = "ab12"
+    run = make_run("probe", id="ab12")
     store.save(run)
     _without_renderers(monkeypatch)
     assert main(["report", "ab12", "-o", str(tmp_path / "r.html")]) == 2

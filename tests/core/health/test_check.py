@@ -11,9 +11,9 @@ from core.doctor import Check, Report
 from core.health import check
 from core.health.check import run_health
 from core.health.config import HealthConfig
-from core.result import RunResult
 from tests.conftest import ROOT
 from tests.core.health.test_verdict import H100_SXM, stand_in_soak
+from tests.factories import make_run
 
 
 class Done:
@@ -77,7 +77,7 @@ def test_a_soak_that_fails_is_a_failed_row():
 
 
 def doctor_run(experiment, status):
-    return RunResult(experiment, {}, {"kind": "cpu", "torch_device": "cpu"}, {}, "t0", "t1", status)
+    return make_run(experiment, device={"kind": "cpu", "torch_device": "cpu"}, status=status)
 
 
 def test_the_doctors_runs_are_one_row_and_its_cross_checks_one_each():
