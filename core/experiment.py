@@ -127,10 +127,6 @@ class Experiment:
     device_metric: DeviceMetric | None = None
     # An import of the user's file is stored only when it succeeds: a refused file is not a run.
     store_failures: bool = True
-    # Values the experiment derives over all its rows when it ends (matmul's % of the sweep's best): the job
-    # applies it to the rows of a run that ended early too (cancelled, failed, timed out), so they are
-    # stored with the run either way.
-    finish_rows: Callable[[list[dict]], list[dict]] | None = None
     # Torch-free arithmetic (the planner): the job path runs it in a thread of the submitting process
     # instead of a worker, stored like any run. It must import no torch and touch no device.
     in_process: bool = False

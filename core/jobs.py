@@ -209,8 +209,6 @@ def _run_of(
     rows = list(job.rows)
     if outcome is not None and outcome.status == "ok":
         rows = rows[: outcome.rows_from] + outcome.rows
-    elif outcome is not None and job.exp.finish_rows is not None and rows:
-        rows = job.exp.finish_rows([dict(r) for r in rows])  # what the experiment derives at its end
     meta = dict(outcome.meta) if outcome is not None else {}
     meta["worker"] = {
         "pid": worker.pid if worker else None,

@@ -24,6 +24,7 @@ from core.jsonable import json_ready
 from core.locks import pid_alive
 from core.paths import db_path
 from core.result import SCHEMA_VERSION, RunResult, RunSummary, SchemaError, now_iso
+from core.rows import upgrade
 from core.text import label_problem, quoted, tags_problem
 from core.units import MIB, bytes_text, exact_size_text
 
@@ -277,7 +278,7 @@ class RunStore:
             row = conn.execute("SELECT payload FROM runs WHERE id = ?", (run_id,)).fetchone()
         if row is None:
             raise KeyError(f"no run with id {run_id!r}")
-        return RunResult.from_dict(json.loads(row[0]))
+        return read_run(json.loads(row[0]))
 
     def find(self, prefix: str) -> RunResult:
         """A run by id or unique id prefix (as the CLI prints short ids)."""
@@ -306,9 +307,7 @@ class RunStore:
         where, args = self._where(experiment, device, status, since, until)
         sql = f"SELECT payload FROM runs{where} ORDER BY started_at DESC" + (" LIMIT ?" if limit else "")
         with self._connect() as conn:
-            return [
-                RunResult.from_dict(json.loads(p)) for (p,) in conn.execute(sql, args + ([int(limit)] if limit else []))
-            ]
+            return [read_run(json.loads(p)) for (p,) in conn.execute(sql, args + ([int(limit)] if limit else []))]
 
     @staticmethod
     def _where(experiment, device, status, since, until) -> tuple[str, list]:
@@ -479,7 +478,7 @@ def parse_runs_file(raw: bytes) -> list[RunResult]:
     for i, item in enumerate(items):
         where = f"run {i + 1} of {len(items)}"
         try:
-            run = RunResult.from_dict(item)
+            run = read_run(item)
         except (SchemaError, TypeError) as exc:
             raise ImportRefused(f"{where}: {exc}") from None
         if run.status == "running":
@@ -494,6 +493,12 @@ def parse_runs_file(raw: bytes) -> list[RunResult]:
         seen[run.id] = i
         runs.append(run)
     return runs
+
+
+def read_run(data: object) -> RunResult:
+    """A run as stored or exported, validated, with what an earlier version did not store filled in
+    (:func:`core.rows.upgrade`): the one way a run is read back."""
+    return upgrade(RunResult.from_dict(data))
 
 
 def summarize(run: RunResult, payload_bytes: int) -> RunSummary:

@@ -10,6 +10,7 @@ from core.hardware import dtypes, published
 from core.measure.gemm import MAX_DIM
 from core.measure.soak import DROP_THRESHOLD_PCT
 from core.result import RunResult
+from core.rows.matmul import TFLOPS
 from core.transformer.presets import DEFAULT_BATCH, DEFAULT_CONTEXT, PRESET_NAMES
 from core.units import rate_text, throughput_unit
 from pages.common import lab, node
@@ -117,7 +118,8 @@ def render(run: RunResult) -> None:
     df = measured(run, accelerator)
     rows = pd.DataFrame(run.rows)
     if not df.empty:
-        best = df.loc[df.groupby("dtype", sort=False)["tflops"].idxmax()]
+        best = df.loc[df["is_best"].astype(bool)]  # the engine's; where several GPUs ran, the fastest one's
+        best = best.loc[best.groupby("dtype", sort=False)[TFLOPS].idxmax()]
         cols = st.columns(min(len(best), 6) or 1)
         is_cuda = run.device.get("kind") == "cuda"
         for col, (_, r) in zip(cols * 2, best.iterrows()):

@@ -10,6 +10,7 @@ mamf-finder-style search over M with N and K fixed. What the device cannot run b
 
 from __future__ import annotations
 
+import dataclasses
 import time
 from collections.abc import Callable, Generator
 from dataclasses import dataclass, field
@@ -22,9 +23,9 @@ from core.hardware import dtypes, memory, published
 from core.hardware.clocks import device_sampler
 from core.hardware.specs import device_peak, measurement_errors, unit_for
 from core.measure import gemm
-from core.measure.derived import add_pct_of_best, add_published, flag_above_peak
 from core.measure.gemm import MAX_DIM, Shape, dtype_support, flops, memory_needed_bytes, shape_problem
 from core.measure.stats import COPY_TRAFFIC_PER_BYTE, copy_bandwidth, summarize
+from core.rows.matmul import TFLOPS, MatmulPoint, ranked
 from core.transformer.presets import DEFAULT_BATCH, DEFAULT_CONTEXT, PRESET_NAMES, get_preset
 from core.units import GIB, MIB, bytes_text, throughput_unit
 
@@ -275,7 +276,7 @@ def run(cfg: MatmulConfig, ctx: Context) -> Generator[Progress, None, Output]:
         )
     check_fits(cfg, shapes, support, ctx)
     total = len(shapes) * len(cfg.dtypes)
-    rows: list[dict] = []
+    points: list[MatmulPoint] = []
     sampler = device_sampler(ctx.device) if ctx.is_cuda else None
     t0_s = time.perf_counter()
     if sampler:
@@ -287,11 +288,12 @@ def run(cfg: MatmulConfig, ctx: Context) -> Generator[Progress, None, Output]:
             meta.update(copy_bandwidth_gbs(ctx, cfg))
         for shape in shapes:
             for dtype in cfg.dtypes:
-                row = _point(dtype, shape, ctx, cfg, desc, support, flush, generator, t0_s, meta)
-                if sampler and row.get("status") == "ok":
-                    row.update(sampler.window(t0_s + row["t_start_s"], t0_s + row["t_end_s"]))
-                rows.append(row)
-                yield Progress(len(rows), total, _message(row, ctx.is_cuda), rows=(row,))
+                point = _point(dtype, shape, ctx, cfg, desc, support, flush, generator, t0_s, meta)
+                if sampler and point.ok:
+                    window = (t0_s + point.timing["t_start_s"], t0_s + point.timing["t_end_s"])
+                    point = dataclasses.replace(point, clocks=sampler.window(*window))
+                points.append(point)
+                yield Progress(len(points), total, _message(point, ctx.is_cuda), rows=(point.to_row(),))
     finally:
         if sampler:
             sampler.__exit__(None, None, None)
@@ -299,72 +301,69 @@ def run(cfg: MatmulConfig, ctx: Context) -> Generator[Progress, None, Output]:
             meta["clocks_note"] = sampler.note
     if not ctx.is_cuda:
         meta["clocks_note"] = "clock sampling reads NVIDIA GPUs through NVML; not applicable to a CPU run"
-    if rows and not any(r["status"] == "ok" for r in rows):
-        reasons = "; ".join(dict.fromkeys(r["reason"] for r in rows))
-        if all(r["status"] == "unsupported" for r in rows):
+    if points and not any(p.ok for p in points):
+        reasons = "; ".join(dict.fromkeys(str(p.reason) for p in points))
+        if all(p.status == "unsupported" for p in points):
             raise Unsupported(reasons)  # not "ok": nothing was measured (the rows stay with the run)
         raise RuntimeError(f"no point could be measured: {reasons}")
-    add_pct_of_best(rows)
+    points = ranked(points)
+    rows = [p.to_row() for p in points]
     meta["measurement_errors"] = measurement_errors(rows)
-    meta["best"] = {r["dtype"]: {k: r[k] for k in ("m", "n", "k", "tflops", "median_ms")} for r in rows if r["is_best"]}
+    meta["best"] = {
+        p.dtype: {"m": p.m, "n": p.n, "k": p.k, TFLOPS: p.tflops, "median_ms": p.median_ms} for p in points if p.is_best
+    }
     return Output(rows=rows, meta=meta)
 
 
-def _point(dtype, shape, ctx, cfg, desc, support, flush, generator, t0_s, meta) -> dict:
+def _point(dtype, shape, ctx, cfg, desc, support, flush, generator, t0_s, meta) -> MatmulPoint:
     peak, peak_note = _peak(dtype, desc)
     if dtype == "fp8" and peak:
         peak_note = FP8_SLOW_NOTE
-    row = {
-        "dtype": dtype,
-        "fp8_fast_accum": dtypes.get(dtype).fast_accum,
-        "m": shape.m,
-        "n": shape.n,
-        "k": shape.k,
-        "label": shape.label,
-        "flops": flops(shape.m, shape.n, shape.k),
-        "device_kind": desc.get("kind"),
-        "peak_tflops": peak,
-        "peak_note": peak_note,
-        "status": "ok",
-        "reason": None,
-        "median_ms": None,
-        "tflops": None,
-        "pct_of_peak": None,
-        "rel_error": None,
-        "copy_bandwidth_gbs": meta.get("copy_bandwidth_gbs"),
-    }
+    point = MatmulPoint(
+        dtype=dtype,
+        fp8_fast_accum=dtypes.get(dtype).fast_accum,
+        m=shape.m,
+        n=shape.n,
+        k=shape.k,
+        label=shape.label,
+        flops=flops(shape.m, shape.n, shape.k),
+        device_kind=desc.get("kind"),
+        peak_tflops=peak,
+        peak_note=peak_note,
+        copy_bandwidth_gbs=meta.get("copy_bandwidth_gbs"),
+    )
     reason = support[dtype] or shape_problem(dtype, shape, ctx.is_cuda)
     free = memory.budget(ctx.device).bytes
     need = memory_needed_bytes(dtype, shape, cfg.accuracy_rows)
     if reason is None and need > POINT_SHARE * free:
         reason = f"needs {bytes_text(need)}, {bytes_text(free)} free on {ctx.device_name}"
     if reason:
-        return row | {"status": "unsupported", "reason": f"unsupported on {ctx.device_name}: {reason}"}
+        return dataclasses.replace(point, status="unsupported", reason=f"unsupported on {ctx.device_name}: {reason}")
     try:
-        row.update(measure_point(dtype, shape, ctx, cfg, flush, generator, t0_s))
+        timing = measure_point(dtype, shape, ctx, cfg, flush, generator, t0_s)
     except (RuntimeError, MemoryError) as exc:  # one failed point (OOM, kernel refusal) must not end the sweep
         if ctx.is_cuda:
             import torch
 
             torch.cuda.empty_cache()
-        return row | {"status": "error", "reason": f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}"}
-    if peak:
-        row["pct_of_peak"] = 100.0 * row["tflops"] / peak
-    flag_above_peak(row)
-    add_published(row, published.for_device(desc))
+        return dataclasses.replace(
+            point, status="error", reason=f"{type(exc).__name__}: {str(exc).splitlines()[0][:300]}"
+        )
+    point = point.measured(timing).checked().against(published.for_device(desc))
     if meta.get("roofline_bandwidth_gbs"):  # memory traffic (bytes read + written) per second
-        row["bandwidth_bound_tflops"] = meta["roofline_bandwidth_gbs"] * row["intensity_flop_per_byte"] / 1e3
-    return row
+        ceiling = meta["roofline_bandwidth_gbs"] * timing["intensity_flop_per_byte"] / 1e3
+        point = dataclasses.replace(point, bandwidth_bound_tflops=ceiling)
+    return point
 
 
-def _message(row: dict, is_cuda: bool) -> str:
-    shape = f"{row['dtype']} {row['m']}×{row['n']}×{row['k']}"
-    if row["status"] != "ok":
-        return f"{shape}: {row['status']}"
-    unit, scale = throughput_unit(is_cuda, ops=dtypes.get(row["dtype"]).integer)
-    value = f"{row['tflops'] * scale:.1f} {unit}"
-    warning = " — ABOVE THE DATASHEET PEAK: measurement error" if row.get("above_peak") else ""
-    return f"{shape}: {value} ({row['median_ms']:.3f} ms){warning}"
+def _message(point: MatmulPoint, is_cuda: bool) -> str:
+    shape = f"{point.dtype} {point.m}×{point.n}×{point.k}"
+    if not point.ok or point.tflops is None or point.median_ms is None:
+        return f"{shape}: {point.status}"
+    unit, scale = throughput_unit(is_cuda, ops=dtypes.get(point.dtype).integer)
+    value = f"{point.tflops * scale:.1f} {unit}"
+    warning = " — ABOVE THE DATASHEET PEAK: measurement error" if point.above_peak else ""
+    return f"{shape}: {value} ({point.median_ms:.3f} ms){warning}"
 
 
 EXPERIMENTS = [
@@ -374,7 +373,6 @@ EXPERIMENTS = [
         config_type=MatmulConfig,
         run=run,
         description=(__doc__ or "").partition("\n")[0],
-        device_metric=DeviceMetric("tflops", ("dtype", "m", "n", "k", "label"), "TFLOPS (TOPS for int8)"),
-        finish_rows=add_pct_of_best,
+        device_metric=DeviceMetric(TFLOPS, ("dtype", "m", "n", "k", "label"), "TFLOPS (TOPS for int8)"),
     )
 ]

@@ -275,7 +275,8 @@ def measure_point(
     """Time one dtype at one shape and, given ``accuracy_rows``, check that many rows against fp64.
 
     It runs under the caller's float32 matmul flags (``core.transformer.training.matmul_precision``) and
-    says which they were; ``out_of_cache`` rotates input sets on a CPU (a GPU flushes with ``flush``).
+    says which they were; ``out_of_cache`` rotates input sets on a CPU (a GPU flushes with ``flush``). The
+    throughput is derived from these times by the row (:meth:`core.rows.matmul.MatmulPoint.measured`).
     """
     import torch
 
@@ -294,12 +295,8 @@ def measure_point(
     stats = summarize(samples)
     f = flops(shape.m, shape.n, shape.k)
     moved = bytes_moved(dtype, shape)
-    row = {
+    return {
         **time_fields(stats),
-        "tflops": f / (stats["median"] * 1e9),
-        "tflops_max": f / (stats["min"] * 1e9),
-        "tflops_p20": f / (stats["p80"] * 1e9),
-        "tflops_p80": f / (stats["p20"] * 1e9),
         "rel_error": error,
         "rel_error_rows": min(shape.m, accuracy_rows) if accuracy_rows is not None else None,
         "bytes_moved": moved,
@@ -311,8 +308,6 @@ def measure_point(
         "t_end_s": end - t0_s,
         "samples_ms": samples,
     }
-    row["gflops"] = row["tflops"] * 1e3
-    return row
 
 
 def warm_up(device: str, gpu_seconds: float, bf16: bool = True) -> dict:

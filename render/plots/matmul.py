@@ -7,8 +7,8 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from core.hardware import published
-from core.measure.derived import add_pct_of_best, add_published, flag_above_peak
 from core.result import RunResult
+from core.rows.matmul import TFLOPS, MatmulPoint
 from core.units import throughput_unit
 from render.chart import Chart
 from render.node import is_all_gpus, node_chart
@@ -23,18 +23,13 @@ def published_for(run: RunResult, accelerator: str | None = None) -> list[publis
 
 
 def measured(run: RunResult, accelerator: str | None = None) -> pd.DataFrame:
-    """The measured points with display columns. ``pct_of_best``, the above-peak flag and the percentage of
-    the published maximum achievable for the run's own GPU are stored by the engine (also for a run that
-    ended early); only a run stored before a field existed gets it here, from the same engine function.
-    With ``accelerator``, ``pct_of_published`` compares with that GPU's published figures."""
-    rows = [dict(r) for r in run.rows]
-    if rows and any("pct_of_best" not in r for r in rows):
-        add_pct_of_best(rows)
-    for r in rows:
-        if r.get("status") == "ok" and "above_peak" not in r:
-            flag_above_peak(r)
-        if r.get("status") == "ok" and (accelerator or "pct_of_published" not in r):
-            add_published(r, published_for(run, accelerator))
+    """The measured points with display columns, as the engine stored them (:mod:`core.rows.matmul`; the store
+    fills what a run stored by an earlier version lacks). With ``accelerator``, ``published_tflops`` and
+    ``pct_of_published`` compare with that GPU's published figures instead of the run's own."""
+    rows = run.rows
+    if accelerator:
+        entries = published_for(run, accelerator)
+        rows = [_against(r, entries) if r.get("status") == "ok" else r for r in rows]
     df = pd.DataFrame(rows)
     if df.empty or "status" not in df:
         return pd.DataFrame()
@@ -42,12 +37,17 @@ def measured(run: RunResult, accelerator: str | None = None) -> pd.DataFrame:
     if df.empty:
         return df
     df["shape"] = df["m"].astype(str) + "×" + df["n"].astype(str) + "×" + df["k"].astype(str)
-    df["throughput"] = df["tflops"] * _scale(run)
+    df["throughput"] = df[TFLOPS] * _scale(run)
     # a run on every GPU draws one line per dtype and GPU (same colour per dtype)
     df["series"] = df["dtype"] + (" · " + df["device"] if is_all_gpus(run) else "")
     df["published_tflops"] = df["published_tflops"].astype(float)
     df["pct_of_published"] = df["pct_of_published"].astype(float)
     return df.drop(columns=["samples_ms"], errors="ignore")
+
+
+def _against(row: dict, entries: list[published.Published]) -> dict:
+    point = MatmulPoint.from_row(row).against(entries)
+    return row | {"published_tflops": point.published_tflops, "pct_of_published": point.pct_of_published}
 
 
 def _scale(run: RunResult) -> float:
@@ -89,8 +89,8 @@ def throughput_figure(run: RunResult, df: pd.DataFrame, accelerator: str | None 
                 error_y=dict(
                     type="data",
                     symmetric=False,
-                    array=(g["tflops_p80"] - g["tflops"]) * scale,
-                    arrayminus=(g["tflops"] - g["tflops_p20"]) * scale,
+                    array=(g["tflops_p80"] - g[TFLOPS]) * scale,
+                    arrayminus=(g[TFLOPS] - g["tflops_p20"]) * scale,
                 ),
                 customdata=g[["median_ms", "pct_of_peak", "pct_of_best", "label", "pct_of_published"]],
                 hovertemplate="%{x}: %{y:.1f}<br>median %{customdata[0]:.4f} ms<br>"
@@ -314,7 +314,7 @@ def overlay(runs: list[RunResult]) -> list[Chart]:
         df = measured(run)
         for dtype, g in df.groupby("dtype", sort=False):
             records.append(
-                {"run": f"{run.id[:8]} {run.device.get('name', '')}", "dtype": dtype, "best_tflops": g["tflops"].max()}
+                {"run": f"{run.id[:8]} {run.device.get('name', '')}", "dtype": dtype, "best_tflops": g[TFLOPS].max()}
             )
     data = pd.DataFrame(records)
     fig = go.Figure()

@@ -16,6 +16,7 @@ from core.errors import ConfigError
 from core.fanout import SLOW_FRACTION, Part, compare, merge, submit_all
 from core.lifecycle import Job
 from core.result import RunResult, now_iso
+from core.rows.matmul import MatmulPoint, ranked
 
 
 def gpu(i: int, name: str = "Fake GPU") -> dict:
@@ -31,7 +32,8 @@ def gpu(i: int, name: str = "Fake GPU") -> dict:
 
 
 def matmul_rows(tflops_by_size: dict[int, float], clock: float, temp: float, reasons=()) -> list[dict]:
-    return [
+    """One GPU's rows as its matmul run stores them (the derived values its engine adds included)."""
+    rows = [
         {
             "dtype": "bf16",
             "m": m,
@@ -49,6 +51,9 @@ def matmul_rows(tflops_by_size: dict[int, float], clock: float, temp: float, rea
         }
         for m, t in tflops_by_size.items()
     ]
+    checks = {"above_peak": False, "measurement_error": None, "published_tflops": None, "pct_of_published": None}
+    points = ranked([MatmulPoint.from_row(r) for r in rows])
+    return [r | checks | {"pct_of_best": p.pct_of_best, "is_best": p.is_best} for r, p in zip(rows, points)]
 
 
 class Children:

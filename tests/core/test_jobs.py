@@ -1,4 +1,5 @@
-"""The job's stored run: rows of a run that ended early get what the experiment derives at its end."""
+"""The job's stored run: rows of a run that ended early are stored as reported, and read back with what the
+experiment derives at its end."""
 
 import dataclasses
 
@@ -6,12 +7,11 @@ from core import registry
 from core.experiment import Context, Experiment, Output, Progress
 from core.jobs import _run_of
 from core.lifecycle import Job
-from core.measure.derived import add_pct_of_best
 from core.protocol import ResultEvent
 
 
-def _job(finish_rows) -> Job:
-    job = Job(dataclasses.replace(registry.get("matmul"), finish_rows=finish_rows), {}, "cpu", 60.0)
+def _job() -> Job:
+    job = Job(registry.get("matmul"), {}, "cpu", 60.0)
     job.rows = [
         {"dtype": "bf16", "status": "ok", "tflops": 10.0},
         {"dtype": "bf16", "status": "ok", "tflops": 40.0},
@@ -21,9 +21,11 @@ def _job(finish_rows) -> Job:
     return job
 
 
-def test_a_cancelled_sweep_stores_its_pct_of_best():
-    job = _job(add_pct_of_best)
-    run = _run_of(job, None, ResultEvent.failed(job.id, "cancelled", "cancelled by user"), None)
+def test_a_cancelled_sweep_stores_its_pct_of_best(store):
+    job = _job()
+    stored = _run_of(job, None, ResultEvent.failed(job.id, "cancelled", "cancelled by user"), None)
+    store.save(stored)
+    run = store.get(stored.id)
     assert run.status == "cancelled" and run.error_kind == "cancelled"
     # 10/40 and 40/40 of bf16's best; fp32's one measured point is its own best; nothing for the unsupported
     assert [r["pct_of_best"] for r in run.rows] == [25.0, 100.0, 100.0, None]
@@ -31,8 +33,8 @@ def test_a_cancelled_sweep_stores_its_pct_of_best():
     assert "pct_of_best" not in job.rows[0]  # the reported rows are not changed in place
 
 
-def test_an_experiment_without_finish_rows_keeps_its_rows():
-    job = _job(None)
+def test_a_run_that_ended_early_keeps_the_rows_it_reported():
+    job = _job()
     run = _run_of(job, None, ResultEvent.failed(job.id, "timeout", "timed out"), None)
     assert run.rows == job.rows and all("pct_of_best" not in r for r in run.rows)
 

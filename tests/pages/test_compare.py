@@ -212,22 +212,20 @@ def test_throughput_is_also_shown_as_percent_of_each_devices_own_peak():
 
 def test_a_run_with_a_measurement_error_says_so_above_its_charts(app, store):
     from core.hardware.specs import measurement_errors
-    from core.measure.derived import flag_above_peak
+    from core.rows.matmul import MatmulPoint
 
-    rows = [
-        flag_above_peak(
-            {
-                "dtype": "bf16",
-                "m": 8192,
-                "n": 8192,
-                "k": 8192,
-                "tflops": 1000.0,
-                "peak_tflops": 989.4,
-                "status": "ok",
-                "median_ms": 1.1,
-            }
-        )
-    ]
+    row = {
+        "dtype": "bf16",
+        "m": 8192,
+        "n": 8192,
+        "k": 8192,
+        "tflops": 1000.0,
+        "peak_tflops": 989.4,
+        "status": "ok",
+        "median_ms": 1.1,
+    }
+    point = MatmulPoint.from_row(row).checked()
+    rows = [row | {"above_peak": point.above_peak, "measurement_error": point.measurement_error}]
     run = RunResult(
         "matmul",
         {"sizes": [8192]},

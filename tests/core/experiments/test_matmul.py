@@ -199,7 +199,7 @@ def test_bf16_8192_reaches_97_percent_of_do_bench():
     lab = measure_point("bf16", Shape(8192, 8192, 8192), cuda, cfg, flush, gen, time.perf_counter())
     ops = make_operands("bf16", Shape(8192, 8192, 8192), "cuda:0", gen)
     ref_ms = triton_testing.do_bench(ops.op, warmup=25, rep=100, return_mode="median")
-    assert lab["tflops"] >= 0.97 * tflops_from_ms(8192, 8192, 8192, ref_ms)
+    assert tflops_from_ms(8192, 8192, 8192, lab["median_ms"]) >= 0.97 * tflops_from_ms(8192, 8192, 8192, ref_ms)
 
 
 def test_fp8_is_measured_with_and_without_fast_accumulation(monkeypatch):
@@ -241,9 +241,9 @@ def test_gpu_fp8_rows_say_which_accumulation_they_measured():
     [(1000.0, 989.4, True), (989.4, 989.4, False), (900.0, 989.4, False), (5.0, None, False), (None, 989.4, False)],
 )
 def test_throughput_above_the_datasheet_is_flagged_as_a_measurement_error(tflops, peak, flagged):
-    from core.measure.derived import flag_above_peak
+    from core.rows.matmul import MatmulPoint
 
-    row = flag_above_peak({"dtype": "bf16", "m": 8192, "n": 8192, "k": 8192, "tflops": tflops, "peak_tflops": peak})
+    row = MatmulPoint("bf16", 8192, 8192, 8192, tflops=tflops, peak_tflops=peak).checked().to_row()
     assert row["above_peak"] is flagged
     if flagged:  # 1000 / 989.4 = 101.07 %, by hand
         assert row["measurement_error"] == (

@@ -4,6 +4,7 @@ clocks, a point above the datasheet, the overlay's unit and the published best b
 import pytest
 
 from core.result import RunResult
+from core.rows import upgrade
 
 
 def _rows():
@@ -50,19 +51,22 @@ def _rows():
     return rows
 
 
-def _run(rows, **meta):
-    return RunResult(
-        id="abcdef123456",
-        experiment="matmul",
-        config={"sizes": [64, 128]},
-        device={"kind": "cpu", "name": "Test CPU"},
-        versions={},
-        started_at="2026-01-01T00:00:00",
-        finished_at=None,
-        status="ok",
-        error=None,
-        rows=rows,
-        meta=meta,
+def _run(rows, device=None, **meta):
+    """A hand-made run as the store reads it back: the values the engine derives filled in (core.rows)."""
+    return upgrade(
+        RunResult(
+            id="abcdef123456",
+            experiment="matmul",
+            config={"sizes": [64, 128]},
+            device=device or {"kind": "cpu", "name": "Test CPU"},
+            versions={},
+            started_at="2026-01-01T00:00:00",
+            finished_at=None,
+            status="ok",
+            error=None,
+            rows=rows,
+            meta=meta,
+        )
     )
 
 
@@ -144,9 +148,7 @@ def _gpu_run_above_peak():
         }
         for m, t in ((4096, 700.0), (8192, 1000.0))
     ]
-    run = _run(rows)
-    run.device = {"kind": "cuda", "name": "NVIDIA H100 80GB HBM3", "label": "cuda:0 — NVIDIA H100 80GB HBM3"}
-    return run
+    return _run(rows, {"kind": "cuda", "name": "NVIDIA H100 80GB HBM3", "label": "cuda:0 — NVIDIA H100 80GB HBM3"})
 
 
 def test_a_point_above_the_datasheet_is_marked_as_a_measurement_error():
