@@ -227,29 +227,27 @@ def render_soak(run: RunResult) -> None:
         )
     several = len(found) > 1
     for device, s in found.items():
-        reason = s["drop_reason"]
+        reason = s.drop_reason
         said = (
             f"**{markdown_text(device)}**: {markdown_text(reason)}"
             if several
             else markdown_text(reason[:1].upper() + reason[1:])
         )
-        (st.warning if s["drop_flagged"] else st.success)(said)
+        (st.warning if s.drop_flagged else st.success)(said)
     if len(found) == 1:
         s = next(iter(found.values()))
         cols = st.columns(3)
         cols[0].metric(
             f"burst ({name})",
-            f"{s['burst_tflops'] * scale:,.1f}",
-            help=f"best sample begun in the first {s['burst_s']:g} s",
+            f"{s.burst_tflops * scale:,.1f}",
+            help=f"best sample begun in the first {s.burst_s:g} s",
         )
         cols[1].metric(
             f"sustained ({name})",
-            f"{s['sustained_tflops'] * scale:,.1f}",
+            f"{s.sustained_tflops * scale:,.1f}",
             help="median of the last half of the samples",
         )
-        cols[2].metric(
-            "drop", f"{s['drop_pct']:.1f}%", f"flagged above {s['drop_threshold_pct']:g}%", delta_color="off"
-        )
+        cols[2].metric("drop", f"{s.drop_pct:.1f}%", f"flagged above {s.drop_threshold_pct:g}%", delta_color="off")
     node.show(run)
     show_charts(soak_plots.figures(run), SOAK_KEY)
     df = soak_plots.samples(run)

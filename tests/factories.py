@@ -4,6 +4,7 @@ rows, meta, device or status) and every other field of a RunResult has a plain d
 from __future__ import annotations
 
 from core.result import RunResult
+from core.rows.matmul_soak import SoakSample, SoakSummary
 
 CPU = {"kind": "cpu", "name": "Test CPU"}
 VERSIONS = {"torch": "2.13.0", "cuda": None}
@@ -30,3 +31,9 @@ def make_run(
         meta={} if meta is None else meta,
         **values,
     )
+
+
+def soak_summary(rows: list[dict], burst_s: float, threshold_pct: float, unit: tuple[str, float]) -> dict:
+    """The engine's burst/sustained summary of hand-made soak rows, as a run's meta stores it ({} for none)."""
+    summary = SoakSummary.of([SoakSample.from_row(r) for r in rows], burst_s, threshold_pct, unit)
+    return summary.to_meta() if summary else {}

@@ -10,6 +10,7 @@ between them, flagged over a threshold.
 
 from __future__ import annotations
 
+import dataclasses
 import math
 import time
 from collections.abc import Generator
@@ -22,6 +23,8 @@ from core.hardware import dtypes
 from core.hardware.clocks import ClockSampler, device_sampler
 from core.measure import soak
 from core.measure.gemm import MAX_DIM, Shape, dtype_support, flops, make_operands, memory_needed_bytes, shape_problem
+from core.rows.matmul import TFLOPS
+from core.rows.matmul_soak import SoakSample, SoakSummary
 from core.units import throughput_unit
 
 GPU_SIZE, CPU_SIZE = 8192, 512  # large enough to be compute-bound, small enough for many calls a second
@@ -156,7 +159,7 @@ def run(cfg: SoakConfig, ctx: Context, timer: soak.BatchTimer | None = None) -> 
         if note := cpu_dtype_note(plan.dtype):
             meta["dtype_note"] = note
     sampler: ClockSampler | None = device_sampler(ctx.device) if ctx.is_cuda else None
-    rows: list[dict] = []
+    samples: list[SoakSample] = []
     total = math.ceil(plan.duration_s)
     with matmul_precision(plan.dtype):  # TF32 for tf32 alone
         ops = make_operands(plan.dtype, shape, ctx.device, torch.Generator(ctx.device).manual_seed(cfg.seed))
@@ -170,20 +173,22 @@ def run(cfg: SoakConfig, ctx: Context, timer: soak.BatchTimer | None = None) -> 
             except soak.TooSlow as exc:
                 raise ConfigError(f"size: {exc} on {ctx.device_name}; choose a smaller size") from None
             for interval in soak.intervals(lap, plan.duration_s, meta["warmup"]["per_call_s"]):
-                row = _row(interval, plan, work)
+                sample = SoakSample.of(interval, plan.dtype, plan.size, work)
                 if sampler:
                     now = time.perf_counter()
-                    row.update(sampler.window(now - interval.seconds, now))
-                rows.append(row)
-                yield Progress(min(interval.second, total), total, _message(row, unit), rows=(row,))
+                    sample = dataclasses.replace(sample, clocks=sampler.window(now - interval.seconds, now))
+                samples.append(sample)
+                row = sample.to_row()
+                yield Progress(min(interval.second, total), total, _message(sample, unit), rows=(row,))
         finally:
             if sampler:
                 sampler.__exit__(None, None, None)
                 meta["clocks_note"] = sampler.note
-    meta |= soak.summarize(rows, plan.burst_s, cfg.drop_threshold_pct, unit)
-    if meta.get("drop_flagged") and meta.get("cpu_load_note"):
-        meta["drop_reason"] += "; the CPU was busier than its cores, so other processes may account for the drop"
-    return Output(rows=rows, meta=meta)
+    summary = SoakSummary.of(samples, plan.burst_s, cfg.drop_threshold_pct, unit)
+    if summary and summary.drop_flagged and meta.get("cpu_load_note"):
+        busy = "; the CPU was busier than its cores, so other processes may account for the drop"
+        summary = dataclasses.replace(summary, drop_reason=summary.drop_reason + busy)
+    return Output(rows=[s.to_row() for s in samples], meta=meta | (summary.to_meta() if summary else {}))
 
 
 def _sync(device: str):
@@ -194,31 +199,13 @@ def _sync(device: str):
     return lambda: None  # CPU matmuls return when they are done
 
 
-def _row(interval: soak.Interval, plan: Plan, work: int) -> dict:
-    tflops = interval.calls * work / interval.seconds / 1e12
-    return {
-        "dtype": plan.dtype,
-        "size": plan.size,
-        "second": interval.second,
-        "t_s": interval.t_end_s,
-        "t_start_s": interval.t_start_s,
-        "interval_s": interval.seconds,
-        "calls": interval.calls,
-        "tflops": tflops,
-        "gflops": tflops * 1e3,
-    }
-
-
-def _message(row: dict, unit: tuple[str, float]) -> str:
-    said = [f"{row['t_s']:.0f} s: {row['tflops'] * unit[1]:,.1f} {unit[0]}"]
-    if row.get("sm_clock_mhz") is not None:
-        said.append(f"{row['sm_clock_mhz']:.0f} MHz")
-    if row.get("temp_c") is not None:
-        said.append(f"{row['temp_c']:.0f} °C")
-    if row.get("power_w") is not None:
-        said.append(f"{row['power_w']:.0f} W")
-    if row.get("throttled"):
-        said.append("throttled: " + ", ".join(row.get("throttle_reasons") or ()))
+def _message(sample: SoakSample, unit: tuple[str, float]) -> str:
+    said = [f"{sample.t_s:.0f} s: {sample.tflops * unit[1]:,.1f} {unit[0]}"]
+    for key, shown in (("sm_clock_mhz", "{:.0f} MHz"), ("temp_c", "{:.0f} °C"), ("power_w", "{:.0f} W")):
+        if sample.clocks.get(key) is not None:
+            said.append(shown.format(sample.clocks[key]))
+    if sample.throttled:
+        said.append("throttled: " + ", ".join(sample.throttle_reasons))
     return ", ".join(said)
 
 
@@ -229,6 +216,6 @@ EXPERIMENTS = [
         config_type=SoakConfig,
         run=run,
         description=(__doc__ or "").partition("\n")[0],
-        device_metric=DeviceMetric("tflops", ("dtype", "size", "second"), "TFLOPS per second of the soak"),
+        device_metric=DeviceMetric(TFLOPS, ("dtype", "size", "second"), "TFLOPS per second of the soak"),
     )
 ]

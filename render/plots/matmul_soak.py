@@ -8,6 +8,8 @@ import plotly.graph_objects as go
 from plotly.subplots import make_subplots
 
 from core.result import RunResult
+from core.rows.matmul import TFLOPS
+from core.rows.matmul_soak import SoakSample, SoakSummary
 from core.units import throughput_unit
 from render.chart import Chart
 from render.node import is_all_gpus, node_chart
@@ -23,40 +25,38 @@ def unit(run: RunResult) -> tuple[str, float]:
     return throughput_unit(run.device.get("kind") == "cuda", ops=run.meta.get("dtype") == "int8")
 
 
-def summaries(run: RunResult) -> dict[str, dict]:
+def summaries(run: RunResult) -> dict[str, SoakSummary]:
     """Each device's burst/sustained summary (the engine's meta): one entry, or one per GPU of an all-GPU run."""
-    if is_all_gpus(run):
-        return {device: meta for device, meta in (run.meta.get("devices") or {}).items() if "burst_tflops" in meta}
-    return {run.device.get("torch_device") or "device": run.meta} if "burst_tflops" in run.meta else {}
+    one = {run.device.get("torch_device") or "device": run.meta}
+    metas = (run.meta.get("devices") or {}) if is_all_gpus(run) else one
+    found = {device: SoakSummary.from_meta(meta) for device, meta in metas.items()}
+    return {device: summary for device, summary in found.items() if summary}
 
 
 def samples(run: RunResult) -> pd.DataFrame:
     df = run.frame()
-    if df.empty or "tflops" not in df:
+    if df.empty or TFLOPS not in df:
         return pd.DataFrame()
     if "device" not in df:
         df["device"] = run.device.get("torch_device") or "device"
-    df["throughput"] = df["tflops"] * unit(run)[1]
+    df["throughput"] = df[TFLOPS] * unit(run)[1]
     return df
 
 
-def by_device(run: RunResult) -> dict[str, list[dict]]:
+def by_device(run: RunResult) -> dict[str, list[SoakSample]]:
     """The samples of each device, in order (one device unless the run is on every GPU)."""
-    out: dict[str, list[dict]] = {}
+    out: dict[str, list[SoakSample]] = {}
     for row in run.rows:
-        if isinstance(row.get("tflops"), (int, float)):
-            out.setdefault(str(row.get("device") or run.device.get("torch_device") or "device"), []).append(row)
+        if isinstance(row.get(TFLOPS), (int, float)):
+            device = str(row.get("device") or run.device.get("torch_device") or "device")
+            out.setdefault(device, []).append(SoakSample.from_row(row))
     return out
-
-
-def _column(rows: list[dict], key: str) -> list:
-    return [r.get(key) for r in rows]
 
 
 def soak_figure(run: RunResult) -> go.Figure:
     name, scale = unit(run)
     groups = by_device(run)
-    panels = [(c, label) for c, label in PANELS if any(r.get(c) is not None for g in groups.values() for r in g)]
+    panels = [(c, label) for c, label in PANELS if any(s.clocks.get(c) is not None for g in groups.values() for s in g)]
     fig = make_subplots(
         rows=1 + len(panels),
         cols=1,
@@ -74,38 +74,38 @@ def soak_figure(run: RunResult) -> go.Figure:
         if summary:
             _summary_lines(fig, g, summary, (name, scale), label if several else "")
         _panel_lines(fig, g, panels, color, label if several else "")
-    _burst_window(fig, next((s.get("burst_s") for s in found.values()), None))
+    _burst_window(fig, next((s.burst_s for s in found.values()), None))
     _layout(fig, run, panels, name)
     return fig
 
 
-def _throughput(fig: go.Figure, g: list[dict], label: str, color: str, unit: tuple[str, float]) -> None:
+def _throughput(fig: go.Figure, g: list[SoakSample], label: str, color: str, unit: tuple[str, float]) -> None:
     """One device's samples, and a cross on each second NVML gave a slowdown reason for."""
     name, scale = unit
     fig.add_trace(
         go.Scatter(
-            x=_column(g, "t_s"),
-            y=[r["tflops"] * scale for r in g],
+            x=[s.t_s for s in g],
+            y=[s.tflops * scale for s in g],
             name=label,
             mode="lines+markers",
             line=dict(color=color),
-            customdata=[[r.get("second"), r.get("calls"), r.get("interval_s")] for r in g],
+            customdata=[[s.second, s.calls, s.interval_s] for s in g],
             hovertemplate="second %{customdata[0]}: %{y:,.1f} " + name + "<br>%{customdata[1]} calls in "
             "%{customdata[2]:.3f} s<extra></extra>",
         ),
         row=1,
         col=1,
     )
-    hot = [r for r in g if r.get("throttled")]
+    hot = [s for s in g if s.throttled]
     if hot:
         fig.add_trace(
             go.Scatter(
-                x=_column(hot, "t_s"),
-                y=[r["tflops"] * scale for r in hot],
+                x=[s.t_s for s in hot],
+                y=[s.tflops * scale for s in hot],
                 mode="markers",
                 name=f"{label}: slowdown reason active",
                 marker=dict(symbol="x", size=10, color=FLAG_COLOR),
-                text=[", ".join(r.get("throttle_reasons") or ()) for r in hot],
+                text=[", ".join(s.throttle_reasons) for s in hot],
                 hovertemplate="%{text}<extra></extra>",
             ),
             row=1,
@@ -113,13 +113,13 @@ def _throughput(fig: go.Figure, g: list[dict], label: str, color: str, unit: tup
         )
 
 
-def _panel_lines(fig: go.Figure, g: list[dict], panels: list[tuple[str, str]], color: str, who: str) -> None:
+def _panel_lines(fig: go.Figure, g: list[SoakSample], panels: list[tuple[str, str]], color: str, who: str) -> None:
     """One device's NVML readings, one panel each under the throughput."""
     for row, (col, axis) in enumerate(panels, start=2):
         fig.add_trace(
             go.Scatter(
-                x=_column(g, "t_s"),
-                y=_column(g, col),
+                x=[s.t_s for s in g],
+                y=[s.clocks.get(col) for s in g],
                 name=f"{who} {axis}" if who else axis,
                 mode="lines",
                 line=dict(color=color),
@@ -161,15 +161,14 @@ def _layout(fig: go.Figure, run: RunResult, panels: list[tuple[str, str]], name:
         fig.update_yaxes(title_text=html_text(axis), row=row, col=1)
 
 
-def _summary_lines(fig: go.Figure, g: list[dict], s: dict, unit: tuple[str, float], who: str) -> None:
+def _summary_lines(fig: go.Figure, g: list[SoakSample], s: SoakSummary, unit: tuple[str, float], who: str) -> None:
     """The burst level across the run and the sustained level across its last half, as segments."""
     name, scale = unit
-    end = max(r["t_s"] for r in g)
-    start = min((r["t_start_s"] for r in g if r["second"] >= s["sustained_from_second"]), default=0.0)
-    flagged = bool(s.get("drop_flagged"))
+    end = max(sample.t_s for sample in g)
+    start = min((sample.t_start_s for sample in g if sample.second >= s.sustained_from_second), default=0.0)
     for label, x, y, color in (
-        ("burst", [0.0, end], s["burst_tflops"], BURST_COLOR),
-        ("sustained", [start, end], s["sustained_tflops"], FLAG_COLOR if flagged else SUSTAINED_COLOR),
+        ("burst", [0.0, end], s.burst_tflops, BURST_COLOR),
+        ("sustained", [start, end], s.sustained_tflops, FLAG_COLOR if s.drop_flagged else SUSTAINED_COLOR),
     ):
         fig.add_trace(
             go.Scatter(
@@ -201,9 +200,9 @@ def overlay(runs: list[RunResult]) -> list[Chart]:
     records = [
         {
             "run": f"{run.id[:8]} {device if is_all_gpus(run) else run.device.get('name', '')}",
-            "burst_tflops": s["burst_tflops"],
-            "sustained_tflops": s["sustained_tflops"],
-            "drop_pct": s["drop_pct"],
+            "burst_tflops": s.burst_tflops,
+            "sustained_tflops": s.sustained_tflops,
+            "drop_pct": s.drop_pct,
         }
         for run in runs
         for device, s in summaries(run).items()

@@ -6,7 +6,7 @@ import pytest
 
 pytest.importorskip("plotly")
 
-from tests.render.test_matmul_soak import _run, all_gpu_run
+from tests.render.plots.test_matmul_soak import _run, all_gpu_run
 
 
 def _soak_page(app):

@@ -15,6 +15,7 @@ from core.experiment import Context, drive
 from core.experiments.matmul_soak import SoakConfig, run
 from core.fanout import submit_all
 from core.measure import soak
+from tests.factories import soak_summary
 
 CPU = Context(device="cpu", device_name="test CPU")
 GFLOPS = ("GFLOPS", 1e3)
@@ -37,7 +38,7 @@ class Throttle:
 def test_burst_and_sustained_of_hand_made_samples():
     tflops = [100.0, 110.0, 105.0, 90.0, 80.0, 85.0, 82.0, 81.0]
     rows = [{"second": i + 1, "t_start_s": float(i), "tflops": t} for i, t in enumerate(tflops)]
-    s = soak.summarize(rows, burst_s=3.0, threshold_pct=10.0, unit=GFLOPS)
+    s = soak_summary(rows, burst_s=3.0, threshold_pct=10.0, unit=GFLOPS)
     assert s["burst_tflops"] == 110.0  # best of the samples begun at 0, 1 and 2 s
     assert s["sustained_tflops"] == 81.5  # median of the last four: 80, 85, 82, 81
     assert s["drop_pct"] == pytest.approx(100 * (110 - 81.5) / 110)  # 25.9 %
@@ -45,10 +46,10 @@ def test_burst_and_sustained_of_hand_made_samples():
     assert s["burst_second"] == 2 and s["sustained_from_second"] == 5 and s["samples"] == 8
     assert s["drop_reason"].startswith("sustained 74.1% of burst (110,000.0 → 81,500.0 GFLOPS): a 25.9% drop")
     assert s["sustained_slowdown_reasons"] is None  # no NVML column: nothing claimed about throttling
-    odd = soak.summarize(rows[:5], burst_s=1.0, threshold_pct=30.0, unit=GFLOPS)
+    odd = soak_summary(rows[:5], burst_s=1.0, threshold_pct=30.0, unit=GFLOPS)
     assert odd["burst_tflops"] == 100.0 and odd["sustained_tflops"] == 90.0  # last half of 5: 105, 90, 80
     assert not odd["drop_flagged"] and "within the 30% threshold" in odd["drop_reason"]
-    assert soak.summarize([], 5.0, 10.0, GFLOPS) == {}
+    assert soak_summary([], 5.0, 10.0, GFLOPS) == {}
 
 
 def test_the_reason_names_clocks_and_slowdowns_where_nvml_was_read():
@@ -58,11 +59,11 @@ def test_the_reason_names_clocks_and_slowdowns_where_nvml_was_read():
             [(800.0, 1965, []), (790.0, 1900, []), (660.0, 1580, ["sw_power_cap"]), (650.0, 1570, ["sw_power_cap"])]
         )
     ]
-    s = soak.summarize(rows, burst_s=2.0, threshold_pct=10.0, unit=("TFLOPS", 1.0))
+    s = soak_summary(rows, burst_s=2.0, threshold_pct=10.0, unit=("TFLOPS", 1.0))
     assert s["burst_sm_clock_mhz"] == 1965 and s["sustained_sm_clock_mhz"] == 1575
     assert s["drop_reason"].endswith("; SM clock 1965 → 1575 MHz; NVML slowdown reasons: sw_power_cap")
     quiet = [dict(r, throttle_reasons=["gpu_idle"], tflops=800.0) for r in rows]
-    assert soak.summarize(quiet, 2.0, 10.0, ("TFLOPS", 1.0))["drop_reason"].endswith("no throttling seen")
+    assert soak_summary(quiet, 2.0, 10.0, ("TFLOPS", 1.0))["drop_reason"].endswith("no throttling seen")
 
 
 def test_an_injected_throttle_is_flagged():

@@ -4,10 +4,9 @@ import pytest
 
 pytest.importorskip("plotly")
 
-from core.measure import soak
 from core.result import RunResult
 from render.plots.matmul_soak import figures, overlay
-from tests.factories import make_run
+from tests.factories import make_run, soak_summary
 
 TFLOPS = (800.0, 810.0, 805.0, 700.0, 660.0, 655.0, 650.0, 652.0)
 
@@ -33,7 +32,7 @@ def _rows(nvml: bool) -> list[dict]:
 def _run(nvml: bool = True, kind: str = "cuda") -> RunResult:
     rows = _rows(nvml)
     unit = ("TFLOPS", 1.0) if kind == "cuda" else ("GFLOPS", 1e3)
-    meta = {"dtype": "bf16", "size": 8192} | soak.summarize(rows, burst_s=2.0, threshold_pct=10.0, unit=unit)
+    meta = {"dtype": "bf16", "size": 8192} | soak_summary(rows, burst_s=2.0, threshold_pct=10.0, unit=unit)
     if not nvml:
         meta["clocks_note"] = "a CPU has no NVML"
     device = {"kind": kind, "name": "Fake GPU", "label": "cuda:0 — Fake GPU", "torch_device": "cuda:0"}
@@ -78,7 +77,7 @@ def all_gpu_run() -> RunResult:
     per = {"points": 8, "sm_clock_mhz": None, "clocks_note": "x"}
     run.meta = {
         "devices": {
-            "cuda:0": soak.summarize(steady, 2.0, 10.0, ("TFLOPS", 1.0)),
+            "cuda:0": soak_summary(steady, 2.0, 10.0, ("TFLOPS", 1.0)),
             "cuda:1": _run().meta,
         },
         "node": {
