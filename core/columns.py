@@ -12,8 +12,11 @@ import math
 from collections.abc import Hashable
 from typing import cast
 
+from core.rows.matmul import TFLOPS
 from core.units import throughput_unit
 
+# Name tokens of a throughput stored in TFLOPS (TOPS for int8): the rows' column and its kin (``burst_tflops``).
+THROUGHPUT_TOKENS = frozenset({TFLOPS, "tops"})
 # Name tokens that mark a measured quantity (``time_ms``, ``ms_median``, ``peak_bytes``).
 MEASURE_TOKENS = frozenset(
     {
@@ -31,9 +34,7 @@ MEASURE_TOKENS = frozenset(
         "mb",
         "gb",
         "flops",
-        "tflops",
         "gflops",
-        "tops",
         "gbs",
         "pct",
         "percent",
@@ -57,6 +58,7 @@ MEASURE_TOKENS = frozenset(
         "memory",
         "loss",
     }
+    | THROUGHPUT_TOKENS
 )
 # Free-text columns: never join keys, never plotted.
 TEXT_COLUMNS = frozenset({"reason", "error", "message", "note", "notes", "status", "traceback"})
@@ -90,7 +92,7 @@ def split_columns(df) -> tuple[list[str], list[str]]:
 def headline_metric(metrics: list[str]) -> tuple[str, str] | None:
     """(column, "max"|"min"): the figure a run is known by — throughput up, time down, memory up."""
     preference = (
-        (("tflops", "tops"), "max"),
+        (tuple(THROUGHPUT_TOKENS), "max"),
         (("gflops", "flops"), "max"),
         (("gbs",), "max"),
         (("ms", "us", "ns", "s", "time"), "min"),
@@ -128,7 +130,7 @@ def headline(rows: list[dict], is_cuda: bool = True) -> str:
     if values.empty:
         return f"{col}: no value"
     value = values.max() if how == "max" else values.min()
-    if tokens(col) & {"tflops", "tops"}:  # stored in TFLOPS; shown under core.units' rule
+    if tokens(col) & THROUGHPUT_TOKENS:  # stored in TFLOPS; shown under core.units' rule
         unit, scale = throughput_unit(is_cuda, ops="tops" in tokens(col))
         return f"{how} {unit} {fmt(value * scale)}"
     return f"{how} {col} {fmt(value)}"

@@ -103,7 +103,7 @@ class DeviceMetric:
     compared with the node median of that point (:mod:`core.fanout`).
     """
 
-    column: str  # e.g. "tflops"
+    column: str  # e.g. core.rows.matmul.TFLOPS
     keys: tuple[str, ...]  # e.g. ("dtype", "m", "n", "k")
     label: str  # axis label with its unit
 

@@ -278,11 +278,12 @@ DEVICE_FIELDS: dict[str, tuple[type, ...]] = {
     "torch_build": (dict, NONE),
     "spec": (dict, NONE),
 }
+SPEC_PEAKS = "tflops"  # device.spec's table of dense datasheet peaks per unit (TOPS for int8): DeviceSpec.tflops
 SPEC_FIELDS: dict[str, tuple[type, ...]] = {
     "key": (str,),
     "name": (str,),
     "pattern": (str,),
-    "tflops": (dict,),
+    SPEC_PEAKS: (dict,),
     "bandwidth_gbs": NUMBER + (NONE,),
     "memory_gib": NUMBER + (NONE,),
     "source": (str,),
@@ -335,9 +336,9 @@ def _device_problem(device: dict) -> str | None:
         problem = _typed(spec, SPEC_FIELDS, "device.spec.")
         if problem:
             return problem
-        bad = next((k for k, v in (spec.get("tflops") or {}).items() if _wrong(v, NUMBER + (NONE,))), None)
+        bad = next((k for k, v in (spec.get(SPEC_PEAKS) or {}).items() if _wrong(v, NUMBER + (NONE,))), None)
         if bad is not None:
-            return f"device.spec.tflops.{bad} must be a number"
+            return f"device.spec.{SPEC_PEAKS}.{bad} must be a number"
     return None
 
 

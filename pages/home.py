@@ -9,6 +9,7 @@ import streamlit as st
 
 from core import doctor
 from core.hardware import published
+from core.hardware.specs import datasheet_peaks
 from core.jsonable import json_ready
 from core.store import StoreError
 from core.units import bytes_text, duration_text, timestamp_text
@@ -178,7 +179,7 @@ for device in info.get("devices", []):
             spec = device.get("spec")
             if spec:
                 peaks = pd.DataFrame(
-                    [{"unit": k, "dense peak (TFLOPS, TOPS for int8)": v} for k, v in spec["tflops"].items()]
+                    [{"unit": k, "dense peak (TFLOPS, TOPS for int8)": v} for k, v in datasheet_peaks(device).items()]
                 )
                 st.write(f"Datasheet: **{spec['name']}**, {spec['bandwidth_gbs']:.0f} GB/s — {spec['source']}")
                 st.dataframe(peaks, hide_index=True)

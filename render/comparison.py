@@ -14,7 +14,7 @@ import plotly.graph_objects as go
 
 from core import columns
 from core.columns import headline_metric, split_columns, tokens
-from core.hardware.specs import unit_for
+from core.hardware.specs import datasheet_peaks, unit_for
 from core.result import RunResult, RunSummary
 from render.chart import Chart
 from render.style import DTYPE_COLORS, color_for, html_text, style, title
@@ -136,12 +136,12 @@ def default_metric(runs: list[RunResult]) -> str:
 
 
 def is_throughput(metric: str) -> bool:
-    return bool(tokens(metric) & {"tflops", "tops"})
+    return bool(tokens(metric) & columns.THROUGHPUT_TOKENS)
 
 
 def row_peaks(run: RunResult, df: pd.DataFrame) -> pd.Series | None:
     """Each row's datasheet dense peak (TFLOPS) for its dtype on the run's *own* device; None without a sheet."""
-    peaks = (run.device.get("spec") or {}).get("tflops") or {}
+    peaks = datasheet_peaks(run.device)
     if not peaks:
         return None
     dtypes = (
@@ -152,7 +152,7 @@ def row_peaks(run: RunResult, df: pd.DataFrame) -> pd.Series | None:
 
 def without_peak(runs: list[RunResult]) -> list[str]:
     """Legend labels of the runs that have no datasheet entry (CPUs, unknown GPUs)."""
-    return [label for run, label in zip(runs, labels(runs)) if not (run.device.get("spec") or {}).get("tflops")]
+    return [label for run, label in zip(runs, labels(runs)) if not datasheet_peaks(run.device)]
 
 
 # -- charts and tables -------------------------------------------------------------------------------

@@ -15,6 +15,7 @@ import pandas as pd
 from plotly.offline import get_plotlyjs
 
 from core.columns import fmt
+from core.hardware.specs import datasheet_peaks
 from core.result import RunResult
 from core.units import bytes_text, duration_text, timestamp_text
 from render import comparison
@@ -55,7 +56,7 @@ def _frame_table(df: pd.DataFrame) -> str:
 def device_pairs(device: dict) -> list[tuple[str, object]]:
     """The device description a reader needs to trust a number: what, how big, which datasheet."""
     spec = device.get("spec") or {}
-    peaks = ", ".join(f"{k} {v}" for k, v in (spec.get("tflops") or {}).items())
+    peaks = ", ".join(f"{k} {v}" for k, v in datasheet_peaks(device).items())
     memory = device.get("total_memory_bytes")
     return [
         ("device", device.get("label") or device.get("name")),

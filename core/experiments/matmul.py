@@ -21,7 +21,7 @@ from core.experiment import Context, DeviceMetric, Experiment, Output, Progress,
 from core.hardware import device as devices
 from core.hardware import dtypes, memory, published
 from core.hardware.clocks import device_sampler
-from core.hardware.specs import device_peak, measurement_errors, unit_for
+from core.hardware.specs import datasheet_peaks, device_peak, measurement_errors, unit_for
 from core.measure import gemm
 from core.measure.gemm import MAX_DIM, Shape, dtype_support, flops, memory_needed_bytes, shape_problem
 from core.measure.stats import COPY_TRAFFIC_PER_BYTE, copy_bandwidth, summarize
@@ -192,8 +192,7 @@ def check_fits(cfg: MatmulConfig, shapes: list[Shape], support: dict, ctx: Conte
 def _peak(dtype: str, desc: dict) -> tuple[float | None, str | None]:
     """Datasheet peak (TFLOPS, TOPS for int8) for the dtype's unit (fp64: the tensor-core figure where
     the sheet has one), or None with the reason."""
-    tflops = (desc.get("spec") or {}).get("tflops", {})
-    return device_peak(desc, unit_for(dtypes.get(dtype).column, tensor_fp64="fp64_tc" in tflops))
+    return device_peak(desc, unit_for(dtypes.get(dtype).column, tensor_fp64="fp64_tc" in datasheet_peaks(desc)))
 
 
 def measure_point(

@@ -12,6 +12,7 @@ from __future__ import annotations
 import re
 from dataclasses import asdict, dataclass
 
+from core.result import SPEC_PEAKS
 from core.units import GIB
 
 DTYPE_UNITS = ("fp64", "fp64_tc", "fp32", "tf32", "bf16", "fp16", "fp8", "int8")
@@ -208,6 +209,12 @@ def spec_for_device(device: dict) -> DeviceSpec | None:
     return match_spec(device.get("name", ""), device.get("total_memory_bytes"))
 
 
+def datasheet_peaks(device: dict) -> dict[str, float]:
+    """The dense peaks per unit (TFLOPS, TOPS for int8) of a device description's datasheet entry; empty
+    without one (a CPU, an unknown GPU)."""
+    return (device.get("spec") or {}).get(SPEC_PEAKS) or {}
+
+
 def device_peak(device: dict, unit: str) -> tuple[float | None, str | None]:
     """Dense datasheet peak of ``unit`` for a :mod:`core.hardware.device` description, or (None, why not)."""
     if device.get("kind") != "cuda":
@@ -215,7 +222,7 @@ def device_peak(device: dict, unit: str) -> tuple[float | None, str | None]:
     spec = device.get("spec")
     if not spec:
         return None, f"no datasheet entry for {device.get('name')}"
-    peak = spec["tflops"].get(unit)
+    peak = datasheet_peaks(device).get(unit)
     return (peak, None) if peak else (None, f"the {spec['name']} datasheet lists no {unit} peak")
 
 
@@ -249,6 +256,7 @@ __all__ = [
     "unit_for",
     "spec_for_device",
     "device_peak",
+    "datasheet_peaks",
     "all_specs",
     "DTYPE_UNITS",
     "ABOVE_PEAK",

@@ -12,6 +12,7 @@ from dataclasses import dataclass
 
 from core.hardware.health_reference import ALL_REDUCE_FIGURE, PEER_FIGURE
 from core.result import RunResult
+from core.rows.matmul import TFLOPS
 
 SOAK = "matmul-soak"
 
@@ -125,9 +126,9 @@ def matmul_figures(run: RunResult) -> list[Figure]:
     """The best throughput per dtype of a matmul sweep (its ``meta.best``)."""
     where = _where(run.device)
     return [
-        Figure(f"matmul {dtype} best", where, best["tflops"], "TFLOPS", run.device, f"matmul {dtype}")
+        Figure(f"matmul {dtype} best", where, best[TFLOPS], "TFLOPS", run.device, f"matmul {dtype}")
         for dtype, best in (run.meta.get("best") or {}).items()
-        if _num(best.get("tflops"))
+        if _num(best.get(TFLOPS))
     ]
 
 

@@ -1,9 +1,12 @@
 """Device description and datasheet matching."""
 
+from dataclasses import fields
+
 import pytest
 
 from core.errors import ConfigError
 from core.hardware import device, specs
+from core.result import SPEC_FIELDS
 
 
 def test_describe_all_lists_cpu_and_every_gpu():
@@ -106,3 +109,12 @@ def test_device_peak_names_why_there_is_none():
         == "no datasheet entry for GTX 1080"
     )
     assert specs.device_peak({"kind": "cpu", "name": "x"}, "fp32") == (None, "CPU: no datasheet peak")
+
+
+def test_the_stored_description_s_peak_table_is_the_datasheet_entry_s():
+    """The run schema names the table by the entry's own field, so a renamed field fails here, not in a page."""
+    assert set(SPEC_FIELDS) == {f.name for f in fields(specs.DeviceSpec)}
+    h100 = specs.match_spec("NVIDIA H100 80GB HBM3", 80 * 2**30)
+    peaks = specs.datasheet_peaks({"kind": "cuda", "name": h100.name, "spec": h100.to_dict()})
+    assert peaks["bf16"] == 989.4 and peaks == h100.tflops
+    assert specs.datasheet_peaks({"kind": "cpu", "name": "x", "spec": None}) == {}
