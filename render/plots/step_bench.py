@@ -83,9 +83,10 @@ def cold_chart(run: RunResult) -> Chart | None:
                     x=part["step_in_process"], y=part["ms"], mode="lines+markers", name=label, line=dict(color=color)
                 )
             )
-    warm = steps.loc[steps["series"] == "warm", "ms"]
-    if len(warm):  # a trace, not an annotation: a log axis reads an annotation's y as log10(y) and stretched to 10^77
-        median = float(warm.median())
+    summary = kind_rows(run, "summary")
+    if len(summary) and "step_ms_median" in summary:  # the engine's median of the warm steps, read, not recomputed
+        # a trace, not an annotation: a log axis reads an annotation's y as log10(y) and stretched to 10^77
+        median = float(summary["step_ms_median"].iloc[0])
         fig.add_trace(
             go.Scatter(
                 x=[steps["step_in_process"].min(), steps["step_in_process"].max()],

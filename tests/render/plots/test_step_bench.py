@@ -52,6 +52,8 @@ def test_single_run_figures_from_rows():
         for sc in ("forward", "step")
         for g in ("matmul", "attention-softmax", "elementwise", "normalisation", "optimizer", "other")
     ]
+    # the engine's summary: the warm steps' median, 3 × 10.0 + 1.1 ms (the chart draws it, never recomputes it)
+    rows += [{"kind": "summary", "precision": "fp32", "step_ms_median": 31.1}]
     rows += [
         {
             "kind": "kernel",
