@@ -8,7 +8,10 @@ from pathlib import Path
 
 import streamlit as st
 
+from core import import_dirs
+from core.errors import ConfigError
 from core.result import RunResult
+from core.workload.ranks import rank_files
 from pages.common import lab, run_panel, uploads
 from pages.common.markdown import markdown_text
 from render.history import import_label
@@ -23,20 +26,41 @@ def importer(key: str, experiment: str, label: str, help_text: str, ranks: str =
     else:
         uploaded = st.file_uploader(label, key=uploader_key, help=help_text)
         files = [uploaded] if uploaded is not None else []
-    on_box = st.text_input(
+    on_box = _path_field(key, ranks)
+    job_running = st.session_state.get(f"{key}.job") is not None
+    if st.button("Import", key=f"{key}.import", type="primary", disabled=not (files or on_box) or job_running):
+        if on_box:
+            _import_path(key, experiment, ranks, on_box)
+        elif files:
+            _import_uploads(key, ranks if len(files) > 1 else experiment, files)
+
+
+def _path_field(key: str, ranks: str) -> str:
+    """The path typed on the page, or "" while the operator lists no import directory (the field is off)."""
+    if not import_dirs.listed():
+        st.caption(markdown_text(import_dirs.off_text()))
+        return ""
+    return st.text_input(
         "…or a file on this box (no upload: a file of gigabytes is read where it lies)"
         + ("; a folder: every rank of a job" if ranks else ""),
         key=f"{key}.path",
         placeholder="/path/to/file",
     ).strip()
-    job_running = st.session_state.get(f"{key}.job") is not None
-    if st.button("Import", key=f"{key}.import", type="primary", disabled=not (files or on_box) or job_running):
-        if on_box and ranks and Path(on_box).is_dir():
-            run_panel.submit(key, ranks, {"paths": [on_box]}, device="cpu", name=Path(on_box).name)
-        elif on_box:
-            run_panel.submit(key, experiment, {"path": on_box}, device="cpu", name=Path(on_box).name)
-        elif files:
-            _import_uploads(key, ranks if len(files) > 1 else experiment, files)
+
+
+def _import_path(key: str, experiment: str, ranks: str, given: str) -> None:
+    """A path under the import directories, every link resolved (a folder of ranks: each of its files), imported
+    where it lies; anything else is refused with words that say nothing of the file."""
+    try:
+        path = import_dirs.allowed(given)
+        folder = [import_dirs.allowed(str(f)) for f in rank_files([str(path)])] if ranks and path.is_dir() else []
+    except ConfigError as exc:
+        st.error(f"Invalid settings: {markdown_text(exc)}")
+        return
+    if folder:
+        run_panel.submit(key, ranks, {"paths": [str(f) for f in folder]}, device="cpu", name=Path(given).name)
+    else:
+        run_panel.submit(key, experiment, {"path": str(path)}, device="cpu", name=Path(given).name)
 
 
 def _import_uploads(key: str, experiment: str, files: list) -> None:

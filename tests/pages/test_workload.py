@@ -157,7 +157,8 @@ def test_step_bench_page_imports_a_real_trace(data_dir):
     assert f"1. GPU idle {11_896 / 11_946:.1%} of the span" in findings
 
 
-def test_a_trace_on_the_box_is_imported_from_its_path_without_an_upload(data_dir):
+def test_a_trace_on_the_box_is_imported_from_its_path_without_an_upload(data_dir, monkeypatch):
+    monkeypatch.setenv("GPULAB_IMPORT_DIRS", str(V100.parent))  # the operator allows the folder it lies in
     at = page("pages/step_bench.py")
     at.text_input(key="step_bench.trace.path").input(str(V100)).run()
     at.button(key="step_bench.trace.import").click().run()
@@ -193,7 +194,8 @@ def test_step_bench_page_puts_the_ranks_of_a_job_side_by_side(data_dir, tmp_path
     assert not uploads.exists() or not any(uploads.iterdir())  # both uploads deleted once imported
 
 
-def test_a_folder_on_the_box_is_the_ranks_of_one_job(data_dir, tmp_path):
+def test_a_folder_on_the_box_is_the_ranks_of_one_job(data_dir, tmp_path, monkeypatch):
+    monkeypatch.setenv("GPULAB_IMPORT_DIRS", str(tmp_path))
     for i, p in enumerate(RANKS):
         (tmp_path / f"rank-{i}.json.gz").write_bytes(p.read_bytes())
     (tmp_path / "rank-2.json").write_text("not a trace")
@@ -212,7 +214,8 @@ def test_a_folder_on_the_box_is_the_ranks_of_one_job(data_dir, tmp_path):
     assert {m.label: m.value for m in at.metric}["Straggler"] == "rank 1"
 
 
-def test_a_path_that_is_no_file_is_refused_on_the_page(data_dir):
+def test_a_path_that_is_no_file_is_refused_on_the_page(data_dir, monkeypatch):
+    monkeypatch.setenv("GPULAB_IMPORT_DIRS", "/nonexistent")  # allowed, so whether it exists may be said
     at = page("pages/step_bench.py")
     at.text_input(key="step_bench.trace.path").input("/nonexistent/trace.json").run()
     at.button(key="step_bench.trace.import").click().run()
