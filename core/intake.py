@@ -57,6 +57,10 @@ class Limits:
     worker_line_bytes: int = 64 << 20
     # The files of one import of a job's rank traces (a folder or several files), each read in turn:
     rank_files: int = 512
+    # A runs file (Compare's import, `runs import`): the JSON objects and lists it may make, counted as its `{` and
+    # `[` while it is inflated, before anything is decoded (242 KiB of gzip made 85 M `{}`: 4 GiB), and its runs:
+    runs_file_containers: int = 4_000_000
+    runs_per_file: int = 100_000
 
 
 LIMITS = Limits()
@@ -102,24 +106,29 @@ def read_limited(source: str | os.PathLike | BinaryIO, limit_bytes: int, what: s
 
 def gunzip_limited(raw: bytes, limit_bytes: int, what: str = "file") -> bytes:
     """Undo gzip (several members allowed) without ever holding more than ``limit_bytes`` of output."""
-    out = bytearray()
+    return b"".join(_inflated(raw, limit_bytes, what))
+
+
+def _inflated(raw: bytes, limit_bytes: int, what: str) -> Iterator[bytes]:
+    """The content of gzip ``raw`` (several members allowed), a chunk of at most :data:`CHUNK_BYTES` at a time,
+    refused once it passes ``limit_bytes``."""
+    total = 0
     data = raw
     while data:
         inflater = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
         try:
-            while True:
-                out += inflater.decompress(data, limit_bytes + 1 - len(out))
-                if len(out) > limit_bytes:
-                    raise InputRefused(f"the {what} expands to more than the {exact_size_text(limit_bytes)} limit")
+            while not inflater.eof:
+                piece = inflater.decompress(data, CHUNK_BYTES)
                 data = inflater.unconsumed_tail
-                if inflater.eof or not data:
-                    break
+                total += len(piece)
+                if total > limit_bytes:
+                    raise InputRefused(f"the {what} expands to more than the {exact_size_text(limit_bytes)} limit")
+                if not piece and not data:
+                    raise InputRefused(f"the {what} is a truncated gzip file")
+                yield piece
         except zlib.error as exc:
             raise InputRefused(f"the {what} is not valid gzip ({exc}); it may be truncated") from None
-        if not inflater.eof:
-            raise InputRefused(f"the {what} is a truncated gzip file")
         data = inflater.unused_data
-    return bytes(out)
 
 
 def read_input(source: str | os.PathLike | BinaryIO, limit_bytes: int, what: str = "file") -> bytes:
@@ -128,6 +137,34 @@ def read_input(source: str | os.PathLike | BinaryIO, limit_bytes: int, what: str
     if raw[:2] == GZIP_MAGIC:
         return gunzip_limited(raw, limit_bytes, what)
     return raw
+
+
+def read_json_input(source: str | os.PathLike | BinaryIO, limit_bytes: int, max_containers: int, what: str) -> bytes:
+    """:func:`read_input` for a JSON file, with the objects and lists it would make counted as it is inflated
+    (:func:`json_containers`): past ``max_containers`` it is refused before anything is decoded, its content
+    past the limit counted, never kept (a small gzip of millions of ``{}`` holds a chunk at a time)."""
+    raw = read_limited(source, limit_bytes, what)
+    pieces = _inflated(raw, limit_bytes, what) if raw[:2] == GZIP_MAGIC else iter((raw,))
+    kept: list[bytes] = []
+    count = 0
+    for piece in pieces:
+        count += json_containers(piece)
+        if count <= max_containers:
+            kept.append(piece)
+    check_containers(count, max_containers, what)
+    return kept[0] if len(kept) == 1 else b"".join(kept)
+
+
+def json_containers(text: bytes) -> int:
+    """How many objects and lists JSON ``text`` can make at most: its ``{`` and ``[`` (C-speed; one inside a
+    string counts too, so the count is generous, never short)."""
+    return text.count(b"{") + text.count(b"[")
+
+
+def check_containers(count: int, max_containers: int, what: str) -> None:
+    """Refuse a JSON file of more than ``max_containers`` objects and lists, with its count."""
+    if count > max_containers:
+        raise InputRefused(f"the {what} holds {count:,} JSON objects and lists, more than the {max_containers:,} limit")
 
 
 def check_depth(value: Any, max_depth: int = DEFAULT_MAX_DEPTH, what: str = "file") -> None:

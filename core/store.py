@@ -19,7 +19,7 @@ from typing import BinaryIO
 from urllib.parse import quote
 
 from core.columns import headline
-from core.intake import InputRefused, is_pickle, loads_json, read_input
+from core.intake import LIMITS, InputRefused, check_containers, is_pickle, json_containers, loads_json, read_json_input
 from core.jsonable import json_ready
 from core.locks import pid_alive
 from core.paths import db_path
@@ -435,10 +435,11 @@ class RunStore:
         """Import a runs file from a path (a device or a pipe too) or an open binary stream (an upload).
 
         The bytes are counted as they are read, so a file that claims size 0 (``/dev/zero``) stops
-        at the limit; a gzip file is undone under the same limit.
+        at the limit; a gzip file is undone under the same limit, its JSON objects and lists counted as it
+        is inflated (``runs_file_containers``), so a small file of millions of ``{}`` is refused unread.
         """
         try:
-            raw = read_input(source, MAX_IMPORT_BYTES, "runs file")
+            raw = read_json_input(source, MAX_IMPORT_BYTES, LIMITS.runs_file_containers, "runs file")
         except InputRefused as exc:
             raise ImportRefused(str(exc)) from None
         return self.import_bytes(raw)
@@ -457,6 +458,10 @@ def parse_runs_file(raw: bytes) -> list[RunResult]:
             "export runs with `python -m core runs export` instead"
         )
     try:
+        check_containers(json_containers(raw), LIMITS.runs_file_containers, "runs file")  # before any is made
+    except InputRefused as exc:
+        raise ImportRefused(str(exc)) from None
+    try:
         data = loads_json(raw, what="runs file")
     except InputRefused as exc:
         raise ImportRefused(f"not a GPU Lab runs file: {exc}") from None
@@ -469,6 +474,8 @@ def parse_runs_file(raw: bytes) -> list[RunResult]:
         items = data.get("runs")
         if not isinstance(items, list):
             raise ImportRefused("'runs' must be a list")
+        if len(items) > LIMITS.runs_per_file:
+            raise ImportRefused(f"{len(items):,} runs exceed the {LIMITS.runs_per_file:,}-run limit")
     elif isinstance(data, dict) and "experiment" in data:
         items = [data]
     else:

@@ -5,6 +5,7 @@ from __future__ import annotations
 import argparse
 import sys
 from datetime import datetime
+from pathlib import Path
 
 from core.cli.output import check_writable, dump, open_store, print_run, write_file
 from core.result import STATUSES
@@ -127,7 +128,7 @@ def import_runs(args) -> int:
     try:
         added, skipped = store.import_file(args.file)
     except ImportRefused as exc:
-        print(f"import refused: {terminal_text(exc)}", file=sys.stderr)
+        print(f"import refused: {terminal_text(f'{Path(args.file).name}: {exc}')}", file=sys.stderr)
         return 2
     print(
         dump({"added": added, "already_present": skipped})

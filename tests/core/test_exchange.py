@@ -1,5 +1,6 @@
 """Runs files between boxes: a lossless round trip, idempotent imports, and refusals that change nothing."""
 
+import dataclasses
 import json
 import math
 import pickle
@@ -467,3 +468,56 @@ def test_a_run_left_running_is_exported_as_interrupted_and_imports_back(seeded, 
     assert other.import_bytes(json.dumps(data).encode()) == (6, 0)
     assert "still running when it was exported" in other.get("deadbeef0002").error
     assert seeded.get("deadbeef0002").status == "running"  # exporting changes nothing here
+
+
+def write_runs_bomb(path, runs: int) -> None:
+    """Issue 32's runs file: ``{"format":"x","runs":[`` + ``runs`` × ``{},`` + ``{}]}``, gzipped as it is written."""
+    import gzip
+
+    block = b"{}," * 1_000_000
+    with gzip.open(path, "wb", compresslevel=9) as out:
+        out.write(b'{"format":"x","runs":[')
+        for _ in range(runs // 1_000_000):
+            out.write(block)
+        out.write(b"{}," * (runs % 1_000_000) + b"{}]}")
+
+
+def test_a_small_gzip_of_85_million_runs_is_refused_unread_within_500_mib(seeded, tmp_path):
+    """Issue 32, hole 1: 242 KiB of gzip made 85 M ``{}`` and took the import past 4 GiB. Its objects are counted
+    as it is inflated, a chunk at a time, and the file refused before any is made."""
+    from core.intake import LIMITS
+    from tests.core.workload.test_hostile_files import bounded_cli
+
+    path = tmp_path / "runs.json.gz"
+    write_runs_bomb(path, 85_000_000)
+    assert path.stat().st_size < 1 << 20
+    before = snapshot(seeded)
+    out = bounded_cli("runs", "import", str(path), rss_bytes=500 << 20)
+    assert out.code == 2 and "Traceback" not in out.stderr, out.stderr[-2000:]
+    assert "runs.json.gz: the runs file holds 85,000,003 JSON objects and lists, more than the " in out.stderr
+    assert f"{LIMITS.runs_file_containers:,} limit" in out.stderr
+    assert snapshot(seeded) == before
+
+
+def test_the_objects_of_a_plain_runs_file_are_counted_before_decoding(seeded, monkeypatch):
+    from core import store as store_module
+    from core.intake import LIMITS
+
+    monkeypatch.setattr(store_module, "LIMITS", dataclasses.replace(LIMITS, runs_file_containers=1_000))
+    before = snapshot(seeded)
+    with pytest.raises(ImportRefused, match=r"holds 1,002 JSON objects and lists, more than the 1,000 limit"):
+        seeded.import_bytes(b'{"format":"x","runs":[' + b"{}," * 999 + b"{}]}")
+    assert snapshot(seeded) == before
+
+
+def test_more_runs_than_the_limit_are_refused_naming_it(seeded, monkeypatch):
+    from core import store as store_module
+    from core.intake import LIMITS
+
+    raw = seeded.export_json().encode()
+    held = len(json.loads(raw)["runs"])
+    monkeypatch.setattr(store_module, "LIMITS", dataclasses.replace(LIMITS, runs_per_file=held - 1))
+    with pytest.raises(ImportRefused, match=rf"^{held} runs exceed the {held - 1}-run limit$"):
+        RunStore(seeded.path.parent / "other.sqlite").import_bytes(raw)
+    monkeypatch.setattr(store_module, "LIMITS", dataclasses.replace(LIMITS, runs_per_file=held))
+    assert RunStore(seeded.path.parent / "other.sqlite").import_bytes(raw) == (held, 0)
