@@ -10,7 +10,7 @@ from core.result import FINAL_STATUSES, RunResult, RunSummary
 from core.store import MAX_IMPORT_BYTES, ImportRefused, RunStore, StoreError
 from core.text import MAX_LABEL_CHARS, MAX_TAGS
 from core.units import MIB, bytes_text, exact_size_text
-from pages.common import lab
+from pages.common import lab, runs_upload
 from pages.common.charts import show_charts
 from pages.common.markdown import markdown_text
 from pages.common.methods import how_measured
@@ -74,15 +74,7 @@ def import_section(store: RunStore) -> None:
             f"skipped. The whole file is checked before anything is added (limit {LIMIT_MIB} MiB, "
             f"gzip allowed; pickles are never loaded)."
         )
-        upload = st.file_uploader("Runs file", key=f"{KEY}.upload", max_upload_size=LIMIT_MIB)
-        if upload is not None and st.button("Import", key=f"{KEY}.import"):
-            upload.seek(0)
-            try:
-                added, present = store.import_file(upload)
-            except ImportRefused as exc:
-                st.error(f"Import refused, nothing was changed: {markdown_text(exc)}")
-            else:
-                st.success(f"Imported {added} run(s) from {markdown_text(upload.name)}; {present} were already here.")
+        runs_upload.section(store, LIMIT_MIB)  # read in a worker, never in this process
 
 
 def filtered(runs: list[RunSummary]) -> list[RunSummary]:

@@ -351,3 +351,63 @@ def test_chart_text_from_runs_is_escaped_for_plotly():
     assert [t.name for t in chart.figure.data][0].startswith("&lt;a href='http://127.0.0.1:9/x'&gt;click&lt;/a&gt;")
     (single, _) = comparison.generic_figures(a)
     assert "<a " not in single.figure.layout.title.text and "&lt;a href=" in single.figure.layout.title.text
+
+
+def _import_upload(at, name: str, content: bytes, timeout: float = 120):
+    """Upload a runs file on the page, press Import and follow the worker's import to what the page says."""
+    import time
+
+    (uploader,) = at.get("file_uploader")
+    uploader.set_value((name, content, "application/octet-stream"))
+    at.run()
+    at.button(key="compare.runs_file.import").click().run()
+    deadline = time.monotonic() + timeout
+    while not (at.success or at.error) and time.monotonic() < deadline:
+        time.sleep(0.5)
+        at.run()
+    assert not at.exception, [e.value for e in at.exception]
+    return at
+
+
+def test_a_runs_file_is_imported_by_a_worker_and_its_upload_deleted(app, store, data_dir, tmp_path):
+    from core.store import RunStore
+
+    elsewhere = RunStore(tmp_path / "recorded.sqlite")
+    elsewhere.save(sweep(H100, (100.0, 600.0, 800.0), "f1f1"))
+    at = _import_upload(_open(app), "runs.json", elsewhere.export_json().encode())
+    assert "Imported 1 run(s) from runs.json; 0 were already here." in at.success[0].value.replace("\\", "")
+    assert store.get("f1f1").imported and store.count() == 1
+    assert not any((data_dir / "uploads").rglob("*.json"))  # the upload is gone once imported
+
+
+def test_a_runs_bomb_is_refused_in_a_worker_and_the_server_stays_flat(app, store, tmp_path):
+    """Issue 32, hole 1: 242 KiB of gzip (85 M ``{}``) took the server past 4 GiB when Compare parsed it."""
+    import threading
+
+    import psutil
+
+    from tests.core.test_exchange import write_runs_bomb
+
+    bomb = tmp_path / "runs.json.gz"
+    write_runs_bomb(bomb, 85_000_000)
+    at = _open(app)
+    me, peak, done = psutil.Process(), [0], threading.Event()
+    baseline = me.memory_info().rss
+
+    def sample():
+        while not done.is_set():
+            peak[0] = max(peak[0], me.memory_info().rss)
+            done.wait(0.02)
+
+    sampler = threading.Thread(target=sample, daemon=True)
+    sampler.start()
+    try:
+        at = _import_upload(at, "runs.json.gz", bomb.read_bytes())
+    finally:
+        done.set()
+        sampler.join()
+    (error,) = [e.value.replace("\\", "") for e in at.error]
+    assert "Import refused, nothing was changed" in error and "runs.json.gz: the runs file holds 85,000,003" in error
+    assert "more than the 4,000,000 limit" in error
+    assert peak[0] - baseline < 100 << 20, f"the server grew by {(peak[0] - baseline) / 2**20:,.0f} MiB"
+    assert store.count() == 0
