@@ -2,7 +2,9 @@
 
 Start it with torchrun on every node, one process per node (``--nproc-per-node 1``: the check itself uses
 every GPU of its node through the lab's workers), with the ``health`` options and ``--db/--json/--name``.
-Each node runs the check and sends its rows through torchrun's rendezvous store; rank 0 waits for every node
+Each node runs the check and sends its rows through torchrun's rendezvous store, sealed with the job's secret
+(``GPULAB_JOB_SECRET`` or ``GPULAB_JOB_SECRET_FILE``, the same on every node: :mod:`core.distributed.job_secret`;
+start it with ``python -m core.distributed.torchrun`` so the stores listen on the address given); rank 0 waits for every node
 (a node silent for ``--stale-s`` is failed and named, its rows kept), flags the outliers against the fleet
 median and the published figure, stores ONE run with a row per node and GPU, and prints it with its verdict.
 Exit 0 once the check ran, whatever its verdict (torchrun takes any other exit for a crashed worker and keeps
@@ -39,9 +41,11 @@ def main(argv: list[str] | None = None) -> int:
     die_with_parent(signal.SIGTERM)  # before torch is imported: a node still importing it dies with torchrun too
     args = _parser().parse_args(argv)
     try:
+        from core.distributed.job_secret import secret_from_environ
         from core.distributed.rank import RankEnv
 
         env = RankEnv.from_environ()
+        secret = secret_from_environ()
         cfg = health_config(args)
         if env.local_world != 1:
             raise ConfigError(
@@ -55,7 +59,7 @@ def main(argv: list[str] | None = None) -> int:
         return 2
     from core.health.cluster import run_node
 
-    return run_node(cfg, env, args)
+    return run_node(cfg, env, args, secret)
 
 
 if __name__ == "__main__":

@@ -2,7 +2,7 @@
 
 :func:`run_ranks` is a generator for an experiment running in a worker: it starts
 ``torch.distributed.launcher.api.elastic_launch`` in a thread (a c10d rendezvous on 127.0.0.1, a free
-port, no restarts), yields the events the ranks write (rank 0's rows as each point finishes), and
+port, no restarts; its stores listen on 127.0.0.1 only: :mod:`core.distributed.bound_store`), yields the events the ranks write (rank 0's rows as each point finishes), and
 returns rank 0's metadata. When a rank fails it raises :class:`RankFailure`, whose message names the
 rank and what happened to it:
 
@@ -40,6 +40,7 @@ from pathlib import Path
 
 import psutil
 
+from core.distributed.bound_store import bind_launcher_stores
 from core.distributed.rank_entry import PARENT_ENV
 from core.protocol import RANK_EVENTS, Message, RankDone, RankError, RankStep, decode
 from core.text import signal_text
@@ -219,6 +220,7 @@ def run_ranks(config: dict, world: int, timeout_s: float) -> Generator[Message, 
     from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
     from torch.distributed.launcher.api import elastic_launch
 
+    bind_launcher_stores()
     sweep_work_folders()
     workdir = Path(tempfile.mkdtemp(prefix=f"{WORK_PREFIX}{os.getpid()}-"))
     events = _Events(workdir / "events.jsonl")

@@ -32,12 +32,12 @@ class Stopped(Exception):
     """SIGTERM: torchrun's launcher is ending the job (its store went away, or it was stopped)."""
 
 
-def run_node(cfg: HealthConfig, env, args) -> int:
+def run_node(cfg: HealthConfig, env, args, secret: bytes) -> int:
     from core.jobs import JobManager
     from core.store import RunStore
 
     store = RunStore(args.db)
-    exchange = Exchange(env)
+    exchange = Exchange(env, secret)
     node = env.group_rank
     announce(exchange, node)
     own = NodeResult(node, host_name())

@@ -3,7 +3,9 @@ rendezvous store; rank 0 gathers every node's rows and stores ONE run (:mod:`cor
 
 Each node writes under ``gpulab-health/<run>/`` in torchrun's store (the same store the interconnect ranks
 use): ``host/<node>``, ``step/<node>`` (what it is doing), ``rows/<node>`` (every row so far, after each
-part), ``done/<node>`` and a heartbeat counter ``alive/<node>``. Rank 0 reads them from the start and keeps
+part), ``done/<node>`` and a heartbeat counter ``alive/<node>``. Every record but the counter is sealed with the job's
+secret (:mod:`core.distributed.job_secret`): whoever else reaches the store can read them but not forge them, and
+rank 0 fails and names a node whose record it cannot verify, keeping only what it verified before. Rank 0 reads them from the start and keeps
 what it read (:class:`Fleet`): a node whose heartbeat stops for ``stale_s`` seconds, or that ends with an
 error, is failed and named, with the rows it sent; if the store itself goes (its host's launcher ended), every
 unfinished node is failed the same way.
@@ -11,11 +13,11 @@ unfinished node is failed the same way.
 
 from __future__ import annotations
 
-import json
 import threading
 import time
 from collections.abc import Callable
 
+from core.distributed.job_secret import Sealer, Unverified
 from core.distributed.rank import RankEnv, job_store
 from core.hardware.device import host_name
 from core.health.fleet import NodeResult
@@ -25,17 +27,19 @@ POLL_S = 0.5
 
 
 class Exchange:
-    """This job's keys in torchrun's store."""
+    """This job's keys in torchrun's store, sealed with the job's secret."""
 
-    def __init__(self, env: RankEnv, timeout_s: float = 60.0) -> None:
+    def __init__(self, env: RankEnv, secret: bytes, timeout_s: float = 60.0) -> None:
         self.env = env
         self.store = job_store(env, "gpulab-health", timeout_s)
+        self.sealer = Sealer(secret, env.run_id)
 
     def post(self, key: str, value) -> None:
-        self.store.set(key, json.dumps(value, allow_nan=False))
+        self.store.set(key, self.sealer.seal(key, value))
 
     def read(self, key: str):
-        return json.loads(self.store.get(key)) if self.store.check([key]) else None
+        """The verified value under ``key``, None where there is none; :class:`Unverified` for a forged one."""
+        return self.sealer.open(key, self.store.get(key)) if self.store.check([key]) else None
 
     def beat(self, node: int) -> int:
         return int(self.store.add(f"alive/{node}", 1))
@@ -91,11 +95,11 @@ class Fleet:
         with self._lock:
             for r in self.running():
                 try:
-                    r.host = (self.exchange.read(f"host/{r.node}") or {}).get("host", r.host)
-                    r.step = self.exchange.read(f"step/{r.node}") or r.step
-                    r.rows = self.exchange.read(f"rows/{r.node}") or r.rows
-                    done = self.exchange.read(f"done/{r.node}")
-                    beats = self.exchange.beats(r.node)
+                    done, beats = self._read(r)
+                except Unverified as exc:  # what it sent before was verified and stays; the forged record does not
+                    kind = exc.key.split("/")[0]
+                    r.status, r.error = "failed", f"node {r.node}'s {kind} failed authentication; not stored"
+                    continue
                 except Exception as exc:  # noqa: BLE001 - the store is gone: keep what was read
                     for w in self.running():
                         w.status, w.error = "failed", f"the rendezvous store stopped answering ({type(exc).__name__})"
@@ -109,6 +113,13 @@ class Fleet:
                     self.seen[r.node] = (beats, time.monotonic())
                 elif judge_silence and time.monotonic() - since > self.stale_s:
                     r.status, r.error = "failed", f"stopped responding (no heartbeat for {self.stale_s:g} s)"
+
+    def _read(self, r: NodeResult) -> tuple[dict | None, int]:
+        """Node ``r``'s verified records into ``r``; its ``done`` record and heartbeat count."""
+        r.host = (self.exchange.read(f"host/{r.node}") or {}).get("host", r.host)
+        r.step = self.exchange.read(f"step/{r.node}") or r.step
+        r.rows = self.exchange.read(f"rows/{r.node}") or r.rows
+        return self.exchange.read(f"done/{r.node}"), self.exchange.beats(r.node)
 
     def watch(self, stop: threading.Event) -> threading.Thread:
         """Read in the background until ``stop`` (while rank 0 runs its own check)."""
