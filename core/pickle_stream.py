@@ -5,7 +5,9 @@ lists being built between chunks (:func:`load_pickle_stream`). Before the unpick
 :class:`PickleGuard` has read the opcodes up to it and refused the few that would make the unpickler allocate
 far more than the file holds (a memo index, a declared length, a pile of pending values past the limits of
 :class:`core.intake.Limits`). For a large file the guard runs in a process of its own, on another core, ahead
-of the unpickler (``python -m core.pickle_stream PATH WHAT``), instead of taking turns with it.
+of the unpickler (``python -m core.pickle_stream FD WHAT``), instead of taking turns with it: it reads the file
+the reader opened, through the descriptor it inherits, never the path opened again (a path can be made to name
+another file between two opens).
 """
 
 from __future__ import annotations
@@ -23,18 +25,19 @@ import sys
 import zlib
 from collections.abc import Callable
 from pathlib import Path
-from typing import Any
+from typing import Any, cast
 
 from core.intake import (
     CHUNK_BYTES,
     DEFAULT_MAX_DEPTH,
     GZIP_MAGIC,
     LIMITS,
+    STREAM_BUFFER_BYTES,
     InputRefused,
     Limits,
     PlainDataUnpickler,
     check_depth,
-    open_input,
+    decoded,
 )
 from core.units import exact_size_text
 
@@ -73,6 +76,13 @@ def _opcode_tables() -> tuple[list[int | None], list[tuple[int, int, int]]]:
 _LEN1, _LEN4, _LEN8, _FRAME, _LINE, _LINES2 = -1, -4, -8, -9, -10, -20
 _SHAPE, _EFFECT = _opcode_tables()
 _MARK, _STOP, _PUT, _LONG_BINPUT = ord("("), ord("."), ord("p"), ord("r")
+_WIDTH = {_LEN1: 1, _LEN4: 4, _LEN8: 8, _FRAME: 8}
+_GETS = frozenset(b"hjg")  # BINGET, LONG_BINGET, GET: a value fetched from the memo
+_DUP, _SETITEM, _FROZENSET = ord("2"), ord("s"), 0x91
+_TUPLE_ITEMS = {0x85: 1, 0x86: 2, 0x87: 3, ord("t"): None, _FROZENSET: None}  # None: the values since the mark
+_HASHING = frozenset(b"su\x90d")  # SETITEM(S), ADDITEMS, DICT: hash every key or element they take
+_UNHASHABLE = frozenset(b"]}\x8f")  # EMPTY_LIST, EMPTY_DICT, EMPTY_SET: hashing fails at once
+Region = tuple[int, bool, list[int]]  # where the plain pushes before an opcode start; at its mark; known before
 # A run of opcodes that only push or keep the stack as it is, with small fixed arguments (or a length
 # byte): matched in C, so a snapshot of a gigabyte is checked at the speed of a regular expression.
 # Each byte of the run counts as one pushed value (an over-count: a value takes at least one byte).
@@ -144,6 +154,88 @@ def _group_run() -> re.Pattern[bytes]:
     return re.compile(rb"(?:" + group + rb"(?:" + op + rb"){0,%d}+)++" % GROUP_LEAVES)
 
 
+class _TreeCount:
+    """Every tuple (or frozenset) a pickle builds, counted as an expanded tree — each memo fetch of one counted
+    again — and what hashing dict keys and set elements costs the unpickler, which hashes a tuple through every
+    level (40 tuples of two memo fetches each: a 332-byte file, 2^40 steps). Both stay under the
+    ``pickle_tree_objects`` limit, derived from the bytes read. Tuples are the only containers that are hashed,
+    and they cannot change once built, so this bounds the unpickler; lists and dicts are never hashed, and what
+    reads the result walks by identity. A value fetched from the memo, or pushed where this count did not read,
+    counts as the largest tuple built so far (an over-count: plain data has small tuples, if any). A size is
+    negative for what cannot be hashed (a tuple holding a list fails there): hashing it costs only the items
+    before that."""
+
+    def __init__(self, limits: Limits, refuse: Callable[[str], None]) -> None:
+        self.limits = limits
+        self.refuse = refuse
+        self.largest = 1
+        self.hashed = 0
+
+    def _bound(self, offset: int, figure: int, what: str) -> None:
+        limit = self.limits.pickle_tree_objects + self.limits.pickle_tree_objects_per_byte * offset
+        if figure > limit:
+            self.refuse(
+                f"{what} at offset {offset:,}: {figure:,} objects counted as a tree (each reuse of a memo slot "
+                f"counted again), past the pickle_tree_objects limit of {limit:,} for the bytes read so far "
+                f"({self.limits.pickle_tree_objects:,} + {self.limits.pickle_tree_objects_per_byte} a byte)"
+            )
+
+    def tuple_built(self, op: int, buf: bytes, region: Region, at: int, offset: int, since_mark: int) -> int:
+        """The size of the tuple built by ``op`` at ``buf[at]``: its items are the last values pushed by the
+        plain opcodes from ``region``'s start (exact: the region starts at its mark), else at most
+        ``since_mark`` values, the ones this count did not read below them."""
+        sizes = self._pushed(buf, region, at)
+        wanted = _TUPLE_ITEMS[op] or (len(sizes) if region[1] else max(since_mark, len(sizes)))
+        taken = sizes[max(len(sizes) - wanted, 0) :]
+        size = 1 + (wanted - len(taken)) * self.largest
+        for item in taken:
+            size += abs(item)
+            if item < 0:  # hashing stops here
+                size = -size
+                break
+        self._bound(offset, abs(size), "it builds a tuple")
+        if op == _FROZENSET:
+            self.hashed += abs(size)
+            self._bound(offset, self.hashed, "hashing its dict keys and set elements would take more steps")
+        self.largest = max(self.largest, abs(size))
+        return size
+
+    def hashed_keys(self, values: int, offset: int) -> None:
+        """Up to ``values`` keys or elements hashed, each at most the largest tuple (atoms only: nothing to count)."""
+        if self.largest > 1:
+            self.hashed += values * self.largest
+            self._bound(offset, self.hashed, "hashing its dict keys and set elements would take more steps")
+
+    def _pushed(self, buf: bytes, region: Region, hi: int) -> list[int]:
+        """The tree size of each value pushed by the opcodes from ``region``'s start to ``buf[hi]`` (complete
+        opcodes that only push or keep the stack as it is), after those it knows already."""
+        lo, _, sizes = region
+        sizes = list(sizes)
+        while lo < hi:
+            op = buf[lo]
+            shape = _SHAPE[op] or 0
+            if shape >= 0:
+                end = lo + 1 + shape
+            elif shape in _WIDTH:
+                width = _WIDTH[shape]
+                end = (
+                    lo + 1 + width + (0 if shape == _FRAME else int.from_bytes(buf[lo + 1 : lo + 1 + width], "little"))
+                )
+            else:
+                first = buf.find(b"\n", lo + 1)
+                end = (buf.find(b"\n", first + 1) if shape == _LINES2 else first) + 1
+            if op in _GETS:
+                sizes.append(self.largest)
+            elif op == _DUP:
+                sizes.append(sizes[-1] if sizes else self.largest)
+            elif op in _UNHASHABLE:
+                sizes.append(-1)
+            elif _EFFECT[op][1]:
+                sizes.append(1)
+            lo = end
+        return sizes
+
+
 class PickleGuard:
     """Reads a pickle's opcodes as they stream past, before the unpickler acts on them, and refuses the few
     that would make it allocate far more than the file holds: a memo index beyond the limit (or beyond the
@@ -159,6 +251,8 @@ class PickleGuard:
         self._skip = 0  # bytes of a long payload still to pass
         self._depth = 0
         self._marks: list[int] = []
+        self._tree = _TreeCount(limits, self._refuse)
+        self._containers = 0
         self.done = False
 
     def feed(self, data: bytes) -> None:
@@ -174,6 +268,7 @@ class PickleGuard:
             start += passed
             if not data:
                 return
+        self._count_containers(data)
         buf = self._tail + data if self._tail else data
         used = self._scan(buf, start)
         self._tail = buf[used:]
@@ -186,8 +281,9 @@ class PickleGuard:
     def _scan(self, buf: bytes, start: int) -> int:
         """Opcodes of ``buf`` (at stream offset ``start``) up to the last complete one; returns how far it read."""
         limits, n, pos, depth, marks = self.limits, len(buf), 0, self._depth, self._marks
-        run, shape_of, effect_of = _plain_run().match, _SHAPE, _EFFECT
+        run, shape_of = _plain_run().match, _SHAPE
         groups = _group_run().match if start >= GROUPS_FROM_BYTES else None
+        region: Region = (0, False, [])
         while True:
             matched = run(buf, pos)  # a run of zero opcodes still matches
             end = matched.end() if matched else pos
@@ -201,21 +297,23 @@ class PickleGuard:
                 end = grouped.end()
                 depth += GROUP_LEAVES * buf.count(b"(", pos, end)
                 self._check_pending(depth + GROUP_PEAK)
-                pos = end
+                self._tree.hashed_keys(end - pos, start + pos)
+                pos, region = end, (end, False, [])
                 continue
             shape = shape_of[op]
             if shape is None or op == _STOP:  # the unpickler stops (or fails) here: nothing after it is read
                 self.done = True
                 pos = n
                 break
+            at = pos
             if shape >= 0:  # fixed argument
                 if pos + 1 + shape > n:
                     break
                 if op == _LONG_BINPUT:
                     self._check_memo(int.from_bytes(buf[pos + 1 : pos + 5], "little"), start + pos)
                 pos += 1 + shape
-            elif shape in (_LEN1, _LEN4, _LEN8, _FRAME):
-                width = {_LEN1: 1, _LEN4: 4, _LEN8: 8, _FRAME: 8}[shape]
+            elif shape in _WIDTH:
+                width = _WIDTH[shape]
                 if pos + 1 + width > n:
                     break
                 length = int.from_bytes(buf[pos + 1 : pos + 1 + width], "little")
@@ -247,17 +345,41 @@ class PickleGuard:
                         index = 0  # the unpickler says what is wrong with it
                     self._check_memo(index, start + pos)
                 pos = last + 1
-            pops, pushes, to_mark = effect_of[op]
-            if op == _MARK:
-                depth += 1
-                marks.append(depth)
-            elif to_mark:
-                depth = (marks.pop() - 1 if marks else depth) - pops + pushes
-            else:
-                depth += pushes - pops
-            depth = max(depth, 0)
+            depth, region = self._apply(op, buf, at, pos, start, depth, region)
         self._depth, self._marks = depth, marks
         return pos
+
+    def _apply(self, op: int, buf: bytes, at: int, end: int, start: int, depth: int, region: Region):
+        """The stack effect of the opcode at ``buf[at:end]``, with the tuples it builds and the keys it hashes
+        counted; returns the depth and the region of plain pushes that starts after it."""
+        pops, pushes, to_mark = _EFFECT[op]
+        marks = self._marks
+        since_mark = depth - marks[-1] if marks else depth
+        after: list[int] = []
+        if op in _TUPLE_ITEMS:
+            after = [self._tree.tuple_built(op, buf, region, at, start + at, since_mark)]
+        elif op in _HASHING:
+            self._tree.hashed_keys(2 if op == _SETITEM else since_mark, start + at)
+        if op == _MARK:
+            marks.append(depth + 1)
+            return depth + 1, (end, True, [])
+        if to_mark:
+            depth = (marks.pop() - 1 if marks else depth) - pops + pushes
+        else:
+            depth += pushes - pops
+        return max(depth, 0), ((end, False, after) if pops or to_mark else region)
+
+    def _count_containers(self, data: bytes) -> None:
+        """Containers are the costliest objects a byte makes (an empty dict: 64 bytes from one): every byte that
+        may start one (EMPTY_DICT, EMPTY_LIST, EMPTY_SET, MARK) counts, wherever it lies (an over-count)."""
+        self._containers += sum(map(data.count, (b"}", b"]", b"\x8f", b"(")))
+        limit = self.limits.pickle_containers + self.offset // self.limits.pickle_bytes_per_container
+        if self._containers > limit:
+            self._refuse(
+                f"it makes more than {limit:,} containers in its first {self.offset:,} bytes, past the "
+                f"pickle_containers limit ({self.limits.pickle_containers:,} + one per "
+                f"{self.limits.pickle_bytes_per_container} bytes)"
+            )
 
     def _check_pending(self, values: int) -> None:
         if values > self.limits.pickle_pending_values:
@@ -291,18 +413,20 @@ class _InlineGuard:
 
 
 class _GuardProcess:
-    """A :class:`PickleGuard` in a process of its own (``python -m core.pickle_stream PATH``), reading the same
-    file on another core, ahead of the unpickler: it reports each offset it has passed, or why it refuses the
-    file, and the reader waits only when the unpickler would get past what it has passed."""
+    """A :class:`PickleGuard` in a process of its own (``python -m core.pickle_stream FD WHAT``), reading the
+    reader's open file ``fd`` (inherited) on another core, ahead of the unpickler: it reports each offset it has
+    passed, or why it refuses the file, and the reader waits only when the unpickler would get past what it has
+    passed."""
 
-    def __init__(self, path: Path, what: str) -> None:
+    def __init__(self, fd: int, what: str) -> None:
         self._what = what
         self._passed = 0
         try:
             self._proc = subprocess.Popen(
-                [sys.executable, "-m", __name__, os.fspath(path), what],
+                [sys.executable, "-m", __name__, str(fd), what],
                 stdout=subprocess.PIPE,
                 stdin=subprocess.DEVNULL,
+                pass_fds=(fd,),
                 env={
                     **os.environ,
                     "PYTHONPATH": os.pathsep.join(filter(None, [PACKAGE_ROOT, os.environ.get("PYTHONPATH")])),
@@ -335,11 +459,12 @@ class _GuardProcess:
 def _guard_process_main(argv: list[str]) -> int:
     """The :class:`_GuardProcess` side: every ``REPORT_BYTES`` checked, the offset passed, as a line; at the end
     (or at STOP, after which the unpickler reads nothing) a pass for everything; a refusal as ``!message``."""
-    path, what = argv
+    fd, what = argv
     out = sys.stdout.buffer
     guard = PickleGuard(what)
     try:
-        with open_input(path, what) as stream:
+        raw = cast(io.BufferedReader, io.BufferedReader(_PositionalFile(int(fd)), STREAM_BUFFER_BYTES))
+        with decoded(raw, what) as stream:
             while (chunk := stream.read(REPORT_BYTES)) and not guard.done:
                 guard.feed(chunk)
                 out.write(b"%d\n" % guard.offset)
@@ -352,6 +477,26 @@ def _guard_process_main(argv: list[str]) -> int:
         return 0
     out.flush()
     return 0
+
+
+class _PositionalFile(io.RawIOBase):
+    """An inherited file descriptor read from its start with ``pread``: the offset it shares with the reader's
+    open file is left alone."""
+
+    def __init__(self, fd: int) -> None:
+        self._fd = fd
+        self._at = 0
+
+    def readable(self) -> bool:
+        return True
+
+    def fileno(self) -> int:
+        return self._fd
+
+    def readinto(self, buffer) -> int:
+        n = os.preadv(self._fd, [buffer], self._at)
+        self._at += n
+        return n
 
 
 class _CountedStream:
@@ -413,15 +558,24 @@ class _CountedStream:
         return data
 
 
-def content_bytes(path: Path) -> int:
-    """About how many bytes reading ``path`` gives: its size, or for gzip the size its trailer states (modulo
-    4 GiB), whichever is larger."""
-    size = path.stat().st_size
-    with open(path, "rb") as fh:
-        if size < 18 or fh.read(2) != GZIP_MAGIC:
-            return size
-        fh.seek(-4, os.SEEK_END)
-        return max(size, int.from_bytes(fh.read(4), "little"))
+def content_bytes(source: int | str | os.PathLike) -> int:
+    """About how many bytes reading an open file (``fd``) or a path gives: its size, or for gzip the size its
+    trailer states (modulo 4 GiB), whichever is larger."""
+    if not isinstance(source, int):
+        with open(source, "rb") as fh:
+            return content_bytes(fh.fileno())
+    size = os.fstat(source).st_size
+    if size < 18 or os.pread(source, 2, 0) != GZIP_MAGIC:
+        return size
+    return max(size, int.from_bytes(os.pread(source, 4, size - 4), "little"))
+
+
+def _source_fd(stream: io.BufferedReader) -> int | None:
+    """The descriptor of the file ``stream`` reads (through gzip too), or None for a stream of no file."""
+    try:
+        return stream.fileno()
+    except (OSError, ValueError, AttributeError):  # io.UnsupportedOperation is both an OSError and a ValueError
+        return None
 
 
 def load_pickle_stream(
@@ -435,6 +589,8 @@ def load_pickle_stream(
 ) -> Any:
     """A plain-data pickle read from a stream, any protocol, with at most ``limit_bytes`` consumed.
 
+    ``path`` names the file ``stream`` reads from its start: when it is given and the file is large, the guard
+    runs in a process of its own, on the descriptor the stream reads (never on ``path`` opened again).
     ``on_chunk(unpickler)`` runs between chunks while the structure is being built: it may take the
     items out of lists that are still growing (reach them through ``unpickler.memo``) so that a file
     far larger than memory allows as Python objects is read in bounded memory. Garbage collection is
@@ -447,10 +603,9 @@ def load_pickle_stream(
         assert on_chunk is not None and unpickler is not None  # set before the unpickler first calls it
         on_chunk(unpickler)
 
+    fd = _source_fd(stream) if path is not None else None
     guard = (
-        _GuardProcess(Path(path), what)
-        if path is not None and content_bytes(Path(path)) > GUARD_PROCESS_BYTES
-        else _InlineGuard(what)
+        _GuardProcess(fd, what) if fd is not None and content_bytes(fd) > GUARD_PROCESS_BYTES else _InlineGuard(what)
     )
     counted = _CountedStream(stream, limit_bytes, what, hook if on_chunk else None, guard)
     unpickler = PlainDataUnpickler(counted)

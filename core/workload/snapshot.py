@@ -156,9 +156,20 @@ class Sites:
 
 def _frame(f: Any) -> Frame:
     if type(f) is not dict:
-        return ("?", 0, cut_name(str(f)))
+        return ("?", 0, _text(f))
     line = f.get("line", 0)
-    return (cut_name(str(f.get("filename", "?"))), line if type(line) is int else 0, cut_name(str(f.get("name", "?"))))
+    return (_text(f.get("filename", "?")), line if type(line) is int else 0, _text(f.get("name", "?")))
+
+
+def _text(value: Any) -> str:
+    """A field of the file read as text: a string (cut) or a number as it is, anything else named by its type.
+    Never the str() of a container, which costs its whole expanded tree (a list of a list of … shared through
+    the memo prints 2^40 items from 400 bytes), nor of an integer of thousands of digits."""
+    if type(value) is str:
+        return cut_name(value)
+    if (type(value) in (int, bool) and value.bit_length() <= 64) or type(value) is float or value is None:
+        return str(value)
+    return f"a {type(value).__name__}"
 
 
 class _Columns:
@@ -231,7 +242,7 @@ class _Columns:
                 self._quirk(f"an event is a {type(e).__name__}, not a dict")
                 continue
             name = e.get("action")
-            code = code_of(name, UNKNOWN_ACTION)
+            code = code_of(name, UNKNOWN_ACTION) if type(name) is str else UNKNOWN_ACTION
             addr = e.get("addr", 0)
             size = e.get("size", 0)
             t = e.get("time_us", 0)
@@ -247,7 +258,7 @@ class _Columns:
                 e.clear()
                 continue
             if code == UNKNOWN_ACTION:
-                key = str(name)[:40]
+                key = _text(name)[:40]
                 self.unknown_actions[key] = self.unknown_actions.get(key, 0) + 1
             action(code)
             addr_col(addr)
@@ -424,7 +435,7 @@ def _build(top: Any, sites: Sites, drained: dict, source: dict) -> Snapshot:
         or not isinstance(top.get("device_traces", []), list)
     ):
         kind = type(top).__name__
-        keys = ", ".join(map(str, list(top)[:6])) if isinstance(top, dict) else ""
+        keys = ", ".join(map(_text, list(top)[:6])) if isinstance(top, dict) else ""
         raise InputRefused(
             f"this is not a {WHAT}: expected a dict with 'segments' and 'device_traces' "
             f"(what torch.cuda.memory._dump_snapshot writes), found a {kind}" + (f" with keys {keys}" if keys else "")
@@ -450,7 +461,7 @@ def _build(top: Any, sites: Sites, drained: dict, source: dict) -> Snapshot:
         )
     settings = top.get("allocator_settings")
     settings = (
-        {str(k): v for k, v in settings.items() if isinstance(v, (str, int, float, bool))}
+        {_text(k): v for k, v in settings.items() if isinstance(v, (str, int, float, bool))}
         if isinstance(settings, dict)
         else {}
     )
@@ -501,7 +512,7 @@ def _segment(s: Any, i: int, sites: Sites, quirks: dict[str, int]) -> Segment | 
                 address,
                 b["size"],
                 requested if isinstance(requested, int) else b["size"],
-                str(b.get("state", "")),
+                _text(b.get("state", "")),
                 sites.of(b.get("frames")),
             )
         )
@@ -512,7 +523,7 @@ def _segment(s: Any, i: int, sites: Sites, quirks: dict[str, int]) -> Segment | 
         s["address"],
         s["total_size"],
         stream if isinstance(stream, int) and -(2**63) <= stream < 2**63 else 0,
-        str(s.get("segment_type", "")),
+        _text(s.get("segment_type", "")),
         bool(s.get("is_expandable", False)),
         blocks,
     )
