@@ -89,6 +89,7 @@ def test_node_chart_bars_with_the_median_and_the_flag_line():
 
 
 def test_matmul_figures_of_a_merged_run_show_each_gpu():
+    from core.rows import upgrade
     from render.plots.matmul import figures
 
     rows = [
@@ -113,7 +114,7 @@ def test_matmul_figures_of_a_merged_run_show_each_gpu():
         for i, t0 in enumerate((500.0, 505.0, 450.0))
         for m, t in ((1024, t0), (2048, t0 * 1.2))
     ]
-    charts = figures(all_gpu_run(rows=rows))
+    charts = figures(upgrade(all_gpu_run(rows=rows)))  # as the store reads it back
     assert [c.name for c in charts][:2] == ["node-per-gpu", "matmul-throughput"]
     names = [t.name for t in charts[1].figure.data]
     assert names == ["bf16 · cuda:0", "bf16 · cuda:1", "bf16 · cuda:2"]
