@@ -74,6 +74,12 @@ class Limits:
     # `[` while it is inflated, before anything is decoded (242 KiB of gzip made 85 M `{}`: 4 GiB), and its runs:
     runs_file_containers: int = 4_000_000
     runs_per_file: int = 100_000
+    # A profiler trace, checked as its events are decoded, before anything is grouped:
+    number_digits: int = 4300  # digits of one number (Python's own cap on converting an int to text)
+    trace_time_ns: int = 2**63  # a time or a duration, either side of 0
+    trace_devices: int = 4096
+    trace_streams: int = 65_536  # streams of one device
+    trace_names: int = 65_536  # distinct kernel names
 
 
 LIMITS = Limits()

@@ -109,7 +109,7 @@ def _time_breakdown(a: Activities, sel: np.ndarray) -> dict:
         "compute_and_copy_us": compute + copy - union_of(COMPUTE, MEMCPY, MEMSET),
         "communication_and_copy_us": comm + copy - union_of(COMM, MEMCPY, MEMSET),
         "exposed_communication_us": comm - compute_and_comm,
-        "streams": sorted({int(x) for x in a.stream[sel]}),
+        "streams": np.unique(a.stream[sel]).tolist(),
     }
 
 
@@ -228,12 +228,14 @@ def analyse_trace(trace: TraceFile, top: int = 20) -> tuple[list[dict], dict]:
     if not len(a.start):
         meta["note"] = "this trace has no GPU kernels or copies: was it recorded with ProfilerActivity.CUDA?"
         return [], meta
-    kernel_time = {int(d): float((a.end - a.start)[(a.device == d) & (a.kind <= COMM)].sum()) for d in meta["devices"]}
-    device = max(kernel_time, key=lambda d: kernel_time[d])
+    by_device = _grouped(a.device, np.arange(len(a.start)))
+    kernels = a.kind <= COMM
+    kernel_time = [float((a.end[on] - a.start[on])[kernels[on]].sum()) for _, on in by_device]
+    device = by_device[int(np.argmax(kernel_time))][0]
     meta["device"] = device
     meta["device_name"] = trace.gpu_names.get(device, f"GPU {device}")
     sel = a.device == device
-    breakdowns = {d: _time_breakdown(a, a.device == d) for d in meta["devices"]}
+    breakdowns = {d: _time_breakdown(a, on) for d, on in by_device}
     meta.update(breakdowns[device])
     rows = _device_rows(breakdowns, trace.gpu_names)
     groups, rules = _group_ids(a)
@@ -251,8 +253,7 @@ def analyse_trace(trace: TraceFile, top: int = 20) -> tuple[list[dict], dict]:
     meta["idle_causes"] = launches.idle(idx)
     meta["kernel_wait_threshold_us"] = KERNEL_WAIT_US
     meta["launch"] = launches.stats(idx)
-    for stream in meta["streams"]:
-        on = idx[a.stream[idx] == stream]
+    for stream, on in _grouped(a.stream[idx], idx):
         rows.append({"kind": "idle", "stream": stream, "activities": int(len(on)), **launches.idle(on)})
     rows += launches.delay_rows(idx)
     steps, basis = _steps(trace, sel, groups, launches.per_step)
@@ -263,12 +264,20 @@ def analyse_trace(trace: TraceFile, top: int = 20) -> tuple[list[dict], dict]:
     return rows, meta
 
 
+def _grouped(keys: np.ndarray, idx: np.ndarray) -> list[tuple[int, np.ndarray]]:
+    """``idx`` split by ``keys`` (one key each), by key ascending, each part in ``idx``'s order: one sort, not a
+    pass over every activity per key (200 k devices or streams would make that quadratic)."""
+    order = np.argsort(keys, kind="stable")
+    values, first = np.unique(keys[order], return_index=True)
+    return [(int(v), part) for v, part in zip(values, np.split(idx[order], first[1:]))]
+
+
 def _file_meta(trace: TraceFile) -> dict:
     """What the file holds, whichever GPU is analysed: event counts, devices, what was odd in it."""
     return {
         "events": trace.events,
         "gpu_activities": int(len(trace.activities.start)),
-        "devices": sorted({int(d) for d in trace.activities.device}),
+        "devices": np.unique(trace.activities.device).tolist(),
         "schema_version": trace.schema_version,
         "rank": trace.rank,
         "malformed_events": dict(trace.malformed),

@@ -25,6 +25,7 @@ operators, annotations) are skipped unchecked; a file that is not a trace is ref
 
 from __future__ import annotations
 
+import codecs
 import math
 import re
 from array import array
@@ -35,18 +36,22 @@ from decimal import Decimal, DecimalException
 import msgspec
 import numpy as np
 
-from core.intake import InputRefused, open_mapped, release_pages
+from core.intake import LIMITS, InputRefused, cut_name, open_mapped, release_pages
+from core.workload.json_array import batches, element_ends
 
 MAX_TRACE_BYTES = 8 * 2**30  # decompressed JSON (its bytes are mapped, not held: the columns are what costs)
 BATCH_EVENTS = 50_000  # events decoded at once: bounds the decoded objects alive (a few tens of MiB)
+BATCH_BYTES = 64 << 20  # and the bytes of one batch, unless one event alone is longer
 WHAT = "profiler trace"
 KINDS = ("compute", "communication", "memcpy", "memset")
 COMPUTE, COMM, MEMCPY, MEMSET = range(4)
 _CATEGORY = {"kernel": None, "gpu_memcpy": MEMCPY, "memcpy": MEMCPY, "gpu_memset": MEMSET, "memset": MEMSET}
 _LAUNCH_CATS = {"cuda_runtime", "cuda_driver", "runtime"}
 _COMM = re.compile(r"nccl|rccl|all_?reduce|all_?gather|reduce_?scatter|alltoall|sendrecv", re.I)
-_STEP = re.compile(r"^ProfilerStep#(\d+)$")
+_STEP = re.compile(r"^ProfilerStep#(\d{1,18})$")  # a step number within int64
 _INT64 = 2**63
+_TIME_US = Decimal(LIMITS.trace_time_ns).scaleb(-3)
+CUT = f"names longer than {LIMITS.name_chars:,} characters (cut, their full length noted)"
 _Number = int | float | None
 
 
@@ -95,9 +100,12 @@ class _Distributed(msgspec.Struct, gc=False):
 
 
 class _Trace(msgspec.Struct, gc=False):
-    traceEvents: list[msgspec.Raw] | None = None
-    deviceProperties: list[_Device | None] | None = None
-    computeProperties: list[_Device | None] | None = None
+    """The header, with the lists of events and devices left as their bytes (empty where absent), to be counted
+    before anything is built of them (:mod:`core.workload.json_array`)."""
+
+    traceEvents: msgspec.Raw = msgspec.Raw()
+    deviceProperties: msgspec.Raw = msgspec.Raw()
+    computeProperties: msgspec.Raw = msgspec.Raw()
     schemaVersion: int | str | None = None
     distributedInfo: _Distributed | None = None
 
@@ -143,24 +151,28 @@ def read_trace(path, progress: Callable[[str], None] | None = None) -> TraceFile
     with open_mapped(path, MAX_TRACE_BYTES, WHAT) as view:
         trace = _decode(view)
         reader = _Reader()
-        events = trace.traceEvents or []
-        for first in range(0, len(events), BATCH_EVENTS):
-            reader.add(events[first : first + BATCH_EVENTS])
+        events = memoryview(trace.traceEvents)
+        base = _offset(events, view)
+        for start, ends in batches(events, BATCH_EVENTS, BATCH_BYTES):
+            reader.add(_entries(events, start, ends, base))
             release_pages(view)
             if progress is not None:
-                progress(f"{min(first + BATCH_EVENTS, len(events)):,} of {len(events):,} events decoded")
+                progress(f"{reader.events:,} events decoded ({int(ends[-1]) / len(events):.0%} of the file)")
+        if progress is not None:
+            progress(f"{reader.events:,} of {reader.events:,} events decoded")
         if not reader.phased:
             raise InputRefused(
                 f"this is not a Chrome/Kineto {WHAT}: its 'traceEvents' holds no trace event (an object with a "
                 "'ph' phase)"
             )
-        trace.traceEvents = None  # the spans point into the map: gone before it closes
-        del events
-    return reader.finish(trace)
+        events.release()
+        devices = _devices(trace.deviceProperties) or _devices(trace.computeProperties)
+        trace.traceEvents = trace.deviceProperties = trace.computeProperties = msgspec.Raw()  # they point into the map
+    return reader.finish(trace, devices)
 
 
 def _decode(view: memoryview) -> _Trace:
-    """The header decoded and the events split into undecoded spans (JSON checked, nothing else built)."""
+    """The header decoded, its lists left as their bytes (the whole file checked as JSON, nothing else built)."""
     if not bytes(view[:4096]).strip():
         if not len(view) or not bytes(view).strip():
             raise InputRefused(f"the {WHAT} is empty ({len(view)} bytes)")
@@ -175,7 +187,7 @@ def _decode(view: memoryview) -> _Trace:
     try:
         first = head[start:].lstrip()[:1]
         if first == b"[":
-            return _Trace(traceEvents=msgspec.json.decode(body, type=list[msgspec.Raw]))
+            return _Trace(traceEvents=msgspec.json.decode(body, type=msgspec.Raw))
         trace = msgspec.json.decode(body, type=_Trace)
     except RecursionError:
         raise InputRefused(f"the {WHAT} nests too deeply to be a trace") from None
@@ -183,7 +195,9 @@ def _decode(view: memoryview) -> _Trace:
         raise InputRefused(f"the {WHAT} holds a value of the wrong type: {exc}") from None
     except msgspec.DecodeError as exc:
         raise InputRefused(f"the {WHAT} is not valid JSON ({exc}); it may be truncated") from None
-    if trace.traceEvents is None:
+    except UnicodeDecodeError:
+        raise _not_utf8(view, 0) from None
+    if bytes(memoryview(trace.traceEvents)[:1]) != b"[":  # absent, null, or not a list
         keys = _top_keys(view)
         found = f"an object with keys {', '.join(keys[:6])}" if keys is not None else "something else"
         raise InputRefused(
@@ -193,33 +207,93 @@ def _decode(view: memoryview) -> _Trace:
     return trace
 
 
+def _offset(part: memoryview, whole: memoryview) -> int:
+    """Where the bytes ``part`` (a view into ``whole``) start in ``whole``."""
+    if not len(part):
+        return 0
+    address = np.frombuffer(part, np.uint8).__array_interface__["data"][0]
+    return address - np.frombuffer(whole, np.uint8).__array_interface__["data"][0]
+
+
+def _not_utf8(text, at: int) -> InputRefused:
+    """The refusal of bytes that are not UTF-8, naming the first bad byte's offset (``text`` starts at ``at``)."""
+    decoder = codecs.getincrementaldecoder("utf-8")()
+    for lo in range(0, len(text), 1 << 20):
+        pending = len(decoder.getstate()[0])  # the start of a character the last chunk cut
+        try:
+            decoder.decode(bytes(text[lo : lo + (1 << 20)]))
+        except UnicodeDecodeError as exc:
+            at += lo - pending + exc.start
+            break
+    return InputRefused(f"the {WHAT} is not UTF-8 text: byte {at:,} is not part of a UTF-8 character")
+
+
 def _top_keys(view: memoryview) -> list[str] | None:
     try:
         top = msgspec.json.decode(view, type=dict[str, msgspec.Raw])
-    except (msgspec.DecodeError, RecursionError):
+    except (msgspec.DecodeError, RecursionError, UnicodeDecodeError):
         return None
-    return [str(k) for k in top]
+    return [cut_name(str(k), 64) for k in top]
 
 
-def _entries(spans: list[msgspec.Raw]) -> list:
-    """One batch of events decoded; an event that fails the exact type is decoded on its own, laxly, so a bad
-    time costs that event only, while a field of another wrong type still refuses the file."""
+def _devices(raw: msgspec.Raw) -> list[_Device | None]:
+    """A device list, counted before it is built: more than ``trace_devices`` entries are refused."""
+    if bytes(memoryview(raw)[:1]) != b"[":
+        return []
+    count = sum(len(ends) for ends in element_ends(raw))
+    if count > LIMITS.trace_devices:
+        raise InputRefused(
+            f"the {WHAT} lists {count:,} devices, more than the {LIMITS.trace_devices:,} of the trace_devices limit"
+        )
     try:
-        return msgspec.json.decode(b"[" + b",".join(spans) + b"]", type=list[_Entry])
-    except msgspec.ValidationError:
-        pass
+        return msgspec.json.decode(raw, type=list[_Device | None])
+    except msgspec.ValidationError as exc:
+        raise InputRefused(f"the {WHAT} holds a value of the wrong type: {exc} (its device list)") from None
+
+
+def _entries(events: memoryview, start: int, ends: np.ndarray, base: int) -> list:
+    """One batch of events (``events[start]`` is the bracket or comma before the first, ``ends`` where each
+    ends) decoded; an event that fails the exact type is decoded on its own, laxly, so a bad time costs that
+    event only, while a field of another wrong type still refuses the file. An event long enough to hold a
+    number of more than ``number_digits`` digits has its times' digits counted."""
+    try:
+        try:
+            out = _decoded(b"[" + bytes(events[start + 1 : int(ends[-1])]) + b"]", list[_Entry])
+        except msgspec.ValidationError:
+            out = [_one(events[int(a) + 1 : int(b)]) for a, b in zip([start, *ends[:-1]], ends)]
+    except UnicodeDecodeError:
+        raise _not_utf8(events[start : int(ends[-1])], base + start) from None
+    lengths = np.diff(ends, prepend=start)
+    for i in np.flatnonzero(lengths > LIMITS.number_digits).tolist():
+        _check_digits(out[i], base + (int(ends[i - 1]) if i else start))
+    return out
+
+
+def _decoded(text, typ):
+    try:
+        return msgspec.json.decode(text, type=typ)
     except RecursionError:
         raise InputRefused(f"the {WHAT} nests too deeply to be a trace") from None
-    out: list = []
-    for span in spans:
+
+
+def _one(span: memoryview):
+    try:
+        return _decoded(span, _Entry)
+    except msgspec.ValidationError:
         try:
-            out.append(msgspec.json.decode(span, type=_Entry))
-        except msgspec.ValidationError:
-            try:
-                out.append(msgspec.json.decode(span, type=_LaxEvent))
-            except msgspec.ValidationError as exc:
-                raise InputRefused(f"the {WHAT} holds a value of the wrong type: {exc}") from None
-    return out
+            return _decoded(span, _LaxEvent)
+        except msgspec.ValidationError as exc:
+            raise InputRefused(f"the {WHAT} holds a value of the wrong type: {exc}") from None
+
+
+def _check_digits(event, at: int) -> None:
+    for name in ("ts", "dur"):
+        value = getattr(event, name, None)
+        if type(value) is Decimal and (digits := len(value.as_tuple().digits)) > LIMITS.number_digits:
+            raise InputRefused(
+                f"an event's {name} (after byte {at:,}) has {digits:,} digits, more than the "
+                f"{LIMITS.number_digits:,} of the number_digits limit"
+            )
 
 
 def _whole(value) -> int | None:
@@ -258,6 +332,8 @@ class _Reader:
         self.events = 0
         self.phased = 0  # events with a phase: a trace has some
         self.kernel_kind: dict[str, tuple[int, int]] = {}  # name → (its number, COMPUTE or COMM by name)
+        self.cut = 0  # names cut to name_chars
+        self.streams: dict[int, set[int]] = {}  # device → its streams, to hold both within their limits
 
     def _bad(self, why: str) -> None:
         self.malformed[why] = self.malformed.get(why, 0) + 1
@@ -271,6 +347,11 @@ class _Reader:
         if dur < 0:
             self._bad("negative duration")
             return None
+        if ts.copy_abs() > _TIME_US or dur > _TIME_US:
+            raise InputRefused(
+                f"an event's {'ts' if ts.copy_abs() > _TIME_US else 'dur'} of {max(ts.copy_abs(), dur):.3e} µs is "
+                f"beyond the ±2^63 ns of the trace_time_ns limit"
+            )
         try:
             if self.origin is None:
                 self.origin = ts.to_integral_value(rounding="ROUND_FLOOR")
@@ -282,7 +363,8 @@ class _Reader:
             return None
         return start, end
 
-    def add(self, spans: list[msgspec.Raw]) -> None:
+    def add(self, entries: list) -> None:
+        first = len(self.start)
         lowered, names, kernel_kind = self.lowered, self.names, self.kernel_kind
         times = self._times
         start, end_, kinds, devices, streams, name_col, correlations = (
@@ -294,7 +376,7 @@ class _Reader:
             self.name.append,
             self.correlation.append,
         )
-        for e in _entries(spans):
+        for e in entries:
             self.events += 1
             if not isinstance(e, (_Event, _LaxEvent)):
                 self._bad("not an object")
@@ -313,6 +395,9 @@ class _Reader:
             step = not gpu and not launch and name.startswith("ProfilerStep#")
             if not (gpu or launch or step):
                 continue  # a CPU operator or an annotation: no figure reads it
+            if gpu and len(name) > LIMITS.name_chars:
+                name = cut_name(name)
+                self.cut += 1
             span = times(e)
             if span is None:
                 continue
@@ -346,8 +431,29 @@ class _Reader:
                     self.launch_dur.append(end - ts)
             elif m := _STEP.match(name):
                 (self.gpu_steps if cat == "gpu_user_annotation" else self.cpu_steps).append((ts, end, int(m.group(1))))
+        self._check_counts(first)
 
-    def finish(self, trace: _Trace) -> TraceFile:
+    def _check_counts(self, first: int) -> None:
+        """Distinct names, devices and streams per device within their limits, checked as each batch is read
+        (activities from ``first`` on are new), before anything is grouped by them."""
+        if len(self.names) > LIMITS.trace_names:
+            raise InputRefused(
+                f"the {WHAT} has more than {LIMITS.trace_names:,} distinct kernel names (the trace_names limit)"
+            )
+        devices, streams = self.device[first:].tolist(), self.stream[first:].tolist()
+        for device, stream in set(zip(devices, streams)):
+            self.streams.setdefault(device, set()).add(stream)
+        if len(self.streams) > LIMITS.trace_devices:
+            raise InputRefused(
+                f"the {WHAT} has activities on more than {LIMITS.trace_devices:,} devices (the trace_devices limit)"
+            )
+        if new := {d for d in set(devices) if len(self.streams[d]) > LIMITS.trace_streams}:
+            raise InputRefused(
+                f"device {min(new)} of the {WHAT} has more than {LIMITS.trace_streams:,} streams (the trace_streams "
+                "limit)"
+            )
+
+    def finish(self, trace: _Trace, props: list[_Device | None]) -> TraceFile:
         activities = Activities(
             start=np.frombuffer(self.start, np.float64).copy(),
             end=np.frombuffer(self.end, np.float64).copy(),
@@ -360,10 +466,11 @@ class _Reader:
         )
         corr = np.frombuffer(self.launch_corr, np.int64)
         order = np.argsort(corr, kind="stable")
-        props = trace.deviceProperties or trace.computeProperties or []
-        gpu_names = {d: str(p.name) for p in props if p is not None and (d := _whole(p.id)) is not None}
+        gpu_names = {d: self._name(str(p.name)) for p in props if p is not None and (d := _whole(p.id)) is not None}
         dist = trace.distributedInfo
         rank = _whole(dist.rank) if dist else None
+        backend = self._name(dist.backend) if dist and dist.backend is not None else None
+        schema = self._name(trace.schemaVersion) if type(trace.schemaVersion) is str else trace.schemaVersion
         starts = [x for x in (activities.start, np.frombuffer(self.launch_ts, np.float64)) if len(x)]
         starts += (
             [np.array([t for t, _, _ in self.gpu_steps + self.cpu_steps])] if self.gpu_steps or self.cpu_steps else []
@@ -378,14 +485,20 @@ class _Reader:
             launch_ts=np.frombuffer(self.launch_ts, np.float64)[order],
             launch_dur=np.frombuffer(self.launch_dur, np.float64)[order],
             gpu_names=gpu_names,
-            schema_version=trace.schemaVersion,
+            schema_version=schema,
             rank=rank,
             malformed=self.malformed,
             origin_us=int(self.origin) if self.origin is not None else 0,
-            quirks=quirks(activities, gpu_names, span, bool(props)),
+            quirks=quirks(activities, gpu_names, span, bool(props)) | ({CUT: self.cut} if self.cut else {}),
             world_size=_whole(dist.world_size) if dist else None,
-            backend=dist.backend if dist else None,
+            backend=backend,
         )
+
+    def _name(self, text: str) -> str:
+        """A name from the file's header, cut (and counted) as kernel names are."""
+        if len(text) > LIMITS.name_chars:
+            self.cut += 1
+        return cut_name(text)
 
 
 def quirks(a: Activities, gpu_names: dict[int, str], span_us: float, has_device_list: bool) -> dict[str, int]:
