@@ -11,7 +11,7 @@ from __future__ import annotations
 import dataclasses
 import types
 import typing
-from collections.abc import Callable, Generator, Mapping
+from collections.abc import Callable, Generator, Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any, Literal
 
@@ -133,10 +133,19 @@ class Experiment:
     # Reads files, runs no tensor (the imports of snapshots and traces): its worker describes the box from
     # /proc and package metadata and never imports torch. An in-process experiment is torch-free too.
     torch_free: bool = False
+    # An import of outside files names the files it reads (from its validated config): it touches no device, so
+    # it runs on the imports' own queue, never behind a device's jobs nor holding one, takes no device lock,
+    # and runs in a worker of its own under a CPU-time limit from their sizes (core/import_budget.py).
+    reads: Callable[[Any], Sequence[str]] | None = None
 
     @property
     def uses_torch(self) -> bool:
         return not (self.torch_free or self.in_process)
+
+    @property
+    def queue(self) -> str | None:
+        """The queue its jobs wait on when it is not the device's: ``in-process`` or ``imports``."""
+        return "in-process" if self.in_process else "imports" if self.reads else None
 
     def make_config(self, values: Mapping[str, Any]) -> Any:
         """The config validated (the job manager calls it once per submission)."""

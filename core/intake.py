@@ -80,6 +80,10 @@ class Limits:
     trace_devices: int = 4096
     trace_streams: int = 65_536  # streams of one device
     trace_names: int = 65_536  # distinct kernel names
+    # The CPU time one import may take, from the bytes it may read (a gzip file counted at what it may inflate
+    # to): a 178-byte trace once held the CPU queue for the hour of a job's limit (core/import_budget.py)
+    import_cpu_s: float = 60.0
+    import_cpu_s_per_100mb: float = 20.0
 
 
 LIMITS = Limits()

@@ -290,8 +290,8 @@ class JobManager:
             on_event=on_event,
             save=save,
         )
-        # An in-process job uses no device: it never waits behind a GPU job.
-        key = "in-process" if exp.in_process else device
+        # An in-process job or an import uses no device: it never waits behind a device's jobs.
+        key = exp.queue or device
         with self._lock:
             self._jobs[job.id] = job
             device_queue = self._queues.get(key)
@@ -316,7 +316,7 @@ class JobManager:
         return [j for j in self.jobs() if j.state != "done"]
 
     def queue_position(self, job: Job) -> int | None:
-        device_queue = self._queues.get("in-process" if job.exp.in_process else job.device)
+        device_queue = self._queues.get(job.exp.queue or job.device)
         return device_queue.position(job) if device_queue else None
 
     def shutdown(self) -> None:

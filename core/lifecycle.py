@@ -55,8 +55,9 @@ class Job:
 
     @property
     def fresh_process(self) -> bool:
-        """A worker of its own: the experiment asks for one, or its environment differs from a warm worker's."""
-        return self.exp.fresh_process or bool(self.env)
+        """A worker of its own: the experiment asks for one, its environment differs from a warm worker's, or it
+        is an import (its heap and its CPU limit leave with the process)."""
+        return self.exp.fresh_process or bool(self.env) or self.exp.reads is not None
 
     def cancel(self) -> None:
         self._cancel.set()

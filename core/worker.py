@@ -39,6 +39,7 @@ from collections.abc import Callable, Generator
 from contextlib import nullcontext
 from typing import Any
 
+from core import import_budget
 from core.errors import ConfigError, DoesNotFit, Unsupported
 from core.experiment import Context, Experiment, Output, Progress
 from core.hardware.device import current_device
@@ -145,10 +146,13 @@ def run_job(request: RunRequest, emit: Callable[[Message], None]) -> None:
         return
 
     # An in-process job (torch-free arithmetic in the submitting process) takes no device lock and no
-    # memory cap: RLIMIT_AS would bind the whole dashboard or CLI process, not a worker.
-    lock = nullcontext() if exp.in_process else device_lock(torch_device, lambda msg: emit(WaitingEvent(job_id, msg)))
+    # memory cap: RLIMIT_AS would bind the whole dashboard or CLI process, not a worker. An import touches no
+    # device either (no lock), and runs under the CPU time its files allow.
+    touches_device = not (exp.in_process or exp.reads)
+    lock = device_lock(torch_device, lambda msg: emit(WaitingEvent(job_id, msg))) if touches_device else nullcontext()
     memory_cap = nullcontext(None) if exp.in_process else capped(torch_device)
-    with lock, current_device("cpu" if exp.in_process else torch_device), memory_cap as cap:
+    cpu_limit = import_budget.cpu_limited(exp.reads(config)) if exp.reads else nullcontext(None)
+    with lock, current_device("cpu" if exp.in_process else torch_device), memory_cap as cap, cpu_limit:
         emit(
             StartedEvent(
                 job_id,
@@ -218,6 +222,7 @@ def _failed(exc: BaseException, job_id: str, exp: Experiment, device_name: str, 
 def serve(preload_torch: bool = False, preload: tuple[str, ...] = ()) -> int:
     try:
         cpu_cap(0, 0)  # a malformed memory setting stops the worker here, with its message
+        import_budget.figures()  # and so does a malformed import CPU setting
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr, flush=True)
         return 2

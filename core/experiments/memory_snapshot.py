@@ -113,6 +113,7 @@ EXPERIMENTS = [
         fresh_process=True,
         store_failures=False,
         torch_free=True,
+        reads=lambda cfg: (cfg.path,),
         command=False,
     )
 ]

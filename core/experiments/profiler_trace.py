@@ -64,6 +64,7 @@ EXPERIMENTS = [
         description=(__doc__ or "").partition("\n")[0],
         store_failures=False,
         torch_free=True,
+        reads=lambda cfg: (cfg.path,),
         command=False,
     )
 ]

@@ -71,6 +71,12 @@ def run(cfg: ProfilerTraceRanksConfig, ctx: Context):
     return Output(rows=rows, meta=meta)
 
 
+def _files(cfg: ProfilerTraceRanksConfig) -> list[str]:
+    from core.workload.ranks import rank_files
+
+    return [str(p) for p in rank_files(cfg.paths)]
+
+
 EXPERIMENTS = [
     Experiment(
         name="profiler-trace-ranks",
@@ -80,6 +86,7 @@ EXPERIMENTS = [
         description=(__doc__ or "").partition("\n")[0],
         store_failures=False,
         torch_free=True,
+        reads=_files,
         command=False,
     )
 ]

@@ -50,9 +50,9 @@ EXPERIMENTS = [
         config_type=RunsImportConfig,
         run=run,
         description=(__doc__ or "").partition("\n")[0],
-        fresh_process=True,  # a parse of up to 256 MiB leaves its heap with the process, not the next job
         store_failures=False,
         torch_free=True,
+        reads=lambda cfg: (cfg.path,),
         command=False,
     )
 ]
