@@ -7,7 +7,7 @@ import streamlit as st
 from core.health.figures import figures_of
 from core.paths import example_files
 from core.result import FINAL_STATUSES, RunResult, RunSummary
-from core.store import MAX_IMPORT_BYTES, ImportRefused, RunStore, StoreError
+from core.store import MAX_IMPORT_BYTES, RunStore, StoreError
 from core.text import MAX_LABEL_CHARS, MAX_TAGS
 from core.units import MIB, bytes_text, exact_size_text
 from pages.common import lab, runs_upload
@@ -39,7 +39,7 @@ def whole(store: RunStore, summary: RunSummary) -> RunResult:
 
 
 def examples_section(store: RunStore) -> None:
-    """Reference runs recorded on real GPUs and shipped in examples/, imported like any runs file."""
+    """Reference runs recorded on real GPUs and shipped in examples/, imported like any runs file (by a worker)."""
     files = example_files()
     if not files:
         st.caption(
@@ -51,18 +51,11 @@ def examples_section(store: RunStore) -> None:
         f"Load example runs ({len(files)} file(s) from examples/)",
         key=f"{KEY}.examples",
         icon=":material/library_add:",
+        disabled=runs_upload.busy(),
         help="Runs recorded on real GPUs with scripts/record_reference_runs.py; imported through the same "
         "validation as an upload and marked imported.",
     ):
-        added = present = 0
-        for path in files:
-            try:
-                a, p = store.import_file(path)
-            except ImportRefused as exc:
-                st.error(f"{path.name} refused, nothing of it was added: {exc}")
-                continue
-            added, present = added + a, present + p
-        st.success(f"Imported {added} example run(s); {present} were already here.")
+        runs_upload.load(store, files)
 
 
 def import_section(store: RunStore) -> None:
@@ -74,7 +67,8 @@ def import_section(store: RunStore) -> None:
             f"skipped. The whole file is checked before anything is added (limit {LIMIT_MIB} MiB, "
             f"gzip allowed; pickles are never loaded)."
         )
-        runs_upload.section(store, LIMIT_MIB)  # read in a worker, never in this process
+        runs_upload.section(store, LIMIT_MIB)
+    runs_upload.outcome()  # every runs file is read in a worker, never in this process
 
 
 def filtered(runs: list[RunSummary]) -> list[RunSummary]:

@@ -1,9 +1,11 @@
-"""Compare's "Import runs exported on another box": the upload is saved to disk and read by a worker
-(``runs-import``, under the worker's memory cap), never parsed in the dashboard's process, where one hostile
-file could take every user's dashboard down. The page follows the job and says what it added or why the file
-was refused; the job is no run of its own (``save=False``)."""
+"""Compare's runs-file imports — an upload ("Import runs exported on another box") or the example runs shipped in
+examples/ — each read by a worker (``runs-import``, under the worker's memory and CPU limits), never parsed in the
+dashboard's process, where one hostile file could take every user's dashboard down. The page follows the jobs
+and says what each added or why its file was refused; a job is no run of its own (``save=False``)."""
 
 from __future__ import annotations
+
+from pathlib import Path
 
 import streamlit as st
 
@@ -14,73 +16,92 @@ from pages.common import lab, uploads
 from pages.common.markdown import markdown_text
 
 KEY = "compare.runs_file"
-JOB, NAME, SAID = f"{KEY}.job", f"{KEY}.name", f"{KEY}.said"
+JOBS, SAID = f"{KEY}.jobs", f"{KEY}.said"  # [(job id, file name)] followed; [(kind, text)] they came to
 
 
 def section(store: RunStore, limit_mib: int) -> None:
-    """The uploader, its Import button, then the import's progress or what it came to."""
+    """The uploader and its Import button."""
     upload = st.file_uploader("Runs file", key=uploads.uploader_key(KEY), max_upload_size=limit_mib)
-    job = _job()
-    busy = job is not None and job.state != "done"
-    if upload is not None and st.button("Import", key=f"{KEY}.import", disabled=busy):
-        _submit(store, upload)
-    if _job() is not None:
+    if upload is not None and st.button("Import", key=f"{KEY}.import", disabled=busy()):
+        _submit_upload(store, upload)
+
+
+def load(store: RunStore, files: list[Path]) -> None:
+    """Queue an import of each of ``files`` (kept where they are: the example runs)."""
+    _start()
+    for path in files:
+        _submit(store, path, path.name)
+
+
+def busy() -> bool:
+    return bool(st.session_state.get(JOBS))
+
+
+def outcome() -> None:
+    """The imports' progress while they run, then what they came to."""
+    if busy():
         _progress()
         return
-    if said := st.session_state.get(SAID):
-        kind, text = said
+    for kind, text in st.session_state.get(SAID, []):
         getattr(st, kind)(text)
 
 
-def _job():
-    job_id = st.session_state.get(JOB)
-    return lab.manager().get(job_id) if job_id else None
+def _start() -> None:
+    st.session_state[JOBS], st.session_state[SAID] = [], []
 
 
-def _submit(store: RunStore, upload) -> None:
-    """Save the upload, drop the server's copy and queue its import on the ``cpu`` queue."""
+def _submit_upload(store: RunStore, upload) -> None:
+    """Save the upload, drop the server's copy and queue its import (the saved copy is deleted once read)."""
     try:
         path = uploads.save_upload(upload)
     except OSError as exc:
         where = markdown_text(str(uploads.folder()))
         st.error(f"The upload could not be saved under {where}: {markdown_text(exc.strerror or exc)}")
         return
-    name = upload.name
     uploads.forget(KEY, upload)
+    _start()
+    _submit(store, path, upload.name, delete=True)
+
+
+def _submit(store: RunStore, path: Path, name: str, delete: bool = False) -> None:
     try:
         job = lab.manager().submit(
             "runs-import",
             {"path": str(path), "db": str(store.path)},
             "cpu",
             name=name,
-            on_event=uploads.delete_when_done(path),
+            on_event=uploads.delete_when_done(path) if delete else None,
             save=False,
         )
     except ConfigError as exc:
-        uploads.remove([path])
-        st.error(f"Import refused, nothing was changed: {markdown_text(exc)}")
+        if delete:
+            uploads.remove([path])
+        st.session_state[SAID].append(("error", _refused(name, str(exc))))
         return
-    st.session_state[JOB], st.session_state[NAME] = job.id, name
-    st.session_state.pop(SAID, None)
+    st.session_state[JOBS].append((job.id, name))
 
 
-def _said(run: RunResult, name: str) -> tuple[str, str]:
-    if run.status == "ok":
+def _refused(name: str, why: str) -> str:
+    return f"{markdown_text(name)} refused, nothing of it was added: {markdown_text(why)}"
+
+
+def _said(run: RunResult | None, name: str) -> tuple[str, str]:
+    if run is not None and run.status == "ok":
         added, present = run.meta.get("added", 0), run.meta.get("already_present", 0)
         return "success", f"Imported {added} run(s) from {markdown_text(name)}; {present} were already here."
-    return "error", f"Import refused, nothing was changed: {markdown_text(run.error or run.status)}"
+    return "error", _refused(name, run.error or run.status if run is not None else "the import was lost")
 
 
 @st.fragment(run_every=0.5)
 def _progress() -> None:
-    """Poll the import; once it has ended, keep what it came to and redraw the page (its runs list too)."""
-    job = _job()
-    if job is None or job.state == "done":
-        if job is not None and job.result is not None:
-            st.session_state[SAID] = _said(job.result, st.session_state.get(NAME, ""))
-        st.session_state.pop(JOB, None)
+    """Poll the imports; once all have ended, keep what they came to and redraw the page (its runs list too)."""
+    manager = lab.manager()
+    followed = [(manager.get(job_id), name) for job_id, name in st.session_state.get(JOBS, [])]
+    running = [(job, name) for job, name in followed if job is not None and job.state != "done"]
+    if not running:
+        st.session_state[SAID] += [_said(job.result if job else None, name) for job, name in followed]
+        st.session_state[JOBS] = []
         st.rerun(scope="app")
         return
-    st.info(
-        f"Reading {markdown_text(st.session_state.get(NAME, 'the runs file'))} in a worker: {markdown_text(job.message or job.state)}"
-    )
+    for job, name in running:
+        st.info(f"Reading {markdown_text(name)} in a worker: {markdown_text(job.message or job.state)}")
