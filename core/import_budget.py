@@ -4,7 +4,7 @@ kernel on the import's own worker process.
 Every limit on a file's contents bounds what it makes the lab hold; this bounds what reading it may cost, for
 the readers' costs no limit foresaw (a 178-byte trace once took 77 s of CPU, a 332-byte pickle 2^40 hashing
 steps). The budget is ``import_cpu_s`` + ``import_cpu_s_per_100mb`` per 100 MB, a gzip file counted at what it
-may inflate to; ``GPULAB_IMPORT_CPU_S`` and ``GPULAB_IMPORT_CPU_S_PER_100MB`` change the two figures.
+may inflate to (both in :class:`core.intake.Limits`, changed through ``GPULAB_LIMITS``).
 ``RLIMIT_CPU`` sends SIGXCPU at the budget (turned into a refusal naming the limit) and SIGKILL 10 s later,
 should the reader be stuck in C code: an import runs in a worker of its own, discarded after it (Linux only;
 elsewhere nothing is enforced).
@@ -12,39 +12,19 @@ elsewhere nothing is enforced).
 
 from __future__ import annotations
 
-import os
 import signal
 from collections.abc import Iterator, Sequence
 from contextlib import contextmanager
 from pathlib import Path
 
 from core.errors import ConfigError
-from core.intake import GZIP_MAGIC, LIMITS, inflated_limit
+from core.intake import GZIP_MAGIC, LIMITS, LIMITS_ENV, inflated_limit
 
-BASE_ENV, PER_100MB_ENV = "GPULAB_IMPORT_CPU_S", "GPULAB_IMPORT_CPU_S_PER_100MB"
 GRACE_S = 10  # from SIGXCPU to SIGKILL: time for the refusal to be reported
 
 
 class OverBudget(ConfigError):
     """An import that used its CPU time: a bad-input refusal (exit 2), its worker replaced."""
-
-
-def figures() -> tuple[float, float]:
-    """The budget's base seconds and seconds per 100 MB: the limits, or the operator's settings."""
-    return _setting(BASE_ENV, LIMITS.import_cpu_s), _setting(PER_100MB_ENV, LIMITS.import_cpu_s_per_100mb)
-
-
-def _setting(name: str, default: float) -> float:
-    text = os.environ.get(name, "").strip()
-    if not text:
-        return default
-    try:
-        value = float(text)
-    except ValueError:
-        value = -1.0
-    if not 0 <= value < float("inf"):
-        raise ConfigError(f"{name} must be a number of seconds ≥ 0, got {text!r}")
-    return value
 
 
 def read_bytes(path: Path) -> int:
@@ -60,7 +40,7 @@ def read_bytes(path: Path) -> int:
 
 def budget_s(paths: Sequence[str]) -> int:
     """Whole seconds of CPU time (what ``RLIMIT_CPU`` counts) for reading ``paths``."""
-    base, per = figures()
+    base, per = LIMITS.import_cpu_s, LIMITS.import_cpu_s_per_100mb
     total = sum(read_bytes(Path(p)) for p in paths)
     return max(1, round(base + per * total / 100e6))
 
@@ -84,10 +64,10 @@ def cpu_limited(paths: Sequence[str]) -> Iterator[int | None]:
     def over(signum, frame) -> None:
         signal.signal(signal.SIGXCPU, signal.SIG_IGN)  # one refusal; SIGKILL follows if it is not heard
         names = ", ".join(Path(p).name for p in paths)
-        base, per = figures()
         raise OverBudget(
-            f"reading {names} took more than {seconds:,} s of CPU time, the import CPU limit "
-            f"({base:g} s + {per:g} s per 100 MB it may read; {BASE_ENV} and {PER_100MB_ENV} change it)"
+            f"reading {names} took more than {seconds:,} s of CPU time, the import_cpu_s limit "
+            f"({LIMITS.import_cpu_s:g} s + {LIMITS.import_cpu_s_per_100mb:g} s per 100 MB it may read; "
+            f"{LIMITS_ENV} changes it)"
         )
 
     previous = signal.signal(signal.SIGXCPU, over)

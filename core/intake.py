@@ -14,9 +14,11 @@ wrong, in words a user can act on.
 from __future__ import annotations
 
 import contextlib
+import dataclasses
 import gzip
 import io
 import json
+import math
 import mmap
 import os
 import pickle
@@ -29,6 +31,7 @@ from dataclasses import dataclass
 from pathlib import Path
 from typing import Any, BinaryIO, cast
 
+from core.errors import ConfigError
 from core.units import exact_size_text
 
 CHUNK_BYTES = 1 << 20
@@ -86,7 +89,45 @@ class Limits:
     import_cpu_s_per_100mb: float = 20.0
 
 
-LIMITS = Limits()
+LIMITS_ENV = "GPULAB_LIMITS"
+
+
+def limits_from(text: str) -> Limits:
+    """The limits with an operator's changes, ``name=value`` separated by commas (``inflate_ratio=200,
+    rank_files=1024``): whole numbers ≥ 1 for counts and sizes, seconds ≥ 0 for times. A ConfigError names
+    the entry it cannot take."""
+    changes: dict[str, int | float] = {}
+    kinds = {f.name: f.type for f in dataclasses.fields(Limits)}
+    for entry in filter(None, (e.strip() for e in text.split(","))):
+        name, _, value = (part.strip() for part in entry.partition("="))
+        if name not in kinds:
+            raise ConfigError(f"{LIMITS_ENV}: no limit is called {name!r} (the limits: {', '.join(kinds)})")
+        try:
+            number = int(value) if kinds[name] == "int" else float(value)
+        except ValueError:
+            number = -1
+        if not (number >= (1 if kinds[name] == "int" else 0) and math.isfinite(number)):
+            wanted = "a whole number ≥ 1" if kinds[name] == "int" else "a number of seconds ≥ 0"
+            raise ConfigError(f"{LIMITS_ENV}: {name} must be {wanted}, got {value!r}")
+        changes[name] = number
+    return dataclasses.replace(Limits(), **changes)
+
+
+def _configured() -> tuple[Limits, str | None]:
+    try:
+        return limits_from(os.environ.get(LIMITS_ENV, "")), None
+    except ConfigError as exc:
+        return Limits(), str(exc)
+
+
+LIMITS, _LIMITS_PROBLEM = _configured()
+
+
+def check_limits() -> None:
+    """Raise the ConfigError of a malformed ``GPULAB_LIMITS`` (the CLI and the worker check it as they start,
+    so a typo is named, not silently replaced by the defaults)."""
+    if _LIMITS_PROBLEM:
+        raise ConfigError(_LIMITS_PROBLEM)
 
 
 def cut_name(text: str, limit: int = LIMITS.name_chars) -> str:

@@ -44,6 +44,7 @@ from core.errors import ConfigError, DoesNotFit, Unsupported
 from core.experiment import Context, Experiment, Output, Progress
 from core.hardware.device import current_device
 from core.hardware.memory import MEMORY_FRACTION_ENV, MEMORY_LIMIT_ENV, allocation_failure, capped, cpu_cap
+from core.intake import check_limits
 from core.jsonable import json_ready
 from core.locks import device_lock
 from core.protocol import (
@@ -222,7 +223,7 @@ def _failed(exc: BaseException, job_id: str, exp: Experiment, device_name: str, 
 def serve(preload_torch: bool = False, preload: tuple[str, ...] = ()) -> int:
     try:
         cpu_cap(0, 0)  # a malformed memory setting stops the worker here, with its message
-        import_budget.figures()  # and so does a malformed import CPU setting
+        check_limits()  # and so does a malformed GPULAB_LIMITS
     except ValueError as exc:
         print(f"error: {exc}", file=sys.stderr, flush=True)
         return 2

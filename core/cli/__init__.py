@@ -75,11 +75,13 @@ def _run(command: str | None, argv: list[str]) -> int:
     parser = build_parser(command)
     args = parser.parse_args(argv)
     from core.cli.output import OutputError
+    from core.intake import check_limits
     from core.result import SchemaError
     from core.store import StoreError
     from core.text import terminal_text
 
     try:
+        check_limits()
         return args.handler(args)
     except (ConfigError, OutputError, SchemaError) as exc:
         print(f"error: {terminal_text(exc)}", file=sys.stderr)
