@@ -9,7 +9,8 @@ The candidates are ranked by how much of the whole each explains, one measure pe
 - **a trace**: the share of the GPU's span (first activity to last) — idle time, exposed communication (no
   compute hides it), and the kernel group with the most kernel time; shares under
   :data:`MIN_SPAN_SHARE` are left out;
-- **a job's ranks**: the straggler first (the rank with the most compute against the median rank), then the
+- **a job's ranks**: the straggler first (the rank with the most compute against the median rank, and the kernel
+  group holding most of its extra time), then the
   rank whose idle or exposed communication takes the largest share of its span;
 - **a memory snapshot**: bytes — the largest allocation site live at the peak, what was allocated before
   recording began (no stack can name it), and reserved − allocated at the peak (memory the allocator holds
@@ -76,6 +77,18 @@ def trace_findings(meta: dict, rows: list[dict]) -> list[dict]:
     return [f for _, f in sorted(ranked, key=lambda c: -c[0])][:MAX_FINDINGS]
 
 
+def _where_extra(s: dict) -> str:
+    """The kernel group holding most of the straggler's extra time, against the margin it explains (stored runs
+    from before the breakdown have none)."""
+    top = next(iter(s.get("groups") or []), None)
+    if top is None or top["extra_us"] <= 0:
+        return ""
+    return (
+        f"; by kernel group, {top['group']} {top['extra_us'] / 1e3:+,.1f} of {s['margin_us'] / 1e3:+,.1f} ms "
+        "(summed kernel durations against the median rank's)"
+    )
+
+
 def ranks_findings(meta: dict, rank_rows: list[dict]) -> list[dict]:
     """Findings of a job's ranks: the straggler, then the worst rank's idle or exposed communication."""
     out = []
@@ -85,7 +98,8 @@ def ranks_findings(meta: dict, rank_rows: list[dict]) -> list[dict]:
             _finding(
                 "straggler",
                 f"rank {s['rank']} is the straggler: {s['margin_pct']:+.1f}% compute over the median rank "
-                f"({_ms(s['compute_us'])} against {_ms(s['median_compute_us'])}, {_ms(s['margin_us'])} more)",
+                f"({_ms(s['compute_us'])} against {_ms(s['median_compute_us'])}, {_ms(s['margin_us'])} more)"
+                + _where_extra(s),
                 s["margin_pct"],
                 "%",
             )

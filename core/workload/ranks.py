@@ -10,7 +10,8 @@ kernel durations), compute (union of compute kernels: HolisticTraceAnalysis's te
 communication (union of collective kernels) and its *exposed* part (no compute hides it), idle (span − busy),
 idle by cause, and each ``ProfilerStep``'s times. The **straggler** is the rank with the most compute time;
 its margin is measured against the median rank's compute time (the median over the ranks, the mean of the
-middle two for an even count), in µs and %. Only the summary of a rank is kept before the next is read, so
+middle two for an even count), in µs and %, and its kernel time per compute group against the median rank's
+(where the extra time goes). Only the summary of a rank is kept before the next is read, so
 memory is one trace's columns at a time.
 """
 
@@ -36,6 +37,7 @@ _RANK_FIELDS = {
     "communication_us": "communication_union_us", "exposed_communication_us": "exposed_communication_us",
     "compute_and_communication_us": "compute_and_communication_us", "copy_us": "copy_union_us",
 }  # fmt: skip
+_NOT_COMPUTE = {"communication", "memory"}  # kernel groups outside the compute the straggler is named by
 _STEP_FIELDS = {"wall_us": "wall_us", "kernel_time_us": "kernel_time_us", "compute_us": "compute_union_us",
                 "communication_us": "communication_union_us", "exposed_communication_us": "exposed_communication_us",
                 "idle_us": "idle_us", "host_wait_us": "host_wait_us"}  # fmt: skip
@@ -164,6 +166,20 @@ def straggler(rank_rows: list[dict]) -> dict:
     }
 
 
+def extra_by_group(ranks: list[RankTrace], rank: int) -> list[dict]:
+    """Where the straggler's extra time goes: ``rank``'s kernel time in each compute group against the median
+    over the ranks of that group's (a rank without the group counts 0), the largest extra first. Group times
+    are sums of kernel durations, so the extras need not add up to the margin, which is a union."""
+    by_rank = {r.row["rank"]: {g["group"]: g["total_us"] for g in r.groups} for r in ranks}
+    names = sorted({g for groups in by_rank.values() for g in groups} - _NOT_COMPUTE)
+    out = []
+    for group in names:
+        own = by_rank[rank].get(group, 0.0)
+        median = float(np.median([groups.get(group, 0.0) for groups in by_rank.values()]))
+        out.append({"group": group, "kernel_time_us": own, "median_kernel_time_us": median, "extra_us": own - median})
+    return sorted(out, key=lambda g: -g["extra_us"])
+
+
 def combine(ranks: list[RankTrace]) -> tuple[list[dict], dict]:
     """The stored run of a job: rank rows by rank, then every rank's steps and kernel groups; the summary."""
     ranks = sorted(ranks, key=lambda r: r.row["rank"])
@@ -172,6 +188,7 @@ def combine(ranks: list[RankTrace]) -> tuple[list[dict], dict]:
     first = rank_rows[0]
     common = set.intersection(*(r.step_numbers for r in ranks)) if all(r.step_numbers for r in ranks) else set()
     worst = straggler(rank_rows)
+    worst["groups"] = extra_by_group(ranks, worst["rank"])
     meta = {
         "ranks": [r["rank"] for r in rank_rows],
         "files": [r["file"] for r in rank_rows],
@@ -182,7 +199,8 @@ def combine(ranks: list[RankTrace]) -> tuple[list[dict], dict]:
         "common_steps": sorted(common),
         "quirks": {f"rank {r.row['rank']}: {why}": n for r in ranks for why, n in r.quirks.items()},
         "measure": "per rank, on its busiest GPU: kernel time = sum of kernel durations; compute, communication = "
-        "unions of compute and collective kernels; exposed = communication no compute hides; idle = span − busy",
+        "unions of compute and collective kernels on the device timeline; exposed = communication no compute hides; "
+        "idle = span − busy; the straggler's groups: sums of kernel durations against the median rank's",
     }
     return rows, meta
 

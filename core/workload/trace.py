@@ -9,7 +9,9 @@ Every GPU activity (``kernel``, ``gpu_memcpy``, ``gpu_memset``; the 2021 names `
 - **busy**: the union of all GPU activity intervals; **span**: first GPU activity start to last end;
   **idle** = span − busy (HolisticTraceAnalysis's temporal breakdown uses the same three);
 - **compute / memcpy / communication**: unions of compute kernels, copies and sets, and collective kernels
-  (NCCL/RCCL names); their pairwise overlaps and the *exposed* communication no compute hides;
+  (NCCL/RCCL/MSCCL, collectives by name, custom all-reduce, NVSHMEM and DeepEP kernels) on the device timeline,
+  each within the span; their pairwise overlaps and the *exposed* communication no compute hides (the union of
+  all kernels less the compute union, so within the busy time);
 - **groups**: kernels by :func:`core.measure.kernels.classify_kernel` (named rules over the kernel name,
   vendor-neutral; copies and sets are "memory"); ``meta["rules"]`` lists every rule with the kernels and µs
   it matched on the analysed GPU;
@@ -54,16 +56,17 @@ DELAY_EDGES_US = (0.0, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1e3, 2e3, 5e3, 1e4, 2
 
 
 def merged_intervals(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The union of intervals as disjoint ones, sorted: (starts, ends). Inputs must be non-empty."""
+    """The union of intervals as disjoint ones, sorted: (starts, ends). Inputs must be non-empty. A merged
+    interval ends at the running latest end where the next begins past it: times before the trace's origin
+    are negative (the origin is its first timed event in file order, not its earliest), so no end may be
+    assumed ≥ 0."""
     order = np.argsort(start, kind="stable")
     s, e = start[order], end[order]
     reach = np.maximum.accumulate(e)
     new = np.ones(len(s), bool)
     new[1:] = s[1:] > reach[:-1]
-    group = np.cumsum(new) - 1
-    g_end = np.zeros(int(group[-1]) + 1)
-    np.maximum.at(g_end, group, e)
-    return s[new], g_end
+    last = np.append(new[1:], True)  # the last interval of each merged one
+    return s[new], reach[last]
 
 
 def union_us(start: np.ndarray, end: np.ndarray) -> float:
@@ -89,7 +92,8 @@ def _time_breakdown(a: Activities, sel: np.ndarray) -> dict:
         return union_us(s[m], e[m])
 
     compute, comm, copy = union_of(COMPUTE), union_of(COMM), union_of(MEMCPY, MEMSET)
-    compute_and_comm = compute + comm - union_of(COMPUTE, COMM)  # |A ∩ B| = |A| + |B| − |A ∪ B|
+    kernels_union = union_of(COMPUTE, COMM)
+    compute_and_comm = compute + comm - kernels_union  # |A ∩ B| = |A| + |B| − |A ∪ B|
     kernels = (k == COMPUTE) | (k == COMM)
     return {
         "span_us": span,
@@ -108,7 +112,7 @@ def _time_breakdown(a: Activities, sel: np.ndarray) -> dict:
         "compute_and_communication_us": compute_and_comm,
         "compute_and_copy_us": compute + copy - union_of(COMPUTE, MEMCPY, MEMSET),
         "communication_and_copy_us": comm + copy - union_of(COMM, MEMCPY, MEMSET),
-        "exposed_communication_us": comm - compute_and_comm,
+        "exposed_communication_us": kernels_union - compute,  # |B \ A| = |A ∪ B| − |A|: within the busy time
         "streams": np.unique(a.stream[sel]).tolist(),
     }
 

@@ -37,6 +37,7 @@ import msgspec
 import numpy as np
 
 from core.intake import LIMITS, InputRefused, cut_name, open_mapped, release_pages
+from core.measure.kernels import KERNEL_RULES
 from core.workload.json_array import batches, element_ends
 
 MAX_TRACE_BYTES = 8 * 2**30  # decompressed JSON (its bytes are mapped, not held: the columns are what costs)
@@ -47,7 +48,11 @@ KINDS = ("compute", "communication", "memcpy", "memset")
 COMPUTE, COMM, MEMCPY, MEMSET = range(4)
 _CATEGORY = {"kernel": None, "gpu_memcpy": MEMCPY, "memcpy": MEMCPY, "gpu_memset": MEMSET, "memset": MEMSET}
 _LAUNCH_CATS = {"cuda_runtime", "cuda_driver", "runtime"}
-_COMM = re.compile(r"nccl|rccl|all_?reduce|all_?gather|reduce_?scatter|alltoall|sendrecv", re.I)
+# Collectives are what the kernel rules' communication group names (NCCL/RCCL/MSCCL, collectives by name), and
+# the custom ones no such rule names: vLLM/SGLang's cross_device_reduce, TensorRT-LLM's Lamport all-reduce,
+# NVSHMEM and DeepEP (dispatch/combine). A kernel that spins waiting for its peers is communication, not compute.
+_CUSTOM_COMM = (r"cross_device_reduce", r"lamport", r"nvshmem", r"deep_?ep")
+_COMM = re.compile("|".join([r.pattern for r in KERNEL_RULES if r.group == "communication"] + list(_CUSTOM_COMM)), re.I)
 _STEP = re.compile(r"^ProfilerStep#(\d{1,18})$")  # a step number within int64
 _INT64 = 2**63
 _TIME_US = Decimal(LIMITS.trace_time_ns).scaleb(-3)

@@ -62,6 +62,16 @@ def hand_compute_us(path: Path) -> float:
     return total + hi - lo
 
 
+EMBEDDING = ("embedding", "permute_pooled_embs", "bounds_check_indices", "linearize_index")  # the group's rule
+
+
+def hand_kernel_us(path: Path, words: tuple[str, ...]) -> float:
+    """The summed durations of the kernel events whose lower-cased name holds one of ``words``."""
+    events = json.loads(gzip.decompress(path.read_bytes()))["traceEvents"]
+    kernels = (e for e in events if e.get("ph") == "X" and e.get("cat") == "kernel")
+    return sum(float(e["dur"]) for e in kernels if any(w in e["name"].lower() for w in words))
+
+
 @pytest.fixture(scope="module")
 def two_ranks():
     return imported(RANK0, RANK1)
@@ -80,6 +90,12 @@ def test_the_straggler_and_its_margin_equal_a_hand_computation(two_ranks):
     assert s["margin_pct"] == pytest.approx(100 * 30_826.5 / 241_146.5)  # 12.78…%
     assert meta["findings"][0]["kind"] == "straggler"
     assert meta["findings"][0]["text"].startswith("rank 1 is the straggler: +12.8% compute over the median rank")
+    # where the extra time goes: the embedding lookups' summed durations, rank 1 against the median of the two
+    embedding = {0: hand_kernel_us(RANK0, EMBEDDING), 1: hand_kernel_us(RANK1, EMBEDDING)}
+    assert embedding == {0: 85_903.0, 1: 140_405.0}
+    top = s["groups"][0]
+    assert top["group"] == "embedding" and top["extra_us"] == (140_405 - 85_903) / 2 == 27_251.0
+    assert "; by kernel group, embedding +27.3 of +30.8 ms" in meta["findings"][0]["text"]
 
 
 def test_each_rank_agrees_with_holistic_trace_analysis(two_ranks):
