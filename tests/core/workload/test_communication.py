@@ -181,3 +181,17 @@ def test_the_straggler_is_the_rank_that_computes_longest_not_the_one_that_waits(
     exposed = next(f for f in found if f["kind"] == "exposed_communication")
     assert exposed["text"].startswith("rank 1: exposed communication 45.5% of the span")
     assert exposed["value"] == pytest.approx(100 * 50 / 110)
+
+
+def test_a_union_never_exceeds_the_sum_of_its_parts(tmp_path):
+    # Three disjoint kernels with nanosecond digits (origin 0: the launch call is the first timed event). Their
+    # union and their sum are both 1.997 + 2.869 + 1.165 = 6.031 µs; added as floats in start order and in file
+    # order they differ in the last bit, the union above the sum.
+    at = [("2.541", "1.997"), ("6.737", "2.869"), ("5.020", "1.165")]
+    launch = {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "ts": 0, "dur": Decimal("0.5")}
+    kernels = [event("ampere_sgemm_128x64_tn", Decimal(ts), Decimal(dur)) for ts, dur in at]
+    kernels += [event("Memcpy HtoD", Decimal(ts) + 10, Decimal(dur), cat="gpu_memcpy") for ts, dur in at]
+    _, m = analyse_trace(read_trace(write(tmp_path / "t.json", [launch, *kernels])))
+    assert m["compute_union_us"] == m["compute_kernel_time_us"] == float(Decimal("6.031"))
+    assert m["copy_union_us"] == m["memcpy_time_us"] == float(Decimal("6.031"))
+    assert m["busy_us"] == float(Decimal("12.062")) and m["span_us"] == float(Decimal("19.606") - Decimal("2.541"))
