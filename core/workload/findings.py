@@ -12,9 +12,10 @@ The candidates are ranked by how much of the whole each explains, one measure pe
 - **a job's ranks**: the straggler first (the rank with the most compute against the median rank, and the kernel
   group holding most of its extra time), then the
   rank whose idle or exposed communication takes the largest share of its span;
-- **a memory snapshot**: bytes — the largest allocation site live at the peak, what was allocated before
-  recording began (no stack can name it), and reserved − allocated at the peak (memory the allocator holds
-  but no tensor uses).
+- **a memory snapshot**: an out-of-memory first (what failed, and what to try), then bytes — the largest
+  allocation site live at the peak, what was allocated before recording began (no stack can name it; a snapshot
+  with no trace says instead that only its own moment is known), and reserved − allocated at the peak (memory
+  the allocator holds but no tensor uses).
 """
 
 from __future__ import annotations
@@ -113,24 +114,60 @@ def ranks_findings(meta: dict, rank_rows: list[dict]) -> list[dict]:
     return out[:MAX_FINDINGS]
 
 
+def _oom(o: dict) -> dict:
+    """What failed, from the figures the analysis keeps (``meta["oom"]``), and what to try."""
+    pool = o["pool"]
+    text = (
+        f"out of memory: a request of {bytes_text(o['requested_bytes'])} ({pool} pool) failed with "
+        f"{bytes_text(o['device_free_bytes'])} free on the device and {bytes_text(o['reserved_unallocated_bytes'])} "
+        f"reserved but unallocated, whose largest free block is {bytes_text(o['largest_free_block_bytes'][pool])}"
+    )
+    if o["fragmentation"] and not o["expandable_segments"]:
+        advice = (
+            ": fragmentation — enough is reserved but no block is large enough; try "
+            "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"
+        )
+    elif o["fragmentation"]:
+        advice = ": fragmentation, with expandable segments already on; make less live at once (a smaller batch)"
+    else:
+        advice = ": not fragmentation — too little is free; make less live at once (a smaller batch)"
+    where = f", at {o['site']}" if o.get("site") else ""
+    return _finding("oom", text + advice + where, o["requested_bytes"], "bytes")
+
+
 def snapshot_findings(meta: dict) -> list[dict]:
-    """Findings of an imported memory snapshot, the most bytes first."""
+    """Findings of an imported memory snapshot: an out-of-memory first, then the most bytes first."""
+    oom = [_oom(meta["oom"])] if meta.get("oom") else []
     peak = meta.get("peak_allocated_bytes") or 0
     if not peak:
-        return []
+        return oom
+    traced = bool(meta.get("trace_events"))
+    when = "at the peak" if traced else "at the time of the snapshot"
     candidates = []
     site = next((s for s in meta.get("top_sites_at_peak") or [] if s["site"] >= 0), None)
     if site:
         candidates.append(
             _finding(
                 "site",
-                f"the largest allocation site at the peak is {site['label']}: {bytes_text(site['bytes'])} "
-                f"({site['bytes'] / peak:.1%} of the {bytes_text(peak)} peak) in {site['blocks']:,} block(s)",
+                f"the largest allocation site {when} is {site['label']}: {bytes_text(site['bytes'])} "
+                f"({site['bytes'] / peak:.1%} of the {bytes_text(peak)} {'peak' if traced else 'allocated'}) in "
+                f"{site['blocks']:,} block(s)",
                 site["bytes"],
                 "bytes",
             )
         )
-    if before := meta.get("baseline_allocated_bytes"):
+    if not traced:
+        candidates.append(
+            _finding(
+                "no_trace",
+                f"no trace was recorded: only the state at the time of the snapshot is known ({bytes_text(peak)} "
+                f"allocated in {meta.get('baseline_allocated_blocks', 0):,} block(s)), not when or in what order it "
+                "was allocated; record with torch.cuda.memory._record_memory_history() to see that",
+                peak,
+                "bytes",
+            )
+        )
+    elif before := meta.get("baseline_allocated_bytes"):
         candidates.append(
             _finding(
                 "before_recording",
@@ -146,13 +183,13 @@ def snapshot_findings(meta: dict) -> list[dict]:
         candidates.append(
             _finding(
                 "reserved_gap",
-                f"reserved − allocated at the peak is {bytes_text(gap)}{share}: memory the allocator holds that no "
+                f"reserved − allocated {when} is {bytes_text(gap)}{share}: memory the allocator holds that no "
                 "tensor uses",
                 gap,
                 "bytes",
             )
         )
-    return sorted(candidates, key=lambda f: -f["value"])[:MAX_FINDINGS]
+    return (oom + sorted(candidates, key=lambda f: -f["value"]))[:MAX_FINDINGS]
 
 
 def finding_lines(meta: dict) -> list[str]:

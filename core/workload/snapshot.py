@@ -49,6 +49,9 @@ ACTIONS = (
     "user_defined",
 )
 CODE: dict[str | None, int] = {name: i for i, name in enumerate(ACTIONS)}  # .get(None): no action
+# An out-of-memory event has no address: torch writes ``device_free`` (what CUDA still had free) in its place
+# (``TraceEntry`` in torch/cuda/memory.py), and the ``addr`` column keeps it, as torch's own trace entry does.
+OOM = CODE["oom"]
 UNKNOWN_ACTION = 255
 # Only these events' stacks are read: the stack of a free is where it was freed, which no view uses. So a
 # free's frames list is emptied as its dict is (torch shares it only between free_requested and its
@@ -200,6 +203,7 @@ class _Columns:
             return self._add_each(items, sites)
         if (
             UNKNOWN_ACTION in codes
+            or OOM in codes  # its device_free is read in place of addr
             or not {*map(type, addrs), *map(type, sizes), *map(type, times)} <= {int}  # not bool
             or not _within(size, MAX_SIZE)
             or not _within(time_us, MAX_TIME_US)
@@ -243,7 +247,7 @@ class _Columns:
                 continue
             name = e.get("action")
             code = code_of(name, UNKNOWN_ACTION) if type(name) is str else UNKNOWN_ACTION
-            addr = e.get("addr", 0)
+            addr = e.get("device_free", 0) if code == OOM else e.get("addr", 0)
             size = e.get("size", 0)
             t = e.get("time_us", 0)
             if not (
@@ -334,7 +338,7 @@ class DeviceTrace:
     """One device's events in recording order: numpy columns, sites numbered into :attr:`Snapshot.sites`."""
 
     action: np.ndarray  # uint8, index into ACTIONS (255: an action this lab does not know)
-    addr: np.ndarray  # uint64
+    addr: np.ndarray  # uint64 (an oom event's device_free)
     size: np.ndarray  # int64 bytes
     time_us: np.ndarray  # int64 µs since the epoch (0 where the snapshot has no times)
     site: np.ndarray  # int32, -1: no stack
@@ -387,7 +391,7 @@ class Snapshot:
     settings: dict
     source: dict  # format, bytes read
     other_devices: list[int] = field(default_factory=list)  # devices of the file not loaded here
-    quirks: dict = field(default_factory=dict)  # segments and blocks left out (why → how many)
+    quirks: dict = field(default_factory=dict)  # segments and blocks left out or read the old way (why → how many)
 
     def devices(self) -> list[int]:
         return sorted(set(self.traces) | {s.device for s in self.segments} | set(self.other_devices))
@@ -500,7 +504,9 @@ def _segment(s: Any, i: int, sites: Sites, quirks: dict[str, int]) -> Segment | 
         if not isinstance(b, dict) or not isinstance(b.get("size"), int):
             raise InputRefused(f"this is not a {WHAT}: a block of segments[{i}] has no integer size")
         address = b["address"] if isinstance(b.get("address"), int) else offset  # old torch: blocks tile the segment
-        requested = b.get("requested_size")
+        requested, frames = b.get("requested_size"), b.get("frames")
+        if "history" in b and "frames" not in b:
+            requested, frames = _from_history(b["history"], quirks)
         if not (_in_range(b["size"], MAX_SIZE) and _in_range(address, MAX_ADDRESS)) or (
             isinstance(requested, int) and not 0 <= requested < MAX_SIZE
         ):
@@ -513,7 +519,7 @@ def _segment(s: Any, i: int, sites: Sites, quirks: dict[str, int]) -> Segment | 
                 b["size"],
                 requested if isinstance(requested, int) else b["size"],
                 _text(b.get("state", "")),
-                sites.of(b.get("frames")),
+                sites.of(frames),
             )
         )
         offset = address + b["size"]
@@ -527,3 +533,14 @@ def _segment(s: Any, i: int, sites: Sites, quirks: dict[str, int]) -> Segment | 
         bool(s.get("is_expandable", False)),
         blocks,
     )
+
+
+OLD_BLOCKS = "a block written by an older torch (2.0: 'history', no 'address'): its requested size and stack read from its first history entry, its address from its place in the segment"
+
+
+def _from_history(history: Any, quirks: dict[str, int]) -> tuple[Any, Any]:
+    """A torch 2.0 block's requested size and stack: its first history entry's, as torch's memory_viz reads
+    them (``_block_extra_legacy``); counted, so the report can say the file is of the older format."""
+    quirks[OLD_BLOCKS] = quirks.get(OLD_BLOCKS, 0) + 1
+    first = history[0] if isinstance(history, list) and history and isinstance(history[0], dict) else {}
+    return first.get("real_size"), first.get("frames")

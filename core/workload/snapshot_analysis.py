@@ -28,9 +28,10 @@ import numpy as np
 
 from core.memory.segments import segment_view
 from core.memory.series import thin_indices
-from core.units import MIB
-from core.workload.snapshot import CODE, DeviceTrace, Frame, Snapshot
+from core.units import MIB, bytes_text
+from core.workload.snapshot import CODE, OLD_BLOCKS, DeviceTrace, Frame, Snapshot
 
+SMALL_REQUEST = MIB  # a request up to this size is served from the allocator's small pool, a larger one from its large
 CATEGORIES = ("parameters", "gradients", "optimizer_state", "activations", "temporaries", "unknown")
 CAT = {name: i for i, name in enumerate(CATEGORIES)}
 NO_CATEGORY = 255
@@ -489,6 +490,44 @@ class SnapshotAnalysis:
             self.segments_at(point), max_segments=max_segments, max_blocks=max(1, max_blocks // max_segments)
         )
 
+    # -- an out-of-memory ---------------------------------------------------------------------------
+
+    def oom(self) -> dict | None:
+        """What failed at the last out-of-memory event (the one the snapshot was most likely dumped for): the
+        request, what CUDA still had free, what the allocator held unused, and whether that unused memory was
+        cut too small for the request's pool (fragmentation) or simply not enough."""
+        ooms = np.flatnonzero(self.trace.action == CODE["oom"])
+        if not len(ooms):
+            return None
+        i = int(ooms[-1])
+        point = i + 1  # after the segments the allocator released before giving up
+        requested = int(self.trace.size[i])
+        pool = "small" if requested <= SMALL_REQUEST else "large"
+        largest = largest_free_blocks(self.segments_at(point))
+        unallocated = max(0, int(self.reserved[point] - self.allocated[point]))
+        stack = self.site_stack(int(self.trace.site[i]))
+        return {
+            "events": len(ooms),
+            "index": i,
+            "time_ms": float(self.point_time_ms([point])[0]),
+            "requested_bytes": requested,
+            "pool": pool,
+            "device_free_bytes": int(self.trace.addr[i]),
+            "allocated_bytes": int(self.allocated[point]),
+            "reserved_bytes": int(self.reserved[point]),
+            "reserved_unallocated_bytes": unallocated,
+            "largest_free_block_bytes": largest,
+            "fragmentation": unallocated >= requested and largest[pool] < requested,
+            "expandable_segments": self.settings_say_expandable(),
+            "site": site_label(stack) if stack else None,
+            "stack": [frame_text(f) for f in shown_stack(stack)],
+        }
+
+    def settings_say_expandable(self) -> bool:
+        """Whether the allocator already grows segments in place (``expandable_segments:True``)."""
+        on = self.snapshot.settings.get("expandable_segments") is True
+        return on or any(s.expandable for s in self.snapshot.segments if s.device == self.device)
+
     # -- the summary every output starts from --------------------------------------------------------
 
     def summary(self, top: int = 20) -> dict:
@@ -546,7 +585,19 @@ class SnapshotAnalysis:
             "unknown_actions": self.trace.unknown_actions,
             "allocator_settings": self.snapshot.settings,
             "notes": self.notes,
+            "oom": self.oom(),
         }
+
+
+def largest_free_blocks(segments: list[dict]) -> dict[str, int]:
+    """The largest inactive block of each pool (by its segments' type, as :meth:`SnapshotAnalysis.segments_at`
+    gives them): the largest request each pool could still serve without a new segment."""
+    out = {"small": 0, "large": 0}
+    for seg in segments:
+        pool = "small" if seg["segment_type"] == "small" else "large"
+        free = [b["size"] for b in seg["blocks"] if b["state"] == "inactive"]
+        out[pool] = max(out[pool], *free, 0)
+    return out
 
 
 def analyse(snapshot: Snapshot, device: int | None = None) -> SnapshotAnalysis:
@@ -576,6 +627,7 @@ def analyse(snapshot: Snapshot, device: int | None = None) -> SnapshotAnalysis:
     if n and not has_times:
         notes.append("the events carry no times (an old torch): the x axis is the event number")
     time_us = np.concatenate([trace.time_us[:1], trace.time_us]) if n else np.zeros(1, np.int64)
+    notes += _what_the_file_cannot_tell(snapshot, device, n)
     rule = _allocation_rules(trace, alloc_idx, alloc_end, kinds)
     orphan_rules = baseline["rule"][len(unexplained) :]
     event_category = _event_categories(n, alloc_idx, alloc_end, rule, orphan_idx, orphan_rules)
@@ -598,6 +650,42 @@ def analyse(snapshot: Snapshot, device: int | None = None) -> SnapshotAnalysis:
         baseline_reserved,
         end_state,
         notes,
+    )
+
+
+def _what_the_file_cannot_tell(snapshot: Snapshot, device: int, n: int) -> list[str]:
+    """Notes on what this kind of file leaves unknown: no trace, an older torch's blocks, other devices."""
+    notes = []
+    if not n:
+        notes.append(
+            "no trace was recorded for this device (no events): only the state at the time of the snapshot is "
+            "known — what was allocated and reserved then, and the stack of each block that kept one — not when "
+            "it was allocated, nor any peak before it (record with torch.cuda.memory._record_memory_history() "
+            "before the work to see them)"
+        )
+    if snapshot.quirks.get(OLD_BLOCKS):
+        notes.append(
+            "the segments were written by an older torch (blocks with 'history' and no 'address', as torch 2.0 "
+            "wrote them): each block's requested size and stack are its first history entry's, its address its "
+            "place in the segment"
+        )
+    notes += [_other_device(snapshot, d, device) for d in snapshot.devices() if d != device]
+    return [note for note in notes if note]
+
+
+def _other_device(snapshot: Snapshot, other: int, device: int) -> str:
+    """What another device of the file holds, and how to replay it (only one device is replayed at a time)."""
+    trace = snapshot.traces.get(other)
+    events = len(trace) if trace is not None else 0
+    segs = [s for s in snapshot.segments if s.device == other]
+    if not events and not segs:
+        return ""
+    ooms = int(np.count_nonzero(trace.action == CODE["oom"])) if trace is not None else 0
+    failed = f", {ooms:,} of them out-of-memory" if ooms else ""
+    return (
+        f"device {device} is replayed; the file also holds device {other}: {events:,} trace events{failed}, "
+        f"{len(segs):,} segments ({bytes_text(sum(s.total_size for s in segs))} reserved) — import it again "
+        f"with trace_device {other} (--trace-device {other}) to read it"
     )
 
 
