@@ -12,10 +12,14 @@ from __future__ import annotations
 
 import os
 import sys
+from typing import TYPE_CHECKING
 
 from core.cli.output import dump
 from core.text import quirk_lines, terminal_text
 from core.workload.findings import finding_lines
+
+if TYPE_CHECKING:
+    from core.result import RunResult
 
 ORDER = 40
 
@@ -343,43 +347,53 @@ def record(args) -> int:
     return run_recorded(command, args.output, max_entries=args.max_entries or DEFAULT_MAX_ENTRIES, stacks=args.stacks)
 
 
-def _trace_rows(args, what: str) -> tuple[str, list[dict]] | int:
+def _trace_side(args, what: str) -> tuple[str, RunResult] | int:
     """A side of a diff: a file imported without storing it (the most kernels an import lists), or a stored
-    trace import; (label, rows), or an exit code when it cannot be read."""
+    trace import; (label, its run), or an exit code when it cannot be read."""
     if os.path.isfile(what):
         code, run = _import(args, "profiler-trace", {"path": os.path.abspath(what), "top_kernels": 500})
-        return code if code else (os.path.basename(what), run.rows)
+        return code if code else (os.path.basename(what), run)
     from core.cli.output import open_store
 
     run = open_store(args, write=False).find(what)
     if run.experiment != "profiler-trace":
         print(f"error: run {run.id[:12]} is a {run.experiment} run, not a profiler trace import", file=sys.stderr)
         return 2
-    return (run.name or run.meta.get("file") or run.id[:12]), run.rows
+    return (run.name or run.meta.get("file") or run.id[:12]), run
 
 
 def trace_diff(args) -> int:
     from core.units import duration_text
-    from core.workload.trace_diff import diff, totals
+    from core.workload.trace_diff import diff, mismatches, steps, totals, whole
 
-    sides = [_trace_rows(args, what) for what in (args.base, args.new)]
+    sides = [_trace_side(args, what) for what in (args.base, args.new)]
     for side in sides:
         if isinstance(side, int):
             return side
-    (base_label, base_rows), (new_label, new_rows) = sides  # type: ignore[misc]
-    rows = diff(base_rows, new_rows)
+    (base_label, base), (new_label, new) = sides  # type: ignore[misc]
+    rows = diff(base.rows, new.rows)
     total = totals(rows)
+    figures = whole(base.meta, new.meta) + steps(base.rows, new.rows)
+    unlike = mismatches(base.meta, new.meta, base.rows, new.rows)
     if args.json:
-        print(dump({"base": base_label, "new": new_label, "total": total, "rows": rows}))
+        print(
+            dump({"base": base_label, "new": new_label, "total": total, "mismatches": unlike, "rows": figures + rows})
+        )
         return 0
 
     def us(value: float) -> str:
         return duration_text(value / 1e6)
 
+    for text in unlike:
+        say(f"note: {text}")
     pct = f" ({total['delta_pct']:+.1f}%)" if total["delta_pct"] is not None else ""
     say(
-        f"kernel time {us(total['base_us'])} ({base_label}) → {us(total['new_us'])} ({new_label}): {us(total['delta_us'])}{pct}"
+        f"GPU time (kernels, copies and memsets) {us(total['base_us'])} ({base_label}) → {us(total['new_us'])} "
+        f"({new_label}): {us(total['delta_us'])}{pct}"
     )
+    for r in figures:
+        change = f" ({r['delta_pct']:+.1f}%)" if r["delta_pct"] is not None else ""
+        say(f"  {r['figure']:<32} {us(r['base_us']):>11} → {us(r['new_us']):>11}  {us(r['delta_us']):>11}{change}")
     say("by group (largest slow-down first):")
     for r in rows:
         if r["kind"] == "group":

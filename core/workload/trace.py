@@ -300,6 +300,7 @@ def _file_meta(trace: TraceFile) -> dict:
         "devices": np.unique(trace.activities.device).tolist(),
         "schema_version": trace.schema_version,
         "rank": trace.rank,
+        "world_size": trace.world_size,
         "malformed_events": dict(trace.malformed),
         # what was odd in the file: events left out, and what was kept but is worth knowing (never silent)
         "quirks": {**{f"{why} (left out)": n for why, n in trace.malformed.items()}, **trace.quirks},

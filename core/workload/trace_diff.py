@@ -6,11 +6,16 @@ one side and a hipBLASLt ``Cijk_`` GEMM on the other are both *matmul*); kernels
 normalised name (call arguments dropped, every number folded to ``#``), so a kernel whose tile sizes or
 unroll factors changed still meets itself while kernels of different templates stay apart. A kernel outside one side's listed top kernels counts
 as absent there: the group rows are complete, the kernel rows are as complete as the imports' lists.
+
+GPU time alone can mislead: a diff also compares the whole trace (span, busy, idle, exposed communication: a
+faster GPU half-idle is no win), the steps' medians, and says first where the two files are not alike (other
+GPUs, world sizes or step counts), where matching kernels by name says little.
 """
 
 from __future__ import annotations
 
 import re
+import statistics
 
 _ARGS = re.compile(r"\([^()]*\)")
 _NUMBER = re.compile(r"\d+")
@@ -69,8 +74,101 @@ def diff(base_rows: list[dict], new_rows: list[dict]) -> list[dict]:
     return out
 
 
+# the whole trace's figures a diff compares: (row name, the import's meta key(s), summed)
+WHOLE = (
+    ("span", ("span_us",)),
+    ("GPU busy (union of activity)", ("busy_us",)),
+    ("GPU idle", ("idle_us",)),
+    ("kernel time", ("kernel_time_us",)),
+    ("copies and memsets", ("memcpy_time_us", "memset_time_us")),
+    ("exposed communication", ("exposed_communication_us",)),
+)
+# a step's figures, compared by their median over each side's steps
+STEP = (
+    ("step wall time (median)", "wall_us"),
+    ("step GPU busy (median)", "busy_us"),
+    ("step GPU idle (median)", "idle_us"),
+)
+
+
+def _change(kind: str, figure: str, base: float, new: float) -> dict:
+    return {
+        "kind": kind,
+        "figure": figure,
+        "base_us": base,
+        "new_us": new,
+        "delta_us": new - base,
+        "delta_pct": 100.0 * (new - base) / base if base else None,
+    }
+
+
+def whole(base_meta: dict, new_meta: dict) -> list[dict]:
+    """Rows of kind ``whole``: each of :data:`WHOLE` both imports have, base → new."""
+    rows = []
+    for figure, keys in WHOLE:
+        sides = [_summed(m, keys) for m in (base_meta, new_meta)]
+        if sides[0] is not None and sides[1] is not None:
+            rows.append(_change("whole", figure, sides[0], sides[1]))
+    return rows
+
+
+def _summed(meta: dict, keys: tuple[str, ...]) -> float | None:
+    values = [meta.get(k) for k in keys]
+    numbers = [float(v) for v in values if isinstance(v, (int, float))]
+    return sum(numbers) if len(numbers) == len(values) else None
+
+
+def steps(base_rows: list[dict], new_rows: list[dict]) -> list[dict]:
+    """Rows of kind ``step``: the median over each side's profiled steps of :data:`STEP`'s figures, with the
+    number of steps as the counts; none when a side has no step."""
+    sides = [[r for r in rows if r.get("kind") == "step"] for rows in (base_rows, new_rows)]
+    if not all(sides):
+        return []
+    out = []
+    for figure, key in STEP:
+        medians = [statistics.median(float(r.get(key) or 0.0) for r in side) for side in sides]
+        out.append(_change("step", figure, *medians) | {"base_count": len(sides[0]), "new_count": len(sides[1])})
+    return out
+
+
+def mismatches(base_meta: dict, new_meta: dict, base_rows: list[dict], new_rows: list[dict]) -> list[str]:
+    """Where the two traces are not alike, in words: what a reader must know before trusting the deltas."""
+    said = []
+    gpus = [_named_gpu(m) for m in (base_meta, new_meta)]
+    if gpus[0] and gpus[1] and gpus[0] != gpus[1]:
+        said.append(
+            f"different GPUs ({gpus[0]} → {gpus[1]}): kernels of other vendors or architectures rarely share a "
+            "name, so compare the groups, not the kernel rows"
+        )
+    worlds = [m.get("world_size") for m in (base_meta, new_meta)]
+    if worlds[0] != worlds[1] and None not in worlds:
+        said.append(f"different world sizes ({worlds[0]} → {worlds[1]} ranks): communication time is not comparable")
+    elif worlds[0] != worlds[1]:
+        said.append(
+            f"one trace records its world size, the other not ({_or_unknown(worlds[0])} → {_or_unknown(worlds[1])}): "
+            "check both come from jobs of the same size before comparing communication"
+        )
+    counts = [sum(r.get("kind") == "step" for r in rows) for rows in (base_rows, new_rows)]
+    if counts[0] != counts[1]:
+        said.append(
+            f"different numbers of profiled steps ({counts[0]} → {counts[1]}): totals differ by that alone; "
+            "compare the step medians"
+        )
+    return said
+
+
+def _or_unknown(value: object) -> str:
+    return "not recorded" if value is None else str(value)
+
+
+def _named_gpu(meta: dict) -> str | None:
+    """The GPU's name as the trace gives it; None for the "GPU <n>" an import says when the file names none."""
+    name = meta.get("device_name")
+    return name if isinstance(name, str) and not re.fullmatch(r"GPU \d+", name) else None
+
+
 def totals(rows: list[dict]) -> dict:
-    """Kernel time of each side and the change, from the group rows."""
+    """GPU time of each side (kernels, copies and memsets: the group rows' sum) and the change."""
     groups = [r for r in rows if r["kind"] == "group"]
     base, new = sum(r["base_us"] for r in groups), sum(r["new_us"] for r in groups)
     return {

@@ -315,7 +315,7 @@ def diff_chart(base: RunResult, new: RunResult) -> Chart:
     )
     style(
         fig,
-        title("What got slower: GPU time by group", None, f"{_label(base)} → {_label(new)}"),
+        title("What got slower: GPU time (kernels, copies, memsets) by group", None, f"{_label(base)} → {_label(new)}"),
         "kernel group (largest slow-down first)",
         "ms",
         showlegend=False,

@@ -61,8 +61,10 @@ def test_groups_and_kernels_by_hand(pair, store, capsys):
 def test_a_trace_against_itself_changes_nothing(store, capsys):
     pytest.importorskip("msgspec")
     assert cli.main(["trace-diff", str(V100), str(V100), "--json"]) == 0
-    rows = json.loads(capsys.readouterr().out)["rows"]
-    assert rows and all(r["delta_us"] == 0 and r["base_count"] == r["new_count"] for r in rows)
+    out = json.loads(capsys.readouterr().out)
+    rows = out["rows"]
+    assert rows and all(r["delta_us"] == 0 and r.get("base_count") == r.get("new_count") for r in rows)
+    assert {r["kind"] for r in rows} == {"whole", "step", "group", "kernel"} and out["mismatches"] == []
     # the V100 file's groups (tests/data/workload/README.md): 48 µs of kernels and 2 µs of copies
     assert sum(r["base_us"] for r in rows if r["kind"] == "group") == pytest.approx(50.0)
 
@@ -87,3 +89,72 @@ def test_names_are_matched_without_call_arguments_and_numbers():
         "sm90_xmma_gemm_f32f32_tilesize64x64x32"
     )
     assert normalised("a<float>") != normalised("a<half>")
+
+
+def launched(name: str, ts: float, dur: float, corr: int) -> list[dict]:
+    """A kernel and its launch call 1 µs before it (a step holds the kernels its launches fall in)."""
+    k = kernel(name, ts, dur)
+    k["args"]["correlation"] = corr
+    call = {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": ts - 1,
+            "dur": 0.5, "args": {"correlation": corr}}  # fmt: skip
+    return [call, k]
+
+
+def step(n: int, ts: float, dur: float) -> dict:
+    return {"ph": "X", "cat": "cpu_op", "name": f"ProfilerStep#{n}", "pid": 1, "tid": 1, "ts": ts, "dur": dur}
+
+
+def test_the_whole_trace_and_its_steps_are_compared_by_hand(tmp_path, store, capsys):
+    """Beyond GPU time: span, busy, idle, copies, exposed communication and the steps' medians."""
+    pytest.importorskip("msgspec")
+    # base: kernels 10–20 and 30–40 (step 1, 0–50 µs), 60–65 (step 2, 50–70 µs); span 55, busy 25, idle 30
+    base = write(
+        tmp_path / "base.json", step(1, 0, 50), step(2, 50, 20),
+        *launched("ampere_sgemm_128x64_tn", 10, 10, 1), *launched("ampere_sgemm_128x64_tn", 30, 10, 2),
+        *launched("add_kernel", 60, 5, 3),
+    )  # fmt: skip
+    # new: one step 0–60 µs: an SGEMM 10–25, an all-reduce 20–40 (5 µs under the SGEMM: 15 exposed); span 30
+    new = write(
+        tmp_path / "new.json", step(1, 0, 60),
+        *launched("ampere_sgemm_128x64_tn", 10, 15, 1), *launched("ncclDevKernel_AllReduce_Sum_f32_RING_LL", 20, 20, 2),
+    )  # fmt: skip
+    assert cli.main(["trace-diff", base, new, "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    figures = {r["figure"]: (r["base_us"], r["new_us"]) for r in out["rows"] if r["kind"] in ("whole", "step")}
+    assert figures == {
+        "span": (55, 30),
+        "GPU busy (union of activity)": (25, 30),
+        "GPU idle": (30, 0),
+        "kernel time": (25, 35),
+        "copies and memsets": (0, 0),
+        "exposed communication": (0, 15),
+        "step wall time (median)": ((50 + 20) / 2, 60),  # base's two steps, 50 and 20 µs
+        "step GPU busy (median)": ((20 + 5) / 2, 30),  # step 1: two 10 µs SGEMMs; step 2: the 5 µs add
+        "step GPU idle (median)": ((10 + 0) / 2, 0),  # step 1: 10–40 holds 10 µs idle; step 2: none
+    }
+    assert out["mismatches"] == [
+        "different numbers of profiled steps (2 → 1): totals differ by that alone; compare the step medians"
+    ]
+
+
+def test_unlike_traces_are_named_before_the_deltas(tmp_path, store, capsys):
+    pytest.importorskip("msgspec")
+
+    def traced(name: str, gpu: str, world: int) -> str:
+        path = tmp_path / name
+        path.write_text(json.dumps({
+            "deviceProperties": [{"id": 0, "name": gpu}],
+            "distributedInfo": {"backend": "nccl", "rank": 0, "world_size": world},
+            "traceEvents": [kernel("ampere_sgemm_128x64_tn", 0, 10)],
+        }))  # fmt: skip
+        return str(path)
+
+    pair = traced("h100.json", "NVIDIA H100 80GB HBM3", 8), traced("mi300.json", "AMD Instinct MI300X", 4)
+    assert cli.main(["trace-diff", *pair]) == 0
+    said = capsys.readouterr().out.splitlines()
+    assert said[:2] == [
+        "note: different GPUs (NVIDIA H100 80GB HBM3 → AMD Instinct MI300X): kernels of other vendors or "
+        "architectures rarely share a name, so compare the groups, not the kernel rows",
+        "note: different world sizes (8 → 4 ranks): communication time is not comparable",
+    ]
+    assert said[2].startswith("GPU time (kernels, copies and memsets) 10.0 µs (h100.json) → 10.0 µs (mi300.json)")
