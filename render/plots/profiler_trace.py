@@ -7,7 +7,7 @@ import plotly.graph_objects as go
 
 from core.result import RunResult
 from core.workload.trace import KINDS
-from core.workload.trace_diff import diff, totals
+from core.workload.trace_diff import diff, mismatches, totals
 from render.chart import Chart, kind_rows
 from render.plots.step_bench import GROUP_COLORS
 from render.style import color_for, html_text, short_html_text, style, title
@@ -301,6 +301,9 @@ def diff_chart(base: RunResult, new: RunResult) -> Chart:
     other's (the engine's :func:`core.workload.trace_diff.diff`)."""
     rows = [r for r in diff(base.rows, new.rows) if r["kind"] == "group"]
     total = totals(rows)
+    # where the two files are not alike, said in the subtitle before any bar is read (short forms)
+    unlike = [text.split(":")[0] for text in mismatches(base.meta, new.meta, base.rows, new.rows)]
+    sides = f"{_label(base)} → {_label(new)}" + (f" · not alike: {'; '.join(unlike)}" if unlike else "")
     names = [_label(base), *[str(r["group"]) for r in rows], _label(new)]
     values = [total["base_us"] / 1000, *[r["delta_us"] / 1000 for r in rows], total["new_us"] / 1000]
     fig = go.Figure(
@@ -315,7 +318,7 @@ def diff_chart(base: RunResult, new: RunResult) -> Chart:
     )
     style(
         fig,
-        title("What got slower: GPU time (kernels, copies, memsets) by group", None, f"{_label(base)} → {_label(new)}"),
+        title("What got slower: GPU time (kernels, copies, memsets) by group", None, sides),
         "kernel group (largest slow-down first)",
         "ms",
         showlegend=False,

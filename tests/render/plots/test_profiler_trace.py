@@ -19,3 +19,16 @@ def test_the_waterfall_climbs_from_one_side_to_the_other():
     bars = chart.figure.data[0]
     assert list(bars.x) == ["before", "matmul", "memory", "after"] and list(bars.y) == [2.0, 1.0, 0.5, 3.5]
     assert totals(diff(base.rows, new.rows))["delta_us"] == 1500
+
+
+def test_the_waterfall_says_when_the_two_traces_are_not_alike():
+    rows = [{"kind": "group", "group": "matmul", "count": 1, "total_us": 1000.0}]
+    h100 = make_run(
+        "profiler-trace", rows, device={}, name="h100", meta={"device_name": "NVIDIA H100", "world_size": 8}
+    )
+    mi300 = make_run(
+        "profiler-trace", rows, device={}, name="mi300", meta={"device_name": "AMD MI300X", "world_size": 8}
+    )
+    sub = diff_chart(h100, mi300).figure.layout.title.text.split("<sup>")[1]
+    assert sub == "h100 → mi300 · not alike: different GPUs (NVIDIA H100 → AMD MI300X)</sup>"
+    assert "not alike" not in diff_chart(h100, h100).figure.layout.title.text
