@@ -100,6 +100,23 @@ def categories(a: SnapshotAnalysis, window: Window, budget: int) -> CategorySeri
     return CategorySeries(a.point_time_ms(points), a.category_series(points))
 
 
+def failure_figures(meta: dict) -> list[tuple[str, str]]:
+    """An out-of-memory's figures as (label, value), what the page shows above everything else (none without
+    one): the request and its pool, what CUDA had free, what the allocator held unused, the largest free block
+    of each pool, and the verdict the engine derived."""
+    o = meta.get("oom")
+    if not o:
+        return []
+    largest = o["largest_free_block_bytes"]
+    return [
+        ("Request that failed", f"{bytes_text(o['requested_bytes'])} ({o['pool']} pool)"),
+        ("Free on the device", bytes_text(o["device_free_bytes"])),
+        ("Reserved but unallocated", bytes_text(o["reserved_unallocated_bytes"])),
+        ("Largest free block", f"small {bytes_text(largest['small'])} · large {bytes_text(largest['large'])}"),
+        ("Fragmentation", "yes" if o["fragmentation"] else "no: too little free"),
+    ]
+
+
 def differences_table(diff: pd.DataFrame) -> pd.DataFrame:
     """Two snapshots' sites at their peaks (:func:`render.plots.memory_snapshot.site_differences`) as the
     page lists them: the change in GiB beside the bytes, without the stacks."""

@@ -51,6 +51,7 @@ def _analysis(detail_id: str) -> SnapshotAnalysis:
 def render(run: RunResult, key: str) -> None:
     m = run.meta
     provenance(run)
+    _failure(m)
     findings(m)
     _headline(m)
     st.caption(
@@ -85,24 +86,38 @@ def render(run: RunResult, key: str) -> None:
     _compare(run, key)
 
 
+def _failure(m: dict) -> None:
+    """An out-of-memory snapshot opens with what failed; what to try is its first finding, just below."""
+    if shown := view.failure_figures(m):
+        st.error(f"Out of memory at {m['oom']['time_ms']:,.2f}: this snapshot holds a failed allocation.")
+        for col, (label, value) in zip(st.columns(len(shown)), shown):
+            col.metric(label, value)
+
+
 def _headline(m: dict) -> None:
     cols = st.columns(5)
     cols[0].metric(
         "Peak allocated", bytes_text(m["peak_allocated_bytes"]), f"at {m['peak_time_ms']:,.2f}", delta_color="off"
     )
     cols[1].metric("Peak reserved", bytes_text(m["peak_reserved_bytes"]))
+    traced = bool(m["trace_events"])
     cols[2].metric(
-        "Before recording",
+        "Before recording" if traced else "Allocated at the snapshot",
         bytes_text(m["baseline_allocated_bytes"]),
         f"{m['baseline_allocated_blocks']:,} block(s)",
         delta_color="off",
         help="Blocks the segments show active that the trace never allocated, and blocks it frees "
-        "without having allocated: they were there before recording began.",
+        "without having allocated: they were there before recording began."
+        if traced
+        else "No trace was recorded: only the state at the time of the snapshot is known.",
     )
     cols[3].metric(
         "Trace events", f"{m['trace_events']:,}", f"device {m['device']} of {m['devices']}", delta_color="off"
     )
-    cols[4].metric("Reserved − allocated at the peak", bytes_text(m["fragmentation_at_peak_bytes"]))
+    cols[4].metric(
+        f"Reserved − allocated {'at the peak' if traced else 'at the snapshot'}",
+        bytes_text(m["fragmentation_at_peak_bytes"]),
+    )
 
 
 def _zoom(a: SnapshotAnalysis, run: RunResult, key: str) -> tuple[view.Window, int]:
@@ -185,7 +200,7 @@ def _compare(run: RunResult, key: str) -> None:
         )
         return
     labels = {r.id: import_label(r) for r in others}
-    other_id = st.selectbox("Snapshot B", list(labels), format_func=labels.get, key=f"{key}.compare.{run.id}")
+    other_id = st.selectbox("Snapshot B", list(labels), format_func=labels.__getitem__, key=f"{key}.compare.{run.id}")
     other = next(r for r in others if r.id == other_id)
     show_charts(snap_plots.overlay([run, other]), f"{key}.overlay")
     diff = snap_plots.site_differences(run, other)
