@@ -237,3 +237,35 @@ def test_the_import_stores_the_failure_as_its_first_finding(tmp_path, capsys):
     out = json.loads(capsys.readouterr().out)
     assert out["oom"]["requested_bytes"] == 6_291_456 and out["oom"]["fragmentation"] is True
     assert out["findings"][0]["kind"] == "oom"
+
+
+def test_both_moments_of_a_real_adamw_step_are_optimizer_state():
+    """A real training step (tests/data/workload: the student's own AdamW, built on torch.optim.Optimizer, keeps
+    its two moments from lines 74 and 75 of cs336_basics/optimizer.py). By the test's own walk of the events, the
+    allocations of each line still alive at the end are one per parameter, so both lines hold the same bytes;
+    every one of them is optimizer state here."""
+    from core.workload.snapshot_analysis import RULES
+
+    path = snapshots.REAL_SNAPSHOTS / "cs336_bcrafton_train_step_all_stacks.pickle.gz"
+    events = snapshots.load_any(path)["device_traces"][0]
+    alive: dict[int, int] = {}  # address → event index of its live allocation
+    for i, e in enumerate(events):
+        if e["action"] == "alloc":
+            alive[e["addr"]] = i
+        elif e["action"] == "free_completed":
+            alive.pop(e["addr"], None)
+
+    def line(e: dict) -> int | None:
+        return next(
+            (f["line"] for f in e.get("frames", []) if f["filename"].endswith("cs336_basics/optimizer.py")), None
+        )
+
+    moments = {74: [], 75: []}
+    for i in alive.values():
+        if line(events[i]) in moments:
+            moments[line(events[i])].append(i)
+    a = analyse(read_snapshot(path))
+    rule = dict(zip(a.alloc_idx.tolist(), a.alloc_rule.tolist()))
+    sizes = {k: sum(events[i]["size"] for i in v) for k, v in moments.items()}
+    assert sizes[74] == sizes[75] > 0 and len(moments[74]) == len(moments[75])
+    assert {RULES[rule[i]][1] for v in moments.values() for i in v} == {"optimizer_state"}
