@@ -12,7 +12,9 @@
   matched (count and µs), so a wrong group can be seen and traced to its rule. The rules are ordered so
   that a library's name never wins over what the kernel does: ``fbgemm`` (FBGEMM's GPU sparse and
   quantisation ops, no GEMM) comes before the ``gemm`` rules, an implicit-GEMM *convolution* before the
-  GEMM rules, a flash-attention kernel built on CUTLASS before ``cutlass``, cuDNN batch norm before cuDNN.
+  GEMM rules (AMD Composable Kernel's ``kernel_grouped_conv_fwd_…<ck::GridwiseGemm…>`` names a GEMM in its template
+  arguments, MIOpen's ``naive_conv_…`` and ``igemm_fwd_…`` too), a flash-attention kernel built on CUTLASS before
+  ``cutlass``, cuDNN batch norm before cuDNN.
 
 A trace's optimizer kernels (``multi_tensor_apply``, fused Adam) are elementwise there: a trace has no phases.
 """
@@ -176,9 +178,10 @@ KERNEL_RULES: tuple[KernelRule, ...] = (
         "void cudnn::bn_fw_tr_1C11_singleread<float, 512, true, 1, 2, 0>(cudnn::bn_fw_tr_1C11_args<float>)",
     ),
     KernelRule(
-        "convolution (implicit GEMM fprop/dgrad/wgrad, Winograd, conv)",
+        "convolution (implicit GEMM fprop/dgrad/wgrad, Winograd, conv, CK/MIOpen conv)",
         "convolution",
-        r"convol|conv_?[123]d|depthwise|implicit_?gemm|fprop|dgrad|wgrad|winograd|igemm",
+        r"convol|conv_?[123]d|depthwise|implicit_?gemm|fprop|dgrad|wgrad|winograd|igemm"
+        r"|conv_(?:fwd|bwd|wrw)|naive_conv|xdlops_bwd_weight",
         "sm80_xmma_fprop_implicit_gemm_indexed_tf32f32_tf32f32_f32_nhwckrsc_nchw_tilesize128x128x16_stage4",
     ),
     KernelRule(

@@ -1,5 +1,7 @@
 """The groups kernel time is reported in: kernel and op names of cuBLAS, cuDNN, Triton and ATen."""
 
+import pytest
+
 from core.measure.kernels import GROUPS, HOST_GAP_NAME, classify
 
 
@@ -126,6 +128,50 @@ def test_real_kernel_names_by_vendor():
 
     wrong = {name: classify_kernel(name) for name, group in REAL_KERNELS.items() if classify_kernel(name)[0] != group}
     assert wrong == {}
+
+
+# AMD Composable Kernel (CK) and MIOpen convolutions: CK's conv kernels carry a GridwiseGemm in their template
+# arguments (the implicit GEMM they run), which the GEMM rules took as matmul; they are convolutions. Names as CK's
+# and MIOpen's sources declare them (ck/tensor_operation/gpu/device/impl/device_grouped_conv_*.hpp, MIOpen's
+# naive_conv.cpp and its igemm_gtc assembly kernels), demangled as a ROCm trace writes them.
+CK_MIOPEN_CONVOLUTIONS = [
+    "void ck::tensor_operation::device::(anonymous namespace)::kernel_grouped_conv_fwd_xdl_cshuffle_v3<ck::GridwiseGemm"
+    "MultiD_xdl_cshuffle_v3<ck::tensor_layout::gemm::RowMajor, ck::tensor_layout::gemm::ColumnMajor>, true>",
+    "void ck::kernel_grouped_conv_fwd_multiple_abd_xdl_cshuffle<ck::GridwiseGemmMultipleABD_xdl_cshuffle<ck::half_t>, "
+    "ck::half_t const*, true, false, false>",
+    "void ck::kernel_grouped_conv_fwd_dl_multiple_d<ck::GridwiseGemmDlMultipleD_km_kn_mn<256, float>, true, true>",
+    "void ck::kernel_grouped_conv_bwd_data_multiple_d_xdl_cshuffle<ck::GridwiseGemmMultipleD_xdl_cshuffle<ck::half_t>>",
+    "void ck::kernel_grouped_conv_bwd_weight_xdl_cshuffle_v3<ck::GridwiseGemm_xdl_cshuffle_v3<ck::bhalf_t>, true>",
+    "void ck::kernel_batched_gemm_xdlops_bwd_weight<ck::GridwiseGemm_bk0mk1_bk0nk1_mn_xdlops_bwd_weight<256, "
+    "ck::half_t>, ck::half_t, true>",
+    "naive_conv_ab_nonpacked_fwd_nchw_float_double_float",
+    "naive_conv_ab_nonpacked_bwd_nhwc_half_double_half",
+    "naive_conv_ab_nonpacked_wrw_nchw_bfloat16_double_bfloat16",
+    "igemm_fwd_gtcx_nhwc_fp16_bx0_ex1_bt128x128x32_wt32x32x8_ws1x1_wr2x2_ta1x8x2x1_1x4x1x64_tb1x8x2x1_1x4x1x64",
+    "igemm_bwd_gtcx_nhwc_fp16_bx0_ex0_bt256x128x32_wt32x32x8_ws2x1_wr2x2_ta1x8x4x1_1x4x1x64_tb1x8x2x1_1x4x1x64",
+    "igemm_wrw_gtcx_nhwc_fp32_bx0_ex0_bt64x64x16_wt16x16x4_ws1x1_wr2x2_ta1x1x4x1_1x16x1x16_tb1x1x4x1_1x16x1x16",
+    "void ck_tile::kentry<ck_tile::GroupedConvolutionForwardKernel<ck_tile::GemmPipelineAgBgCrCompV3<float>>>",
+    "gridwise_convolution_implicit_gemm_v4r4_nchw_kcyx_nkhw",
+]
+# CK's plain GEMMs stay matmul
+CK_GEMMS = [
+    "void ck::kernel_gemm_xdl_cshuffle_v3<ck::GridwiseGemm_xdl_cshuffle_v3<ck::tensor_layout::gemm::RowMajor>, true>",
+    "void ck::kernel_batched_gemm_xdl<ck::GridwiseGemm_k0mk1_k0nk1_mn_xdlops_v2r3<256, ck::half_t>, true>",
+]
+
+
+@pytest.mark.parametrize("name", CK_MIOPEN_CONVOLUTIONS)
+def test_composable_kernel_and_miopen_convolutions_are_not_matmul(name):
+    from core.measure.kernels import classify_kernel
+
+    assert classify_kernel(name)[0] == "convolution"
+
+
+@pytest.mark.parametrize("name", CK_GEMMS)
+def test_composable_kernel_gemms_stay_matmul(name):
+    from core.measure.kernels import classify_kernel
+
+    assert classify_kernel(name)[0] == "matmul"
 
 
 def test_step_bench_groups_are_unchanged():
