@@ -7,7 +7,8 @@ sentence rests on (``unit`` ``%``, ``us`` or ``bytes``), so a reader, a test or 
 The candidates are ranked by how much of the whole each explains, one measure per kind of file:
 
 - **a trace**: the share of the GPU's span (first activity to last) — idle time, exposed communication (no
-  compute hides it), and the kernel group with the most kernel time; shares under
+  compute hides it), and the kernel group with the most kernel time (its share of the kernel time, kernels only;
+  copies and memsets, when they lead, as a share of the GPU time: kernels + copies + memsets); shares under
   :data:`MIN_SPAN_SHARE` are left out;
 - **a job's ranks**: the straggler first (the rank with the most compute against the median rank, and the kernel
   group holding most of its extra time), then the
@@ -62,11 +63,16 @@ def _top_group(m: dict, rows: list[dict]) -> tuple[float, dict] | None:
     if not groups or not span:
         return None
     top = max(groups, key=lambda r: r["total_us"])
-    text = (
-        f"{top['group']} kernels take {top['share']:.1%} of kernel time ({_ms(top['total_us'])} over "
-        f"{top['count']:,} launches)"
-    )
-    return min(top["total_us"] / span, 1.0), _finding("kernel_group", text, 100 * top["share"], "%")
+    if top["group"] == "memory":  # copies and memsets are GPU time, not kernel time
+        share = top["share"]
+        what = f"copies and memsets take {share:.1%} of GPU time (kernels + copies + memsets, summed)"
+    else:  # a kernel group: of the kernel time, the sum of kernel durations (no copies or memsets)
+        share = top.get("kernel_share")
+        if share is None:  # a row stored before kernel shares: the kernel time is the meta's
+            share = top["total_us"] / m["kernel_time_us"] if m.get("kernel_time_us") else 0.0
+        what = f"{top['group']} kernels take {share:.1%} of kernel time (kernel durations summed)"
+    text = f"{what} ({_ms(top['total_us'])} over {top['count']:,} launches)"
+    return min(top["total_us"] / span, 1.0), _finding("kernel_group", text, 100 * share, "%")
 
 
 def trace_findings(meta: dict, rows: list[dict]) -> list[dict]:

@@ -262,6 +262,7 @@ def analyse_trace(trace: TraceFile, top: int = 20) -> tuple[list[dict], dict]:
     idx = np.flatnonzero(sel)
     durations = (a.end - a.start)[idx]
     group_rows, total = _group_rows(groups[idx], durations)
+    meta["gpu_time_us"] = total  # kernels + copies + memsets, summed: what group and kernel rows' shares are of
     rows += group_rows + _kernel_rows(a, idx, groups, durations, total, top)
     rule_count = np.bincount(rules[idx], minlength=len(RULES))
     rule_us = np.bincount(rules[idx], weights=durations, minlength=len(RULES))
@@ -321,12 +322,17 @@ def _device_rows(breakdowns: dict[int, dict], gpu_names: dict[int, str]) -> list
     ]
 
 
+MEMORY_GROUP = "memory"  # copies and sets: GPU time, not kernel time
+
+
 def _group_rows(groups: np.ndarray, durations: np.ndarray) -> tuple[list[dict], float]:
     """One row per group of the analysed GPU's activities (``groups`` and ``durations`` are theirs), and their
-    total µs, which every share is of."""
+    total µs: the GPU time (kernels + copies + memsets, summed), which ``share`` is of. ``kernel_share`` is a
+    kernel group's share of the kernel time (kernels only, without the copies and memsets; None for memory)."""
     group_count = np.bincount(groups, minlength=len(TRACE_GROUPS))
     group_us = np.bincount(groups, weights=durations, minlength=len(TRACE_GROUPS))
     total = float(group_us.sum())
+    kernel_total = total - float(group_us[TRACE_GROUPS.index(MEMORY_GROUP)])
     rows = [
         {
             "kind": "group",
@@ -334,6 +340,7 @@ def _group_rows(groups: np.ndarray, durations: np.ndarray) -> tuple[list[dict], 
             "count": int(count),
             "total_us": float(us),
             "share": float(us) / total if total else 0.0,
+            "kernel_share": None if group == MEMORY_GROUP else float(us) / kernel_total if kernel_total else 0.0,
         }
         for group, count, us in zip(TRACE_GROUPS, group_count, group_us)
     ]
@@ -501,18 +508,21 @@ def report_lines(meta: dict, rows: list[dict]) -> list[str]:
             f"{launch['launch_bound']:,} of {launch['launched']:,} ({launch['launch_bound_share']:.1%}) ran shorter "
             "than their launch call"
         )
-    out.append("groups:")
+    out.append("groups (share of GPU time: kernels + copies + memsets, summed; of kernel time: kernels only):")
     for r in rows:
         if r["kind"] == "group" and r["count"]:
+            of_kernels = r.get("kernel_share")
+            kernels = f"{of_kernels:6.1%} of kernel time" if of_kernels is not None else " " * 20
             out.append(
-                f"  {r['group']:<18} {r['total_us'] / ms:>10,.3f} ms  {r['share']:6.1%}  {r['count']:>7,} launches"
+                f"  {r['group']:<18} {r['total_us'] / ms:>10,.3f} ms  {r['share']:6.1%} of GPU time  {kernels}  "
+                f"{r['count']:>7,} launches"
             )
     if meta.get("rules"):
         out.append("rules (what each matched):")
         for r in meta["rules"]:
             if r["count"]:
                 out.append(f"  {r['us'] / ms:>10,.3f} ms  ×{r['count']:<7,} {r['group']:<14} {r['rule']}")
-    out.append("top kernels:")
+    out.append("top kernels (share of GPU time: kernels + copies + memsets):")
     for r in rows:
         if r["kind"] == "kernel":
             name = r["name"] if len(r["name"]) <= 90 else r["name"][:87] + "…"

@@ -45,7 +45,8 @@ def groups_chart(run: RunResult) -> Chart | None:
             y=groups["total_us"] / 1000,
             marker_color=[COLORS.get(g, "#7f7f7f") for g in groups["group"]],
             customdata=groups[["share", "count"]].to_numpy(),
-            hovertemplate="%{y:.3f} ms · %{customdata[0]:.1%} · %{customdata[1]} launches<extra></extra>",
+            hovertemplate="%{y:.3f} ms · %{customdata[0]:.1%} of GPU time (kernels + copies + memsets) · "
+            "%{customdata[1]} launches<extra></extra>",
         )
     )
     style(
@@ -71,7 +72,7 @@ def kernels_chart(run: RunResult) -> Chart | None:
             marker_color=[COLORS.get(g, "#7f7f7f") for g in data["group"]],
             customdata=data[["count", "mean_us", "share", "group"]].assign(name=data["name"].map(html_text)).to_numpy(),
             hovertemplate="%{customdata[4]}<br>%{x:.3f} ms · ×%{customdata[0]} · mean %{customdata[1]:.1f} µs · "
-            "%{customdata[2]:.1%} · %{customdata[3]}<extra></extra>",
+            "%{customdata[2]:.1%} of GPU time (kernels + copies + memsets) · %{customdata[3]}<extra></extra>",
         )
     )
     style(fig, title("Top kernels by total time", run, _detail(run)), "ms", "", height=max(400, 26 * len(data) + 150))
