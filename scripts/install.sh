@@ -6,13 +6,27 @@
 set -euo pipefail
 cd "$(dirname "$0")/.."
 PY=${PYTHON:-python3}
-if ! "$PY" -c "import torch" >/dev/null 2>&1; then
+# find_spec, not import: importing torch alone takes seconds, and this runs before every launch
+have() { "$PY" -c "import importlib.util as u, sys; sys.exit(not all(u.find_spec(m) for m in sys.argv[1:]))" "$@"; }
+if ! have torch; then
   "$PY" -m pip install --quiet "torch==2.13.0"
 fi
-if [ "${1:-}" = "--test" ]; then
-  "$PY" -m pip install --quiet -r requirements-dev.txt -c requirements.lock
-else
-  "$PY" -m pip install --quiet -r requirements.txt -c requirements.lock
+# pip runs only when the requirements, the lock or this Python changed since it last succeeded (a stamp of them
+# under .gl/), or when a package the mode needs does not import: a launch with nothing to do costs well under 1 s.
+MODE=${1:---run}
+NEEDS="streamlit plotly pandas numpy psutil msgspec"
+[ "$MODE" = "--test" ] && NEEDS="$NEEDS pytest hypothesis playwright importlinter"
+STAMP=.gl/install-${MODE#--}.stamp
+WANT=$(cat requirements.txt requirements-dev.txt requirements.lock | "$PY" -c \
+  "import hashlib, sys; print(hashlib.sha256(sys.stdin.buffer.read() + sys.executable.encode() + sys.version.encode()).hexdigest())")
+# shellcheck disable=SC2086 # NEEDS is a list of words
+if [ "$(cat "$STAMP" 2>/dev/null)" != "$WANT" ] || ! have $NEEDS; then
+  if [ "$MODE" = "--test" ]; then
+    "$PY" -m pip install --quiet -r requirements-dev.txt -c requirements.lock
+  else
+    "$PY" -m pip install --quiet -r requirements.txt -c requirements.lock
+  fi
+  mkdir -p .gl && echo "$WANT" > "$STAMP"
 fi
 # The lab's bytecode, compiled once as an installed package's is: each command and worker then starts without
 # compiling its modules again (where PYTHONDONTWRITEBYTECODE is set, or the checkout is read-only, it would).

@@ -58,3 +58,37 @@ def test_this_environment_runs_the_pinned_versions():
         if installed != version:
             drift[name] = (installed, version)
     assert not drift, f"installed vs locked: {drift}; run scripts/install.sh, or scripts/lock.sh after a green CI"
+
+
+def test_a_launch_with_nothing_to_install_runs_no_pip(tmp_path):
+    """The launch command installs on the first run and after the requirements change, never in between (pip
+    alone took ~10 s per launch); a Python standing in for the real one logs every pip call instead of running it."""
+    import os
+    import shutil
+    import subprocess
+    import sys
+
+    for name in ("requirements.txt", "requirements-dev.txt", "requirements.lock"):
+        shutil.copy(ROOT / name, tmp_path / name)
+    (tmp_path / "scripts").mkdir()
+    shutil.copy(ROOT / "scripts" / "install.sh", tmp_path / "scripts" / "install.sh")
+    for folder in ("core", "render", "pages"):
+        (tmp_path / folder).mkdir()
+    (tmp_path / "app.py").write_text("")
+    log = tmp_path / "pip.log"
+    python = tmp_path / "python"
+    python.write_text(
+        f'#!/bin/sh\n[ "$1 $2" = "-m pip" ] && {{ echo "$*" >> {log}; exit 0; }}\nexec {sys.executable} "$@"\n'
+    )
+    python.chmod(0o755)
+
+    def launch() -> list[str]:
+        env = os.environ | {"PYTHON": str(python)}
+        subprocess.run(["bash", "scripts/install.sh"], cwd=tmp_path, env=env, check=True, capture_output=True)
+        return log.read_text().splitlines() if log.exists() else []
+
+    assert launch() == ["-m pip install --quiet -r requirements.txt -c requirements.lock"]  # no stamp yet
+    assert len(launch()) == 1  # the stamp matches: no pip
+    with (tmp_path / "requirements.txt").open("a") as f:
+        f.write("# changed\n")
+    assert len(launch()) == 2  # the requirements changed: pip again

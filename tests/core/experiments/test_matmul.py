@@ -1,6 +1,5 @@
 """The matmul experiment: arithmetic, support rules, flags, accuracy, cancel, unsupported rows (CPU)."""
 
-import os
 import time
 
 import numpy as np
@@ -255,26 +254,18 @@ def test_throughput_above_the_datasheet_is_flagged_as_a_measurement_error(tflops
         assert row["measurement_error"] is None
 
 
-def test_the_first_cpu_point_is_not_an_outlier():
-    """The same shape five times: the first point (after the thread pool was woken) times like the others.
-
-    Robust on a shared box: the first median may be up to 3× the median of the other four, plus a 0.05 ms
-    floor (the bug was 300×: ~15 ms against ~0.05 ms)."""
-    import statistics
-
+def test_the_cpu_thread_pool_is_woken_before_the_first_point():
+    """The first point once paid for a sleeping thread pool (300× the others: ~15 ms against ~0.05 ms). What is
+    asserted is the warm-up the sweep now does before its first point — never a CPU time, which a loaded box
+    bends; the timing statistics themselves are checked on injected clocks (the test below)."""
     _, out = _run(
         MatmulConfig(
-            dtypes=("fp64",), sizes=(64,) * 5, warmup_ms=5.0, rep_ms=20.0, min_reps=5, max_reps=200, roofline=False
+            dtypes=("fp64",), sizes=(64,) * 2, warmup_ms=5.0, rep_ms=20.0, min_reps=5, max_reps=200, roofline=False
         )
     )
-    # On a box busier than its cores, medians measure other processes' waits; the fastest call still
-    # shows whether the first point paid for a sleeping pool.
-    busy = out.meta["cpu_load_1min"] is not None and out.meta["cpu_load_1min"] > (os.cpu_count() or 1)
-    key = "min_ms" if busy else "median_ms"
-    times = [r[key] for r in out.rows]
-    assert times[0] <= 3 * statistics.median(times[1:]) + 0.05, (key, times)
     woken = out.meta["cpu_warmup"]
     assert woken["calls"] >= 8 and woken["seconds"] >= 0.2 and woken["threads"] == torch.get_num_threads()
+    assert [r["status"] for r in out.rows] == ["ok", "ok"]
 
 
 def test_reps_follow_the_typical_warm_up_call_not_a_slow_first_one(monkeypatch):
