@@ -41,9 +41,16 @@ def _idle(m: dict, who: str) -> tuple[float, dict] | None:
     if not span:
         return None
     share = m["idle_us"] / span
+    # idle by cause on the device timeline (the union of its streams), so the causes add up to the idle; HTA's
+    # per-stream sums (which can add up to several times the idle) are not what this says
     causes = m.get("idle_causes") or {k: m[k] for k in ("host_wait_us", "kernel_wait_us", "other_wait_us") if k in m}
     gaps = sum(causes.values())
-    host = f", {causes['host_wait_us'] / gaps:.0%} of the gaps before kernels waiting on the host" if gaps else ""
+    host = (
+        f", {causes['host_wait_us'] / gaps:.0%} of it waiting on the host (the next activity's launch call came "
+        "after the GPU ran dry)"
+        if gaps
+        else ""
+    )
     text = f"{who}GPU idle {share:.1%} of the span ({_ms(m['idle_us'])} of {_ms(span)}){host}"
     return share, _finding("idle", text, 100 * share, "%")
 

@@ -107,7 +107,11 @@ def read_rank(path: Path) -> RankTrace:
         "device": meta["device"],
         "device_name": meta["device_name"],
         **{name: meta[key] for name, key in _RANK_FIELDS.items()},
-        **meta["idle_causes"],
+        **meta["idle_causes"],  # on the rank's device timeline: they add up to its idle
+        **{  # HolisticTraceAnalysis' idle breakdown, each stream's gaps added up
+            key.removesuffix("_us") + "_summed_over_streams_us": us
+            for key, us in (meta.get("idle_causes_summed_over_streams") or {}).items()
+        },
         "steps": meta["steps"],
     }
     steps = [

@@ -15,18 +15,19 @@ Every GPU activity (``kernel``, ``gpu_memcpy``, ``gpu_memset``; the 2021 names `
 - **groups**: kernels by :func:`core.measure.kernels.classify_kernel` (named rules over the kernel name,
   vendor-neutral; copies and sets are "memory"); ``meta["rules"]`` lists every rule with the kernels and µs
   it matched on the analysed GPU;
-- **idle by cause** (HolisticTraceAnalysis' ``get_idle_time_breakdown``): on each stream, kernels (and
-  copies/sets) in start order; the gap before a kernel is *host wait* when its launch call started after the
-  previous kernel on the stream ended (the GPU waited for the CPU), else *kernel wait* when shorter than
-  ``KERNEL_WAIT_US`` (back-to-back launch overhead), else *other* (waiting on an event, another stream).
-  Summed over streams, so it is not the device's idle (span − busy); a gap is never negative here (HTA
-  sums the negative gaps sub-µs rounding makes);
+- **idle by cause**, of the device: the gaps of the union of its streams (exactly span − busy), each *host wait*
+  when the launch call of the activity ending it started after the gap began (the GPU waited for the CPU), else
+  *kernel wait* when shorter than ``KERNEL_WAIT_US`` (back-to-back launch overhead), else *other* (waiting on an
+  event, a synchronisation). Per stream, HolisticTraceAnalysis' ``get_idle_time_breakdown``: the same rules on
+  each stream's kernels (and copies/sets) in start order, as ``idle`` rows; their sum over streams is kept as
+  ``idle_causes_summed_over_streams`` (it is not the device's idle: an instant counts once per idle stream); a
+  gap is never negative here (HTA sums the negative gaps sub-µs rounding makes);
 - **launch delay**: a kernel's start − its launch call's start (through the correlation id); HTA's own
   "launch delay" (start − the call's end, ≥ 0) beside it; **launch-bound**: kernels shorter than their
   launch call took on the CPU (HTA's "short kernels": the GPU runs them faster than the CPU issues them);
 - **steps**: ``ProfilerStep#N`` spans — on the GPU timeline where the trace has them, else the CPU
-  span, with kernels placed by the time their launch was called; each step also gets its idle by cause
-  (gaps before its kernels) and launch figures.
+  span, with kernels placed by the time their launch was called; sums and unions of the step's own activities,
+  busy, idle and idle by cause on its GPU window (:func:`_steps`), and launch figures.
 """
 
 from __future__ import annotations
@@ -178,6 +179,45 @@ def _idle_sums(gap: np.ndarray, cause: np.ndarray, idx: np.ndarray) -> dict:
     return {f"{name}_us": float(us) for name, us in zip(IDLE_CAUSES, sums)}
 
 
+def _device_gaps(a: Activities, launch_ts: np.ndarray, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The gaps of the device timeline (the union of every stream's activities ``idx``) as (start, end) in whole
+    nanoseconds and each gap's cause: HolisticTraceAnalysis' rules applied to the union instead of each stream. The
+    activity that ends a gap (the first to start after it; of several starting together, the one launched first)
+    decides: *host wait* when its launch call started after the gap began (the whole device ran dry waiting for the
+    CPU), else *kernel wait* when the gap is shorter than ``KERNEL_WAIT_US``, else *other*. The gaps are exactly
+    the idle of the span: they add up to span − busy."""
+    if len(idx) < 2:
+        return np.zeros(0, np.int64), np.zeros(0, np.int64), np.zeros(0, np.int64)
+    s, e, launch = _ns(a.start[idx]), _ns(a.end[idx]), launch_ts[idx]
+    order = np.lexsort((np.where(np.isnan(launch), np.inf, launch), s))
+    s, e, launch = s[order], e[order], launch[order]
+    reach = np.maximum.accumulate(e)
+    opener = np.flatnonzero(s[1:] > reach[:-1]) + 1  # the activities that end a gap
+    g0, g1 = reach[opener - 1], s[opener]
+    with np.errstate(invalid="ignore"):
+        host = launch[opener] > g0 / NS  # NaN (no launch call) compares False
+    cause = np.where(host, HOST_WAIT, np.where(g1 - g0 < KERNEL_WAIT_US * NS, KERNEL_WAIT, OTHER_WAIT))
+    return g0, g1, cause
+
+
+def _gap_sums(gaps: tuple[np.ndarray, np.ndarray, np.ndarray], lo: int | None = None, hi: int | None = None) -> dict:
+    """µs of each cause among the device gaps, or of their parts within the window [lo, hi) (whole ns)."""
+    g0, g1, cause = gaps
+    if lo is not None and hi is not None:
+        g0, g1 = np.maximum(g0, lo), np.minimum(g1, hi)
+    length = np.maximum(g1 - g0, 0)
+    sums = [int(length[cause == c].sum()) for c in range(len(IDLE_CAUSES))]
+    return {f"{name}_us": ns / NS for name, ns in zip(IDLE_CAUSES, sums)}
+
+
+SUMMED = "_summed_over_streams_us"  # HolisticTraceAnalysis' idle breakdown: each stream's gaps, added up
+
+
+def _summed_over_streams(causes: dict) -> dict:
+    """HTA's per-stream idle causes added up, under names that say so (they can exceed the device's idle)."""
+    return {key.removesuffix("_us") + SUMMED: us for key, us in causes.items()}
+
+
 def _launch_stats(delay: np.ndarray, queue: np.ndarray, bound: np.ndarray, idx: np.ndarray) -> dict:
     """Launch delay percentiles and the launch-bound share of the activities ``idx`` that have a launch call."""
     d = delay[idx]
@@ -199,32 +239,89 @@ def _launch_stats(delay: np.ndarray, queue: np.ndarray, bound: np.ndarray, idx: 
     }
 
 
-def _steps(trace: TraceFile, sel: np.ndarray, groups: np.ndarray, extra) -> tuple[list[dict], str]:
+def _steps(trace: TraceFile, sel: np.ndarray, groups: np.ndarray, launches: _Launches) -> tuple[list[dict], str]:
     """ProfilerStep#N spans and the GPU activity in each: GPU-side spans if the trace has them, else CPU spans
     with activities placed by their launch call's time (found through the correlation id). Activities are
-    sorted by that time once, so each step costs its own activities, not the whole trace."""
+    sorted by that time once, so each step costs its own activities, not the whole trace.
+
+    Two windows, each figure on one: ``wall_us`` is the ProfilerStep's own span (on the CPU for CPU spans); the
+    sums (kernel time, groups, copies) and unions of :func:`_time_breakdown` are of the step's own activities;
+    busy, idle and idle by cause are on the step's **GPU window** (``gpu_window_us``: the GPU-side span, or for CPU
+    spans from the step's first activity's start to the next step's first, the last step to its last end), on
+    the device timeline (every activity of the device within the window), so busy + idle = the window and
+    host wait ≤ idle. HTA's per-stream sums over the step's activities are kept as ``…_summed_over_streams_us``."""
     a, gpu_spans, cpu_spans = trace.activities, trace.gpu_steps, trace.cpu_steps
     if gpu_spans:
         spans, where, basis = sorted(gpu_spans), a.start, "GPU-side ProfilerStep spans (gpu_user_annotation)"
     elif cpu_spans:
         spans, basis = sorted(cpu_spans), "CPU ProfilerStep spans; kernels placed by their launch time"
-        where = _launch_times(trace)[0]
+        where = launches.launch_ts
     else:
         return [], "no ProfilerStep annotations in the trace"
+    basis += "; busy, idle and its causes on each step's GPU window"
     candidates = np.flatnonzero(sel & ~np.isnan(where))
     candidates = candidates[np.argsort(where[candidates], kind="stable")]
     placed = where[candidates]
     durations = a.end - a.start
+    device = np.flatnonzero(sel)
+    gaps = _device_gaps(a, launches.launch_ts, device)
+    merged = merged_intervals(_ns(a.start[device]), _ns(a.end[device])) if len(device) else None
+    parts = [
+        candidates[np.searchsorted(placed, t0, side="left") : np.searchsorted(placed, t1, side="left")]
+        for t0, t1, _ in spans
+    ]
+    windows = _gpu_windows(a, spans, parts, bool(gpu_spans))
     rows = []
-    for t0, t1, step in spans:
-        idx = candidates[np.searchsorted(placed, t0, side="left") : np.searchsorted(placed, t1, side="left")]
+    for (t0, t1, step), idx, (lo, hi) in zip(spans, parts, windows):
         row = {"kind": "step", "step": step, "wall_us": t1 - t0, "activities": int(len(idx))}
-        row.update({k: v for k, v in _time_breakdown(a, idx).items() if k != "streams"})
+        row.update({k: v for k, v in _time_breakdown(a, idx).items() if k not in ("streams", "span_us")})
         sums = np.bincount(groups[idx], weights=durations[idx], minlength=len(TRACE_GROUPS))
         row.update({f"{group}_us": float(us) for group, us in zip(TRACE_GROUPS, sums)})
-        row.update(extra(idx))
+        row.update(_window(merged, gaps, lo, hi))
+        row.update(_summed_over_streams(launches.idle(idx)))
+        row.update(launches.stats(idx))
         rows.append(row)
     return rows, basis
+
+
+def _gpu_windows(a: Activities, spans: list, parts: list[np.ndarray], gpu_side: bool) -> list[tuple[int, int]]:
+    """Each step's GPU window [lo, hi) in whole ns: a GPU-side span as it is; for a CPU span, its first activity's
+    start to the next step's first (the last step, or one followed by none, to its own last end); (0, 0) for a
+    CPU step without activities."""
+    if gpu_side:
+        return [(int(_ns(np.array(t0))), int(_ns(np.array(t1)))) for t0, t1, _ in spans]
+    firsts = [int(_ns(a.start[idx]).min()) if len(idx) else None for idx in parts]
+    out = []
+    for i, idx in enumerate(parts):
+        lo = firsts[i]
+        if lo is None:
+            out.append((0, 0))
+            continue
+        nxt = next((f for f in firsts[i + 1 :] if f is not None), None)
+        hi = nxt if nxt is not None else int(_ns(a.end[idx]).max())
+        out.append((lo, max(hi, lo)))
+    return out
+
+
+def _window(merged: tuple[np.ndarray, np.ndarray] | None, gaps: tuple, lo: int, hi: int) -> dict:
+    """Busy (the device's union within [lo, hi)), idle (the window − busy) and idle by cause within a GPU window:
+    the device gaps' parts inside it; idle in the window before the device's first activity or after its last,
+    which no gap holds, is *other*."""
+    window = hi - lo
+    busy = 0
+    if merged is not None and window > 0:
+        g_start, g_end = merged
+        busy = int(np.maximum(np.minimum(g_end, hi) - np.maximum(g_start, lo), 0).sum())
+    causes = _gap_sums(gaps, lo, hi)
+    idle = window - busy
+    causes["other_wait_us"] += (idle - round(sum(causes.values()) * NS)) / NS
+    return {
+        "gpu_window_us": window / NS,
+        "busy_us": busy / NS,
+        "idle_us": idle / NS,
+        "idle_share": idle / window if window else 0.0,
+        **causes,
+    }
 
 
 def _launch_times(trace: TraceFile) -> tuple[np.ndarray, np.ndarray]:
@@ -271,13 +368,17 @@ def analyse_trace(trace: TraceFile, top: int = 20) -> tuple[list[dict], dict]:
         for rule, n, us in zip(RULES, rule_count, rule_us)
     ]
     launches = _Launches.of(trace)
-    meta["idle_causes"] = launches.idle(idx)
+    meta["idle_causes"] = _gap_sums(_device_gaps(a, launches.launch_ts, idx))  # of the device: sums to idle_us
+    meta["idle_causes_basis"] = "device"  # runs stored before it hold HTA's sum over streams here
+    meta["idle_causes_summed_over_streams"] = launches.idle(idx)  # HTA's get_idle_time_breakdown, streams added
     meta["kernel_wait_threshold_us"] = KERNEL_WAIT_US
+    for row, (_, on) in zip(rows, by_device):  # the device rows come first, in by_device's order
+        row.update(_gap_sums(_device_gaps(a, launches.launch_ts, on)))
     meta["launch"] = launches.stats(idx)
     for stream, on in _grouped(a.stream[idx], idx):
         rows.append({"kind": "idle", "stream": stream, "activities": int(len(on)), **launches.idle(on)})
     rows += launches.delay_rows(idx)
-    steps, basis = _steps(trace, sel, groups, launches.per_step)
+    steps, basis = _steps(trace, sel, groups, launches)
     rows += steps
     meta["steps"] = len(steps)
     meta["step_basis"] = basis
@@ -384,6 +485,7 @@ class _Launches:
 
     gap: np.ndarray
     cause: np.ndarray
+    launch_ts: np.ndarray
     delay: np.ndarray
     queue: np.ndarray
     bound: np.ndarray
@@ -396,16 +498,13 @@ class _Launches:
         delay = a.start - launch_ts
         with np.errstate(invalid="ignore"):
             bound = (a.end - a.start) < launch_dur  # NaN (no launch call) compares False
-        return cls(gap, cause, delay, np.maximum(delay - launch_dur, 0.0), bound)
+        return cls(gap, cause, launch_ts, delay, np.maximum(delay - launch_dur, 0.0), bound)
 
     def idle(self, idx: np.ndarray) -> dict:
         return _idle_sums(self.gap, self.cause, idx)
 
     def stats(self, idx: np.ndarray) -> dict:
         return _launch_stats(self.delay, self.queue, self.bound, idx)
-
-    def per_step(self, idx: np.ndarray) -> dict:
-        return self.idle(idx) | self.stats(idx)
 
     def delay_rows(self, idx: np.ndarray) -> list[dict]:
         """The launch delays of the activities ``idx`` that have a launch call, as a histogram over
@@ -493,11 +592,23 @@ def report_lines(meta: dict, rows: list[dict]) -> list[str]:
         f"{meta['exposed_communication_us'] / ms:,.3f} ms); overlap compute∩comm "
         f"{meta['compute_and_communication_us'] / ms:,.3f} ms, compute∩copy {meta['compute_and_copy_us'] / ms:,.3f} ms",
     ]
+    threshold = f"(< {meta.get('kernel_wait_threshold_us', KERNEL_WAIT_US):g} µs)"
     if causes := meta.get("idle_causes"):  # runs stored before the idle breakdown have none
+        device = meta.get("idle_causes_basis") == "device"
         out.append(
-            f"idle by cause (gaps between kernels on each stream, summed over streams): host wait "
-            f"{causes['host_wait_us'] / ms:,.3f} ms, kernel wait {causes['kernel_wait_us'] / ms:,.3f} ms "
-            f"(< {meta.get('kernel_wait_threshold_us', KERNEL_WAIT_US):g} µs), other {causes['other_wait_us'] / ms:,.3f} ms"
+            (
+                "idle by cause (gaps on the device timeline, the union of its streams; they add up to the idle): "
+                if device
+                else "idle by cause (gaps between kernels on each stream, summed over streams): "
+            )
+            + f"host wait {causes['host_wait_us'] / ms:,.3f} ms, kernel wait {causes['kernel_wait_us'] / ms:,.3f} ms "
+            f"{threshold}, other {causes['other_wait_us'] / ms:,.3f} ms"
+        )
+    if hta := meta.get("idle_causes_summed_over_streams"):
+        out.append(
+            f"  per stream, summed over streams (HolisticTraceAnalysis' idle breakdown; can exceed the idle): host "
+            f"wait {hta['host_wait_us'] / ms:,.3f} ms, kernel wait {hta['kernel_wait_us'] / ms:,.3f} ms, other "
+            f"{hta['other_wait_us'] / ms:,.3f} ms"
         )
     launch = meta.get("launch") or {}
     if launch.get("launched"):
@@ -530,14 +641,12 @@ def report_lines(meta: dict, rows: list[dict]) -> list[str]:
     steps = [r for r in rows if r["kind"] == "step"]
     out.append(f"steps ({meta['step_basis']}):" if steps else meta["step_basis"])
     for r in steps:
+        window = "gpu_window_us" in r  # runs stored before the GPU windows put busy beside the wall
         out.append(
-            f"  step {r['step']:>5}: wall {r['wall_us'] / ms:,.3f} ms, kernels {r.get('kernel_time_us', 0) / ms:,.3f} ms, "
-            f"busy {r.get('busy_us', 0) / ms:,.3f} ms, idle {r.get('idle_us', 0) / ms:,.3f} ms"
-            + (
-                f"; host wait {r['host_wait_us'] / ms:,.3f} ms, launch-bound {r['launch_bound']:,} of {r['launched']:,}"
-                if r.get("launched") and "host_wait_us" in r
-                else ""
-            )
+            f"  step {r['step']:>5}: wall {r['wall_us'] / ms:,.3f} ms, kernels {r.get('kernel_time_us', 0) / ms:,.3f} ms"
+            + (f"; GPU window {r['gpu_window_us'] / ms:,.3f} ms: " if window else ", ")
+            + f"busy {r.get('busy_us', 0) / ms:,.3f} ms, idle {r.get('idle_us', 0) / ms:,.3f} ms"
+            + (f", host wait {r['host_wait_us'] / ms:,.3f} ms" if "host_wait_us" in r else "")
         )
     out += quirk_lines(meta)
     return out

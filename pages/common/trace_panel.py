@@ -101,10 +101,18 @@ def _waits(m: dict) -> None:
     waits[0].metric(
         "Host wait",
         f"{causes['host_wait_us'] / 1000:,.3f} ms",
-        f"{share:.1%} of the gaps" if share is not None else None,
+        f"{share:.1%} of the {'idle' if m.get('idle_causes_basis') == 'device' else 'gaps'}"
+        if share is not None
+        else None,
         delta_color="off",
-        help="Gaps on a stream before a kernel whose launch call came after the previous kernel ended: "
-        "the GPU waited for the CPU. Summed over streams (HolisticTraceAnalysis' idle breakdown).",
+        help=(
+            "Gaps on the device timeline (the union of its streams) ended by an activity whose launch call came "
+            "after the gap began: the GPU waited for the CPU. The three causes add up to the GPU idle; "
+            "HolisticTraceAnalysis' per-stream breakdown is the chart below."
+            if m.get("idle_causes_basis") == "device"
+            else "Gaps on a stream before a kernel whose launch call came after the previous kernel ended: "
+            "the GPU waited for the CPU. Summed over streams (HolisticTraceAnalysis' idle breakdown)."
+        ),
     )
     waits[1].metric(
         "Kernel wait",

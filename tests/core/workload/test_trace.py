@@ -211,8 +211,8 @@ def test_real_recsys_trace_idle_causes_and_launches_agree_with_holistic_trace_an
     assert m["idle_us"] == pytest.approx(HTA_RECSYS["idle_us"], rel=TOLERANCE)
     assert m["span_us"] == pytest.approx(HTA_RECSYS["span_us"], rel=TOLERANCE)
     assert m["compute_union_us"] == pytest.approx(HTA_RECSYS["compute_union_us"], rel=TOLERANCE)
-    for cause in ("host_wait_us", "kernel_wait_us", "other_wait_us"):
-        assert m["idle_causes"][cause] == pytest.approx(HTA_RECSYS[cause], rel=TOLERANCE), cause
+    for cause in ("host_wait_us", "kernel_wait_us", "other_wait_us"):  # HTA's sums over streams, named so
+        assert m["idle_causes_summed_over_streams"][cause] == pytest.approx(HTA_RECSYS[cause], rel=TOLERANCE), cause
     streams = {r["stream"]: r for r in by_kind(rows, "idle")}
     assert set(streams) == set(HTA_RECSYS_STREAMS)
     for stream, (host, kernel, other) in HTA_RECSYS_STREAMS.items():
@@ -227,7 +227,8 @@ def test_real_recsys_trace_idle_causes_and_launches_agree_with_holistic_trace_an
     steps = {r["step"]: r for r in by_kind(rows, "step")}
     assert sorted(steps) == [551, 552]
     for cause, us in HTA_RECSYS_STEP_551.items():
-        assert steps[551][cause] == pytest.approx(us, rel=TOLERANCE), cause
+        summed = cause.removesuffix("_us") + "_summed_over_streams_us"
+        assert steps[551][summed] == pytest.approx(us, rel=TOLERANCE), cause
     assert steps[551]["launched"] == HTA_RECSYS_STEP_551_LAUNCH["launched"]
     assert steps[551]["launch_bound"] == HTA_RECSYS_STEP_551_LAUNCH["launch_bound"]
 
@@ -305,7 +306,7 @@ def test_idle_causes_and_launch_delays_by_hand(tmp_path):
     path = tmp_path / "launch.json"
     path.write_text(json.dumps(launch_trace()))
     rows, m = analyse_trace(read_trace(path))
-    assert m["idle_causes"] == {"host_wait_us": 45.0, "kernel_wait_us": 8.0, "other_wait_us": 59.0}
+    assert m["idle_causes_summed_over_streams"] == {"host_wait_us": 45.0, "kernel_wait_us": 8.0, "other_wait_us": 59.0}
     idle = {r["stream"]: r for r in by_kind(rows, "idle")}
     assert (idle[7]["host_wait_us"], idle[7]["kernel_wait_us"], idle[7]["other_wait_us"]) == (10, 8, 59)
     assert (idle[8]["host_wait_us"], idle[8]["kernel_wait_us"], idle[8]["other_wait_us"]) == (35, 0, 0)
@@ -317,8 +318,10 @@ def test_idle_causes_and_launch_delays_by_hand(tmp_path):
     bins = {(b["from_us"], b["to_us"]): (b["count"], b["launch_bound"]) for b in by_kind(rows, "launch_delay")}
     assert bins == {(5, 10): (2, 2), (10, 20): (2, 1), (20, 50): (1, 0), (50, 100): (1, 0)}
     steps = {s["step"]: s for s in by_kind(rows, "step")}
-    assert (steps[1]["host_wait_us"], steps[1]["kernel_wait_us"], steps[1]["other_wait_us"]) == (10, 8, 0)
-    assert (steps[2]["host_wait_us"], steps[2]["kernel_wait_us"], steps[2]["other_wait_us"]) == (35, 0, 59)
+    summed = ("host_wait_summed_over_streams_us", "kernel_wait_summed_over_streams_us")
+    summed += ("other_wait_summed_over_streams_us",)
+    assert tuple(steps[1][k] for k in summed) == (10, 8, 0)
+    assert tuple(steps[2][k] for k in summed) == (35, 0, 59)
     assert (steps[1]["launch_bound"], steps[2]["launch_bound"]) == (2, 1)
     groups = {g["group"]: g["count"] for g in by_kind(rows, "group") if g["count"]}
     assert groups == {"matmul": 2, "elementwise": 2, "communication": 1, "memory": 1}
@@ -332,7 +335,7 @@ def test_idle_causes_and_launch_delays_by_hand(tmp_path):
         "memcpy (by kind)": 1,
     }
     text = "\n".join(report_lines(m, rows))
-    assert "host wait 0.045 ms" in text and "launch-bound 3 of 6 (50.0%)" in text
+    assert "host wait 0.045 ms, kernel wait 0.021 ms" in text and "launch-bound 3 of 6 (50.0%)" in text
 
 
 def test_group_shares_have_their_true_denominators(tmp_path):
@@ -370,3 +373,57 @@ def test_real_recsys_communication_share_is_of_kernel_time():
     found = {f["kind"]: f for f in trace_findings(m, rows)}["kernel_group"]
     assert found["value"] == pytest.approx(100 * nccl / kernel)
     assert found["text"].startswith(f"communication kernels take {nccl / kernel:.1%} of kernel time")
+
+
+def test_idle_causes_per_device_add_up_to_the_idle(tmp_path):
+    """launch_trace on the device timeline (the union of streams 7 and 8): [10,20] [30,32] [40,41] [50,60] [95,96]
+    [100,150]; span 140, busy 74, idle 66. Each gap's cause from the activity that ends it: [20,30] K2 (call 25 >
+    20) host 10; [32,40] K3 (call 26, 8 < 30) kernel 8; [41,50] K5 (call 28, 9 < 30) kernel 9; [60,95] memcpy (call
+    90 > 60) host 35; [96,100] K4 (call 27, 4 < 30) kernel 4. Host 45, kernel 21, other 0: 66, the idle; HTA's
+    per-stream sums (45 + 8 + 59 = 112) exceed it. The finding's host share is of the device's idle: 45 / 66."""
+    from core.workload.findings import trace_findings
+
+    path = tmp_path / "launch.json"
+    path.write_text(json.dumps(launch_trace()))
+    rows, m = analyse_trace(read_trace(path))
+    assert (m["span_us"], m["busy_us"], m["idle_us"]) == (140, 74, 66)
+    assert m["idle_causes"] == {"host_wait_us": 45.0, "kernel_wait_us": 21.0, "other_wait_us": 0.0}
+    assert m["idle_causes_basis"] == "device"
+    device = by_kind(rows, "device")[0]
+    assert (device["host_wait_us"], device["kernel_wait_us"], device["other_wait_us"]) == (45, 21, 0)
+    idle = {f["kind"]: f for f in trace_findings(m, rows)}["idle"]
+    assert f"{45 / 66:.0%} of it waiting on the host" in idle["text"]
+
+
+def test_step_figures_on_gpu_windows(tmp_path):
+    """launch_trace's CPU steps #1 [0, 27) (K1 K2 K3 by their calls) and #2 [27, 100) (K4 K5 memcpy). GPU windows:
+    #1 from its first start (10) to #2's first (K5 at 50): [10, 50) = 40; #2, the last, to its last end: [50, 150)
+    = 100. #1: busy [10,20] [30,32] [40,41] = 13, idle 27 = host 10 ([20,30]) + kernel 8 ([32,40]) + 9 ([41,50]);
+    #2: busy [50,60] [95,96] [100,150] = 61, idle 39 = host 35 ([60,95]) + kernel 4 ([96,100]). Busy + idle = the
+    window, host wait ≤ idle; the wall stays the CPU span (27, 73)."""
+    path = tmp_path / "launch.json"
+    path.write_text(json.dumps(launch_trace()))
+    rows, m = analyse_trace(read_trace(path))
+    steps = {s["step"]: s for s in by_kind(rows, "step")}
+    figures = ("wall_us", "gpu_window_us", "busy_us", "idle_us", "host_wait_us", "kernel_wait_us", "other_wait_us")
+    assert tuple(steps[1][k] for k in figures) == (27, 40, 13, 27, 10, 17, 0)
+    assert tuple(steps[2][k] for k in figures) == (73, 100, 61, 39, 35, 4, 0)
+    assert "GPU window" in m["step_basis"]
+    text = "\n".join(report_lines(m, rows))
+    assert "step     1: wall 0.027 ms, kernels 0.013 ms; GPU window 0.040 ms: busy 0.013 ms, idle 0.027 ms" in text
+
+
+@pytest.mark.parametrize(
+    "path",
+    [V100, RECSYS, DATA / "hta_mi250_minitoy_rocm.json.gz", ROOT / "examples" / "traces" / "resnet50_ddp_v100.json.gz"],
+    ids=lambda p: p.name,
+)
+def test_real_files_step_and_device_figures_stay_within_their_windows(path):
+    rows, m = analyse_trace(read_trace(path))
+    causes = m["idle_causes"]
+    assert sum(causes.values()) == pytest.approx(m["idle_us"], abs=1e-6)  # the device's causes are its idle
+    for s in by_kind(rows, "step"):
+        assert s["busy_us"] + s["idle_us"] == pytest.approx(s["gpu_window_us"], abs=1e-6)
+        assert s["host_wait_us"] + s["kernel_wait_us"] + s["other_wait_us"] == pytest.approx(s["idle_us"], abs=1e-6)
+        assert 0 <= s["host_wait_us"] <= s["idle_us"] <= s["gpu_window_us"]
+        assert s["host_wait_us"] <= s["wall_us"]

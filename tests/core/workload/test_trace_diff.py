@@ -130,7 +130,9 @@ def test_the_whole_trace_and_its_steps_are_compared_by_hand(tmp_path, store, cap
         "exposed communication": (0, 15),
         "step wall time (median)": ((50 + 20) / 2, 60),  # base's two steps, 50 and 20 µs
         "step GPU busy (median)": ((20 + 5) / 2, 30),  # step 1: two 10 µs SGEMMs; step 2: the 5 µs add
-        "step GPU idle (median)": ((10 + 0) / 2, 0),  # step 1: 10–40 holds 10 µs idle; step 2: none
+        # on each step's GPU window: step 1 from its first kernel (10) to step 2's (60), 50 − 20 busy = 30 idle;
+        # step 2 [60, 65], none
+        "step GPU idle (median)": ((30 + 0) / 2, 0),
     }
     assert out["mismatches"] == [
         "different numbers of profiled steps (2 → 1): totals differ by that alone; compare the step medians"
