@@ -148,6 +148,19 @@ def _oom(o: dict) -> dict:
     return _finding("oom", text + advice + where, o["requested_bytes"], "bytes")
 
 
+def _largest_line(sites: list[dict]) -> dict | None:
+    """The line of code holding the most bytes among a stored top list's sites with a stack. A site is one
+    line: rows with the same label (a run stored when stacks differing in their C++ frames were separate
+    rows) add up, so the finding says what the page's table and the CLI say of that line."""
+    lines: dict[str, dict] = {}
+    for s in sites:
+        if s["site"] >= 0:
+            row = lines.setdefault(s["label"], {"label": s["label"], "bytes": 0, "blocks": 0})
+            row["bytes"] += s["bytes"]
+            row["blocks"] += s["blocks"]
+    return max(lines.values(), key=lambda r: r["bytes"], default=None)
+
+
 def snapshot_findings(meta: dict) -> list[dict]:
     """Findings of an imported memory snapshot: an out-of-memory first, then the most bytes first."""
     oom = [_oom(meta["oom"])] if meta.get("oom") else []
@@ -157,7 +170,7 @@ def snapshot_findings(meta: dict) -> list[dict]:
     traced = bool(meta.get("trace_events"))
     when = "at the peak" if traced else "at the time of the snapshot"
     candidates = []
-    site = next((s for s in meta.get("top_sites_at_peak") or [] if s["site"] >= 0), None)
+    site = _largest_line(meta.get("top_sites_at_peak") or [])
     if site:
         candidates.append(
             _finding(

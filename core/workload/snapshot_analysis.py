@@ -343,36 +343,49 @@ class SnapshotAnalysis:
             "baseline": before,
         }
 
+    def site_name(self, site: int) -> str:
+        """The one line that names a site (:func:`site_label`); blocks allocated before recording without a
+        stack (``-2``) and blocks with none recorded (``-1``) by what they are."""
+        if site >= 0:
+            return site_label(self.site_stack(site))
+        return "(allocated before recording, no stack)" if site == -2 else "(no stack recorded)"
+
     def top_sites(self, point: int, k: int = 20) -> list[dict]:
+        """The sites holding the most bytes at a point, largest first. A site is one line of the user's code
+        (:func:`site_label`): stacks that differ only below it (C++ frames, torch's own) are the same site, so
+        the bytes and blocks here are every block that line holds; ``stack`` is its largest stack's, and
+        ``stacks`` how many recorded stacks it joins."""
         live = self.live_at(point)
         if not len(live["size"]):
             return []
         keys = np.where(live["baseline"] & (live["site"] < 0), -2, live["site"]).astype(np.int64)
-        uniq, inverse = np.unique(keys, return_inverse=True)
+        stacks, by_stack = np.unique(keys, return_inverse=True)
+        stack_bytes = np.bincount(by_stack, weights=live["size"].astype(float))
+        names: dict[str, int] = {}
+        group_of = np.array([names.setdefault(self.site_name(int(s)), len(names)) for s in stacks], dtype=np.int64)
+        inverse = group_of[by_stack]
         totals = np.bincount(inverse, weights=live["size"].astype(float))
         counts = np.bincount(inverse)
         before = np.bincount(inverse, weights=live["baseline"].astype(float))
+        labels = list(names)
         out = []
-        for j in np.argsort(-totals)[:k]:
-            site = int(uniq[j])
+        for j in np.argsort(-totals, kind="stable")[:k]:
+            members = np.flatnonzero(group_of == j)
+            site = int(stacks[members[np.argmax(stack_bytes[members])]])
             stack = self.site_stack(site) if site >= 0 else ()
-            label = (
-                site_label(stack)
-                if site >= 0
-                else ("(allocated before recording, no stack)" if site == -2 else "(no stack recorded)")
-            )
             rules = live["rule"][inverse == j]
             rule = RULES[int(np.bincount(rules).argmax())][0] if len(rules) else "no-stack"
             out.append(
                 {
                     "site": site,
-                    "label": label,
+                    "label": labels[j],
                     "bytes": int(totals[j]),
                     "blocks": int(counts[j]),
                     "before_recording_blocks": int(before[j]),
                     "category": dict((r[0], r[1]) for r in RULES)[rule],
                     "rule": rule,
                     "stack": [frame_text(f) for f in shown_stack(stack)],
+                    "stacks": len(members),
                 }
             )
         return out
@@ -849,15 +862,16 @@ def _parse_frame(text: str) -> Frame:
     return (m.group(1), int(m.group(2)), m.group(3)) if m else ("", 0, text)
 
 
-def _site_key(site: dict) -> tuple[tuple[str, ...], str]:
-    """A site's stack as stored (frame texts), matched on its Python frames where it has any — the same code
-    matches whether it was recorded with C++ frames or not, and in runs stored before those were hidden."""
+def _site_key(site: dict) -> tuple[str, tuple[str, ...]]:
+    """A stored site's name and the frames shown for it. Sites match on their one line
+    (:func:`site_label` of the stored stack, with the recorder's frames hidden): the same code matches whether
+    it was recorded with C++ frames or not, in runs stored before those were hidden, and in runs whose list
+    gave one line several rows (stored before sites were grouped by their line)."""
     stack = shown_stack(tuple(_parse_frame(t) for t in site.get("stack", [])))
+    if not stack:
+        return str(site.get("label", "")), ()
     python = tuple(f for f in stack if is_python_frame(f))
-    key = python or stack
-    if not key:
-        return (str(site.get("label", "")),), str(site.get("label", ""))
-    return tuple(frame_text(f) for f in key), site_label(stack)
+    return site_label(stack), tuple(frame_text(f) for f in (python or stack))
 
 
 def peak_differences(a: dict, b: dict) -> dict:
@@ -871,8 +885,8 @@ def peak_differences(a: dict, b: dict) -> dict:
     def sites(meta: dict) -> dict:
         out: dict = {}
         for s in meta.get("top_sites_at_peak", []):
-            key, label = _site_key(s)
-            row = out.setdefault(key, {"label": label, "category": s.get("category", "unknown"), "bytes": 0})
+            label, stack = _site_key(s)
+            row = out.setdefault(label, {"category": s.get("category", "unknown"), "bytes": 0, "stack": stack})
             row["bytes"] += int(s.get("bytes", 0))
         return out
 
@@ -884,11 +898,11 @@ def peak_differences(a: dict, b: dict) -> dict:
         assert site is not None
         rows.append(
             {
-                "site": site["label"],
+                "site": key,
                 "category": site["category"],
                 "A_bytes": x["bytes"] if x else 0,
                 "B_bytes": y["bytes"] if y else 0,
-                "stack": list(key),
+                "stack": list(site["stack"]),
             }
         )
     rest_a = int(a.get("peak_allocated_bytes", 0)) - sum(r["A_bytes"] for r in rows)
