@@ -444,6 +444,9 @@ def _build(top: Any, sites: Sites, drained: dict, source: dict) -> Snapshot:
             f"this is not a {WHAT}: expected a dict with 'segments' and 'device_traces' "
             f"(what torch.cuda.memory._dump_snapshot writes), found a {kind}" + (f" with keys {keys}" if keys else "")
         )
+    # Taken before any event is read: an event dict is emptied once read, and a file may give the top dict itself
+    # (or the settings) as an event by fetching its memo slot again.
+    segments_in, settings = top["segments"], top.get("allocator_settings")
     traces: dict[int, DeviceTrace] = {}
     for device, events in enumerate(top.get("device_traces") or []):
         if not isinstance(events, list):
@@ -455,7 +458,7 @@ def _build(top: Any, sites: Sites, drained: dict, source: dict) -> Snapshot:
         columns.add(events, sites)
         traces[device] = _in_time_order(DeviceTrace.from_columns(columns))
     quirks: dict[str, int] = {}
-    segments = [seg for i, s in enumerate(top["segments"]) if (seg := _segment(s, i, sites, quirks)) is not None]
+    segments = [seg for i, s in enumerate(segments_in) if (seg := _segment(s, i, sites, quirks)) is not None]
     total = sum(float(t.size.sum(dtype=np.float64)) for t in traces.values())
     total += sum(float(s.total_size) + sum(float(b.size) for b in s.blocks) for s in segments)
     if total >= MAX_TOTAL:
@@ -463,7 +466,6 @@ def _build(top: Any, sites: Sites, drained: dict, source: dict) -> Snapshot:
             f"the sizes in this {WHAT} add up to {total:,.0f} bytes, past the {MAX_TOTAL:,} that any sum of them "
             "is allowed (it is not a real snapshot)"
         )
-    settings = top.get("allocator_settings")
     settings = (
         {_text(k): v for k, v in settings.items() if isinstance(v, (str, int, float, bool))}
         if isinstance(settings, dict)
