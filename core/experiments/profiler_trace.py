@@ -41,13 +41,17 @@ class ProfilerTraceConfig:
 
 def run(cfg: ProfilerTraceConfig, ctx: Context):
     from core.workload.findings import trace_findings
+    from core.workload.host_gaps import host_gap_findings, host_gaps
     from core.workload.trace import analyse_trace, read_trace
 
     path = Path(cfg.path)
     data, file = yield from read_imported(path, read_trace, 2)
     yield Progress(1, 2, f"analysing {data.events:,} events")
     rows, meta = analyse_trace(data, cfg.top_kernels)
-    meta["findings"] = trace_findings(meta, rows)
+    if meta.get("gpu_activities"):
+        meta["host_gaps"] = host_gaps(data, meta["device"])
+    # the answer first: what the host did while the GPU idled (naming the operator), then the summary's findings
+    meta["findings"] = host_gap_findings(meta) + trace_findings(meta, rows)
     meta.update({**file, "recorded_on": "the machine that recorded the trace (imported file)"})
     if cfg.example:
         examples.label(meta, cfg.example)

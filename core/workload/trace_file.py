@@ -19,8 +19,10 @@ every nanosecond digit of a trace shorter than a day.
 GPU activities, launch calls and step spans that cannot be placed on a timeline (a string or non-finite
 time, a negative duration) are counted as ``malformed`` and reported, never silently dropped; what is
 odd but usable (kernels overlapping on one stream, a duration longer than the trace, a device the trace's
-device list lacks, sub-µs times) is counted in :attr:`TraceFile.quirks`; events no figure reads (CPU
-operators, annotations) are skipped unchecked; a file that is not a trace is refused with the reason.
+device list lacks, sub-µs times) is counted in :attr:`TraceFile.quirks`. The host's events (CPU operators,
+annotations, Python functions, runtime calls) become columns of their own (:mod:`core.workload.cpu_ops`),
+bounded as the GPU ones; events of any other category are skipped unchecked; a file that is not a trace is
+refused with the reason.
 """
 
 from __future__ import annotations
@@ -38,6 +40,7 @@ import numpy as np
 
 from core.intake import LIMITS, InputRefused, cut_name, open_mapped, release_pages
 from core.measure.kernels import KERNEL_RULES
+from core.workload.cpu_ops import CPU_KINDS, RUNTIME, CpuOps, _Columns
 from core.workload.json_array import batches, element_ends
 
 MAX_TRACE_BYTES = 8 * 2**30  # decompressed JSON (its bytes are mapped, not held: the columns are what costs)
@@ -64,6 +67,12 @@ class _Args(msgspec.Struct, gc=False):
     device: _Number | str = None
     stream: _Number | str = None  # ROCm's runtime events write streams as hex strings ("0x0")
     correlation: _Number | str = None
+    # a host event's (core/workload/cpu_ops.py): JSON of any type kept as its bytes, checked where read
+    external: msgspec.Raw = msgspec.field(default_factory=msgspec.Raw, name="External id")
+    dims: msgspec.Raw = msgspec.field(default_factory=msgspec.Raw, name="Input Dims")
+    types: msgspec.Raw = msgspec.field(default_factory=msgspec.Raw, name="Input type")
+    concrete: msgspec.Raw = msgspec.field(default_factory=msgspec.Raw, name="Concrete Inputs")
+    stack: msgspec.Raw = msgspec.field(default_factory=msgspec.Raw, name="Call stack")
 
 
 class _Fields(msgspec.Struct, gc=False):
@@ -71,6 +80,7 @@ class _Fields(msgspec.Struct, gc=False):
     cat: str | None = None
     name: str | int | float | None = None
     pid: int | float | str | None = None
+    tid: int | float | str | None = None
     args: _Args | None = None
 
 
@@ -96,6 +106,9 @@ _Entry = _Event | str | int | float | bool | list | None
 class _Device(msgspec.Struct, gc=False):
     id: _Number = None
     name: str | None = None
+    totalGlobalMem: _Number | str = None
+    computeMajor: _Number | str = None
+    computeMinor: _Number | str = None
 
 
 class _Distributed(msgspec.Struct, gc=False):
@@ -148,6 +161,9 @@ class TraceFile:
     quirks: dict[str, int] = field(default_factory=dict)  # what is odd but usable → how many
     world_size: int | None = None  # distributedInfo: the job's size and backend, to tell ranks of one job
     backend: str | None = None
+    ops: CpuOps = field(default_factory=CpuOps.empty)  # the host's events (core/workload/cpu_ops.py)
+    gpu_memory: dict[int, int] = field(default_factory=dict)  # deviceProperties: totalGlobalMem (bytes)
+    gpu_arch: dict[int, tuple[int, int]] = field(default_factory=dict)  # and (computeMajor, computeMinor)
 
 
 def read_trace(path, progress: Callable[[str], None] | None = None) -> TraceFile:
@@ -320,6 +336,18 @@ def _whole(value) -> int | None:
     return value if -_INT64 <= value < _INT64 else None
 
 
+def _raw_number(raw: msgspec.Raw) -> int | float | str | None:
+    """An id kept as raw JSON: a number or a string of one, else None (a list or an object is no id)."""
+    if not len(raw):
+        return None
+    text = bytes(memoryview(raw)[:32])
+    try:
+        value = msgspec.json.decode(text)
+    except msgspec.DecodeError:
+        return None
+    return value if type(value) in (int, float, str) else None
+
+
 class _Reader:
     """Events, a batch at a time, into typed arrays (8 bytes a number, not a Python object each)."""
 
@@ -339,6 +367,7 @@ class _Reader:
         self.kernel_kind: dict[str, tuple[int, int]] = {}  # name → (its number, COMPUTE or COMM by name)
         self.cut = 0  # names cut to name_chars
         self.streams: dict[int, set[int]] = {}  # device → its streams, to hold both within their limits
+        self.ops = _Columns()  # the host's events
 
     def _bad(self, why: str) -> None:
         self.malformed[why] = self.malformed.get(why, 0) + 1
@@ -399,7 +428,9 @@ class _Reader:
             name = e.name if type(e.name) is str else ("" if e.name is None else str(e.name))
             step = not gpu and not launch and name.startswith("ProfilerStep#")
             if not (gpu or launch or step):
-                continue  # a CPU operator or an annotation: no figure reads it
+                if (host := CPU_KINDS.get(cat)) is not None and (span := times(e)) is not None:
+                    self._host(host, span, e, name)
+                continue  # any other category: no figure reads it
             if gpu and len(name) > LIMITS.name_chars:
                 name = cut_name(name)
                 self.cut += 1
@@ -430,6 +461,7 @@ class _Reader:
                 correlations(-1 if corr is None else corr)
             elif launch:
                 corr = _whole(args.correlation) if args else None
+                self._host(RUNTIME, span, e, name, corr)
                 if corr is not None:
                     self.launch_corr.append(corr)
                     self.launch_ts.append(ts)
@@ -437,6 +469,11 @@ class _Reader:
             elif m := _STEP.match(name):
                 (self.gpu_steps if cat == "gpu_user_annotation" else self.cpu_steps).append((ts, end, int(m.group(1))))
         self._check_counts(first)
+
+    def _host(self, kind: int, span: tuple[float, float], e, name: str, corr: int | None = None) -> None:
+        args = e.args
+        external = _whole(_raw_number(args.external)) if args is not None else None
+        self.ops.add(kind, span[0], span[1], _whole(e.tid) or 0, name, external, corr, args)
 
     def _check_counts(self, first: int) -> None:
         """Distinct names, devices and streams per device within their limits, checked as each batch is read
@@ -472,6 +509,15 @@ class _Reader:
         corr = np.frombuffer(self.launch_corr, np.int64)
         order = np.argsort(corr, kind="stable")
         gpu_names = {d: self._name(str(p.name)) for p in props if p is not None and (d := _whole(p.id)) is not None}
+        known = [(d, p) for p in props if p is not None and (d := _whole(p.id)) is not None]
+        gpu_memory = {d: m for d, p in known if (m := _whole(p.totalGlobalMem)) is not None}
+        gpu_arch = {
+            d: (major, _whole(p.computeMinor) or 0) for d, p in known if (major := _whole(p.computeMajor)) is not None
+        }
+        ops = self.ops.finish()
+        dropped = {**self.ops.dropped}
+        if self.ops.cut:
+            self.cut += self.ops.cut
         dist = trace.distributedInfo
         rank = _whole(dist.rank) if dist else None
         backend = self._name(dist.backend) if dist and dist.backend is not None else None
@@ -494,9 +540,12 @@ class _Reader:
             rank=rank,
             malformed=self.malformed,
             origin_us=int(self.origin) if self.origin is not None else 0,
-            quirks=quirks(activities, gpu_names, span, bool(props)) | ({CUT: self.cut} if self.cut else {}),
+            quirks=quirks(activities, gpu_names, span, bool(props)) | ({CUT: self.cut} if self.cut else {}) | dropped,
             world_size=_whole(dist.world_size) if dist else None,
             backend=backend,
+            ops=ops,
+            gpu_memory=gpu_memory,
+            gpu_arch=gpu_arch,
         )
 
     def _name(self, text: str) -> str:

@@ -13,6 +13,7 @@ from pages.common.charts import show_charts
 from pages.common.import_notes import findings, provenance, quirks
 from pages.common.markdown import markdown_text
 from render import trace_view as view
+from render import trace_why
 from render.plots import profiler_trace as trace_plots
 from render.plots import profiler_trace_ranks as trace_plots_ranks
 
@@ -52,6 +53,9 @@ def render(run: RunResult) -> None:
         st.warning(m.get("note", "no GPU activity in this trace"))
         return
     _headline(m)
+    if gaps := trace_why.host_gap_table(m):  # why the GPU idled, on the host's side: the answer before the charts
+        st.write(f"What the host did while the GPU idled ({m['host_gaps']['gaps']:,} gaps, on the launching thread):")
+        st.dataframe(gaps, hide_index=True)
     st.caption(
         f"{markdown_text(m['file'])} · GPU {m['device']} ({markdown_text(m['device_name'])}) of {m['devices']} · streams {m['streams']} · "
         f"{m['events']:,} events · {m['step_basis']}"

@@ -1,0 +1,319 @@
+"""What the host was doing while the GPU idled: each gap of the device timeline and the CPU operators behind it.
+
+A **gap** is a stretch of the analysed GPU's span in which no activity of any stream runs (between two
+intervals of the union of its kernels, copies and sets): the gaps add up to the trace's ``idle_us`` exactly
+(span − busy). Each gap belongs to the thread that launched the activity ending it (its launch call, by
+correlation id; the thread with the most launch calls where that call is not in the trace). Every instant of the
+gap is given the cause of the operators running on that thread at that instant, the first of :data:`CAUSES`
+that any of them has:
+
+- **device→host copy**: a ``cuda/hipMemcpy*`` call whose copy (same correlation id) runs device to host, and
+  the ``aten::copy_``/``_to_copy``/``to`` that issued it; pageable or pinned as the copy's name says;
+- **synchronisation**: ``cuda/hip{Stream,Device,Event}Synchronize``, ``aten::item``/``_local_scalar_dense``,
+  ``aten::nonzero``/``is_nonzero`` (the host blocks until the device catches up);
+- **allocator**: ``cuda/hipMalloc*``/``Free*``, ``cudaHostAlloc``;
+- **data loading**: ``enumerate(DataLoader)…__next__`` and a Python ``dataloader.py``'s ``__next__``;
+- **optimizer**: ``Optimizer.step``/``zero_grad`` (the optimizer's own Python and CPU work);
+- **other CPU work**: any other operator, annotation or Python function;
+- **no CPU event**: nothing recorded on the thread (Python between operators, another thread, the profiler).
+
+So a ``cudaStreamSynchronize`` inside ``Optimizer.step`` is synchronisation, not optimizer. Each cause's
+time is the µs of the gaps it holds (the causes add up to the gaps); its **top operators** are the operators of
+that cause by the µs each overlaps that cause's part of the gaps (nested ones each count theirs), with the
+number of them, and the source line of the largest where the trace has stacks (``Call stack`` or enclosing
+``python_function`` events: the innermost frame outside torch and site-packages).
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from core.units import duration_text
+from core.workload.cpu_ops import ANNOTATION, OP, PYTHON, RUNTIME, CpuOps
+from core.workload.trace_file import MEMCPY, TraceFile
+
+CAUSES = (
+    "device→host copy",
+    "synchronisation",
+    "allocator",
+    "data loading",
+    "optimizer",
+    "other CPU work",
+    "no CPU event",
+)
+COPY, SYNC, ALLOC, DATA, OPTIM, OTHER, NONE = range(len(CAUSES))
+_SYNC = re.compile(
+    r"^(cuda|hip)(Stream|Device|Event)Synchronize$|^aten::(item|_local_scalar_dense|nonzero|is_nonzero)$"
+)
+_ALLOC = re.compile(r"^(cuda|hip)(Malloc|Free)\w*$|^(cuda|hip)HostAlloc$")
+_DATA = re.compile(r"^enumerate\(DataLoader\)#.*__next__$|dataloader\.py\(\d+\): __next__$")
+_OPTIM = re.compile(r"^Optimizer\.(step|zero_grad)#")
+_MEMCPY_CALL = re.compile(r"^(cuda|hip)Memcpy")
+_COPY_OPS = re.compile(r"^aten::(copy_|_to_copy|to)$")
+_DTOH = re.compile(r"DtoH|Device -> (Pageable|Pinned)", re.I)
+_FRAME = re.compile(r"^(.+?\.py)\((\d+)\): (.+)$")
+_LIBRARY = re.compile(r"(^|/)(torch|site-packages|dist-packages)/|^<built-in|^<frozen|^threading\.py")
+TOP_OPS = 5
+NS = 1000
+
+
+def _ns(us: np.ndarray) -> np.ndarray:
+    return np.rint(us * NS).astype(np.int64)
+
+
+def _merged(s: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """The union of intervals as disjoint sorted ones (empty stays empty)."""
+    if not len(s):
+        return s, e
+    order = np.argsort(s, kind="stable")
+    s, e = s[order], e[order]
+    reach = np.maximum.accumulate(e)
+    new = np.ones(len(s), bool)
+    new[1:] = s[1:] > reach[:-1]
+    last = np.append(new[1:], True)
+    return s[new], reach[last]
+
+
+def _covered(s: np.ndarray, e: np.ndarray, x: np.ndarray) -> np.ndarray:
+    """Length of the disjoint sorted intervals (s, e) before each point x."""
+    if not len(s):
+        return np.zeros(len(x), np.int64)
+    before = np.concatenate([[0], np.cumsum(e - s)])
+    j = np.searchsorted(s, x, side="right")  # intervals starting at or before x
+    at = np.maximum(j - 1, 0)
+    partial = np.where(j > 0, np.clip(x - s[at], 0, e[at] - s[at]), 0)
+    return before[at] + partial
+
+
+def _overlap(s: np.ndarray, e: np.ndarray, a: np.ndarray, b: np.ndarray) -> np.ndarray:
+    """Each interval [a, b]'s overlap with the disjoint sorted intervals (s, e)."""
+    return _covered(s, e, b) - _covered(s, e, a)
+
+
+def _less(a_s, a_e, b_s, b_e) -> tuple[np.ndarray, np.ndarray]:
+    """The disjoint sorted intervals A less the disjoint sorted intervals B."""
+    if not len(b_s) or not len(a_s):
+        return a_s, a_e
+    points = np.concatenate([a_s, a_e, b_s, b_e])
+    in_a = np.concatenate([np.ones(len(a_s)), -np.ones(len(a_e)), np.zeros(len(b_s) + len(b_e))]).astype(np.int64)
+    in_b = np.concatenate([np.zeros(len(a_s) + len(a_e)), np.ones(len(b_s)), -np.ones(len(b_e))]).astype(np.int64)
+    order = np.argsort(points, kind="stable")
+    points, in_a, in_b = points[order], np.cumsum(in_a[order]), np.cumsum(in_b[order])
+    keep = (in_a[:-1] > 0) & (in_b[:-1] == 0) & (points[1:] > points[:-1])
+    return _merged(points[:-1][keep], points[1:][keep])
+
+
+def op_causes(trace: TraceFile) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """Each host event's cause (an index into CAUSES, OTHER for the rest) and its label (an index into the
+    labels returned): its name, a device→host copy call's with its memory (``cudaMemcpyAsync (DtoH, pageable)``)."""
+    ops, a = trace.ops, trace.activities
+    rule = [
+        SYNC
+        if _SYNC.search(n)
+        else ALLOC
+        if _ALLOC.search(n)
+        else DATA
+        if _DATA.search(n)
+        else OPTIM
+        if _OPTIM.search(n)
+        else OTHER
+        for n in ops.names
+    ]
+    by_name = np.array(rule or [OTHER], dtype=np.int64)
+    cause = by_name[ops.name] if len(ops.name) else np.zeros(0, np.int64)
+    label = ops.name.copy()
+    labels = list(ops.names)
+    copy_names = [i for i, n in enumerate(ops.names) if _MEMCPY_CALL.search(n)]
+    calls = np.flatnonzero(np.isin(ops.name, copy_names) & (ops.correlation >= 0) & (ops.kind == RUNTIME))
+    copies = np.flatnonzero(a.kind == MEMCPY)
+    if not len(calls) or not len(copies):
+        return cause, label, labels
+    order = np.argsort(a.correlation[copies], kind="stable")
+    corr = a.correlation[copies][order]
+    j = np.clip(np.searchsorted(corr, ops.correlation[calls]), 0, len(corr) - 1)
+    found = corr[j] == ops.correlation[calls]
+    numbered: dict[str, int] = {}
+    for call, hit, k in zip(calls.tolist(), found.tolist(), j.tolist()):
+        copy_name = a.names[int(a.name[copies[order[k]]])] if hit else ""
+        if not _DTOH.search(copy_name):
+            continue
+        lowered = copy_name.lower()
+        memory = ", pinned" if "pinned" in lowered else ", pageable" if "pageable" in lowered else ""
+        text = f"{ops.names[int(ops.name[call])]} (DtoH{memory})"
+        if text not in numbered:
+            numbered[text] = len(labels)
+            labels.append(text)
+        label[call] = numbered[text]
+        cause[call] = COPY
+    _parents_of_copies(ops, cause, np.flatnonzero(cause == COPY))
+    return cause, label, labels
+
+
+def _parents_of_copies(ops: CpuOps, cause: np.ndarray, calls: np.ndarray) -> None:
+    """The ``aten::copy_``/``_to_copy``/``to`` operators enclosing a device→host copy call on its thread take
+    its cause."""
+    if not len(calls):
+        return
+    wanted = [i for i, n in enumerate(ops.names) if _COPY_OPS.search(n)]
+    parents = np.flatnonzero(np.isin(ops.name, wanted) & (ops.kind == OP))
+    for tid in np.unique(ops.tid[calls]).tolist():
+        starts = np.sort(ops.start[calls][ops.tid[calls] == tid])
+        mine = parents[ops.tid[parents] == tid]
+        inside = np.searchsorted(starts, ops.end[mine], side="right") - np.searchsorted(
+            starts, ops.start[mine], side="left"
+        )
+        cause[mine[inside > 0]] = COPY
+
+
+def _gap_threads(trace: TraceFile, device: int) -> tuple[np.ndarray, np.ndarray, np.ndarray, int | None]:
+    """The analysed GPU's gaps (ns: starts, ends) and the thread each belongs to (the launching thread of the
+    activity that ends it), and the thread with the most launch calls of this GPU's activities."""
+    a, ops = trace.activities, trace.ops
+    sel = np.flatnonzero(a.device == device)
+    s, e = _ns(a.start[sel]), _ns(a.end[sel])
+    order = np.argsort(s, kind="stable")
+    s, e, sel = s[order], e[order], sel[order]
+    reach = np.maximum.accumulate(e)
+    new = np.zeros(len(s), bool)
+    new[1:] = s[1:] > reach[:-1]
+    gap_start, gap_end = reach[np.flatnonzero(new) - 1], s[new]
+    first = sel[new]  # the activity that ends each gap
+    runtime = np.flatnonzero((ops.kind == RUNTIME) & (ops.correlation >= 0))
+    tid = np.full(len(first), -1, np.int64)
+    main = None
+    if len(runtime):
+        runtime = runtime[np.argsort(ops.correlation[runtime], kind="stable")]
+        corr = ops.correlation[runtime]
+        j = np.clip(np.searchsorted(corr, a.correlation[sel]), 0, len(corr) - 1)
+        hit = (corr[j] == a.correlation[sel]) & (a.correlation[sel] >= 0)
+        launcher = np.where(hit, ops.tid[runtime[j]], -1)
+        if hit.any():
+            threads, counts = np.unique(launcher[hit], return_counts=True)
+            main = int(threads[np.argmax(counts)])
+        tid = launcher[new]
+    if main is not None:
+        tid = np.where(tid < 0, main, tid)
+    return gap_start, gap_end, tid, main
+
+
+def _source(trace: TraceFile, i: int) -> str | None:
+    """Where host event ``i`` was called from: the first frame of its ``Call stack`` outside torch and
+    site-packages, else the innermost enclosing ``python_function`` on its thread that is outside them."""
+    ops = trace.ops
+    if ops.stack[i] >= 0:
+        for frame in ops.stacks[int(ops.stack[i])].split(";"):
+            if (m := _FRAME.match(frame.strip())) and not _LIBRARY.search(m.group(1)):
+                return f"{m.group(1)}:{m.group(2)} {m.group(3)}"
+    py = np.flatnonzero(
+        (ops.kind == PYTHON) & (ops.tid == ops.tid[i]) & (ops.start <= ops.start[i]) & (ops.end >= ops.end[i])
+    )
+    for j in py[np.argsort(-ops.start[py], kind="stable")].tolist():
+        if (m := _FRAME.match(ops.names[int(ops.name[j])])) and not _LIBRARY.search(m.group(1)):
+            return f"{m.group(1)}:{m.group(2)} {m.group(3)}"
+    return None
+
+
+def host_gaps(trace: TraceFile, device: int, top: int = TOP_OPS) -> dict:
+    """The analysed GPU's gaps by the host's cause: ``{"gaps", "gap_us", "thread", "causes": [{"cause",
+    "time_us", "share", "top_ops": [{"op", "time_us", "count", "source"}]}]}``, causes of no time left out."""
+    a, ops = trace.activities, trace.ops
+    if not np.any(a.device == device):
+        return {}
+    gap_start, gap_end, gap_tid, main = _gap_threads(trace, device)
+    total = int((gap_end - gap_start).sum())
+    out = {"gaps": int(len(gap_start)), "gap_us": total / NS, "thread": main, "causes": []}
+    if not total:
+        return out
+    cause, label, labels = op_causes(trace)
+    kinds = (ops.kind == OP) | (ops.kind == ANNOTATION) | (ops.kind == PYTHON) | (ops.kind == RUNTIME)
+    held = np.zeros(len(CAUSES), np.int64)
+    tops: list[dict[int, list]] = [{} for _ in CAUSES]  # cause → label → [µs, count, longest µs, event]
+    for tid in np.unique(gap_tid).tolist():
+        mine = gap_tid == tid
+        g_s, g_e = gap_start[mine], gap_end[mine]
+        on = np.flatnonzero(kinds & (ops.tid == tid))
+        o_s, o_e, o_c = _ns(ops.start[on]), _ns(ops.end[on]), cause[on]
+        before = 0
+        higher_s, higher_e = np.zeros(0, np.int64), np.zeros(0, np.int64)
+        for c in range(OTHER + 1):
+            these = o_c == c
+            u_s, u_e = _merged(np.concatenate([higher_s, o_s[these]]), np.concatenate([higher_e, o_e[these]]))
+            covered = int(_overlap(u_s, u_e, g_s, g_e).sum())
+            held[c] += covered - before
+            if covered > before and these.any():
+                own_s, own_e = _less(g_s, g_e, higher_s, higher_e)  # the gaps less the causes before this one
+                idx = np.flatnonzero(these)
+                time = _overlap(own_s, own_e, o_s[idx], o_e[idx])
+                for k, t in zip(idx[time > 0].tolist(), time[time > 0].tolist()):
+                    row = tops[c].setdefault(int(label[on[k]]), [0, 0, 0, -1])
+                    row[0] += t
+                    row[1] += 1
+                    if t > row[2]:
+                        row[2], row[3] = t, int(on[k])
+            before = covered
+            higher_s, higher_e = u_s, u_e
+        held[NONE] += int((g_e - g_s).sum()) - before
+    for c, name in enumerate(CAUSES):
+        if not held[c]:
+            continue
+        ranked = sorted(tops[c].items(), key=lambda kv: -kv[1][0])[:top]
+        out["causes"].append(
+            {
+                "cause": name,
+                "time_us": int(held[c]) / NS,
+                "share": int(held[c]) / total,
+                "top_ops": [
+                    {"op": labels[n], "time_us": us / NS, "count": count, "source": _source(trace, event)}
+                    for n, (us, count, _, event) in ranked
+                ],
+            }
+        )
+    out["causes"].sort(key=lambda r: -r["time_us"])
+    return out
+
+
+MIN_SPAN_SHARE = 0.05  # a cause named in a finding holds at least this share of the GPU's span
+FINDINGS = 2  # at most this many causes become findings
+
+
+def _ms(us: float) -> str:
+    return duration_text(us / 1e6)
+
+
+def host_gap_findings(meta: dict) -> list[dict]:
+    """The largest causes of the GPU's gaps (≥ 5 % of the span) as findings naming the operator (and its line
+    where recorded): the named causes first, then other CPU work and no CPU event, each largest first: ``{"kind": "host_gap", "text", "value" (% of the span), "unit": "%"}``."""
+    gaps, span = meta.get("host_gaps") or {}, meta.get("span_us") or 0.0
+    out = []
+    vague = (CAUSES[OTHER], CAUSES[NONE])  # a named cause is the more useful finding: it goes first
+    causes = [c for c in gaps.get("causes") or [] if span and c["time_us"] / span >= MIN_SPAN_SHARE]
+    for c in sorted(causes, key=lambda c: (c["cause"] in vague, -c["time_us"]))[:FINDINGS]:
+        share = c["time_us"] / span
+        top = next(iter(c["top_ops"]), None)
+        where = f" ({top['source']})" if top and top.get("source") else ""
+        held = f"{_ms(c['time_us'])} of the GPU's {_ms(gaps['gap_us'])} idle ({share:.1%} of the span)"
+        if c["cause"] == CAUSES[NONE]:
+            text = f"{held} with no CPU event on the launching thread: Python between operators, or another thread"
+        elif c["cause"] == CAUSES[OTHER]:
+            text = f"{held} in other CPU work on the launching thread, most in `{top['op']}`{where}" if top else held
+        else:
+            text = f"{held} in `{top['op']}`{where} — {c['cause']} on the launching thread" if top else held
+        out.append({"kind": "host_gap", "text": text, "value": 100 * share, "unit": "%"})
+    return out
+
+
+def host_gap_lines(meta: dict) -> list[str]:
+    """The host's side of the GPU's gaps as text (``python -m core trace FILE``)."""
+    gaps = meta.get("host_gaps") or {}
+    if not gaps.get("causes"):
+        return []
+    out = [f"the host during the GPU's {gaps['gaps']:,} gaps ({_ms(gaps['gap_us'])}, on the launching thread):"]
+    for c in gaps["causes"]:
+        ops = "; ".join(
+            f"{o['op']} {_ms(o['time_us'])} ×{o['count']:,}" + (f" at {o['source']}" if o.get("source") else "")
+            for o in c["top_ops"][:3]
+        )
+        out.append(f"  {c['cause']:<18} {_ms(c['time_us']):>10}  {c['share']:6.1%}" + (f"  {ops}" if ops else ""))
+    return out

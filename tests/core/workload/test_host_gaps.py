@@ -1,0 +1,166 @@
+"""What the host did while the GPU idled: each cause of the gaps on real traces (tests/data/workload/README.md)
+against a computation written here from the file's own events — plain JSON, a loop over each gap's stretches —
+and the source line of an operator on a trace recorded here on the CPU."""
+
+import gzip
+import json
+from bisect import bisect_left
+
+import pytest
+
+pytest.importorskip("msgspec")
+
+from core.workload.host_gaps import CAUSES, _source, host_gap_findings, host_gaps
+from core.workload.trace import analyse_trace
+from core.workload.trace_file import read_trace
+from tests.conftest import ROOT
+
+DATA = ROOT / "tests" / "data" / "workload"
+EVENT_SYNC = DATA / "hta_a100_event_sync.json.gz"
+ALEXNET = DATA / "hta_a100_alexnet.json.gz"
+STEP = DATA / "hta_v100_step1012_trimmed.json.gz"
+RECSYS = DATA / "hta_recsys_sampled_rank0.json.gz"
+GPU = {"kernel", "gpu_memcpy", "gpu_memset"}
+HOST = {"cpu_op", "user_annotation", "python_function", "cuda_runtime", "cuda_driver"}
+SYNCS = {"cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize", "hipStreamSynchronize"}
+SYNCS |= {"hipDeviceSynchronize", "aten::item", "aten::_local_scalar_dense", "aten::nonzero", "aten::is_nonzero"}
+
+
+def load(path):
+    with gzip.open(path) as f:
+        return json.load(f)["traceEvents"]
+
+
+def reference(events, device):
+    """The gaps of ``device``'s timeline by cause, in µs, computed from the events alone: the union of its
+    activities, each gap's launching thread (the runtime call of the activity ending it), and in each stretch
+    between two consecutive op boundaries inside the gap, the first cause (in CAUSES' order) of the ops covering
+    it on that thread."""
+    gpu = [e for e in events if e.get("ph") == "X" and e.get("cat") in GPU and e["args"].get("device") == device]
+    gpu.sort(key=lambda e: e["ts"])
+    gaps, reach = [], None
+    for e in gpu:
+        if reach is not None and e["ts"] > reach:
+            gaps.append((reach, e["ts"], e["args"].get("correlation")))
+        reach = e["ts"] + e["dur"] if reach is None else max(reach, e["ts"] + e["dur"])
+    host = [
+        e
+        for e in events
+        if e.get("ph") == "X" and e.get("cat") in HOST and not str(e.get("name")).startswith("ProfilerStep#")
+    ]
+    runtime = [e for e in host if e["cat"] in ("cuda_runtime", "cuda_driver") and "correlation" in e["args"]]
+    thread_of = {e["args"]["correlation"]: e["tid"] for e in runtime}
+    counts = {}
+    for e in gpu:
+        if e["args"].get("correlation") in thread_of:
+            tid = thread_of[e["args"]["correlation"]]
+            counts[tid] = counts.get(tid, 0) + 1
+    main = max(counts, key=lambda t: counts[t])
+    # a device→host copy: its memcpy call, and the aten copy ops around such a call on its thread
+    dtoh = {e["args"]["correlation"] for e in gpu if e["cat"] == "gpu_memcpy" and "DtoH" in e["name"]}
+    copy_calls = [e for e in runtime if e["name"].startswith("cudaMemcpy") and e["args"]["correlation"] in dtoh]
+
+    def cause(e):
+        name = e["name"]
+        if e in copy_calls:
+            return 0
+        if name in ("aten::copy_", "aten::_to_copy", "aten::to") and any(
+            c["tid"] == e["tid"] and e["ts"] <= c["ts"] <= e["ts"] + e["dur"] for c in copy_calls
+        ):
+            return 0
+        if name in SYNCS:
+            return 1
+        if name.startswith(("cudaMalloc", "cudaFree", "hipMalloc", "hipFree")) or name == "cudaHostAlloc":
+            return 2
+        if "DataLoader" in name and "__next__" in name:
+            return 3
+        if name.startswith(("Optimizer.step#", "Optimizer.zero_grad#")):
+            return 4
+        return 5
+
+    by_thread = {}
+    for e in host:
+        by_thread.setdefault(e["tid"], []).append((e["ts"], e["ts"] + e["dur"], cause(e)))
+    for ops in by_thread.values():
+        ops.sort()
+    totals = [0.0] * len(CAUSES)
+    for g0, g1, corr in gaps:
+        tid = thread_of.get(corr, main)
+        ops = by_thread.get(tid, [])
+        inside = [o for o in ops[: bisect_left(ops, (g1,))] if o[1] > g0]
+        cuts = sorted({g0, g1} | {t for o in inside for t in o[:2] if g0 < t < g1})
+        for a, b in zip(cuts, cuts[1:]):
+            covering = [c for s, e, c in inside if s <= a and e >= b]
+            totals[min(covering) if covering else 6] += b - a
+    return {name: us for name, us in zip(CAUSES, totals) if us}
+
+
+def figures(path):
+    trace = read_trace(path)
+    _, meta = analyse_trace(trace)
+    return trace, meta, host_gaps(trace, meta["device"])
+
+
+@pytest.mark.parametrize("path", [EVENT_SYNC, ALEXNET, STEP, RECSYS], ids=lambda p: p.name)
+def test_every_cause_against_the_files_own_events(path):
+    trace, meta, gaps = figures(path)
+    got = {c["cause"]: c["time_us"] for c in gaps["causes"]}
+    assert got == pytest.approx(reference(load(path), meta["device"]), abs=1e-6)
+    assert gaps["gap_us"] == pytest.approx(meta["idle_us"], abs=1e-6)  # the gaps are the device's idle
+    assert sum(got.values()) == pytest.approx(meta["idle_us"], abs=1e-6)
+
+
+def test_an_item_call_on_a_real_a100_trace_by_hand():
+    # hta_a100_event_sync: `if x.sum() > 0` (aten::is_nonzero → item → _local_scalar_dense: a DtoH cudaMemcpyAsync
+    # then cudaStreamSynchronize), then event and device synchronisation. By hand, µs after the first event:
+    # activities [2810,2811] [2859,2870] [2900,2901] [2935,2937] (the DtoH copy) [3037,3073]; gaps [2811,2859] 48,
+    # [2870,2900] 30, [2901,2935] 34, [2937,3037] 100 = 212, all launched by thread 948300, which runs:
+    # gap 1: ones/fill_ to 2815 (other 4), nothing to 2824 (none 9), sum from 2824 (other 35);
+    # gap 2: aten::gt throughout (other 30);
+    # gap 3: gt to 2903 (other 2), nothing to 2910 (none 7), is_nonzero/item (sync 7), cudaMemcpyAsync DtoH from 2917
+    #        (copy 18);
+    # gap 4: the memcpy to 2946 (copy 9), _local_scalar_dense to 2947, cudaStreamSynchronize to 2953, item to 2957
+    #        (sync 1 + 6 + 4), nothing to 3017 (none 60), cudaEventRecord (other 3), none 7, cudaLaunchKernel
+    #        [3027,3036] (other 9), none 1.
+    # other 4+35+30+2+3+9 = 83; none 9+7+60+7+1 = 84; copy 18+9 = 27; synchronisation 7+1+6+4 = 18.
+    _, meta, gaps = figures(EVENT_SYNC)
+    got = {c["cause"]: c["time_us"] for c in gaps["causes"]}
+    assert got == {"no CPU event": 84.0, "other CPU work": 83.0, "device→host copy": 27.0, "synchronisation": 18.0}
+    copy = next(c for c in gaps["causes"] if c["cause"] == "device→host copy")
+    assert copy["top_ops"][0]["op"] == "cudaMemcpyAsync (DtoH, pageable)"
+    sync = next(c for c in gaps["causes"] if c["cause"] == "synchronisation")
+    assert {o["op"] for o in sync["top_ops"]} >= {"aten::item", "cudaStreamSynchronize"}
+
+
+def test_findings_name_the_operator():
+    trace, meta, gaps = figures(ALEXNET)
+    meta["host_gaps"] = gaps
+    found = host_gap_findings(meta)
+    top = gaps["causes"][0]
+    assert top["cause"] == "allocator" and top["top_ops"][0]["op"] == "cudaFree"
+    assert "`cudaFree`" in found[0]["text"] and "allocator" in found[0]["text"]
+    assert found[0]["value"] == pytest.approx(100 * top["time_us"] / meta["span_us"])
+
+
+def test_the_source_line_of_an_operator_from_a_cpu_recording(tmp_path):
+    torch = pytest.importorskip("torch")
+    from torch.profiler import ProfilerActivity, profile
+    from torch.utils.data import DataLoader
+
+    path = tmp_path / "cpu.json"
+    loader = DataLoader(list(range(8)), batch_size=4)
+    with profile(activities=[ProfilerActivity.CPU], with_stack=True) as prof:
+        for batch in loader:  # the line the DataLoader's __next__ is called from
+            torch.as_tensor(batch).sum()
+    prof.export_chrome_trace(str(path))
+    line = next(i for i, text in enumerate(open(__file__), 1) if "the line the DataLoader's __next__" in text)
+    trace = read_trace(path)
+    ops = trace.ops
+    named = [i for i in range(len(ops.name)) if ops.names[ops.name[i]].startswith("enumerate(DataLoader)")]
+    assert named, "the recording has the DataLoader's annotation"
+    where, _, function = _source(trace, named[0]).partition(" ")
+    file, _, at = where.rpartition(":")
+    assert function == "test_the_source_line_of_an_operator_from_a_cpu_recording"
+    assert __file__.endswith(file) and file.endswith("tests/core/workload/test_host_gaps.py")
+    # the profiler's Python tracer writes the frame's line as it stood at the call: the loop, or the `with` above it
+    assert int(at) in (line - 1, line)

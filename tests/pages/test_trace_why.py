@@ -1,0 +1,28 @@
+"""AppTest: a trace import opens with what the host did while the GPU idled — the findings naming the operator
+first, then the table of causes — the same figures the CLI's --json gives (stored in the run's meta)."""
+
+import pytest
+
+pytest.importorskip("streamlit")
+pytest.importorskip("plotly")
+
+from core.workload import examples
+from tests.pages.test_workload import page, wait_for_metric
+
+
+def test_a_trace_import_says_what_the_host_did_in_the_gaps(store):
+    example = examples.find("resnet50-v100")
+    at = page("pages/step_bench.py")
+    at.button(key=f"step_bench.trace.example.{example.name}").click().run()
+    at = wait_for_metric(at, "Kernel time")
+    assert not at.exception
+    (stored,) = store.list(experiment="profiler-trace")
+    causes = stored.meta["host_gaps"]["causes"]
+    assert causes and sum(c["time_us"] for c in causes) == pytest.approx(stored.meta["idle_us"], abs=1e-3)
+    shown = next(d.value for d in at.dataframe if "cause" in d.value.columns)
+    assert shown["cause"].tolist() == [c["cause"] for c in causes]
+    assert shown["ms"].tolist() == pytest.approx([c["time_us"] / 1000 for c in causes])
+    # a cause is a finding where it holds 5 % of the span, ahead of the summary's findings
+    big = [c for c in causes[:2] if c["time_us"] >= 0.05 * stored.meta["span_us"]]
+    kinds = [f["kind"] for f in stored.meta["findings"]]
+    assert kinds[: len(big)] == ["host_gap"] * len(big) and kinds.count("host_gap") == len(big)
