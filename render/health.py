@@ -9,7 +9,7 @@ from __future__ import annotations
 import html
 from datetime import UTC, datetime
 
-from core.health.check import cell
+from core.health.check import banner, cell
 from core.result import RunResult
 from core.units import duration_text
 
@@ -66,7 +66,7 @@ def health_html(run: RunResult) -> str:
     return (
         "<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'><title>GPU Lab health report</title>"
         f"<style>{_CSS}</style></head><body><h1>Health report</h1>"
-        f"<p class='verdict'><b>{_e(meta.get('verdict', run.status))}</b> — {_e(meta.get('answer', ''))}</p>"
+        f"<p class='verdict'><b>{_e(meta.get('verdict', run.status))}</b> — {_e(banner(run)[1])}</p>"
         f"<p>Box: {_e(box.get('host', '?'))} · devices: {_e(', '.join(box.get('devices') or []))} · "
         f"{_e(run.device.get('label') or run.device.get('name'))}</p>"
         f"<p class='muted'>run {_e(run.id)} · started {_e(run.started_at)}{_e(took)} · generated {generated} UTC · "

@@ -89,11 +89,15 @@ def answer(rows: list[dict], device: dict) -> str:
     counts = summary(rows)
     if verdict == "healthy":
         said = [f"{counts['pass']} pass"] if counts["pass"] else []
-        if counts["no reference"]:
-            said.append(f"{counts['no reference']} measured without a reference (nothing to judge them by)")
         if counts["not measured"]:
             said.append(f"{counts['not measured']} not measured here")
-        return f"Healthy on {where}: nothing below expected — " + ", ".join(said) + "."
+        unjudged = not_judged(rows)
+        if not unjudged:
+            return f"Healthy on {where}: nothing below expected — " + ", ".join(said) + "."
+        named = "; ".join(_unjudged(r) for r in unjudged[:3]) + ("; …" if len(unjudged) > 3 else "")
+        judged = f" Nothing judged is below expected ({', '.join(said)})." if said else ""
+        figures = f"{len(unjudged)} figure{'s' if len(unjudged) > 1 else ''}"
+        return f"Healthy on {where} — {figures} not judged: {named}.{judged}"
     below = [
         r for r in rows if r["verdict"] in ("below expected", "far below") or r.get("regressed") or r.get("outlier")
     ]
@@ -104,6 +108,35 @@ def answer(rows: list[dict], device: dict) -> str:
     if below:
         parts.append(f"{len(below)} below expected ({', '.join(_named(r) for r in below[:3])})")
     return f"Not healthy on {where}: " + "; ".join(parts) + "."
+
+
+def not_judged(rows: list[dict]) -> list[dict]:
+    """The rows measured but judged by nothing (no reference for this device, a CPU's soak drop)."""
+    return [r for r in rows if r["verdict"] == "no reference"]
+
+
+def _unjudged(row: dict) -> str:
+    """A figure not judged, its value and why: ``"matmul fp32 burst→sustained drop 28% (no reference for …)"``."""
+    value = (
+        f"{row['measured']:.0f}%"
+        if row["unit"] == "%" and isinstance(row["measured"], float)
+        else cell(row, "measured")
+    )
+    why = str(row.get("reason") or "").split(";")[0].strip()
+    return f"{row['figure']} {value}" + (f" ({why})" if why else "")
+
+
+def banner(run: RunResult) -> tuple[str, str]:
+    """A stored health run's banner: its kind (``success``, ``warning`` when healthy but some figure was not
+    judged, ``error``) and its words, from its rows (a run stored before the words counted what was not judged
+    says it too)."""
+    verdict = run.meta.get("verdict", run.status)
+    text = answer(run.rows, run.device) if run.rows else str(run.meta.get("answer", verdict))
+    if run.meta.get("nodes"):
+        text = f"{len(run.meta['nodes'])} node(s): {text}"
+    if verdict != "healthy":
+        return "error", text
+    return ("warning" if not_judged(run.rows) else "success"), text
 
 
 def _named(row: dict) -> str:

@@ -93,10 +93,9 @@ def section() -> None:
         st.info("The health check has not run on this box yet.")
         return
     run = latest[0]
-    verdict = run.meta.get("verdict", run.status)
+    kind, words = check.banner(run)
     took = duration_text(run.meta.get("wall_s") or 0.0)
-    text = f"{run.meta.get('answer', verdict)} ({took}, {timestamp_text(run.started_at)} UTC)"
-    (st.success if verdict == "healthy" else st.error)(text)
+    getattr(st, kind)(f"{words} ({took}, {timestamp_text(run.started_at)} UTC)")
     st.dataframe(
         pd.DataFrame(
             [

@@ -18,8 +18,12 @@ def test_the_health_button_runs_in_the_background_and_shows_the_verdict_table(cp
         report.rows = [
             step_row("doctor: seed: 65536 stored in fp16", "cpu", "pass", "", "inf", "inf"),
             step_row("all_reduce busbw", "node", "no reference", "no reference for CPU — Test CPU", 1.5),
+            step_row(
+                "matmul fp32 burst→sustained drop", "cpu", "no reference", "no reference for CPU — Test CPU", 28.2
+            ),
         ]
         report.rows[1]["unit"] = "GB/s"
+        report.rows[2]["unit"] = "%"
         report.wall_s = 1.0
         return report
 
@@ -28,7 +32,7 @@ def test_the_health_button_runs_in_the_background_and_shows_the_verdict_table(cp
     assert any("health check has not run on this box yet" in i.value for i in at.info)
     at.button(key="home.health").click().run()
     deadline = time.monotonic() + 30
-    while time.monotonic() < deadline and not any("Healthy on box-1" in s.value for s in at.success):
+    while time.monotonic() < deadline and not any("Healthy on box-1" in s.value for s in at.warning):
         time.sleep(0.3)
         at.run()
     assert not at.exception
@@ -37,7 +41,13 @@ def test_the_health_button_runs_in_the_background_and_shows_the_verdict_table(cp
     ((cfg, manager),) = asked
     assert cfg == HealthConfig(device="cpu", soak_s=60.0) and manager is lab.manager()
     table = next(d.value for d in at.dataframe if "verdict" in d.value.columns and "figure" in d.value.columns)
-    assert list(table["verdict"]) == ["✅ pass", "➖ no reference"]
-    assert list(table["measured"]) == ["inf", "1.5 GB/s"]
+    assert list(table["verdict"]) == ["✅ pass", "➖ no reference", "➖ no reference"]
+    assert list(table["measured"]) == ["inf", "1.5 GB/s", "28.2 %"]
+    # the banner counts what it did not judge: no green "Healthy" above a drop nothing judged
+    assert not at.success
+    (banner,) = [w.value for w in at.warning if "Healthy on box-1" in w.value]
+    assert "— 2 figures not judged: all_reduce busbw 1.5 GB/s (no reference for CPU — Test CPU); matmul fp32 " in banner
+    assert "burst→sustained drop 28% (no reference for CPU — Test CPU)." in banner
+    assert "Nothing judged is below expected (1 pass)" in banner
     labels = [b.label for b in at.get("download_button")]
     assert "Health report (one HTML page, for a ticket)" in labels
