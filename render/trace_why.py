@@ -21,3 +21,47 @@ def host_gap_table(meta: dict) -> list[dict]:
             }
         )
     return rows
+
+
+def ops_table(meta: dict) -> list[dict]:
+    """The top operators by GPU time, with their module, kernels and calls, and the achieved rate where the
+    recorded shapes give one (empty for runs stored before the figure)."""
+    rows = []
+    for r in meta.get("ops") or []:
+        row = {
+            "operator": r["op"],
+            "module": r["module"],
+            "GPU ms": r["gpu_time_us"] / 1000,
+            "share": r["share"],
+            "kernels": r["kernels"],
+            "calls": r["calls"],
+        }
+        if "tflops" in r or "tbps" in r:
+            row |= {"TFLOPS": r.get("tflops"), "TB/s": r.get("tbps"), "of peak": r.get("peak_share")}
+        rows.append(row)
+    return rows
+
+
+def modules_table(meta: dict) -> list[dict]:
+    """The top modules by GPU time (empty for runs stored before the figure)."""
+    return [
+        {"module": r["module"], "GPU ms": r["gpu_time_us"] / 1000, "share": r["share"], "kernels": r["kernels"]}
+        for r in meta.get("modules") or []
+    ]
+
+
+def patterns_table(meta: dict) -> list[dict]:
+    """The named patterns (unfused attention, many tiny elementwise kernels) with their time and advice."""
+    rows = []
+    for p in meta.get("op_patterns") or []:
+        ops = p["ops"] if p["pattern"] == "unfused attention" else [f"{o['op']} ×{o['kernels']:,}" for o in p["ops"]]
+        rows.append(
+            {
+                "pattern": p["pattern"],
+                "where": p.get("module") or ", ".join(ops),
+                "ms": p["time_us"] / 1000,
+                "kernels": p["kernels"],
+                "advice": p["advice"],
+            }
+        )
+    return rows

@@ -275,11 +275,12 @@ def trace(args) -> int:
     if args.json:
         return _print_json(args, run, kernels=[r for r in run.rows if r.get("kind") == "kernel"])
     from core.workload.host_gaps import host_gap_lines
+    from core.workload.ops import op_lines
     from core.workload.trace import report_lines
 
     _say_example(m)
     say(f"{m['file']}: {'stored as run ' + run.id[:12] if not args.no_save else 'not stored (--no-save)'}")
-    for line in finding_lines(m) + host_gap_lines(m) + report_lines(m, run.rows):
+    for line in finding_lines(m) + host_gap_lines(m) + op_lines(m) + report_lines(m, run.rows):
         say(line)
     return 0
 

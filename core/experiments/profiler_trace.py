@@ -42,6 +42,7 @@ class ProfilerTraceConfig:
 def run(cfg: ProfilerTraceConfig, ctx: Context):
     from core.workload.findings import trace_findings
     from core.workload.host_gaps import host_gap_findings, host_gaps
+    from core.workload.ops import op_breakdown, op_findings
     from core.workload.trace import analyse_trace, read_trace
 
     path = Path(cfg.path)
@@ -50,8 +51,10 @@ def run(cfg: ProfilerTraceConfig, ctx: Context):
     rows, meta = analyse_trace(data, cfg.top_kernels)
     if meta.get("gpu_activities"):
         meta["host_gaps"] = host_gaps(data, meta["device"])
-    # the answer first: what the host did while the GPU idled (naming the operator), then the summary's findings
-    meta["findings"] = host_gap_findings(meta) + trace_findings(meta, rows)
+        meta.update(op_breakdown(data, meta["device"], cfg.top_kernels))
+    # the answer first: what the host did while the GPU idled and the operators' patterns (each naming an
+    # operator or a module), then the summary's findings
+    meta["findings"] = host_gap_findings(meta) + op_findings(meta) + trace_findings(meta, rows)
     meta.update({**file, "recorded_on": "the machine that recorded the trace (imported file)"})
     if cfg.example:
         examples.label(meta, cfg.example)

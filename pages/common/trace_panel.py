@@ -62,6 +62,14 @@ def render(run: RunResult) -> None:
     )
     if m.get("idle_causes"):  # runs stored before the idle breakdown have none
         _waits(m)
+    if patterns := trace_why.patterns_table(m):
+        st.write("Patterns in the operators:")
+        st.dataframe(patterns, hide_index=True)
+    if ops := trace_why.ops_table(m):  # kernels → operators → modules
+        st.write(f"Top operators by GPU time ({m['ops_attributed_share']:.1%} of it traced to an operator):")
+        st.dataframe(ops, hide_index=True)
+        with st.expander("Top modules by GPU time"):
+            st.dataframe(trace_why.modules_table(m), hide_index=True)
     show_charts(trace_plots.figures(run), f"trace.{run.id}")
     if rules := view.rules_table(m):
         with st.expander("Kernel group rules: what each matched"):

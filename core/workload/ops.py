@@ -1,0 +1,303 @@
+"""Kernels → operators → modules: which CPU operator launched each GPU activity, and in which module.
+
+Each activity of the analysed GPU is traced to its launch call (the runtime event with its correlation id), and
+the call to the **operator**: the innermost CPU operator (``cpu_op``) on the call's thread whose span holds the
+call's start — ``aten::mm`` under ``aten::matmul`` under ``aten::linear``, where the FLOPs are counted
+(:mod:`core.workload.op_flops`); of two with the same span, the later in the file (Kineto writes a caller before
+its callee: ``aten::_local_scalar_dense`` within ``aten::item``). Its **module** is the innermost ``nn.Module: …`` Python event (recorded with
+``with_stack``/``with_modules``) or user annotation around the operator, else, for backward work, the autograd
+node (``autograd::engine::evaluate_function: MmBackward0``) it runs under; else none is recorded. An activity
+without a launch call in the trace, or whose call no operator holds, is counted under :data:`NO_OP`.
+
+Per operator and module: the GPU time (the sum of its activities' durations: kernels, copies and sets), how
+many kernels, and how many times the operator ran; per module the same. Two patterns are named:
+
+- **unfused attention**: a module whose operators include a softmax (``aten::softmax``/``_softmax``/
+  ``_safe_softmax``) and a batched matmul (``aten::bmm``/``baddbmm``/``matmul``): attention computed as
+  separate kernels; ``scaled_dot_product_attention`` fuses them (the time is that of those operators there);
+- **many tiny elementwise kernels**: elementwise kernels (the kernel rules' group) shorter than
+  :data:`TINY_US` making up at least :data:`TINY_SHARE` of the kernels (and :data:`TINY_MIN` of them): each is mostly launch and memory
+  traffic, a fusion or ``torch.compile`` candidate (the time is theirs, with the operators launching most).
+"""
+
+from __future__ import annotations
+
+import re
+
+import numpy as np
+
+from core.measure.kernels import classify_kernel
+from core.units import duration_text
+from core.workload.cpu_ops import ANNOTATION, OP, PYTHON, RUNTIME, CpuOps
+from core.workload.trace_file import COMM, TraceFile
+
+NO_OP = "(no CPU operator: no launch call in the trace, or none around it)"
+NO_MODULE = "(none recorded)"
+TOP = 20
+TINY_US = 10.0
+TINY_SHARE = 0.25
+TINY_MIN = 100
+MIN_SPAN_SHARE = 0.05
+_MODULE = re.compile(r"^nn\.Module: ")
+_BACKWARD = "autograd::engine::evaluate_function: "
+_SOFTMAX = re.compile(r"^aten::(_safe_softmax|_softmax|softmax)$")
+_BMM = re.compile(r"^aten::(bmm|baddbmm|matmul)$")
+
+
+def _tree(ops: CpuOps) -> tuple[np.ndarray, np.ndarray]:
+    """The host's operators, annotations and Python events sorted by (thread, start, longest first), and each
+    one's parent: the innermost earlier one on its thread that holds it (-1 for none), as indices into the sort."""
+    events = np.flatnonzero(ops.kind != RUNTIME)
+    order = events[np.lexsort((-ops.end[events], ops.start[events], ops.tid[events]))]
+    end, tid = ops.end[order].tolist(), ops.tid[order].tolist()
+    parent = np.full(len(order), -1, np.int64)
+    stack: list[int] = []
+    last_tid = None
+    for i in range(len(order)):
+        if tid[i] != last_tid:
+            stack.clear()
+            last_tid = tid[i]
+        while stack and end[stack[-1]] < end[i]:
+            stack.pop()
+        if stack:
+            parent[i] = stack[-1]
+        stack.append(i)
+    return order, parent
+
+
+def _walk(start: np.ndarray, parent: np.ndarray, want: np.ndarray) -> np.ndarray:
+    """From each position in ``start`` (-1: none), up the parents to the first where ``want`` holds (-1 if none)."""
+    cur = start.copy()
+    for _ in range(len(parent) + 1):
+        moving = (cur >= 0) & ~want[np.maximum(cur, 0)]
+        if not moving.any():
+            break
+        cur[moving] = parent[cur[moving]]
+    return cur
+
+
+def attribute(trace: TraceFile, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray, list[str]]:
+    """For the activities ``idx``: the host event index of the operator that launched each (-1: none), and its
+    module (an index into the returned labels)."""
+    a, ops = trace.activities, trace.ops
+    op_of = np.full(len(idx), -1, np.int64)
+    module_of = np.zeros(len(idx), np.int64)
+    labels = [NO_MODULE]
+    runtime = np.flatnonzero((ops.kind == RUNTIME) & (ops.correlation >= 0))
+    if not len(runtime) or not len(idx):
+        return op_of, module_of, labels
+    runtime = runtime[np.argsort(ops.correlation[runtime], kind="stable")]
+    corr = ops.correlation[runtime]
+    j = np.clip(np.searchsorted(corr, a.correlation[idx]), 0, len(corr) - 1)
+    found = (corr[j] == a.correlation[idx]) & (a.correlation[idx] >= 0)
+    call = runtime[j]
+    order, parent = _tree(ops)
+    if not len(order):
+        return op_of, module_of, labels
+    tid, start = ops.tid[order], ops.start[order]
+    # the last event on the call's thread starting at or before the call, then up to the first that holds it
+    key_t, key_s = ops.tid[call], ops.start[call]
+    pos = np.full(len(idx), -1, np.int64)
+    for t in np.unique(key_t[found]).tolist():
+        lo, hi = np.searchsorted(tid, t, "left"), np.searchsorted(tid, t, "right")
+        mine = found & (key_t == t)
+        pos[mine] = lo + np.searchsorted(start[lo:hi], key_s[mine], "right") - 1
+        pos[mine & (pos < lo)] = -1
+    ends = ops.end[order]
+    at = pos.copy()  # the nearest event, then up while it ends before the call
+    for _ in range(len(order) + 1):
+        moving = (at >= 0) & (ends[np.maximum(at, 0)] < key_s)
+        if not moving.any():
+            break
+        at[moving] = parent[at[moving]]
+    kind, names = ops.kind[order], ops.name[order]
+    is_op = kind == OP
+    inner = _walk(at, parent, is_op)
+    op_of = np.where(inner >= 0, order[np.maximum(inner, 0)], -1)
+    module_name = np.array([bool(_MODULE.match(n)) for n in ops.names] or [False])
+    is_module = ((kind == PYTHON) & module_name[names]) | (kind == ANNOTATION)
+    module = _walk(inner, parent, is_module)
+    top = inner.copy()  # the outermost operator: a backward node names the module of backward work
+    for _ in range(len(order) + 1):
+        up = (top >= 0) & (parent[np.maximum(top, 0)] >= 0)
+        if not up.any():
+            break
+        top[up] = parent[top[up]]
+    numbered: dict[str, int] = {}
+    for i, (m, t) in enumerate(zip(module.tolist(), top.tolist())):
+        text = NO_MODULE
+        if m >= 0:
+            text = ops.names[int(names[m])]
+        elif t >= 0 and ops.names[int(names[t])].startswith(_BACKWARD):
+            text = ops.names[int(names[t])]
+        if text not in numbered:
+            numbered[text] = len(labels) if text != NO_MODULE else 0
+            if text != NO_MODULE:
+                labels.append(text)
+        module_of[i] = numbered[text]
+    return op_of, module_of, labels
+
+
+def op_breakdown(trace: TraceFile, device: int, top: int = TOP) -> dict:
+    """The analysed GPU's time by operator and module, the top ``top`` of each, and the patterns found:
+    ``{"ops": [...], "modules": [...], "op_patterns": [...], "ops_gpu_time_us", "ops_attributed_us",
+    "ops_attributed_share"}`` (the keys of the run's meta)."""
+    a, ops = trace.activities, trace.ops
+    idx = np.flatnonzero(a.device == device)
+    if not len(idx):
+        return {}
+    op_of, module_of, modules = attribute(trace, idx)
+    dur = (a.end - a.start)[idx]
+    kernel = a.kind[idx] <= COMM
+    op_name = np.where(op_of >= 0, ops.name[np.maximum(op_of, 0)], -1)
+    rows: dict[tuple[int, int], list] = {}  # (op name, module) → [µs, kernels, {op events}]
+    for n, m, d, k, e in zip(op_name.tolist(), module_of.tolist(), dur.tolist(), kernel.tolist(), op_of.tolist()):
+        row = rows.setdefault((n, m), [0.0, 0, set()])
+        row[0] += d
+        row[1] += k
+        if e >= 0:
+            row[2].add(e)
+    total = float(dur.sum())
+
+    def name(n: int) -> str:
+        return ops.names[n] if n >= 0 else NO_OP
+
+    ranked = sorted(rows.items(), key=lambda kv: -kv[1][0])
+    op_rows = [
+        {
+            "op": name(n),
+            "module": modules[m],
+            "gpu_time_us": us,
+            "share": us / total if total else 0.0,
+            "kernels": count,
+            "calls": len(events),
+        }
+        for (n, m), (us, count, events) in ranked[:top]
+    ]
+    by_module: dict[int, list] = {}
+    for (n, m), (us, count, _) in rows.items():
+        row = by_module.setdefault(m, [0.0, 0, 0])
+        row[0] += us
+        row[1] += count
+        row[2] += n >= 0
+    module_rows = [
+        {"module": modules[m], "gpu_time_us": us, "share": us / total if total else 0.0, "kernels": k, "ops": n}
+        for m, (us, k, n) in sorted(by_module.items(), key=lambda kv: -kv[1][0])[:top]
+    ]
+    attributed = float(dur[op_of >= 0].sum())
+    patterns = _unfused_attention(rows, modules, ops) + _tiny_elementwise(trace, idx, dur, op_name)
+    return {
+        "ops": op_rows,
+        "modules": module_rows,
+        "op_patterns": patterns,
+        "ops_gpu_time_us": total,
+        "ops_attributed_us": attributed,
+        "ops_attributed_share": attributed / total if total else 0.0,
+    }
+
+
+def _unfused_attention(rows: dict, modules: list[str], ops: CpuOps) -> list[dict]:
+    found: dict[int, dict] = {}
+    for (n, m), (us, count, _) in rows.items():
+        if n < 0 or not m:
+            continue
+        name = ops.names[n]
+        kind = "softmax" if _SOFTMAX.match(name) else "bmm" if _BMM.match(name) else None
+        if kind:
+            f = found.setdefault(m, {"softmax": 0.0, "bmm": 0.0, "ops": set(), "kernels": 0})
+            f[kind] += us
+            f["ops"].add(name)
+            f["kernels"] += count
+    return [
+        {
+            "pattern": "unfused attention",
+            "module": modules[m],
+            "time_us": f["softmax"] + f["bmm"],
+            "kernels": f["kernels"],
+            "ops": sorted(f["ops"]),
+            "advice": "softmax and batched matmuls as separate kernels: torch.nn.functional."
+            "scaled_dot_product_attention fuses them",
+        }
+        for m, f in sorted(found.items(), key=lambda kv: -(kv[1]["softmax"] + kv[1]["bmm"]))
+        if f["softmax"] and f["bmm"]
+    ]
+
+
+def _tiny_elementwise(trace: TraceFile, idx: np.ndarray, dur: np.ndarray, op_name: np.ndarray) -> list[dict]:
+    a, ops = trace.activities, trace.ops
+    kernel = a.kind[idx] <= COMM
+    group = np.array([classify_kernel(n)[0] == "elementwise" for n in a.names] or [False])
+    tiny = kernel & group[a.name[idx]] & (dur < TINY_US)
+    count, kernels = int(tiny.sum()), int(kernel.sum())
+    if count < TINY_MIN or count < TINY_SHARE * kernels:
+        return []
+    names, counts = np.unique(op_name[tiny], return_counts=True)
+    top = [
+        {"op": ops.names[int(n)] if n >= 0 else NO_OP, "kernels": int(c)}
+        for n, c in sorted(zip(names.tolist(), counts.tolist()), key=lambda nc: -nc[1])[:5]
+    ]
+    return [
+        {
+            "pattern": "many tiny elementwise kernels",
+            "time_us": float(dur[tiny].sum()),
+            "kernels": count,
+            "of_kernels": kernels,
+            "below_us": TINY_US,
+            "ops": top,
+            "advice": "each is mostly launch and memory traffic: fuse them (torch.compile, a fused optimizer, "
+            "foreach ops) or capture them in a CUDA graph",
+        }
+    ]
+
+
+def _ms(us: float) -> str:
+    return duration_text(us / 1e6)
+
+
+def op_findings(meta: dict) -> list[dict]:
+    """The patterns as findings, naming the module or the operators (≥ 5 % of the span)."""
+    span = meta.get("span_us") or 0.0
+    out = []
+    for p in meta.get("op_patterns") or []:
+        share = p["time_us"] / span if span else 0.0
+        if share < MIN_SPAN_SHARE:
+            continue
+        if p["pattern"] == "unfused attention":
+            text = (
+                f"unfused attention in `{p['module']}`: {', '.join(p['ops'])} take {_ms(p['time_us'])} "
+                f"({share:.1%} of the span) over {p['kernels']:,} kernels — {p['advice']}"
+            )
+        else:
+            most = ", ".join(f"`{o['op']}` ×{o['kernels']:,}" for o in p["ops"][:3])
+            text = (
+                f"{p['kernels']:,} of {p['of_kernels']:,} kernels are elementwise and shorter than "
+                f"{p['below_us']:g} µs ({_ms(p['time_us'])}, {share:.1%} of the span; most from {most}) — "
+                f"{p['advice']}"
+            )
+        out.append({"kind": "op_pattern", "text": text, "value": 100 * share, "unit": "%"})
+    return out
+
+
+def op_lines(meta: dict) -> list[str]:
+    """The top operators and modules as text (``python -m core trace FILE``)."""
+    if not meta.get("ops"):
+        return []
+    out = [
+        f"top operators by GPU time ({meta['ops_attributed_share']:.1%} of {_ms(meta['ops_gpu_time_us'])} traced "
+        "to an operator):"
+    ]
+    for r in meta["ops"][:10]:
+        extra = ""
+        if r.get("tflops") is not None:
+            extra += f", {r['tflops']:,.1f} TFLOPS"
+        if r.get("tbps") is not None:
+            extra += f", {r['tbps']:,.2f} TB/s"
+        if r.get("peak_share") is not None:
+            extra += f" ({r['peak_share']:.0%} of peak)"
+        out.append(
+            f"  {_ms(r['gpu_time_us']):>10}  {r['share']:6.1%}  ×{r['kernels']:<6,} {r['op']} [{r['module']}]{extra}"
+        )
+    out.append("top modules by GPU time:")
+    for r in meta["modules"][:5]:
+        out.append(f"  {_ms(r['gpu_time_us']):>10}  {r['share']:6.1%}  ×{r['kernels']:<6,} {r['module']}")
+    return out

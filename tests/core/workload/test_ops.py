@@ -1,0 +1,115 @@
+"""Kernels → operators → modules on real traces (tests/data/workload/README.md), against an attribution written
+here from the file's own JSON events: each activity's launch call by correlation id, the innermost CPU operator on
+the call's thread holding the call's start (a loop over the operators), the innermost module annotation or
+``nn.Module`` event around it, else the backward node it runs under."""
+
+import gzip
+import json
+
+import pytest
+
+pytest.importorskip("msgspec")
+
+from core.measure.kernels import classify_kernel
+from core.workload.ops import NO_MODULE, NO_OP, TINY_US, op_breakdown
+from core.workload.trace import analyse_trace
+from core.workload.trace_file import read_trace
+from tests.conftest import ROOT
+
+DATA = ROOT / "tests" / "data" / "workload"
+RECSYS = DATA / "hta_recsys_sampled_rank0.json.gz"
+STEP = DATA / "hta_v100_step1012_trimmed.json.gz"
+GPU = {"kernel", "gpu_memcpy", "gpu_memset"}
+
+
+def reference(path, device):
+    """{(op, module): [GPU µs, kernels]} from the file's events alone."""
+    with gzip.open(path) as f:
+        events = [e for e in json.load(f)["traceEvents"] if e.get("ph") == "X"]
+    runtime = {
+        e["args"]["correlation"]: e for e in events if e.get("cat") == "cuda_runtime" and "correlation" in e["args"]
+    }
+    ops = [e for e in events if e.get("cat") == "cpu_op"]
+    around = [
+        e
+        for e in events
+        if (e.get("cat") == "user_annotation" and not e["name"].startswith("ProfilerStep#"))
+        or (e.get("cat") == "python_function" and e["name"].startswith("nn.Module: "))
+    ]
+
+    order = {id(e): i for i, e in enumerate(events)}
+
+    def innermost(candidates, tid, t):
+        """The latest-starting, then shortest, then last in the file (Kineto writes a caller before its callee)."""
+        holding = [e for e in candidates if e["tid"] == tid and e["ts"] <= t <= e["ts"] + e["dur"]]
+        return max(holding, key=lambda e: (e["ts"], -e["dur"], order[id(e)]), default=None)
+
+    out = {}
+    for e in events:
+        if e.get("cat") not in GPU or e["args"].get("device") != device:
+            continue
+        call = runtime.get(e["args"].get("correlation"))
+        op = innermost(ops, call["tid"], call["ts"]) if call else None
+        module = NO_MODULE
+        if op is not None:
+            m = innermost(
+                [x for x in around if x["ts"] <= op["ts"] and op["ts"] + op["dur"] <= x["ts"] + x["dur"]],
+                op["tid"],
+                op["ts"],
+            )
+            if m is not None:
+                module = m["name"]
+            else:
+                holding = [x for x in ops if x["tid"] == op["tid"] and x["ts"] <= op["ts"] <= x["ts"] + x["dur"]]
+                outer = min(holding, key=lambda x: (x["ts"], -x["dur"], order[id(x)]))
+                if outer["name"].startswith("autograd::engine::evaluate_function: "):
+                    module = outer["name"]
+        row = out.setdefault((op["name"] if op else NO_OP, module), [0.0, 0])
+        row[0] += e["dur"]
+        row[1] += e["cat"] == "kernel"
+    return out
+
+
+@pytest.mark.parametrize("path", [RECSYS, STEP], ids=lambda p: p.name)
+def test_operators_and_modules_against_the_files_own_events(path):
+    trace = read_trace(path)
+    _, meta = analyse_trace(trace)
+    got = op_breakdown(trace, meta["device"], top=10_000)
+    want = reference(path, meta["device"])
+    assert {(r["op"], r["module"]): [r["gpu_time_us"], r["kernels"]] for r in got["ops"]} == pytest.approx(want)
+    assert got["ops_gpu_time_us"] == pytest.approx(sum(us for us, _ in want.values()))
+    modules = {}
+    for (_, module), (us, _) in want.items():
+        modules[module] = modules.get(module, 0.0) + us
+    assert {r["module"]: r["gpu_time_us"] for r in got["modules"]} == pytest.approx(modules)
+
+
+def test_the_recsys_ranks_top_operators_and_its_unfused_attention():
+    trace = read_trace(RECSYS)
+    _, meta = analyse_trace(trace)
+    got = op_breakdown(trace, meta["device"])
+    want = reference(RECSYS, meta["device"])
+    top = max(want.items(), key=lambda kv: kv[1][0])
+    assert (
+        (got["ops"][0]["op"], got["ops"][0]["module"]) == top[0] == ("record_param_comms", "## alltoall_fwd_single ##")
+    )
+    # softmax and bmm in one module: DistributedDataParallel.forward runs aten::_softmax and aten::bmm
+    (attention,) = [p for p in got["op_patterns"] if p["pattern"] == "unfused attention"]
+    module = "DistributedDataParallel.forward"
+    assert attention["module"] == module and attention["ops"] == ["aten::_softmax", "aten::bmm"]
+    assert attention["time_us"] == sum(
+        us for (op, m), (us, _) in want.items() if m == module and op in ("aten::_softmax", "aten::bmm")
+    )
+
+
+def test_many_tiny_elementwise_kernels_counted_from_the_file():
+    trace = read_trace(STEP)
+    _, meta = analyse_trace(trace)
+    got = op_breakdown(trace, meta["device"])
+    with gzip.open(STEP) as f:
+        events = [e for e in json.load(f)["traceEvents"] if e.get("ph") == "X" and e.get("cat") == "kernel"]
+    kernels = [e for e in events if e["args"].get("device") == meta["device"]]
+    tiny = [e for e in kernels if e["dur"] < TINY_US and classify_kernel(e["name"])[0] == "elementwise"]
+    (pattern,) = [p for p in got["op_patterns"] if p["pattern"] == "many tiny elementwise kernels"]
+    assert (pattern["kernels"], pattern["of_kernels"]) == (len(tiny), len(kernels)) == (289, 1007)
+    assert pattern["time_us"] == sum(e["dur"] for e in tiny)
