@@ -13,7 +13,7 @@ from pages.common import lab, node, run_panel, trace_panel
 from pages.common.charts import show_charts
 from pages.common.methods import how_measured
 from render.chart import kind_rows
-from render.plots.step_bench import figures
+from render.plots.step_bench import cold_text, figures
 
 KEY = "step_bench"
 MAX_TRACE_DOWNLOAD_BYTES = 200 * MIB
@@ -82,10 +82,11 @@ def metrics(run: RunResult) -> None:
     else:
         cols[3].metric("MFU", "n/a", summary.get("mfu_note"), delta_color="off")
     cols[4].metric("Backward / forward", f"{summary['backward_forward_ratio']:.2f}×")
+    if run.meta.get("cpu_load_note"):
+        st.warning(f"Busy machine: {run.meta['cpu_load_note']}.")
     if summary.get("first_step_ms") is not None:
         st.caption(
-            f"First step without warm-up: **{summary['first_step_ms']:.1f} ms**, "
-            f"{summary['first_step_over_median']:.1f}× the warmed-up median ({run.meta.get('cold_includes', '')}). "
+            f"{cold_text(summary, run.meta)} "
             f"Timing: {run.meta.get('timing', '')}. Model FLOPs: 6·N·tokens for the N = "
             f"{run.meta.get('flops', {}).get('matmul_params', 0):,} matmul weights plus attention scores/values."
         )

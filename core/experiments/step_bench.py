@@ -330,7 +330,9 @@ def _common(cfg: StepBenchConfig, ctx: Context, sampler: ClockSampler | None) ->
     """The meta of a single run and of a sweep alike."""
     import torch
 
-    return {
+    from core.measure.timing import cpu_load
+
+    return ({} if ctx.is_cuda else cpu_load()) | {
         "timing": "CUDA events at each phase boundary, one synchronize per step"
         if ctx.is_cuda
         else "time.perf_counter at each phase boundary (CPU ops are synchronous)",

@@ -32,6 +32,26 @@ def _detail(run: RunResult) -> str:
     return f"{c.get('model')} · batch {c.get('batch')} × {c.get('context')} tokens · {precision} · {c.get('optimizer')}"
 
 
+SLOWER = 1.1  # a first step this many times the warm median or more is "slower": what it paid for is said
+
+
+def cold_text(summary: dict, meta: dict) -> str:
+    """The first step without warm-up against the warm median, in words that follow the figures: what the
+    first steps pay for (``meta["cold_includes"]``) only when they were slower; else that they were not."""
+    first, ratio = summary.get("first_step_ms"), summary.get("first_step_over_median")
+    if first is None or ratio is None:
+        return ""
+    said = f"First step without warm-up: **{first:.1f} ms**, {ratio:.1f}× the warmed-up median"
+    if ratio >= SLOWER:
+        return f"{said}: slower; {meta.get('cold_includes') or 'the first calls set things up'}."
+    if ratio > 1 / SLOWER:
+        return f"{said}: no slower than the warmed-up steps, so this run shows no first-call cost."
+    return (
+        f"{said}: faster than the warmed-up steps, so this run shows no first-call cost; the warmed-up steps "
+        "were the slow ones (the machine's other work, clocks or memory growing as the run went on)."
+    )
+
+
 def phase_chart(run: RunResult) -> Chart | None:
     samples = kind_rows(run, "sample")
     if samples.empty:

@@ -226,3 +226,18 @@ def test_a_sweep_refuses_the_precisions_that_cannot_fit(monkeypatch):
 
     with pytest.raises(DoesNotFit, match="a bf16 training step of tiny"):  # none fits: the smallest is named
         drive(run(cfg, CPU))
+
+
+def test_a_cpu_run_on_a_busy_machine_says_so(monkeypatch, tmp_path):
+    """As the matmul page does: a CPU whose load is over its cores gets the busy-machine note in the meta,
+    which the page shows; a quiet one gets none."""
+    import os
+
+    monkeypatch.setenv("GPULAB_DATA_DIR", str(tmp_path))
+    config = StepBenchConfig(**dict(SMALL, profile_steps=0, trace=False, cold_steps=0, timed_steps=2))
+    monkeypatch.setattr(os, "getloadavg", lambda: (64.0 * (os.cpu_count() or 1), 0.0, 0.0))
+    out, _ = drive(run(config, CPU))
+    assert "the CPU was busy" in out.meta["cpu_load_note"] and "times include waits" in out.meta["cpu_load_note"]
+    monkeypatch.setattr(os, "getloadavg", lambda: (0.0, 0.0, 0.0))
+    out, _ = drive(run(config, CPU))
+    assert "cpu_load_note" not in out.meta and out.meta["cpu_load_1min"] == 0.0

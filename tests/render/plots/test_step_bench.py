@@ -117,3 +117,23 @@ def test_sweep_figures_show_unsupported_modes():
     assert list(tokens.figure.data[0].text) == ["1.00× fp32", "2.00× fp32"]
     (chart,) = overlay([run])
     assert sorted(chart.data["step_ms_median"]) == [5.0, 10.0]
+
+
+@pytest.mark.parametrize(
+    "ratio, says, never",
+    [
+        (3.2, "3.2× the warmed-up median: slower; the first steps pay for first-touch page faults", "no first-call"),
+        (1.0, "1.0× the warmed-up median: no slower than the warmed-up steps", "page faults"),
+        (0.6, "0.6× the warmed-up median: faster than the warmed-up steps", "page faults"),
+    ],
+)
+def test_the_first_step_s_words_follow_its_figures(ratio, says, never):
+    """What the first steps pay for is said only when they were slower than the warm median."""
+    from core.experiments.step_bench import COLD_INCLUDES
+    from render.plots.step_bench import cold_text
+
+    text = cold_text(
+        {"first_step_ms": 10.0 * ratio, "first_step_over_median": ratio}, {"cold_includes": COLD_INCLUDES["cpu"]}
+    )
+    assert says in text and never not in text
+    assert cold_text({"first_step_ms": None, "first_step_over_median": None}, {}) == ""
