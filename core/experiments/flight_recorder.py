@@ -1,0 +1,100 @@
+"""``flight-recorder``: read every rank's flight-recorder dump of a hung job and name the collective and the
+rank that stopped it.
+
+An import like ``profiler-trace-ranks``: its config is the dumps (a folder or the files), read one at a time in
+a worker that imports no torch (:mod:`core.workload.flight_recorder`), matched across ranks by sequence id
+(:mod:`core.workload.hang`), the diagnosis derived once (:mod:`core.workload.hang_findings`). Files that are not
+one job's dumps are refused: nothing is stored.
+"""
+
+from __future__ import annotations
+
+from dataclasses import dataclass, field
+
+from core.errors import ConfigError
+from core.experiment import Context, Experiment, Output, Progress
+
+
+@dataclass(frozen=True)
+class FlightRecorderConfig:
+    paths: tuple[str, ...] = field(
+        default=(),
+        metadata={
+            "help": "a folder of one job's per-rank dumps (TORCH_FR_DUMP_TEMP_FILE + rank), or the dump files",
+            "stored": False,  # where they lay: the run names each file in its meta (names, digests)
+        },
+    )
+    path: str = field(default="", metadata={"help": "one dump file (one rank)", "stored": False})
+    example: str = field(default="", metadata={"help": "a set of dumps shipped in examples/"})
+
+    def __post_init__(self) -> None:
+        from core.workload import hang_examples
+        from core.workload.flight_recorder import dump_files
+
+        if self.example:
+            object.__setattr__(self, "paths", hang_examples.paths(self.example, self.paths or (self.path,)))
+        elif self.path:
+            object.__setattr__(self, "paths", (*self.paths, self.path))
+        if not self.paths:
+            raise ConfigError("paths: name a folder of one job's flight-recorder dumps, or the dump files")
+        dump_files(self.paths)  # exist, not too many: judged before the job is queued
+
+
+def run(cfg: FlightRecorderConfig, ctx: Context):
+    from core.workload.files import sha256
+    from core.workload.flight_recorder import check_one_job, dump_files, rank_of, read_dump
+    from core.workload.hang import analyse
+    from core.workload.hang_findings import hang_findings
+    from core.workload.ranks import names_of
+
+    files = dump_files(cfg.paths)
+    prefixes: dict[str, list[str]] = {}
+    for path in files:
+        prefixes.setdefault(rank_of(path)[0], []).append(path.name)
+    total = len(files) + 1
+    dumps, digests = [], {}
+    for i, path in enumerate(files):
+        yield Progress(i, total, f"reading {path.name} ({i + 1} of {len(files)})")
+        dump = read_dump(path)
+        digests[path.name] = sha256(path)
+        dumps.append(dump)
+    check_one_job(dumps, prefixes)
+    dumps.sort(key=lambda d: d.rank)
+    rows, meta = analyse(dumps)
+    meta["findings"] = hang_findings(meta, rows)
+    meta.update(
+        {
+            "file": names_of(files),
+            "files": [d.file for d in dumps],
+            "file_bytes": sum(p.stat().st_size for p in files),
+            "files_sha256": [digests[d.file] for d in dumps],  # in the order of meta["files"]: by rank
+            "recorded_on": "the machines that ran the job (imported files)",
+        }
+    )
+    if cfg.example:
+        from core.workload import hang_examples
+
+        meta["example"] = hang_examples.provenance(cfg.example)
+    yield Progress(total, total, "done")
+    return Output(rows=rows, meta=meta)
+
+
+def _files(cfg: FlightRecorderConfig) -> list[str]:
+    from core.workload.flight_recorder import dump_files
+
+    return [str(p) for p in dump_files(cfg.paths)]
+
+
+EXPERIMENTS = [
+    Experiment(
+        name="flight-recorder",
+        title="Flight-recorder dumps of a hung job (imported)",
+        config_type=FlightRecorderConfig,
+        run=run,
+        description=(__doc__ or "").partition("\n")[0],
+        store_failures=False,
+        torch_free=True,
+        reads=_files,
+        command=False,
+    )
+]

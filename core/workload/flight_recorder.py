@@ -1,0 +1,309 @@
+"""Reading one job's flight-recorder dumps: every rank's last collectives, as torch's c10d recorder writes them.
+
+torch keeps the last ``TORCH_FR_BUFFER_SIZE`` collectives of each process group in a ring buffer and writes it
+per rank (``TORCH_FR_DUMP_TEMP_FILE`` + rank, on a watchdog timeout or on demand) as a pickle of plain data
+(``_dump_fr_trace``) or as JSON (``_dump_fr_trace_json``: no stack frames, the group status as strings). Both
+forms of the dump versions torch writes (2.10 today; earlier 2.x dumps lack some fields, which are then left
+unknown, never guessed) are read here: the pickle only through the lab's class-refusing, memory-guarded
+unpickler, the JSON strict and with its containers counted, each file under :data:`MAX_DUMP_BYTES`.
+
+A dump does not name its own rank: like torch's analyser, the rank is the number the file name ends with
+(``nccl_trace_rank_3``, ``rank3.json``), and every file must share one prefix. Files that cannot be one job's
+ranks — a rank twice, other recorder versions, groups of one name with other members or descriptions, or
+buffers whose times lie further apart than the collectives' timeout allows — are refused, naming the files.
+"""
+
+from __future__ import annotations
+
+import re
+from dataclasses import dataclass, field
+from pathlib import Path
+from typing import Any
+
+from core.errors import ConfigError
+from core.intake import LIMITS, InputRefused, is_pickle, loads_json, open_input, read_json_input
+from core.pickle_stream import load_pickle_stream
+
+WHAT = "flight-recorder dump"
+MAX_DUMP_BYTES = 512 << 20  # one rank's dump: 20,000 entries with stacks are tens of MiB
+MAX_JSON_CONTAINERS = 4_000_000
+MAX_ENTRIES = 1_000_000  # entries of one dump (a buffer of TORCH_FR_BUFFER_SIZE per group)
+_SUFFIXES = re.compile(r"(\.(json|pickle|pkl|gz))+$", re.I)
+_RANK = re.compile(r"^(.*?)(\d+)$")
+_P2P_PEER = re.compile(r"(\d+)\s*(->|<-)\s*(\d+)")
+
+
+@dataclass(frozen=True)
+class Entry:
+    """One recorded collective or point-to-point op of one rank, with the fields the matching reads."""
+
+    record_id: int
+    group: str  # the process group's name: the same on every rank (its pg_id is a per-process counter)
+    group_desc: str
+    pg_id: int | None
+    seq: int  # collective_seq_id, or p2p_seq_id for a point-to-point op
+    p2p: bool
+    op: str  # "all_reduce", "send", … (the profiling name less its backend)
+    backend: str  # "nccl", "gloo", …
+    peer: tuple[int, int] | None  # (source, destination) of a send or recv, as the profiling name says
+    input_sizes: tuple[tuple[int, ...], ...]
+    output_sizes: tuple[tuple[int, ...], ...]
+    input_dtypes: tuple[str, ...] | None  # None: the dump version records none
+    state: str  # scheduled | started | completed (NCCL reads the GPU's events; gloo leaves "scheduled")
+    created_ns: int | None  # wall clock, ns since the epoch
+    started_ns: int | None
+    completed_ns: int | None
+    timeout_ms: int | None
+    frames: tuple[str, ...]  # "file:line name", innermost first; empty in JSON dumps
+
+
+@dataclass
+class Dump:
+    """One rank's dump: its entries in record order and what it says of its groups."""
+
+    rank: int
+    file: str
+    version: str
+    entries: list[Entry]
+    group_ranks: dict[str, tuple[int, ...]]  # name → member ranks, where pg_config lists them
+    group_descs: dict[str, str]
+    status: dict[str, dict[str, int]]  # group name → last_enqueued / last_started / last_completed collective
+    quirks: dict[str, int] = field(default_factory=dict)
+
+
+def dump_files(paths: list[str] | tuple[str, ...]) -> list[Path]:
+    """The dumps of an import: a folder's regular, visible files (sorted), or the files named; refused when
+    there are none, more than the ``rank_files`` limit, or a path that is neither."""
+    files: list[Path] = []
+    for given in paths:
+        p = Path(given)
+        try:
+            if p.is_dir():
+                files += sorted(f for f in p.iterdir() if not f.name.startswith(".") and f.is_file())
+            elif p.is_file():
+                files.append(p)
+            else:
+                raise ConfigError(f"paths: {given!r} is neither a file nor a folder on this machine")
+        except OSError as exc:
+            raise ConfigError(f"paths: {given!r}: {exc.strerror or exc}") from None
+        if len(files) > LIMITS.rank_files:
+            raise ConfigError(
+                f"paths: more than {LIMITS.rank_files:,} files (the rank_files limit): give one job's dumps, or a "
+                "folder holding only them"
+            )
+    if not files:
+        raise ConfigError("paths: no dump files found (a folder of one job's per-rank dumps, or the files)")
+    if len({f.resolve() for f in files}) < len(files):
+        raise ConfigError("paths: a file is named twice")
+    return files
+
+
+def rank_of(path: Path) -> tuple[str, int]:
+    """(prefix, rank) from a dump's name: the number it ends with, less .json/.pickle/.gz."""
+    m = _RANK.match(_SUFFIXES.sub("", path.name))
+    if not m:
+        raise ConfigError(
+            f"{path.name}: no rank in the name: a dump is named by the rank it ends with (TORCH_FR_DUMP_TEMP_FILE "
+            "+ rank, e.g. nccl_trace_rank_3)"
+        )
+    return m.group(1), int(m.group(2))
+
+
+def load(path: Path) -> Any:
+    """A dump's plain data, pickle or JSON (gzip of either), by its first bytes."""
+    with open_input(path, WHAT) as stream:
+        if is_pickle(stream.peek(2)[:2]):
+            return load_pickle_stream(stream, MAX_DUMP_BYTES, what=WHAT, path=path)
+    return loads_json(read_json_input(path, MAX_DUMP_BYTES, MAX_JSON_CONTAINERS, WHAT), what=WHAT)
+
+
+def read_dump(path: Path) -> Dump:
+    """One rank's dump read and checked; anything that is not a dump is refused naming the file."""
+    _, rank = rank_of(path)
+    try:
+        data = load(path)
+        return _parse(data, rank, path.name)
+    except InputRefused as exc:
+        raise ConfigError(f"{path.name}: {exc}") from None
+
+
+def _refuse(why: str) -> InputRefused:
+    return InputRefused(f"not a {WHAT}: {why}")
+
+
+def _int(value: Any) -> int | None:
+    """An integer field (the JSON form writes the group status as strings, and 0 for a time it has none)."""
+    if isinstance(value, bool):
+        return None
+    if isinstance(value, int):
+        return value
+    if isinstance(value, str) and re.fullmatch(r"-?\d{1,20}", value):
+        return int(value)
+    return None
+
+
+def _sizes(value: Any) -> tuple[tuple[int, ...], ...]:
+    if not isinstance(value, list):
+        return ()
+    return tuple(tuple(d for d in s if isinstance(d, int)) for s in value if isinstance(s, list))
+
+
+def _frames(value: Any, stacks: dict[tuple[str, ...], tuple[str, ...]]) -> tuple[str, ...]:
+    """A stack as "file:line name" lines, at most ``frames_per_stack``; equal stacks share one tuple."""
+    if not isinstance(value, list):
+        return ()
+    lines = tuple(
+        f"{f.get('filename', '?')}:{f.get('line', '?')} {f.get('name', '?')}"[: LIMITS.name_chars]
+        for f in value[: LIMITS.frames_per_stack]
+        if isinstance(f, dict)
+    )
+    return stacks.setdefault(lines, lines)
+
+
+def _ranks(text: Any) -> tuple[int, ...]:
+    """pg_config's ranks: "[0, 1, 2]" (a string in both forms)."""
+    if isinstance(text, list):
+        return tuple(r for r in text if isinstance(r, int))
+    if isinstance(text, str) and re.fullmatch(r"\[\s*(\d+\s*(,\s*\d+\s*)*)?\]", text):
+        return tuple(int(r) for r in re.findall(r"\d+", text))
+    return ()
+
+
+def _entry(e: Any, stacks: dict, quirks: dict[str, int]) -> Entry | None:
+    if not isinstance(e, dict):
+        quirks["an entry is not a dict"] = quirks.get("an entry is not a dict", 0) + 1
+        return None
+    group = e.get("process_group")
+    name = e.get("profiling_name")
+    seq_c, seq_p, record = _int(e.get("collective_seq_id")), _int(e.get("p2p_seq_id")), _int(e.get("record_id"))
+    if not (isinstance(group, (list, tuple)) and len(group) == 2 and isinstance(name, str)) or None in (
+        seq_c,
+        seq_p,
+        record,
+    ):
+        quirks["an entry lacks its group, name or sequence ids"] = (
+            quirks.get("an entry lacks its group, name or sequence ids", 0) + 1
+        )
+        return None
+    backend, _, op = name.partition(":")
+    if not op:
+        backend, op = "", name
+    op, _, rest = op.strip().partition(" ")
+    peer_match = _P2P_PEER.search(rest)
+    peer = None
+    if peer_match:
+        a, arrow, b = int(peer_match.group(1)), peer_match.group(2), int(peer_match.group(3))
+        peer = (a, b) if arrow == "->" else (b, a)
+    flag = e.get("is_p2p")
+    p2p = flag if isinstance(flag, bool) else op in ("send", "recv")
+    dtypes = e.get("input_dtypes")
+    return Entry(
+        record_id=record,  # type: ignore[arg-type]  # checked above
+        group=str(group[0]),
+        group_desc=str(group[1]),
+        pg_id=_int(e.get("pg_id")),
+        seq=seq_p if p2p else seq_c,  # type: ignore[arg-type]
+        p2p=p2p,
+        op=op[: LIMITS.name_chars],
+        backend=backend[:64],
+        peer=peer,
+        input_sizes=_sizes(e.get("input_sizes")),
+        output_sizes=_sizes(e.get("output_sizes")),
+        input_dtypes=tuple(str(d) for d in dtypes) if isinstance(dtypes, list) else None,
+        state=str(e.get("state") or "scheduled")[:32],
+        created_ns=_int(e.get("time_created_ns")) or None,
+        started_ns=_int(e.get("time_discovered_started_ns")) or None,
+        completed_ns=_int(e.get("time_discovered_completed_ns")) or None,
+        timeout_ms=_int(e.get("timeout_ms")),
+        frames=_frames(e.get("frames"), stacks),
+    )
+
+
+def _dict(value: Any) -> dict:
+    return value if isinstance(value, dict) else {}
+
+
+def _parse(data: Any, rank: int, file: str) -> Dump:
+    if not isinstance(data, dict) or "version" not in data:
+        raise _refuse("no version (a dump is a dict with version, pg_config and entries)")
+    version = data["version"]
+    if not isinstance(version, str) or not re.fullmatch(r"\d+\.\d+", version):
+        raise _refuse(f"its version is {str(version)[:40]!r}, not MAJOR.MINOR")
+    if not version.startswith("2."):
+        raise _refuse(f"recorder version {version}: this reader knows the 2.x dumps of torch 2.x")
+    raw_entries = data.get("entries", [])  # the JSON form leaves it out when the buffer is empty
+    if not isinstance(raw_entries, list):
+        raise _refuse("its entries are not a list")
+    if len(raw_entries) > MAX_ENTRIES:
+        raise InputRefused(f"the {WHAT} holds {len(raw_entries):,} entries, more than the {MAX_ENTRIES:,} limit")
+    quirks: dict[str, int] = {}
+    stacks: dict[tuple[str, ...], tuple[str, ...]] = {}
+    entries = [x for e in raw_entries if (x := _entry(e, stacks, quirks)) is not None]
+    entries.sort(key=lambda x: x.record_id)
+    config = _dict(data.get("pg_config"))
+    group_ranks, group_descs = {}, {}
+    for name, info in config.items():
+        if isinstance(info, dict) and (ranks := _ranks(info.get("ranks"))):
+            group_ranks[str(name)] = ranks
+            group_descs[str(name)] = str(info.get("desc", ""))
+    names = {x.pg_id: x.group for x in entries if x.pg_id is not None}  # pg_status is keyed by pg_id
+    status = {}
+    raw_status = _dict(data.get("pg_status"))
+    for pg_id, s in raw_status.items():
+        key = _int(pg_id)
+        if key in names and isinstance(s, dict):
+            status[names[key]] = {
+                k: v for k in ("last_enqueued_collective", "last_started_collective", "last_completed_collective")
+                if (v := _int(s.get(k))) is not None
+            }  # fmt: skip
+    return Dump(rank, file, version, entries, group_ranks, group_descs, status, quirks)
+
+
+def check_one_job(dumps: list[Dump], prefixes: dict[str, list[str]]) -> None:
+    """Refuse dumps that cannot be the ranks of one job, naming the files."""
+    if len(prefixes) > 1:
+        named = "; ".join(f"{p or '(none)'}: {', '.join(files[:3])}" for p, files in prefixes.items())
+        raise ConfigError(f"dumps of more than one name (TORCH_FR_DUMP_TEMP_FILE): {named}; give one job's dumps")
+    by_rank: dict[int, str] = {}
+    for d in dumps:
+        if d.rank in by_rank:
+            raise ConfigError(f"{by_rank[d.rank]} and {d.file} are both rank {d.rank}: one job has each rank once")
+        by_rank[d.rank] = d.file
+    first = dumps[0]
+    for d in dumps[1:]:
+        if d.version != first.version:
+            raise ConfigError(
+                f"ranks of two different jobs: {first.file} is recorder version {first.version}, {d.file} {d.version}"
+            )
+    members: dict[str, tuple[tuple[int, ...], str, str]] = {}
+    for d in dumps:
+        for name, ranks in d.group_ranks.items():
+            seen = members.setdefault(name, (ranks, d.group_descs[name], d.file))
+            if (seen[0], seen[1]) != (ranks, d.group_descs[name]):
+                raise ConfigError(
+                    f"ranks of two different jobs: group {name!r} is {seen[1]!r} of ranks {list(seen[0])} in "
+                    f"{seen[2]}, {d.group_descs[name]!r} of ranks {list(ranks)} in {d.file}"
+                )
+    _check_times(dumps)
+
+
+def _check_times(dumps: list[Dump]) -> None:
+    """Ranks of one job wait for each other in every collective: one rank's whole buffer cannot end before
+    another's begins by more than the longest timeout (the waiting rank would have been stopped)."""
+    spans = []
+    for d in dumps:
+        times = [x.created_ns for x in d.entries if x.created_ns]
+        if times:
+            spans.append((min(times), max(times), d.file))
+    timeouts = [x.timeout_ms for d in dumps for x in d.entries if x.timeout_ms]
+    slack_ns = (max(timeouts) if timeouts else 30 * 60 * 1000) * 1_000_000
+    if not spans:
+        return
+    earliest_end = min(spans, key=lambda s: s[1])
+    latest_start = max(spans, key=lambda s: s[0])
+    if latest_start[0] - earliest_end[1] > slack_ns:
+        gap_s = (latest_start[0] - earliest_end[1]) / 1e9
+        raise ConfigError(
+            f"ranks of two different jobs: {earliest_end[2]}'s last entry was recorded {gap_s:,.0f} s before "
+            f"{latest_start[2]}'s first, longer than the collectives' timeout ({slack_ns / 1e9:,.0f} s)"
+        )

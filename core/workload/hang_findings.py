@@ -1,0 +1,154 @@
+"""The diagnosis of a hang in plain words, first: which collective, which rank did not arrive, what it did
+instead, where in the code — from the summary :func:`core.workload.hang.analyse` derived, with its numbers.
+
+Each finding is ``{"kind", "text", "value", "unit"}`` as :mod:`core.workload.findings` defines them; the
+value of a hang is the number of ranks that stopped it (missing or mismatched), of the others what they count.
+"""
+
+from __future__ import annotations
+
+from datetime import UTC, datetime
+
+from core.units import bytes_text
+
+MAX_FINDINGS = 3
+_TORCH_DIRS = ("/torch/distributed/", "/torch/nn/parallel/", "/torch/_dynamo/", "/torch/utils/")
+
+
+def _finding(kind: str, text: str, value: float, unit: str) -> dict:
+    return {"kind": kind, "text": text, "value": value, "unit": unit}
+
+
+def clock(ns: int) -> str:
+    """A recorder time (wall clock, ns since the epoch) as UTC time of day: "12:04:11.250"."""
+    return datetime.fromtimestamp(ns / 1e9, tz=UTC).strftime("%H:%M:%S.%f")[:-3]
+
+
+def user_frame(frames: list[str]) -> str | None:
+    """The innermost frame outside torch's own distributed code: where the user's code made the call."""
+    return next((f for f in frames if not any(d in f for d in _TORCH_DIRS)), None)
+
+
+def _ranks(ranks: list[int]) -> str:
+    if len(ranks) == 1:
+        return f"rank {ranks[0]}"
+    if ranks == list(range(ranks[0], ranks[-1] + 1)) and len(ranks) > 2:
+        return f"ranks {ranks[0]}–{ranks[-1]}"
+    return "ranks " + ", ".join(map(str, ranks))
+
+
+def _group(s: dict) -> str:
+    desc = s["group_desc"]
+    if desc in ("default_pg", "") and s["group"] == "0":
+        return "the default group"
+    return f"group {s['group']}" + (f" ({desc})" if desc and desc != "undefined" else "")
+
+
+def _what(s: dict) -> str:
+    """all_reduce #4 of the default group (128 B Float, sizes [[4, 8]])."""
+    size = f"{bytes_text(s['bytes'])} " if s.get("bytes") is not None else ""
+    dtypes = "/".join(dict.fromkeys(s["dtypes"])) or "dtype not recorded"
+    return f"{s['op']} #{s['seq_id']} of {_group(s)} ({size}{dtypes}, sizes {s['sizes']})"
+
+
+def _waiting(s: dict) -> str:
+    waiting = s["ranks_waiting"]
+    if not waiting:
+        return ""
+    when = ""
+    if s["waiting_since_ns"]:
+        a, b = clock(s["waiting_since_ns"]), clock(s["waiting_until_ns"])
+        when = f" at {a} UTC" if a == b else f" between {a} and {b} UTC"
+    return (
+        f"; {_ranks(waiting)} entered it{when} and {'was' if len(waiting) == 1 else 'were'} still waiting at the dump"
+    )
+
+
+def _instead(rank_row: dict | None) -> str:
+    if not rank_row or rank_row["last_op"] is None:
+        return ""
+    where = user_frame(rank_row["last_frames"])
+    return f"; rank {rank_row['rank']}'s last collective was {rank_row['last_op']} #{rank_row['last_entered_seq']}" + (
+        f", entered from {where}" if where else ""
+    )
+
+
+def _hang(s: dict, rows: dict[int, dict]) -> dict:
+    culprits = s["ranks_missing"] + [m["rank"] for m in s["ranks_mismatched"]]
+    where = user_frame(s["frames"])
+    at = f"; the others called it from {where}" if where else ""
+    if s["kind"] == "p2p":
+        src, dst = s["peer"]
+        side = s["ranks_waiting"][0]
+        other = dst if side == src else src
+        if s["ranks_missing"]:
+            text = (
+                f"rank {other} never posted the {'recv' if s['op'] == 'send' else 'send'} for rank {side}'s "
+                f"{s['op']} #{s['seq_id']} ({src}→{dst}) of {_group(s)}"
+            )
+        else:
+            text = f"rank {src}'s send #{s['seq_id']} and rank {dst}'s recv ({src}→{dst}) move other sizes"
+        return _finding("hang", text + _instead(rows.get(other)) + at, len(culprits) or 1, "ranks")
+    parts = []
+    if s["ranks_missing"]:
+        parts.append(f"{_ranks(s['ranks_missing'])} never entered {_what(s)}")
+    for m in s["ranks_mismatched"]:
+        dtypes = "/".join(dict.fromkeys(m["dtypes"])) or "dtype not recorded"
+        m_where = user_frame(m["frames"])
+        parts.append(
+            f"rank {m['rank']} entered {m['op']} ({dtypes}, sizes {m['sizes']}) where "
+            f"{'rank ' + str(s['reference_rank']) if s.get('no_majority') else 'the others'} entered {_what(s)}: a "
+            f"desync, other {m['differs_in']}"
+            + (" (no majority: either may be the odd one)" if s.get("no_majority") else "")
+            + (f", from {m_where}" if m_where else "")
+        )
+    if not parts:
+        parts.append(f"every rank with a dump entered {_what(s)} and none completed it: a hang inside the collective")
+    text = "; ".join(parts) + _waiting(s)
+    if len(culprits) == 1 and s["ranks_missing"]:
+        text += _instead(rows.get(culprits[0]))
+    return _finding("hang", text + at, len(culprits), "ranks")
+
+
+def hang_findings(meta: dict, rank_rows: list[dict]) -> list[dict]:
+    """The stuck collective first, then what limits the reading: ranks without a dump, wrapped buffers."""
+    rows = {r["rank"]: r for r in rank_rows}
+    out = []
+    s = meta["stuck"]
+    if s is not None:
+        out.append(_hang(s, rows))
+    absent = meta["ranks_without_dump"] or (s["ranks_without_dump"] if s else [])
+    if absent:
+        out.append(
+            _finding(
+                "ranks_without_dump",
+                f"no dump from {_ranks(absent)}: what {'it' if len(absent) == 1 else 'they'} did is not known; "
+                "the matching reads the other ranks only",
+                len(absent),
+                "ranks",
+            )
+        )
+    if wrapped := meta["wrapped_ranks"]:
+        oldest = max(rows[r]["first_seq_in_buffer"] or 0 for r in wrapped)
+        out.append(
+            _finding(
+                "wrapped",
+                f"the buffer of {_ranks(wrapped)} wrapped: collectives before #{oldest} of {meta['group']!r} are "
+                "gone; their states are unknown, the newer ones are read as recorded (a larger TORCH_FR_BUFFER_SIZE "
+                "keeps more)",
+                len(wrapped),
+                "ranks",
+            )
+        )
+    if s is None:
+        out.insert(
+            0,
+            _finding(
+                "no_hang",
+                f"the dumps show no hang: the {len(rows)} ranks agree on every collective they recorded and none is "
+                "left waiting",
+                0,
+                "ranks",
+            ),
+        )
+    return out[:MAX_FINDINGS]
