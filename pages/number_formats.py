@@ -39,6 +39,18 @@ tab_inspect, tab_acc, tab_auto, tab_round, tab_quant = st.tabs(
 )
 
 
+def _stored_formats(value: float, device: str) -> RunResult | None:
+    """The newest stored inspector run of this value on this device (the same card, by name), if any: a visit
+    shows it instead of storing the same run again."""
+    store = lab.store()
+    here = lab.device_info(device) or {}
+    for run in store.list(experiment="formats", status="ok", limit=50) if store is not None else []:
+        same = run.device.get("torch_device") == device and run.device.get("name") == here.get("name")
+        if same and run.config.get("value") == value:
+            return run
+    return None
+
+
 def render_formats(run: RunResult) -> None:
     df = run.frame()
     cols = [
@@ -107,10 +119,20 @@ with tab_inspect:
     except ValueError:
         st.error(f"{text!r} is not a number (examples: 3.14159265, 1e-8, inf).")
     else:
-        if st.session_state.get("nf.formats.sent") != text and run_panel.submit(
-            "nf.formats", "formats", {"value": value}
-        ):
-            st.session_state["nf.formats.sent"] = text
+        if st.session_state.get("nf.formats.sent") != text:
+            stored = _stored_formats(value, lab.selected_device())
+            if stored is not None:
+                run_panel.show_stored("nf.formats", stored)
+                st.session_state["nf.formats.sent"], st.session_state["nf.formats.reused"] = text, True
+            elif run_panel.submit("nf.formats", "formats", {"value": value}):
+                st.session_state["nf.formats.sent"], st.session_state["nf.formats.reused"] = text, False
+    if st.session_state.get("nf.formats.sent") == text:
+        st.caption(
+            "Stored run reused: this value was already computed on this device, so nothing ran and nothing new "
+            "was stored."
+            if st.session_state.get("nf.formats.reused")
+            else "Computed for this value on this device and stored (the next visit reuses it)."
+        )
     run_panel.results("nf.formats", render_formats, empty="Type a value.")
 
 

@@ -82,6 +82,12 @@ def run_controls(
         submit(key, experiment, submitted, device)
 
 
+def show_stored(key: str, run: RunResult) -> None:
+    """Make a stored run this page's result, with no job (a run reused for the same settings and device)."""
+    st.session_state.pop(_job_key(key), None)
+    st.session_state[_run_key(key)] = run
+
+
 def _current_job(key: str):
     job_id = st.session_state.get(_job_key(key))
     return lab.manager().get(job_id) if job_id else None

@@ -89,3 +89,24 @@ def test_rounding_tab_on_a_gpu_measures_tf32(gpu_app):
     tf32 = next(d.value for d in at.dataframe if "mode" in d.value.columns).set_index("mode").loc["tf32"]
     expected = "ok" if torch.cuda.get_device_capability(0) >= (8, 0) else "unsupported"
     assert tf32["status"] == expected
+
+
+def test_a_second_visit_reuses_the_stored_run_instead_of_storing_another(cpu_app, app):
+    """The inspector computes on load: the first visit stores one run and says so; a new session with the same
+    value on the same device shows that run at once (no "Queued", no new run) and says it was reused."""
+    from pages.common import lab
+
+    at = cpu_app.run()
+    at.switch_page(PAGE).run()
+    at = _until(at, lambda a: _inspector(a) is not None)
+    assert any("Computed for this value on this device and stored" in c.value for c in at.caption)
+    store = lab.store()
+    (first,) = store.list(experiment="formats")
+    fresh = type(app).from_file(app._script_path, default_timeout=120)  # a new visit: a new session
+    fresh.session_state[lab.DEVICE_KEY] = "cpu"
+    fresh.run()
+    fresh.switch_page(PAGE).run()
+    assert _inspector(fresh) is not None, [i.value for i in fresh.info]  # drawn on the first pass
+    assert not any("Queued" in i.value for i in fresh.info)
+    assert any("Stored run reused" in c.value for c in fresh.caption)
+    assert [r.id for r in store.list(experiment="formats")] == [first.id]
