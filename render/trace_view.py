@@ -29,6 +29,43 @@ def host_wait_share(causes: dict[str, float]) -> float | None:
     return causes["host_wait_us"] / total if total else None
 
 
+def launch_metric(launch: dict) -> tuple[str, str, str, str]:
+    """The page's launch figure (label, value, delta, help): the share of launch-bound activities (launched onto
+    an idle GPU), or, where graphs launched everything, that it does not apply; a run stored before the
+    redefinition has only HolisticTraceAnalysis' short kernels, named so."""
+    if "shorter_than_launch_call" not in launch:
+        return (
+            "Shorter than their launch call",
+            f"{launch['launch_bound_share']:.1%}",
+            f"median launch delay {launch['launch_delay_p50_us']:,.1f} µs",
+            "HolisticTraceAnalysis' short kernels: kernels (and copies) that ran shorter than their launch call "
+            "took on the CPU. It says nothing of whether the GPU waited on launches (this run was stored before "
+            "the lab measured that).",
+        )
+    own = launch["launched"] - launch["graph_launched"]
+    graphs = (
+        f" {launch['graph_launched']:,} activities came from CUDA/HIP graph launches: the comparison does not "
+        "apply to them."
+        if launch["graph_launched"]
+        else ""
+    )
+    about = (
+        "Activities whose own launch call ended after every earlier activity on the GPU had ended: the GPU had "
+        "nothing queued and waited on the launch (fuse the kernels, or capture them in a CUDA graph)."
+        + graphs
+        + f" HolisticTraceAnalysis' short kernels (shorter than their launch call): "
+        f"{launch['shorter_than_launch_call_share']:.1%}."
+    )
+    if not own:
+        return "Launch-bound", "n/a: CUDA graphs", f"{launch['graph_launched']:,} graph-launched", about
+    return (
+        "Launch-bound",
+        f"{launch['launch_bound_share']:.1%}",
+        f"GPU idle {launch['launch_wait_us'] / 1000:,.3f} ms before them",
+        about,
+    )
+
+
 def rules_table(meta: dict) -> list[dict]:
     """What each kernel group rule matched, in milliseconds (empty for runs stored before the rules)."""
     return [

@@ -40,7 +40,7 @@ from core.measure.kernels import KERNEL_GROUPS, KERNEL_RULES, NO_RULE, classify_
 from core.text import quirk_lines
 from core.workload.trace_file import COMM, COMPUTE, KINDS, MEMCPY, MEMSET, Activities, TraceFile, read_trace
 
-__all__ = ["IDLE_CAUSES", "TRACE_GROUPS", "analyse_trace", "read_trace", "report_lines", "union_us"]
+__all__ = ["IDLE_CAUSES", "TRACE_GROUPS", "analyse_trace", "launch_lines", "read_trace", "report_lines", "union_us"]
 
 TRACE_GROUPS = KERNEL_GROUPS
 # Rules: the name rules, then copies and sets by their kind, then the names no rule matched.
@@ -218,13 +218,16 @@ def _summed_over_streams(causes: dict) -> dict:
     return {key.removesuffix("_us") + SUMMED: us for key, us in causes.items()}
 
 
-def _launch_stats(delay: np.ndarray, queue: np.ndarray, bound: np.ndarray, idx: np.ndarray) -> dict:
-    """Launch delay percentiles and the launch-bound share of the activities ``idx`` that have a launch call."""
-    d = delay[idx]
+def _launch_stats(launches: _Launches, idx: np.ndarray) -> dict:
+    """Launch delay percentiles, the launch-bound activities among ``idx`` and HTA's shorter-than-the-call count."""
+    d = launches.delay[idx]
     has = ~np.isnan(d)
     if not has.any():
         return {"launched": 0}
-    d, q, b = d[has], queue[idx][has], bound[idx][has]
+    on = idx[has]
+    d, q = d[has], launches.queue[on]
+    graph, bound, short = launches.graph[on], launches.bound[on], launches.short[on]
+    own = int((~graph).sum())  # activities with a launch call of their own: where launch-bound means something
     p50, p90, p99 = np.percentile(d, [50, 90, 99])
     return {
         "launched": int(has.sum()),
@@ -234,8 +237,12 @@ def _launch_stats(delay: np.ndarray, queue: np.ndarray, bound: np.ndarray, idx: 
         "launch_delay_max_us": float(d.max()),
         "launch_delay_mean_us": float(d.mean()),
         "queue_delay_mean_us": float(q.mean()),
-        "launch_bound": int(b.sum()),
-        "launch_bound_share": float(b.mean()),
+        "graph_launched": int(graph.sum()),
+        "launch_bound": int(bound.sum()),
+        "launch_bound_share": float(bound.sum()) / own if own else 0.0,
+        "launch_wait_us": int(launches.wait_ns[on][bound].sum()) / NS,
+        "shorter_than_launch_call": int(short.sum()),
+        "shorter_than_launch_call_share": float(short.mean()),
     }
 
 
@@ -324,17 +331,23 @@ def _window(merged: tuple[np.ndarray, np.ndarray] | None, gaps: tuple, lo: int, 
     }
 
 
-def _launch_times(trace: TraceFile) -> tuple[np.ndarray, np.ndarray]:
+def _launch_times(trace: TraceFile) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
     """Each activity's launch-call start and duration, by its correlation id (NaN where no launch has that id;
-    the last launch of an id where several do)."""
+    the last launch of an id where several do), and whether it came from a CUDA/HIP graph: its call is a graph
+    launch (``cudaGraphLaunch``…), or it shares its call with other activities (it has no launch of its own)."""
     a, corr = trace.activities, trace.launch_correlation
+    n = len(a.correlation)
     if not len(corr):
-        return np.full(len(a.correlation), np.nan), np.full(len(a.correlation), np.nan)
+        return np.full(n, np.nan), np.full(n, np.nan), np.zeros(n, bool)
     j = np.searchsorted(corr, a.correlation, side="right") - 1
     found = (j >= 0) & (corr[np.maximum(j, 0)] == a.correlation)
     at = np.maximum(j, 0)
     dur = trace.launch_dur[at] if len(trace.launch_dur) == len(corr) else np.full(len(at), np.nan)
-    return np.where(found, trace.launch_ts[at], np.nan), np.where(found, dur, np.nan)
+    named = trace.launch_graph[at] if len(trace.launch_graph) == len(corr) else np.zeros(n, bool)
+    _, inverse, counts = np.unique(a.correlation, return_inverse=True, return_counts=True)
+    shared = counts[inverse] > 1
+    graph = found & (named | shared)
+    return np.where(found, trace.launch_ts[at], np.nan), np.where(found, dur, np.nan), graph
 
 
 def analyse_trace(trace: TraceFile, top: int = 20) -> tuple[list[dict], dict]:
@@ -480,35 +493,47 @@ def _kernel_rows(
 
 @dataclass(frozen=True)
 class _Launches:
-    """Per activity: the gap before it on its stream and that gap's cause, the delay from its launch call's start
-    (NaN without one), the queue delay after the call's end, and whether it ran shorter than its call."""
+    """Per activity: the gap before it on its stream and that gap's cause (HTA's per-stream breakdown), its launch
+    call's start, the delay from that start (NaN without a call), the queue delay after the call's end, whether a
+    CUDA/HIP graph launched it, whether it was **launch-bound** (its own call ended after every earlier activity of
+    its device had ended: the GPU had nothing queued and waited on this launch; never for a graph's kernels, whose
+    launch is the graph's) with the device gap before it (``wait_ns``), and HTA's "short kernel" (it ran shorter
+    than its launch call took on the CPU: meaningless for a graph's kernels, kept as HTA counts it)."""
 
     gap: np.ndarray
     cause: np.ndarray
     launch_ts: np.ndarray
     delay: np.ndarray
     queue: np.ndarray
+    graph: np.ndarray
     bound: np.ndarray
+    wait_ns: np.ndarray
+    short: np.ndarray
 
     @classmethod
     def of(cls, trace: TraceFile) -> _Launches:
         a = trace.activities
-        launch_ts, launch_dur = _launch_times(trace)
+        launch_ts, launch_dur, graph = _launch_times(trace)
         gap, cause = _idle_causes(a, launch_ts)
         delay = a.start - launch_ts
+        reach, has_before = _reach_before(a)  # ns: the latest end among the device's earlier activities
+        start = _ns(a.start)
         with np.errstate(invalid="ignore"):
-            bound = (a.end - a.start) < launch_dur  # NaN (no launch call) compares False
-        return cls(gap, cause, launch_ts, delay, np.maximum(delay - launch_dur, 0.0), bound)
+            short = (a.end - a.start) < launch_dur  # NaN (no launch call) compares False
+            bound = ~graph & has_before & (launch_ts + launch_dur >= reach / NS)
+        wait = np.where(has_before, np.maximum(start - reach, 0), 0)
+        return cls(gap, cause, launch_ts, delay, np.maximum(delay - launch_dur, 0.0), graph, bound, wait, short)
 
     def idle(self, idx: np.ndarray) -> dict:
         return _idle_sums(self.gap, self.cause, idx)
 
     def stats(self, idx: np.ndarray) -> dict:
-        return _launch_stats(self.delay, self.queue, self.bound, idx)
+        return _launch_stats(self, idx)
 
     def delay_rows(self, idx: np.ndarray) -> list[dict]:
         """The launch delays of the activities ``idx`` that have a launch call, as a histogram over
-        ``DELAY_EDGES_US`` (empty bins left out), with how many in each bin were launch-bound."""
+        ``DELAY_EDGES_US`` (empty bins left out), with how many in each bin were launch-bound, came from a graph,
+        and ran shorter than their launch call (HTA's)."""
         has = idx[~np.isnan(self.delay[idx])]
         if not len(has):
             return []
@@ -516,6 +541,8 @@ class _Launches:
         bins = np.clip(np.searchsorted(edges, self.delay[has], side="right") - 1, 0, len(edges) - 2)
         counts = np.bincount(bins, minlength=len(edges) - 1)
         bound_counts = np.bincount(bins, weights=self.bound[has], minlength=len(edges) - 1)
+        graph_counts = np.bincount(bins, weights=self.graph[has], minlength=len(edges) - 1)
+        short_counts = np.bincount(bins, weights=self.short[has], minlength=len(edges) - 1)
         return [
             {
                 "kind": "launch_delay",
@@ -523,10 +550,25 @@ class _Launches:
                 "to_us": float(hi),
                 "count": int(counts[b]),
                 "launch_bound": int(bound_counts[b]),
+                "graph_launched": int(graph_counts[b]),
+                "shorter_than_launch_call": int(short_counts[b]),
             }
             for b, (lo, hi) in enumerate(zip(edges[:-1], edges[1:]))
             if counts[b]
         ]
+
+
+def _reach_before(a: Activities) -> tuple[np.ndarray, np.ndarray]:
+    """Per activity, in whole ns: the latest end among the activities of its device that started before it (of
+    those starting together, the ones earlier in the file), on every stream; and whether it has any (a device's
+    first has none; times before the trace's origin are negative, so no value can mark it)."""
+    out, has = np.zeros(len(a.start), dtype=np.int64), np.zeros(len(a.start), bool)
+    for _, on in _grouped(a.device, np.arange(len(a.start))):
+        order = on[np.argsort(a.start[on], kind="stable")]
+        reach = np.maximum.accumulate(_ns(a.end[order]))
+        out[order[1:]] = reach[:-1]
+        has[order[1:]] = True
+    return out, has
 
 
 UTILISATION_BINS = 2000
@@ -577,6 +619,33 @@ def _coverage(s: np.ndarray, e: np.ndarray, edges: np.ndarray) -> np.ndarray:
     return np.diff(cum)
 
 
+def launch_lines(launch: dict) -> list[str]:
+    """What the launches say, in words: launch-bound (the GPU waited on them), CUDA graphs, HTA's short kernels."""
+    if "shorter_than_launch_call" not in launch:  # a run stored before: launch_bound was HTA's short kernels
+        return [
+            f"{launch['launch_bound']:,} of {launch['launched']:,} ({launch['launch_bound_share']:.1%}) ran shorter "
+            "than their launch call (HolisticTraceAnalysis' short kernels; not whether the GPU waited on launches)"
+        ]
+    own = launch["launched"] - launch["graph_launched"]
+    out = []
+    if own:
+        out.append(
+            f"launch-bound (launched onto an idle GPU: the call ended after every earlier activity had ended) "
+            f"{launch['launch_bound']:,} of {own:,} ({launch['launch_bound_share']:.1%}), the GPU idle "
+            f"{launch['launch_wait_us'] / 1000:,.3f} ms before them"
+        )
+    if launch["graph_launched"]:
+        out.append(
+            f"CUDA/HIP graphs: {launch['graph_launched']:,} activities launched by a graph (cudaGraphLaunch, or "
+            "several on one launch call): launch-bound and the launch call's length do not apply to them"
+        )
+    out.append(
+        f"shorter than their launch call (HolisticTraceAnalysis' short kernels): {launch['shorter_than_launch_call']:,}"
+        f" of {launch['launched']:,} ({launch['shorter_than_launch_call_share']:.1%})"
+    )
+    return out
+
+
 def report_lines(meta: dict, rows: list[dict]) -> list[str]:
     """The trace summary as text (``python -m core trace FILE``)."""
     if not meta.get("gpu_activities"):
@@ -615,10 +684,9 @@ def report_lines(meta: dict, rows: list[dict]) -> list[str]:
         out.append(
             f"launches: {launch['launched']:,} activities matched to their launch call; start − call start median "
             f"{launch['launch_delay_p50_us']:,.1f} µs, p90 {launch['launch_delay_p90_us']:,.1f} µs, p99 "
-            f"{launch['launch_delay_p99_us']:,.1f} µs, max {launch['launch_delay_max_us']:,.1f} µs; launch-bound "
-            f"{launch['launch_bound']:,} of {launch['launched']:,} ({launch['launch_bound_share']:.1%}) ran shorter "
-            "than their launch call"
+            f"{launch['launch_delay_p99_us']:,.1f} µs, max {launch['launch_delay_max_us']:,.1f} µs"
         )
+        out += ["  " + line for line in launch_lines(launch)]
     out.append("groups (share of GPU time: kernels + copies + memsets, summed; of kernel time: kernels only):")
     for r in rows:
         if r["kind"] == "group" and r["count"]:

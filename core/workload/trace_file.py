@@ -51,6 +51,9 @@ KINDS = ("compute", "communication", "memcpy", "memset")
 COMPUTE, COMM, MEMCPY, MEMSET = range(4)
 _CATEGORY = {"kernel": None, "gpu_memcpy": MEMCPY, "memcpy": MEMCPY, "gpu_memset": MEMSET, "memset": MEMSET}
 _LAUNCH_CATS = {"cuda_runtime", "cuda_driver", "runtime"}
+# A CUDA/HIP graph's launch (cudaGraphLaunch, cuGraphLaunch, hipGraphLaunch and their _ptsz variants): the kernels
+# of the graph carry its correlation id and have no launch call of their own.
+_GRAPH_LAUNCH = re.compile(r"graphlaunch", re.I)
 # Collectives are what the kernel rules' communication group names (NCCL/RCCL/MSCCL, collectives by name), and
 # the custom ones no such rule names: vLLM/SGLang's cross_device_reduce, TensorRT-LLM's Lamport all-reduce,
 # NVSHMEM and DeepEP (dispatch/combine). A kernel that spins waiting for its peers is communication, not compute.
@@ -154,6 +157,7 @@ class TraceFile:
     launch_ts: np.ndarray
     gpu_names: dict[int, str] = field(default_factory=dict)
     launch_dur: np.ndarray = field(default_factory=lambda: np.zeros(0))  # each launch call's duration (µs)
+    launch_graph: np.ndarray = field(default_factory=lambda: np.zeros(0, bool))  # each call a graph launch?
     schema_version: int | str | None = None
     rank: int | None = None
     malformed: dict[str, int] = field(default_factory=dict)  # why → how many events
@@ -359,6 +363,7 @@ class _Reader:
         self.gpu_steps: list[tuple[float, float, int]] = []
         self.cpu_steps: list[tuple[float, float, int]] = []
         self.launch_corr, self.launch_ts, self.launch_dur = array("q"), array("d"), array("d")
+        self.launch_graph = array("b")  # 1 where the call launched a CUDA/HIP graph
         self.malformed: dict[str, int] = {}
         self.origin: Decimal | None = None
         self.lowered: dict[str | None, str] = {}
@@ -466,6 +471,7 @@ class _Reader:
                     self.launch_corr.append(corr)
                     self.launch_ts.append(ts)
                     self.launch_dur.append(end - ts)
+                    self.launch_graph.append(1 if _GRAPH_LAUNCH.search(name) else 0)
             elif m := _STEP.match(name):
                 (self.gpu_steps if cat == "gpu_user_annotation" else self.cpu_steps).append((ts, end, int(m.group(1))))
         self._check_counts(first)
@@ -535,6 +541,7 @@ class _Reader:
             launch_correlation=corr[order],
             launch_ts=np.frombuffer(self.launch_ts, np.float64)[order],
             launch_dur=np.frombuffer(self.launch_dur, np.float64)[order],
+            launch_graph=np.frombuffer(self.launch_graph, np.int8)[order].astype(bool),
             gpu_names=gpu_names,
             schema_version=schema,
             rank=rank,

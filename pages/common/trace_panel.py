@@ -133,14 +133,8 @@ def _waits(m: dict) -> None:
     )
     waits[2].metric("Other wait", f"{causes['other_wait_us'] / 1000:,.3f} ms", help="Events, other streams.")
     if launch.get("launched"):
-        waits[3].metric(
-            "Launch-bound kernels",
-            f"{launch['launch_bound_share']:.1%}",
-            f"median launch delay {launch['launch_delay_p50_us']:,.1f} µs",
-            delta_color="off",
-            help="Kernels (and copies) that ran shorter than their launch call took on the CPU; the delay "
-            "is kernel start − its launch call's start.",
-        )
+        label, value, delta, text = view.launch_metric(launch)
+        waits[3].metric(label, value, delta, delta_color="off", help=text)
 
 
 def render_ranks(run: RunResult) -> None:

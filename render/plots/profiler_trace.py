@@ -225,22 +225,31 @@ def launch_chart(run: RunResult) -> Chart | None:
     if bins.empty:
         return None
     labels = [f"{_us(lo)}–{_us(hi)}" for lo, hi in zip(bins["from_us"], bins["to_us"])]
-    fig = go.Figure(
-        [
-            go.Bar(x=labels, y=bins["count"] - bins["launch_bound"], name="longer than its launch call",
-                   marker_color="#1f77b4"),
-            go.Bar(x=labels, y=bins["launch_bound"], name="launch-bound (shorter than its launch call)",
-                   marker_color="#d62728"),
-        ]
-    )  # fmt: skip
     launch = run.meta.get("launch") or {}
+    if "shorter_than_launch_call" in bins:  # launch-bound: launched onto an idle GPU
+        graph = bins["graph_launched"]
+        parts = [
+            ("queued behind earlier work", bins["count"] - bins["launch_bound"] - graph, "#1f77b4"),
+            ("launch-bound (launched onto an idle GPU)", bins["launch_bound"], "#d62728"),
+            ("from a CUDA/HIP graph (does not apply)", graph, "#7f7f7f"),
+        ]
+        verdict = f"launch-bound {launch.get('launch_bound_share', 0):.1%}"
+    else:  # a run stored before: its launch_bound was HolisticTraceAnalysis' short kernels
+        parts = [
+            ("longer than its launch call", bins["count"] - bins["launch_bound"], "#1f77b4"),
+            ("shorter than its launch call (HTA's short kernels)", bins["launch_bound"], "#ff7f0e"),
+        ]
+        verdict = f"shorter than their launch call {launch.get('launch_bound_share', 0):.1%}"
+    fig = go.Figure(
+        [go.Bar(x=labels, y=y, name=name, marker_color=color) for name, y, color in parts if bool((y > 0).any())]
+    )
     style(
         fig,
         title(
             "Launch delay: kernel start − its launch call's start",
             run,
-            f"{_detail(run)} · median {launch.get('launch_delay_p50_us', 0):,.1f} µs · launch-bound "
-            f"{launch.get('launch_bound_share', 0):.1%} of {launch.get('launched', 0):,}",
+            f"{_detail(run)} · median {launch.get('launch_delay_p50_us', 0):,.1f} µs · {verdict} of "
+            f"{launch.get('launched', 0):,}",
         ),
         "µs after the launch call",
         "kernels and copies",

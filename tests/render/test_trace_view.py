@@ -57,3 +57,14 @@ def test_each_step_s_wall_time_rank_by_rank_in_ms():
     assert walls.index.tolist() == [551, 552] and walls.columns.tolist() == ["rank 0", "rank 1"]
     assert walls.values.tolist() == [[1.5, 2.5], [1.0, 3.0]]
     assert view.step_walls_ms(stored("profiler-trace-ranks", [rank(0, 1.0)])).empty  # no steps: no table
+
+
+def test_the_launch_figure_says_what_it_measures():
+    """A run stored before launch-bound was redefined holds HTA's short kernels under "launch_bound": named so. A
+    trace whose every launch is a CUDA graph's gets no launch-bound share."""
+    old = {"launched": 10, "launch_bound": 6, "launch_bound_share": 0.6, "launch_delay_p50_us": 5.0}
+    assert view.launch_metric(old)[:2] == ("Shorter than their launch call", "60.0%")
+    graphs = {"launched": 4, "graph_launched": 4, "launch_bound": 0, "launch_bound_share": 0.0,
+              "launch_wait_us": 0.0, "shorter_than_launch_call": 4, "shorter_than_launch_call_share": 1.0}  # fmt: skip
+    label, value, _, about = view.launch_metric(graphs)
+    assert (label, value) == ("Launch-bound", "n/a: CUDA graphs") and "does not apply" in about

@@ -202,7 +202,7 @@ HTA_RECSYS_STREAMS = {  # stream: (host wait, kernel wait, other), µs
     203: (558_073.0, 0.0, 0.0),
 }
 HTA_RECSYS_STEP_551 = {"host_wait_us": 958_796.0, "kernel_wait_us": 2_070.0, "other_wait_us": 309_639.0}
-HTA_RECSYS_STEP_551_LAUNCH = {"launched": 602, "launch_bound": 140}
+HTA_RECSYS_STEP_551_LAUNCH = {"launched": 602, "shorter_than_launch_call": 140}
 TOLERANCE = 0.001  # relative: the file has whole-µs times only, so the two should agree to the µs
 
 
@@ -221,7 +221,8 @@ def test_real_recsys_trace_idle_causes_and_launches_agree_with_holistic_trace_an
             (host, kernel, other), rel=TOLERANCE
         ), stream
     launch = m["launch"]
-    assert launch["launched"] == HTA_RECSYS["launched"] and launch["launch_bound"] == HTA_RECSYS["short_kernels"]
+    assert launch["launched"] == HTA_RECSYS["launched"]
+    assert launch["shorter_than_launch_call"] == HTA_RECSYS["short_kernels"]  # HTA's, under its own name
     assert launch["queue_delay_mean_us"] == pytest.approx(HTA_RECSYS["launch_delay_mean_us"], rel=TOLERANCE)
     assert sum(r["count"] for r in by_kind(rows, "launch_delay")) == HTA_RECSYS["launched"]
     steps = {r["step"]: r for r in by_kind(rows, "step")}
@@ -230,7 +231,7 @@ def test_real_recsys_trace_idle_causes_and_launches_agree_with_holistic_trace_an
         summed = cause.removesuffix("_us") + "_summed_over_streams_us"
         assert steps[551][summed] == pytest.approx(us, rel=TOLERANCE), cause
     assert steps[551]["launched"] == HTA_RECSYS_STEP_551_LAUNCH["launched"]
-    assert steps[551]["launch_bound"] == HTA_RECSYS_STEP_551_LAUNCH["launch_bound"]
+    assert steps[551]["shorter_than_launch_call"] == HTA_RECSYS_STEP_551_LAUNCH["shorter_than_launch_call"]
 
 
 def test_real_recsys_trace_groups_fbgemm_is_not_matmul():
@@ -261,10 +262,13 @@ def launch_trace() -> dict:
     8 < 30 → kernel wait; K4 100 − 41 = 59, call 27 < 41, 59 ≥ 30 → other; memcpy 95 − 60 = 35, call 90 > 60 →
     host wait. Host 45, kernel 8, other 59.
     Launch delay (start − call start): 10, 5, 14, 73, 22, 5 → median 12, mean 129/6 = 21.5, max 73;
-    HTA's (start − call end, ≥ 0): 5, 1, 11, 70, 20, 0 → mean 107/6. Launch-bound (shorter than the call):
-    K2 (2 < 4), K3 (1 < 3), memcpy (1 < 10) → 3 of 6.
+    HTA's (start − call end, ≥ 0): 5, 1, 11, 70, 20, 0 → mean 107/6. Shorter than the call (HTA's short
+    kernels): K2 (2 < 4), K3 (1 < 3), memcpy (1 < 10) → 3 of 6. Launch-bound (the call ended after every earlier
+    activity of the device had: the GPU had nothing queued), in start order with the latest end before: K1 first
+    (none before); K2 call ends 29 ≥ 20 → bound, 10 µs idle before it; K3 29 < 32; K5 30 < 41; memcpy 100 ≥ 60 →
+    bound, 35 µs idle before it; K4 30 < 96 → 2 of 6, 45 µs.
     CPU steps #1 [0, 27) and #2 [27, 100), kernels placed by their call: #1 K1 K2 K3 (host 10, kernel 8,
-    bound 2 of 3), #2 K4 K5 memcpy (host 35, other 59, bound 1 of 3).
+    short 2 of 3, bound 1: K2), #2 K4 K5 memcpy (host 35, other 59, short 1 of 3, bound 1: the memcpy).
     """
 
     def launch(ts, dur, corr):
@@ -311,18 +315,24 @@ def test_idle_causes_and_launch_delays_by_hand(tmp_path):
     assert (idle[7]["host_wait_us"], idle[7]["kernel_wait_us"], idle[7]["other_wait_us"]) == (10, 8, 59)
     assert (idle[8]["host_wait_us"], idle[8]["kernel_wait_us"], idle[8]["other_wait_us"]) == (35, 0, 0)
     launch = m["launch"]
-    assert launch["launched"] == 6 and launch["launch_bound"] == 3 and launch["launch_bound_share"] == 0.5
+    assert launch["launched"] == 6 and launch["shorter_than_launch_call"] == 3
+    assert launch["launch_bound"] == 2 and launch["launch_bound_share"] == 2 / 6 and launch["launch_wait_us"] == 45
+    assert launch["graph_launched"] == 0
     assert launch["launch_delay_p50_us"] == 12 and launch["launch_delay_max_us"] == 73
     assert launch["launch_delay_mean_us"] == pytest.approx(21.5)
     assert launch["queue_delay_mean_us"] == pytest.approx(107 / 6)
-    bins = {(b["from_us"], b["to_us"]): (b["count"], b["launch_bound"]) for b in by_kind(rows, "launch_delay")}
-    assert bins == {(5, 10): (2, 2), (10, 20): (2, 1), (20, 50): (1, 0), (50, 100): (1, 0)}
+    bins = {
+        (b["from_us"], b["to_us"]): (b["count"], b["launch_bound"], b["shorter_than_launch_call"])
+        for b in by_kind(rows, "launch_delay")
+    }
+    assert bins == {(5, 10): (2, 2, 2), (10, 20): (2, 0, 1), (20, 50): (1, 0, 0), (50, 100): (1, 0, 0)}
     steps = {s["step"]: s for s in by_kind(rows, "step")}
     summed = ("host_wait_summed_over_streams_us", "kernel_wait_summed_over_streams_us")
     summed += ("other_wait_summed_over_streams_us",)
     assert tuple(steps[1][k] for k in summed) == (10, 8, 0)
     assert tuple(steps[2][k] for k in summed) == (35, 0, 59)
-    assert (steps[1]["launch_bound"], steps[2]["launch_bound"]) == (2, 1)
+    assert (steps[1]["shorter_than_launch_call"], steps[2]["shorter_than_launch_call"]) == (2, 1)
+    assert (steps[1]["launch_bound"], steps[2]["launch_bound"]) == (1, 1)
     groups = {g["group"]: g["count"] for g in by_kind(rows, "group") if g["count"]}
     assert groups == {"matmul": 2, "elementwise": 2, "communication": 1, "memory": 1}
     rules = {r["rule"]: r["count"] for r in m["rules"] if r["count"]}
@@ -335,7 +345,9 @@ def test_idle_causes_and_launch_delays_by_hand(tmp_path):
         "memcpy (by kind)": 1,
     }
     text = "\n".join(report_lines(m, rows))
-    assert "host wait 0.045 ms, kernel wait 0.021 ms" in text and "launch-bound 3 of 6 (50.0%)" in text
+    assert "host wait 0.045 ms, kernel wait 0.021 ms" in text
+    assert "ended) 2 of 6 (33.3%), the GPU idle 0.045 ms before them" in text
+    assert "shorter than their launch call (HolisticTraceAnalysis' short kernels): 3 of 6 (50.0%)" in text
 
 
 def test_group_shares_have_their_true_denominators(tmp_path):
@@ -427,3 +439,77 @@ def test_real_files_step_and_device_figures_stay_within_their_windows(path):
         assert s["host_wait_us"] + s["kernel_wait_us"] + s["other_wait_us"] == pytest.approx(s["idle_us"], abs=1e-6)
         assert 0 <= s["host_wait_us"] <= s["idle_us"] <= s["gpu_window_us"]
         assert s["host_wait_us"] <= s["wall_us"]
+
+
+def graph_trace() -> dict:
+    """A CUDA graph: one cudaGraphLaunch call (0, 10) whose three kernels carry its correlation id (7) and run
+    [20, 22], [22, 24], [24, 26] on stream 7; then a kernel of its own, call (30, 2) → [40, 41]. HTA's comparison
+    calls all three graph kernels shorter than "their" call (2 < 10); they have no launch of their own, so
+    launch-bound does not apply to them: of the one activity with its own call, [40, 41] was launched (call end 32
+    ≥ 26) onto an idle GPU: launch-bound 1 of 1, 14 µs idle before it."""
+
+    def call(name, ts, dur, corr):
+        return {"ph": "X", "cat": "cuda_runtime", "name": name, "pid": 1, "tid": 1, "ts": ts, "dur": dur,
+                "args": {"correlation": corr}}  # fmt: skip
+
+    def kernel(ts, dur, corr):
+        return {"ph": "X", "cat": "kernel", "name": "triton_poi_fused_add_0", "pid": 0, "tid": 7, "ts": ts,
+                "dur": dur, "args": {"device": 0, "stream": 7, "correlation": corr}}  # fmt: skip
+
+    return {
+        "traceEvents": [call("cudaGraphLaunch", 0, 10, 7), kernel(20, 2, 7), kernel(22, 2, 7), kernel(24, 2, 7)]
+        + [call("cudaLaunchKernel", 30, 2, 8), kernel(40, 1, 8)]
+    }
+
+
+def test_cuda_graphs_are_recognised_and_launch_bound_does_not_apply(tmp_path):
+    path = tmp_path / "graph.json"
+    path.write_text(json.dumps(graph_trace()))
+    rows, m = analyse_trace(read_trace(path))
+    launch = m["launch"]
+    assert (launch["launched"], launch["graph_launched"], launch["shorter_than_launch_call"]) == (4, 3, 4)
+    assert (launch["launch_bound"], launch["launch_bound_share"], launch["launch_wait_us"]) == (1, 1.0, 14)
+    text = "\n".join(report_lines(m, rows))
+    assert "CUDA/HIP graphs: 3 activities launched by a graph" in text and "do not apply to them" in text
+    # hipGraphLaunch (ROCm) is a graph launch too, and so are kernels sharing one call whatever its name
+    hip = graph_trace()
+    hip["traceEvents"][0]["name"] = "hipGraphLaunch"
+    path.write_text(json.dumps(hip))
+    assert analyse_trace(read_trace(path))[1]["launch"]["graph_launched"] == 3
+    hip["traceEvents"][0]["name"] = "cudaLaunchKernel"
+    path.write_text(json.dumps(hip))
+    assert analyse_trace(read_trace(path))[1]["launch"]["graph_launched"] == 3
+
+
+RESNET_V100 = ROOT / "examples" / "traces" / "resnet50_ddp_v100.json.gz"
+
+
+def test_a_gpu_bound_trace_is_not_called_launch_bound():
+    """ResNet-50 on the V100 example: the GPU idles 1.6 % of its span and the CPU runs ~77 ms ahead (median
+    launch delay), yet 57.4 % of its kernels ran shorter than their launch call (HTA's short kernels), which the
+    page used to headline as "launch-bound". Launch-bound now means launched onto an idle GPU; by a plain loop
+    over the file's events (each activity against the latest end of every activity of the device that started
+    before it), that is a few warm-up launches of the first step."""
+    events = json.loads(gzip.decompress(RESNET_V100.read_bytes()))["traceEvents"]
+    calls = {e["args"]["correlation"]: e["ts"] + e["dur"] for e in events if e.get("cat") == "cuda_runtime"}
+    gpu = [e for e in events if e.get("cat") in ("kernel", "gpu_memcpy", "gpu_memset")]
+    acts = sorted((e["ts"], i) for i, e in enumerate(gpu))  # by start, then file order
+    bound, launched, reach = 0, 0, None
+    for _, i in acts:
+        e = gpu[i]
+        called = calls.get(e["args"].get("correlation"))
+        launched += called is not None
+        if called is not None and reach is not None and called >= reach:
+            bound += 1
+        reach = e["ts"] + e["dur"] if reach is None else max(reach, e["ts"] + e["dur"])
+    rows, m = analyse_trace(read_trace(RESNET_V100))
+    launch = m["launch"]
+    assert m["idle_share"] < 0.02 and launch["launch_delay_p50_us"] > 70_000
+    assert (launch["launch_bound"], launch["launched"]) == (bound, launched) == (162, 6_095)
+    assert launch["launch_bound_share"] < 0.05 and launch["shorter_than_launch_call_share"] > 0.5
+    from render.trace_view import launch_metric
+
+    label, value, _, about = launch_metric(launch)
+    assert (label, value) == ("Launch-bound", f"{162 / 6_095:.1%}") and "short kernels" in about
+    text = "\n".join(report_lines(m, rows))
+    assert "launch-bound (launched onto an idle GPU" in text and "57.4%" not in text.split("short kernels")[0]
