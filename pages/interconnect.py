@@ -6,7 +6,7 @@ from core.distributed.collectives import COLLECTIVES, CPU_SIZES, GPU_SIZES, reso
 from core.distributed.config import PARTS, InterconnectConfig
 from core.result import RunResult
 from core.units import exact_size_text
-from pages.common import lab
+from pages.common import hang_panel, lab
 from pages.common.charts import show_charts
 from pages.common.methods import how_measured
 from pages.common.run_panel import results, run_controls
@@ -183,7 +183,7 @@ else:
         "No CUDA GPU here: the **collectives run between CPU processes with Gloo** (results labelled CPU); "
         "the copies and the peer matrix are reported as unsupported, with the reason."
     )
-how_measured("interconnect")
+how_measured("interconnect", "hang")
 chosen = settings(gpus)
 with st.expander("Many boxes: the torchrun command"):
     st.markdown(
@@ -194,3 +194,4 @@ with st.expander("Many boxes: the torchrun command"):
     st.code(torchrun_command(chosen, gpus), language="bash")
 run_controls(KEY, "interconnect", lambda: chosen, device=device)
 results(KEY, render)
+hang_panel.section(f"{KEY}.hang")

@@ -97,6 +97,13 @@ def register(sub, common) -> None:
         default="python",
         help="python: Python frames only (fast); all: C++ frames too (slow to dump) [default: python]",
     )
+    p.add_argument(
+        "--flight-recorder",
+        metavar="DIR",
+        help="instead: run a (torchrun) job with torch's flight recorder on, every rank's dump landing in DIR when a "
+        "collective times out; `python -m core hang DIR` reads them (core/workload/fr_record.py)",
+    )
+    p.add_argument("--buffer", type=int, help="with --flight-recorder: collectives kept per rank [default: 2000]")
     p.add_argument("command", nargs="+", help="the command to run, after `--`")
     p.set_defaults(handler=record)
 
@@ -346,6 +353,10 @@ def record(args) -> int:
     from core.workload.recorder import DEFAULT_MAX_ENTRIES, run_recorded
 
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
+    if args.flight_recorder:
+        from core.workload.fr_record import DEFAULT_BUFFER, run_with_recorder
+
+        return run_with_recorder(command, args.flight_recorder, args.buffer or DEFAULT_BUFFER)
     return run_recorded(command, args.output, max_entries=args.max_entries or DEFAULT_MAX_ENTRIES, stacks=args.stacks)
 
 

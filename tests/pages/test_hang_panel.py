@@ -1,0 +1,30 @@
+"""AppTest: the Interconnect page's hang section opens a shipped set of flight-recorder dumps with one click (a
+worker reads them) and shows the diagnosis first, the stuck collective and the ranks × collectives grid."""
+
+from __future__ import annotations
+
+import time
+
+from render.plots.flight_recorder import grid_table
+from tests.pages.test_workload import page
+
+
+def test_one_click_opens_the_skipped_rank_example_and_names_rank_3(data_dir):
+    at = page("pages/interconnect.py")
+    at.button(key="interconnect.hang.example.hang-skipped-rank").click().run()
+    deadline = time.monotonic() + 120
+    while not any(m.label == "Stuck collective" for m in at.metric) and time.monotonic() < deadline:
+        time.sleep(0.5)
+        at.run()
+    assert not at.exception
+    metrics = {m.label: m.value for m in at.metric}
+    assert metrics["Stuck collective"] == "all_reduce #4" and metrics["Ranks waiting"] == "3"
+    assert metrics["Ranks that stopped it"] == "1"
+    text = " ".join(m.value for m in at.markdown).replace("\\", "")  # user text is escaped for Markdown
+    assert "1. rank 3 never entered all_reduce #4 of the default group" in text
+    charts = at.get("plotly_chart")
+    assert any("Collectives of group" in c.proto.spec for c in charts)
+    run = at.session_state["interconnect.hang.run"]
+    table = grid_table(run)
+    assert set(table.loc[table["seq_id"] == 4, "state"]) == {"waiting", "missing"}
+    assert table.loc[(table["rank"] == 3) & (table["seq_id"] == 4), "state"].item() == "missing"
