@@ -18,6 +18,8 @@ Rules, chosen once:
   minute) with a space for the ``T``: ``"2026-03-01 12:34:56"``.
 - **Rates** (:func:`rate_text`): a value and its unit, e.g. ``"912.3 GB/s"``; bandwidth in GB/s is decimal
   (1 GB = 10⁹ bytes), as nccl-tests and CUDA's bandwidthTest report it.
+- **Missing values** (a figure not measured, not applicable, or with no reason to give) are written
+  :data:`MISSING`, ``"—"``, in every table, never ``None`` or ``nan``; the page says once why a column has them.
 - **Throughput** (:func:`throughput_unit`) is stored in TFLOPS (TOPS for integer ops) and shown in TFLOPS on
   a GPU, in GFLOPS (GOPS) on a CPU, whose figures are a thousand times smaller.
 """
@@ -35,6 +37,7 @@ _UP = (("B", 1),) + _BINARY[::-1]
 _SIZE = re.compile(r"^\s*(\d+(?:\.\d+)?)\s*(b|k|kib|m|mib|g|gib)?\s*$", re.IGNORECASE)
 _SIZE_UNITS = {"b": 1, "k": KIB, "kib": KIB, "m": MIB, "mib": MIB, "g": GIB, "gib": GIB}
 GFLOPS_PER_TFLOPS = 1e3
+MISSING = "—"  # a value a table does not have
 
 
 def bytes_text(n: float, digits: int = 1) -> str:

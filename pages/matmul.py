@@ -20,6 +20,7 @@ from pages.common.methods import how_measured
 from pages.common.run_panel import results, run_controls
 from render.plots import matmul_soak as soak_plots
 from render.plots.matmul import figures, measured, published_for
+from render.table import with_dashes
 
 KEY = "matmul"
 SOAK_KEY = "matmul-soak"
@@ -37,6 +38,7 @@ COLUMN_NAMES = {
     "pct_of_best": "% of this run's best",
 }
 THIS_GPU = "the run's GPU"
+NONE_FOR_CPU = "none (a CPU run: no published figures)"
 
 
 def _device_kind() -> str:
@@ -102,15 +104,17 @@ def settings(is_cuda: bool) -> dict:
 
 
 def _published_choice(run: RunResult) -> str | None:
-    """Which GPU's published maximum-achievable figures to show: the run's own, or any the source measured."""
+    """Which GPU's published maximum-achievable figures to show: the run's own (a GPU run), none (a CPU run:
+    nothing is published for it), or any GPU the source measured."""
+    own = THIS_GPU if run.device.get("kind") == "cuda" else NONE_FOR_CPU
     choice = st.selectbox(
         "Published best achievable of",
-        [THIS_GPU, *published.ACCELERATORS],
+        [own, *published.ACCELERATORS],
         key=f"{KEY}.published",
         help="Measured maximum achievable matmul TFLOPS from elsewhere (mamf-finder, "
         "ml-engineering): labelled *published*, never a measurement of this box.",
     )
-    return None if choice == THIS_GPU else choice
+    return None if choice in (THIS_GPU, NONE_FOR_CPU) else choice
 
 
 def render(run: RunResult) -> None:
@@ -138,8 +142,10 @@ def render(run: RunResult) -> None:
         show_charts(figures(run, accelerator), KEY)
         unit = throughput_unit(is_cuda)[0]
         st.dataframe(
-            df[[c for c in TABLE_COLUMNS if c in df]].rename(
-                columns={"throughput": f"{unit} (int8: OPS)", **COLUMN_NAMES}
+            with_dashes(
+                df[[c for c in TABLE_COLUMNS if c in df]].rename(
+                    columns={"throughput": f"{unit} (int8: OPS)", **COLUMN_NAMES}
+                )
             ),
             hide_index=True,
         )
@@ -165,7 +171,7 @@ def render(run: RunResult) -> None:
         )
     notes = [run.meta.get(k) for k in ("cache_note", "clocks_note", "cpu_load_note") if run.meta.get(k)]
     if run.device.get("kind") != "cuda":
-        notes.append("CPU run: GFLOPS only — the datasheet column stays empty (no CPU peaks in the lab).")
+        notes.append("CPU run: GFLOPS only — the datasheet column shows — (no CPU peaks in the lab).")
     if run.meta.get("copy_bandwidth_gbs"):
         # a run stored before roofline_bandwidth_gbs existed counted the copy's read and write traffic
         counted = "bytes copied once" if "roofline_bandwidth_gbs" in run.meta else "read + write traffic"

@@ -33,6 +33,12 @@ def test_page_runs_a_tiny_cpu_sweep_and_draws_charts(cpu_app):
     assert all(m.label.endswith("(GFLOPS)") for m in at.metric)
     warning = " ".join(w.value for w in at.warning)
     assert "tf32" in warning and "unsupported on" in warning
+    # no "None" in the table: what a CPU run lacks (the datasheet's %, clocks, power) is "—", said once
+    assert not table.isna().any().any() and (table["% of datasheet"] == "—").all()
+    assert any("the datasheet column shows —" in c.value for c in at.caption)
+    # a CPU run has no GPU whose published figures to show: the picker does not offer "the run's GPU"
+    picker = at.selectbox(key="matmul.published")
+    assert picker.value == "none (a CPU run: no published figures)" and "the run's GPU" not in picker.options
 
 
 @pytest.mark.parametrize("sidebar, soak", [("fp16", "fp16"), ("tf32", "fp32")])

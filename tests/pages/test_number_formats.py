@@ -33,15 +33,19 @@ def test_page_loads_and_typing_updates_the_table(cpu_app):
     assert not at.exception
     at = _until(at, lambda a: _inspector(a) is not None)
     df = _inspector(at).set_index("format")
-    assert df.loc["bf16", "stored"] == 3.140625  # the default value, π to 9 digits, in bf16 (hand-rounded)
+    assert float(df.loc["bf16", "stored"]) == 3.140625  # the default value, π to 9 digits, in bf16 (hand-rounded)
     assert len(_charts(at)) >= 2  # inspector bars and the spacing chart
 
     at.text_input(key="nf.value").input("65536").run()
     at = _until(
-        at, lambda a: _inspector(a) is not None and _inspector(a).set_index("format").loc["fp32", "stored"] == 65536.0
+        at,
+        lambda a: (
+            _inspector(a) is not None and float(_inspector(a).set_index("format").loc["fp32", "stored"]) == 65536.0
+        ),
     )
     df = _inspector(at).set_index("format")
-    assert df.loc["fp16", "status"] == "overflow" and df.loc["fp16", "stored"] == float("inf")
+    assert df.loc["fp16", "status"] == "overflow" and float(df.loc["fp16", "stored"]) == float("inf")
+    assert not df.isna().any().any()  # what a format cannot give reads "—", never None
 
     at.text_input(key="nf.value").input("not a number").run()
     assert any("not a number" in e.value for e in at.error)
@@ -74,6 +78,11 @@ def test_each_experiment_tab_renders_its_charts(cpu_app):
     frames = [d.value for d in at.dataframe if "mode" in d.value.columns]
     tf32 = frames[0].set_index("mode").loc["tf32"]
     assert tf32["status"] == "unsupported" and tf32["reason"] == "TF32 applies to CUDA tensor cores only"
+    # no literal None in any table: a row without a reason (or a sum that never stalled) reads "—"
+    for frame in (d.value for d in at.dataframe):
+        assert not frame.isna().any().any(), frame
+        assert not (frame.astype(str) == "None").any().any(), frame
+    assert (frames[0].set_index("mode").loc["fp32", "reason"]) == "—"
 
 
 @pytest.mark.gpu
