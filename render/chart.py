@@ -8,6 +8,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from core.result import RunResult
+from render.style import number_axes
 
 
 @dataclass
@@ -15,6 +16,9 @@ class Chart:
     name: str  # file name stem and widget key, e.g. "matmul-tflops"
     figure: go.Figure
     data: pd.DataFrame | None = None  # what the CSV/JSON export holds
+
+    def __post_init__(self) -> None:
+        number_axes(self.figure)  # one way to write an axis's numbers, whoever built the figure
 
 
 def kind_rows(run: RunResult, kind: str) -> pd.DataFrame:

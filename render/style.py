@@ -6,7 +6,9 @@ Pure Plotly: the pages, the compare view and the HTML report (also from the CLI)
 from __future__ import annotations
 
 import html
+import math
 
+import numpy as np
 import plotly.graph_objects as go
 
 from core.result import RunResult
@@ -107,4 +109,31 @@ def style(fig: go.Figure, title_text: str, x_title: str, y_title: str, **layout)
         margin=dict(t=80),
         **layout,
     )
+    return fig
+
+
+def number_axes(fig: go.Figure) -> go.Figure:
+    """Axis numbers as the lab writes them: never an SI prefix (a relative error of 1e-15 is not "1f", a ULP
+    of 1e10 not "10B", a rate not "100µ GB/s"): exponents as powers of ten. A log axis whose data span a decade
+    or more labels its powers of ten only, not the digits between them ("3, 2, 1000, 9"); a narrower one writes
+    its numbers whole ("2000, 3000")."""
+    fig.update_xaxes(exponentformat="power")
+    fig.update_yaxes(exponentformat="power")
+    spans: dict[str, list[float]] = {}
+    for trace in fig.data:
+        for letter in ("x", "y"):
+            values = getattr(trace, letter, None)
+            if values is None:
+                continue
+            axis = (getattr(trace, f"{letter}axis", None) or letter).replace(letter, f"{letter}axis", 1)
+            array = np.asarray(values)
+            if array.dtype.kind in "iuf":
+                positive = array[np.isfinite(array) & (array > 0)]
+                if positive.size:
+                    spans.setdefault(axis, []).extend((float(positive.min()), float(positive.max())))
+    for axis, ends in spans.items():
+        layout_axis = fig.layout[axis] if axis in fig.layout else None
+        if layout_axis is not None and layout_axis.type == "log":
+            # a decade or more: its powers of ten only; less: whole numbers ("2000, 3000"), never bare digits
+            layout_axis.minorloglabels = "none" if math.log10(max(ends) / min(ends)) >= 1 else "complete"
     return fig
