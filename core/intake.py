@@ -73,6 +73,11 @@ class Limits:
     worker_line_bytes: int = 64 << 20
     # The files of one import of a job's rank traces (a folder or several files), each read in turn:
     rank_files: int = 512
+    # One rank's flight-recorder dump (`hang DIR`): its bytes (as read, a gzip counted inflated), the JSON objects
+    # and lists it may make (counted before decoding), and its entries (a ring buffer per process)
+    fr_dump_bytes: int = 512 << 20
+    fr_json_containers: int = 4_000_000
+    fr_entries: int = 1_000_000
     # A runs file (Compare's import, `runs import`): the JSON objects and lists it may make, counted as its `{` and
     # `[` while it is inflated, before anything is decoded (242 KiB of gzip made 85 M `{}`: 4 GiB), and its runs:
     runs_file_containers: int = 4_000_000

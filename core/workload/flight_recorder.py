@@ -5,7 +5,7 @@ per rank (``TORCH_FR_DUMP_TEMP_FILE`` + rank, on a watchdog timeout or on demand
 (``_dump_fr_trace``) or as JSON (``_dump_fr_trace_json``: no stack frames, the group status as strings). Both
 forms of the dump versions torch writes (2.10 today; earlier 2.x dumps lack some fields, which are then left
 unknown, never guessed) are read here: the pickle only through the lab's class-refusing, memory-guarded
-unpickler, the JSON strict and with its containers counted, each file under :data:`MAX_DUMP_BYTES`.
+unpickler, the JSON strict and with its containers counted, each file within the ``fr_*`` limits of :class:`core.intake.Limits`.
 
 A dump does not name its own rank: like torch's analyser, the rank is the number the file name ends with
 (``nccl_trace_rank_3``, ``rank3.json``), and every file must share one prefix. Files that cannot be one job's
@@ -25,9 +25,6 @@ from core.intake import LIMITS, InputRefused, is_pickle, loads_json, open_input,
 from core.pickle_stream import load_pickle_stream
 
 WHAT = "flight-recorder dump"
-MAX_DUMP_BYTES = 512 << 20  # one rank's dump: 20,000 entries with stacks are tens of MiB
-MAX_JSON_CONTAINERS = 4_000_000
-MAX_ENTRIES = 1_000_000  # entries of one dump (a buffer of TORCH_FR_BUFFER_SIZE per group)
 _SUFFIXES = re.compile(r"(\.(json|pickle|pkl|gz))+$", re.I)
 _RANK = re.compile(r"^(.*?)(\d+)$")
 _P2P_PEER = re.compile(r"(\d+)\s*(->|<-)\s*(\d+)")
@@ -113,8 +110,8 @@ def load(path: Path) -> Any:
     """A dump's plain data, pickle or JSON (gzip of either), by its first bytes."""
     with open_input(path, WHAT) as stream:
         if is_pickle(stream.peek(2)[:2]):
-            return load_pickle_stream(stream, MAX_DUMP_BYTES, what=WHAT, path=path)
-    return loads_json(read_json_input(path, MAX_DUMP_BYTES, MAX_JSON_CONTAINERS, WHAT), what=WHAT)
+            return load_pickle_stream(stream, LIMITS.fr_dump_bytes, what=WHAT, path=path)
+    return loads_json(read_json_input(path, LIMITS.fr_dump_bytes, LIMITS.fr_json_containers, WHAT), what=WHAT)
 
 
 def read_dump(path: Path) -> Dump:
@@ -234,8 +231,10 @@ def _parse(data: Any, rank: int, file: str) -> Dump:
     raw_entries = data.get("entries", [])  # the JSON form leaves it out when the buffer is empty
     if not isinstance(raw_entries, list):
         raise _refuse("its entries are not a list")
-    if len(raw_entries) > MAX_ENTRIES:
-        raise InputRefused(f"the {WHAT} holds {len(raw_entries):,} entries, more than the {MAX_ENTRIES:,} limit")
+    if len(raw_entries) > LIMITS.fr_entries:
+        raise InputRefused(
+            f"the {WHAT} holds {len(raw_entries):,} entries, more than the {LIMITS.fr_entries:,} limit (fr_entries)"
+        )
     quirks: dict[str, int] = {}
     stacks: dict[tuple[str, ...], tuple[str, ...]] = {}
     entries = [x for e in raw_entries if (x := _entry(e, stacks, quirks)) is not None]

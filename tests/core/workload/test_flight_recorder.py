@@ -337,3 +337,65 @@ def test_an_example_opens_labelled_recorded_by_this_lab(data_dir):
     assert doc["stuck"]["ranks_missing"] == [3] and not doc["stored"]
     out = bounded_cli("hang", "--example", "no-such-set")
     assert out.code == 2 and "no dump set is called 'no-such-set'" in out.stderr
+
+
+def test_an_older_dump_without_status_dtypes_or_p2p_flags_leaves_them_unknown(tmp_path):
+    """A 2.x dump before pg_status, input_dtypes and is_p2p: completion from the entries' own state (NCCL's
+    watchdog marks them), bytes not guessed without a dtype."""
+    folder = tmp_path / "old"
+    folder.mkdir()
+    for rank, seqs in ((0, (1, 2, 3)), (1, (1, 2))):
+        entries = []
+        for s in seqs:
+            e = _entry(s, "nccl:all_reduce", state="completed" if s < 3 else "started")
+            for key in ("input_dtypes", "output_dtypes", "is_p2p", "thread_id", "thread_name"):
+                e.pop(key, None)
+            entries.append(e)
+        dump = {"version": "2.2", "pg_config": {"0": {"name": "0", "desc": "default_pg", "ranks": "[0, 1]"}}}
+        (folder / f"nccl_trace_rank_{rank}").write_bytes(pickle.dumps({**dump, "entries": entries}))
+    rows, meta = imported(folder)
+    s = meta["stuck"]
+    assert (s["seq_id"], s["ranks_missing"], s["ranks_waiting"], s["dtypes"], s["bytes"]) == (3, [1], [0], [], None)
+    assert [(r["last_completed_seq"], r["last_entered_seq"]) for r in rows] == [(2, 3), (2, 2)]
+    assert "dtype not recorded" in meta["findings"][0]["text"] and meta["version"] == "2.2"
+
+
+def test_a_gzip_of_a_json_bomb_is_refused_within_bounds(tmp_path, data_dir):
+    import gzip
+
+    folder = tmp_path / "bomb"
+    folder.mkdir()
+    with gzip.open(folder / "rank0.json.gz", "wb", compresslevel=9) as fh:
+        fh.write(b'{"version": "2.10", "entries": ')
+        for _ in range(256):
+            fh.write(b"[{}," * (1 << 18))  # 256 MiB of objects and lists
+    assert (folder / "rank0.json.gz").stat().st_size < 4 << 20
+    refused(folder, data_dir, "JSON objects and lists, more than the 4,000,000 limit", kind="hang")
+
+
+def test_a_dump_that_is_not_a_dump_is_refused_naming_the_file(tmp_path, data_dir):
+    folder = tmp_path / "odd"
+    folder.mkdir()
+    (folder / "rank0.json").write_text('{"traceEvents": []}')
+    refused(folder, data_dir, "rank0.json: not a flight-recorder dump: no version", kind="hang")
+
+
+@pytest.mark.slow
+def test_a_live_gloo_job_that_skips_a_collective_is_named(tmp_path):
+    """generate.py run here: 4 gloo ranks, rank 3 never entering the 4th all_reduce (~30 s of CPU on 2 cores)."""
+    pytest.importorskip("torch.distributed")
+    out = tmp_path / "live"
+    out.mkdir()
+    procs = [
+        subprocess.Popen(
+            [sys.executable, str(DATA / "generate.py"), "--rank", str(r), "4", "29613", str(out),
+             "skip"],
+            stdout=subprocess.DEVNULL, stderr=subprocess.DEVNULL,
+        )
+        for r in range(4)
+    ]  # fmt: skip
+    for p in procs:
+        p.wait(timeout=300)
+    _, meta = imported(*sorted(p for p in out.iterdir() if p.is_file()))
+    s = meta["stuck"]
+    assert (s["seq_id"], s["op"], s["ranks_missing"], s["ranks_waiting"]) == (4, "all_reduce", [3], [0, 1, 2])
