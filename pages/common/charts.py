@@ -10,10 +10,13 @@ import plotly.graph_objects as go
 import streamlit as st
 
 from render.export import csv_bytes, html_bytes, image_bytes, image_export_problem, json_bytes, slug, toolbar_config
+from render.style import number_axes
 
 
 def show(fig: go.Figure, data: pd.DataFrame | None, name: str, key: str) -> None:
-    """Draw a chart with the shared toolbar settings and the export row under it."""
+    """Draw a chart with the shared toolbar settings and the export row under it (its axes' numbers the lab's
+    way, for a figure that did not come as a :class:`render.chart.Chart`)."""
+    number_axes(fig)
     st.plotly_chart(fig, width="stretch", config=toolbar_config(name), key=f"{key}.chart")
     export_buttons(fig, data, name, key)
 
