@@ -203,8 +203,9 @@ def _device_gaps(a: Activities, launch_ts: np.ndarray, idx: np.ndarray) -> tuple
 def _gap_sums(gaps: tuple[np.ndarray, np.ndarray, np.ndarray], lo: int | None = None, hi: int | None = None) -> dict:
     """µs of each cause among the device gaps, or of their parts within the window [lo, hi) (whole ns)."""
     g0, g1, cause = gaps
-    if lo is not None and hi is not None:
-        g0, g1 = np.maximum(g0, lo), np.minimum(g1, hi)
+    if lo is not None and hi is not None:  # the gaps are disjoint and sorted: only those meeting the window
+        i, j = np.searchsorted(g1, lo, side="right"), np.searchsorted(g0, hi, side="left")
+        g0, g1, cause = np.maximum(g0[i:j], lo), np.minimum(g1[i:j], hi), cause[i:j]
     length = np.maximum(g1 - g0, 0)
     sums = [int(length[cause == c].sum()) for c in range(len(IDLE_CAUSES))]
     return {f"{name}_us": ns / NS for name, ns in zip(IDLE_CAUSES, sums)}
@@ -280,7 +281,8 @@ def _steps(trace: TraceFile, sel: np.ndarray, groups: np.ndarray, launches: _Lau
     windows = _gpu_windows(a, spans, parts, bool(gpu_spans))
     rows = []
     for (t0, t1, step), idx, (lo, hi) in zip(spans, parts, windows):
-        row = {"kind": "step", "step": step, "wall_us": t1 - t0, "activities": int(len(idx))}
+        # the GPU window beside the wall, so a table reads the two windows side by side (filled in below)
+        row = {"kind": "step", "step": step, "wall_us": t1 - t0, "gpu_window_us": 0.0, "activities": int(len(idx))}
         row.update({k: v for k, v in _time_breakdown(a, idx).items() if k not in ("streams", "span_us")})
         sums = np.bincount(groups[idx], weights=durations[idx], minlength=len(TRACE_GROUPS))
         row.update({f"{group}_us": float(us) for group, us in zip(TRACE_GROUPS, sums)})
@@ -298,14 +300,17 @@ def _gpu_windows(a: Activities, spans: list, parts: list[np.ndarray], gpu_side: 
     if gpu_side:
         return [(int(_ns(np.array(t0))), int(_ns(np.array(t1)))) for t0, t1, _ in spans]
     firsts = [int(_ns(a.start[idx]).min()) if len(idx) else None for idx in parts]
+    following: list[int | None] = [None] * len(parts)  # the next step's first start (one pass from the end)
+    nxt = None
+    for i in range(len(parts) - 1, -1, -1):
+        following[i] = nxt
+        nxt = firsts[i] if firsts[i] is not None else nxt
     out = []
-    for i, idx in enumerate(parts):
-        lo = firsts[i]
+    for lo, after, idx in zip(firsts, following, parts):
         if lo is None:
             out.append((0, 0))
             continue
-        nxt = next((f for f in firsts[i + 1 :] if f is not None), None)
-        hi = nxt if nxt is not None else int(_ns(a.end[idx]).max())
+        hi = after if after is not None else int(_ns(a.end[idx]).max())
         out.append((lo, max(hi, lo)))
     return out
 
@@ -316,9 +321,10 @@ def _window(merged: tuple[np.ndarray, np.ndarray] | None, gaps: tuple, lo: int, 
     which no gap holds, is *other*."""
     window = hi - lo
     busy = 0
-    if merged is not None and window > 0:
+    if merged is not None and window > 0:  # disjoint and sorted: only the intervals meeting the window
         g_start, g_end = merged
-        busy = int(np.maximum(np.minimum(g_end, hi) - np.maximum(g_start, lo), 0).sum())
+        i, j = np.searchsorted(g_end, lo, side="right"), np.searchsorted(g_start, hi, side="left")
+        busy = int(np.maximum(np.minimum(g_end[i:j], hi) - np.maximum(g_start[i:j], lo), 0).sum())
     causes = _gap_sums(gaps, lo, hi)
     idle = window - busy
     causes["other_wait_us"] += (idle - round(sum(causes.values()) * NS)) / NS
