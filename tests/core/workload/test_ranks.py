@@ -112,6 +112,12 @@ def test_each_rank_agrees_with_holistic_trace_analysis(two_ranks):
         assert r["exposed_communication_us"] == r["communication_us"] - r["compute_and_communication_us"]
     steps = {(r["rank"], r["step"]) for r in rows if r["kind"] == "step"}
     assert steps == {(0, 551), (0, 552), (1, 551), (1, 552)} and meta["common_steps"] == [551, 552]
+    # idle by cause: HTA's per-stream sums for rank 1 (README), and the device's own, which add up to its idle
+    r = ranks[1]
+    hta = (r["host_wait_summed_over_streams_us"], r["kernel_wait_summed_over_streams_us"])
+    assert hta + (r["other_wait_summed_over_streams_us"],) == (3_461_650, 3_626, 679_096)
+    assert r["host_wait_us"] == device_host_wait(RANK1)
+    assert r["host_wait_us"] + r["kernel_wait_us"] + r["other_wait_us"] == r["idle_us"] == 651_136
 
 
 @pytest.mark.skipif(not HTA_VENV.exists(), reason="HolisticTraceAnalysis is not installed in /tmp/htavenv")
