@@ -65,3 +65,18 @@ def patterns_table(meta: dict) -> list[dict]:
             }
         )
     return rows
+
+
+def rates_caption(meta: dict) -> str:
+    """What the operators' rates are set against, and the GPU time that used no tensor core or kernels for an
+    older architecture (empty for runs stored before the figures)."""
+    parts = []
+    if ref := meta.get("ops_reference"):
+        parts.append(f"TFLOPS and TB/s from recorded shapes (record_shapes=True), against {ref}")
+    t = meta.get("tensor_cores") or {}
+    if t.get("kernel_time_us"):
+        parts.append(
+            f"fp32 kernels without tensor cores {t['simt_us'] / 1000:,.3f} ms, kernels built for an older "
+            f"architecture {t['older_us'] / 1000:,.3f} ms, of {t['kernel_time_us'] / 1000:,.3f} ms kernel time"
+        )
+    return " · ".join(parts)

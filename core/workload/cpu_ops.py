@@ -27,6 +27,7 @@ OVER_CAP = "(a name past the trace_names limit)"
 # Operators whose FLOPs and bytes their recorded shapes give (core/workload/op_flops.py): their shapes are kept.
 SHAPED = re.compile(
     r"^aten::(mm|addmm|bmm|baddbmm|matmul|linear|_scaled_dot_product\w*|scaled_dot_product_attention|"
+    r"_flash_attention_(forward|backward)|_efficient_attention_(forward|backward)|"
     r"convolution|_convolution|conv\dd|cudnn_convolution|miopen_convolution|convolution_backward)$"
 )
 SHAPES_OVER_CAP = "operators whose shapes were not kept (more distinct shapes than the trace_names limit)"

@@ -19,8 +19,8 @@ that any of them has:
 
 So a ``cudaStreamSynchronize`` inside ``Optimizer.step`` is synchronisation, not optimizer. Each cause's
 time is the µs of the gaps it holds (the causes add up to the gaps); its **top operators** are the operators of
-that cause by the µs each overlaps that cause's part of the gaps (nested ones each count theirs), with the
-number of them, and the source line of the largest where the trace has stacks (``Call stack`` or enclosing
+that cause by the µs each overlaps that cause's part of the gaps (nested ones each count theirs; Python frames of
+torch and libraries are not listed), with the number of them, and the source line of the largest where the trace has stacks (``Call stack`` or enclosing
 ``python_function`` events: the innermost frame outside torch and site-packages).
 """
 
@@ -54,7 +54,9 @@ _MEMCPY_CALL = re.compile(r"^(cuda|hip)Memcpy")
 _COPY_OPS = re.compile(r"^aten::(copy_|_to_copy|to)$")
 _DTOH = re.compile(r"DtoH|Device -> (Pageable|Pinned)", re.I)
 _FRAME = re.compile(r"^(.+?\.py)\((\d+)\): (.+)$")
-_LIBRARY = re.compile(r"(^|/)(torch|site-packages|dist-packages)/|^<built-in|^<frozen|^threading\.py")
+_LIBRARY = re.compile(
+    r"(^|/)(torch|site-packages|dist-packages|multiprocessing)/|^<built-in|^<frozen|^<string>|^threading\.py"
+)
 TOP_OPS = 5
 NS = 1000
 
@@ -229,6 +231,9 @@ def host_gaps(trace: TraceFile, device: int, top: int = TOP_OPS) -> dict:
     cause, label, labels = op_causes(trace)
     kinds = (ops.kind == OP) | (ops.kind == ANNOTATION) | (ops.kind == PYTHON) | (ops.kind == RUNTIME)
     held = np.zeros(len(CAUSES), np.int64)
+    # a Python frame of torch or a library (module.py's _call_impl) names nothing: it counts, but is not listed
+    library = np.array([bool(_LIBRARY.search(n.partition("(")[0])) for n in ops.names] or [False])
+    listed = (ops.kind != PYTHON) | ~library[ops.name]
     tops: list[dict[int, list]] = [{} for _ in CAUSES]  # cause → label → [µs, count, longest µs, event]
     for tid in np.unique(gap_tid).tolist():
         mine = gap_tid == tid
@@ -247,6 +252,8 @@ def host_gaps(trace: TraceFile, device: int, top: int = TOP_OPS) -> dict:
                 idx = np.flatnonzero(these)
                 time = _overlap(own_s, own_e, o_s[idx], o_e[idx])
                 for k, t in zip(idx[time > 0].tolist(), time[time > 0].tolist()):
+                    if not listed[on[k]]:
+                        continue
                     row = tops[c].setdefault(int(label[on[k]]), [0, 0, 0, -1])
                     row[0] += t
                     row[1] += 1
@@ -258,7 +265,8 @@ def host_gaps(trace: TraceFile, device: int, top: int = TOP_OPS) -> dict:
     for c, name in enumerate(CAUSES):
         if not held[c]:
             continue
-        ranked = sorted(tops[c].items(), key=lambda kv: -kv[1][0])[:top]
+        # the most time first; of equal times, the innermost (the latest to start): the most specific name
+        ranked = sorted(tops[c].items(), key=lambda kv: (-kv[1][0], -ops.start[kv[1][3]]))[:top]
         out["causes"].append(
             {
                 "cause": name,

@@ -29,6 +29,7 @@ import numpy as np
 from core.measure.kernels import classify_kernel
 from core.units import duration_text
 from core.workload.cpu_ops import ANNOTATION, OP, PYTHON, RUNTIME, CpuOps
+from core.workload.op_flops import add_rates
 from core.workload.trace_file import COMM, TraceFile
 
 NO_OP = "(no CPU operator: no launch call in the trace, or none around it)"
@@ -149,7 +150,8 @@ def op_breakdown(trace: TraceFile, device: int, top: int = TOP) -> dict:
     op_of, module_of, modules = attribute(trace, idx)
     dur = (a.end - a.start)[idx]
     kernel = a.kind[idx] <= COMM
-    op_name = np.where(op_of >= 0, ops.name[np.maximum(op_of, 0)], -1)
+    op_name = np.full(len(op_of), -1, np.int64)
+    op_name[op_of >= 0] = ops.name[op_of[op_of >= 0]]
     rows: dict[tuple[int, int], list] = {}  # (op name, module) → [µs, kernels, {op events}]
     for n, m, d, k, e in zip(op_name.tolist(), module_of.tolist(), dur.tolist(), kernel.tolist(), op_of.tolist()):
         row = rows.setdefault((n, m), [0.0, 0, set()])
@@ -174,6 +176,9 @@ def op_breakdown(trace: TraceFile, device: int, top: int = TOP) -> dict:
         }
         for (n, m), (us, count, events) in ranked[:top]
     ]
+    reference = add_rates(
+        trace, device, op_rows, [sorted(events) for _, (_, _, events) in ranked[:top]], op_of, idx, dur
+    )
     by_module: dict[int, list] = {}
     for (n, m), (us, count, _) in rows.items():
         row = by_module.setdefault(m, [0.0, 0, 0])
@@ -193,6 +198,7 @@ def op_breakdown(trace: TraceFile, device: int, top: int = TOP) -> dict:
         "ops_gpu_time_us": total,
         "ops_attributed_us": attributed,
         "ops_attributed_share": attributed / total if total else 0.0,
+        "ops_reference": reference,
     }
 
 
@@ -296,6 +302,14 @@ def op_lines(meta: dict) -> list[str]:
             extra += f" ({r['peak_share']:.0%} of peak)"
         out.append(
             f"  {_ms(r['gpu_time_us']):>10}  {r['share']:6.1%}  ×{r['kernels']:<6,} {r['op']} [{r['module']}]{extra}"
+        )
+    if meta.get("ops_reference"):
+        out.append(f"  (rates from recorded shapes, against {meta['ops_reference']})")
+    t = meta.get("tensor_cores") or {}
+    if t.get("kernel_time_us"):
+        out.append(
+            f"fp32 kernels without tensor cores {_ms(t['simt_us'])}, kernels for an older architecture "
+            f"{_ms(t['older_us'])}, of {_ms(t['kernel_time_us'])} kernel time"
         )
     out.append("top modules by GPU time:")
     for r in meta["modules"][:5]:

@@ -68,6 +68,8 @@ def render(run: RunResult) -> None:
     if ops := trace_why.ops_table(m):  # kernels → operators → modules
         st.write(f"Top operators by GPU time ({m['ops_attributed_share']:.1%} of it traced to an operator):")
         st.dataframe(ops, hide_index=True)
+        if line := trace_why.rates_caption(m):
+            st.caption(markdown_text(line))
         with st.expander("Top modules by GPU time"):
             st.dataframe(trace_why.modules_table(m), hide_index=True)
     show_charts(trace_plots.figures(run), f"trace.{run.id}")

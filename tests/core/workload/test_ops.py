@@ -113,3 +113,18 @@ def test_many_tiny_elementwise_kernels_counted_from_the_file():
     (pattern,) = [p for p in got["op_patterns"] if p["pattern"] == "many tiny elementwise kernels"]
     assert (pattern["kernels"], pattern["of_kernels"]) == (len(tiny), len(kernels)) == (289, 1007)
     assert pattern["time_us"] == sum(e["dur"] for e in tiny)
+
+
+def test_a_trace_without_host_events_counts_every_activity_under_no_operator(tmp_path):
+    # two kernels of 2 µs and nothing else: 4 µs, none of it traced to an operator
+    kernels = [
+        {"ph": "X", "cat": "kernel", "name": "k", "ts": t, "dur": 2, "args": {"device": 0, "stream": 7}}
+        for t in (1, 10)
+    ]
+    path = tmp_path / "t.json"
+    path.write_text(json.dumps({"traceEvents": kernels}))
+    got = op_breakdown(read_trace(path), 0)
+    assert [(r["op"], r["module"], r["gpu_time_us"], r["kernels"], r["calls"]) for r in got["ops"]] == [
+        (NO_OP, NO_MODULE, 4.0, 2, 0)
+    ]
+    assert got["ops_attributed_share"] == 0.0 and got["op_patterns"] == []

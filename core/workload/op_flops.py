@@ -1,0 +1,343 @@
+"""Operators against the hardware: FLOPs and bytes from recorded shapes, the GPU's datasheet, tensor-core use.
+
+An operator recorded with ``record_shapes=True`` carries its inputs' ``Input Dims`` and ``Input type`` (and,
+in newer traces, the scalars as ``Concrete Inputs``). For these the FLOPs (a multiply-add is 2) and the bytes
+they must move at least (every input tensor read once, the output written once) follow from the shapes alone:
+
+- ``aten::mm`` ``[M,K]×[K,N]``: 2·M·K·N; ``aten::addmm`` (bias, ``[M,K]``, ``[K,N]``): the same;
+  ``aten::bmm`` ``[B,M,K]×[B,K,N]``: 2·B·M·K·N; ``aten::baddbmm`` (bias, then the two): the same;
+  ``aten::linear`` (``[…,K]``, weight ``[N,K]``): 2·(the input's other dims)·K·N; ``aten::matmul`` of two
+  matrices or two equal batches as mm and bmm; the output is M·N (times B);
+- attention (``aten::_scaled_dot_product_{flash,efficient,cudnn}_attention``, ``scaled_dot_product_attention``,
+  ``_flash_attention_forward``/``_efficient_attention_forward`` and their backwards), q ``[B,H,L,E]``, k
+  ``[B,H,S,E]``, v ``[B,H,S,Ev]`` (``[B,L,H,E]`` for the ``_flash``/``_efficient`` ones): 2·B·H·L·S·(E + Ev) (the
+  scores and the weighted sum), halved where ``Concrete Inputs`` say is_causal; the output is B·H·L·Ev; a
+  backward 2.5 times the forward (dq, dk, dv written);
+- convolution (``aten::convolution``/``_convolution``/``cudnn_convolution``/``conv1d/2d/3d``), input
+  ``[N,C,…]``, weight ``[K,C/g,…]``, with stride, padding and dilation from ``Concrete Inputs`` (else the
+  shapes do not allow it): 2·N·K·(C/g)·∏kernel·∏output, the output N·K·∏output.
+
+An operator's **achieved** TFLOPS and TB/s are its FLOPs and bytes over the GPU time of the activities it
+launched (:mod:`core.workload.ops`), summed over its calls with shapes; they are set against the peak of the
+trace's own GPU — its ``deviceProperties`` name (and memory) matched to the lab's datasheet table
+(:mod:`core.hardware.specs`), in the unit of its dtype (fp32 as TF32 where all its kernels' names say tf32 or ``tensorop_s1688``) — or
+"no reference for <name>".
+
+**Tensor cores** (:func:`tensor_core_use`): GPU time in fp32 kernels that use no tensor core — cuBLAS' SIMT
+GEMMs (``volta_sgemm``, ``ampere_sgemm``, ``sgemm_…``, CUTLASS ``simt_sgemm``), cuDNN's ``scudnn`` convolutions
+— and in kernels built for an older architecture than the GPU's (the ``sm80_``/``cutlass_80_``/``ampere_``
+of a name on an sm 9.0 device), each with the time at stake.
+"""
+
+from __future__ import annotations
+
+import json
+import math
+import re
+
+import numpy as np
+
+from core.hardware.specs import match_spec
+from core.units import duration_text
+from core.workload.cpu_ops import CpuOps
+from core.workload.trace_file import COMM, TraceFile
+
+BYTES = {
+    "double": 8,
+    "float": 4,
+    "c10::Half": 2,
+    "c10::BFloat16": 2,
+    "c10::Float8_e4m3fn": 1,
+    "c10::Float8_e5m2": 1,
+    "c10::Float8_e4m3fnuz": 1,
+    "c10::Float8_e5m2fnuz": 1,
+}
+UNIT = {"double": "fp64_tc", "float": "fp32", "c10::Half": "fp16", "c10::BFloat16": "bf16"}
+UNIT.update({k: "fp8" for k in BYTES if "Float8" in k})
+_GEMM = re.compile(r"^aten::(mm|addmm|bmm|baddbmm|matmul|linear)$")
+_ATTENTION = re.compile(
+    r"^aten::(_scaled_dot_product_(flash|efficient|cudnn)_attention|scaled_dot_product_attention|"
+    r"_flash_attention_forward|_flash_attention_backward|_efficient_attention_forward|_efficient_attention_backward)"
+)
+# where an attention operator's is_causal is among its arguments (Concrete Inputs), by operator
+_CAUSAL_AT = {
+    "scaled_dot_product_attention": 5,
+    "_scaled_dot_product_flash_attention": 4,
+    "_scaled_dot_product_efficient_attention": 6,
+    "_scaled_dot_product_cudnn_attention": 6,
+    "_flash_attention_forward": 8,
+}
+_CONV = re.compile(r"^aten::(convolution|_convolution|cudnn_convolution|miopen_convolution|conv[123]d)$")
+SIMT = re.compile(r"(volta|turing|ampere|ada|hopper|maxwell|pascal)_sgemm|(^|\W)sgemm_|simt_sgemm|scudnn", re.I)
+_ARCH = re.compile(
+    r"(?:^|\W|_)sm_?(\d{2,3})_|cutlass_(\d{2,3})_|(?:^|_)(maxwell|pascal|volta|turing|ampere|hopper)_", re.I
+)
+_ARCH_OF = {"maxwell": 50, "pascal": 60, "volta": 70, "turing": 75, "ampere": 80, "hopper": 90}
+# fp32 inputs on tensor cores: a name that says tf32, or CUTLASS/cuBLAS' sm80+ fp32 tensor-op GEMM (s1688: TF32's mma)
+_TF32 = re.compile(r"tf32|tensorop_s1688", re.I)
+MIN_KERNEL_SHARE = 0.05  # a tensor-core finding holds at least this share of the kernel time
+
+
+def _load(text: str):
+    try:
+        return json.loads(text) if text else None
+    except ValueError:
+        return None
+
+
+def _dims(value) -> list[list[int]] | None:
+    if not isinstance(value, list):
+        return None
+    out = []
+    for d in value:
+        if not isinstance(d, list) or not all(type(x) is int and x >= 0 for x in d):
+            out.append([])  # a scalar or a list of tensors: no shape
+        else:
+            out.append(d)
+    return out
+
+
+def _ints(text) -> list[int] | None:
+    """A ``Concrete Inputs`` entry such as ``"[1, 1]"`` as integers."""
+    value = _load(text) if isinstance(text, str) else text
+    if isinstance(value, int):
+        return [value]
+    if isinstance(value, list) and all(type(x) is int for x in value):
+        return value
+    return None
+
+
+def _prod(xs) -> int:
+    return math.prod(xs) if xs else 1
+
+
+def count(name: str, shape: tuple[str, str, str]) -> tuple[float, float, str] | None:
+    """The FLOPs, the bytes and the dtype of one operator call from its recorded shapes; None where they do not
+    give them."""
+    dims, types = _dims(_load(shape[0])), _load(shape[1])
+    if not dims or not isinstance(types, list):
+        return None
+    tensors = [(d, t) for d, t in zip(dims, types) if d and t in BYTES]
+    if not tensors:
+        return None
+    dtype = tensors[0][1]
+    size = BYTES[dtype]
+    read = sum(_prod(d) * BYTES[t] for d, t in tensors)
+    op = name.removeprefix("aten::")
+    if _GEMM.match(name):
+        pair = [d for d, _ in tensors if len(d) >= 2]
+        if op in ("addmm", "baddbmm") and len(tensors) >= 3:
+            pair = [d for d, _ in tensors[1:3]]
+        if op == "linear":
+            x, w = tensors[0][0], tensors[1][0] if len(tensors) > 1 else []
+            if len(w) != 2 or not x or x[-1] != w[1]:
+                return None
+            rows = _prod(x[:-1])
+            return 2.0 * rows * w[1] * w[0], read + rows * w[0] * size, dtype
+        if len(pair) < 2:
+            return None
+        a, b = pair[0], pair[1]
+        if len(a) == 2 and len(b) == 2 and a[1] == b[0]:
+            m, k, n, batch = a[0], a[1], b[1], 1
+        elif len(a) == 3 and len(b) == 3 and a[0] == b[0] and a[2] == b[1]:
+            batch, m, k, n = a[0], a[1], a[2], b[2]
+        else:
+            return None
+        return 2.0 * batch * m * k * n, read + batch * m * n * size, dtype
+    if _ATTENTION.match(name):
+        return _attention(op, tensors, _load(shape[2]), size, read, dtype)
+    if _CONV.match(name):
+        return _conv(op, tensors, _load(shape[2]), size, read, dtype)
+    return None
+
+
+def _attention(op: str, tensors: list, concrete, size: int, read: int, dtype: str) -> tuple[float, float, str] | None:
+    """Attention's FLOPs: 2·B·H·L·S·(E + Ev), halved under a causal mask where ``Concrete Inputs`` say is_causal;
+    a backward (its inputs start with the output's gradient) 2.5 times that. ``_flash/_efficient_attention_*``
+    take ``[B, L, H, E]``, the ``scaled_dot_product`` ones ``[B, H, L, E]``."""
+    backward = op.endswith("_backward")
+    qkv = tensors[1:4] if backward else tensors[:3]
+    if len(qkv) < 3 or any(len(d) != 4 for d, _ in qkv):
+        return None
+    (q, _), (k, _), (v, _) = qkv
+    if op.startswith(("_flash_attention", "_efficient_attention")):  # [B, L, H, E] → [B, H, L, E]
+        q, k, v = ([d[0], d[2], d[1], d[3]] for d in (q, k, v))
+    b, h, seq_q, e = q
+    seq_k, e_v = k[2], v[3]
+    flops = 2.0 * b * h * seq_q * seq_k * (e + e_v)
+    at = _CAUSAL_AT.get(op)
+    if at is not None and isinstance(concrete, list) and at < len(concrete) and concrete[at] in ("True", True):
+        flops /= 2
+    if backward:
+        return 2.5 * flops, read + 3 * _prod(q) * size, dtype  # dq, dk, dv written
+    return flops, read + b * h * seq_q * e_v * size, dtype
+
+
+def _conv(op: str, tensors: list, concrete, size: int, read: int, dtype: str) -> tuple[float, float, str] | None:
+    """A convolution's FLOPs and bytes: its stride, padding and dilation from ``Concrete Inputs`` (positions 3, 4
+    and 5 after input, weight and bias; ``cudnn_convolution`` has no bias and puts padding first)."""
+    if len(tensors) < 2 or not isinstance(concrete, list):
+        return None
+    x, w = tensors[0][0], tensors[1][0]
+    spatial = len(x) - 2
+    if spatial < 1 or len(w) != len(x):
+        return None
+    at = (3, 2, 4) if op == "cudnn_convolution" else (3, 4, 5)  # stride, padding, dilation
+    if op in ("convolution", "_convolution") and len(concrete) > 6 and concrete[6] in ("True", True):
+        return None  # a transposed convolution
+    found = [_ints(concrete[i]) if i < len(concrete) else None for i in at]
+    if any(v is None or len(v) not in (1, spatial) for v in found):
+        return None
+    s, p, d = [(v * spatial if len(v) == 1 else v) for v in found if v is not None]
+    out = [(x[2 + i] + 2 * p[i] - d[i] * (w[2 + i] - 1) - 1) // s[i] + 1 if s[i] else 0 for i in range(spatial)]
+    if any(o <= 0 for o in out):
+        return None
+    n, k = x[0], w[0]  # the weight's second dimension is C / groups
+    flops = 2.0 * n * k * w[1] * _prod(w[2:]) * _prod(out)
+    return flops, read + n * k * _prod(out) * size, dtype
+
+
+def reference(trace: TraceFile, device: int):
+    """The datasheet entry of the trace's GPU (None) and what to say of it."""
+    name = trace.gpu_names.get(device)
+    if name is None:
+        return None, f"no reference for GPU {device} (the trace names no GPU)"
+    spec = match_spec(name, trace.gpu_memory.get(device))
+    return spec, (spec.name if spec else f"no reference for {name}")
+
+
+def rates(trace: TraceFile, op_of: np.ndarray, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray, list, np.ndarray]:
+    """For the activities ``idx`` (their operators ``op_of``): each operator call's FLOPs and bytes (NaN where
+    its shapes give none), its dtype (None) and whether its kernels' names say tf32, by host event."""
+    ops: CpuOps = trace.ops
+    a = trace.activities
+    events = np.unique(op_of[op_of >= 0])
+    flops = np.full(len(ops.name), np.nan)
+    moved = np.full(len(ops.name), np.nan)
+    dtype: list = [None] * len(ops.name)
+    tf32 = np.zeros(len(ops.name), bool)
+    tf32_name = np.array([bool(_TF32.search(n)) for n in a.names] or [False])
+    said = op_of[(op_of >= 0) & tf32_name[a.name[idx]]]
+    tf32[said] = True
+    cache: dict[tuple[int, int], tuple[float, float, str] | None] = {}
+    for e in events[ops.shape[events] >= 0].tolist():
+        key = (int(ops.name[e]), int(ops.shape[e]))
+        if key not in cache:
+            cache[key] = count(ops.names[key[0]], ops.shapes[key[1]])
+        got = cache[key]
+        if got is not None:
+            flops[e], moved[e], dtype[e] = got
+    return flops, moved, dtype, tf32
+
+
+def add_rates(trace: TraceFile, device: int, rows: list[dict], keys: list, op_of, idx, dur) -> str:
+    """Each of ``rows`` (an operator and module, its calls' host events in ``keys``) gets ``tflops`` and ``tbps``
+    over the GPU time of its calls with shapes, the dtype's ``unit``, and, against the trace's GPU, ``peak_tflops``,
+    ``peak_tbps`` and ``peak_share`` (of the FLOPS peak); returns the reference's name or why there is none."""
+    flops, moved, dtype, tf32 = rates(trace, op_of, idx)
+    spec, said = reference(trace, device)
+    gpu = np.bincount(op_of[op_of >= 0], weights=dur[op_of >= 0], minlength=len(flops))
+    for row, events in zip(rows, keys):
+        events = [e for e in events if not math.isnan(flops[e])]
+        if not events:
+            continue
+        us = float(gpu[events].sum())
+        if us <= 0:
+            continue
+        kinds = {dtype[e] for e in events}
+        unit = UNIT.get(next(iter(kinds)), "") if len(kinds) == 1 else ""
+        if unit == "fp32" and tf32[events].all():
+            unit = "tf32"
+        row["tflops"] = float(flops[events].sum()) / us / 1e6
+        row["tbps"] = float(moved[events].sum()) / us / 1e6
+        row["flops"] = float(flops[events].sum())
+        row["bytes"] = float(moved[events].sum())
+        row["rated_us"] = us
+        row["unit"] = unit or "mixed"
+        if spec is not None:
+            peak = spec.peak(unit) if unit else None
+            row["peak_tflops"] = peak
+            row["peak_tbps"] = spec.bandwidth_gbs / 1000
+            row["peak_share"] = row["tflops"] / peak if peak else None
+            row["bandwidth_share"] = row["tbps"] / row["peak_tbps"]
+    return said
+
+
+def _arch(name: str) -> int | None:
+    m = _ARCH.search(name)
+    if not m:
+        return None
+    if m.group(1) or m.group(2):
+        return int(m.group(1) or m.group(2))
+    return _ARCH_OF[m.group(3).lower()]
+
+
+def tensor_core_use(trace: TraceFile, device: int) -> dict:
+    """The GPU time in fp32 SIMT GEMM/convolution kernels and in kernels built for an older architecture than the
+    GPU's, with the kernels holding most: ``{"kernel_time_us", "simt_us", "simt_kernels", "simt_top",
+    "device_arch", "older_us", "older_top"}``."""
+    a = trace.activities
+    sel = np.flatnonzero((a.device == device) & (a.kind <= COMM))
+    dur = (a.end - a.start)[sel]
+    per_name = np.bincount(a.name[sel], weights=dur, minlength=len(a.names))
+    calls = np.bincount(a.name[sel], minlength=len(a.names))
+    simt = [i for i, n in enumerate(a.names) if per_name[i] > 0 and SIMT.search(n)]
+    major_minor = trace.gpu_arch.get(device)
+    arch = major_minor[0] * 10 + major_minor[1] if major_minor else None
+    older = [i for i, n in enumerate(a.names) if per_name[i] > 0 and arch and (k := _arch(n)) and k // 10 < arch // 10]
+
+    def top(names: list[int]) -> list[dict]:
+        ranked = sorted(names, key=lambda i: -per_name[i])[:5]
+        return [{"kernel": a.names[i], "time_us": float(per_name[i]), "count": int(calls[i])} for i in ranked]
+
+    return {
+        "kernel_time_us": float(dur.sum()),
+        "simt_us": float(per_name[simt].sum()) if simt else 0.0,
+        "simt_kernels": int(calls[simt].sum()) if simt else 0,
+        "simt_top": top(simt),
+        "device_arch": arch,
+        "older_us": float(per_name[older].sum()) if older else 0.0,
+        "older_top": top(older),
+    }
+
+
+def _ms(us: float) -> str:
+    return duration_text(us / 1e6)
+
+
+def tensor_core_findings(meta: dict) -> list[dict]:
+    """GPU time without tensor cores, or in kernels for an older architecture, as findings with the time at stake
+    (each ≥ 5 % of the kernel time)."""
+    t = meta.get("tensor_cores") or {}
+    total = t.get("kernel_time_us") or 0.0
+    out = []
+    if total and t["simt_us"] / total >= MIN_KERNEL_SHARE:
+        arch = t.get("device_arch")
+        how = (
+            "on this GPU tensor cores take fp16/bf16 (autocast)"
+            if arch is not None and arch < 80
+            else "allow TF32 (torch.set_float32_matmul_precision('high')) or autocast to bf16"
+        )
+        top = t["simt_top"][0]
+        out.append(
+            {
+                "kind": "tensor_cores",
+                "text": f"{_ms(t['simt_us'])} ({t['simt_us'] / total:.1%} of kernel time) in fp32 GEMM/convolution "
+                f"kernels that use no tensor core ({t['simt_kernels']:,} launches, most `{top['kernel']}`): {how}",
+                "value": 100 * t["simt_us"] / total,
+                "unit": "%",
+            }
+        )
+    if total and t["older_us"] / total >= MIN_KERNEL_SHARE:
+        top = t["older_top"][0]
+        out.append(
+            {
+                "kind": "older_architecture",
+                "text": f"{_ms(t['older_us'])} ({t['older_us'] / total:.1%} of kernel time) in kernels built for an "
+                f"older architecture than this GPU's sm {t['device_arch'] // 10}.{t['device_arch'] % 10} (most "
+                f"`{top['kernel']}`): a library or build without kernels for this GPU",
+                "value": 100 * t["older_us"] / total,
+                "unit": "%",
+            }
+        )
+    return out

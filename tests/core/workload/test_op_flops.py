@@ -1,0 +1,186 @@
+"""Operators against the hardware on real traces (tests/data/workload/README.md): each operator's achieved TFLOPS
+and TB/s from its recorded shapes, against FLOPs written out here from the file's own JSON events (hand formulas,
+the GPU time of the kernels each operator launched by a plain loop), the peak of the trace's own GPU, and the
+kernels that use no tensor core or were built for an older architecture."""
+
+import gzip
+import json
+
+import pytest
+
+pytest.importorskip("msgspec")
+
+from core.workload.op_flops import count, tensor_core_findings, tensor_core_use
+from core.workload.ops import op_breakdown
+from core.workload.trace import analyse_trace
+from core.workload.trace_file import read_trace
+from tests.conftest import ROOT
+
+DATA = ROOT / "tests" / "data" / "workload"
+BERT = DATA / "tracelens_h100_bert_small.json.gz"
+VIT = DATA / "tracelens_h100_nsfw_vit.json.gz"
+ALEXNET = DATA / "hta_a100_alexnet.json.gz"
+STEP = DATA / "hta_v100_step1012_trimmed.json.gz"
+RECSYS = DATA / "hta_recsys_sampled_rank0.json.gz"
+H100_SXM_BF16 = 989.4  # TFLOPS, dense: NVIDIA H100 datasheet (the lab's table, core/hardware/specs.py)
+H100_SXM_TBPS = 3.35  # TB/s
+SIZE = {"c10::BFloat16": 2, "float": 4}
+
+
+def events_of(path):
+    with gzip.open(path) as f:
+        return [e for e in json.load(f)["traceEvents"] if e.get("ph") == "X"]
+
+
+def hand_flops(op):
+    """FLOPs and bytes of one operator event, written out per operator from its Input Dims."""
+    name = op["name"]
+    if name not in ("aten::addmm", "aten::_flash_attention_forward", "aten::cudnn_convolution"):
+        return None
+    d, t, c = op["args"]["Input Dims"], op["args"]["Input type"], op["args"].get("Concrete Inputs")
+    s = SIZE[t[0]]
+    if name == "aten::addmm":  # bias, [M,K], [K,N]
+        (m, k), (_, n) = d[1], d[2]
+        bias = 1
+        for x in d[0]:
+            bias *= x
+        return 2 * m * k * n, (bias + m * k + k * n + m * n) * s
+    if name == "aten::_flash_attention_forward":  # [B, L, H, E] each
+        (b, seq, h, e), (_, seq_k, _, _), (_, _, _, ev) = d[0], d[1], d[2]
+        flops = 2 * b * h * seq * seq_k * (e + ev)
+        return (flops / 2 if c[8] == "True" else flops), (3 * b * seq * h * e + b * h * seq * ev) * s
+    if name == "aten::cudnn_convolution":  # padding, stride, dilation as Concrete Inputs 2, 3, 4
+        (n, ch, hh, ww), (k, cg, r, q) = d[0], d[1]
+        pad, stride, dil = json.loads(c[2]), json.loads(c[3]), json.loads(c[4])
+        oh = (hh + 2 * pad[0] - dil[0] * (r - 1) - 1) // stride[0] + 1
+        ow = (ww + 2 * pad[1] - dil[1] * (q - 1) - 1) // stride[1] + 1
+        return 2 * n * k * cg * r * q * oh * ow, (n * ch * hh * ww + k * cg * r * q + n * k * oh * ow) * s
+    raise AssertionError(name)
+
+
+def expected_rates(path, device):
+    """{(op, module): (TFLOPS, TB/s)} for the operators hand_flops knows: each GPU activity's launch call by
+    correlation id, the innermost cpu_op on its thread holding the call, its module the innermost
+    `nn.Module: …` Python event around it; the rate is the FLOPs over the GPU µs of those operators' activities."""
+    events = events_of(path)
+    order = {id(e): i for i, e in enumerate(events)}
+    runtime = {
+        e["args"]["correlation"]: e
+        for e in events
+        if e.get("cat") in ("cuda_runtime", "cuda_driver") and "correlation" in e["args"]
+    }
+    ops = [e for e in events if e.get("cat") == "cpu_op"]
+    modules = [e for e in events if e.get("cat") == "python_function" and e["name"].startswith("nn.Module: ")]
+
+    def innermost(candidates, tid, t0, t1):
+        holding = [e for e in candidates if e["tid"] == tid and e["ts"] <= t0 and t1 <= e["ts"] + e["dur"]]
+        return max(holding, key=lambda e: (e["ts"], -e["dur"], order[id(e)]), default=None)
+
+    per_op = {}
+    for e in events:
+        if e.get("cat") not in ("kernel", "gpu_memcpy", "gpu_memset") or e["args"].get("device") != device:
+            continue
+        call = runtime.get(e["args"].get("correlation"))
+        op = call and innermost(ops, call["tid"], call["ts"], call["ts"])
+        if op is not None:
+            per_op.setdefault(id(op), [op, 0.0])[1] += e["dur"]
+    rows = {}
+    for op, us in per_op.values():
+        got = hand_flops(op)
+        if got is None:
+            continue
+        module = innermost(modules, op["tid"], op["ts"], op["ts"] + op["dur"])
+        row = rows.setdefault((op["name"], module["name"] if module else None), [0.0, 0.0, 0.0])
+        row[0] += got[0]
+        row[1] += got[1]
+        row[2] += us
+    return {key: (f / us / 1e6, b / us / 1e6) for key, (f, b, us) in rows.items()}
+
+
+@pytest.mark.parametrize("path", [BERT, VIT], ids=lambda p: p.name)
+def test_achieved_rates_against_the_files_own_shapes(path):
+    trace = read_trace(path)
+    _, meta = analyse_trace(trace)
+    got = op_breakdown(trace, meta["device"], top=10_000)
+    want = expected_rates(path, meta["device"])
+    rated = {(r["op"], r["module"]): (r["tflops"], r["tbps"]) for r in got["ops"] if "tflops" in r}
+    assert rated.keys() == want.keys() and len(rated) >= 20
+    for key, (tflops, tbps) in want.items():
+        assert rated[key] == pytest.approx((tflops, tbps), rel=1e-9), key
+    # against the trace's own GPU: "NVIDIA H100 80GB HBM3" is the H100 SXM's datasheet entry, bf16 dense
+    assert got["ops_reference"] == "NVIDIA H100 SXM"
+    for r in got["ops"]:
+        if "tflops" in r:
+            assert r["unit"] == "bf16" and r["peak_tflops"] == H100_SXM_BF16 and r["peak_tbps"] == H100_SXM_TBPS
+            assert r["peak_share"] == pytest.approx(r["tflops"] / H100_SXM_BF16)
+
+
+def test_the_vit_patch_embedding_by_hand():
+    # nn.Module: Conv2d_0 of the ViT: input [4, 3, 224, 224] bf16, weight [768, 3, 16, 16], stride 16, no padding:
+    # a 14 × 14 output, 2·4·768·3·16·16·196 = 924,844,032 FLOPs
+    shape = (
+        "[[4, 3, 224, 224], [768, 3, 16, 16], [], [], [], [], [], [], []]",
+        '["c10::BFloat16", "c10::BFloat16", "ScalarList", "ScalarList", "ScalarList", "Scalar", "Scalar", "Scalar", '
+        '"Scalar"]',
+        '["", "", "[0, 0]", "[16, 16]", "[1, 1]", "1", "False", "False", "True"]',
+    )
+    flops, moved, dtype = count("aten::cudnn_convolution", shape)
+    assert flops == 924_844_032 and dtype == "c10::BFloat16"
+    assert moved == (4 * 3 * 224 * 224 + 768 * 3 * 16 * 16 + 4 * 768 * 14 * 14) * 2
+    trace = read_trace(VIT)
+    _, meta = analyse_trace(trace)
+    (conv,) = [
+        r for r in op_breakdown(trace, meta["device"], top=10_000)["ops"] if r["op"] == "aten::cudnn_convolution"
+    ]
+    assert conv["flops"] == 924_844_032 and conv["tflops"] == pytest.approx(924_844_032 / conv["rated_us"] / 1e6)
+
+
+@pytest.mark.parametrize(
+    ("path", "said"),
+    [(RECSYS, "no reference for GPU 0 (the trace names no GPU)"), (STEP, "no reference for Tesla V100-SXM2-16GB")],
+    ids=["recsys", "v100"],
+)
+def test_no_reference_is_said(path, said):
+    trace = read_trace(path)
+    _, meta = analyse_trace(trace)
+    got = op_breakdown(trace, meta["device"], top=10_000)
+    assert got["ops_reference"] == said
+    rated = [r for r in got["ops"] if "tflops" in r]
+    assert rated and all("peak_tflops" not in r for r in rated)
+
+
+def kernel_time(path, device, *words):
+    return sum(
+        e["dur"]
+        for e in events_of(path)
+        if e.get("cat") == "kernel" and e["args"].get("device") == device and any(w in e["name"] for w in words)
+    )
+
+
+def test_fp32_kernels_without_tensor_cores():
+    for path, device, words, arch in (
+        (ALEXNET, 0, ("ampere_sgemm", "scudnn"), "TF32"),
+        (STEP, 1, ("volta_sgemm",), "fp16/bf16 (autocast)"),  # the V100 step's busiest GPU is 1 of the file's 8
+    ):
+        trace = read_trace(path)
+        _, meta = analyse_trace(trace)
+        meta["tensor_cores"] = t = tensor_core_use(trace, meta["device"])
+        assert meta["device"] == device
+        assert t["simt_us"] == pytest.approx(kernel_time(path, device, *words)) and t["simt_us"] > 0
+        assert t["older_us"] == 0  # sm80 kernels on an sm 8.0 A100, volta ones on an sm 7.0 V100
+        (found,) = tensor_core_findings(meta)
+        assert found["value"] == pytest.approx(100 * t["simt_us"] / t["kernel_time_us"]) and arch in found["text"]
+    # alexnet by hand: ampere_sgemm_32x32_sliced1x4_tn 2,621 µs + cudnn_ampere_scudnn_128x64_relu_… 2,069 µs
+    assert tensor_core_use(read_trace(ALEXNET), 0)["simt_us"] == 2621 + 2069
+
+
+def test_kernels_built_for_an_older_architecture():
+    # an sm 9.0 H100 running CUTLASS's sm80 kernels (cutlass_80_…): the time at stake from the file's kernels
+    for path in (BERT, VIT):
+        trace = read_trace(path)
+        _, meta = analyse_trace(trace)
+        meta["tensor_cores"] = t = tensor_core_use(trace, meta["device"])
+        assert t["device_arch"] == 90 and t["simt_us"] == 0
+        assert t["older_us"] == pytest.approx(kernel_time(path, meta["device"], "cutlass_80_", "sm80_", "ampere_"))
+        assert t["older_us"] > 0 and "cutlass_80_" in t["older_top"][0]["kernel"]
+        assert any(f["kind"] == "older_architecture" for f in tensor_core_findings(meta))
