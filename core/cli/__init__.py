@@ -54,6 +54,7 @@ WORKER_FIRST = {
     "trace": ("core.workload.trace",),
     "trace-diff": ("core.workload.trace",),
     "snapshot": ("core.workload.snapshot_analysis",),
+    "hang": ("core.workload.hang",),
 }
 
 

@@ -13,7 +13,8 @@ collective number recorded by any rank, each member rank is in one state:
 - **mismatched**: entered a collective of that number that differs from the one most ranks entered: another
   op, other input sizes (for ops whose sizes must agree), or other dtypes (a desync); on a tie the lowest
   rank's is the reference and the diagnosis says there is no majority;
-- **unknown**: older than the rank's buffer holds (the ring buffer wrapped) or no status says.
+- **unknown**: older than the rank's buffer holds (the ring buffer wrapped) with no status to say, or the rank's
+  dump says nothing of the group at all.
 
 The first number of a group where a rank is missing or mismatched is where the group's ranks disagree. The
 collective that stopped the job is the disagreement whose entries were created first (a later one waits on
@@ -42,7 +43,6 @@ DTYPE_BYTES = {
     "Bool": 1, "ComplexFloat": 8, "ComplexDouble": 16, "Float8_e4m3fn": 1, "Float8_e5m2": 1,
     "Float8_e4m3fnuz": 1, "Float8_e5m2fnuz": 1, "UInt16": 2, "UInt32": 4, "UInt64": 8,
 }  # fmt: skip
-STATES = ("completed", "waiting", "missing", "mismatched", "unknown", "no dump")
 GRID_SEQS = 24  # collectives a group's grid shows, ending just past the stuck one
 
 
@@ -52,7 +52,8 @@ class RankInGroup:
 
     rank: int
     collectives: dict[int, Entry]  # the first entry of each number (a coalesced group shares one)
-    sends: list[Entry]
+    p2p: list[Entry]  # its sends and recvs in record order
+    known: bool  # its buffer or its status says anything of the group
     last_entered: int  # 0: none
     last_completed: int | None  # None: nothing says
     first_seq: int | None  # the oldest number still in the buffer
@@ -63,6 +64,8 @@ class RankInGroup:
         return self.first_seq is not None and self.first_seq > 1
 
     def state(self, seq: int) -> str:
+        if not self.known:
+            return "unknown"
         entry = self.collectives.get(seq)
         if entry is not None:
             done = entry.state == "completed" or (self.last_completed is not None and seq <= self.last_completed)
@@ -89,7 +92,8 @@ def _rank_in(dump: Dump, group: str) -> RankInGroup:
     return RankInGroup(
         rank=dump.rank,
         collectives=collectives,
-        sends=[e for e in mine if e.p2p],
+        p2p=[e for e in mine if e.p2p],
+        known=bool(mine) or bool(status),
         last_entered=max(recorded, status.get("last_enqueued_collective", 0)),
         last_completed=completed,
         first_seq=min(collectives, default=None),
@@ -185,12 +189,12 @@ def _p2p_disagreement(views: dict[int, RankInGroup], group: str, desc: str) -> d
     """The first send or recv that the peer rank (whose dump is here) has no counterpart for, or whose
     counterpart moves other sizes: the n-th send from A to B against the n-th recv on B from A."""
     found = []
-    pairs = {e.peer for v in views.values() for e in v.sends if e.peer}
+    pairs = {e.peer for v in views.values() for e in v.p2p if e.peer}
     for src, dst in sorted(p for p in pairs if p is not None):
         if src not in views or dst not in views or views[src].wrapped or views[dst].wrapped:
             continue
-        sends = [e for e in views[src].sends if e.op == "send" and e.peer == (src, dst)]
-        recvs = [e for e in views[dst].sends if e.op == "recv" and e.peer == (src, dst)]
+        sends = [e for e in views[src].p2p if e.op == "send" and e.peer == (src, dst)]
+        recvs = [e for e in views[dst].p2p if e.op == "recv" and e.peer == (src, dst)]
         for i in range(max(len(sends), len(recvs))):
             if i >= len(sends) or i >= len(recvs) or sends[i].input_sizes != recvs[i].input_sizes:
                 have, side, other = (sends, src, dst) if i < len(sends) else (recvs, dst, src)
@@ -321,7 +325,7 @@ def _rank_row(dump: Dump, view: RankInGroup | None, stuck: dict | None) -> dict:
 
 
 def grid(views: dict[int, RankInGroup], stuck: dict | None) -> dict:
-    """The group's collective numbers by rank, each cell a state of :data:`STATES`: the last
+    """The group's collective numbers by rank, each cell one of the states above: the last
     :data:`GRID_SEQS` numbers up to two past the stuck one (or the newest)."""
     newest = max((v.last_entered for v in views.values()), default=0)
     end = min(newest, stuck["seq_id"] + 2) if stuck and stuck["kind"] == "collective" else newest

@@ -11,7 +11,7 @@ from core.result import RunResult
 from render.chart import Chart
 from render.style import style, title
 
-STATE_COLORS = {  # the engine's states (core.workload.hang.STATES), in the legend's order
+STATE_COLORS = {  # the engine's states (core/workload/hang.py), in the legend's order
     "completed": "#2ca02c",
     "waiting": "#ff7f0e",
     "missing": "#d62728",
