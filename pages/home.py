@@ -15,6 +15,7 @@ from core.store import StoreError
 from core.units import bytes_text, duration_text, timestamp_text
 from pages.common import catalog, lab
 from pages.common import health as health_panel
+from pages.common.facts import fact
 from pages.common.methods import how_measured
 
 VERDICT_ICONS = {"pass": "✅ pass", "fail": "❌ fail", "unsupported": "➖ unsupported"}
@@ -166,12 +167,7 @@ for device in info.get("devices", []):
         st.subheader(device["label"] + ("  (selected)" if is_selected else ""))
         mem, free = device.get("total_memory_bytes"), device.get("free_memory_bytes")
         cols = st.columns(4)
-        cols[0].metric(
-            "Memory",
-            bytes_text(mem) if mem else "unknown",
-            f"{bytes_text(free)} free" if free else None,
-            delta_color="off",
-        )
+        fact(cols[0], "Memory", bytes_text(mem) if mem else "unknown", f"{bytes_text(free)} free" if free else None)
         if device["kind"] == "cuda":
             cols[1].metric("Compute capability", device["compute_capability"])
             cols[2].metric("SMs", device["multiprocessors"])

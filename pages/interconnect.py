@@ -8,6 +8,7 @@ from core.result import RunResult
 from core.units import exact_size_text
 from pages.common import hang_panel, lab
 from pages.common.charts import show_charts
+from pages.common.facts import fact
 from pages.common.methods import how_measured
 from pages.common.run_panel import results, run_controls
 from render.plots.interconnect import figures, rows_of
@@ -132,11 +133,11 @@ def render(run: RunResult) -> None:
         peaks = measured.loc[measured.groupby("collective", sort=False)["busbw_gbs"].idxmax()]
         cols = st.columns(len(peaks))
         for col, (_, r) in zip(cols, peaks.iterrows()):
-            col.metric(
+            fact(
+                col,
                 f"{r['collective']} busbw (GB/s)",
                 f"{r['busbw_gbs']:.3g}",
                 f"at {r['size']}",
-                delta_color="off",
                 help=f"algbw {r['algbw_gbs']:.3g} GB/s, {r['median_ms']:.4g} ms per call",
             )
     show_charts(figures(run), KEY)

@@ -15,6 +15,7 @@ from core.transformer.presets import DEFAULT_BATCH, DEFAULT_CONTEXT, PRESET_NAME
 from core.units import rate_text, throughput_unit
 from pages.common import lab, node
 from pages.common.charts import show_charts
+from pages.common.facts import fact
 from pages.common.markdown import markdown_text
 from pages.common.methods import how_measured
 from pages.common.run_panel import results, run_controls
@@ -131,13 +132,7 @@ def render(run: RunResult) -> None:
             if pd.notna(r.get("pct_of_published")):
                 peak = f"{peak or ''}, {r['pct_of_published']:.0f}% of best achievable (published)".lstrip(", ")
             unit = throughput_unit(is_cuda, ops=r["dtype"] == "int8")[0]
-            col.metric(
-                f"best {r['dtype']} ({unit})",
-                f"{r['throughput']:.1f}",
-                peak,
-                delta_color="off",
-                help=f"at {r['shape']}",
-            )
+            fact(col, f"best {r['dtype']} ({unit})", f"{r['throughput']:.1f}", peak, help=f"at {r['shape']}")
         node.show(run)
         show_charts(figures(run, accelerator), KEY)
         unit = throughput_unit(is_cuda)[0]
@@ -253,7 +248,7 @@ def render_soak(run: RunResult) -> None:
             f"{s.sustained_tflops * scale:,.1f}",
             help="median of the last half of the samples",
         )
-        cols[2].metric("drop", f"{s.drop_pct:.1f}%", f"flagged above {s.drop_threshold_pct:g}%", delta_color="off")
+        fact(cols[2], "drop", f"{s.drop_pct:.1f}%", f"flagged above {s.drop_threshold_pct:g}%")
     node.show(run)
     show_charts(soak_plots.figures(run), SOAK_KEY)
     df = soak_plots.samples(run)

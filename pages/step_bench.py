@@ -11,6 +11,7 @@ from core.transformer.presets import DTYPE_FOR_PRECISION, OPTIMIZERS, PRECISION_
 from core.units import MIB, bytes_text, throughput_unit
 from pages.common import lab, node, run_panel, trace_panel
 from pages.common.charts import show_charts
+from pages.common.facts import fact
 from pages.common.methods import how_measured
 from render.chart import kind_rows
 from render.plots.step_bench import cold_text, figures
@@ -58,29 +59,24 @@ def metrics(run: RunResult) -> None:
     if summary is None:
         return
     cols = st.columns(5)
-    cols[0].metric(
+    fact(
+        cols[0],
         "Step (median)",
         f"{summary['step_ms_median']:.2f} ms",
-        f"mean {summary['step_ms_mean']:.2f} ± {summary['step_ms_std']:.2f}",
-        delta_color="off",
+        f"mean {summary['step_ms_mean']:.2f} ± {summary['step_ms_std']:.2f} ms",
     )
     cols[1].metric("Tokens / s", f"{summary['tokens_per_s']:,.0f}")
     unit, scale = throughput_unit(run.device.get("kind") == "cuda")
-    cols[2].metric(
+    fact(
+        cols[2],
         f"Achieved ({unit})",
         f"{summary['achieved_tflops'] * scale:,.1f}",
         f"{summary['model_flops_per_step'] / 1e9:,.2f} GFLOP per step",
-        delta_color="off",
     )
     if summary.get("mfu") is not None:
-        cols[3].metric(
-            "MFU",
-            f"{summary['mfu']:.1%}",
-            f"of {summary['peak_tflops']:g} TFLOPS {summary['peak_unit']}",
-            delta_color="off",
-        )
+        fact(cols[3], "MFU", f"{summary['mfu']:.1%}", f"of {summary['peak_tflops']:g} TFLOPS {summary['peak_unit']}")
     else:
-        cols[3].metric("MFU", "n/a", summary.get("mfu_note"), delta_color="off")
+        fact(cols[3], "MFU", "n/a", summary.get("mfu_note"))
     cols[4].metric("Backward / forward", f"{summary['backward_forward_ratio']:.2f}×")
     if run.meta.get("cpu_load_note"):
         st.warning(f"Busy machine: {run.meta['cpu_load_note']}.")

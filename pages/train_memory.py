@@ -18,6 +18,7 @@ from core.transformer.presets import (
 from core.units import GIB, bytes_text, timestamp_text
 from pages.common import lab, run_panel, snapshot_panel
 from pages.common.charts import show, show_charts
+from pages.common.facts import fact
 from pages.common.methods import how_measured
 from render.plots import overlay_for
 from render.plots.estimate import moments_figure
@@ -134,12 +135,7 @@ except ConfigError as exc:
     st.stop()
 answer = plan(est_cfg, int(memory_gib * GIB))
 cols = st.columns(4)
-cols[0].metric(
-    "Estimated peak (allocator)",
-    bytes_text(answer["peak_estimated_bytes"]),
-    answer["peak_phase"],
-    delta_color="off",
-)
+fact(cols[0], "Estimated peak (allocator)", bytes_text(answer["peak_estimated_bytes"]), answer["peak_phase"])
 cols[1].metric(
     "With context allowance",
     bytes_text(answer["device_total_estimated_bytes"]),
@@ -179,13 +175,8 @@ run_panel.run_controls(KEY, "train-memory", lambda: dict(settings), label="Run a
 def render(run) -> None:
     meta = run.meta
     cols = st.columns(3)
-    cols[0].metric("Measured peak", bytes_text(meta["peak_measured_bytes"]), meta["peak_phase"], delta_color="off")
-    cols[1].metric(
-        "Estimated peak",
-        bytes_text(meta["peak_estimated_bytes"]),
-        meta["peak_phase_estimated"],
-        delta_color="off",
-    )
+    fact(cols[0], "Measured peak", bytes_text(meta["peak_measured_bytes"]), meta["peak_phase"])
+    fact(cols[1], "Estimated peak", bytes_text(meta["peak_estimated_bytes"]), meta["peak_phase_estimated"])
     cols[2].metric("Estimate error", f"{meta['error_pct']:+.1f} %")
     st.caption(f"Method: {meta['method']}")
     show_charts(figures(run), f"{KEY}.result")

@@ -14,7 +14,7 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
-from core.units import GIB, bytes_text
+from core.units import GIB, bytes_text, duration_text
 from core.workload import detail
 from core.workload.snapshot_analysis import CATEGORIES, SnapshotAnalysis, analyse
 
@@ -63,7 +63,7 @@ def timeline(a: SnapshotAnalysis, window: Window, budget: int) -> Timeline:
 class Moment:
     """Who holds memory at the last point at or before a time."""
 
-    when: str  # "at 0.04 (6.5 KiB allocated)": the point's own time and what was allocated then
+    when: str  # "at 0.04 ms (6.5 KiB allocated)": the point's own time and what was allocated then
     sites: list[dict]  # the largest live sites, biggest first
     categories: dict[str, int]  # live bytes per category
     segments: list[dict]  # the segment map's segments and their blocks
@@ -75,10 +75,26 @@ class Moment:
         return ", ".join(f"{k.replace('_', ' ')} {bytes_text(v)}" for k, v in self.categories.items() if v)
 
 
+def time_text(t_ms: float, has_times: bool = True) -> str:
+    """A moment of a snapshot with its unit: ``"25.38 ms"`` (since the first event), or ``"event 1,204"`` where
+    the snapshot recorded no times (its points are then event numbers)."""
+    return duration_text(t_ms / 1e3, 2) if has_times else f"event {int(t_ms):,}"
+
+
+def devices_text(device: int, devices: list[int] | None) -> str:
+    """Which device of the file the figures are: ``"device 0"``, ``"device 1 of 2 (0, 1)"``."""
+    others = list(devices or [])
+    if len(others) <= 1:
+        return f"device {device}"
+    return f"device {device} of {len(others)} ({', '.join(str(d) for d in others)})"
+
+
 def moment(a: SnapshotAnalysis, t_ms: float, budget: int) -> Moment:
     """The sites, categories and segments at ``t_ms``; the segment map draws at most ``budget`` blocks."""
     point = a.point_at_ms(t_ms)
-    when = f"at {float(a.point_time_ms([point])[0]):,.2f} ({bytes_text(a.allocated[point])} allocated)"
+    when = (
+        f"at {time_text(float(a.point_time_ms([point])[0]), a.has_times)} ({bytes_text(a.allocated[point])} allocated)"
+    )
     segments, numbers = a.segment_map_at(point, max_segments=SEGMENTS_SHOWN, max_blocks=budget)
     return Moment(when, a.top_sites(point, SITES_SHOWN), a.categories_at(point), segments, numbers)
 

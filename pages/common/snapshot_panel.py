@@ -14,6 +14,7 @@ from core.workload import detail
 from core.workload.snapshot_analysis import SnapshotAnalysis
 from pages.common import imports, run_panel
 from pages.common.charts import show, show_charts
+from pages.common.facts import fact
 from pages.common.import_notes import findings, provenance, quirks
 from pages.common.markdown import markdown_text
 from pages.common.uploads import UPLOAD_LIMIT_MB
@@ -89,31 +90,29 @@ def render(run: RunResult, key: str) -> None:
 def _failure(m: dict) -> None:
     """An out-of-memory snapshot opens with what failed; what to try is its first finding, just below."""
     if shown := view.failure_figures(m):
-        st.error(f"Out of memory at {m['oom']['time_ms']:,.2f}: this snapshot holds a failed allocation.")
+        when = view.time_text(m["oom"]["time_ms"], m.get("has_times", True))
+        st.error(f"Out of memory at {when}: this snapshot holds a failed allocation.")
         for col, (label, value) in zip(st.columns(len(shown)), shown):
             col.metric(label, value)
 
 
 def _headline(m: dict) -> None:
     cols = st.columns(5)
-    cols[0].metric(
-        "Peak allocated", bytes_text(m["peak_allocated_bytes"]), f"at {m['peak_time_ms']:,.2f}", delta_color="off"
-    )
+    peak_at = f"at {view.time_text(m['peak_time_ms'], m.get('has_times', True))}"
+    fact(cols[0], "Peak allocated", bytes_text(m["peak_allocated_bytes"]), peak_at)
     cols[1].metric("Peak reserved", bytes_text(m["peak_reserved_bytes"]))
     traced = bool(m["trace_events"])
-    cols[2].metric(
+    fact(
+        cols[2],
         "Before recording" if traced else "Allocated at the snapshot",
         bytes_text(m["baseline_allocated_bytes"]),
         f"{m['baseline_allocated_blocks']:,} block(s)",
-        delta_color="off",
         help="Blocks the segments show active that the trace never allocated, and blocks it frees "
         "without having allocated: they were there before recording began."
         if traced
         else "No trace was recorded: only the state at the time of the snapshot is known.",
     )
-    cols[3].metric(
-        "Trace events", f"{m['trace_events']:,}", f"device {m['device']} of {m['devices']}", delta_color="off"
-    )
+    fact(cols[3], "Trace events", f"{m['trace_events']:,}", view.devices_text(m["device"], m.get("devices")))
     cols[4].metric(
         f"Reserved − allocated {'at the peak' if traced else 'at the snapshot'}",
         bytes_text(m["fragmentation_at_peak_bytes"]),
@@ -125,10 +124,11 @@ def _zoom(a: SnapshotAnalysis, run: RunResult, key: str) -> tuple[view.Window, i
     end = view.duration_ms(a)
     cols = st.columns([3, 1])
     window = cols[0].slider(
-        "Time window",
+        "Time window (ms since the first event)" if a.has_times else "Time window (event numbers)",
         0.0,
         end,
         (0.0, end),
+        format="%.2f ms" if a.has_times else "%d",
         key=f"{key}.window.{run.id}",
         help="Zoom: the charts re-read this window from the whole "
         "trace, each bin keeping its highest and lowest point.",
@@ -148,10 +148,11 @@ def _zoom(a: SnapshotAnalysis, run: RunResult, key: str) -> tuple[view.Window, i
 def _moment(a: SnapshotAnalysis, run: RunResult, key: str, budget: int) -> None:
     st.subheader("Who holds memory at a moment")
     t_ms = st.slider(
-        "Moment",
+        "Moment (ms since the first event)" if a.has_times else "Moment (event number)",
         0.0,
         view.duration_ms(a),
         float(run.meta["peak_time_ms"]),
+        format="%.2f ms" if a.has_times else "%d",
         key=f"{key}.moment.{run.id}",
         help="Defaults to the peak.",
     )

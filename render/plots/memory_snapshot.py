@@ -16,6 +16,7 @@ from core.units import GIB, MIB, bytes_text
 from core.workload.snapshot_analysis import CATEGORIES, peak_differences
 from render.chart import Chart
 from render.plots.allocator import BLOCK_COLORS
+from render.snapshot_view import time_text
 from render.style import color_for, html_lines, html_text, style, title
 
 STATE_NAMES = {
@@ -82,7 +83,8 @@ def timeline_figure(t_ms, allocated, reserved, meta: dict, run: RunResult | None
             run,
             detail
             or f"peak {bytes_text(meta['peak_allocated_bytes'])} allocated "
-            f"at {meta['peak_time_ms']:,.2f} · reserved up to {bytes_text(meta['peak_reserved_bytes'])}",
+            f"at {time_text(meta['peak_time_ms'], meta.get('has_times', True))} · reserved up to "
+            f"{bytes_text(meta['peak_reserved_bytes'])}",
         ),
         _x_title(meta),
         "GiB",
@@ -136,7 +138,8 @@ def fragmentation_figure(t_ms, reserved, allocated, meta: dict, run: RunResult |
         title(
             "Cached but unused: reserved − allocated",
             run,
-            f"largest {bytes_text(meta['peak_fragmentation_bytes'])} at {meta['peak_fragmentation_time_ms']:,.2f}",
+            f"largest {bytes_text(meta['peak_fragmentation_bytes'])} at "
+            f"{time_text(meta['peak_fragmentation_time_ms'], meta.get('has_times', True))}",
         ),
         _x_title(meta),
         "GiB",

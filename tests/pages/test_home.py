@@ -11,6 +11,8 @@ def test_home_loads_and_says_plainly_there_is_no_gpu(app):
         assert "No CUDA GPU here" in text and "CPU" in text
     assert any("CPU" in s for s in at.sidebar.selectbox[0].options)
     assert "No runs yet" in " ".join(i.value for i in at.info)
+    # a device's facts are not changes: no metric carries a delta (an arrow, "↑ 17.0 GiB free")
+    assert at.metric and not any(m.delta for m in at.metric), [(m.label, m.delta) for m in at.metric]
 
 
 def test_latest_runs_are_listed(app, store):

@@ -31,6 +31,7 @@ def test_page_runs_a_tiny_cpu_sweep_and_draws_charts(cpu_app):
     # one unit rule: a CPU run is GFLOPS in the table as on every chart and metric
     assert "GFLOPS (int8: OPS)" in table.columns and not any("TFLOPS" in c or c == "tflops" for c in table.columns)
     assert all(m.label.endswith("(GFLOPS)") for m in at.metric)
+    assert not any(m.delta for m in at.metric)  # where a best was measured is a fact under it, not an arrow
     warning = " ".join(w.value for w in at.warning)
     assert "tf32" in warning and "unsupported on" in warning
     # no "None" in the table: what a CPU run lacks (the datasheet's %, clocks, power) is "—", said once

@@ -43,6 +43,7 @@ def test_planner_and_cpu_run_render(cpu_app):
         time.sleep(0.5)
     assert not at.exception
     assert any(m.label == "Measured peak" for m in at.metric), [e.value for e in at.error]
+    assert not any(m.delta for m in at.metric)  # the peak's phase is a fact under it, not a change arrow
     assert len(at.get("plotly_chart")) >= 3  # planner + timeline + estimate-vs-measured
 
 

@@ -3,6 +3,7 @@ stored run → charts), plan a published architecture on the Training memory pag
 stored imports for Compare and the report."""
 
 import pickle
+import re
 import time
 from pathlib import Path
 
@@ -57,7 +58,13 @@ def test_allocator_page_imports_a_snapshot_and_draws_it(data_dir):
     charts = at.get("plotly_chart")
     assert len(charts) >= 5  # timeline, sites, segment map, categories, fragmentation
     assert any("Python stack at the peak" in e.label for e in at.expander)
-    window = next(s for s in at.slider if s.label == "Time window")
+    # no metric's delta (an arrow) for a plain fact, and the facts in words with their units, no Python list
+    assert not any(m.delta for m in at.metric), [(m.label, m.delta) for m in at.metric]
+    captions = " ".join(c.value for c in at.caption)
+    assert "device 1 of 2 (0, 1)" in captions and "[" not in captions.split("device 1")[1][:20]
+    assert re.search(r"at \d[\d.,]* (ms|µs|s) ", captions + " ")
+    window = next(s for s in at.slider if s.label.startswith("Time window"))
+    assert window.label == "Time window (ms since the first event)"
     window.set_value((window.value[0], window.value[1] / 2)).run()  # zoom: re-read from the whole trace
     assert not at.exception
 
@@ -75,7 +82,7 @@ def test_a_moment_with_nothing_live_says_so(data_dir):
     at = import_snapshot(page("pages/allocator.py"), "allocator.snapshot", "small.pickle", pickle.dumps(snap))
     assert not at.exception
     assert not any("Nothing live" in i.value for i in at.info)  # the peak: something is live
-    next(s for s in at.slider if s.label == "Moment").set_value(0.0).run()
+    next(s for s in at.slider if s.label.startswith("Moment")).set_value(0.0).run()
     assert not at.exception, at.exception
     assert any("Nothing live at this moment" in i.value and "0 B allocated" in i.value for i in at.info)
 

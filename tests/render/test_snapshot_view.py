@@ -66,7 +66,7 @@ def test_allocated_and_reserved_share_the_chart_s_budget(hand):
 
 def test_who_holds_memory_at_the_peak(hand):
     at = view.moment(analyse(hand), 0.04, budget=1000)
-    assert at.when == "at 0.04 (6.5 KiB allocated)"  # 6632 B / 1024 = 6.48 KiB
+    assert at.when == "at 40.00 µs (6.5 KiB allocated)"  # 6632 B / 1024 = 6.48 KiB; a time has its unit
     # C (optimizer _init_group), B (backward), the block from before recording (.to), A (forward)
     assert [(s["bytes"], s["category"]) for s in at.sites] == [
         (4096, "optimizer_state"),
@@ -88,10 +88,10 @@ def test_who_holds_memory_at_the_peak(hand):
 
 def test_a_moment_between_events_is_the_last_point_before_it(hand):
     a = analyse(hand)
-    assert view.moment(a, 0.045, budget=1000).when == "at 0.04 (6.5 KiB allocated)"
+    assert view.moment(a, 0.045, budget=1000).when == "at 40.00 µs (6.5 KiB allocated)"
     # at 0 ms: after the first event (A allocated, the orphan 256 B block not yet freed): 1768 B
     first = view.moment(a, 0.0, budget=1000)
-    assert first.when == "at 0.00 (1.7 KiB allocated)"
+    assert first.when == "at 0.00 s (1.7 KiB allocated)"
     assert sum(s["bytes"] for s in first.sites) == 1768
 
 
@@ -113,3 +113,11 @@ def test_site_differences_are_listed_in_gib_without_stacks():
     table = view.differences_table(diff)
     assert table.columns.tolist() == ["site", "delta_bytes", "Δ GiB"]
     assert table["Δ GiB"].tolist() == [1.0, -0.375]
+
+
+def test_times_and_devices_are_written_in_words_with_units():
+    """A moment has its unit ("25.38 ms", or an event number where the file has no times), and the device is
+    named, not a Python list ("device 0 of [0]")."""
+    assert view.time_text(25.38) == "25.38 ms" and view.time_text(1204.0, has_times=False) == "event 1,204"
+    assert view.devices_text(0, [0]) == "device 0" and view.devices_text(1, [0, 1]) == "device 1 of 2 (0, 1)"
+    assert "[" not in view.devices_text(0, [0]) + view.devices_text(1, [0, 1])
