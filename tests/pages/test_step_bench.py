@@ -58,5 +58,7 @@ def test_page_on_a_gpu_times_with_cuda_events_and_reports_mfu(gpu_app):
     assert any("cuda:0" in t for t in titles) and not any("CPU —" in t for t in titles)
     assert any("CUDA events" in c.value for c in at.caption)
     mfu = next(m for m in at.metric if m.label == "MFU")
-    assert mfu.value.endswith("%") or any("no datasheet entry" in c.value for c in at.caption)  # a number where the GPU has a sheet
+    assert mfu.value.endswith("%") or any(
+        "no datasheet entry" in c.value for c in at.caption
+    )  # a number where the GPU has a sheet
     assert at.dataframe and "Top kernels" in [s.value for s in at.subheader]
