@@ -75,7 +75,8 @@ def hang(args) -> int:
         say(f"example {example['name']}: {example['title']} — {example['label']}")
     for line in finding_lines(m):
         say(line)
-    say(f"group {m['group']!r}, by rank:")
+    desc = next((g["desc"] for g in m["groups"] if g["group"] == m["group"] and g["desc"]), "")
+    say(f"group {m['group']!r}{f' ({desc})' if desc else ''}, by rank:")
     say(f"{'rank':>5} {'state':<12} {'completed':>10} {'entered':>8}  last op  (where)")
     from core.workload.hang_findings import user_frame
 

@@ -42,15 +42,13 @@ class FlightRecorderConfig:
 
 def run(cfg: FlightRecorderConfig, ctx: Context):
     from core.workload.files import sha256
-    from core.workload.flight_recorder import check_one_job, dump_files, rank_of, read_dump
+    from core.workload.flight_recorder import check_names, check_one_job, dump_files, read_dump
     from core.workload.hang import analyse
     from core.workload.hang_findings import hang_findings
     from core.workload.ranks import names_of
 
     files = dump_files(cfg.paths)
-    prefixes: dict[str, list[str]] = {}
-    for path in files:
-        prefixes.setdefault(rank_of(path)[0], []).append(path.name)
+    check_names(files)
     total = len(files) + 1
     dumps, digests = [], {}
     for i, path in enumerate(files):
@@ -58,7 +56,7 @@ def run(cfg: FlightRecorderConfig, ctx: Context):
         dump = read_dump(path)
         digests[path.name] = sha256(path)
         dumps.append(dump)
-    check_one_job(dumps, prefixes)
+    check_one_job(dumps)
     dumps.sort(key=lambda d: d.rank)
     rows, meta = analyse(dumps)
     meta["findings"] = hang_findings(meta, rows)

@@ -258,11 +258,18 @@ def _parse(data: Any, rank: int, file: str) -> Dump:
     return Dump(rank, file, version, entries, group_ranks, group_descs, status, quirks)
 
 
-def check_one_job(dumps: list[Dump], prefixes: dict[str, list[str]]) -> None:
-    """Refuse dumps that cannot be the ranks of one job, naming the files."""
+def check_names(files: list[Path]) -> None:
+    """Refuse files of more than one name prefix before any is read: one job's dumps share its prefix."""
+    prefixes: dict[str, list[str]] = {}
+    for path in files:
+        prefixes.setdefault(rank_of(path)[0], []).append(path.name)
     if len(prefixes) > 1:
-        named = "; ".join(f"{p or '(none)'}: {', '.join(files[:3])}" for p, files in prefixes.items())
+        named = "; ".join(f"{p or '(none)'}: {', '.join(names[:3])}" for p, names in prefixes.items())
         raise ConfigError(f"dumps of more than one name (TORCH_FR_DUMP_TEMP_FILE): {named}; give one job's dumps")
+
+
+def check_one_job(dumps: list[Dump]) -> None:
+    """Refuse dumps that cannot be the ranks of one job, naming the files."""
     by_rank: dict[int, str] = {}
     for d in dumps:
         if d.rank in by_rank:

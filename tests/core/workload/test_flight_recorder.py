@@ -399,3 +399,12 @@ def test_a_live_gloo_job_that_skips_a_collective_is_named(tmp_path):
     _, meta = imported(*sorted(p for p in out.iterdir() if p.is_file()))
     s = meta["stuck"]
     assert (s["seq_id"], s["op"], s["ranks_missing"], s["ranks_waiting"]) == (4, "all_reduce", [3], [0, 1, 2])
+
+
+def test_dumps_of_two_names_are_refused_before_any_is_read(tmp_path):
+    folder = tmp_path / "names"
+    folder.mkdir()
+    shutil.copy(DATA / "no_hang" / "rank0", folder / "nccl_trace_rank_0")
+    (folder / "other_1").write_bytes(b"\x80\x04N" + b"r" + (1 << 28).to_bytes(4, "little") + b".")  # never read
+    with pytest.raises(ConfigError, match=r"dumps of more than one name .*nccl_trace_rank_: nccl_trace_rank_0; other_"):
+        imported(folder)
