@@ -17,7 +17,7 @@ from pages.common.charts import show, show_charts
 from pages.common.facts import fact
 from pages.common.import_notes import findings, provenance, quirks
 from pages.common.markdown import markdown_text
-from pages.common.uploads import UPLOAD_LIMIT_MB
+from pages.common.uploads import UPLOAD_LIMIT_TEXT
 from render import snapshot_view as view
 from render.history import import_label
 from render.plots import memory_snapshot as snap_plots
@@ -28,7 +28,7 @@ def section(key: str) -> None:
         "Record one in your own training script (`python -m core record -o snap.pickle -- python train.py`, or "
         "`torch.cuda.memory._record_memory_history()` + `_dump_snapshot()`) on any machine, then import it "
         "here. Pickles of any protocol, JSON and `.gz` are read; a pickle that names a class is refused. Uploads "
-        f"take up to {UPLOAD_LIMIT_MB} MB; for larger files give their path on this box below, or run "
+        f"take up to {UPLOAD_LIMIT_TEXT}; for larger files give their path on this box below, or run "
         "`python -m core snapshot FILE`: both import into the same store without an upload."
     )
     imports.importer(

@@ -17,12 +17,13 @@ from pathlib import Path
 import streamlit as st
 
 from core.paths import data_dir
-from core.units import GIB
+from core.units import GIB, MIB, exact_size_text
 
 UPLOADS_KEPT = 5  # uploads waiting for their import (each is deleted once its import ends)
 UPLOADS_MAX_BYTES = 2 * GIB  # and at most this many bytes of them: the oldest go first
 CHUNK_BYTES = 1 << 20
-UPLOAD_LIMIT_MB = 512  # .streamlit/config.toml server.maxUploadSize (docs/OPERATIONS.md, "Uploads")
+UPLOAD_LIMIT_MB = 1024  # .streamlit/config.toml server.maxUploadSize, in MiB (docs/OPERATIONS.md, "Uploads")
+UPLOAD_LIMIT_TEXT = exact_size_text(UPLOAD_LIMIT_MB * MIB)  # "1 GiB": what the pages say of it
 
 
 def folder() -> Path:

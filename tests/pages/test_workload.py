@@ -430,9 +430,10 @@ def test_the_upload_limit_is_the_same_in_the_config_the_page_and_the_docs():
     from pages.common import uploads
 
     server = tomllib.loads((ROOT / ".streamlit" / "config.toml").read_text())["server"]
-    assert server["maxUploadSize"] == uploads.UPLOAD_LIMIT_MB == 512
+    assert server["maxUploadSize"] == uploads.UPLOAD_LIMIT_MB == 1024
     operations = (ROOT / "docs" / "OPERATIONS.md").read_text()
-    assert "| `server.maxUploadSize` (`.streamlit/config.toml`) | 512 |" in operations
+    assert "| `server.maxUploadSize` (`.streamlit/config.toml`) | 1024 |" in operations
+    assert "up to **1 GiB**" in operations and uploads.UPLOAD_LIMIT_TEXT == "1 GiB"
     assert "larger files: give their path on the box" in operations.lower()
 
 
@@ -454,3 +455,27 @@ def test_an_upload_is_deleted_once_imported_and_the_import_reopens_without_it(da
     assert any(m.label == "Peak allocated" and m.value == peak for m in at.metric)
     assert not any("no longer on this machine" in w.value for w in at.warning)
     assert len(at.get("plotly_chart")) >= 5
+
+
+def _streamlit_says(limit_mib: int) -> str:
+    """The uploader's "N per file" as Streamlit's frontend writes it (base 1000, a unit up past half of the next,
+    no decimals)."""
+    size, units = limit_mib * 2**20, ["B", "KB", "MB", "GB"]
+    unit = 0
+    while unit < 3 and size > 500:
+        size, unit = size / 1000, unit + 1
+    return f"{size:.0f}{units[unit]}"
+
+
+def test_the_uploader_s_limit_and_the_page_s_words_agree(data_dir):
+    """The page says "up to 1 GiB" and the uploader under it "1GB per file" (512 MiB read "1GB" under
+    "512 MB"); Compare's runs file says its limit beside its uploader the same way."""
+    import tomllib
+
+    from pages.common import uploads
+
+    server = tomllib.loads((ROOT / ".streamlit" / "config.toml").read_text())["server"]
+    assert _streamlit_says(server["maxUploadSize"]) == "1GB" and uploads.UPLOAD_LIMIT_TEXT == "1 GiB"
+    at = page("pages/allocator.py")
+    text = " ".join(m.value for m in at.markdown)
+    assert f"take up to {uploads.UPLOAD_LIMIT_TEXT};" in text and "512 MB" not in text
