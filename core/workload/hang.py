@@ -8,6 +8,8 @@ collective number recorded by any rank, each member rank is in one state:
 - **completed**: at or below the group's ``last_completed_collective`` (gloo and NCCL both keep it in
   ``pg_status``), or its entry says ``completed`` (NCCL's watchdog saw it end);
 - **waiting**: entered (its entry is in the buffer) and not completed at the dump;
+- **entered**: its entry is in the buffer but nothing records completion (no ``pg_status``, no entry
+  marked completed): whether it was still inside is not known;
 - **missing**: never entered it: the number is past the rank's last entered collective
   (``last_enqueued_collective``, or its newest entry);
 - **mismatched**: entered a collective of that number that differs from the one most ranks entered: another
@@ -69,7 +71,9 @@ class RankInGroup:
         entry = self.collectives.get(seq)
         if entry is not None:
             done = entry.state == "completed" or (self.last_completed is not None and seq <= self.last_completed)
-            return "completed" if done else "waiting"
+            if done:
+                return "completed"
+            return "entered" if self.last_completed is None else "waiting"
         if seq > self.last_entered:
             return "missing"
         if self.last_completed is not None and seq <= self.last_completed:
@@ -175,6 +179,7 @@ def _stuck(seq, ref, entered, states, missing, waiting, mismatched, absent) -> d
             }
             for r, why in sorted(mismatched.items())
         ],
+        "ranks_entered": sorted(r for r, s in states.items() if s == "entered" and r not in mismatched),
         "ranks_completed": sorted(r for r, s in states.items() if s == "completed" and r not in mismatched),
         "ranks_unknown": sorted(r for r, s in states.items() if s == "unknown" and r not in mismatched),
         "ranks_without_dump": absent,
@@ -216,6 +221,7 @@ def _p2p_disagreement(views: dict[int, RankInGroup], group: str, desc: str) -> d
                         "ranks_mismatched": [_p2p_counterpart(other, recvs[i] if side == src else sends[i])]
                         if other_has
                         else [],
+                        "ranks_entered": [],
                         "ranks_completed": [],
                         "ranks_unknown": [],
                         "ranks_without_dump": [],

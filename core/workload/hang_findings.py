@@ -105,6 +105,8 @@ def _hang(s: dict, rows: dict[int, dict]) -> dict:
     if not parts:
         parts.append(f"every rank with a dump entered {_what(s)} and none completed it: a hang inside the collective")
     text = "; ".join(parts) + _waiting(s)
+    if s.get("ranks_entered"):
+        text += f"; {_ranks(s['ranks_entered'])} entered it too (the dumps record no completion)"
     if len(culprits) == 1 and s["ranks_missing"]:
         text += _instead(rows.get(culprits[0]))
     return _finding("hang", text + at, len(culprits), "ranks")

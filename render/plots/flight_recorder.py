@@ -14,6 +14,7 @@ from render.style import style, title
 STATE_COLORS = {  # the engine's states (core/workload/hang.py), in the legend's order
     "completed": "#2ca02c",
     "waiting": "#ff7f0e",
+    "entered": "#ffbb78",
     "missing": "#d62728",
     "mismatched": "#9467bd",
     "unknown": "#c7c7c7",

@@ -408,3 +408,40 @@ def test_dumps_of_two_names_are_refused_before_any_is_read(tmp_path):
     (folder / "other_1").write_bytes(b"\x80\x04N" + b"r" + (1 << 28).to_bytes(4, "little") + b".")  # never read
     with pytest.raises(ConfigError, match=r"dumps of more than one name .*nccl_trace_rank_: nccl_trace_rank_0; other_"):
         imported(folder)
+
+
+def test_of_two_groups_that_disagree_the_one_entered_first_stopped_the_job(tmp_path):
+    folder = tmp_path / "two_groups"
+    t0 = 1_700_000_000 * 10**9
+    tp = ("1", "tp")
+    # group "1" (ranks 0, 1): rank 1 never entered its #2, which rank 0 entered at t0 + 5 s; the default group's
+    # #3, entered by rank 0 at t0 + 9 s, waits behind it (rank 1 never got there either)
+    rank0 = [
+        _entry(1, "nccl:all_reduce", created=t0 + 10**9),
+        _entry(2, "nccl:all_reduce", created=t0 + 2 * 10**9),
+        _entry(1, "nccl:all_gather", group=tp, created=t0 + 3 * 10**9),
+        _entry(2, "nccl:all_gather", group=tp, created=t0 + 5 * 10**9),
+        _entry(3, "nccl:all_reduce", created=t0 + 9 * 10**9),
+    ]
+    rank1 = rank0[:3]
+    for rank, entries in ((0, rank0), (1, rank1)):
+        dump = {
+            "version": "2.10",
+            "pg_config": {
+                "0": {"name": "0", "desc": "default_pg", "ranks": "[0, 1]"},
+                "1": {"name": "1", "desc": "tp", "ranks": "[0, 1]"},
+            },
+            "entries": [{**e, "record_id": i} for i, e in enumerate(entries)],
+        }
+        folder.mkdir(exist_ok=True)
+        (folder / f"nccl_trace_rank_{rank}").write_bytes(pickle.dumps(dump))
+    _, meta = imported(folder)
+    s = meta["stuck"]
+    assert (s["group"], s["group_desc"], s["op"], s["seq_id"], s["ranks_missing"]) == ("1", "tp", "all_gather", 2, [1])
+    assert [(d["group"], d["seq_id"]) for d in meta["disagreements"]] == [("1", 2), ("0", 3)]
+    assert meta["findings"][0]["text"].startswith(
+        "rank 1 never entered all_gather #2 of group 1 (tp) (2.0 KiB BFloat16"
+    )
+    # no pg_status and no entry marked completed: rank 0 entered it, whether it was still inside is not recorded
+    assert s["ranks_entered"] == [0] and s["ranks_waiting"] == []
+    assert "rank 0 entered it too (the dumps record no completion)" in meta["findings"][0]["text"]
