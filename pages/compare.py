@@ -43,8 +43,8 @@ def examples_section(store: RunStore) -> None:
     files = example_files()
     if not files:
         st.caption(
-            "No example runs in `examples/` yet: `python scripts/record_reference_runs.py` on a GPU box "
-            "records the reference set into one runs file to commit there."
+            "No example runs come with this copy of the lab: compare your own runs, or import a runs file "
+            "exported on another box (above)."
         )
         return
     if st.button(
