@@ -1,0 +1,46 @@
+"""The why-tables of a trace import show the run's own figures: each cause of the GPU's gaps, each operator with
+its rate where shapes give one, each module and pattern — from a real trace's meta, nothing recomputed."""
+
+import pytest
+
+pytest.importorskip("msgspec")
+
+from core.workload.host_gaps import host_gaps
+from core.workload.op_flops import tensor_core_use
+from core.workload.ops import op_breakdown
+from core.workload.trace import analyse_trace
+from core.workload.trace_file import read_trace
+from render import trace_why
+from tests.conftest import ROOT
+
+BERT = ROOT / "tests" / "data" / "workload" / "tracelens_h100_bert_small.json.gz"
+
+
+def meta_of(path):
+    trace = read_trace(path)
+    _, meta = analyse_trace(trace)
+    meta["host_gaps"] = host_gaps(trace, meta["device"])
+    meta.update(op_breakdown(trace, meta["device"]))
+    meta["tensor_cores"] = tensor_core_use(trace, meta["device"])
+    return meta
+
+
+def test_the_tables_show_the_runs_figures():
+    meta = meta_of(BERT)
+    gaps = trace_why.host_gap_table(meta)
+    assert [r["cause"] for r in gaps] == [c["cause"] for c in meta["host_gaps"]["causes"]]
+    assert [r["ms"] for r in gaps] == [c["time_us"] / 1000 for c in meta["host_gaps"]["causes"]]
+    sync = next(r for r in gaps if r["cause"] == "synchronisation")
+    assert sync["source"] == "transformers/modeling_attn_mask_utils.py:429 _prepare_4d_attention_mask_for_sdpa"
+    ops = trace_why.ops_table(meta)
+    assert [r["operator"] for r in ops] == [r["op"] for r in meta["ops"]]
+    rated = [r for r in ops if r.get("TFLOPS") is not None]
+    assert rated and all(r["of peak"] == pytest.approx(r["TFLOPS"] / 989.4) for r in rated)
+    assert [r["module"] for r in trace_why.modules_table(meta)] == [r["module"] for r in meta["modules"]]
+    caption = trace_why.rates_caption(meta)
+    assert "against NVIDIA H100 SXM" in caption and f"{meta['tensor_cores']['older_us'] / 1000:,.3f} ms" in caption
+
+
+def test_runs_stored_before_the_figures_show_nothing():
+    assert trace_why.host_gap_table({}) == trace_why.ops_table({}) == trace_why.modules_table({}) == []
+    assert trace_why.patterns_table({}) == [] and trace_why.rates_caption({}) == ""
