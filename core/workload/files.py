@@ -13,7 +13,7 @@ from typing import TypeVar
 
 from core.errors import ConfigError
 from core.experiment import Progress
-from core.intake import InputRefused
+from core.intake import LIMITS, InputRefused
 from core.units import bytes_text
 
 T = TypeVar("T")
@@ -86,3 +86,31 @@ def read_imported(path: Path, read: Callable[[Path, Callable[[str], None]], T], 
     if error is not None:
         raise error
     return outcome["value"], identity(path, size, outcome["digest"])
+
+
+def job_files(paths: list[str] | tuple[str, ...], kind: str, hint: str) -> list[Path]:
+    """The files of an import of one job's ranks (``kind``: "rank trace", "dump"): a folder's regular, visible
+    files (sorted), or the files named; refused, with ``hint`` on what to give, when there are none, more than
+    the ``rank_files`` limit, one named twice, or a path that is neither."""
+    files: list[Path] = []
+    for given in paths:
+        p = Path(given)
+        try:
+            if p.is_dir():
+                files += sorted(f for f in p.iterdir() if not f.name.startswith(".") and f.is_file())
+            elif p.is_file():
+                files.append(p)
+            else:
+                raise ConfigError(f"paths: {given!r} is neither a file nor a folder on this machine")
+        except OSError as exc:
+            raise ConfigError(f"paths: {given!r}: {exc.strerror or exc}") from None
+        if len(files) > LIMITS.rank_files:
+            raise ConfigError(
+                f"paths: more than {LIMITS.rank_files:,} files (the rank_files limit): give {hint}, or a folder "
+                "holding only them"
+            )
+    if not files:
+        raise ConfigError(f"paths: no {kind} files found (a folder of one job's {kind} files, or the files)")
+    if len({f.resolve() for f in files}) < len(files):
+        raise ConfigError("paths: a file is named twice")
+    return files

@@ -23,6 +23,7 @@ from typing import Any
 from core.errors import ConfigError
 from core.intake import LIMITS, InputRefused, is_pickle, loads_json, open_input, read_json_input
 from core.pickle_stream import load_pickle_stream
+from core.workload.files import job_files
 
 WHAT = "flight-recorder dump"
 _SUFFIXES = re.compile(r"(\.(json|pickle|pkl|gz))+$", re.I)
@@ -69,30 +70,8 @@ class Dump:
 
 
 def dump_files(paths: list[str] | tuple[str, ...]) -> list[Path]:
-    """The dumps of an import: a folder's regular, visible files (sorted), or the files named; refused when
-    there are none, more than the ``rank_files`` limit, or a path that is neither."""
-    files: list[Path] = []
-    for given in paths:
-        p = Path(given)
-        try:
-            if p.is_dir():
-                files += sorted(f for f in p.iterdir() if not f.name.startswith(".") and f.is_file())
-            elif p.is_file():
-                files.append(p)
-            else:
-                raise ConfigError(f"paths: {given!r} is neither a file nor a folder on this machine")
-        except OSError as exc:
-            raise ConfigError(f"paths: {given!r}: {exc.strerror or exc}") from None
-        if len(files) > LIMITS.rank_files:
-            raise ConfigError(
-                f"paths: more than {LIMITS.rank_files:,} files (the rank_files limit): give one job's dumps, or a "
-                "folder holding only them"
-            )
-    if not files:
-        raise ConfigError("paths: no dump files found (a folder of one job's per-rank dumps, or the files)")
-    if len({f.resolve() for f in files}) < len(files):
-        raise ConfigError("paths: a file is named twice")
-    return files
+    """The dumps of an import (:func:`core.workload.files.job_files`)."""
+    return job_files(paths, "dump", "one job's dumps")
 
 
 def rank_of(path: Path) -> tuple[str, int]:

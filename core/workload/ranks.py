@@ -25,7 +25,8 @@ from pathlib import Path
 import numpy as np
 
 from core.errors import ConfigError
-from core.intake import LIMITS, InputRefused
+from core.intake import InputRefused
+from core.workload.files import job_files
 from core.workload.trace import analyse_trace, read_trace
 
 _RANK_NAME = re.compile(r"rank[-_]?(\d+)", re.I)
@@ -44,30 +45,8 @@ _STEP_FIELDS = {"wall_us": "wall_us", "kernel_time_us": "kernel_time_us", "compu
 
 
 def rank_files(paths: list[str] | tuple[str, ...]) -> list[Path]:
-    """The files of an import: a folder's regular, visible files (sorted), or the files named; refused (with
-    the reason) when there are none, too many, or a path that is neither."""
-    files: list[Path] = []
-    for given in paths:
-        p = Path(given)
-        try:
-            if p.is_dir():
-                files += sorted(f for f in p.iterdir() if not f.name.startswith(".") and f.is_file())
-            elif p.is_file():
-                files.append(p)
-            else:
-                raise ConfigError(f"paths: {given!r} is neither a file nor a folder on this machine")
-        except OSError as exc:
-            raise ConfigError(f"paths: {given!r}: {exc.strerror or exc}") from None
-        if len(files) > LIMITS.rank_files:
-            raise ConfigError(
-                f"paths: more than {LIMITS.rank_files:,} files (the rank_files limit): give the ranks to compare, "
-                "or a folder holding only them"
-            )
-    if not files:
-        raise ConfigError("paths: no rank trace files found (a folder of rank-N.json[.gz] files, or the files)")
-    if len({f.resolve() for f in files}) < len(files):
-        raise ConfigError("paths: a file is named twice")
-    return files
+    """The rank traces of an import (:func:`core.workload.files.job_files`)."""
+    return job_files(paths, "rank trace", "the ranks to compare")
 
 
 @dataclass
