@@ -1,4 +1,5 @@
-"""Allocator: replay seed 001's memory experiments on this device and watch PyTorch's caching allocator."""
+"""Allocator: replay the memory experiments of the lab's notes on this device and watch PyTorch's caching
+allocator."""
 
 import streamlit as st
 
@@ -11,6 +12,8 @@ from pages.common.charts import show, show_charts
 from pages.common.methods import how_measured
 from render.plots import allocator as plots
 
+EXPECTATIONS = "Where the expectations come from"  # a section of docs/methods/allocator.md
+EXPECTATIONS_ANCHOR = "where-the-expectations-come-from"  # Streamlit's anchor of that heading
 KEY = "allocator"
 CUSTOM_KEY = "allocator.custom_steps"  # plain session key: the composed steps survive reruns
 AB_KEYS = "allocator.ab_keys"
@@ -39,7 +42,7 @@ if not on_gpu:
     st.info(
         f"**CPU selected — no caching allocator here.** The lifecycle and custom scenarios run with the "
         f"process RSS and the bytes of the live tensors: on a CPU, memory goes back to the OS the moment a "
-        f"large tensor is deleted (the seed's own contrast). Needs a GPU: {GPU_ONLY_TEXT}."
+        f"large tensor is deleted (the contrast the expectations draw). Needs a GPU: {GPU_ONLY_TEXT}."
     )
 
 
@@ -119,9 +122,11 @@ def _render(run) -> None:
     show(charts[0].figure, charts[0].data, charts[0].name, f"{KEY}.timeline")
     claims = plots.seed_claims_frame(run)
     if not claims.empty:
-        st.subheader("Seed 001's claims, step by step")
+        st.subheader("What each step was expected to do")
         st.caption(
-            "The seed read nvidia-smi (driver used) and the system monitor (host). Each Δ is this run's "
+            "Expected: what these steps did when first run by hand with 1 GiB tensors, read from nvidia-smi "
+            "(driver used) and the system monitor (host) — see "
+            f"[{EXPECTATIONS}](#{EXPECTATIONS_ANCHOR}) under *How measured*. Each Δ is this run's "
             "change since the previous step"
             + ("" if plots.is_cuda_run(run) else "; on a CPU only the host columns apply")
             + "."
@@ -164,7 +169,7 @@ scenario = st.selectbox(
     "Scenario",
     scenario_options,
     key=f"{KEY}.scenario",
-    help="lifecycle: the seed's create / move / re-create / del sequence. backward-peak: "
+    help="lifecycle: the expected create / move / re-create / del sequence. backward-peak: "
     "`y = 5*x; y.mean().backward()` vs `(5*x).mean().backward()`. fragmentation: holes "
     "that leave reserved ≫ allocated. custom: compose your own steps.",
 )
@@ -177,7 +182,7 @@ if scenario != "custom":
             value=_default_size_mib(),
             step=64,
             key=f"{KEY}.size",
-            help="The seed used 1 GiB. One tensor may not exceed the device's free memory "
+            help="The expectations were read with 1 GiB. One tensor may not exceed the device's free memory "
             f"({(free_bytes or 0) // MIB} MiB now).",
         )
     )

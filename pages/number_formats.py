@@ -154,7 +154,7 @@ def render_autocast(run: RunResult) -> None:
 
 with tab_auto:
     st.write(
-        "The course's toy model (Linear → ReLU → LayerNorm → Linear) and one Transformer block run forward "
+        "A toy model (Linear → ReLU → LayerNorm → Linear) and one block of the lab's Transformer run forward "
         "and backward under `torch.autocast` (CUDA: fp16 and bf16; CPU: bf16), and once without it. Forward "
         "and backward hooks record the dtypes each module really saw."
     )

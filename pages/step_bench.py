@@ -12,7 +12,7 @@ from core.units import MIB, bytes_text, throughput_unit
 from pages.common import lab, node, run_panel, trace_panel
 from pages.common.charts import show_charts
 from pages.common.facts import fact
-from pages.common.methods import how_measured
+from pages.common.methods import MODEL_NOTE, how_measured
 from render.chart import kind_rows
 from render.plots.step_bench import cold_text, figures
 
@@ -22,12 +22,12 @@ DEFAULTS = StepBenchConfig()
 
 st.title("Step benchmark")
 st.write(
-    "One training step of the course's Transformer, timed phase by phase with a device synchronisation "
+    f"One training step of the lab's own Transformer ({MODEL_NOTE}), timed phase by phase with a device synchronisation "
     "(CUDA events on a GPU, `perf_counter` on a CPU): forward, backward, optimizer step, the whole step — "
     "after warm-up, and step by step without it. Then `torch.profiler` shows which kernels the time goes "
     "to, and a sweep times every precision mode."
 )
-how_measured("step_bench", "all_gpus")
+how_measured("step_bench", "model", "all_gpus")
 
 model, device = lab.selected_model(), lab.device_choice(KEY)
 st.caption(

@@ -19,7 +19,7 @@ from core.units import GIB, bytes_text, timestamp_text
 from pages.common import lab, run_panel, snapshot_panel
 from pages.common.charts import show, show_charts
 from pages.common.facts import fact
-from pages.common.methods import how_measured
+from pages.common.methods import MODEL_NOTE, how_measured
 from render.plots import overlay_for
 from render.plots.estimate import moments_figure
 from render.plots.max_batch import figures as max_batch_figures
@@ -30,12 +30,12 @@ KEY = "training_memory"
 
 st.title("Training memory")
 st.write(
-    "One training step of the course's Transformer, allocation by allocation: parameters, gradients, "
+    f"One training step of the lab's own Transformer ({MODEL_NOTE}), allocation by allocation: parameters, gradients, "
     "optimizer state, activations saved for backward, temporaries. The measured timeline sits next to an "
     "analytical **estimate** counted from the tensors the model saves, so you can see where the peak is "
     "and whether a bigger model fits before you try it."
 )
-how_measured("train_memory", "snapshot")
+how_measured("train_memory", "model", "snapshot")
 
 device = lab.selected_device()
 info = lab.device_info(device) or {"kind": "cpu", "total_memory_bytes": None}
@@ -47,7 +47,7 @@ source = st.radio(
     MODEL_SOURCES,
     horizontal=True,
     key=f"{KEY}.model_source",
-    help="The course's presets come from the sidebar; published architectures and your own dimensions "
+    help="The lab's Transformer sizes come from the sidebar; published architectures and your own dimensions "
     "(grouped-query attention, tied embeddings) use the same family: RMSNorm, SwiGLU, RoPE, no biases.",
 )
 model = lab.selected_model()  # the sidebar's model size: one selector for every page

@@ -131,7 +131,8 @@ def sidebar() -> None:
             "Model size",
             PRESET_NAMES,
             key=MODEL_KEY,
-            help=f"The course's Transformer presets (tiny and mini run in seconds on CPU); "
+            help=f"Sizes of the lab's own Transformer, a small decoder-only language model (tiny and mini run in "
+            "seconds on CPU; *How measured* on Step benchmark describes it); "
             f"batch {DEFAULT_BATCH} by default.",
         )
         st.selectbox(

@@ -9,6 +9,8 @@ from pathlib import Path
 import streamlit as st
 
 METHODS = Path(__file__).resolve().parent.parent.parent / "docs" / "methods"
+# A link to the model's note (docs/methods/model.md's heading, as Streamlit anchors it), for a page that names it
+MODEL_NOTE = "see [the Transformer these pages train](#the-transformer-these-pages-train) under *How measured*"
 
 
 def method_text(name: str) -> str:

@@ -199,11 +199,12 @@ def counters_frame(run: RunResult) -> pd.DataFrame:
 
 
 def seed_claims_frame(run: RunResult) -> pd.DataFrame:
-    """The lifecycle's measured change per step next to what the seed read from nvidia-smi."""
+    """The lifecycle's measured change per step next to what was expected (read from nvidia-smi when these steps
+    were first run by hand: docs/methods/allocator.md, "Where the expectations come from")."""
     df = flat_frame(run)
     if "seed_claim" not in df.columns:
         return pd.DataFrame()
-    out = pd.DataFrame({"step": df["step"], "seed claim": df["seed_claim"]})
+    out = pd.DataFrame({"step": df["step"], "expected": df["seed_claim"]})
     columns = (
         ("driver_used_bytes", "Δ driver used (MiB)"),
         ("reserved_bytes", "Δ reserved (MiB)"),
@@ -224,7 +225,7 @@ def backward_frame(run: RunResult) -> pd.DataFrame:
             {
                 "form": r["form"],
                 "measured peak / size(x)": round(r["peak_over_x"], 3),
-                "seed's claim": r["seed_claim_over_x"],
+                "expected / size(x)": r["seed_claim_over_x"],
                 "autograd count": r["autograd_count_over_x"],
                 "tensors alive at the peak": r["autograd_tensors"],
                 "peak (MiB)": round(r["peak_bytes"] / MIB, 1),

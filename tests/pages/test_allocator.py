@@ -42,6 +42,25 @@ def test_page_runs_the_cpu_lifecycle(cpu_app):
     # del d hands 48 MiB straight back: RSS drops by about the tensor size (by hand: 48 MiB)
     assert -52 < float(claims.loc[claims["step"] == "7. del d", "Δ RSS (MiB)"].iloc[0]) < -44
     assert any("Not measured on a CPU" in c.value for c in at.caption)
+    # the lab's own words, with a link to the note that says where the expectations come from
+    assert "What each step was expected to do" in [s.value for s in at.subheader]
+    assert "expected" in claims.columns and not any("seed" in c.lower() for c in claims.columns)
+    caption = next(c.value for c in at.caption if "Expected:" in c.value)
+    assert "(#where-the-expectations-come-from)" in caption
+    notes = " ".join(m.value for m in at.markdown)
+    assert "### Where the expectations come from" in notes and "Seed 001" not in notes + caption
+
+
+@pytest.mark.parametrize("page", ["pages/allocator.py", "pages/step_bench.py", "pages/train_memory.py"])
+def test_the_pages_name_the_model_and_the_expectations_in_the_lab_s_own_words(cpu_app, page):
+    """No "the course's Transformer" or "seed 001" a reader cannot look up: the lab's words, and the note they
+    link to is on the page (its heading is the link's anchor)."""
+    at = cpu_app.run()
+    at.switch_page(page).run()
+    text = " ".join(e.value for e in (*at.markdown, *at.caption, *at.info))
+    assert "course's" not in text and "seed 001" not in text.lower() and "the seed" not in text.lower()
+    if page != "pages/allocator.py":
+        assert "(#the-transformer-these-pages-train)" in text and "### The Transformer these pages train" in text
 
 
 def test_custom_composer_validates_each_step(cpu_app):
@@ -80,6 +99,6 @@ def test_page_on_a_gpu_offers_every_scenario_and_measures_the_backward_peak(gpu_
     _wait_for_result(at)
     assert not at.exception and not at.error, [e.value for e in at.error]
     backward = next(d.value for d in at.dataframe if "measured peak / size(x)" in d.value.columns)
-    # y = 5*x keeps x, y, grad of y and x.grad alive (4 sizes); (5*x) keeps 3: the seed's arithmetic
+    # y = 5*x keeps x, y, grad of y and x.grad alive (4 sizes); (5*x) keeps 3: the expected arithmetic
     assert list(backward["measured peak / size(x)"].round(1)) == [4.0, 3.0]
     assert not any("Not measured on a CPU" in c.value for c in at.caption)
