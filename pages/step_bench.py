@@ -14,7 +14,7 @@ from pages.common.charts import show_charts
 from pages.common.facts import fact
 from pages.common.methods import MODEL_NOTE, how_measured
 from render.chart import kind_rows
-from render.plots.step_bench import cold_text, figures
+from render.plots.step_bench import cold_text, figures, kernel_table
 
 KEY = "step_bench"
 MAX_TRACE_DOWNLOAD_BYTES = 200 * MIB
@@ -113,14 +113,10 @@ def render_single(run: RunResult) -> None:
     node.show(run)
     metrics(run)
     show_charts(figures(run), f"{KEY}.single")
-    kernels = run.frame()
-    if "kind" in kernels and (kernels["kind"] == "kernel").any():
+    table = kernel_table(run)
+    if not table.empty:
         st.subheader("Top kernels" if run.device.get("kind") == "cuda" else "Top ops (CPU: self time per op)")
         st.caption(run.meta.get("profile_measure", ""))
-        table = kernels[kernels["kind"] == "kernel"][
-            ["device"] * ("device" in kernels)
-            + ["scope", "rank", "name", "group", "count_per_step", "ms_per_step", "share"]
-        ]
         st.dataframe(table, hide_index=True)
     trace_download(run)
 

@@ -6,6 +6,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from core.result import RunResult
+from core.units import MISSING
 from core.workload.trace import KINDS
 from core.workload.trace_diff import diff, mismatches, totals
 from render.chart import Chart, kind_rows
@@ -186,6 +187,14 @@ def steps_chart(run: RunResult) -> Chart | None:
     return Chart("trace-steps", fig, steps)
 
 
+def stream_text(stream: object) -> str:
+    """A CUDA stream's number as a person writes it: ``7``, never ``7.0`` (the number a table of rows of several
+    kinds turns into a float) or ``nan``."""
+    if isinstance(stream, float):
+        return MISSING if stream != stream else (str(int(stream)) if stream.is_integer() else str(stream))
+    return str(stream)
+
+
 def idle_causes_chart(run: RunResult) -> Chart | None:
     """Idle gaps between kernels on each stream by cause (HolisticTraceAnalysis' definitions)."""
     idle = kind_rows(run, "idle")
@@ -195,7 +204,7 @@ def idle_causes_chart(run: RunResult) -> Chart | None:
     fig = go.Figure(
         [
             go.Bar(
-                x=idle["stream"].astype(str),
+                x=idle["stream"].map(stream_text),
                 y=idle[f"{cause}_us"] / 1000,
                 name=IDLE_LABELS[cause],
                 marker_color=color,

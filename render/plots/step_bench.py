@@ -52,6 +52,19 @@ def cold_text(summary: dict, meta: dict) -> str:
     )
 
 
+SHARE_COLUMN = "share of profiled time (%)"  # as the kernel-group chart beside it says it
+
+
+def kernel_table(run: RunResult) -> pd.DataFrame:
+    """The profiled kernels (a CPU's ops) as the page lists them, each one's share of the profiled time in %,
+    the unit of the charts above it (the rows keep it as a fraction)."""
+    kernels = kind_rows(run, "kernel")
+    if kernels.empty:
+        return kernels
+    columns = ["device"] * ("device" in kernels) + ["scope", "rank", "name", "group", "count_per_step", "ms_per_step"]
+    return kernels[columns].assign(**{SHARE_COLUMN: (kernels["share"] * 100).round(2)})
+
+
 def phase_chart(run: RunResult) -> Chart | None:
     samples = kind_rows(run, "sample")
     if samples.empty:

@@ -32,3 +32,15 @@ def test_the_waterfall_says_when_the_two_traces_are_not_alike():
     sub = diff_chart(h100, mi300).figure.layout.title.text.split("<sup>")[1]
     assert sub == "h100 → mi300 · not alike: different GPUs (NVIDIA H100 → AMD MI300X)</sup>"
     assert "not alike" not in diff_chart(h100, h100).figure.layout.title.text
+
+
+def test_the_idle_chart_names_streams_as_numbers_not_floats():
+    """Rows of several kinds make the stream column a float: the idle chart still says stream 7, not 7.0."""
+    from render.plots.profiler_trace import idle_causes_chart, stream_text
+
+    causes = {"host_wait_us": 1000.0, "kernel_wait_us": 500.0, "other_wait_us": 0.0}
+    rows = [{"kind": "idle", "stream": 7, **causes}, {"kind": "idle", "stream": 20, **causes}, {"kind": "group"}]
+    chart = idle_causes_chart(make_run("profiler-trace", rows, {"device": 0}))
+    assert chart is not None
+    assert [list(bar.x) for bar in chart.figure.data][0] == ["7", "20"]
+    assert stream_text(7.0) == "7" and stream_text(float("nan")) == "—" and stream_text(3) == "3"

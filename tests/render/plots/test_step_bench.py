@@ -27,6 +27,11 @@ SINGLE = {
 }
 
 
+def charts_y_title(rows) -> str:
+    groups = next(c for c in figures(_run(rows, SINGLE)) if c.name == "step-kernel-groups")
+    return groups.figure.layout.yaxis.title.text
+
+
 def test_single_run_figures_from_rows():
     rows = [
         {"kind": "sample", "series": s, "precision": "fp32", "step": i, "phase": p, "ms": ms}
@@ -66,6 +71,12 @@ def test_single_run_figures_from_rows():
             "share": 0.5,
         }
     ]
+    from render.plots.step_bench import SHARE_COLUMN, kernel_table
+
+    # the page's table gives each kernel's share in %, as the group chart beside it, not as a fraction
+    table = kernel_table(_run(rows, SINGLE))
+    assert "share" not in table.columns and list(table[SHARE_COLUMN]) == [50.0]
+    assert SHARE_COLUMN.removeprefix("share of ") in charts_y_title(rows)
     charts = {c.name: c for c in figures(_run(rows, SINGLE))}
     assert list(charts) == [
         "step-phase-times",
