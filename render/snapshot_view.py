@@ -17,6 +17,7 @@ import pandas as pd
 from core.units import GIB, bytes_text, duration_text
 from core.workload import detail
 from core.workload.snapshot_analysis import CATEGORIES, SnapshotAnalysis, analyse
+from core.workload.snapshot_analysis import devices_text as devices_text  # the view says it as the CLI does
 
 MAX_CHART_POINTS = 20_000
 DEFAULT_CHART_POINTS = 5_000
@@ -79,14 +80,6 @@ def time_text(t_ms: float, has_times: bool = True) -> str:
     """A moment of a snapshot with its unit: ``"25.38 ms"`` (since the first event), or ``"event 1,204"`` where
     the snapshot recorded no times (its points are then event numbers)."""
     return duration_text(t_ms / 1e3, 2) if has_times else f"event {int(t_ms):,}"
-
-
-def devices_text(device: int, devices: list[int] | None) -> str:
-    """Which device of the file the figures are: ``"device 0"``, ``"device 1 of 2 (0, 1)"``."""
-    others = list(devices or [])
-    if len(others) <= 1:
-        return f"device {device}"
-    return f"device {device} of {len(others)} ({', '.join(str(d) for d in others)})"
 
 
 def moment(a: SnapshotAnalysis, t_ms: float, budget: int) -> Moment:

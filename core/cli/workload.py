@@ -199,6 +199,8 @@ def say(text: str) -> None:
 
 
 def snapshot(args) -> int:
+    from core.workload.snapshot_analysis import devices_text
+
     source = _source(args, "snapshot")
     if isinstance(source, int):
         return source
@@ -223,7 +225,7 @@ def snapshot(args) -> int:
         say(line)
     actions = ", ".join(f"{k} {v:,}" for k, v in m["actions"].items())
     say(
-        f"device {m['device']} of {m['devices']}: {m['trace_events']:,} events over {m['duration_ms']:,.1f} {unit}"
+        f"{devices_text(m['device'], m['devices'])}: {m['trace_events']:,} events over {m['duration_ms']:,.1f} {unit}"
         + (f" ({actions})" if actions else "")
     )
     say(

@@ -209,6 +209,14 @@ def frame_text(frame: Frame) -> str:
     return f"{_SEP.sub('/', filename)}:{line} {name}"
 
 
+def devices_text(device: int, devices: list[int] | None) -> str:
+    """Which device of the file the figures are: ``"device 0"``, ``"device 1 of 2 (0, 1)"`` (never a list)."""
+    others = list(devices or [])
+    if len(others) <= 1:
+        return f"device {device}"
+    return f"device {device} of {len(others)} ({', '.join(str(d) for d in others)})"
+
+
 def site_label(stack: tuple[Frame, ...]) -> str:
     """A stack in one line. The innermost Python frame of the user's code (outside torch, the standard library,
     site-packages and torch.compile's generated code); else the innermost Python frame; a stack with no Python

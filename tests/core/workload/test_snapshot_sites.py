@@ -104,3 +104,15 @@ def test_a_stored_list_with_one_line_in_several_rows_adds_up_in_the_finding():
     }
     finding = next(f for f in snapshot_findings(meta) if f["kind"] == "site")
     assert finding["value"] == 200 and "optimizer.py:78 step" in finding["text"] and "in 2 block(s)" in finding["text"]
+
+
+def test_the_cli_names_the_device_in_words_not_a_list(capsys):
+    """`snapshot FILE` says "device 0:", not "device 0 of [0]:" (a Python list)."""
+    from core import cli
+
+    assert (
+        cli.main(["snapshot", str(Path(ROOT) / "examples" / "snapshots" / "cs336_train_step.pickle.gz"), "--no-save"])
+        == 0
+    )
+    out = capsys.readouterr().out
+    assert re.search(r"^device 0: [\d,]+ events over", out, re.M) and "of [0]" not in out
