@@ -26,7 +26,9 @@ def test_a_trace_import_says_what_the_host_did_in_the_gaps(store):
     ops = next(d.value for d in at.dataframe if "operator" in d.value.columns)
     assert ops["operator"].tolist() == [r["op"] for r in stored.meta["ops"]]
     assert ops["GPU ms"].tolist() == pytest.approx([r["gpu_time_us"] / 1000 for r in stored.meta["ops"]])
-    assert any(markdown_text(stored.meta["ops_reference"]) in c.value for c in at.caption)  # "no reference for Tesla V100…"
+    assert any(
+        markdown_text(stored.meta["ops_reference"]) in c.value for c in at.caption
+    )  # "no reference for Tesla V100…"
     # a cause is a finding where it holds 5 % of the span, ahead of the summary's findings
     big = [c for c in causes[:2] if c["time_us"] >= 0.05 * stored.meta["span_us"]]
     kinds = [f["kind"] for f in stored.meta["findings"]]

@@ -49,7 +49,7 @@ def test_shapes_and_stacks_past_the_cap_are_counted(tmp_path, monkeypatch):
     path.write_text(json.dumps({"traceEvents": events}))
     t = read_trace(path)
     assert len(t.ops.shapes) == 4 and t.quirks[SHAPES_OVER_CAP] == 2
-    assert t.ops.shapes[0] == ("[[1, 2], [2, 3]]", "[\"float\", \"float\"]", "")  # the JSON as written
+    assert t.ops.shapes[0] == ("[[1, 2], [2, 3]]", '["float", "float"]', "")  # the JSON as written
     assert t.ops.shape.tolist()[:6] == [0, 1, 2, 3, -1, -1]
     assert len(t.ops.stacks) == 4 and t.quirks[STACKS_OVER_CAP] == 2 and t.ops.stacks[0] == "a.py(0): f"
 
