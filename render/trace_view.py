@@ -29,6 +29,11 @@ def host_wait_share(causes: dict[str, float]) -> float | None:
     return causes["host_wait_us"] / total if total else None
 
 
+def count_text(items: list, noun: str) -> str:
+    """How many of ``noun`` a list holds, in words ("1 stream", "4 GPUs"), never the list's Python form."""
+    return f"{len(items):,} {noun}{'' if len(items) == 1 else 's'}"
+
+
 def launch_metric(launch: dict) -> tuple[str, str, str, str]:
     """The page's launch figure (label, value, delta, help): the share of launch-bound activities (launched onto
     an idle GPU), or, where graphs launched everything, that it does not apply; a run stored before the

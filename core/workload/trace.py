@@ -652,14 +652,20 @@ def launch_lines(launch: dict) -> list[str]:
     return out
 
 
+def _listed(ids: list[int]) -> str:
+    """GPU or stream ids as a person writes them: "0, 1 and 7", never a Python list."""
+    text = [str(i) for i in ids]
+    return " and ".join([", ".join(text[:-1]), text[-1]]) if len(text) > 1 else "".join(text)
+
+
 def report_lines(meta: dict, rows: list[dict]) -> list[str]:
     """The trace summary as text (``python -m core trace FILE``)."""
     if not meta.get("gpu_activities"):
         return [meta.get("note", "no GPU activity")]
     ms = 1000.0
     out = [
-        f"{meta['events']:,} events; GPU {meta['device']} ({meta['device_name']}) of {meta['devices']}: "
-        f"{meta['kernel_count']:,} kernels on streams {meta['streams']}",
+        f"{meta['events']:,} events; GPU {meta['device']} ({meta['device_name']}; the file has GPU "
+        f"{_listed(meta['devices'])}): {meta['kernel_count']:,} kernels on streams {_listed(meta['streams'])}",
         f"kernel time {meta['kernel_time_us'] / ms:,.3f} ms (sum of durations); busy {meta['busy_us'] / ms:,.3f} ms "
         f"of a {meta['span_us'] / ms:,.3f} ms span — idle {meta['idle_us'] / ms:,.3f} ms ({meta['idle_share']:.1%})",
         f"compute {meta['compute_union_us'] / ms:,.3f} ms, copies {meta['copy_union_us'] / ms:,.3f} ms, "

@@ -10,6 +10,7 @@ import streamlit as st
 from core.result import RunResult
 from pages.common import imports, run_panel
 from pages.common.charts import show_charts
+from pages.common.facts import fact
 from pages.common.import_notes import findings, provenance, quirks
 from pages.common.markdown import markdown_text
 from render import trace_view as view
@@ -57,7 +58,8 @@ def render(run: RunResult) -> None:
         st.write(f"What the host did while the GPU idled ({m['host_gaps']['gaps']:,} gaps, on the launching thread):")
         st.dataframe(gaps, hide_index=True)
     st.caption(
-        f"{markdown_text(m['file'])} · GPU {m['device']} ({markdown_text(m['device_name'])}) of {m['devices']} · streams {m['streams']} · "
+        f"{markdown_text(m['file'])} · GPU {m['device']} ({markdown_text(m['device_name'])}) · "
+        f"{view.count_text(m['devices'], 'GPU')} in the file · {view.count_text(m['streams'], 'stream')} on this GPU · "
         f"{m['events']:,} events · {m['step_basis']}"
     )
     if m.get("idle_causes"):  # runs stored before the idle breakdown have none
@@ -84,21 +86,21 @@ def render(run: RunResult) -> None:
 
 def _headline(m: dict) -> None:
     cols = st.columns(5)
-    cols[0].metric(
+    fact(
+        cols[0],
         "Kernel time",
         f"{m['kernel_time_us'] / 1000:,.3f} ms",
         f"{m['kernel_count']:,} kernels",
-        delta_color="off",
         help="Sum of kernel durations (overlapping kernels count twice).",
     )
-    cols[1].metric(
+    fact(
+        cols[1],
         "GPU busy",
         f"{m['busy_us'] / 1000:,.3f} ms",
         f"of {m['span_us'] / 1000:,.3f} ms span",
-        delta_color="off",
         help="Union of all kernels, copies and sets.",
     )
-    cols[2].metric("GPU idle", f"{m['idle_us'] / 1000:,.3f} ms", f"{m['idle_share']:.1%}", delta_color="off")
+    fact(cols[2], "GPU idle", f"{m['idle_us'] / 1000:,.3f} ms", f"{m['idle_share']:.1%} of the span")
     cols[3].metric(
         "Exposed communication",
         f"{m['exposed_communication_us'] / 1000:,.3f} ms",
@@ -112,13 +114,13 @@ def _waits(m: dict) -> None:
     causes, launch = m["idle_causes"], m.get("launch") or {}
     waits = st.columns(4)
     share = view.host_wait_share(causes)
-    waits[0].metric(
+    fact(
+        waits[0],
         "Host wait",
         f"{causes['host_wait_us'] / 1000:,.3f} ms",
         f"{share:.1%} of the {'idle' if m.get('idle_causes_basis') == 'device' else 'gaps'}"
         if share is not None
         else None,
-        delta_color="off",
         help=(
             "Gaps on the device timeline (the union of its streams) ended by an activity whose launch call came "
             "after the gap began: the GPU waited for the CPU. The three causes add up to the GPU idle; "
@@ -135,8 +137,8 @@ def _waits(m: dict) -> None:
     )
     waits[2].metric("Other wait", f"{causes['other_wait_us'] / 1000:,.3f} ms", help="Events, other streams.")
     if launch.get("launched"):
-        label, value, delta, text = view.launch_metric(launch)
-        waits[3].metric(label, value, delta, delta_color="off", help=text)
+        label, value, note, text = view.launch_metric(launch)
+        fact(waits[3], label, value, note, help=text)
 
 
 def render_ranks(run: RunResult) -> None:
@@ -146,7 +148,7 @@ def render_ranks(run: RunResult) -> None:
     quirks(m)
     s = m["straggler"]
     cols = st.columns(4)
-    cols[0].metric("Ranks", len(m["ranks"]), f"of world size {m['world_size'] or '?'}", delta_color="off")
+    fact(cols[0], "Ranks", len(m["ranks"]), f"of world size {m['world_size'] or 'not recorded'}")
     cols[1].metric(
         "Straggler",
         f"rank {s['rank']}",

@@ -68,3 +68,11 @@ def test_the_launch_figure_says_what_it_measures():
               "launch_wait_us": 0.0, "shorter_than_launch_call": 4, "shorter_than_launch_call_share": 1.0}  # fmt: skip
     label, value, _, about = view.launch_metric(graphs)
     assert (label, value) == ("Launch-bound", "n/a: CUDA graphs") and "does not apply" in about
+
+
+def test_counts_are_words_not_python_lists():
+    from core.workload.trace import _listed
+    from render.trace_view import count_text
+
+    assert (count_text([7], "stream"), count_text([0, 1, 2, 3], "GPU")) == ("1 stream", "4 GPUs")
+    assert (_listed([7]), _listed([0, 2]), _listed([7, 23, 25])) == ("7", "0 and 2", "7, 23 and 25")
