@@ -4,6 +4,8 @@ them."""
 
 from __future__ import annotations
 
+from core.workload.op_flops import tensor_core_text
+
 
 def host_gap_table(meta: dict) -> list[dict]:
     """One row per cause of the GPU's gaps, largest first: its time, its share of the gaps, its top operators
@@ -73,10 +75,6 @@ def rates_caption(meta: dict) -> str:
     parts = []
     if ref := meta.get("ops_reference"):
         parts.append(f"TFLOPS and TB/s from recorded shapes (record_shapes=True), against {ref}")
-    t = meta.get("tensor_cores") or {}
-    if t.get("kernel_time_us"):
-        parts.append(
-            f"fp32 kernels without tensor cores {t['simt_us'] / 1000:,.3f} ms, kernels built for an older "
-            f"architecture {t['older_us'] / 1000:,.3f} ms, of {t['kernel_time_us'] / 1000:,.3f} ms kernel time"
-        )
+    if text := tensor_core_text(meta):
+        parts.append(text)
     return " · ".join(parts)

@@ -29,7 +29,7 @@ import numpy as np
 from core.measure.kernels import classify_kernel
 from core.units import duration_text
 from core.workload.cpu_ops import ANNOTATION, OP, PYTHON, RUNTIME, CpuOps
-from core.workload.op_flops import add_rates
+from core.workload.op_flops import add_rates, tensor_core_text
 from core.workload.trace_file import COMM, TraceFile
 
 NO_OP = "(no CPU operator: no launch call in the trace, or none around it)"
@@ -305,12 +305,8 @@ def op_lines(meta: dict) -> list[str]:
         )
     if meta.get("ops_reference"):
         out.append(f"  (rates from recorded shapes, against {meta['ops_reference']})")
-    t = meta.get("tensor_cores") or {}
-    if t.get("kernel_time_us"):
-        out.append(
-            f"fp32 kernels without tensor cores {_ms(t['simt_us'])}, kernels for an older architecture "
-            f"{_ms(t['older_us'])}, of {_ms(t['kernel_time_us'])} kernel time"
-        )
+    if text := tensor_core_text(meta):
+        out.append(text)
     out.append("top modules by GPU time:")
     for r in meta["modules"][:5]:
         out.append(f"  {_ms(r['gpu_time_us']):>10}  {r['share']:6.1%}  ×{r['kernels']:<6,} {r['module']}")
