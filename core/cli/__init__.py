@@ -17,7 +17,9 @@ from __future__ import annotations
 import argparse
 import importlib
 import pkgutil
+import signal
 import sys
+import threading
 
 from core.errors import ConfigError
 
@@ -72,6 +74,13 @@ def main(argv: list[str] | None = None) -> int:
     return _run(command, argv)
 
 
+def _ctrl_c_to_the_command() -> None:
+    """Ctrl-C raises KeyboardInterrupt again from here on (``python -m core`` ends at once before: see
+    core/__main__.py): a run cancels itself and is stored as cancelled, any other command exits 130."""
+    if threading.current_thread() is threading.main_thread():
+        signal.signal(signal.SIGINT, signal.default_int_handler)
+
+
 def _run(command: str | None, argv: list[str]) -> int:
     parser = build_parser(command)
     args = parser.parse_args(argv)
@@ -83,6 +92,7 @@ def _run(command: str | None, argv: list[str]) -> int:
 
     try:
         check_limits()
+        _ctrl_c_to_the_command()
         return args.handler(args)
     except (ConfigError, OutputError, SchemaError) as exc:
         print(f"error: {terminal_text(exc)}", file=sys.stderr)
