@@ -104,9 +104,9 @@ with tab_inspect:
         if st.session_state.get("nf.formats.sent") != text:
             stored = _stored_formats(value, lab.selected_device())
             if stored is not None:
-                run_panel.show_stored("nf.formats", stored)
+                run_panel.show_stored("nf.formats", stored, scroll=False)
                 st.session_state["nf.formats.sent"], st.session_state["nf.formats.reused"] = text, True
-            elif run_panel.submit("nf.formats", "formats", {"value": value}):
+            elif run_panel.submit("nf.formats", "formats", {"value": value}, scroll=False):
                 st.session_state["nf.formats.sent"], st.session_state["nf.formats.reused"] = text, False
     if st.session_state.get("nf.formats.sent") == text:
         st.caption(

@@ -117,7 +117,7 @@ def example_buttons(key: str, kind: str) -> bool:
         ):
             earlier = [r for r in stored(e.experiment) if _example_name(r) == e.name]
             if earlier:
-                st.session_state[f"{key}.run"] = earlier[0]
+                run_panel.show_stored(key, earlier[0])
             else:
                 run_panel.submit(key, e.experiment, {"example": e.name}, device="cpu", name=f"example {e.name}")
     return True
@@ -145,5 +145,5 @@ def reopen(key: str, *experiments: str) -> None:
         "…or open an earlier import", [""] + list(labels), key=f"{key}.reopen", format_func=lambda i: labels.get(i, "—")
     )
     if chosen and st.session_state.get(f"{key}.reopened") != chosen:
-        st.session_state[f"{key}.run"] = next(r for r in runs if r.id == chosen)
+        run_panel.show_stored(key, next(r for r in runs if r.id == chosen))
         st.session_state[f"{key}.reopened"] = chosen

@@ -31,6 +31,37 @@ def _run_key(key: str) -> str:
     return f"{key}.run"
 
 
+def _scroll_key(key: str) -> str:
+    return f"{key}.scroll"
+
+
+# Brings the answer's top to the top of the window (below Streamlit's header bar), again while the charts below it are still arriving (the page
+# may not yet be tall enough to scroll that far), and never once the person scrolls by hand. Written here, with
+# no input from anyone, so the one script a page runs carries nothing a user could inject.
+_SCROLL_SCRIPT = """<div id="{anchor}" style="scroll-margin-top: 4rem"></div><script>
+(() => {{
+  const anchor = document.getElementById("{anchor}");
+  let tries = 0;
+  const stop = () => {{ tries = 99; }};
+  window.addEventListener("wheel", stop, {{ once: true }});
+  window.addEventListener("touchmove", stop, {{ once: true }});
+  window.addEventListener("keydown", stop, {{ once: true }});
+  const bring = () => {{
+    if (tries++ > 8 || !anchor || !anchor.isConnected) return;
+    anchor.scrollIntoView({{ block: "start" }});
+    setTimeout(bring, 250);
+  }};
+  bring();
+}})();
+</script>"""
+
+
+def _bring_into_view(key: str) -> None:
+    """Scroll the window to the answer that has just come (a run the person asked for), not to one shown again."""
+    anchor = "gl-answer-" + "".join(c if c.isalnum() else "-" for c in key)
+    st.html(_SCROLL_SCRIPT.format(anchor=anchor), unsafe_allow_javascript=True)
+
+
 def status_banner(run: RunResult) -> None:
     """What happened to a run, in words, above its charts."""
     when = timestamp_text(run.started_at)
@@ -54,16 +85,24 @@ def status_banner(run: RunResult) -> None:
 
 
 def submit(
-    key: str, experiment: str, values: dict, device: str | None = None, name: str = "", on_event: Listener | None = None
+    key: str,
+    experiment: str,
+    values: dict,
+    device: str | None = None,
+    name: str = "",
+    on_event: Listener | None = None,
+    scroll: bool = True,
 ) -> bool:
     """Queue a run for this page; shows a clear message and returns False on bad settings. ``on_event``
-    hears the job's events in the job's thread (e.g. its end: ``{"type": "done", …}``)."""
+    hears the job's events in the job's thread (e.g. its end: ``{"type": "done", …}``); ``scroll``: bring the
+    answer into view when it comes (a run the person asked for, not one a page starts as it opens)."""
     try:
         job = lab.manager().submit(experiment, values, device or lab.selected_device(), name=name, on_event=on_event)
     except ConfigError as exc:
         st.error(f"Invalid settings: {markdown_text(exc)}")
         return False
     st.session_state[_job_key(key)] = job.id
+    st.session_state[_scroll_key(key)] = scroll
     return True
 
 
@@ -82,10 +121,11 @@ def run_controls(
         submit(key, experiment, submitted, device)
 
 
-def show_stored(key: str, run: RunResult) -> None:
-    """Make a stored run this page's result, with no job (a run reused for the same settings and device)."""
+def show_stored(key: str, run: RunResult, scroll: bool = True) -> None:
+    """Make a stored run this page's result, with no job (a run reused, an earlier import reopened)."""
     st.session_state.pop(_job_key(key), None)
     st.session_state[_run_key(key)] = run
+    st.session_state[_scroll_key(key)] = scroll
 
 
 def _current_job(key: str):
@@ -99,7 +139,9 @@ def results(key: str, render: Render, empty: str = "No run yet: choose settings 
     if job is not None and job.state == "done":
         st.session_state[_run_key(key)] = job.result
         del st.session_state[_job_key(key)]
-        job = None
+        # Widgets above were drawn while the job still ran (disabled Run/Import/example buttons); with no
+        # further rerun they would stay disabled until the user's next click.
+        st.rerun(scope="app")
     if job is not None:
         _progress(key)
         return None
@@ -107,6 +149,8 @@ def results(key: str, render: Render, empty: str = "No run yet: choose settings 
     if run is None:
         st.info(empty)
         return None
+    if st.session_state.pop(_scroll_key(key), False):
+        _bring_into_view(key)
     status_banner(run)
     if run.rows or run.status == "ok":
         render(run)

@@ -26,6 +26,7 @@ def test_step_bench_opens_a_trace_recorded_on_a_v100(store):
     at = wait_for_metric(at, "Kernel time")
     assert not at.exception
     assert len(at.get("plotly_chart")) >= 3
+    assert len(at.get("html")) == 1  # the answer brought into view (tests/e2e/test_screenshots.py: in a browser)
     (stored,) = store.list(experiment="profiler-trace")
     assert stored.recorded_elsewhere == gpu == "Tesla V100-SXM2-32GB"
     assert stored.meta["example"]["name"] == example.name
@@ -34,7 +35,7 @@ def test_step_bench_opens_a_trace_recorded_on_a_v100(store):
     assert any(markdown_text(f"recorded elsewhere on {gpu}") in c.value for c in at.caption)  # the run's own line
     at.button(key=f"step_bench.trace.example.{example.name}").click().run()  # again: the stored import, no new run
     assert not at.exception and len(store.list(experiment="profiler-trace")) == 1
-    assert any(m.label == "Kernel time" for m in at.metric)
+    assert any(m.label == "Kernel time" for m in at.metric) and len(at.get("html")) == 1
 
 
 @pytest.mark.parametrize(
@@ -73,3 +74,38 @@ def test_the_label_of_an_import_says_recorded_elsewhere_and_survives_any_meta():
     named = imported(**base, device_name="Tesla V100-SXM2-32GB", example={"repository": "github.com/x/y"})
     assert device_label(named) == "imported t.json — recorded elsewhere on Tesla V100-SXM2-32GB (github.com/x/y)"
     assert device_label(imported(**base, example="junk")) == "imported t.json — recorded elsewhere"
+
+
+class _EndsWhileDrawn:
+    """A job the page first sees running (its example buttons drawn disabled), then done (its result drawn)."""
+
+    def __init__(self, result):
+        self.id, self.result, self._reads = "ends-while-drawn", result, 0
+
+    @property
+    def state(self) -> str:
+        self._reads += 1
+        return "running" if self._reads == 1 else "done"
+
+
+def test_an_import_that_ends_while_the_page_is_drawn_leaves_its_buttons_enabled():
+    from core.result import RunResult
+    from pages.common import lab
+
+    failed = RunResult(
+        "profiler-trace", {}, {"kind": "cpu"}, {}, "2026-01-01T00:00:00", None, "error", error="bad file"
+    )
+    at = page("pages/step_bench.py")
+    job = _EndsWhileDrawn(failed)
+    lab.manager().track(job)  # the same process: AppTest runs the page in a thread of this one
+    at.session_state["step_bench.trace.job"] = job.id
+    at.session_state["step_bench.trace.scroll"] = True  # as a click's submit leaves it
+    at.run()
+    assert job._reads >= 2 and not at.exception
+    assert not at.button(key="step_bench.trace.example.resnet50-v100").disabled  # no click needed to free it
+    assert any("bad file" in e.value for e in at.error)  # the ended run is drawn
+    (scroll,) = at.get("html")  # the answer the person asked for is brought into view, once
+    assert 'id="gl-answer-step-bench-trace"' in scroll.proto.body and "scrollIntoView" in scroll.proto.body
+    assert scroll.proto.unsafe_allow_javascript
+    at.run()
+    assert not at.get("html") and any("bad file" in e.value for e in at.error)  # redrawn later: no scroll again
