@@ -7,6 +7,11 @@ from __future__ import annotations
 from core.workload.op_flops import tensor_core_text
 
 
+def _percent(share: float | None) -> float | None:
+    """A share as the percentage the page's charts and findings use, to 0.1 (None stays missing)."""
+    return None if share is None else round(100 * share, 1)
+
+
 def host_gap_table(meta: dict) -> list[dict]:
     """One row per cause of the GPU's gaps, largest first: its time, its share of the gaps, its top operators
     (with their source line where the trace recorded stacks). Empty for runs stored before the figure."""
@@ -16,8 +21,8 @@ def host_gap_table(meta: dict) -> list[dict]:
         rows.append(
             {
                 "cause": c["cause"],
-                "ms": c["time_us"] / 1000,
-                "share of the gaps": c["share"],
+                "ms": round(c["time_us"] / 1000, 3),
+                "% of the gaps": _percent(c["share"]),
                 "top operators": "; ".join(f"{o['op']} ({o['time_us'] / 1000:,.3f} ms ×{o['count']:,})" for o in top),
                 "source": next((o["source"] for o in top if o.get("source")), ""),
             }
@@ -33,13 +38,13 @@ def ops_table(meta: dict) -> list[dict]:
         row = {
             "operator": r["op"],
             "module": r["module"],
-            "GPU ms": r["gpu_time_us"] / 1000,
-            "share": r["share"],
+            "GPU ms": round(r["gpu_time_us"] / 1000, 3),
+            "% of GPU time": _percent(r["share"]),
             "kernels": r["kernels"],
             "calls": r["calls"],
         }
         if "tflops" in r or "tbps" in r:
-            row |= {"TFLOPS": r.get("tflops"), "TB/s": r.get("tbps"), "of peak": r.get("peak_share")}
+            row |= {"TFLOPS": r.get("tflops"), "TB/s": r.get("tbps"), "% of peak": _percent(r.get("peak_share"))}
         rows.append(row)
     return rows
 
@@ -47,7 +52,12 @@ def ops_table(meta: dict) -> list[dict]:
 def modules_table(meta: dict) -> list[dict]:
     """The top modules by GPU time (empty for runs stored before the figure)."""
     return [
-        {"module": r["module"], "GPU ms": r["gpu_time_us"] / 1000, "share": r["share"], "kernels": r["kernels"]}
+        {
+            "module": r["module"],
+            "GPU ms": round(r["gpu_time_us"] / 1000, 3),
+            "% of GPU time": _percent(r["share"]),
+            "kernels": r["kernels"],
+        }
         for r in meta.get("modules") or []
     ]
 
@@ -61,7 +71,7 @@ def patterns_table(meta: dict) -> list[dict]:
             {
                 "pattern": p["pattern"],
                 "where": p.get("module") or ", ".join(ops),
-                "ms": p["time_us"] / 1000,
+                "ms": round(p["time_us"] / 1000, 3),
                 "kernels": p["kernels"],
                 "advice": p["advice"],
             }

@@ -97,11 +97,19 @@ def _failure(m: dict) -> None:
 
 
 def _headline(m: dict) -> None:
-    cols = st.columns(5)
+    """Four figures that fit a 1280-px window; what the reserve held unallocated is written under its own."""
+    cols = st.columns(4)
+    traced = bool(m["trace_events"])
     peak_at = f"at {view.time_text(m['peak_time_ms'], m.get('has_times', True))}"
     fact(cols[0], "Peak allocated", bytes_text(m["peak_allocated_bytes"]), peak_at)
-    cols[1].metric("Peak reserved", bytes_text(m["peak_reserved_bytes"]))
-    traced = bool(m["trace_events"])
+    fact(
+        cols[1],
+        "Peak reserved",
+        bytes_text(m["peak_reserved_bytes"]),
+        f"{bytes_text(m['fragmentation_at_peak_bytes'])} of it unallocated "
+        f"{'at the peak' if traced else 'at the snapshot'}",
+        help="Reserved − allocated: memory the caching allocator holds that no tensor uses.",
+    )
     fact(
         cols[2],
         "Before recording" if traced else "Allocated at the snapshot",
@@ -113,10 +121,6 @@ def _headline(m: dict) -> None:
         else "No trace was recorded: only the state at the time of the snapshot is known.",
     )
     fact(cols[3], "Trace events", f"{m['trace_events']:,}", view.devices_text(m["device"], m.get("devices")))
-    cols[4].metric(
-        f"Reserved − allocated {'at the peak' if traced else 'at the snapshot'}",
-        bytes_text(m["fragmentation_at_peak_bytes"]),
-    )
 
 
 def _zoom(a: SnapshotAnalysis, run: RunResult, key: str) -> tuple[view.Window, int]:

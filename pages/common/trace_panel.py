@@ -5,9 +5,11 @@ and show what the engine derived: the findings first, kernel time, GPU idle and 
 
 from __future__ import annotations
 
+import pandas as pd
 import streamlit as st
 
 from core.result import RunResult
+from core.units import duration_text
 from pages.common import imports, run_panel
 from pages.common.charts import show_charts
 from pages.common.facts import fact
@@ -17,6 +19,7 @@ from render import trace_view as view
 from render import trace_why
 from render.plots import profiler_trace as trace_plots
 from render.plots import profiler_trace_ranks as trace_plots_ranks
+from render.table import with_dashes
 
 
 def section(key: str) -> None:
@@ -69,7 +72,8 @@ def render(run: RunResult) -> None:
         st.dataframe(patterns, hide_index=True)
     if ops := trace_why.ops_table(m):  # kernels → operators → modules
         st.write(f"Top operators by GPU time ({m['ops_attributed_share']:.1%} of it traced to an operator):")
-        st.dataframe(ops, hide_index=True)
+        rates = {"TFLOPS": "{:,.1f}", "TB/s": "{:,.2f}", "% of peak": "{:.1f}"}  # "—" where shapes give none
+        st.dataframe(with_dashes(pd.DataFrame(ops), rates), hide_index=True)
         if line := trace_why.rates_caption(m):
             st.caption(markdown_text(line))
         with st.expander("Top modules by GPU time"):
@@ -85,28 +89,34 @@ def render(run: RunResult) -> None:
 
 
 def _headline(m: dict) -> None:
-    cols = st.columns(5)
+    """Four figures that fit a 1280-px window (the exact µs are in the tables, the CLI and the stored run)."""
+    cols = st.columns(4)
+    steps = m.get("steps", 0)
     fact(
         cols[0],
         "Kernel time",
-        f"{m['kernel_time_us'] / 1000:,.3f} ms",
-        f"{m['kernel_count']:,} kernels",
+        _ms(m["kernel_time_us"]),
+        f"{m['kernel_count']:,} kernels" + (f" in {steps:,} step{'s' * (steps != 1)}" if steps else ""),
         help="Sum of kernel durations (overlapping kernels count twice).",
     )
     fact(
         cols[1],
         "GPU busy",
-        f"{m['busy_us'] / 1000:,.3f} ms",
-        f"of {m['span_us'] / 1000:,.3f} ms span",
+        _ms(m["busy_us"]),
+        f"of {_ms(m['span_us'])} span",
         help="Union of all kernels, copies and sets.",
     )
-    fact(cols[2], "GPU idle", f"{m['idle_us'] / 1000:,.3f} ms", f"{m['idle_share']:.1%} of the span")
+    fact(cols[2], "GPU idle", _ms(m["idle_us"]), f"{m['idle_share']:.1%} of the span")
     cols[3].metric(
         "Exposed communication",
-        f"{m['exposed_communication_us'] / 1000:,.3f} ms",
+        _ms(m["exposed_communication_us"]),
         help="Communication kernels not hidden behind compute.",
     )
-    cols[4].metric("Steps", m.get("steps", 0))
+
+
+def _ms(us: float) -> str:
+    """A trace's time in the lab's one way of writing times, to 0.01 of its unit."""
+    return duration_text(us / 1e6, digits=2)
 
 
 def _waits(m: dict) -> None:
@@ -117,7 +127,7 @@ def _waits(m: dict) -> None:
     fact(
         waits[0],
         "Host wait",
-        f"{causes['host_wait_us'] / 1000:,.3f} ms",
+        _ms(causes["host_wait_us"]),
         f"{share:.1%} of the {'idle' if m.get('idle_causes_basis') == 'device' else 'gaps'}"
         if share is not None
         else None,
@@ -132,10 +142,10 @@ def _waits(m: dict) -> None:
     )
     waits[1].metric(
         "Kernel wait",
-        f"{causes['kernel_wait_us'] / 1000:,.3f} ms",
+        _ms(causes["kernel_wait_us"]),
         help=f"Other gaps shorter than {m.get('kernel_wait_threshold_us', 30):g} µs: back-to-back launch overhead.",
     )
-    waits[2].metric("Other wait", f"{causes['other_wait_us'] / 1000:,.3f} ms", help="Events, other streams.")
+    waits[2].metric("Other wait", _ms(causes["other_wait_us"]), help="Events, other streams.")
     if launch.get("launched"):
         label, value, note, text = view.launch_metric(launch)
         fact(waits[3], label, value, note, help=text)
@@ -156,7 +166,7 @@ def render_ranks(run: RunResult) -> None:
         delta_color="inverse",
         help="The rank with the most compute time (union of its compute kernels) against the median over the ranks.",
     )
-    cols[2].metric("Straggler's extra compute", f"{s['margin_us'] / 1000:,.3f} ms")
+    cols[2].metric("Straggler's extra compute", _ms(s["margin_us"]))
     cols[3].metric("Backend", m.get("backend") or "unknown")
     st.caption(
         f"{markdown_text(m['file'])} · files {markdown_text(', '.join(m['files']))} · {markdown_text(m['measure'])}"

@@ -1,5 +1,6 @@
-"""Every page as a person first sees it, at 1280×800: a screenshot saved under test-results/screens/ for a person
-to look at, and no text a reader trips on — a Python `None`, `nan`, a list or a dict's repr."""
+"""Every page as a person sees it, at 1280×800 — first, and after opening an example or a default run: a screenshot
+saved under test-results/screens/ for a person to look at, the answer in the window without scrolling, no text a
+reader trips on (a Python `None`, `nan`, a list or a dict's repr), and nothing cut off or sticking out."""
 
 from __future__ import annotations
 
@@ -18,18 +19,53 @@ PAGES = available()
 REPRS = re.compile(r"\bNone\b|\bnan\b|\[\d|\{'")
 SCREENS = ROOT / "test-results" / "screens"
 COMPUTES_ON_LOAD = {"pages/number_formats.py"}  # its answer comes from a worker as the page opens: wait for it
+WINDOW = {"width": 1280, "height": 800}
+
+# What a reader cannot see whole: an element wider than the page's column (not inside a box that scrolls or clips
+# on purpose: a table, a chart, the tab bar), and text cut to an ellipsis (a metric's label, a caption).
+CUT_OFF = """() => {
+  const column = document.querySelector('[data-testid="stMainBlockContainer"]');
+  const edge = column.getBoundingClientRect();
+  const clipped = (el) => {
+    for (let p = el.parentElement; p && p !== column; p = p.parentElement) {
+      const o = getComputedStyle(p);
+      if (/(auto|scroll|hidden|clip)/.test(o.overflowX)) return true;
+    }
+    return false;
+  };
+  const name = (el) => (el.getAttribute('data-testid') || el.tagName.toLowerCase()) + ': ' +
+    (el.innerText || '').trim().slice(0, 60);
+  const found = [];
+  for (const el of column.querySelectorAll('*')) {
+    const box = el.getBoundingClientRect();
+    if (!box.width || !box.height) continue;
+    if ((box.right > edge.right + 1 || box.left < edge.left - 1) && !clipped(el)) found.push('sticks out ' + name(el));
+    const style = getComputedStyle(el);
+    if (style.textOverflow === 'ellipsis' && el.scrollWidth > el.clientWidth + 1) found.push('cut ' + name(el));
+  }
+  return found.slice(0, 20);
+}"""
 
 
 @pytest.mark.parametrize("file", [p for p, _, _ in PAGES], ids=[url_path(p) or "home" for p, _, _ in PAGES])
 def test_each_page_reads_as_text_a_person_writes(lab, file):
-    lab.page.set_viewport_size({"width": 1280, "height": 800})
+    lab.page.set_viewport_size(WINDOW)
     lab.open(url_path(file))
     lab.expect(lab.page.locator("h1").first).to_be_visible()
     if file in COMPUTES_ON_LOAD:
         lab.expect(lab.charts().first).to_be_visible(timeout=180_000)
     lab.idle()
+    shoot(lab, url_path(file) or "home")
+    readable(lab, file)
+
+
+def shoot(lab, name: str) -> None:
     SCREENS.mkdir(parents=True, exist_ok=True)
-    lab.page.screenshot(path=str(SCREENS / f"{url_path(file) or 'home'}.png"))
+    lab.page.screenshot(path=str(SCREENS / f"{name}.png"))
+
+
+def readable(lab, file: str) -> None:
+    """No Python repr in the page's text, nothing cut off or wider than the page, no exception."""
     text = lab.main().inner_text()
     found = sorted({m.group(0) for m in REPRS.finditer(text)})
     assert not found, (
@@ -38,4 +74,38 @@ def test_each_page_reads_as_text_a_person_writes(lab, file):
             :2000
         ]
     )
+    cut = lab.page.evaluate(CUT_OFF)
+    assert not cut, f"{file}: {cut}"
     lab.no_exception()
+
+
+@pytest.mark.parametrize(
+    "file, tab, button, headline",
+    [
+        ("pages/step_bench.py", "Import a trace", "Open an example recorded on Tesla V100", "Kernel time"),
+        ("pages/allocator.py", "Your snapshot", "Open an example recorded on", "Peak allocated"),
+        ("pages/matmul.py", None, "Run", None),
+    ],
+    ids=["step-bench-example", "allocator-example", "matmul-run"],
+)
+def test_the_answer_comes_into_view(lab, file, tab, button, headline):
+    """After a click on an example or Run, far down the page, the run's banner and its headline figure are in the
+    1280×800 window without the person scrolling."""
+    lab.page.set_viewport_size(WINDOW)
+    lab.open(url_path(file))
+    if tab:
+        lab.tab(tab)
+    main = lab.main()
+    clicked = main.get_by_role("button", name=re.compile("^" + re.escape(button))).filter(visible=True).first
+    clicked.scroll_into_view_if_needed()
+    clicked.click()
+    banner = main.get_by_text(re.compile(r"^Run [0-9a-f]{8} · ")).filter(visible=True).first
+    lab.expect(banner).to_be_visible(timeout=180_000)
+    lab.idle()
+    lab.expect(banner).to_be_in_viewport()
+    if headline:
+        figure = main.get_by_test_id("stMetricLabel").filter(has_text=headline).first
+        lab.expect(figure).to_be_in_viewport()
+    lab.expect(lab.charts().first.locator(".main-svg").first).to_be_visible()  # drawn, not only placed
+    shoot(lab, f"{url_path(file)}-after-{'an-example' if tab else 'a-run'}")
+    readable(lab, file)

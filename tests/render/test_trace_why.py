@@ -30,13 +30,14 @@ def test_the_tables_show_the_runs_figures():
     meta = meta_of(BERT)
     gaps = trace_why.host_gap_table(meta)
     assert [r["cause"] for r in gaps] == [c["cause"] for c in meta["host_gaps"]["causes"]]
-    assert [r["ms"] for r in gaps] == [c["time_us"] / 1000 for c in meta["host_gaps"]["causes"]]
+    assert [r["ms"] for r in gaps] == [round(c["time_us"] / 1000, 3) for c in meta["host_gaps"]["causes"]]
+    assert sum(r["% of the gaps"] for r in gaps) == pytest.approx(100, abs=0.05 * len(gaps))  # as %, like the charts
     sync = next(r for r in gaps if r["cause"] == "synchronisation")
     assert sync["source"] == "transformers/modeling_attn_mask_utils.py:429 _prepare_4d_attention_mask_for_sdpa"
     ops = trace_why.ops_table(meta)
     assert [r["operator"] for r in ops] == [r["op"] for r in meta["ops"]]
     rated = [r for r in ops if r.get("TFLOPS") is not None]
-    assert rated and all(r["of peak"] == pytest.approx(r["TFLOPS"] / 989.4) for r in rated)
+    assert rated and all(r["% of peak"] == pytest.approx(100 * r["TFLOPS"] / 989.4, abs=0.05) for r in rated)
     assert [r["module"] for r in trace_why.modules_table(meta)] == [r["module"] for r in meta["modules"]]
     caption = trace_why.rates_caption(meta)
     older = duration_text(meta["tensor_cores"]["older_us"] / 1e6)  # the lab's one way of writing a time
