@@ -242,9 +242,11 @@ def run_doctor(
     name: str = "doctor",
     timeout_s: float = 600.0,
     on_progress: Progress | None = None,
+    save: bool = True,
 ) -> Report:
     """Run the plan on ``device`` through ``manager`` (a fresh :class:`~core.jobs.JobManager` without a
-    store if None) and check the results. Never raises for a failing experiment: that is a failed check."""
+    store if None) and check the results. Never raises for a failing experiment: that is a failed check.
+    ``save=False``: the runs are parts of a larger run that stores them inside itself (the health check)."""
     from core.hardware.device import check_device_string
     from core.jobs import JobManager
 
@@ -256,7 +258,7 @@ def run_doctor(
     notify = on_progress or (lambda done, total, message: None)
     try:
         first = manager.submit(
-            PLAN[0].experiment, PLAN[0].cpu, device, timeout_s=timeout_s, name=f"{name}: {PLAN[0].label}"
+            PLAN[0].experiment, PLAN[0].cpu, device, timeout_s=timeout_s, name=f"{name}: {PLAN[0].label}", save=save
         ).wait()
         assert first is not None  # wait() without a timeout returns once the job has its result
         cuda = first.device.get("kind") == "cuda"
@@ -266,7 +268,7 @@ def run_doctor(
         results: dict[str, RunResult] = {PLAN[0].label: first}
         notify(1, total, f"{PLAN[0].label}: {first.status}")
         jobs = [
-            (s, manager.submit(s.experiment, cfg, device, timeout_s=timeout_s, name=f"{name}: {s.label}"))
+            (s, manager.submit(s.experiment, cfg, device, timeout_s=timeout_s, name=f"{name}: {s.label}", save=save))
             for s, cfg in steps[1:]
         ]
         for i, (step, job) in enumerate(jobs, start=2):

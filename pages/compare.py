@@ -5,6 +5,7 @@ from __future__ import annotations
 import streamlit as st
 
 from core.health.figures import figures_of
+from core.health.history import parts, stored_runs
 from core.paths import example_files
 from core.result import FINAL_STATUSES, RunResult, RunSummary
 from core.store import MAX_IMPORT_BYTES, RunStore, StoreError
@@ -167,10 +168,15 @@ TREND_RUNS = 200
 
 
 def trend_section(store: RunStore, run: RunResult) -> None:
-    """Each figure of this run over every stored run of the same experiment and settings, one line per box."""
+    """Each figure of this run over every stored run of the same experiment and settings (the parts inside
+    health checks included), one line per box; a health check's trend is its parts'."""
+    if run.experiment == "health":
+        for part in parts(run):
+            trend_section(store, part)
+        return
     if not figures_of(run):
         return
-    same = [r for r in store.list(experiment=run.experiment, status="ok", limit=TREND_RUNS) if r.config == run.config]
+    same = [r for r in stored_runs(store, run.experiment, limit=TREND_RUNS) if r.config == run.config]
     st.write(
         f"**Trend: {len(same)} run(s) of {markdown_text(run.experiment)} with these settings, one line per box and device** "
         "(✕: below the box's earlier runs beyond their spread)"

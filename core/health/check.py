@@ -1,7 +1,8 @@
 """Running the health check: the doctor, the soak on every GPU, copies and all_reduce, then the verdict table.
 
 Like the doctor, every measurement is a job of the normal path (:class:`~core.jobs.JobManager`, a worker per
-device), stored like any run; this module imports no torch. The soak is the ``matmul-soak`` experiment, found
+device); the part runs are kept inside the one stored health run (``meta["parts"]``), so a check adds one run
+to the history, not one per part. This module imports no torch. The soak is the ``matmul-soak`` experiment, found
 by name in the registry: a build without it says "not available in this build" in its row and runs the rest.
 """
 
@@ -62,7 +63,6 @@ class HealthReport:
             "finished_at": self.finished_at,
             "wall_s": self.wall_s,
             "rows": self.rows,
-            "run_ids": [r.id for r in self.runs],
         }
 
     def to_run(self) -> RunResult:
@@ -78,7 +78,8 @@ class HealthReport:
             status="error" if bad else "ok",
             error=(f"{len(bad)} step(s) or check(s) failed: " + "; ".join(r["figure"] for r in bad)) if bad else None,
             rows=self.rows,
-            meta={k: v for k, v in self.bundle().items() if k not in ("rows", "device", "versions", "config")},
+            meta={k: v for k, v in self.bundle().items() if k not in ("rows", "device", "versions", "config")}
+            | {"parts": [r.to_dict() for r in self.runs]},  # the runs it measured with, whole (the box's history)
             name="health",
         )
 
@@ -290,12 +291,10 @@ def run_health(
 
 
 def _doctor_step(s: _Steps) -> None:
-    from core.doctor import report_run, run_doctor
+    from core.doctor import run_doctor
 
     s.notify(s.done, s.total, f"doctor on {s.devices[0]}")
-    doc = run_doctor(s.devices[0], s.manager, name=f"{s.name}: doctor", timeout_s=s.cfg.timeout_s)
-    if s.manager.store is not None:
-        s.manager.store.save(report_run(doc))
+    doc = run_doctor(s.devices[0], s.manager, name=f"{s.name}: doctor", timeout_s=s.cfg.timeout_s, save=False)
     s.report.runs += doc.runs
     s.report.rows += _doctor_rows(doc)
     s.done += 1
@@ -315,7 +314,8 @@ def _soak_step(s: _Steps) -> None:
     else:
         soak = soak_config(dtype, s.cfg.soak_seconds)
         jobs = [
-            s.manager.submit(SOAK, soak, d, timeout_s=s.cfg.timeout_s, name=f"{s.name}: soak {d}") for d in s.devices
+            s.manager.submit(SOAK, soak, d, timeout_s=s.cfg.timeout_s, name=f"{s.name}: soak {d}", save=False)
+            for d in s.devices
         ]
         for job in jobs:  # every GPU at once: each on its own queue, as a loaded node runs
             s.ran(job.wait(), label)
@@ -331,7 +331,7 @@ def _interconnect_step(s: _Steps) -> None:
     if settings["parts"]:
         device = "cuda:0" if s.cuda else "cpu"
         job = s.manager.submit(
-            "interconnect", settings, device, timeout_s=s.cfg.timeout_s, name=f"{s.name}: interconnect"
+            "interconnect", settings, device, timeout_s=s.cfg.timeout_s, name=f"{s.name}: interconnect", save=False
         )
         s.ran(job.wait(), "copies and all_reduce")
     if "collectives" in s.cfg.parts and gpus == 1:

@@ -12,7 +12,7 @@ from dataclasses import asdict, dataclass
 
 from core.hardware.identity import box_key
 from core.health.figures import Figure, figures_of
-from core.result import RunResult
+from core.result import RunResult, SchemaError
 
 NOISE_FLOOR = 0.03  # a GPU's repeated runs differ by a few percent (clocks, temperature)
 MIN_EARLIER = 2  # a spread needs two runs
@@ -55,9 +55,29 @@ def earlier_runs(store, run: RunResult) -> list[RunResult]:
     key = box_key(run.device)
     if key is None or store is None:
         return []
-    runs = store.list(experiment=run.experiment, status="ok", until=run.started_at, limit=MAX_EARLIER * 4)
+    runs = stored_runs(store, run.experiment, until=run.started_at, limit=MAX_EARLIER * 4)
     same = [r for r in runs if r.id != run.id and same_settings(r, run) and box_key(r.device) == key]
     return list(reversed(same[:MAX_EARLIER]))
+
+
+def stored_runs(store, experiment: str, until: str | None = None, limit: int = 200) -> list[RunResult]:
+    """The finished runs of ``experiment``, newest first: runs of their own and the parts kept inside health
+    checks (a check stores one run, its parts inside it)."""
+    runs = store.list(experiment=experiment, status="ok", until=until, limit=limit)
+    runs += [p for check in store.list(experiment="health", until=until, limit=limit) for p in parts(check)]
+    runs = [r for r in runs if r.experiment == experiment and r.status == "ok"]
+    return sorted(runs, key=lambda r: r.started_at, reverse=True)[:limit]
+
+
+def parts(check: RunResult) -> list[RunResult]:
+    """The runs a health check measured with, kept inside it (a part that does not read is skipped)."""
+    found = []
+    for part in check.meta.get("parts") or []:
+        try:
+            found.append(RunResult.from_dict(part))
+        except (SchemaError, TypeError):
+            continue
+    return found
 
 
 def compare(figure: Figure, earlier: list[tuple[str, float]]) -> History | None:

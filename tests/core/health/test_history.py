@@ -2,8 +2,9 @@
 
 import pytest
 
+from core.health.check import HealthConfig, HealthReport
 from core.health.figures import soak_figures
-from core.health.history import history_of
+from core.health.history import history_of, stored_runs
 from core.health.verdict import figure_row, overall
 from core.store import RunStore
 from tests.core.health.test_verdict import gpu, stand_in_soak
@@ -57,3 +58,21 @@ def test_fewer_than_two_earlier_runs_have_no_spread_to_compare_with(tmp_path, ea
     for day, value in enumerate(earlier, start=1):
         stored(store, box, value, day)
     assert history_of(store, stored(store, box, 100.0, 8)) == {}
+
+
+def test_the_parts_kept_inside_earlier_health_checks_are_the_boxs_history(tmp_path):
+    """A health check stores one run with its parts inside: the next check still compares against them."""
+    store = RunStore(tmp_path / "runs.sqlite")
+    box = gpu("NVIDIA H100 80GB HBM3", host="node-a", uuid="GPU-1111")
+    for day, value in ((1, 700.0), (2, 710.0), (3, 705.0)):
+        part = stand_in_soak(box, 760.0, value, False)
+        part.config = {"dtype": "bf16", "duration_s": 60.0}
+        part.started_at = f"2026-01-0{day}T00:00:00+00:00"
+        check = HealthReport(config=HealthConfig(device="cuda:0"), runs=[part], device=box, started_at=part.started_at)
+        store.save(check.to_run())
+    assert {r.experiment for r in store.list()} == {"health"}  # no part stored on its own
+    slower = stored(store, box, 650.0, 4)
+    found = history_of(store, slower)["matmul bf16 sustained @ cuda:0"]
+    assert found.regressed and found.earlier == [700.0, 710.0, 705.0] and found.median == 705.0
+    days = [r.started_at[:10] for r in stored_runs(store, slower.experiment)]  # what Compare's trend draws
+    assert days == ["2026-01-04", "2026-01-03", "2026-01-02", "2026-01-01"]
