@@ -1,8 +1,8 @@
 """Allocator page on the CPU (pinned in the sidebar): loads, says what needs a GPU, runs the lifecycle, composes custom steps."""
 
-import time
-
 import pytest
+
+from tests.pages.waiting import until
 
 PAGE = "pages/allocator.py"
 
@@ -13,13 +13,8 @@ def _open(app):
 
 
 def _wait_for_result(at, deadline_s=180):
-    deadline = time.monotonic() + deadline_s
-    while time.monotonic() < deadline:
-        at.run()
-        if any("Run `" in c.value for c in at.caption):  # the status banner of a finished run
-            return at
-        time.sleep(0.5)
-    raise AssertionError("the run did not finish in time")
+    # the status banner of a finished run
+    return until(at, lambda at: any("Run `" in c.value for c in at.caption), deadline_s, what="finished run")
 
 
 def test_page_loads_on_cpu_and_explains_the_gpu_only_parts(cpu_app):

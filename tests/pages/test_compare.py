@@ -10,6 +10,7 @@ pytest.importorskip("plotly")
 from core.result import RunResult
 from render import comparison
 from render.plots import figures_for
+from tests.pages.waiting import until
 
 H100 = {"kind": "cuda", "name": "NVIDIA H100 80GB HBM3", "label": "cuda:0 — NVIDIA H100 80GB HBM3"}
 A100 = {"kind": "cuda", "name": "NVIDIA A100-SXM4-80GB", "label": "cuda:0 — NVIDIA A100-SXM4-80GB"}
@@ -367,13 +368,8 @@ def _import_upload(at, name: str, content: bytes, timeout: float = 120):
 
 
 def _follow(at, timeout: float = 120):
-    """Rerun the page until the worker's imports have ended and it says what they came to."""
-    import time
-
-    deadline = time.monotonic() + timeout
-    while not (at.success or at.error) and time.monotonic() < deadline:
-        time.sleep(0.5)
-        at.run()
+    """Draw the page once the worker's imports have ended, until it says what they came to."""
+    until(at, lambda at: at.success or at.error, timeout, what="word on the imports")
     assert not at.exception, [e.value for e in at.exception]
     return at
 

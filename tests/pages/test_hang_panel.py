@@ -3,19 +3,15 @@ worker reads them) and shows the diagnosis first, the stuck collective and the r
 
 from __future__ import annotations
 
-import time
-
 from render.plots.flight_recorder import grid_table
 from tests.pages.test_workload import page
+from tests.pages.waiting import metric, until
 
 
 def test_one_click_opens_the_skipped_rank_example_and_names_rank_3(data_dir):
     at = page("pages/interconnect.py")
     at.button(key="interconnect.hang.example.hang-skipped-rank").click().run()
-    deadline = time.monotonic() + 120
-    while not any(m.label == "Stuck collective" for m in at.metric) and time.monotonic() < deadline:
-        time.sleep(0.5)
-        at.run()
+    until(at, metric("Stuck collective"), 120)
     assert not at.exception
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["Stuck collective"] == "all_reduce #4" and metrics["Ranks waiting"] == "3"

@@ -1,9 +1,9 @@
 """The Interconnect page runs Gloo ranks on CPU and draws the bandwidth charts (the charts themselves:
 tests/render/plots/test_interconnect.py)."""
 
-import time
-
 import pytest
+
+from tests.pages.waiting import chart, error, until
 
 pytest.importorskip("plotly")
 
@@ -24,10 +24,7 @@ def test_page_runs_gloo_ranks_on_cpu_and_draws_the_charts(app):
     at.number_input(key="interconnect.minr").set_value(3)
     at.run()
     at.button(key="interconnect.button").click().run()
-    deadline = time.monotonic() + 240
-    while not at.get("plotly_chart") and not at.error and time.monotonic() < deadline:
-        time.sleep(0.5)
-        at.run()
+    until(at, lambda at: chart(at) or error(at), 240)
     assert not at.exception and not at.error, [e.value for e in at.error]
     titles = [c.proto.spec for c in at.get("plotly_chart")]
     assert any("Collective bandwidth vs message size" in t for t in titles)

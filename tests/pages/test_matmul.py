@@ -1,9 +1,9 @@
 """The Matmul throughput page: widgets → a tiny CPU sweep → charts (the charts themselves:
 tests/render/plots/test_matmul.py)."""
 
-import time
-
 import pytest
+
+from tests.pages.waiting import chart, until
 
 
 def test_page_runs_a_tiny_cpu_sweep_and_draws_charts(cpu_app):
@@ -19,10 +19,7 @@ def test_page_runs_a_tiny_cpu_sweep_and_draws_charts(cpu_app):
     at.checkbox(key="matmul.roof").uncheck()
     at.run()
     at.button(key="matmul.button").click().run()
-    deadline = time.monotonic() + 120
-    while not at.get("plotly_chart") and time.monotonic() < deadline:
-        time.sleep(0.5)
-        at.run()
+    until(at, chart, 120)
     assert not at.exception
     charts = at.get("plotly_chart")
     assert len(charts) >= 3
@@ -69,10 +66,7 @@ def test_page_on_a_gpu_shows_tflops(gpu_app):
     at.multiselect(key="matmul.dtypes").set_value(["bf16"]).run()
     at.multiselect(key="matmul.sizes").set_value([1024, 2048]).run()
     at.button(key="matmul.button").click().run()
-    deadline = time.monotonic() + 300
-    while not at.get("plotly_chart") and time.monotonic() < deadline:
-        time.sleep(0.5)
-        at.run()
+    until(at, chart, 300)
     assert not at.exception
     table = at.dataframe[-1].value
     assert "TFLOPS (int8: OPS)" in table.columns and all(m.label.endswith("(TFLOPS)") for m in at.metric)

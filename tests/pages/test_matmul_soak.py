@@ -1,11 +1,10 @@
 """The Matmul page's soak: a 2-s CPU soak from the widgets, and a flagged GPU run drawn with its verdict first."""
 
-import time
-
 import pytest
 
 pytest.importorskip("plotly")
 
+from tests.pages.waiting import chart, until
 from tests.render.plots.test_matmul_soak import _run, all_gpu_run
 
 
@@ -24,10 +23,7 @@ def test_a_short_cpu_soak_from_the_page_answers_in_words_first(cpu_app):
     at.number_input(key="matmul-soak.duration").set_value(2.0)
     at.number_input(key="matmul-soak.size").set_value(64).run()
     at.button(key="matmul-soak.button").click().run()
-    deadline = time.monotonic() + 120
-    while not at.get("plotly_chart") and time.monotonic() < deadline:
-        time.sleep(0.5)
-        at.run()
+    until(at, chart, 120)
     assert not at.exception
     verdict = [*at.success, *at.warning]
     assert len(verdict) == 1 and verdict[0].value.startswith("Sustained ")

@@ -1,21 +1,10 @@
 """AppTest of the Number formats page on CPU: loads, the inspector follows the typed value, charts render."""
 
-import time
-
 import pytest
 
+from tests.pages.waiting import until
+
 PAGE = "pages/number_formats.py"
-
-
-def _until(at, predicate, timeout_s=90.0):
-    """Rerun the script (run_every fragments do not fire in AppTest) until ``predicate(at)`` holds."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        at.run()
-        if predicate(at):
-            return at
-        time.sleep(0.3)
-    raise AssertionError(f"timed out; errors on the page: {[e.value for e in at.error]}")
 
 
 def _inspector(at):
@@ -31,13 +20,13 @@ def test_page_loads_and_typing_updates_the_table(cpu_app):
     at = cpu_app.run()
     at.switch_page(PAGE).run()
     assert not at.exception
-    at = _until(at, lambda a: _inspector(a) is not None)
+    at = until(at, lambda a: _inspector(a) is not None)
     df = _inspector(at).set_index("format")
     assert float(df.loc["bf16", "stored"]) == 3.140625  # the default value, π to 9 digits, in bf16 (hand-rounded)
     assert len(_charts(at)) >= 2  # inspector bars and the spacing chart
 
     at.text_input(key="nf.value").input("65536").run()
-    at = _until(
+    at = until(
         at,
         lambda a: (
             _inspector(a) is not None and float(_inspector(a).set_index("format").loc["fp32", "stored"]) == 65536.0
@@ -54,7 +43,7 @@ def test_page_loads_and_typing_updates_the_table(cpu_app):
 def test_each_experiment_tab_renders_its_charts(cpu_app):
     at = cpu_app.run()
     at.switch_page(PAGE).run()
-    at = _until(at, lambda a: _inspector(a) is not None)
+    at = until(at, lambda a: _inspector(a) is not None)
     base = len(_charts(at))
     at.number_input(key="nf.acc.steps").set_value(200).run()
     at.number_input(key="nf.round.size").set_value(64).run()
@@ -63,7 +52,7 @@ def test_each_experiment_tab_renders_its_charts(cpu_app):
     for key, count in (("nf.accumulate", 2), ("nf.rounding", 1), ("nf.quantize", 3), ("nf.autocast", 2)):
         at.button(key=f"{key}.button").click().run()
         expected += count
-        at = _until(at, lambda a, n=expected: len(_charts(a)) >= n)
+        at = until(at, lambda a, n=expected: len(_charts(a)) >= n)
     assert not at.exception
     titles = " ".join(c.proto.spec for c in _charts(at))
     for text in (
@@ -91,10 +80,10 @@ def test_rounding_tab_on_a_gpu_measures_tf32(gpu_app):
 
     at = gpu_app.run()
     at.switch_page(PAGE).run()
-    at = _until(at, lambda a: _inspector(a) is not None)
+    at = until(at, lambda a: _inspector(a) is not None)
     at.number_input(key="nf.round.size").set_value(64).run()
     at.button(key="nf.rounding.button").click().run()
-    at = _until(at, lambda a: any("mode" in d.value.columns for d in a.dataframe))
+    at = until(at, lambda a: any("mode" in d.value.columns for d in a.dataframe))
     tf32 = next(d.value for d in at.dataframe if "mode" in d.value.columns).set_index("mode").loc["tf32"]
     expected = "ok" if torch.cuda.get_device_capability(0) >= (8, 0) else "unsupported"
     assert tf32["status"] == expected
@@ -107,7 +96,7 @@ def test_a_second_visit_reuses_the_stored_run_instead_of_storing_another(cpu_app
 
     at = cpu_app.run()
     at.switch_page(PAGE).run()
-    at = _until(at, lambda a: _inspector(a) is not None)
+    at = until(at, lambda a: _inspector(a) is not None)
     assert any("Computed for this value on this device and stored" in c.value for c in at.caption)
     store = lab.store()
     (first,) = store.list(experiment="formats")

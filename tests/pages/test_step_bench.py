@@ -1,9 +1,9 @@
 """The Step benchmark page runs `tiny` on CPU and draws the timing and kernel charts (the charts themselves:
 tests/render/plots/test_step_bench.py)."""
 
-import time
-
 import pytest
+
+from tests.pages.waiting import chart, error, until
 
 pytest.importorskip("plotly")
 
@@ -12,13 +12,7 @@ PAGE = "pages/step_bench.py"
 
 
 def _wait_for_charts(at, deadline_s=240):
-    deadline = time.monotonic() + deadline_s
-    while time.monotonic() < deadline:
-        at.run()
-        if at.get("plotly_chart") or at.error:
-            return
-        time.sleep(0.5)
-    raise AssertionError("no chart within the deadline")
+    until(at, lambda at: chart(at) or error(at), deadline_s, what="chart")
 
 
 def _run_with(at, **inputs) -> None:

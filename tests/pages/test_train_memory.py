@@ -1,7 +1,7 @@
 """AppTest: pick a preset and precision from the dropdowns, plan without running, run tiny on CPU, charts render (the charts
 themselves: tests/render/plots/test_train_memory.py)."""
 
-import time
+from tests.pages.waiting import metric, until
 
 PAGE = "pages/train_memory.py"
 
@@ -35,12 +35,7 @@ def test_planner_and_cpu_run_render(cpu_app):
     at.selectbox(key="training_memory.precision").set_value("fp32").run()
     at.number_input(key="training_memory.context").set_value(32).run()
     at.button(key="training_memory.button").click().run()
-    deadline = time.monotonic() + 180
-    while time.monotonic() < deadline:
-        at.run()
-        if any(m.label == "Measured peak" for m in at.metric):
-            break
-        time.sleep(0.5)
+    until(at, metric("Measured peak"), 180)
     assert not at.exception
     assert any(m.label == "Measured peak" for m in at.metric), [e.value for e in at.error]
     assert not any(m.delta for m in at.metric)  # the peak's phase is a fact under it, not a change arrow
@@ -56,10 +51,7 @@ def test_a_run_that_cannot_fit_is_refused_with_a_clear_message(app):
     at.number_input(key="training_memory.batch").set_value(64).run()
     at.number_input(key="training_memory.context").set_value(4096).run()
     at.button(key="training_memory.button").click().run()
-    deadline = time.monotonic() + 180
-    while time.monotonic() < deadline and not any("Not run" in e.value for e in at.error):
-        time.sleep(0.5)
-        at.run()
+    until(at, lambda at: any("Not run" in e.value for e in at.error), 180)
     assert not at.exception
     message = next(e.value for e in at.error if "Not run" in e.value)
     assert "needs an estimated" in message and "refused before allocating" in message

@@ -12,6 +12,7 @@ import pytest
 from core.workload.snapshot_analysis import OTHER_SITES
 from tests.conftest import ROOT
 from tests.core.workload import snapshots
+from tests.pages.waiting import error, metric, until
 
 V100 = ROOT / "tests" / "data" / "workload" / "kineto_v100_trace.json"
 
@@ -28,13 +29,7 @@ def page(path):
 
 
 def wait_for_metric(at, label, timeout=120):
-    deadline = time.monotonic() + timeout
-    while time.monotonic() < deadline:
-        at.run()
-        if any(m.label == label for m in at.metric):
-            return at
-        time.sleep(0.5)
-    raise AssertionError(f"no {label!r}: errors {[e.value for e in at.error]}, exceptions {at.exception}")
+    return until(at, metric(label), timeout, what=repr(label))
 
 
 def import_snapshot(at, key, name, content):
@@ -105,10 +100,7 @@ def test_a_refused_snapshot_is_an_error_on_the_page_and_not_stored(data_dir):
     uploader.set_value(("evil.pickle", pickle.dumps({"segments": [], "device_traces": [[os.system]]}), "x"))
     at.run()
     at.button(key="allocator.snapshot.import").click().run()
-    deadline = time.monotonic() + 120
-    while time.monotonic() < deadline and not at.error:
-        at.run()
-        time.sleep(0.5)
+    until(at, error, 120)
     shown = " ".join(e.value for e in at.error).replace("\\", "")  # the banner escapes Markdown punctuation
     assert "names the class posix.system" in shown
     from core.store import RunStore
@@ -213,10 +205,7 @@ def test_a_folder_on_the_box_is_the_ranks_of_one_job(data_dir, tmp_path, monkeyp
     at = page("pages/step_bench.py")
     at.text_input(key="step_bench.trace.path").input(str(tmp_path)).run()
     at.button(key="step_bench.trace.import").click().run()
-    deadline = time.monotonic() + 120
-    while not at.error and time.monotonic() < deadline:
-        time.sleep(0.5)
-        at.run()
+    until(at, error, 120)
     assert any("rank-2.json: the profiler trace is not valid JSON" in e.value.replace("\\", "") for e in at.error)
     (tmp_path / "rank-2.json").unlink()
     at.run()
