@@ -15,7 +15,7 @@ fi
 # under .gl/), or when a package the mode needs does not import: a launch with nothing to do costs well under 1 s.
 MODE=${1:---run}
 NEEDS="streamlit plotly pandas numpy psutil msgspec"
-[ "$MODE" = "--test" ] && NEEDS="$NEEDS pytest hypothesis playwright importlinter"
+[ "$MODE" = "--test" ] && NEEDS="$NEEDS pytest xdist hypothesis playwright importlinter"
 STAMP=.gl/install-${MODE#--}.stamp
 WANT=$(cat requirements.txt requirements-dev.txt requirements.lock | "$PY" -c \
   "import hashlib, sys; print(hashlib.sha256(sys.stdin.buffer.read() + sys.executable.encode() + sys.version.encode()).hexdigest())")

@@ -46,6 +46,7 @@ def pytest_collection_modifyitems(config, items):
     for item in items:
         if HERE in Path(str(item.fspath)).parents:
             item.add_marker(pytest.mark.e2e)
+            item.add_marker(pytest.mark.xdist_group("browser"))  # one server and one Chromium, on one test worker
             if problem:
                 item.add_marker(pytest.mark.skip(reason=problem))
 
