@@ -166,6 +166,26 @@ class Experiment:
         return dict(self.worker_env(config)) if self.worker_env else {}
 
 
+def file_import(
+    name: str, title: str, config_type: type, run: RunFn, doc: str | None, reads: Callable[[Any], Sequence[str]], **more
+) -> Experiment:
+    """An import of outside files (a trace, a snapshot, a job's dumps, a runs file): stored only when it reads,
+    torch-free, run on the imports' queue under a CPU limit from the files it ``reads``, and reached through its
+    own command (``trace``, ``snapshot``, ``hang``, ``runs import``) rather than listed as one."""
+    return Experiment(
+        name=name,
+        title=title,
+        config_type=config_type,
+        run=run,
+        description=(doc or "").partition("\n")[0],
+        store_failures=False,
+        torch_free=True,
+        reads=reads,
+        command=False,
+        **more,
+    )
+
+
 def drive(gen: Generator[Progress, None, Output]) -> tuple[Output, list[Progress]]:
     """Run an experiment's generator to its end in this process (tests, benchmarks, debugging):
     its Output and every Progress it yielded. Dashboard and CLI runs go through the worker instead."""

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from core.errors import ConfigError
-from core.experiment import Context, Experiment, Output, Progress
+from core.experiment import Context, Output, Progress, file_import
 
 
 @dataclass(frozen=True)
@@ -84,15 +84,7 @@ def _files(cfg: FlightRecorderConfig) -> list[str]:
 
 
 EXPERIMENTS = [
-    Experiment(
-        name="flight-recorder",
-        title="Flight-recorder dumps of a hung job (imported)",
-        config_type=FlightRecorderConfig,
-        run=run,
-        description=(__doc__ or "").partition("\n")[0],
-        store_failures=False,
-        torch_free=True,
-        reads=_files,
-        command=False,
+    file_import(
+        "flight-recorder", "Flight-recorder dumps of a hung job (imported)", FlightRecorderConfig, run, __doc__, _files
     )
 ]

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from core.errors import ConfigError
-from core.experiment import Context, Experiment, Output, Progress
+from core.experiment import Context, Output, Progress, file_import
 from core.workload import examples
 from core.workload.files import check_file, read_imported
 
@@ -104,16 +104,13 @@ def run(cfg: MemorySnapshotConfig, ctx: Context):
 
 
 EXPERIMENTS = [
-    Experiment(
-        name="memory-snapshot",
-        title="Memory snapshot (imported)",
-        config_type=MemorySnapshotConfig,
-        run=run,
-        description=(__doc__ or "").partition("\n")[0],
+    file_import(
+        "memory-snapshot",
+        "Memory snapshot (imported)",
+        MemorySnapshotConfig,
+        run,
+        __doc__,
+        lambda cfg: (cfg.path,),
         fresh_process=True,
-        store_failures=False,
-        torch_free=True,
-        reads=lambda cfg: (cfg.path,),
-        command=False,
     )
 ]

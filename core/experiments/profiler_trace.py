@@ -12,7 +12,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from core.errors import ConfigError
-from core.experiment import Context, Experiment, Output, Progress
+from core.experiment import Context, Output, Progress, file_import
 from core.workload import examples
 from core.workload.files import check_file, read_imported
 
@@ -67,15 +67,7 @@ def run(cfg: ProfilerTraceConfig, ctx: Context):
 
 
 EXPERIMENTS = [
-    Experiment(
-        name="profiler-trace",
-        title="Profiler trace (imported)",
-        config_type=ProfilerTraceConfig,
-        run=run,
-        description=(__doc__ or "").partition("\n")[0],
-        store_failures=False,
-        torch_free=True,
-        reads=lambda cfg: (cfg.path,),
-        command=False,
+    file_import(
+        "profiler-trace", "Profiler trace (imported)", ProfilerTraceConfig, run, __doc__, lambda cfg: (cfg.path,)
     )
 ]

@@ -12,7 +12,7 @@ from __future__ import annotations
 from dataclasses import dataclass, field
 
 from core.errors import ConfigError
-from core.experiment import Context, Experiment, Output, Progress
+from core.experiment import Context, Output, Progress, file_import
 
 
 @dataclass(frozen=True)
@@ -78,15 +78,12 @@ def _files(cfg: ProfilerTraceRanksConfig) -> list[str]:
 
 
 EXPERIMENTS = [
-    Experiment(
-        name="profiler-trace-ranks",
-        title="Profiler traces of a job's ranks (imported)",
-        config_type=ProfilerTraceRanksConfig,
-        run=run,
-        description=(__doc__ or "").partition("\n")[0],
-        store_failures=False,
-        torch_free=True,
-        reads=_files,
-        command=False,
+    file_import(
+        "profiler-trace-ranks",
+        "Profiler traces of a job's ranks (imported)",
+        ProfilerTraceRanksConfig,
+        run,
+        __doc__,
+        _files,
     )
 ]

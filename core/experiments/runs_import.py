@@ -13,7 +13,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from core.errors import ConfigError
-from core.experiment import Context, Experiment, Output, Progress
+from core.experiment import Context, Output, Progress, file_import
 from core.workload.files import check_file
 
 
@@ -44,15 +44,5 @@ def run(cfg: RunsImportConfig, ctx: Context):
 
 
 EXPERIMENTS = [
-    Experiment(
-        name="runs-import",
-        title="Runs file (imported)",
-        config_type=RunsImportConfig,
-        run=run,
-        description=(__doc__ or "").partition("\n")[0],
-        store_failures=False,
-        torch_free=True,
-        reads=lambda cfg: (cfg.path,),
-        command=False,
-    )
+    file_import("runs-import", "Runs file (imported)", RunsImportConfig, run, __doc__, lambda cfg: (cfg.path,))
 ]
