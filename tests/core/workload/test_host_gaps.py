@@ -2,8 +2,6 @@
 against a computation written here from the file's own events — plain JSON, a loop over each gap's stretches —
 and the source line of an operator on a trace recorded here on the CPU."""
 
-import gzip
-import json
 from bisect import bisect_left
 from decimal import Decimal
 
@@ -14,24 +12,11 @@ pytest.importorskip("msgspec")
 from core.workload.host_gaps import CAUSES, _source, host_gap_findings, host_gaps
 from core.workload.trace import analyse_trace
 from core.workload.trace_file import read_trace
-from tests.conftest import ROOT
+from tests.core.workload.traces import ALEXNET, BERT, EVENT_SYNC, GPU, RECSYS, STEP, trace_events
 
-DATA = ROOT / "tests" / "data" / "workload"
-EVENT_SYNC = DATA / "hta_a100_event_sync.json.gz"
-ALEXNET = DATA / "hta_a100_alexnet.json.gz"
-STEP = DATA / "hta_v100_step1012_trimmed.json.gz"
-RECSYS = DATA / "hta_recsys_sampled_rank0.json.gz"
-BERT = DATA / "tracelens_h100_bert_small.json.gz"  # with_stack: python_function events around every operator
-GPU = {"kernel", "gpu_memcpy", "gpu_memset"}
 HOST = {"cpu_op", "user_annotation", "python_function", "cuda_runtime", "cuda_driver"}
 SYNCS = {"cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize", "hipStreamSynchronize"}
 SYNCS |= {"hipDeviceSynchronize", "aten::item", "aten::_local_scalar_dense", "aten::nonzero", "aten::is_nonzero"}
-
-
-def load(path):
-    """The events, times as exact decimals (epoch µs with ns digits lose them as floats)."""
-    with gzip.open(path) as f:
-        return json.load(f, parse_float=Decimal)["traceEvents"]
 
 
 def reference(events, device):
@@ -108,7 +93,7 @@ def figures(path):
 def test_every_cause_against_the_files_own_events(path):
     trace, meta, gaps = figures(path)
     got = {c["cause"]: c["time_us"] for c in gaps["causes"]}
-    assert got == pytest.approx(reference(load(path), meta["device"]), abs=1e-6)
+    assert got == pytest.approx(reference(trace_events(path, exact=True), meta["device"]), abs=1e-6)
     assert gaps["gap_us"] == pytest.approx(meta["idle_us"], abs=1e-6)  # the gaps are the device's idle
     assert sum(got.values()) == pytest.approx(meta["idle_us"], abs=1e-6)
 
@@ -175,7 +160,7 @@ def test_the_source_line_on_a_real_trace_with_stacks():
     trace, meta, gaps = figures(BERT)
     sync = next(c for c in gaps["causes"] if c["cause"] == "synchronisation")
     top = sync["top_ops"][0]
-    events = [e for e in load(BERT) if e.get("ph") == "X"]
+    events = trace_events(BERT, exact=True)
     op = max(
         (e for e in events if e.get("cat") == "cpu_op" and e["name"] == top["op"]),
         key=lambda e: e["dur"],

@@ -3,7 +3,6 @@ and TB/s from its recorded shapes, against FLOPs written out here from the file'
 the GPU time of the kernels each operator launched by a plain loop), the peak of the trace's own GPU, and the
 kernels that use no tensor core or were built for an older architecture."""
 
-import gzip
 import json
 
 import pytest
@@ -14,22 +13,11 @@ from core.workload.op_flops import count, tensor_core_findings, tensor_core_use
 from core.workload.ops import op_breakdown
 from core.workload.trace import analyse_trace
 from core.workload.trace_file import read_trace
-from tests.conftest import ROOT
+from tests.core.workload.traces import ALEXNET, BERT, RECSYS, STEP, VIT, trace_events
 
-DATA = ROOT / "tests" / "data" / "workload"
-BERT = DATA / "tracelens_h100_bert_small.json.gz"
-VIT = DATA / "tracelens_h100_nsfw_vit.json.gz"
-ALEXNET = DATA / "hta_a100_alexnet.json.gz"
-STEP = DATA / "hta_v100_step1012_trimmed.json.gz"
-RECSYS = DATA / "hta_recsys_sampled_rank0.json.gz"
 H100_SXM_BF16 = 989.4  # TFLOPS, dense: NVIDIA H100 datasheet (the lab's table, core/hardware/specs.py)
 H100_SXM_TBPS = 3.35  # TB/s
 SIZE = {"c10::BFloat16": 2, "float": 4}
-
-
-def events_of(path):
-    with gzip.open(path) as f:
-        return [e for e in json.load(f)["traceEvents"] if e.get("ph") == "X"]
 
 
 def hand_flops(op):
@@ -62,7 +50,7 @@ def expected_rates(path, device):
     """{(op, module): (TFLOPS, TB/s)} for the operators hand_flops knows: each GPU activity's launch call by
     correlation id, the innermost cpu_op on its thread holding the call, its module the innermost
     `nn.Module: …` Python event around it; the rate is the FLOPs over the GPU µs of those operators' activities."""
-    events = events_of(path)
+    events = trace_events(path)
     order = {id(e): i for i, e in enumerate(events)}
     runtime = {
         e["args"]["correlation"]: e
@@ -152,7 +140,7 @@ def test_no_reference_is_said(path, said):
 def kernel_time(path, device, *words):
     return sum(
         e["dur"]
-        for e in events_of(path)
+        for e in trace_events(path)
         if e.get("cat") == "kernel" and e["args"].get("device") == device and any(w in e["name"] for w in words)
     )
 

@@ -3,7 +3,6 @@ here from the file's own JSON events: each activity's launch call by correlation
 the call's thread holding the call's start (a loop over the operators), the innermost module annotation or
 ``nn.Module`` event around it, else the backward node it runs under."""
 
-import gzip
 import json
 
 import pytest
@@ -14,18 +13,12 @@ from core.measure.kernels import classify_kernel
 from core.workload.ops import NO_MODULE, NO_OP, TINY_US, op_breakdown
 from core.workload.trace import analyse_trace
 from core.workload.trace_file import read_trace
-from tests.conftest import ROOT
-
-DATA = ROOT / "tests" / "data" / "workload"
-RECSYS = DATA / "hta_recsys_sampled_rank0.json.gz"
-STEP = DATA / "hta_v100_step1012_trimmed.json.gz"
-GPU = {"kernel", "gpu_memcpy", "gpu_memset"}
+from tests.core.workload.traces import GPU, RECSYS, STEP, trace_events
 
 
 def reference(path, device):
     """{(op, module): [GPU µs, kernels]} from the file's events alone."""
-    with gzip.open(path) as f:
-        events = [e for e in json.load(f)["traceEvents"] if e.get("ph") == "X"]
+    events = trace_events(path)
     runtime = {
         e["args"]["correlation"]: e for e in events if e.get("cat") == "cuda_runtime" and "correlation" in e["args"]
     }
@@ -106,8 +99,7 @@ def test_many_tiny_elementwise_kernels_counted_from_the_file():
     trace = read_trace(STEP)
     _, meta = analyse_trace(trace)
     got = op_breakdown(trace, meta["device"])
-    with gzip.open(STEP) as f:
-        events = [e for e in json.load(f)["traceEvents"] if e.get("ph") == "X" and e.get("cat") == "kernel"]
+    events = [e for e in trace_events(STEP) if e.get("cat") == "kernel"]
     kernels = [e for e in events if e["args"].get("device") == meta["device"]]
     tiny = [e for e in kernels if e["dur"] < TINY_US and classify_kernel(e["name"])[0] == "elementwise"]
     (pattern,) = [p for p in got["op_patterns"] if p["pattern"] == "many tiny elementwise kernels"]

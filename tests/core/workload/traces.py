@@ -1,0 +1,27 @@
+"""The real profiler traces the workload tests read (tests/data/workload/README.md: source, commit, licence) and
+the one way the tests read a file's events by themselves, apart from the lab's reader."""
+
+from __future__ import annotations
+
+import gzip
+import json
+from decimal import Decimal
+
+from tests.conftest import ROOT
+
+DATA = ROOT / "tests" / "data" / "workload"
+EVENT_SYNC = DATA / "hta_a100_event_sync.json.gz"
+ALEXNET = DATA / "hta_a100_alexnet.json.gz"
+STEP = DATA / "hta_v100_step1012_trimmed.json.gz"
+RECSYS = DATA / "hta_recsys_sampled_rank0.json.gz"
+BERT = DATA / "tracelens_h100_bert_small.json.gz"  # with_stack: python_function events around every operator
+VIT = DATA / "tracelens_h100_nsfw_vit.json.gz"
+GPU = {"kernel", "gpu_memcpy", "gpu_memset"}  # the categories of a GPU activity
+
+
+def trace_events(path, exact: bool = False) -> list[dict]:
+    """The file's complete ("X") events; ``exact``: times as exact decimals (epoch µs with ns digits lose them
+    as floats)."""
+    with gzip.open(path) as f:
+        events = json.load(f, parse_float=Decimal if exact else float)["traceEvents"]
+    return [e for e in events if e.get("ph") == "X"]
