@@ -10,8 +10,8 @@ from __future__ import annotations
 import os
 import sys
 
-from core.cli.output import dump
-from core.text import quirk_lines, terminal_text
+from core.cli.imports import import_options, print_json, run_import, say
+from core.text import quirk_lines
 from core.workload.findings import finding_lines
 
 ORDER = 41
@@ -30,18 +30,11 @@ def register(sub, common) -> None:
     )
     p.add_argument("file", nargs="*", help="a folder of one job's dumps, or the dump files (one per rank)")
     p.add_argument("--example", metavar="NAME", help="read a set of dumps shipped in examples/ instead")
-    p.add_argument("--name", default="", help="a label for the stored run")
-    p.add_argument("--no-save", action="store_true", help="do not store the run")
+    import_options(p)
     p.set_defaults(handler=hang)
 
 
-def say(text: str) -> None:
-    print(terminal_text(text))
-
-
 def hang(args) -> int:
-    from core.cli.experiments import submit_and_wait
-
     if bool(args.file) == bool(args.example):
         print(
             f"error: name a folder of dumps, the dump files, or --example NAME, not {'both' if args.file else 'neither'}",
@@ -53,19 +46,13 @@ def hang(args) -> int:
         values: dict = {"example": args.example}
     else:
         values = {"paths": [os.path.abspath(f) for f in args.file]}
-
-    def show_failure(result) -> None:
-        if result.status != "ok":
-            print(f"error: {terminal_text(result.error_detail or result.status, multiline=True)}", file=sys.stderr)
-
-    run, code = submit_and_wait(args, "flight-recorder", values, "cpu", show_failure)
+    code, run = run_import(args, "flight-recorder", values)
     if code:
         return code
     m = run.meta
     found = 0 if m["stuck"] is not None else 1
     if args.json:
-        meta = {k: v for k, v in m.items() if k not in ("worker", "requested_device")}
-        print(dump({"run_id": run.id, "stored": not args.no_save, **meta, "ranks": run.rows}))
+        print_json(args, run, ranks=run.rows)
         return found
     say(
         f"{m['file']}: {len(m['ranks'])} rank dump(s), recorder version {m['version']}, {m['backend'] or 'backend ?'}"

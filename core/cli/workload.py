@@ -14,8 +14,9 @@ import os
 import sys
 from typing import TYPE_CHECKING
 
+from core.cli.imports import import_options, print_json, run_import, say
 from core.cli.output import dump
-from core.text import quirk_lines, terminal_text
+from core.text import quirk_lines
 from core.workload.findings import finding_lines
 
 if TYPE_CHECKING:
@@ -36,7 +37,7 @@ def register(sub, common) -> None:
     p.add_argument("file", nargs="?", help="the snapshot: pickle of any protocol, JSON, or .gz of either")
     _example_option(p, "snapshot")
     p.add_argument("--trace-device", type=int, help="device index to replay (default: the one with the most events)")
-    _import_options(p)
+    import_options(p)
     p.set_defaults(handler=snapshot)
     p = sub.add_parser(
         "trace",
@@ -55,7 +56,7 @@ def register(sub, common) -> None:
     )
     _example_option(p, "trace")
     p.add_argument("--top", type=int, default=20, help="kernels listed [default: 20]")
-    _import_options(p)
+    import_options(p)
     p.set_defaults(handler=trace)
     p = sub.add_parser(
         "trace-diff",
@@ -169,35 +170,6 @@ def list_examples(args) -> int:
     return 0
 
 
-def _import_options(p) -> None:
-    p.add_argument("--name", default="", help="a label for the stored run")
-    p.add_argument("--no-save", action="store_true", help="do not store the run")
-
-
-def _import(args, experiment: str, values: dict):
-    """Run the import experiment on the CPU queue, as every command runs a job; (exit code, result)."""
-    from core.cli.experiments import submit_and_wait
-
-    def show_failure(result) -> None:
-        if result.status != "ok":
-            print(f"error: {terminal_text(result.error_detail or result.status, multiline=True)}", file=sys.stderr)
-
-    result, code = submit_and_wait(args, experiment, values, "cpu", show_failure)
-    return code, result
-
-
-def _print_json(args, run, **rows: list[dict]) -> int:
-    """An import's ``--json``: the run's id, whether it was stored, its meta (less the worker's) and ``rows``."""
-    meta = {k: v for k, v in run.meta.items() if k not in ("worker", "requested_device")}
-    print(dump({"run_id": run.id, "stored": not args.no_save, **meta, **rows}))
-    return 0
-
-
-def say(text: str) -> None:
-    """A line of the report: names, frames and labels come from the imported file, so escaped."""
-    print(terminal_text(text))
-
-
 def snapshot(args) -> int:
     from core.workload.snapshot_analysis import devices_text
 
@@ -207,12 +179,13 @@ def snapshot(args) -> int:
     values = {**source, "keep_detail": not args.no_save}  # --no-save: nothing written
     if args.trace_device is not None:
         values["trace_device"] = args.trace_device
-    code, run = _import(args, "memory-snapshot", values)
+    code, run = run_import(args, "memory-snapshot", values)
     if code:
         return code
     m = run.meta
     if args.json:
-        return _print_json(args, run)
+        print_json(args, run)
+        return 0
     from core.units import bytes_text
 
     unit = "ms" if m["has_times"] else "(event number)"
@@ -277,12 +250,13 @@ def trace(args) -> int:
     source = _source(args, "trace")
     if isinstance(source, int):
         return source
-    code, run = _import(args, "profiler-trace", {**source, "top_kernels": args.top})
+    code, run = run_import(args, "profiler-trace", {**source, "top_kernels": args.top})
     if code:
         return code
     m = run.meta
     if args.json:
-        return _print_json(args, run, kernels=[r for r in run.rows if r.get("kind") == "kernel"])
+        print_json(args, run, kernels=[r for r in run.rows if r.get("kind") == "kernel"])
+        return 0
     from core.workload.host_gaps import host_gap_lines
     from core.workload.ops import op_lines
     from core.workload.trace import report_lines
@@ -307,14 +281,15 @@ def trace_ranks(args) -> int:
         values: dict = {"example": args.example}
     else:
         values = {"paths": [os.path.abspath(f) for f in args.file]}
-    code, run = _import(args, "profiler-trace-ranks", values)
+    code, run = run_import(args, "profiler-trace-ranks", values)
     if code:
         return code
     m = run.meta
     ranks = [r for r in run.rows if r["kind"] == "rank"]
     if args.json:
         steps = [r for r in run.rows if r["kind"] == "step"]
-        return _print_json(args, run, ranks=ranks, steps=steps, groups=[r for r in run.rows if r["kind"] == "group"])
+        print_json(args, run, ranks=ranks, steps=steps, groups=[r for r in run.rows if r["kind"] == "group"])
+        return 0
     from core.units import duration_text
 
     def ms(us: float) -> str:
@@ -366,7 +341,7 @@ def _trace_side(args, what: str) -> tuple[str, RunResult] | int:
     """A side of a diff: a file imported without storing it (the most kernels an import lists), or a stored
     trace import; (label, its run), or an exit code when it cannot be read."""
     if os.path.isfile(what):
-        code, run = _import(args, "profiler-trace", {"path": os.path.abspath(what), "top_kernels": 500})
+        code, run = run_import(args, "profiler-trace", {"path": os.path.abspath(what), "top_kernels": 500})
         return code if code else (os.path.basename(what), run)
     from core.cli.output import open_store
 
