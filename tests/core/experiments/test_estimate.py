@@ -5,7 +5,6 @@ import os
 import re
 import subprocess
 import sys
-import time
 
 import pytest
 
@@ -133,7 +132,12 @@ def test_bad_config_names_the_limit():
 
 
 def test_cli_answers_in_process_quickly_with_breakdown(tmp_path):
-    env = dict(os.environ, PYTHONPATH=str(ROOT))
+    """Quick because nothing imports torch (a torch worker took ~5 s here): a ``torch`` that refuses to import, first
+    on the path, must not be reached — a check that holds on a loaded box, where a wall-clock limit would not."""
+    refusing = tmp_path / "torch"
+    refusing.mkdir()
+    (refusing / "__init__.py").write_text("raise ImportError('the estimate imported torch')\n")
+    env = dict(os.environ, PYTHONPATH=os.pathsep.join([str(tmp_path), str(ROOT)]))
     args = [
         sys.executable,
         "-m",
@@ -152,14 +156,10 @@ def test_cli_answers_in_process_quickly_with_breakdown(tmp_path):
         "--device",
         "cpu",
         "--no-save",
+        "--json",
     ]
-    walls = []
-    for _ in range(3):  # best of three: a shared box adds noise, the planner itself takes milliseconds
-        t = time.monotonic()
-        out = subprocess.run(args + ["--json"], capture_output=True, text=True, cwd=ROOT, env=env, timeout=120)
-        walls.append(time.monotonic() - t)
-        assert out.returncode == 0, out.stderr
-    assert min(walls) < 1.0, walls  # a torch worker took ~5 s here
+    out = subprocess.run(args, capture_output=True, text=True, cwd=ROOT, env=env, timeout=120)
+    assert out.returncode == 0, out.stderr
     run = json.loads(out.stdout)
     assert run["meta"]["worker"]["in_process"] is True and run["device"]["in_process"] is True
     meta = run["meta"]
