@@ -6,18 +6,16 @@ import gzip
 import io
 import os
 import pickle
-import time
 
 import pytest
 
 from core.intake import InputRefused, check_depth, gunzip_limited, loads_json, loads_pickle, read_input, read_limited
 
 
+@pytest.mark.timeout(120)  # reading /dev/zero to its end would never stop: the limit fails it, not a clock
 def test_dev_zero_is_refused_at_the_limit_quickly():
-    t = time.monotonic()
     with pytest.raises(InputRefused, match="larger than the 4 MiB limit"):
         read_limited("/dev/zero", 4 * 2**20, "runs file")  # st_size is 0: only counting can stop it
-    assert time.monotonic() - t < 5
 
 
 def test_a_pipe_is_counted_too(tmp_path):

@@ -42,13 +42,17 @@ def _missing() -> str | None:
 
 
 def pytest_collection_modifyitems(config, items):
+    """Mark the browser tests, and put them first: they run one after another in one test process (one server,
+    one Chromium), the suite's longest chain, so it starts while the other processes share out the rest."""
     problem = _missing()
-    for item in items:
-        if HERE in Path(str(item.fspath)).parents:
-            item.add_marker(pytest.mark.e2e)
-            item.add_marker(pytest.mark.xdist_group("browser"))  # one server and one Chromium, on one test worker
-            if problem:
-                item.add_marker(pytest.mark.skip(reason=problem))
+    browser = [item for item in items if HERE in Path(str(item.fspath)).parents]
+    for item in browser:
+        item.add_marker(pytest.mark.e2e)
+        item.add_marker(pytest.mark.xdist_group("browser"))
+        if problem:
+            item.add_marker(pytest.mark.skip(reason=problem))
+    chosen = set(map(id, browser))
+    items[:] = browser + [item for item in items if id(item) not in chosen]
 
 
 @pytest.fixture(scope="session")

@@ -4,7 +4,6 @@ import io
 import json
 import re
 import struct
-import time
 import xml.etree.ElementTree as ET
 
 import numpy as np
@@ -75,11 +74,9 @@ def test_kaleido_server_is_started_once_and_reused(fig, monkeypatch):
     image_bytes(fig, "svg")  # the server is up after the first export
     starts = []
     monkeypatch.setattr(kaleido, "start_sync_server", lambda *a, **k: starts.append(1))
-    t0 = time.perf_counter()
     for _ in range(3):
         image_bytes(fig, "png")
-    assert starts == []
-    assert (time.perf_counter() - t0) / 3 < 2.0  # warm exports: ~0.2 s each, a cold start is ~2.5 s
+    assert starts == []  # no server started again: each export reuses the first one's (a start costs ~2.5 s)
 
 
 def test_without_a_browser_image_export_says_why(fig, monkeypatch):

@@ -153,14 +153,13 @@ def test_the_guard_passes_every_protocol_and_a_large_snapshot(tmp_path):
 # -- item 3: shared objects ---------------------------------------------------------------------------------
 
 
+@pytest.mark.timeout(120)  # a walk of every path (2^40) would never end: the limit fails it, not a clock
 def test_an_84_byte_pickle_of_shared_tuples_is_checked_in_linear_time(tmp_path, data_dir):
     raw = b"\x80\x04]" + b"2\x86" * 40 + b"."  # 2^40 paths through 40 shared tuples
     assert len(raw) == 84
-    start = time.monotonic()
     check_depth(loads_pickle(raw))  # 41 levels: within the cap, each tuple visited once
     with pytest.raises(InputRefused, match="nests deeper than 64"):
         loads_pickle(b"\x80\x04]" + b"2\x86" * 70 + b".")
-    assert time.monotonic() - start < 1.0
     path = tmp_path / "shared.pickle"
     path.write_bytes(raw)
     refused(path, data_dir, "not a memory snapshot")
