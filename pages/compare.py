@@ -75,8 +75,10 @@ def import_section(store: RunStore) -> None:
 def filtered(runs: list[RunSummary]) -> list[RunSummary]:
     cols = st.columns([2, 2, 2, 3, 2])
     keep = history.Filter(
-        experiments=cols[0].multiselect("Experiment", sorted({r.experiment for r in runs}), key=f"{KEY}.f.exp"),
-        statuses=cols[1].multiselect("Status", FINAL_STATUSES, key=f"{KEY}.f.status"),
+        experiments=cols[0].multiselect(
+            "Experiment", sorted({r.experiment for r in runs}), key=f"{KEY}.f.exp", placeholder="any"
+        ),
+        statuses=cols[1].multiselect("Status", FINAL_STATUSES, key=f"{KEY}.f.status", placeholder="any"),
         device=cols[2].text_input("Device contains", key=f"{KEY}.f.device"),
         text=cols[3].text_input("Name, tag or setting contains", key=f"{KEY}.f.text"),
     )

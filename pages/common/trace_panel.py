@@ -115,8 +115,9 @@ def _headline(m: dict) -> None:
 
 
 def _ms(us: float) -> str:
-    """A trace's time in the lab's one way of writing times, to 0.01 of its unit."""
-    return duration_text(us / 1e6, digits=2)
+    """A trace's time in the lab's one way of writing times, to 0.01 of its unit ("none" for nothing at all, not
+    "0.00 s" beside figures in ms)."""
+    return duration_text(us / 1e6, digits=2) if us else "none"
 
 
 def _waits(m: dict) -> None:
