@@ -44,7 +44,7 @@ def settings(gpus: int) -> dict:
     values["parts"] = st.multiselect(
         "Measure", PARTS, default=list(PARTS), format_func=PART_LABELS.get, key=f"{KEY}.parts"
     )
-    cols = st.columns(3)
+    cols = st.columns(2)
     values["backend"] = cols[0].selectbox(
         "Backend",
         ("auto", "nccl", "gloo"),
@@ -61,7 +61,7 @@ def settings(gpus: int) -> dict:
             help=f"0: one per GPU for NCCL ({gpus} here), 2 for Gloo. Gloo ranks on this box share its cores.",
         )
     )
-    values["collectives"] = cols[2].multiselect(
+    values["collectives"] = st.multiselect(  # a row of its own: five names do not fit a third of the page
         "Collectives", COLLECTIVES, default=list(COLLECTIVES), key=f"{KEY}.collectives"
     )
     defaults = GPU_SIZES if gpus else CPU_SIZES
