@@ -81,6 +81,11 @@ def duration_text(seconds: float, digits: int = 1) -> str:
     return f"{seconds * 1e6:.{digits}f} µs"
 
 
+def us_text(us: float, digits: int = 1) -> str:
+    """A time a trace or a snapshot counts in µs, written as :func:`duration_text` writes any time."""
+    return duration_text(us / 1e6, digits)
+
+
 def rate_text(value: float, unit: str, digits: int = 1) -> str:
     """A rate with its unit: ``rate_text(912.34, "GB/s")`` → ``"912.3 GB/s"``."""
     return f"{value:,.{digits}f} {unit}"

@@ -21,15 +21,11 @@ The candidates are ranked by how much of the whole each explains, one measure pe
 
 from __future__ import annotations
 
-from core.units import bytes_text, duration_text
+from core.units import bytes_text, us_text
 
 MAX_FINDINGS = 3
 MIN_SPAN_SHARE = 0.05  # a trace finding explains at least this share of the span
 BEFORE_RECORDING = -2  # the snapshot analysis' site of blocks allocated before recording (no stack)
-
-
-def _ms(us: float) -> str:
-    return duration_text(us / 1e6)
 
 
 def _finding(kind: str, text: str, value: float, unit: str) -> dict:
@@ -51,7 +47,7 @@ def _idle(m: dict, who: str) -> tuple[float, dict] | None:
         if gaps
         else ""
     )
-    text = f"{who}GPU idle {share:.1%} of the span ({_ms(m['idle_us'])} of {_ms(span)}){host}"
+    text = f"{who}GPU idle {share:.1%} of the span ({us_text(m['idle_us'])} of {us_text(span)}){host}"
     return share, _finding("idle", text, 100 * share, "%")
 
 
@@ -60,7 +56,9 @@ def _exposed(m: dict, who: str) -> tuple[float, dict] | None:
     if not span or not exposed:
         return None
     share = exposed / span
-    text = f"{who}exposed communication {share:.1%} of the span ({_ms(exposed)}): collectives no compute kernel hides"
+    text = (
+        f"{who}exposed communication {share:.1%} of the span ({us_text(exposed)}): collectives no compute kernel hides"
+    )
     return share, _finding("exposed_communication", text, 100 * share, "%")
 
 
@@ -78,7 +76,7 @@ def _top_group(m: dict, rows: list[dict]) -> tuple[float, dict] | None:
         if share is None:  # a row stored before kernel shares: the kernel time is the meta's
             share = top["total_us"] / m["kernel_time_us"] if m.get("kernel_time_us") else 0.0
         what = f"{top['group']} kernels take {share:.1%} of kernel time (kernel durations summed)"
-    text = f"{what} ({_ms(top['total_us'])} over {top['count']:,} launches)"
+    text = f"{what} ({us_text(top['total_us'])} over {top['count']:,} launches)"
     return min(top["total_us"] / span, 1.0), _finding("kernel_group", text, 100 * share, "%")
 
 
@@ -112,7 +110,7 @@ def ranks_findings(meta: dict, rank_rows: list[dict]) -> list[dict]:
             _finding(
                 "straggler",
                 f"rank {s['rank']} is the straggler: {s['margin_pct']:+.1f}% compute over the median rank "
-                f"({_ms(s['compute_us'])} against {_ms(s['median_compute_us'])}, {_ms(s['margin_us'])} more)"
+                f"({us_text(s['compute_us'])} against {us_text(s['median_compute_us'])}, {us_text(s['margin_us'])} more)"
                 + _where_extra(s),
                 s["margin_pct"],
                 "%",

@@ -30,7 +30,7 @@ import re
 
 import numpy as np
 
-from core.units import duration_text
+from core.units import us_text
 from core.workload.cpu_ops import ANNOTATION, OP, PYTHON, RUNTIME, CpuOps
 from core.workload.trace_file import MEMCPY, TraceFile
 
@@ -286,10 +286,6 @@ MIN_SPAN_SHARE = 0.05  # a cause named in a finding holds at least this share of
 FINDINGS = 2  # at most this many causes become findings
 
 
-def _ms(us: float) -> str:
-    return duration_text(us / 1e6)
-
-
 def host_gap_findings(meta: dict) -> list[dict]:
     """The largest causes of the GPU's gaps (≥ 5 % of the span) as findings naming the operator (and its line
     where recorded): the named causes first, then other CPU work and no CPU event, each largest first: ``{"kind": "host_gap", "text", "value" (% of the span), "unit": "%"}``."""
@@ -301,7 +297,7 @@ def host_gap_findings(meta: dict) -> list[dict]:
         share = c["time_us"] / span
         top = next(iter(c["top_ops"]), None)
         where = f" ({top['source']})" if top and top.get("source") else ""
-        held = f"{_ms(c['time_us'])} of the GPU's {_ms(gaps['gap_us'])} idle ({share:.1%} of the span)"
+        held = f"{us_text(c['time_us'])} of the GPU's {us_text(gaps['gap_us'])} idle ({share:.1%} of the span)"
         if c["cause"] == CAUSES[NONE]:
             text = f"{held} with no CPU event on the launching thread: Python between operators, or another thread"
         elif c["cause"] == CAUSES[OTHER]:
@@ -317,11 +313,11 @@ def host_gap_lines(meta: dict) -> list[str]:
     gaps = meta.get("host_gaps") or {}
     if not gaps.get("causes"):
         return []
-    out = [f"the host during the GPU's {gaps['gaps']:,} gaps ({_ms(gaps['gap_us'])}, on the launching thread):"]
+    out = [f"the host during the GPU's {gaps['gaps']:,} gaps ({us_text(gaps['gap_us'])}, on the launching thread):"]
     for c in gaps["causes"]:
         ops = "; ".join(
-            f"{o['op']} {_ms(o['time_us'])} ×{o['count']:,}" + (f" at {o['source']}" if o.get("source") else "")
+            f"{o['op']} {us_text(o['time_us'])} ×{o['count']:,}" + (f" at {o['source']}" if o.get("source") else "")
             for o in c["top_ops"][:3]
         )
-        out.append(f"  {c['cause']:<18} {_ms(c['time_us']):>10}  {c['share']:6.1%}" + (f"  {ops}" if ops else ""))
+        out.append(f"  {c['cause']:<18} {us_text(c['time_us']):>10}  {c['share']:6.1%}" + (f"  {ops}" if ops else ""))
     return out

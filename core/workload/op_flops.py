@@ -38,7 +38,7 @@ import re
 import numpy as np
 
 from core.hardware.specs import match_spec
-from core.units import duration_text
+from core.units import duration_text, us_text
 from core.workload.cpu_ops import CpuOps
 from core.workload.trace_file import COMM, TraceFile
 
@@ -301,10 +301,6 @@ def tensor_core_use(trace: TraceFile, device: int) -> dict:
     }
 
 
-def _ms(us: float) -> str:
-    return duration_text(us / 1e6)
-
-
 def tensor_core_findings(meta: dict) -> list[dict]:
     """GPU time without tensor cores, or in kernels for an older architecture, as findings with the time at stake
     (each ≥ 5 % of the kernel time)."""
@@ -322,7 +318,7 @@ def tensor_core_findings(meta: dict) -> list[dict]:
         out.append(
             {
                 "kind": "tensor_cores",
-                "text": f"{_ms(t['simt_us'])} ({t['simt_us'] / total:.1%} of kernel time) in fp32 GEMM/convolution "
+                "text": f"{us_text(t['simt_us'])} ({t['simt_us'] / total:.1%} of kernel time) in fp32 GEMM/convolution "
                 f"kernels that use no tensor core ({t['simt_kernels']:,} launches, most `{top['kernel']}`): {how}",
                 "value": 100 * t["simt_us"] / total,
                 "unit": "%",
@@ -333,7 +329,7 @@ def tensor_core_findings(meta: dict) -> list[dict]:
         out.append(
             {
                 "kind": "older_architecture",
-                "text": f"{_ms(t['older_us'])} ({t['older_us'] / total:.1%} of kernel time) in kernels built for an "
+                "text": f"{us_text(t['older_us'])} ({t['older_us'] / total:.1%} of kernel time) in kernels built for an "
                 f"older architecture than this GPU's sm {t['device_arch'] // 10}.{t['device_arch'] % 10} (most "
                 f"`{top['kernel']}`): a library or build without kernels for this GPU",
                 "value": 100 * t["older_us"] / total,

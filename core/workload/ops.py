@@ -27,7 +27,7 @@ import re
 import numpy as np
 
 from core.measure.kernels import classify_kernel
-from core.units import duration_text
+from core.units import us_text
 from core.workload.cpu_ops import ANNOTATION, OP, PYTHON, RUNTIME, CpuOps
 from core.workload.op_flops import add_rates, tensor_core_text
 from core.workload.trace_file import COMM, TraceFile
@@ -256,10 +256,6 @@ def _tiny_elementwise(trace: TraceFile, idx: np.ndarray, dur: np.ndarray, op_nam
     ]
 
 
-def _ms(us: float) -> str:
-    return duration_text(us / 1e6)
-
-
 def op_findings(meta: dict) -> list[dict]:
     """The patterns as findings, naming the module or the operators (≥ 5 % of the span)."""
     span = meta.get("span_us") or 0.0
@@ -270,14 +266,14 @@ def op_findings(meta: dict) -> list[dict]:
             continue
         if p["pattern"] == "unfused attention":
             text = (
-                f"unfused attention in `{p['module']}`: {', '.join(p['ops'])} take {_ms(p['time_us'])} "
+                f"unfused attention in `{p['module']}`: {', '.join(p['ops'])} take {us_text(p['time_us'])} "
                 f"({share:.1%} of the span) over {p['kernels']:,} kernels — {p['advice']}"
             )
         else:
             most = ", ".join(f"`{o['op']}` ×{o['kernels']:,}" for o in p["ops"][:3])
             text = (
                 f"{p['kernels']:,} of {p['of_kernels']:,} kernels are elementwise and shorter than "
-                f"{p['below_us']:g} µs ({_ms(p['time_us'])}, {share:.1%} of the span; most from {most}) — "
+                f"{p['below_us']:g} µs ({us_text(p['time_us'])}, {share:.1%} of the span; most from {most}) — "
                 f"{p['advice']}"
             )
         out.append({"kind": "op_pattern", "text": text, "value": 100 * share, "unit": "%"})
@@ -289,7 +285,7 @@ def op_lines(meta: dict) -> list[str]:
     if not meta.get("ops"):
         return []
     out = [
-        f"top operators by GPU time ({meta['ops_attributed_share']:.1%} of {_ms(meta['ops_gpu_time_us'])} traced "
+        f"top operators by GPU time ({meta['ops_attributed_share']:.1%} of {us_text(meta['ops_gpu_time_us'])} traced "
         "to an operator):"
     ]
     for r in meta["ops"][:10]:
@@ -301,7 +297,7 @@ def op_lines(meta: dict) -> list[str]:
         if r.get("peak_share") is not None:
             extra += f" ({r['peak_share']:.0%} of peak)"
         out.append(
-            f"  {_ms(r['gpu_time_us']):>10}  {r['share']:6.1%}  ×{r['kernels']:<6,} {r['op']} [{r['module']}]{extra}"
+            f"  {us_text(r['gpu_time_us']):>10}  {r['share']:6.1%}  ×{r['kernels']:<6,} {r['op']} [{r['module']}]{extra}"
         )
     if meta.get("ops_reference"):
         out.append(f"  (rates from recorded shapes, against {meta['ops_reference']})")
@@ -309,5 +305,5 @@ def op_lines(meta: dict) -> list[str]:
         out.append(text)
     out.append("top modules by GPU time:")
     for r in meta["modules"][:5]:
-        out.append(f"  {_ms(r['gpu_time_us']):>10}  {r['share']:6.1%}  ×{r['kernels']:<6,} {r['module']}")
+        out.append(f"  {us_text(r['gpu_time_us']):>10}  {r['share']:6.1%}  ×{r['kernels']:<6,} {r['module']}")
     return out

@@ -9,7 +9,7 @@ import pandas as pd
 import streamlit as st
 
 from core.result import RunResult
-from core.units import duration_text
+from core.units import us_text
 from pages.common import imports, run_panel
 from pages.common.charts import show_charts
 from pages.common.facts import fact
@@ -117,7 +117,7 @@ def _headline(m: dict) -> None:
 def _ms(us: float) -> str:
     """A trace's time in the lab's one way of writing times, to 0.01 of its unit ("none" for nothing at all, not
     "0.00 s" beside figures in ms)."""
-    return duration_text(us / 1e6, digits=2) if us else "none"
+    return us_text(us, digits=2) if us else "none"
 
 
 def _waits(m: dict) -> None:
