@@ -64,8 +64,8 @@ def stored_runs(store, experiment: str, until: str | None = None, limit: int = 2
     """The finished runs of ``experiment``, newest first: runs of their own and the parts kept inside health
     checks (a check stores one run, its parts inside it)."""
     runs = store.list(experiment=experiment, status="ok", until=until, limit=limit)
-    runs += [p for check in store.list(experiment="health", until=until, limit=limit) for p in parts(check)]
-    runs = [r for r in runs if r.experiment == experiment and r.status == "ok"]
+    checks = store.list(experiment="health", until=until, limit=limit)
+    runs += [p for c in checks for p in parts(c) if p.experiment == experiment and p.status == "ok"]
     return sorted(runs, key=lambda r: r.started_at, reverse=True)[:limit]
 
 

@@ -35,9 +35,9 @@ def _scroll_key(key: str) -> str:
     return f"{key}.scroll"
 
 
-# Brings the answer's top to the top of the window (below Streamlit's header bar), again while the charts below it are still arriving (the page
-# may not yet be tall enough to scroll that far), and never once the person scrolls by hand. Written here, with
-# no input from anyone, so the one script a page runs carries nothing a user could inject.
+# Brings the answer's top to the top of the window (below Streamlit's header bar), again while the charts below
+# it are still arriving (the page may not yet be tall enough to scroll that far), and never once the person
+# scrolls by hand. Written here, with no input from anyone, so the script carries nothing a user could inject.
 _SCROLL_SCRIPT = """<div id="{anchor}" style="scroll-margin-top: 4rem"></div><script>
 (() => {{
   const anchor = document.getElementById("{anchor}");
