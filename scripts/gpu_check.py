@@ -516,6 +516,8 @@ def step_pytest(ck: Check) -> None:
         ck.python,
         "-m",
         "pytest",
+        "-o",
+        "addopts=-ra",  # one process: the box may lack pytest-xdist, and GPU tests share one card
         "-m",
         "gpu",
         "-v",

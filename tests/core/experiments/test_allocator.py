@@ -184,16 +184,38 @@ def test_backward_peak_matches_the_autograd_arithmetic():
 
 
 @pytest.mark.gpu
-def test_gpu_oom_stops_at_the_step_and_the_worker_stays_usable(manager):
+def test_a_cuda_oom_mid_run_stops_at_its_step():
+    """Memory taken after the guard looked (another process, here a per-process cap the guard cannot see):
+    the real CUDA out-of-memory error stops the scenario at its step, with the rows before it kept."""
     import torch
 
-    free_mib = torch.cuda.mem_get_info(0)[0] // 2**20
-    piece = free_mib // 3 + 1  # three fit in no way: the third must fail
+    total_mib = torch.cuda.mem_get_info(0)[1] // 2**20
+    piece = total_mib // 5  # two fit under half the card, the third does not; three fit in what is free
+    steps = (f"alloc a {piece}", f"alloc b {piece}", f"alloc c {piece}", "free a")
+    torch.cuda.empty_cache()
+    torch.cuda.set_per_process_memory_fraction(0.5, 0)
+    try:
+        gen = run(AllocatorConfig(scenario="custom", steps=steps), Context("cuda:0", torch.cuda.get_device_name(0)))
+        rows = []
+        with pytest.raises(StepOutOfMemory, match=f"out of memory at step 3/4 'alloc c {piece}'"):
+            while True:
+                rows.extend(next(gen).rows)
+    finally:
+        torch.cuda.set_per_process_memory_fraction(1.0, 0)
+        torch.cuda.empty_cache()
+    assert [r["status"] for r in rows] == ["ok", "ok", "ok", "oom"]
+    assert rows[2]["allocated_bytes"] >= 2 * piece * MIB
+
+
+@pytest.mark.gpu
+def test_a_scenario_larger_than_the_card_is_refused_and_the_worker_stays_usable(manager):
+    import torch
+
+    piece = torch.cuda.mem_get_info(0)[0] // 2**20 // 3 + 1  # three fit in no way
     steps = [f"alloc a {piece}", f"alloc b {piece}", f"alloc c {piece}", "free a"]
     run_ = manager.submit("allocator", {"scenario": "custom", "steps": steps}, "cuda:0").wait(600)
-    assert run_.status == "error" and "out of memory" in run_.error.lower() and "step 3/4" in run_.error
-    assert [r["status"] for r in run_.rows] == ["ok", "ok", "ok", "oom"]
-    assert run_.rows[2]["allocated_bytes"] >= 2 * piece * 2**20
+    assert (run_.status, run_.error_kind, run_.rows) == ("error", "refused", []), run_.error
+    assert run_.meta["refused"]["need_bytes"] == 3 * piece * MIB
     after = manager.submit("allocator", {"scenario": "custom", "steps": ["alloc a 16", "free a"]}, "cuda:0").wait(600)
     assert after.status == "ok"
 
