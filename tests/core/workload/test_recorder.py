@@ -160,7 +160,8 @@ def _wait_for(path, proc=None, within_s: float = 60) -> None:
 CLEANUP = """
 import os, pathlib, time
 here = pathlib.Path(__file__).parent
-(here / "pid").write_text(str(os.getpid()))
+(here / "pid.tmp").write_text(str(os.getpid()))
+(here / "pid.tmp").rename(here / "pid")  # appears with its content: the test reads it at once
 try:
     while True:
         time.sleep(0.01)
