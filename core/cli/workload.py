@@ -68,7 +68,12 @@ def register(sub, common) -> None:
     )
     p.add_argument("base", help="the trace before: a .json/.json.gz file or a stored run id")
     p.add_argument("new", help="the trace after: a .json/.json.gz file or a stored run id")
-    p.add_argument("--top", type=int, default=15, help="kernel rows printed [default: 15; --json gives all]")
+    p.add_argument(
+        "--top",
+        type=int,
+        default=15,
+        help="operator and kernel rows printed, the largest changes [default: 15; --json gives all]",
+    )
     p.set_defaults(handler=trace_diff, no_save=True, name="")
     p = sub.add_parser(
         "examples",
@@ -352,9 +357,16 @@ def _trace_side(args, what: str) -> tuple[str, RunResult] | int:
     return (run.name or run.meta.get("file") or run.id[:12]), run
 
 
+def _largest_changes(rows: list[dict], top: int) -> list[dict]:
+    """The ``top`` rows that changed most either way (a speed-up matters as much as a slow-down), in the
+    rows' order (largest slow-down first)."""
+    keep = {id(r) for r in sorted(rows, key=lambda r: -abs(r["delta_us"]))[:top]}
+    return [r for r in rows if id(r) in keep]
+
+
 def trace_diff(args) -> int:
     from core.units import duration_text
-    from core.workload.trace_diff import diff, mismatches, steps, totals, whole
+    from core.workload.trace_diff import diff, mismatches, operators, steps, totals, whole
 
     sides = [_trace_side(args, what) for what in (args.base, args.new)]
     for side in sides:
@@ -364,10 +376,19 @@ def trace_diff(args) -> int:
     rows = diff(base.rows, new.rows)
     total = totals(rows)
     figures = whole(base.meta, new.meta) + steps(base.rows, new.rows)
+    by_op = operators(base.meta, new.meta)
     unlike = mismatches(base.meta, new.meta, base.rows, new.rows)
     if args.json:
         print(
-            dump({"base": base_label, "new": new_label, "total": total, "mismatches": unlike, "rows": figures + rows})
+            dump(
+                {
+                    "base": base_label,
+                    "new": new_label,
+                    "total": total,
+                    "mismatches": unlike,
+                    "rows": figures + rows + by_op,
+                }
+            )
         )
         return 0
 
@@ -390,8 +411,13 @@ def trace_diff(args) -> int:
             say(
                 f"  {r['group']:<14} {us(r['base_us']):>11} → {us(r['new_us']):>11}  {us(r['delta_us']):>11}  ×{r['base_count']:,} → ×{r['new_count']:,}"
             )
+    if by_op:
+        say("by CPU operator (kernels matched through the operator that launched them):")
+        for r in _largest_changes(by_op, args.top):
+            calls = f"  ×{r['base_count']:,} → ×{r['new_count']:,} calls" if r["base_count"] or r["new_count"] else ""
+            say(f"  {us(r['delta_us']):>11}  {us(r['base_us']):>11} → {us(r['new_us']):>11}  {r['op']}{calls}")
     say("by kernel:")
-    for r in [r for r in rows if r["kind"] == "kernel"][: args.top]:
+    for r in _largest_changes([r for r in rows if r["kind"] == "kernel"], args.top):
         name = r["kernel"] if len(r["kernel"]) <= 70 else r["kernel"][:69] + "…"
         say(f"  {us(r['delta_us']):>11}  {us(r['base_us']):>11} → {us(r['new_us']):>11}  [{r['group']}] {name}")
     return 0

@@ -10,7 +10,9 @@ node (``autograd::engine::evaluate_function: MmBackward0``) it runs under; else 
 without a launch call in the trace, or whose call no operator holds, is counted under :data:`NO_OP`.
 
 Per operator and module: the GPU time (the sum of its activities' durations: kernels, copies and sets), how
-many kernels, and how many times the operator ran; per module the same. Two patterns are named:
+many kernels, and how many times the operator ran; per module the same; per operator over every module
+(``op_totals``: an operator's name is the same on any GPU, so a diff matches an H100's and an MI300's kernels
+through it). Two patterns are named:
 
 - **unfused attention**: a module whose operators include a softmax (``aten::softmax``/``_softmax``/
   ``_safe_softmax``) and a batched matmul (``aten::bmm``/``baddbmm``/``matmul``): attention computed as
@@ -141,7 +143,7 @@ def attribute(trace: TraceFile, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray
 
 def op_breakdown(trace: TraceFile, device: int, top: int = TOP) -> dict:
     """The analysed GPU's time by operator and module, the top ``top`` of each, and the patterns found:
-    ``{"ops": [...], "modules": [...], "op_patterns": [...], "ops_gpu_time_us", "ops_attributed_us",
+    ``{"ops": [...], "op_totals": [...], "modules": [...], "op_patterns": [...], "ops_gpu_time_us", "ops_attributed_us",
     "ops_attributed_share"}`` (the keys of the run's meta)."""
     a, ops = trace.activities, trace.ops
     idx = np.flatnonzero(a.device == device)
@@ -189,10 +191,21 @@ def op_breakdown(trace: TraceFile, device: int, top: int = TOP) -> dict:
         {"module": modules[m], "gpu_time_us": us, "share": us / total if total else 0.0, "kernels": k, "ops": n}
         for m, (us, k, n) in sorted(by_module.items(), key=lambda kv: -kv[1][0])[:top]
     ]
+    by_op: dict[int, list] = {}  # op name → [µs, kernels, {op events}], over every module
+    for (n, _), (us, count, events) in rows.items():
+        row = by_op.setdefault(n, [0.0, 0, set()])
+        row[0] += us
+        row[1] += count
+        row[2] |= events
+    op_totals = [
+        {"op": name(n), "gpu_time_us": us, "share": us / total if total else 0.0, "kernels": k, "calls": len(e)}
+        for n, (us, k, e) in sorted(by_op.items(), key=lambda kv: -kv[1][0])[:top]
+    ]
     attributed = float(dur[op_of >= 0].sum())
     patterns = _unfused_attention(rows, modules, ops) + _tiny_elementwise(trace, idx, dur, op_name)
     return {
         "ops": op_rows,
+        "op_totals": op_totals,
         "modules": module_rows,
         "op_patterns": patterns,
         "ops_gpu_time_us": total,

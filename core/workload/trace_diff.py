@@ -1,10 +1,11 @@
-"""Two profiler traces side by side: what got slower, by kernel group and by kernel.
+"""Two profiler traces side by side: what got slower, by kernel group, by CPU operator and by kernel.
 
 Works on what an imported trace stores (its ``group`` and ``kernel`` rows, :mod:`core.workload.trace`), so a
 file and a stored run compare alike. Groups are the lab's vendor-neutral kernel groups (a cuBLAS GEMM on
 one side and a hipBLASLt ``Cijk_`` GEMM on the other are both *matmul*); kernels are matched by a
 normalised name (call arguments dropped, every number folded to ``#``), so a kernel whose tile sizes or
-unroll factors changed still meets itself while kernels of different templates stay apart. A kernel outside one side's listed top kernels counts
+unroll factors changed still meets itself while kernels of different templates stay apart; operators
+(``aten::mm``) are matched by name, which is the same on any GPU, so two vendors' kernels meet through them. A kernel outside one side's listed top kernels counts
 as absent there: the group rows are complete, the kernel rows are as complete as the imports' lists.
 
 GPU time alone can mislead: a diff also compares the whole trace (span, busy, idle, exposed communication: a
@@ -74,6 +75,37 @@ def diff(base_rows: list[dict], new_rows: list[dict]) -> list[dict]:
     return out
 
 
+def operators(base_meta: dict, new_meta: dict) -> list[dict]:
+    """Rows of kind ``op``: GPU time per CPU operator (``aten::mm``…: the import's ``op_totals``), base → new,
+    with the operator's calls as the counts, the largest slow-down first. An operator's name is the same on
+    any GPU, so this matches what kernel names cannot (cuBLAS against hipBLASLt, cuDNN against MIOpen); none
+    when a side has no operator figures (an import of an older lab, or a trace without CPU operators)."""
+    sides = [{str(r["op"]): r for r in m.get("op_totals") or []} for m in (base_meta, new_meta)]
+    if not all(sides):
+        return []
+    rows = []
+    for name in set(sides[0]) | set(sides[1]):
+        b, n = (side.get(name, {}) for side in sides)
+        change = _change("op", name, float(b.get("gpu_time_us") or 0.0), float(n.get("gpu_time_us") or 0.0))
+        del change["figure"]
+        rows.append(
+            {"op": name, **change, "base_count": int(b.get("calls") or 0), "new_count": int(n.get("calls") or 0)}
+        )
+    return sorted(rows, key=lambda r: (-r["delta_us"], r["op"]))
+
+
+def kernel_names_shared(rows: list[dict]) -> tuple[float, float] | None:
+    """Of each side's listed kernel time, the share in kernels the other side has too (matched by normalised
+    name, :func:`diff`'s ``kernel`` rows); None when a side lists no kernel."""
+    kernels = [r for r in rows if r["kind"] == "kernel"]
+    shared = [r for r in kernels if r["base_us"] and r["new_us"]]
+    totals_ = [sum(r[k] for r in kernels) for k in ("base_us", "new_us")]
+    if not all(totals_):
+        return None
+    base, new = (sum(r[k] for r in shared) / t for k, t in zip(("base_us", "new_us"), totals_))
+    return base, new
+
+
 # the whole trace's figures a diff compares: (row name, the import's meta key(s), summed)
 WHOLE = (
     ("span", ("span_us",)),
@@ -83,6 +115,8 @@ WHOLE = (
     ("copies and memsets", ("memcpy_time_us", "memset_time_us")),
     ("exposed communication", ("exposed_communication_us",)),
 )
+# below this share of each side's listed kernel time in kernels both sides have, the kernel rows say little
+KERNELS_SHARED = 0.5
 # a step's figures, compared by their median over each side's steps
 STEP = (
     ("step wall time (median)", "wall_us"),
@@ -138,7 +172,14 @@ def mismatches(base_meta: dict, new_meta: dict, base_rows: list[dict], new_rows:
     if gpus[0] and gpus[1] and gpus[0] != gpus[1]:
         said.append(
             f"different GPUs ({gpus[0]} → {gpus[1]}): kernels of other vendors or architectures rarely share a "
-            "name, so compare the groups, not the kernel rows"
+            "name, so compare the groups and the operators, not the kernel rows"
+        )
+    shared = kernel_names_shared(diff(base_rows, new_rows))
+    if shared is not None and max(shared) < KERNELS_SHARED:
+        said.append(
+            f"few kernels share a name ({shared[0]:.0%} of the base's listed kernel time, {shared[1]:.0%} of the "
+            "new's): other GPUs, libraries or versions; the operator rows match them through the CPU operator "
+            "that launched them"
         )
     worlds = [m.get("world_size") for m in (base_meta, new_meta)]
     if worlds[0] != worlds[1] and None not in worlds:

@@ -34,6 +34,7 @@ from array import array
 from collections.abc import Callable
 from dataclasses import dataclass, field
 from decimal import Decimal, DecimalException
+from typing import Any
 
 import msgspec
 import numpy as np
@@ -520,8 +521,9 @@ class _Reader:
         gpu_arch = {
             d: (major, _whole(p.computeMinor) or 0) for d, p in known if (major := _whole(p.computeMajor)) is not None
         }
+        remapped = _only_gpu(activities.device, gpu_names, gpu_memory, gpu_arch)
         ops = self.ops.finish()
-        dropped = {**self.ops.dropped}
+        dropped = {**self.ops.dropped, **remapped}
         if self.ops.cut:
             self.cut += self.ops.cut
         dist = trace.distributedInfo
@@ -560,6 +562,23 @@ class _Reader:
         if len(text) > LIMITS.name_chars:
             self.cut += 1
         return cut_name(text)
+
+
+def _only_gpu(device: np.ndarray, *by_id: dict[int, Any]) -> dict[str, int]:
+    """A file that lists one GPU while its every activity is on one other device id (ROCm writes the process's
+    only visible GPU as id 0 and the kernels' physical index, 2 say): that GPU's name, memory and architecture
+    are given to the device the activities are on, in place, and said as a quirk; nothing otherwise."""
+    ids = np.unique(device).tolist()
+    listed = list(by_id[0])
+    if len(listed) != 1 or len(ids) != 1 or ids[0] == listed[0]:
+        return {}
+    for table in by_id:
+        if listed[0] in table:
+            table[ids[0]] = table.pop(listed[0])
+    return {
+        f"activities on device {ids[0]} while the device list has one GPU, id {listed[0]}: taken as that GPU "
+        "(a process that saw one GPU)": len(device)
+    }
 
 
 def quirks(a: Activities, gpu_names: dict[int, str], span_us: float, has_device_list: bool) -> dict[str, int]:

@@ -8,7 +8,7 @@ import plotly.graph_objects as go
 from core.result import RunResult
 from core.units import MISSING
 from core.workload.trace import KINDS
-from core.workload.trace_diff import diff, mismatches, totals
+from core.workload.trace_diff import diff, mismatches, operators, totals
 from render.chart import Chart, kind_rows
 from render.plots.step_bench import GROUP_COLORS
 from render.style import color_for, html_text, short_html_text, style, title
@@ -312,6 +312,9 @@ def overlay(runs: list[RunResult]) -> list[Chart]:
     charts = [Chart("trace-overlay", fig, data)]
     if len(runs) == 2:
         charts.append(diff_chart(runs[0], runs[1]))
+        by_op = op_diff_chart(runs[0], runs[1])
+        if by_op is not None:
+            charts.append(by_op)
     return charts
 
 
@@ -343,6 +346,40 @@ def diff_chart(base: RunResult, new: RunResult) -> Chart:
         showlegend=False,
     )
     return Chart("trace-diff", fig, pd.DataFrame(rows))
+
+
+OP_BARS = 15
+
+
+def op_diff_chart(base: RunResult, new: RunResult) -> Chart | None:
+    """The change by CPU operator (the engine's :func:`core.workload.trace_diff.operators`): the operators
+    that changed most either way, where kernel names of two vendors do not meet; None when a side has no
+    operator figures."""
+    rows = operators(base.meta, new.meta)
+    if not rows:
+        return None
+    shown = sorted(sorted(rows, key=lambda r: -abs(r["delta_us"]))[:OP_BARS], key=lambda r: r["delta_us"])
+    data = pd.DataFrame(rows)
+    fig = go.Figure(
+        go.Bar(
+            x=[r["delta_us"] / 1000 for r in shown],
+            y=[short_html_text(r["op"], 40) for r in shown],
+            orientation="h",
+            marker_color=["#d62728" if r["delta_us"] > 0 else "#2ca02c" for r in shown],
+            customdata=[[r["base_us"] / 1000, r["new_us"] / 1000, r["base_count"], r["new_count"]] for r in shown],
+            hovertemplate="%{y}: %{customdata[0]:.3f} → %{customdata[1]:.3f} ms (%{x:+.3f} ms), "
+            "%{customdata[2]} → %{customdata[3]} calls<extra></extra>",
+        )
+    )
+    subtitle = f"{_label(base)} → {_label(new)}; the {len(shown)} operators that changed most of {len(rows)}"
+    style(
+        fig,
+        title("What got slower by CPU operator: its kernels' GPU time, new − base", None, subtitle),
+        "change in GPU time (ms)",
+        "operator",
+        showlegend=False,
+    )
+    return Chart("trace-diff-ops", fig, data)
 
 
 def _label(run: RunResult) -> str:

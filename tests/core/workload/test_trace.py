@@ -513,3 +513,20 @@ def test_a_gpu_bound_trace_is_not_called_launch_bound():
     assert (label, value) == ("Launch-bound", f"{162 / 6_095:.1%}") and "short kernels" in about
     text = "\n".join(report_lines(m, rows))
     assert "launch-bound (launched onto an idle GPU" in text and "57.4%" not in text.split("short kernels")[0]
+
+
+def test_a_file_listing_one_gpu_names_the_device_its_kernels_ran_on():
+    """ROCm writes the process's one visible GPU as id 0 and its kernels' physical index: the file's only GPU
+    is the one they ran on, said as a quirk; a file listing several GPUs keeps its own ids (the MI250's four)."""
+    from tests.core.workload.traces import QWEN_MI300, trace_events
+
+    with gzip.open(QWEN_MI300) as f:
+        listed = json.load(f)["deviceProperties"]
+    on = {e["args"]["device"] for e in trace_events(QWEN_MI300) if e.get("cat") == "kernel"}
+    assert [(d["id"], d["name"]) for d in listed] == [(0, "AMD Instinct MI300X VF")] and on == {2}
+    _, m = analyse_trace(read_trace(QWEN_MI300))
+    assert (m["device"], m["device_name"]) == (2, "AMD Instinct MI300X VF")
+    (quirk,) = [q for q in m["quirks"] if q.startswith("activities on device 2 while the device list has one GPU")]
+    assert m["quirks"][quirk] == m["gpu_activities"]
+    _, mi250 = analyse_trace(read_trace(ROOT / "tests" / "data" / "workload" / "hta_mi250_minitoy_rocm.json.gz"))
+    assert not [q for q in mi250["quirks"] if "taken as that GPU" in q]

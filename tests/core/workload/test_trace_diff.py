@@ -1,13 +1,15 @@
-"""trace-diff: two traces compared by group and kernel, against sums done by hand; a trace against itself
-changes nothing; stored runs and files alike."""
+"""trace-diff: two traces compared by group, operator and kernel, against sums done by hand and TraceLens's
+comparison of an H100 and an MI300 trace; a trace against itself changes nothing; stored runs and files alike."""
 
 import json
 
 import pytest
 
 from core import cli
+from core.workload.ops import NO_OP
 from core.workload.trace_diff import normalised
 from tests.conftest import ROOT
+from tests.core.workload.traces import QWEN_H100, QWEN_MI300
 from tests.factories import make_run
 
 V100 = ROOT / "tests" / "data" / "workload" / "kineto_v100_trace.json"
@@ -64,7 +66,7 @@ def test_a_trace_against_itself_changes_nothing(store, capsys):
     out = json.loads(capsys.readouterr().out)
     rows = out["rows"]
     assert rows and all(r["delta_us"] == 0 and r.get("base_count") == r.get("new_count") for r in rows)
-    assert {r["kind"] for r in rows} == {"whole", "step", "group", "kernel"} and out["mismatches"] == []
+    assert {r["kind"] for r in rows} == {"whole", "step", "group", "op", "kernel"} and out["mismatches"] == []
     # the V100 file's groups (tests/data/workload/README.md): 48 µs of kernels and 2 µs of copies
     assert sum(r["base_us"] for r in rows if r["kind"] == "group") == pytest.approx(50.0)
 
@@ -156,7 +158,57 @@ def test_unlike_traces_are_named_before_the_deltas(tmp_path, store, capsys):
     said = capsys.readouterr().out.splitlines()
     assert said[:2] == [
         "note: different GPUs (NVIDIA H100 80GB HBM3 → AMD Instinct MI300X): kernels of other vendors or "
-        "architectures rarely share a name, so compare the groups, not the kernel rows",
+        "architectures rarely share a name, so compare the groups and the operators, not the kernel rows",
         "note: different world sizes (8 → 4 ranks): communication time is not comparable",
     ]
     assert said[2].startswith("GPU time (kernels, copies and memsets) 10.0 µs (h100.json) → 10.0 µs (mi300.json)")
+
+
+# TraceLens's own comparison of these two files (tests/data/workload/README.md): per operator, the GPU time of
+# the kernels it launched directly (``total_direct_kernel_time_ms``, here in µs) and its calls, H100 then MI300
+TRACELENS_OPS = {
+    "aten::mul": (6752.8999, 220, 4541.2886, 220),
+    "aten::mm": (6668.6816, 96, 8663.6152, 96),
+    "aten::copy_": (5101.9348, 197, 3190.6943, 197),
+    "aten::_flash_attention_forward": (2722.7043, 24, 3908.7983, 24),
+    "aten::add": (2607.5151, 145, 1895.6035, 145),
+    "aten::addmm": (2329.0759, 72, 2954.7627, 72),
+    "aten::cat": (2017.7830, 49, 1356.0698, 49),
+    "aten::pow": (1300.7949, 49, 928.0801, 49),
+    "aten::silu": (925.1147, 24, 777.6426, 24),
+    "aten::mean": (743.3274, 49, 619.0522, 49),
+    "aten::neg": (587.3271, 48, 517.0981, 48),
+    "aten::rsqrt": (79.0764, 49, 215.4478, 49),
+    "aten::index_select": (51.7759, 1, 21.0078, 1),
+    "aten::all": (4.1279, 1, 2.3252, 1),
+    "aten::bmm": (3.5200, 1, 27.3418, 1),
+    "aten::_local_scalar_dense": (2.3679, 1, 0.7598, 1),
+    "aten::cos": (2.0801, 1, 4.6899, 1),
+    "aten::sin": (2.0161, 1, 4.2490, 1),
+    "aten::eq": (1.8560, 1, 5.5718, 1),
+    "aten::arange": (1.5039, 1, 2.2842, 1),
+    "aten::fill_": (0.0, 0, 107.5449, 24),  # the MI300's flash attention fills its output first
+}
+
+
+def test_an_h100_and_an_mi300_meet_through_their_operators_as_tracelens_finds(store, capsys):
+    """The same model on two vendors: hardly a kernel shares a name (cuBLAS ``sm90_xmma`` against hipBLASLt
+    ``Cijk_``), so the kernel rows say little and the diff says so; the operator rows match every operator,
+    each side's time and calls equal to TraceLens's (its float32 ms: within 0.01 µs)."""
+    pytest.importorskip("msgspec")
+    assert cli.main(["trace-diff", str(QWEN_H100), str(QWEN_MI300), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    ops = {r["op"]: r for r in out["rows"] if r["kind"] == "op"}
+    assert set(ops) == set(TRACELENS_OPS) | {NO_OP}
+    for name, (h100_us, h100_calls, mi300_us, mi300_calls) in TRACELENS_OPS.items():
+        row = ops[name]
+        assert row["base_us"] == pytest.approx(h100_us, abs=0.01), name
+        assert row["new_us"] == pytest.approx(mi300_us, abs=0.01), name
+        assert row["delta_us"] == pytest.approx(mi300_us - h100_us, abs=0.02), name
+        assert (row["base_count"], row["new_count"]) == (h100_calls, mi300_calls), name
+    assert [r["op"] for r in out["rows"] if r["kind"] == "op"][:2] == ["aten::mm", "aten::_flash_attention_forward"]
+    # kernels launched before the profiler saw the host (no launch call in the file): TraceLens leaves them out too
+    assert ops[NO_OP]["base_count"] == ops[NO_OP]["new_count"] == 0
+    gpus, names = out["mismatches"]  # the MI300 file lists one GPU, id 0, and its kernels say device 2
+    assert gpus.startswith("different GPUs (NVIDIA H100 80GB HBM3 → AMD Instinct MI300X VF)")
+    assert names.startswith("few kernels share a name (")

@@ -16,6 +16,8 @@ STEP = DATA / "hta_v100_step1012_trimmed.json.gz"
 RECSYS = DATA / "hta_recsys_sampled_rank0.json.gz"
 BERT = DATA / "tracelens_h100_bert_small.json.gz"  # with_stack: python_function events around every operator
 VIT = DATA / "tracelens_h100_nsfw_vit.json.gz"
+QWEN_H100 = DATA / "tracelens_h100_qwen_chat.json.gz"  # one model on two vendors' GPUs, recorded alike
+QWEN_MI300 = DATA / "tracelens_mi300_qwen_chat.json.gz"
 GPU = {"kernel", "gpu_memcpy", "gpu_memset"}  # the categories of a GPU activity
 
 

@@ -44,3 +44,20 @@ def test_the_idle_chart_names_streams_as_numbers_not_floats():
     assert chart is not None
     assert [list(bar.x) for bar in chart.figure.data][0] == ["7", "20"]
     assert stream_text(7.0) == "7" and stream_text(float("nan")) == "—" and stream_text(3) == "3"
+
+
+def test_the_operator_chart_shows_the_largest_changes_either_way():
+    """Bars of new − base per operator, by hand: the slow-down red, the speed-up green, an operator one side
+    lacks counted from zero; no chart when a side has no operator figures."""
+    from render.plots.profiler_trace import op_diff_chart
+
+    def side(name: str, **us: float):
+        totals = [{"op": f"aten::{op}", "gpu_time_us": t, "calls": 1} for op, t in us.items()]
+        return make_run("profiler-trace", [], device={}, name=name, meta={"op_totals": totals})
+
+    chart = op_diff_chart(side("h100", mm=2000.0, mul=1500.0), side("mi300", mm=3000.0, mul=500.0, fill_=250.0))
+    assert chart is not None
+    (bars,) = chart.figure.data
+    assert list(bars.y) == ["aten::mul", "aten::fill_", "aten::mm"] and list(bars.x) == [-1.0, 0.25, 1.0]
+    assert list(bars.marker.color) == ["#2ca02c", "#d62728", "#d62728"]
+    assert op_diff_chart(side("a", mm=1.0), make_run("profiler-trace", [], device={}, name="old")) is None
