@@ -277,7 +277,7 @@ class Lab:
             .filter(visible=True)
             .get_by_role("button", name=label, exact=True)
         )
-        with self.page.expect_download(timeout=60_000) as info:
+        with self.page.expect_download(timeout=JOB_TIMEOUT_MS) as info:  # a PNG is drawn by kaleido on the click
             button.nth(index).click()
         download = info.value
         return download.suggested_filename, Path(download.path()).read_bytes()
