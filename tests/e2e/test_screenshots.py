@@ -22,7 +22,8 @@ COMPUTES_ON_LOAD = {"pages/number_formats.py"}  # its answer comes from a worker
 WINDOW = {"width": 1280, "height": 800}
 
 # What a reader cannot see whole: an element wider than the page's column (not inside a box that scrolls or clips
-# on purpose: a table, a chart, the tab bar), and text cut to an ellipsis (a metric's label, a caption).
+# on purpose: a table, a chart, the tab bar), text cut to an ellipsis (a metric's label, a caption), and text
+# clipped by its own box without one (a select's value or placeholder, a chip).
 CUT_OFF = """() => {
   const column = document.querySelector('[data-testid="stMainBlockContainer"]');
   const edge = column.getBoundingClientRect();
@@ -42,9 +43,27 @@ CUT_OFF = """() => {
     if ((box.right > edge.right + 1 || box.left < edge.left - 1) && !clipped(el)) found.push('sticks out ' + name(el));
     const style = getComputedStyle(el);
     if (style.textOverflow === 'ellipsis' && el.scrollWidth > el.clientWidth + 1) found.push('cut ' + name(el));
+    // text clipped inside its own box without an ellipsis: a select's value or placeholder, a chip
+    const ownText = [...el.childNodes].some((n) => n.nodeType === 3 && n.textContent.trim());
+    const clips = /(hidden|clip)/.test(style.overflowX) && style.textOverflow !== 'ellipsis';
+    if (ownText && clips && el.scrollWidth > el.clientWidth + 1)
+      found.push('clipped ' + name(el));
   }
   return found.slice(0, 20);
 }"""
+
+
+def test_the_check_sees_text_cut_clipped_or_sticking_out(page):
+    """The check itself, on a hand-made page: each of the three faults is found, text that fits is not."""
+    page.set_viewport_size(WINDOW)
+    page.set_content("""<div data-testid="stMainBlockContainer" style="width: 400px">
+      <p style="width: 80px; overflow: hidden; white-space: nowrap">a select's placeholder cut short</p>
+      <p style="width: 80px; overflow: hidden; white-space: nowrap; text-overflow: ellipsis">a long label cut</p>
+      <div style="width: 900px">wider than the column</div>
+      <p style="width: 300px; overflow: hidden; white-space: nowrap">fits</p></div>""")
+    found = page.evaluate(CUT_OFF)
+    assert [f.split(":")[0] for f in found] == ["clipped p", "cut p", "sticks out div"]
+    assert not [f for f in found if f.endswith("fits")]
 
 
 @pytest.mark.parametrize("file", [p for p, _, _ in PAGES], ids=[url_path(p) or "home" for p, _, _ in PAGES])
