@@ -15,7 +15,9 @@ they must move at least (every input tensor read once, the output written once) 
   backward 2.5 times the forward (dq, dk, dv written);
 - convolution (``aten::convolution``/``_convolution``/``cudnn_convolution``/``conv1d/2d/3d``), input
   ``[N,C,…]``, weight ``[K,C/g,…]``, with stride, padding and dilation from ``Concrete Inputs`` (else the
-  shapes do not allow it): 2·N·K·(C/g)·∏kernel·∏output, the output N·K·∏output.
+  shapes do not allow it): 2·N·K·(C/g)·∏kernel·∏output, the output N·K·∏output; ``convolution_backward``
+  (grad_output, input, weight, then the forward's arguments and ``output_mask``): that once for the input's
+  gradient and once for the weight's, as the mask asks, reading the three and writing the gradients.
 
 An operator's **achieved** TFLOPS and TB/s are its FLOPs and bytes over the GPU time of the activities it
 launched (:mod:`core.workload.ops`), summed over its calls with shapes; they are set against the peak of the
@@ -67,7 +69,9 @@ _CAUSAL_AT = {
     "_scaled_dot_product_cudnn_attention": 6,
     "_flash_attention_forward": 8,
 }
-_CONV = re.compile(r"^aten::(convolution|_convolution|cudnn_convolution|miopen_convolution|conv[123]d)$")
+_CONV = re.compile(
+    r"^aten::(convolution|_convolution|cudnn_convolution|miopen_convolution|conv[123]d|convolution_backward)$"
+)
 SIMT = re.compile(r"(volta|turing|ampere|ada|hopper|maxwell|pascal)_sgemm|(^|\W)sgemm_|simt_sgemm|scudnn", re.I)
 _ARCH = re.compile(
     r"(?:^|\W|_)sm_?(\d{2,3})_|cutlass_(\d{2,3})_|(?:^|_)(maxwell|pascal|volta|turing|ampere|hopper)_", re.I
@@ -105,6 +109,14 @@ def _ints(text) -> list[int] | None:
     if isinstance(value, list) and all(type(x) is int for x in value):
         return value
     return None
+
+
+def _bools(text) -> list[bool] | None:
+    """A ``Concrete Inputs`` entry such as ``"[True, True, False]"`` (Python's spelling, not JSON's)."""
+    if not isinstance(text, str) or not (text.startswith("[") and text.endswith("]")):
+        return None
+    words = [w.strip() for w in text[1:-1].split(",")]
+    return [w == "True" for w in words] if all(w in ("True", "False") for w in words) else None
 
 
 def _prod(xs) -> int:
@@ -176,6 +188,9 @@ def _attention(op: str, tensors: list, concrete, size: int, read: int, dtype: st
 def _conv(op: str, tensors: list, concrete, size: int, read: int, dtype: str) -> tuple[float, float, str] | None:
     """A convolution's FLOPs and bytes: its stride, padding and dilation from ``Concrete Inputs`` (positions 3, 4
     and 5 after input, weight and bias; ``cudnn_convolution`` has no bias and puts padding first)."""
+    backward = op == "convolution_backward"
+    if backward:  # (grad_output, input, weight, bias_sizes, stride, padding, dilation, transposed, …, output_mask)
+        tensors, concrete = tensors[1:], concrete[1:] if isinstance(concrete, list) else concrete
     if len(tensors) < 2 or not isinstance(concrete, list):
         return None
     x, w = tensors[0][0], tensors[1][0]
@@ -183,7 +198,15 @@ def _conv(op: str, tensors: list, concrete, size: int, read: int, dtype: str) ->
     if spatial < 1 or len(w) != len(x):
         return None
     at = (3, 2, 4) if op == "cudnn_convolution" else (3, 4, 5)  # stride, padding, dilation
-    if op in ("convolution", "_convolution") and len(concrete) > 6 and concrete[6] in ("True", True):
+    if (
+        op in ("convolution", "_convolution", "convolution_backward")
+        and len(concrete) > 6
+        and concrete[6]
+        in (
+            "True",
+            True,
+        )
+    ):
         return None  # a transposed convolution
     found = [_ints(concrete[i]) if i < len(concrete) else None for i in at]
     if any(v is None or len(v) not in (1, spatial) for v in found):
@@ -194,6 +217,12 @@ def _conv(op: str, tensors: list, concrete, size: int, read: int, dtype: str) ->
         return None
     n, k = x[0], w[0]  # the weight's second dimension is C / groups
     flops = 2.0 * n * k * w[1] * _prod(w[2:]) * _prod(out)
+    if backward:  # the input's and the weight's gradient, where output_mask asks for them: each as the forward
+        wanted = _bools(concrete[-1]) if concrete else None
+        if wanted is None or len(wanted) < 2:
+            return None
+        written = wanted[0] * _prod(x) + wanted[1] * _prod(w)
+        return flops * (wanted[0] + wanted[1]), read + written * size, dtype
     return flops, read + n * k * _prod(out) * size, dtype
 
 

@@ -13,7 +13,7 @@ from core.workload.op_flops import count, tensor_core_findings, tensor_core_use
 from core.workload.ops import op_breakdown
 from core.workload.trace import analyse_trace
 from core.workload.trace_file import read_trace
-from tests.core.workload.traces import ALEXNET, BERT, RECSYS, STEP, VIT, trace_events
+from tests.core.workload.traces import ALEXNET, BERT, CONV_BACKWARD, GPU, RECSYS, STEP, VIT, trace_events
 
 H100_SXM_BF16 = 989.4  # TFLOPS, dense: NVIDIA H100 datasheet (the lab's table, core/hardware/specs.py)
 H100_SXM_TBPS = 3.35  # TB/s
@@ -121,6 +121,27 @@ def test_the_vit_patch_embedding_by_hand():
         r for r in op_breakdown(trace, meta["device"], top=10_000)["ops"] if r["op"] == "aten::cudnn_convolution"
     ]
     assert conv["flops"] == 924_844_032 and conv["tflops"] == pytest.approx(924_844_032 / conv["rated_us"] / 1e6)
+
+
+def test_a_resnet_s_convolution_backward_by_hand():
+    """Three ``aten::convolution_backward`` calls of a ResNet trained in bf16 on an MI300X (output_mask
+    [True, True, False]: the input's and the weight's gradients, each a forward's FLOPs): two 3×3 convolutions,
+    512 → 512 channels on 7×7, 2·10·512·512·9·49 × 2 = 4,624,220,160 FLOPs each, and a 1×1 of stride 2, 256 → 512
+    from 14×14, 2·10·512·256·49 × 2 = 256,901,120; read grad_output, input and weight, write both gradients. The
+    GPU time: every kernel, copy and set of the file (it keeps only these calls' launches), from its events."""
+    big = 2 * 10 * 512 * 512 * 9 * 49 * 2
+    small = 2 * 10 * 512 * 256 * 49 * 2
+    moved_big = (10 * 512 * 49 * 2 + 512 * 512 * 9) * 2 + (10 * 512 * 49 + 512 * 512 * 9) * 2
+    moved_small = (10 * 512 * 49 + 10 * 256 * 196 + 512 * 256) * 2 + (10 * 256 * 196 + 512 * 256) * 2
+    kernels_us = sum(e["dur"] for e in trace_events(CONV_BACKWARD) if e.get("cat") in GPU)
+    trace = read_trace(CONV_BACKWARD)
+    _, meta = analyse_trace(trace)
+    (conv,) = op_breakdown(trace, meta["device"], top=100)["ops"]
+    assert (conv["op"], conv["calls"], conv["unit"]) == ("aten::convolution_backward", 3, "bf16")
+    assert conv["flops"] == 2 * big + small == 9_505_341_440 and conv["bytes"] == 2 * moved_big + moved_small
+    assert conv["rated_us"] == pytest.approx(kernels_us) and conv["tflops"] == pytest.approx(
+        9_505_341_440 / kernels_us / 1e6
+    )
 
 
 @pytest.mark.parametrize(

@@ -18,6 +18,7 @@ BERT = DATA / "tracelens_h100_bert_small.json.gz"  # with_stack: python_function
 VIT = DATA / "tracelens_h100_nsfw_vit.json.gz"
 QWEN_H100 = DATA / "tracelens_h100_qwen_chat.json.gz"  # one model on two vendors' GPUs, recorded alike
 QWEN_MI300 = DATA / "tracelens_mi300_qwen_chat.json.gz"
+CONV_BACKWARD = DATA / "tracelens_mi300_resnet_conv_backward.json.gz"  # three convolution_backward calls, trimmed
 GPU = {"kernel", "gpu_memcpy", "gpu_memset"}  # the categories of a GPU activity
 
 
