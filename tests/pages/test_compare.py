@@ -419,3 +419,28 @@ def test_a_runs_bomb_is_refused_in_a_worker_and_the_server_stays_flat(app, store
     assert "more than the 4,000,000 limit" in error
     assert peak[0] - baseline < 100 << 20, f"the server grew by {(peak[0] - baseline) / 2**20:,.0f} MiB"
     assert store.count() == 0
+
+
+def test_two_traces_compare_by_group_and_by_operator(app, store):
+    """Two trace imports selected: the waterfall by kernel group and the bars by CPU operator, each from the
+    runs' own rows (matmul 2 → 3 ms; aten::mm 2 → 3 ms, aten::mul 1.5 → 0.5 ms)."""
+    from tests.factories import make_run
+
+    for run_id, mm, mul in (("d4d4", 2000.0, 1500.0), ("e5e5", 3000.0, 500.0)):
+        store.save(
+            make_run(
+                "profiler-trace",
+                [{"kind": "group", "group": "matmul", "count": 1, "total_us": mm}],
+                meta={"op_totals": [{"op": "aten::mm", "gpu_time_us": mm, "calls": 1},
+                                    {"op": "aten::mul", "gpu_time_us": mul, "calls": 1}]},
+                id=run_id,
+                name=run_id,
+            )
+        )  # fmt: skip
+    at = _open(app)
+    at.multiselect(key="compare.selected").set_value(["d4d4", "e5e5"]).run()
+    assert not at.exception, [e.value for e in at.exception]
+    specs = [chart.proto.spec for chart in at.get("plotly_chart")]
+    assert any("What got slower: GPU time" in spec for spec in specs)
+    (ops,) = [spec for spec in specs if "What got slower by CPU operator" in spec]
+    assert '"x":[-1.0,1.0]' in ops.replace(" ", "") and "aten::mul" in ops and "aten::mm" in ops
