@@ -198,16 +198,9 @@ def _conv(op: str, tensors: list, concrete, size: int, read: int, dtype: str) ->
     if spatial < 1 or len(w) != len(x):
         return None
     at = (3, 2, 4) if op == "cudnn_convolution" else (3, 4, 5)  # stride, padding, dilation
-    if (
-        op in ("convolution", "_convolution", "convolution_backward")
-        and len(concrete) > 6
-        and concrete[6]
-        in (
-            "True",
-            True,
-        )
-    ):
-        return None  # a transposed convolution
+    transposed = len(concrete) > 6 and concrete[6] in ("True", True)
+    if transposed and op in ("convolution", "_convolution", "convolution_backward"):
+        return None
     found = [_ints(concrete[i]) if i < len(concrete) else None for i in at]
     if any(v is None or len(v) not in (1, spatial) for v in found):
         return None

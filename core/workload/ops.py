@@ -143,8 +143,8 @@ def attribute(trace: TraceFile, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray
 
 def op_breakdown(trace: TraceFile, device: int, top: int = TOP) -> dict:
     """The analysed GPU's time by operator and module, the top ``top`` of each, and the patterns found:
-    ``{"ops": [...], "op_totals": [...], "modules": [...], "op_patterns": [...], "ops_gpu_time_us", "ops_attributed_us",
-    "ops_attributed_share"}`` (the keys of the run's meta)."""
+    ``{"ops": [...], "op_totals": [...], "modules": [...], "op_patterns": [...], "ops_gpu_time_us",
+    "ops_attributed_us", "ops_attributed_share"}`` (the keys of the run's meta)."""
     a, ops = trace.activities, trace.ops
     idx = np.flatnonzero(a.device == device)
     if not len(idx):

@@ -5,8 +5,9 @@ file and a stored run compare alike. Groups are the lab's vendor-neutral kernel 
 one side and a hipBLASLt ``Cijk_`` GEMM on the other are both *matmul*); kernels are matched by a
 normalised name (call arguments dropped, every number folded to ``#``), so a kernel whose tile sizes or
 unroll factors changed still meets itself while kernels of different templates stay apart; operators
-(``aten::mm``) are matched by name, which is the same on any GPU, so two vendors' kernels meet through them. A kernel outside one side's listed top kernels counts
-as absent there: the group rows are complete, the kernel rows are as complete as the imports' lists.
+(``aten::mm``) are matched by name, which is the same on any GPU, so two vendors' kernels meet through them.
+A kernel outside one side's listed top kernels counts as absent there: the group rows are complete, the
+kernel rows are as complete as the imports' lists.
 
 GPU time alone can mislead: a diff also compares the whole trace (span, busy, idle, exposed communication: a
 faster GPU half-idle is no win), the steps' medians, and says first where the two files are not alike (other
@@ -86,10 +87,10 @@ def operators(base_meta: dict, new_meta: dict) -> list[dict]:
     rows = []
     for name in set(sides[0]) | set(sides[1]):
         b, n = (side.get(name, {}) for side in sides)
-        change = _change("op", name, float(b.get("gpu_time_us") or 0.0), float(n.get("gpu_time_us") or 0.0))
-        del change["figure"]
         rows.append(
-            {"op": name, **change, "base_count": int(b.get("calls") or 0), "new_count": int(n.get("calls") or 0)}
+            {"kind": "op", "op": name}
+            | _delta(float(b.get("gpu_time_us") or 0.0), float(n.get("gpu_time_us") or 0.0))
+            | {"base_count": int(b.get("calls") or 0), "new_count": int(n.get("calls") or 0)}
         )
     return sorted(rows, key=lambda r: (-r["delta_us"], r["op"]))
 
@@ -125,15 +126,17 @@ STEP = (
 )
 
 
-def _change(kind: str, figure: str, base: float, new: float) -> dict:
+def _delta(base: float, new: float) -> dict:
     return {
-        "kind": kind,
-        "figure": figure,
         "base_us": base,
         "new_us": new,
         "delta_us": new - base,
         "delta_pct": 100.0 * (new - base) / base if base else None,
     }
+
+
+def _change(kind: str, figure: str, base: float, new: float) -> dict:
+    return {"kind": kind, "figure": figure, **_delta(base, new)}
 
 
 def whole(base_meta: dict, new_meta: dict) -> list[dict]:
