@@ -98,3 +98,15 @@ def step_walls_ms(run: RunResult) -> pd.DataFrame:
     steps = steps.astype({"step": int, "rank": int})
     table = steps.pivot_table(index="step", columns="rank", values="wall_us", aggfunc="first") / 1000
     return table.rename(columns=lambda r: f"rank {r}")
+
+
+def host_gaps_ms(run: RunResult) -> pd.DataFrame:
+    """What each rank's host did while its GPU idled: ms by cause (rows, the most time over the ranks first), one
+    column per rank ("rank 0", …); a cause a rank did not have is 0 ms; empty for runs stored without them."""
+    gaps = kind_rows(run, "host_gap")
+    if gaps.empty:
+        return gaps
+    gaps = gaps.astype({"rank": int})
+    table = gaps.pivot_table(index="cause", columns="rank", values="time_us", aggfunc="sum", fill_value=0.0) / 1000
+    table = table.loc[table.sum(axis=1).sort_values(ascending=False).index]
+    return table.rename(columns=lambda r: f"rank {r}")

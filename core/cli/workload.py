@@ -326,6 +326,12 @@ def trace_ranks(args) -> int:
         for step in sorted({r["step"] for r in steps}):
             on = sorted((r for r in steps if r["step"] == step), key=lambda r: r["rank"])
             say(f"  step {step:>6}: " + ", ".join(f"rank {r['rank']} {ms(r['wall_us'])}" for r in on))
+    gaps = [r for r in run.rows if r["kind"] == "host_gap"]
+    if gaps:
+        say("the host while each rank's GPU idled (launching thread):")
+        for rank in sorted({r["rank"] for r in gaps}):
+            mine = sorted((r for r in gaps if r["rank"] == rank), key=lambda r: -r["time_us"])
+            say(f"  rank {rank}: " + ", ".join(f"{r['cause']} {ms(r['time_us'])}" for r in mine))
     for line in quirk_lines(m):
         say(line)
     return 0

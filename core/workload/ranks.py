@@ -11,8 +11,10 @@ communication (union of collective kernels) and its *exposed* part (no compute h
 idle by cause, and each ``ProfilerStep``'s times. The **straggler** is the rank with the most compute time;
 its margin is measured against the median rank's compute time (the median over the ranks, the mean of the
 middle two for an even count), in µs and %, and its kernel time per compute group against the median rank's
-(where the extra time goes). Only the summary of a rank is kept before the next is read, so
-memory is one trace's columns at a time.
+(where the extra time goes); and what each rank's host did while its GPU idled, by cause (rows of kind
+``host_gap``: data loading, synchronisation, copies… with the operator holding most of each), so a rank that
+waits on its DataLoader while the others compute is named by its cause. Only the summary of a rank is kept
+before the next is read, so memory is one trace's columns at a time.
 """
 
 from __future__ import annotations
@@ -27,6 +29,7 @@ import numpy as np
 from core.errors import ConfigError
 from core.intake import InputRefused
 from core.workload.files import job_files
+from core.workload.host_gaps import host_gaps
 from core.workload.trace import analyse_trace, read_trace
 
 _RANK_NAME = re.compile(r"rank[-_]?(\d+)", re.I)
@@ -51,13 +54,15 @@ def rank_files(paths: list[str] | tuple[str, ...]) -> list[Path]:
 
 @dataclass
 class RankTrace:
-    """What is kept of one rank once its trace is dropped: its row, its steps' rows and its kernel groups."""
+    """What is kept of one rank once its trace is dropped: its row, its steps' rows, its kernel groups and what
+    its host did while its GPU idled (:func:`core.workload.host_gaps.host_gaps`, by cause)."""
 
     row: dict
     steps: list[dict]
     groups: list[dict]
     step_numbers: set[int] = field(default_factory=set)
     quirks: dict[str, int] = field(default_factory=dict)
+    host_gaps: list[dict] = field(default_factory=list)
 
 
 def read_rank(path: Path) -> RankTrace:
@@ -73,9 +78,10 @@ def read_rank(path: Path) -> RankTrace:
         raise ConfigError(f"{path.name}: no rank: the trace has no distributedInfo.rank and its name no rank-N")
     world, backend, origin = trace.world_size, trace.backend, trace.origin_us
     rows, meta = analyse_trace(trace, top=1)
-    del trace
     if not meta.get("gpu_activities"):
         raise ConfigError(f"{path.name}: rank {rank} has no GPU kernels or copies to compare")
+    gaps = host_gaps(trace, meta["device"], top=1)
+    del trace
     row = {
         "kind": "rank",
         "rank": rank,
@@ -103,7 +109,18 @@ def read_rank(path: Path) -> RankTrace:
         for r in rows
         if r["kind"] == "group" and r["count"]
     ]
-    return RankTrace(row, steps, groups, {s["step"] for s in steps}, dict(meta.get("quirks") or {}))
+    causes = [  # what the host did while the rank's GPU idled, by cause, with the operator that held most of it
+        {
+            "kind": "host_gap",
+            "rank": rank,
+            "cause": c["cause"],
+            "time_us": c["time_us"],
+            "share": c["share"],
+            "top_op": c["top_ops"][0]["op"] if c["top_ops"] else None,
+        }
+        for c in gaps.get("causes") or []
+    ]
+    return RankTrace(row, steps, groups, {s["step"] for s in steps}, dict(meta.get("quirks") or {}), causes)
 
 
 def check_one_job(first: RankTrace, other: RankTrace, seen: dict[int, str]) -> None:
@@ -168,6 +185,7 @@ def combine(ranks: list[RankTrace]) -> tuple[list[dict], dict]:
     ranks = sorted(ranks, key=lambda r: r.row["rank"])
     rank_rows = [r.row for r in ranks]
     rows = rank_rows + [s for r in ranks for s in r.steps] + [g for r in ranks for g in r.groups]
+    rows += [c for r in ranks for c in r.host_gaps]
     first = rank_rows[0]
     common = set.intersection(*(r.step_numbers for r in ranks)) if all(r.step_numbers for r in ranks) else set()
     worst = straggler(rank_rows)

@@ -153,7 +153,8 @@ def _waits(m: dict) -> None:
 
 
 def render_ranks(run: RunResult) -> None:
-    """Every rank of a job side by side: the straggler, each rank's time, each step on each rank."""
+    """Every rank of a job side by side: the straggler, each rank's time, each step on each rank, and what each
+    rank's host did while its GPU idled."""
     m = run.meta
     findings(m)
     quirks(m)
@@ -178,3 +179,7 @@ def render_ranks(run: RunResult) -> None:
     if not walls.empty:
         st.write("Each step's wall time (ms), rank by rank:")
         st.dataframe(walls)
+    gaps = view.host_gaps_ms(run)
+    if not gaps.empty:
+        st.write("What each rank's host did while its GPU idled (ms, on the launching thread), rank by rank:")
+        st.dataframe(gaps)

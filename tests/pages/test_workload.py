@@ -177,7 +177,7 @@ RANKS = [ROOT / "tests" / "data" / "workload" / f"hta_recsys_sampled_rank{i}.jso
 
 def test_step_bench_page_puts_the_ranks_of_a_job_side_by_side(data_dir, tmp_path):
     """Two real ranks of one job (tests/data/workload/README.md), uploaded together: the straggler and the
-    diagnosis first, each rank's time, each step on each rank. The margin: rank 1's compute 271,973 µs against
+    diagnosis first, each rank's time, each step on each rank, each rank's host during its GPU's gaps. The margin: rank 1's compute 271,973 µs against
     the median of 210,320 and 271,973 µs (HolisticTraceAnalysis' compute_time) = +12.8%."""
     at = page("pages/step_bench.py")
     uploader = next(u for u in at.get("file_uploader") if u.label == "Profiler trace")
@@ -191,8 +191,11 @@ def test_step_bench_page_puts_the_ranks_of_a_job_side_by_side(data_dir, tmp_path
     findings = next(m.value for m in at.markdown if m.value.startswith("**What stands out**")).replace("\\", "")
     assert "1. rank 1 is the straggler: +12.8% compute over the median rank" in findings
     assert len(at.get("plotly_chart")) == 3 and not at.exception
-    steps = at.dataframe[-1].value
+    steps, gaps = at.dataframe[-2].value, at.dataframe[-1].value
     assert list(steps.index) == [551, 552] and list(steps.columns) == ["rank 0", "rank 1"]
+    # what each rank's host did while its GPU idled: the causes add up to each rank's idle (HTA's idle_time)
+    assert list(gaps.columns) == ["rank 0", "rank 1"] and "optimizer" in gaps.index
+    assert gaps.sum().tolist() == pytest.approx([675.191, 651.136])
     uploads = data_dir / "uploads"
     assert not uploads.exists() or not any(uploads.iterdir())  # both uploads deleted once imported
 

@@ -76,3 +76,15 @@ def test_counts_are_words_not_python_lists():
 
     assert (count_text([7], "stream"), count_text([0, 1, 2, 3], "GPU")) == ("1 stream", "4 GPUs")
     assert (_listed([7]), _listed([0, 2]), _listed([7, 23, 25])) == ("7", "0 and 2", "7, 23 and 25")
+
+
+def test_what_each_rank_s_host_did_while_its_gpu_idled_in_ms():
+    gaps = [
+        {"kind": "host_gap", "rank": 0.0, "cause": "optimizer", "time_us": 1000.0},
+        {"kind": "host_gap", "rank": 0.0, "cause": "data loading", "time_us": 500.0},
+        {"kind": "host_gap", "rank": 1.0, "cause": "data loading", "time_us": 4000.0},
+    ]
+    table = view.host_gaps_ms(stored("profiler-trace-ranks", [rank(0, 1.0), *gaps]))
+    assert table.index.tolist() == ["data loading", "optimizer"] and table.columns.tolist() == ["rank 0", "rank 1"]
+    assert table.values.tolist() == [[0.5, 4.0], [1.0, 0.0]]
+    assert view.host_gaps_ms(stored("profiler-trace-ranks", [rank(0, 1.0)])).empty  # stored before: no table

@@ -120,6 +120,23 @@ def test_each_rank_agrees_with_holistic_trace_analysis(two_ranks):
     assert r["host_wait_us"] + r["kernel_wait_us"] + r["other_wait_us"] == r["idle_us"] == 651_136
 
 
+def test_each_rank_says_what_its_host_did_while_its_gpu_idled(two_ranks):
+    """Each rank's idle by the host's cause, against the loop over the file's own events that checks a single
+    trace (tests/core/workload/test_host_gaps.py); the causes add up to HTA's idle time of that rank."""
+    from tests.core.workload.test_host_gaps import reference
+    from tests.core.workload.traces import trace_events
+
+    rows, _ = two_ranks
+    for rank, path in ((0, RANK0), (1, RANK1)):
+        mine = [r for r in rows if r["kind"] == "host_gap" and r["rank"] == rank]
+        got = {r["cause"]: r["time_us"] for r in mine}
+        device = rank_rows(rows)[rank]["device"]
+        assert got == pytest.approx(reference(trace_events(path, exact=True), device), abs=1e-6)
+        assert sum(got.values()) == pytest.approx(HTA_RANKS[rank]["idle_us"], abs=1e-6)
+        optimizer = next(r for r in mine if r["cause"] == "optimizer")
+        assert optimizer["top_op"] == "Optimizer.step#Shampoo.step"
+
+
 @pytest.mark.skipif(not HTA_VENV.exists(), reason="HolisticTraceAnalysis is not installed in /tmp/htavenv")
 def test_holistic_trace_analysis_itself_where_installed(two_ranks, tmp_path):
     for rank, path in ((0, RANK0), (1, RANK1)):
