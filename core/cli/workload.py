@@ -363,16 +363,9 @@ def _trace_side(args, what: str) -> tuple[str, RunResult] | int:
     return (run.name or run.meta.get("file") or run.id[:12]), run
 
 
-def _largest_changes(rows: list[dict], top: int) -> list[dict]:
-    """The ``top`` rows that changed most either way (a speed-up matters as much as a slow-down), in the
-    rows' order (largest slow-down first)."""
-    keep = {id(r) for r in sorted(rows, key=lambda r: -abs(r["delta_us"]))[:top]}
-    return [r for r in rows if id(r) in keep]
-
-
 def trace_diff(args) -> int:
     from core.units import duration_text
-    from core.workload.trace_diff import diff, mismatches, operators, steps, totals, whole
+    from core.workload.trace_diff import diff, largest_changes, mismatches, operators, steps, totals, whole
 
     sides = [_trace_side(args, what) for what in (args.base, args.new)]
     for side in sides:
@@ -419,11 +412,11 @@ def trace_diff(args) -> int:
             )
     if by_op:
         say("by CPU operator (kernels matched through the operator that launched them):")
-        for r in _largest_changes(by_op, args.top):
+        for r in largest_changes(by_op, args.top):
             calls = f"  ×{r['base_count']:,} → ×{r['new_count']:,} calls" if r["base_count"] or r["new_count"] else ""
             say(f"  {us(r['delta_us']):>11}  {us(r['base_us']):>11} → {us(r['new_us']):>11}  {r['op']}{calls}")
     say("by kernel:")
-    for r in _largest_changes([r for r in rows if r["kind"] == "kernel"], args.top):
+    for r in largest_changes([r for r in rows if r["kind"] == "kernel"], args.top):
         name = r["kernel"] if len(r["kernel"]) <= 70 else r["kernel"][:69] + "…"
         say(f"  {us(r['delta_us']):>11}  {us(r['base_us']):>11} → {us(r['new_us']):>11}  [{r['group']}] {name}")
     return 0

@@ -95,6 +95,13 @@ def operators(base_meta: dict, new_meta: dict) -> list[dict]:
     return sorted(rows, key=lambda r: (-r["delta_us"], r["op"]))
 
 
+def largest_changes(rows: list[dict], top: int) -> list[dict]:
+    """The ``top`` rows that changed most either way (a speed-up matters as much as a slow-down), in the
+    rows' own order."""
+    keep = {id(r) for r in sorted(rows, key=lambda r: -abs(r["delta_us"]))[:top]}
+    return [r for r in rows if id(r) in keep]
+
+
 def kernel_names_shared(rows: list[dict]) -> tuple[float, float] | None:
     """Of each side's listed kernel time, the share in kernels the other side has too (matched by normalised
     name, :func:`diff`'s ``kernel`` rows); None when a side lists no kernel."""

@@ -8,7 +8,7 @@ import plotly.graph_objects as go
 from core.result import RunResult
 from core.units import MISSING
 from core.workload.trace import KINDS
-from core.workload.trace_diff import diff, mismatches, operators, totals
+from core.workload.trace_diff import diff, largest_changes, mismatches, operators, totals
 from render.chart import Chart, kind_rows
 from render.plots.step_bench import GROUP_COLORS
 from render.style import color_for, html_text, short_html_text, style, title
@@ -358,7 +358,7 @@ def op_diff_chart(base: RunResult, new: RunResult) -> Chart | None:
     rows = operators(base.meta, new.meta)
     if not rows:
         return None
-    shown = sorted(sorted(rows, key=lambda r: -abs(r["delta_us"]))[:OP_BARS], key=lambda r: r["delta_us"])
+    shown = largest_changes(rows, OP_BARS)[::-1]  # rows come largest slow-down first: the bars rise to it
     data = pd.DataFrame(rows)
     fig = go.Figure(
         go.Bar(
