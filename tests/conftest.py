@@ -1,6 +1,7 @@
 """Test set-up: every test gets its own data directory (workers inherit it through the environment),
 GPU tests skip with a reason on machines without CUDA, and AppTest never sees another test's caches."""
 
+import copy
 import os
 import socket
 import sys
@@ -137,20 +138,43 @@ def as_on_a_gpu_box(info: dict) -> dict:
     return info | {"devices": [*info.get("devices", []), FAKE_GPU], "default": "cuda:0", "cuda_available": True}
 
 
+_device_answer: dict[str, dict] = {}
+
+
+def devices_once() -> dict:
+    """This box's device list from a real ``core.worker --info``, asked once per test process and not once per
+    page test: a worker's answer costs an import of torch (seconds of CPU), and the box does not change during a
+    run. A failed query is not kept (the next test asks again)."""
+    from core.workerprocess import query_devices
+
+    if "info" not in _device_answer:
+        _device_answer["info"] = query_devices()
+    return copy.deepcopy(_device_answer["info"])
+
+
 @pytest.fixture
-def app(data_dir):
-    """An AppTest of the whole dashboard with fresh server-wide caches (skipped where Streamlit is not installed:
-    a GPU box that runs only the engine's tests)."""
-    st = pytest.importorskip("streamlit")
+def one_device_query(monkeypatch):
+    """The dashboard's device list is :func:`devices_once`'s (skipped where Streamlit is not installed: a GPU box
+    that runs only the engine's tests)."""
+    pytest.importorskip("streamlit")
     pytest.importorskip("plotly")  # every page draws its charts with it
+    from pages.common import lab
+
+    monkeypatch.setattr(lab, "query_devices", lambda *a, **k: devices_once())
+
+
+@pytest.fixture
+def app(data_dir, one_device_query):
+    """An AppTest of the whole dashboard with fresh server-wide caches."""
+    import streamlit as st
     from streamlit.testing.v1 import AppTest
+
+    from pages.common import lab
 
     st.cache_resource.clear()
     st.cache_data.clear()
     at = AppTest.from_file(str(ROOT / "app.py"), default_timeout=120)
     yield at
-    from pages.common import lab
-
     try:
         lab.manager().shutdown()
     except Exception:  # noqa: BLE001

@@ -306,14 +306,11 @@ def _sample_file(change=None) -> bytes:
     return json.dumps(data).encode()
 
 
-def test_dev_zero_is_refused_within_seconds_and_changes_nothing(seeded, capsys):
+@pytest.mark.timeout(300)  # reading /dev/zero to its end never ends: the limit fails that, not a clock
+def test_dev_zero_is_refused_and_changes_nothing(seeded, capsys):
     """Finding 2: /dev/zero reports size 0; only counting the bytes read can stop it."""
-    import time
-
     before = snapshot(seeded)
-    begun = time.monotonic()
     assert main(["runs", "import", "/dev/zero"]) == 2
-    assert time.monotonic() - begun < 20
     err = capsys.readouterr().err
     assert "import refused" in err and "larger than the 256 MiB limit" in err
     assert snapshot(seeded) == before
