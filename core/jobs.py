@@ -192,7 +192,7 @@ def _crash_outcome(job: Job, worker: WorkerProcess | LocalWorker | None, reason:
         code = worker.proc.wait(timeout=5)
     except subprocess.TimeoutExpired:
         worker.kill()
-        code = worker.proc.returncode
+        code = worker.proc.wait()  # reaped by the kill: at once
     tail = worker.stderr_tail()
     text = f"worker {signal_text(code)} before finishing" if reason is None else f"worker failed: {reason}"
     if tail:

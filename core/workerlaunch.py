@@ -9,7 +9,12 @@ import os
 import subprocess
 import sys
 import tempfile
+import threading
 from typing import IO
+
+from core.forkserver import Forked, ForkServer, ForkServerDown, enabled, server_command
+
+STARTUP_TIMEOUT_S = 120.0  # importing torch on a cold disk can take a while
 
 REPO_ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 
@@ -23,18 +28,21 @@ def worker_env(extra: dict[str, str]) -> dict[str, str]:
 
 
 class Launched:
-    """A worker process just started, and the file its stderr goes to (a crash is explained from it)."""
+    """A worker process just started, and the file its stderr goes to (a crash is explained from it).
+
+    A worker that will run tensors is forked from this process's fork server (:mod:`core.forkserver`: torch is
+    imported once, not per worker); where that is off or fails, and for every other worker, a fresh interpreter."""
 
     def __init__(self, env: dict[str, str], preload_torch: bool, preload: tuple[str, ...]) -> None:
         self.stderr: IO[bytes] = tempfile.TemporaryFile(prefix="gpulab-worker-", suffix=".log")
-        self.proc = subprocess.Popen(
-            [
-                sys.executable,
-                "-m",
-                "core.worker",
-                *(["--preload-torch"] if preload_torch else []),
-                *(f"--preload={module}" for module in preload),
-            ],
+        args = [*(["--preload-torch"] if preload_torch else []), *(f"--preload={module}" for module in preload)]
+        self.proc: subprocess.Popen[bytes] | Forked = (preload_torch and _forked(args, env, self.stderr)) or (
+            self._fresh(args, env)
+        )
+
+    def _fresh(self, args: list[str], env: dict[str, str]) -> subprocess.Popen[bytes]:
+        return subprocess.Popen(
+            [sys.executable, "-m", "core.worker", *args],
             stdin=subprocess.PIPE,
             stdout=subprocess.PIPE,
             stderr=self.stderr,
@@ -42,6 +50,41 @@ class Launched:
             cwd=REPO_ROOT,
             start_new_session=True,
         )
+
+
+_server: list[ForkServer] = []
+_server_lock = threading.Lock()
+
+
+def _forked(args: list[str], env: dict[str, str], stderr: IO[bytes]) -> Forked | None:
+    """A worker forked from this process's fork server (started at the first call), or None where it is off or
+    cannot start one: the caller then starts a fresh interpreter."""
+    if not enabled():
+        return None
+    child_in, our_in = os.pipe()
+    our_out, child_out = os.pipe()
+    try:
+        with _server_lock:
+            if not _server or _server[0].down:
+                _server[:] = [ForkServer(server_command("core.worker"), worker_env({}), REPO_ROOT)]
+            server = _server[0]
+        pid = server.spawn(args, worker_env(env), REPO_ROOT, (child_in, child_out, stderr.fileno()), STARTUP_TIMEOUT_S)
+    except (OSError, ForkServerDown):
+        for fd in (our_in, our_out):
+            os.close(fd)
+        return None
+    finally:
+        os.close(child_in)
+        os.close(child_out)
+    return Forked(server, pid, os.fdopen(our_in, "wb"), os.fdopen(our_out, "rb"))
+
+
+@atexit.register
+def stop_fork_server() -> None:
+    """End this process's fork server (its children follow it)."""
+    with _server_lock:
+        while _server:
+            _server.pop().stop()
 
 
 _prestarted: list[Launched] = []

@@ -23,9 +23,7 @@ from typing import IO
 from core.intake import LIMITS
 from core.protocol import WORKER_EVENTS, ProtocolError, ReadyEvent, RunRequest, WorkerEvent, decode
 from core.text import signal_text
-from core.workerlaunch import REPO_ROOT, Launched, take, worker_env
-
-STARTUP_TIMEOUT_S = 120.0  # importing torch on a cold disk can take a while
+from core.workerlaunch import REPO_ROOT, STARTUP_TIMEOUT_S, Launched, take, worker_env
 
 
 class WorkerDied(Exception):

@@ -21,6 +21,7 @@ from pathlib import Path
 import psutil
 import pytest
 
+from core.forkserver import FORK_SERVER_ENV
 from core.jobs import JobManager
 from core.store import RunStore, StoreError
 from core.worker import MEMORY_LIMIT_ENV
@@ -30,6 +31,13 @@ WAIT_S = 120  # a cold worker imports torch; a loaded 2-core CI box can take a w
 
 
 # -- helpers -----------------------------------------------------------------------------------------
+
+
+@pytest.fixture(autouse=True)
+def fresh_workers(monkeypatch):
+    """Workers as fresh interpreters, so :func:`our_workers` finds them by the lock directory of their environment
+    (a forked worker's /proc environ is its fork server's; tests/core/test_forkserver.py covers those)."""
+    monkeypatch.setenv(FORK_SERVER_ENV, "0")
 
 
 def our_workers() -> list[psutil.Process]:

@@ -1,0 +1,137 @@
+"""Workers that run tensors are forked from a fork server that imported torch once: each is its own process, with
+the environment of the moment it was asked for, its own exit status, and nothing outlives the parent."""
+
+import json
+import os
+import signal
+import subprocess
+import sys
+import time
+
+import psutil
+import pytest
+
+from core import workerlaunch
+from core.forkserver import FORK_SERVER_ENV, Forked
+from core.hardware.memory import MEMORY_LIMIT_ENV
+from core.intake import LIMITS_ENV
+from core.workerprocess import WorkerDied, WorkerProcess
+from tests.conftest import ROOT
+
+
+def ready_worker(**kwargs) -> WorkerProcess:
+    worker = WorkerProcess(preload_torch=True, **kwargs)
+    worker.wait_ready(120)
+    return worker
+
+
+def gone(pid: int, timeout_s: float = 30) -> bool:
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
+                return True
+        except psutil.NoSuchProcess:
+            return True
+        time.sleep(0.05)
+    return False
+
+
+def test_a_torch_worker_is_a_child_of_the_fork_server_with_the_environment_of_its_request(monkeypatch):
+    first = ready_worker()
+    try:
+        assert isinstance(first.proc, Forked)
+        server = psutil.Process(first.pid).parent()
+        assert server is not None and "core.forkserver" in server.cmdline() and server.ppid() == os.getpid()
+        # set after the server started: the next child reads it (the ready event reports the child's own)
+        monkeypatch.setenv(MEMORY_LIMIT_ENV, "0")
+        second = ready_worker(env={"NVIDIA_TF32_OVERRIDE": "0"})
+        try:
+            assert second.pid != first.pid and psutil.Process(second.pid).ppid() == server.pid
+            assert second.ready is not None
+            assert second.ready.env == {MEMORY_LIMIT_ENV: "0", "NVIDIA_TF32_OVERRIDE": "0"}
+            assert first.ready is not None and first.ready.env == {}
+        finally:
+            second.stop()
+    finally:
+        first.stop()
+
+
+def test_the_lab_s_modules_read_the_child_s_environment_not_the_server_s(monkeypatch):
+    """GPULAB_LIMITS is read when core.intake is imported: in the child, after it took its environment."""
+    ready_worker().stop()  # the server is up, started without the setting
+    monkeypatch.setenv(LIMITS_ENV, "no_such_limit=3")
+    worker = WorkerProcess(preload_torch=True)
+    with pytest.raises(WorkerDied):
+        worker.wait_ready(120)
+    assert worker.proc.wait(timeout=30) == 2
+    assert "no limit is called 'no_such_limit'" in worker.stderr_tail()
+    worker.close()
+
+
+def test_each_forked_worker_reports_its_own_exit_status():
+    polite, killed = ready_worker(), ready_worker()
+    assert polite.proc.stdin is not None
+    polite.proc.stdin.close()
+    assert polite.proc.wait(timeout=30) == 0
+    os.kill(killed.pid, signal.SIGKILL)
+    assert killed.proc.wait(timeout=30) == -signal.SIGKILL
+    with pytest.raises(subprocess.TimeoutExpired):
+        live = ready_worker()
+        try:
+            live.proc.wait(timeout=0.2)
+        finally:
+            live.kill()
+    for worker in (polite, killed):
+        worker.close()
+
+
+def test_the_server_and_its_workers_end_with_their_parent(tmp_path):
+    """A parent that dies without a word (os._exit, no atexit): its fork server and its worker follow it."""
+    script = (
+        "import json, os, sys; sys.path.insert(0, sys.argv[1])\n"
+        "from core.workerprocess import WorkerProcess\n"
+        "w = WorkerProcess(preload_torch=True); w.wait_ready(120)\n"
+        "import psutil; print(json.dumps([w.pid, psutil.Process(w.pid).ppid()]), flush=True)\n"
+        "os._exit(0)\n"
+    )
+    out = subprocess.run(
+        [sys.executable, "-c", script, str(ROOT)], capture_output=True, text=True, timeout=180, cwd=tmp_path
+    )
+    assert out.returncode == 0, out.stderr[-2000:]
+    worker_pid, server_pid = json.loads(out.stdout.strip().splitlines()[-1])
+    assert worker_pid != server_pid
+    assert gone(server_pid) and gone(worker_pid)
+
+
+def test_a_dead_fork_server_ends_its_worker_and_the_next_worker_starts(monkeypatch):
+    worker = ready_worker()
+    server_pid = psutil.Process(worker.pid).ppid()
+    os.kill(server_pid, signal.SIGKILL)
+    assert worker.proc.wait(timeout=30) == 1  # no one reaped it here: its status is unknown, reported as 1
+    worker.close()
+    fresh = ready_worker()
+    try:
+        assert psutil.Process(fresh.pid).ppid() not in (server_pid, os.getpid())  # a new server's child
+        assert isinstance(fresh.proc, Forked)
+    finally:
+        fresh.stop()
+
+
+def test_without_the_fork_server_a_worker_is_a_fresh_interpreter(monkeypatch):
+    monkeypatch.setenv(FORK_SERVER_ENV, "0")
+    worker = ready_worker()
+    try:
+        assert isinstance(worker.proc, subprocess.Popen)
+        assert psutil.Process(worker.pid).ppid() == os.getpid()
+        assert "core.worker" in psutil.Process(worker.pid).cmdline()
+    finally:
+        worker.stop()
+
+
+@pytest.fixture(autouse=True)
+def _own_server():
+    """Each test starts from no fork server, and leaves none."""
+    workerlaunch.stop_fork_server()
+    yield
+    workerlaunch.stop_fork_server()
