@@ -67,10 +67,14 @@ def test_the_check_sees_text_cut_clipped_or_sticking_out(page):
 
 
 @pytest.mark.parametrize("file", [p for p, _, _ in PAGES], ids=[url_path(p) or "home" for p, _, _ in PAGES])
-def test_each_page_reads_as_text_a_person_writes(lab, file):
+def test_each_page_opens_with_its_title_and_reads_as_text_a_person_writes(lab, file):
     lab.page.set_viewport_size(WINDOW)
     lab.open(url_path(file))
     lab.expect(lab.page.locator("h1").first).to_be_visible()
+    assert lab.page.locator("h1").first.inner_text().strip(), f"{file} shows no title"
+    nav = lab.page.get_by_test_id("stSidebarNav")
+    for _, other, _ in PAGES:
+        lab.expect(nav.get_by_role("link", name=other, exact=True)).to_be_visible()
     if file in COMPUTES_ON_LOAD:
         lab.expect(lab.charts().first).to_be_visible(timeout=180_000)
     lab.idle()
