@@ -5,6 +5,8 @@ Times, for the `probe` experiment (one progress event, no work):
   result minus the in-process time of the same generator. Warm worker (the normal case) and fresh
   worker (includes starting Python and importing torch) are reported separately.
 Target (issue 2): under 0.5 s extra with a warm worker.
+And a torch worker's start to ready: forked from the fork server (core/forkserver.py) against a fresh
+interpreter that imports torch (GPULAB_FORK_SERVER=0), alternating, each after the server is up.
 
     python benchmarks/worker_overhead.py [--repeats 20]
 """
@@ -23,8 +25,10 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 from core import registry  # noqa: E402
 from core.experiment import Context, drive  # noqa: E402
+from core.forkserver import FORK_SERVER_ENV  # noqa: E402
 from core.jobs import JobManager  # noqa: E402
 from core.store import RunStore  # noqa: E402
+from core.workerprocess import STARTUP_TIMEOUT_S, WorkerProcess  # noqa: E402
 
 CONFIG = {"mode": "ok", "steps": 1, "seconds": 0.0}
 
@@ -72,6 +76,11 @@ def main() -> int:
             warm = [one_job(manager) for _ in range(args.repeats)]
         finally:
             manager.shutdown()
+    forked, fresh_start = [], []
+    worker_start_s(True)  # the fork server's own start (its torch import) is not a worker's
+    for _ in range(max(3, args.repeats // 4)):
+        forked.append(worker_start_s(True))
+        fresh_start.append(worker_start_s(False))
     base = statistics.median(in_process_s() for _ in range(args.repeats))
     med = {k: statistics.median(w[k] for w in warm) for k in warm[0]}
     extra = med["total_s"] - base
@@ -85,7 +94,20 @@ def main() -> int:
         f"{'met' if extra < 0.5 else 'NOT met'}); ratio worker/in-process total: "
         f"{med['total_s'] / base:.0f}x on a {base * 1e3:.2f} ms experiment"
     )
+    f, g = statistics.median(forked), statistics.median(fresh_start)
+    print(f"torch worker start → ready, forked (median of {len(forked)}):      {f * 1e3:8.1f} ms")
+    print(f"torch worker start → ready, fresh interpreter (median): {g * 1e3:8.1f} ms  ({g / f:.0f}x the forked)")
     return 0
+
+
+def worker_start_s(fork: bool) -> float:
+    os.environ[FORK_SERVER_ENV] = "1" if fork else "0"
+    t0 = time.perf_counter()
+    worker = WorkerProcess(preload_torch=True)
+    worker.wait_ready(STARTUP_TIMEOUT_S)
+    took = time.perf_counter() - t0
+    worker.stop()
+    return took
 
 
 if __name__ == "__main__":
