@@ -6,7 +6,6 @@ import os
 import signal
 import subprocess
 import sys
-import time
 
 import psutil
 import pytest
@@ -17,24 +16,13 @@ from core.hardware.memory import MEMORY_LIMIT_ENV
 from core.intake import LIMITS_ENV
 from core.workerprocess import WorkerDied, WorkerProcess
 from tests.conftest import ROOT
+from tests.core.test_faults import gone
 
 
 def ready_worker(**kwargs) -> WorkerProcess:
     worker = WorkerProcess(preload_torch=True, **kwargs)
     worker.wait_ready(120)
     return worker
-
-
-def gone(pid: int, timeout_s: float = 30) -> bool:
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        try:
-            if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
-                return True
-        except psutil.NoSuchProcess:
-            return True
-        time.sleep(0.05)
-    return False
 
 
 def test_a_torch_worker_is_a_child_of_the_fork_server_with_the_environment_of_its_request(monkeypatch):
@@ -101,7 +89,7 @@ def test_the_server_and_its_workers_end_with_their_parent(tmp_path):
     assert out.returncode == 0, out.stderr[-2000:]
     worker_pid, server_pid = json.loads(out.stdout.strip().splitlines()[-1])
     assert worker_pid != server_pid
-    assert gone(server_pid) and gone(worker_pid)
+    assert gone(server_pid, 30) and gone(worker_pid, 30)
 
 
 def test_a_dead_fork_server_ends_its_worker_and_the_next_worker_starts(monkeypatch):
