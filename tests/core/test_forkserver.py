@@ -15,7 +15,8 @@ from core.forkserver import FORK_SERVER_ENV, Forked
 from core.hardware.memory import MEMORY_LIMIT_ENV
 from core.intake import LIMITS_ENV
 from core.workerprocess import WorkerDied, WorkerProcess
-from tests.conftest import ROOT, gone
+from tests.conftest import ROOT
+from tests.core.test_faults import gone
 
 
 def ready_worker(**kwargs) -> WorkerProcess:
