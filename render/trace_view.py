@@ -1,5 +1,6 @@
 """The tables the profiler trace view lists under its charts, from a stored ``profiler-trace`` or
-``profiler-trace-ranks`` run: the kernel group rules, each rank's times, each step's wall time rank by rank.
+``profiler-trace-ranks`` run: the kernel group rules, each rank's times, each step's wall time rank by rank, what
+the host did in each step's idle, and each rank's operators.
 No Streamlit and no Plotly: the page only places them."""
 
 from __future__ import annotations
@@ -7,6 +8,7 @@ from __future__ import annotations
 import pandas as pd
 
 from core.result import RunResult
+from core.workload.host_gaps import CAUSES, STEP_KEYS
 from render.chart import kind_rows
 
 RANK_COLUMNS = [
@@ -109,4 +111,28 @@ def host_gaps_ms(run: RunResult) -> pd.DataFrame:
     gaps = gaps.astype({"rank": int})
     table = gaps.pivot_table(index="cause", columns="rank", values="time_us", aggfunc="sum", fill_value=0.0) / 1000
     table = table.loc[table.sum(axis=1).sort_values(ascending=False).index]
+    return table.rename(columns=lambda r: f"rank {r}")
+
+
+def step_host_ms(run: RunResult) -> pd.DataFrame:
+    """What the host did during each step's idle: ms by cause (columns, the causes some step has), one row per
+    step; empty without steps or for runs stored before the per-step causes."""
+    steps = kind_rows(run, "step")
+    held = [(key, name) for key, name in zip(STEP_KEYS, CAUSES) if key in steps and bool((steps[key] > 0).any())]
+    if steps.empty or not held:
+        return pd.DataFrame()
+    table = steps.loc[:, [key for key, _ in held]].rename(columns=dict(held)) / 1000
+    table.index = pd.Index(steps["step"].astype(int), name="step")
+    return table
+
+
+def ops_ms(run: RunResult, top: int = 10) -> pd.DataFrame:
+    """Each rank's GPU time by operator in ms (rows: the ``top`` operators by time over the ranks; one column per
+    rank, "rank 0", …; an operator not among a rank's stored ones is 0 ms); empty for runs stored without them."""
+    ops = kind_rows(run, "op")
+    if ops.empty:
+        return ops
+    ops = ops.astype({"rank": int})
+    table = ops.pivot_table(index="op", columns="rank", values="gpu_time_us", aggfunc="sum", fill_value=0.0) / 1000
+    table = table.loc[table.sum(axis=1).sort_values(ascending=False).index[:top]]
     return table.rename(columns=lambda r: f"rank {r}")

@@ -293,7 +293,10 @@ def trace_ranks(args) -> int:
     ranks = [r for r in run.rows if r["kind"] == "rank"]
     if args.json:
         steps = [r for r in run.rows if r["kind"] == "step"]
-        print_json(args, run, ranks=ranks, steps=steps, groups=[r for r in run.rows if r["kind"] == "group"])
+        kinds = {kind: [r for r in run.rows if r["kind"] == kind] for kind in ("group", "host_gap", "op")}
+        print_json(
+            args, run, ranks=ranks, steps=steps, groups=kinds["group"], host_gaps=kinds["host_gap"], ops=kinds["op"]
+        )
         return 0
     from core.units import duration_text
 
@@ -332,6 +335,16 @@ def trace_ranks(args) -> int:
         for rank in sorted({r["rank"] for r in gaps}):
             mine = sorted((r for r in gaps if r["rank"] == rank), key=lambda r: -r["time_us"])
             say(f"  rank {rank}: " + ", ".join(f"{r['cause']} {ms(r['time_us'])}" for r in mine))
+    ops = [r for r in run.rows if r["kind"] == "op"]
+    if extra := s.get("ops"):
+        say("the straggler's operators against the median rank's (summed GPU time):")
+        for o in extra:
+            say(f"  {ms(o['extra_us']):>10}  {o['op']} ({ms(o['gpu_time_us'])} against {ms(o['median_gpu_time_us'])})")
+    if ops:
+        say("top operators per rank (GPU time):")
+        for rank in sorted({r["rank"] for r in ops}):
+            mine = sorted((r for r in ops if r["rank"] == rank), key=lambda r: -r["gpu_time_us"])[:3]
+            say(f"  rank {rank}: " + ", ".join(f"{r['op']} {ms(r['gpu_time_us'])}" for r in mine))
     for line in quirk_lines(m):
         say(line)
     return 0

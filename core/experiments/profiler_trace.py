@@ -41,7 +41,7 @@ class ProfilerTraceConfig:
 
 def run(cfg: ProfilerTraceConfig, ctx: Context):
     from core.workload.findings import trace_findings
-    from core.workload.host_gaps import host_gap_findings, host_gaps
+    from core.workload.host_gaps import host_gap_findings, host_gaps, step_stall_findings
     from core.workload.op_flops import tensor_core_findings, tensor_core_use
     from core.workload.ops import op_breakdown, op_findings
     from core.workload.trace import analyse_trace, read_trace
@@ -50,14 +50,19 @@ def run(cfg: ProfilerTraceConfig, ctx: Context):
     data, file = yield from read_imported(path, read_trace, 2)
     yield Progress(1, 2, f"analysing {data.events:,} events")
     rows, meta = analyse_trace(data, cfg.top_kernels)
+    steps = [r for r in rows if r["kind"] == "step"]
     if meta.get("gpu_activities"):
-        meta["host_gaps"] = host_gaps(data, meta["device"])
+        meta["host_gaps"] = host_gaps(data, meta["device"], steps=steps)
         meta.update(op_breakdown(data, meta["device"], cfg.top_kernels))
         meta["tensor_cores"] = tensor_core_use(data, meta["device"])
     # the answer first: what the host did while the GPU idled, the operators' patterns and the tensor cores left
     # unused (each naming an operator, a module or a kernel), then the summary's findings
     meta["findings"] = (
-        host_gap_findings(meta) + op_findings(meta) + tensor_core_findings(meta) + trace_findings(meta, rows)
+        host_gap_findings(meta)
+        + step_stall_findings(steps)
+        + op_findings(meta)
+        + tensor_core_findings(meta)
+        + trace_findings(meta, rows)
     )
     meta.update({**file, "recorded_on": "the machine that recorded the trace (imported file)"})
     if cfg.example:

@@ -11,7 +11,7 @@ The candidates are ranked by how much of the whole each explains, one measure pe
   copies and memsets, when they lead, as a share of the GPU time: kernels + copies + memsets); shares under
   :data:`MIN_SPAN_SHARE` are left out;
 - **a job's ranks**: the straggler first (the rank with the most compute against the median rank, and the kernel
-  group holding most of its extra time), then the
+  group and the operator holding most of its extra time), then the
   rank whose idle or exposed communication takes the largest share of its span;
 - **a memory snapshot**: an out-of-memory first (what failed, and what to try), then bytes — the largest
   allocation site live at the peak, what was allocated before recording began (no stack can name it; a snapshot
@@ -90,15 +90,16 @@ def trace_findings(meta: dict, rows: list[dict]) -> list[dict]:
 
 
 def _where_extra(s: dict) -> str:
-    """The kernel group holding most of the straggler's extra time, against the margin it explains (stored runs
-    from before the breakdown have none)."""
-    top = next(iter(s.get("groups") or []), None)
-    if top is None or top["extra_us"] <= 0:
-        return ""
-    return (
-        f"; by kernel group, {top['group']} {top['extra_us'] / 1e3:+,.1f} of {s['margin_us'] / 1e3:+,.1f} ms "
-        "(summed kernel durations against the median rank's)"
-    )
+    """The kernel group and the operator holding most of the straggler's extra time, against the margin it
+    explains (stored runs from before each breakdown have none)."""
+    out = ""
+    group = next(iter(s.get("groups") or []), None)
+    if group is not None and group["extra_us"] > 0:
+        out += f"; by kernel group, {group['group']} {group['extra_us'] / 1e3:+,.1f} of {s['margin_us'] / 1e3:+,.1f} ms"
+    op = next(iter(s.get("ops") or []), None)
+    if op is not None and op["extra_us"] > 0:
+        out += f"; by operator, `{op['op']}` {op['extra_us'] / 1e3:+,.1f} ms"
+    return out + " (summed durations against the median rank's)" if out else ""
 
 
 def ranks_findings(meta: dict, rank_rows: list[dict]) -> list[dict]:

@@ -44,6 +44,8 @@ CAUSES = (
     "no CPU event",
 )
 COPY, SYNC, ALLOC, DATA, OPTIM, OTHER, NONE = range(len(CAUSES))
+# each cause's column in a step row: ``idle_host_<key>_us``, the step's GPU window's part of the gaps it holds
+STEP_KEYS = tuple(f"idle_host_{key}_us" for key in ("copy", "sync", "allocator", "data", "optimizer", "other", "none"))
 _SYNC = re.compile(
     r"^(cuda|hip)(Stream|Device|Event)Synchronize$|^aten::(item|_local_scalar_dense|nonzero|is_nonzero)$"
 )
@@ -200,6 +202,24 @@ def _gap_threads(trace: TraceFile, device: int) -> tuple[np.ndarray, np.ndarray,
     return gap_start, gap_end, tid, main
 
 
+def _pieces(
+    g_s: np.ndarray, g_e: np.ndarray, tid: np.ndarray, cuts: np.ndarray
+) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The gaps split at every cut point inside one (each piece keeps its gap's thread), so that a piece lies
+    wholly inside or wholly outside any window whose edges are cuts."""
+    if not len(g_s) or not len(cuts):
+        return g_s, g_e, tid
+    j = np.searchsorted(g_s, cuts, side="right") - 1
+    inside = (j >= 0) & (cuts > g_s[np.maximum(j, 0)]) & (cuts < g_e[np.maximum(j, 0)])
+    starts = np.concatenate([g_s, cuts[inside]])
+    gap_of = np.concatenate([np.arange(len(g_s)), j[inside]])
+    order = np.argsort(starts, kind="stable")
+    starts, gap_of = starts[order], gap_of[order]
+    same = np.append(gap_of[1:] == gap_of[:-1], False)  # the next piece is of the same gap: it ends this one
+    ends = np.where(same, np.append(starts[1:], 0), g_e[gap_of])
+    return starts, ends, tid[gap_of]
+
+
 def _source(trace: TraceFile, i: int) -> str | None:
     """Where host event ``i`` was called from: the first frame of its ``Call stack`` outside torch and
     site-packages, else the innermost enclosing ``python_function`` on its thread that is outside them."""
@@ -217,38 +237,77 @@ def _source(trace: TraceFile, i: int) -> str | None:
     return None
 
 
-def host_gaps(trace: TraceFile, device: int, top: int = TOP_OPS) -> dict:
+def host_gaps(trace: TraceFile, device: int, top: int = TOP_OPS, steps: list[dict] | None = None) -> dict:
     """The analysed GPU's gaps by the host's cause: ``{"gaps", "gap_us", "thread", "causes": [{"cause",
-    "time_us", "share", "top_ops": [{"op", "time_us", "count", "source"}]}]}``, causes of no time left out."""
+    "time_us", "share", "top_ops": [{"op", "time_us", "count", "source"}]}]}``, causes of no time left out.
+
+    Given the trace's step rows (:func:`core.workload.trace.analyse_trace`), each gets the part of the gaps inside
+    its GPU window by cause (:data:`STEP_KEYS`, µs): the same instants and causes as the whole, cut at the
+    windows' edges, so a step's causes add up to the gaps inside its window."""
     a, ops = trace.activities, trace.ops
     if not np.any(a.device == device):
         return {}
     gap_start, gap_end, gap_tid, main = _gap_threads(trace, device)
+    out = {"gaps": int(len(gap_start)), "gap_us": 0.0, "thread": main, "causes": []}
+    steps = steps or []
+    lo = _ns(np.array([r["gpu_window_start_us"] for r in steps], float))  # the steps' GPU windows [lo, hi)
+    hi = lo + _ns(np.array([r["gpu_window_us"] for r in steps], float))
+    gap_start, gap_end, gap_tid = _pieces(gap_start, gap_end, gap_tid, np.unique(np.concatenate([lo, hi])))
     total = int((gap_end - gap_start).sum())
-    out = {"gaps": int(len(gap_start)), "gap_us": total / NS, "thread": main, "causes": []}
-    if not total:
-        return out
+    out["gap_us"] = total / NS
+    held = np.zeros((len(gap_start), len(CAUSES)), np.int64)  # each piece's ns by cause
+    tops: list[dict[int, list]] = [{} for _ in CAUSES]  # cause → label → [µs, count, longest µs, event]
+    labels: list[str] = []
+    if total:
+        labels = _hold(trace, gap_start, gap_end, gap_tid, held, tops)
+    before = np.vstack([np.zeros((1, len(CAUSES)), np.int64), np.cumsum(held, axis=0)])  # pieces are sorted
+    for r, i, j in zip(steps, np.searchsorted(gap_start, lo), np.searchsorted(gap_start, hi)):
+        r.update({key: int(ns) / NS for key, ns in zip(STEP_KEYS, (before[j] - before[i]).tolist())})
+    for c, ns in enumerate(held.sum(axis=0).tolist()):
+        if not ns:
+            continue
+        # the most time first; of equal times, the innermost (the latest to start): the most specific name
+        ranked = sorted(tops[c].items(), key=lambda kv: (-kv[1][0], -ops.start[kv[1][3]]))[:top]
+        out["causes"].append(
+            {
+                "cause": CAUSES[c],
+                "time_us": ns / NS,
+                "share": ns / total,
+                "top_ops": [
+                    {"op": labels[n], "time_us": us / NS, "count": count, "source": _source(trace, event)}
+                    for n, (us, count, _, event) in ranked
+                ],
+            }
+        )
+    out["causes"].sort(key=lambda r: -r["time_us"])
+    return out
+
+
+def _hold(
+    trace: TraceFile, g_s: np.ndarray, g_e: np.ndarray, g_tid: np.ndarray, held: np.ndarray, tops: list[dict]
+) -> list[str]:
+    """Fill ``held`` (each gap piece's ns by cause) and ``tops`` (each cause's operators) from the operators on
+    each piece's thread; the labels ``tops`` is keyed by are returned."""
+    ops = trace.ops
     cause, label, labels = op_causes(trace)
     kinds = (ops.kind == OP) | (ops.kind == ANNOTATION) | (ops.kind == PYTHON) | (ops.kind == RUNTIME)
-    held = np.zeros(len(CAUSES), np.int64)
     # a Python frame of torch or a library (module.py's _call_impl) names nothing: it counts, but is not listed
     library = np.array([bool(_LIBRARY.search(n.partition("(")[0])) for n in ops.names] or [False])
     listed = (ops.kind != PYTHON) | ~library[ops.name]
-    tops: list[dict[int, list]] = [{} for _ in CAUSES]  # cause → label → [µs, count, longest µs, event]
-    for tid in np.unique(gap_tid).tolist():
-        mine = gap_tid == tid
-        g_s, g_e = gap_start[mine], gap_end[mine]
+    for tid in np.unique(g_tid).tolist():
+        mine = np.flatnonzero(g_tid == tid)
+        p_s, p_e = g_s[mine], g_e[mine]
         on = np.flatnonzero(kinds & (ops.tid == tid))
         o_s, o_e, o_c = _ns(ops.start[on]), _ns(ops.end[on]), cause[on]
-        before = 0
+        before = np.zeros(len(mine), np.int64)
         higher_s, higher_e = np.zeros(0, np.int64), np.zeros(0, np.int64)
         for c in range(OTHER + 1):
             these = o_c == c
             u_s, u_e = _merged(np.concatenate([higher_s, o_s[these]]), np.concatenate([higher_e, o_e[these]]))
-            covered = int(_overlap(u_s, u_e, g_s, g_e).sum())
-            held[c] += covered - before
-            if covered > before and these.any():
-                own_s, own_e = _less(g_s, g_e, higher_s, higher_e)  # the gaps less the causes before this one
+            covered = _overlap(u_s, u_e, p_s, p_e)  # each piece's ns held by this cause or one before it
+            held[mine, c] = covered - before
+            if (covered > before).any() and these.any():
+                own_s, own_e = _less(p_s, p_e, higher_s, higher_e)  # the gaps less the causes before this one
                 idx = np.flatnonzero(these)
                 time = _overlap(own_s, own_e, o_s[idx], o_e[idx])
                 for k, t in zip(idx[time > 0].tolist(), time[time > 0].tolist()):
@@ -261,25 +320,8 @@ def host_gaps(trace: TraceFile, device: int, top: int = TOP_OPS) -> dict:
                         row[2], row[3] = t, int(on[k])
             before = covered
             higher_s, higher_e = u_s, u_e
-        held[NONE] += int((g_e - g_s).sum()) - before
-    for c, name in enumerate(CAUSES):
-        if not held[c]:
-            continue
-        # the most time first; of equal times, the innermost (the latest to start): the most specific name
-        ranked = sorted(tops[c].items(), key=lambda kv: (-kv[1][0], -ops.start[kv[1][3]]))[:top]
-        out["causes"].append(
-            {
-                "cause": name,
-                "time_us": int(held[c]) / NS,
-                "share": int(held[c]) / total,
-                "top_ops": [
-                    {"op": labels[n], "time_us": us / NS, "count": count, "source": _source(trace, event)}
-                    for n, (us, count, _, event) in ranked
-                ],
-            }
-        )
-    out["causes"].sort(key=lambda r: -r["time_us"])
-    return out
+        held[mine, NONE] = (p_e - p_s) - before
+    return labels
 
 
 MIN_SPAN_SHARE = 0.05  # a cause named in a finding holds at least this share of the GPU's span
@@ -306,6 +348,37 @@ def host_gap_findings(meta: dict) -> list[dict]:
             text = f"{held} in `{top['op']}`{where} — {c['cause']} on the launching thread" if top else held
         out.append({"kind": "host_gap", "text": text, "value": 100 * share, "unit": "%"})
     return out
+
+
+STALL_RATIO = 2.0  # a step's time in a named cause at least this many times the median step's is a stall
+STALL_STEPS = 3  # a median needs at least this many steps
+
+
+def step_stall_findings(steps: list[dict]) -> list[dict]:
+    """The step whose host held the GPU idle longest in one named cause (a copy, a synchronisation, the
+    allocator, data loading, the optimizer), where that is at least :data:`STALL_RATIO` times the median step's
+    and :data:`MIN_SPAN_SHARE` of the step's GPU window: one step stalls (a slow batch, a checkpoint, a
+    periodic sync) rather than every step. At most one finding: the largest such time."""
+    named = [(key, name) for key, name in zip(STEP_KEYS, CAUSES) if name not in (CAUSES[OTHER], CAUSES[NONE])]
+    timed = [r for r in steps if STEP_KEYS[0] in r and r["gpu_window_us"] > 0]
+    if len(timed) < STALL_STEPS:
+        return []
+    stalls = []
+    for key, name in named:
+        times = np.array([r[key] for r in timed])
+        median, worst = float(np.median(times)), timed[int(np.argmax(times))]
+        if worst[key] >= STALL_RATIO * median and worst[key] >= MIN_SPAN_SHARE * worst["gpu_window_us"]:
+            stalls.append((worst[key], name, worst, median))
+    if not stalls:
+        return []
+    us, name, step, median = max(stalls, key=lambda s: s[0])
+    share = us / step["gpu_window_us"]
+    text = (
+        f"step {step['step']} stalls on {name}: the GPU idled {us_text(us)} of its {us_text(step['gpu_window_us'])} "
+        f"window ({share:.1%}) while the host was in it, against {us_text(median) if median else 'none'} in the "
+        f"median step of {len(timed):,} — one step, not the steady state"
+    )
+    return [{"kind": "step_stall", "text": text, "value": 100 * share, "unit": "%"}]
 
 
 def host_gap_lines(meta: dict) -> list[str]:

@@ -141,6 +141,56 @@ def attribute(trace: TraceFile, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray
     return op_of, module_of, labels
 
 
+def _sums(trace: TraceFile, idx: np.ndarray) -> tuple[dict, list[str], np.ndarray, np.ndarray, np.ndarray]:
+    """The activities ``idx`` by (operator name, module): ``{(name, module): [µs, kernels, {op events}]}`` (name
+    -1: no operator), the module labels, and each activity's operator event, operator name and duration."""
+    a, ops = trace.activities, trace.ops
+    op_of, module_of, modules = attribute(trace, idx)
+    dur = (a.end - a.start)[idx]
+    kernel = a.kind[idx] <= COMM
+    op_name = np.full(len(op_of), -1, np.int64)
+    op_name[op_of >= 0] = ops.name[op_of[op_of >= 0]]
+    rows: dict[tuple[int, int], list] = {}
+    for n, m, d, k, e in zip(op_name.tolist(), module_of.tolist(), dur.tolist(), kernel.tolist(), op_of.tolist()):
+        row = rows.setdefault((n, m), [0.0, 0, set()])
+        row[0] += d
+        row[1] += k
+        if e >= 0:
+            row[2].add(e)
+    return rows, modules, op_of, op_name, dur
+
+
+def _totals(rows: dict, names: list[str], total: float) -> list[dict]:
+    """Each operator over every module, the most GPU time first: ``{"op", "gpu_time_us", "share", "kernels",
+    "calls"}``."""
+    by_op: dict[int, list] = {}  # op name → [µs, kernels, {op events}]
+    for (n, _), (us, count, events) in rows.items():
+        row = by_op.setdefault(n, [0.0, 0, set()])
+        row[0] += us
+        row[1] += count
+        row[2] |= events
+    return [
+        {
+            "op": names[n] if n >= 0 else NO_OP,
+            "gpu_time_us": us,
+            "share": us / total if total else 0.0,
+            "kernels": k,
+            "calls": len(e),
+        }
+        for n, (us, k, e) in sorted(by_op.items(), key=lambda kv: -kv[1][0])
+    ]
+
+
+def op_totals(trace: TraceFile, device: int) -> list[dict]:
+    """Every operator's GPU time on ``device`` over every module (as ``op_totals`` of :func:`op_breakdown`, all of
+    them): what a job's ranks are compared by, an operator missing on a rank counting 0."""
+    idx = np.flatnonzero(trace.activities.device == device)
+    if not len(idx):
+        return []
+    rows, _, _, _, dur = _sums(trace, idx)
+    return _totals(rows, trace.ops.names, float(dur.sum()))
+
+
 def op_breakdown(trace: TraceFile, device: int, top: int = TOP) -> dict:
     """The analysed GPU's time by operator and module, the top ``top`` of each, and the patterns found:
     ``{"ops": [...], "op_totals": [...], "modules": [...], "op_patterns": [...], "ops_gpu_time_us",
@@ -149,18 +199,7 @@ def op_breakdown(trace: TraceFile, device: int, top: int = TOP) -> dict:
     idx = np.flatnonzero(a.device == device)
     if not len(idx):
         return {}
-    op_of, module_of, modules = attribute(trace, idx)
-    dur = (a.end - a.start)[idx]
-    kernel = a.kind[idx] <= COMM
-    op_name = np.full(len(op_of), -1, np.int64)
-    op_name[op_of >= 0] = ops.name[op_of[op_of >= 0]]
-    rows: dict[tuple[int, int], list] = {}  # (op name, module) → [µs, kernels, {op events}]
-    for n, m, d, k, e in zip(op_name.tolist(), module_of.tolist(), dur.tolist(), kernel.tolist(), op_of.tolist()):
-        row = rows.setdefault((n, m), [0.0, 0, set()])
-        row[0] += d
-        row[1] += k
-        if e >= 0:
-            row[2].add(e)
+    rows, modules, op_of, op_name, dur = _sums(trace, idx)
     total = float(dur.sum())
 
     def name(n: int) -> str:
@@ -191,21 +230,11 @@ def op_breakdown(trace: TraceFile, device: int, top: int = TOP) -> dict:
         {"module": modules[m], "gpu_time_us": us, "share": us / total if total else 0.0, "kernels": k, "ops": n}
         for m, (us, k, n) in sorted(by_module.items(), key=lambda kv: -kv[1][0])[:top]
     ]
-    by_op: dict[int, list] = {}  # op name → [µs, kernels, {op events}], over every module
-    for (n, _), (us, count, events) in rows.items():
-        row = by_op.setdefault(n, [0.0, 0, set()])
-        row[0] += us
-        row[1] += count
-        row[2] |= events
-    op_totals = [
-        {"op": name(n), "gpu_time_us": us, "share": us / total if total else 0.0, "kernels": k, "calls": len(e)}
-        for n, (us, k, e) in sorted(by_op.items(), key=lambda kv: -kv[1][0])[:top]
-    ]
     attributed = float(dur[op_of >= 0].sum())
     patterns = _unfused_attention(rows, modules, ops) + _tiny_elementwise(trace, idx, dur, op_name)
     return {
         "ops": op_rows,
-        "op_totals": op_totals,
+        "op_totals": _totals(rows, ops.names, total)[:top],
         "modules": module_rows,
         "op_patterns": patterns,
         "ops_gpu_time_us": total,

@@ -13,8 +13,10 @@ its margin is measured against the median rank's compute time (the median over t
 middle two for an even count), in µs and %, and its kernel time per compute group against the median rank's
 (where the extra time goes); and what each rank's host did while its GPU idled, by cause (rows of kind
 ``host_gap``: data loading, synchronisation, copies… with the operator holding most of each), so a rank that
-waits on its DataLoader while the others compute is named by its cause. Only the summary of a rank is kept
-before the next is read, so memory is one trace's columns at a time.
+waits on its DataLoader while the others compute is named by its cause, each step's part of it with the step;
+and each rank's operators by GPU time (rows of kind ``op``, the top :data:`OPS_KEPT`), the straggler's extra time
+by operator against the median rank's (an operator's name is the same on every rank, where its kernels' may not
+be). Only the summary of a rank is kept before the next is read, so memory is one trace's columns at a time.
 """
 
 from __future__ import annotations
@@ -29,7 +31,8 @@ import numpy as np
 from core.errors import ConfigError
 from core.intake import InputRefused
 from core.workload.files import job_files
-from core.workload.host_gaps import host_gaps
+from core.workload.host_gaps import STEP_KEYS, host_gaps
+from core.workload.ops import op_totals
 from core.workload.trace import analyse_trace, read_trace
 
 _RANK_NAME = re.compile(r"rank[-_]?(\d+)", re.I)
@@ -44,7 +47,8 @@ _RANK_FIELDS = {
 _NOT_COMPUTE = {"communication", "memory"}  # kernel groups outside the compute the straggler is named by
 _STEP_FIELDS = {"wall_us": "wall_us", "kernel_time_us": "kernel_time_us", "compute_us": "compute_union_us",
                 "communication_us": "communication_union_us", "exposed_communication_us": "exposed_communication_us",
-                "idle_us": "idle_us", "host_wait_us": "host_wait_us"}  # fmt: skip
+                "idle_us": "idle_us", "host_wait_us": "host_wait_us", **{k: k for k in STEP_KEYS}}  # fmt: skip
+OPS_KEPT = 20  # each rank's operators stored as rows, the most GPU time first (the straggler's are found on all)
 
 
 def rank_files(paths: list[str] | tuple[str, ...]) -> list[Path]:
@@ -55,7 +59,8 @@ def rank_files(paths: list[str] | tuple[str, ...]) -> list[Path]:
 @dataclass
 class RankTrace:
     """What is kept of one rank once its trace is dropped: its row, its steps' rows, its kernel groups and what
-    its host did while its GPU idled (:func:`core.workload.host_gaps.host_gaps`, by cause)."""
+    its host did while its GPU idled (:func:`core.workload.host_gaps.host_gaps`, by cause), and its operators'
+    GPU time (:func:`core.workload.ops.op_totals`: every operator, over every module)."""
 
     row: dict
     steps: list[dict]
@@ -63,6 +68,7 @@ class RankTrace:
     step_numbers: set[int] = field(default_factory=set)
     quirks: dict[str, int] = field(default_factory=dict)
     host_gaps: list[dict] = field(default_factory=list)
+    ops: list[dict] = field(default_factory=list)
 
 
 def read_rank(path: Path) -> RankTrace:
@@ -80,7 +86,11 @@ def read_rank(path: Path) -> RankTrace:
     rows, meta = analyse_trace(trace, top=1)
     if not meta.get("gpu_activities"):
         raise ConfigError(f"{path.name}: rank {rank} has no GPU kernels or copies to compare")
-    gaps = host_gaps(trace, meta["device"], top=1)
+    gaps = host_gaps(trace, meta["device"], top=1, steps=[r for r in rows if r["kind"] == "step"])
+    ops = [
+        {"kind": "op", "rank": rank, **{k: o[k] for k in ("op", "gpu_time_us", "kernels", "calls")}}
+        for o in op_totals(trace, meta["device"])
+    ]
     del trace
     row = {
         "kind": "rank",
@@ -120,7 +130,8 @@ def read_rank(path: Path) -> RankTrace:
         }
         for c in gaps.get("causes") or []
     ]
-    return RankTrace(row, steps, groups, {s["step"] for s in steps}, dict(meta.get("quirks") or {}), causes)
+    quirks = dict(meta.get("quirks") or {})
+    return RankTrace(row, steps, groups, {s["step"] for s in steps}, quirks, causes, ops)
 
 
 def check_one_job(first: RankTrace, other: RankTrace, seen: dict[int, str]) -> None:
@@ -180,16 +191,30 @@ def extra_by_group(ranks: list[RankTrace], rank: int) -> list[dict]:
     return sorted(out, key=lambda g: -g["extra_us"])
 
 
+def extra_by_op(ranks: list[RankTrace], rank: int, top: int = 5) -> list[dict]:
+    """The operators holding the straggler's extra time: ``rank``'s GPU time in each operator against the median
+    over the ranks of that operator's (a rank without it counts 0), the ``top`` largest extras. Like the groups,
+    sums of durations (kernels, copies and sets), so they need not add up to the margin."""
+    by_rank = {r.row["rank"]: {o["op"]: o["gpu_time_us"] for o in r.ops} for r in ranks}
+    out = []
+    for op in sorted({o for ops in by_rank.values() for o in ops}):
+        own = by_rank[rank].get(op, 0.0)
+        median = float(np.median([ops.get(op, 0.0) for ops in by_rank.values()]))
+        out.append({"op": op, "gpu_time_us": own, "median_gpu_time_us": median, "extra_us": own - median})
+    return sorted(out, key=lambda o: -o["extra_us"])[:top]
+
+
 def combine(ranks: list[RankTrace]) -> tuple[list[dict], dict]:
     """The stored run of a job: rank rows by rank, then every rank's steps and kernel groups; the summary."""
     ranks = sorted(ranks, key=lambda r: r.row["rank"])
     rank_rows = [r.row for r in ranks]
     rows = rank_rows + [s for r in ranks for s in r.steps] + [g for r in ranks for g in r.groups]
-    rows += [c for r in ranks for c in r.host_gaps]
+    rows += [c for r in ranks for c in r.host_gaps] + [o for r in ranks for o in r.ops[:OPS_KEPT]]
     first = rank_rows[0]
     common = set.intersection(*(r.step_numbers for r in ranks)) if all(r.step_numbers for r in ranks) else set()
     worst = straggler(rank_rows)
     worst["groups"] = extra_by_group(ranks, worst["rank"])
+    worst["ops"] = extra_by_op(ranks, worst["rank"])
     meta = {
         "ranks": [r["rank"] for r in rank_rows],
         "files": [r["file"] for r in rank_rows],

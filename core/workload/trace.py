@@ -38,6 +38,7 @@ import numpy as np
 
 from core.measure.kernels import KERNEL_GROUPS, KERNEL_RULES, NO_RULE, classify_kernel
 from core.text import quirk_lines
+from core.workload.host_gaps import CAUSES, STEP_KEYS
 from core.workload.trace_file import COMM, COMPUTE, KINDS, MEMCPY, MEMSET, Activities, TraceFile, read_trace
 
 __all__ = ["IDLE_CAUSES", "TRACE_GROUPS", "analyse_trace", "launch_lines", "read_trace", "report_lines", "union_us"]
@@ -283,6 +284,7 @@ def _steps(trace: TraceFile, sel: np.ndarray, groups: np.ndarray, launches: _Lau
     for (t0, t1, step), idx, (lo, hi) in zip(spans, parts, windows):
         # the GPU window beside the wall, so a table reads the two windows side by side (filled in below)
         row = {"kind": "step", "step": step, "wall_us": t1 - t0, "gpu_window_us": 0.0, "activities": int(len(idx))}
+        row["gpu_window_start_us"] = lo / NS  # where the window lies (µs since the trace's origin)
         row.update({k: v for k, v in _time_breakdown(a, idx).items() if k not in ("streams", "span_us")})
         sums = np.bincount(groups[idx], weights=durations[idx], minlength=len(TRACE_GROUPS))
         row.update({f"{group}_us": float(us) for group, us in zip(TRACE_GROUPS, sums)})
@@ -403,6 +405,12 @@ def analyse_trace(trace: TraceFile, top: int = 20) -> tuple[list[dict], dict]:
     meta["step_basis"] = basis
     rows += _utilisation(a, sel)
     return rows, meta
+
+
+def _step_host_text(step: dict) -> str:
+    """The two causes holding most of a step's gaps on the host's side (runs stored before them: nothing)."""
+    held = sorted(((step[k], name) for k, name in zip(STEP_KEYS, CAUSES) if step.get(k)), reverse=True)[:2]
+    return "; the host: " + ", ".join(f"{name} {us / 1000:,.3f} ms" for us, name in held) if held else ""
 
 
 def _grouped(keys: np.ndarray, idx: np.ndarray) -> list[tuple[int, np.ndarray]]:
@@ -727,6 +735,7 @@ def report_lines(meta: dict, rows: list[dict]) -> list[str]:
             + (f"; GPU window {r['gpu_window_us'] / ms:,.3f} ms: " if window else ", ")
             + f"busy {r.get('busy_us', 0) / ms:,.3f} ms, idle {r.get('idle_us', 0) / ms:,.3f} ms"
             + (f", host wait {r['host_wait_us'] / ms:,.3f} ms" if "host_wait_us" in r else "")
+            + _step_host_text(r)
         )
     out += quirk_lines(meta)
     return out

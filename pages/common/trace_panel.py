@@ -60,6 +60,9 @@ def render(run: RunResult) -> None:
     if gaps := trace_why.host_gap_table(m):  # why the GPU idled, on the host's side: the answer before the charts
         st.write(f"What the host did while the GPU idled ({m['host_gaps']['gaps']:,} gaps, on the launching thread):")
         st.dataframe(gaps, hide_index=True)
+        if not (per_step := view.step_host_ms(run)).empty:
+            st.write("The same, in each step's idle (ms):")
+            st.dataframe(per_step)
     st.caption(
         f"{markdown_text(m['file'])} · GPU {m['device']} ({markdown_text(m['device_name'])}) · "
         f"{view.count_text(m['devices'], 'GPU')} in the file · {view.count_text(m['streams'], 'stream')} on this GPU · "
@@ -183,3 +186,7 @@ def render_ranks(run: RunResult) -> None:
     if not gaps.empty:
         st.write("What each rank's host did while its GPU idled (ms, on the launching thread), rank by rank:")
         st.dataframe(gaps)
+    ops = view.ops_ms(run)
+    if not ops.empty:
+        st.write("Top operators by GPU time (ms), rank by rank:")
+        st.dataframe(ops)

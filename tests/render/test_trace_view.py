@@ -88,3 +88,31 @@ def test_what_each_rank_s_host_did_while_its_gpu_idled_in_ms():
     assert table.index.tolist() == ["data loading", "optimizer"] and table.columns.tolist() == ["rank 0", "rank 1"]
     assert table.values.tolist() == [[0.5, 4.0], [1.0, 0.0]]
     assert view.host_gaps_ms(stored("profiler-trace-ranks", [rank(0, 1.0)])).empty  # stored before: no table
+
+
+def test_each_step_s_idle_by_the_host_s_cause_in_ms():
+    from core.workload.host_gaps import STEP_KEYS
+
+    held = dict.fromkeys(STEP_KEYS, 0.0)
+    steps = [
+        {"kind": "step", "step": 7.0, **held, "idle_host_data_us": 2500.0, "idle_host_none_us": 500.0},
+        {"kind": "step", "step": 8.0, **held, "idle_host_none_us": 1000.0},
+    ]
+    table = view.step_host_ms(stored("profiler-trace", steps))
+    assert table.columns.tolist() == ["data loading", "no CPU event"]  # the causes no step has are left out
+    assert table.index.tolist() == [7, 8] and table.values.tolist() == [[2.5, 0.5], [0.0, 1.0]]
+    old = [{"kind": "step", "step": 1, "wall_us": 5.0}]
+    assert view.step_host_ms(stored("profiler-trace", old)).empty  # stored before the per-step causes
+
+
+def test_each_rank_s_top_operators_in_ms():
+    ops = [
+        {"kind": "op", "rank": 0.0, "op": "aten::mm", "gpu_time_us": 3000.0},
+        {"kind": "op", "rank": 1.0, "op": "aten::mm", "gpu_time_us": 5000.0},
+        {"kind": "op", "rank": 1.0, "op": "aten::add", "gpu_time_us": 9000.0},
+        {"kind": "op", "rank": 0.0, "op": "aten::cat", "gpu_time_us": 100.0},
+    ]
+    table = view.ops_ms(stored("profiler-trace-ranks", [rank(0, 1.0), *ops]), top=2)
+    assert table.index.tolist() == ["aten::add", "aten::mm"]  # 9 ms, then 3 + 5 ms; aten::cat is past the top 2
+    assert table.columns.tolist() == ["rank 0", "rank 1"] and table.values.tolist() == [[0.0, 9.0], [3.0, 5.0]]
+    assert view.ops_ms(stored("profiler-trace-ranks", [rank(0, 1.0)])).empty  # stored before: no table

@@ -2,6 +2,7 @@
 against a computation written here from the file's own events — plain JSON, a loop over each gap's stretches —
 and the source line of an operator on a trace recorded here on the CPU."""
 
+import json
 from bisect import bisect_left
 from decimal import Decimal
 
@@ -9,7 +10,7 @@ import pytest
 
 pytest.importorskip("msgspec")
 
-from core.workload.host_gaps import CAUSES, _source, host_gap_findings, host_gaps
+from core.workload.host_gaps import CAUSES, STEP_KEYS, _source, host_gap_findings, host_gaps, step_stall_findings
 from core.workload.trace import analyse_trace
 from core.workload.trace_file import read_trace
 from tests.core.workload.traces import ALEXNET, BERT, EVENT_SYNC, GPU, RECSYS, STEP, trace_events
@@ -19,11 +20,11 @@ SYNCS = {"cudaStreamSynchronize", "cudaDeviceSynchronize", "cudaEventSynchronize
 SYNCS |= {"hipDeviceSynchronize", "aten::item", "aten::_local_scalar_dense", "aten::nonzero", "aten::is_nonzero"}
 
 
-def reference(events, device):
+def reference(events, device, window=None):
     """The gaps of ``device``'s timeline by cause, in µs, computed from the events alone: the union of its
     activities, each gap's launching thread (the runtime call of the activity ending it), and in each stretch
     between two consecutive op boundaries inside the gap, the first cause (in CAUSES' order) of the ops covering
-    it on that thread."""
+    it on that thread. ``window`` (start, end in the file's µs): only the gaps' parts inside it."""
     gpu = [e for e in events if e.get("ph") == "X" and e.get("cat") in GPU and e["args"].get("device") == device]
     gpu.sort(key=lambda e: e["ts"])
     gaps, reach = [], None
@@ -74,6 +75,10 @@ def reference(events, device):
     totals = [Decimal(0)] * len(CAUSES)
     for g0, g1, corr in gaps:
         tid = thread_of.get(corr, main)
+        if window is not None:
+            g0, g1 = max(g0, window[0]), min(g1, window[1])
+            if g0 >= g1:
+                continue
         ops = by_thread.get(tid, [])
         inside = [o for o in ops[: bisect_left(ops, (g1,))] if o[1] > g0]
         cuts = sorted({g0, g1} | {t for o in inside for t in o[:2] if g0 < t < g1})
@@ -96,6 +101,92 @@ def test_every_cause_against_the_files_own_events(path):
     assert got == pytest.approx(reference(trace_events(path, exact=True), meta["device"]), abs=1e-6)
     assert gaps["gap_us"] == pytest.approx(meta["idle_us"], abs=1e-6)  # the gaps are the device's idle
     assert sum(got.values()) == pytest.approx(meta["idle_us"], abs=1e-6)
+
+
+@pytest.mark.parametrize("path", [STEP, RECSYS], ids=lambda p: p.name)
+def test_each_step_s_causes_against_the_files_own_events(path):
+    """Each ProfilerStep's idle by the host's cause: the loop above on the gaps' parts inside the step's GPU
+    window (its edges from the step row, in the file's µs); the steps' parts add up to no more than the whole."""
+    trace = read_trace(path)
+    rows, meta = analyse_trace(trace)
+    steps = [r for r in rows if r["kind"] == "step"]
+    whole = host_gaps(trace, meta["device"], steps=steps)
+    events = trace_events(path, exact=True)
+    assert steps and all(key in s for s in steps for key in STEP_KEYS)
+    for s in steps:
+        lo = Decimal(trace.origin_us) + Decimal(repr(s["gpu_window_start_us"]))
+        want = reference(events, meta["device"], (lo, lo + Decimal(repr(s["gpu_window_us"]))))
+        got = {name: s[key] for key, name in zip(STEP_KEYS, CAUSES) if s[key]}
+        assert got == pytest.approx(want, abs=1e-6)
+    assert sum(s[k] for s in steps for k in STEP_KEYS) <= whole["gap_us"] + 1e-6
+
+
+def test_the_causes_of_a_cpu_stepped_trace_are_each_step_s_idle():
+    # the recsys rank's steps are CPU spans: each GPU window runs from the step's first activity to the next
+    # step's first, so its idle is all inside gaps, and its causes add up to it (two ways of counting idle)
+    trace = read_trace(RECSYS)
+    rows, meta = analyse_trace(trace)
+    steps = [r for r in rows if r["kind"] == "step"]
+    host_gaps(trace, meta["device"], steps=steps)
+    assert len(steps) == 2
+    for s in steps:
+        assert sum(s[k] for k in STEP_KEYS) == pytest.approx(s["idle_us"], abs=1e-6)
+
+
+def stall_trace() -> dict:
+    """Four CPU steps of 100 µs on thread 1 ([100n, 100n + 100), n = 1…4), each launching one kernel at 100n + 5
+    (a 2 µs call) that runs [100n + 10, 100n + 20]; in step 3 the DataLoader's ``__next__`` runs [320, 400].
+    GPU windows (first activity to the next step's first): [110, 210), [210, 310), [310, 410), [410, 420);
+    gaps [120, 210), [220, 310), [320, 410): steps 1 and 2 hold the next launch call (other CPU work 2, no CPU
+    event 88); step 3: data loading 80 ([320, 400]), no CPU event 5, the launch 2 ([405, 407]), none 3."""
+    events = []
+    for n in range(1, 5):
+        t = 100 * n
+        events += [
+            {"ph": "X", "cat": "user_annotation", "name": f"ProfilerStep#{n}", "pid": 1, "tid": 1, "ts": t,
+             "dur": 100},
+            {"ph": "X", "cat": "cuda_runtime", "name": "cudaLaunchKernel", "pid": 1, "tid": 1, "ts": t + 5,
+             "dur": 2, "args": {"correlation": n}},
+            {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": t + 10, "dur": 10,
+             "args": {"device": 0, "stream": 7, "correlation": n}},
+        ]  # fmt: skip
+    events.append(
+        {"ph": "X", "cat": "user_annotation", "name": "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__",
+         "pid": 1, "tid": 1, "ts": 320, "dur": 80}
+    )  # fmt: skip
+    return {"traceEvents": events}
+
+
+def test_one_step_stalling_on_data_loading_by_hand(tmp_path):
+    path = tmp_path / "stall.json"
+    path.write_text(json.dumps(stall_trace()))
+    trace = read_trace(path)
+    rows, meta = analyse_trace(trace)
+    steps = {r["step"]: r for r in rows if r["kind"] == "step"}
+    host_gaps(trace, meta["device"], steps=list(steps.values()))
+    held = {n: {name: s[key] for key, name in zip(STEP_KEYS, CAUSES) if s[key]} for n, s in steps.items()}
+    assert held == {
+        1: {"other CPU work": 2.0, "no CPU event": 88.0},
+        2: {"other CPU work": 2.0, "no CPU event": 88.0},
+        3: {"data loading": 80.0, "other CPU work": 2.0, "no CPU event": 8.0},
+        4: {},
+    }
+    (found,) = step_stall_findings(list(steps.values()))
+    assert found["value"] == pytest.approx(80.0)  # 80 µs of step 3's 100 µs window
+    assert found["text"].startswith(
+        "step 3 stalls on data loading: the GPU idled 80.0 µs of its 100.0 µs window (80.0%)"
+    )
+    assert "against none in the median step of 4" in found["text"]
+    # the import says it among its findings
+    from core.experiment import config_from_dict, drive
+    from core.experiments.profiler_trace import ProfilerTraceConfig, run
+
+    out, _ = drive(run(config_from_dict(ProfilerTraceConfig, {"path": str(path)}), None))  # type: ignore[arg-type]
+    assert [f["text"] for f in out.meta["findings"] if f["kind"] == "step_stall"] == [found["text"]]
+    # the same time in every step is the steady state, not a stall
+    for s in steps.values():
+        s[STEP_KEYS[CAUSES.index("data loading")]] = 80.0
+    assert step_stall_findings(list(steps.values())) == []
 
 
 def test_an_item_call_on_a_real_a100_trace_by_hand():

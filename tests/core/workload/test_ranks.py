@@ -137,6 +137,48 @@ def test_each_rank_says_what_its_host_did_while_its_gpu_idled(two_ranks):
         assert optimizer["top_op"] == "Optimizer.step#Shampoo.step"
 
 
+def test_each_rank_s_operators_and_the_straggler_s_extra_time_by_operator(two_ranks):
+    """Each rank's operators against the attribution written from the file's own events that checks a single
+    trace (tests/core/workload/test_ops.py), summed over modules; the straggler's extra time per operator is its
+    time less the median over the two ranks (an operator a rank lacks counts 0), the five largest."""
+    from tests.core.workload.test_ops import reference
+
+    rows, meta = two_ranks
+    want: dict[int, dict[str, float]] = {}
+    for rank, path in ((0, RANK0), (1, RANK1)):
+        per_op: dict[str, float] = {}
+        for (op, _), (us, _) in reference(path, rank_rows(rows)[rank]["device"]).items():
+            per_op[op] = per_op.get(op, 0.0) + us
+        want[rank] = per_op
+        got = {r["op"]: r["gpu_time_us"] for r in rows if r["kind"] == "op" and r["rank"] == rank}
+        assert len(got) == 20 and got == pytest.approx({op: per_op[op] for op in got})
+        assert min(got.values()) >= sorted(per_op.values(), reverse=True)[19]  # the 20 with the most time
+    s = meta["straggler"]
+    assert s["rank"] == 1
+    ops = set(want[0]) | set(want[1])
+    extra = {op: want[1].get(op, 0.0) - statistics.median([want[0].get(op, 0.0), want[1].get(op, 0.0)]) for op in ops}
+    assert [o["extra_us"] for o in s["ops"]] == pytest.approx(sorted(extra.values(), reverse=True)[:5])
+    assert {o["op"]: o["extra_us"] for o in s["ops"]} == pytest.approx({o["op"]: extra[o["op"]] for o in s["ops"]})
+    # the embedding's backward holds most of it: 106,365 − (62,879 + 106,365) / 2 = 21,743 µs (the sums above)
+    assert s["ops"][0]["op"] == "torch::autograd::CppNode<SplitLookupFunction_rowwise_adagrad_Op>"
+    assert (want[0][s["ops"][0]["op"]], want[1][s["ops"][0]["op"]]) == pytest.approx((62_879, 106_365))
+    straggler = next(f for f in meta["findings"] if f["kind"] == "straggler")
+    assert (
+        "by operator, `torch::autograd::CppNode<SplitLookupFunction_rowwise_adagrad_Op>` +21.7 ms" in straggler["text"]
+    )
+
+
+def test_each_rank_s_steps_say_what_its_host_did_in_their_idle(two_ranks):
+    """Each rank's steps carry their idle by the host's cause (CPU-span steps: the causes are the step's idle)."""
+    from core.workload.host_gaps import STEP_KEYS
+
+    rows, _ = two_ranks
+    steps = [r for r in rows if r["kind"] == "step"]
+    assert len(steps) == 4
+    for s in steps:
+        assert sum(s[k] for k in STEP_KEYS) == pytest.approx(s["idle_us"], abs=1e-6)
+
+
 @pytest.mark.skipif(not HTA_VENV.exists(), reason="HolisticTraceAnalysis is not installed in /tmp/htavenv")
 def test_holistic_trace_analysis_itself_where_installed(two_ranks, tmp_path):
     for rank, path in ((0, RANK0), (1, RANK1)):
