@@ -389,7 +389,7 @@ def trace_diff(args) -> int:
     total = totals(rows)
     figures = whole(base.meta, new.meta) + steps(base.rows, new.rows)
     by_op = operators(base.meta, new.meta)
-    unlike = mismatches(base.meta, new.meta, base.rows, new.rows)
+    unlike = mismatches(base.meta, new.meta, rows)
     if args.json:
         print(
             dump(

@@ -175,8 +175,9 @@ def steps(base_rows: list[dict], new_rows: list[dict]) -> list[dict]:
     return out
 
 
-def mismatches(base_meta: dict, new_meta: dict, base_rows: list[dict], new_rows: list[dict]) -> list[str]:
-    """Where the two traces are not alike, in words: what a reader must know before trusting the deltas."""
+def mismatches(base_meta: dict, new_meta: dict, rows: list[dict]) -> list[str]:
+    """Where the two traces are not alike, in words: what a reader must know before trusting the deltas
+    (``rows``: their :func:`diff`)."""
     said = []
     gpus = [_named_gpu(m) for m in (base_meta, new_meta)]
     if gpus[0] and gpus[1] and gpus[0] != gpus[1]:
@@ -184,7 +185,7 @@ def mismatches(base_meta: dict, new_meta: dict, base_rows: list[dict], new_rows:
             f"different GPUs ({gpus[0]} → {gpus[1]}): kernels of other vendors or architectures rarely share a "
             "name, so compare the groups and the operators, not the kernel rows"
         )
-    shared = kernel_names_shared(diff(base_rows, new_rows))
+    shared = kernel_names_shared(rows)
     if shared is not None and max(shared) < KERNELS_SHARED:
         said.append(
             f"few kernels share a name ({shared[0]:.0%} of the base's listed kernel time, {shared[1]:.0%} of the "
@@ -199,7 +200,7 @@ def mismatches(base_meta: dict, new_meta: dict, base_rows: list[dict], new_rows:
             f"one trace records its world size, the other not ({_or_unknown(worlds[0])} → {_or_unknown(worlds[1])}): "
             "check both come from jobs of the same size before comparing communication"
         )
-    counts = [sum(r.get("kind") == "step" for r in rows) for rows in (base_rows, new_rows)]
+    counts = [m.get("steps", 0) for m in (base_meta, new_meta)]
     if counts[0] != counts[1]:
         said.append(
             f"different numbers of profiled steps ({counts[0]} → {counts[1]}): totals differ by that alone; "

@@ -321,10 +321,11 @@ def overlay(runs: list[RunResult]) -> list[Chart]:
 def diff_chart(base: RunResult, new: RunResult) -> Chart:
     """What got slower from ``base`` to ``new``, group by group: a waterfall from one side's GPU time to the
     other's (the engine's :func:`core.workload.trace_diff.diff`)."""
-    rows = [r for r in diff(base.rows, new.rows) if r["kind"] == "group"]
+    diffed = diff(base.rows, new.rows)
+    rows = [r for r in diffed if r["kind"] == "group"]
     total = totals(rows)
     # where the two files are not alike, said in the subtitle before any bar is read (short forms)
-    unlike = [text.split(":")[0] for text in mismatches(base.meta, new.meta, base.rows, new.rows)]
+    unlike = [text.split(":")[0] for text in mismatches(base.meta, new.meta, diffed)]
     sides = f"{_label(base)} → {_label(new)}" + (f" · not alike: {'; '.join(unlike)}" if unlike else "")
     names = [_label(base), *[str(r["group"]) for r in rows], _label(new)]
     values = [total["base_us"] / 1000, *[r["delta_us"] / 1000 for r in rows], total["new_us"] / 1000]
