@@ -12,6 +12,7 @@ import pytest
 pytest.importorskip("streamlit")
 
 from pages.common.catalog import available
+from tests.e2e.test_screenshots import WINDOW, readable, shoot
 
 EXISTING = {path for path, _, _ in available()}
 
@@ -35,12 +36,17 @@ def test_number_formats(lab, check_exports):
 
 @needs("pages/matmul.py")
 def test_matmul(lab, check_exports):
+    """Also the answer after a run, as test_screenshots checks it after an example: in a 1280×800 window."""
+    lab.page.set_viewport_size(WINDOW)
     lab.start("tiny", "bf16", "Matmul throughput")
-    lab.page.get_by_text("Custom M×N×K", exact=True).click()
+    lab.page.get_by_text("Custom M×N×K", exact=True).click()  # one shape (the default sweep takes minutes)
     lab.idle()
     lab.number("M", 128)
-    lab.run()
-    lab.expect(lab.charts().first).to_be_visible()
+    run_id = lab.run()
+    lab.expect(lab.charts().first.locator(".main-svg").first).to_be_visible()  # drawn, not only placed
+    lab.expect(lab.main().get_by_text(re.compile(rf"^Run {run_id} · ")).filter(visible=True).first).to_be_in_viewport()
+    shoot(lab, "matmul-after-a-run")
+    readable(lab, "pages/matmul.py")
     files = check_exports({"dtype"})
     assert b"bf16" in files["csv"] and b"fp32" in files["csv"]
     lab.expect(lab.main().get_by_text(re.compile("tf32.*unsupported|not measured", re.I)).first).to_be_attached()
