@@ -32,7 +32,7 @@ from core.errors import ConfigError
 from core.intake import InputRefused
 from core.workload.files import job_files
 from core.workload.host_gaps import STEP_KEYS, host_gaps
-from core.workload.ops import op_totals
+from core.workload.ops import NO_OP, op_totals
 from core.workload.trace import analyse_trace, read_trace
 
 _RANK_NAME = re.compile(r"rank[-_]?(\d+)", re.I)
@@ -194,8 +194,9 @@ def extra_by_group(ranks: list[RankTrace], rank: int) -> list[dict]:
 def extra_by_op(ranks: list[RankTrace], rank: int, top: int = 5) -> list[dict]:
     """The operators holding the straggler's extra time: ``rank``'s GPU time in each operator against the median
     over the ranks of that operator's (a rank without it counts 0), the ``top`` largest extras. Like the groups,
-    sums of durations (kernels, copies and sets), so they need not add up to the margin."""
-    by_rank = {r.row["rank"]: {o["op"]: o["gpu_time_us"] for o in r.ops} for r in ranks}
+    sums of durations (kernels, copies and sets), so they need not add up to the margin. Activity no operator
+    launched names nothing to change: it is left out."""
+    by_rank = {r.row["rank"]: {o["op"]: o["gpu_time_us"] for o in r.ops if o["op"] != NO_OP} for r in ranks}
     out = []
     for op in sorted({o for ops in by_rank.values() for o in ops}):
         own = by_rank[rank].get(op, 0.0)

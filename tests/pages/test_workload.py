@@ -191,8 +191,11 @@ def test_step_bench_page_puts_the_ranks_of_a_job_side_by_side(data_dir, tmp_path
     findings = next(m.value for m in at.markdown if m.value.startswith("**What stands out**")).replace("\\", "")
     assert "1. rank 1 is the straggler: +12.8% compute over the median rank" in findings
     assert len(at.get("plotly_chart")) == 3 and not at.exception
-    steps, gaps = at.dataframe[-2].value, at.dataframe[-1].value
+    steps, gaps, ops = (frame.value for frame in at.dataframe[-3:])
     assert list(steps.index) == [551, 552] and list(steps.columns) == ["rank 0", "rank 1"]
+    # each rank's operators: the embedding backward's GPU time, summed from each file (test_ranks.py)
+    embedding = "torch::autograd::CppNode<SplitLookupFunction_rowwise_adagrad_Op>"
+    assert list(ops.columns) == ["rank 0", "rank 1"] and ops.loc[embedding].tolist() == pytest.approx([62.879, 106.365])
     # what each rank's host did while its GPU idled: the causes add up to each rank's idle (HTA's idle_time)
     assert list(gaps.columns) == ["rank 0", "rank 1"] and "optimizer" in gaps.index
     assert gaps.sum().tolist() == pytest.approx([675.191, 651.136])

@@ -175,7 +175,7 @@ def test_the_straggler_is_the_rank_that_computes_longest_not_the_one_that_waits(
     found = ranks_findings(meta, list(by_rank.values()))
     assert found[0]["text"] == (
         "rank 0 is the straggler: +25.0% compute over the median rank (100.0 ms against 80.0 ms, 20.0 ms more); "
-        "by kernel group, embedding +30.0 of +20.0 ms (summed kernel durations against the median rank's)"
+        "by kernel group, embedding +30.0 of +20.0 ms (summed durations against the median rank's)"
     )
     # rank 1 waits 50 of its 110 ms in the all-reduce, exposed: 45.5% of its span
     exposed = next(f for f in found if f["kind"] == "exposed_communication")
