@@ -150,6 +150,7 @@ class ForkServer:
         self._spawning = threading.Lock()
         self._pids: queue.Queue[int | None] = queue.Queue()
         self._codes: dict[int, int] = {}
+        self.orphaned: set[int] = set()  # children gone after the server: how they ended is unknown
         self._ended = threading.Condition()
         self.down = False
         threading.Thread(target=self._listen, daemon=True, name="gpulab-fork-server").start()
@@ -191,12 +192,14 @@ class ForkServer:
 
     def exit_code(self, pid: int, timeout_s: float | None) -> int | None:
         """How ``pid`` ended, once the server has reaped it (None if not within ``timeout_s``). A child whose
-        server has ended is reaped by no one here: once it is gone its code is unknown, reported as 1."""
+        server has ended is reaped by no one here: once it is gone its code is unknown, reported as 1 and the pid
+        kept in :attr:`orphaned`."""
         deadline = None if timeout_s is None else time.monotonic() + timeout_s
         with self._ended:
             while pid not in self._codes:
                 if self.down and not _exists(pid):
                     self._codes[pid] = 1
+                    self.orphaned.add(pid)
                     break
                 left = None if deadline is None else deadline - time.monotonic()
                 if left is not None and left <= 0:
@@ -249,6 +252,11 @@ class Forked:
             if self.returncode is None:
                 raise subprocess.TimeoutExpired(self.args, timeout or 0)
         return self.returncode
+
+    @property
+    def status_known(self) -> bool:
+        """False once it has ended after its server: its :attr:`returncode` (1) then says nothing."""
+        return self.pid not in self._server.orphaned
 
     def kill(self) -> None:
         try:

@@ -22,6 +22,7 @@ from core import registry
 from core.errors import ConfigError
 from core.experiment import config_to_dict
 from core.fanout import submit_all
+from core.forkserver import Forked
 from core.hardware.device import check_device_string
 from core.lifecycle import Job, Listener, Recorder, notify
 from core.protocol import ProgressEvent, ResultEvent, RunRequest, StartedEvent, WaitingEvent
@@ -194,7 +195,10 @@ def _crash_outcome(job: Job, worker: WorkerProcess | LocalWorker | None, reason:
         worker.kill()
         code = worker.proc.wait()  # reaped by the kill: at once
     tail = worker.stderr_tail()
-    text = f"worker {signal_text(code)} before finishing" if reason is None else f"worker failed: {reason}"
+    how = signal_text(code)
+    if isinstance(worker.proc, Forked) and not worker.proc.status_known:
+        how = "ended with the fork server it came from (its exit status is unknown)"
+    text = f"worker {how} before finishing" if reason is None else f"worker failed: {reason}"
     if tail:
         text += f"; last output: {tail[-600:]}"
     return ResultEvent.failed(job.id, "crash", text)

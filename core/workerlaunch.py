@@ -66,6 +66,8 @@ def _forked(args: list[str], env: dict[str, str], stderr: IO[bytes]) -> Forked |
     try:
         with _server_lock:
             if not _server or _server[0].down:
+                for dead in _server:
+                    dead.stop()  # its socket, and its process reaped
                 _server[:] = [ForkServer(server_command("core.worker"), worker_env({}), REPO_ROOT)]
             server = _server[0]
         pid = server.spawn(args, worker_env(env), REPO_ROOT, (child_in, child_out, stderr.fileno()), STARTUP_TIMEOUT_S)

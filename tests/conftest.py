@@ -10,6 +10,7 @@ import time
 import urllib.request
 from pathlib import Path
 
+import psutil
 import pytest
 
 ROOT = Path(__file__).resolve().parent.parent
@@ -61,6 +62,19 @@ def wait_healthy(url: str, timeout_s: float, alive=lambda: True, poll_s: float =
         if not alive() or time.monotonic() > deadline:
             return False
         time.sleep(poll_s)
+
+
+def gone(pid: int, timeout_s: float = 10) -> bool:
+    """The process has exited (a zombie waiting for a reaper counts as gone: it holds no memory or lock)."""
+    deadline = time.monotonic() + timeout_s
+    while time.monotonic() < deadline:
+        try:
+            if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
+                return True
+        except psutil.NoSuchProcess:
+            return True
+        time.sleep(0.05)
+    return False
 
 
 def _cuda_available() -> bool:

@@ -25,6 +25,7 @@ from core.forkserver import FORK_SERVER_ENV
 from core.jobs import JobManager
 from core.store import RunStore, StoreError
 from core.worker import MEMORY_LIMIT_ENV
+from tests.conftest import gone
 
 ROOT = Path(__file__).resolve().parents[2]
 WAIT_S = 120  # a cold worker imports torch; a loaded 2-core CI box can take a while
@@ -55,19 +56,6 @@ def our_workers() -> list[psutil.Process]:
         except psutil.Error:
             continue
     return found
-
-
-def gone(pid: int, timeout_s: float = 10) -> bool:
-    """The process has exited (a zombie waiting for a reaper counts as gone: it holds no memory or lock)."""
-    deadline = time.monotonic() + timeout_s
-    while time.monotonic() < deadline:
-        try:
-            if psutil.Process(pid).status() == psutil.STATUS_ZOMBIE:
-                return True
-        except psutil.NoSuchProcess:
-            return True
-        time.sleep(0.05)
-    return False
 
 
 def assert_no_orphans(manager: JobManager) -> None:

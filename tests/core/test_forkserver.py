@@ -6,6 +6,7 @@ import os
 import signal
 import subprocess
 import sys
+from types import SimpleNamespace
 
 import psutil
 import pytest
@@ -14,9 +15,9 @@ from core import workerlaunch
 from core.forkserver import FORK_SERVER_ENV, Forked
 from core.hardware.memory import MEMORY_LIMIT_ENV
 from core.intake import LIMITS_ENV
+from core.jobs import _crash_outcome
 from core.workerprocess import WorkerDied, WorkerProcess
-from tests.conftest import ROOT
-from tests.core.test_faults import gone
+from tests.conftest import ROOT, gone
 
 
 def ready_worker(**kwargs) -> WorkerProcess:
@@ -64,6 +65,7 @@ def test_each_forked_worker_reports_its_own_exit_status():
     assert polite.proc.wait(timeout=30) == 0
     os.kill(killed.pid, signal.SIGKILL)
     assert killed.proc.wait(timeout=30) == -signal.SIGKILL
+    assert all(isinstance(w.proc, Forked) and w.proc.status_known for w in (polite, killed))  # reaped by the server
     with pytest.raises(subprocess.TimeoutExpired):
         live = ready_worker()
         try:
@@ -97,6 +99,10 @@ def test_a_dead_fork_server_ends_its_worker_and_the_next_worker_starts(monkeypat
     server_pid = psutil.Process(worker.pid).ppid()
     os.kill(server_pid, signal.SIGKILL)
     assert worker.proc.wait(timeout=30) == 1  # no one reaped it here: its status is unknown, reported as 1
+    assert isinstance(worker.proc, Forked) and not worker.proc.status_known
+    # a job on it says so, not "exited with code 1"
+    crash = _crash_outcome(SimpleNamespace(id="j"), worker, None)  # type: ignore[arg-type]
+    assert crash.error.startswith("worker ended with the fork server it came from (its exit status is unknown)")
     worker.close()
     fresh = ready_worker()
     try:
