@@ -1,6 +1,6 @@
 """The tables the profiler trace view lists under its charts, from a stored ``profiler-trace`` or
 ``profiler-trace-ranks`` run: the kernel group rules, each rank's times, each step's wall time rank by rank, what
-the host did in each step's idle, and each rank's operators.
+the host did in each step's idle, each rank's operators, and the collectives as nccl-tests prints them.
 No Streamlit and no Plotly: the page only places them."""
 
 from __future__ import annotations
@@ -136,3 +136,24 @@ def ops_ms(run: RunResult, top: int = 10) -> pd.DataFrame:
     table = ops.pivot_table(index="op", columns="rank", values="gpu_time_us", aggfunc="sum", fill_value=0.0) / 1000
     table = table.loc[table.sum(axis=1).sort_values(ascending=False).index[:top]]
     return table.rename(columns=lambda r: f"rank {r}")
+
+
+def collectives_table(run: RunResult) -> pd.DataFrame:
+    """The trace's collectives as nccl-tests prints them (ms, GB/s); a figure nccl-tests has none for is missing;
+    empty for runs stored before the figures or traces that recorded none."""
+    calls = kind_rows(run, "collective")
+    if calls.empty:
+        return calls
+    return pd.DataFrame(
+        {
+            "collective": calls["collective"],
+            "size": calls["size"],
+            "dtype": calls["dtype"],
+            "group": calls["group_size"].astype(int),
+            "calls": calls["calls"].astype(int),
+            "median ms": calls["median_us"] / 1000,
+            "total ms": calls["total_us"] / 1000,
+            "algbw GB/s": calls["algbw_gbs"],
+            "busbw GB/s": calls["busbw_gbs"],
+        }
+    )

@@ -260,15 +260,19 @@ def trace(args) -> int:
         return code
     m = run.meta
     if args.json:
-        print_json(args, run, kernels=[r for r in run.rows if r.get("kind") == "kernel"])
+        kinds = {kind: [r for r in run.rows if r.get("kind") == kind] for kind in ("kernel", "step", "collective")}
+        print_json(args, run, kernels=kinds["kernel"], steps=kinds["step"], collectives=kinds["collective"])
         return 0
+    from core.workload.collective_calls import collective_lines
     from core.workload.host_gaps import host_gap_lines
     from core.workload.ops import op_lines
     from core.workload.trace import report_lines
 
     _say_example(m)
     say(f"{m['file']}: {'stored as run ' + run.id[:12] if not args.no_save else 'not stored (--no-save)'}")
-    for line in finding_lines(m) + host_gap_lines(m) + op_lines(m) + report_lines(m, run.rows):
+    for line in (
+        finding_lines(m) + host_gap_lines(m) + op_lines(m) + collective_lines(run.rows) + report_lines(m, run.rows)
+    ):
         say(line)
     return 0
 

@@ -1,9 +1,9 @@
 """One collective at one message size, timed inside an initialised process group, with nccl-tests' figures.
 
-Sizes follow nccl-tests: ``bytes`` is the largest buffer of a rank — the buffer of all_reduce and
-broadcast, the gathered output of all_gather, the input of reduce_scatter, each rank's send buffer
-of all_to_all. algbw = bytes / time; busbw = algbw × a factor that makes collectives comparable
-with the link speed: 2(n−1)/n for all_reduce, (n−1)/n for all_gather, reduce_scatter and
+Sizes follow nccl-tests (:mod:`core.measure.nccl_tests`): ``bytes`` is the largest buffer of a rank — the
+buffer of all_reduce and broadcast, the gathered output of all_gather, the input of reduce_scatter, each
+rank's send buffer of all_to_all. algbw = bytes / time; busbw = algbw × a factor that makes collectives
+comparable with the link speed: 2(n−1)/n for all_reduce, (n−1)/n for all_gather, reduce_scatter and
 all_to_all, 1 for broadcast.
 
 Timing: the ranks warm up together (rank 0 decides when the warm-up has lasted long enough and
@@ -27,6 +27,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import TYPE_CHECKING
 
+from core.measure.nccl_tests import busbw_factor
 from core.measure.stats import gbs_summary, summarize, time_fields
 from core.units import GIB, KIB, MIB, exact_size_text
 
@@ -49,17 +50,6 @@ def resolve_backend(requested: str, on_gpu: bool) -> str:
     if requested != "auto":
         return requested
     return "nccl" if on_gpu else "gloo"
-
-
-def busbw_factor(collective: str, world: int) -> float:
-    """nccl-tests' bus-bandwidth factor for ``world`` ranks."""
-    if collective == "all_reduce":
-        return 2 * (world - 1) / world
-    if collective in ("all_gather", "reduce_scatter", "all_to_all"):
-        return (world - 1) / world
-    if collective == "broadcast":
-        return 1.0
-    raise ValueError(f"unknown collective {collective!r}")
 
 
 @dataclass(frozen=True)

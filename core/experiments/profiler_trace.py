@@ -40,6 +40,7 @@ class ProfilerTraceConfig:
 
 
 def run(cfg: ProfilerTraceConfig, ctx: Context):
+    from core.workload.collective_calls import collective_rows
     from core.workload.findings import trace_findings
     from core.workload.host_gaps import host_gap_findings, host_gaps, step_stall_findings
     from core.workload.op_flops import tensor_core_findings, tensor_core_use
@@ -55,6 +56,7 @@ def run(cfg: ProfilerTraceConfig, ctx: Context):
         meta["host_gaps"] = host_gaps(data, meta["device"], steps=steps)
         meta.update(op_breakdown(data, meta["device"], cfg.top_kernels))
         meta["tensor_cores"] = tensor_core_use(data, meta["device"])
+        rows += collective_rows(data, meta["device"])
     # the answer first: what the host did while the GPU idled, the operators' patterns and the tensor cores left
     # unused (each naming an operator, a module or a kernel), then the summary's findings
     meta["findings"] = (

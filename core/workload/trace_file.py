@@ -77,6 +77,12 @@ class _Args(msgspec.Struct, gc=False):
     types: msgspec.Raw = msgspec.field(default_factory=msgspec.Raw, name="Input type")
     concrete: msgspec.Raw = msgspec.field(default_factory=msgspec.Raw, name="Concrete Inputs")
     stack: msgspec.Raw = msgspec.field(default_factory=msgspec.Raw, name="Call stack")
+    # a collective kernel's (PyTorch ≥ 2.2 writes record_param_comms' figures on the kernel itself)
+    collective: msgspec.Raw = msgspec.field(default_factory=msgspec.Raw, name="Collective name")
+    in_elements: msgspec.Raw = msgspec.field(default_factory=msgspec.Raw, name="In msg nelems")
+    out_elements: msgspec.Raw = msgspec.field(default_factory=msgspec.Raw, name="Out msg nelems")
+    group_size: msgspec.Raw = msgspec.field(default_factory=msgspec.Raw, name="Group size")
+    dtype: msgspec.Raw = msgspec.field(default_factory=msgspec.Raw, name="dtype")
 
 
 class _Fields(msgspec.Struct, gc=False):
@@ -146,6 +152,18 @@ class Activities:
     names: list[str]
 
 
+@dataclass(frozen=True, slots=True)
+class CollectiveCall:
+    """What a collective kernel's args say of its call: c10d's name, each rank's input and output elements,
+    the process group's size and the element type (as written: ``Float``, ``BFloat16``)."""
+
+    name: str
+    in_elements: int
+    out_elements: int
+    group_size: int
+    dtype: str
+
+
 @dataclass
 class TraceFile:
     """The columns of one trace and what its header says. Every time is in µs since ``origin_us``."""
@@ -169,6 +187,7 @@ class TraceFile:
     ops: CpuOps = field(default_factory=CpuOps.empty)  # the host's events (core/workload/cpu_ops.py)
     gpu_memory: dict[int, int] = field(default_factory=dict)  # deviceProperties: totalGlobalMem (bytes)
     gpu_arch: dict[int, tuple[int, int]] = field(default_factory=dict)  # and (computeMajor, computeMinor)
+    collectives: dict[int, CollectiveCall] = field(default_factory=dict)  # activity index → its call's figures
 
 
 def read_trace(path, progress: Callable[[str], None] | None = None) -> TraceFile:
@@ -341,6 +360,29 @@ def _whole(value) -> int | None:
     return value if -_INT64 <= value < _INT64 else None
 
 
+_COLLECTIVE_TEXT = 64  # a collective's or a dtype's name is short: longer is no name
+
+
+def _collective(args: _Args) -> CollectiveCall | None:
+    """A collective kernel's figures, when its args hold every one, each of its type and in range."""
+    name, dtype = _raw_text(args.collective), _raw_text(args.dtype)
+    sent, got, group = (_whole(_raw_number(raw)) for raw in (args.in_elements, args.out_elements, args.group_size))
+    if name is None or dtype is None or sent is None or got is None or group is None:
+        return None
+    return CollectiveCall(name, sent, got, group, dtype) if min(sent, got) >= 0 and group > 0 else None
+
+
+def _raw_text(raw: msgspec.Raw) -> str | None:
+    """A short name kept as raw JSON: a string of at most 64 characters, else None."""
+    if not 2 <= len(raw) <= 4 * _COLLECTIVE_TEXT + 2:
+        return None
+    try:
+        value = msgspec.json.decode(raw)
+    except msgspec.DecodeError:
+        return None
+    return value if type(value) is str and 0 < len(value) <= _COLLECTIVE_TEXT else None
+
+
 def _raw_number(raw: msgspec.Raw) -> int | float | str | None:
     """An id kept as raw JSON: a number or a string of one, else None (a list or an object is no id)."""
     if not len(raw):
@@ -374,6 +416,7 @@ class _Reader:
         self.cut = 0  # names cut to name_chars
         self.streams: dict[int, set[int]] = {}  # device → its streams, to hold both within their limits
         self.ops = _Columns()  # the host's events
+        self.collectives: dict[int, CollectiveCall] = {}
 
     def _bad(self, why: str) -> None:
         self.malformed[why] = self.malformed.get(why, 0) + 1
@@ -465,6 +508,8 @@ class _Reader:
                 streams(-1 if stream is None else stream)
                 name_col(known[0])
                 correlations(-1 if corr is None else corr)
+                if kind == COMM and args is not None and len(args.collective) and (call := _collective(args)):
+                    self.collectives[len(self.start) - 1] = call
             elif launch:
                 corr = _whole(args.correlation) if args else None
                 self._host(RUNTIME, span, e, name, corr)
@@ -555,6 +600,7 @@ class _Reader:
             ops=ops,
             gpu_memory=gpu_memory,
             gpu_arch=gpu_arch,
+            collectives=self.collectives,
         )
 
     def _name(self, text: str) -> str:

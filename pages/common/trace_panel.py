@@ -81,6 +81,10 @@ def render(run: RunResult) -> None:
             st.caption(markdown_text(line))
         with st.expander("Top modules by GPU time"):
             st.dataframe(trace_why.modules_table(m), hide_index=True)
+    if not (calls := view.collectives_table(run)).empty:
+        st.write("Collectives, sized as nccl-tests sizes them (a call's time includes waiting for its peers):")
+        rates = {"size": "{}", "algbw GB/s": "{:,.2f}", "busbw GB/s": "{:,.2f}"}  # "—" where nccl-tests has none
+        st.dataframe(with_dashes(calls, rates), hide_index=True)
     show_charts(trace_plots.figures(run), f"trace.{run.id}")
     if rules := view.rules_table(m):
         with st.expander("Kernel group rules: what each matched"):

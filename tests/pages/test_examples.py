@@ -38,6 +38,22 @@ def test_step_bench_opens_a_trace_recorded_on_a_v100(store):
     assert any(m.label == "Kernel time" for m in at.metric) and len(at.get("html")) == 1
 
 
+def test_a_ddp_trace_s_collectives_are_listed_as_nccl_tests_sizes_them(store):
+    """The A100 DDP example records each collective's figures: the page's table is the stored rows, in ms and
+    GB/s (tests/core/workload/test_collective_calls.py checks them against the file)."""
+    example = examples.find("resnet50-a100")
+    at = page("pages/step_bench.py")
+    at.button(key=f"step_bench.trace.example.{example.name}").click().run()
+    at = wait_for_metric(at, "Kernel time")
+    assert not at.exception
+    (stored,) = store.list(experiment="profiler-trace")
+    rows = [r for r in stored.rows if r["kind"] == "collective"]
+    table = next(d.value for d in at.dataframe if "busbw GB/s" in d.value.columns)
+    assert table["collective"].tolist() == [r["collective"] for r in rows] and len(rows) == 7
+    assert table["total ms"].tolist() == pytest.approx([r["total_us"] / 1000 for r in rows])
+    assert table["busbw GB/s"].tolist() == pytest.approx([r["busbw_gbs"] for r in rows])
+
+
 @pytest.mark.parametrize(
     "path, key", [("pages/allocator.py", "allocator"), ("pages/train_memory.py", "training_memory")]
 )

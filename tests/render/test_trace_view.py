@@ -116,3 +116,17 @@ def test_each_rank_s_top_operators_in_ms():
     assert table.index.tolist() == ["aten::add", "aten::mm"]  # 9 ms, then 3 + 5 ms; aten::cat is past the top 2
     assert table.columns.tolist() == ["rank 0", "rank 1"] and table.values.tolist() == [[0.0, 9.0], [3.0, 5.0]]
     assert view.ops_ms(stored("profiler-trace-ranks", [rank(0, 1.0)])).empty  # stored before: no table
+
+
+def test_the_collectives_table_is_in_ms_and_leaves_what_nccl_tests_has_no_figure_for_missing():
+    calls = [
+        {"kind": "collective", "collective": "all_reduce", "size": "1 MiB", "dtype": "Float", "group_size": 2.0,
+         "calls": 3.0, "median_us": 2500.0, "total_us": 9000.0, "algbw_gbs": 0.5, "busbw_gbs": 0.5},
+        {"kind": "collective", "collective": "send", "size": None, "dtype": "Float", "group_size": 2.0,
+         "calls": 1.0, "median_us": 5.0, "total_us": 5.0, "algbw_gbs": None, "busbw_gbs": None},
+    ]  # fmt: skip
+    table = view.collectives_table(stored("profiler-trace", calls))
+    assert table["median ms"].tolist() == [2.5, 0.005] and table["total ms"].tolist() == [9.0, 0.005]
+    assert table["group"].tolist() == [2, 2] and table["calls"].tolist() == [3, 1]
+    assert table["busbw GB/s"].isna().tolist() == [False, True]
+    assert view.collectives_table(stored("profiler-trace", [{"kind": "step", "step": 1}])).empty

@@ -8,13 +8,13 @@ from core.distributed.collectives import (
     COLLECTIVES,
     Measured,
     buffer_bytes,
-    busbw_factor,
     make_point,
     not_measured_row,
     point_rows,
     resolve_backend,
     row_text,
 )
+from core.measure.nccl_tests import busbw_factor
 from core.units import exact_size_text, parse_size
 
 

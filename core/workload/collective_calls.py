@@ -1,0 +1,80 @@
+"""Each collective a trace recorded with its figures, as nccl-tests prints them: size, time, algbw and busbw.
+
+PyTorch (≥ 2.2) writes on a collective kernel what its ``record_param_comms`` knew: ``Collective name``,
+``In msg nelems``, ``Out msg nelems``, ``dtype`` and ``Group size``. Calls of one collective, dtype, group size
+and size are one row: how many, their summed and median time (µs), and — by nccl-tests' conventions
+(:mod:`core.measure.nccl_tests`, the lab's own ``interconnect`` runs use them too) — ``bytes`` (the output of
+all_gather, the input of the others), algbw = bytes / median time and busbw = algbw × the factor for the group's
+size, in GB/s (10⁹ B). A collective c10d names in a way nccl-tests has no figure for (send/recv, barrier,
+gather…) or a dtype of unknown width keeps its calls and time without a bandwidth. A kernel's time includes
+waiting for its peers to arrive, so on one rank's trace the bandwidth is a lower bound of what the link gave.
+"""
+
+from __future__ import annotations
+
+import numpy as np
+
+from core.measure.nccl_tests import DTYPE_BYTES, RECORDED_NAMES, busbw_factor, size_elements
+from core.units import exact_size_text, rate_text, us_text
+from core.workload.trace_file import TraceFile
+
+
+def collective_rows(trace: TraceFile, device: int) -> list[dict]:
+    """The collectives of ``device`` with recorded figures, one row per kind of call, the most time first
+    (rows of kind ``collective``); none where the trace recorded no figures."""
+    a = trace.activities
+    calls: dict[tuple[str, str, int, int | None, int, int], list[float]] = {}
+    for i, call in trace.collectives.items():
+        if a.device[i] != device:
+            continue
+        collective = RECORDED_NAMES.get(call.name.lower())
+        width = DTYPE_BYTES.get(call.dtype)
+        nbytes = (
+            size_elements(collective, call.in_elements, call.out_elements) * width if collective and width else None
+        )
+        sent, got = (0, 0) if nbytes is not None else (call.in_elements, call.out_elements)  # no size: by buffers
+        key = (collective or call.name, call.dtype, call.group_size, nbytes, sent, got)
+        calls.setdefault(key, []).append(float(a.end[i] - a.start[i]))
+    rows = []
+    for (collective, dtype, group, nbytes, _, _), durations in calls.items():
+        median = float(np.median(durations))
+        rated = nbytes is not None and median > 0 and collective in RECORDED_NAMES.values()
+        algbw = nbytes / (median / 1e6) / 1e9 if rated and nbytes is not None else None
+        factor = busbw_factor(collective, group) if rated else None
+        rows.append(
+            {
+                "kind": "collective",
+                "collective": collective,
+                "dtype": dtype,
+                "group_size": group,
+                "bytes": nbytes,
+                "size": exact_size_text(nbytes) if nbytes is not None else None,
+                "calls": len(durations),
+                "total_us": float(sum(durations)),
+                "median_us": median,
+                "algbw_gbs": algbw,
+                "busbw_factor": factor,
+                "busbw_gbs": algbw * factor if algbw is not None and factor is not None else None,
+            }
+        )
+    return sorted(rows, key=lambda r: -r["total_us"])
+
+
+def collective_lines(rows: list[dict]) -> list[str]:
+    """The collectives as text (``python -m core trace FILE``), nccl-tests' figures at each one's median time."""
+    calls = [r for r in rows if r["kind"] == "collective"]
+    if not calls:
+        return []
+    out = ["collectives (sizes and bandwidths as nccl-tests counts them; a call's time includes waiting for peers):"]
+    for r in calls[:10]:
+        size = f"{r['size']} {r['dtype']}" if r["size"] else f"{r['dtype']} (no size: no nccl-tests figure)"
+        rates = (
+            f", algbw {rate_text(r['algbw_gbs'], 'GB/s')}, busbw {rate_text(r['busbw_gbs'], 'GB/s')}"
+            if r["algbw_gbs"] is not None
+            else ""
+        )
+        out.append(
+            f"  {r['collective']:<14} {size} ×{r['calls']:,} in a group of {r['group_size']:,}: "
+            f"median {us_text(r['median_us'])}, total {us_text(r['total_us'])}{rates}"
+        )
+    return out
