@@ -13,7 +13,7 @@ from core.workload.op_flops import count, tensor_core_findings, tensor_core_use
 from core.workload.ops import op_breakdown
 from core.workload.trace import analyse_trace
 from core.workload.trace_file import read_trace
-from tests.core.workload.traces import ALEXNET, BERT, CONV_BACKWARD, GPU, RECSYS, STEP, VIT, trace_events
+from tests.core.workload.traces import ALEXNET, BERT, CONV_BACKWARD, GPU, QWEN_H100, RECSYS, STEP, VIT, trace_events
 
 H100_SXM_BF16 = 989.4  # TFLOPS, dense: NVIDIA H100 datasheet (the lab's table, core/hardware/specs.py)
 H100_SXM_TBPS = 3.35  # TB/s
@@ -101,6 +101,23 @@ def test_achieved_rates_against_the_files_own_shapes(path):
         if "tflops" in r:
             assert r["unit"] == "bf16" and r["peak_tflops"] == H100_SXM_BF16 and r["peak_tbps"] == H100_SXM_TBPS
             assert r["peak_share"] == pytest.approx(r["tflops"] / H100_SXM_BF16)
+
+
+def test_causal_attention_on_a_real_chat_model_trace_by_hand():
+    """Qwen1.5-0.5B-Chat on an H100 (TraceLens): each of its 24 layers' flash attention is causal (Concrete Inputs
+    say is_causal True), so half the scores are masked: 2·B·H·L·S·(E + Ev) / 2 = 2·16·16·559·559·128 / 2 =
+    10,239,377,408 FLOPs a call, over the GPU µs of the kernels each call launched (a plain loop)."""
+    trace = read_trace(QWEN_H100)
+    _, meta = analyse_trace(trace)
+    got = op_breakdown(trace, meta["device"], top=10_000)
+    flash = {r["module"]: r for r in got["ops"] if r["op"] == "aten::_flash_attention_forward"}
+    want = {m: rates for (op, m), rates in expected_rates(QWEN_H100, meta["device"]).items() if "flash" in op}
+    assert len(flash) == len(want) == 24 and all(r["calls"] == 1 for r in flash.values())
+    for module, r in flash.items():
+        assert r["tflops"] == pytest.approx(10_239_377_408 / r["gpu_time_us"] / 1e6, rel=1e-12)
+        assert (r["tflops"], r["tbps"]) == pytest.approx(want[module], rel=1e-9)
+    # layer 0: 115.711 µs → 88.5 TFLOPS, 8.9 % of the H100's dense bf16 peak (counted unmasked: twice that)
+    assert flash["nn.Module: Qwen2Attention_0"]["tflops"] == pytest.approx(88.49, abs=0.01)
 
 
 def test_the_vit_patch_embedding_by_hand():
