@@ -18,6 +18,7 @@ from core.workload.trace_file import read_trace
 from tests.conftest import ROOT
 
 DDP_A100 = ROOT / "examples" / "traces" / "resnet50_ddp_a100.json.gz"  # HTA's nccl_data.json.gz (examples/README.md)
+B200_ALLGATHER = ROOT / "tests" / "data" / "workload" / "tracelens_b200_allgather_trimmed.json.gz"  # its README
 
 
 def test_a_real_ddp_trace_s_collectives_against_its_own_kernel_events():
@@ -56,6 +57,20 @@ def test_a_real_ddp_trace_s_collectives_against_its_own_kernel_events():
     # the largest by time first: 8,196,000 B of Float all-reduced three times, 11.8 ms in all
     first = collective_rows(trace, 0)[0]
     assert (first["collective"], first["bytes"], first["calls"]) == ("all_reduce", 2_049_000 * 4, 3)
+
+
+def test_a_real_all_gather_of_eight_b200s_by_hand():
+    """TraceLens' B200 trace (rank 0 of 8, trimmed to its one collective): `_allgather_base` of 25,136 bf16 in and
+    201,088 out (8 × 25,136) in 21.953 µs. nccl-tests counts the output: 201,088 × 2 = 402,176 B; algbw =
+    402,176 B / 21.953 µs = 18.32 GB/s; busbw × (8 − 1)/8 = 16.03 GB/s."""
+    (row,) = collective_rows(read_trace(B200_ALLGATHER), 0)
+    assert (row["collective"], row["dtype"], row["group_size"], row["bytes"], row["calls"]) == (
+        "all_gather", "BFloat16", 8, 402_176, 1,
+    )  # fmt: skip
+    assert row["median_us"] == pytest.approx(21.953, abs=1e-9)
+    assert row["algbw_gbs"] == pytest.approx(402_176 / 21.953e-6 / 1e9, rel=1e-9)
+    assert row["busbw_gbs"] == pytest.approx(402_176 / 21.953e-6 / 1e9 * 7 / 8, rel=1e-9)
+    assert round(row["algbw_gbs"], 2) == 18.32 and round(row["busbw_gbs"], 2) == 16.03
 
 
 def test_the_import_stores_them_and_the_cli_text_lists_them():
