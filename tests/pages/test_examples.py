@@ -12,7 +12,7 @@ pytest.importorskip("plotly")
 
 from core.workload import examples
 from pages.common.markdown import markdown_text
-from tests.pages.test_workload import page, wait_for_metric
+from tests.pages.test_workload import open_trace_example, page, wait_for_metric
 
 
 def test_step_bench_opens_a_trace_recorded_on_a_v100(store):
@@ -41,12 +41,7 @@ def test_step_bench_opens_a_trace_recorded_on_a_v100(store):
 def test_a_ddp_trace_s_collectives_are_listed_as_nccl_tests_sizes_them(store):
     """The A100 DDP example records each collective's figures: the page's table is the stored rows, in ms and
     GB/s (tests/core/workload/test_collective_calls.py checks them against the file)."""
-    example = examples.find("resnet50-a100")
-    at = page("pages/step_bench.py")
-    at.button(key=f"step_bench.trace.example.{example.name}").click().run()
-    at = wait_for_metric(at, "Kernel time")
-    assert not at.exception
-    (stored,) = store.list(experiment="profiler-trace")
+    at, stored = open_trace_example(store, "resnet50-a100")
     rows = [r for r in stored.rows if r["kind"] == "collective"]
     table = next(d.value for d in at.dataframe if "busbw GB/s" in d.value.columns)
     assert table["collective"].tolist() == [r["collective"] for r in rows] and len(rows) == 7

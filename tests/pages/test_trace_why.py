@@ -6,18 +6,12 @@ import pytest
 pytest.importorskip("streamlit")
 pytest.importorskip("plotly")
 
-from core.workload import examples
 from pages.common.markdown import markdown_text
-from tests.pages.test_workload import page, wait_for_metric
+from tests.pages.test_workload import open_trace_example
 
 
 def test_a_trace_import_says_what_the_host_did_in_the_gaps(store):
-    example = examples.find("resnet50-v100")
-    at = page("pages/step_bench.py")
-    at.button(key=f"step_bench.trace.example.{example.name}").click().run()
-    at = wait_for_metric(at, "Kernel time")
-    assert not at.exception
-    (stored,) = store.list(experiment="profiler-trace")
+    at, stored = open_trace_example(store, "resnet50-v100")
     causes = stored.meta["host_gaps"]["causes"]
     assert causes and sum(c["time_us"] for c in causes) == pytest.approx(stored.meta["idle_us"], abs=1e-3)
     shown = next(d.value for d in at.dataframe if "cause" in d.value.columns)

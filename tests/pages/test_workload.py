@@ -32,6 +32,18 @@ def wait_for_metric(at, label, timeout=120):
     return until(at, metric(label), timeout, what=repr(label))
 
 
+def open_trace_example(store, name: str):
+    """The Step benchmark page after one click on the shipped trace ``name``, and the run it stored."""
+    from core.workload import examples
+
+    at = page("pages/step_bench.py")
+    at.button(key=f"step_bench.trace.example.{examples.find(name).name}").click().run()
+    at = wait_for_metric(at, "Kernel time")
+    assert not at.exception
+    (stored,) = store.list(experiment="profiler-trace")
+    return at, stored
+
+
 def import_snapshot(at, key, name, content):
     uploader = next(u for u in at.get("file_uploader") if u.label == "Memory snapshot")
     uploader.set_value((name, content, "application/octet-stream"))
