@@ -27,12 +27,16 @@ pytestmark = pytest.mark.usefixtures("job_secret")
 
 FORGED_ROWS = [{"figure": "matmul bf16 sustained", "where": f"cuda:{i}", "measured": 999.0, "verdict": "ok"} for i in
                range(8)]  # fmt: skip
+# Started before the nodes, so its own start (torch's import: seconds on a loaded box) cannot let node 1 finish
+# first: it says "ready", then reads the store's address from its input and writes at once.
 FORGER = """
 import json, sys, time
 from datetime import timedelta
 import torch.distributed as dist
-host, port, run_id, rows = sys.argv[1], int(sys.argv[2]), sys.argv[3], json.loads(sys.argv[4])
-store = dist.PrefixStore(f"gpulab-health/{run_id}/", dist.TCPStore(host, port, is_master=False,
+print("ready", flush=True)
+host, port, run_id = sys.stdin.readline().split()
+rows = json.loads(sys.argv[1])
+store = dist.PrefixStore(f"gpulab-health/{run_id}/", dist.TCPStore(host, int(port), is_master=False,
                          timeout=timedelta(seconds=60)))
 done = {"status": "ok", "error": "", "rows": rows, "device": {}, "versions": {}}
 while True:  # as the issue's attacker did: node 1's done record, with forged rows and no valid seal
@@ -89,34 +93,39 @@ def test_a_third_process_forging_node_1s_done_record_is_refused_and_the_stores_s
     db = tmp_path / "cluster.sqlite"
     command = torchrun("gpulab-health-forged", db, "--stale-s", "30")
     errs = [open(tmp_path / f"node{i}.err", "w") for i in range(2)]
-    nodes = [subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=e, text=True) for e in errs]
+    forger = subprocess.Popen([sys.executable, "-c", FORGER, json.dumps(FORGED_ROWS)], cwd=ROOT, text=True,
+                              env={k: v for k, v in os.environ.items() if k != SECRET_ENV}, stdin=subprocess.PIPE,
+                              stdout=subprocess.PIPE, stderr=subprocess.DEVNULL)  # fmt: skip
+    assert forger.stdin is not None and forger.stdout is not None
+    nodes: list[subprocess.Popen] = []
     listening: set[str] = set()
-    forger = None
+    told = False
     try:
+        assert forger.stdout.readline().strip() == "ready"  # torch imported: it writes once it hears the address
+        nodes += [subprocess.Popen(command, cwd=ROOT, stdout=subprocess.DEVNULL, stderr=e, text=True) for e in errs]
         deadline = time.monotonic() + 180
-        while forger is None and time.monotonic() < deadline:
+        while not told and time.monotonic() < deadline:
             listening |= _listening([n.pid for n in nodes])
             try:
                 victim = _node_process(db, group_rank="1").environ()
             except AssertionError:  # not started yet
                 time.sleep(0.2)
                 continue
-            store = (victim["MASTER_ADDR"], victim["MASTER_PORT"], victim["TORCHELASTIC_RUN_ID"])
-            forger = subprocess.Popen([sys.executable, "-c", FORGER, *store, json.dumps(FORGED_ROWS)], cwd=ROOT,
-                                      env={k: v for k, v in os.environ.items() if k != SECRET_ENV},
-                                      stderr=subprocess.DEVNULL)  # fmt: skip
+            forger.stdin.write(f"{victim['MASTER_ADDR']} {victim['MASTER_PORT']} {victim['TORCHELASTIC_RUN_ID']}\n")
+            forger.stdin.flush()
+            told = True
         stop = threading.Event()
         threading.Thread(target=lambda: [listening.update(_listening([n.pid for n in nodes])) for _ in iter(lambda: stop.wait(0.5), True)], daemon=True).start()  # fmt: skip
         while time.monotonic() < deadline + 120 and not _finished(db) and any(n.poll() is None for n in nodes):
             time.sleep(0.2)
         stop.set()
     finally:
-        for proc in [*nodes, *([forger] if forger else [])]:
+        for proc in [*nodes, forger]:
             proc.kill()
             proc.wait(timeout=60)
         for e in errs:
             e.close()
-    assert forger is not None
+    assert told
     (run,) = RunStore(db).list(experiment="health")
     assert run.status == "error" and any(n.startswith("node 1 (") for n in run.meta["failed_nodes"])
     assert "node 1's done failed authentication; not stored" in (run.error or "")
