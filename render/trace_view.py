@@ -157,3 +157,19 @@ def collectives_table(run: RunResult) -> pd.DataFrame:
             "busbw GB/s": calls["busbw_gbs"],
         }
     )
+
+
+def arrivals_ms(run: RunResult) -> pd.DataFrame:
+    """Each rank's wait for the last rank to arrive at the collectives matched across the ranks (ms), and how
+    often it arrived last; empty where nothing was matched or for runs stored before."""
+    rows = kind_rows(run, "arrival")
+    if rows.empty:
+        return rows
+    return pd.DataFrame(
+        {
+            "rank": rows["rank"].astype(int),
+            "collectives matched": rows["collectives"].astype(int),
+            "waited ms": rows["waited_us"] / 1000,
+            "arrived last": rows["last_arrivals"].astype(int),
+        }
+    )

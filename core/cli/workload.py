@@ -297,9 +297,16 @@ def trace_ranks(args) -> int:
     ranks = [r for r in run.rows if r["kind"] == "rank"]
     if args.json:
         steps = [r for r in run.rows if r["kind"] == "step"]
-        kinds = {kind: [r for r in run.rows if r["kind"] == kind] for kind in ("group", "host_gap", "op")}
+        kinds = {kind: [r for r in run.rows if r["kind"] == kind] for kind in ("group", "host_gap", "op", "arrival")}
         print_json(
-            args, run, ranks=ranks, steps=steps, groups=kinds["group"], host_gaps=kinds["host_gap"], ops=kinds["op"]
+            args,
+            run,
+            ranks=ranks,
+            steps=steps,
+            groups=kinds["group"],
+            host_gaps=kinds["host_gap"],
+            ops=kinds["op"],
+            arrivals=kinds["arrival"],
         )
         return 0
     from core.units import duration_text
@@ -339,6 +346,14 @@ def trace_ranks(args) -> int:
         for rank in sorted({r["rank"] for r in gaps}):
             mine = sorted((r for r in gaps if r["rank"] == rank), key=lambda r: -r["time_us"])
             say(f"  rank {rank}: " + ", ".join(f"{r['cause']} {ms(r['time_us'])}" for r in mine))
+    waits = [r for r in run.rows if r["kind"] == "arrival"]
+    if waits:
+        a = m["arrivals"]
+        say(
+            f"collectives matched across the ranks: {a['matched']:,}; rank {a['last_rank']} arrived last at "
+            f"{a['last_arrivals']:,}; each rank's wait for the last to arrive: "
+            + ", ".join(f"rank {r['rank']} {ms(r['waited_us'])}" for r in waits)
+        )
     ops = [r for r in run.rows if r["kind"] == "op"]
     if extra := s.get("ops"):
         say("the straggler's operators against the median rank's (summed GPU time):")

@@ -11,7 +11,8 @@ The candidates are ranked by how much of the whole each explains, one measure pe
   copies and memsets, when they lead, as a share of the GPU time: kernels + copies + memsets); shares under
   :data:`MIN_SPAN_SHARE` are left out;
 - **a job's ranks**: the straggler first (the rank with the most compute against the median rank, and the kernel
-  group and the operator holding most of its extra time), then the
+  group and the operator holding most of its extra time), the rank the others waited for at the collectives
+  (where the waits are ≥ 5 % of the ranks' communication time), then the
   rank whose idle or exposed communication takes the largest share of its span;
 - **a memory snapshot**: an out-of-memory first (what failed, and what to try), then bytes — the largest
   allocation site live at the peak, what was allocated before recording began (no stack can name it; a snapshot
@@ -102,8 +103,25 @@ def _where_extra(s: dict) -> str:
     return out + " (summed durations against the median rank's)" if out else ""
 
 
+def _arrivals(meta: dict, rank_rows: list[dict]) -> list[dict]:
+    """The rank the others waited for at the collectives matched across the ranks, when the waits are at least
+    :data:`MIN_SPAN_SHARE` of the ranks' communication time (stored runs from before have none)."""
+    a = meta.get("arrivals") or {}
+    communication = sum(r["communication_us"] for r in rank_rows)
+    if not a.get("matched") or not communication or a["waited_us"] < MIN_SPAN_SHARE * communication:
+        return []
+    share = a["waited_us"] / communication
+    text = (
+        f"rank {a['last_rank']} arrives last at {a['last_arrivals']:,} of {a['matched']:,} collectives matched across "
+        f"the ranks; the ranks waited {us_text(a['waited_us'])} in all for the last to arrive ({share:.1%} of their "
+        "communication time): waiting for a peer, not moving data"
+    )
+    return [_finding("arrival", text, 100 * share, "%")]
+
+
 def ranks_findings(meta: dict, rank_rows: list[dict]) -> list[dict]:
-    """Findings of a job's ranks: the straggler, then the worst rank's idle or exposed communication."""
+    """Findings of a job's ranks: the straggler, the rank the others waited for at the collectives, then the worst
+    rank's idle or exposed communication."""
     out = []
     s = meta["straggler"]
     if len(rank_rows) > 1 and s["margin_us"] > 0:
@@ -117,6 +135,7 @@ def ranks_findings(meta: dict, rank_rows: list[dict]) -> list[dict]:
                 "%",
             )
         )
+    out += _arrivals(meta, rank_rows)
     worst = []
     for kind in (_idle, _exposed):
         found = [c for r in rank_rows if (c := kind(r, f"rank {r['rank']}: ")) is not None]

@@ -16,7 +16,8 @@ middle two for an even count), in µs and %, and its kernel time per compute gro
 waits on its DataLoader while the others compute is named by its cause, each step's part of it with the step;
 and each rank's operators by GPU time (rows of kind ``op``, the top :data:`OPS_KEPT`), the straggler's extra time
 by operator against the median rank's (an operator's name is the same on every rank, where its kernels' may not
-be). Only the summary of a rank is kept before the next is read, so memory is one trace's columns at a time.
+be); and each collective matched across the ranks, who arrived last and how long the others waited for it (rows
+of kind ``arrival``, :mod:`core.workload.arrivals`). Only the summary of a rank is kept before the next is read, so memory is one trace's columns at a time.
 """
 
 from __future__ import annotations
@@ -30,6 +31,7 @@ import numpy as np
 
 from core.errors import ConfigError
 from core.intake import InputRefused
+from core.workload.arrivals import Call, arrivals, rank_calls
 from core.workload.files import job_files
 from core.workload.host_gaps import STEP_KEYS, host_gaps
 from core.workload.ops import NO_OP, op_totals
@@ -60,7 +62,8 @@ def rank_files(paths: list[str] | tuple[str, ...]) -> list[Path]:
 class RankTrace:
     """What is kept of one rank once its trace is dropped: its row, its steps' rows, its kernel groups and what
     its host did while its GPU idled (:func:`core.workload.host_gaps.host_gaps`, by cause), and its operators'
-    GPU time (:func:`core.workload.ops.op_totals`: every operator, over every module)."""
+    GPU time (:func:`core.workload.ops.op_totals`: every operator, over every module), and its collective calls
+    (:func:`core.workload.arrivals.rank_calls`), to be matched across the ranks."""
 
     row: dict
     steps: list[dict]
@@ -69,6 +72,7 @@ class RankTrace:
     quirks: dict[str, int] = field(default_factory=dict)
     host_gaps: list[dict] = field(default_factory=list)
     ops: list[dict] = field(default_factory=list)
+    calls: list[Call] = field(default_factory=list)
 
 
 def read_rank(path: Path) -> RankTrace:
@@ -91,6 +95,7 @@ def read_rank(path: Path) -> RankTrace:
         {"kind": "op", "rank": rank, **{k: o[k] for k in ("op", "gpu_time_us", "kernels", "calls")}}
         for o in op_totals(trace, meta["device"])
     ]
+    calls = rank_calls(trace, meta["device"])
     del trace
     row = {
         "kind": "rank",
@@ -131,7 +136,7 @@ def read_rank(path: Path) -> RankTrace:
         for c in gaps.get("causes") or []
     ]
     quirks = dict(meta.get("quirks") or {})
-    return RankTrace(row, steps, groups, {s["step"] for s in steps}, quirks, causes, ops)
+    return RankTrace(row, steps, groups, {s["step"] for s in steps}, quirks, causes, ops, calls)
 
 
 def check_one_job(first: RankTrace, other: RankTrace, seen: dict[int, str]) -> None:
@@ -216,6 +221,8 @@ def combine(ranks: list[RankTrace]) -> tuple[list[dict], dict]:
     worst = straggler(rank_rows)
     worst["groups"] = extra_by_group(ranks, worst["rank"])
     worst["ops"] = extra_by_op(ranks, worst["rank"])
+    arrival_rows, arrived = arrivals({r.row["rank"]: r.calls for r in ranks})
+    rows += arrival_rows if arrived["matched"] else []
     meta = {
         "ranks": [r["rank"] for r in rank_rows],
         "files": [r["file"] for r in rank_rows],
@@ -224,6 +231,7 @@ def combine(ranks: list[RankTrace]) -> tuple[list[dict], dict]:
         "straggler_rank": worst["rank"],
         "straggler": worst,
         "common_steps": sorted(common),
+        "arrivals": arrived,
         "quirks": {f"rank {r.row['rank']}: {why}": n for r in ranks for why, n in r.quirks.items()},
         "measure": "per rank, on its busiest GPU: kernel time = sum of kernel durations; compute, communication = "
         "unions of compute and collective kernels on the device timeline; exposed = communication no compute hides; "

@@ -83,6 +83,7 @@ class _Args(msgspec.Struct, gc=False):
     out_elements: msgspec.Raw = msgspec.field(default_factory=msgspec.Raw, name="Out msg nelems")
     group_size: msgspec.Raw = msgspec.field(default_factory=msgspec.Raw, name="Group size")
     dtype: msgspec.Raw = msgspec.field(default_factory=msgspec.Raw, name="dtype")
+    group_name: msgspec.Raw = msgspec.field(default_factory=msgspec.Raw, name="Process Group Name")
 
 
 class _Fields(msgspec.Struct, gc=False):
@@ -155,13 +156,15 @@ class Activities:
 @dataclass(frozen=True, slots=True)
 class CollectiveCall:
     """What a collective kernel's args say of its call: c10d's name, each rank's input and output elements,
-    the process group's size and the element type (as written: ``Float``, ``BFloat16``)."""
+    the process group's size and the element type (as written: ``Float``, ``BFloat16``), and the process group's
+    name where recorded ("" otherwise)."""
 
     name: str
     in_elements: int
     out_elements: int
     group_size: int
     dtype: str
+    group_name: str = ""
 
 
 @dataclass
@@ -369,7 +372,9 @@ def _collective(args: _Args) -> CollectiveCall | None:
     sent, got, group = (_whole(_raw_number(raw)) for raw in (args.in_elements, args.out_elements, args.group_size))
     if name is None or dtype is None or sent is None or got is None or group is None:
         return None
-    return CollectiveCall(name, sent, got, group, dtype) if min(sent, got) >= 0 and group > 0 else None
+    if min(sent, got) < 0 or group <= 0:
+        return None
+    return CollectiveCall(name, sent, got, group, dtype, _raw_text(args.group_name) or "")
 
 
 def _raw_text(raw: msgspec.Raw) -> str | None:

@@ -190,6 +190,10 @@ def render_ranks(run: RunResult) -> None:
     if not gaps.empty:
         st.write("What each rank's host did while its GPU idled (ms, on the launching thread), rank by rank:")
         st.dataframe(gaps)
+    waits = view.arrivals_ms(run)
+    if not waits.empty:
+        st.write("Each rank's wait for the last rank to arrive, at the collectives matched across the ranks:")
+        st.dataframe(waits, hide_index=True)
     ops = view.ops_ms(run)
     if not ops.empty:
         st.write("Top operators by GPU time (ms), rank by rank:")
