@@ -38,8 +38,8 @@ def collective_rows(trace: TraceFile, device: int) -> list[dict]:
     rows = []
     for (collective, dtype, group, nbytes, _, _), durations in calls.items():
         median = float(np.median(durations))
-        rated = nbytes is not None and median > 0 and collective in RECORDED_NAMES.values()
-        algbw = nbytes / (median / 1e6) / 1e9 if rated and nbytes is not None else None
+        rated = nbytes is not None and median > 0  # a size: a collective nccl-tests knows, of a known dtype
+        algbw = nbytes / (median / 1e6) / 1e9 if nbytes is not None and rated else None
         factor = busbw_factor(collective, group) if rated else None
         rows.append(
             {

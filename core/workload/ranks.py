@@ -187,13 +187,7 @@ def extra_by_group(ranks: list[RankTrace], rank: int) -> list[dict]:
     over the ranks of that group's (a rank without the group counts 0), the largest extra first. Group times
     are sums of kernel durations, so the extras need not add up to the margin, which is a union."""
     by_rank = {r.row["rank"]: {g["group"]: g["total_us"] for g in r.groups} for r in ranks}
-    names = sorted({g for groups in by_rank.values() for g in groups} - _NOT_COMPUTE)
-    out = []
-    for group in names:
-        own = by_rank[rank].get(group, 0.0)
-        median = float(np.median([groups.get(group, 0.0) for groups in by_rank.values()]))
-        out.append({"group": group, "kernel_time_us": own, "median_kernel_time_us": median, "extra_us": own - median})
-    return sorted(out, key=lambda g: -g["extra_us"])
+    return _against_median(by_rank, rank, "group", "kernel_time_us", _NOT_COMPUTE)
 
 
 def extra_by_op(ranks: list[RankTrace], rank: int, top: int = 5) -> list[dict]:
@@ -201,13 +195,22 @@ def extra_by_op(ranks: list[RankTrace], rank: int, top: int = 5) -> list[dict]:
     over the ranks of that operator's (a rank without it counts 0), the ``top`` largest extras. Like the groups,
     sums of durations (kernels, copies and sets), so they need not add up to the margin. Activity no operator
     launched names nothing to change: it is left out."""
-    by_rank = {r.row["rank"]: {o["op"]: o["gpu_time_us"] for o in r.ops if o["op"] != NO_OP} for r in ranks}
+    by_rank = {r.row["rank"]: {o["op"]: o["gpu_time_us"] for o in r.ops} for r in ranks}
+    return _against_median(by_rank, rank, "op", "gpu_time_us", {NO_OP})[:top]
+
+
+def _against_median(
+    by_rank: dict[int, dict[str, float]], rank: int, label: str, figure: str, left_out: set[str]
+) -> list[dict]:
+    """``rank``'s ``figure`` for each name any rank has (but those ``left_out``) against the median over the
+    ranks of that name's (a rank without it counts 0): ``{label, figure, "median_" + figure, "extra_us"}``,
+    the largest extra first."""
     out = []
-    for op in sorted({o for ops in by_rank.values() for o in ops}):
-        own = by_rank[rank].get(op, 0.0)
-        median = float(np.median([ops.get(op, 0.0) for ops in by_rank.values()]))
-        out.append({"op": op, "gpu_time_us": own, "median_gpu_time_us": median, "extra_us": own - median})
-    return sorted(out, key=lambda o: -o["extra_us"])[:top]
+    for name in sorted({n for values in by_rank.values() for n in values} - left_out):
+        own = by_rank[rank].get(name, 0.0)
+        median = float(np.median([values.get(name, 0.0) for values in by_rank.values()]))
+        out.append({label: name, figure: own, f"median_{figure}": median, "extra_us": own - median})
+    return sorted(out, key=lambda r: -r["extra_us"])
 
 
 def combine(ranks: list[RankTrace]) -> tuple[list[dict], dict]:
