@@ -53,7 +53,9 @@ def run(cfg: ProfilerTraceConfig, ctx: Context):
     rows, meta = analyse_trace(data, cfg.top_kernels)
     steps = [r for r in rows if r["kind"] == "step"]
     if meta.get("gpu_activities"):
-        meta["host_gaps"] = host_gaps(data, meta["device"], steps=steps)
+        meta["host_gaps"], by_step = host_gaps(data, meta["device"], steps=steps)
+        for step, held in zip(steps, by_step):
+            step.update(held)
         meta.update(op_breakdown(data, meta["device"], cfg.top_kernels))
         meta["tensor_cores"] = tensor_core_use(data, meta["device"])
         rows += collective_rows(data, meta["device"])

@@ -27,6 +27,7 @@ torch and libraries are not listed), with the number of them, and the source lin
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 
 import numpy as np
 
@@ -237,19 +238,19 @@ def _source(trace: TraceFile, i: int) -> str | None:
     return None
 
 
-def host_gaps(trace: TraceFile, device: int, top: int = TOP_OPS, steps: list[dict] | None = None) -> dict:
+def host_gaps(
+    trace: TraceFile, device: int, top: int = TOP_OPS, steps: Sequence[dict] = ()
+) -> tuple[dict, list[dict[str, float]]]:
     """The analysed GPU's gaps by the host's cause: ``{"gaps", "gap_us", "thread", "causes": [{"cause",
-    "time_us", "share", "top_ops": [{"op", "time_us", "count", "source"}]}]}``, causes of no time left out.
-
-    Given the trace's step rows (:func:`core.workload.trace.analyse_trace`), each gets the part of the gaps inside
-    its GPU window by cause (:data:`STEP_KEYS`, µs): the same instants and causes as the whole, cut at the
+    "time_us", "share", "top_ops": [{"op", "time_us", "count", "source"}]}]}``, causes of no time left out; and,
+    for each of the trace's step rows given (:func:`core.workload.trace.analyse_trace`), the part of the gaps
+    inside its GPU window by cause (:data:`STEP_KEYS`, µs): the same instants and causes as the whole, cut at the
     windows' edges, so a step's causes add up to the gaps inside its window."""
     a, ops = trace.activities, trace.ops
     if not np.any(a.device == device):
-        return {}
+        return {}, [{} for _ in steps]
     gap_start, gap_end, gap_tid, main = _gap_threads(trace, device)
     out = {"gaps": int(len(gap_start)), "gap_us": 0.0, "thread": main, "causes": []}
-    steps = steps or []
     lo = _ns(np.array([r["gpu_window_start_us"] for r in steps], float))  # the steps' GPU windows [lo, hi)
     hi = lo + _ns(np.array([r["gpu_window_us"] for r in steps], float))
     gap_start, gap_end, gap_tid = _pieces(gap_start, gap_end, gap_tid, np.unique(np.concatenate([lo, hi])))
@@ -261,8 +262,10 @@ def host_gaps(trace: TraceFile, device: int, top: int = TOP_OPS, steps: list[dic
     if total:
         labels = _hold(trace, gap_start, gap_end, gap_tid, held, tops)
     before = np.vstack([np.zeros((1, len(CAUSES)), np.int64), np.cumsum(held, axis=0)])  # pieces are sorted
-    for r, i, j in zip(steps, np.searchsorted(gap_start, lo), np.searchsorted(gap_start, hi)):
-        r.update({key: int(ns) / NS for key, ns in zip(STEP_KEYS, (before[j] - before[i]).tolist())})
+    by_step = [
+        {key: int(ns) / NS for key, ns in zip(STEP_KEYS, (before[j] - before[i]).tolist())}
+        for i, j in zip(np.searchsorted(gap_start, lo), np.searchsorted(gap_start, hi))
+    ]
     for c, ns in enumerate(held.sum(axis=0).tolist()):
         if not ns:
             continue
@@ -280,7 +283,7 @@ def host_gaps(trace: TraceFile, device: int, top: int = TOP_OPS, steps: list[dic
             }
         )
     out["causes"].sort(key=lambda r: -r["time_us"])
-    return out
+    return out, by_step
 
 
 def _hold(

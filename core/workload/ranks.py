@@ -33,7 +33,7 @@ from core.errors import ConfigError
 from core.intake import InputRefused
 from core.workload.arrivals import Call, arrivals, rank_calls
 from core.workload.files import job_files
-from core.workload.host_gaps import STEP_KEYS, host_gaps
+from core.workload.host_gaps import host_gaps
 from core.workload.ops import NO_OP, op_totals
 from core.workload.trace import analyse_trace, read_trace
 
@@ -49,7 +49,7 @@ _RANK_FIELDS = {
 _NOT_COMPUTE = {"communication", "memory"}  # kernel groups outside the compute the straggler is named by
 _STEP_FIELDS = {"wall_us": "wall_us", "kernel_time_us": "kernel_time_us", "compute_us": "compute_union_us",
                 "communication_us": "communication_union_us", "exposed_communication_us": "exposed_communication_us",
-                "idle_us": "idle_us", "host_wait_us": "host_wait_us", **{k: k for k in STEP_KEYS}}  # fmt: skip
+                "idle_us": "idle_us", "host_wait_us": "host_wait_us"}  # fmt: skip
 OPS_KEPT = 20  # each rank's operators stored as rows, the most GPU time first (the straggler's are found on all)
 
 
@@ -90,7 +90,8 @@ def read_rank(path: Path) -> RankTrace:
     rows, meta = analyse_trace(trace, top=1)
     if not meta.get("gpu_activities"):
         raise ConfigError(f"{path.name}: rank {rank} has no GPU kernels or copies to compare")
-    gaps = host_gaps(trace, meta["device"], top=1, steps=[r for r in rows if r["kind"] == "step"])
+    step_rows = [r for r in rows if r["kind"] == "step"]
+    gaps, by_step = host_gaps(trace, meta["device"], top=1, steps=step_rows)
     ops = [
         {"kind": "op", "rank": rank, **{k: o[k] for k in ("op", "gpu_time_us", "kernels", "calls")}}
         for o in op_totals(trace, meta["device"])
@@ -116,8 +117,8 @@ def read_rank(path: Path) -> RankTrace:
     }
     steps = [
         {"kind": "step", "rank": rank, "step": r["step"], **{k: r.get(key, 0.0) for k, key in _STEP_FIELDS.items()}}
-        for r in rows
-        if r["kind"] == "step"
+        | held
+        for r, held in zip(step_rows, by_step)
     ]
     groups = [
         {"kind": "group", "rank": rank, "group": r["group"], "count": r["count"], "total_us": r["total_us"]}

@@ -20,7 +20,7 @@ BERT = ROOT / "tests" / "data" / "workload" / "tracelens_h100_bert_small.json.gz
 def meta_of(path):
     trace = read_trace(path)
     _, meta = analyse_trace(trace)
-    meta["host_gaps"] = host_gaps(trace, meta["device"])
+    meta["host_gaps"], _ = host_gaps(trace, meta["device"])
     meta.update(op_breakdown(trace, meta["device"]))
     meta["tensor_cores"] = tensor_core_use(trace, meta["device"])
     return meta
