@@ -115,7 +115,7 @@ def read_rank(path: Path) -> RankTrace:
         },
         "steps": meta["steps"],
     }
-    steps = [
+    steps: list[dict] = [
         {"kind": "step", "rank": rank, "step": r["step"], **{k: r.get(key, 0.0) for k, key in _STEP_FIELDS.items()}}
         | held
         for r, held in zip(step_rows, by_step)
