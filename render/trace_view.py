@@ -92,26 +92,30 @@ def ranks_table(run: RunResult) -> pd.DataFrame:
     return kind_rows(run, "rank").loc[:, RANK_COLUMNS]
 
 
-def step_walls_ms(run: RunResult) -> pd.DataFrame:
-    """Each step's wall time in ms, one row per step, one column per rank ("rank 0", …); empty without steps."""
-    steps = kind_rows(run, "step")
-    if steps.empty:
-        return steps
-    steps = steps.astype({"step": int, "rank": int})
-    table = steps.pivot_table(index="step", columns="rank", values="wall_us", aggfunc="first") / 1000
+def _per_rank_ms(
+    rows: pd.DataFrame, index: str, values: str, top: int | None = None, none: float | None = 0.0
+) -> pd.DataFrame:
+    """``values`` (µs) of ``rows`` in ms, one row per ``index``, one column per rank ("rank 0", …), ``none`` where
+    a rank has none (None: missing); with ``top``, the rows of the most time over the ranks first, ``top`` of them."""
+    rows = rows.astype({"rank": int})
+    table = rows.pivot_table(index=index, columns="rank", values=values, aggfunc="sum", fill_value=none) / 1000
+    if top is not None:
+        table = table.loc[table.sum(axis=1).sort_values(ascending=False).index[:top]]
     return table.rename(columns=lambda r: f"rank {r}")
+
+
+def step_walls_ms(run: RunResult) -> pd.DataFrame:
+    """Each step's wall time in ms, one row per step, one column per rank ("rank 0", …), missing where a rank has
+    no such step; empty without steps."""
+    steps = kind_rows(run, "step")
+    return steps if steps.empty else _per_rank_ms(steps.astype({"step": int}), "step", "wall_us", none=None)
 
 
 def host_gaps_ms(run: RunResult) -> pd.DataFrame:
     """What each rank's host did while its GPU idled: ms by cause (rows, the most time over the ranks first), one
     column per rank ("rank 0", …); a cause a rank did not have is 0 ms; empty for runs stored without them."""
     gaps = kind_rows(run, "host_gap")
-    if gaps.empty:
-        return gaps
-    gaps = gaps.astype({"rank": int})
-    table = gaps.pivot_table(index="cause", columns="rank", values="time_us", aggfunc="sum", fill_value=0.0) / 1000
-    table = table.loc[table.sum(axis=1).sort_values(ascending=False).index]
-    return table.rename(columns=lambda r: f"rank {r}")
+    return gaps if gaps.empty else _per_rank_ms(gaps, "cause", "time_us", top=len(gaps))
 
 
 def step_host_ms(run: RunResult) -> pd.DataFrame:
@@ -130,12 +134,7 @@ def ops_ms(run: RunResult, top: int = 10) -> pd.DataFrame:
     """Each rank's GPU time by operator in ms (rows: the ``top`` operators by time over the ranks; one column per
     rank, "rank 0", …; an operator not among a rank's stored ones is 0 ms); empty for runs stored without them."""
     ops = kind_rows(run, "op")
-    if ops.empty:
-        return ops
-    ops = ops.astype({"rank": int})
-    table = ops.pivot_table(index="op", columns="rank", values="gpu_time_us", aggfunc="sum", fill_value=0.0) / 1000
-    table = table.loc[table.sum(axis=1).sort_values(ascending=False).index[:top]]
-    return table.rename(columns=lambda r: f"rank {r}")
+    return ops if ops.empty else _per_rank_ms(ops, "op", "gpu_time_us", top=top)
 
 
 def collectives_table(run: RunResult) -> pd.DataFrame:

@@ -1,5 +1,6 @@
 """The trace view's tables and the host's share of the idle gaps, on hand-built runs."""
 
+import pandas as pd
 import pytest
 
 pytest.importorskip("plotly")
@@ -52,10 +53,12 @@ def test_each_step_s_wall_time_rank_by_rank_in_ms():
         {"kind": "step", "step": 551.0, "rank": 1.0, "wall_us": 2500.0},
         {"kind": "step", "step": 552.0, "rank": 0.0, "wall_us": 1000.0},
         {"kind": "step", "step": 552.0, "rank": 1.0, "wall_us": 3000.0},
+        {"kind": "step", "step": 553.0, "rank": 1.0, "wall_us": 500.0},
     ]
     walls = view.step_walls_ms(stored("profiler-trace-ranks", [rank(0, 1.0), *steps]))
-    assert walls.index.tolist() == [551, 552] and walls.columns.tolist() == ["rank 0", "rank 1"]
-    assert walls.values.tolist() == [[1.5, 2.5], [1.0, 3.0]]
+    assert walls.index.tolist() == [551, 552, 553] and walls.columns.tolist() == ["rank 0", "rank 1"]
+    assert walls.loc[[551, 552]].values.tolist() == [[1.5, 2.5], [1.0, 3.0]]
+    assert pd.isna(walls.loc[553, "rank 0"]) and walls.loc[553, "rank 1"] == 0.5  # rank 0 has no step 553
     assert view.step_walls_ms(stored("profiler-trace-ranks", [rank(0, 1.0)])).empty  # no steps: no table
 
 
