@@ -9,17 +9,19 @@ cannot fake a line of output; :func:`quoted` keeps a hostile field short when an
 
 from __future__ import annotations
 
+import re
 import signal
-import unicodedata
 
 MAX_LABEL_CHARS = 120  # a run's name and each of its tags
 MAX_TAGS = 32
-# Format characters that reorder or hide what a terminal shows (bidirectional overrides and isolates).
-_BIDI = frozenset("\u061c\u200e\u200f\u202a\u202b\u202c\u202d\u202e\u2066\u2067\u2068\u2069")
+# Unicode's control characters (category Cc: C0, DEL and C1) and the format characters that reorder or hide
+# what a terminal shows (bidirectional overrides and isolates). One pattern, so a 100,000-line report is
+# checked at C speed, not a character at a time.
+_CONTROL = re.compile("[\x00-\x1f\x7f-\x9f\u061c\u200e\u200f\u202a-\u202e\u2066-\u2069]")
 
 
-def _is_control(ch: str) -> bool:
-    return unicodedata.category(ch) == "Cc" or ch in _BIDI
+def _escaped(match: re.Match[str]) -> str:
+    return match.group().encode("unicode_escape").decode("ascii")
 
 
 def label_problem(value: object, what: str = "name") -> str | None:
@@ -28,9 +30,8 @@ def label_problem(value: object, what: str = "name") -> str | None:
         return f"{what} must be text, got {type(value).__name__}"
     if len(value) > MAX_LABEL_CHARS:
         return f"{what} is {len(value):,} characters long; the limit is {MAX_LABEL_CHARS}"
-    bad = next((ch for ch in value if _is_control(ch)), None)
-    if bad is not None:
-        return f"{what} contains the control character {bad.encode('unicode_escape').decode()}"
+    if bad := _CONTROL.search(value):
+        return f"{what} contains the control character {_escaped(bad)}"
     return None
 
 
@@ -52,7 +53,7 @@ def terminal_text(text: object, multiline: bool = False) -> str:
     text = str(text)
     if multiline:
         return "\n".join(terminal_text(line) for line in text.split("\n"))
-    return "".join(ch.encode("unicode_escape").decode("ascii") if _is_control(ch) else ch for ch in text)
+    return _CONTROL.sub(_escaped, text)
 
 
 def quoted(value: object, limit: int = 60) -> str:

@@ -1,5 +1,8 @@
 """Labels from outside: the one length and control-character rule, and safe printing."""
 
+import sys
+import unicodedata
+
 from core.text import MAX_LABEL_CHARS, MAX_TAGS, first_line, label_problem, quoted, tags_problem, terminal_text
 
 
@@ -25,6 +28,16 @@ def test_terminal_escapes_what_would_move_the_cursor():
     assert terminal_text("one\ntwo") == "one\\ntwo"
     assert terminal_text("one\ntwo\x07", multiline=True) == "one\ntwo\\x07"
     assert terminal_text(3.5) == "3.5"
+
+
+def test_every_control_character_of_unicode_and_only_those_is_escaped():
+    # Unicode's own table: category Cc, and the bidirectional marks, overrides and isolates (category Cf)
+    bidi = {"\u061c", "\u200e", "\u200f", *map(chr, range(0x202A, 0x202F)), *map(chr, range(0x2066, 0x206A))}
+    every = [chr(c) for c in range(sys.maxunicode + 1) if not 0xD800 <= c <= 0xDFFF]
+    escaped = {ch for ch in every if terminal_text(ch) != ch}
+    assert escaped == {ch for ch in every if unicodedata.category(ch) == "Cc"} | bidi
+    assert len(escaped) == 65 + 12
+    assert all(terminal_text(ch) == ch.encode("unicode_escape").decode("ascii") for ch in escaped)
 
 
 def test_quoted_keeps_a_hostile_field_short():
