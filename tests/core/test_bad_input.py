@@ -139,7 +139,7 @@ def _configs(name: str):
 def test_make_config_returns_a_config_or_raises_config_error(experiment):
     exp = registry.get(experiment)
 
-    @settings(max_examples=150, deadline=None, suppress_health_check=[HealthCheck.too_slow])
+    @settings(max_examples=60, deadline=None, suppress_health_check=[HealthCheck.too_slow])
     @given(values=_configs(experiment))
     def check(values):
         try:
