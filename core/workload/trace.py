@@ -92,47 +92,87 @@ def union_us(start: np.ndarray, end: np.ndarray) -> float:
     return _union_ns(_ns(start), _ns(end)) / NS
 
 
-def _time_breakdown(a: Activities, sel: np.ndarray) -> dict:
-    """Busy, idle, unions and overlaps of the selected activities, in whole nanoseconds until given as µs."""
-    s, e, k = _ns(a.start[sel]), _ns(a.end[sel]), a.kind[sel]
+def _unions_ns(s: np.ndarray, rank: np.ndarray, ends: np.ndarray, part: np.ndarray, parts: int) -> np.ndarray:
+    """The length of the union of each part's intervals (whole ns), given sorted by part then start, each end as its
+    rank in ``ends`` (sorted, distinct). A running latest end that starts again at each part: the running maximum
+    of the ends' ranks offset by the part (ranks, not times, so the offset cannot overflow whatever the times)."""
+    out = np.zeros(parts, np.int64)
     if not len(s):
-        return {}
-    span = int(e.max() - s.min())
-    busy = _union_ns(s, e)
+        return out
+    reach = ends[np.maximum.accumulate(part * len(ends) + rank) - part * len(ends)]
+    new = np.ones(len(s), bool)
+    new[1:] = (part[1:] != part[:-1]) | (s[1:] > reach[:-1])
+    last = np.append(new[1:], True)  # the last interval of each merged one
+    np.add.at(out, part[new], reach[last] - s[new])
+    return out
 
-    def union_of(*kinds: int) -> int:
-        wanted = np.zeros(len(KINDS), bool)  # a lookup by kind: np.isin costs ten times more per step
-        wanted[list(kinds)] = True
-        m = wanted[k]
-        return _union_ns(s[m], e[m])
 
-    def summed(m: np.ndarray) -> float:
-        return int((e - s)[m].sum()) / NS
+def _time_breakdowns(a: Activities, parts: list[np.ndarray]) -> list[dict]:
+    """Busy, idle, unions and overlaps of each selection of activities (indices; {} for an empty one), all at once:
+    in whole nanoseconds until given as µs, so sums and unions are exact. One sort by selection and start serves
+    every union."""
+    idx = np.concatenate(parts) if parts else np.zeros(0, np.int64)
+    part = np.repeat(np.arange(len(parts)), [len(p) for p in parts])
+    s, e, n = _ns(a.start[idx]), _ns(a.end[idx]), len(parts)
+    order = np.lexsort((s, part))
+    idx, part, s, e = idx[order], part[order], s[order], e[order]
+    k = a.kind[idx]
+    ends, rank = np.unique(e, return_inverse=True)
 
-    compute, comm, copy = union_of(COMPUTE), union_of(COMM), union_of(MEMCPY, MEMSET)
+    def union_of(*kinds: int) -> np.ndarray:
+        m = np.isin(k, kinds)
+        return _unions_ns(s[m], rank[m], ends, part[m], n)
+
+    def summed(m: np.ndarray) -> np.ndarray:
+        out = np.zeros(n, np.int64)
+        np.add.at(out, part[m], (e - s)[m])
+        return out
+
+    first, last = np.full(n, np.iinfo(np.int64).max), np.full(n, np.iinfo(np.int64).min)
+    np.minimum.at(first, part, s)
+    np.maximum.at(last, part, e)
+    span = last - first
+    busy, compute, comm, copy = (
+        union_of(*range(len(KINDS))),
+        union_of(COMPUTE),
+        union_of(COMM),
+        union_of(MEMCPY, MEMSET),
+    )
     kernels_union = union_of(COMPUTE, COMM)
-    compute_and_comm = compute + comm - kernels_union  # |A ∩ B| = |A| + |B| − |A ∪ B|
     kernels = (k == COMPUTE) | (k == COMM)
-    return {
-        "span_us": span / NS,
-        "busy_us": busy / NS,
-        "idle_us": (span - busy) / NS,
-        "idle_share": (span - busy) / span if span else 0.0,
+    figures = {
+        "span_us": span,
+        "busy_us": busy,
+        "idle_us": span - busy,
         "kernel_time_us": summed(kernels),
-        "kernel_count": int(kernels.sum()),
         "compute_kernel_time_us": summed(k == COMPUTE),
         "communication_kernel_time_us": summed(k == COMM),
         "memcpy_time_us": summed(k == MEMCPY),
         "memset_time_us": summed(k == MEMSET),
-        "compute_union_us": compute / NS,
-        "communication_union_us": comm / NS,
-        "copy_union_us": copy / NS,
-        "compute_and_communication_us": compute_and_comm / NS,
-        "compute_and_copy_us": (compute + copy - union_of(COMPUTE, MEMCPY, MEMSET)) / NS,
-        "communication_and_copy_us": (comm + copy - union_of(COMM, MEMCPY, MEMSET)) / NS,
-        "exposed_communication_us": (kernels_union - compute) / NS,  # |B \ A| = |A ∪ B| − |A|: within busy
-        "streams": np.unique(a.stream[sel]).tolist(),
+        "compute_union_us": compute,
+        "communication_union_us": comm,
+        "copy_union_us": copy,
+        "compute_and_communication_us": compute + comm - kernels_union,  # |A ∩ B| = |A| + |B| − |A ∪ B|
+        "compute_and_copy_us": compute + copy - union_of(COMPUTE, MEMCPY, MEMSET),
+        "communication_and_copy_us": comm + copy - union_of(COMM, MEMCPY, MEMSET),
+        "exposed_communication_us": kernels_union - compute,  # |B \ A| = |A ∪ B| − |A|: within busy
     }
+    columns = {key: (ns / NS).tolist() for key, ns in figures.items()}
+    counts = np.bincount(part[kernels], minlength=n).tolist()
+    names, stream = np.unique(a.stream[idx], return_inverse=True)
+    pairs = np.unique(part * len(names) + stream)  # each part's streams, sorted
+    streams = np.split(names[pairs % max(len(names), 1)], np.searchsorted(pairs // max(len(names), 1), np.arange(1, n)))
+    out = []
+    for i in range(n):
+        if not len(parts[i]):
+            out.append({})
+            continue
+        row = {key: column[i] for key, column in columns.items()}
+        row["idle_share"] = (span[i] - busy[i]) / span[i] if span[i] else 0.0
+        row["kernel_count"] = counts[i]
+        row["streams"] = streams[i].tolist()
+        out.append(row)
+    return out
 
 
 def _group_ids(a: Activities) -> tuple[np.ndarray, np.ndarray]:
@@ -254,7 +294,7 @@ def _steps(trace: TraceFile, sel: np.ndarray, groups: np.ndarray, launches: _Lau
     sorted by that time once, so each step costs its own activities, not the whole trace.
 
     Two windows, each figure on one: ``wall_us`` is the ProfilerStep's own span (on the CPU for CPU spans); the
-    sums (kernel time, groups, copies) and unions of :func:`_time_breakdown` are of the step's own activities;
+    sums (kernel time, groups, copies) and unions of :func:`_time_breakdowns` are of the step's own activities;
     busy, idle and idle by cause are on the step's **GPU window** (``gpu_window_us``: the GPU-side span, or for CPU
     spans from the step's first activity's start to the next step's first, the last step to its last end), on
     the device timeline (every activity of the device within the window), so busy + idle = the window and
@@ -281,11 +321,11 @@ def _steps(trace: TraceFile, sel: np.ndarray, groups: np.ndarray, launches: _Lau
     ]
     windows = _gpu_windows(a, spans, parts, bool(gpu_spans))
     rows = []
-    for (t0, t1, step), idx, (lo, hi) in zip(spans, parts, windows):
+    for (t0, t1, step), idx, (lo, hi), breakdown in zip(spans, parts, windows, _time_breakdowns(a, parts)):
         # the GPU window beside the wall, so a table reads the two windows side by side (filled in below)
         row = {"kind": "step", "step": step, "wall_us": t1 - t0, "gpu_window_us": 0.0, "activities": int(len(idx))}
         row["gpu_window_start_us"] = lo / NS  # where the window lies (µs since the trace's origin)
-        row.update({k: v for k, v in _time_breakdown(a, idx).items() if k not in ("streams", "span_us")})
+        row.update({k: v for k, v in breakdown.items() if k not in ("streams", "span_us")})
         sums = np.bincount(groups[idx], weights=durations[idx], minlength=len(TRACE_GROUPS))
         row.update({f"{group}_us": float(us) for group, us in zip(TRACE_GROUPS, sums)})
         row.update(_window(merged, gaps, lo, hi))
@@ -373,7 +413,7 @@ def analyse_trace(trace: TraceFile, top: int = 20) -> tuple[list[dict], dict]:
     meta["device"] = device
     meta["device_name"] = trace.gpu_names.get(device, f"GPU {device}")
     sel = a.device == device
-    breakdowns = {d: _time_breakdown(a, on) for d, on in by_device}
+    breakdowns = dict(zip([d for d, _ in by_device], _time_breakdowns(a, [on for _, on in by_device])))
     meta.update(breakdowns[device])
     rows = _device_rows(breakdowns, trace.gpu_names)
     groups, rules = _group_ids(a)

@@ -425,6 +425,30 @@ def test_step_figures_on_gpu_windows(tmp_path):
     assert "step     1: wall 0.027 ms, kernels 0.013 ms; GPU window 0.040 ms: busy 0.013 ms, idle 0.027 ms" in text
 
 
+def test_each_step_s_unions_are_of_its_own_kernels(tmp_path):
+    """GPU-side steps #1 [0, 200) and #2 [200, 300). #1's kernels (by start): compute [10, 250] — it runs on past
+    #2's start — and communication [20, 30]; #2's: compute [210, 220], [215, 230] and communication [225, 240].
+    #1: compute 240, communication 10 (inside the compute: none exposed), overlap 10. #2 counts only its own
+    kernels: compute [210, 230] = 20, communication 15, exposed [230, 240] = 10, overlap 5 ([225, 230]) — not the
+    union with #1's long kernel, which would make #2's compute 40 and none of its communication exposed."""
+
+    def event(cat, name, ts, dur, **args):
+        return {"ph": "X", "cat": cat, "name": name, "pid": 0, "tid": 7, "ts": ts, "dur": dur, "args": args}
+
+    kernels = [(10, 240, "gemm"), (20, 10, "ncclDevKernel_AllReduce"), (210, 10, "gemm"), (215, 15, "gemm")]
+    kernels.append((225, 15, "ncclDevKernel_AllReduce"))
+    events = [event("gpu_user_annotation", f"ProfilerStep#{n}", t, d) for n, t, d in ((1, 0, 200), (2, 200, 100))]
+    events += [event("kernel", name, ts, dur, device=0, stream=7) for ts, dur, name in kernels]
+    path = tmp_path / "steps.json"
+    path.write_text(json.dumps({"traceEvents": events}))
+    rows, _ = analyse_trace(read_trace(path))
+    steps = {s["step"]: s for s in by_kind(rows, "step")}
+    figures = ("compute_union_us", "communication_union_us", "exposed_communication_us", "compute_and_communication_us")
+    assert tuple(steps[1][k] for k in figures) == (240, 10, 0, 10)
+    assert tuple(steps[2][k] for k in figures) == (20, 15, 10, 5)
+    assert (steps[1]["kernel_time_us"], steps[2]["kernel_time_us"]) == (250, 40)
+
+
 @pytest.mark.parametrize(
     "path",
     [V100, RECSYS, DATA / "hta_mi250_minitoy_rocm.json.gz", ROOT / "examples" / "traces" / "resnet50_ddp_v100.json.gz"],
