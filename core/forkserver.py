@@ -17,9 +17,9 @@ from __future__ import annotations
 
 import atexit
 import importlib
+import itertools
 import json
 import os
-import queue
 import select
 import signal
 import socket
@@ -38,6 +38,11 @@ _REAP_EVERY_S = 0.05
 
 class ForkServerDown(Exception):
     """The fork server is gone or did not answer; the caller starts a plain worker instead."""
+
+
+class SpawnCancelled(Exception):
+    """The caller gave up on a child before the server answered (a Ctrl-C while torch imports); the child, if it
+    comes, is killed."""
 
 
 def enabled() -> bool:
@@ -77,7 +82,7 @@ def serve(sock_fd: int, module: str) -> int:
         for fd in fds:
             os.close(fd)
         children.add(pid)
-        _send(sock, {"pid": pid})
+        _send(sock, {"pid": pid, "id": request.get("id")})
 
 
 def _reap(sock: socket.socket, children: set[int]) -> None:
@@ -147,8 +152,10 @@ class ForkServer:
         )
         theirs.close()
         self._sock = ours
-        self._spawning = threading.Lock()
-        self._pids: queue.Queue[int | None] = queue.Queue()
+        self._sending = threading.Lock()
+        self._ids = itertools.count()
+        self._pids: dict[int, int] = {}  # request id → the pid the server answered
+        self._abandoned: set[int] = set()  # requests given up on: their children are killed as they come
         self._codes: dict[int, int] = {}
         self.orphaned: set[int] = set()  # children gone after the server: how they ended is unknown
         self._ended = threading.Condition()
@@ -165,30 +172,54 @@ class ForkServer:
                 with self._ended:
                     self.down = True
                     self._ended.notify_all()
-                self._pids.put(None)
                 return
             answer = json.loads(message)
-            if "exit" in answer:
-                with self._ended:
+            with self._ended:
+                if "exit" in answer:
                     self._codes[answer["exit"]] = answer["code"]
-                    self._ended.notify_all()
-            else:
-                self._pids.put(answer["pid"])
+                elif answer["id"] in self._abandoned:
+                    self._abandoned.discard(answer["id"])
+                    _kill(answer["pid"])
+                else:
+                    self._pids[answer["id"]] = answer["pid"]
+                self._ended.notify_all()
 
-    def spawn(self, args: list[str], env: dict[str, str], cwd: str, fds: tuple[int, int, int], timeout_s: float) -> int:
-        """A child running with ``fds`` as its stdin, stdout and stderr; its pid."""
-        with self._spawning:
+    def spawn(
+        self,
+        args: list[str],
+        env: dict[str, str],
+        cwd: str,
+        fds: tuple[int, int, int],
+        timeout_s: float,
+        cancelled: Callable[[], bool] = lambda: False,
+    ) -> int:
+        """A child running with ``fds`` as its stdin, stdout and stderr; its pid. Each request carries an id the
+        answer repeats, so a request given up on (``cancelled()``, checked every few tens of ms, or past
+        ``timeout_s``) cannot hand its late child to the next one: that child is killed when it comes."""
+        deadline = time.monotonic() + timeout_s
+        key = next(self._ids)
+        request = json.dumps({"args": args, "env": env, "cwd": cwd, "id": key}).encode()
+        with self._sending:
             if self.down:
                 raise ForkServerDown("the fork server has ended")
-            request = json.dumps({"args": args, "env": env, "cwd": cwd}).encode()
             try:
                 socket.send_fds(self._sock, [request], list(fds))
-                pid = self._pids.get(timeout=timeout_s)
-            except (OSError, queue.Empty) as exc:
-                raise ForkServerDown(f"the fork server did not answer: {exc}") from None
-            if pid is None:
-                raise ForkServerDown("the fork server has ended")
-            return pid
+            except OSError as exc:
+                raise ForkServerDown(f"the fork server did not take the request: {exc}") from None
+        with self._ended:
+            while True:
+                stop = cancelled()
+                if stop or self.down or time.monotonic() >= deadline:
+                    if (pid := self._pids.pop(key, None)) is not None:
+                        _kill(pid)
+                    else:
+                        self._abandoned.add(key)
+                    if stop:
+                        raise SpawnCancelled("cancelled before the fork server answered")
+                    raise ForkServerDown("the fork server has ended" if self.down else "the fork server did not answer")
+                if key in self._pids:
+                    return self._pids.pop(key)
+                self._ended.wait(_REAP_EVERY_S)
 
     def exit_code(self, pid: int, timeout_s: float | None) -> int | None:
         """How ``pid`` ended, once the server has reaped it (None if not within ``timeout_s``). A child whose
@@ -259,10 +290,14 @@ class Forked:
         return self.pid not in self._server.orphaned
 
     def kill(self) -> None:
-        try:
-            os.kill(self.pid, signal.SIGKILL)
-        except ProcessLookupError:
-            pass
+        _kill(self.pid)
+
+
+def _kill(pid: int) -> None:
+    try:
+        os.kill(pid, signal.SIGKILL)
+    except ProcessLookupError:
+        pass
 
 
 def server_command(module: str) -> list[str]:

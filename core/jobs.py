@@ -16,13 +16,14 @@ import threading
 import time
 import weakref
 from dataclasses import dataclass, field
+from functools import partial
 from typing import Any
 
 from core import registry
 from core.errors import ConfigError
 from core.experiment import config_to_dict
 from core.fanout import submit_all
-from core.forkserver import Forked
+from core.forkserver import Forked, SpawnCancelled
 from core.hardware.device import check_device_string
 from core.lifecycle import Job, Listener, Recorder, notify
 from core.protocol import ProgressEvent, ResultEvent, RunRequest, StartedEvent, WaitingEvent
@@ -38,6 +39,7 @@ from core.workerprocess import (
 )
 
 DEFAULT_TIMEOUT_S = 3600.0
+_CANCELLED_EARLY = "cancelled by user before it started"
 
 
 class DeviceQueue:
@@ -99,13 +101,15 @@ class DeviceQueue:
         preload = job.exp.uses_torch  # its worker imports torch before it is ready
         if job.exp.in_process:
             return LocalWorker()
+        # a Ctrl-C while the fork server imports torch for its first worker ends the wait (SpawnCancelled)
+        start = partial(WorkerProcess, preload_torch=preload, cancelled=lambda: job.cancelled)
         if job.fresh_process:
             if self._warm:  # a fresh allocator must not share the GPU with a warm worker's cache
                 self._warm.stop()
                 self._warm = None
-            return take_prestarted(job.env, preload) or WorkerProcess(job.env, preload_torch=preload)
+            return take_prestarted(job.env, preload) or start(job.env)
         if self._warm is None or not self._warm.alive():
-            self._warm = take_prestarted({}, preload) or WorkerProcess(preload_torch=preload)
+            self._warm = take_prestarted({}, preload) or start()
         return self._warm
 
     def _run(self, job: Job, recorder: Recorder) -> None:
@@ -121,11 +125,13 @@ class DeviceQueue:
                 ready = worker.wait_ready(STARTUP_TIMEOUT_S, lambda: job.cancelled)
                 if ready is None:
                     worker.kill()
-                    outcome = ResultEvent.failed(job.id, "cancelled", "cancelled by user before it started")
+                    outcome = ResultEvent.failed(job.id, "cancelled", _CANCELLED_EARLY)
                 else:
                     started.worker_env = ready.env
                     worker.send(RunRequest(job.experiment, job.config, job.device, job.id))
                     outcome = self._follow(job, worker, started, recorder)
+            except SpawnCancelled:
+                outcome = ResultEvent.failed(job.id, "cancelled", _CANCELLED_EARLY)
             except WorkerDied as exc:
                 outcome = _crash_outcome(job, worker, str(exc))
         recycle = worker is not None and (

@@ -10,9 +10,10 @@ import subprocess
 import sys
 import tempfile
 import threading
+from collections.abc import Callable
 from typing import IO
 
-from core.forkserver import Forked, ForkServer, ForkServerDown, enabled, server_command
+from core.forkserver import Forked, ForkServer, ForkServerDown, SpawnCancelled, enabled, server_command
 
 STARTUP_TIMEOUT_S = 120.0  # importing torch on a cold disk can take a while
 
@@ -33,12 +34,23 @@ class Launched:
     A worker that will run tensors is forked from this process's fork server (:mod:`core.forkserver`: torch is
     imported once, not per worker); where that is off or fails, and for every other worker, a fresh interpreter."""
 
-    def __init__(self, env: dict[str, str], preload_torch: bool, preload: tuple[str, ...]) -> None:
+    def __init__(
+        self,
+        env: dict[str, str],
+        preload_torch: bool,
+        preload: tuple[str, ...],
+        cancelled: Callable[[], bool] = lambda: False,
+    ) -> None:
+        """``cancelled`` is asked while the fork server is awaited (its first child waits for torch's import):
+        once true, :class:`core.forkserver.SpawnCancelled` is raised and no worker is left."""
         self.stderr: IO[bytes] = tempfile.TemporaryFile(prefix="gpulab-worker-", suffix=".log")
         args = [*(["--preload-torch"] if preload_torch else []), *(f"--preload={module}" for module in preload)]
-        self.proc: subprocess.Popen[bytes] | Forked = (preload_torch and _forked(args, env, self.stderr)) or (
-            self._fresh(args, env)
-        )
+        try:
+            forked = preload_torch and _forked(args, env, self.stderr, cancelled)
+        except SpawnCancelled:
+            self.stderr.close()
+            raise
+        self.proc: subprocess.Popen[bytes] | Forked = forked or self._fresh(args, env)
 
     def _fresh(self, args: list[str], env: dict[str, str]) -> subprocess.Popen[bytes]:
         return subprocess.Popen(
@@ -56,7 +68,7 @@ _server: list[ForkServer] = []
 _server_lock = threading.Lock()
 
 
-def _forked(args: list[str], env: dict[str, str], stderr: IO[bytes]) -> Forked | None:
+def _forked(args: list[str], env: dict[str, str], stderr: IO[bytes], cancelled: Callable[[], bool]) -> Forked | None:
     """A worker forked from this process's fork server (started at the first call), or None where it is off or
     cannot start one: the caller then starts a fresh interpreter."""
     if not enabled():
@@ -70,10 +82,13 @@ def _forked(args: list[str], env: dict[str, str], stderr: IO[bytes]) -> Forked |
                     dead.stop()  # its socket, and its process reaped
                 _server[:] = [ForkServer(server_command("core.worker"), worker_env({}), REPO_ROOT)]
             server = _server[0]
-        pid = server.spawn(args, worker_env(env), REPO_ROOT, (child_in, child_out, stderr.fileno()), STARTUP_TIMEOUT_S)
-    except (OSError, ForkServerDown):
+        fds = (child_in, child_out, stderr.fileno())
+        pid = server.spawn(args, worker_env(env), REPO_ROOT, fds, STARTUP_TIMEOUT_S, cancelled)
+    except (OSError, ForkServerDown, SpawnCancelled) as exc:
         for fd in (our_in, our_out):
             os.close(fd)
+        if isinstance(exc, SpawnCancelled):
+            raise
         return None
     finally:
         os.close(child_in)

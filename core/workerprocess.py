@@ -54,10 +54,12 @@ class WorkerProcess:
         preload_torch: bool = False,
         preload: tuple[str, ...] = (),
         launched: Launched | None = None,
+        cancelled: Callable[[], bool] = lambda: False,
     ) -> None:
-        """Start a worker, or take over one ``launched`` already (:func:`core.workerlaunch.prestart`)."""
+        """Start a worker, or take over one ``launched`` already (:func:`core.workerlaunch.prestart`); a start
+        that ``cancelled`` calls off raises :class:`core.forkserver.SpawnCancelled`."""
         self.env = dict(env or {})
-        launched = launched or Launched(self.env, preload_torch, preload)
+        launched = launched or Launched(self.env, preload_torch, preload, cancelled)
         self._stderr = launched.stderr
         self.proc = launched.proc
         assert self.proc.stdin is not None and self.proc.stdout is not None  # both are pipes

@@ -6,13 +6,15 @@ import os
 import signal
 import subprocess
 import sys
+import threading
+import time
 from types import SimpleNamespace
 
 import psutil
 import pytest
 
-from core import workerlaunch
-from core.forkserver import FORK_SERVER_ENV, Forked
+from core import jobs, workerlaunch
+from core.forkserver import FORK_SERVER_ENV, Forked, ForkServer, SpawnCancelled, server_command
 from core.hardware.memory import MEMORY_LIMIT_ENV
 from core.intake import LIMITS_ENV
 from core.jobs import _crash_outcome
@@ -129,3 +131,53 @@ def _own_server():
     workerlaunch.stop_fork_server()
     yield
     workerlaunch.stop_fork_server()
+
+
+def _pipes() -> tuple[tuple[int, int, int], int, int]:
+    """A child's stdin and stdout (stderr: ours) and our ends of them."""
+    child_in, our_in = os.pipe()
+    our_out, child_out = os.pipe()
+    return (child_in, child_out, 2), our_in, our_out
+
+
+def test_a_request_given_up_on_takes_no_child_and_the_next_gets_its_own():
+    """Each request carries an id its answer repeats: one given up on (a Ctrl-C while the server still imports
+    torch) gets no child — the server's late child for it is killed — and the next request gets its own child."""
+    env = workerlaunch.worker_env({})
+    server = ForkServer(server_command("tests.core.fork_child"), env, str(ROOT))
+    try:
+        first, first_in, first_out = _pipes()
+        with pytest.raises(SpawnCancelled):
+            server.spawn(["first"], env, str(ROOT), first, 120, cancelled=lambda: True)
+        second, second_in, second_out = _pipes()
+        pid = server.spawn(["second"], env, str(ROOT), second, 120)
+        for fd in (*first[:2], *second[:2]):
+            os.close(fd)
+        os.close(second_in)  # the child reads to the end of its stdin, then says who it is
+        assert json.loads(os.read(second_out, 1000)) == {"pid": pid, "args": ["second"]}
+        assert server.exit_code(pid, 60) == 0
+        os.close(first_in)  # the first child, had it lived, would now answer on its stdout
+        assert os.read(first_out, 1000) == b""  # the end of its output: it was killed before it wrote
+        for fd in (second_out, first_out):
+            os.close(fd)
+    finally:
+        server.stop()
+
+
+def test_a_job_cancelled_while_its_worker_is_forked_is_stored_as_cancelled(manager, monkeypatch):
+    """The job's cancel reaches the wait for the fork server's answer, and the run is stored as cancelled."""
+
+    forking = threading.Event()
+
+    def worker(*args, cancelled, **kwargs):
+        forking.set()
+        while not cancelled():  # the fork server importing torch: until the job is cancelled
+            time.sleep(0.01)
+        raise SpawnCancelled("cancelled before the fork server answered")
+
+    monkeypatch.setattr(jobs, "WorkerProcess", worker)
+    job = manager.submit("matmul", {"sizes": [64], "dtypes": ["fp32"], "roofline": False}, "cpu")
+    assert forking.wait(60)
+    job.cancel()
+    run = job.wait(60)
+    assert run is not None and (run.status, run.error) == ("cancelled", "cancelled by user before it started")
