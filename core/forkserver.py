@@ -34,6 +34,7 @@ from typing import IO
 FORK_SERVER_ENV = "GPULAB_FORK_SERVER"
 _MESSAGE_BYTES = 1 << 20  # one request: the child's environment and arguments
 _REAP_EVERY_S = 0.05
+_STOP_WAIT_S = 0.5  # an idle server exits within one look (_REAP_EVERY_S); a busy one is killed after this
 
 
 class ForkServerDown(Exception):
@@ -239,13 +240,16 @@ class ForkServer:
             return self._codes[pid]
 
     def stop(self) -> None:
+        """End the server: it sees the end of its input at its next look (every few tens of ms) and exits; one
+        still importing torch (a command stopped in its first seconds) is killed rather than waited for — it holds
+        nothing, and its children watch it and follow."""
         try:
-            self._sock.shutdown(socket.SHUT_RDWR)  # the server sees the end of its input and exits
+            self._sock.shutdown(socket.SHUT_RDWR)
         except OSError:
             pass
         self._sock.close()
         try:
-            self.proc.wait(timeout=5)
+            self.proc.wait(timeout=_STOP_WAIT_S)
         except subprocess.TimeoutExpired:
             self.proc.kill()
             self.proc.wait()
