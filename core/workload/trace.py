@@ -132,12 +132,8 @@ def _time_breakdowns(a: Activities, parts: list[np.ndarray]) -> list[dict]:
     np.minimum.at(first, part, s)
     np.maximum.at(last, part, e)
     span = last - first
-    busy, compute, comm, copy = (
-        union_of(*range(len(KINDS))),
-        union_of(COMPUTE),
-        union_of(COMM),
-        union_of(MEMCPY, MEMSET),
-    )
+    busy = _unions_ns(s, rank, ends, part, n)
+    compute, comm, copy = union_of(COMPUTE), union_of(COMM), union_of(MEMCPY, MEMSET)
     kernels_union = union_of(COMPUTE, COMM)
     kernels = (k == COMPUTE) | (k == COMM)
     figures = {
