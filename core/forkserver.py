@@ -7,8 +7,9 @@ a Unix socket and gets back the pid, then the exit status when the server reaps 
 
 What keeps a fork sound: the server imports torch and nothing of the lab, and never touches CUDA (a process forked
 after CUDA's initialisation cannot use it). Each child first takes the environment its parent sent — the job's
-``CUDA_VISIBLE_DEVICES``, ``PYTORCH_CUDA_ALLOC_CONF``, ``NVIDIA_TF32_OVERRIDE`` and memory cap are read when CUDA and
-the job start, after the fork — then imports the worker. The server ends when its parent's end of the socket
+``CUDA_VISIBLE_DEVICES``, ``NVIDIA_TF32_OVERRIDE`` and memory cap are read when CUDA and the job start, after
+the fork — then imports the worker (an allocator setting is read partly at torch's import: such a worker is not
+forked, :mod:`core.workerlaunch`). The server ends when its parent's end of the socket
 closes; its children watch their parent and end after it. ``GPULAB_FORK_SERVER=0`` turns it off: each worker is
 then a fresh interpreter, as it is where the server cannot start.
 """

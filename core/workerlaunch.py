@@ -14,6 +14,7 @@ from collections.abc import Callable
 from typing import IO
 
 from core.forkserver import Forked, ForkServer, ForkServerDown, SpawnCancelled, enabled, server_command
+from core.memory.alloc_conf import ENV_KEYS
 
 STARTUP_TIMEOUT_S = 120.0  # importing torch on a cold disk can take a while
 
@@ -46,7 +47,7 @@ class Launched:
         self.stderr: IO[bytes] = tempfile.TemporaryFile(prefix="gpulab-worker-", suffix=".log")
         args = [*(["--preload-torch"] if preload_torch else []), *(f"--preload={module}" for module in preload)]
         try:
-            forked = preload_torch and _forked(args, env, self.stderr, cancelled)
+            forked = preload_torch and _forkable(env) and _forked(args, env, self.stderr, cancelled)
         except SpawnCancelled:
             self.stderr.close()
             raise
@@ -62,6 +63,14 @@ class Launched:
             cwd=REPO_ROOT,
             start_new_session=True,
         )
+
+
+def _forkable(env: dict[str, str]) -> bool:
+    """Whether a worker with this environment may be forked from a server that imported torch without it. Not
+    with an allocator setting of its own: torch reads the setting's ``backend`` when it is imported (a forked
+    ``backend:cudaMallocAsync`` worker fails CUDA's initialisation, "backend parsed at runtime != … at load
+    time"), so such a worker is a fresh interpreter."""
+    return not any(key in env for key in ENV_KEYS)
 
 
 _server: list[ForkServer] = []

@@ -125,6 +125,19 @@ def test_without_the_fork_server_a_worker_is_a_fresh_interpreter(monkeypatch):
         worker.stop()
 
 
+def test_a_worker_with_its_own_allocator_setting_is_a_fresh_interpreter():
+    """torch reads the allocator's backend when it is imported: a worker forked from a server that imported it
+    without the setting fails CUDA's initialisation (seen on an H200 with ``backend:cudaMallocAsync``)."""
+    ready_worker().stop()  # the server is up
+    worker = ready_worker(env={"PYTORCH_CUDA_ALLOC_CONF": "backend:cudaMallocAsync"})
+    try:
+        assert isinstance(worker.proc, subprocess.Popen)
+        assert psutil.Process(worker.pid).ppid() == os.getpid()
+        assert worker.ready is not None and worker.ready.env == {"PYTORCH_CUDA_ALLOC_CONF": "backend:cudaMallocAsync"}
+    finally:
+        worker.stop()
+
+
 @pytest.fixture(autouse=True)
 def _own_server():
     """Each test starts from no fork server, and leaves none."""
