@@ -16,6 +16,7 @@ import pandas as pd
 
 from core.units import GIB, bytes_text, duration_text
 from core.workload import detail
+from core.workload.findings import oom_cause
 from core.workload.snapshot_analysis import CATEGORIES, SnapshotAnalysis, analyse
 from core.workload.snapshot_analysis import devices_text as devices_text  # the view says it as the CLI does
 
@@ -109,6 +110,13 @@ def categories(a: SnapshotAnalysis, window: Window, budget: int) -> CategorySeri
     return CategorySeries(a.point_time_ms(points), a.category_series(points))
 
 
+OOM_CAUSES = {
+    "fragmentation": "fragmentation: enough reserved, no block large enough",
+    "process limit": "a limit of the process: the device had room",
+    "device full": "too little free on the device",
+}
+
+
 def failure_figures(meta: dict) -> list[tuple[str, str]]:
     """An out-of-memory's figures as (label, value), what the page shows above everything else (none without
     one): the request and its pool, what CUDA had free, what the allocator held unused, the largest free block
@@ -122,7 +130,7 @@ def failure_figures(meta: dict) -> list[tuple[str, str]]:
         ("Free on the device", bytes_text(o["device_free_bytes"])),
         ("Reserved but unallocated", bytes_text(o["reserved_unallocated_bytes"])),
         ("Largest free block", f"small {bytes_text(largest['small'])} · large {bytes_text(largest['large'])}"),
-        ("Fragmentation", "yes" if o["fragmentation"] else "no: too little free"),
+        ("Cause", OOM_CAUSES[oom_cause(o)]),
     ]
 
 

@@ -41,6 +41,7 @@ CATEGORY_COLORS = {
     "optimizer_state": "#009E73",
     "activations": "#D55E00",
     "temporaries": "#CC79A7",
+    "workspace": "#56B4E9",
     "other": "#999999",
     "unknown": "#c7c7c7",
 }

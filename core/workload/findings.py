@@ -146,24 +146,38 @@ def ranks_findings(meta: dict, rank_rows: list[dict]) -> list[dict]:
 
 
 def _oom(o: dict) -> dict:
-    """What failed, from the figures the analysis keeps (``meta["oom"]``), and what to try."""
+    """What failed, from the figures the analysis keeps (``meta["oom"]``), why, and what to try."""
     pool = o["pool"]
     text = (
         f"out of memory: a request of {bytes_text(o['requested_bytes'])} ({pool} pool) failed with "
         f"{bytes_text(o['device_free_bytes'])} free on the device and {bytes_text(o['reserved_unallocated_bytes'])} "
         f"reserved but unallocated, whose largest free block is {bytes_text(o['largest_free_block_bytes'][pool])}"
     )
-    if o["fragmentation"] and not o["expandable_segments"]:
+    cause = oom_cause(o)
+    if cause == "fragmentation" and not o["expandable_segments"]:
         advice = (
             ": fragmentation — enough is reserved but no block is large enough; try "
             "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"
         )
-    elif o["fragmentation"]:
+    elif cause == "fragmentation":
         advice = ": fragmentation, with expandable segments already on; make less live at once (a smaller batch)"
+    elif cause == "process limit":
+        advice = (
+            f": not the device's memory — it had room for the {bytes_text(o['segment_request_bytes'])} the "
+            "allocator would ask it for, so a limit of this process refused it "
+            "(torch.cuda.set_per_process_memory_fraction, or another cap) below the "
+            f"{bytes_text(o['reserved_bytes'])} reserved + {bytes_text(o['segment_request_bytes'])}; "
+            "raise the limit, or make less live at once"
+        )
     else:
         advice = ": not fragmentation — too little is free; make less live at once (a smaller batch)"
     where = f", at {o['site']}" if o.get("site") else ""
     return _finding("oom", text + advice + where, o["requested_bytes"], "bytes")
+
+
+def oom_cause(o: dict) -> str:
+    """The cause the analysis derived; a run stored before it did reads "fragmentation" or "device full"."""
+    return o.get("cause") or ("fragmentation" if o["fragmentation"] else "device full")
 
 
 def _largest_line(sites: list[dict]) -> dict | None:

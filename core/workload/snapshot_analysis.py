@@ -32,13 +32,22 @@ from core.units import MIB, bytes_text
 from core.workload.snapshot import CODE, OLD_BLOCKS, DeviceTrace, Frame, Snapshot
 
 SMALL_REQUEST = MIB  # a request up to this size is served from the allocator's small pool, a larger one from its large
-CATEGORIES = ("parameters", "gradients", "optimizer_state", "activations", "temporaries", "unknown")
+# What the allocator asks CUDA for to serve a request it has no free block for (torch's get_allocation_size):
+# 2 MiB for the small pool, 20 MiB for a large request under 10 MiB, else the request rounded up to 2 MiB.
+SMALL_SEGMENT, LARGE_SEGMENT, MIN_LARGE_ALLOC, ROUND_LARGE = 2 * MIB, 20 * MIB, 10 * MIB, 2 * MIB
+CATEGORIES = ("parameters", "gradients", "optimizer_state", "activations", "temporaries", "workspace", "unknown")
 CAT = {name: i for i, name in enumerate(CATEGORIES)}
 NO_CATEGORY = 255
 
 # (rule, category, what it means) — the order is the order they are tried.
 RULES = (
     ("no-stack", "unknown", "no Python stack was recorded for the allocation"),
+    (
+        "library-workspace",
+        "workspace",
+        "a cuBLAS/cuBLASLt workspace made for a handle (at::cuda::getNewWorkspace, getCUDABlasLtWorkspace…): "
+        "kept for the process's life, whichever phase first needed it",
+    ),
     (
         "model-setup",
         "parameters",
@@ -59,10 +68,9 @@ RULES = (
     ("no-match", "unknown", "a stack none of the rules recognise"),
 )
 RULE = {name: i for i, (name, _, _) in enumerate(RULES)}
-BASELINE_RULES = {"model-setup": "parameters", "optimizer-kept": "optimizer_state", "backward-kept": "gradients"}
 
 # The kind of code a stack passes through; checked in this order (an optimizer step runs forward code too).
-KIND_NONE, KIND_SETUP, KIND_FORWARD, KIND_BACKWARD, KIND_OPTIMIZER = range(5)
+KIND_NONE, KIND_SETUP, KIND_FORWARD, KIND_BACKWARD, KIND_OPTIMIZER, KIND_WORKSPACE = range(6)
 _SETUP_NAMES = {
     "_apply",
     "to",
@@ -78,6 +86,9 @@ _SETUP_NAMES = {
 }
 _BACKWARD_NAMES = {"_engine_run_backward", "run_backward"}
 _SEP = re.compile(r"[\\/]+")
+# The C++ frame of a library workspace's allocation (only stacks recorded with C++ frames have it): a cuBLAS
+# handle's workspace lives as long as the handle, so the phase that first called a GEMM says nothing of it.
+_WORKSPACE = re.compile(r"at::cuda::(getNewWorkspace|getCUDABlasLtWorkspace|getCurrentCUDABlasHandle)\b")
 
 
 def stack_kind(stack: tuple[Frame, ...]) -> int:
@@ -87,7 +98,9 @@ def stack_kind(stack: tuple[Frame, ...]) -> int:
     kinds = set()
     for filename, _, name in stack:
         path = _SEP.sub("/", filename)
-        if "/torch/optim/" in path:
+        if _WORKSPACE.match(name):
+            kinds.add(KIND_WORKSPACE)
+        elif "/torch/optim/" in path:
             kinds.add(KIND_OPTIMIZER)
         elif (
             name in _BACKWARD_NAMES
@@ -107,7 +120,7 @@ def stack_kind(stack: tuple[Frame, ...]) -> int:
             kinds.add(KIND_SETUP)
         elif name == "_call_impl" or name == "forward":
             kinds.add(KIND_FORWARD)
-    for kind in (KIND_OPTIMIZER, KIND_BACKWARD, KIND_SETUP, KIND_FORWARD):
+    for kind in (KIND_WORKSPACE, KIND_OPTIMIZER, KIND_BACKWARD, KIND_SETUP, KIND_FORWARD):
         if kind in kinds:
             return kind
     return KIND_NONE
@@ -515,8 +528,10 @@ class SnapshotAnalysis:
 
     def oom(self) -> dict | None:
         """What failed at the last out-of-memory event (the one the snapshot was most likely dumped for): the
-        request, what CUDA still had free, what the allocator held unused, and whether that unused memory was
-        cut too small for the request's pool (fragmentation) or simply not enough."""
+        request, what CUDA still had free, what the allocator held unused, and why: the unused memory cut too
+        small for the request's pool (fragmentation); the device with room for the segment the allocator would
+        have asked for, so a limit of the process refused it (``set_per_process_memory_fraction``); or simply
+        too little free on the device."""
         ooms = np.flatnonzero(self.trace.action == CODE["oom"])
         if not len(ooms):
             return None
@@ -526,6 +541,9 @@ class SnapshotAnalysis:
         pool = "small" if requested <= SMALL_REQUEST else "large"
         largest = largest_free_blocks(self.segments_at(point))
         unallocated = max(0, int(self.reserved[point] - self.allocated[point]))
+        fragmentation = unallocated >= requested and largest[pool] < requested
+        free, segment = int(self.trace.addr[i]), segment_request(requested)
+        cause = "fragmentation" if fragmentation else "process limit" if free >= segment else "device full"
         stack = self.site_stack(int(self.trace.site[i]))
         return {
             "events": len(ooms),
@@ -533,12 +551,14 @@ class SnapshotAnalysis:
             "time_ms": float(self.point_time_ms([point])[0]),
             "requested_bytes": requested,
             "pool": pool,
-            "device_free_bytes": int(self.trace.addr[i]),
+            "device_free_bytes": free,
+            "segment_request_bytes": segment,
             "allocated_bytes": int(self.allocated[point]),
             "reserved_bytes": int(self.reserved[point]),
             "reserved_unallocated_bytes": unallocated,
             "largest_free_block_bytes": largest,
-            "fragmentation": unallocated >= requested and largest[pool] < requested,
+            "fragmentation": fragmentation,
+            "cause": cause,
             "expandable_segments": self.settings_say_expandable(),
             "site": site_label(stack) if stack else None,
             "stack": [frame_text(f) for f in shown_stack(stack)],
@@ -608,6 +628,15 @@ class SnapshotAnalysis:
             "notes": self.notes,
             "oom": self.oom(),
         }
+
+
+def segment_request(requested: int) -> int:
+    """The bytes the caching allocator asks CUDA for when no free block serves ``requested``."""
+    if requested <= SMALL_REQUEST:
+        return SMALL_SEGMENT
+    if requested < MIN_LARGE_ALLOC:
+        return LARGE_SEGMENT
+    return -(-requested // ROUND_LARGE) * ROUND_LARGE
 
 
 def largest_free_blocks(segments: list[dict]) -> dict[str, int]:
@@ -749,7 +778,12 @@ def _lifetimes(trace: DeviceTrace) -> tuple[np.ndarray, np.ndarray, np.ndarray, 
     return alloc_idx, alloc_end, np.minimum(alloc_requested_end, alloc_end), free_idx[orphan_frees]
 
 
-_BASELINE_RULE = {KIND_SETUP: "model-setup", KIND_OPTIMIZER: "optimizer-kept", KIND_BACKWARD: "backward-kept"}
+_BASELINE_RULE = {
+    KIND_SETUP: "model-setup",
+    KIND_OPTIMIZER: "optimizer-kept",
+    KIND_BACKWARD: "backward-kept",
+    KIND_WORKSPACE: "library-workspace",
+}
 
 
 def _baseline(trace: DeviceTrace, unexplained: list, orphan_idx: np.ndarray, kinds: np.ndarray) -> dict:
@@ -821,6 +855,7 @@ def _allocation_rules(
     rule = np.full(len(alloc_idx), RULE["no-match"], np.int64)
     rule[a_sites < 0] = RULE["no-stack"]
     rule[a_kind == KIND_SETUP] = RULE["model-setup"]
+    rule[a_kind == KIND_WORKSPACE] = RULE["library-workspace"]
     for kind, others, kept, scratch in (
         (KIND_OPTIMIZER, not_optimizer, "optimizer-kept", "optimizer-scratch"),
         (KIND_BACKWARD, not_backward, "backward-kept", "backward-scratch"),

@@ -22,11 +22,11 @@ def test_a_failure_is_shown_with_its_figures(tmp_path):
         ("Free on the device", "5.0 MiB"),
         ("Reserved but unallocated", "10.0 MiB"),  # 10,485,248 B / 2²⁰ = 9.9995…
         ("Largest free block", "small 2.0 MiB · large 4.0 MiB"),  # 2,096,640 B and 4,194,304 B
-        ("Fragmentation", "yes"),
+        ("Cause", "fragmentation: enough reserved, no block large enough"),
     ]
     assert view.failure_figures(summary(tmp_path, oom_snapshot(request=16 * 2**20)))[-1] == (
-        "Fragmentation",
-        "no: too little free",
+        "Cause",
+        "too little free on the device",
     )
 
 

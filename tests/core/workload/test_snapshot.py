@@ -87,6 +87,7 @@ def test_the_hand_snapshot_by_hand(tmp_path):
         "optimizer_state": 4096,
         "activations": 512,
         "temporaries": 0,
+        "workspace": 0,
         "unknown": 0,
     }
     rules = {r["rule"]: r["allocations"] for r in m["category_rules"]}
@@ -366,13 +367,14 @@ def test_real_snapshots_match_a_plain_replay(path, capsys):
 
 
 def test_the_committed_real_snapshots_are_read_and_two_start_with_memory_held():
-    """The real files are there (the test above is not silently empty): three recorded on a GPU, two of them
-    after 525,286,400 bytes (the model's weights) were already allocated, by the test's own replay."""
+    """The real files are there (the test above is not silently empty): six recorded on a GPU, three of them
+    after memory was already allocated (two after 525,286,400 bytes, the model's weights), by the test's own
+    replay."""
     files = [f for f in snapshots.real_snapshot_files() if f.startswith(str(snapshots.REAL_SNAPSHOTS))]
-    assert len(files) == 4
+    assert len(files) == 6
     baselines = sorted(snapshots.plain_replay(snapshots.load_any(f), 0)["baseline"] for f in files)
     # requested sizes (the blocks are 525,286,400 and 3,072,871,424 bytes: rounded up by the allocator)
-    assert baselines == [0, 523811840, 523811840, 3064418304]
+    assert baselines == [0, 0, 0, 523811840, 523811840, 3064418304]
 
 
 @pytest.mark.gpu

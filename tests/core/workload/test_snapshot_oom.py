@@ -11,7 +11,7 @@ import pickle
 
 import pytest
 
-from core.units import MIB
+from core.units import GIB, MIB
 from core.workload.findings import snapshot_findings
 from core.workload.snapshot import read_snapshot
 from core.workload.snapshot_analysis import analyse
@@ -90,9 +90,12 @@ def test_an_out_of_memory_says_what_failed_at_the_failure_not_at_the_end(tmp_pat
 
 
 def test_too_little_free_is_not_fragmentation(tmp_path):
+    """16 MiB asked with 5 MiB free on the device: the allocator's new segment (16 MiB, a request ≥ 10 MiB
+    rounded up to 2 MiB) does not fit either."""
     o = summary_of(tmp_path, oom_snapshot(request=16 * MIB))["oom"]
     assert o["reserved_unallocated_bytes"] == 10_485_248 < o["requested_bytes"] == 16_777_216
-    assert o["fragmentation"] is False
+    assert o["fragmentation"] is False and o["cause"] == "device full"
+    assert o["segment_request_bytes"] == 16_777_216 > o["device_free_bytes"] == 5_242_880
     text = summary_of(tmp_path, oom_snapshot(request=16 * MIB))["findings"][0]["text"]
     assert "not fragmentation" in text and "smaller batch" in text and "expandable" not in text
 
@@ -218,6 +221,7 @@ def test_both_adam_moments_are_optimizer_state(tmp_path):
         "optimizer_state": 2000,
         "activations": 1000,
         "temporaries": 0,
+        "workspace": 0,
         "unknown": 512,
     }
 
@@ -269,3 +273,67 @@ def test_both_moments_of_a_real_adamw_step_are_optimizer_state():
     sizes = {k: sum(events[i]["size"] for i in v) for k, v in moments.items()}
     assert sizes[74] == sizes[75] > 0 and len(moments[74]) == len(moments[75])
     assert {RULES[rule[i]][1] for v in moments.values() for i in v} == {"optimizer_state"}
+
+
+# -- out-of-memory snapshots recorded on an H200 (tests/data/workload/README.md): torch's own message at each
+# failure is the independent figure, rounded as torch prints it.
+
+
+def real_oom(name: str) -> tuple[dict, dict]:
+    path = snapshots.REAL_SNAPSHOTS / name
+    m = analyse(read_snapshot(path)).summary()
+    m["findings"] = snapshot_findings(m)
+    failed = [e for t in snapshots.load_any(path)["device_traces"] for e in t if e["action"] == "oom"]
+    return m, failed[-1]
+
+
+def test_a_real_oom_on_a_full_h200_says_too_little_was_free():
+    """torch: "Tried to allocate 1024.00 MiB … of which 641.12 MiB is free … 138.44 GiB is allocated by
+    PyTorch, and 2.91 MiB is reserved by PyTorch but unallocated"."""
+    m, failed = real_oom("oom_h200_device.pickle.gz")
+    o = m["oom"]
+    assert o["requested_bytes"] == failed["size"] == 1 << 30
+    assert o["device_free_bytes"] == failed["device_free"] and round(o["device_free_bytes"] / MIB, 2) == 641.12
+    assert round(o["allocated_bytes"] / GIB, 2) == 138.44 and round(o["reserved_unallocated_bytes"] / MIB, 2) == 2.91
+    assert o["cause"] == "device full" and o["fragmentation"] is False
+    first = m["findings"][0]
+    assert first["kind"] == "oom" and "641.1 MiB free on the device" in first["text"]
+    assert "too little is free" in first["text"]
+
+
+def test_a_real_oom_under_a_memory_fraction_blames_the_limit_not_the_device():
+    """``set_per_process_memory_fraction(0.02)``; torch: "… of which 136.63 GiB is free … 2.80 GiB allowed; Of
+    the allocated memory 2.44 GiB is allocated by PyTorch, and 2.91 MiB is reserved by PyTorch but unallocated".
+    The device had room for the 1 GiB segment; the limit lies between what was reserved and that plus the
+    segment, as the finding says."""
+    m, failed = real_oom("oom_h200_cap.pickle.gz")
+    o = m["oom"]
+    assert o["device_free_bytes"] == failed["device_free"] and round(o["device_free_bytes"] / GIB, 2) == 136.63
+    assert round(o["allocated_bytes"] / GIB, 2) == 2.44 and round(o["reserved_unallocated_bytes"] / MIB, 2) == 2.91
+    assert o["cause"] == "process limit" and o["segment_request_bytes"] == 1 << 30
+    assert o["reserved_bytes"] <= 2.80 * GIB < o["reserved_bytes"] + o["segment_request_bytes"]
+    text = m["findings"][0]["text"]
+    assert "not the device's memory" in text and "set_per_process_memory_fraction" in text
+    assert "too little is free" not in text
+
+
+def test_a_real_training_step_s_memory_is_split_as_its_script_holds_it():
+    """scripts/record_oom_snapshot.py: two Linear(4096, 4096) with bias trained with Adam, gradients set to None
+    after each step, then 1 GiB tensors. At the peak: parameters 2 × (4096² + 4096) × 4 B = 134,250,496; both
+    Adam moments twice that; no gradient and no activation alive; the two cuBLAS workspaces (one handle for the
+    main thread's forward, one for the autograd engine's thread; 32 MiB each on Hopper) and cuBLASLt's 1 MiB:
+    68,157,440 — before, the backward thread's workspace was counted as gradients."""
+    m, _ = real_oom("oom_h200_cap.pickle.gz")
+    cats = m["categories_at_peak_bytes"]
+    assert cats["parameters"] == 134_250_496 and cats["optimizer_state"] == 2 * 134_250_496
+    assert cats["gradients"] == 0 and cats["activations"] == 0
+    assert cats["workspace"] == 2 * 32 * MIB + MIB
+
+
+def test_an_older_gpu_s_cublas_workspaces_are_not_gradients():
+    """cs336_mem_snapshot (a GPU before Hopper): torch's default cuBLAS workspace there is ":4096:2:16:8",
+    2 × 4096 KiB + 8 × 16 KiB = 8,519,680 B, one for the forward's handle and one for the backward thread's;
+    the gradient left is 2 MiB (before, 2,097,152 + 8,519,680 = 10,616,832 were called gradients)."""
+    m = analyse(read_snapshot(snapshots.REAL_SNAPSHOTS / "cs336_mem_snapshot.pickle.gz")).summary()
+    cats = m["categories_at_peak_bytes"]
+    assert cats["workspace"] == 2 * 8_519_680 and cats["gradients"] == 2 * MIB
