@@ -108,7 +108,9 @@ def answer(rows: list[dict], device: dict) -> str:
         parts.append(f"{len(failed)} failed ({', '.join(r['figure'] for r in failed[:3])})")
     if below:
         parts.append(f"{len(below)} below expected ({', '.join(_named(r) for r in below[:3])})")
-    return f"Not healthy on {where}: " + "; ".join(parts) + "."
+    slowdowns = list(dict.fromkeys(r["slowdown"] for r in below if r.get("slowdown")))
+    why = f" While measured, the card said it ran slower: {'; '.join(slowdowns)}." if slowdowns else ""
+    return f"Not healthy on {where}: " + "; ".join(parts) + "." + why
 
 
 def not_judged(rows: list[dict]) -> list[dict]:

@@ -28,6 +28,7 @@ class Figure:
     ceiling: float | None = None  # a figure that must stay at or below this (the soak's drop threshold)
     flagged: bool = False  # the experiment itself flagged it (the soak's drop)
     note: str = ""
+    slowdown: str = ""  # the card's own account of running slower while measured (clocks, NVML reasons)
 
     @property
     def key(self) -> str:
@@ -46,11 +47,12 @@ def _where(device: dict) -> str:
 def soak_figures(run: RunResult) -> list[Figure]:
     """Burst and sustained matmul throughput of a soak run, and the drop between them."""
     meta, dtype, where = run.meta, run.config.get("dtype", "?"), _where(run.device)
-    out = []
+    out, slowdown = [], _soak_slowdown(meta)
     for phase in ("burst", "sustained"):
         value = _num(meta.get(f"{phase}_tflops"))
         if value is not None:
-            out.append(Figure(f"matmul {dtype} {phase}", where, value, "TFLOPS", run.device, f"matmul {dtype}"))
+            name = f"matmul {dtype} {phase}"
+            out.append(Figure(name, where, value, "TFLOPS", run.device, f"matmul {dtype}", slowdown=slowdown))
     drop, limit = _num(meta.get("drop_pct")), _num(meta.get("drop_threshold_pct"))
     if drop is not None:
         out.append(
@@ -66,6 +68,17 @@ def soak_figures(run: RunResult) -> list[Figure]:
             )
         )
     return out
+
+
+def _soak_slowdown(meta: dict) -> str:
+    """The SM clock and NVML's slowdown reasons of a soak that saw any (a card at its power cap, hot or braked):
+    a throughput below its reference then says why in the card's own words. Empty where NVML named none."""
+    reasons = meta.get("sustained_slowdown_reasons") or []
+    if not reasons:
+        return ""
+    clocks = [f"{v:.0f}" for k in ("burst_sm_clock_mhz", "sustained_sm_clock_mhz") if (v := _num(meta.get(k)))]
+    clock = f"SM clock {' → '.join(clocks)} MHz; " if clocks else ""
+    return f"{clock}NVML slowdown reasons: {', '.join(reasons)}"
 
 
 def _gpu_device(run: RunResult, index) -> dict:

@@ -35,6 +35,7 @@ def figure_row(figure: Figure, history: History | None = None) -> dict:
         "fraction": None,
         "verdict": "no reference",
         "reason": figure.note,
+        "slowdown": figure.slowdown,
         "history": history.to_dict() if history else None,
         "regressed": bool(history and history.regressed),
     }
@@ -62,7 +63,7 @@ def figure_row(figure: Figure, history: History | None = None) -> dict:
         "date": ref.date,
         "fraction": figure.value / ref.value,
         "verdict": judge(figure.value, ref.value),
-        "reason": "; ".join(x for x in (figure.note, ref.reason, THRESHOLD_REASON) if x),
+        "reason": "; ".join(x for x in (figure.note, figure.slowdown, ref.reason, THRESHOLD_REASON) if x),
     }
 
 
@@ -81,6 +82,7 @@ def step_row(figure: str, where: str, verdict: str, reason: str, measured=None, 
         "fraction": None,
         "verdict": verdict,
         "reason": reason,
+        "slowdown": "",
         "history": None,
         "regressed": False,
     }

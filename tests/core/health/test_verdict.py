@@ -8,7 +8,7 @@ import pytest
 from core.hardware import health_reference as ref
 from core.hardware import published
 from core.hardware.specs import match_spec
-from core.health.check import cell
+from core.health.check import answer, cell
 from core.health.figures import Figure, soak_figures
 from core.health.verdict import figure_row, overall
 from core.result import RunResult
@@ -140,6 +140,23 @@ def test_the_soak_step_judges_burst_sustained_and_the_drop():
     assert overall(list(rows.values())) == "below expected"
     steady = {r["figure"]: r for r in map(figure_row, soak_figures(stand_in_soak(H100_SXM, 760.0, 740.0, False)))}
     assert {r["verdict"] for r in steady.values()} == {"pass"}
+
+
+def test_a_soak_below_its_reference_at_a_power_cap_says_so_in_the_answer():
+    """Seen on an H200 at its 700 W limit: burst 665.96, sustained 660.97 TFLOPS against the published 794.5
+    (83.8% and 83.2%, under 85%), SM clock 1489.5 → 1485 MHz, NVML: sw_power_cap."""
+    run = stand_in_soak(H100_SXM, 665.96, 660.97, False)
+    run.meta |= {"burst_sm_clock_mhz": 1489.5, "sustained_sm_clock_mhz": 1485.0}
+    run.meta |= {"sustained_slowdown_reasons": ["sw_power_cap"]}
+    rows = [figure_row(f) for f in soak_figures(run)]
+    below = [r for r in rows if r["verdict"] == "below expected"]
+    assert [r["figure"] for r in below] == ["matmul bf16 burst", "matmul bf16 sustained"]
+    said = "SM clock 1490 → 1485 MHz; NVML slowdown reasons: sw_power_cap"
+    assert all(r["slowdown"] == said and said in r["reason"] for r in below)
+    text = answer(rows, H100_SXM)
+    assert text.startswith("Not healthy") and text.endswith(f"While measured, the card said it ran slower: {said}.")
+    calm = stand_in_soak(H100_SXM, 665.96, 660.97, False)  # NVML named no reason: nothing said
+    assert "ran slower" not in answer([figure_row(f) for f in soak_figures(calm)], H100_SXM)
 
 
 def test_a_cpu_soak_is_measured_not_judged():
