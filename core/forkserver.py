@@ -214,7 +214,7 @@ class ForkServer:
                 if stop or self.down or time.monotonic() >= deadline:
                     if (pid := self._pids.pop(key, None)) is not None:
                         _kill(pid)
-                    else:
+                    elif not self.down:  # a server that ended answers nothing more
                         self._abandoned.add(key)
                     if stop:
                         raise SpawnCancelled("cancelled before the fork server answered")

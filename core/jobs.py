@@ -39,7 +39,6 @@ from core.workerprocess import (
 )
 
 DEFAULT_TIMEOUT_S = 3600.0
-_CANCELLED_EARLY = "cancelled by user before it started"
 
 
 class DeviceQueue:
@@ -116,7 +115,7 @@ class DeviceQueue:
         started = _Started()
         worker: WorkerProcess | LocalWorker | None = None
         if job.cancelled:
-            outcome = ResultEvent.failed(job.id, "cancelled", "cancelled before it started")
+            outcome = _cancelled_before_start(job)
         else:
             job.message = "starting worker"
             notify(job, {"type": "state", "state": "starting"})
@@ -125,13 +124,13 @@ class DeviceQueue:
                 ready = worker.wait_ready(STARTUP_TIMEOUT_S, lambda: job.cancelled)
                 if ready is None:
                     worker.kill()
-                    outcome = ResultEvent.failed(job.id, "cancelled", _CANCELLED_EARLY)
+                    outcome = _cancelled_before_start(job)
                 else:
                     started.worker_env = ready.env
                     worker.send(RunRequest(job.experiment, job.config, job.device, job.id))
                     outcome = self._follow(job, worker, started, recorder)
             except SpawnCancelled:
-                outcome = ResultEvent.failed(job.id, "cancelled", _CANCELLED_EARLY)
+                outcome = _cancelled_before_start(job)
             except WorkerDied as exc:
                 outcome = _crash_outcome(job, worker, str(exc))
         recycle = worker is not None and (
@@ -188,6 +187,11 @@ class _Started:
 
     worker_env: dict[str, str] = field(default_factory=dict)
     event: StartedEvent | None = None
+
+
+def _cancelled_before_start(job: Job) -> ResultEvent:
+    """Nothing of the job ran: cancelled while queued, while its worker was forked, or before it was ready."""
+    return ResultEvent.failed(job.id, "cancelled", "cancelled by user before it started")
 
 
 def _crash_outcome(job: Job, worker: WorkerProcess | LocalWorker | None, reason: str | None) -> ResultEvent:

@@ -84,6 +84,7 @@ def _forked(args: list[str], env: dict[str, str], stderr: IO[bytes], cancelled: 
         return None
     child_in, our_in = os.pipe()
     our_out, child_out = os.pipe()
+    pid = None
     try:
         with _server_lock:
             if not _server or _server[0].down:
@@ -93,16 +94,15 @@ def _forked(args: list[str], env: dict[str, str], stderr: IO[bytes], cancelled: 
             server = _server[0]
         fds = (child_in, child_out, stderr.fileno())
         pid = server.spawn(args, worker_env(env), REPO_ROOT, fds, STARTUP_TIMEOUT_S, cancelled)
-    except (OSError, ForkServerDown, SpawnCancelled) as exc:
-        for fd in (our_in, our_out):
-            os.close(fd)
-        if isinstance(exc, SpawnCancelled):
-            raise
-        return None
+        return Forked(server, pid, os.fdopen(our_in, "wb"), os.fdopen(our_out, "rb"))
+    except (OSError, ForkServerDown):
+        return None  # SpawnCancelled goes on up: the job is not run at all
     finally:
         os.close(child_in)
         os.close(child_out)
-    return Forked(server, pid, os.fdopen(our_in, "wb"), os.fdopen(our_out, "rb"))
+        if pid is None:  # no child took the pipes
+            os.close(our_in)
+            os.close(our_out)
 
 
 @atexit.register
