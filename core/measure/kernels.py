@@ -221,6 +221,12 @@ KERNEL_RULES: tuple[KernelRule, ...] = (
         "triton_tem_fused_mm_0",
     ),
     KernelRule(
+        "Triton MoE GEMMs (triton_kernels' matmul_ogs, vLLM/SGLang fused_moe_kernel)",
+        "matmul",
+        r"matmul_ogs|fused_moe_kernel",
+        "_matmul_ogs_NNT_bf16xbf16xmxfp4_16x128x256x1_swiglu",
+    ),
+    KernelRule(
         "reductions (reduce, Triton red/per)",
         "reduction",
         r"reduce|triton_(?:red|per)_|argmax|argmin",

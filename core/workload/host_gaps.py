@@ -313,18 +313,50 @@ def _hold(
                 own_s, own_e = _less(p_s, p_e, higher_s, higher_e)  # the gaps less the causes before this one
                 idx = np.flatnonzero(these)
                 time = _overlap(own_s, own_e, o_s[idx], o_e[idx])
-                for k, t in zip(idx[time > 0].tolist(), time[time > 0].tolist()):
-                    if not listed[on[k]]:
-                        continue
-                    row = tops[c].setdefault(int(label[on[k]]), [0, 0, 0, -1])
-                    row[0] += t
-                    row[1] += 1
-                    if t > row[2]:
-                        row[2], row[3] = t, int(on[k])
+                keep = (time > 0) & listed[on[idx]]
+                _tally(
+                    tops[c],
+                    label[on[idx[keep]]],
+                    o_s[idx[keep]],
+                    o_e[idx[keep]],
+                    time[keep],
+                    on[idx[keep]],
+                    own_s,
+                    own_e,
+                )
             before = covered
             higher_s, higher_e = u_s, u_e
         held[mine, NONE] = (p_e - p_s) - before
     return labels
+
+
+def _tally(
+    top: dict, lab: np.ndarray, s: np.ndarray, e: np.ndarray, time: np.ndarray, event: np.ndarray, g_s, g_e
+) -> None:
+    """Add calls (their label, span, time in the gaps ``(g_s, g_e)`` and event) to ``top`` (label → [ns, calls,
+    longest ns, its event]). A label's time is the union of its calls in the gaps: an operator that calls itself
+    (``aten::copy_`` in ``aten::copy_``) counts its time once, never more than the gaps it sat in."""
+    if not len(lab):
+        return
+    names, which = np.unique(lab, return_inverse=True)
+    order = np.lexsort((s, which))
+    group, s, e = which[order], s[order], e[order]
+    ends, rank = np.unique(e, return_inverse=True)
+    reach = ends[np.maximum.accumulate(group * len(ends) + rank) - group * len(ends)]  # restarts at each label
+    new = np.ones(len(s), bool)
+    new[1:] = (group[1:] != group[:-1]) | (s[1:] > reach[:-1])
+    last = np.append(new[1:], True)
+    held = np.zeros(len(names), np.int64)
+    np.add.at(held, group[new], _overlap(g_s, g_e, s[new], reach[last]))
+    calls = np.bincount(group, minlength=len(names))
+    by_time = np.lexsort((time, which))  # each label's longest call last
+    longest = by_time[np.append(np.diff(which[by_time]) != 0, True)]
+    for n, ns, count, k in zip(names.tolist(), held.tolist(), calls.tolist(), longest.tolist()):
+        row = top.setdefault(int(n), [0, 0, 0, -1])
+        row[0] += ns
+        row[1] += count
+        if time[k] > row[2]:
+            row[2], row[3] = int(time[k]), int(event[k])
 
 
 MIN_SPAN_SHARE = 0.05  # a cause named in a finding holds at least this share of the GPU's span

@@ -39,6 +39,7 @@ import numpy as np
 from core.measure.kernels import KERNEL_GROUPS, KERNEL_RULES, NO_RULE, classify_kernel
 from core.text import quirk_lines
 from core.workload.host_gaps import CAUSES, STEP_KEYS
+from core.workload.trace_diff import named_gpu
 from core.workload.trace_file import COMM, COMPUTE, KINDS, MEMCPY, MEMSET, Activities, TraceFile, read_trace
 
 __all__ = ["IDLE_CAUSES", "TRACE_GROUPS", "analyse_trace", "launch_lines", "read_trace", "report_lines", "union_us"]
@@ -705,8 +706,8 @@ def report_lines(meta: dict, rows: list[dict]) -> list[str]:
         return [meta.get("note", "no GPU activity")]
     ms = 1000.0
     out = [
-        f"{meta['events']:,} events; GPU {meta['device']} ({meta['device_name']}; the file has GPU "
-        f"{_listed(meta['devices'])}): {meta['kernel_count']:,} kernels on streams {_listed(meta['streams'])}",
+        f"{meta['events']:,} events; GPU {meta['device']} ({named_gpu(meta) or 'the file names no GPU'}; the file "
+        f"has GPU {_listed(meta['devices'])}): {meta['kernel_count']:,} kernels on streams {_listed(meta['streams'])}",
         f"kernel time {meta['kernel_time_us'] / ms:,.3f} ms (sum of durations); busy {meta['busy_us'] / ms:,.3f} ms "
         f"of a {meta['span_us'] / ms:,.3f} ms span — idle {meta['idle_us'] / ms:,.3f} ms ({meta['idle_share']:.1%})",
         f"compute {meta['compute_union_us'] / ms:,.3f} ms, copies {meta['copy_union_us'] / ms:,.3f} ms, "

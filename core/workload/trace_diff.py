@@ -179,7 +179,7 @@ def mismatches(base_meta: dict, new_meta: dict, rows: list[dict]) -> list[str]:
     """Where the two traces are not alike, in words: what a reader must know before trusting the deltas
     (``rows``: their :func:`diff`)."""
     said = []
-    gpus = [_named_gpu(m) for m in (base_meta, new_meta)]
+    gpus = [named_gpu(m) for m in (base_meta, new_meta)]
     if gpus[0] and gpus[1] and gpus[0] != gpus[1]:
         said.append(
             f"different GPUs ({gpus[0]} → {gpus[1]}): kernels of other vendors or architectures rarely share a "
@@ -213,7 +213,7 @@ def _or_unknown(value: object) -> str:
     return "not recorded" if value is None else str(value)
 
 
-def _named_gpu(meta: dict) -> str | None:
+def named_gpu(meta: dict) -> str | None:
     """The GPU's name as the trace gives it; None for the "GPU <n>" an import says when the file names none."""
     name = meta.get("device_name")
     return name if isinstance(name, str) and not re.fullmatch(r"GPU \d+", name) else None

@@ -565,7 +565,11 @@ class _Reader:
         )
         corr = np.frombuffer(self.launch_corr, np.int64)
         order = np.argsort(corr, kind="stable")
-        gpu_names = {d: self._name(str(p.name)) for p in props if p is not None and (d := _whole(p.id)) is not None}
+        gpu_names = {  # an empty name (vLLM's ROCm traces write "") names nothing
+            d: self._name(name)
+            for p in props
+            if p is not None and (d := _whole(p.id)) is not None and (name := (p.name or "").strip())
+        }
         known = [(d, p) for p in props if p is not None and (d := _whole(p.id)) is not None]
         gpu_memory = {d: m for d, p in known if (m := _whole(p.totalGlobalMem)) is not None}
         gpu_arch = {

@@ -19,6 +19,8 @@ VIT = DATA / "tracelens_h100_nsfw_vit.json.gz"
 QWEN_H100 = DATA / "tracelens_h100_qwen_chat.json.gz"  # one model on two vendors' GPUs, recorded alike
 QWEN_MI300 = DATA / "tracelens_mi300_qwen_chat.json.gz"
 CONV_BACKWARD = DATA / "tracelens_mi300_resnet_conv_backward.json.gz"  # three convolution_backward calls, trimmed
+VLLM_MOE = DATA / "tracelens_mi300x_vllm_moe_decode.json.gz"  # HIP graphs, Triton MoE GEMMs, GPU names ""
+SGLANG = DATA / "tracelens_mi300x_sglang_decode.json.gz"  # HIP graphs, a 463 ms device→host copy
 GPU = {"kernel", "gpu_memcpy", "gpu_memset"}  # the categories of a GPU activity
 
 
