@@ -312,11 +312,11 @@ def op_findings(meta: dict) -> list[dict]:
                 f"({share:.1%} of the span) over {p['kernels']:,} kernels — {p['advice']}"
             )
         else:
-            most = ", ".join(f"`{o['op']}` ×{o['kernels']:,}" for o in p["ops"][:3])
+            named = [f"`{o['op']}` ×{o['kernels']:,}" for o in p["ops"] if o["op"] != NO_OP][:3]
+            most = f"most from {', '.join(named)}" if named else "no CPU operator recorded around them"
             text = (
                 f"{p['kernels']:,} of {p['of_kernels']:,} kernels are elementwise and shorter than "
-                f"{p['below_us']:g} µs ({us_text(p['time_us'])}, {share:.1%} of the span; most from {most}) — "
-                f"{p['advice']}"
+                f"{p['below_us']:g} µs ({us_text(p['time_us'])}, {share:.1%} of the span; {most}) — {p['advice']}"
             )
         out.append({"kind": "op_pattern", "text": text, "value": 100 * share, "unit": "%"})
     return out

@@ -10,7 +10,7 @@ import pytest
 pytest.importorskip("msgspec")
 
 from core.measure.kernels import classify_kernel
-from core.workload.ops import NO_MODULE, NO_OP, TINY_US, op_breakdown
+from core.workload.ops import NO_MODULE, NO_OP, TINY_US, op_breakdown, op_findings
 from core.workload.trace import analyse_trace
 from core.workload.trace_file import read_trace
 from tests.core.workload.traces import GPU, RECSYS, STEP, trace_events
@@ -105,6 +105,16 @@ def test_many_tiny_elementwise_kernels_counted_from_the_file():
     (pattern,) = [p for p in got["op_patterns"] if p["pattern"] == "many tiny elementwise kernels"]
     assert (pattern["kernels"], pattern["of_kernels"]) == (len(tiny), len(kernels)) == (289, 1007)
     assert pattern["time_us"] == sum(e["dur"] for e in tiny)
+
+
+def test_tiny_kernels_under_no_operator_are_not_said_to_come_from_one():
+    """A trace with no host events (an MI210's GPU-only trace): the finding names no placeholder as their source."""
+    pattern = {"pattern": "many tiny elementwise kernels", "time_us": 1274.0, "kernels": 286, "of_kernels": 562}
+    pattern |= {"below_us": 10.0, "ops": [{"op": NO_OP, "kernels": 286}], "advice": "fuse them"}
+    (finding,) = op_findings({"span_us": 6000.0, "op_patterns": [pattern]})
+    assert "no CPU operator recorded around them" in finding["text"] and "most from" not in finding["text"]
+    pattern["ops"] = [{"op": NO_OP, "kernels": 200}, {"op": "aten::add_", "kernels": 86}]
+    assert "most from `aten::add_` ×86)" in op_findings({"span_us": 6000.0, "op_patterns": [pattern]})[0]["text"]
 
 
 def test_a_trace_without_host_events_counts_every_activity_under_no_operator(tmp_path):
