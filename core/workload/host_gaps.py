@@ -10,7 +10,9 @@ that any of them has:
 - **device→host copy**: a ``cuda/hipMemcpy*`` call whose copy (same correlation id) runs device to host, and
   the ``aten::copy_``/``_to_copy``/``to`` that issued it; pageable or pinned as the copy's name says;
 - **synchronisation**: ``cuda/hip{Stream,Device,Event}Synchronize``, ``aten::item``/``_local_scalar_dense``,
-  ``aten::nonzero``/``is_nonzero`` (the host blocks until the device catches up);
+  ``aten::nonzero``/``is_nonzero``, and the copies that wait for their stream (``hipMemcpyWithStream``,
+  ``cudaMemcpy``, ``…2D``/``3D``/``Peer``: not ``…Async``) in any other direction (the host blocks until the
+  device catches up);
 - **allocator**: ``cuda/hipMalloc*``/``Free*``, ``cudaHostAlloc``;
 - **data loading**: ``enumerate(DataLoader)…__next__`` and a Python ``dataloader.py``'s ``__next__``;
 - **optimizer**: ``Optimizer.step``/``zero_grad`` (the optimizer's own Python and CPU work);
@@ -47,8 +49,9 @@ CAUSES = (
 COPY, SYNC, ALLOC, DATA, OPTIM, OTHER, NONE = range(len(CAUSES))
 # each cause's column in a step row: ``idle_host_<key>_us``, the step's GPU window's part of the gaps it holds
 STEP_KEYS = tuple(f"idle_host_{key}_us" for key in ("copy", "sync", "allocator", "data", "optimizer", "other", "none"))
-_SYNC = re.compile(
+_SYNC = re.compile(  # the copies that block the host until the stream is done: hipMemcpyWithStream, cudaMemcpy…
     r"^(cuda|hip)(Stream|Device|Event)Synchronize$|^aten::(item|_local_scalar_dense|nonzero|is_nonzero)$"
+    r"|^(cuda|hip)Memcpy(WithStream|2D|3D|Peer)?$"
 )
 _ALLOC = re.compile(r"^(cuda|hip)(Malloc|Free)\w*$|^(cuda|hip)HostAlloc$")
 _DATA = re.compile(r"^enumerate\(DataLoader\)#.*__next__$|dataloader\.py\(\d+\): __next__$")

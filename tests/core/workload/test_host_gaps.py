@@ -191,6 +191,37 @@ def test_one_step_stalling_on_data_loading_by_hand(tmp_path):
     assert step_stall_findings(list(steps.values())) == []
 
 
+def test_a_blocking_host_to_device_copy_is_synchronisation(tmp_path):
+    """HIP's ``hipMemcpyWithStream`` is "akin to hipMemcpyAsync + hipStreamSynchronize" (HIP's API reference): SGLang's
+    prefill on an MI300X held the thread 493 ms in one, copying 15 ints host to device inside ``aten::copy_``
+    (TraceLens' ``sglang_Qwen3-8B_prefilldecode.json.gz``), and it read "other CPU work". By hand: kernels [0, 10]
+    and [600, 610]; between them ``aten::copy_`` [20, 540] around ``hipMemcpyWithStream`` [25, 530] (its HtoD copy
+    [526, 527]), the launch [590, 592]. Gaps [10, 526] and [527, 600]: 589; synchronisation 504 ([25, 526] and
+    [527, 530]); other CPU work 17 ([20, 25], [530, 540], the launch); no CPU event the other 68."""
+    ev = [
+        {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 0, "dur": 10,
+         "args": {"device": 0, "stream": 7, "correlation": 1}},
+        {"ph": "X", "cat": "cpu_op", "name": "aten::copy_", "pid": 1, "tid": 1, "ts": 20, "dur": 520},
+        {"ph": "X", "cat": "cuda_runtime", "name": "hipMemcpyWithStream", "pid": 1, "tid": 1, "ts": 25, "dur": 505,
+         "args": {"correlation": 2}},
+        {"ph": "X", "cat": "gpu_memcpy", "name": "Memcpy HtoD (Host -> Device)", "pid": 0, "tid": 7, "ts": 526,
+         "dur": 1, "args": {"device": 0, "stream": 7, "correlation": 2}},
+        {"ph": "X", "cat": "cuda_runtime", "name": "hipLaunchKernel", "pid": 1, "tid": 1, "ts": 590, "dur": 2,
+         "args": {"correlation": 3}},
+        {"ph": "X", "cat": "kernel", "name": "k", "pid": 0, "tid": 7, "ts": 600, "dur": 10,
+         "args": {"device": 0, "stream": 7, "correlation": 3}},
+    ]  # fmt: skip
+    path = tmp_path / "h2d.json"
+    path.write_text(json.dumps({"traceEvents": ev}))
+    trace = read_trace(path)
+    _, meta = analyse_trace(trace)
+    summary, _ = host_gaps(trace, meta["device"])
+    held = {c["cause"]: c["time_us"] for c in summary["causes"]}
+    assert summary["gap_us"] == 516.0 + 73.0 and held["synchronisation"] == 501.0 + 3.0
+    assert held["other CPU work"] == 5.0 + 10.0 + 2.0 and held["no CPU event"] == 68.0
+    assert summary["causes"][0]["top_ops"][0]["op"] == "hipMemcpyWithStream"
+
+
 def test_an_item_call_on_a_real_a100_trace_by_hand():
     # hta_a100_event_sync: `if x.sum() > 0` (aten::is_nonzero → item → _local_scalar_dense: a DtoH cudaMemcpyAsync
     # then cudaStreamSynchronize), then event and device synchronisation. By hand, µs after the first event:
