@@ -35,6 +35,7 @@ import numpy as np
 
 from core.units import us_text
 from core.workload.cpu_ops import ANNOTATION, OP, PYTHON, RUNTIME, CpuOps
+from core.workload.intervals import merged, merged_by_group
 from core.workload.trace_file import MEMCPY, TraceFile
 
 CAUSES = (
@@ -71,19 +72,6 @@ def _ns(us: np.ndarray) -> np.ndarray:
     return np.rint(us * NS).astype(np.int64)
 
 
-def _merged(s: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The union of intervals as disjoint sorted ones (empty stays empty)."""
-    if not len(s):
-        return s, e
-    order = np.argsort(s, kind="stable")
-    s, e = s[order], e[order]
-    reach = np.maximum.accumulate(e)
-    new = np.ones(len(s), bool)
-    new[1:] = s[1:] > reach[:-1]
-    last = np.append(new[1:], True)
-    return s[new], reach[last]
-
-
 def _covered(s: np.ndarray, e: np.ndarray, x: np.ndarray) -> np.ndarray:
     """Length of the disjoint sorted intervals (s, e) before each point x."""
     if not len(s):
@@ -110,7 +98,7 @@ def _less(a_s, a_e, b_s, b_e) -> tuple[np.ndarray, np.ndarray]:
     order = np.argsort(points, kind="stable")
     points, in_a, in_b = points[order], np.cumsum(in_a[order]), np.cumsum(in_b[order])
     keep = (in_a[:-1] > 0) & (in_b[:-1] == 0) & (points[1:] > points[:-1])
-    return _merged(points[:-1][keep], points[1:][keep])
+    return merged(points[:-1][keep], points[1:][keep])
 
 
 def op_causes(trace: TraceFile) -> tuple[np.ndarray, np.ndarray, list[str]]:
@@ -309,7 +297,7 @@ def _hold(
         higher_s, higher_e = np.zeros(0, np.int64), np.zeros(0, np.int64)
         for c in range(OTHER + 1):
             these = o_c == c
-            u_s, u_e = _merged(np.concatenate([higher_s, o_s[these]]), np.concatenate([higher_e, o_e[these]]))
+            u_s, u_e = merged(np.concatenate([higher_s, o_s[these]]), np.concatenate([higher_e, o_e[these]]))
             covered = _overlap(u_s, u_e, p_s, p_e)  # each piece's ns held by this cause or one before it
             held[mine, c] = covered - before
             if (covered > before).any() and these.any():
@@ -343,15 +331,11 @@ def _tally(
         return
     names, which = np.unique(lab, return_inverse=True)
     order = np.lexsort((s, which))
-    group, s, e = which[order], s[order], e[order]
-    ends, rank = np.unique(e, return_inverse=True)
-    reach = ends[np.maximum.accumulate(group * len(ends) + rank) - group * len(ends)]  # restarts at each label
-    new = np.ones(len(s), bool)
-    new[1:] = (group[1:] != group[:-1]) | (s[1:] > reach[:-1])
-    last = np.append(new[1:], True)
+    ends, rank = np.unique(e[order], return_inverse=True)
+    group, m_s, m_e = merged_by_group(s[order], rank, ends, which[order])
     held = np.zeros(len(names), np.int64)
-    np.add.at(held, group[new], _overlap(g_s, g_e, s[new], reach[last]))
-    calls = np.bincount(group, minlength=len(names))
+    np.add.at(held, group, _overlap(g_s, g_e, m_s, m_e))
+    calls = np.bincount(which, minlength=len(names))
     by_time = np.lexsort((time, which))  # each label's longest call last
     longest = by_time[np.append(np.diff(which[by_time]) != 0, True)]
     for n, ns, count, k in zip(names.tolist(), held.tolist(), calls.tolist(), longest.tolist()):

@@ -39,6 +39,7 @@ import numpy as np
 from core.measure.kernels import KERNEL_GROUPS, KERNEL_RULES, NO_RULE, classify_kernel
 from core.text import quirk_lines
 from core.workload.host_gaps import CAUSES, STEP_KEYS
+from core.workload.intervals import merged, merged_by_group
 from core.workload.trace_diff import named_gpu
 from core.workload.trace_file import COMM, COMPUTE, KINDS, MEMCPY, MEMSET, Activities, TraceFile, read_trace
 
@@ -56,20 +57,6 @@ IDLE_CAUSES = ("host_wait", "kernel_wait", "other_wait")
 HOST_WAIT, KERNEL_WAIT, OTHER_WAIT = range(3)
 KERNEL_WAIT_US = 30.0  # HTA's consecutive_kernel_delay default (30; its trace times are µs)
 DELAY_EDGES_US = (0.0, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1e3, 2e3, 5e3, 1e4, 2e4, 5e4, 1e5, 2e5, 5e5, 1e6)
-
-
-def merged_intervals(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
-    """The union of intervals as disjoint ones, sorted: (starts, ends). Inputs must be non-empty. A merged
-    interval ends at the running latest end where the next begins past it: times before the trace's origin
-    are negative (the origin is its first timed event in file order, not its earliest), so no end may be
-    assumed ≥ 0."""
-    order = np.argsort(start, kind="stable")
-    s, e = start[order], end[order]
-    reach = np.maximum.accumulate(e)
-    new = np.ones(len(s), bool)
-    new[1:] = s[1:] > reach[:-1]
-    last = np.append(new[1:], True)  # the last interval of each merged one
-    return s[new], reach[last]
 
 
 NS = 1000  # nanoseconds a µs: the finest digit a trace writes
@@ -92,16 +79,10 @@ def union_us(start: np.ndarray, end: np.ndarray) -> float:
 
 def _unions_ns(s: np.ndarray, rank: np.ndarray, ends: np.ndarray, part: np.ndarray, parts: int) -> np.ndarray:
     """The length of the union of each part's intervals (whole ns), given sorted by part then start, each end as its
-    rank in ``ends`` (sorted, distinct). A running latest end that starts again at each part: the running maximum
-    of the ends' ranks offset by the part (ranks, not times, so the offset cannot overflow whatever the times)."""
+    rank in ``ends`` (sorted, distinct): :func:`core.workload.intervals.merged_by_group`."""
     out = np.zeros(parts, np.int64)
-    if not len(s):
-        return out
-    reach = ends[np.maximum.accumulate(part * len(ends) + rank) - part * len(ends)]
-    new = np.ones(len(s), bool)
-    new[1:] = (part[1:] != part[:-1]) | (s[1:] > reach[:-1])
-    last = np.append(new[1:], True)  # the last interval of each merged one
-    np.add.at(out, part[new], reach[last] - s[new])
+    g, g_s, g_e = merged_by_group(s, rank, ends, part)
+    np.add.at(out, g, g_e - g_s)
     return out
 
 
@@ -308,7 +289,7 @@ def _steps(trace: TraceFile, sel: np.ndarray, groups: np.ndarray, launches: _Lau
     durations = a.end - a.start
     device = np.flatnonzero(sel)
     gaps = _device_gaps(a, launches.launch_ts, device)
-    merged = merged_intervals(_ns(a.start[device]), _ns(a.end[device])) if len(device) else None
+    busy = merged(_ns(a.start[device]), _ns(a.end[device])) if len(device) else None
     parts = [
         candidates[np.searchsorted(placed, t0, side="left") : np.searchsorted(placed, t1, side="left")]
         for t0, t1, _ in spans
@@ -322,7 +303,7 @@ def _steps(trace: TraceFile, sel: np.ndarray, groups: np.ndarray, launches: _Lau
         row.update({k: v for k, v in breakdown.items() if k not in ("streams", "span_us")})
         sums = np.bincount(groups[idx], weights=durations[idx], minlength=len(TRACE_GROUPS))
         row.update({f"{group}_us": float(us) for group, us in zip(TRACE_GROUPS, sums)})
-        row.update(_window(merged, gaps, lo, hi))
+        row.update(_window(busy, gaps, lo, hi))
         row.update(_summed_over_streams(launches.idle(idx)))
         row.update(launches.stats(idx))
         rows.append(row)
@@ -351,14 +332,14 @@ def _gpu_windows(a: Activities, spans: list, parts: list[np.ndarray], gpu_side: 
     return out
 
 
-def _window(merged: tuple[np.ndarray, np.ndarray] | None, gaps: tuple, lo: int, hi: int) -> dict:
+def _window(union: tuple[np.ndarray, np.ndarray] | None, gaps: tuple, lo: int, hi: int) -> dict:
     """Busy (the device's union within [lo, hi)), idle (the window − busy) and idle by cause within a GPU window:
     the device gaps' parts inside it; idle in the window before the device's first activity or after its last,
     which no gap holds, is *other*."""
     window = hi - lo
     busy = 0
-    if merged is not None and window > 0:  # disjoint and sorted: only the intervals meeting the window
-        g_start, g_end = merged
+    if union is not None and window > 0:  # disjoint and sorted: only the intervals meeting the window
+        g_start, g_end = union
         i, j = np.searchsorted(g_end, lo, side="right"), np.searchsorted(g_start, hi, side="left")
         busy = int(np.maximum(np.minimum(g_end[i:j], hi) - np.maximum(g_start[i:j], lo), 0).sum())
     causes = _gap_sums(gaps, lo, hi)
@@ -651,7 +632,7 @@ def _coverage(s: np.ndarray, e: np.ndarray, edges: np.ndarray) -> np.ndarray:
     out = np.zeros(len(edges) - 1)
     if not len(s):
         return out
-    g_start, g_end = merged_intervals(s, e)
+    g_start, g_end = merged(s, e)
     # covered length of [edges[0], x] as a function: integral of the union's indicator
     starts_cum = np.concatenate([[0.0], np.cumsum(g_end - g_start)])
 

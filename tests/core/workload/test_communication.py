@@ -15,8 +15,9 @@ import pytest
 pytest.importorskip("msgspec")  # reading a trace decodes it with msgspec (core/workload/trace_file.py)
 
 from core.workload.findings import ranks_findings
+from core.workload.intervals import merged
 from core.workload.ranks import combine, read_rank
-from core.workload.trace import analyse_trace, merged_intervals, read_trace, union_us
+from core.workload.trace import analyse_trace, read_trace, union_us
 from core.workload.trace_file import COMM, COMPUTE
 
 EPOCH = Decimal("1700000000000000")  # an epoch µs, as Kineto writes times
@@ -116,7 +117,7 @@ def test_unions_of_random_intervals_with_negative_times_match_counted_cells():
         spans = [(s, s + rng.randint(0, 30)) for s in (rng.randint(-100, 50) for _ in range(rng.randint(1, 12)))]
         start, end = (np.array(x, dtype=float) for x in zip(*spans))
         assert union_us(start, end) == brute_union(spans), spans
-        g_start, g_end = merged_intervals(start, end)
+        g_start, g_end = merged(start, end)
         assert (g_start[1:] > g_end[:-1]).all() and (g_end >= g_start).all()
 
 
