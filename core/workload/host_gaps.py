@@ -21,7 +21,8 @@ that any of them has:
 
 So a ``cudaStreamSynchronize`` inside ``Optimizer.step`` is synchronisation, not optimizer. Each cause's
 time is the µs of the gaps it holds (the causes add up to the gaps); its **top operators** are the operators of
-that cause by the µs each overlaps that cause's part of the gaps (nested ones each count theirs; Python frames of
+that cause by the µs they overlap that cause's part of the gaps (the union of the calls of one name: an operator
+that calls itself counts once; operators of different names nest, so the list is not additive; Python frames of
 torch and libraries are not listed), with the number of them, and the source line of the largest where the trace has stacks (``Call stack`` or enclosing
 ``python_function`` events: the innermost frame outside torch and site-packages).
 """
@@ -305,30 +306,21 @@ def _hold(
                 idx = np.flatnonzero(these)
                 time = _overlap(own_s, own_e, o_s[idx], o_e[idx])
                 keep = (time > 0) & listed[on[idx]]
-                _tally(
-                    tops[c],
-                    label[on[idx[keep]]],
-                    o_s[idx[keep]],
-                    o_e[idx[keep]],
-                    time[keep],
-                    on[idx[keep]],
-                    own_s,
-                    own_e,
-                )
+                k = idx[keep]
+                _tally(tops[c], label[on[k]], (o_s[k], o_e[k]), time[keep], on[k], (own_s, own_e))
             before = covered
             higher_s, higher_e = u_s, u_e
         held[mine, NONE] = (p_e - p_s) - before
     return labels
 
 
-def _tally(
-    top: dict, lab: np.ndarray, s: np.ndarray, e: np.ndarray, time: np.ndarray, event: np.ndarray, g_s, g_e
-) -> None:
-    """Add calls (their label, span, time in the gaps ``(g_s, g_e)`` and event) to ``top`` (label → [ns, calls,
+def _tally(top: dict, lab: np.ndarray, spans: tuple, time: np.ndarray, event: np.ndarray, gaps: tuple) -> None:
+    """Add calls (their label, (starts, ends), time in the ``gaps`` and event) to ``top`` (label → [ns, calls,
     longest ns, its event]). A label's time is the union of its calls in the gaps: an operator that calls itself
     (``aten::copy_`` in ``aten::copy_``) counts its time once, never more than the gaps it sat in."""
     if not len(lab):
         return
+    (s, e), (g_s, g_e) = spans, gaps
     names, which = np.unique(lab, return_inverse=True)
     order = np.lexsort((s, which))
     ends, rank = np.unique(e[order], return_inverse=True)
