@@ -7,7 +7,8 @@ call's start — ``aten::mm`` under ``aten::matmul`` under ``aten::linear``, whe
 its callee: ``aten::_local_scalar_dense`` within ``aten::item``). Its **module** is the innermost ``nn.Module: …`` Python event (recorded with
 ``with_stack``/``with_modules``) or user annotation around the operator, else, for backward work, the autograd
 node (``autograd::engine::evaluate_function: MmBackward0``) it runs under; else none is recorded. An activity
-without a launch call in the trace, or whose call no operator holds, is counted under :data:`NO_OP`.
+without a launch call in the trace, or whose call no operator holds, is counted under :data:`NO_OP`; one that a
+graph launch (``cuda/hipGraphLaunch``) replayed, with no operator around the launch, under :data:`GRAPH_OP`.
 
 Per operator and module: the GPU time (the sum of its activities' durations: kernels, copies and sets), how
 many kernels, and how many times the operator ran; per module the same; per operator over every module
@@ -35,6 +36,9 @@ from core.workload.op_flops import add_rates, tensor_core_text
 from core.workload.trace_file import COMM, TraceFile
 
 NO_OP = "(no CPU operator: no launch call in the trace, or none around it)"
+GRAPH_OP = "(a CUDA/HIP graph's replay: its operators ran when it was captured, not in this trace)"
+PLACEHOLDERS = (NO_OP, GRAPH_OP)  # what stands for an operator where there is none
+_NONE, _GRAPH = -1, -2  # the operator names of those rows
 NO_MODULE = "(none recorded)"
 TOP = 20
 TINY_US = 10.0
@@ -148,8 +152,9 @@ def _sums(trace: TraceFile, idx: np.ndarray) -> tuple[dict, list[str], np.ndarra
     op_of, module_of, modules = attribute(trace, idx)
     dur = (a.end - a.start)[idx]
     kernel = a.kind[idx] <= COMM
-    op_name = np.full(len(op_of), -1, np.int64)
+    op_name = np.full(len(op_of), _NONE, np.int64)
     op_name[op_of >= 0] = ops.name[op_of[op_of >= 0]]
+    op_name[(op_of < 0) & _replayed(trace, idx)] = _GRAPH
     rows: dict[tuple[int, int], list] = {}
     for n, m, d, k, e in zip(op_name.tolist(), module_of.tolist(), dur.tolist(), kernel.tolist(), op_of.tolist()):
         row = rows.setdefault((n, m), [0.0, 0, set()])
@@ -158,6 +163,20 @@ def _sums(trace: TraceFile, idx: np.ndarray) -> tuple[dict, list[str], np.ndarra
         if e >= 0:
             row[2].add(e)
     return rows, modules, op_of, op_name, dur
+
+
+def _replayed(trace: TraceFile, idx: np.ndarray) -> np.ndarray:
+    """Whether each of the activities ``idx`` was launched by a graph launch call."""
+    corr, a = trace.launch_correlation, trace.activities
+    if not len(corr) or len(trace.launch_graph) != len(corr):
+        return np.zeros(len(idx), bool)
+    j = np.clip(np.searchsorted(corr, a.correlation[idx]), 0, len(corr) - 1)
+    return (corr[j] == a.correlation[idx]) & trace.launch_graph[j]
+
+
+def _label(names: list[str], n: int) -> str:
+    """An operator row's name: the operator's, or what stands for one (-1 none, -2 a graph's replay)."""
+    return names[n] if n >= 0 else GRAPH_OP if n == _GRAPH else NO_OP
 
 
 def _totals(rows: dict, names: list[str], total: float) -> list[dict]:
@@ -171,7 +190,7 @@ def _totals(rows: dict, names: list[str], total: float) -> list[dict]:
         row[2] |= events
     return [
         {
-            "op": names[n] if n >= 0 else NO_OP,
+            "op": _label(names, n),
             "gpu_time_us": us,
             "share": us / total if total else 0.0,
             "kernels": k,
@@ -202,13 +221,10 @@ def op_breakdown(trace: TraceFile, device: int, top: int = TOP) -> dict:
     rows, modules, op_of, op_name, dur = _sums(trace, idx)
     total = float(dur.sum())
 
-    def name(n: int) -> str:
-        return ops.names[n] if n >= 0 else NO_OP
-
     ranked = sorted(rows.items(), key=lambda kv: -kv[1][0])
     op_rows = [
         {
-            "op": name(n),
+            "op": _label(ops.names, n),
             "module": modules[m],
             "gpu_time_us": us,
             "share": us / total if total else 0.0,
@@ -281,7 +297,7 @@ def _tiny_elementwise(trace: TraceFile, idx: np.ndarray, dur: np.ndarray, op_nam
         return []
     names, counts = np.unique(op_name[tiny], return_counts=True)
     top = [
-        {"op": ops.names[int(n)] if n >= 0 else NO_OP, "kernels": int(c)}
+        {"op": _label(ops.names, int(n)), "kernels": int(c)}
         for n, c in sorted(zip(names.tolist(), counts.tolist()), key=lambda nc: -nc[1])[:5]
     ]
     return [
@@ -312,7 +328,7 @@ def op_findings(meta: dict) -> list[dict]:
                 f"({share:.1%} of the span) over {p['kernels']:,} kernels — {p['advice']}"
             )
         else:
-            named = [f"`{o['op']}` ×{o['kernels']:,}" for o in p["ops"] if o["op"] != NO_OP][:3]
+            named = [f"`{o['op']}` ×{o['kernels']:,}" for o in p["ops"] if o["op"] not in PLACEHOLDERS][:3]
             most = f"most from {', '.join(named)}" if named else "no CPU operator recorded around them"
             text = (
                 f"{p['kernels']:,} of {p['of_kernels']:,} kernels are elementwise and shorter than "

@@ -34,7 +34,7 @@ from core.intake import InputRefused
 from core.workload.arrivals import Call, arrivals, rank_calls
 from core.workload.files import job_files
 from core.workload.host_gaps import host_gaps
-from core.workload.ops import NO_OP, op_totals
+from core.workload.ops import PLACEHOLDERS, op_totals
 from core.workload.trace import analyse_trace, read_trace
 
 _RANK_NAME = re.compile(r"rank[-_]?(\d+)", re.I)
@@ -197,7 +197,7 @@ def extra_by_op(ranks: list[RankTrace], rank: int, top: int = 5) -> list[dict]:
     sums of durations (kernels, copies and sets), so they need not add up to the margin. Activity no operator
     launched names nothing to change: it is left out."""
     by_rank = {r.row["rank"]: {o["op"]: o["gpu_time_us"] for o in r.ops} for r in ranks}
-    return _against_median(by_rank, rank, "op", "gpu_time_us", {NO_OP})[:top]
+    return _against_median(by_rank, rank, "op", "gpu_time_us", set(PLACEHOLDERS))[:top]
 
 
 def _against_median(

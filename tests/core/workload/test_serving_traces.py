@@ -11,6 +11,7 @@ pytest.importorskip("msgspec")
 
 from core.workload.host_gaps import host_gaps
 from core.workload.op_flops import reference
+from core.workload.ops import GRAPH_OP, NO_OP, op_breakdown
 from core.workload.trace import analyse_trace, report_lines
 from core.workload.trace_file import read_trace
 from tests.core.workload.traces import DATA, SGLANG, VLLM_MOE, trace_events
@@ -67,3 +68,20 @@ def test_an_operator_that_calls_itself_counts_its_time_once():
     assert cause["cause"] == "device→host copy" and cause["share"] > 0.99
     copy = next(o for o in cause["top_ops"] if o["op"] == "aten::copy_")
     assert copy["count"] == 2 and memcpy["dur"] * 0.999 <= copy["time_us"] <= outer["dur"]
+
+
+def test_a_graph_s_replayed_kernels_are_said_to_be_its_replay():
+    """vLLM's decode step: one ``hipGraphLaunch`` replays 421 kernels (their correlation id is the launch's), no
+    operator around it; they read "no launch call in the trace, or none around it" while the launch is there."""
+    events = trace_events(VLLM_MOE)
+    (launch,) = [e for e in events if e["name"] == "hipGraphLaunch"]
+    replayed = [
+        e for e in events if e.get("cat") == "kernel" and e["args"]["correlation"] == launch["args"]["correlation"]
+    ]
+    trace = read_trace(VLLM_MOE)
+    _, meta = analyse_trace(trace)
+    rows = {r["op"]: r for r in op_breakdown(trace, meta["device"])["ops"]}
+    graph = rows[GRAPH_OP]
+    assert graph["kernels"] == len(replayed) == 421 and graph["calls"] == 0
+    assert graph["gpu_time_us"] == pytest.approx(sum(e["dur"] for e in replayed), rel=1e-9)
+    assert NO_OP not in rows  # every other activity has its operator
