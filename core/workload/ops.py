@@ -7,8 +7,9 @@ call's start — ``aten::mm`` under ``aten::matmul`` under ``aten::linear``, whe
 its callee: ``aten::_local_scalar_dense`` within ``aten::item``). Its **module** is the innermost ``nn.Module: …`` Python event (recorded with
 ``with_stack``/``with_modules``) or user annotation around the operator, else, for backward work, the autograd
 node (``autograd::engine::evaluate_function: MmBackward0``) it runs under; else none is recorded. An activity
-without a launch call in the trace, or whose call no operator holds, is counted under :data:`NO_OP`; one that a
-graph launch (``cuda/hipGraphLaunch``) replayed, with no operator around the launch, under :data:`GRAPH_OP`.
+without a launch call in the trace, or whose call no operator holds, is counted under :data:`NO_OP`; one a CUDA/HIP
+graph replayed (:meth:`~core.workload.trace_file.TraceFile.launch_calls`), with no operator around the launch,
+under :data:`GRAPH_OP`.
 
 Per operator and module: the GPU time (the sum of its activities' durations: kernels, copies and sets), how
 many kernels, and how many times the operator ran; per module the same; per operator over every module
@@ -154,7 +155,7 @@ def _sums(trace: TraceFile, idx: np.ndarray) -> tuple[dict, list[str], np.ndarra
     kernel = a.kind[idx] <= COMM
     op_name = np.full(len(op_of), _NONE, np.int64)
     op_name[op_of >= 0] = ops.name[op_of[op_of >= 0]]
-    op_name[(op_of < 0) & _replayed(trace, idx)] = _GRAPH
+    op_name[(op_of < 0) & trace.launch_calls()[2][idx]] = _GRAPH
     rows: dict[tuple[int, int], list] = {}
     for n, m, d, k, e in zip(op_name.tolist(), module_of.tolist(), dur.tolist(), kernel.tolist(), op_of.tolist()):
         row = rows.setdefault((n, m), [0.0, 0, set()])
@@ -163,15 +164,6 @@ def _sums(trace: TraceFile, idx: np.ndarray) -> tuple[dict, list[str], np.ndarra
         if e >= 0:
             row[2].add(e)
     return rows, modules, op_of, op_name, dur
-
-
-def _replayed(trace: TraceFile, idx: np.ndarray) -> np.ndarray:
-    """Whether each of the activities ``idx`` was launched by a graph launch call."""
-    corr, a = trace.launch_correlation, trace.activities
-    if not len(corr) or len(trace.launch_graph) != len(corr):
-        return np.zeros(len(idx), bool)
-    j = np.clip(np.searchsorted(corr, a.correlation[idx]), 0, len(corr) - 1)
-    return (corr[j] == a.correlation[idx]) & trace.launch_graph[j]
 
 
 def _label(names: list[str], n: int) -> str:

@@ -355,21 +355,12 @@ def _window(union: tuple[np.ndarray, np.ndarray] | None, gaps: tuple, lo: int, h
 
 
 def _launch_times(trace: TraceFile) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
-    """Each activity's launch-call start and duration, by its correlation id (NaN where no launch has that id;
-    the last launch of an id where several do), and whether it came from a CUDA/HIP graph: its call is a graph
-    launch (``cudaGraphLaunch``…), or it shares its call with other activities (it has no launch of its own)."""
-    a, corr = trace.activities, trace.launch_correlation
-    n = len(a.correlation)
-    if not len(corr):
-        return np.full(n, np.nan), np.full(n, np.nan), np.zeros(n, bool)
-    j = np.searchsorted(corr, a.correlation, side="right") - 1
-    found = (j >= 0) & (corr[np.maximum(j, 0)] == a.correlation)
-    at = np.maximum(j, 0)
-    dur = trace.launch_dur[at] if len(trace.launch_dur) == len(corr) else np.full(len(at), np.nan)
-    named = trace.launch_graph[at] if len(trace.launch_graph) == len(corr) else np.zeros(n, bool)
-    _, inverse, counts = np.unique(a.correlation, return_inverse=True, return_counts=True)
-    shared = counts[inverse] > 1
-    graph = found & (named | shared)
+    """Each activity's launch-call start and duration (NaN where no launch has its id) and whether it came from a
+    CUDA/HIP graph (:meth:`TraceFile.launch_calls`)."""
+    found, at, graph = trace.launch_calls()
+    if not len(trace.launch_correlation):
+        return np.full(len(at), np.nan), np.full(len(at), np.nan), graph
+    dur = trace.launch_dur[at] if len(trace.launch_dur) == len(trace.launch_correlation) else np.full(len(at), np.nan)
     return np.where(found, trace.launch_ts[at], np.nan), np.where(found, dur, np.nan), graph
 
 

@@ -192,6 +192,22 @@ class TraceFile:
     gpu_arch: dict[int, tuple[int, int]] = field(default_factory=dict)  # and (computeMajor, computeMinor)
     collectives: dict[int, CollectiveCall] = field(default_factory=dict)  # activity index → its call's figures
 
+    def launch_calls(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+        """Each activity's launch call, by its correlation id: whether the trace has one, its index in the launch
+        columns (the last call of an id where several have it; 0 where none), and whether the activity came from a
+        CUDA/HIP graph — its call is a graph launch (``cudaGraphLaunch``…), or it shares its call with other
+        activities (it has no launch of its own)."""
+        a, corr = self.activities, self.launch_correlation
+        n = len(a.correlation)
+        if not len(corr):
+            return np.zeros(n, bool), np.zeros(n, np.int64), np.zeros(n, bool)
+        j = np.searchsorted(corr, a.correlation, side="right") - 1
+        found = (j >= 0) & (corr[np.maximum(j, 0)] == a.correlation)
+        at = np.maximum(j, 0)
+        named = self.launch_graph[at] if len(self.launch_graph) == len(corr) else np.zeros(n, bool)
+        _, inverse, counts = np.unique(a.correlation, return_inverse=True, return_counts=True)
+        return found, at, found & (named | (counts[inverse] > 1))
+
 
 def read_trace(path, progress: Callable[[str], None] | None = None) -> TraceFile:
     """A trace file (plain or gzip, by content) as columns; refused with a clear reason if it is not one.
