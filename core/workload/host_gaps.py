@@ -36,7 +36,7 @@ import numpy as np
 
 from core.units import us_text
 from core.workload.cpu_ops import ANNOTATION, OP, PYTHON, RUNTIME, CpuOps
-from core.workload.intervals import merged, merged_by_group
+from core.workload.intervals import merged, merged_groups
 from core.workload.trace_file import MEMCPY, TraceFile
 
 CAUSES = (
@@ -322,9 +322,7 @@ def _tally(top: dict, lab: np.ndarray, spans: tuple, time: np.ndarray, event: np
         return
     (s, e), (g_s, g_e) = spans, gaps
     names, which = np.unique(lab, return_inverse=True)
-    order = np.lexsort((s, which))
-    ends, rank = np.unique(e[order], return_inverse=True)
-    group, m_s, m_e = merged_by_group(s[order], rank, ends, which[order])
+    group, m_s, m_e = merged_groups(which, s, e)
     held = np.zeros(len(names), np.int64)
     np.add.at(held, group, _overlap(g_s, g_e, m_s, m_e))
     calls = np.bincount(which, minlength=len(names))

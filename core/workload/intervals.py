@@ -34,3 +34,10 @@ def merged_by_group(
     new[1:] = (group[1:] != group[:-1]) | (s[1:] > reach[:-1])
     last = np.append(new[1:], True)
     return group[new], s[new], reach[last]
+
+
+def merged_groups(group: np.ndarray, s: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """:func:`merged_by_group` of intervals in any order, ``group`` dense from 0."""
+    order = np.lexsort((s, group))
+    ends, rank = np.unique(e[order], return_inverse=True)
+    return merged_by_group(s[order], rank, ends, group[order])
