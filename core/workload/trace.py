@@ -32,6 +32,7 @@ Every GPU activity (``kernel``, ``gpu_memcpy``, ``gpu_memset``; the 2021 names `
 
 from __future__ import annotations
 
+import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -40,7 +41,6 @@ from core.measure.kernels import KERNEL_GROUPS, KERNEL_RULES, NO_RULE, classify_
 from core.text import quirk_lines
 from core.workload.host_gaps import CAUSES, STEP_KEYS
 from core.workload.intervals import merged, merged_by_group, merged_groups
-from core.workload.trace_diff import named_gpu
 from core.workload.trace_file import COMM, COMPUTE, KINDS, MEMCPY, MEMSET, Activities, TraceFile, read_trace
 
 __all__ = ["IDLE_CAUSES", "TRACE_GROUPS", "analyse_trace", "launch_lines", "read_trace", "report_lines", "union_us"]
@@ -375,7 +375,7 @@ def analyse_trace(trace: TraceFile, top: int = 20) -> tuple[list[dict], dict]:
     kernel_time = [float((a.end[on] - a.start[on])[kernels[on]].sum()) for _, on in by_device]
     device = by_device[int(np.argmax(kernel_time))][0]
     meta["device"] = device
-    meta["device_name"] = trace.gpu_names.get(device, f"GPU {device}")
+    meta["device_name"] = trace.gpu_names.get(device)  # None: the file names no GPU
     sel = a.device == device
     breakdowns = dict(zip([d for d, _ in by_device], _time_breakdowns(a, [on for _, on in by_device])))
     meta.update(breakdowns[device])
@@ -670,13 +670,25 @@ def _listed(ids: list[int]) -> str:
     return " and ".join([", ".join(text[:-1]), text[-1]]) if len(text) > 1 else "".join(text)
 
 
+def named_gpu(meta: dict) -> str | None:
+    """The analysed GPU's name as the file gave it (or the shipped example's), None where nobody named it. Runs
+    stored before an unnamed GPU was stored as None hold "GPU <n>" there: that is no name either."""
+    name = meta.get("device_name")
+    return name if isinstance(name, str) and not re.fullmatch(r"GPU \d+", name) else None
+
+
+def gpu_text(meta: dict) -> str:
+    """The analysed GPU's name, or that the file names none: what every summary line says of it."""
+    return named_gpu(meta) or "the file names no GPU"
+
+
 def report_lines(meta: dict, rows: list[dict]) -> list[str]:
     """The trace summary as text (``python -m core trace FILE``)."""
     if not meta.get("gpu_activities"):
         return [meta.get("note", "no GPU activity")]
     ms = 1000.0
     out = [
-        f"{meta['events']:,} events; GPU {meta['device']} ({named_gpu(meta) or 'the file names no GPU'}; the file "
+        f"{meta['events']:,} events; GPU {meta['device']} ({gpu_text(meta)}; the file "
         f"has GPU {_listed(meta['devices'])}): {meta['kernel_count']:,} kernels on streams {_listed(meta['streams'])}",
         f"kernel time {meta['kernel_time_us'] / ms:,.3f} ms (sum of durations); busy {meta['busy_us'] / ms:,.3f} ms "
         f"of a {meta['span_us'] / ms:,.3f} ms span — idle {meta['idle_us'] / ms:,.3f} ms ({meta['idle_share']:.1%})",

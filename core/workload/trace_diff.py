@@ -19,6 +19,8 @@ from __future__ import annotations
 import re
 import statistics
 
+from core.workload.trace import named_gpu
+
 _ARGS = re.compile(r"\([^()]*\)")
 _NUMBER = re.compile(r"\d+")
 _SPACE = re.compile(r"\s+")
@@ -211,12 +213,6 @@ def mismatches(base_meta: dict, new_meta: dict, rows: list[dict]) -> list[str]:
 
 def _or_unknown(value: object) -> str:
     return "not recorded" if value is None else str(value)
-
-
-def named_gpu(meta: dict) -> str | None:
-    """The GPU's name as the trace gives it; None for the "GPU <n>" an import says when the file names none."""
-    name = meta.get("device_name")
-    return name if isinstance(name, str) and not re.fullmatch(r"GPU \d+", name) else None
 
 
 def totals(rows: list[dict]) -> dict:

@@ -10,6 +10,7 @@ import streamlit as st
 
 from core.result import RunResult
 from core.units import us_text
+from core.workload.trace import gpu_text
 from pages.common import imports, run_panel
 from pages.common.charts import show_charts
 from pages.common.facts import fact
@@ -64,7 +65,7 @@ def render(run: RunResult) -> None:
             st.write("The same, in each step's idle (ms):")
             st.dataframe(per_step)
     st.caption(
-        f"{markdown_text(m['file'])} · GPU {m['device']} ({markdown_text(m['device_name'])}) · "
+        f"{markdown_text(m['file'])} · GPU {m['device']} ({markdown_text(gpu_text(m))}) · "
         f"{view.count_text(m['devices'], 'GPU')} in the file · {view.count_text(m['streams'], 'stream')} on this GPU · "
         f"{m['events']:,} events · {m['step_basis']}"
     )

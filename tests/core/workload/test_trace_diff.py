@@ -7,7 +7,7 @@ import pytest
 
 from core import cli
 from core.workload.ops import NO_OP
-from core.workload.trace_diff import normalised
+from core.workload.trace_diff import mismatches, normalised
 from tests.conftest import ROOT
 from tests.core.workload.traces import QWEN_H100, QWEN_MI300
 from tests.factories import make_run
@@ -139,6 +139,15 @@ def test_the_whole_trace_and_its_steps_are_compared_by_hand(tmp_path, store, cap
     assert out["mismatches"] == [
         "different numbers of profiled steps (2 → 1): totals differ by that alone; compare the step medians"
     ]
+
+
+def test_a_gpu_nobody_named_is_no_other_gpu():
+    """A file naming no GPU stores none; a run stored before that holds "GPU <n>" there, which is no name either:
+    neither is said to be a different GPU from a named one."""
+    named = {"device_name": "AMD Instinct MI300X", "world_size": 8, "steps": 1}
+    for unnamed in (None, "GPU 2"):
+        assert mismatches(named, named | {"device_name": unnamed}, []) == []
+    assert mismatches(named, named | {"device_name": "GPU 2 of 8"}, [])[0].startswith("different GPUs (")
 
 
 def test_unlike_traces_are_named_before_the_deltas(tmp_path, store, capsys):
