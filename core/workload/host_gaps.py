@@ -37,7 +37,7 @@ import numpy as np
 from core.units import us_text
 from core.workload.cpu_ops import ANNOTATION, OP, PYTHON, RUNTIME, CpuOps
 from core.workload.intervals import merged, merged_groups
-from core.workload.trace_file import MEMCPY, TraceFile
+from core.workload.trace_file import MEMCPY, TraceFile, correlated
 
 CAUSES = (
     "device→host copy",
@@ -125,15 +125,10 @@ def op_causes(trace: TraceFile) -> tuple[np.ndarray, np.ndarray, list[str]]:
     copy_names = [i for i, n in enumerate(ops.names) if _MEMCPY_CALL.search(n)]
     calls = np.flatnonzero(np.isin(ops.name, copy_names) & (ops.correlation >= 0) & (ops.kind == RUNTIME))
     copies = np.flatnonzero(a.kind == MEMCPY)
-    if not len(calls) or not len(copies):
-        return cause, label, labels
-    order = np.argsort(a.correlation[copies], kind="stable")
-    corr = a.correlation[copies][order]
-    j = np.clip(np.searchsorted(corr, ops.correlation[calls]), 0, len(corr) - 1)
-    found = corr[j] == ops.correlation[calls]
+    found, at = correlated(a.correlation[copies], ops.correlation[calls])
     numbered: dict[str, int] = {}
-    for call, hit, k in zip(calls.tolist(), found.tolist(), j.tolist()):
-        copy_name = a.names[int(a.name[copies[order[k]]])] if hit else ""
+    for call, hit, k in zip(calls.tolist(), found.tolist(), at.tolist()):
+        copy_name = a.names[int(a.name[copies[k]])] if hit else ""
         if not _DTOH.search(copy_name):
             continue
         lowered = copy_name.lower()
@@ -176,21 +171,13 @@ def _gap_threads(trace: TraceFile, device: int) -> tuple[np.ndarray, np.ndarray,
     new = np.zeros(len(s), bool)
     new[1:] = s[1:] > reach[:-1]
     gap_start, gap_end = reach[np.flatnonzero(new) - 1], s[new]
-    first = sel[new]  # the activity that ends each gap
-    runtime = np.flatnonzero((ops.kind == RUNTIME) & (ops.correlation >= 0))
-    tid = np.full(len(first), -1, np.int64)
+    hit, call = trace.launch_events(sel)
+    launcher = np.where(hit, ops.tid[call], -1) if len(ops.tid) else np.full(len(sel), -1, np.int64)
+    tid = launcher[new]  # the launching thread of the activity that ends each gap
     main = None
-    if len(runtime):
-        runtime = runtime[np.argsort(ops.correlation[runtime], kind="stable")]
-        corr = ops.correlation[runtime]
-        j = np.clip(np.searchsorted(corr, a.correlation[sel]), 0, len(corr) - 1)
-        hit = (corr[j] == a.correlation[sel]) & (a.correlation[sel] >= 0)
-        launcher = np.where(hit, ops.tid[runtime[j]], -1)
-        if hit.any():
-            threads, counts = np.unique(launcher[hit], return_counts=True)
-            main = int(threads[np.argmax(counts)])
-        tid = launcher[new]
-    if main is not None:
+    if hit.any():
+        threads, counts = np.unique(launcher[hit], return_counts=True)
+        main = int(threads[np.argmax(counts)])
         tid = np.where(tid < 0, main, tid)
     return gap_start, gap_end, tid, main
 

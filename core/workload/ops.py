@@ -87,18 +87,13 @@ def _walk(start: np.ndarray, parent: np.ndarray, want: np.ndarray) -> np.ndarray
 def attribute(trace: TraceFile, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray, list[str]]:
     """For the activities ``idx``: the host event index of the operator that launched each (-1: none), and its
     module (an index into the returned labels)."""
-    a, ops = trace.activities, trace.ops
+    ops = trace.ops
     op_of = np.full(len(idx), -1, np.int64)
     module_of = np.zeros(len(idx), np.int64)
     labels = [NO_MODULE]
-    runtime = np.flatnonzero((ops.kind == RUNTIME) & (ops.correlation >= 0))
-    if not len(runtime) or not len(idx):
+    found, call = trace.launch_events(idx)
+    if not found.any():
         return op_of, module_of, labels
-    runtime = runtime[np.argsort(ops.correlation[runtime], kind="stable")]
-    corr = ops.correlation[runtime]
-    j = np.clip(np.searchsorted(corr, a.correlation[idx]), 0, len(corr) - 1)
-    found = (corr[j] == a.correlation[idx]) & (a.correlation[idx] >= 0)
-    call = runtime[j]
     order, parent = _tree(ops)
     if not len(order):
         return op_of, module_of, labels

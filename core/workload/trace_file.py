@@ -201,12 +201,31 @@ class TraceFile:
         n = len(a.correlation)
         if not len(corr):
             return np.zeros(n, bool), np.zeros(n, np.int64), np.zeros(n, bool)
-        j = np.searchsorted(corr, a.correlation, side="right") - 1
-        found = (j >= 0) & (corr[np.maximum(j, 0)] == a.correlation)
-        at = np.maximum(j, 0)
+        found, at = correlated(corr, a.correlation)
         named = self.launch_graph[at] if len(self.launch_graph) == len(corr) else np.zeros(n, bool)
         _, inverse, counts = np.unique(a.correlation, return_inverse=True, return_counts=True)
         return found, at, found & (named | (counts[inverse] > 1))
+
+    def launch_events(self, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+        """The host event of each activity ``idx``'s launch call, by correlation id: whether the trace has one, and
+        its index in :attr:`ops` (0 where none) — its thread and time, which the launch columns do not keep."""
+        ops = self.ops
+        runtime = np.flatnonzero((ops.kind == RUNTIME) & (ops.correlation >= 0))
+        found, at = correlated(ops.correlation[runtime], self.activities.correlation[idx])
+        return found, runtime[at] if len(runtime) else at
+
+
+def correlated(keys: np.ndarray, wanted: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
+    """Each of ``wanted``'s correlation ids among ``keys`` (in any order): whether it is there, and its index in
+    ``keys`` (the last of equal ids; 0 where none). Below 0 an id stands for none and matches nothing: the one
+    join of launch calls, activities and host events, whichever side is looked up."""
+    if not len(keys):
+        return np.zeros(len(wanted), bool), np.zeros(len(wanted), np.int64)
+    order = np.argsort(keys, kind="stable")
+    ordered = keys[order]
+    j = np.searchsorted(ordered, wanted, side="right") - 1
+    at = np.maximum(j, 0)
+    return (j >= 0) & (wanted >= 0) & (ordered[at] == wanted), order[at]
 
 
 def read_trace(path, progress: Callable[[str], None] | None = None) -> TraceFile:

@@ -110,3 +110,16 @@ def test_a_rocm_trace_with_hex_string_streams_is_read():
     gpu_ids = {e["args"]["correlation"] for e in raw if e.get("cat") in ("kernel", "gpu_memcpy")}
     call_ids = {e["args"]["correlation"] for e in raw if e.get("cat") == "cuda_runtime" and "correlation" in e["args"]}
     assert meta["launch"]["launched"] == len(gpu_ids & call_ids) == 16
+
+
+def test_correlated_finds_each_id_as_a_loop_over_the_keys_would():
+    """Keys in any order, an id held twice (the later one wins), ids that are absent or below 0 (none)."""
+    keys = np.array([7, 3, -1, 9, 3, 5])
+    wanted = np.array([3, 9, 4, -1, 5, 11, 0])
+    found, at = trace_file.correlated(keys, wanted)
+    for w, f, i in zip(wanted.tolist(), found.tolist(), at.tolist()):
+        hits = [k for k, key in enumerate(keys.tolist()) if key == w and w >= 0]
+        assert f == bool(hits) and (not hits or i == hits[-1]), w
+    assert at[0] == 4 and not found[3]  # the second 3; -1 is no id
+    nothing, zeros = trace_file.correlated(np.zeros(0, np.int64), wanted)
+    assert not nothing.any() and not zeros.any() and len(zeros) == len(wanted)
