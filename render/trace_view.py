@@ -88,8 +88,8 @@ def kind_table(run: RunResult, kind: str) -> pd.DataFrame:
 
 
 def ranks_table(run: RunResult) -> pd.DataFrame:
-    """Each rank's file, GPU and times (µs), one row per rank."""
-    return kind_rows(run, "rank").loc[:, RANK_COLUMNS]
+    """Each rank's file, GPU (blank where its file names none) and times (µs), one row per rank."""
+    return kind_rows(run, "rank").reindex(columns=RANK_COLUMNS)
 
 
 def _per_rank_ms(

@@ -41,6 +41,8 @@ def ops_table(meta: dict) -> list[dict]:
             "GPU ms": round(r["gpu_time_us"] / 1000, 3),
             "% of GPU time": _percent(r["share"]),
             "kernels": r["kernels"],
+            "copies": r.get("copies"),  # None in runs stored before they were counted
+            "memsets": r.get("memsets"),
             "calls": r["calls"],
         }
         if "tflops" in r or "tbps" in r:
@@ -57,6 +59,8 @@ def modules_table(meta: dict) -> list[dict]:
             "GPU ms": round(r["gpu_time_us"] / 1000, 3),
             "% of GPU time": _percent(r["share"]),
             "kernels": r["kernels"],
+            "copies": r.get("copies"),
+            "memsets": r.get("memsets"),
         }
         for r in meta.get("modules") or []
     ]

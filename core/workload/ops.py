@@ -27,6 +27,7 @@ through it). Two patterns are named:
 from __future__ import annotations
 
 import re
+from dataclasses import dataclass, field
 
 import numpy as np
 
@@ -34,7 +35,7 @@ from core.measure.kernels import classify_kernel
 from core.units import us_text
 from core.workload.cpu_ops import ANNOTATION, OP, PYTHON, RUNTIME, CpuOps
 from core.workload.op_flops import add_rates, tensor_core_text
-from core.workload.trace_file import COMM, TraceFile
+from core.workload.trace_file import COMM, MEMCPY, MEMSET, TraceFile
 
 NO_OP = "(no CPU operator: no launch call in the trace, or none around it)"
 GRAPH_OP = "(a CUDA/HIP graph's replay: its operators ran when it was captured, not in this trace)"
@@ -141,23 +142,46 @@ def attribute(trace: TraceFile, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray
     return op_of, module_of, labels
 
 
+@dataclass
+class _Tally:
+    """What one operator (in one module, or in all) put on the GPU."""
+
+    us: float = 0.0
+    kernels: int = 0
+    copies: int = 0  # an operator such as aten::copy_ may launch no kernel at all
+    memsets: int = 0
+    events: set[int] = field(default_factory=set)  # the operator's calls (host event indices)
+
+    def add(self, other: _Tally) -> None:
+        self.us += other.us
+        self.kernels += other.kernels
+        self.copies += other.copies
+        self.memsets += other.memsets
+        self.events |= other.events
+
+    def counts(self) -> dict:
+        return {"gpu_time_us": self.us, "kernels": self.kernels, "copies": self.copies, "memsets": self.memsets}
+
+
 def _sums(trace: TraceFile, idx: np.ndarray) -> tuple[dict, list[str], np.ndarray, np.ndarray, np.ndarray]:
-    """The activities ``idx`` by (operator name, module): ``{(name, module): [µs, kernels, {op events}]}`` (name
-    -1: no operator), the module labels, and each activity's operator event, operator name and duration."""
+    """The activities ``idx`` by (operator name, module): ``{(name, module): _Tally}`` (name -1: no operator),
+    the module labels, and each activity's operator event, operator name and duration."""
     a, ops = trace.activities, trace.ops
     op_of, module_of, modules = attribute(trace, idx)
     dur = (a.end - a.start)[idx]
-    kernel = a.kind[idx] <= COMM
+    kind = a.kind[idx]
     op_name = np.full(len(op_of), _NONE, np.int64)
     op_name[op_of >= 0] = ops.name[op_of[op_of >= 0]]
     op_name[(op_of < 0) & trace.launch_calls()[2][idx]] = _GRAPH
-    rows: dict[tuple[int, int], list] = {}
-    for n, m, d, k, e in zip(op_name.tolist(), module_of.tolist(), dur.tolist(), kernel.tolist(), op_of.tolist()):
-        row = rows.setdefault((n, m), [0.0, 0, set()])
-        row[0] += d
-        row[1] += k
+    rows: dict[tuple[int, int], _Tally] = {}
+    for n, m, d, k, e in zip(op_name.tolist(), module_of.tolist(), dur.tolist(), kind.tolist(), op_of.tolist()):
+        row = rows.setdefault((n, m), _Tally())
+        row.us += d
+        row.kernels += k <= COMM
+        row.copies += k == MEMCPY
+        row.memsets += k == MEMSET
         if e >= 0:
-            row[2].add(e)
+            row.events.add(e)
     return rows, modules, op_of, op_name, dur
 
 
@@ -168,22 +192,13 @@ def _label(names: list[str], n: int) -> str:
 
 def _totals(rows: dict, names: list[str], total: float) -> list[dict]:
     """Each operator over every module, the most GPU time first: ``{"op", "gpu_time_us", "share", "kernels",
-    "calls"}``."""
-    by_op: dict[int, list] = {}  # op name → [µs, kernels, {op events}]
-    for (n, _), (us, count, events) in rows.items():
-        row = by_op.setdefault(n, [0.0, 0, set()])
-        row[0] += us
-        row[1] += count
-        row[2] |= events
+    "copies", "memsets", "calls"}``."""
+    by_op: dict[int, _Tally] = {}
+    for (n, _), tally in rows.items():
+        by_op.setdefault(n, _Tally()).add(tally)
     return [
-        {
-            "op": _label(names, n),
-            "gpu_time_us": us,
-            "share": us / total if total else 0.0,
-            "kernels": k,
-            "calls": len(e),
-        }
-        for n, (us, k, e) in sorted(by_op.items(), key=lambda kv: -kv[1][0])
+        {"op": _label(names, n), **t.counts(), "share": t.us / total if total else 0.0, "calls": len(t.events)}
+        for n, t in sorted(by_op.items(), key=lambda kv: -kv[1].us)
     ]
 
 
@@ -208,30 +223,26 @@ def op_breakdown(trace: TraceFile, device: int, top: int = TOP) -> dict:
     rows, modules, op_of, op_name, dur = _sums(trace, idx)
     total = float(dur.sum())
 
-    ranked = sorted(rows.items(), key=lambda kv: -kv[1][0])
+    ranked = sorted(rows.items(), key=lambda kv: -kv[1].us)[:top]
     op_rows = [
         {
             "op": _label(ops.names, n),
             "module": modules[m],
-            "gpu_time_us": us,
-            "share": us / total if total else 0.0,
-            "kernels": count,
-            "calls": len(events),
+            **t.counts(),
+            "share": t.us / total if total else 0.0,
+            "calls": len(t.events),
         }
-        for (n, m), (us, count, events) in ranked[:top]
+        for (n, m), t in ranked
     ]
-    reference = add_rates(
-        trace, device, op_rows, [sorted(events) for _, (_, _, events) in ranked[:top]], op_of, idx, dur
-    )
-    by_module: dict[int, list] = {}
-    for (n, m), (us, count, _) in rows.items():
-        row = by_module.setdefault(m, [0.0, 0, 0])
-        row[0] += us
-        row[1] += count
-        row[2] += n >= 0
+    reference = add_rates(trace, device, op_rows, [sorted(t.events) for _, t in ranked], op_of, idx, dur)
+    by_module: dict[int, _Tally] = {}
+    named_ops: dict[int, int] = {}
+    for (n, m), t in rows.items():
+        by_module.setdefault(m, _Tally()).add(t)
+        named_ops[m] = named_ops.get(m, 0) + (n >= 0)
     module_rows = [
-        {"module": modules[m], "gpu_time_us": us, "share": us / total if total else 0.0, "kernels": k, "ops": n}
-        for m, (us, k, n) in sorted(by_module.items(), key=lambda kv: -kv[1][0])[:top]
+        {"module": modules[m], **t.counts(), "share": t.us / total if total else 0.0, "ops": named_ops[m]}
+        for m, t in sorted(by_module.items(), key=lambda kv: -kv[1].us)[:top]
     ]
     attributed = float(dur[op_of >= 0].sum())
     patterns = _unfused_attention(rows, modules, ops) + _tiny_elementwise(trace, idx, dur, op_name)
@@ -249,16 +260,16 @@ def op_breakdown(trace: TraceFile, device: int, top: int = TOP) -> dict:
 
 def _unfused_attention(rows: dict, modules: list[str], ops: CpuOps) -> list[dict]:
     found: dict[int, dict] = {}
-    for (n, m), (us, count, _) in rows.items():
+    for (n, m), t in rows.items():
         if n < 0 or not m:
             continue
         name = ops.names[n]
         kind = "softmax" if _SOFTMAX.match(name) else "bmm" if _BMM.match(name) else None
         if kind:
             f = found.setdefault(m, {"softmax": 0.0, "bmm": 0.0, "ops": set(), "kernels": 0})
-            f[kind] += us
+            f[kind] += t.us
             f["ops"].add(name)
-            f["kernels"] += count
+            f["kernels"] += t.kernels
     return [
         {
             "pattern": "unfused attention",
@@ -342,7 +353,7 @@ def op_lines(meta: dict) -> list[str]:
         if r.get("peak_share") is not None:
             extra += f" ({r['peak_share']:.0%} of peak)"
         out.append(
-            f"  {us_text(r['gpu_time_us']):>10}  {r['share']:6.1%}  ×{r['kernels']:<6,} {r['op']} [{r['module']}]{extra}"
+            f"  {us_text(r['gpu_time_us']):>10}  {r['share']:6.1%}  {_launched(r):<24} {r['op']} [{r['module']}]{extra}"
         )
     if meta.get("ops_reference"):
         out.append(f"  (rates from recorded shapes, against {meta['ops_reference']})")
@@ -350,5 +361,17 @@ def op_lines(meta: dict) -> list[str]:
         out.append(text)
     out.append("top modules by GPU time:")
     for r in meta["modules"][:5]:
-        out.append(f"  {us_text(r['gpu_time_us']):>10}  {r['share']:6.1%}  ×{r['kernels']:<6,} {r['module']}")
+        out.append(f"  {us_text(r['gpu_time_us']):>10}  {r['share']:6.1%}  {_launched(r):<24} {r['module']}")
     return out
+
+
+def _launched(row: dict) -> str:
+    """What an operator or module row put on the GPU, in words: "412 kernels", "25 copies", "3 kernels, 1 memset"
+    (a row stored before copies and memsets were counted says its kernels only)."""
+    counts = [
+        (row["kernels"], "kernel", "kernels"),
+        (row.get("copies", 0), "copy", "copies"),
+        (row.get("memsets", 0), "memset", "memsets"),
+    ]
+    said = [f"{n:,} {one if n == 1 else many}" for n, one, many in counts if n]
+    return ", ".join(said) or "no kernel"

@@ -45,6 +45,9 @@ def test_each_rank_s_times_in_the_listed_columns():
     table = view.ranks_table(stored("profiler-trace-ranks", [rank(0, 10.0), rank(1, 20.0)]))
     assert table.columns.tolist() == view.RANK_COLUMNS  # pid is not listed
     assert table["compute_us"].tolist() == [10.0, 20.0]
+    unnamed = [{k: v for k, v in rank(i, 5.0).items() if k != "device_name"} for i in (0, 1)]
+    table = view.ranks_table(stored("profiler-trace-ranks", unnamed))  # files that name no GPU store no name
+    assert table.columns.tolist() == view.RANK_COLUMNS and table["device_name"].isna().all()
 
 
 def test_each_step_s_wall_time_rank_by_rank_in_ms():

@@ -10,14 +10,14 @@ import pytest
 pytest.importorskip("msgspec")
 
 from core.measure.kernels import classify_kernel
-from core.workload.ops import NO_MODULE, NO_OP, TINY_US, op_breakdown, op_findings
+from core.workload.ops import NO_MODULE, NO_OP, TINY_US, op_breakdown, op_findings, op_lines
 from core.workload.trace import analyse_trace
 from core.workload.trace_file import read_trace
 from tests.core.workload.traces import GPU, RECSYS, STEP, trace_events
 
 
 def reference(path, device):
-    """{(op, module): [GPU µs, kernels]} from the file's events alone."""
+    """{(op, module): [GPU µs, kernels, copies, memsets]} from the file's events alone."""
     events = trace_events(path)
     runtime = {
         e["args"]["correlation"]: e for e in events if e.get("cat") == "cuda_runtime" and "correlation" in e["args"]
@@ -57,9 +57,9 @@ def reference(path, device):
                 outer = min(holding, key=lambda x: (x["ts"], -x["dur"], order[id(x)]))
                 if outer["name"].startswith("autograd::engine::evaluate_function: "):
                     module = outer["name"]
-        row = out.setdefault((op["name"] if op else NO_OP, module), [0.0, 0])
+        row = out.setdefault((op["name"] if op else NO_OP, module), [0.0, 0, 0, 0])
         row[0] += e["dur"]
-        row[1] += e["cat"] == "kernel"
+        row[1 + ["kernel", "gpu_memcpy", "gpu_memset"].index(e["cat"])] += 1
     return out
 
 
@@ -69,12 +69,31 @@ def test_operators_and_modules_against_the_files_own_events(path):
     _, meta = analyse_trace(trace)
     got = op_breakdown(trace, meta["device"], top=10_000)
     want = reference(path, meta["device"])
-    assert {(r["op"], r["module"]): [r["gpu_time_us"], r["kernels"]] for r in got["ops"]} == pytest.approx(want)
-    assert got["ops_gpu_time_us"] == pytest.approx(sum(us for us, _ in want.values()))
-    modules = {}
-    for (_, module), (us, _) in want.items():
-        modules[module] = modules.get(module, 0.0) + us
-    assert {r["module"]: r["gpu_time_us"] for r in got["modules"]} == pytest.approx(modules)
+    counts = ("gpu_time_us", "kernels", "copies", "memsets")
+    assert {(r["op"], r["module"]): [r[k] for k in counts] for r in got["ops"]} == pytest.approx(want)
+    assert got["ops_gpu_time_us"] == pytest.approx(sum(row[0] for row in want.values()))
+    modules: dict[str, list] = {}
+    for (_, module), row in want.items():
+        modules[module] = [a + b for a, b in zip(modules.get(module, [0.0, 0, 0, 0]), row)]
+    assert {r["module"]: [r[k] for k in counts] for r in got["modules"]} == pytest.approx(modules)
+    assert any(r["copies"] for r in got["ops"]) and any(r["memsets"] for r in got["ops"])
+
+
+def test_an_operator_that_launched_only_copies_says_so():
+    """The V100 step's ``aten::copy_`` in ``## load_batch ##`` put copies on the GPU and no kernel: its line says
+    how many (it read "×0"); one that launched all three kinds names each."""
+    trace = read_trace(STEP)
+    _, meta = analyse_trace(trace)
+    want = reference(STEP, meta["device"])
+    meta |= op_breakdown(trace, meta["device"])
+    _, kernels, copies, memsets = want[("aten::copy_", "## load_batch ##")]
+    assert kernels == memsets == 0 and copies > 0
+    lines = op_lines(meta)
+    assert any(line.endswith(f"  {copies} copies{' ' * (24 - len(f'{copies} copies'))} aten::copy_ [## load_batch ##]")
+               for line in lines)  # fmt: skip
+    _, kernels, copies, memsets = want[("CompiledFunctionBackward", "autograd::engine::evaluate_function: "
+                                         "CompiledFunctionBackward")]  # fmt: skip
+    assert f"  {kernels} kernels, {copies} copy, {memsets} memsets " in "\n".join(lines) and copies == 1
 
 
 def test_the_recsys_ranks_top_operators_and_its_unfused_attention():
@@ -91,7 +110,7 @@ def test_the_recsys_ranks_top_operators_and_its_unfused_attention():
     module = "DistributedDataParallel.forward"
     assert attention["module"] == module and attention["ops"] == ["aten::_softmax", "aten::bmm"]
     assert attention["time_us"] == sum(
-        us for (op, m), (us, _) in want.items() if m == module and op in ("aten::_softmax", "aten::bmm")
+        row[0] for (op, m), row in want.items() if m == module and op in ("aten::_softmax", "aten::bmm")
     )
 
 

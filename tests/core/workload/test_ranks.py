@@ -147,7 +147,7 @@ def test_each_rank_s_operators_and_the_straggler_s_extra_time_by_operator(two_ra
     want: dict[int, dict[str, float]] = {}
     for rank, path in ((0, RANK0), (1, RANK1)):
         per_op: dict[str, float] = {}
-        for (op, _), (us, _) in reference(path, rank_rows(rows)[rank]["device"]).items():
+        for (op, _), (us, *_) in reference(path, rank_rows(rows)[rank]["device"]).items():
             per_op[op] = per_op.get(op, 0.0) + us
         want[rank] = per_op
         got = {r["op"]: r["gpu_time_us"] for r in rows if r["kind"] == "op" and r["rank"] == rank}
