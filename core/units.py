@@ -58,6 +58,13 @@ def exact_size_text(nbytes: int) -> str:
     return f"{nbytes} B"
 
 
+def size_text(nbytes: int) -> str:
+    """A size as exactly as it is and as a reader takes it in: :func:`exact_size_text` where a unit divides it
+    (``"8 MiB"``), else the bytes with the nearest binary unit beside them: ``"402,176 B (392.8 KiB)"``."""
+    exact = exact_size_text(nbytes)
+    return f"{nbytes:,} B ({bytes_text(nbytes)})" if exact.endswith(" B") and nbytes >= 1024 else exact
+
+
 def parse_size(text: str) -> int:
     """'1KiB', '16MiB', '1GiB', '4k', '1048576' → bytes (K/M/G are binary, as in nccl-tests)."""
     match = _SIZE.match(str(text))

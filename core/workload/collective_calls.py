@@ -15,7 +15,7 @@ from __future__ import annotations
 import numpy as np
 
 from core.measure.nccl_tests import DTYPE_BYTES, RECORDED_NAMES, busbw_factor, size_elements
-from core.units import exact_size_text, rate_text, us_text
+from core.units import rate_text, size_text, us_text
 from core.workload.trace_file import TraceFile
 
 
@@ -48,7 +48,7 @@ def collective_rows(trace: TraceFile, device: int) -> list[dict]:
                 "dtype": dtype,
                 "group_size": group,
                 "bytes": nbytes,
-                "size": exact_size_text(nbytes) if nbytes is not None else None,
+                "size": size_text(nbytes) if nbytes is not None else None,
                 "calls": len(durations),
                 "total_us": float(sum(durations)),
                 "median_us": median,

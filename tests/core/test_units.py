@@ -11,6 +11,7 @@ from core.units import (
     exact_size_text,
     parse_size,
     rate_text,
+    size_text,
     throughput_unit,
     timestamp_text,
 )
@@ -135,3 +136,16 @@ def test_throughput_is_tflops_on_a_gpu_and_gflops_on_a_cpu():
 )
 def test_timestamp_text(iso, minutes, text):
     assert timestamp_text(iso, minutes=minutes) == text
+
+
+@pytest.mark.parametrize(
+    ("nbytes", "text"),
+    [
+        (8 * 2**20, "8 MiB"),  # a unit divides it: exactly that
+        (1000, "1000 B"),  # under 1 KiB: the bytes alone
+        (402_176, "402,176 B (392.8 KiB)"),  # 402176 / 1024 = 392.75
+        (3 * 2**30 + 1, "3,221,225,473 B (3.0 GiB)"),
+    ],
+)
+def test_size_text_is_exact_and_readable(nbytes, text):
+    assert size_text(nbytes) == text

@@ -79,7 +79,9 @@ def test_the_import_stores_them_and_the_cli_text_lists_them():
     stored = [r for r in out.rows if r["kind"] == "collective"]
     assert len(stored) == 7 and stored == collective_rows(read_trace(DDP_A100), out.meta["device"])
     text = "\n".join(collective_lines(list(out.rows)))
-    assert "all_reduce     8196000 B Float ×3 in a group of 2: median 3.3 ms" in text
+    assert (
+        "all_reduce     8,196,000 B (7.8 MiB) Float ×3 in a group of 2: median 3.3 ms" in text
+    )  # 8196000 / 2²⁰ = 7.82
 
 
 def kernel(ts: int, dur: int, args: dict) -> dict:
