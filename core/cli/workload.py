@@ -285,6 +285,8 @@ def _rank_set(name: str) -> bool:
 
 def trace_ranks(args) -> int:
     """``trace DIR`` / ``trace A B …`` / ``trace --example SET``: the ranks of one job as one stored run."""
+    from core.workload.arrivals import matching_text
+
     if args.example:
         args.name = args.name or f"example {args.example}"
         values: dict = {"example": args.example}
@@ -347,11 +349,12 @@ def trace_ranks(args) -> int:
             mine = sorted((r for r in gaps if r["rank"] == rank), key=lambda r: -r["time_us"])
             say(f"  rank {rank}: " + ", ".join(f"{r['cause']} {ms(r['time_us'])}" for r in mine))
     waits = [r for r in run.rows if r["kind"] == "arrival"]
+    if matching := matching_text(m.get("arrivals") or {}):
+        say(matching)
     if waits:
         a = m["arrivals"]
         say(
-            f"collectives matched across the ranks: {a['matched']:,}; rank {a['last_rank']} arrived last at "
-            f"{a['last_arrivals']:,}; each rank's wait for the last to arrive: "
+            f"rank {a['last_rank']} arrived last at {a['last_arrivals']:,}; each rank's wait for the last to arrive: "
             + ", ".join(f"rank {r['rank']} {ms(r['waited_us'])}" for r in waits)
         )
     ops = [r for r in run.rows if r["kind"] == "op"]

@@ -6,69 +6,134 @@ where the ranks' clocks agree (one box; nodes whose clocks are synchronised well
 rank that started a collective last is the one the others waited for, and each rank's wait is that last start
 less its own (TraceLens' "skew in start time"). A call is matched across ranks as the k-th call of the same
 process group, collective, sizes and dtype (the figures PyTorch writes on the kernel: ranks of a group issue the
-same calls in the same order); a call found on fewer than two ranks is not matched, and a trace without the
-figures matches nothing. Per rank: its matched calls, the µs it waited, and how often it arrived last.
+same calls in the same order). A communication kernel without the figures — NCCL's under PyTorch before 2.2, a
+custom all-reduce (vLLM/SGLang ``cross_device_reduce``, Lamport, ``multimem``) — is matched as the k-th kernel of
+its name on its stream, and only where every rank needs every other (all-reduce, all-gather, reduce-scatter: a
+send/recv kernel may pair any two ranks) and the sequence is the same length on each rank. A call found on fewer
+than two ranks is not matched.
+
+A match is also checked: where every rank receives from every other (all_reduce, all_gather, reduce_scatter,
+all_to_all), no rank's kernel can end before the last rank's starts. A call that does is left out and counted
+(``inconsistent``): the ranks' clocks disagree, or the calls were not the same — and a sequence matched by
+kernel name holding one is left out whole (``sequences_left_out``), since its order told nothing. Per rank: its
+matched calls, the µs it waited, and how often it arrived last.
 """
 
 from __future__ import annotations
 
+import re
 from collections import Counter
 
 import numpy as np
 
-from core.workload.trace_file import TraceFile
+from core.measure.nccl_tests import RECORDED_NAMES
+from core.workload.trace_file import COMM, TraceFile
 
-Call = tuple[tuple, int]  # (the call's identity across ranks, its start in ns since the epoch)
+# (the call's identity across ranks, its start and end in ns since the epoch); the identity opens with FIGURES
+# or KERNEL (how it was made) and ends with the call's place in its sequence
+Call = tuple[tuple, int, int]
+FIGURES, KERNEL = "figures", "kernel"
+EVERY_RANK = {"all_reduce", "all_gather", "reduce_scatter", "all_to_all"}  # each rank receives from every other
+# communication kernels a call of every rank makes, by name: NCCL/RCCL's, and the custom all-reduces
+_EVERY_RANK_KERNEL = re.compile(r"all_?reduce|all_?gather|reduce_?scatter|cross_device_reduce|lamport", re.I)
 
 
 def rank_calls(trace: TraceFile, device: int) -> list[Call]:
-    """The collective calls with figures on ``device``, in start order, each keyed by its identity across
-    ranks; starts in whole ns since the epoch, so ranks with different time origins compare exactly."""
+    """The collective calls on ``device``, in start order, each keyed by its identity across ranks (the figures
+    on its kernel, else its kernel's name and stream where every rank makes such a call); times in whole ns since
+    the epoch, so ranks with different time origins compare exactly."""
     a = trace.activities
-    ids = sorted((i for i in trace.collectives if a.device[i] == device), key=lambda i: a.start[i])
+    ids = np.flatnonzero((a.kind == COMM) & (a.device == device))
+    ids = ids[np.argsort(a.start[ids], kind="stable")]
+    origin = trace.origin_us * 1000
     seen: Counter[tuple] = Counter()
     out = []
-    for i in ids:
-        c = trace.collectives[i]
-        signature = (c.group_name, c.name, c.in_elements, c.out_elements, c.dtype, c.group_size)
-        out.append(((*signature, seen[signature]), trace.origin_us * 1000 + int(np.rint(a.start[i] * 1000))))
+    for i in ids.tolist():
+        c = trace.collectives.get(i)
+        name = a.names[int(a.name[i])]
+        if c is not None:
+            signature = (FIGURES, c.group_name, c.name, c.in_elements, c.out_elements, c.dtype, c.group_size)
+        elif _EVERY_RANK_KERNEL.search(name):
+            signature = (KERNEL, name, int(a.stream[i]))
+        else:
+            continue
+        start, end = (origin + int(np.rint(t * 1000)) for t in (a.start[i], a.end[i]))
+        out.append(((*signature, seen[signature]), start, end))
         seen[signature] += 1
     return out
 
 
+def _every_rank(key: tuple) -> bool:
+    """Whether each rank of the call receives from every other, so none can end before the last one starts."""
+    return key[0] == KERNEL or RECORDED_NAMES.get(key[2]) in EVERY_RANK
+
+
 def arrivals(calls: dict[int, list[Call]]) -> tuple[list[dict], dict]:
     """Rows of kind ``arrival`` (per rank: ``collectives`` matched, ``waited_us``, ``last_arrivals``) and the
-    summary (``matched`` calls, the rank arriving last most often and how often; the lowest rank on a tie)."""
-    starts: dict[tuple, dict[int, int]] = {}
+    summary (``matched`` calls, of them ``matched_by_kernel``; ``inconsistent`` calls and ``sequences_left_out``;
+    the rank arriving last most often and how often, the lowest rank on a tie)."""
+    at: dict[tuple, dict[int, tuple[int, int]]] = {}
     for rank, mine in calls.items():
-        for key, start in mine:
-            starts.setdefault(key, {})[rank] = start
-    waited, matched, last = Counter[int](), Counter[int](), Counter[int]()
-    count = 0
-    for at in starts.values():
-        if len(at) < 2:
-            continue
-        count += 1
-        latest = max(at.values())
-        last[min(r for r, t in at.items() if t == latest)] += 1
-        for rank, start in at.items():
+        for key, start, end in mine:
+            at.setdefault(key, {})[rank] = (start, end)
+    matched = {key: ranks for key, ranks in at.items() if len(ranks) >= 2}
+    impossible = {
+        key
+        for key, ranks in matched.items()
+        if _every_rank(key) and min(e for _, e in ranks.values()) < max(s for s, _ in ranks.values())
+    }
+    lengths: dict[tuple, set[int]] = {}  # a kernel sequence's length on each rank
+    for mine in calls.values():
+        counted = Counter(key[:-1] for key, _, _ in mine if key[0] == KERNEL)
+        for sequence, n in counted.items():
+            lengths.setdefault(sequence, set()).add(n)
+    dropped = {s for s, n in lengths.items() if len(n) > 1} | {k[:-1] for k in impossible if k[0] == KERNEL}
+    kept = {k: r for k, r in matched.items() if k not in impossible and not (k[0] == KERNEL and k[:-1] in dropped)}
+
+    waited, count, last = Counter[int](), Counter[int](), Counter[int]()
+    for ranks in kept.values():
+        latest = max(s for s, _ in ranks.values())
+        last[min(r for r, (s, _) in ranks.items() if s == latest)] += 1
+        for rank, (start, _) in ranks.items():
             waited[rank] += latest - start
-            matched[rank] += 1
+            count[rank] += 1
     rows = [
         {
             "kind": "arrival",
             "rank": r,
-            "collectives": matched[r],
+            "collectives": count[r],
             "waited_us": waited[r] / 1000,
             "last_arrivals": last[r],
         }
         for r in sorted(calls)
     ]
-    worst = min(sorted(calls), key=lambda r: -last[r]) if count else None
+    worst = min(sorted(calls), key=lambda r: -last[r]) if kept else None
     summary = {
-        "matched": count,
+        "matched": len(kept),
+        "matched_by_kernel": sum(k[0] == KERNEL for k in kept),
+        "inconsistent": len(impossible),
+        "sequences_left_out": len(dropped),
         "last_rank": worst,
         "last_arrivals": last[worst] if worst is not None else 0,
         "waited_us": sum(waited.values()) / 1000,
     }
     return rows, summary
+
+
+def matching_text(summary: dict) -> str:
+    """How the collectives were matched and what was left out, in words ("" where nothing was matched or left
+    out; runs stored before the checks say how many matched)."""
+    matched, by_kernel = summary.get("matched", 0), summary.get("matched_by_kernel", 0)
+    inconsistent, sequences = summary.get("inconsistent", 0), summary.get("sequences_left_out", 0)
+    said = []
+    if matched:
+        how = f" ({by_kernel:,} by kernel name and stream order: no collective figures recorded)" if by_kernel else ""
+        said.append(f"{matched:,} collective{'s' * (matched != 1)} matched across the ranks{how}")
+    if inconsistent:
+        said.append(
+            f"{inconsistent:,} left out: a rank's kernel ended before the last rank's began, which a collective "
+            "every rank receives in cannot do — the ranks' clocks disagree, or the calls were not the same"
+        )
+    if sequences:
+        said.append(f"{sequences:,} kernel sequence{'s' * (sequences != 1)} not matched: not alike on every rank")
+    return "; ".join(said)

@@ -111,10 +111,12 @@ def _arrivals(meta: dict, rank_rows: list[dict]) -> list[dict]:
     if not a.get("matched") or not communication or a["waited_us"] < MIN_SPAN_SHARE * communication:
         return []
     share = a["waited_us"] / communication
+    by_kernel = a.get("matched_by_kernel", 0)
+    how = f" ({by_kernel:,} by kernel name and stream order)" if by_kernel else ""
     text = (
         f"rank {a['last_rank']} arrives last at {a['last_arrivals']:,} of {a['matched']:,} collectives matched across "
-        f"the ranks; the ranks waited {us_text(a['waited_us'])} in all for the last to arrive ({share:.1%} of their "
-        "communication time): waiting for a peer, not moving data"
+        f"the ranks{how}; the ranks waited {us_text(a['waited_us'])} in all for the last to arrive ({share:.1%} of "
+        "their communication time): waiting for a peer, not moving data"
     )
     return [_finding("arrival", text, 100 * share, "%")]
 

@@ -10,6 +10,7 @@ import streamlit as st
 
 from core.result import RunResult
 from core.units import us_text
+from core.workload.arrivals import matching_text
 from core.workload.trace import gpu_text
 from pages.common import imports, run_panel
 from pages.common.charts import show_charts
@@ -195,6 +196,8 @@ def render_ranks(run: RunResult) -> None:
     if not waits.empty:
         st.write("Each rank's wait for the last rank to arrive, at the collectives matched across the ranks:")
         st.dataframe(waits, hide_index=True)
+    if matching := matching_text(run.meta.get("arrivals") or {}):
+        st.caption(markdown_text(matching))
     ops = view.ops_ms(run)
     if not ops.empty:
         st.write("Top operators by GPU time (ms), rank by rank:")

@@ -215,6 +215,26 @@ def test_step_bench_page_puts_the_ranks_of_a_job_side_by_side(data_dir, tmp_path
     assert not uploads.exists() or not any(uploads.iterdir())  # both uploads deleted once imported
 
 
+def test_step_bench_page_says_who_the_ranks_waited_for_and_how_the_calls_were_matched(data_dir):
+    """Three ranks built in tests/core/workload/test_arrivals.py, waits worked out there by hand: rank 2 arrives
+    last at 2 of 3 all-reduces; the ranks waited 190, 125 and 30 µs."""
+    import json
+
+    from tests.core.workload.test_arrivals import rank_trace
+
+    at = page("pages/step_bench.py")
+    uploader = next(u for u in at.get("file_uploader") if u.label == "Profiler trace")
+    uploader.set_value([(f"rank-{r}.json", json.dumps(rank_trace(r)).encode(), "application/json") for r in range(3)])
+    at.run()
+    at.button(key="step_bench.trace.import").click().run()
+    wait_for_metric(at, "Straggler")
+    findings = next(m.value for m in at.markdown if m.value.startswith("**What stands out**")).replace("\\", "")
+    assert "rank 2 arrives last at 2 of 3 collectives matched across the ranks" in findings
+    waits = next(f.value for f in at.dataframe if "waited ms" in f.value.columns)
+    assert waits["waited ms"].tolist() == pytest.approx([0.19, 0.125, 0.03])
+    assert "3 collectives matched across the ranks" in [c.value for c in at.caption] and not at.exception
+
+
 def test_a_folder_on_the_box_is_the_ranks_of_one_job(data_dir, tmp_path, monkeypatch):
     monkeypatch.setenv("GPULAB_IMPORT_DIRS", str(tmp_path))
     for i, p in enumerate(RANKS):
