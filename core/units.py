@@ -77,7 +77,8 @@ def parse_size(text: str) -> int:
 
 
 def duration_text(seconds: float, digits: int = 1) -> str:
-    """``seconds`` in µs, ms, s or min, whichever fits: 0.0125 → ``"12.5 ms"``, 90 → ``"1.5 min"``."""
+    """``seconds`` in ns, µs, ms, s or min, whichever fits: 0.0125 → ``"12.5 ms"``, 90 → ``"1.5 min"``; under a
+    µs in whole ns (a trace's sub-µs kernels and gaps: 3.5e-7 → ``"350 ns"``, not ``"0.3 µs"``)."""
     size = abs(seconds)
     if size >= 60:
         return f"{seconds / 60:,.{digits}f} min"
@@ -85,7 +86,9 @@ def duration_text(seconds: float, digits: int = 1) -> str:
         return f"{seconds:.{digits}f} s"
     if size >= 1e-3:
         return f"{seconds * 1e3:.{digits}f} ms"
-    return f"{seconds * 1e6:.{digits}f} µs"
+    if size >= 1e-6:
+        return f"{seconds * 1e6:.{digits}f} µs"
+    return f"{seconds * 1e9:.0f} ns"
 
 
 def us_text(us: float, digits: int = 1) -> str:

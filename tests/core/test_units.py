@@ -94,6 +94,9 @@ def test_parse_size():
     ("seconds", "text"),
     [
         (0, "0.0 s"),
+        (3.5e-7, "350 ns"),  # under a µs: whole ns
+        (-4e-8, "-40 ns"),
+        (1e-6, "1.0 µs"),
         (2.5e-5, "25.0 µs"),
         (0.0125, "12.5 ms"),
         (1, "1.0 s"),
