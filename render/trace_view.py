@@ -158,6 +158,23 @@ def collectives_table(run: RunResult) -> pd.DataFrame:
     )
 
 
+def collective_waits_ms(run: RunResult) -> pd.DataFrame:
+    """Each collective matched across the ranks: its calls, its kernels' time over calls and ranks (ms) and how
+    much of it waited for the last rank; empty where nothing was matched or for runs stored before."""
+    rows = kind_rows(run, "collective_wait")
+    if rows.empty:
+        return rows
+    return pd.DataFrame(
+        {
+            "collective": rows["collective"],
+            "calls": rows["calls"].astype(int),
+            "kernel ms": rows["kernel_time_us"] / 1000,
+            "waited ms": rows["waited_us"] / 1000,
+            "% waited": rows["waited_share"] * 100,
+        }
+    )
+
+
 def arrivals_ms(run: RunResult) -> pd.DataFrame:
     """Each rank's wait for the last rank to arrive at the collectives matched across the ranks (ms), and how
     often it arrived last; empty where nothing was matched or for runs stored before."""

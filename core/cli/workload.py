@@ -299,16 +299,18 @@ def trace_ranks(args) -> int:
     ranks = [r for r in run.rows if r["kind"] == "rank"]
     if args.json:
         steps = [r for r in run.rows if r["kind"] == "step"]
-        kinds = {kind: [r for r in run.rows if r["kind"] == kind] for kind in ("group", "host_gap", "op", "arrival")}
-        print_json(
+        kinds = ("group", "host_gap", "op", "arrival", "collective_wait")
+        of = {kind: [r for r in run.rows if r["kind"] == kind] for kind in kinds}
+        print_json(  # the meta's arrivals summary keeps its key: the rows have their own
             args,
             run,
             ranks=ranks,
             steps=steps,
-            groups=kinds["group"],
-            host_gaps=kinds["host_gap"],
-            ops=kinds["op"],
-            arrivals=kinds["arrival"],
+            groups=of["group"],
+            host_gaps=of["host_gap"],
+            ops=of["op"],
+            arrival_ranks=of["arrival"],
+            collective_waits=of["collective_wait"],
         )
         return 0
     from core.units import duration_text
@@ -357,6 +359,11 @@ def trace_ranks(args) -> int:
             f"rank {a['last_rank']} arrived last at {a['last_arrivals']:,}; each rank's wait for the last to arrive: "
             + ", ".join(f"rank {r['rank']} {ms(r['waited_us'])}" for r in waits)
         )
+    if per_call := [r for r in run.rows if r["kind"] == "collective_wait"]:
+        say("each collective's kernel time waiting for the last rank (over its calls and ranks):")
+        for r in per_call[:10]:
+            share = f" ({r['waited_share']:.1%})" if r["waited_share"] is not None else ""
+            say(f"  {ms(r['waited_us']):>10} of {ms(r['kernel_time_us'])}{share}  ×{r['calls']:,} {r['collective']}")
     ops = [r for r in run.rows if r["kind"] == "op"]
     if extra := s.get("ops"):
         say("the straggler's operators against the median rank's (summed GPU time):")

@@ -16,7 +16,8 @@ A match is also checked: where every rank receives from every other (all_reduce,
 all_to_all), no rank's kernel can end before the last rank's starts. A call that does is left out and counted
 (``inconsistent``): the ranks' clocks disagree, or the calls were not the same — and a sequence matched by
 kernel name holding one is left out whole (``sequences_left_out``), since its order told nothing. Per rank: its
-matched calls, the µs it waited, and how often it arrived last.
+matched calls, the µs it waited, and how often it arrived last; per collective: how much of its kernels' time,
+over its calls and ranks, was waiting for the last rank.
 """
 
 from __future__ import annotations
@@ -69,8 +70,9 @@ def _every_rank(key: tuple) -> bool:
 
 
 def arrivals(calls: dict[int, list[Call]]) -> tuple[list[dict], dict]:
-    """Rows of kind ``arrival`` (per rank: ``collectives`` matched, ``waited_us``, ``last_arrivals``) and the
-    summary (``matched`` calls, of them ``matched_by_kernel``; ``inconsistent`` calls and ``sequences_left_out``;
+    """Rows of kind ``arrival`` (per rank: ``collectives`` matched, ``waited_us``, ``last_arrivals``), of kind
+    ``collective_wait`` (per collective, over its calls and ranks: ``calls``, ``kernel_time_us``, ``waited_us`` and
+    its share of that kernel time, the most waited first), and the summary (``matched`` calls, of them ``matched_by_kernel``; ``inconsistent`` calls and ``sequences_left_out``;
     the rank arriving last most often and how often, the lowest rank on a tie)."""
     at: dict[tuple, dict[int, tuple[int, int]]] = {}
     for rank, mine in calls.items():
@@ -91,12 +93,17 @@ def arrivals(calls: dict[int, list[Call]]) -> tuple[list[dict], dict]:
     kept = {k: r for k, r in matched.items() if k not in impossible and not (k[0] == KERNEL and k[:-1] in dropped)}
 
     waited, count, last = Counter[int](), Counter[int](), Counter[int]()
-    for ranks in kept.values():
+    by_call: dict[tuple, list[int]] = {}  # the call's identity less its place → [calls, kernel ns, waited ns]
+    for key, ranks in kept.items():
         latest = max(s for s, _ in ranks.values())
         last[min(r for r, (s, _) in ranks.items() if s == latest)] += 1
-        for rank, (start, _) in ranks.items():
+        tally = by_call.setdefault(key[:-1], [0, 0, 0])
+        tally[0] += 1
+        for rank, (start, end) in ranks.items():
             waited[rank] += latest - start
             count[rank] += 1
+            tally[1] += end - start
+            tally[2] += latest - start
     rows = [
         {
             "kind": "arrival",
@@ -106,6 +113,17 @@ def arrivals(calls: dict[int, list[Call]]) -> tuple[list[dict], dict]:
             "last_arrivals": last[r],
         }
         for r in sorted(calls)
+    ]
+    rows += [
+        {
+            "kind": "collective_wait",
+            "collective": _call_text(identity),
+            "calls": n,
+            "kernel_time_us": kernel_ns / 1000,
+            "waited_us": waited_ns / 1000,
+            "waited_share": waited_ns / kernel_ns if kernel_ns else None,
+        }
+        for identity, (n, kernel_ns, waited_ns) in sorted(by_call.items(), key=lambda kv: -kv[1][2])
     ]
     worst = min(sorted(calls), key=lambda r: -last[r]) if kept else None
     summary = {
@@ -118,6 +136,16 @@ def arrivals(calls: dict[int, list[Call]]) -> tuple[list[dict], dict]:
         "waited_us": sum(waited.values()) / 1000,
     }
     return rows, summary
+
+
+def _call_text(identity: tuple) -> str:
+    """A matched collective in words: its figures, or its kernel and stream."""
+    if identity[0] == KERNEL:
+        return f"{identity[1]} (stream {identity[2]}, matched by kernel name)"
+    _, group, name, elements, _, dtype, size = identity
+    return f"{RECORDED_NAMES.get(name, name)} of {elements:,} {dtype} in a group of {size:,}" + (
+        f" (process group {group})" if group else ""
+    )
 
 
 def matching_text(summary: dict) -> str:

@@ -196,6 +196,9 @@ def render_ranks(run: RunResult) -> None:
     if not waits.empty:
         st.write("Each rank's wait for the last rank to arrive, at the collectives matched across the ranks:")
         st.dataframe(waits, hide_index=True)
+    if not (per_call := view.collective_waits_ms(run)).empty:
+        st.write("Each collective's kernel time, and how much of it waited for the last rank (over calls and ranks):")
+        st.dataframe(per_call, hide_index=True)
     if matching := matching_text(run.meta.get("arrivals") or {}):
         st.caption(markdown_text(matching))
     ops = view.ops_ms(run)

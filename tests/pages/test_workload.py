@@ -217,7 +217,7 @@ def test_step_bench_page_puts_the_ranks_of_a_job_side_by_side(data_dir, tmp_path
 
 def test_step_bench_page_says_who_the_ranks_waited_for_and_how_the_calls_were_matched(data_dir):
     """Three ranks built in tests/core/workload/test_arrivals.py, waits worked out there by hand: rank 2 arrives
-    last at 2 of 3 all-reduces; the ranks waited 190, 125 and 30 µs."""
+    last at 2 of 3 all-reduces; the ranks waited 190, 125 and 30 µs, 345 of the all-reduce kernels' 435 µs."""
     import json
 
     from tests.core.workload.test_arrivals import rank_trace
@@ -230,8 +230,10 @@ def test_step_bench_page_says_who_the_ranks_waited_for_and_how_the_calls_were_ma
     wait_for_metric(at, "Straggler")
     findings = next(m.value for m in at.markdown if m.value.startswith("**What stands out**")).replace("\\", "")
     assert "rank 2 arrives last at 2 of 3 collectives matched across the ranks" in findings
-    waits = next(f.value for f in at.dataframe if "waited ms" in f.value.columns)
+    waits = next(f.value for f in at.dataframe if "arrived last" in f.value.columns)
     assert waits["waited ms"].tolist() == pytest.approx([0.19, 0.125, 0.03])
+    per_call = next(f.value for f in at.dataframe if "% waited" in f.value.columns)
+    assert per_call[["kernel ms", "waited ms"]].values[0].tolist() == pytest.approx([0.435, 0.345])  # by hand there
     assert "3 collectives matched across the ranks" in [c.value for c in at.caption] and not at.exception
 
 

@@ -76,6 +76,13 @@ def test_each_rank_s_wait_for_the_last_to_arrive_by_hand(three_ranks):
         "the last to arrive (78.4% of their communication time): waiting for a peer, not moving data"
     )
     assert found["value"] == pytest.approx(100 * 345 / 440)
+    # per collective, over its three calls and three ranks: each kernel runs from its start to its call's last
+    # start + 10 µs — call 1: 50 + 40 + 10, call 2: 60 + 10 + 40, call 3: 110 + 105 + 10 = 435 µs; 345 of it waiting
+    (per_call,) = [r for r in rows if r["kind"] == "collective_wait"]
+    assert per_call == {
+        "kind": "collective_wait", "collective": "all_reduce of 1,024 Float in a group of 3 (process group 0)",
+        "calls": 3, "kernel_time_us": 435.0, "waited_us": 345.0, "waited_share": 345 / 435,
+    }  # fmt: skip
 
 
 def test_ranks_without_the_collectives_figures_match_nothing_and_claim_nothing():
@@ -94,12 +101,24 @@ def test_the_page_s_table_and_the_text_say_the_same(three_ranks, three_files, da
         "waited ms": [0.19, 0.125, 0.03],
         "arrived last": [0, 1, 2],
     }
+    per_call = trace_view.collective_waits_ms(make_run("profiler-trace-ranks", rows, meta))
+    assert per_call.to_dict("list") == pytest.approx({
+        "collective": ["all_reduce of 1,024 Float in a group of 3 (process group 0)"], "calls": [3],
+        "kernel ms": [0.435], "waited ms": [0.345], "% waited": [100 * 345 / 435],
+    })  # fmt: skip
     out = bounded_cli("trace", *map(str, three_files), "--no-save")
     assert out.code == 0, out.stderr[-2000:]
     assert (
         "3 collectives matched across the ranks\nrank 2 arrived last at 2; each rank's wait for the last to arrive: "
-        "rank 0 190.0 µs, rank 1 125.0 µs, rank 2 30.0 µs"
+        "rank 0 190.0 µs, rank 1 125.0 µs, rank 2 30.0 µs\n"
+        "each collective's kernel time waiting for the last rank (over its calls and ranks):\n"
+        "    345.0 µs of 435.0 µs (79.3%)  ×3 all_reduce of 1,024 Float in a group of 3 (process group 0)"
     ) in out.stdout
+    out = bounded_cli("trace", *map(str, three_files), "--no-save", "--json")
+    doc = json.loads(out.stdout)
+    assert doc["arrivals"] == meta["arrivals"]  # the summary, not the rows
+    assert [r["waited_us"] for r in doc["arrival_ranks"]] == [190.0, 125.0, 30.0]
+    assert [r["waited_us"] for r in doc["collective_waits"]] == [345.0]
 
 
 def test_a_custom_all_reduce_is_matched_by_its_kernel_and_names_the_rank_the_others_waited_for(tmp_path):
