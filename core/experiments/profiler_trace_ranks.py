@@ -54,7 +54,7 @@ def run(cfg: ProfilerTraceRanksConfig, ctx: Context):
         digests[rank.row["rank"]] = sha256(path)
         ranks.append(rank)
     rows, meta = combine(ranks)
-    meta["findings"] = ranks_findings(meta, [r for r in rows if r["kind"] == "rank"])
+    meta["findings"] = ranks_findings(meta, rows)
     meta.update(
         {
             "file": names_of(files),

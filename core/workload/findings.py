@@ -121,9 +121,12 @@ def _arrivals(meta: dict, rank_rows: list[dict]) -> list[dict]:
     return [_finding("arrival", text, 100 * share, "%")]
 
 
-def ranks_findings(meta: dict, rank_rows: list[dict]) -> list[dict]:
-    """Findings of a job's ranks: the straggler, the rank the others waited for at the collectives, then the worst
-    rank's idle or exposed communication."""
+def ranks_findings(meta: dict, rows: list[dict]) -> list[dict]:
+    """Findings of a job's ranks (``rows``: the run's): the straggler, the rank the others waited for at the
+    collectives, then the worst rank's idle or exposed communication — with how long its collectives waited for
+    the last rank, where they were matched."""
+    rank_rows = [r for r in rows if r["kind"] == "rank"]
+    waited = {r["rank"]: r["waited_us"] for r in rows if r["kind"] == "arrival"}
     out = []
     s = meta["straggler"]
     if len(rank_rows) > 1 and s["margin_us"] > 0:
@@ -140,9 +143,15 @@ def ranks_findings(meta: dict, rank_rows: list[dict]) -> list[dict]:
     out += _arrivals(meta, rank_rows)
     worst = []
     for kind in (_idle, _exposed):
-        found = [c for r in rank_rows if (c := kind(r, f"rank {r['rank']}: ")) is not None]
-        if found and (top := max(found, key=lambda c: c[0]))[0] >= MIN_SPAN_SHARE:
-            worst.append(top)
+        found = [(c, r["rank"]) for r in rank_rows if (c := kind(r, f"rank {r['rank']}: ")) is not None]
+        if found and (top := max(found, key=lambda c: c[0][0]))[0][0] >= MIN_SPAN_SHARE:
+            (share, finding), rank = top
+            if kind is _exposed and waited.get(rank):
+                finding["text"] += (
+                    f"; its collectives waited {us_text(waited[rank])} in all for the last rank to arrive (rank "
+                    f"{meta['arrivals']['last_rank']} arrives last most often)"
+                )
+            worst.append((share, finding))
     out += [f for _, f in sorted(worst, key=lambda c: -c[0])]
     return out[:MAX_FINDINGS]
 

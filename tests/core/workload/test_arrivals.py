@@ -138,7 +138,7 @@ def test_a_custom_all_reduce_is_matched_by_its_kernel_and_names_the_rank_the_oth
     assert (
         meta["arrivals"]["matched_by_kernel"] == 1 and meta["straggler"]["rank"] == meta["arrivals"]["last_rank"] == 0
     )
-    found = next(f for f in ranks_findings(meta, [r for r in rows if r["kind"] == "rank"]) if f["kind"] == "arrival")
+    found = next(f for f in ranks_findings(meta, rows) if f["kind"] == "arrival")
     assert found["text"].startswith(
         "rank 0 arrives last at 1 of 1 collectives matched across the ranks (1 by kernel name and stream order); the "
         "ranks waited 60.0 ms in all"

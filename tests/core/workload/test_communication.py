@@ -173,14 +173,18 @@ def test_the_straggler_is_the_rank_that_computes_longest_not_the_one_that_waits(
         {"group": "embedding", "kernel_time_us": 70 * MS, "median_kernel_time_us": 40 * MS, "extra_us": 30 * MS},
         {"group": "matmul", "kernel_time_us": 30 * MS, "median_kernel_time_us": 40 * MS, "extra_us": -10 * MS},
     ]
-    found = ranks_findings(meta, list(by_rank.values()))
+    found = ranks_findings(meta, rows)
     assert found[0]["text"] == (
         "rank 0 is the straggler: +25.0% compute over the median rank (100.0 ms against 80.0 ms, 20.0 ms more); "
         "by kernel group, embedding +30.0 of +20.0 ms (summed durations against the median rank's)"
     )
     # rank 1 waits 50 of its 110 ms in the all-reduce, exposed: 45.5% of its span
     exposed = next(f for f in found if f["kind"] == "exposed_communication")
+    # and 40 of the 50 ms waited for rank 0, whose all-reduce began at 100 ms (its own at 60 ms)
     assert exposed["text"].startswith("rank 1: exposed communication 45.5% of the span")
+    assert exposed["text"].endswith(
+        "; its collectives waited 40.0 ms in all for the last rank to arrive (rank 0 arrives last most often)"
+    )
     assert exposed["value"] == pytest.approx(100 * 50 / 110)
 
 
