@@ -72,8 +72,9 @@ def _every_rank(key: tuple) -> bool:
 def arrivals(calls: dict[int, list[Call]]) -> tuple[list[dict], dict]:
     """Rows of kind ``arrival`` (per rank: ``collectives`` matched, ``waited_us``, ``last_arrivals``), of kind
     ``collective_wait`` (per collective, over its calls and ranks: ``calls``, ``kernel_time_us``, ``waited_us`` and
-    its share of that kernel time, the most waited first), and the summary (``matched`` calls, of them ``matched_by_kernel``; ``inconsistent`` calls and ``sequences_left_out``;
-    the rank arriving last most often and how often, the lowest rank on a tie)."""
+    its share of that kernel time, the most waited first), and the summary (``matched`` calls, of them
+    ``matched_by_kernel``; ``inconsistent`` calls and ``sequences_left_out``; the rank arriving last most often
+    and how often, the lowest rank on a tie)."""
     at: dict[tuple, dict[int, tuple[int, int]]] = {}
     for rank, mine in calls.items():
         for key, start, end in mine:
