@@ -121,9 +121,13 @@ def test_relative_error_matches_numpy():
 
 
 def test_cpu_timer_against_a_known_sleep():
+    """A 2 ms sleep never takes less, and the timed calls fit inside the wall time of the whole run: bounds that
+    hold on a loaded machine (a sleep overshoots by whatever the scheduler adds: 10 ms medians were seen)."""
+    start = time.perf_counter()
     samples = time_cpu(lambda: time.sleep(0.002), TimingPlan(warmup_ms=5, rep_ms=20, min_reps=5, max_reps=50))
+    wall_ms = (time.perf_counter() - start) * 1000
     assert 5 <= len(samples) <= 50
-    assert 2.0 <= float(np.median(samples)) < 6.0
+    assert min(samples) >= 2.0 and sum(samples) <= wall_ms
 
 
 def test_model_shapes_by_hand():
