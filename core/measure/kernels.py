@@ -134,6 +134,9 @@ class KernelRule(NamedTuple):
     example: str  # a real kernel name it matches (tests check every rule matches its example)
 
 
+# Collectives named in a kernel's name in which every rank receives from every other (a send/recv pairs any two)
+EVERY_RANK_BY_NAME = r"all_?reduce|all_?gather|reduce_?scatter"
+
 KERNEL_RULES: tuple[KernelRule, ...] = (
     KernelRule(
         "NCCL/RCCL kernels",
@@ -144,7 +147,7 @@ KERNEL_RULES: tuple[KernelRule, ...] = (
     KernelRule(
         "collective by name",
         "communication",
-        r"all_?reduce|all_?gather|reduce_?scatter|all_?to_?all|sendrecv",
+        EVERY_RANK_BY_NAME + r"|all_?to_?all|sendrecv",
         "void c10d::intra_node_comm::oneShotAllReduceKernel<4>(c10d::intra_node_comm::AllReduceParams)",
     ),
     KernelRule(

@@ -22,21 +22,18 @@ over its calls and ranks, was waiting for the last rank.
 
 from __future__ import annotations
 
-import re
 from collections import Counter
 
 import numpy as np
 
 from core.measure.nccl_tests import RECORDED_NAMES
-from core.workload.trace_file import COMM, TraceFile
+from core.workload.trace_file import COMM, EVERY_RANK_KERNEL, TraceFile
 
 # (the call's identity across ranks, its start and end in ns since the epoch); the identity opens with FIGURES
 # or KERNEL (how it was made) and ends with the call's place in its sequence
 Call = tuple[tuple, int, int]
 FIGURES, KERNEL = "figures", "kernel"
 EVERY_RANK = {"all_reduce", "all_gather", "reduce_scatter", "all_to_all"}  # each rank receives from every other
-# communication kernels a call of every rank makes, by name: NCCL/RCCL's, and the custom all-reduces
-_EVERY_RANK_KERNEL = re.compile(r"all_?reduce|all_?gather|reduce_?scatter|cross_device_reduce|lamport", re.I)
 
 
 def rank_calls(trace: TraceFile, device: int) -> list[Call]:
@@ -54,7 +51,7 @@ def rank_calls(trace: TraceFile, device: int) -> list[Call]:
         name = a.names[int(a.name[i])]
         if c is not None:
             signature = (FIGURES, c.group_name, c.name, c.in_elements, c.out_elements, c.dtype, c.group_size)
-        elif _EVERY_RANK_KERNEL.search(name):
+        elif EVERY_RANK_KERNEL.search(name):
             signature = (KERNEL, name, int(a.stream[i]))
         else:
             continue

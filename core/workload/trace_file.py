@@ -40,7 +40,7 @@ import msgspec
 import numpy as np
 
 from core.intake import LIMITS, InputRefused, cut_name, open_mapped, release_pages
-from core.measure.kernels import KERNEL_RULES
+from core.measure.kernels import EVERY_RANK_BY_NAME, KERNEL_RULES
 from core.workload.cpu_ops import CPU_KINDS, RUNTIME, CpuOps, _Columns
 from core.workload.json_array import batches, element_ends
 
@@ -58,8 +58,11 @@ _GRAPH_LAUNCH = re.compile(r"graphlaunch", re.I)
 # Collectives are what the kernel rules' communication group names (NCCL/RCCL/MSCCL, collectives by name), and
 # the custom ones no such rule names: vLLM/SGLang's cross_device_reduce, TensorRT-LLM's Lamport all-reduce,
 # NVSHMEM and DeepEP (dispatch/combine). A kernel that spins waiting for its peers is communication, not compute.
-_CUSTOM_COMM = (r"cross_device_reduce", r"lamport", r"nvshmem", r"deep_?ep")
+_CUSTOM_ALL_REDUCE = (r"cross_device_reduce", r"lamport")
+_CUSTOM_COMM = (*_CUSTOM_ALL_REDUCE, r"nvshmem", r"deep_?ep")
 _COMM = re.compile("|".join([r.pattern for r in KERNEL_RULES if r.group == "communication"] + list(_CUSTOM_COMM)), re.I)
+# the communication kernels whose call every rank makes and receives in from every other, by name alone
+EVERY_RANK_KERNEL = re.compile("|".join([EVERY_RANK_BY_NAME, *_CUSTOM_ALL_REDUCE]), re.I)
 _STEP = re.compile(r"^ProfilerStep#(\d{1,18})$")  # a step number within int64
 _INT64 = 2**63
 _TIME_US = Decimal(LIMITS.trace_time_ns).scaleb(-3)
