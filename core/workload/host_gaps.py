@@ -36,7 +36,7 @@ import numpy as np
 
 from core.units import us_text
 from core.workload.cpu_ops import ANNOTATION, OP, PYTHON, RUNTIME, CpuOps
-from core.workload.intervals import merged, merged_groups
+from core.workload.intervals import merged, merged_groups, union_gaps
 from core.workload.trace_file import MEMCPY, TraceFile, correlated
 
 CAUSES = (
@@ -167,13 +167,10 @@ def _gap_threads(trace: TraceFile, device: int) -> tuple[np.ndarray, np.ndarray,
     s, e = _ns(a.start[sel]), _ns(a.end[sel])
     order = np.argsort(s, kind="stable")
     s, e, sel = s[order], e[order], sel[order]
-    reach = np.maximum.accumulate(e)
-    new = np.zeros(len(s), bool)
-    new[1:] = s[1:] > reach[:-1]
-    gap_start, gap_end = reach[np.flatnonzero(new) - 1], s[new]
+    gap_start, gap_end, opener = union_gaps(s, e)
     hit, call = trace.launch_events(sel)
     launcher = np.where(hit, ops.tid[call], -1) if len(ops.tid) else np.full(len(sel), -1, np.int64)
-    tid = launcher[new]  # the launching thread of the activity that ends each gap
+    tid = launcher[opener]  # the launching thread of the activity that ends each gap
     main = None
     if hit.any():
         threads, counts = np.unique(launcher[hit], return_counts=True)

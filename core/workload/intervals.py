@@ -20,6 +20,14 @@ def merged(start: np.ndarray, end: np.ndarray) -> tuple[np.ndarray, np.ndarray]:
     return s[new], reach[last]
 
 
+def union_gaps(s: np.ndarray, e: np.ndarray) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
+    """The gaps of the union of intervals given sorted by start: each gap's start and end, and the index of the
+    interval that ends it (the first to start after it)."""
+    reach = np.maximum.accumulate(e)
+    opener = np.flatnonzero(s[1:] > reach[:-1]) + 1
+    return reach[opener - 1], s[opener], opener
+
+
 def merged_by_group(
     s: np.ndarray, rank: np.ndarray, ends: np.ndarray, group: np.ndarray
 ) -> tuple[np.ndarray, np.ndarray, np.ndarray]:

@@ -40,7 +40,7 @@ import numpy as np
 from core.measure.kernels import KERNEL_GROUPS, KERNEL_RULES, NO_RULE, classify_kernel
 from core.text import quirk_lines
 from core.workload.host_gaps import CAUSES, STEP_KEYS
-from core.workload.intervals import merged, merged_by_group, merged_groups
+from core.workload.intervals import merged, merged_by_group, merged_groups, union_gaps
 from core.workload.trace_file import COMM, COMPUTE, KINDS, MEMCPY, MEMSET, Activities, TraceFile, read_trace
 
 __all__ = ["IDLE_CAUSES", "TRACE_GROUPS", "analyse_trace", "launch_lines", "read_trace", "report_lines", "union_us"]
@@ -205,9 +205,7 @@ def _device_gaps(a: Activities, launch_ts: np.ndarray, idx: np.ndarray) -> tuple
     s, e, launch = _ns(a.start[idx]), _ns(a.end[idx]), launch_ts[idx]
     order = np.lexsort((np.where(np.isnan(launch), np.inf, launch), s))
     s, e, launch = s[order], e[order], launch[order]
-    reach = np.maximum.accumulate(e)
-    opener = np.flatnonzero(s[1:] > reach[:-1]) + 1  # the activities that end a gap
-    g0, g1 = reach[opener - 1], s[opener]
+    g0, g1, opener = union_gaps(s, e)
     with np.errstate(invalid="ignore"):
         host = launch[opener] > g0 / NS  # NaN (no launch call) compares False
     cause = np.where(host, HOST_WAIT, np.where(g1 - g0 < KERNEL_WAIT_US * NS, KERNEL_WAIT, OTHER_WAIT))

@@ -154,6 +154,18 @@ def test_union_of_intervals():
     assert union_us(np.array([]), np.array([])) == 0.0
 
 
+def test_the_gaps_of_a_union_by_hand():
+    import numpy as np
+
+    from core.workload.intervals import union_gaps
+
+    # sorted by start: [0, 5] holds [1, 3]; [10, 12] begins past 5; [11, 20] overlaps it; [25, 30] past 20
+    s, e = np.array([0, 1, 10, 11, 25]), np.array([5, 3, 12, 20, 30])
+    g0, g1, opener = union_gaps(s, e)
+    assert (g0.tolist(), g1.tolist(), opener.tolist()) == ([5, 20], [10, 25], [2, 4])
+    assert [len(x) for x in union_gaps(np.zeros(0), np.zeros(0))] == [0, 0, 0]
+
+
 @pytest.mark.parametrize(
     "content, reason",
     [
