@@ -27,6 +27,7 @@ from collections import Counter
 import numpy as np
 
 from core.measure.nccl_tests import RECORDED_NAMES
+from core.workload.findings import by_kernel_text
 from core.workload.trace_file import COMM, EVERY_RANK_KERNEL, TraceFile
 
 # (the call's identity across ranks, its start and end in ns since the epoch); the identity opens with FIGURES
@@ -153,7 +154,7 @@ def matching_text(summary: dict) -> str:
     inconsistent, sequences = summary.get("inconsistent", 0), summary.get("sequences_left_out", 0)
     said = []
     if matched:
-        how = f" ({by_kernel:,} by kernel name and stream order: no collective figures recorded)" if by_kernel else ""
+        how = f" ({by_kernel_text(by_kernel)}: no collective figures recorded)" if by_kernel else ""
         said.append(f"{matched:,} collective{'s' * (matched != 1)} matched across the ranks{how}")
     if inconsistent:
         said.append(

@@ -103,6 +103,11 @@ def _where_extra(s: dict) -> str:
     return out + " (summed durations against the median rank's)" if out else ""
 
 
+def by_kernel_text(count: int) -> str:
+    """How many collectives were matched across the ranks by kernel name, as every text counting them says it."""
+    return f"{count:,} by kernel name and stream order"
+
+
 def _arrivals(meta: dict, rank_rows: list[dict]) -> list[dict]:
     """The rank the others waited for at the collectives matched across the ranks, when the waits are at least
     :data:`MIN_SPAN_SHARE` of the ranks' communication time (stored runs from before have none)."""
@@ -112,7 +117,7 @@ def _arrivals(meta: dict, rank_rows: list[dict]) -> list[dict]:
         return []
     share = a["waited_us"] / communication
     by_kernel = a.get("matched_by_kernel", 0)
-    how = f" ({by_kernel:,} by kernel name and stream order)" if by_kernel else ""
+    how = f" ({by_kernel_text(by_kernel)})" if by_kernel else ""
     text = (
         f"rank {a['last_rank']} arrives last at {a['last_arrivals']:,} of {a['matched']:,} collectives matched across "
         f"the ranks{how}; the ranks waited {us_text(a['waited_us'])} in all for the last to arrive ({share:.1%} of "
