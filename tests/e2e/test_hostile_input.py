@@ -97,8 +97,12 @@ def _expand_import(lab) -> None:
 
 
 def _upload(lab, path) -> None:
+    """Pick the file, wait until its upload has finished (its row listed, no request in flight: the page then
+    sends the file with its next rerun), then press Import. Pressed sooner on a busy box, Import ran without the
+    file and the page said nothing."""
     lab.page.get_by_test_id("stFileUploaderDropzoneInput").set_input_files(str(path))
-    lab.idle()
+    lab.expect(lab.main().get_by_role("button", name=f"Remove {path.name}")).to_be_visible()
+    _settle(lab)
     lab.main().get_by_role("button", name="Import", exact=True).click()
     _settle(lab)
 
