@@ -29,6 +29,7 @@ class DeviceSpec:
     source: str
     notes: str = ""
     min_memory_gib: float = 0.0  # to tell 40 GB from 80 GB variants sharing a name pattern
+    peak_clock_mhz: float | None = None  # the SM clock the tensor peaks assume (peak = SMs × FLOP/clk × this)
 
     def peak(self, unit: str) -> float | None:
         return self.tflops.get(unit)
@@ -40,6 +41,10 @@ class DeviceSpec:
 _A100_SHEET = "NVIDIA A100 Tensor Core GPU datasheet (nvidia-a100-datasheet-us-nvidia-1758950-r4-web.pdf)"
 _H100_SHEET = "NVIDIA H100 Tensor Core GPU datasheet (h100-datasheet-2287922, 2023)"
 _A100 = {"fp64": 9.7, "fp64_tc": 19.5, "fp32": 19.5, "tf32": 156.0, "bf16": 312.0, "fp16": 312.0, "int8": 624.0}
+# The clock the H100/H200 SXM sheets' tensor peaks assume: 132 SMs × 4 tensor cores × 512 dense bf16 FMA per clock
+# = 540,672 FLOP/clk, × 1,830 MHz = 989.4 TFLOPS (1.83 GHz for tensor math, 1.98 GHz max: NVIDIA H100 Tensor Core
+# GPU Architecture whitepaper, as quoted at glennklockwood.com/garden/processors/h100).
+HOPPER_TENSOR_MHZ = 1830.0
 _H100_SXM = {
     "fp64": 34.0,
     "fp64_tc": 67.0,
@@ -78,6 +83,7 @@ SPECS: tuple[DeviceSpec, ...] = (
         4800,
         141,
         "NVIDIA H200 Tensor Core GPU datasheet (h200-datasheet-3002446, 2024)",
+        peak_clock_mhz=HOPPER_TENSOR_MHZ,
     ),
     DeviceSpec(
         "h100-nvl",
@@ -124,6 +130,7 @@ SPECS: tuple[DeviceSpec, ...] = (
         80,
         _H100_SHEET,
         notes="torch names it 'NVIDIA H100 80GB HBM3'",
+        peak_clock_mhz=HOPPER_TENSOR_MHZ,
     ),
     DeviceSpec(
         "a100-pcie-80", "NVIDIA A100 PCIe 80GB", r"A100.*PCI", dict(_A100), 1935, 80, _A100_SHEET, min_memory_gib=60
