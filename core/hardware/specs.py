@@ -29,7 +29,6 @@ class DeviceSpec:
     source: str
     notes: str = ""
     min_memory_gib: float = 0.0  # to tell 40 GB from 80 GB variants sharing a name pattern
-    peak_clock_mhz: float | None = None  # the SM clock the tensor peaks assume (peak = SMs × FLOP/clk × this)
 
     def peak(self, unit: str) -> float | None:
         return self.tflops.get(unit)
@@ -45,6 +44,8 @@ _A100 = {"fp64": 9.7, "fp64_tc": 19.5, "fp32": 19.5, "tf32": 156.0, "bf16": 312.
 # = 540,672 FLOP/clk, × 1,830 MHz = 989.4 TFLOPS (1.83 GHz for tensor math, 1.98 GHz max: NVIDIA H100 Tensor Core
 # GPU Architecture whitepaper, as quoted at glennklockwood.com/garden/processors/h100).
 HOPPER_TENSOR_MHZ = 1830.0
+# The SM clock (MHz) each entry's tensor peaks assume, where its sheet's arithmetic is known.
+PEAK_CLOCK_MHZ: dict[str, float] = {"h100-sxm": HOPPER_TENSOR_MHZ, "h200-sxm": HOPPER_TENSOR_MHZ}
 _H100_SXM = {
     "fp64": 34.0,
     "fp64_tc": 67.0,
@@ -83,7 +84,6 @@ SPECS: tuple[DeviceSpec, ...] = (
         4800,
         141,
         "NVIDIA H200 Tensor Core GPU datasheet (h200-datasheet-3002446, 2024)",
-        peak_clock_mhz=HOPPER_TENSOR_MHZ,
     ),
     DeviceSpec(
         "h100-nvl",
@@ -130,7 +130,6 @@ SPECS: tuple[DeviceSpec, ...] = (
         80,
         _H100_SHEET,
         notes="torch names it 'NVIDIA H100 80GB HBM3'",
-        peak_clock_mhz=HOPPER_TENSOR_MHZ,
     ),
     DeviceSpec(
         "a100-pcie-80", "NVIDIA A100 PCIe 80GB", r"A100.*PCI", dict(_A100), 1935, 80, _A100_SHEET, min_memory_gib=60
