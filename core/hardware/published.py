@@ -5,7 +5,11 @@ A datasheet peak is what the silicon could do; nobody reaches it. The "maximum a
 search of shapes with ``mamf-finder.py`` reached on real cards: bf16 inputs and fp8 (``float8_e4m3fn``
 through ``torch._scaled_mm`` with its default ``use_fast_accum=False`` — the lab's ``fp8`` row, not
 ``fp8-fast-accum``), the mean of 100 iterations after 50 warm-up per shape, L2 flushed. They are facts
-quoted with their source and date, never measurements of this box: the UI labels them *published*.
+quoted with their source and date, never measurements of this box: the UI labels them *published*, with the
+card each was measured on (the source files the H200's bf16 figure in its H100 SXM row: "H200 is the same").
+
+Each figure is the best of a shape search, so it is compared like for like (:func:`comparable`): with the best
+of a search, or with its own best shape; a fixed shape never meets it in a verdict.
 """
 
 from __future__ import annotations
@@ -34,16 +38,35 @@ class Published:
     notes: str = ""
     source: str = SOURCE
     date: str = DATE
+    measured_on: str = ""  # the card the source measured, where its table files the figure under another one
 
     @property
     def efficiency(self) -> float:
         return self.tflops / self.theory_tflops
 
+    @property
+    def card(self) -> str:
+        """The accelerator the figure was measured on."""
+        return self.measured_on or self.accelerator
+
+    @property
+    def best_mnk(self) -> tuple[int, int, int]:
+        m, n, k = (int(x) for x in self.best_shape.split("x"))
+        return m, n, k
+
+    def card_words(self) -> str:
+        """Which card the source measured, in words: "measured on an H100 SXM; the source says the H200 SXM is
+        the same" where its table files the figure under another card."""
+        said = f"measured on {_a(short(self.card))}"
+        if self.card != self.accelerator:
+            return f"{said}; the source says the {short(self.accelerator)} is the same"
+        return said
+
     def label(self) -> str:
-        return f"{self.accelerator} {self.dtype}: {self.tflops:g} TFLOPS published ({self.date})"
+        return f"{self.accelerator} {self.dtype}: {self.tflops:g} TFLOPS published ({self.date}), {self.card_words()}"
 
     def to_dict(self) -> dict:
-        return asdict(self) | {"efficiency": self.efficiency}
+        return asdict(self) | {"efficiency": self.efficiency, "card": self.card, "card_words": self.card_words()}
 
 
 _H100 = ("h100-sxm",)
@@ -106,6 +129,7 @@ PUBLISHED: tuple[Published, ...] = (
         r"H200(?!.*NVL)",
         spec_keys=("h200-sxm",),
         notes="the source lists it in its H100 SXM row: 'H200 is the same'",
+        measured_on="NVIDIA H100 SXM",
     ),
     Published(
         "NVIDIA H100 SXM", "bf16", 794.5, 989, "2048x2048x13312", "2.7.0+cu126", r"H100(?!.*(PCI|NVL))", spec_keys=_H100
@@ -149,3 +173,34 @@ def for_device(device: dict) -> list[Published]:
 
 def figure(entries: list[Published], dtype: str) -> Published | None:
     return next((p for p in entries if p.dtype == dtype), None)
+
+
+def short(name: str) -> str:
+    """A card's name without its vendor: "NVIDIA H100 SXM" → "H100 SXM"."""
+    return name.removeprefix("NVIDIA ").strip()
+
+
+def _a(name: str) -> str:
+    """The article a card's name takes when read aloud: "an H100", "an A100", "a B200", "a GH200"."""
+    return ("an " if name[:1].upper() in "AEFHILMNORSX8" else "a ") + name
+
+
+def provenance(entry: Published, device: dict) -> str:
+    """The card words of ``entry`` for a run on ``device``: also "not this card" where the figure is another
+    accelerator's (a page may show any card the source measured)."""
+    words = entry.card_words()
+    if device.get("kind") == "cuda" and all(p.accelerator != entry.accelerator for p in for_device(device)):
+        words += f", not on this card ({device.get('name') or 'unknown'})"
+    return words
+
+
+SEARCHED = "the best of a shape search"
+
+
+def comparable(entry: Published, shape: tuple[int, int, int] | None, searched: bool) -> str | None:
+    """None where a measured figure may be judged against ``entry`` (it is the best of a search too, or it was
+    measured at the entry's own best shape); else why not, in words ("not comparable: …")."""
+    if searched or (shape is not None and tuple(shape) == entry.best_mnk):
+        return None
+    what = "a fixed {}×{}×{} shape".format(*shape) if shape else "a fixed shape"
+    return f"not comparable: {what} against {SEARCHED} ({entry.best_shape} on the {short(entry.card)})"

@@ -44,3 +44,31 @@ def test_the_right_figures_for_a_gpu(name, memory, expected):
 
 def test_a_cpu_has_none():
     assert published.for_device({"kind": "cpu", "name": "AMD EPYC"}) == []
+
+
+def test_each_figure_names_the_card_it_was_measured_on():
+    """The source's BF16 table has no H200 row: its H100 SXM row (794.5 at 2048x2048x13312) says 'H200 is the
+    same'; its FP8 table has an H200 SXM row of its own (1453.4 at 1280x4096x12032)."""
+    h200 = {p.dtype: p for p in published.for_device(device("NVIDIA H200", 141))}
+    assert h200["bf16"].card == "NVIDIA H100 SXM" and h200["fp8"].card == "NVIDIA H200 SXM"
+    said = "measured on an H100 SXM; the source says the H200 SXM is the same"
+    assert h200["bf16"].card_words() == said and said in h200["bf16"].label()
+    assert h200["fp8"].card_words() == "measured on an H200 SXM"
+    assert published.provenance(h200["bf16"], device("NVIDIA H200", 141)) == said
+    b200 = published.for_accelerator("NVIDIA B200 SXM")[0]
+    assert published.provenance(b200, device("NVIDIA H200", 141)) == (
+        "measured on a B200 SXM, not on this card (NVIDIA H200)"
+    )
+    assert published.for_accelerator("NVIDIA A100 SXM")[0].card_words() == "measured on an A100 SXM"
+
+
+def test_a_searched_maximum_meets_only_a_search_or_its_own_best_shape():
+    bf16 = published.figure(published.for_accelerator("NVIDIA H100 SXM"), "bf16")
+    assert bf16.best_mnk == (2048, 2048, 13312)
+    assert published.comparable(bf16, None, searched=True) is None
+    assert published.comparable(bf16, (2048, 2048, 13312), searched=False) is None  # the same shape
+    why = published.comparable(bf16, (8192, 8192, 8192), searched=False)
+    assert (
+        why
+        == "not comparable: a fixed 8192×8192×8192 shape against the best of a shape search (2048x2048x13312 on the H100 SXM)"
+    )
