@@ -298,6 +298,7 @@ def run(cfg: MatmulConfig, ctx: Context) -> Generator[Progress, None, Output]:
             sampler.__exit__(None, None, None)
             meta["clocks"] = [dict(s, t_s=s["t_s"] - t0_s) for s in sampler.samples]
             meta["clocks_note"] = sampler.note
+            meta |= sampler.limits  # the power limit and boost ceiling every point's clocks are read against
     if not ctx.is_cuda:
         meta["clocks_note"] = "clock sampling reads NVIDIA GPUs through NVML; not applicable to a CPU run"
     if points and not any(p.ok for p in points):

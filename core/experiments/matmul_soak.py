@@ -184,6 +184,7 @@ def run(cfg: SoakConfig, ctx: Context, timer: soak.BatchTimer | None = None) -> 
             if sampler:
                 sampler.__exit__(None, None, None)
                 meta["clocks_note"] = sampler.note
+                meta |= sampler.limits  # the power limit and boost ceiling each sample's clocks are read against
     summary = SoakSummary.of(samples, plan.burst_s, cfg.drop_threshold_pct, unit)
     if summary and summary.drop_flagged and meta.get("cpu_load_note"):
         busy = "; the CPU was busier than its cores, so other processes may account for the drop"

@@ -32,6 +32,88 @@ SLOWDOWNS = frozenset(
 
 
 COUNTERS = ("sm_clock_mhz", "mem_clock_mhz", "power_w", "temp_c", "reasons")
+LIMITS = ("power_limit_w", "max_sm_clock_mhz")  # read once: they hold for the whole run
+
+# A slowdown in words, and which ones are faults. NVML's reference (nvmlClocksEventReasons): sw_power_cap "the
+# clocks have been optimized to ensure not to exceed currently set power limits" — a card doing what its limit
+# asks, normal under a full matmul; hw_slowdown, hw_thermal_slowdown and hw_power_brake_slowdown reduce "the core
+# clocks by a factor of 2 or more" (too hot, an external power brake, power draw too high); sw_thermal_slowdown
+# is the driver cooling a hot card. Those four are faults of the card or its cooling and power, never normal.
+NVML_REASONS = "NVML API reference, nvmlClocksEventReasons (docs.nvidia.com/deploy/nvml-api)"
+REASON_WORDS = {
+    "sw_power_cap": "software power cap",
+    "hw_slowdown": "hardware slowdown",
+    "sw_thermal_slowdown": "thermal slowdown (software)",
+    "hw_thermal_slowdown": "thermal slowdown (hardware)",
+    "hw_power_brake_slowdown": "power brake (hardware)",
+}
+FAULTS = SLOWDOWNS - {"sw_power_cap"}
+# A clock far below the card's boost while it draws far below its limit is no power cap: the shipped H200
+# (examples/nvidia-h200-2026-11-26.json) held its 1,980 MHz maximum below the cap (2048³ bf16 at 594 W) and went
+# down to 1,302 MHz (66 %) only at 688–701 W of its 700 W limit. Under 80 % of each is a fault.
+LOW_CLOCK_FRACTION = 0.80
+LOW_POWER_FRACTION = 0.80
+
+
+@dataclass(frozen=True)
+class ClockReading:
+    """What NVML said while one throughput figure was measured: the SM clock, the power drawn, the card's power
+    limit and boost ceiling, and the slowdown reasons (None: not sampled; a reason list may be empty)."""
+
+    sm_clock_mhz: float | None = None
+    power_w: float | None = None
+    power_limit_w: float | None = None
+    max_sm_clock_mhz: float | None = None
+    reasons: tuple[str, ...] | None = None
+
+    @property
+    def sampled(self) -> bool:
+        return self.sm_clock_mhz is not None or self.reasons is not None
+
+    def faults(self) -> list[str]:
+        """The faults named in words: the NVML reasons that are faults, else a clock far below boost at low
+        power that no reason explains (with the numbers that show it)."""
+        named = [f"{REASON_WORDS[r]} (NVML {r})" for r in sorted(FAULTS & set(self.reasons or ()))]
+        clock, ceiling, power, limit = self.sm_clock_mhz, self.max_sm_clock_mhz, self.power_w, self.power_limit_w
+        explained = named or "sw_power_cap" in (self.reasons or ())  # NVML said why the clock is down
+        if clock and ceiling and power is not None and limit and not explained:
+            if clock < LOW_CLOCK_FRACTION * ceiling and power < LOW_POWER_FRACTION * limit:
+                named.append(
+                    f"clock far below boost at low power ({clock:.0f} of {ceiling:.0f} MHz at {power:.0f} of "
+                    f"{limit:.0f} W)"
+                )
+        return named
+
+    @property
+    def state(self) -> str:
+        """fault | power-limited (the software power cap: normal) | full clock | not sampled."""
+        if not self.sampled:
+            return "not sampled"
+        if self.faults():
+            return "fault"
+        return "power-limited" if "sw_power_cap" in (self.reasons or ()) else "full clock"
+
+    def text(self) -> str:
+        """ "SM 1455 MHz, 693 W of 700 W, NVML: sw_power_cap" — what was read, and what was not."""
+        said = [f"SM {self.sm_clock_mhz:.0f} MHz" if self.sm_clock_mhz is not None else "SM clock not sampled"]
+        if self.power_w is not None:
+            limit = f" of {self.power_limit_w:.0f} W" if self.power_limit_w else " (power limit not recorded)"
+            said.append(f"{self.power_w:.0f} W{limit}")
+        if self.reasons is not None:
+            said.append("NVML: " + (", ".join(self.reasons) if self.reasons else "no slowdown reason"))
+        return ", ".join(said)
+
+    def to_dict(self) -> dict:
+        return {
+            "sm_clock_mhz": self.sm_clock_mhz,
+            "power_w": self.power_w,
+            "power_limit_w": self.power_limit_w,
+            "max_sm_clock_mhz": self.max_sm_clock_mhz,
+            "reasons": list(self.reasons) if self.reasons is not None else None,
+            "state": self.state,
+            "faults": self.faults(),
+            "text": self.text(),
+        }
 
 
 def decode_reasons(mask: int) -> list[str]:
@@ -59,6 +141,7 @@ class ClockSampler:
     samples: list[dict] = field(default_factory=list)
     note: str | None = None
     missing: dict[str, str] = field(default_factory=dict)  # counter → why this driver cannot read it
+    limits: dict = field(default_factory=dict)  # LIMITS' values (None where the driver does not say)
     _nvml: Any = None
     _handle: Any = None
     _stop: threading.Event = field(default_factory=threading.Event)
@@ -79,6 +162,7 @@ class ClockSampler:
             self.note = "clocks not sampled: NVML answered no counter (" + "; ".join(self.missing.values()) + ")"
             return self
         self.samples.append(first)
+        self.limits = self._limits()
         self._thread = threading.Thread(target=self._loop, daemon=True, name="gpulab-clocks")
         self._thread.start()
         return self
@@ -103,6 +187,21 @@ class ClockSampler:
             except Exception:  # noqa: BLE001 - fall back to the index below
                 pass
         return nvml.nvmlDeviceGetHandleByIndex(self.index)
+
+    def _limits(self) -> dict:
+        """The enforced power limit (W) and the SM clock's maximum (MHz), each None where the driver lacks it."""
+        nvml, h = self._nvml, self._handle
+        calls = {
+            "power_limit_w": lambda: nvml.nvmlDeviceGetEnforcedPowerLimit(h) / 1000.0,
+            "max_sm_clock_mhz": lambda: float(nvml.nvmlDeviceGetMaxClockInfo(h, nvml.NVML_CLOCK_SM)),
+        }
+        out: dict = {}
+        for key, call in calls.items():
+            try:
+                out[key] = call()
+            except Exception:  # noqa: BLE001 - NVMLError_NotSupported and kin: not said, never guessed
+                out[key] = None
+        return out
 
     def _reasons(self, h) -> int:
         """Newer drivers: ...ClocksEventReasons; older ones only have ...ClocksThrottleReasons. nvidia-ml-py
