@@ -81,16 +81,13 @@ def probe_step(values: dict, device: str) -> dict:
     import torch
 
     cfg = MeasuredStep(**values)
-    from core.transformer.model import build_model, random_batch
-    from core.transformer.training import TrainStep, make_optimizer, param_dtype
+    from core.transformer.model import random_batch
+    from core.transformer.training import build_step
 
     try:
         with current_device(device):
-            model = build_model(
-                get_preset(cfg.model), cfg.context, device, param_dtype(cfg.precision), cfg.checkpointing
-            )
-            step = TrainStep(model, make_optimizer(cfg.optimizer, model.parameters()), cfg.precision, device)
-            x, y = random_batch(cfg.batch, cfg.context, model.preset.vocab_size, device)
+            step = build_step(cfg, device)
+            x, y = random_batch(cfg.batch, cfg.context, get_preset(cfg.model).vocab_size, device)
             for _ in range(2):
                 step.run(x, y)
             torch.cuda.synchronize(device)

@@ -56,13 +56,17 @@ class Trace:
     tags: list[tuple[int, dict[str, set[int]]]] = field(default_factory=list)  # (time_ns, category → pointers)
 
 
-def tensor_pointers(model, optimizer) -> dict[str, set[int]]:
-    """Pointers of the tensors whose category is known by construction."""
-    params = {p.data_ptr() for p in model.parameters()}
-    grads = {p.grad.data_ptr() for p in model.parameters() if p.grad is not None}
-    state = set()
-    if optimizer is not None:
-        for per_param in optimizer.state.values():
+def tensor_pointers(step) -> dict[str, set[int]]:
+    """Pointers of the tensors whose category is known by construction. fp32 master weights count as optimizer
+    state (12 bytes a parameter with Adam's moments, as mixed-precision accounting counts them), their fp32
+    gradients as gradients."""
+    weights = list(step.module.parameters())
+    masters = step.master.masters if step.master else []
+    params = {p.data_ptr() for p in weights}
+    grads = {p.grad.data_ptr() for p in (*weights, *masters) if p.grad is not None}
+    state = {m.data_ptr() for m in masters}
+    if step.optimizer is not None:
+        for per_param in step.optimizer.state.values():
             state |= {v.data_ptr() for v in per_param.values() if hasattr(v, "data_ptr")}
     return {"parameters": params, "gradients": grads, "optimizer_state": state}
 
@@ -257,19 +261,17 @@ def measure(cfg: TrainMemoryConfig, device: str) -> dict:
     """Run warm-up and recorded steps under the recorder; return the trace analysis and counters."""
     import torch
 
-    from core.transformer.model import build_model, random_batch
-    from core.transformer.training import TrainStep, make_optimizer, param_dtype
+    from core.transformer.model import random_batch
+    from core.transformer.training import build_step
 
     torch.manual_seed(cfg.seed)
     cuda = device.startswith("cuda")
     if cuda:
         torch.cuda.empty_cache()
     with _Recorder(device) as rec:
-        model = build_model(get_preset(cfg.model), cfg.context, device, param_dtype(cfg.precision), cfg.checkpointing)
-        optimizer = None if cfg.forward_only else make_optimizer(cfg.optimizer, model.parameters())
-        step = TrainStep(model, optimizer, cfg.precision, device, set_to_none=cfg.set_to_none)
+        step = build_step(cfg, device)
         gen = torch.Generator(device=device).manual_seed(cfg.seed)
-        x, y = random_batch(cfg.batch, cfg.context, model.preset.vocab_size, device, gen)
+        x, y = random_batch(cfg.batch, cfg.context, get_preset(cfg.model).vocab_size, device, gen)
         peak_counter = None
 
         def mark(phase: str) -> None:
@@ -277,7 +279,7 @@ def measure(cfg: TrainMemoryConfig, device: str) -> dict:
             tagged = phase in ("optimizer", "zero_grad", "end", "forward")
             if cuda and phase in ("forward", "end"):
                 torch.cuda.synchronize(device)
-            rec.mark(phase, tensor_pointers(model, optimizer) if tagged else None)
+            rec.mark(phase, tensor_pointers(step) if tagged else None)
 
         for i in range(cfg.warmup_steps + cfg.steps):
             rec.step = i

@@ -1,9 +1,10 @@
 """The course's Transformer LM, built from a :class:`~core.transformer.presets.ModelPreset`.
 
 Pre-norm decoder-only: RMSNorm, causal multi-head self-attention with RoPE, SwiGLU feed-forward,
-no biases, untied embedding and LM head. Attention is written out (scores → mask → softmax → @V)
-rather than calling a fused kernel, as the course does: the b·a·s² score tensors it saves are
-what the memory planner counts and what the profiler shows as softmax time. A preset with fewer
+no biases, untied embedding and LM head. The course's attention is written out (scores → mask → softmax
+→ @V): the b·a·s² score tensors it saves are what the memory planner counts and what the profiler shows
+as softmax time. The modern stack's (``attention="sdpa"``) is one ``scaled_dot_product_attention`` call with
+``is_causal=True``, computing the same function with whichever fused kernel torch picks. A preset with fewer
 key/value heads (grouped-query attention) projects k and v to those heads and repeats each for its
 group of query heads; a preset with tied embeddings shares one matrix between embedding and LM head.
 """
@@ -17,6 +18,7 @@ from torch import nn
 from torch.utils.checkpoint import checkpoint
 
 from core.transformer.presets import ModelPreset
+from core.transformer.stack import AttentionImpl
 
 ROPE_THETA = 10_000.0
 
@@ -56,7 +58,14 @@ class RotaryEmbedding(nn.Module):
 
 
 class CausalSelfAttention(nn.Module):
-    def __init__(self, d_model: int, num_heads: int, rope: RotaryEmbedding, num_kv_heads: int | None = None) -> None:
+    def __init__(
+        self,
+        d_model: int,
+        num_heads: int,
+        rope: RotaryEmbedding,
+        num_kv_heads: int | None = None,
+        attention: AttentionImpl = "course",
+    ) -> None:
         super().__init__()
         kv_heads = num_kv_heads or num_heads
         if d_model % num_heads:
@@ -70,6 +79,7 @@ class CausalSelfAttention(nn.Module):
         self.v_proj = nn.Linear(d_model, kv_dim, bias=False)
         self.output_proj = nn.Linear(d_model, d_model, bias=False)
         self.rope = rope
+        self.fused = attention == "sdpa"
 
     def forward(self, x: torch.Tensor) -> torch.Tensor:
         b, s, d = x.shape
@@ -84,6 +94,9 @@ class CausalSelfAttention(nn.Module):
             heads(self.v_proj(x), self.num_kv_heads),
         )
         q, k = self.rope(q), self.rope(k)
+        if self.fused:
+            out = nn.functional.scaled_dot_product_attention(q, k, v, is_causal=True, enable_gqa=group > 1)
+            return self.output_proj(out.transpose(1, 2).reshape(b, s, d))
         if group > 1:  # each key/value head serves `group` query heads
             k, v = k.repeat_interleave(group, dim=1), v.repeat_interleave(group, dim=1)
         scores = (q @ k.transpose(-2, -1)) / math.sqrt(d // h)
@@ -107,11 +120,17 @@ class SwiGLU(nn.Module):
 
 class TransformerBlock(nn.Module):
     def __init__(
-        self, d_model: int, d_ff: int, num_heads: int, rope: RotaryEmbedding, num_kv_heads: int | None = None
+        self,
+        d_model: int,
+        d_ff: int,
+        num_heads: int,
+        rope: RotaryEmbedding,
+        num_kv_heads: int | None = None,
+        attention: AttentionImpl = "course",
     ) -> None:
         super().__init__()
         self.ln1 = RMSNorm(d_model)
-        self.attn = CausalSelfAttention(d_model, num_heads, rope, num_kv_heads)
+        self.attn = CausalSelfAttention(d_model, num_heads, rope, num_kv_heads, attention)
         self.ln2 = RMSNorm(d_model)
         self.ffn = SwiGLU(d_model, d_ff)
 
@@ -121,7 +140,13 @@ class TransformerBlock(nn.Module):
 
 
 class TransformerLM(nn.Module):
-    def __init__(self, preset: ModelPreset, context_length: int, checkpointing: bool = False) -> None:
+    def __init__(
+        self,
+        preset: ModelPreset,
+        context_length: int,
+        checkpointing: bool = False,
+        attention: AttentionImpl = "course",
+    ) -> None:
         super().__init__()
         self.preset = preset
         self.context_length = context_length
@@ -129,7 +154,7 @@ class TransformerLM(nn.Module):
         rope = RotaryEmbedding(preset.d_model // preset.num_heads, context_length)
         self.token_embeddings = nn.Embedding(preset.vocab_size, preset.d_model)
         self.layers = nn.ModuleList(
-            TransformerBlock(preset.d_model, preset.d_ff, preset.num_heads, rope, preset.kv_heads)
+            TransformerBlock(preset.d_model, preset.d_ff, preset.num_heads, rope, preset.kv_heads, attention)
             for _ in range(preset.num_layers)
         )
         self.ln_final = RMSNorm(preset.d_model)
@@ -155,10 +180,11 @@ def build_model(
     device: str | torch.device = "cpu",
     dtype: torch.dtype = torch.float32,
     checkpointing: bool = False,
+    attention: AttentionImpl = "course",
 ) -> TransformerLM:
     """Initialise on the target device directly (no CPU copy of a 2.7B model)."""
     with torch.device(device):
-        model = TransformerLM(preset, context_length, checkpointing)
+        model = TransformerLM(preset, context_length, checkpointing, attention)
     return model.to(dtype=dtype)
 
 

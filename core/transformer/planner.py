@@ -26,6 +26,7 @@ from core.transformer.presets import (
     Precision,
     get_preset,
 )
+from core.transformer.stack import AttentionImpl, OptimizerImpl, Stack
 from core.units import MIB
 
 CATEGORIES = ("parameters", "gradients", "optimizer_state", "activations", "temporaries", "other")
@@ -36,6 +37,9 @@ CUBLAS_WORKSPACE_BYTES = 32 * MIB  # one cuBLAS workspace (per handle and stream
 # device thread, so a training step holds two workspaces; a forward-only pass holds one.
 CUBLAS_WORKSPACES_TRAINING = 2
 FRAGMENTATION_ALLOWANCE = 0.05  # reserved-but-unused blocks of the caching allocator
+# The CUDA caching allocator's smallest block (c10/cuda/CUDACachingAllocator.cpp, kMinBlockSize): a scalar tensor
+# on the GPU, such as a fused optimizer's per-parameter step counter, takes this much.
+CUDA_MIN_BLOCK_BYTES = 512
 
 
 @dataclass(frozen=True)
@@ -54,6 +58,13 @@ class StepSetup:
     batch: int = field(default=4, metadata={"help": "sequences per step"})
     context: int = field(default=256, metadata={"help": "tokens per sequence"})
     checkpointing: bool = field(default=False, metadata={"help": "activation checkpointing per layer"})
+    attention: AttentionImpl = field(
+        default="course", metadata={"help": "attention: course (written out) or sdpa (fused, is_causal=True)"}
+    )
+    optimizer_impl: OptimizerImpl = field(
+        default="course", metadata={"help": "optimizer implementation: course (per-parameter loop), foreach or fused"}
+    )
+    compile: bool = field(default=False, metadata={"help": "torch.compile the model"})
     set_to_none: bool = field(default=True, metadata={"help": "zero_grad(set_to_none=...)"})
     forward_only: bool = field(default=False, metadata={"help": "forward pass under no_grad only"})
 
@@ -71,6 +82,10 @@ class StepSetup:
     def setup(self) -> dict:
         """Just the step's fields, to build another config about the same step."""
         return {f.name: getattr(self, f.name) for f in fields(StepSetup)}
+
+    @property
+    def stack(self) -> Stack:
+        return Stack(self.attention, self.optimizer_impl, self.compile, self.checkpointing)
 
 
 @dataclass(frozen=True)
@@ -118,18 +133,20 @@ class Shapes:
     context: int
     precision: str
     target: str
+    stack: Stack = Stack()
 
     @property
     def param_bytes_each(self) -> int:
-        return 2 if self.precision == "bf16" else 4
+        return 2 if self.precision in ("bf16", "bf16-master") else 4
 
     @property
     def autocast(self) -> bool:
-        return self.precision.endswith("-autocast")
+        """fp32 weights with bf16/fp16 matmuls (fp8's linears cast their inputs to bf16 under autocast too)."""
+        return self.precision.endswith("-autocast") or self.precision == "fp8"
 
     @property
     def compute_bytes(self) -> int:  # dtype of matmul outputs
-        return 2 if self.autocast or self.precision == "bf16" else 4
+        return 2 if self.autocast or self.param_bytes_each == 2 else 4
 
     @property
     def residual_bytes(self) -> int:  # embedding (fp32) + bf16 branch promotes back to fp32 under autocast
@@ -152,6 +169,10 @@ class Shapes:
         return self.batch * self.preset.num_heads * self.context**2
 
     @property
+    def bs_kv(self) -> int:
+        return self.batch * self.context * self.preset.kv_dim
+
+    @property
     def bsv(self) -> int:
         return self.batch * self.context * self.preset.vocab_size
 
@@ -170,6 +191,23 @@ def norm_saved_bytes(sh: Shapes) -> int:
     return 2 * sh.bsd * 4 + sh.batch * sh.context * 4
 
 
+def attention_core_saved_bytes(sh: Shapes) -> int:
+    """What the attention between the projections saves. Written out: rotated q and k, v and the merged heads
+    (each b·s·d; grouped k and v are repeated to every head first), the b·h·s² softmax output (and its bf16 copy
+    for @V where autocast ran softmax in fp32) and the s×s causal mask. Fused (``sdpa``): q, k and v as given
+    (k and v at their own heads), the output and the merged copy output_proj saves, and the b·h·s fp32
+    log-sum-exp — no s² tensor."""
+    c = sh.compute_bytes
+    if sh.stack.attention == "sdpa":
+        return 3 * sh.bsd * c + 2 * sh.bs_kv * c + sh.batch * sh.preset.num_heads * sh.context * 4
+    return (
+        4 * sh.bsd * c
+        + sh.bas2 * sh.softmax_bytes
+        + (sh.bas2 * 2 if sh.softmax_bytes != c else 0)  # bf16 copy for @V
+        + sh.context**2
+    )  # causal mask (bool)
+
+
 def layer_saved_bytes(sh: Shapes) -> dict[str, int]:
     """Saved-for-backward bytes of one block, split at the attention/MLP boundary."""
     c = sh.compute_bytes
@@ -177,11 +215,8 @@ def layer_saved_bytes(sh: Shapes) -> dict[str, int]:
     attention = (
         norm_saved_bytes(sh)
         + ln_out_copies * sh.bsd * (2 if sh.autocast else sh.residual_bytes)
-        + 4 * sh.bsd * c  # rotated q, rotated k, v reshaped for bmm, heads merged for output_proj
-        + sh.bas2 * sh.softmax_bytes
-        + (sh.bas2 * 2 if sh.softmax_bytes != c else 0)  # bf16 copy for @V
-        + sh.context**2
-    )  # causal mask (bool)
+        + attention_core_saved_bytes(sh)
+    )
     mlp = (
         norm_saved_bytes(sh)
         + (2 if sh.autocast else 1) * sh.bsd * (2 if sh.autocast else sh.residual_bytes)
@@ -214,34 +249,47 @@ def activation_breakdown(cfg: EstimateConfig) -> dict[str, int]:
     return out
 
 
-def optimizer_state_bytes(preset: ModelPreset, optimizer: str, precision: str, target: str = "cuda") -> int:
-    """Momentum (×1) or Adam's two moments (×2) in the parameter dtype, plus Adam's per-tensor step counters.
+def optimizer_state_bytes(
+    preset: ModelPreset, optimizer: str, precision: str, target: str = "cuda", impl: str = "course"
+) -> int:
+    """Momentum (×1) or Adam's two moments (×2) in the dtype the optimizer steps, plus Adam's per-tensor step
+    counters; with bf16 weights and fp32 masters, the fp32 master weights too (mixed-precision accounting counts
+    them as optimizer state: 12 bytes a parameter with Adam).
 
     The step counters are float32 scalars that torch keeps on the *CPU* unless the optimizer is
-    capturable or fused (torch/optim/adam.py, "Deliberately host `step` on CPU"): on a GPU they are no
-    device memory at all; a CPU run counts them.
+    capturable or fused (torch/optim/adam.py, "Deliberately host `step` on CPU"): on a GPU the loop's and
+    foreach's are no device memory at all, fused's one smallest allocator block each; a CPU run counts them.
     """
     n = param_count(preset)
     each = 2 if precision == "bf16" else 4
+    masters = 4 * n if precision == "bf16-master" else 0
     tensors = preset.param_tensors()
     if optimizer == "sgd":
-        return 0
+        return masters
     if optimizer == "sgd-momentum":
-        return n * each
-    step_counters = tensors * 4 if target == "cpu" else 0
-    return 2 * n * each + step_counters
+        return masters + n * each
+    if target == "cpu":
+        step_counters = tensors * 4
+    else:
+        step_counters = tensors * CUDA_MIN_BLOCK_BYTES if impl == "fused" else 0
+    return masters + 2 * n * each + step_counters
 
 
-def optimizer_temporary_bytes(preset: ModelPreset, optimizer: str, precision: str) -> int:
-    """Per-parameter AdamW (foreach=False) builds sqrt(v) and sqrt(v)/c for the largest tensor: 2× it."""
-    if optimizer != "adamw":
+def optimizer_temporary_bytes(preset: ModelPreset, optimizer: str, precision: str, impl: str = "course") -> int:
+    """AdamW's temporaries (SGD updates in place): the per-parameter loop (foreach=False) builds sqrt(v) and
+    sqrt(v)/c for the largest tensor, 2× it; foreach builds sqrt(v) for every tensor at once, 1× all of them
+    (torch/optim/adam.py, ``_multi_tensor_adam``: ``exp_avg_sq_sqrt = torch._foreach_sqrt(...)``); fused none."""
+    if optimizer != "adamw" or impl == "fused":
         return 0
+    each = 2 if precision == "bf16" else 4
+    if impl == "foreach":
+        return param_count(preset) * each
     largest = max(preset.vocab_size * preset.d_model, preset.d_ff * preset.d_model)
-    return 2 * largest * (2 if precision == "bf16" else 4)
+    return 2 * largest * each
 
 
 def _shapes(cfg: EstimateConfig) -> Shapes:
-    return Shapes(get_preset(cfg.model), cfg.batch, cfg.context, cfg.precision, cfg.target)
+    return Shapes(get_preset(cfg.model), cfg.batch, cfg.context, cfg.precision, cfg.target, cfg.stack)
 
 
 @dataclass(frozen=True)
@@ -257,7 +305,11 @@ class _Step:
     @classmethod
     def of(cls, cfg: EstimateConfig, sh: Shapes) -> _Step:
         p = sh.preset
-        state = 0 if cfg.forward_only else optimizer_state_bytes(p, cfg.optimizer, cfg.precision, cfg.target)
+        state = (
+            0
+            if cfg.forward_only
+            else optimizer_state_bytes(p, cfg.optimizer, cfg.precision, cfg.target, cfg.optimizer_impl)
+        )
         head_dim = p.d_model // p.num_heads
         workspaces = 1 if cfg.forward_only else CUBLAS_WORKSPACES_TRAINING
         other = (
@@ -266,6 +318,12 @@ class _Step:
             + (workspaces * CUBLAS_WORKSPACE_BYTES if cfg.target == "cuda" else 0)
         )
         return cls(cfg, sh, param_count(p) * sh.param_bytes_each, state, other)
+
+    @property
+    def optimizer_grads(self) -> int:
+        """The gradients the optimizer steps: the weights' own, or the fp32 masters' (bf16's freed as each is
+        converted)."""
+        return param_count(self.sh.preset) * 4 if self.cfg.precision == "bf16-master" else self.params
 
     @property
     def persistent_grads(self) -> int:
@@ -291,8 +349,18 @@ class _Step:
 
     @property
     def scores_temp(self) -> int:
-        """An attention's scores and their masked/softmaxed successor."""
+        """An attention's scores and their masked/softmaxed successor (a fused attention makes none)."""
+        if self.sh.stack.attention == "sdpa":
+            return 0
         return 2 * self.sh.bas2 * max(self.sh.compute_bytes, self.sh.softmax_bytes)
+
+    @property
+    def attention_backward_temp(self) -> int:
+        """The gradient of the scores and of their softmax input; a fused attention's backward makes the
+        gradients of q, k and v and takes its output's."""
+        if self.sh.stack.attention == "sdpa":
+            return 4 * self.sh.bsd * self.sh.compute_bytes
+        return self.scores_temp
 
     @property
     def logits_temp(self) -> int:
@@ -331,9 +399,9 @@ def moments(cfg: EstimateConfig) -> list[Moment]:
         step.moment(
             "optimizer",
             f"{cfg.optimizer} step",
-            step.params,
+            step.optimizer_grads,
             0,
-            optimizer_temporary_bytes(sh.preset, cfg.optimizer, cfg.precision),
+            optimizer_temporary_bytes(sh.preset, cfg.optimizer, cfg.precision, cfg.optimizer_impl),
         ),
         step.moment("zero_grad", "after zero_grad", step.persistent_grads, 0, 0),
     ]
@@ -380,7 +448,7 @@ def _backward(step: _Step) -> list[Moment]:
         else:
             acts = below + step.layer_full - step.layer["mlp"]
         grads = max(persistent, grads_done + mlp_w)
-        out.append(step.moment("backward", f"layer {i} attention backward", grads, acts, step.scores_temp))
+        out.append(step.moment("backward", f"layer {i} attention backward", grads, acts, step.attention_backward_temp))
         grads_done += (matmul_w + norm_w) * e
     out.append(step.moment("backward", "embedding backward", step.params, 0, 0))
     return out

@@ -19,12 +19,30 @@ from typing import Literal, get_args
 from core.errors import ConfigError
 
 # As types for config fields (their choices, which the CLI offers) and as tuples.
-Precision = Literal["fp32", "tf32", "bf16-autocast", "fp16-autocast", "bf16"]
+Precision = Literal["fp32", "tf32", "bf16-autocast", "fp16-autocast", "bf16-master", "bf16", "fp8"]
 OptimizerName = Literal["sgd", "sgd-momentum", "adamw"]
 PRECISIONS: tuple[Precision, ...] = get_args(Precision)
 OPTIMIZERS: tuple[OptimizerName, ...] = get_args(OptimizerName)
 # The dtype a precision mode's matmuls run in (its datasheet column and its colour across the lab).
-DTYPE_FOR_PRECISION = {"fp32": "fp32", "tf32": "tf32", "bf16-autocast": "bf16", "fp16-autocast": "fp16", "bf16": "bf16"}
+DTYPE_FOR_PRECISION = {
+    "fp32": "fp32",
+    "tf32": "tf32",
+    "bf16-autocast": "bf16",
+    "fp16-autocast": "fp16",
+    "bf16-master": "bf16",
+    "bf16": "bf16",
+    "fp8": "fp8",
+}
+# What each mode is, in a few words (the CLI's help, the pages' choices, the run's label).
+PRECISION_NOTES = {
+    "fp32": "fp32 weights and matmuls (TF32 off)",
+    "tf32": "fp32 weights, matmuls on TF32 tensor cores",
+    "bf16-autocast": "fp32 weights, bf16 matmuls under autocast",
+    "fp16-autocast": "fp32 weights, fp16 matmuls under autocast, loss scaling",
+    "bf16-master": "bf16 weights and gradients, fp32 master weights and optimizer state",
+    "bf16": "everything in bf16, optimizer state too: not a training recipe (updates below bf16's spacing are lost)",
+    "fp8": "fp8 matmuls (torchao Float8, tensorwise scaling) inside bf16 autocast; needs sm_89+ and torchao",
+}
 # The precision mode a page starts with for the dtype chosen in the sidebar: 16-bit types train under autocast.
 PRECISION_FOR_DTYPE = {"fp32": "fp32", "tf32": "tf32", "bf16": "bf16-autocast", "fp16": "fp16-autocast"}
 VOCAB_SIZE = 10_000
@@ -88,9 +106,34 @@ PRESETS: dict[str, ModelPreset] = {
         ModelPreset("large", 1280, 5120, 36, 20),
         ModelPreset("xl", 1600, 6400, 48, 25),
         ModelPreset("2.7B", 2560, 10240, 32, 32),
+        # The course's current table keeps small, medium and large, calls the 2.7B shape "xl" and adds a 12.8B "10B".
+        ModelPreset("10B", 4608, 12288, 50, 36),
     )
 }
 PRESET_NAMES = tuple(PRESETS)
+
+# GPT-2's four sizes in this family, so a step compares with nanoGPT's and llm.c's: GPT-2's d_model, layers,
+# heads, tied embeddings and its vocabulary padded to 50,304 (as both pad 50,257); SwiGLU's width is 8/3·d_model
+# rounded up to a multiple of 64, so its three matrices hold what GPT-2's two 4·d_model ones do and the
+# parameter count stays within 1% of GPT-2's published 124.4M, 354.8M, 774.0M and 1,557.6M.
+GPT2_VOCAB = 50_304
+GPT2_CONTEXT = 1024
+
+
+def _gpt2(name: str, d_model: int, layers: int, heads: int) -> ModelPreset:
+    d_ff = -(-8 * d_model // 3 // 64) * 64
+    return ModelPreset(name, d_model, d_ff, layers, heads, GPT2_VOCAB, tied_embeddings=True)
+
+
+GPT2_PRESETS: dict[str, ModelPreset] = {
+    p.name: p
+    for p in (
+        _gpt2("gpt2-124m", 768, 12, 12),
+        _gpt2("gpt2-350m", 1024, 24, 16),
+        _gpt2("gpt2-774m", 1280, 36, 20),
+        _gpt2("gpt2-1.5b", 1600, 48, 25),
+    )
+}
 
 # Published architectures the family above represents exactly (RMSNorm, SwiGLU, RoPE, no biases). Shapes
 # and counts from each model's config.json and the parameter count its Hugging Face model page publishes
@@ -143,9 +186,26 @@ ARCHITECTURES: dict[str, ModelPreset] = {
             published_params=1_235_814_400,
             source=_HF + "meta-llama/Llama-3.2-1B",
         ),
+        ModelPreset(
+            "llama-3.2-3b",
+            3072,
+            8192,
+            28,
+            24,
+            128256,
+            num_kv_heads=8,
+            tied_embeddings=True,
+            published_params=3_212_749_824,
+            source=_HF + "meta-llama/Llama-3.2-3B",
+        ),
     )
 }
 ARCHITECTURE_NAMES = tuple(ARCHITECTURES)
+# Every named model a training experiment offers: the course's presets, GPT-2's sizes, published architectures.
+MODEL_NAMES = (*PRESET_NAMES, *GPT2_PRESETS, *ARCHITECTURE_NAMES)
+# The sizes a size × precision grid climbs by default: GPT-2's ladder (comparable with nanoGPT and llm.c), then
+# the course's 2.7B and published architectures, smallest first.
+LADDER = ("gpt2-124m", "gpt2-350m", "gpt2-774m", "gpt2-1.5b", "2.7B", "llama-3.2-3b", "llama-3-8b")
 CUSTOM_PREFIX = "custom:"
 _CUSTOM_FIELDS = {
     "d_model": "d_model",
@@ -231,12 +291,15 @@ def get_preset(name: str) -> ModelPreset:
     """A course preset, a published architecture, or a ``custom:…`` spec of your own dimensions."""
     if name in PRESETS:
         return PRESETS[name]
+    if name in GPT2_PRESETS:
+        return GPT2_PRESETS[name]
     if name in ARCHITECTURES:
         return ARCHITECTURES[name]
     if isinstance(name, str) and name.startswith(CUSTOM_PREFIX):
         return _parse_custom(name)
     raise ConfigError(
-        f"unknown model preset {name!r}; choose one of {', '.join(PRESETS)}, an architecture "
+        f"unknown model preset {name!r}; choose one of {', '.join(PRESETS)}, GPT-2's sizes ({', '.join(GPT2_PRESETS)}), "
+        f"an architecture "
         f"({', '.join(ARCHITECTURES)}) or {CUSTOM_PREFIX}d_model=…,layers=…,heads=…,kv_heads=…,"
         f"d_ff=…,vocab=…,tied=0|1"
     )
