@@ -14,7 +14,11 @@
   quantisation ops, no GEMM) comes before the ``gemm`` rules, an implicit-GEMM *convolution* before the
   GEMM rules (AMD Composable Kernel's ``kernel_grouped_conv_fwd_…<ck::GridwiseGemm…>`` names a GEMM in its template
   arguments, MIOpen's ``naive_conv_…`` and ``igemm_fwd_…`` too), a flash-attention kernel built on CUTLASS before
-  ``cutlass``, cuDNN batch norm before cuDNN.
+  ``cutlass``, cuDNN batch norm before cuDNN. Mixture-of-experts serving kernels come first: an expert GEMM's name
+  carries words other rules take (TensorRT-LLM-gen's ``bmm_…_bN_…swiGlu``), the routing and finalize kernels carry
+  ``cutlass::`` in their types, and every flashinfer kernel ``flashinfer::`` (its RMSNorm, RoPE, activations and
+  quantiser are not attention: only its prefill, decode and merge kernels are). A kernel no rule names is "other",
+  never a guess.
 
 A trace's optimizer kernels (``multi_tensor_apply``, fused Adam) are elementwise there: a trace has no phases.
 """
@@ -150,6 +154,70 @@ KERNEL_RULES: tuple[KernelRule, ...] = (
         EVERY_RANK_BY_NAME + r"|all_?to_?all|sendrecv",
         "void c10d::intra_node_comm::oneShotAllReduceKernel<4>(c10d::intra_node_comm::AllReduceParams)",
     ),
+    # Mixture-of-experts serving (vLLM, SGLang, TensorRT-LLM, on Hopper, Blackwell and MI300): the expert GEMMs
+    # first, whose names carry words other rules take (``_bN_`` and ``swiGlu`` in a TensorRT-LLM-gen ``bmm_``), then
+    # the routing and finalize kernels around them, which move and weigh tokens and run no GEMM.
+    KernelRule(
+        "TensorRT-LLM-gen batched GEMMs (bmm_…: MoE experts)",
+        "matmul",
+        r"^bmm_",
+        "bmm_Bfloat16_MxE2m1MxE4m3_Fp32_t128x16x256u2_s3_et128x16_m128x16x32_cga1x1x1_16dp256b_rM_TN_transOut_"
+        "schedP2x1x2x3_biasM_bN_tmaOpt_clmp_dynBatch_sm100f",
+    ),
+    KernelRule(
+        "Triton MoE GEMMs (triton_kernels' matmul_ogs, vLLM/SGLang fused_moe_kernel)",
+        "matmul",
+        r"matmul_ogs|fused_moe_kernel",
+        "_matmul_ogs_NNT_bf16xbf16xmxfp4_16x128x256x1_swiglu",
+    ),
+    KernelRule(
+        "DeepGEMM (fp8 GEMMs, grouped MoE GEMMs)",
+        "matmul",
+        r"deep_?gemm::|sm90_fp8_gemm|sm100_fp8_gemm|m_grouped_fp8",
+        "void deep_gemm::fp8_gemm_kernel<4096u, 7168u, 128u, 160u, 128u, 0u, 64u, 9u, 4u, 128u, 128u, 1u, true, "
+        "(deep_gemm::GemmType)1>(__nv_bfloat16*, float*, int*, unsigned int, CUtensorMap_st, CUtensorMap_st, "
+        "CUtensorMap_st, CUtensorMap_st)",
+    ),
+    KernelRule(
+        "grouped MoE GEMMs (CUTLASS MoeFCGemm, CK/aiter MoE GEMMs)",
+        "matmul",
+        r"moe_?fc_?gemm|moe_?gemm|fmoe_|grouped_?gemm",
+        "void cutlass::Kernel<cutlass::gemm::kernel::MoeFCGemm<cutlass::gemm::threadblock::MmaMultistage<cutlass::"
+        "gemm::GemmShape<128, 128, 64>>, cutlass::epilogue::threadblock::Epilogue<cutlass::gemm::GemmShape<128, 128, "
+        "64>>, cutlass::gemm::threadblock::GemmBatchedIdentityThreadblockSwizzle, cutlass::arch::Sm80, "
+        "(cutlass::gemm::kernel::GroupScheduleMode)0>>",
+    ),
+    KernelRule(
+        "MoE routing and finalize (top-k, expert histograms and offsets, weighted sum: no GEMM)",
+        "elementwise",
+        r"moe::dev::|(?:vllm|sglang)::moe::|routing(?:indices|renormalize|deepseek|llama4)|_combined_routing"
+        r"|topkgating|_topk_forward|grouped_topk|_sum_bitmatrix|moe_?align|moe_?sort|expandinputrows|finalize_?moe"
+        r"|finalize.*scatter|_finalize_matmul",
+        "void moe::dev::finalize::finalizeKernelVecLoad<moe::dev::finalize::KernelParams<cutlass::bfloat16_t, "
+        "cutlass::bfloat16_t, 4, true> >(moe::dev::finalize::KernelParams<cutlass::bfloat16_t, cutlass::bfloat16_t, 4, "
+        "true>)",
+    ),
+    KernelRule(
+        "KV-cache writes (reshape_and_cache, store_kvcache)",
+        "elementwise",
+        r"reshape_and_cache|concat_and_cache|store_kv_?cache",
+        "void vllm::reshape_and_cache_flash_kernel<__nv_bfloat16, unsigned char, (vllm::Fp8KVCacheDataType)1>"
+        "(__nv_bfloat16 const*, __nv_bfloat16 const*, unsigned char*, unsigned char*, long const*, long, long, long, "
+        "long, long, int, int, int, float const*, float const*)",
+    ),
+    KernelRule(
+        "rotary position embedding (RoPE)",
+        "elementwise",
+        r"rotary|(?:^|[^a-z])rope(?:[^a-z]|$)",
+        "void vllm::rotary_embedding_kernel<c10::BFloat16, true>(long const*, c10::BFloat16*, c10::BFloat16*, "
+        "c10::BFloat16 const*, int, long, long, long, int, int, int)",
+    ),
+    KernelRule(
+        "gated activations (SiLU/GELU and mul, SwiGLU)",
+        "elementwise",
+        r"act_and_mul|silu_and_mul|gelu_and_mul|swiglu|geglu",
+        "_ZN7sgl_hip10activation18act_and_mul_kernelI14__hip_bfloat16TnPFT_RKS3_EXadL_Z4siluIS2_ES3_S5_EEEEvPS3_PS4_i",
+    ),
     KernelRule(
         "embedding lookups (TBE, embedding_bag)",
         "embedding",
@@ -163,9 +231,17 @@ KERNEL_RULES: tuple[KernelRule, ...] = (
         "void fbgemm_gpu::permute_2D_data_kernel<false, int, int, decltype(nullptr)>(int, int, int)",
     ),
     KernelRule(
-        "attention (flash, fmha, SDPA, attn)",
+        "normalisation (layer/RMS/batch/group norm)",
+        "normalisation",
+        r"layer_?norm|rms_?norm|batch_?norm|group_?norm|instance_?norm|(?:^|[^a-z])bn_(?:fw|bw)"
+        r"|rowwisemoments|gammabeta",
+        "void cudnn::bn_fw_tr_1C11_singleread<float, 512, true, 1, 2, 0>(cudnn::bn_fw_tr_1C11_args<float>)",
+    ),
+    KernelRule(
+        "attention (flash, fmha, SDPA, attn; flashinfer's prefill, decode and merge)",
         "attention",
-        r"flash|fmha|scaled_dot_product|sdpa|attn|attention",
+        r"flash(?!infer)|fmha|(?:^|[^a-z])mha_|scaled_dot_product|sdpa|attn|attention|sage_fwd"
+        r"|prefillwith|decodewith|mergestates",
         "void pytorch_flash::flash_fwd_kernel<Flash_fwd_kernel_traits<64, 128, 128, 4, false, false, cutlass::half_t>>",
     ),
     KernelRule(
@@ -175,10 +251,11 @@ KERNEL_RULES: tuple[KernelRule, ...] = (
         "void (anonymous namespace)::softmax_warp_forward<float, float, float, 1, false, false>",
     ),
     KernelRule(
-        "normalisation (layer/RMS/batch/group norm)",
-        "normalisation",
-        r"layer_?norm|rms_?norm|batch_?norm|group_?norm|instance_?norm|(?:^|[^a-z])bn_|rowwisemoments|gammabeta",
-        "void cudnn::bn_fw_tr_1C11_singleread<float, 512, true, 1, 2, 0>(cudnn::bn_fw_tr_1C11_args<float>)",
+        "quantisation (casts to fp8/fp4 with scales)",
+        "elementwise",
+        r"quant",
+        "void vllm::scaled_fp8_quant_kernel_strided<c10::BFloat16, c10::Float8_e4m3fn>(c10::Float8_e4m3fn*, "
+        "c10::BFloat16 const*, float const*, int, long, long, long, long)",
     ),
     KernelRule(
         "convolution (implicit GEMM fprop/dgrad/wgrad, Winograd, conv, CK/MIOpen conv)",
@@ -222,12 +299,6 @@ KERNEL_RULES: tuple[KernelRule, ...] = (
         "matmul",
         r"triton_tem_fused_(?:add)?b?mm",
         "triton_tem_fused_mm_0",
-    ),
-    KernelRule(
-        "Triton MoE GEMMs (triton_kernels' matmul_ogs, vLLM/SGLang fused_moe_kernel)",
-        "matmul",
-        r"matmul_ogs|fused_moe_kernel",
-        "_matmul_ogs_NNT_bf16xbf16xmxfp4_16x128x256x1_swiglu",
     ),
     KernelRule(
         "reductions (reduce, Triton red/per)",

@@ -160,6 +160,67 @@ CK_GEMMS = [
 ]
 
 
+# Mixture-of-experts serving libraries no trace in tests/data runs, as their sources declare the kernels, demangled
+# as a CUDA trace writes them (flashinfer's include/flashinfer/{norm,activation,pos_enc,sampling}.cuh and its
+# prefill/decode kernels, DeepGEMM's deep_gemm/include, TensorRT-LLM's moe_cutlass_kernel.h and moe_kernels.cu,
+# vLLM's csrc/moe, cuDNN's generated SDPA kernels): each in the group of its work, none by a library's name alone.
+# The real traces naming TensorRT-LLM-gen, Triton MoE, CK and aiter kernels are tests/core/workload/test_moe_kernels.py.
+SERVING_KERNELS = {
+    "void flashinfer::norm::RMSNormKernel<8u, __nv_bfloat16>(__nv_bfloat16*, __nv_bfloat16*, __nv_bfloat16*, unsigned "
+    "int, unsigned int, unsigned int, float, float)": "normalisation",
+    "void flashinfer::norm::FusedAddRMSNormKernel<8u, __nv_bfloat16>(__nv_bfloat16*, __nv_bfloat16*, __nv_bfloat16*, "
+    "unsigned int, unsigned int, unsigned int, float, float)": "normalisation",
+    "void flashinfer::activation::act_and_mul_kernel<__nv_bfloat16, &(silu(float const&))>(__nv_bfloat16*, "
+    "__nv_bfloat16 const*, int)": "elementwise",
+    "void flashinfer::BatchQKApplyRotaryPosIdsCosSinCacheHeadParallelismKernel<false, 128u, 8u, 16u, __nv_bfloat16, "
+    "long>(__nv_bfloat16*, __nv_bfloat16*, __nv_bfloat16*, __nv_bfloat16*, float*, long*, unsigned int)": "elementwise",
+    "void flashinfer::BatchPrefillWithRaggedKVCacheKernel<flashinfer::KernelTraits<(flashinfer::MaskMode)1, 128u, 1u, "
+    "4u, 8u, 8u, 1u, 4u, (flashinfer::PosEncodingMode)0, __nv_bfloat16, __nv_bfloat16, __nv_bfloat16, float, int>>": (
+        "attention"
+    ),
+    "void flashinfer::BatchDecodeWithPagedKVCacheKernel<(flashinfer::PosEncodingMode)0, 2u, 4u, 8u, 16u, 1u, 8u, "
+    "__nv_bfloat16, __nv_bfloat16, __nv_bfloat16, int>": "attention",
+    "void flashinfer::sampling::TopPSamplingFromProbKernel<1024u, (cub::BlockScanAlgorithm)2, "
+    "(cub::BlockReduceAlgorithm)2, 4u, true, float, int>(float*, int*, int*, float*, float, unsigned int, "
+    "unsigned int)": "reduction",  # a block scan and reduce over the vocabulary, not attention by "flash"
+    "void deep_gemm::fp8_gemm_kernel<4096u, 7168u, 128u, 160u, 128u, 0u, 64u, 9u, 4u, 128u, 128u, 1u, true, "
+    "(deep_gemm::GemmType)1>(__nv_bfloat16*, float*, int*, unsigned int, CUtensorMap_st, CUtensorMap_st, "
+    "CUtensorMap_st, CUtensorMap_st)": "matmul",
+    "void deep_gemm::fp8_gemm_kernel_swapAB<34816u, 5120u, 128u, 16u>(CUtensorMap_st, CUtensorMap_st)": "matmul",
+    "void deep_gemm::sm90_fp8_gemm_1d2d_impl<(cute::UMMA::Major)0, 0u, 5120u, 17408u, 1u>(float*, int*, unsigned "
+    "int, unsigned int, unsigned int)": "matmul",
+    "void cutlass::Kernel<cutlass::gemm::kernel::MoeFCGemm<cutlass::gemm::threadblock::MmaMultistage<cutlass::gemm::"
+    "GemmShape<128, 128, 64>>, cutlass::epilogue::threadblock::Epilogue<cutlass::gemm::GemmShape<128, 128, 64>>, "
+    "cutlass::gemm::threadblock::GemmBatchedIdentityThreadblockSwizzle, cutlass::arch::Sm80, "
+    "(cutlass::gemm::kernel::GroupScheduleMode)0>>": "matmul",
+    "void tensorrt_llm::kernels::finalizeMoeRoutingKernel<__nv_bfloat16, __nv_bfloat16, __nv_bfloat16, "
+    "(tensorrt_llm::kernels::ScaleMode)1, true>(__nv_bfloat16 const*, __nv_bfloat16*, __nv_bfloat16 const*, float "
+    "const*, int const*, int const*, long, long, int)": "elementwise",
+    "void tensorrt_llm::kernels::expandInputRowsKernel<__nv_bfloat16, true>(__nv_bfloat16 const*, __nv_bfloat16*, "
+    "int const*, int*, long, long, int)": "elementwise",
+    "void vllm::moe::topkGatingSoftmax<8, 128, 4, 16>(float const*, bool const*, float*, int, int*, int*, int, int, "
+    "int)": "elementwise",
+    "void vllm::moe::moe_align_block_size_kernel<int>(int*, int*, int*, int*, int, int, int, int, unsigned long, "
+    "int*)": "elementwise",
+    "void vllm::moe::grouped_topk_fused_small_expert_count<__nv_bfloat16>(__nv_bfloat16*, float*, int*, int)": (
+        "elementwise"
+    ),
+    "fused_moe_kernel": "matmul",  # vLLM/SGLang's Triton MoE GEMM
+    "cudnn_generated_fort_native_sdpa_sm90_flash_fprop_wgmma_f16_knob_7_64x128x128_4x1x1_kernel0_0": "attention",
+    "cudnn_generated_fort_native_sdpa_sm90_flash_bprop_wgmma_f16_knob_26_64x64x128_1x1x1_kernel0_0": "attention",
+    "cudnn_generated_fort_native_sdpa_sm80_flash_fprop_wmma_f16_knob_3_64x64x128_4x1x1_kernel0_0": "attention",
+}
+
+
+def test_serving_library_kernels_by_what_they_do():
+    from core.measure.kernels import classify_kernel
+
+    wrong = {
+        name: classify_kernel(name) for name, group in SERVING_KERNELS.items() if classify_kernel(name)[0] != group
+    }
+    assert wrong == {}
+
+
 @pytest.mark.parametrize("name", CK_MIOPEN_CONVOLUTIONS)
 def test_composable_kernel_and_miopen_convolutions_are_not_matmul(name):
     from core.measure.kernels import classify_kernel
