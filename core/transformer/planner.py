@@ -200,6 +200,8 @@ def attention_core_saved_bytes(sh: Shapes) -> int:
     c = sh.compute_bytes
     if sh.stack.attention == "sdpa":
         return 3 * sh.bsd * c + 2 * sh.bs_kv * c + sh.batch * sh.preset.num_heads * sh.context * 4
+    if sh.stack.compile:  # the mask is recomputed, the softmax output kept once
+        return 4 * sh.bsd * c + sh.bas2 * sh.softmax_bytes
     return (
         4 * sh.bsd * c
         + sh.bas2 * sh.softmax_bytes
@@ -208,9 +210,32 @@ def attention_core_saved_bytes(sh: Shapes) -> int:
     )  # causal mask (bool)
 
 
+def compiled_layer_saved_bytes(sh: Shapes) -> tuple[int, int]:
+    """(attention, MLP) bytes a compiled block saves. Inductor's partitioner (min-cut rematerialisation) keeps
+    the block's input and each norm's rsqrt and recomputes the norms' fp32 work, keeps one copy of each norm's
+    output in the matmuls' dtype, keeps the residual sum after attention, and keeps SwiGLU's w1 and w3 outputs and
+    their product, recomputing silu (the forward graph's saved values, read on the CPU with torch 2.13)."""
+    c, bs4 = sh.compute_bytes, sh.batch * sh.context * 4
+    attention = (
+        sh.bsd * sh.residual_bytes + bs4 + sh.bsd * c + attention_core_saved_bytes(sh) + sh.bsd * sh.residual_bytes
+    )
+    return attention, bs4 + sh.bsd * c + 3 * sh.bsf * c
+
+
+def compiled_first_layer_saving(sh: Shapes) -> int:
+    """Every compiled block but the first keeps the residual sum after attention (in the residual's dtype) where
+    the first keeps output_proj's output (in the matmuls' dtype) — the partitioner's choice, read as above."""
+    return sh.bsd * (sh.residual_bytes - sh.compute_bytes) if sh.stack.compile else 0
+
+
 def layer_saved_bytes(sh: Shapes) -> dict[str, int]:
     """Saved-for-backward bytes of one block, split at the attention/MLP boundary."""
     c = sh.compute_bytes
+    matmul_weights, _ = layer_weight_elements(sh.preset)
+    weight_copies = matmul_weights * 2 if sh.autocast else 0  # autocast's low-precision weight copies
+    if sh.stack.compile:
+        attention, mlp = compiled_layer_saved_bytes(sh)
+        return {"attention": attention, "mlp": mlp, "weight_copies": weight_copies}
     ln_out_copies = 3 if sh.autocast else 1  # autocast casts the norm output once per linear (q, k, v)
     attention = (
         norm_saved_bytes(sh)
@@ -222,17 +247,17 @@ def layer_saved_bytes(sh: Shapes) -> dict[str, int]:
         + (2 if sh.autocast else 1) * sh.bsd * (2 if sh.autocast else sh.residual_bytes)
         + 4 * sh.bsf * c
     )  # w1 out (silu input), silu out, w3 out, their product (w2 input)
-    matmul_weights, _ = layer_weight_elements(sh.preset)
-    weight_copies = matmul_weights * 2 if sh.autocast else 0  # autocast's low-precision weight copies
     return {"attention": attention, "mlp": mlp, "weight_copies": weight_copies}
 
 
 def final_saved_bytes(sh: Shapes) -> int:
-    """Final norm, its output (a low-precision copy under autocast), lm_head weight copy, fp32 log-probs."""
+    """Final norm, its output (a low-precision copy under autocast), lm_head weight copy, fp32 log-probs (the
+    loss runs outside the model, so compiled or not); compiled, the norm keeps its input and rsqrt only."""
     d, v = sh.preset.d_model, sh.preset.vocab_size
     head_input = sh.bsd * (2 if sh.autocast else sh.residual_bytes)
     weight_copy = v * d * 2 if sh.autocast else 0
-    return norm_saved_bytes(sh) + head_input + weight_copy + sh.bsv * 4
+    norm = sh.bsd * sh.residual_bytes + sh.batch * sh.context * 4 if sh.stack.compile else norm_saved_bytes(sh)
+    return norm + head_input + weight_copy + sh.bsv * 4
 
 
 def activation_breakdown(cfg: EstimateConfig) -> dict[str, int]:
@@ -343,9 +368,14 @@ class _Step:
         """What a layer keeps for backward: with checkpointing only its input."""
         return self.sh.bsd * self.sh.residual_bytes if self.cfg.checkpointing else self.layer_full
 
+    def kept_below(self, layer: int) -> int:
+        """What the layers before ``layer`` keep for backward."""
+        first = 0 if self.cfg.checkpointing or not layer else compiled_first_layer_saving(self.sh)
+        return layer * self.layer_kept - first
+
     @property
     def all_acts(self) -> int:
-        return self.sh.preset.num_layers * self.layer_kept + final_saved_bytes(self.sh)
+        return self.kept_below(self.sh.preset.num_layers) + final_saved_bytes(self.sh)
 
     @property
     def scores_temp(self) -> int:
@@ -412,7 +442,7 @@ def _forward(step: _Step) -> list[Moment]:
     checkpointing, layer = step.cfg.checkpointing, step.layer
     out = []
     for i in range(step.sh.preset.num_layers):
-        acts = i * step.layer_kept + (step.layer_full if checkpointing else 0)
+        acts = step.kept_below(i) + (step.layer_full if checkpointing else 0)
         acts += layer["attention"] + (0 if checkpointing else layer["weight_copies"])
         out.append(step.moment("forward", f"layer {i} attention", step.persistent_grads, acts, step.scores_temp))
     out.append(step.moment("forward", "logits and log-probs", step.persistent_grads, step.all_acts, step.logits_temp))
@@ -441,7 +471,7 @@ def _backward(step: _Step) -> list[Moment]:
     )
     mlp_w = (3 * d * p.d_ff + d) * e
     for i in reversed(range(p.num_layers)):
-        below = i * step.layer_kept
+        below = step.kept_below(i)
         # Checkpointing recomputes the whole layer before its backward; otherwise its MLP part is freed by now.
         if step.cfg.checkpointing:
             acts = below + step.layer_kept + step.layer_full

@@ -81,6 +81,7 @@ def test_every_stack_plans_the_largest_models():
         ("fp32", "fused", 1, 8),
         ("bf16-master", "foreach", 1, 8),
         ("bf16-master", "sdpa+fused", 2, 128),
+        pytest.param("bf16-autocast", "modern", 2, 128, marks=pytest.mark.slow),  # compiled
     ],
 )
 def test_modern_stack_estimate_within_10_percent_on_cpu(precision, spec, batch, context):
@@ -89,3 +90,52 @@ def test_modern_stack_estimate_within_10_percent_on_cpu(precision, spec, batch, 
     measured = measure(cfg, "cpu")["peak_bytes"]
     estimated = plan(cfg.estimate_config("cpu"))["peak_estimated_bytes"]
     assert abs(estimated - measured) <= 0.10 * measured
+
+
+def _saved_by_partitioner(precision: str, attention: str, batch: int, context: int) -> int:
+    """Bytes of every value the compiled forward graph saves for backward (the weights and token ids aside), as
+    inductor's partitioner chooses them: its forward graph's outputs after the logits."""
+    import functools
+
+    import torch
+    from torch._functorch.aot_autograd import aot_module_simplified
+    from torch._functorch.partitioners import min_cut_rematerialization_partition
+
+    from core.transformer.model import build_model
+    from core.transformer.presets import get_preset
+
+    saved: list[int] = []
+
+    def forward_graph(graph, _inputs):
+        (outputs,) = [n.args[0] for n in graph.graph.nodes if n.op == "output"]
+        for node in outputs[1:]:
+            if not node.name.startswith("primals"):
+                saved.append(node.meta["val"].numel() * node.meta["val"].element_size())
+        return graph
+
+    def backend(graph, inputs):
+        partition = functools.partial(min_cut_rematerialization_partition, compiler="inductor")
+        return aot_module_simplified(
+            graph, inputs, fw_compiler=forward_graph, bw_compiler=lambda g, _: g, partition_fn=partition
+        )
+
+    preset = get_preset("tiny")
+    model = torch.compile(build_model(preset, context, attention=attention), backend=backend)
+    tokens = torch.randint(0, preset.vocab_size, (batch, context))
+    with torch.autocast("cpu", dtype=torch.bfloat16, enabled=precision == "bf16-autocast"):
+        model(tokens).float().sum().backward()
+    return sum(saved)
+
+
+@pytest.mark.slow
+@pytest.mark.parametrize("precision, attention", [("fp32", "course"), ("bf16-autocast", "sdpa")])
+def test_compiled_activations_are_what_the_partitioner_saves(precision, attention):
+    b, s = 2, 128
+    cfg = EstimateConfig(model="tiny", precision=precision, attention=attention, compile=True, batch=b, context=s)
+    acts = plan(cfg)["activations_bytes"]
+    per_layer = acts["per_layer_attention"] + acts["per_layer_mlp"] + acts["per_layer_weight_copies"]
+    log_probs = b * s * VOCAB * 4  # the loss runs outside the compiled model
+    # the first block keeps output_proj's output (matmul dtype) where the others keep the fp32 residual sum
+    first_layer = b * s * D * (4 - (2 if precision == "bf16-autocast" else 4))
+    expected = LAYERS * per_layer - first_layer + acts["final_norm_head_loss"] - log_probs
+    assert _saved_by_partitioner(precision, attention, b, s) == expected
