@@ -232,7 +232,9 @@ def layer_saved_bytes(sh: Shapes) -> dict[str, int]:
     """Saved-for-backward bytes of one block, split at the attention/MLP boundary."""
     c = sh.compute_bytes
     matmul_weights, _ = layer_weight_elements(sh.preset)
-    weight_copies = matmul_weights * 2 if sh.autocast else 0  # autocast's low-precision weight copies
+    # autocast's low-precision weight copies; torchao's Float8Linear (0.18) saves the fp32 weight itself and
+    # casts it to fp8 afresh in forward and backward, so an fp8 block keeps none
+    weight_copies = matmul_weights * 2 if sh.autocast and sh.precision != "fp8" else 0
     if sh.stack.compile:
         attention, mlp = compiled_layer_saved_bytes(sh)
         return {"attention": attention, "mlp": mlp, "weight_copies": weight_copies}

@@ -64,6 +64,15 @@ def test_bf16_with_fp32_masters_by_hand():
     assert (got["parameters"], got["gradients"], got["optimizer_state"]) == (2 * N, 4 * N, 12 * N)
 
 
+def test_fp8_blocks_keep_no_weight_copies_and_the_head_keeps_its_own():
+    # torchao's Float8Linear saves its bf16 input and the fp32 weight itself; the LM head stays a bf16 linear
+    bf16 = _plan(precision="bf16-autocast", batch=1, context=8)["activations_bytes"]
+    fp8 = _plan(precision="fp8", batch=1, context=8)["activations_bytes"]
+    assert bf16["per_layer_weight_copies"] == (4 * D * D + 3 * D * F) * 2 and fp8["per_layer_weight_copies"] == 0
+    assert fp8["final_norm_head_loss"] == bf16["final_norm_head_loss"]
+    assert fp8["per_layer_attention"] == bf16["per_layer_attention"] and fp8["per_layer_mlp"] == bf16["per_layer_mlp"]
+
+
 def test_every_stack_plans_the_largest_models():
     for spec in ("course", "modern", "sdpa+foreach", "modern+checkpoint"):
         for precision in ("bf16-autocast", "bf16-master", "fp8"):
