@@ -3,8 +3,12 @@
 The MFU convention: every weight that takes part in a matmul costs 2 FLOPs per token forward and
 4 backward (grad of input + grad of weight), i.e. 6·N·tokens; the attention score (Q·Kᵀ) and value
 (P·V) matmuls add 4·b·s²·d per layer forward and twice that backward. Embedding look-ups, norms and
-element-wise ops are not model FLOPs. The model computes the full s×s score matrix (the causal
-mask is applied after), so no halving for causality. Softmax FLOPs are an *estimate* (a few
+element-wise ops are not model FLOPs. Causal attention counts the full s×s score matrix, as the field's
+MFU does (nanoGPT's and llm.c's ``6·N + 12·L·s·d`` a token, torchtitan's the same): the written-out
+attention computes it all before masking, and a fused kernel that skips the masked half still counts as
+the same model. The same figure for every stack: a fused attention, a compiled graph or a fused optimizer
+changes how fast, not how much; activation checkpointing's recomputed forward is not model FLOPs (MFU, not
+hardware FLOPs utilisation). Softmax FLOPs are an *estimate* (a few
 operations per score element) kept apart: they only serve to show how small softmax's FLOP share
 is next to its time share.
 """
