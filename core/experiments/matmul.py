@@ -3,8 +3,9 @@
 One point = one dtype at one M×N×K: fresh random-normal inputs, timed per call (CUDA events with an
 L2 flush before each call on GPU, a monotonic clock on CPU — see :mod:`core.measure.gemm`), the relative
 error of the result against an fp64 product of the same inputs, and the point's arithmetic intensity
-for the roofline. Shapes come from a square sweep, explicit M,N,K triples, a model preset's GEMMs, or a
-mamf-finder-style search over M with N and K fixed. What the device cannot run becomes a row with
+for the roofline. Shapes come from a square sweep, explicit M,N,K triples, a model preset's GEMMs, a
+search over M with N and K fixed, or a bounded mamf-finder-style search around the card's published best shape
+(:mod:`core.measure.mamf`), the one figure a published maximum is judged against. What the device cannot run becomes a row with
 ``status: "unsupported"`` and the reason.
 """
 
@@ -23,6 +24,7 @@ from core.hardware import dtypes, memory, published
 from core.hardware.clocks import device_sampler
 from core.hardware.specs import datasheet_peaks, device_peak, measurement_errors, unit_for
 from core.measure import gemm
+from core.measure import mamf as shape_search  # the config's field is named mamf
 from core.measure.gemm import MAX_DIM, Shape, dtype_support, flops, memory_needed_bytes, shape_problem
 from core.measure.stats import COPY_TRAFFIC_PER_BYTE, copy_bandwidth, summarize
 from core.rows.matmul import TFLOPS, MatmulPoint, ranked
@@ -57,6 +59,27 @@ class MatmulConfig:
     batch: int = field(default=DEFAULT_BATCH, metadata={"help": "batch size for --model (tokens = batch×context)"})
     context: int = field(default=DEFAULT_CONTEXT, metadata={"help": "context length for --model"})
     search: bool = field(default=False, metadata={"help": "find the max over a range of M with N and K fixed"})
+    mamf: bool = field(
+        default=False,
+        metadata={
+            "help": "bounded shape search like mamf-finder's, comparable with a published maximum: the card's "
+            "published best shape first, then the grid ±2 steps on each axis around it, until --budget-s"
+        },
+    )
+    budget_s: float = field(
+        default=0.0,
+        metadata={
+            "help": f"seconds per dtype for --mamf (a shape begun runs to its end); 0 = GPU {shape_search.GPU_BUDGET_S:g}, "
+            f"CPU {shape_search.CPU_BUDGET_S:g}"
+        },
+    )
+    step: int = field(
+        default=0,
+        metadata={"help": f"--mamf's grid step; 0 = GPU {shape_search.GPU_STEP}, CPU {shape_search.CPU_STEP}"},
+    )
+    start: tuple[int, ...] = field(
+        default=(), metadata={"help": "M,N,K --mamf starts from; empty = the card's published best shape"}
+    )
     m_range: tuple[int, ...] = field(
         default=(),
         metadata={
@@ -86,7 +109,14 @@ class MatmulConfig:
     def __post_init__(self) -> None:
         check_choices("dtypes", self.dtypes, dtypes.NAMES)
         modes = [
-            name for name, on in (("mnk", bool(self.mnk)), ("model", bool(self.model)), ("search", self.search)) if on
+            name
+            for name, on in (
+                ("mnk", bool(self.mnk)),
+                ("model", bool(self.model)),
+                ("search", self.search),
+                ("mamf", self.mamf),
+            )
+            if on
         ]
         if len(modes) > 1:
             raise ConfigError(f"choose one shape mode, got {' and '.join(modes)}")
@@ -112,10 +142,19 @@ class MatmulConfig:
             _check_dim("m_range", stop)
             if step < 1 or stop < start or (stop - start) // step > 1000:
                 raise ConfigError("m_range: need STEP ≥ 1, STOP ≥ START and at most 1001 points")
-        for name in ("n", "k"):
+        for name in ("n", "k", "step"):
             value = getattr(self, name)
             if value:
                 _check_dim(name, value)
+        if self.start:
+            if len(self.start) != 3:
+                raise ConfigError(f"start: expected M,N,K, got {len(self.start)} numbers")
+            for d in self.start:
+                _check_dim("start", d)
+        if self.budget_s and not 0.1 <= self.budget_s <= 3600:
+            raise ConfigError(
+                f"budget_s: must be 0.1…3600 seconds (or 0 for the device default), got {self.budget_s:g}"
+            )
         if not 0 <= self.warmup_ms <= 60_000 or not 0 < self.rep_ms <= 600_000:
             raise ConfigError("warmup_ms must be 0…60000 and rep_ms 0…600000 (exclusive of 0)")
         if not 1 <= self.min_reps <= self.max_reps <= 100_000:
@@ -253,7 +292,11 @@ def run(cfg: MatmulConfig, ctx: Context) -> Generator[Progress, None, Output]:
     import torch
 
     desc = devices.describe(ctx.device)
-    shapes = shapes_for(cfg, ctx.is_cuda)
+    walks = [
+        shape_search.Walk(shape_search.plan(d, desc, ctx.is_cuda, cfg.start, cfg.step, cfg.budget_s))
+        for d in cfg.dtypes
+    ]
+    shapes = [s for w in walks for s in w.plan.shapes] if cfg.mamf else shapes_for(cfg, ctx.is_cuda)
     support = {d: dtype_support(d, desc) for d in cfg.dtypes}
     generator = torch.Generator(ctx.device).manual_seed(cfg.seed)
     flush, flush_nbytes = gemm.flush_for(ctx.device, desc, cfg.flush)
@@ -274,7 +317,12 @@ def run(cfg: MatmulConfig, ctx: Context) -> Generator[Progress, None, Output]:
             else "no flush"
         )
     check_fits(cfg, shapes, support, ctx)
-    total = len(shapes) * len(cfg.dtypes)
+    total = len(shapes) if cfg.mamf else len(shapes) * len(cfg.dtypes)
+    work = (
+        ((w.plan.dtype, s) for w in walks for s in w.shapes())
+        if cfg.mamf
+        else ((d, s) for s in shapes for d in cfg.dtypes)
+    )
     points: list[MatmulPoint] = []
     sampler = device_sampler(ctx.device) if ctx.is_cuda else None
     t0_s = time.perf_counter()
@@ -285,14 +333,13 @@ def run(cfg: MatmulConfig, ctx: Context) -> Generator[Progress, None, Output]:
         meta.update(gemm.warm_up(ctx.device, cfg.gpu_warmup_s, bf16=support.get("bf16") is None))
         if cfg.roofline:
             meta.update(copy_bandwidth_gbs(ctx, cfg))
-        for shape in shapes:
-            for dtype in cfg.dtypes:
-                point = _point(dtype, shape, ctx, cfg, desc, support, flush, generator, t0_s, meta)
-                if sampler and point.ok:
-                    window = (t0_s + point.timing["t_start_s"], t0_s + point.timing["t_end_s"])
-                    point = dataclasses.replace(point, clocks=sampler.window(*window))
-                points.append(point)
-                yield Progress(len(points), total, _message(point, ctx.is_cuda), rows=(point.to_row(),))
+        for dtype, shape in work:  # a search's walk stops handing out shapes when its budget is spent
+            point = _point(dtype, shape, ctx, cfg, desc, support, flush, generator, t0_s, meta)
+            if sampler and point.ok:
+                window = (t0_s + point.timing["t_start_s"], t0_s + point.timing["t_end_s"])
+                point = dataclasses.replace(point, clocks=sampler.window(*window))
+            points.append(point)
+            yield Progress(len(points), total, _message(point, ctx.is_cuda), rows=(point.to_row(),))
     finally:
         if sampler:
             sampler.__exit__(None, None, None)
@@ -309,6 +356,8 @@ def run(cfg: MatmulConfig, ctx: Context) -> Generator[Progress, None, Output]:
     points = ranked(points)
     rows = [p.to_row() for p in points]
     meta["measurement_errors"] = measurement_errors(rows)
+    if cfg.mamf:
+        meta["search"] = {w.plan.dtype: w.summary() for w in walks}
     meta["best"] = {
         p.dtype: {"m": p.m, "n": p.n, "k": p.k, TFLOPS: p.tflops, "median_ms": p.median_ms} for p in points if p.is_best
     }
