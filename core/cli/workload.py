@@ -264,15 +264,14 @@ def trace(args) -> int:
         print_json(args, run, kernels=kinds["kernel"], steps=kinds["step"], collectives=kinds["collective"])
         return 0
     from core.workload.collective_calls import collective_lines
-    from core.workload.host_gaps import host_gap_lines
+    from core.workload.host_gaps import before_first_kernel_lines, host_gap_lines
     from core.workload.ops import op_lines
     from core.workload.trace import report_lines
 
     _say_example(m)
     say(f"{m['file']}: {'stored as run ' + run.id[:12] if not args.no_save else 'not stored (--no-save)'}")
-    for line in (
-        finding_lines(m) + host_gap_lines(m) + op_lines(m) + collective_lines(run.rows) + report_lines(m, run.rows)
-    ):
+    host = before_first_kernel_lines(m) + host_gap_lines(m)
+    for line in finding_lines(m) + host + op_lines(m) + collective_lines(run.rows) + report_lines(m, run.rows):
         say(line)
     return 0
 

@@ -42,7 +42,13 @@ class ProfilerTraceConfig:
 def run(cfg: ProfilerTraceConfig, ctx: Context):
     from core.workload.collective_calls import collective_rows
     from core.workload.findings import trace_findings
-    from core.workload.host_gaps import host_gap_findings, host_gaps, step_stall_findings
+    from core.workload.host_gaps import (
+        before_first_kernel,
+        before_first_kernel_findings,
+        host_gap_findings,
+        host_gaps,
+        step_stall_findings,
+    )
     from core.workload.op_flops import tensor_core_findings, tensor_core_use
     from core.workload.ops import op_breakdown, op_findings
     from core.workload.trace import analyse_trace, read_trace
@@ -56,13 +62,15 @@ def run(cfg: ProfilerTraceConfig, ctx: Context):
         meta["host_gaps"], by_step = host_gaps(data, meta["device"], steps=steps)
         for step, held in zip(steps, by_step):
             step.update(held)
+        meta["host_before_first_kernel"] = before_first_kernel(data, meta["device"], steps)
         meta.update(op_breakdown(data, meta["device"], cfg.top_kernels))
         meta["tensor_cores"] = tensor_core_use(data, meta["device"])
         rows += collective_rows(data, meta["device"])
     # the answer first: what the host did while the GPU idled, the operators' patterns and the tensor cores left
     # unused (each naming an operator, a module or a kernel), then the summary's findings
     meta["findings"] = (
-        host_gap_findings(meta)
+        before_first_kernel_findings(meta)
+        + host_gap_findings(meta)
         + step_stall_findings(steps)
         + op_findings(meta)
         + tensor_core_findings(meta)

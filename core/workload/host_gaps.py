@@ -35,6 +35,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from core.units import us_text
+from core.workload import remedies
 from core.workload.cpu_ops import ANNOTATION, OP, PYTHON, RUNTIME, CpuOps
 from core.workload.intervals import merged, merged_groups, union_gaps
 from core.workload.trace_file import MEMCPY, TraceFile, correlated
@@ -222,7 +223,7 @@ def host_gaps(
     for each of the trace's step rows given (:func:`core.workload.trace.analyse_trace`), the part of the gaps
     inside its GPU window by cause (:data:`STEP_KEYS`, µs): the same instants and causes as the whole, cut at the
     windows' edges, so a step's causes add up to the gaps inside its window."""
-    a, ops = trace.activities, trace.ops
+    a = trace.activities
     if not np.any(a.device == device):
         return {}, [{} for _ in steps]
     gap_start, gap_end, gap_tid, main = _gap_threads(trace, device)
@@ -242,12 +243,23 @@ def host_gaps(
         {key: int(ns) / NS for key, ns in zip(STEP_KEYS, (before[j] - before[i]).tolist())}
         for i, j in zip(np.searchsorted(gap_start, lo), np.searchsorted(gap_start, hi))
     ]
-    for c, ns in enumerate(held.sum(axis=0).tolist()):
+    out["causes"] = _by_cause(trace, held.sum(axis=0), tops, labels, top)
+    return out, by_step
+
+
+def _by_cause(trace: TraceFile, held: np.ndarray, tops: list[dict], labels: list[str], top: int) -> list[dict]:
+    """The causes holding time (ns each, ``held``), the most first, each with its share and top operators."""
+    ops, total = trace.ops, int(held.sum())
+    out = []
+    for c, ns in enumerate(held.tolist()):
         if not ns:
             continue
         # the most time first; of equal times, the innermost (the latest to start): the most specific name
         ranked = sorted(tops[c].items(), key=lambda kv: (-kv[1][0], -ops.start[kv[1][3]]))[:top]
-        out["causes"].append(
+        # the innermost event holding at least half the cause's time: what the host was in, not the frames around it
+        held_most = [kv for kv in tops[c].items() if 2 * kv[1][0] >= ns]
+        inner = max(held_most, key=lambda kv: (ops.start[kv[1][3]], -kv[1][0]), default=None)
+        out.append(
             {
                 "cause": CAUSES[c],
                 "time_us": ns / NS,
@@ -256,10 +268,45 @@ def host_gaps(
                     {"op": labels[n], "time_us": us / NS, "count": count, "source": _source(trace, event)}
                     for n, (us, count, _, event) in ranked
                 ],
+                "inner_op": None
+                if inner is None
+                else {"op": labels[inner[0]], "time_us": inner[1][0] / NS, "source": _source(trace, inner[1][3])},
             }
         )
-    out["causes"].sort(key=lambda r: -r["time_us"])
-    return out, by_step
+    return sorted(out, key=lambda r: -r["time_us"])
+
+
+def before_first_kernel(trace: TraceFile, device: int, steps: Sequence[dict], top: int = TOP_OPS) -> dict:
+    """What the host did in each step before the GPU's first kernel of it: the device's idle from the step's start
+    to its first activity's (``host_before_first_kernel_us`` of the step rows from the host's spans), by the same
+    causes as the gaps, on the launching thread. ``{"steps", "time_us", "wall_us", "median_share", "causes"}``
+    (``wall_us``: the steps' walls summed; ``median_share``: the median step's time over its wall); {} where no
+    step has such time. A step's first window lies before the GPU's span, so the gaps never hold it: a video
+    model's decoding and a data loader's batch preceding the first kernel were invisible there."""
+    timed = [r for r in steps if r.get("host_before_first_kernel_us")]
+    if not timed:
+        return {}
+    a = trace.activities
+    sel = np.flatnonzero(a.device == device)
+    busy_s, busy_e = merged(_ns(a.start[sel]), _ns(a.end[sel]))
+    lo = _ns(np.array([r["start_us"] for r in timed], float))
+    hi = np.minimum(
+        _ns(np.array([r["gpu_window_start_us"] for r in timed], float)),
+        lo + _ns(np.array([r["wall_us"] for r in timed], float)),
+    )
+    p_s, p_e = _less(*merged(lo, hi), busy_s, busy_e)
+    _, _, _, main = _gap_threads(trace, device)
+    held = np.zeros((len(p_s), len(CAUSES)), np.int64)
+    tops: list[dict[int, list]] = [{} for _ in CAUSES]
+    labels = _hold(trace, p_s, p_e, np.full(len(p_s), -1 if main is None else main), held, tops) if len(p_s) else []
+    shares = [r["host_before_first_kernel_us"] / r["wall_us"] for r in timed if r["wall_us"] > 0]
+    return {
+        "steps": len(timed),
+        "time_us": int(held.sum()) / NS,
+        "wall_us": float(sum(r["wall_us"] for r in timed)),
+        "median_share": float(np.median(shares)) if shares else 0.0,
+        "causes": _by_cause(trace, held.sum(axis=0), tops, labels, top),
+    }
 
 
 def _hold(
@@ -375,6 +422,56 @@ def step_stall_findings(steps: list[dict]) -> list[dict]:
         f"median step of {len(timed):,} — one step, not the steady state"
     )
     return [{"kind": "step_stall", "text": text, "value": 100 * share, "unit": "%"}]
+
+
+def before_first_kernel_findings(meta: dict) -> list[dict]:
+    """The host's time before each step's first kernel (``meta["host_before_first_kernel"]``), where it is at least
+    :data:`MIN_SPAN_SHARE` of the steps' wall: what the host was in, with what to try for its cause."""
+    b = meta.get("host_before_first_kernel") or {}
+    if not b.get("wall_us") or b["time_us"] < MIN_SPAN_SHARE * b["wall_us"]:
+        return []
+    share = b["time_us"] / b["wall_us"]
+    steps = "each step" if b["steps"] > 1 else "the step"
+    text = (
+        f"the host works {us_text(b['time_us'])} before the GPU's first kernel of {steps} ({share:.1%} of "
+        f"{us_text(b['wall_us'])} of step wall"
+        + (f"; median step {b['median_share']:.1%}" if b["steps"] > 1 else "")
+        + "), the GPU idle"
+    )
+    cause = next(iter(b["causes"]), None)
+    if cause is not None:
+        inner = cause.get("inner_op")
+        text += f": {cause['cause']}{_inner_text(inner)}"
+        in_python = bool(inner and _FRAME.match(inner["op"]))
+        if advice := remedies.before_first_kernel(cause["cause"], in_python=in_python):
+            text += f" — try: {advice}"
+    return [{"kind": "host_before_first_kernel", "text": text, "value": 100 * share, "unit": "%",
+             "time_us": b["time_us"]}]  # fmt: skip
+
+
+def _inner_text(inner: dict | None) -> str:
+    """What the host was in, as a finding says it: a Python frame by its source line, an operator with its line."""
+    if not inner:
+        return ""
+    frame = _FRAME.match(inner["op"])
+    name = f"{frame.group(1)}:{frame.group(2)} {frame.group(3)}" if frame else inner["op"]
+    at = f" at {inner['source']}" if inner.get("source") and not frame else ""
+    return f" (`{name}`, {us_text(inner['time_us'])}{at})"
+
+
+def before_first_kernel_lines(meta: dict) -> list[str]:
+    """The host's time before the steps' first kernels as text (``python -m core trace FILE``)."""
+    b = meta.get("host_before_first_kernel") or {}
+    if not b.get("causes"):
+        return []
+    steps = f"{b['steps']:,} steps'" if b["steps"] > 1 else "the step's"
+    out = [f"the host before each step's first kernel ({us_text(b['time_us'])} of {steps} {us_text(b['wall_us'])} "
+           "wall, the GPU idle):"]  # fmt: skip
+    for c in b["causes"]:
+        inner = c.get("inner_op")
+        said = f"  most in {inner['op']} {us_text(inner['time_us'])}" if inner else ""
+        out.append(f"  {c['cause']:<18} {us_text(c['time_us']):>10}  {c['share']:6.1%}{said}")
+    return out
 
 
 def host_gap_lines(meta: dict) -> list[str]:

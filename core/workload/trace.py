@@ -260,21 +260,33 @@ def _launch_stats(launches: _Launches, idx: np.ndarray) -> dict:
 
 
 def _steps(trace: TraceFile, sel: np.ndarray, groups: np.ndarray, launches: _Launches) -> tuple[list[dict], str]:
-    """ProfilerStep#N spans and the GPU activity in each: GPU-side spans if the trace has them, else CPU spans
-    with activities placed by their launch call's time (found through the correlation id). Activities are
-    sorted by that time once, so each step costs its own activities, not the whole trace.
+    """ProfilerStep#N spans and the GPU activity in each. The step is the host's: its CPU span, with activities
+    placed by the time their launch was called (found through the correlation id); the GPU-side spans only where
+    no activity has a launch call to place it by (a ROCm trace's GPU-side annotation can cover its first kernel
+    alone, 16 µs of a 16 ms step). Activities are sorted by that time once, so each step costs its own activities,
+    not the whole trace.
 
-    Two windows, each figure on one: ``wall_us`` is the ProfilerStep's own span (on the CPU for CPU spans); the
-    sums (kernel time, groups, copies) and unions of :func:`_time_breakdowns` are of the step's own activities;
-    busy, idle and idle by cause are on the step's **GPU window** (``gpu_window_us``: the GPU-side span, or for CPU
-    spans from the step's first activity's start to the next step's first, the last step to its last end), on
-    the device timeline (every activity of the device within the window), so busy + idle = the window and
-    host wait ≤ idle. HTA's per-stream sums over the step's activities are kept as ``…_summed_over_streams_us``."""
+    Two windows, each figure on one: ``wall_us`` is the ProfilerStep's own span (the host's step); the sums
+    (kernel time, groups, copies) and unions of :func:`_time_breakdowns` are of the step's own activities; busy,
+    idle and idle by cause are on the step's **GPU window** (``gpu_window_us``: the GPU-side span, or for CPU spans
+    from the step's first activity's start to the next step's first, the last step to its last end), on the device
+    timeline (every activity of the device within the window), so busy + idle = the window and host wait ≤ idle.
+    For CPU spans the host's own time around the GPU's: ``host_before_first_kernel_us``, the device's idle from the
+    step's start to its first activity's (video decoding, preprocessing, data loading before any kernel), and
+    ``host_after_last_kernel_us``, from its last activity's end to the step's end. HTA's per-stream sums over the
+    step's activities are kept as ``…_summed_over_streams_us``."""
     a, gpu_spans, cpu_spans = trace.activities, trace.gpu_steps, trace.cpu_steps
-    if gpu_spans:
+    host = bool(cpu_spans) and bool(np.any(sel & ~np.isnan(launches.launch_ts)))
+    if host:
+        spans, basis = (
+            sorted(cpu_spans),
+            "CPU ProfilerStep spans (the host's steps); kernels placed by their launch call's time",
+        )
+        where = launches.launch_ts
+    elif gpu_spans:
         spans, where, basis = sorted(gpu_spans), a.start, "GPU-side ProfilerStep spans (gpu_user_annotation)"
     elif cpu_spans:
-        spans, basis = sorted(cpu_spans), "CPU ProfilerStep spans; kernels placed by their launch time"
+        spans, basis = sorted(cpu_spans), "CPU ProfilerStep spans; no activity has a launch call to place it by"
         where = launches.launch_ts
     else:
         return [], "no ProfilerStep annotations in the trace"
@@ -290,12 +302,15 @@ def _steps(trace: TraceFile, sel: np.ndarray, groups: np.ndarray, launches: _Lau
         candidates[np.searchsorted(placed, t0, side="left") : np.searchsorted(placed, t1, side="left")]
         for t0, t1, _ in spans
     ]
-    windows = _gpu_windows(a, spans, parts, bool(gpu_spans))
+    windows = _gpu_windows(a, spans, parts, not host and bool(gpu_spans))
     rows = []
     for (t0, t1, step), idx, (lo, hi), breakdown in zip(spans, parts, windows, _time_breakdowns(a, parts)):
         # the GPU window beside the wall, so a table reads the two windows side by side (filled in below)
         row = {"kind": "step", "step": step, "wall_us": t1 - t0, "gpu_window_us": 0.0, "activities": int(len(idx))}
-        row["gpu_window_start_us"] = lo / NS  # where the window lies (µs since the trace's origin)
+        row["start_us"] = t0  # where the step and its GPU window lie (µs since the trace's origin)
+        row["gpu_window_start_us"] = lo / NS
+        if host and len(idx):
+            row.update(_host_around(busy, int(_ns(np.array(t0))), int(_ns(np.array(t1))), lo, _ns(a.end[idx]).max()))
         row.update({k: v for k, v in breakdown.items() if k not in ("streams", "span_us")})
         sums = np.bincount(groups[idx], weights=durations[idx], minlength=len(TRACE_GROUPS))
         row.update({f"{group}_us": float(us) for group, us in zip(TRACE_GROUPS, sums)})
@@ -304,6 +319,26 @@ def _steps(trace: TraceFile, sel: np.ndarray, groups: np.ndarray, launches: _Lau
         row.update(launches.stats(idx))
         rows.append(row)
     return rows, basis
+
+
+def _host_around(union: tuple[np.ndarray, np.ndarray] | None, t0: int, t1: int, first: int, last: int) -> dict:
+    """The device's idle within the host's step [t0, t1) before the step's first activity starts and after its last
+    ends (whole ns in; µs out): the host's time that no kernel of the step overlaps."""
+    before = max(min(first, t1) - t0, 0)
+    after = max(t1 - max(last, t0), 0)
+    return {
+        "host_before_first_kernel_us": (before - _busy(union, t0, t0 + before)) / NS,
+        "host_after_last_kernel_us": (after - _busy(union, t1 - after, t1)) / NS,
+    }
+
+
+def _busy(union: tuple[np.ndarray, np.ndarray] | None, lo: int, hi: int) -> int:
+    """ns of the device's union (disjoint, sorted intervals) within [lo, hi)."""
+    if union is None or hi <= lo:
+        return 0
+    g_start, g_end = union
+    i, j = np.searchsorted(g_end, lo, side="right"), np.searchsorted(g_start, hi, side="left")
+    return int(np.maximum(np.minimum(g_end[i:j], hi) - np.maximum(g_start[i:j], lo), 0).sum())
 
 
 def _gpu_windows(a: Activities, spans: list, parts: list[np.ndarray], gpu_side: bool) -> list[tuple[int, int]]:
@@ -333,11 +368,7 @@ def _window(union: tuple[np.ndarray, np.ndarray] | None, gaps: tuple, lo: int, h
     the device gaps' parts inside it; idle in the window before the device's first activity or after its last,
     which no gap holds, is *other*."""
     window = hi - lo
-    busy = 0
-    if union is not None and window > 0:  # disjoint and sorted: only the intervals meeting the window
-        g_start, g_end = union
-        i, j = np.searchsorted(g_end, lo, side="right"), np.searchsorted(g_start, hi, side="left")
-        busy = int(np.maximum(np.minimum(g_end[i:j], hi) - np.maximum(g_start[i:j], lo), 0).sum())
+    busy = _busy(union, lo, hi)
     causes = _gap_sums(gaps, lo, hi)
     idle = window - busy
     causes["other_wait_us"] += (idle - round(sum(causes.values()) * NS)) / NS
