@@ -1,16 +1,17 @@
-"""``step-bench``: how long one training step takes, where the time goes, and what precision buys.
+"""``step-bench``: how long one training step takes, where the time goes, and what precision and stack buy.
 
 Times forward, backward, optimizer and the whole step of the course's Transformer (the shared
 :class:`~core.transformer.training.TrainStep`) with a clock read at each phase boundary — CUDA events on a GPU
 (one synchronize per step, like a loop that logs its loss), ``perf_counter`` on a CPU, whose ops
-are synchronous. It runs in a fresh process so the first steps, timed before any warm-up, show
-the real first-step cost — not the CUDA context, which the worker created before the job (it asked the
-GPU for its description), but everything a training loop meets on its first steps (:data:`COLD_INCLUDES`).
-Inputs are random
-token batches rotated between steps; no cache flush, because consecutive training steps do not
-flush either. ``torch.profiler`` then attributes kernel time (GPU) or self CPU time (CPU) to
-groups, for a forward-only pass and for the full step, and writes a Chrome trace for Perfetto.
-With ``sweep`` it times every precision mode instead.
+are synchronous. Each stack asked for (the course's, today's, or the switches in between:
+:mod:`core.transformer.stack`) is timed on the same shape, one after the other in one fresh process: the first
+steps timed before any warm-up show what a training loop meets on its first steps (:data:`COLD_INCLUDES`, and a
+compiled stack's compilation), then warm-up until the step time is steady (:data:`~core.transformer.bench.
+STEADY_RULE`), then the timed steps. Inputs are random token batches rotated between steps; no cache flush,
+because consecutive training steps do not flush either. MFU is counted as the field counts it
+(:mod:`core.transformer.mfu`), and ``torch.profiler`` then says how busy the device was and which kernels the time
+went to, for a forward-only pass and for the full step, and writes a Chrome trace for Perfetto. With ``sweep`` it
+times every precision mode instead; with ``models`` a size × precision grid.
 """
 
 from __future__ import annotations
@@ -30,31 +31,42 @@ from typing import TYPE_CHECKING
 from core.errors import ConfigError, DoesNotFit, Unsupported
 from core.experiment import Context, DeviceMetric, Experiment, Output, Progress
 from core.hardware.clocks import ClockSampler, device_sampler
-from core.hardware.specs import above_peak_error, device_peak, measurement_errors
+from core.hardware.specs import measurement_errors
 from core.measure.kernels import ANNOTATION as _ANNOTATION
-from core.measure.kernels import GROUPS, classify
+from core.measure.kernels import GROUPS, HOST_GAP_NAME, classify
 from core.measure.stats import summarize
 from core.paths import data_dir
-from core.transformer.planner import EstimateConfig, need_bytes
+from core.transformer.bench import STEADY_RULE, Bench, WarmUp, warm_up
+from core.transformer.mfu import HOST_BOUND_WARNING, Ceiling, host_bound, measured_ceiling, mfu_figures
+from core.transformer.planner import (
+    CUDA_CONTEXT_ALLOWANCE_BYTES,
+    EstimateConfig,
+    MeasuredStep,
+    max_batch,
+    need_bytes,
+    peak,
+)
 from core.transformer.presets import (
     DEFAULT_BATCH,
-    DTYPE_FOR_PRECISION,
+    MODEL_NAMES,
     OPTIMIZERS,
+    PRECISION_NOTES,
     PRECISIONS,
     OptimizerName,
     Precision,
     get_preset,
 )
+from core.transformer.stack import Stack, parse_stack
 
 if TYPE_CHECKING:
-    import torch
-
     from core.measure.step_timer import PhaseTimer
     from core.transformer.flops import StepFlops
-    from core.transformer.training import TrainStep
+
+__all__ = ["GROUPS", "StepBenchConfig", "run"]
 
 SCOPES = ("forward", "step")  # forward-only pass under no_grad, full training step
-ROTATED_BATCHES = 4
+GRID_PRECISIONS: tuple[Precision, ...] = ("fp32", "bf16-autocast")
+MAX_AUTO_BATCH = 1024
 # What the steps timed before any warm-up pay for, per device kind (said on the chart and the page).
 COLD_INCLUDES = {
     "cuda": (
@@ -68,30 +80,48 @@ COLD_INCLUDES = {
         "oneDNN/BLAS first-call set-up and the optimizer's lazily created state"
     ),
 }
+COMPILE_INCLUDES = "a compiled stack's first step also compiles the forward and backward graphs"
 KEEP_TRACES = 20  # newest trace files kept in <data dir>/traces; older ones are deleted
 
 
 @dataclass(frozen=True)
 class StepBenchConfig:
-    model: str = field(default="tiny", metadata={"help": "model preset"})
-    batch: int = field(default=DEFAULT_BATCH, metadata={"help": "sequences per step"})
+    model: str = field(default="tiny", metadata={"help": f"model: {', '.join(MODEL_NAMES)} or custom:…"})
+    batch: int = field(
+        default=0,
+        metadata={"help": "sequences per step (0: the largest the planner says fits on a GPU; 4 on a CPU)"},
+    )
     context: int = field(default=128, metadata={"help": "tokens per sequence"})
-    precision: Precision = field(default="fp32", metadata={"help": "precision mode (ignored with --sweep)"})
+    precision: Precision = field(default="fp32", metadata={"help": "precision mode (a sweep or grid: precisions)"})
     optimizer: OptimizerName = field(default="adamw", metadata={"help": "optimizer"})
-    warmup_steps: int = field(default=3, metadata={"help": "untimed steps before the timed ones"})
+    stacks: tuple[str, ...] = field(
+        default=("course",),
+        metadata={
+            "help": "stacks timed side by side: course, modern, or switches joined by + (sdpa, foreach, "
+            "fused, compile, checkpoint); 'course,modern' is course vs modern"
+        },
+    )
+    warmup_steps: int = field(default=3, metadata={"help": "warm-up steps at least (then until steady)"})
+    max_warmup_steps: int = field(default=30, metadata={"help": "warm-up steps at most"})
     timed_steps: int = field(default=10, metadata={"help": "timed steps (median and spread over these)"})
     cold_steps: int = field(default=5, metadata={"help": "steps timed one by one before any warm-up"})
-    profile_steps: int = field(default=2, metadata={"help": "profiled steps per scope (0: no kernel breakdown)"})
+    profile_steps: int = field(default=2, metadata={"help": "profiled steps (busy %, kernels; 0: none)"})
     top_kernels: int = field(default=15, metadata={"help": "kernels listed per scope"})
     trace: bool = field(default=True, metadata={"help": "write a Chrome trace (gzip JSON) for Perfetto"})
-    sweep: bool = field(default=False, metadata={"help": "time every precision mode instead of profiling one"})
+    sweep: bool = field(default=False, metadata={"help": "time every precision mode (or those of --precisions)"})
+    models: tuple[str, ...] = field(default=(), metadata={"help": "a size × precision grid over these models"})
+    precisions: tuple[Precision, ...] = field(
+        default=(), metadata={"help": "a sweep's or grid's precisions (default: all; a grid: fp32, bf16-autocast)"}
+    )
 
     def __post_init__(self) -> None:
-        get_preset(self.model)
+        for model in (self.model, *self.models):
+            get_preset(model)
         limits = {
-            "batch": (1, 4096),
+            "batch": (0, 4096),
             "context": (2, 16384),
             "warmup_steps": (0, 1000),
+            "max_warmup_steps": (0, 1000),
             "timed_steps": (2, 10_000),
             "cold_steps": (0, 100),
             "profile_steps": (0, 10),
@@ -101,110 +131,176 @@ class StepBenchConfig:
             value = getattr(self, name)
             if not lo <= value <= hi:
                 raise ConfigError(f"{name} must be between {lo} and {hi}, got {value}")
-        if self.precision not in PRECISIONS:
-            raise ConfigError(f"precision {self.precision!r} is not one of {', '.join(PRECISIONS)}")
+        if self.max_warmup_steps < self.warmup_steps:
+            raise ConfigError(f"max_warmup_steps {self.max_warmup_steps} is below warmup_steps {self.warmup_steps}")
+        for precision in (self.precision, *self.precisions):
+            if precision not in PRECISIONS:
+                raise ConfigError(f"precision {precision!r} is not one of {', '.join(PRECISIONS)}")
         if self.optimizer not in OPTIMIZERS:
             raise ConfigError(f"optimizer {self.optimizer!r} is not one of {', '.join(OPTIMIZERS)}")
+        if not self.stacks or len(self.stacks) > 8:
+            raise ConfigError("stacks: give one to eight stacks (course, modern, or switches joined by +)")
+        names = [parse_stack(s).name for s in self.stacks]
+        if len(set(names)) < len(names):
+            raise ConfigError(f"stacks: {', '.join(self.stacks)} names one stack twice")
+        if self.sweep and self.models:
+            raise ConfigError("a run is a sweep of precisions or a grid of models, not both")
+
+    @property
+    def stack_list(self) -> list[Stack]:
+        return [parse_stack(s) for s in self.stacks]
+
+    @property
+    def run_precisions(self) -> tuple[Precision, ...]:
+        """What a sweep or a grid steps through; a single run's one precision."""
+        if self.sweep:
+            return self.precisions or PRECISIONS
+        if self.models:
+            return self.precisions or GRID_PRECISIONS
+        return (self.precision,)
+
+    def setup(self, model: str, precision: str, stack: Stack, batch: int, target: str) -> EstimateConfig:
+        """The step one configuration of the run times, as the planner reads it."""
+        return EstimateConfig(
+            model=model,
+            precision=precision,  # pyright: ignore[reportArgumentType]
+            optimizer=self.optimizer,
+            batch=batch,
+            context=self.context,
+            target=target,  # pyright: ignore[reportArgumentType]
+            **stack.setup_fields(),
+        )
 
 
-# --- timing -------------------------------------------------------------------------------------
+# --- shape and memory ---------------------------------------------------------------------------
 
 
-@dataclass
-class Bench:
-    """A model, its optimizer and step, and rotated random batches, ready to time."""
-
-    step: TrainStep
-    batches: list[tuple[torch.Tensor, torch.Tensor]]
-    flops: StepFlops
-    i: int = 0
-
-    def next_batch(self) -> tuple[torch.Tensor, torch.Tensor]:
-        self.i += 1
-        return self.batches[self.i % len(self.batches)]
-
-
-def check_fits(cfg: StepBenchConfig, precision: Precision, ctx: Context) -> None:
+def check_fits(setup: EstimateConfig, ctx: Context) -> None:
     """Refuse a step the memory planner says the device cannot hold (before the model is built)."""
-    plan_cfg = EstimateConfig(
-        model=cfg.model,
-        precision=precision,
-        optimizer=cfg.optimizer,
-        batch=cfg.batch,
-        context=cfg.context,
-        target="cuda" if ctx.is_cuda else "cpu",
-    )
     ctx.check_fits(
-        need_bytes(plan_cfg),
-        f"a {precision} training step of {cfg.model} (batch {cfg.batch}, context {cfg.context}) by the memory planner",
+        need_bytes(setup),
+        f"a {setup.precision} training step of {setup.model} (batch {setup.batch}, context {setup.context}, "
+        f"stack {setup.stack.name}) by the memory planner",
     )
 
 
-def make_bench(cfg: StepBenchConfig, precision: str, device: str) -> Bench:
+def runnable(cfg: StepBenchConfig, ctx: Context, info: dict) -> list[Precision]:
+    from core.transformer.training import check_precision
+
+    out = []
+    for precision in cfg.run_precisions:
+        try:
+            check_precision(precision, ctx, info.get("bf16_supported", True))
+        except Unsupported:
+            continue
+        out.append(precision)
+    return out
+
+
+def auto_batch(cfg: StepBenchConfig, model: str, precisions: list[Precision], ctx: Context) -> tuple[int, str]:
+    """The batch every configuration of a model runs at, and why that one: the one asked for; on a GPU the largest
+    the planner says fits every configuration (its 5 % margin and the CUDA context included); on a CPU the
+    course's 4, where the largest that fits would take minutes a step."""
+    if cfg.batch:
+        return cfg.batch, "as asked"
+    if not ctx.is_cuda:
+        return DEFAULT_BATCH, f"the course's {DEFAULT_BATCH} (on a CPU the largest that fits would take minutes a step)"
+    from core.hardware.memory import budget
+    from core.units import bytes_text
+
+    limit = budget(ctx.device)
+    fits = [
+        max_batch(cfg.setup(model, p, s, 1, "cuda"), limit.bytes + CUDA_CONTEXT_ALLOWANCE_BYTES, MAX_AUTO_BATCH)
+        for p in precisions or [cfg.precision]
+        for s in cfg.stack_list
+    ]
+    return max(1, min(fits)), (
+        f"the largest the planner says fits every configuration in the {bytes_text(limit.bytes)} free "
+        f"(at most {MAX_AUTO_BATCH})"
+    )
+
+
+def _free(device: str) -> None:
+    gc.collect()
+    if device.startswith("cuda"):
+        import torch
+
+        torch.cuda.empty_cache()
+
+
+def _reset_peak(device: str) -> None:
+    if device.startswith("cuda"):
+        import torch
+
+        torch.cuda.synchronize(device)
+        torch.cuda.reset_peak_memory_stats(device)
+
+
+def memory_figures(setup: EstimateConfig, device: str) -> dict:
+    """The step's measured allocator peak against the planner's (a GPU's counter; a CPU has none here)."""
+    estimated = peak(setup).total_bytes
+    if not device.startswith("cuda"):
+        return {"peak_estimated_bytes": estimated, "peak_measured_bytes": None, "peak_error_pct": None}
     import torch
 
-    from core.transformer.flops import count_step_flops
-    from core.transformer.model import build_model, random_batch
-    from core.transformer.training import TrainStep, make_optimizer, param_dtype
-
-    preset = get_preset(cfg.model)
-    torch.manual_seed(0)
-    model = build_model(preset, cfg.context, device, param_dtype(precision))
-    gen = torch.Generator(device=device).manual_seed(1)
-    batches = [random_batch(cfg.batch, cfg.context, preset.vocab_size, device, gen) for _ in range(ROTATED_BATCHES)]
-    step = TrainStep(model, make_optimizer(cfg.optimizer, model.parameters()), precision, device)
-    return Bench(step, batches, count_step_flops(model, cfg.batch, cfg.context))
-
-
-def timed_series(bench: Bench, timer: PhaseTimer, steps: int, series: str, precision: str) -> list[dict]:
-    """``steps`` timed steps as raw sample rows (one per phase and step)."""
-    rows = []
-    for i in range(steps):
-        for phase, ms in timer.time_step(bench.step, *bench.next_batch()).items():
-            rows.append(
-                {"kind": "sample", "series": series, "precision": precision, "step": i + 1, "phase": phase, "ms": ms}
-            )
-    return rows
-
-
-def warm_up(bench: Bench, steps: int, device: str) -> None:
-    from core.measure.step_timer import sync
-
-    for _ in range(steps):
-        bench.step.run(*bench.next_batch())
-    sync(device)
-
-
-def samples(rows: list[dict], series: str, phase: str) -> list[float]:
-    return [r["ms"] for r in rows if r["kind"] == "sample" and r["series"] == series and r["phase"] == phase]
+    measured = torch.cuda.max_memory_allocated(device)
+    return {
+        "peak_estimated_bytes": estimated,
+        "peak_measured_bytes": measured,
+        "peak_error_pct": 100.0 * (estimated - measured) / measured if measured else None,
+    }
 
 
 # --- derived numbers ----------------------------------------------------------------------------
 
 
-def peak_tflops(device_info: dict, precision: str) -> tuple[float | None, str | None]:
-    """Datasheet dense peak of the unit the precision's matmuls run on, or (None, why not)."""
-    peak, why = device_peak(device_info, DTYPE_FOR_PRECISION[precision])
-    return peak, (f"{why}, so no MFU" if why else None)
-
-
-def throughput(flops: StepFlops, step_ms: float, peak: float | None, what: str = "the training step") -> dict:
-    achieved = flops.total / (step_ms * 1e-3) / 1e12
-    error = above_peak_error(achieved, peak, what)
+def throughput(flops: StepFlops, step_ms: float) -> dict:
+    """Tokens and model FLOPs per second at a step time."""
     return {
         "tokens_per_s": flops.tokens / (step_ms * 1e-3),
         "model_flops_per_step": flops.total,
-        "achieved_tflops": achieved,
-        "mfu": achieved / peak if peak else None,
-        "above_peak": error is not None,
-        "measurement_error": error,
+        "achieved_tflops": flops.total / (step_ms * 1e-3) / 1e12,
     }
+
+
+def step_figures(
+    flops: StepFlops, step_ms: float, info: dict, precision: str, ceiling: Ceiling | None, what: str
+) -> dict:
+    """Throughput and the three MFUs of a step time."""
+    out = throughput(flops, step_ms)
+    return out | mfu_figures(out["achieved_tflops"], info, precision, ceiling, what)
+
+
+def busy_fraction(events, items: list[tuple[str, str | None, str, float]], cuda: bool) -> float | None:
+    """How much of the profiled full steps the device worked: a GPU's kernels, copies and memsets (their union)
+    over the steps' wall time; a CPU's time inside ops (the steps' wall time less the host's time between ops)."""
+    import numpy as np
+
+    from core.measure.profiler import Ranges, device_activity
+    from core.workload.intervals import merged
+
+    steps = [(a, b) for a, b, name in Ranges(events, "scope").spans if name == "step"]
+    wall = sum(b - a for a, b in steps)
+    if not wall:
+        return None
+    if not cuda:
+        host = sum(us for scope, _, name, us in items if scope == "step" and name == HOST_GAP_NAME)
+        total = sum(us for scope, _, _, us in items if scope == "step")
+        return 1.0 - host / total if total else None
+    acts = device_activity(events)
+    busy = 0.0
+    for a, b in steps:
+        inside = [(max(s, a), min(e, b)) for s, e in acts if e > a and s < b]
+        if inside:
+            starts, ends = merged(np.array([s for s, _ in inside]), np.array([e for _, e in inside]))
+            busy += float((ends - starts).sum())
+    return busy / wall
 
 
 # --- kernel breakdown ---------------------------------------------------------------------------
 
 
-def breakdown_rows(items, steps: int, flops: StepFlops, top: int) -> tuple[list[dict], dict]:
+def breakdown_rows(items, steps: int, flops: StepFlops, top: int, stack: str) -> tuple[list[dict], dict]:
     """Kernel rows (top ``top`` per scope) and group rows (all kernels), in ms per step."""
     rows, totals = [], {}
     flop_parts = {
@@ -225,6 +321,7 @@ def breakdown_rows(items, steps: int, flops: StepFlops, top: int) -> tuple[list[
             rows.append(
                 {
                     "kind": "kernel",
+                    "stack": stack,
                     "scope": scope,
                     "rank": rank,
                     "name": name,
@@ -246,6 +343,7 @@ def breakdown_rows(items, steps: int, flops: StepFlops, top: int) -> tuple[list[
             rows.append(
                 {
                     "kind": "group",
+                    "stack": stack,
                     "scope": scope,
                     "group": group,
                     "ms_per_step": by_group[group] / 1e3 / steps,
@@ -256,8 +354,8 @@ def breakdown_rows(items, steps: int, flops: StepFlops, top: int) -> tuple[list[
     return rows, totals
 
 
-def profile_bench(bench: Bench, device: str, steps: int):
-    """Profile ``steps`` forward-only passes, then ``steps`` full steps; returns the profiler."""
+def profile_bench(bench: Bench, device: str, steps: int, scopes: tuple[str, ...] = SCOPES):
+    """Profile ``steps`` passes of each scope (forward-only under no_grad, full step); returns the profiler."""
     from torch.profiler import ProfilerActivity, profile, record_function
 
     from core.measure.profiler import PhaseRanges
@@ -266,11 +364,11 @@ def profile_bench(bench: Bench, device: str, steps: int):
     activities = [ProfilerActivity.CPU] + ([ProfilerActivity.CUDA] if device.startswith("cuda") else [])
     marks = PhaseRanges()
     with profile(activities=activities) as prof:
-        for scope, forward_only in (("forward", True), ("step", False)):
+        for scope in scopes:
             for _ in range(steps):
                 with record_function(f"{_ANNOTATION}scope:{scope}"):
                     try:
-                        bench.step.run(*bench.next_batch(), marks, forward_only=forward_only)
+                        bench.step.run(*bench.next_batch(), marks, forward_only=scope == "forward")
                     finally:
                         marks.close()
                     sync(device)
@@ -298,6 +396,27 @@ def save_trace(prof) -> dict:
     return {"trace_path": str(path), "trace_bytes": path.stat().st_size, "trace_json_bytes": raw_bytes}
 
 
+def _profile(cfg: StepBenchConfig, ctx: Context, bench: Bench, stack: str) -> tuple[list[dict], dict]:
+    """The kernel breakdown of profiled forward-only and full steps: its rows, its figures (busy, totals, trace)."""
+    from core.measure.profiler import Ranges, attribute
+
+    prof = profile_bench(bench, ctx.device, cfg.profile_steps)
+    events = prof.events()
+    items = attribute(events, ctx.is_cuda)
+    kernel_rows, totals = breakdown_rows(items, cfg.profile_steps, bench.flops, cfg.top_kernels, stack)
+    scopes = Ranges(events, "scope")
+    busy = busy_fraction(events, items, ctx.is_cuda)
+    figures = {
+        "profiled_total_ms": totals,
+        "scope_wall_ms": {s: scopes.total_us(s) / 1e3 / cfg.profile_steps for s in SCOPES},
+        "busy": busy,
+        "host_bound": host_bound(busy),
+    }
+    if cfg.trace:
+        figures |= save_trace(prof)
+    return kernel_rows, figures
+
+
 # --- the experiment -----------------------------------------------------------------------------
 
 
@@ -307,12 +426,14 @@ def _device_info(ctx: Context) -> dict:
     return describe(ctx.device)
 
 
-def _free(device: str) -> None:
-    gc.collect()
-    if device.startswith("cuda"):
-        import torch
+def _ceiling(info: dict) -> Ceiling | None:
+    """The best bf16 matmul the store holds for this device (read once a run)."""
+    from core.store import RunStore
 
-        torch.cuda.empty_cache()
+    try:
+        return measured_ceiling(info, RunStore(read_only=True))
+    except Exception:  # noqa: BLE001 - no store, or one that cannot be read: the figure is then not shown
+        return None
 
 
 def run(cfg: StepBenchConfig, ctx: Context):
@@ -326,8 +447,8 @@ def _clocks(sampler: ClockSampler | None, t0_s: float) -> dict:
     return sampler.window(t0_s, time.perf_counter()) if sampler else {}
 
 
-def _common(cfg: StepBenchConfig, ctx: Context, sampler: ClockSampler | None) -> dict:
-    """The meta of a single run and of a sweep alike."""
+def _common(cfg: StepBenchConfig, ctx: Context, sampler: ClockSampler | None, info: dict) -> dict:
+    """The meta of every mode."""
     import torch
 
     from core.measure.timing import cpu_load
@@ -338,182 +459,235 @@ def _common(cfg: StepBenchConfig, ctx: Context, sampler: ClockSampler | None) ->
         else "time.perf_counter at each phase boundary (CPU ops are synchronous)",
         "torch_threads": torch.get_num_threads(),
         "preset": get_preset(cfg.model).to_dict(),
-        "tokens_per_step": cfg.batch * cfg.context,
         "cold_includes": COLD_INCLUDES["cuda" if ctx.is_cuda else "cpu"],
+        "steady_rule": STEADY_RULE,
+        "stacks": {s.name: s.describe() for s in cfg.stack_list},
+        "precision_notes": {p: PRECISION_NOTES[p] for p in cfg.run_precisions},
+        "mfu_convention": (
+            "MFU: the model's FLOPs per second (6·N·tokens + the full s² attention matmuls, no recomputation) over "
+            "the card's bf16 dense datasheet peak, whatever the precision, as nanoGPT, llm.c and torchtitan count; "
+            "beside it over the best bf16 matmul measured on this device and over the precision's own unit"
+        ),
+        "host_bound_warning": HOST_BOUND_WARNING,
         "clocks_note": sampler.note
         if sampler
         else "clock sampling reads NVIDIA GPUs through NVML; not applicable to a CPU run",
     }
 
 
-def _summary(cfg: StepBenchConfig, info: dict, flops: StepFlops, rows: list[dict]) -> list[dict]:
-    """One row per phase over the warm steps, then the step's summary: time, throughput, MFU, first step."""
-    from core.transformer.training import PHASES
-
-    out = [
-        {
-            "kind": "phase",
-            "series": "warm",
-            "precision": cfg.precision,
-            "phase": phase,
-            **summarize(samples(rows, "warm", phase), "ms_"),
-        }
-        for phase in (*PHASES, "step")
-    ]
-    peak, peak_note = peak_tflops(info, cfg.precision)
-    warm_ms = summarize(samples(rows, "warm", "step"), "step_ms_")
-    fwd, bwd = (summarize(samples(rows, "warm", p))["median"] for p in ("forward", "backward"))
-    cold = samples(rows, "cold", "step")
-    summary = {
-        "kind": "summary",
-        "precision": cfg.precision,
-        "tokens_per_step": flops.tokens,
-        **warm_ms,
-        **throughput(flops, warm_ms["step_ms_median"], peak),
-        "peak_tflops": peak,
-        "peak_unit": DTYPE_FOR_PRECISION[cfg.precision],
-        "mfu_note": peak_note,
-        "backward_forward_ratio": bwd / fwd,
-        "first_step_ms": cold[0] if cold else None,
-        "first_step_over_median": cold[0] / warm_ms["step_ms_median"] if cold else None,
-    }
-    return [*out, summary]
-
-
-def _profile(cfg: StepBenchConfig, ctx: Context, bench: Bench) -> tuple[list[dict], dict]:
-    """The kernel breakdown of profiled forward-only and full steps: its rows and its meta."""
-    from core.measure.profiler import Ranges, attribute
-
-    prof = profile_bench(bench, ctx.device, cfg.profile_steps)
-    events = prof.events()
-    kernel_rows, totals = breakdown_rows(
-        attribute(events, ctx.is_cuda), cfg.profile_steps, bench.flops, cfg.top_kernels
-    )
-    scopes = Ranges(events, "scope")
-    meta = {
-        "profiled_total_ms": totals,
-        "profile_steps": cfg.profile_steps,
-        "scope_wall_ms": {s: scopes.total_us(s) / 1e3 / cfg.profile_steps for s in SCOPES},
-        "profile_measure": "GPU time of the kernels, copies and memsets each op launched (sum of durations)"
-        if ctx.is_cuda
-        else "self CPU time of each op (sums to the profiled wall time)",
-    }
-    if cfg.trace:
-        meta |= save_trace(prof)
-    return kernel_rows, meta
-
-
 def _run(cfg: StepBenchConfig, ctx: Context, sampler: ClockSampler | None):
-    from core.measure.step_timer import PhaseTimer
-    from core.transformer.training import check_precision
-
     info = _device_info(ctx)
-    common = _common(cfg, ctx, sampler)
-    if cfg.sweep:
-        return (yield from _sweep(cfg, ctx, info, common, sampler))
-    check_precision(cfg.precision, ctx, info.get("bf16_supported", True))
-    check_fits(cfg, cfg.precision, ctx)
-    bench = make_bench(cfg, cfg.precision, ctx.device)
-    timer = PhaseTimer(ctx.device)
-    total = cfg.cold_steps + cfg.timed_steps + (1 if cfg.profile_steps else 0)
-    rows = timed_series(bench, timer, cfg.cold_steps, "cold", cfg.precision)
-    yield Progress(cfg.cold_steps, total, "first steps timed without warm-up", rows=tuple(rows))
-    warm_up(bench, cfg.warmup_steps, ctx.device)
+    common = _common(cfg, ctx, sampler, info)
+    ceiling = _ceiling(info)
+    if cfg.sweep or cfg.models:
+        return (yield from _configs(cfg, ctx, info, common, sampler, ceiling))
+    return (yield from _single(cfg, ctx, info, common, sampler, ceiling))
+
+
+# --- a single precision, its stacks side by side ------------------------------------------------
+
+
+@dataclass
+class _Timed:
+    """One stack's timed steps: the raw sample rows and what the warm-up did."""
+
+    rows: list[dict]
+    warm: WarmUp
+    timed_from: float
+
+
+def _samples(bench: Bench, timer: PhaseTimer, steps: int, series: str, base: dict, first: int = 1) -> list[dict]:
+    """``steps`` timed steps as raw sample rows (one per phase and step)."""
+    return [
+        {"kind": "sample", **base, "series": series, "step": first + i, "phase": phase, "ms": ms}
+        for i, phases in enumerate(bench.timed(timer, steps))
+        for phase, ms in phases.items()
+    ]
+
+
+def _time_stack(cfg: StepBenchConfig, ctx: Context, bench: Bench, base: dict, at: int, total: int):
+    """Cold steps, warm-up until steady, timed steps: a generator of progress (with the sample rows as they are
+    timed) that returns what was timed."""
+    from core.measure.step_timer import PhaseTimer
+
+    timer, name = PhaseTimer(ctx.device), base["stack"]
+    rows = _samples(bench, timer, cfg.cold_steps, "cold", base)
+    yield Progress(at + cfg.cold_steps, total, f"{name}: first steps timed without warm-up", rows=tuple(rows))
+    warm = warm_up(bench, timer, cfg.warmup_steps, cfg.max_warmup_steps)
+    yield Progress(at + cfg.cold_steps, total, f"{name}: warmed up in {len(warm.step_ms)} steps")
+    _reset_peak(ctx.device)
     timed_from = time.perf_counter()
     chunk = max(1, cfg.timed_steps // 10)
     for done in range(0, cfg.timed_steps, chunk):
         n = min(chunk, cfg.timed_steps - done)
-        new = timed_series(bench, timer, n, "warm", cfg.precision)
-        for r in new:
-            r["step"] += done
+        new = _samples(bench, timer, n, "warm", base, done + 1)
         rows += new
-        yield Progress(cfg.cold_steps + done + n, total, f"timed step {done + n}/{cfg.timed_steps}", rows=tuple(new))
-    rows += _summary(cfg, info, bench.flops, rows)
-    rows[-1] |= _clocks(sampler, timed_from)
-    meta = common | {"flops": bench.flops.to_dict(), "measurement_errors": measurement_errors([rows[-1]])}
-    if cfg.profile_steps:
-        yield Progress(total - 1, total, f"profiling {cfg.profile_steps} forward-only and full steps")
-        kernel_rows, profiled = _profile(cfg, ctx, bench)
-        meta |= profiled
-        rows += kernel_rows
-        yield Progress(total, total, "kernel breakdown done", rows=tuple(kernel_rows))
+        yield Progress(at + cfg.cold_steps + done + n, total, f"{name}: timed step {done + n}", rows=tuple(new))
+    return _Timed(rows, warm, timed_from)
+
+
+def _ms(rows: list[dict], series: str, phase: str) -> list[float]:
+    return [r["ms"] for r in rows if r["kind"] == "sample" and r["series"] == series and r["phase"] == phase]
+
+
+def _summary(cfg, stack: Stack, info, ceiling, bench: Bench, timed: _Timed, base: dict) -> list[dict]:
+    """One row per phase over the warm steps, then the stack's summary: time, throughput, MFU, first step."""
+    from core.transformer.training import PHASES
+
+    rows = timed.rows
+    phases = [
+        {"kind": "phase", **base, "series": "warm", "phase": phase, **summarize(_ms(rows, "warm", phase), "ms_")}
+        for phase in (*PHASES, "step")
+    ]
+    warm_ms = summarize(_ms(rows, "warm", "step"), "step_ms_")
+    fwd, bwd = (summarize(_ms(rows, "warm", p))["median"] for p in ("forward", "backward"))
+    first = (_ms(rows, "cold", "step") or timed.warm.step_ms or [None])[0]
+    median = warm_ms["step_ms_median"]
+    summary = {
+        "kind": "summary",
+        **base,
+        "tokens_per_step": bench.flops.tokens,
+        **warm_ms,
+        **step_figures(bench.flops, median, info, cfg.precision, ceiling, f"the {stack.name} step"),
+        "backward_forward_ratio": bwd / fwd,
+        "first_step_ms": first,
+        "first_step_over_median": first / median if first else None,
+        "compile_s": (first - median) / 1e3 if first and stack.compile else None,
+        **timed.warm.to_dict(),
+    }
+    return [*phases, summary]
+
+
+def _single(cfg: StepBenchConfig, ctx: Context, info: dict, common: dict, sampler, ceiling):
+    from core.transformer.training import check_precision
+
+    check_precision(cfg.precision, ctx, info.get("bf16_supported", True))
+    batch, batch_rule = auto_batch(cfg, cfg.model, [cfg.precision], ctx)
+    setups = [cfg.setup(cfg.model, cfg.precision, s, batch, "cuda" if ctx.is_cuda else "cpu") for s in cfg.stack_list]
+    for setup in setups:  # every stack refused before any is built
+        check_fits(setup, ctx)
+    per_stack = cfg.cold_steps + cfg.timed_steps + 1
+    total, rows, traces, flops = per_stack * len(setups), [], {}, {}
+    for i, setup in enumerate(setups):
+        stack = setup.stack
+        base = {"stack": stack.name, **stack.setup_fields(), "precision": cfg.precision, "model": cfg.model}
+        base |= {"batch": batch, "context": cfg.context}
+        bench = Bench.build(MeasuredStep(**setup.setup()), ctx.device)
+        timed = yield from _time_stack(cfg, ctx, bench, base, i * per_stack, total)
+        new = _summary(cfg, stack, info, ceiling, bench, timed, base)
+        new[-1] |= _clocks(sampler, timed.timed_from) | memory_figures(setup, ctx.device)
+        if cfg.profile_steps:
+            yield Progress((i + 1) * per_stack - 1, total, f"{stack.name}: profiling {cfg.profile_steps} steps")
+            kernel_rows, figures = _profile(cfg, ctx, bench, stack.name)
+            traces[stack.name] = figures.pop("trace_path", None)
+            new[-1] |= figures
+            new += kernel_rows
+        rows += timed.rows + new
+        flops = bench.flops.to_dict()
+        yield Progress((i + 1) * per_stack, total, f"{stack.name}: done", rows=tuple(new))
+        del bench
+        _free(ctx.device)
+    meta = common | {
+        "batch": batch,
+        "batch_rule": batch_rule,
+        "tokens_per_step": batch * cfg.context,
+        "flops": flops,  # the model's: the same for every stack
+        "profile_steps": cfg.profile_steps,
+        "measurement_errors": measurement_errors([r for r in rows if r["kind"] == "summary"]),
+        "profile_measure": "GPU time of the kernels, copies and memsets each op launched (sum of durations)"
+        if ctx.is_cuda
+        else "self CPU time of each op (sums to the profiled wall time)",
+    }
+    if any(traces.values()):
+        meta["traces"] = traces
+        meta["trace_path"] = next(p for p in traces.values() if p)
     return Output(rows=rows, meta=meta)
 
 
-def _refusals(cfg: StepBenchConfig, ctx: Context, info: dict) -> dict[str, DoesNotFit]:
-    """The precisions this device runs but cannot hold; all of them refused refuses the sweep."""
-    from core.transformer.training import check_precision
-
-    refused, runnable = {}, 0
-    for precision in PRECISIONS:
-        try:
-            check_precision(precision, ctx, info.get("bf16_supported", True))
-        except Unsupported:
-            continue
-        runnable += 1
-        try:
-            check_fits(cfg, precision, ctx)
-        except DoesNotFit as exc:
-            refused[precision] = exc
-    if refused and len(refused) == runnable:
-        raise min(refused.values(), key=lambda e: e.meta["refused"]["need_bytes"])  # the smallest need, named
-    return refused
+# --- a sweep of precisions, a grid of sizes -----------------------------------------------------
 
 
-def _sweep(cfg: StepBenchConfig, ctx: Context, info: dict, common: dict, sampler: ClockSampler | None):
+def _config_row(cfg: StepBenchConfig, ctx: Context, info: dict, setup: EstimateConfig, sampler, ceiling) -> dict:
+    """One configuration warmed up until steady, timed and (with profile steps) profiled for its busy share: its
+    row, or its status and reason where the device cannot run or hold it."""
     import torch
 
+    from core.measure.profiler import attribute
     from core.measure.step_timer import PhaseTimer
     from core.transformer.training import check_precision
 
+    stack = setup.stack
+    row = {"stack": stack.name, **stack.setup_fields(), "precision": setup.precision, "model": setup.model}
+    row |= {"params": get_preset(setup.model).param_count(), "batch": setup.batch, "context": setup.context}
+    try:
+        check_precision(setup.precision, ctx, info.get("bf16_supported", True))
+        check_fits(setup, ctx)
+        bench = Bench.build(MeasuredStep(**setup.setup()), ctx.device)
+        timer = PhaseTimer(ctx.device)
+        warm = warm_up(bench, timer, cfg.warmup_steps, cfg.max_warmup_steps)
+        _reset_peak(ctx.device)
+        timed_from = time.perf_counter()
+        step_ms = summarize([t["step"] for t in bench.timed(timer, cfg.timed_steps)], "step_ms_")
+        row |= _clocks(sampler, timed_from) | memory_figures(setup, ctx.device)
+        busy = None
+        if cfg.profile_steps:
+            events = profile_bench(bench, ctx.device, cfg.profile_steps, ("step",)).events()
+            busy = busy_fraction(events, attribute(events, ctx.is_cuda), ctx.is_cuda)
+        figures = step_figures(bench.flops, step_ms["step_ms_median"], info, setup.precision, ceiling, "the step")
+        row |= {"status": "ok", "reason": None, **step_ms, **figures, **warm.to_dict()}
+        row |= {"busy": busy, "host_bound": host_bound(busy)}
+        del bench
+    except Unsupported as exc:
+        row |= {"status": "unsupported", "reason": str(exc)}
+    except DoesNotFit as exc:
+        row |= {"status": "refused", "reason": str(exc)}
+    except torch.OutOfMemoryError as exc:
+        row |= {"status": "error", "reason": f"out of memory on {ctx.device_name}: {str(exc).splitlines()[0]}"}
+    _free(ctx.device)
+    return row
+
+
+def _configs(cfg: StepBenchConfig, ctx: Context, info: dict, common: dict, sampler, ceiling):
+    """Every precision (a sweep) or every model × precision (a grid), each stack, at one batch per model."""
+    kind, models = ("grid", cfg.models) if cfg.models else ("precision", (cfg.model,))
+    ok_precisions = runnable(cfg, ctx, info)
+    target = "cuda" if ctx.is_cuda else "cpu"
+    plan = []
+    for model in models:
+        batch, rule = auto_batch(cfg, model, ok_precisions, ctx)
+        plan += [(cfg.setup(model, p, s, batch, target), rule) for p in cfg.run_precisions for s in cfg.stack_list]
+    _refuse_if_none_fits([setup for setup, _ in plan if setup.precision in ok_precisions], ctx)
     rows: list[dict] = []
-    total = len(PRECISIONS)
-    refused = _refusals(cfg, ctx, info)
-    for i, precision in enumerate(PRECISIONS):
-        row = {"kind": "precision", "precision": precision, "peak_unit": DTYPE_FOR_PRECISION[precision]}
-        flops: StepFlops | None = None
-        try:
-            check_precision(precision, ctx, info.get("bf16_supported", True))
-            if precision in refused:
-                raise refused[precision]
-            bench = make_bench(cfg, precision, ctx.device)
-            warm_up(bench, cfg.warmup_steps, ctx.device)
-            timed_from = time.perf_counter()
-            new = timed_series(bench, PhaseTimer(ctx.device), cfg.timed_steps, "warm", precision)
-            row |= _clocks(sampler, timed_from)
-            flops = bench.flops
-            del bench
-        except Unsupported as exc:
-            row |= {"status": "unsupported", "reason": str(exc)}
-            new = []
-        except DoesNotFit as exc:
-            row |= {"status": "refused", "reason": str(exc)}
-            new = []
-        except torch.OutOfMemoryError as exc:
-            row |= {"status": "error", "reason": f"out of memory on {ctx.device_name}: {str(exc).splitlines()[0]}"}
-            new = []
-        _free(ctx.device)
-        if new:
-            assert flops is not None  # measured along with new
-            step_ms = summarize([r["ms"] for r in new if r["phase"] == "step"], "step_ms_")
-            peak, note = peak_tflops(info, precision)
-            row |= {
-                "status": "ok",
-                "reason": None,
-                **step_ms,
-                **throughput(flops, step_ms["step_ms_median"], peak, f"the {precision} step"),
-                "peak_tflops": peak,
-                "mfu_note": note,
-            }
-        rows += new + [row]
-        yield Progress(i + 1, total, f"{precision}: {row['status']}", rows=tuple(new + [row]))
-    base = next(
-        (r for r in rows if r["kind"] == "precision" and r["precision"] == "fp32" and r["status"] == "ok"), None
-    )
-    for r in rows:
-        if r["kind"] == "precision" and r["status"] == "ok" and base:
-            r["speedup_vs_fp32"] = base["step_ms_median"] / r["step_ms_median"]
+    for i, (setup, rule) in enumerate(plan):
+        yield Progress(i, len(plan), f"{setup.model} · {setup.precision} · {setup.stack.name}: timing")
+        row = {"kind": kind, **_config_row(cfg, ctx, info, setup, sampler, ceiling), "batch_rule": rule}
+        rows.append(row)
+        yield Progress(i + 1, len(plan), f"{setup.model} · {setup.precision} · {row['status']}", rows=(row,))
+    for row in rows:  # the same model and stack in fp32: what each precision buys
+        base = next(
+            (
+                r
+                for r in rows
+                if (r["model"], r["stack"], r["precision"], r["status"]) == (row["model"], row["stack"], "fp32", "ok")
+            ),
+            None,
+        )
+        if base and row["status"] == "ok":
+            row["speedup_vs_fp32"] = base["step_ms_median"] / row["step_ms_median"]
     return Output(rows=rows, meta=common | {"measurement_errors": measurement_errors(rows)})
+
+
+def _refuse_if_none_fits(setups: list[EstimateConfig], ctx: Context) -> None:
+    """A run none of whose runnable configurations fits is refused as a whole, naming the smallest need."""
+    refused = []
+    for setup in setups:
+        try:
+            check_fits(setup, ctx)
+            return
+        except DoesNotFit as exc:
+            refused.append(exc)
+    if refused:
+        raise min(refused, key=lambda e: e.meta["refused"]["need_bytes"])
 
 
 EXPERIMENTS = [
@@ -524,6 +698,6 @@ EXPERIMENTS = [
         run=run,
         description=(__doc__ or "").partition("\n")[0],
         fresh_process=True,
-        device_metric=DeviceMetric("tokens_per_s", ("kind", "precision"), "tokens/s"),
+        device_metric=DeviceMetric("tokens_per_s", ("kind", "precision", "stack"), "tokens/s"),
     )
 ]

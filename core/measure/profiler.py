@@ -39,6 +39,16 @@ def _is_cpu(event) -> bool:
     return getattr(event.device_type, "name", str(event.device_type)) == "CPU"
 
 
+def device_activity(events) -> list[tuple[float, float]]:
+    """(start, end) in µs of every kernel, copy and memset the GPU ran, on the clock of the CPU events (the
+    profiler puts both on one)."""
+    return [
+        (e.time_range.start, e.time_range.end)
+        for e in events
+        if getattr(e.device_type, "name", str(e.device_type)) == "CUDA"
+    ]
+
+
 def attribute(events, cuda: bool) -> list[tuple[str, str | None, str, float]]:
     """(scope, phase, name, µs) for every kernel (GPU) or every op's self CPU time (CPU) in our scopes.
 

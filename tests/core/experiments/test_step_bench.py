@@ -13,7 +13,9 @@ from core.measure.kernels import classify
 from core.measure.step_timer import PhaseTimer
 
 CPU = Context("cpu", "CPU")
-SMALL = dict(model="tiny", batch=2, context=16, warmup_steps=1, timed_steps=3, cold_steps=2, profile_steps=1)
+SMALL = dict(
+    model="tiny", batch=2, context=16, warmup_steps=1, max_warmup_steps=2, timed_steps=3, cold_steps=2, profile_steps=1
+)
 
 
 @pytest.fixture(scope="module")
@@ -53,9 +55,10 @@ def test_cold_steps_say_what_they_pay_for_and_it_is_not_the_context(output):
 
 def test_phases_add_up_to_the_step():
     """The phases and the step against the test's own wall clock around the same steps."""
-    from core.experiments.step_bench import make_bench
+    from core.transformer.bench import Bench
+    from core.transformer.planner import MeasuredStep
 
-    bench = make_bench(StepBenchConfig(**SMALL), "fp32", "cpu")
+    bench = Bench.build(MeasuredStep(model="tiny", batch=2, context=16), "cpu")
     bench.step.run(*bench.next_batch())  # first-touch costs outside the timed steps
     timer = PhaseTimer("cpu")
     for _ in range(3):
@@ -121,7 +124,8 @@ def test_groups_sum_to_profiled_total(output):
             e["dur"] for e in trace["traceEvents"] if e.get("name") == f"gpulab:scope:{scope}" and e.get("ph") == "X"
         )
         assert total == pytest.approx(wall_us / 1e3, rel=0.02)
-        assert out.meta["profiled_total_ms"][scope] == pytest.approx(wall_us / 1e3, rel=0.02)
+        summary = next(r for r in out.rows if r["kind"] == "summary")
+        assert summary["profiled_total_ms"][scope] == pytest.approx(wall_us / 1e3, rel=0.02)
         kernels = [r for r in out.rows if r["kind"] == "kernel" and r["scope"] == scope]
         assert kernels and kernels[0]["rank"] == 1
         assert [k["ms_per_step"] for k in kernels] == sorted((k["ms_per_step"] for k in kernels), reverse=True)
@@ -133,11 +137,12 @@ def test_groups_sum_to_profiled_total(output):
 
 
 def test_sweep_reports_unsupported_modes():
-    cfg = StepBenchConfig(**(SMALL | {"timed_steps": 2, "warmup_steps": 0}), sweep=True)
+    cfg = StepBenchConfig(**(SMALL | {"timed_steps": 2, "warmup_steps": 0, "profile_steps": 0}), sweep=True)
     out, _ = drive(run(cfg, CPU))
     rows = {r["precision"]: r for r in out.rows if r["kind"] == "precision"}
-    assert list(rows) == ["fp32", "tf32", "bf16-autocast", "fp16-autocast", "bf16"]
+    assert list(rows) == ["fp32", "tf32", "bf16-autocast", "fp16-autocast", "bf16-master", "bf16", "fp8"]
     assert rows["tf32"]["status"] == "unsupported" and "unsupported on CPU" in rows["tf32"]["reason"]
+    assert rows["fp8"]["status"] == "unsupported" and "fp8 tensor cores" in rows["fp8"]["reason"]
     assert rows["fp32"]["status"] == "ok" and rows["fp32"]["speedup_vs_fp32"] == 1.0
     assert rows["bf16"]["status"] == "ok"
     assert rows["bf16"]["speedup_vs_fp32"] == pytest.approx(
@@ -156,7 +161,11 @@ def test_tf32_on_cpu_is_unsupported():
     "bad, limit",
     [
         ({"timed_steps": 1}, "timed_steps must be between 2"),
-        ({"batch": 0}, "batch must be between 1"),
+        ({"batch": -1}, "batch must be between 0"),
+        ({"stacks": ("course", "turbo")}, "'turbo' is not one of"),
+        ({"stacks": ("modern", "sdpa+fused+compile")}, "names one stack twice"),
+        ({"precisions": ("fp4",)}, "precision 'fp4' is not one of"),
+        ({"models": ("gpt2-124m", "huge")}, "unknown model preset 'huge'"),
         ({"model": "huge"}, "unknown model preset"),
         ({"profile_steps": 11}, "profile_steps must be between 0 and 10"),
     ],
@@ -180,8 +189,11 @@ def test_gpu_step_bench_kernels_and_mfu():
     assert summary["mfu"] is None or 0 < summary["mfu"] < 1
 
 
+H100 = {"kind": "cuda", "name": "NVIDIA H100 80GB HBM3", "spec": {"name": "H100 SXM", "tflops": {"bf16": 989.4}}}
+
+
 def test_a_step_faster_than_the_datasheet_is_a_measurement_error():
-    from core.experiments.step_bench import throughput
+    from core.experiments.step_bench import step_figures
     from core.transformer.flops import StepFlops
 
     # 4e12 FLOP in 2 ms = 2000 TFLOPS: beyond an H100's 989.4 bf16 peak, so the timing must be wrong
@@ -195,12 +207,13 @@ def test_a_step_faster_than_the_datasheet_is_a_measurement_error():
         softmax_forward_estimate=0,
         softmax_backward_estimate=0,
     )
-    wrong = throughput(flops, 2.0, 989.4)
+    wrong = step_figures(flops, 2.0, H100, "bf16-autocast", None, "the training step")
     assert wrong["achieved_tflops"] == pytest.approx(2000.0) and wrong["above_peak"] is True
     assert wrong["measurement_error"].startswith("measurement error: above the datasheet peak: the training step")
-    fine = throughput(flops, 8.0, 989.4)  # 500 TFLOPS
+    fine = step_figures(flops, 8.0, H100, "bf16-autocast", None, "the training step")  # 500 TFLOPS
     assert fine["above_peak"] is False and fine["mfu"] == pytest.approx(500 / 989.4)
-    assert throughput(flops, 2.0, None)["above_peak"] is False  # no sheet, nothing to compare
+    unknown = {"kind": "cuda", "name": "a GPU the sheet lacks", "spec": None}
+    assert step_figures(flops, 2.0, unknown, "bf16-autocast", None, "x")["above_peak"] is False  # nothing to compare
 
 
 def test_a_sweep_refuses_the_precisions_that_cannot_fit(monkeypatch):
@@ -209,7 +222,15 @@ def test_a_sweep_refuses_the_precisions_that_cannot_fit(monkeypatch):
     from core.transformer.planner import EstimateConfig, need_bytes
 
     cfg = StepBenchConfig(
-        model="tiny", batch=2, context=32, sweep=True, warmup_steps=0, timed_steps=2, cold_steps=0, profile_steps=0
+        model="tiny",
+        batch=2,
+        context=32,
+        sweep=True,
+        warmup_steps=0,
+        max_warmup_steps=0,
+        timed_steps=2,
+        cold_steps=0,
+        profile_steps=0,
     )
     need = {
         p: need_bytes(EstimateConfig(model="tiny", precision=p, batch=2, context=32, target="cpu"))
@@ -221,6 +242,7 @@ def test_a_sweep_refuses_the_precisions_that_cannot_fit(monkeypatch):
     out, _ = drive(run(cfg, CPU))
     status = {r["precision"]: r["status"] for r in out.rows if r["kind"] == "precision"}
     assert status["fp32"] == "refused" and status["bf16"] == "ok" and status["tf32"] == "unsupported"
+    assert "stack course) by the memory planner" in next(r["reason"] for r in out.rows if r["status"] == "refused")
     monkeypatch.setattr(memory, "budget", lambda device: memory.Budget(need["bf16"] - 1, "only a little (test)"))
     from core.errors import DoesNotFit
 
