@@ -1,5 +1,6 @@
 """The health check as one self-contained HTML page to attach to a ticket: the verdict in words, the box, the
-verdict table with every reference's source and date, the thresholds, the nodes of a cluster run.
+verdict table with every reference's source, date and the card it was measured on, what the card said while
+each throughput was measured and its per-clock efficiency, every rule with its source, the nodes of a cluster run.
 
 No charts and no scripts: a few kilobytes that open anywhere, print on one page and survive a ticket system.
 """
@@ -28,13 +29,20 @@ def _e(value) -> str:
 
 
 def _row(r: dict, nodes: bool) -> str:
-    verdict = r["verdict"] + (" · regressed" if r.get("regressed") else "")
+    flags = (("regressed", "regressed"), ("slow GPU", "slow_gpu"))
+    verdict = r["verdict"] + "".join(f" · {w}" for w, k in flags if r.get(k))
     notes = [r.get("reason") or "", (r.get("history") or {}).get("text", "")]
-    source = f"{r['source']} ({r['date']})" if r.get("source") else ""
+    source = "; ".join(
+        x for x in (f"{r['source']} ({r['date']})" if r.get("source") else "", r.get("reference_card")) if x
+    )
+    clocks = r.get("clocks") or {}
+    while_measured = f"{clocks['text']} — {clocks['state']}" if clocks else ""
     cells = ([r.get("node", "")] if nodes else []) + [
         r["figure"],
         r["where"],
         cell(r, "measured"),
+        (r.get("per_clock") or {}).get("text", ""),
+        while_measured,
         r.get("reference_label") or cell(r, "reference"),
         verdict,
         "; ".join(n for n in notes if n),
@@ -54,7 +62,22 @@ def _row(r: dict, nodes: bool) -> str:
 def health_html(run: RunResult) -> str:
     meta = run.meta
     nodes = any(r.get("node") for r in run.rows)
-    heads = (["node"] if nodes else []) + ["figure", "where", "measured", "reference", "verdict", "why", "source"]
+    heads = (["node"] if nodes else []) + [
+        "figure",
+        "where",
+        "measured",
+        "per clock",
+        "while measured",
+        "reference",
+        "verdict",
+        "why",
+        "source and card",
+    ]
+    again = meta.get("judged_again") or {}
+    rules = "".join(
+        f"<li><b>{_e(r.get('rule'))}</b>: {_e(r.get('says'))} <span class='muted'>— {_e(r.get('source'))}</span></li>"
+        for r in meta.get("rules") or []
+    )
     box = meta.get("box") or {}
     node_lines = "".join(
         f"<li>{_e(n.get('node'))}: {_e(n.get('host'))} — {_e(n.get('status'))}"
@@ -66,7 +89,12 @@ def health_html(run: RunResult) -> str:
     return (
         "<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'><title>GPU Lab health report</title>"
         f"<style>{_CSS}</style></head><body><h1>Health report</h1>"
-        f"<p class='verdict'><b>{_e(meta.get('verdict', run.status))}</b> — {_e(banner(run)[1])}</p>"
+        + (
+            f"<p><b>Judged again by today's rules</b>: {_e(again.get('origin'))}, on {_e(again.get('at'))}</p>"
+            if again
+            else ""
+        )
+        + f"<p class='verdict'><b>{_e(meta.get('verdict', run.status))}</b> — {_e(banner(run)[1])}</p>"
         f"<p>Box: {_e(box.get('host', '?'))} · devices: {_e(', '.join(box.get('devices') or []))} · "
         f"{_e(run.device.get('label') or run.device.get('name'))}</p>"
         f"<p class='muted'>run {_e(run.id)} · started {_e(run.started_at)}{_e(took)} · generated {generated} UTC · "
@@ -80,6 +108,9 @@ def health_html(run: RunResult) -> str:
         + "</table>"
         f"<p class='muted'>Thresholds: {_e(meta.get('thresholds', ''))}. A reference is the published measured "
         "figure for the exact SKU where one exists, else its datasheet figure × the stated expected fraction; "
-        "'no reference' means none is known for this device, never a guess. Every measured number comes from "
-        "the run named above.</p></body></html>"
+        "'no reference' means none is known for this device, never a guess; 'not comparable' means the only reference "
+        "was measured another way (the best of a shape search against one fixed shape). Every measured number comes "
+        "from the run named above.</p>"
+        + (f"<h2>Rules and their sources</h2><ul class='muted'>{rules}</ul>" if rules else "")
+        + "</body></html>"
     )

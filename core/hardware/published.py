@@ -57,7 +57,7 @@ class Published:
     def card_words(self) -> str:
         """Which card the source measured, in words: "measured on an H100 SXM; the source says the H200 SXM is
         the same" where its table files the figure under another card."""
-        said = f"measured on {_a(short(self.card))}"
+        said = f"measured on {with_article(short(self.card))}"
         if self.card != self.accelerator:
             return f"{said}; the source says the {short(self.accelerator)} is the same"
         return said
@@ -180,7 +180,7 @@ def short(name: str) -> str:
     return name.removeprefix("NVIDIA ").strip()
 
 
-def _a(name: str) -> str:
+def with_article(name: str) -> str:
     """The article a card's name takes when read aloud: "an H100", "an A100", "a B200", "a GH200"."""
     return ("an " if name[:1].upper() in "AEFHILMNORSX8" else "a ") + name
 

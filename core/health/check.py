@@ -1,4 +1,5 @@
-"""Running the health check: the doctor, the soak on every GPU, copies and all_reduce, then the verdict table.
+"""Running the health check: the doctor, the soak and the bounded shape search on every GPU, copies and
+all_reduce, then the verdict table.
 
 Like the doctor, every measurement is a job of the normal path (:class:`~core.jobs.JobManager`, a worker per
 device); the part runs are kept inside the one stored health run (``meta["parts"]``), so a check adds one run
@@ -15,12 +16,12 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from core.errors import ConfigError
-from core.hardware.health_reference import THRESHOLD_REASON
+from core.hardware.health_reference import RULES, THRESHOLD_REASON
 from core.hardware.identity import box_identity, box_label
 from core.health.config import HealthConfig
 from core.health.figures import SOAK, figures_of
 from core.health.history import history_of
-from core.health.verdict import figure_row, overall, step_row, summary
+from core.health.verdict import UNJUDGED, figure_row, overall, slow_gpus, step_row, summary
 from core.result import RunResult, now_iso
 from core.units import duration_text, throughput_unit
 
@@ -38,6 +39,8 @@ class HealthReport:
     started_at: str = field(default_factory=now_iso)
     finished_at: str | None = None
     wall_s: float = 0.0
+    judged: list[str] = field(default_factory=list)  # the ids of the runs whose figures the rows judge
+    judged_again: dict | None = None  # a stored check judged again: of which run, when, from which box
 
     @property
     def verdict(self) -> str:
@@ -59,16 +62,19 @@ class HealthReport:
             "versions": self.versions,
             "config": dataclasses.asdict(self.config),
             "thresholds": THRESHOLD_REASON,
+            "rules": list(RULES),
+            "judged_again": self.judged_again,
             "started_at": self.started_at,
             "finished_at": self.finished_at,
             "wall_s": self.wall_s,
             "rows": self.rows,
         }
 
-    def to_run(self) -> RunResult:
-        """The health check as one stored run (experiment "health"): the home page and the report read it."""
+    def to_run(self, of: RunResult | None = None) -> RunResult:
+        """The health check as one stored run (experiment "health"): the home page and the report read it. ``of``:
+        the stored check this report judged again, whose id, name and origin it keeps."""
         bad = [r for r in self.rows if r["verdict"] == "fail"]
-        return RunResult(
+        run = RunResult(
             experiment="health",
             config=dataclasses.asdict(self.config),
             device=self.device or {"kind": "unknown", "name": self.config.device},
@@ -79,28 +85,38 @@ class HealthReport:
             error=(f"{len(bad)} step(s) or check(s) failed: " + "; ".join(r["figure"] for r in bad)) if bad else None,
             rows=self.rows,
             meta={k: v for k, v in self.bundle().items() if k not in ("rows", "device", "versions", "config")}
-            | {"parts": [r.to_dict() for r in self.runs]},  # the runs it measured with, whole (the box's history)
+            | {"parts": [r.to_dict() for r in self.runs], "judged": self.judged},  # its runs, whole (the history)
             name="health",
         )
+        if of is not None:
+            run.id, run.name, run.tags, run.imported = of.id, of.name, of.tags, of.imported
+        return run
 
 
 def answer(rows: list[dict], device: dict) -> str:
-    """The verdict in plain words, before the table."""
+    """The verdict in plain words, before the table: what is below expected and why, or that nothing is; the
+    power cap where the card ran at it (normal) and every fault the card named."""
     verdict, where = overall(rows), box_label(device) if device else "this box"
     counts = summary(rows)
+    clocks = _clock_words(rows)
     if verdict == "healthy":
         said = [f"{counts['pass']} pass"] if counts["pass"] else []
         if counts["not measured"]:
             said.append(f"{counts['not measured']} not measured here")
         unjudged = not_judged(rows)
         if not unjudged:
-            return f"Healthy on {where}: nothing below expected — " + ", ".join(said) + "."
+            return f"Healthy on {where}: nothing below expected — " + ", ".join(said) + "." + clocks
         named = "; ".join(_unjudged(r) for r in unjudged[:3]) + ("; …" if len(unjudged) > 3 else "")
         judged = f" Nothing judged is below expected ({', '.join(said)})." if said else ""
         figures = f"{len(unjudged)} figure{'s' if len(unjudged) > 1 else ''}"
-        return f"Healthy on {where} — {figures} not judged: {named}.{judged}"
+        return f"Healthy on {where} — {figures} not judged: {named}.{judged}{clocks}"
     below = [
-        r for r in rows if r["verdict"] in ("below expected", "far below") or r.get("regressed") or r.get("outlier")
+        r
+        for r in rows
+        if r["verdict"] in ("below expected", "far below")
+        or r.get("regressed")
+        or r.get("outlier")
+        or r.get("slow_gpu")
     ]
     failed = [r for r in rows if r["verdict"] == "fail"]
     parts = []
@@ -108,14 +124,31 @@ def answer(rows: list[dict], device: dict) -> str:
         parts.append(f"{len(failed)} failed ({', '.join(r['figure'] for r in failed[:3])})")
     if below:
         parts.append(f"{len(below)} below expected ({', '.join(_named(r) for r in below[:3])})")
-    slowdowns = list(dict.fromkeys(r["slowdown"] for r in below if r.get("slowdown")))
-    why = f" While measured, the card said it ran slower: {'; '.join(slowdowns)}." if slowdowns else ""
-    return f"Not healthy on {where}: " + "; ".join(parts) + "." + why
+    return f"Not healthy on {where}: " + "; ".join(parts) + "." + clocks
+
+
+def _clock_words(rows: list[dict]) -> str:
+    """What the card said while its throughput was measured: the faults it named, each once, else that it ran at
+    its power cap (normal), with the clock, power and per-clock efficiency of the first such figure."""
+    read = [r for r in rows if r.get("clocks")]
+    faults = list(dict.fromkeys(f for r in read for f in r["clocks"]["faults"]))
+    if faults:
+        return f" The card named a fault while measured: {'; '.join(faults)}."
+    capped = [r for r in read if r["clocks"]["state"] == "power-limited"]
+    if not capped:
+        return ""
+    first = capped[0]
+    per_clock = f"; per clock {first['per_clock']['text']}" if first.get("per_clock") else ""
+    return (
+        f" Power-limited while measured, which is normal (NVML sw_power_cap: the card kept to its power limit): "
+        f"{_named(first)} at {first['clocks']['text']}{per_clock}."
+    )
 
 
 def not_judged(rows: list[dict]) -> list[dict]:
-    """The rows measured but judged by nothing (no reference for this device, a CPU's soak drop)."""
-    return [r for r in rows if r["verdict"] == "no reference"]
+    """The rows measured but judged by nothing (no reference for this device, a CPU's soak drop, a fixed shape
+    with only a searched maximum to meet)."""
+    return [r for r in rows if r["verdict"] in UNJUDGED]
 
 
 def _unjudged(row: dict) -> str:
@@ -125,7 +158,7 @@ def _unjudged(row: dict) -> str:
         if row["unit"] == "%" and isinstance(row["measured"], float)
         else cell(row, "measured")
     )
-    why = str(row.get("reason") or "").split(";")[0].strip()
+    why = row.get("not_comparable") or str(row.get("reason") or "").split(";")[0].strip()
     return f"{row['figure']} {value}" + (f" ({why})" if why else "")
 
 
@@ -144,7 +177,12 @@ def banner(run: RunResult) -> tuple[str, str]:
 
 def _named(row: dict) -> str:
     """A row's figure, node and device, and why it is below expected when it is not its reference."""
-    why = [w for w, flag in (("regressed", row.get("regressed")), ("fleet outlier", row.get("outlier"))) if flag]
+    flags = (
+        ("regressed", row.get("regressed")),
+        ("fleet outlier", row.get("outlier")),
+        ("slow GPU", row.get("slow_gpu")),
+    )
+    why = [w for w, flag in flags if flag]
     return " @ ".join(filter(None, (row["figure"], row.get("node"), row["where"]))) + (
         f" ({', '.join(why)})" if why else ""
     )
@@ -248,6 +286,7 @@ class _Steps:
         """A part's finished run, kept in the report with its rows (its figures judged, or why there are none)."""
         assert run is not None  # wait() without a timeout returns once the job has its result
         self.report.runs.append(run)
+        self.report.judged.append(run.id)
         self.report.rows += _run_rows(label, run, self.store)
 
 
@@ -278,12 +317,15 @@ def run_health(
             _doctor_step(steps)
         if "soak" in cfg.parts:
             _soak_step(steps)
+        if "search" in cfg.parts:
+            _search_step(steps)
         if "copies" in cfg.parts or "collectives" in cfg.parts:
             _interconnect_step(steps)
         notify(steps.total, steps.total, "verdict")
     finally:
         if own:
             manager.shutdown()
+    report.rows = slow_gpus(report.rows)
     described = [r for r in report.runs if r.device.get("kind") in ("cpu", "cuda")]
     if described:
         report.device, report.versions = described[0].device, described[0].versions
@@ -325,6 +367,22 @@ def _soak_step(s: _Steps) -> None:
     s.rows_so_far(s.report.rows)
 
 
+def _search_step(s: _Steps) -> None:
+    """The bounded shape search on every GPU at once: its best is what the card's published maximum judges."""
+    dtype = s.cfg.soak_dtype(s.cuda)
+    budget = s.cfg.search_seconds
+    s.notify(s.done, s.total, f"search: {budget:g} s of {dtype} shapes on {len(s.devices)} device(s)")
+    config = s.cfg.search(dtype)
+    jobs = [
+        s.manager.submit("matmul", config, d, timeout_s=s.cfg.timeout_s, name=f"{s.name}: search {d}", save=False)
+        for d in s.devices
+    ]
+    for job in jobs:
+        s.ran(job.wait(), f"matmul {dtype} search")
+    s.done += 1
+    s.rows_so_far(s.report.rows)
+
+
 def _interconnect_step(s: _Steps) -> None:
     """Copies and all_reduce, one job; a part with nothing to run here (one GPU: no peer) is said so."""
     gpus = len(s.devices) if s.cuda else 0
@@ -343,25 +401,34 @@ def _interconnect_step(s: _Steps) -> None:
 
 
 def table(rows: list[dict]) -> str:
-    """The verdict table as aligned text: figure, where, measured, reference, verdict; reasons under the rows
-    that did not pass (each reason once)."""
-    heads = ("figure", "where", "measured", "reference", "verdict")
+    """The verdict table as aligned text: figure, where, measured, per clock, reference, verdict; under each row
+    what the card said while measured, the reference's card, and the reasons of rows that did not pass (each
+    once)."""
+    heads = ("figure", "where", "measured", "per clock", "reference", "verdict")
     cells = [
         (
             r["figure"],
             " ".join(filter(None, (r.get("node"), r["where"]))),
             cell(r, "measured"),
+            f"{r['per_clock']['efficiency']:.1%} of peak" if r.get("per_clock") else "—",
             r["reference_label"] or cell(r, "reference"),
-            r["verdict"] + (" · regressed" if r.get("regressed") else ""),
+            r["verdict"]
+            + "".join(f" · {w}" for w, k in (("regressed", "regressed"), ("slow GPU", "slow_gpu")) if r.get(k)),
         )
         for r in rows
     ]
-    widths = [min(40, max(len(h), *(len(c[i]) for c in cells))) if cells else len(h) for i, h in enumerate(heads)]
+    widths = [min(44, max(len(h), *(len(c[i]) for c in cells))) if cells else len(h) for i, h in enumerate(heads)]
     lines = ["  ".join(h.ljust(w) for h, w in zip(heads, widths)).rstrip()]
     said: set[str] = set()
     for r, c in zip(rows, cells):
         lines.append("  ".join(_clip(v, w).ljust(w) for v, w in zip(c, widths)).rstrip())
         notes = [r["history"]["text"]] if r.get("history") else []
+        if r.get("clocks"):
+            notes.append(f"while measured: {r['clocks']['text']} ({r['clocks']['state']})")
+        if r.get("reference_card"):
+            notes.append(f"reference {r['reference_card']}")
+        if r.get("published_note") and r["verdict"] != "not comparable":
+            notes.append(r["published_note"])
         if r["verdict"] != "pass" and r["reason"] and r["reason"] not in said:
             said.add(r["reason"])
             notes.append(r["reason"])
@@ -388,13 +455,17 @@ def _clip(text: str, width: int) -> str:
 
 
 def report_text(report: HealthReport) -> str:
+    again = report.judged_again
+    head = [f"Judged again by today's rules: {again['origin']}", ""] if again else []
     return "\n".join(
         [
+            *head,
             report.bundle()["answer"],
             "",
             table(report.rows),
             "",
             f"thresholds: {THRESHOLD_REASON}",
+            "every rule and its source: python -m core health --references",
             f"{len(report.rows)} rows in {duration_text(report.wall_s)}: verdict {report.verdict}",
         ]
     )

@@ -2,14 +2,18 @@
 
 One reader per experiment (``FIGURES``), so the health verdict, the box's history and the Compare page's
 trend chart read the same numbers from a stored run. Higher is better for every figure but the soak's
-burst→sustained drop, which has a ceiling (the soak's own threshold) instead of a reference.
+burst→sustained drop, which has a ceiling (the soak's own threshold) instead of a reference. A matmul figure
+carries its shape, whether it is the best of a search, and what NVML read while it was measured (the SM clock,
+the power drawn, the card's power limit and boost ceiling, the slowdown reasons): the verdict needs all of them.
 """
 
 from __future__ import annotations
 
+import statistics
 from collections.abc import Callable
-from dataclasses import dataclass
+from dataclasses import dataclass, field
 
+from core.hardware.clocks import SLOWDOWNS, ClockReading
 from core.hardware.health_reference import ALL_REDUCE_FIGURE, PEER_FIGURE
 from core.result import RunResult
 from core.rows.matmul import TFLOPS
@@ -29,6 +33,9 @@ class Figure:
     flagged: bool = False  # the experiment itself flagged it (the soak's drop)
     note: str = ""
     slowdown: str = ""  # the card's own account of running slower while measured (clocks, NVML reasons)
+    shape: tuple[int, int, int] | None = None  # a matmul figure's M×N×K
+    searched: bool = False  # the best of a shape search (comparable with a published maximum)
+    clocks: ClockReading = field(default_factory=ClockReading)  # what NVML read while it was measured
 
     @property
     def key(self) -> str:
@@ -48,11 +55,24 @@ def soak_figures(run: RunResult) -> list[Figure]:
     """Burst and sustained matmul throughput of a soak run, and the drop between them."""
     meta, dtype, where = run.meta, run.config.get("dtype", "?"), _where(run.device)
     out, slowdown = [], _soak_slowdown(meta)
+    size = int(meta.get("size") or 0)
+    shape = (size, size, size) if size else None
     for phase in ("burst", "sustained"):
         value = _num(meta.get(f"{phase}_tflops"))
         if value is not None:
-            name = f"matmul {dtype} {phase}"
-            out.append(Figure(name, where, value, "TFLOPS", run.device, f"matmul {dtype}", slowdown=slowdown))
+            out.append(
+                Figure(
+                    f"matmul {dtype} {phase}",
+                    where,
+                    value,
+                    "TFLOPS",
+                    run.device,
+                    f"matmul {dtype}",
+                    slowdown=slowdown,
+                    shape=shape,
+                    clocks=_soak_clocks(run, phase),
+                )
+            )
     drop, limit = _num(meta.get("drop_pct")), _num(meta.get("drop_threshold_pct"))
     if drop is not None:
         out.append(
@@ -79,6 +99,32 @@ def _soak_slowdown(meta: dict) -> str:
     clocks = [f"{v:.0f}" for k in ("burst_sm_clock_mhz", "sustained_sm_clock_mhz") if (v := _num(meta.get(k)))]
     clock = f"SM clock {' → '.join(clocks)} MHz; " if clocks else ""
     return f"{clock}NVML slowdown reasons: {', '.join(reasons)}"
+
+
+def reading(rows: list[dict], meta: dict, clock: float | None = None) -> ClockReading:
+    """NVML's reading over ``rows`` (the samples or points a figure was measured in): the SM clock (``clock`` where
+    the run states it, else their median), the mean power, the slowdown reasons any of them saw (None where none
+    was read), and the run's power limit and boost ceiling."""
+    clocks = [v for r in rows if (v := _num(r.get("sm_clock_mhz"))) is not None]
+    powers = [v for r in rows if (v := _num(r.get("power_w"))) is not None]
+    read = [r["throttle_reasons"] for r in rows if isinstance(r.get("throttle_reasons"), list)]
+    return ClockReading(
+        clock if clock is not None else (statistics.median(clocks) if clocks else None),
+        statistics.fmean(powers) if powers else None,
+        _num(meta.get("power_limit_w")),
+        _num(meta.get("max_sm_clock_mhz")),
+        tuple(sorted({x for rs in read for x in rs} & SLOWDOWNS)) if read else None,
+    )
+
+
+def _soak_clocks(run: RunResult, phase: str) -> ClockReading:
+    """The burst's sample, or the sustained figure's samples (the second half), as NVML read them."""
+    meta = run.meta
+    if phase == "burst":
+        rows = [r for r in run.rows if r.get("second") == meta.get("burst_second")]
+    else:
+        rows = [r for r in run.rows if (r.get("second") or 0) >= (meta.get("sustained_from_second") or 0)]
+    return reading(rows, meta, _num(meta.get(f"{phase}_sm_clock_mhz")))
 
 
 def _gpu_device(run: RunResult, index) -> dict:
@@ -136,13 +182,37 @@ def interconnect_figures(run: RunResult) -> list[Figure]:
 
 
 def matmul_figures(run: RunResult) -> list[Figure]:
-    """The best throughput per dtype of a matmul sweep (its ``meta.best``)."""
-    where = _where(run.device)
-    return [
-        Figure(f"matmul {dtype} best", where, best[TFLOPS], "TFLOPS", run.device, f"matmul {dtype}")
-        for dtype, best in (run.meta.get("best") or {}).items()
-        if _num(best.get(TFLOPS))
-    ]
+    """The best throughput per dtype of a matmul run (its ``meta.best``): the best of a search where the run was
+    a bounded mamf-style search (``--mamf``), else the best point of its sweep, a fixed shape."""
+    where, searched = _where(run.device), bool(run.config.get("mamf"))
+    out = []
+    for dtype, best in (run.meta.get("best") or {}).items():
+        if not _num(best.get(TFLOPS)):
+            continue
+        shape = (int(best["m"]), int(best["n"]), int(best["k"]))
+        rows = [r for r in run.rows if r.get("dtype") == dtype and (r.get("m"), r.get("n"), r.get("k")) == shape]
+        search = (run.meta.get("search") or {}).get(dtype) or {}
+        note = (
+            f"best of {search.get('started')} shapes in {search.get('spent_s', 0):.0f} s (budget "
+            f"{search.get('budget_s', 0):g} s) from {search.get('start_from', '?')}, at {'×'.join(map(str, shape))}"
+            if searched
+            else ""
+        )
+        out.append(
+            Figure(
+                f"matmul {dtype} {'searched' if searched else 'best'}",
+                where,
+                best[TFLOPS],
+                "TFLOPS",
+                run.device,
+                f"matmul {dtype}",
+                note=note,
+                shape=shape,
+                searched=searched,
+                clocks=reading(rows[:1], run.meta),
+            )
+        )
+    return out
 
 
 FIGURES: dict[str, Callable[[RunResult], list[Figure]]] = {

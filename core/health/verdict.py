@@ -1,25 +1,47 @@
 """The verdict table: one row per figure or check, against its reference, its history and the thresholds.
 
-Row verdicts: ``pass``, ``below expected``, ``far below`` (a figure against its SKU's reference),
-``no reference`` (measured, but nothing to judge it by: "no reference for <name>"), ``not measured`` (the
-step is unsupported here or not in this build, with the reason), ``fail`` (a doctor's check failed or a step
-did not finish). The box is ``healthy`` when no row is below expected, far below, failed, regressed
-against the box's own history or (a cluster run) an outlier of the fleet.
+Row verdicts: ``pass``, ``below expected``, ``far below`` (a figure against its like-for-like reference),
+``not comparable`` (the only reference was measured another way: a fixed shape against the best of a shape
+search, with no same-shape figure to judge it per clock), ``no reference`` (measured, but nothing to judge it by:
+"no reference for <name>"), ``not measured`` (the step is unsupported here or not in this build, with the
+reason), ``fail`` (a doctor's check failed or a step did not finish). A throughput judged carries what NVML read
+while it was measured (``clocks``: the SM clock, power, power limit, slowdown reasons and the state they add up
+to) and its per-clock efficiency (``per_clock``); a fault the card named makes the row at least below expected.
+The box is ``healthy`` when no row is below expected, far below, failed, regressed against the box's own
+history, the slow GPU of its node or (a cluster run) an outlier of the fleet. Every rule and its source:
+:data:`core.hardware.health_reference.RULES`.
 """
 
 from __future__ import annotations
 
-from core.hardware.health_reference import THRESHOLD_REASON, device_name, judge, no_reference, reference
+import statistics
+
+from core.hardware import published
+from core.hardware.health_reference import (
+    NODE_SPREAD,
+    THRESHOLD_REASON,
+    Reference,
+    device_name,
+    judge,
+    no_reference,
+    per_clock_peak,
+    reference,
+    same_shape,
+    sku_of,
+)
 from core.health.figures import Figure
 from core.health.history import History
 
-ROW_VERDICTS = ("pass", "below expected", "far below", "no reference", "not measured", "fail")
+ROW_VERDICTS = ("pass", "below expected", "far below", "not comparable", "no reference", "not measured", "fail")
 BAD = ("below expected", "far below", "fail")
 OVERALL = ("healthy", "below expected", "failed")
+UNJUDGED = ("not comparable", "no reference")
+_WORSE = {"pass": 0, "below expected": 1, "far below": 2}
 
 
 def figure_row(figure: Figure, history: History | None = None) -> dict:
-    """A measured figure judged by its reference (or its ceiling), with the box's history beside it."""
+    """A measured figure judged by its like-for-like reference (or its ceiling), with what the card said while it
+    was measured and the box's history beside it."""
     row: dict = {
         "figure": figure.figure,
         "where": figure.where,
@@ -30,12 +52,19 @@ def figure_row(figure: Figure, history: History | None = None) -> dict:
         "reference": None,
         "reference_kind": None,
         "reference_label": "",
+        "reference_card": "",
         "source": "",
         "date": "",
         "fraction": None,
         "verdict": "no reference",
         "reason": figure.note,
         "slowdown": figure.slowdown,
+        "shape": list(figure.shape) if figure.shape else None,
+        "searched": figure.searched,
+        "not_comparable": "",
+        "published_note": "",
+        "clocks": figure.clocks.to_dict() if figure.clocks.sampled else None,
+        "per_clock": _per_clock(figure),
         "history": history.to_dict() if history else None,
         "regressed": bool(history and history.regressed),
     }
@@ -54,17 +83,105 @@ def figure_row(figure: Figure, history: History | None = None) -> dict:
     ref = reference(figure.device, figure.reference_figure) if figure.reference_figure else None
     if ref is None:
         row["reason"] = "; ".join(x for x in (no_reference(figure.device), figure.note) if x)
-        return row
-    return row | {
+    elif ref.entry is not None and (why := published.comparable(ref.entry, figure.shape, figure.searched)):
+        row |= _per_clock_row(figure, ref, why)
+    else:
+        row |= _against(figure, ref)
+    return _with_faults(row, figure)
+
+
+def _against(figure: Figure, ref: Reference) -> dict:
+    """The figure against a like-for-like reference: a search's best against the published maximum, or a figure
+    against its datasheet × the stated fraction."""
+    return {
         "reference": ref.value,
         "reference_kind": ref.kind,
         "reference_label": ref.label(),
+        "reference_card": ref.card_words,
         "source": ref.source,
         "date": ref.date,
         "fraction": figure.value / ref.value,
         "verdict": judge(figure.value, ref.value),
-        "reason": "; ".join(x for x in (figure.note, figure.slowdown, ref.reason, THRESHOLD_REASON) if x),
+        "reason": _reason(figure.note, ref.card_words, figure.slowdown, ref.reason, THRESHOLD_REASON),
     }
+
+
+def _per_clock_row(figure: Figure, ref: Reference, why: str) -> dict:
+    """A fixed shape the published maximum does not judge: per clock against the same shape on a healthy card,
+    where the lab has one and NVML read the clock; else not comparable, and why."""
+    published_said = f"published {ref.value:g} TFLOPS, {ref.card_words}: {why}"
+    dtype = (figure.reference_figure or "").removeprefix("matmul ")
+    same = same_shape(figure.device, dtype, figure.shape)
+    clock = figure.clocks.sm_clock_mhz
+    if same is None or not clock:
+        missing = (
+            "no SM clock was sampled while it ran (NVML)"
+            if same is not None
+            else "the lab has no healthy card's figure at this shape to judge it per clock"
+        )
+        return {
+            "verdict": "not comparable",
+            "not_comparable": why,
+            "published_note": published_said,
+            "reason": _reason(figure.note, published_said, missing),
+        }
+    per_ghz = figure.value / (clock / 1000.0)
+    return {
+        "reference": same.per_ghz,
+        "reference_kind": "same shape per clock",
+        "reference_label": same.label(),
+        "reference_card": same.card_words(sku_of(figure.device)),
+        "source": same.source,
+        "date": same.date,
+        "fraction": per_ghz / same.per_ghz,
+        "verdict": judge(per_ghz, same.per_ghz),
+        "not_comparable": why,
+        "published_note": published_said,
+        "reason": _reason(
+            figure.note,
+            f"per clock: {per_ghz:.1f} TFLOPS/GHz at {clock:.0f} MHz against {same.per_ghz:.1f} on the healthy card",
+            figure.slowdown,
+            published_said,
+            THRESHOLD_REASON,
+        ),
+    }
+
+
+def _per_clock(figure: Figure) -> dict | None:
+    """TFLOPS per GHz of SM clock against the card's datasheet peak per GHz: shown beside the TFLOPS, so a card
+    held down by its power cap reads as the same card per clock."""
+    dtype = (figure.reference_figure or "").removeprefix("matmul ")
+    clock = figure.clocks.sm_clock_mhz
+    peak = per_clock_peak(figure.device, dtype) if figure.unit == "TFLOPS" and dtype else None
+    if not clock or peak is None:
+        return None
+    per_ghz, (peak_per_ghz, peak_clock, sheet) = figure.value / (clock / 1000.0), peak
+    return {
+        "tflops_per_ghz": per_ghz,
+        "peak_per_ghz": peak_per_ghz,
+        "efficiency": per_ghz / peak_per_ghz,
+        "sm_clock_mhz": clock,
+        "peak_clock_mhz": peak_clock,
+        "source": sheet,
+        "text": f"{per_ghz:.1f} TFLOPS/GHz = {per_ghz / peak_per_ghz:.1%} of the peak per clock "
+        f"({peak_per_ghz:.1f} at the sheet's {peak_clock:.0f} MHz)",
+    }
+
+
+def _with_faults(row: dict, figure: Figure) -> dict:
+    """A fault the card named while measured (a hardware or thermal slowdown, a power brake, a clock far below
+    boost at low power) makes the row at least below expected, named in words."""
+    faults = figure.clocks.faults()
+    if not faults:
+        return row
+    verdict = row["verdict"]
+    worse = verdict if _WORSE.get(verdict, 0) >= _WORSE["below expected"] else "below expected"
+    said = f"the card named a fault while measured: {'; '.join(faults)}"
+    return row | {"verdict": worse, "reason": _reason(said, row["reason"])}
+
+
+def _reason(*parts: str) -> str:
+    return "; ".join(dict.fromkeys(p for p in parts if p))
 
 
 def step_row(figure: str, where: str, verdict: str, reason: str, measured=None, reference=None) -> dict:
@@ -77,22 +194,49 @@ def step_row(figure: str, where: str, verdict: str, reason: str, measured=None, 
         "reference": reference,
         "reference_kind": "check" if reference is not None else None,
         "reference_label": str(reference or ""),
+        "reference_card": "",
         "source": "",
         "date": "",
         "fraction": None,
         "verdict": verdict,
         "reason": reason,
         "slowdown": "",
+        "clocks": None,
+        "per_clock": None,
         "history": None,
         "regressed": False,
     }
 
 
+def slow_gpus(rows: list[dict]) -> list[dict]:
+    """The rows with each GPU's throughput against its node's other GPUs: more than :data:`NODE_SPREAD` below
+    the median of the same figure on the same model is the slow GPU (``slow_gpu``), said in its reason."""
+    groups: dict[tuple, list[dict]] = {}
+    for r in rows:
+        if r.get("unit") == "TFLOPS" and r.get("device_kind") == "cuda" and isinstance(r.get("measured"), float):
+            groups.setdefault((r.get("node"), r["figure"], r.get("device")), []).append(r)
+    slow: dict[int, dict] = {}
+    for peers in groups.values():
+        if len({r["where"] for r in peers}) < 2:
+            continue
+        median = statistics.median(r["measured"] for r in peers)
+        for r in peers:
+            share = r["measured"] / median
+            if share < 1 - NODE_SPREAD:
+                said = (
+                    f"the slow GPU of this node: {r['measured']:.4g} TFLOPS against the median of its "
+                    f"{len(peers)} GPUs, {median:.4g} ({share:.1%}; GPUs of one healthy node differ by about "
+                    f"{NODE_SPREAD:.0%})"
+                )
+                slow[id(r)] = r | {"slow_gpu": True, "reason": _reason(said, r["reason"])}
+    return [slow.get(id(r), r) for r in rows]
+
+
 def overall(rows: list[dict]) -> str:
-    """healthy / below expected (a figure below its reference or its own history) / failed (a check or step)."""
+    """healthy / below expected (a figure below its reference, its history or its node's other GPUs) / failed."""
     if any(r["verdict"] == "fail" for r in rows):
         return "failed"
-    if any(r["verdict"] in BAD or r.get("regressed") or r.get("outlier") for r in rows):
+    if any(r["verdict"] in BAD or r.get("regressed") or r.get("outlier") or r.get("slow_gpu") for r in rows):
         return "below expected"
     return "healthy"
 
@@ -101,4 +245,5 @@ def summary(rows: list[dict]) -> dict[str, int]:
     return {v: sum(r["verdict"] == v for r in rows) for v in ROW_VERDICTS} | {
         "regressed": sum(bool(r.get("regressed")) for r in rows),
         "outliers": sum(bool(r.get("outlier")) for r in rows),
+        "slow GPUs": sum(bool(r.get("slow_gpu")) for r in rows),
     }

@@ -53,14 +53,20 @@ def test_the_trend_marks_the_slower_run_of_its_own_box_only():
 
 def test_the_one_page_report_names_the_verdict_the_references_and_escapes_text():
     report = HealthReport(config=HealthConfig(device="cuda:0"), device=H100_SXM)
-    report.rows = [figure_row(f) for f in figures_of(stand_in_soak(H100_SXM, 760.0, 640.0, True))]
+    soak = stand_in_soak(H100_SXM, 760.0, 640.0, True, clocks=(1755.0, 1755.0), reasons=["sw_power_cap"], power=690.0)
+    report.rows = [figure_row(f) for f in figures_of(soak)]
     report.rows.append(step_row("doctor: <script>alert(1)</script>", "cuda:0", "fail", "a & b"))
     page = health_html(report.to_run())
     assert "<b>failed</b>" in page and "node-a" in page and "GPU-aaaa" in page
-    assert "794.5 TFLOPS published (2026-08-10)" in page and "ml-engineering" in page
+    # the fixed shape per clock against the healthy card, the published maximum named with its card, not judged
+    assert "8192×8192×8192 bf16 on a healthy H200 SXM" in page and "measured on an H200 SXM by this lab" in page
+    assert "published 794.5 TFLOPS, measured on an H100 SXM: not comparable: a fixed 8192×8192×8192 shape" in page
+    assert "SM 1755 MHz, 690 W (power limit not recorded), NVML: sw_power_cap — power-limited" in page
+    assert "of the peak per clock" in page and "ml-engineering" in page
+    assert "Rules and their sources" in page and "nvmlClocksEventReasons" in page
     assert "&lt;script&gt;" in page and "<script>" not in page and "a &amp; b" in page
     assert "pass ≥ 85%" in page
-    assert len(page) < 20_000  # one page, no scripts
+    assert len(page) < 30_000  # one page, no scripts
 
 
 @pytest.mark.parametrize("selected", [["run5"]])
@@ -80,7 +86,8 @@ def test_the_compare_page_draws_the_trend_of_a_soak_run(app, store, selected):
 
 def test_the_compare_page_opens_a_stored_health_run(app, store):
     report = HealthReport(config=HealthConfig(device="cuda:0"), device=H100_SXM)
-    report.rows = [figure_row(f) for f in figures_of(stand_in_soak(H100_SXM, 760.0, 640.0, True))]
+    soak = stand_in_soak(H100_SXM, 760.0, 640.0, True, clocks=(1755.0, 1755.0))
+    report.rows = [figure_row(f) for f in figures_of(soak)]
     report.rows.append(step_row("doctor: every experiment runs", "cuda:0", "pass", "", "14 of 14 ok", "ok"))
     run = report.to_run()
     run.id = "h1h1"

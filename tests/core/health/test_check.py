@@ -13,8 +13,10 @@ from core.health.check import run_health
 from core.health.config import HealthConfig
 from core.store import RunStore
 from tests.conftest import ROOT
-from tests.core.health.test_verdict import H100_SXM, stand_in_soak
+from tests.core.health.test_verdict import H100_SXM, gpu, stand_in_soak
 from tests.factories import make_run
+
+H200 = gpu("NVIDIA H200", 141)
 
 
 class Done:
@@ -53,13 +55,14 @@ def test_without_the_soak_experiment_the_step_says_so_and_the_rest_runs(monkeypa
 def test_the_soak_step_runs_matmul_soak_on_the_gpu_and_judges_it(monkeypatch):
     monkeypatch.setattr(check, "soak_available", lambda: True)
     monkeypatch.setattr(check, "soak_config", lambda dtype, seconds: {"dtype": dtype, "duration_s": seconds})
-    manager = StandIn(lambda exp, cfg, device: stand_in_soak(H100_SXM, 760.0, 640.0, True))
+    soak = stand_in_soak(H100_SXM, 760.0, 640.0, True, clocks=(1755.0, 1755.0))
+    manager = StandIn(lambda exp, cfg, device: soak)
     report = run_health(HealthConfig(device="cuda:0", parts=("soak",), soak_s=30.0), manager)
     assert manager.submitted == [("matmul-soak", {"dtype": "bf16", "duration_s": 30.0}, "cuda:0")]
     verdicts = {r["figure"]: r["verdict"] for r in report.rows}
     assert verdicts == {
-        "matmul bf16 burst": "pass",  # 760 / 794.5 = 95.7 %
-        "matmul bf16 sustained": "below expected",  # 640 / 794.5 = 80.6 %
+        "matmul bf16 burst": "pass",  # per clock 760 / 1.755 = 433.0 TFLOPS/GHz = 96.7 % of the healthy 447.9
+        "matmul bf16 sustained": "below expected",  # 640 / 1.755 = 364.7 = 81.4 %
         "matmul bf16 burst→sustained drop": "below expected",  # flagged by the soak
     }
     assert report.verdict == "below expected" and report.exit_code == 1
@@ -68,6 +71,33 @@ def test_the_soak_step_runs_matmul_soak_on_the_gpu_and_judges_it(monkeypatch):
     stored = report.to_run()
     assert stored.experiment == "health" and stored.meta["verdict"] == "below expected"
     assert stored.meta["box"] == {"host": "node-a", "devices": ["GPU-aaaa"]}
+
+
+def test_the_search_step_runs_a_bounded_search_on_every_gpu_and_the_published_maximum_judges_its_best(monkeypatch):
+    """The best of the search at the published shape, 750 TFLOPS: 750 / 794.5 = 94.4 % (pass), labelled with the
+    card the published figure was measured on."""
+    h200 = H200 | {"index": 1, "torch_device": "cuda:1", "uuid": "GPU-bbbb"}
+
+    def searched(exp, cfg, device):
+        return make_run(
+            "matmul",
+            config=cfg,
+            device=H200 if device == "cuda:0" else h200,
+            id=f"search-{device}",
+            rows=[{"dtype": "bf16", "m": 2048, "n": 2048, "k": 13312, "tflops": 750.0, "sm_clock_mhz": 1700.0}],
+            meta={"best": {"bf16": {"m": 2048, "n": 2048, "k": 13312, "tflops": 750.0}}},
+        )
+
+    manager = StandIn(searched)
+    monkeypatch.setattr(check, "_gpus", lambda device: ["cuda:0", "cuda:1"])
+    report = run_health(HealthConfig(device="all", parts=("search",), search_s=20.0), manager)
+    config = {"dtypes": ["bf16"], "mamf": True, "budget_s": 20.0, "roofline": False, "accuracy": False}
+    assert manager.submitted == [("matmul", config, "cuda:0"), ("matmul", config, "cuda:1")]
+    row = report.rows[0]
+    assert (row["figure"], row["verdict"], row["reference_kind"]) == ("matmul bf16 searched", "pass", "published")
+    assert row["fraction"] == pytest.approx(750 / 794.5)
+    assert row["reference_card"] == "measured on an H100 SXM; the source says the H200 SXM is the same"
+    assert report.judged == [r.id for r in report.runs] and report.verdict == "healthy"
 
 
 def test_a_soak_that_fails_is_a_failed_row():
@@ -135,7 +165,7 @@ def test_health_on_the_cpu_prints_json_rows_and_a_verdict(tmp_path):
     page = html.read_text()
     assert "<h1>Health report</h1>" in page and bundle["id"] in page and "all_reduce busbw" in page
     bad = subprocess.run([*command[:6], "--parts", "soak,nap"], cwd=ROOT, capture_output=True, text=True, timeout=120)
-    assert bad.returncode == 2 and "nap not one of doctor, soak, copies, collectives" in bad.stderr
+    assert bad.returncode == 2 and "nap not one of doctor, soak, search, copies, collectives" in bad.stderr
 
 
 @pytest.mark.gpu
