@@ -1,4 +1,5 @@
-"""Charts of a ``step-bench`` run: phase times, first steps vs warm, kernel groups, precision sweep."""
+"""Charts of a ``step-bench`` run: stacks side by side, phase times, first steps vs warm, kernel groups, the
+precision sweep and the size × precision grid. A run stored before stacks existed is the course's stack."""
 
 from __future__ import annotations
 
@@ -8,10 +9,13 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from core.result import RunResult
+from core.transformer.mfu import HOST_BOUND_BUSY
 from core.transformer.presets import DTYPE_FOR_PRECISION
+from core.units import MISSING, bytes_text, throughput_unit
 from render.chart import Chart, kind_rows
 from render.node import is_all_gpus, node_chart
 from render.style import color_for, html_text, short_html_text, style, title
+from render.table import with_dashes
 
 PHASE_ORDER = ("forward", "backward", "optimizer", "zero_grad", "step")
 SCOPE_LABELS = {"forward": "forward only", "step": "full step"}
@@ -26,10 +30,29 @@ GROUP_COLORS = {
 # One colour per dtype across the lab: a precision mode takes its matmul dtype's colour (DTYPE_FOR_PRECISION).
 
 
+STACK_COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b", "#e377c2", "#17becf")
+
+
 def _detail(run: RunResult) -> str:
     c = run.config
     precision = "all precision modes" if c.get("sweep") else c.get("precision")
-    return f"{c.get('model')} · batch {c.get('batch')} × {c.get('context')} tokens · {precision} · {c.get('optimizer')}"
+    batch = run.meta.get("batch") or c.get("batch")
+    return f"{c.get('model')} · batch {batch} × {c.get('context')} tokens · {precision} · {c.get('optimizer')}"
+
+
+def with_stack(rows: pd.DataFrame) -> pd.DataFrame:
+    """Rows with their stack named (a run stored before stacks existed ran the course's)."""
+    if rows.empty:
+        return rows
+    return rows.assign(stack=rows["stack"].fillna("course") if "stack" in rows else "course")
+
+
+def stacks_of(rows: pd.DataFrame) -> list[str]:
+    return list(dict.fromkeys(with_stack(rows)["stack"])) if not rows.empty else []
+
+
+def stack_color(stacks: list[str], stack: str) -> str:
+    return STACK_COLORS[stacks.index(stack) % len(STACK_COLORS)]
 
 
 SLOWER = 1.1  # a first step this many times the warm median or more is "slower": what it paid for is said
@@ -58,20 +81,36 @@ SHARE_COLUMN = "share of profiled time (%)"  # as the kernel-group chart beside 
 def kernel_table(run: RunResult) -> pd.DataFrame:
     """The profiled kernels (a CPU's ops) as the page lists them, each one's share of the profiled time in %,
     the unit of the charts above it (the rows keep it as a fraction)."""
-    kernels = kind_rows(run, "kernel")
+    kernels = with_stack(kind_rows(run, "kernel"))
     if kernels.empty:
         return kernels
-    columns = ["device"] * ("device" in kernels) + ["scope", "rank", "name", "group", "count_per_step", "ms_per_step"]
+    columns = ["device"] * ("device" in kernels) + ["stack"] * (len(stacks_of(kernels)) > 1)
+    columns += ["scope", "rank", "name", "group", "count_per_step", "ms_per_step"]
     return kernels[columns].assign(**{SHARE_COLUMN: (kernels["share"] * 100).round(2)})
 
 
 def phase_chart(run: RunResult) -> Chart | None:
-    samples = kind_rows(run, "sample")
+    samples = with_stack(kind_rows(run, "sample"))
     if samples.empty:
         return None
     warm = samples.loc[samples["series"] == "warm"]
+    stacks = stacks_of(warm)
     fig = go.Figure()
-    for phase in PHASE_ORDER:
+    if len(stacks) > 1:  # each stack's boxes side by side at every phase
+        for stack in stacks:
+            part = warm.loc[warm["stack"] == stack]
+            fig.add_trace(
+                go.Box(
+                    x=part["phase"],
+                    y=part["ms"],
+                    name=stack,
+                    boxmean="sd",
+                    marker_color=stack_color(stacks, stack),
+                )
+            )
+        fig.update_layout(boxmode="group")
+        fig.update_xaxes(categoryorder="array", categoryarray=list(PHASE_ORDER))
+    for phase in PHASE_ORDER if len(stacks) == 1 else ():
         values = warm.loc[warm["phase"] == phase, "ms"]
         if len(values):
             fig.add_trace(
@@ -94,51 +133,72 @@ def phase_chart(run: RunResult) -> Chart | None:
         ),
         "phase",
         "ms",
-        showlegend=False,
+        showlegend=len(stacks) > 1,
+        legend_title="stack",
     )
-    return Chart("step-phase-times", fig, warm[["step", "phase", "ms"]])
+    return Chart("step-phase-times", fig, warm[["stack", "step", "phase", "ms"]])
 
 
 def cold_chart(run: RunResult) -> Chart | None:
-    samples = kind_rows(run, "sample")
+    samples = with_stack(kind_rows(run, "sample"))
     if samples.empty:
         return None
     steps = samples.loc[samples["phase"] == "step"].copy()
-    # warm steps come after the cold ones and the untimed warm-up: number them as the process ran them
-    offset = run.config.get("cold_steps", 0) + run.config.get("warmup_steps", 0)
-    steps["step_in_process"] = steps["step"] + (steps["series"] == "warm") * offset
+    summaries = with_stack(kind_rows(run, "summary"))
+    stacks = stacks_of(steps)
     fig = go.Figure()
-    for series, label, color in (("cold", "first steps, no warm-up", "#d62728"), ("warm", "after warm-up", "#1f77b4")):
-        part = steps[steps["series"] == series]
-        if len(part):
+    parts = []
+    for stack in stacks:
+        summary = summaries.loc[summaries["stack"] == stack] if not summaries.empty else summaries
+        part = steps.loc[steps["stack"] == stack].copy()
+        # warm steps come after the cold ones and the warm-up: number them as the stack's model ran them
+        warmed = run.config.get("warmup_steps", 0)
+        if len(summary) and "warmup_steps_run" in summary and pd.notna(summary["warmup_steps_run"].iloc[0]):
+            warmed = int(summary["warmup_steps_run"].iloc[0])
+        part["step_in_process"] = part["step"] + (part["series"] == "warm") * (run.config.get("cold_steps", 0) + warmed)
+        parts.append(part)
+        for series, label, color in (
+            ("cold", "first steps, no warm-up", "#d62728"),
+            ("warm", "after warm-up", "#1f77b4"),
+        ):
+            line = part[part["series"] == series]
+            if len(line):
+                many = len(stacks) > 1
+                fig.add_trace(
+                    go.Scatter(
+                        x=line["step_in_process"],
+                        y=line["ms"],
+                        mode="lines+markers",
+                        name=f"{stack}: {label}" if many else label,
+                        line=dict(
+                            color=stack_color(stacks, stack) if many else color,
+                            dash="dot" if many and series == "cold" else None,
+                        ),
+                    )
+                )
+        if len(summary) and "step_ms_median" in summary:  # the engine's median of the warm steps, read, not recomputed
+            # a trace, not an annotation: a log axis reads an annotation's y as log10(y) and stretched to 10^77
+            median = float(summary["step_ms_median"].iloc[0])
             fig.add_trace(
                 go.Scatter(
-                    x=part["step_in_process"], y=part["ms"], mode="lines+markers", name=label, line=dict(color=color)
+                    x=[part["step_in_process"].min(), part["step_in_process"].max()],
+                    y=[median, median],
+                    mode="lines",
+                    name=(f"{stack}: " if len(stacks) > 1 else "") + f"warm median {median:.2f} ms",
+                    line=dict(color=stack_color(stacks, stack) if len(stacks) > 1 else "#1f77b4", dash="dash", width=1),
+                    hoverinfo="skip",
                 )
             )
-    summary = kind_rows(run, "summary")
-    if len(summary) and "step_ms_median" in summary:  # the engine's median of the warm steps, read, not recomputed
-        # a trace, not an annotation: a log axis reads an annotation's y as log10(y) and stretched to 10^77
-        median = float(summary["step_ms_median"].iloc[0])
-        fig.add_trace(
-            go.Scatter(
-                x=[steps["step_in_process"].min(), steps["step_in_process"].max()],
-                y=[median, median],
-                mode="lines",
-                name=f"warm median {median:.2f} ms",
-                line=dict(color="#1f77b4", dash="dash", width=1),
-                hoverinfo="skip",
-            )
-        )
+    steps = pd.DataFrame(pd.concat(parts))
     style(
         fig,
         title("First steps without warm-up vs warmed-up steps", run, _detail(run)),
-        "step number since the process started",
+        "step number of the stack's model",
         "ms per step (log)",
         legend_title="series",
     )
-    fig.update_yaxes(type="log", range=log_range(steps["ms"]))
-    return Chart("step-cold-vs-warm", fig, steps[["series", "step", "step_in_process", "ms"]])
+    fig.update_yaxes(type="log", range=log_range(pd.Series(steps["ms"])))
+    return Chart("step-cold-vs-warm", fig, pd.DataFrame(steps[["stack", "series", "step", "step_in_process", "ms"]]))
 
 
 def log_range(values: pd.Series, margin: float = 1.5) -> list[float] | None:
@@ -150,15 +210,19 @@ def log_range(values: pd.Series, margin: float = 1.5) -> list[float] | None:
 
 
 def groups_chart(run: RunResult) -> Chart | None:
-    groups = kind_rows(run, "group")
+    groups = with_stack(kind_rows(run, "group"))
     if groups.empty:
         return None
+    many = len(stacks_of(groups)) > 1
     fig = go.Figure()
     for group, color in GROUP_COLORS.items():
         part = groups[groups["group"] == group]
         fig.add_trace(
             go.Bar(
-                x=[SCOPE_LABELS[s] for s in part["scope"]],
+                x=[
+                    f"{t}<br>{SCOPE_LABELS[s]}" if many else SCOPE_LABELS[s]
+                    for t, s in zip(part["stack"], part["scope"])
+                ],
                 y=part["share"] * 100,
                 name=group,
                 marker_color=color,
@@ -175,41 +239,52 @@ def groups_chart(run: RunResult) -> Chart | None:
         barmode="stack",
         legend_title="group",
     )
-    return Chart("step-kernel-groups", fig, groups.loc[:, ["scope", "group", "ms_per_step", "share"]])
+    return Chart("step-kernel-groups", fig, groups.loc[:, ["stack", "scope", "group", "ms_per_step", "share"]])
 
 
-def kernels_chart(run: RunResult) -> Chart | None:
-    kernels = kind_rows(run, "kernel")
-    if kernels.empty:
-        return None
-    step = kernels.loc[kernels["scope"] == "step"].sort_values("ms_per_step")
-    fig = go.Figure(
-        go.Bar(
-            x=step["ms_per_step"],
-            y=[short_html_text(n) for n in step["name"]],
-            orientation="h",
-            marker_color=[GROUP_COLORS.get(g, "#7f7f7f") for g in step["group"]],
-            customdata=step[["count_per_step", "share", "group"]].assign(name=step["name"].map(html_text)).to_numpy(),
-            hovertemplate="%{customdata[3]}<br>%{x:.3f} ms per step · %{customdata[0]:.0f} calls · "
-            "%{customdata[1]:.1%} · %{customdata[2]}<extra></extra>",
+def kernels_charts(run: RunResult) -> list[Chart]:
+    """The full step's top kernels, one chart a stack."""
+    kernels = with_stack(kind_rows(run, "kernel"))
+    stacks = stacks_of(kernels)
+    charts = []
+    for stack in stacks:
+        step = kernels.loc[(kernels["scope"] == "step") & (kernels["stack"] == stack)].sort_values("ms_per_step")
+        fig = go.Figure(
+            go.Bar(
+                x=step["ms_per_step"],
+                y=[short_html_text(n) for n in step["name"]],
+                orientation="h",
+                marker_color=[GROUP_COLORS.get(g, "#7f7f7f") for g in step["group"]],
+                customdata=step[["count_per_step", "share", "group"]]
+                .assign(name=step["name"].map(html_text))
+                .to_numpy(),
+                hovertemplate="%{customdata[3]}<br>%{x:.3f} ms per step · %{customdata[0]:.0f} calls · "
+                "%{customdata[1]:.1%} · %{customdata[2]}<extra></extra>",
+            )
         )
-    )
-    style(
-        fig,
-        title("Top kernels of the full step (by total time)", run, _detail(run)),
-        "ms per step",
-        "",
-        height=max(400, 26 * len(step) + 150),
-    )
-    return Chart("step-top-kernels", fig, kernels)
+        which = f" · stack {stack}" if len(stacks) > 1 else ""
+        style(
+            fig,
+            title(f"Top kernels of the full step (by total time){which}", run, _detail(run)),
+            "ms per step",
+            "",
+            height=max(400, 26 * len(step) + 150),
+        )
+        name = "step-top-kernels" + (f"-{stack}" if len(stacks) > 1 else "")
+        charts.append(Chart(name, fig, kernels.loc[kernels["stack"] == stack]))
+    return charts
 
 
 def time_vs_flops_chart(run: RunResult) -> Chart | None:
-    groups = kind_rows(run, "group")
+    groups = with_stack(kind_rows(run, "group"))
     if groups.empty:
         return None
     part = groups.loc[groups["group"].isin(["matmul", "attention-softmax"])]
-    labels = [f"{g}<br>{SCOPE_LABELS[s]}" for g, s in zip(part["group"], part["scope"])]
+    many = len(stacks_of(groups)) > 1
+    labels = [
+        (f"{t} · " if many else "") + f"{g}<br>{SCOPE_LABELS[s]}"
+        for t, g, s in zip(part["stack"], part["group"], part["scope"])
+    ]
     fig = go.Figure(
         [
             go.Bar(x=labels, y=part["share"] * 100, name="share of time", marker_color="#1f77b4"),
@@ -219,54 +294,153 @@ def time_vs_flops_chart(run: RunResult) -> Chart | None:
         ]
     )
     style(fig, title("Share of time vs share of FLOPs", run, _detail(run)), "", "%", barmode="group")
-    return Chart("step-time-vs-flops", fig, part[["scope", "group", "share", "flops_share"]])
+    return Chart("step-time-vs-flops", fig, part[["stack", "scope", "group", "share", "flops_share"]])
+
+
+MFU_COLUMNS = {  # stored figure → what it is over, as the tables and charts say it
+    "mfu": "MFU (bf16 dense peak)",
+    "mfu_measured": "MFU (measured bf16 ceiling)",
+    "mfu_unit": "MFU (own unit's peak)",
+}
+
+
+def stack_table(run: RunResult) -> pd.DataFrame:
+    """The stacks of a single run side by side, as the page lists them: time, throughput, the three MFUs (in %),
+    the device's busy share, the warm-up it took and the memory the planner predicted against the measured."""
+    summaries = with_stack(kind_rows(run, "summary"))
+    if summaries.empty:
+        return summaries
+    unit, scale = throughput_unit(run.device.get("kind") == "cuda")
+    out = pd.DataFrame({"stack": summaries["stack"]})
+    out["step (ms, median)"] = summaries["step_ms_median"].round(3)
+    if {"step_ms_p20", "step_ms_p80"} <= set(summaries):
+        out["step p20–p80 (ms)"] = [
+            f"{a:.3f}–{b:.3f}" for a, b in zip(summaries["step_ms_p20"], summaries["step_ms_p80"])
+        ]
+    out["tokens/s"] = summaries["tokens_per_s"].round(0)
+    out[f"achieved ({unit})"] = (summaries["achieved_tflops"] * scale).round(2)
+    for column, label in MFU_COLUMNS.items():
+        if column in summaries:
+            out[f"{label} (%)"] = (summaries[column] * 100).round(2)
+    if "busy" in summaries:
+        out["device busy (%)"] = (summaries["busy"] * 100).round(1)
+    if "warmup_steps_run" in summaries:
+        steady = summaries["steady"] if "steady" in summaries else pd.Series([None] * len(summaries))
+        out["warm-up steps"] = [
+            f"{int(n)} ({'steady' if ok else 'not steady'})" if pd.notna(n) else MISSING
+            for n, ok in zip(summaries["warmup_steps_run"], steady)
+        ]
+    if "compile_s" in summaries:
+        out["compile (s)"] = summaries["compile_s"].round(1)
+    if "peak_estimated_bytes" in summaries:
+        none = pd.Series([None] * len(summaries))
+        measured = summaries["peak_measured_bytes"] if "peak_measured_bytes" in summaries else none
+        out["peak memory: planner / measured"] = [
+            f"{bytes_text(e)} / {bytes_text(m) if pd.notna(m) else MISSING}"
+            for e, m in zip(summaries["peak_estimated_bytes"], measured)
+        ]
+    return with_dashes(out.reset_index(drop=True))
+
+
+def host_bound_stacks(rows: pd.DataFrame) -> list[str]:
+    """The configurations (stack, and precision or model where a run has several) whose device was busy less than
+    the host-bound threshold of the step."""
+    rows = with_stack(rows)
+    if rows.empty or "busy" not in rows:
+        return []
+    grid = "kind" in rows and bool((rows["kind"] == "grid").any())
+    names = []
+    for _, r in rows.loc[rows["busy"] < HOST_BOUND_BUSY].iterrows():
+        parts = [r.get("model") if grid else None, r["stack"], r.get("precision")]
+        names.append(" · ".join(str(p) for p in parts if p) + f" ({r['busy']:.0%} busy)")
+    return names
+
+
+def stacks_chart(run: RunResult) -> Chart | None:
+    """The stacks of a single run: each MFU side by side (their denominators named), tokens/s in the hover."""
+    summaries = with_stack(kind_rows(run, "summary"))
+    if len(summaries) < 2:
+        return None
+    fig, y = go.Figure(), "MFU (%)"
+    for column, label in MFU_COLUMNS.items():
+        if column in summaries and bool(summaries[column].notna().any()):
+            fig.add_trace(
+                go.Bar(
+                    x=summaries["stack"],
+                    y=summaries[column] * 100,
+                    name=label,
+                    customdata=summaries["tokens_per_s"],
+                    hovertemplate="%{y:.1f}% · %{customdata:,.0f} tokens/s<extra>" + label + "</extra>",
+                )
+            )
+    if not fig.data:  # no peak and no measured ceiling (a CPU without a matmul run): tokens/s instead
+        fig.add_trace(go.Bar(x=summaries["stack"], y=summaries["tokens_per_s"], name="tokens/s"))
+        y = "tokens/s"
+    style(fig, title("Stacks side by side", run, _detail(run)), "stack", y, barmode="group", legend_title="figure")
+    columns = ["stack", "step_ms_median", "tokens_per_s", *[c for c in MFU_COLUMNS if c in summaries]]
+    return Chart("step-stacks", fig, pd.DataFrame(summaries[columns]))
+
+
+def _config_label(row: pd.Series, stacks: list[str]) -> str:
+    return str(row["precision"]) + (f" · {row['stack']}" if len(stacks) > 1 else "")
 
 
 def sweep_charts(run: RunResult) -> list[Chart]:
-    modes = kind_rows(run, "precision")
+    modes = with_stack(kind_rows(run, "precision"))
     if modes.empty:
         return []
-    ok = modes.loc[modes["status"] == "ok"]
-    colors = [color_for(DTYPE_FOR_PRECISION[p]) for p in ok["precision"]]
-    patterns = ["/" if p == "bf16" else "" for p in ok["precision"]]
-    ms = go.Figure(
-        go.Bar(
-            x=ok["precision"],
-            y=ok["step_ms_median"],
-            marker_color=colors,
-            marker_pattern_shape=patterns,
-            error_y=dict(
-                type="data",
-                symmetric=False,
-                array=ok["step_ms_p80"] - ok["step_ms_median"],
-                arrayminus=ok["step_ms_median"] - ok["step_ms_p20"],
-            ),
-        )
-    )
-    tokens = go.Figure(
-        go.Bar(
-            x=ok["precision"],
-            y=ok["tokens_per_s"],
-            marker_color=colors,
-            marker_pattern_shape=patterns,
-            text=[f"{s:.2f}× fp32" if s == s else "" for s in ok.get("speedup_vs_fp32", [])],
-            textposition="outside",
-        )
-    )
-    for fig in (ms, tokens):
-        fig.update_xaxes(categoryorder="array", categoryarray=list(modes["precision"]))
-        for _, row in modes[modes["status"] != "ok"].iterrows():
-            fig.add_annotation(
-                x=row["precision"],
-                y=0,
-                yref="paper",
-                yanchor="bottom",
-                text=row["status"],
-                hovertext=row["reason"],
-                showarrow=False,
-                textangle=-90,
-                font=dict(color="#7f7f7f"),
+    stacks = stacks_of(modes)
+    precisions = list(dict.fromkeys(modes["precision"]))
+    ms, tokens = go.Figure(), go.Figure()
+    for stack in stacks:
+        ok = modes.loc[(modes["status"] == "ok") & (modes["stack"] == stack)]
+        many = len(stacks) > 1
+        colors = stack_color(stacks, stack) if many else [color_for(DTYPE_FOR_PRECISION[p]) for p in ok["precision"]]
+        patterns = ["/" if p == "bf16" else "" for p in ok["precision"]]
+        ms.add_trace(
+            go.Bar(
+                x=ok["precision"],
+                y=ok["step_ms_median"],
+                name=stack,
+                marker_color=colors,
+                marker_pattern_shape=patterns,
+                error_y=dict(
+                    type="data",
+                    symmetric=False,
+                    array=ok["step_ms_p80"] - ok["step_ms_median"],
+                    arrayminus=ok["step_ms_median"] - ok["step_ms_p20"],
+                ),
             )
+        )
+        tokens.add_trace(
+            go.Bar(
+                x=ok["precision"],
+                y=ok["tokens_per_s"],
+                name=stack,
+                marker_color=colors,
+                marker_pattern_shape=patterns,
+                text=[f"{s:.2f}× fp32" if s == s else "" for s in ok.get("speedup_vs_fp32", [])],
+                textposition="outside",
+            )
+        )
+    for fig in (ms, tokens):
+        fig.update_xaxes(categoryorder="array", categoryarray=precisions)
+        fig.update_layout(barmode="group", showlegend=len(stacks) > 1, legend_title_text="stack")
+        for precision in precisions:
+            failed = modes.loc[(modes["precision"] == precision) & (modes["status"] != "ok")]
+            if len(failed) == len(modes.loc[modes["precision"] == precision]):  # no stack ran it: say why
+                row = failed.iloc[0]
+                fig.add_annotation(
+                    x=precision,
+                    y=0,
+                    yref="paper",
+                    yanchor="bottom",
+                    text=row["status"],
+                    hovertext=row["reason"],
+                    showarrow=False,
+                    textangle=-90,
+                    font=dict(color="#7f7f7f"),
+                )
     style(
         ms,
         title("Precision sweep: ms per step", run, f"{_detail(run)} · median, bars p20–p80"),
@@ -274,26 +448,76 @@ def sweep_charts(run: RunResult) -> list[Chart]:
         "ms per step",
     )
     style(tokens, title("Precision sweep: tokens per second", run, _detail(run)), "precision mode", "tokens/s")
-    cols = [
-        c
-        for c in (
-            "precision",
-            "status",
-            "reason",
-            "step_ms_median",
-            "step_ms_p20",
-            "step_ms_p80",
-            "tokens_per_s",
-            "speedup_vs_fp32",
-            "achieved_tflops",
-            "mfu",
+    table = config_table(modes)
+    return [Chart("step-precision-ms", ms, table), Chart("step-precision-tokens", tokens, table)]
+
+
+CONFIG_COLUMNS = (
+    "model",
+    "params",
+    "batch",
+    "precision",
+    "stack",
+    "status",
+    "reason",
+    "step_ms_median",
+    "step_ms_p20",
+    "step_ms_p80",
+    "tokens_per_s",
+    "speedup_vs_fp32",
+    "achieved_tflops",
+    *MFU_COLUMNS,
+    "busy",
+    "warmup_steps_run",
+    "steady",
+)
+
+
+def config_table(rows: pd.DataFrame) -> pd.DataFrame:
+    """A sweep's or a grid's rows, the columns a reader compares (the figures as stored, fractions as fractions)."""
+    return rows.loc[:, [c for c in CONFIG_COLUMNS if c in rows]]
+
+
+def grid_charts(run: RunResult) -> list[Chart]:
+    """Tokens/s and MFU against parameters, a line per precision (and stack): where bf16 starts to pay."""
+    grid = with_stack(kind_rows(run, "grid"))
+    if grid.empty:
+        return []
+    ok = grid.loc[grid["status"] == "ok"]
+    stacks = stacks_of(grid)
+    charts = []
+    for column, y_title, name in (
+        ("tokens_per_s", "tokens/s (log)", "step-grid-tokens"),
+        ("mfu", "MFU over the bf16 dense peak (%)", "step-grid-mfu"),
+    ):
+        if column not in ok or ok[column].isna().all():
+            continue
+        fig = go.Figure()
+        for (precision, stack), line in ok.groupby(["precision", "stack"], sort=False):
+            line = line.sort_values("params")
+            fig.add_trace(
+                go.Scatter(
+                    x=line["params"],
+                    y=line[column] * (100 if column == "mfu" else 1),
+                    mode="lines+markers",
+                    name=str(precision) + (f" · {stack}" if len(stacks) > 1 else ""),
+                    text=line["model"],
+                    line=dict(color=color_for(DTYPE_FOR_PRECISION.get(str(precision), str(precision)))),
+                    hovertemplate="%{text}: %{y:,.1f}<extra>%{fullData.name}</extra>",
+                )
+            )
+        style(
+            fig,
+            title("Size × precision: " + ("tokens per second" if column == "tokens_per_s" else "MFU"), run),
+            "parameters (log)",
+            y_title,
+            legend_title="precision",
         )
-        if c in modes
-    ]
-    return [
-        Chart("step-precision-ms", ms, modes.loc[:, cols]),
-        Chart("step-precision-tokens", tokens, modes.loc[:, cols]),
-    ]
+        fig.update_xaxes(type="log")
+        if column == "tokens_per_s":
+            fig.update_yaxes(type="log")
+        charts.append(Chart(name, fig, config_table(grid)))
+    return charts
 
 
 def per_gpu_chart(run: RunResult) -> Chart | None:
@@ -341,22 +565,27 @@ def per_gpu_chart(run: RunResult) -> Chart | None:
 def figures(run: RunResult) -> list[Chart]:
     if is_all_gpus(run):
         return [c for c in (node_chart(run), per_gpu_chart(run)) if c is not None]
+    if run.config.get("models"):
+        return grid_charts(run)
     if run.config.get("sweep"):
         return sweep_charts(run)
-    charts = (phase_chart(run), cold_chart(run), groups_chart(run), time_vs_flops_chart(run), kernels_chart(run))
-    return [c for c in charts if c is not None]
+    charts = (stacks_chart(run), phase_chart(run), cold_chart(run), groups_chart(run), time_vs_flops_chart(run))
+    return [c for c in charts if c is not None] + kernels_charts(run)
 
 
 def overlay(runs: list[RunResult]) -> list[Chart]:
-    """Median ms per step of each run (single runs and every mode of sweeps), side by side."""
+    """Median ms per step of each run (every stack of single runs, every mode of sweeps, every point of grids)."""
     records = []
     for run in runs:
-        kind = "precision" if run.config.get("sweep") else "summary"
-        for _, row in kind_rows(run, kind).iterrows():
+        kind = "grid" if run.config.get("models") else "precision" if run.config.get("sweep") else "summary"
+        for _, row in with_stack(kind_rows(run, kind)).iterrows():
             if row.get("status", "ok") == "ok":
+                where = f"{run.name or run.id[:8]} · {run.device.get('name', '')}"
+                model = f" · {row['model']}" if kind == "grid" else ""
+                stack = "" if row["stack"] == "course" else f" · {row['stack']}"
                 records.append(
                     {
-                        "run": f"{run.name or run.id[:8]} · {run.device.get('name', '')}",
+                        "run": where + model + stack,
                         "precision": row["precision"],
                         "step_ms_median": row["step_ms_median"],
                         "tokens_per_s": row["tokens_per_s"],
