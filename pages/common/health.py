@@ -1,4 +1,5 @@
-"""The Home page's health panel: is this box as fast as it should be, and is it still? (``python -m core health``)."""
+"""The Home page's health panel: is this box as fast as it should be, and is it still? (``python -m core health``);
+a stored check judged again by today's rules (``python -m core health --judge RUN_ID``)."""
 
 from __future__ import annotations
 
@@ -8,8 +9,11 @@ import threading
 import pandas as pd
 import streamlit as st
 
+from core.hardware.identity import box_label
 from core.health import check
+from core.health.rejudge import rejudge
 from core.jsonable import json_ready
+from core.result import RunResult
 from core.units import duration_text, timestamp_text
 from pages.common import lab
 from render.health import health_html
@@ -18,6 +22,7 @@ ICONS = {
     "pass": "✅ pass",
     "below expected": "⚠️ below expected",
     "far below": "❌ far below",
+    "not comparable": "➖ not comparable",
     "no reference": "➖ no reference",
     "not measured": "➖ not measured",
     "fail": "❌ fail",
@@ -65,10 +70,11 @@ def _device(selected: str) -> str:
 def section() -> None:
     st.header("Health: is this box as fast as it should be?")
     st.write(
-        "The doctor's checks, a sustained matmul on every GPU (burst against sustained), host↔device copies and "
-        "all_reduce, each judged against the published figure for this exact card (else its datasheet × a stated "
-        "fraction) and against this box's earlier runs. Also `python -m core health` (exit 1 when a figure is "
-        "below expected)."
+        "The doctor's checks, a sustained matmul and a bounded shape search on every GPU, host↔device copies and "
+        "all_reduce, each judged like for like: the search's best against the published maximum for this card, the "
+        "soak's fixed shape per clock against the same shape on a healthy card, the rest against the datasheet × a "
+        "stated fraction, with the clock, power and NVML's slowdown reasons read while measured, and against this "
+        "box's earlier runs. Also `python -m core health` (exit 1 when a figure is below expected)."
     )
     state = _state()
     device = _device(lab.selected_device())
@@ -92,34 +98,23 @@ def section() -> None:
     if not latest:
         st.info("The health check has not run on this box yet.")
         return
-    run = latest[0]
+    show(latest[0], "home.health")
+    judge_again(store)
+
+
+def show(run: RunResult, key: str) -> None:
+    """A check's banner, its verdict table and its report and bundle to download."""
     kind, words = check.banner(run)
     took = duration_text(run.meta.get("wall_s") or 0.0)
     getattr(st, kind)(f"{words} ({took}, {timestamp_text(run.started_at)} UTC)")
-    st.dataframe(
-        pd.DataFrame(
-            [
-                {
-                    "figure": r["figure"],
-                    "where": " ".join(filter(None, (r.get("node"), r["where"]))),
-                    "measured": check.cell(r, "measured"),
-                    "reference": r["reference_label"] or check.cell(r, "reference"),
-                    "verdict": ICONS.get(r["verdict"], r["verdict"]) + (" · regressed" if r.get("regressed") else ""),
-                    "why": "; ".join(filter(None, (r["reason"], (r.get("history") or {}).get("text")))),
-                    "source": f"{r['source']} ({r['date']})" if r.get("source") else "",
-                }
-                for r in run.rows
-            ]
-        ),
-        hide_index=True,
-    )
+    st.dataframe(pd.DataFrame([_row(r) for r in run.rows]), hide_index=True)
     cols = st.columns(2)
     cols[0].download_button(
         "Health report (one HTML page, for a ticket)",
         health_html(run),
         "gpulab-health.html",
         "text/html",
-        key="home.health.html",
+        key=f"{key}.html",
         on_click="ignore",
     )
     cols[1].download_button(
@@ -127,6 +122,49 @@ def section() -> None:
         json.dumps(json_ready(run.to_dict()), indent=1, allow_nan=False),
         "gpulab-health.json",
         "application/json",
-        key="home.health.json",
+        key=f"{key}.json",
         on_click="ignore",
     )
+
+
+def _row(r: dict) -> dict:
+    flags = "".join(f" · {w}" for w, k in (("regressed", "regressed"), ("slow GPU", "slow_gpu")) if r.get(k))
+    return {
+        "figure": r["figure"],
+        "where": " ".join(filter(None, (r.get("node"), r["where"]))),
+        "measured": check.cell(r, "measured"),
+        "per clock": (r.get("per_clock") or {}).get("text", ""),
+        "while measured": f"{r['clocks']['text']} — {r['clocks']['state']}" if r.get("clocks") else "",
+        "reference": r["reference_label"] or check.cell(r, "reference"),
+        "verdict": ICONS.get(r["verdict"], r["verdict"]) + flags,
+        "why": "; ".join(filter(None, (r["reason"], (r.get("history") or {}).get("text")))),
+        "source": "; ".join(
+            filter(None, (f"{r['source']} ({r['date']})" if r.get("source") else "", r.get("reference_card")))
+        ),
+    }
+
+
+def judge_again(store) -> None:
+    """Any stored check judged again by today's rules and references, as the box it was measured on."""
+    checks = [c for c in store.list(experiment="health", limit=50) if not c.meta.get("nodes")]
+    with st.expander("Judge a stored check again by today's rules"):
+        st.caption(
+            "After a rule or a reference changes, or for a check imported from another box (judged as that box): "
+            "nothing is measured or stored. Also `python -m core health --judge RUN_ID`."
+        )
+        labels = {c.id: _label(c) for c in checks}
+        picked = st.selectbox("Stored check", list(labels), format_func=labels.get, key="home.health.judge.pick")
+        if st.button("Judge again", key="home.health.judge", disabled=picked is None):
+            st.session_state["home.health.judged"] = picked
+        judged = st.session_state.get("home.health.judged")
+        if judged in labels:
+            original = next(c for c in checks if c.id == judged)
+            report = rejudge(original, store)
+            st.info(f"Judged again by today's rules: {report.judged_again['origin']}")  # pyright: ignore[reportOptionalSubscript]
+            show(report.to_run(original), "home.health.judged")
+
+
+def _label(run: RunResult) -> str:
+    where = box_label(run.device) if run.device else "?"
+    imported = " · imported" if run.imported else ""
+    return f"{timestamp_text(run.started_at)} UTC · {where} · {run.meta.get('verdict', run.status)}{imported}"

@@ -51,3 +51,25 @@ def test_the_health_button_runs_in_the_background_and_shows_the_verdict_table(cp
     assert "Nothing judged is below expected (1 pass)" in banner
     labels = [b.label for b in at.get("download_button")]
     assert "Health report (one HTML page, for a ticket)" in labels
+
+
+def test_home_judges_a_stored_check_again_as_the_box_it_came_from(cpu_app, store):
+    """The H200's check from examples/, imported: picked from the history and judged again by today's rules, it
+    reads healthy, power-limited, its published figure labelled with the card it was measured on."""
+    from tests.core.health.test_rejudge import CARD, CHECK, EXAMPLE
+
+    store.import_file(EXAMPLE)
+    at = cpu_app.run()
+    assert not at.exception
+    at.selectbox(key="home.health.judge.pick").set_value(CHECK).run()
+    at.button(key="home.health.judge").click().run()
+    assert not at.exception, [e.value for e in at.exception]
+    said = [i.value for i in at.info]
+    assert any(s.startswith("Judged again by today's rules: imported from another box: vm") for s in said), said
+    assert any("Healthy on vm" in s.value and "Power-limited while measured" in s.value for s in at.success)
+    tables = [d.value for d in at.dataframe if "per clock" in d.value.columns]
+    assert len(tables) == 2  # the latest check as stored, then the one judged again
+    table = tables[-1]
+    burst = table[table["figure"] == "matmul bf16 burst"].iloc[0]
+    assert burst["verdict"] == "✅ pass" and "power-limited" in burst["while measured"]
+    assert "83.6% of the peak per clock" in burst["per clock"] and CARD in burst["why"]
