@@ -137,6 +137,11 @@ class Experiment:
     # it runs on the imports' own queue, never behind a device's jobs nor holding one, takes no device lock,
     # and runs in a worker of its own under a CPU-time limit from their sizes (core/import_budget.py).
     reads: Callable[[Any], Sequence[str]] | None = None
+    # What the CLI says before any table: the run's answer in plain words, from its rows and meta.
+    answer: Callable[[list[dict], dict], list[str]] | None = None
+    # The kinds of rows the CLI's text lists, a table each in this order; the others (raw samples) are counted
+    # and left to --json. Empty: every row, as it comes.
+    text_kinds: tuple[str, ...] = ()
 
     @property
     def uses_torch(self) -> bool:

@@ -108,10 +108,7 @@ def print_run(run: RunResult, as_json: bool) -> None:
     print(terminal_text(f"{run.experiment}  {run.id}  [{run.status}]  on {device}  at {run.started_at}{name}"))
     if run.error:
         print("  " + terminal_text(run.error, multiline=True).replace("\n", "\n  "))
-    if run.rows:
-        print(
-            terminal_text(table(run.rows, byte_columns=frozenset(run.meta.get("byte_columns") or ())), multiline=True)
-        )
+    _print_rows(run)
     for key, value in run.meta.items():
         if key in ("worker", "traceback", "byte_columns"):
             continue
@@ -120,6 +117,29 @@ def print_run(run: RunResult, as_json: bool) -> None:
         elif not isinstance(value, (list, dict)):
             print(terminal_text(f"  {key}: {cell(key, value)}"))
     warn_measurement_errors(run)
+
+
+def _print_rows(run: RunResult) -> None:
+    """The experiment's answer in words first, then its rows: a table per kind it lists (raw samples counted, left
+    to --json), or every row as it comes."""
+    from core import registry
+
+    exp = registry.experiments().get(run.experiment)
+    byte_columns = frozenset(run.meta.get("byte_columns") or ())
+    for line in exp.answer(run.rows, run.meta) if exp and exp.answer and run.rows else []:
+        print(terminal_text(line))
+    kinds = exp.text_kinds if exp else ()
+    if not kinds:
+        if run.rows:
+            print(terminal_text(table(run.rows, byte_columns=byte_columns), multiline=True))
+        return
+    for kind in kinds:
+        rows = [r for r in run.rows if r.get("kind") == kind]
+        if rows:
+            print(terminal_text(f"\n{kind}:\n" + table(rows, byte_columns=byte_columns), multiline=True))
+    left = len([r for r in run.rows if r.get("kind") not in kinds])
+    if left:
+        print(f"\n{left:,} more row{'s' if left != 1 else ''} (raw samples): --json has them all")
 
 
 def warn_measurement_errors(run: RunResult) -> None:

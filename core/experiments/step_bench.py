@@ -690,6 +690,40 @@ def _refuse_if_none_fits(setups: list[EstimateConfig], ctx: Context) -> None:
         raise min(refused, key=lambda e: e.meta["refused"]["need_bytes"])
 
 
+# --- the answer in words ----------------------------------------------------------------------
+
+
+def _mfu_text(row: dict) -> str:
+    if row.get("mfu") is None:
+        return f"no MFU ({row.get('mfu_note') or 'no datasheet peak'})"
+    text = f"MFU {row['mfu']:.1%} of the bf16 dense peak ({row['peak_tflops']:g} TFLOPS)"
+    if row.get("mfu_measured") is not None:
+        text += f", {row['mfu_measured']:.1%} of the best bf16 matmul measured here"
+    return text
+
+
+def _config_text(row: dict, grid: bool) -> str:
+    name = " · ".join(str(p) for p in (row.get("model") if grid else None, row.get("precision"), row["stack"]) if p)
+    if row.get("status", "ok") != "ok":
+        return f"{name}: {row['status']} — {row.get('reason')}"
+    busy = f"; device busy {row['busy']:.0%}" if row.get("busy") is not None else ""
+    return f"{name}: {row['step_ms_median']:.2f} ms a step, {row['tokens_per_s']:,.0f} tokens/s, {_mfu_text(row)}{busy}"
+
+
+def answer_lines(rows: list[dict], meta: dict) -> list[str]:
+    """Each configuration's time, tokens/s, MFU and busy share in one line, then the host-bound warning where a
+    device was idle much of its step (a run stored before stacks: the course's)."""
+    kinds = {r.get("kind") for r in rows}
+    grid = "grid" in kinds
+    picked = [r for r in rows if r.get("kind") in ("summary", "precision", "grid")]
+    lines = [_config_text({"stack": "course"} | r, grid) for r in picked]
+    bound = [r for r in picked if r.get("host_bound")]
+    if bound:
+        names = ", ".join(" · ".join(str(r.get(k)) for k in ("precision", "stack")) for r in bound)
+        lines.append(f"{meta.get('host_bound_warning') or HOST_BOUND_WARNING} ({names})")
+    return lines
+
+
 EXPERIMENTS = [
     Experiment(
         name="step-bench",
@@ -699,5 +733,7 @@ EXPERIMENTS = [
         description=(__doc__ or "").partition("\n")[0],
         fresh_process=True,
         device_metric=DeviceMetric("tokens_per_s", ("kind", "precision", "stack"), "tokens/s"),
+        answer=answer_lines,
+        text_kinds=("summary", "precision", "grid", "group", "kernel"),
     )
 ]

@@ -187,3 +187,35 @@ def test_a_step_too_large_is_refused_with_the_planner_s_figures(tmp_path, monkey
     cfg = StepBenchConfig(model="10B", batch=64, context=2048, stacks=("course", "modern"), profile_steps=0)
     with pytest.raises(DoesNotFit, match=r"a fp32 training step of 10B \(batch 64, context 2048, stack course\)"):
         drive(run(cfg, CPU))
+
+
+def test_the_cli_says_the_answer_before_any_table(capsys):
+    """The stacks' times in words first, the host-bound warning where it holds, then the summary table; the raw
+    samples only counted (--json keeps them)."""
+    from core.cli.output import print_run
+    from tests.factories import make_run
+
+    summary = {
+        "kind": "summary",
+        "stack": "course",
+        "precision": "bf16-autocast",
+        "step_ms_median": 59.0,
+        "tokens_per_s": 69_424.0,
+        "mfu": 0.054,
+        "peak_tflops": 989.4,
+        "busy": 0.48,
+        "host_bound": True,
+    }
+    samples = [
+        {"kind": "sample", "stack": "course", "series": "warm", "step": i, "phase": "step", "ms": 59.0}
+        for i in range(30)
+    ]
+    run = make_run("step-bench", [*samples, summary], {"host_bound_warning": HOST_BOUND_WARNING})
+    print_run(run, as_json=False)
+    out = capsys.readouterr().out.splitlines()
+    assert out[1] == (
+        "bf16-autocast · course: 59.00 ms a step, 69,424 tokens/s, MFU 5.4% of the bf16 dense peak (989.4 TFLOPS); "
+        "device busy 48%"
+    )
+    assert out[2].startswith("host-bound — these times compare launch overhead") and out[2].endswith("course)")
+    assert out.index("summary:") > 2 and "30 more rows (raw samples): --json has them all" in out
