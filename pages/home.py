@@ -187,9 +187,10 @@ for device in info.get("devices", []):
             best = published.for_device(device)
             if best:
                 st.caption(
-                    "Published best achievable (measured elsewhere, not on this box): "
-                    + ", ".join(
-                        f"{p.dtype} {p.tflops:g} TFLOPS ({100 * p.efficiency:.1f}% of {p.theory_tflops:g})"
+                    "Published best achievable (the best of a shape search, measured elsewhere, not on this box): "
+                    + "; ".join(
+                        f"{p.dtype} {p.tflops:g} TFLOPS ({100 * p.efficiency:.1f}% of {p.theory_tflops:g}) at "
+                        f"{p.best_shape}, {published.provenance(p, device)}"
                         for p in best
                     )
                     + f" — {published.SOURCE}."

@@ -30,12 +30,13 @@ MODES = {"square": "Square sweep", "mnk": "Custom M×N×K", "model": "Model pres
 # "throughput" is shown under the run's unit (TFLOPS on a GPU, GFLOPS on a CPU), like every chart.
 TABLE_COLUMNS = (
     "device dtype m n k label median_ms p20_ms p80_ms min_ms reps throughput pct_of_peak pct_of_published "
-    "pct_of_best rel_error intensity_flop_per_byte sm_clock_mhz power_w vs_node_median"
+    "published_note pct_of_best rel_error intensity_flop_per_byte sm_clock_mhz power_w vs_node_median"
 ).split()
 SOAK_COLUMNS = "device second t_s throughput calls interval_s sm_clock_mhz temp_c power_w throttle_reasons".split()
 COLUMN_NAMES = {
     "pct_of_peak": "% of datasheet",
-    "pct_of_published": "% of best achievable (published)",
+    "pct_of_published": "% of the published best (like for like)",
+    "published_note": "published figure: the card it was measured on, or why not comparable",
     "pct_of_best": "% of this run's best",
 }
 THIS_GPU = "the run's GPU"
@@ -130,9 +131,12 @@ def render(run: RunResult) -> None:
         for col, (_, r) in zip(cols * 2, best.iterrows()):
             peak = f"{r['pct_of_peak']:.0f}% of datasheet" if pd.notna(r.get("pct_of_peak")) else None
             if pd.notna(r.get("pct_of_published")):
-                peak = f"{peak or ''}, {r['pct_of_published']:.0f}% of best achievable (published)".lstrip(", ")
+                peak = f"{peak or ''}, {r['pct_of_published']:.0f}% of the published best".lstrip(", ")
             unit = throughput_unit(is_cuda, ops=r["dtype"] == "int8")[0]
-            fact(col, f"best {r['dtype']} ({unit})", f"{r['throughput']:.1f}", peak, help=f"at {r['shape']}")
+            said = f"at {r['shape']}" + (
+                f"; published figure: {r['published_note']}" if r.get("published_note") else ""
+            )
+            fact(col, f"best {r['dtype']} ({unit})", f"{r['throughput']:.1f}", peak, help=said)
         node.show(run)
         show_charts(figures(run, accelerator), KEY)
         unit = throughput_unit(is_cuda)[0]
@@ -149,8 +153,9 @@ def render(run: RunResult) -> None:
             st.caption(
                 "Published (not measured here): "
                 + "; ".join(
-                    f"{p.accelerator} {p.dtype} {p.tflops:g} of {p.theory_tflops:g} TFLOPS ({100 * p.efficiency:.1f}%) at "
-                    f"{p.best_shape}, torch {p.torch_version}"
+                    f"{p.accelerator} {p.dtype} {p.tflops:g} of {p.theory_tflops:g} TFLOPS ({100 * p.efficiency:.1f}%), "
+                    f"the best of a shape search at {p.best_shape}, torch {p.torch_version}, "
+                    f"{published.provenance(p, run.device)}"
                     for p in entries
                 )
                 + f". Source: {published.SOURCE}."

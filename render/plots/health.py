@@ -1,4 +1,5 @@
-"""Charts for a ``health`` run: every judged figure as a percentage of its reference, thresholds drawn."""
+"""Charts for a ``health`` run: every judged figure as a percentage of its like-for-like reference (per clock
+for a fixed shape), thresholds drawn; what was not comparable is not drawn."""
 
 from __future__ import annotations
 
@@ -25,6 +26,7 @@ def figures(run: RunResult) -> list[Chart]:
             "reference": [r["reference"] for r in judged],
             "unit": [r["unit"] for r in judged],
             "verdict": [r["verdict"] for r in judged],
+            "reference_kind": [r.get("reference_kind") or "" for r in judged],
         }
     )
     fig = go.Figure(
@@ -33,16 +35,20 @@ def figures(run: RunResult) -> list[Chart]:
             y=df["figure"],
             orientation="h",
             marker_color=[VERDICT_COLORS.get(v, "#999999") for v in df["verdict"]],
-            customdata=df[["measured", "reference", "unit", "verdict"]],
-            hovertemplate="%{y}: %{x:.0f}% of the reference<br>%{customdata[0]:.4g} of %{customdata[1]:.4g} "
-            "%{customdata[2]} — %{customdata[3]}<extra></extra>",
+            customdata=df[["measured", "reference", "unit", "verdict", "reference_kind"]],
+            hovertemplate="%{y}: %{x:.0f}% of the reference (%{customdata[4]})<br>%{customdata[0]:.4g} "
+            "%{customdata[2]}, reference %{customdata[1]:.4g} — %{customdata[3]}<extra></extra>",
         )
     )
     for fraction, name in ((PASS_FRACTION, "pass"), (FAR_FRACTION, "far below")):
         fig.add_vline(x=100 * fraction, line_dash="dash", annotation_text=f"{name}: {fraction:.0%}")
     style(
         fig,
-        title(f"Health: {run.meta.get('verdict', run.status)}", run, "measured as % of the SKU's reference"),
+        title(
+            f"Health: {run.meta.get('verdict', run.status)}",
+            run,
+            "measured as % of its like-for-like reference for the SKU (a fixed shape: per clock, same shape)",
+        ),
         "measured / reference (%)",
         "figure",
         height=max(300, 40 * len(df) + 140),

@@ -42,7 +42,32 @@ def measured(run: RunResult, accelerator: str | None = None) -> pd.DataFrame:
     df["series"] = df["dtype"] + (" · " + df["device"] if is_all_gpus(run) else "")
     df["published_tflops"] = df["published_tflops"].astype(float)
     df["pct_of_published"] = df["pct_of_published"].astype(float)
-    return df.drop(columns=["samples_ms"], errors="ignore")
+    return _like_for_like(df, run, accelerator).drop(columns=["samples_ms"], errors="ignore")
+
+
+def _like_for_like(df: pd.DataFrame, run: RunResult, accelerator: str | None) -> pd.DataFrame:
+    """``pct_of_published`` only where a point may meet the published maximum (the best of a ``--mamf`` search,
+    or the published best shape itself; :func:`core.hardware.published.comparable`), and ``published_note``: the
+    card the figure was measured on, or why the point is not comparable."""
+    entries = published_for(run, accelerator)
+    searched = bool(run.config.get("mamf"))
+    notes, keep = [], []
+    for r in df.to_dict("records"):
+        entry = published.figure(entries, str(r["dtype"]))
+        if entry is None:
+            notes.append("")
+            keep.append(False)
+            continue
+        why = published.comparable(entry, (int(r["m"]), int(r["n"]), int(r["k"])), searched and bool(r["is_best"]))
+        notes.append(why or published.provenance(entry, run.device))
+        keep.append(why is None)
+    df["published_note"] = notes
+    df["pct_of_published"] = df["pct_of_published"].where(keep)
+    df["published_text"] = [
+        f"{pct:.1f}% of the published best ({note})" if ok else note or "no published figure"
+        for pct, note, ok in zip(df["pct_of_published"], notes, keep)
+    ]
+    return df
 
 
 def _against(row: dict, entries: list[published.Published]) -> dict:
@@ -92,10 +117,10 @@ def throughput_figure(run: RunResult, df: pd.DataFrame, accelerator: str | None 
                     array=(g["tflops_p80"] - g[TFLOPS]) * scale,
                     arrayminus=(g[TFLOPS] - g["tflops_p20"]) * scale,
                 ),
-                customdata=g[["median_ms", "pct_of_peak", "pct_of_best", "label", "pct_of_published"]],
+                customdata=g[["median_ms", "pct_of_peak", "pct_of_best", "label", "published_text"]],
                 hovertemplate="%{x}: %{y:.1f}<br>median %{customdata[0]:.4f} ms<br>"
-                "%{customdata[1]:.1f}% of datasheet, %{customdata[4]:.1f}% of best achievable (published), "
-                "%{customdata[2]:.1f}% of this run's best<br>%{customdata[3]}",
+                "%{customdata[1]:.1f}% of datasheet, %{customdata[2]:.1f}% of this run's best<br>"
+                "%{customdata[4]}<br>%{customdata[3]}",
             )
         )
         peak = g["peak_tflops"].dropna()
@@ -112,7 +137,10 @@ def throughput_figure(run: RunResult, df: pd.DataFrame, accelerator: str | None 
             fig.add_hline(
                 y=best.tflops * scale,
                 line=dict(color=color, dash="dot", width=2),
-                annotation_text=f"{dtype} {best.accelerator} best achievable {best.tflops:g} (published, {best.date})",
+                annotation_text=html_text(
+                    f"{dtype} {best.accelerator} best of a shape search {best.tflops:g} (published {best.date}, "
+                    f"{published.provenance(best, run.device)})"
+                ),
                 annotation_position="bottom left",
             )
     wrong = df[df["above_peak"].fillna(False).astype(bool)]
@@ -134,7 +162,9 @@ def throughput_figure(run: RunResult, df: pd.DataFrame, accelerator: str | None 
         else "median, bars p20–p80; CPU: no datasheet peak"
     )
     if not df.loc[:, "published_tflops"].isna().all():
-        detail += "; dotted: published maximum achievable (mamf-finder, ml-engineering)"
+        detail += (
+            "; dotted: published best of a shape search (mamf-finder, ml-engineering), comparable only with a search"
+        )
     style(fig, title("Matmul throughput", run, detail), xtitle, _unit(run), legend_title="dtype")
     if xcol == "m" and not run.config.get("search"):
         fig.update_xaxes(type="log")
