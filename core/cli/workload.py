@@ -406,7 +406,17 @@ def _trace_side(args, what: str) -> tuple[str, RunResult] | int:
 
 def trace_diff(args) -> int:
     from core.units import duration_text
-    from core.workload.trace_diff import diff, largest_changes, mismatches, operators, steps, totals, whole
+    from core.workload.trace_diff import (
+        causes,
+        diff,
+        headline,
+        largest_changes,
+        mismatches,
+        operators,
+        steps,
+        totals,
+        whole,
+    )
 
     sides = [_trace_side(args, what) for what in (args.base, args.new)]
     for side in sides:
@@ -416,6 +426,7 @@ def trace_diff(args) -> int:
     rows = diff(base.rows, new.rows)
     total = totals(rows)
     figures = whole(base.meta, new.meta) + steps(base.rows, new.rows)
+    by_cause = causes(base.rows, new.rows)
     by_op = operators(base.meta, new.meta)
     unlike = mismatches(base.meta, new.meta, rows)
     if args.json:
@@ -426,7 +437,8 @@ def trace_diff(args) -> int:
                     "new": new_label,
                     "total": total,
                     "mismatches": unlike,
-                    "rows": figures + rows + by_op,
+                    "headline": headline(base.rows, new.rows, total),
+                    "rows": figures + by_cause + rows + by_op,
                 }
             )
         )
@@ -437,14 +449,18 @@ def trace_diff(args) -> int:
 
     for text in unlike:
         say(f"note: {text}")
+    say(f"{base_label} → {new_label}: {headline(base.rows, new.rows, total)}")
     pct = f" ({total['delta_pct']:+.1f}%)" if total["delta_pct"] is not None else ""
     say(
-        f"GPU time (kernels, copies and memsets) {us(total['base_us'])} ({base_label}) → {us(total['new_us'])} "
-        f"({new_label}): {us(total['delta_us'])}{pct}"
+        f"GPU time (kernels, copies and memsets) {us(total['base_us'])} → {us(total['new_us'])}: {us(total['delta_us'])}{pct}"
     )
     for r in figures:
         change = f" ({r['delta_pct']:+.1f}%)" if r["delta_pct"] is not None else ""
-        say(f"  {r['figure']:<32} {us(r['base_us']):>11} → {us(r['new_us']):>11}  {us(r['delta_us']):>11}{change}")
+        say(f"  {r['figure']:<38} {us(r['base_us']):>11} → {us(r['new_us']):>11}  {us(r['delta_us']):>11}{change}")
+    if by_cause:
+        say("the GPU idle inside the median step, by the host's cause (largest change first):")
+        for r in by_cause:
+            say(f"  {r['figure']:<38} {us(r['base_us']):>11} → {us(r['new_us']):>11}  {us(r['delta_us']):>11}")
     say("by group (largest slow-down first):")
     for r in rows:
         if r["kind"] == "group":

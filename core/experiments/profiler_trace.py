@@ -43,10 +43,10 @@ def run(cfg: ProfilerTraceConfig, ctx: Context):
     from core.workload.collective_calls import collective_rows
     from core.workload.findings import trace_findings
     from core.workload.host_gaps import (
-        before_first_kernel,
         before_first_kernel_findings,
         host_gap_findings,
         host_gaps,
+        host_in_steps,
         step_stall_findings,
     )
     from core.workload.op_flops import tensor_core_findings, tensor_core_use
@@ -62,7 +62,9 @@ def run(cfg: ProfilerTraceConfig, ctx: Context):
         meta["host_gaps"], by_step = host_gaps(data, meta["device"], steps=steps)
         for step, held in zip(steps, by_step):
             step.update(held)
-        meta["host_before_first_kernel"] = before_first_kernel(data, meta["device"], steps)
+        meta["host_before_first_kernel"], lived = host_in_steps(data, meta["device"], steps)
+        for step, held in zip(steps, lived):
+            step.update(held)
         meta.update(op_breakdown(data, meta["device"], cfg.top_kernels))
         meta["tensor_cores"] = tensor_core_use(data, meta["device"])
         rows += collective_rows(data, meta["device"])

@@ -51,7 +51,10 @@ CAUSES = (
 )
 COPY, SYNC, ALLOC, DATA, OPTIM, OTHER, NONE = range(len(CAUSES))
 # each cause's column in a step row: ``idle_host_<key>_us``, the step's GPU window's part of the gaps it holds
-STEP_KEYS = tuple(f"idle_host_{key}_us" for key in ("copy", "sync", "allocator", "data", "optimizer", "other", "none"))
+_KEYS = ("copy", "sync", "allocator", "data", "optimizer", "other", "none")
+STEP_KEYS = tuple(f"idle_host_{key}_us" for key in _KEYS)
+# each cause's column in a step row from the host's spans: the device's idle inside the host's step it holds
+WALL_KEYS = tuple(f"wall_idle_{key}_us" for key in _KEYS)
 _SYNC = re.compile(  # the copies that block the host until the stream is done: hipMemcpyWithStream, cudaMemcpy…
     r"^(cuda|hip)(Stream|Device|Event)Synchronize$|^aten::(item|_local_scalar_dense|nonzero|is_nonzero)$"
     r"|^(cuda|hip)Memcpy(WithStream|2D|3D|Peer)?$"
@@ -276,37 +279,54 @@ def _by_cause(trace: TraceFile, held: np.ndarray, tops: list[dict], labels: list
     return sorted(out, key=lambda r: -r["time_us"])
 
 
-def before_first_kernel(trace: TraceFile, device: int, steps: Sequence[dict], top: int = TOP_OPS) -> dict:
-    """What the host did in each step before the GPU's first kernel of it: the device's idle from the step's start
-    to its first activity's (``host_before_first_kernel_us`` of the step rows from the host's spans), by the same
-    causes as the gaps, on the launching thread. ``{"steps", "time_us", "wall_us", "median_share", "causes"}``
-    (``wall_us``: the steps' walls summed; ``median_share``: the median step's time over its wall); {} where no
-    step has such time. A step's first window lies before the GPU's span, so the gaps never hold it: a video
-    model's decoding and a data loader's batch preceding the first kernel were invisible there."""
-    timed = [r for r in steps if r.get("host_before_first_kernel_us")]
-    if not timed:
-        return {}
+def host_in_steps(
+    trace: TraceFile, device: int, steps: Sequence[dict], top: int = TOP_OPS
+) -> tuple[dict, list[dict[str, float]]]:
+    """The device's idle inside each of the host's steps, by the host's cause on the launching thread: the step as
+    its host lived it, whatever the GPU's span. Returns the part before each step's first kernel (the device's idle
+    from the step's start to its first activity's: ``host_before_first_kernel_us`` of the step rows from the host's
+    spans) as ``{"steps", "time_us", "wall_us", "median_share", "causes"}`` (``wall_us``: those steps' walls
+    summed; ``median_share``: the median step's time over its wall; {} where no step has such time), and for each
+    step row given its whole idle by cause (:data:`WALL_KEYS`, µs; {} for a step not from the host's spans). A
+    step's first window lies before the GPU's span, so the gaps never hold it: a video model's decoding and a data
+    loader's batch before the first kernel were invisible there."""
+    host = [i for i, r in enumerate(steps) if "host_before_first_kernel_us" in r]
+    by_step: list[dict[str, float]] = [{} for _ in steps]
     a = trace.activities
     sel = np.flatnonzero(a.device == device)
+    if not host or not len(sel):
+        return {}, by_step
     busy_s, busy_e = merged(_ns(a.start[sel]), _ns(a.end[sel]))
-    lo = _ns(np.array([r["start_us"] for r in timed], float))
-    hi = np.minimum(
-        _ns(np.array([r["gpu_window_start_us"] for r in timed], float)),
-        lo + _ns(np.array([r["wall_us"] for r in timed], float)),
-    )
-    p_s, p_e = _less(*merged(lo, hi), busy_s, busy_e)
+    t0 = _ns(np.array([steps[i]["start_us"] for i in host], float))
+    t1 = t0 + _ns(np.array([steps[i]["wall_us"] for i in host], float))
+    first = np.clip(_ns(np.array([steps[i]["gpu_window_start_us"] for i in host], float)), t0, t1)
     _, _, _, main = _gap_threads(trace, device)
-    held = np.zeros((len(p_s), len(CAUSES)), np.int64)
-    tops: list[dict[int, list]] = [{} for _ in CAUSES]
-    labels = _hold(trace, p_s, p_e, np.full(len(p_s), -1 if main is None else main), held, tops) if len(p_s) else []
+    tid = -1 if main is None else main
+    summaries = []
+    for lo, hi in ((t0, first), (first, t1)):  # before the first kernel; the rest of the step
+        p_s, p_e = _less(*merged(lo, hi), busy_s, busy_e)
+        p_s, p_e, _ = _pieces(p_s, p_e, np.zeros(len(p_s), np.int64), np.unique(np.concatenate([lo, hi])))
+        held = np.zeros((len(p_s), len(CAUSES)), np.int64)
+        tops: list[dict[int, list]] = [{} for _ in CAUSES]
+        labels = _hold(trace, p_s, p_e, np.full(len(p_s), tid), held, tops) if len(p_s) else []
+        summaries.append((p_s, held, tops, labels))
+        before = np.vstack([np.zeros((1, len(CAUSES)), np.int64), np.cumsum(held, axis=0)])
+        for k, i, j in zip(host, np.searchsorted(p_s, lo), np.searchsorted(p_s, hi)):
+            for key, ns in zip(WALL_KEYS, (before[j] - before[i]).tolist()):
+                by_step[k][key] = by_step[k].get(key, 0.0) + ns / NS
+    _, held, tops, labels = summaries[0]
+    timed = [steps[i] for i in host if steps[i]["host_before_first_kernel_us"]]
+    if not timed or not held.sum():
+        return {}, by_step
     shares = [r["host_before_first_kernel_us"] / r["wall_us"] for r in timed if r["wall_us"] > 0]
-    return {
+    summary = {
         "steps": len(timed),
         "time_us": int(held.sum()) / NS,
         "wall_us": float(sum(r["wall_us"] for r in timed)),
         "median_share": float(np.median(shares)) if shares else 0.0,
         "causes": _by_cause(trace, held.sum(axis=0), tops, labels, top),
     }
+    return summary, by_step
 
 
 def _hold(

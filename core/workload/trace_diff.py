@@ -19,6 +19,8 @@ from __future__ import annotations
 import re
 import statistics
 
+from core.units import us_text
+from core.workload.host_gaps import CAUSES, STEP_KEYS, WALL_KEYS
 from core.workload.trace import named_gpu
 
 _ARGS = re.compile(r"\([^()]*\)")
@@ -132,7 +134,9 @@ STEP = (
     ("step wall time (median)", "wall_us"),
     ("step GPU busy (median)", "busy_us"),
     ("step GPU idle (median)", "idle_us"),
+    ("host before the first kernel (median)", "host_before_first_kernel_us"),
 )
+CAUSE_SHARE = 0.05  # a cause the headline names moved by at least this share of the base step's wall
 
 
 def _delta(base: float, new: float) -> dict:
@@ -172,15 +176,76 @@ def steps(base_rows: list[dict], new_rows: list[dict]) -> list[dict]:
         return []
     out = []
     for figure, key in STEP:
+        if key == "host_before_first_kernel_us" and not all(key in r for side in sides for r in side):
+            continue  # GPU-side steps (or a run stored before) have no host time before their kernels
         medians = [statistics.median(float(r.get(key) or 0.0) for r in side) for side in sides]
         out.append(_change("step", figure, *medians) | {"base_count": len(sides[0]), "new_count": len(sides[1])})
     return out
 
 
+def causes(base_rows: list[dict], new_rows: list[dict]) -> list[dict]:
+    """Rows of kind ``cause``: for each of the host's causes (:data:`core.workload.host_gaps.CAUSES`), the median over
+    each side's steps of the device's idle inside the step that the host spent in it — the step as the host lived
+    it (``wall_idle_<key>_us``; a side whose steps lack it, a run stored before or GPU-side steps, by the idle of its
+    steps' GPU windows, ``idle_host_<key>_us``), with the number of steps as the counts; the largest change either
+    way first, causes neither side has left out; none when a side has no step."""
+    sides = [[r for r in rows if r.get("kind") == "step"] for rows in (base_rows, new_rows)]
+    if not all(sides):
+        return []
+    out = []
+    for cause, wall, window in zip(CAUSES, WALL_KEYS, STEP_KEYS):
+        key = [wall if all(wall in r for r in side) else window for side in sides]
+        medians = [statistics.median(float(r.get(k) or 0.0) for r in side) for k, side in zip(key, sides)]
+        if any(medians):
+            out.append(
+                _change("cause", cause, *medians)
+                | {
+                    "base_count": len(sides[0]),
+                    "new_count": len(sides[1]),
+                    "basis": "step" if key[0] == wall else "window",
+                }
+            )
+    return sorted(out, key=lambda r: -abs(r["delta_us"]))
+
+
+def headline(base_rows: list[dict], new_rows: list[dict], total: dict, top: int = 2) -> str:
+    """What changed, first: the median step's wall with the causes that moved most per step (each ≥
+    :data:`CAUSE_SHARE` of the base step's wall), where both sides have steps; else the GPU time."""
+    step = next((r for r in steps(base_rows, new_rows) if r["figure"] == STEP[0][0]), None)
+    if step is None:
+        pct = f" ({total['delta_pct']:+.1f}%)" if total["delta_pct"] is not None else ""
+        return f"GPU time (kernels, copies and memsets) {us_text(total['base_us'])} → {us_text(total['new_us'])}{pct}"
+    pct = f" ({step['delta_pct']:+.1f}%)" if step["delta_pct"] is not None else ""
+    text = f"step wall (median) {us_text(step['base_us'])} → {us_text(step['new_us'])}{pct}"
+    moved = [r for r in causes(base_rows, new_rows) if abs(r["delta_us"]) >= CAUSE_SHARE * step["base_us"]][:top]
+    if moved:
+        text += (
+            "; per step, the host's "
+            + ", ".join(f"{r['figure']} {us_text(r['base_us'])} → {us_text(r['new_us'])}" for r in moved)
+            + " (the GPU idle in it)"
+        )
+    return text
+
+
 def mismatches(base_meta: dict, new_meta: dict, rows: list[dict]) -> list[str]:
     """Where the two traces are not alike, in words: what a reader must know before trusting the deltas
-    (``rows``: their :func:`diff`)."""
+    (``rows``: their :func:`diff`); the windows compared first."""
     said = []
+    counts = [m.get("steps", 0) for m in (base_meta, new_meta)]
+    if counts[0] != counts[1]:
+        said.append(
+            f"the windows differ: {counts[0]:,} → {counts[1]:,} profiled steps, so totals (span, busy, idle, GPU "
+            "time) differ by that alone; the step rows and the causes compare the median step"
+        )
+    elif not counts[0] and _unlike_spans(base_meta, new_meta):
+        spans = " → ".join(us_text(float(m["span_us"])) for m in (base_meta, new_meta))
+        said.append(
+            f"neither trace marks its steps (no ProfilerStep) and their spans differ ({spans}): the totals compare "
+            "two recorded windows, which may hold different numbers of iterations"
+        )
+    bases = [str(m.get("step_basis") or "").split(";")[0] for m in (base_meta, new_meta)]
+    if all(counts) and bases[0] != bases[1]:
+        said.append(f"the steps are not cut alike ({bases[0]} → {bases[1]}): their walls are not the same measure")
     gpus = [named_gpu(m) for m in (base_meta, new_meta)]
     if gpus[0] and gpus[1] and gpus[0] != gpus[1]:
         said.append(
@@ -202,13 +267,16 @@ def mismatches(base_meta: dict, new_meta: dict, rows: list[dict]) -> list[str]:
             f"one trace records its world size, the other not ({_or_unknown(worlds[0])} → {_or_unknown(worlds[1])}): "
             "check both come from jobs of the same size before comparing communication"
         )
-    counts = [m.get("steps", 0) for m in (base_meta, new_meta)]
-    if counts[0] != counts[1]:
-        said.append(
-            f"different numbers of profiled steps ({counts[0]} → {counts[1]}): totals differ by that alone; "
-            "compare the step medians"
-        )
     return said
+
+
+WINDOW_RATIO = 1.1  # spans further apart than this are windows that may hold other numbers of iterations
+
+
+def _unlike_spans(base_meta: dict, new_meta: dict) -> bool:
+    spans = [m.get("span_us") for m in (base_meta, new_meta)]
+    known = [float(v) for v in spans if isinstance(v, (int, float)) and v > 0]
+    return len(known) == 2 and max(known) > WINDOW_RATIO * min(known)
 
 
 def _or_unknown(value: object) -> str:

@@ -8,7 +8,7 @@ import plotly.graph_objects as go
 from core.result import RunResult
 from core.units import MISSING
 from core.workload.trace import KINDS
-from core.workload.trace_diff import diff, largest_changes, mismatches, operators, totals
+from core.workload.trace_diff import causes, diff, headline, largest_changes, mismatches, operators, totals
 from render.chart import Chart, kind_rows
 from render.plots.step_bench import GROUP_COLORS
 from render.style import color_for, html_text, short_html_text, style, title
@@ -312,6 +312,9 @@ def overlay(runs: list[RunResult]) -> list[Chart]:
     charts = [Chart("trace-overlay", fig, data)]
     if len(runs) == 2:
         charts.append(diff_chart(runs[0], runs[1]))
+        by_cause = cause_diff_chart(runs[0], runs[1])
+        if by_cause is not None:
+            charts.append(by_cause)
         by_op = op_diff_chart(runs[0], runs[1])
         if by_op is not None:
             charts.append(by_op)
@@ -347,6 +350,30 @@ def diff_chart(base: RunResult, new: RunResult) -> Chart:
         showlegend=False,
     )
     return Chart("trace-diff", fig, pd.DataFrame(rows))
+
+
+def cause_diff_chart(base: RunResult, new: RunResult) -> Chart | None:
+    """Why the step changed: the median step's GPU idle by the host's cause, side by side (the engine's
+    :func:`core.workload.trace_diff.causes`), under the diff's headline; None without steps on both sides."""
+    rows = causes(base.rows, new.rows)
+    if not rows:
+        return None
+    data = pd.DataFrame(rows)
+    fig = go.Figure(
+        [
+            go.Bar(x=data["figure"], y=data[key] / 1000, name=html_text(_label(run)))
+            for key, run in (("base_us", base), ("new_us", new))
+        ]
+    )
+    said = headline(base.rows, new.rows, totals([r for r in diff(base.rows, new.rows) if r["kind"] == "group"]))
+    style(
+        fig,
+        title("Why the step changed: the GPU idle in the median step, by the host's cause", None, html_text(said)),
+        "the host's cause (largest change first)",
+        "ms per step",
+        barmode="group",
+    )
+    return Chart("trace-diff-causes", fig, data)
 
 
 OP_BARS = 15

@@ -13,7 +13,7 @@ import pytest
 
 pytest.importorskip("msgspec")
 
-from core.workload.host_gaps import before_first_kernel, before_first_kernel_findings
+from core.workload.host_gaps import WALL_KEYS, before_first_kernel_findings, host_in_steps
 from core.workload.trace import analyse_trace, read_trace, report_lines
 from core.workload.trace_diff import steps as step_changes
 from tests.core.workload.traces import DATA, GPU, trace_events
@@ -106,7 +106,7 @@ def test_a_video_model_s_step_is_the_host_s_and_its_preprocessing_a_cause(path, 
             union += e - max(s, reach)
             reach = e
     trace = read_trace(path)
-    summary = before_first_kernel(trace, meta["device"], steps)
+    summary, _ = host_in_steps(trace, meta["device"], steps)
     cause = summary["causes"][0]
     assert cause["cause"] == "other CPU work" and cause["inner_op"]["op"].endswith("_preprocess_image")
     assert cause["inner_op"]["time_us"] == pytest.approx(float(union), abs=1e-3) and union > before / 2
@@ -147,10 +147,12 @@ def test_data_loading_before_the_first_kernel_by_hand(tmp_path):
     rows, meta = analyse_trace(trace)
     (step,) = [r for r in rows if r["kind"] == "step"]
     assert (step["wall_us"], step["host_before_first_kernel_us"], step["host_after_last_kernel_us"]) == (100, 70, 10)
-    meta["host_before_first_kernel"] = before_first_kernel(trace, meta["device"], [step])
+    meta["host_before_first_kernel"], (lived,) = host_in_steps(trace, meta["device"], [step])
     causes = {c["cause"]: c["time_us"] for c in meta["host_before_first_kernel"]["causes"]}
     assert causes == {"data loading": 55, "other CPU work": 3, "no CPU event": 12}  # the launch call [62, 65)
     (finding,) = before_first_kernel_findings(meta)
     assert finding["value"] == 70.0 and "data loading" in finding["text"] and "num_workers" in finding["text"]
     assert "pin_memory" in finding["text"]
+    # the whole step's idle by cause: the 70 before the kernel and the 10 after it (nothing recorded then)
+    assert dict(zip(WALL_KEYS, [0, 0, 0, 55, 0, 3, 22])) == lived
     assert "step     1: wall 0.100 ms" in "\n".join(report_lines(meta, rows))

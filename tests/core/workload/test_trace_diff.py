@@ -66,7 +66,7 @@ def test_a_trace_against_itself_changes_nothing(store, capsys):
     out = json.loads(capsys.readouterr().out)
     rows = out["rows"]
     assert rows and all(r["delta_us"] == 0 and r.get("base_count") == r.get("new_count") for r in rows)
-    assert {r["kind"] for r in rows} == {"whole", "step", "group", "op", "kernel"} and out["mismatches"] == []
+    assert {r["kind"] for r in rows} == {"whole", "step", "cause", "group", "op", "kernel"} and out["mismatches"] == []
     # the V100 file's groups (tests/data/workload/README.md): 48 µs of kernels and 2 µs of copies
     assert sum(r["base_us"] for r in rows if r["kind"] == "group") == pytest.approx(50.0)
 
@@ -135,9 +135,12 @@ def test_the_whole_trace_and_its_steps_are_compared_by_hand(tmp_path, store, cap
         # on each step's GPU window: step 1 from its first kernel (10) to step 2's (60), 50 − 20 busy = 30 idle;
         # step 2 [60, 65], none
         "step GPU idle (median)": ((30 + 0) / 2, 0),
+        # each step's start to its first kernel: base 0 → 10 and 50 → 60; new 0 → 10
+        "host before the first kernel (median)": (10, 10),
     }
     assert out["mismatches"] == [
-        "different numbers of profiled steps (2 → 1): totals differ by that alone; compare the step medians"
+        "the windows differ: 2 → 1 profiled steps, so totals (span, busy, idle, GPU time) differ by that alone; the "
+        "step rows and the causes compare the median step"
     ]
 
 
@@ -170,7 +173,7 @@ def test_unlike_traces_are_named_before_the_deltas(tmp_path, store, capsys):
         "architectures rarely share a name, so compare the groups and the operators, not the kernel rows",
         "note: different world sizes (8 → 4 ranks): communication time is not comparable",
     ]
-    assert said[2].startswith("GPU time (kernels, copies and memsets) 10.0 µs (h100.json) → 10.0 µs (mi300.json)")
+    assert said[2] == "h100.json → mi300.json: GPU time (kernels, copies and memsets) 10.0 µs → 10.0 µs (+0.0%)"
 
 
 # TraceLens's own comparison of these two files (tests/data/workload/README.md): per operator, the GPU time of
@@ -218,6 +221,59 @@ def test_an_h100_and_an_mi300_meet_through_their_operators_as_tracelens_finds(st
     assert [r["op"] for r in out["rows"] if r["kind"] == "op"][:2] == ["aten::mm", "aten::_flash_attention_forward"]
     # kernels launched before the profiler saw the host (no launch call in the file): TraceLens leaves them out too
     assert ops[NO_OP]["base_count"] == ops[NO_OP]["new_count"] == 0
-    gpus, names = out["mismatches"]  # the MI300 file lists one GPU, id 0, and its kernels say device 2
+    gpus, names = out["mismatches"]  # the MI300 file lists one GPU, id 0, and its kernels say device 2 (one step each)
     assert gpus.startswith("different GPUs (NVIDIA H100 80GB HBM3 → AMD Instinct MI300X VF)")
     assert names.startswith("few kernels share a name (")
+
+
+WORKERS_0 = ROOT / "tests" / "data" / "workload" / "kineto_v100_resnet50_workers0_step.json.gz"
+WORKERS_4 = ROOT / "tests" / "data" / "workload" / "kineto_v100_resnet50_workers4_step.json.gz"
+
+
+def test_a_dataloader_with_workers_is_said_to_remove_the_data_loading_stall(store, capsys):
+    """PyTorch's profiler tutorial's ResNet-50 on a V100 with ``num_workers=0`` and ``4`` (one step each): the GPU
+    time barely moves (+1.5 %) — the headline was "GPU time +1.5 %" — while the step is 28 % shorter because the
+    DataLoader's ``__next__`` no longer holds the GPU idle. By hand: that event's duration in each file (the GPU
+    ran nothing during it, checked here), 73,418 µs → 87 µs."""
+    pytest.importorskip("msgspec")
+    from tests.core.workload.traces import trace_events
+
+    loading = []
+    for path in (WORKERS_0, WORKERS_4):
+        events = trace_events(path)
+        (load,) = [e for e in events if e["name"].startswith("enumerate(DataLoader)#")]
+        gpu = [e for e in events if e.get("cat") in ("Kernel", "Memcpy", "Memset")]
+        assert not any(e["ts"] < load["ts"] + load["dur"] and e["ts"] + e["dur"] > load["ts"] for e in gpu)
+        loading.append(load["dur"])
+    assert loading == [73_418, 87]
+    assert cli.main(["trace-diff", str(WORKERS_0), str(WORKERS_4), "--json"]) == 0
+    out = json.loads(capsys.readouterr().out)
+    (data,) = [r for r in out["rows"] if r["kind"] == "cause" and r["figure"] == "data loading"]
+    assert (data["base_us"], data["new_us"]) == (73_418, 87)
+    assert out["rows"][0]["kind"] == "whole" and out["mismatches"] == []
+    assert out["headline"].startswith("step wall (median) 176.9 ms → 126.8 ms (-28.3%); per step, the host's data "
+                                      "loading 73.4 ms → 87.0 µs")  # fmt: skip
+    assert [r for r in out["rows"] if r["kind"] == "cause"][0]["figure"] == "data loading"  # the largest change
+
+
+def test_windows_of_different_steps_are_said_first(store, capsys):
+    """TraceLens' MI300X ResNet (three host steps) against its TimeSformer (one): before any delta, that the totals
+    are of windows of 3 and 1 steps and the step rows are per step."""
+    pytest.importorskip("msgspec")
+    from tests.core.workload.test_host_steps import CHECKPOINTING, VIDEO_MI300
+
+    assert cli.main(["trace-diff", str(CHECKPOINTING), str(VIDEO_MI300)]) == 0
+    said = capsys.readouterr().out.splitlines()
+    assert said[0].startswith("note: the windows differ: 3 → 1 profiled steps")
+
+
+def test_windows_without_steps_are_said_to_differ_where_their_spans_do(tmp_path, store, capsys):
+    """No ProfilerStep on either side: a 10 µs window against a 40 µs one may hold other numbers of iterations."""
+    pytest.importorskip("msgspec")
+    short = write(tmp_path / "a.json", kernel("ampere_sgemm_128x64_tn", 0, 10))
+    long = write(tmp_path / "b.json", kernel("ampere_sgemm_128x64_tn", 0, 10), kernel("ampere_sgemm_128x64_tn", 30, 10))
+    assert cli.main(["trace-diff", short, long, "--json"]) == 0
+    assert json.loads(capsys.readouterr().out)["mismatches"] == [
+        "neither trace marks its steps (no ProfilerStep) and their spans differ (10.0 µs → 40.0 µs): the totals "
+        "compare two recorded windows, which may hold different numbers of iterations"
+    ]
