@@ -1,179 +1,240 @@
-"""Step benchmark: forward / backward / optimizer time, tokens per second, MFU, and what the kernels do."""
+"""Step benchmark: the course's step beside today's stack, tokens per second, MFU as the field counts it, how busy
+the device was, and what the kernels do."""
 
 from pathlib import Path
 
 import streamlit as st
 
+from core.errors import ConfigError
 from core.experiment import config_to_dict
-from core.experiments.step_bench import StepBenchConfig
+from core.experiments.step_bench import StepBenchConfig, answer_lines
 from core.result import RunResult
-from core.transformer.presets import DTYPE_FOR_PRECISION, OPTIMIZERS, PRECISION_FOR_DTYPE, PRECISIONS
-from core.units import MIB, bytes_text, throughput_unit
+from core.transformer.mfu import HOST_BOUND_WARNING
+from core.transformer.presets import (
+    LADDER,
+    MODEL_NAMES,
+    OPTIMIZERS,
+    PRECISION_FOR_DTYPE,
+    PRECISION_NOTES,
+    PRECISIONS,
+)
+from core.transformer.stack import ATTENTION_IMPLS, ATTENTION_NOTES, OPTIMIZER_IMPLS, OPTIMIZER_NOTES, Stack
+from core.units import MIB, bytes_text
 from pages.common import lab, node, run_panel, trace_panel
 from pages.common.charts import show_charts
-from pages.common.facts import fact
+from pages.common.markdown import markdown_text
 from pages.common.methods import MODEL_NOTE, how_measured
 from render.chart import kind_rows
-from render.plots.step_bench import cold_text, figures, kernel_table
+from render.plots.step_bench import cold_text, config_table, figures, host_bound_stacks, kernel_table, stack_table
 
 KEY = "step_bench"
 MAX_TRACE_DOWNLOAD_BYTES = 200 * MIB
 DEFAULTS = StepBenchConfig()
+COURSE_VS_MODERN = "course vs modern"
 
 st.title("Step benchmark")
 st.write(
     f"One training step of the lab's own Transformer ({MODEL_NOTE}), timed phase by phase with a device synchronisation "
-    "(CUDA events on a GPU, `perf_counter` on a CPU): forward, backward, optimizer step, the whole step — "
-    "after warm-up, and step by step without it. Then `torch.profiler` shows which kernels the time goes "
-    "to, and a sweep times every precision mode."
+    "(CUDA events on a GPU, `perf_counter` on a CPU): the course's step as the seeds write it beside today's stack "
+    "(fused attention, fused AdamW, `torch.compile`), on the same shape. MFU is the model's FLOPs per second over the "
+    "card's bf16 dense peak, whatever the precision, as nanoGPT, llm.c and torchtitan count it."
 )
 how_measured("step_bench", "model", "all_gpus")
 
-model, device = lab.selected_model(), lab.device_choice(KEY)
+device = lab.device_choice(KEY)
+sidebar_model = lab.selected_model()
+cols = st.columns(5)
+model = cols[0].selectbox(
+    "Model",
+    MODEL_NAMES,
+    index=MODEL_NAMES.index(sidebar_model) if sidebar_model in MODEL_NAMES else 0,
+    key=f"{KEY}.model",
+    help="The course's sizes, GPT-2's (comparable with nanoGPT and llm.c) and published architectures; the sidebar's "
+    "size is the default.",
+)
+batch = cols[1].number_input(
+    "Batch", 0, 4096, DEFAULTS.batch, key=f"{KEY}.batch", help="0: the largest the planner says fits (a CPU: 4)"
+)
+context = cols[2].number_input("Context (tokens)", 2, 16384, DEFAULTS.context, key=f"{KEY}.context")
+optimizer = cols[3].selectbox("Optimizer", OPTIMIZERS, index=OPTIMIZERS.index(DEFAULTS.optimizer), key=f"{KEY}.opt")
+timed = cols[4].number_input("Timed steps", 2, 10_000, DEFAULTS.timed_steps, key=f"{KEY}.timed")
 st.caption(
-    f"Model **{model}** and device **{device}** come from the sidebar."
+    f"Device **{device}** comes from the sidebar."
     if device != "all"
-    else f"Model **{model}** comes from the sidebar; the benchmark runs on **every GPU at once**."
+    else "The benchmark runs on **every GPU at once**."
 )
 if device == "cpu" and model not in ("tiny", "mini"):
     st.warning(f"`{model}` on a CPU takes minutes per step; `tiny` and `mini` finish in seconds.")
 
-cols = st.columns(5)
-batch = cols[0].number_input("Batch", 1, 4096, DEFAULTS.batch, key=f"{KEY}.batch")
-context = cols[1].number_input("Context (tokens)", 2, 16384, DEFAULTS.context, key=f"{KEY}.context")
-optimizer = cols[2].selectbox("Optimizer", OPTIMIZERS, index=OPTIMIZERS.index(DEFAULTS.optimizer), key=f"{KEY}.opt")
-warmup = cols[3].number_input("Warm-up steps", 0, 1000, DEFAULTS.warmup_steps, key=f"{KEY}.warmup")
-timed = cols[4].number_input("Timed steps", 2, 10_000, DEFAULTS.timed_steps, key=f"{KEY}.timed")
+with st.expander("Stack", expanded=True):
+    cols = st.columns(5)
+    which = cols[0].radio("Run", (COURSE_VS_MODERN, "one stack"), key=f"{KEY}.which")
+    attention = cols[1].selectbox(
+        "Attention",
+        ATTENTION_IMPLS,
+        key=f"{KEY}.attention",
+        help="; ".join(f"{k}: {v}" for k, v in ATTENTION_NOTES.items()),
+    )
+    optimizer_impl = cols[2].selectbox(
+        "AdamW",
+        OPTIMIZER_IMPLS,
+        key=f"{KEY}.optimizer_impl",
+        help="; ".join(f"{k}: {v}" for k, v in OPTIMIZER_NOTES.items()),
+    )
+    compiled = cols[3].checkbox("torch.compile", key=f"{KEY}.compile", help="compile time is reported apart")
+    checkpointing = cols[4].checkbox("Checkpointing", key=f"{KEY}.checkpointing", help="every layer")
+    chosen = Stack(attention, optimizer_impl, compiled, checkpointing)
+    stacks = ("course", "modern") if which == COURSE_VS_MODERN else (chosen.name,)
+    st.caption(
+        "Course: written-out attention, the per-parameter AdamW loop, eager. Modern: "
+        "`scaled_dot_product_attention(is_causal=True)`, fused AdamW, `torch.compile`."
+        if which == COURSE_VS_MODERN
+        else f"Stack **{chosen.name}**: {chosen.describe()}."
+    )
+    cols = st.columns(4)
+    warmup = cols[0].number_input("Warm-up steps (at least)", 0, 1000, DEFAULTS.warmup_steps, key=f"{KEY}.warmup")
+    most = cols[1].number_input("Warm-up steps (at most)", 0, 1000, DEFAULTS.max_warmup_steps, key=f"{KEY}.most")
+    cold = cols[2].number_input("Steps without warm-up", 0, 100, DEFAULTS.cold_steps, key=f"{KEY}.cold")
+    profile = cols[3].number_input(
+        "Profiled steps", 0, 10, DEFAULTS.profile_steps, key=f"{KEY}.profile", help="busy % and kernels; 0: none"
+    )
 common = {
     "model": model,
     "batch": int(batch),
     "context": int(context),
     "optimizer": optimizer,
+    "stacks": stacks,
     "warmup_steps": int(warmup),
+    "max_warmup_steps": max(int(most), int(warmup)),
     "timed_steps": int(timed),
+    "profile_steps": int(profile),
 }
 
 
-def metrics(run: RunResult) -> None:
-    summary = next((r for r in run.rows if r.get("kind") == "summary"), None)
-    if summary is None:
-        return
-    cols = st.columns(5)
-    fact(
-        cols[0],
-        "Step (median)",
-        f"{summary['step_ms_median']:.2f} ms",
-        f"mean {summary['step_ms_mean']:.2f} ± {summary['step_ms_std']:.2f} ms",
+def grid_config() -> dict:
+    if not models or not precisions:
+        raise ConfigError("choose at least one model and one precision for the grid")
+    return config_to_dict(
+        StepBenchConfig(**common, models=tuple(models), precisions=tuple(precisions), cold_steps=0, trace=False)
     )
-    cols[1].metric("Tokens / s", f"{summary['tokens_per_s']:,.0f}")
-    unit, scale = throughput_unit(run.device.get("kind") == "cuda")
-    fact(
-        cols[2],
-        f"Achieved ({unit})",
-        f"{summary['achieved_tflops'] * scale:,.1f}",
-        f"{summary['model_flops_per_step'] / 1e9:,.2f} GFLOP per step",
-    )
-    if summary.get("mfu") is not None:
-        fact(cols[3], "MFU", f"{summary['mfu']:.1%}", f"of {summary['peak_tflops']:g} TFLOPS {summary['peak_unit']}")
-    else:
-        fact(cols[3], "MFU", "n/a", summary.get("mfu_note"))
-    cols[4].metric("Backward / forward", f"{summary['backward_forward_ratio']:.2f}×")
+
+
+def answer(run: RunResult) -> None:
+    """The answer in words first: each configuration's time, tokens/s, MFU and busy share; host-bound said plainly."""
+    for line in answer_lines(run.rows, run.meta):
+        if line.startswith("host-bound"):
+            st.warning(markdown_text(line))
+        else:
+            st.markdown("- " + markdown_text(line))
     if run.meta.get("cpu_load_note"):
-        st.warning(f"Busy machine: {run.meta['cpu_load_note']}.")
-    if summary.get("first_step_ms") is not None:
+        st.warning(f"Busy machine: {markdown_text(run.meta['cpu_load_note'])}.")
+    batch_rule = run.meta.get("batch_rule")
+    if batch_rule:
         st.caption(
-            f"{cold_text(summary, run.meta)} "
-            f"Timing: {run.meta.get('timing', '')}. Model FLOPs: 6·N·tokens for the N = "
-            f"{run.meta.get('flops', {}).get('matmul_params', 0):,} matmul weights plus attention scores/values."
+            f"Batch {run.meta.get('batch')}: {markdown_text(batch_rule)}. {markdown_text(run.meta.get('steady_rule', ''))}."
         )
 
 
 def trace_download(run: RunResult) -> None:
-    path = run.meta.get("trace_path")
-    if not path:
-        return
-    trace = Path(path)
-    if not trace.exists():
-        st.caption(f"The Chrome trace `{path}` is no longer on this machine (the lab keeps the newest 20).")
-    elif trace.stat().st_size > MAX_TRACE_DOWNLOAD_BYTES:
-        st.caption(f"Chrome trace: `{path}` ({bytes_text(trace.stat().st_size)}) — open it at ui.perfetto.dev.")
-    else:
-        st.download_button(
-            f"Chrome trace for Perfetto ({bytes_text(trace.stat().st_size)}, gzip JSON)",
-            trace.read_bytes,
-            trace.name,
-            "application/gzip",
-            key=f"{KEY}.trace.{run.id}",
-            on_click="ignore",
-            help="open at https://ui.perfetto.dev or chrome://tracing",
-        )
+    for stack, path in (run.meta.get("traces") or {"": run.meta.get("trace_path")}).items():
+        if not path:
+            continue
+        trace, what = Path(path), f"Chrome trace{f' ({stack})' if stack else ''}"
+        if not trace.exists():
+            st.caption(f"The {what} `{path}` is no longer on this machine (the lab keeps the newest 20).")
+        elif trace.stat().st_size > MAX_TRACE_DOWNLOAD_BYTES:
+            st.caption(f"{what}: `{path}` ({bytes_text(trace.stat().st_size)}) — open it at ui.perfetto.dev.")
+        else:
+            st.download_button(
+                f"{what} for Perfetto ({bytes_text(trace.stat().st_size)}, gzip JSON)",
+                trace.read_bytes,
+                trace.name,
+                "application/gzip",
+                key=f"{KEY}.trace.{run.id}.{stack}",
+                on_click="ignore",
+                help="open at https://ui.perfetto.dev or chrome://tracing",
+            )
 
 
 def render_single(run: RunResult) -> None:
     node.show(run)
-    metrics(run)
-    show_charts(figures(run), f"{KEY}.single")
-    table = kernel_table(run)
+    answer(run)
+    table = stack_table(run)
     if not table.empty:
+        st.dataframe(table, hide_index=True)
+    summary = next((r for r in run.rows if r.get("kind") == "summary"), None)
+    if summary and summary.get("first_step_ms") is not None:
+        st.caption(f"{cold_text(summary, run.meta)} Timing: {run.meta.get('timing', '')}.")
+    show_charts(figures(run), f"{KEY}.single")
+    kernels = kernel_table(run)
+    if not kernels.empty:
         st.subheader("Top kernels" if run.device.get("kind") == "cuda" else "Top ops (CPU: self time per op)")
         st.caption(run.meta.get("profile_measure", ""))
-        st.dataframe(table, hide_index=True)
+        st.dataframe(kernels, hide_index=True)
     trace_download(run)
 
 
-def render_sweep(run: RunResult) -> None:
-    node.show(run)
-    show_charts(figures(run), f"{KEY}.sweep")
-    modes = kind_rows(run, "precision")
-    unit, scale = throughput_unit(run.device.get("kind") == "cuda")
-    if "achieved_tflops" in modes:
-        modes = modes.assign(achieved_tflops=modes["achieved_tflops"] * scale).rename(
-            columns={"achieved_tflops": f"achieved {unit}"}
-        )
-    st.dataframe(modes.drop(columns=["kind"]), hide_index=True)
+def render_configs(kind: str):
+    def render(run: RunResult) -> None:
+        node.show(run)
+        rows = kind_rows(run, kind)
+        bound = host_bound_stacks(rows)
+        if bound:
+            st.warning(f"{HOST_BOUND_WARNING}: {', '.join(bound)}.")
+        show_charts(figures(run), f"{KEY}.{kind}")
+        if not rows.empty:
+            st.dataframe(config_table(rows), hide_index=True)
+
+    return render
 
 
-single, sweep, imported = st.tabs(["Step benchmark", "Precision sweep", "Import a trace"])
+single, sweep, grid, imported = st.tabs(
+    ["Stacks side by side", "Precision sweep", "Size × precision", "Import a trace"]
+)
 with single:
-    cols = st.columns(4)
     start = PRECISION_FOR_DTYPE.get(lab.selected_dtype(), "fp32")
-    precision = cols[0].selectbox(
+    precision = st.selectbox(
         "Precision",
         PRECISIONS,
         index=PRECISIONS.index(start),
         key=f"{KEY}.precision",
-        help=f"MFU is measured against the datasheet peak of the unit: "
-        f"{', '.join(f'{k} → {v}' for k, v in DTYPE_FOR_PRECISION.items())}.",
+        format_func=lambda p: f"{p} — {PRECISION_NOTES[p]}",
     )
-    cold = cols[1].number_input("Steps without warm-up", 0, 100, DEFAULTS.cold_steps, key=f"{KEY}.cold")
-    profile = cols[2].number_input(
-        "Profiled steps", 0, 10, DEFAULTS.profile_steps, key=f"{KEY}.profile", help="0 skips the kernel breakdown"
-    )
-    trace = cols[3].checkbox("Chrome trace", DEFAULTS.trace, key=f"{KEY}.trace")
+    trace = st.checkbox("Chrome trace", DEFAULTS.trace, key=f"{KEY}.trace")
     run_panel.run_controls(
         f"{KEY}.single",
         "step-bench",
-        lambda: config_to_dict(
-            StepBenchConfig(
-                **common, precision=precision, cold_steps=int(cold), profile_steps=int(profile), trace=trace
-            )
-        ),
+        lambda: config_to_dict(StepBenchConfig(**common, precision=precision, cold_steps=int(cold), trace=trace)),
         label="Run step benchmark",
         device=device,
     )
     run_panel.results(f"{KEY}.single", render_single)
 with sweep:
     st.caption(
-        "Every precision mode on the same model and settings; modes this device cannot run are shown as "
-        "unsupported with the reason. No profiling in a sweep."
+        "Every precision mode on the same model, shape and stacks; modes this device cannot run are shown as "
+        "unsupported with the reason."
     )
     run_panel.run_controls(
         f"{KEY}.sweep",
         "step-bench",
-        lambda: config_to_dict(StepBenchConfig(**common, sweep=True, cold_steps=0, profile_steps=0, trace=False)),
+        lambda: config_to_dict(StepBenchConfig(**common, sweep=True, cold_steps=0, trace=False)),
         label="Run precision sweep",
         device=device,
     )
-    run_panel.results(f"{KEY}.sweep", render_sweep)
+    run_panel.results(f"{KEY}.sweep", render_configs("precision"))
+with grid:
+    st.caption("Model sizes against precisions at one context: where bf16 starts to pay, on this card.")
+    models = st.multiselect("Models", MODEL_NAMES, default=list(LADDER[:4]), key=f"{KEY}.models")
+    precisions = st.multiselect(
+        "Precisions", PRECISIONS, default=["fp32", "bf16-autocast"], key=f"{KEY}.grid_precisions"
+    )
+    run_panel.run_controls(
+        f"{KEY}.grid",
+        "step-bench",
+        grid_config,
+        label="Run size × precision grid",
+        device=device,
+    )
+    run_panel.results(f"{KEY}.grid", render_configs("grid"))
 with imported:
     trace_panel.section(f"{KEY}.trace")

@@ -319,11 +319,9 @@ def stack_table(run: RunResult) -> pd.DataFrame:
         ]
     out["tokens/s"] = summaries["tokens_per_s"].round(0)
     out[f"achieved ({unit})"] = (summaries["achieved_tflops"] * scale).round(2)
-    for column, label in MFU_COLUMNS.items():
-        if column in summaries:
-            out[f"{label} (%)"] = (summaries[column] * 100).round(2)
-    if "busy" in summaries:
-        out["device busy (%)"] = (summaries["busy"] * 100).round(1)
+    for column, label in MFU_COLUMNS.items():  # every one, "—" where a run has none (a CPU: no datasheet peak)
+        out[f"{label} (%)"] = (summaries[column] * 100).round(2) if column in summaries else None
+    out["device busy (%)"] = (summaries["busy"] * 100).round(1) if "busy" in summaries else None
     if "warmup_steps_run" in summaries:
         steady = summaries["steady"] if "steady" in summaries else pd.Series([None] * len(summaries))
         out["warm-up steps"] = [
