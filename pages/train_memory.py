@@ -15,6 +15,7 @@ from core.transformer.presets import (
     custom_spec,
     get_preset,
 )
+from core.transformer.stack import ATTENTION_IMPLS, ATTENTION_NOTES, OPTIMIZER_IMPLS, OPTIMIZER_NOTES
 from core.units import GIB, bytes_text, timestamp_text
 from pages.common import lab, run_panel, snapshot_panel
 from pages.common.charts import show, show_charts
@@ -93,6 +94,20 @@ context = cols[0].number_input("Context (tokens)", 1, 65_536, DEFAULT_CONTEXT, k
 checkpointing = cols[1].checkbox("Activation checkpointing", key=f"{KEY}.ckpt")
 set_to_none = cols[2].checkbox("zero_grad(set_to_none)", value=True, key=f"{KEY}.none")
 forward_only = cols[3].checkbox("Forward only", key=f"{KEY}.fwd")
+cols = st.columns(3)
+attention = cols[0].selectbox(
+    "Attention",
+    ATTENTION_IMPLS,
+    key=f"{KEY}.attention",
+    help="; ".join(f"{k}: {v}" for k, v in ATTENTION_NOTES.items()),
+)
+optimizer_impl = cols[1].selectbox(
+    "AdamW implementation",
+    OPTIMIZER_IMPLS,
+    key=f"{KEY}.optimizer_impl",
+    help="; ".join(f"{k}: {v}" for k, v in OPTIMIZER_NOTES.items()),
+)
+compiled = cols[2].checkbox("torch.compile", key=f"{KEY}.compile", help="what inductor's partitioner saves")
 settings = {
     "model": model,
     "precision": precision,
@@ -100,6 +115,9 @@ settings = {
     "batch": int(batch),
     "context": int(context),
     "checkpointing": checkpointing,
+    "attention": attention,
+    "optimizer_impl": optimizer_impl,
+    "compile": compiled,
     "set_to_none": set_to_none,
     "forward_only": forward_only,
 }
