@@ -8,11 +8,12 @@ from __future__ import annotations
 import gc
 import gzip
 import pickle
+import re
 
 import psutil
 import pytest
 
-from core import pickle_stream
+from core import pickle_guard, pickle_stream
 from core.intake import InputRefused, open_input
 from core.pickle_stream import load_pickle_stream
 from tests.core.workload import snapshots
@@ -84,9 +85,9 @@ def test_the_unpickler_waits_for_the_guard_process(tmp_path, data_dir):
 
 
 def test_runs_of_filled_containers_are_checked_in_one_match_and_still_counted(tmp_path, monkeypatch):
-    """Past ``GROUPS_FROM_BYTES`` a run of filled containers is matched at once: what it reads is what the
-    opcode-by-opcode check reads, and values left between the containers still count towards the limit."""
-    monkeypatch.setattr(pickle_stream, "GROUPS_FROM_BYTES", 0)
+    """A run of filled containers is matched at once: what it reads is what the opcode-by-opcode check reads
+    (the match turned off), and values left between the containers still count towards the limit."""
+    never = re.compile(b"(?!)")
     value = snapshots.big_snapshot(150)
     for protocol in range(pickle.HIGHEST_PROTOCOL + 1):
         path = tmp_path / f"p{protocol}.pickle"
@@ -96,9 +97,9 @@ def test_runs_of_filled_containers_are_checked_in_one_match_and_still_counted(tm
         path = tmp_path / "hostile.pickle"
         path.write_bytes(data)
         grouped = outcome(path, apart=False, monkeypatch=monkeypatch)
-        monkeypatch.setattr(pickle_stream, "GROUPS_FROM_BYTES", 1 << 40)
-        assert outcome(path, apart=False, monkeypatch=monkeypatch) == grouped, name
-        monkeypatch.setattr(pickle_stream, "GROUPS_FROM_BYTES", 0)
+        with monkeypatch.context() as m:
+            m.setattr(pickle_guard, "_group_run", lambda: never)
+            assert outcome(path, apart=False, monkeypatch=monkeypatch) == grouped, name
     # an empty list filled by nothing, then four DUPs: 2,000,004 values left by 500,001 such groups
     path = tmp_path / "dups.pickle"
     path.write_bytes(b"\x80\x04]" + b"(e2222" * 500_001 + b".")

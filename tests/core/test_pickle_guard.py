@@ -1,0 +1,129 @@
+"""The opcode check's bound on hashing (``core.pickle_guard``): a memo fetch adds a reference, not a copy, so
+ordinary pickles of many small tuples read however long they are, while every way of sharing a tuple into a
+tree that hashing walks — memo fetches, copies of a fetch into another slot, DUP, a tuple brought back on top
+by a mark or a POP — is refused once the walk passes the limit, and tuples nested deeper than the reader
+allows are refused before hashing one recurses through them (a million of them crashed the reader)."""
+
+from __future__ import annotations
+
+import pickle
+import re
+import subprocess
+import sys
+
+import pytest
+
+from core import pickle_guard
+from core.intake import DEFAULT_MAX_DEPTH, InputRefused
+from core.pickle_guard import PickleGuard
+from tests.conftest import ROOT
+
+TREE = "pickle_tree_objects limit"
+
+
+def guard(raw: bytes) -> None:
+    PickleGuard("file").feed(raw)
+
+
+def both_ways(raw: bytes, monkeypatch) -> str:
+    """The outcome with runs of filled containers matched at once and read opcode by opcode: always the same."""
+    outcomes = []
+    for grouped in (True, False):
+        with monkeypatch.context() as m:
+            if not grouped:
+                m.setattr(pickle_guard, "_group_run", lambda: re.compile(b"(?!)"))
+            try:
+                guard(raw)
+                outcomes.append("read")
+            except InputRefused as exc:
+                outcomes.append(str(exc))
+    assert outcomes[0] == outcomes[1]
+    return outcomes[0]
+
+
+@pytest.mark.parametrize("protocol", [0, 1, 2, 3])
+def test_many_tuples_of_shared_strings_read(protocol, monkeypatch):
+    """5,000 tuples of the same two strings: each tuple is two memo fetches of a string, stored in a slot of its
+    own (BINPUT names it). Hashing any of them takes 3 steps; counted as the largest tuple so far, the count
+    doubled per tuple and refused the 20th."""
+    first, second = "default_pg", "0"
+    rows = {"entries": [{"process_group": (second, first), "seq": i} for i in range(5_000)]}
+    raw = pickle.dumps(rows, protocol=protocol)
+    assert both_ways(raw, monkeypatch) == "read"
+    assert pickle.loads(raw) == rows
+
+
+def test_tuples_of_literal_ints_stored_by_memoize_read(monkeypatch):
+    """Protocol 4 stores by MEMOIZE, whose slot is not followed: a fetch costs what the costliest such tuple
+    costs. Tuples of ints (a snapshot's segment_pool_id) stay at 3 steps each."""
+    rows = [{"segment_pool_id": (0, i % 7)} for i in range(5_000)]
+    raw = pickle.dumps(rows, protocol=4)
+    assert both_ways(raw, monkeypatch) == "read"
+
+
+def doubling(level: bytes, levels: int = 40, key: bool = True) -> bytes:
+    """Opcodes that put t_0 = () in slot 0 and, by ``level`` (formatted with k and n = k + 1), t_n = (t_k, t_k) in
+    slot n, then (``key``) a dict whose key is t_levels: 2^(levels + 1) - 1 steps to hash. A 255-byte string
+    first, so that the slots a level copies into lie below the offset (a pickler numbers its slots in order)."""
+    body = b"".join(level % {b"k": k, b"n": k + 1} + b"0" for k in range(levels))
+    tail = b"}h%cK\x01s" % levels if key else b""
+    return b"\x80\x02\x8c\xff" + b"x" * 255 + b"0)q\x00" + body + tail + b"."
+
+
+@pytest.mark.parametrize(
+    "name, level",
+    [
+        ("two fetches of one slot", b"h%(k)ch%(k)c\x86q%(n)c"),
+        ("a fetch copied into another slot", b"h%(k)cq\xc8h%(k)ch\xc8\x86q%(n)c"),
+        ("a DUP of a fetch", b"h%(k)c2\x86q%(n)c"),
+        ("a tuple back on top after APPENDS of nothing", b"h%(k)ch%(k)c\x86(eq%(n)c"),
+        ("a tuple back on top after SETITEMS of nothing", b"h%(k)ch%(k)c\x86(uq%(n)c"),
+        ("a tuple back on top after POP_MARK", b"h%(k)ch%(k)c\x86(N1q%(n)c"),
+        ("a tuple back on top after POP", b"h%(k)ch%(k)c\x86N0q%(n)c"),
+    ],
+)
+def test_every_way_of_sharing_a_tuple_is_refused(name, level, monkeypatch):
+    raw = doubling(level)
+    assert len(raw) < 1_000
+    assert TREE in both_ways(raw, monkeypatch), name
+
+
+def test_the_limit_is_where_the_steps_pass_it():
+    """t_k has 2^(k+1) - 1 nodes. The limit for a file of ~400 bytes is 1,048,576 + 16 a byte: t_19
+    (1,048,575 nodes) fits, t_20 (2,097,151) does not."""
+    level = b"h%(k)ch%(k)c\x86q%(n)c"
+    guard(doubling(level, levels=19, key=False))
+    with pytest.raises(InputRefused, match=r"it builds a tuple at offset \d+: 2,097,151 steps"):
+        guard(doubling(level, levels=20, key=False))
+
+
+def test_a_memo_fetch_of_a_string_is_one_step():
+    """The issue's shape: a flight-recorder entry's process_group tuple is built from two memo fetches of
+    strings, thousands of times, never stored: every tuple 3 steps, nothing refused."""
+    entry = b"}(X\x05\x00\x00\x00groupq\x02h\x00h\x01\x86u"
+    raw = b"\x80\x02](X\x01\x00\x00\x000q\x00X\x02\x00\x00\x00pgq\x01" + entry * 20_000 + b"e."
+    guard(raw)
+    assert len(pickle.loads(raw)) == 20_002
+
+
+def test_tuples_nested_deeper_than_the_reader_allows_are_refused_before_hashing():
+    deep = b"\x80\x02}N" + b"\x85" * (DEFAULT_MAX_DEPTH + 1) + b"Ns."
+    with pytest.raises(InputRefused, match=rf"nests tuples {DEFAULT_MAX_DEPTH + 1} levels deep"):
+        guard(deep)
+    guard(b"\x80\x02}N" + b"\x85" * DEFAULT_MAX_DEPTH + b"Ns.")
+
+
+def test_a_million_nested_tuples_as_a_key_no_longer_crash_the_reader(tmp_path):
+    """1 MB: a dict key of a million nested tuples. Hashing it recursed a million levels in C and the process
+    died of a segmentation fault; it is refused now, in a process of its own so a crash would show."""
+    path = tmp_path / "deep.pickle"
+    path.write_bytes(b"\x80\x02}N" + b"\x85" * 1_000_000 + b"Ns.")
+    code = (
+        "import sys; from core.intake import open_input; from core.pickle_stream import load_pickle_stream\n"
+        f"with open_input({str(path)!r}) as s:\n"
+        "    try: load_pickle_stream(s, 1 << 30)\n"
+        "    except ValueError as exc: print(exc)"
+    )
+    out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT)
+    assert out.returncode == 0, out.stderr[-2000:]
+    assert "nests tuples 65 levels deep" in out.stdout
