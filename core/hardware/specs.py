@@ -168,6 +168,27 @@ SPECS: tuple[DeviceSpec, ...] = (
         notes="FP64 is not listed in the datasheet",
     ),
     DeviceSpec(
+        "mi300x",
+        "AMD Instinct MI300X",
+        r"MI300X",  # "AMD Instinct MI300X" and its virtual function "… MI300X VF"; not the MI325X
+        {
+            "fp64": 81.7,
+            "fp64_tc": 163.4,
+            "fp32": 163.4,
+            "tf32": 653.7,
+            "bf16": 1307.4,
+            "fp16": 1307.4,
+            "fp8": 2614.9,
+            "int8": 2614.9,
+        },
+        5300,
+        192,
+        "AMD ROCm documentation, AMD Instinct MI300 series microarchitecture, 'Peak-performance capabilities of the "
+        "MI300X' (ROCm/ROCm docs/conceptual/gpu-arch/mi300.md)",
+        notes="matrix (dense) peaks, 304 CUs; the page gives no capacity: 192 GiB is what MI300X traces report "
+        "(deviceProperties totalGlobalMem 206,141,652,992 B)",
+    ),
+    DeviceSpec(
         "rtx-4090",
         "NVIDIA GeForce RTX 4090",
         r"RTX 4090",

@@ -71,8 +71,9 @@ def test_datasheet_entry_matched_from_the_torch_device_name(name, memory_gib, ke
 
 
 @pytest.mark.parametrize(
-    "name", ["NVIDIA GeForce GTX 1080", "Tesla V100-SXM2-16GB", "NVIDIA L40", "AMD MI300X", "NVIDIA GH200 480GB"]
-)  # a Grace Hopper superchip is not an H200 card
+    "name",
+    ["NVIDIA GeForce GTX 1080", "Tesla V100-SXM2-16GB", "NVIDIA L40", "AMD Instinct MI325X", "NVIDIA GH200 480GB"],
+)  # a Grace Hopper superchip is not an H200 card; the MI325X (256 GB, other clocks) is not the MI300X
 def test_unknown_devices_get_no_entry(name):
     assert specs.match_spec(name, 16 * 2**30) is None
 
@@ -85,6 +86,13 @@ def test_peaks_are_dense_figures_from_the_datasheets():
     a100 = specs.match_spec("NVIDIA A100-SXM4-80GB", 80 * 2**30)
     assert (a100.tflops["fp64"], a100.tflops["tf32"], a100.tflops["bf16"], a100.tflops["int8"]) == (9.7, 156, 312, 624)
     assert a100.bandwidth_gbs == 2039
+    # AMD's ROCm page "AMD Instinct MI300 series microarchitecture": matrix FP16/BF16 1307.4, FP8 2614.9, TF32 653.7
+    # TFLOPS, vector FP64 81.7, 5.3 TB/s; both names traces give it, and not the MI325X
+    for name in ("AMD Instinct MI300X", "AMD Instinct MI300X VF"):
+        mi300x = specs.match_spec(name, 206_141_652_992)
+        assert (mi300x.tflops["bf16"], mi300x.tflops["fp8"], mi300x.tflops["tf32"], mi300x.tflops["fp64"]) == (
+            1307.4, 2614.9, 653.7, 81.7)  # fmt: skip
+        assert mi300x.bandwidth_gbs == 5300
     for spec in specs.SPECS:
         assert spec.source and set(spec.tflops) <= set(specs.DTYPE_UNITS)
         assert spec.tflops.get("bf16", 0) >= spec.tflops.get("fp32", 0)  # tensor units beat FP32 everywhere
