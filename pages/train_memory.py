@@ -4,7 +4,7 @@ import pandas as pd
 import streamlit as st
 
 from core.errors import ConfigError
-from core.transformer.planner import EstimateConfig, moments, plan
+from core.transformer.planner import EstimateConfig, fit_text, moments, plan
 from core.transformer.presets import (
     ARCHITECTURE_NAMES,
     DEFAULT_BATCH,
@@ -20,6 +20,7 @@ from core.units import GIB, bytes_text, timestamp_text
 from pages.common import lab, run_panel, snapshot_panel
 from pages.common.charts import show, show_charts
 from pages.common.facts import fact
+from pages.common.markdown import markdown_text
 from pages.common.methods import MODEL_NOTE, how_measured
 from render.plots import overlay_for
 from render.plots.estimate import moments_figure
@@ -164,6 +165,8 @@ cols[3].metric(
     "fp32 peak for comparison",
     bytes_text(plan(EstimateConfig(**settings | {"precision": "fp32"}, target=plan_target))["peak_estimated_bytes"]),
 )
+(st.success if answer["max_batch_estimated"] else st.error)(markdown_text(fit_text(answer)))
+st.caption(f"Attention modelled: {markdown_text(answer['attention_note'])}.")
 plan_df = pd.DataFrame(
     [{"moment": m.label, "phase": m.phase, "total_bytes": m.total_bytes, **m.bytes} for m in moments(est_cfg)]
 )

@@ -9,8 +9,9 @@ from __future__ import annotations
 
 from core.experiment import Context, Experiment, Output, Progress
 from core.hardware.device import describe_no_device
-from core.transformer.planner import CATEGORIES, EstimateConfig, moments, peak, plan
-from core.units import GIB
+from core.transformer.planner import CATEGORIES, EstimateConfig, fit_text, max_batch, moments, peak, plan
+from core.transformer.stack import ATTENTION_NOTES
+from core.units import GIB, bytes_text
 
 
 def run(cfg: EstimateConfig, ctx: Context):
@@ -31,7 +32,33 @@ def run(cfg: EstimateConfig, ctx: Context):
             "--memory-gib (python -m core info shows it)"
         )
     meta["fp32_peak_estimated_bytes"] = peak(replace(cfg, precision="fp32")).total_bytes
+    if meta["attention_scores_bytes"]:
+        fused = replace(cfg, attention="sdpa")
+        meta["fused_attention_peak_estimated_bytes"] = peak(fused).total_bytes
+        meta["fused_attention_max_batch_estimated"] = max_batch(fused, memory) if memory else None
     return Output(rows=rows, meta=meta)
+
+
+def answer_lines(rows: list[dict], meta: dict) -> list[str]:
+    """The plan in words: the step, the attention it models, the peak, and whether it fits, said plainly."""
+    lines = [
+        f"{meta['model']} ({meta['params']:,} parameters), {meta['precision']}, {meta['optimizer']}, batch "
+        f"{meta['batch']} × {meta['context']:,} tokens, stack {meta.get('stack', 'course')} — attention "
+        f"{meta.get('attention_note', ATTENTION_NOTES['course'])}: estimated peak {bytes_text(meta['peak_estimated_bytes'])}"
+        f" at {meta['peak_moment']}; {bytes_text(meta['device_total_estimated_bytes'])} with the CUDA context and "
+        "fragmentation allowances (estimate)."
+    ]
+    if meta.get("memory_bytes"):
+        lines.append(fit_text(meta))
+    if meta.get("attention_scores_bytes"):
+        fused = meta["fused_attention_peak_estimated_bytes"]
+        best = meta.get("fused_attention_max_batch_estimated")
+        lines.append(
+            f"{bytes_text(meta['attention_scores_bytes'])} of it is the b·h·s² attention scores the written-out "
+            f"attention saves; a fused attention (--attention sdpa) saves none: peak {bytes_text(fused)}"
+            + (f", largest batch {best:,}." if best else ".")
+        )
+    return lines
 
 
 EXPERIMENTS = [
@@ -42,5 +69,6 @@ EXPERIMENTS = [
         run=run,
         description=(__doc__ or "").partition("\n")[0],
         in_process=True,
+        answer=answer_lines,
     )
 ]

@@ -14,7 +14,7 @@ allowance used only for "does it fit".
 from __future__ import annotations
 
 import functools
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field, fields, replace
 from typing import ClassVar, Literal
 
 from core.errors import ConfigError
@@ -26,8 +26,8 @@ from core.transformer.presets import (
     Precision,
     get_preset,
 )
-from core.transformer.stack import AttentionImpl, OptimizerImpl, Stack
-from core.units import MIB
+from core.transformer.stack import ATTENTION_NOTES, AttentionImpl, OptimizerImpl, Stack
+from core.units import MIB, bytes_text
 
 CATEGORIES = ("parameters", "gradients", "optimizer_state", "activations", "temporaries", "other")
 # Allowances, not measurements: shown labelled as such and only used for "fits on the device".
@@ -508,7 +508,6 @@ def need_bytes(cfg: EstimateConfig) -> int:
 
 def max_batch(cfg: EstimateConfig, memory_bytes: int, limit: int = 1_000_000) -> int:
     """Largest batch whose estimated device total fits in ``memory_bytes`` (0 if not even batch 1)."""
-    from dataclasses import replace
 
     def fits(b: int) -> bool:
         return device_total_bytes(peak(replace(cfg, batch=b)).total_bytes, cfg.target) <= memory_bytes
@@ -546,7 +545,38 @@ def plan(cfg: EstimateConfig, memory_bytes: int | None = None) -> dict:
         "device_total_estimated_bytes": device_total_bytes(top.total_bytes, cfg.target),
         "label": "estimate (analytical)",
     }
+    result |= {
+        "stack": cfg.stack.name,
+        "attention_note": ATTENTION_NOTES[cfg.attention],
+        "attention_scores_bytes": scores_saved_bytes(cfg),
+    }
     if memory_bytes:
         result["memory_bytes"] = memory_bytes
         result["max_batch_estimated"] = max_batch(cfg, memory_bytes)
+        result["fits"] = result["device_total_estimated_bytes"] <= memory_bytes
+        if not result["max_batch_estimated"]:
+            result["batch_1_device_total_estimated_bytes"] = device_total_bytes(
+                peak(replace(cfg, batch=1)).total_bytes, cfg.target
+            )
     return result
+
+
+def fit_text(result: dict) -> str:
+    """Whether a plan fits the memory it was given, in words (a largest batch of 0 is no answer by itself)."""
+    memory = bytes_text(result["memory_bytes"])
+    best = result["max_batch_estimated"]
+    if not best:
+        need = bytes_text(result["batch_1_device_total_estimated_bytes"])
+        return f"Does not fit in {memory}, not even batch 1: it needs {need} (estimate)."
+    fits = "fits" if result["fits"] else f"does not fit at batch {result['batch']}"
+    return f"In {memory} it {fits}: the largest batch that fits is {best:,} (estimate)."
+
+
+def scores_saved_bytes(cfg: EstimateConfig) -> int:
+    """What the written-out attention's b·h·s² softmax outputs (and their bf16 copies) hold for backward over
+    every layer: none with a fused attention or checkpointing."""
+    if cfg.attention == "sdpa" or cfg.checkpointing or cfg.forward_only:
+        return 0
+    sh = _shapes(cfg)
+    each = sh.softmax_bytes + (2 if sh.softmax_bytes != sh.compute_bytes else 0)
+    return sh.preset.num_layers * sh.bas2 * each

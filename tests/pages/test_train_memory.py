@@ -26,6 +26,11 @@ def test_planner_answers_for_the_sidebar_model_without_running(data_dir):
     assert any("Estimated peak" in m.label for m in at.metric)
     assert len(at.get("plotly_chart")) >= 1
     assert not any(m.label == "Measured peak" for m in at.metric)  # nothing ran
+    # xl on an imagined GPU of the default 16 GiB: the answer in words, and the attention it models named
+    at.number_input(key="training_memory.memory").set_value(1.0).run()
+    (refusal,) = [e.value for e in at.error]
+    assert refusal.replace("\\", "").startswith("Does not fit in 1.0 GiB, not even batch 1: it needs ")
+    assert any("Attention modelled: written out" in c.value.replace("\\", "") for c in at.caption)
 
 
 def test_planner_and_cpu_run_render(cpu_app):

@@ -194,3 +194,21 @@ def test_cli_estimate_imports_no_torch_and_speaks_mib_and_gib():
     assert n == 128_625_408
     assert "490.7 MiB" in out.stdout and "GiB" in out.stdout
     assert not re.search(r"\b\d{9,}\b", out.stdout.replace(str(n), "")), "raw byte counts in the text output"
+
+
+def test_the_answer_says_what_attention_it_models_and_whether_it_fits():
+    """Llama 3 8B at batch 1 × 4,096 on 80 GiB, the README's example: by hand, the written-out attention saves
+    32 layers × 32 heads × 4,096² × (4 bytes of fp32 softmax + its 2-byte bf16 copy) = 96.0 GiB of scores."""
+    from core.experiment import Context, drive
+    from core.experiments.estimate import answer_lines, run
+
+    cfg = EstimateConfig(model="llama-3-8b", precision="bf16-autocast", batch=1, context=4096, memory_gib=80)
+    out, _ = drive(run(cfg, Context("cpu", "CPU")))
+    assert out.meta["attention_scores_bytes"] == 32 * 32 * 4096**2 * 6
+    lines = answer_lines(out.rows, out.meta)
+    assert "attention written out: scores, causal mask, softmax, @V (saves the b·h·s² scores)" in lines[0]
+    assert lines[1].startswith("Does not fit in 80.0 GiB, not even batch 1: it needs ")
+    assert lines[2].startswith("96.0 GiB of it is the b·h·s² attention scores")
+    assert out.meta["fused_attention_peak_estimated_bytes"] < out.meta["peak_estimated_bytes"] - 90 * 2**30
+    fused, _ = drive(run(EstimateConfig(**(cfg.setup() | {"attention": "sdpa"}), memory_gib=80), Context("cpu", "CPU")))
+    assert fused.meta["attention_scores_bytes"] == 0 and len(answer_lines(fused.rows, fused.meta)) == 2
