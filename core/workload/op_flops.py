@@ -219,12 +219,28 @@ def _conv(op: str, tensors: list, concrete, size: int, read: int, dtype: str) ->
     return flops, read + n * k * _prod(out) * size, dtype
 
 
+# GPUs a file lists without a name (vLLM's ROCm traces write "") told apart by what their deviceProperties give:
+# (computeMajor, computeMinor), compute units, the most memory: the name they stand for. The MI300X: gfx942 with
+# 304 CUs (AMD's MI300 microarchitecture page) and 192 GiB (the MI325X shares the rest with 256 GB).
+_BY_PROPERTIES = {((9, 4), 304, 200 * 2**30): "AMD Instinct MI300X"}
+
+
 def reference(trace: TraceFile, device: int):
-    """The datasheet entry of the trace's GPU (None) and what to say of it."""
+    """The datasheet entry of the trace's GPU (None) and what to say of it; a GPU the file does not name by the
+    properties it lists, where they tell one part (:data:`_BY_PROPERTIES`), said so."""
     name = trace.gpu_names.get(device)
+    memory = trace.gpu_memory.get(device)
     if name is None:
-        return None, f"no reference for GPU {device} (the trace names no GPU)"
-    spec = match_spec(name, trace.gpu_memory.get(device))
+        arch, units = trace.gpu_arch.get(device), trace.gpu_units.get(device)
+        found = [n for (a, u, most), n in _BY_PROPERTIES.items() if (a, u) == (arch, units) and (memory or 0) <= most]
+        spec = match_spec(found[0], memory) if found and memory and arch else None
+        if spec is None or arch is None or memory is None:
+            return None, f"no reference for GPU {device} (the trace names no GPU)"
+        return spec, (
+            f"{spec.name} (the trace names no GPU; its compute {arch[0]}.{arch[1]}, {units} compute units and "
+            f"{memory / 2**30:,.0f} GiB are one's)"
+        )
+    spec = match_spec(name, memory)
     return spec, (spec.name if spec else f"no reference for {name}")
 
 
@@ -252,6 +268,12 @@ def rates(trace: TraceFile, op_of: np.ndarray, idx: np.ndarray) -> tuple[np.ndar
     return flops, moved, dtype, tf32
 
 
+def _unit(dtype: str | None, tf32: bool) -> str:
+    """The datasheet column a call ran on: its dtype's, fp32 as TF32 where its kernels say so ("" unknown)."""
+    unit = UNIT.get(dtype or "", "")
+    return "tf32" if unit == "fp32" and tf32 else unit
+
+
 def add_rates(trace: TraceFile, device: int, rows: list[dict], keys: list, op_of, idx, dur) -> str:
     """Each of ``rows`` (an operator and module, its calls' host events in ``keys``) gets ``tflops`` and ``tbps``
     over the GPU time of its calls with shapes, the dtype's ``unit``, and, against the trace's GPU, ``peak_tflops``,
@@ -266,22 +288,25 @@ def add_rates(trace: TraceFile, device: int, rows: list[dict], keys: list, op_of
         us = float(gpu[events].sum())
         if us <= 0:
             continue
-        kinds = {dtype[e] for e in events}
-        unit = UNIT.get(next(iter(kinds)), "") if len(kinds) == 1 else ""
-        if unit == "fp32" and tf32[events].all():
-            unit = "tf32"
+        # each call against the unit it ran on: an fp32 call whose kernels say TF32 ran on TF32 tensor cores
+        units = [_unit(dtype[e], bool(tf32[e])) for e in events]
         row["tflops"] = float(flops[events].sum()) / us / 1e6
         row["tbps"] = float(moved[events].sum()) / us / 1e6
         row["flops"] = float(flops[events].sum())
         row["bytes"] = float(moved[events].sum())
         row["rated_us"] = us
-        row["unit"] = unit or "mixed"
+        row["unit"] = units[0] if len(set(units)) == 1 and units[0] else "mixed"
         if spec is not None:
-            peak = spec.peak(unit) if unit else None
-            row["peak_tflops"] = peak
+            peaks = [spec.peak(u) if u else None for u in units]
             row["peak_tbps"] = spec.bandwidth_gbs / 1000
-            row["peak_share"] = row["tflops"] / peak if peak else None
             row["bandwidth_share"] = row["tbps"] / row["peak_tbps"]
+            row["peak_tflops"] = row["peak_share"] = None
+            if len(set(peaks)) == 1 and peaks[0]:
+                row["peak_tflops"] = peaks[0]
+            elif all(peaks):  # the units the calls ran on, weighted by their GPU time: what the hardware could do then
+                row["peak_tflops"] = float(sum(gpu[e] * p for e, p in zip(events, peaks) if p)) / us
+            if row["peak_tflops"]:
+                row["peak_share"] = row["tflops"] / row["peak_tflops"]
     return said
 
 

@@ -123,6 +123,7 @@ class _Device(msgspec.Struct, gc=False):
     totalGlobalMem: _Number | str = None
     computeMajor: _Number | str = None
     computeMinor: _Number | str = None
+    numSms: _Number | str = None  # streaming multiprocessors; an AMD GPU's compute units
 
 
 class _Distributed(msgspec.Struct, gc=False):
@@ -193,6 +194,7 @@ class TraceFile:
     ops: CpuOps = field(default_factory=CpuOps.empty)  # the host's events (core/workload/cpu_ops.py)
     gpu_memory: dict[int, int] = field(default_factory=dict)  # deviceProperties: totalGlobalMem (bytes)
     gpu_arch: dict[int, tuple[int, int]] = field(default_factory=dict)  # and (computeMajor, computeMinor)
+    gpu_units: dict[int, int] = field(default_factory=dict)  # and numSms (an AMD GPU's compute units)
     collectives: dict[int, CollectiveCall] = field(default_factory=dict)  # activity index → its call's figures
 
     def launch_calls(self) -> tuple[np.ndarray, np.ndarray, np.ndarray]:
@@ -613,7 +615,8 @@ class _Reader:
         gpu_arch = {
             d: (major, _whole(p.computeMinor) or 0) for d, p in known if (major := _whole(p.computeMajor)) is not None
         }
-        remapped = _only_gpu(activities.device, gpu_names, gpu_memory, gpu_arch)
+        gpu_units = {d: n for d, p in known if (n := _whole(p.numSms)) is not None}
+        remapped = _only_gpu(activities.device, gpu_names, gpu_memory, gpu_arch, gpu_units)
         ops = self.ops.finish()
         dropped = {**self.ops.dropped, **remapped}
         if self.ops.cut:
@@ -647,6 +650,7 @@ class _Reader:
             ops=ops,
             gpu_memory=gpu_memory,
             gpu_arch=gpu_arch,
+            gpu_units=gpu_units,
             collectives=self.collectives,
         )
 

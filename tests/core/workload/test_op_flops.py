@@ -3,17 +3,30 @@ and TB/s from its recorded shapes, against FLOPs written out here from the file'
 the GPU time of the kernels each operator launched by a plain loop), the peak of the trace's own GPU, and the
 kernels that use no tensor core or were built for an older architecture."""
 
+import gzip
 import json
 
 import pytest
 
 pytest.importorskip("msgspec")
 
-from core.workload.op_flops import count, tensor_core_findings, tensor_core_use
+from core.workload.op_flops import count, reference, tensor_core_findings, tensor_core_use
 from core.workload.ops import op_breakdown
 from core.workload.trace import analyse_trace
 from core.workload.trace_file import read_trace
-from tests.core.workload.traces import ALEXNET, BERT, CONV_BACKWARD, GPU, QWEN_H100, RECSYS, STEP, VIT, trace_events
+from tests.core.workload.traces import (
+    ALEXNET,
+    BERT,
+    CONV_BACKWARD,
+    DATA,
+    GPU,
+    QWEN_H100,
+    RECSYS,
+    STEP,
+    VIT,
+    VLLM_MOE,
+    trace_events,
+)
 
 H100_SXM_BF16 = 989.4  # TFLOPS, dense: NVIDIA H100 datasheet (the lab's table, core/hardware/specs.py)
 H100_SXM_TBPS = 3.35  # TB/s
@@ -173,6 +186,47 @@ def test_no_reference_is_said(path, said):
     assert got["ops_reference"] == said
     rated = [r for r in got["ops"] if "tflops" in r]
     assert rated and all("peak_tflops" not in r for r in rated)
+
+
+A100_CONTROL = DATA / "hta_a100_control_step1012.json.gz"
+
+
+def test_fp32_matmuls_on_tf32_tensor_cores_are_held_against_tf32():
+    """HTA's A100 recommendation step: its fp32 ``aten::mm``/``addmm`` calls run partly on CUTLASS' TF32 tensor-op
+    GEMMs (``tensorop_s1688``) and partly on SIMT ``sgemm`` kernels (both in the file, counted here). Against the
+    fp32 peak (19.5 TFLOPS) two rows read 158 % and 172 % of it; each call against the unit it ran on, the rows lie
+    between the fp32 and the TF32 peak (156) and none above 100 %: the top two about 22 %."""
+    names = {e["name"] for e in trace_events(A100_CONTROL) if e.get("cat") == "kernel"}
+    assert any("tensorop_s1688" in n for n in names) and any("sgemm" in n and "tensorop" not in n for n in names)
+    trace = read_trace(A100_CONTROL)
+    _, meta = analyse_trace(trace)
+    got = op_breakdown(trace, meta["device"], top=100)
+    assert got["ops_reference"] == "NVIDIA A100 SXM 40GB"
+    rated = [r for r in got["ops"] if r.get("peak_share") is not None]
+    assert len(rated) >= 6 and all(0 < r["peak_share"] <= 1 for r in rated)
+    assert all(19.5 <= r["peak_tflops"] <= 156 for r in rated)
+    assert all(r["peak_tflops"] == 156 for r in rated if r["unit"] == "tf32")
+    top = sorted(rated, key=lambda r: -r["tflops"])[:2]
+    assert all(r["unit"] == "mixed" and 0.20 < r["peak_share"] < 0.24 for r in top)
+    assert all(r["tflops"] > 19.5 for r in top)  # above the fp32 peak: they could only have run on tensor cores
+
+
+def test_a_gpu_the_file_does_not_name_is_known_by_its_properties():
+    """vLLM's MI300X trace names its GPUs "" but lists compute 9.4, 304 compute units and 192 GiB: an MI300X's,
+    and no other part's (the MI325X has 256 GB); the roofline is against the MI300X, said so."""
+    with gzip.open(VLLM_MOE) as f:
+        (props,) = [p for p in json.load(f)["deviceProperties"] if p["id"] == 2]
+    assert (props["name"], props["computeMajor"], props["computeMinor"], props["numSms"]) == ("", 9, 4, 304)
+    assert props["totalGlobalMem"] == 206_141_652_992  # 192.0 GiB
+    trace = read_trace(VLLM_MOE)
+    _, meta = analyse_trace(trace)
+    spec, said = reference(trace, meta["device"])
+    assert spec is not None and spec.key == "mi300x"
+    assert (
+        said == "AMD Instinct MI300X (the trace names no GPU; its compute 9.4, 304 compute units and 192 GiB are one's)"
+    )
+    rated = [r for r in op_breakdown(trace, meta["device"], top=100)["ops"] if r.get("peak_share") is not None]
+    assert rated and all(r["peak_tflops"] == 1307.4 for r in rated if r["unit"] == "bf16")
 
 
 def kernel_time(path, device, *words):
