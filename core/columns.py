@@ -10,10 +10,11 @@ from __future__ import annotations
 
 import math
 from collections.abc import Hashable
+from dataclasses import dataclass
 from typing import cast
 
 from core.rows.matmul import TFLOPS
-from core.units import throughput_unit
+from core.units import bytes_text, throughput_unit
 
 # Name tokens of a throughput stored in TFLOPS (TOPS for int8): the rows' column and its kin (``burst_tflops``).
 THROUGHPUT_TOKENS = frozenset({TFLOPS, "tops"})
@@ -113,19 +114,62 @@ def fmt(value) -> str:
     return f"{value:.4g}"
 
 
-def headline(rows: list[dict], is_cuda: bool = True) -> str:
-    """E.g. 'max TFLOPS 312.4' (a CPU run: 'max GFLOPS 95.1') — the history's one-number summary of a run."""
+# Columns that hold a reference a measurement is held against (a datasheet's peak, a published maximum, a roofline's
+# ceiling, a plan), never what a run measured: no headline is read from them.
+REFERENCE_COLUMNS = frozenset(
+    {
+        "peak_tflops",
+        "published_tflops",
+        "bandwidth_bound_tflops",
+        "unit_peak_tflops",
+        "measured_ceiling_tflops",
+        "peak_estimated_bytes",
+    }
+)
+
+
+@dataclass(frozen=True)
+class Headline:
+    """The figure an experiment's run is known by: which column of which rows, the best of them, and its name."""
+
+    column: str
+    how: str  # "max" | "min"
+    label: str = ""  # as a person reads it ("" : the column's name; a throughput: TFLOPS or GFLOPS)
+    kinds: tuple[str, ...] = ()  # the kinds of rows it reads (empty: every row)
+
+
+# By experiment: what its rows measure, never a column picked by its name.
+HEADLINES = {
+    "matmul": Headline(TFLOPS, "max"),
+    "matmul-soak": Headline(TFLOPS, "max"),
+    "step-bench": Headline("tokens_per_s", "max", "tokens/s", ("summary", "precision", "grid")),
+    "train-memory": Headline("total_bytes", "max", "peak"),
+    "estimate": Headline("total_bytes", "max", "peak (estimate)"),
+    "allocator": Headline("peak_allocated_bytes", "max", "peak allocated"),
+    "reference": Headline("lab_median_ms", "min", "lab median (ms)"),
+}
+
+
+def headline(rows: list[dict], is_cuda: bool = True, experiment: str = "") -> str:
+    """E.g. 'max TFLOPS 312.4' (a CPU run: 'max GFLOPS 95.1') — the history's one-number summary of a run: the
+    experiment's own figure (:data:`HEADLINES`), else the best measured column by the naming rules."""
     if not rows:
         return ""
     import pandas as pd
 
     from core.result import rows_frame
 
+    chosen = HEADLINES.get(experiment)
+    if chosen and chosen.kinds:
+        rows = [r for r in rows if r.get("kind") in chosen.kinds]
+    rows = [r for r in rows if r.get("status", "ok") == "ok"]  # a row that did not run measured nothing
     df = rows_frame(rows)
-    chosen = headline_metric(split_columns(df)[1])
+    if chosen is None or chosen.column not in df:
+        metric = headline_metric([m for m in split_columns(df)[1] if m not in REFERENCE_COLUMNS]) if len(df) else None
+        chosen = Headline(*metric) if metric else None
     if chosen is None:
-        return f"{len(df)} row(s)"
-    col, how = chosen
+        return f"{len(df):,} row{'s' if len(df) != 1 else ''}"
+    col, how = chosen.column, chosen.how
     values = cast("pd.Series", pd.to_numeric(df[col], errors="coerce")).dropna()  # a Series for a Series
     if values.empty:
         return f"{col}: no value"
@@ -133,4 +177,8 @@ def headline(rows: list[dict], is_cuda: bool = True) -> str:
     if tokens(col) & THROUGHPUT_TOKENS:  # stored in TFLOPS; shown under core.units' rule
         unit, scale = throughput_unit(is_cuda, ops="tops" in tokens(col))
         return f"{how} {unit} {fmt(value * scale)}"
-    return f"{how} {col} {fmt(value)}"
+    if tokens(col) & {"bytes"}:
+        return f"{how} {chosen.label or col} {bytes_text(value)}"
+    if chosen.label == "tokens/s":
+        return f"{how} {value:,.0f} tokens/s"
+    return f"{how} {chosen.label or col} {fmt(value)}"

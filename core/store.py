@@ -513,7 +513,7 @@ def summarize(run: RunResult, payload_bytes: int) -> RunSummary:
     text = ""
     if run.status != "running":
         try:
-            text = headline(run.rows, run.device.get("kind") == "cuda")
+            text = headline(run.rows, run.device.get("kind") == "cuda", run.experiment)
         except Exception:  # noqa: BLE001 - a headline is a convenience: odd rows (or no pandas) must not stop a save
             text = ""
     return RunSummary.of(run, payload_bytes, text)

@@ -44,7 +44,7 @@ def x_column(df: pd.DataFrame, keys: list[str]) -> str | None:
 
 def headline(run: RunResult) -> str:
     """E.g. 'max TFLOPS 312.4' — the one-number summary of a run (the store keeps it in the run's summary)."""
-    return columns.headline(run.rows, run.device.get("kind") == "cuda")
+    return columns.headline(run.rows, run.device.get("kind") == "cuda", run.experiment)
 
 
 def settings_text(config: dict, limit: int = 90) -> str:
