@@ -51,6 +51,7 @@ class Sizes:
     """What each step runs at: a GPU's real sizes, a CPU's, or the tiny ones the test suite can afford."""
 
     matmul: dict
+    search: dict  # the bounded shape search (matmul --mamf) the published maximum is judged against
     judge_size: int  # the size³ the TF32 and published claims read
     reference: dict
     alloc_mib: int
@@ -70,8 +71,10 @@ QUICK = {"warmup_ms": 5.0, "rep_ms": 20.0, "min_reps": 3, "roofline": False}
 STEP_GPU = {"batch": 8, "context": 512, "warmup_steps": 5, "timed_steps": 20, "cold_steps": 0}
 STEP_CPU = {"batch": 2, "context": 32, "warmup_steps": 1, "timed_steps": 2, "cold_steps": 0}
 
+SEARCH = {"dtypes": "bf16", "mamf": True, "roofline": False, "accuracy": False}
 GPU = Sizes(
     matmul={},  # every dtype at the device's default sizes (256…16384)
+    search=SEARCH | {"budget_s": 30.0},  # the card's published best shape first, then the grid around it
     judge_size=8192,
     reference={"dtype": "bf16", "size": 8192, "rounds": 3},
     alloc_mib=1024,
@@ -82,12 +85,13 @@ GPU = Sizes(
     profiled={"model": "small", "precision": "bf16-autocast", **STEP_GPU, "timed_steps": 5, "profile_steps": 2},
     record={"model": "small", "precision": "bf16-autocast", "batch": 4, "context": 256},
     soak_s=30.0,
-    health_parts="soak,copies,collectives",
+    health_parts="soak,search,copies,collectives",
     copy={"parts": "copy"},
     pytest_timeout_s=240,
 )
 CPU = Sizes(
     matmul={"sizes": "64,256", **QUICK},
+    search=SEARCH | {"dtypes": "fp32", "budget_s": 3.0, **QUICK},
     judge_size=256,
     reference={"dtype": "fp32", "size": 256, "rounds": 3},
     alloc_mib=64,
@@ -98,12 +102,13 @@ CPU = Sizes(
     profiled={"model": "tiny", "precision": "fp32", **STEP_CPU, "profile_steps": 1},
     record={"model": "tiny", "precision": "fp32", "batch": 2, "context": 32},
     soak_s=4.0,
-    health_parts="soak,copies",
+    health_parts="soak,search,copies",
     copy={"parts": "copy", "copy_sizes": "1MiB"},
     pytest_timeout_s=120,
 )
 TINY = Sizes(
     matmul={"dtypes": "fp32,tf32,bf16,fp8", "sizes": "64", **QUICK},
+    search=SEARCH | {"dtypes": "fp32", "budget_s": 1.0, "start": "64,64,64", "step": 16, **QUICK},
     judge_size=64,
     reference={"dtype": "fp32", "size": 64, "rounds": 2, "rep_ms": 20.0, "min_run_time_s": 0.05},
     alloc_mib=16,
@@ -401,6 +406,19 @@ def step_matmul(ck: Check) -> None:
     _fail_on_claims(ck, 4)
 
 
+def step_search(ck: Check) -> None:
+    """The bounded shape search (``matmul --mamf``): its best against the card's published maximum, a search
+    against a search, within its budget."""
+    settings = ck.sizes.search
+    run = ck.experiment("search", "matmul", settings, settings["budget_s"] + 120)
+    dtype = settings["dtypes"]
+    ck.judge(claims.search_reaches_published(run, dtype))
+    search = ((run or {}).get("meta") or {}).get("search", {}).get(dtype)
+    if search:
+        ck.current.note = f"{search['stopped']} in {search['spent_s']:.1f} s; from {search['start_from']}"  # type: ignore[union-attr]
+    _fail_on_claims(ck, 1)
+
+
 def step_allocator(ck: Check) -> None:
     """The seed's allocator scenarios at 1 GiB, and the lifecycle under other allocator settings."""
     mib = ck.sizes.alloc_mib
@@ -553,6 +571,7 @@ STEPS: dict[str, Callable[[Check], None]] = {
     "box": step_box,
     "doctor": step_doctor,
     "matmul": step_matmul,
+    "search": step_search,
     "allocator": step_allocator,
     "train-memory": step_train_memory,
     "step-bench": step_step_bench,

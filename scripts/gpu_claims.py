@@ -16,6 +16,8 @@ from typing import Any
 PASS, FAIL, UNSUPPORTED, INFO = "pass", "fail", "unsupported", "info"
 TIMER_FLOOR = 0.97  # the lab's TFLOPS over the reference timer's, at least (issue: ≥ 0.97×)
 PUBLISHED_FLOOR = 0.90  # of the published best (a shape search's maximum; the check times one shape)
+SEARCH_FLOOR = 0.90  # the bounded search's best, of the published maximum (issue 45: a search against a search)
+SEARCH_SLACK_S = 2.0  # what a search may spend past its budget besides its last shape (allocation, progress)
 TF32_SPEEDUP_FLOOR = 2.0  # the seed says "several times"
 BACKWARD_TOLERANCE = 0.05
 PLANNER_TOLERANCE_PCT = 5.0
@@ -144,6 +146,40 @@ def against_published(run: dict | None, dtype: str, size: int) -> Claim:
     share = point["tflops"] / published
     measured = f"{point['tflops']:,.1f} TFLOPS = {share:.1%} of {published:g} published"
     return Claim(claim, measured, expected, PASS if share >= PUBLISHED_FLOOR else FAIL)
+
+
+def search_reaches_published(run: dict | None, dtype: str) -> Claim:
+    """The bounded shape search's best point, recomputed from its rows, against the card's published maximum;
+    and its budget kept: what it spent, less its last shape's time, within the budget (and a little slack)."""
+    claim = f"bounded {dtype} shape search vs the published maximum for the card"
+    expected = (
+        f"≥ {SEARCH_FLOOR:.0%} of the published maximum (the best of a search against the best of a search), "
+        f"no shape begun after the budget"
+    )
+    if missing := _missing(claim, expected, run):
+        return missing
+    assert run is not None
+    search = ((run.get("meta") or {}).get("search") or {}).get(dtype)
+    points = [r for r in run["rows"] if r.get("dtype") == dtype and r.get("status") == "ok"]
+    if not search or not points:
+        return Claim(claim, f"no {dtype} search in the run", expected, FAIL)
+    best = max(points, key=lambda r: 2 * r["m"] * r["n"] * r["k"] / (r["median_ms"] * 1e9))
+    tflops = 2 * best["m"] * best["n"] * best["k"] / (best["median_ms"] * 1e9)
+    last = points[-1]
+    late = search["spent_s"] - (last["t_end_s"] - last["t_start_s"]) - search["budget_s"]
+    within = late <= SEARCH_SLACK_S
+    said = (
+        f"{tflops:,.1f} TFLOPS at {best['m']}×{best['n']}×{best['k']}; {search['started']} of {search['grid']} "
+        f"shapes in {search['spent_s']:.1f} s (budget {search['budget_s']:g} s"
+        + ("" if within else f", {late:.1f} s past it besides its last shape")
+        + f"), from {search['start_from']}"
+    )
+    published = best.get("published_tflops")
+    if not isinstance(published, (int, float)):
+        return Claim(claim, f"{said}; no published figure for {_on(run)}", expected, INFO if within else FAIL)
+    share = tflops / published
+    verdict = PASS if share >= SEARCH_FLOOR and within else FAIL
+    return Claim(claim, f"{said} = {share:.1%} of {published:g} published", expected, verdict)
 
 
 def tf32_speedup(run: dict | None, size: int) -> Claim:

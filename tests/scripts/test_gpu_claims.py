@@ -228,3 +228,30 @@ def test_the_judges_on_the_runs_the_check_recorded_on_an_h200():
         run = one("train-memory", model=model, precision=precision)
         assert claims.planner_agreement(run, model).verdict == "pass"
         assert claims.adam_four_times(run, model).verdict == "pass"
+
+
+def search_run(ms: float, spent_s: float, published: float | None = 794.5) -> dict:
+    """A bounded bf16 search of two shapes as matmul --mamf stores it; the best is 2048×2048×13312 at ``ms``."""
+    rows = [
+        point("bf16", 2048, 0.1, published_tflops=published, t_start_s=1.0, t_end_s=1.5)
+        | {"n": 2048, "k": 2048, "label": "mamf search"},
+        {**point("bf16", 2048, ms, published_tflops=published, t_start_s=1.5, t_end_s=2.5), "k": 13312},
+    ]
+    search = {"started": 2, "grid": 125, "spent_s": spent_s, "budget_s": 30.0, "start_from": "the published best"}
+    return run(rows, {"search": {"bf16": search}})
+
+
+def test_the_bounded_search_must_reach_90_percent_of_the_published_maximum_within_its_budget():
+    # 2 · 2048 · 2048 · 13312 FLOP = 111.67 GFLOP; in 0.15 ms: 744.5 TFLOPS = 93.7 % of 794.5
+    judged = claims.search_reaches_published(search_run(0.15, 31.0), "bf16")
+    assert judged.verdict == "pass" and "744.5 TFLOPS at 2048×2048×13312" in judged.measured
+    assert (
+        "93.7% of 794.5 published" in judged.measured and "2 of 125 shapes in 31.0 s (budget 30 s)" in judged.measured
+    )
+    low = claims.search_reaches_published(search_run(0.17, 31.0), "bf16")  # 656.9 TFLOPS = 82.7 %
+    assert low.verdict == "fail"
+    # spent 34 s: less its last shape's 1 s, 3 s past the 30 s budget, over the 2 s slack
+    late = claims.search_reaches_published(search_run(0.15, 34.0), "bf16")
+    assert late.verdict == "fail" and "3.0 s past it besides its last shape" in late.measured
+    assert claims.search_reaches_published(search_run(0.15, 31.0, None), "bf16").verdict == "info"
+    assert claims.search_reaches_published(run([point("bf16", 64, 1.0)]), "bf16").verdict == "fail"  # no search
