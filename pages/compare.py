@@ -219,6 +219,7 @@ def compare_view(runs: list[RunResult]) -> None:
         f"**{markdown_text(metric)}: each run against {markdown_text(comparison.labels(runs)[0])}** (difference = run − baseline, "
         f"ratio = run / baseline)"
     )
+    st.caption(markdown_text(comparison.pairing_text(runs, deltas)))
     st.dataframe(deltas, hide_index=True)
     st.download_button(
         "Delta table (CSV)",

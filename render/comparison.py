@@ -53,9 +53,10 @@ def settings_text(config: dict, limit: int = 90) -> str:
 
 
 def value_text(value) -> str:
+    """A setting as a label shows it; an empty one (no list, no string) reads "(none)", never a bare "x="."""
     if isinstance(value, (list, tuple)):
-        return ",".join(map(str, value))
-    return str(value)
+        return ",".join(map(str, value)) or "(none)"
+    return str(value) if value != "" else "(none)"
 
 
 # -- what differs ------------------------------------------------------------------------------------
@@ -234,46 +235,74 @@ def generic_charts(runs: list[RunResult], metric: str | None = None) -> list[Cha
     return [absolute]
 
 
-def delta_table(runs: list[RunResult], metrics: list[str] | None = None) -> pd.DataFrame:
-    """Per metric and key, each run against the first: value, difference and ratio.
+# What makes two rows the same point, by experiment: the shape and dtype of a matmul, the step of an allocator
+# run, the configuration and phase of a step benchmark. Elsewhere the key columns that vary inside a run do.
+POINT_KEYS = {
+    "matmul": ("dtype", "m", "n", "k"),
+    "reference": ("dtype", "m", "n", "k", "round"),
+    "matmul-soak": ("dtype", "size", "second"),
+    "allocator": ("index", "step", "op"),
+    "step-bench": ("kind", "model", "precision", "stack", "series", "step", "phase", "scope", "group", "name"),
+    "estimate": ("moment", "phase"),
+    "interconnect": ("kind", "direction", "memory", "collective", "bytes", "src", "dst"),
+}
 
-    Rows are matched on the shared key columns (median over repeats); runs with no matching
-    points are compared on the median over all their rows.
-    """
-    frames, keys, shared = _common(runs)
+
+def pair_keys(runs: list[RunResult]) -> list[str]:
+    """The columns rows are paired on: the experiment's point keys the runs share, else the shared key columns
+    that vary inside a run (a column constant in each run, such as its device kind, describes the run, not a point;
+    a yes/no column is a property of a point, not its name)."""
+    frames, keys, _ = _common(runs)
+    named = POINT_KEYS.get(runs[0].experiment)
+    if named is not None:
+        return [k for k in named if all(k in f.columns for f in frames)]
+    return [
+        k
+        for k in keys
+        if not pd.api.types.is_bool_dtype(frames[0][k]) and any(f[k].nunique(dropna=False) > 1 for f in frames)
+    ]
+
+
+def pairing_text(runs: list[RunResult], table: pd.DataFrame) -> str:
+    """How the delta table paired the runs' rows, or that nothing paired and why."""
+    keys = pair_keys(runs)
+    if not keys:
+        return "Nothing pairs: these runs' rows have no column that names a point (a shape, a step) to pair them on."
+    by = ", ".join(keys)
+    if table.empty:
+        return f"Nothing pairs: no row of another run has the same {by} as a row of the baseline."
+    pairs = len(table.drop_duplicates(subset=[*keys, "run"]))
+    return f"Rows paired by {by}: {pairs:,} pair{'s' if pairs != 1 else ''} (medians where a point repeats)."
+
+
+def delta_table(runs: list[RunResult], metrics: list[str] | None = None) -> pd.DataFrame:
+    """Per metric and point, each run against the first: value, difference and ratio. Rows are paired on
+    :func:`pair_keys` (median over repeats); a run with no row like the baseline's adds nothing (:func:`pairing_text`
+    says so) — never a median of unlike rows."""
+    frames, _, shared = _common(runs)
+    keys = pair_keys(runs)
     metrics = [m for m in (metrics or shared) if m in shared]
     names = labels(runs)
+    columns = keys + ["metric", "baseline", "run", "baseline value", "value", "difference", "ratio"]
+    if not keys:
+        return pd.DataFrame([], columns=columns)
 
     def reduce(df: pd.DataFrame) -> pd.DataFrame:
         values = df[keys + metrics].copy()
         for m in metrics:
             values[m] = pd.to_numeric(values[m], errors="coerce")
-        if not keys:
-            return values.median().to_frame().T.assign(point="median of all rows")
         return values.groupby(keys, dropna=False, sort=False)[metrics].median().reset_index()
 
     base = reduce(frames[0])
     out = []
     for name, df in zip(names[1:], frames[1:]):
-        other = reduce(df)
-        on = keys if keys else ["point"]
-        merged = base.merge(other, on=on, suffixes=(" base", " run"))
-        if merged.empty:
-            merged = (
-                frames[0][metrics]
-                .apply(pd.to_numeric, errors="coerce")
-                .median()
-                .to_frame()
-                .T.add_suffix(" base")
-                .join(df[metrics].apply(pd.to_numeric, errors="coerce").median().to_frame().T.add_suffix(" run"))
-                .assign(**{k: "median of all rows" for k in on})
-            )
+        merged = base.merge(reduce(df), on=keys, suffixes=(" base", " run"))
         for row in merged.to_dict(orient="records"):
             for m in metrics:
                 a, b = row[f"{m} base"], row[f"{m} run"]
                 out.append(
                     {
-                        **{k: row[k] for k in on},
+                        **{k: row[k] for k in keys},
                         "metric": m,
                         "baseline": names[0],
                         "run": name,
@@ -283,7 +312,6 @@ def delta_table(runs: list[RunResult], metrics: list[str] | None = None) -> pd.D
                         "ratio": b / a if a not in (0, 0.0) and pd.notna(a) else float("nan"),
                     }
                 )
-    columns = (keys or ["point"]) + ["metric", "baseline", "run", "baseline value", "value", "difference", "ratio"]
     return pd.DataFrame(out, columns=columns)
 
 

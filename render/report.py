@@ -141,7 +141,11 @@ def _comparison_section(runs: list[RunResult], index: int) -> str:
         + "</p>",
     ]
     parts += [_chart_html(c, f"cmp{index}-chart{i}") for i, c in enumerate(charts)]
-    parts.append(f"<h3>Differences against {_e(legend[0])}</h3>" + _frame_table(comparison.delta_table(runs)))
+    deltas = comparison.delta_table(runs)
+    parts.append(
+        f"<h3>Differences against {_e(legend[0])}</h3><p>{_e(comparison.pairing_text(runs, deltas))}</p>"
+        + _frame_table(deltas)
+    )
     return "\n".join(parts)
 
 

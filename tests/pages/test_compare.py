@@ -75,13 +75,52 @@ def test_delta_table_ratio_and_difference_by_hand():
     assert set(table["run"]) == {"NVIDIA A100-SXM4-80GB"} and set(table["baseline"]) == {"NVIDIA H100 80GB HBM3"}
 
 
-def test_delta_table_with_no_common_points_compares_medians():
+def test_delta_table_with_no_common_points_says_nothing_pairs():
+    """Issue: unlike rows were once reduced to one 'median of all rows' and compared; nothing pairs now, in words."""
     base = sweep(CPU, (1.0, 2.0, 9.0), "a1")
     other = sweep(CPU, (4.0, 4.0, 4.0), "b2")
     for row in other.rows:
         row["size"] += 1  # no shared size
     table = comparison.delta_table([base, other], ["tflops"])
-    assert len(table) == 1 and table["ratio"][0] == 2.0  # medians 2 and 4
+    assert table.empty
+    assert comparison.pairing_text([base, other], table) == (
+        "Nothing pairs: no row of another run has the same size as a row of the baseline."
+    )
+
+
+def test_a_cpu_and_a_gpu_matmul_run_pair_on_their_shared_shapes():
+    """A CPU sweep (64 and 256, fp32 and bf16) against the shipped H200 run: only points with the same dtype and
+    M×N×K pair, whatever else the rows carry (the device kind, TF32 flags, clocks)."""
+    from pathlib import Path
+
+    from core.store import parse_runs_file
+
+    examples = Path(__file__).parents[2] / "examples" / "nvidia-h200-2026-11-26.json"
+    h200 = next(r for r in parse_runs_file(examples.read_bytes()) if r.experiment == "matmul")
+    shapes = {(r.get("dtype"), r.get("m")) for r in h200.rows if r.get("status") == "ok"}
+    cpu_rows = [
+        {"dtype": d, "m": n, "n": n, "k": n, "tflops": 0.01 * n / 64, "median_ms": 1.0, "status": "ok"}
+        | {"device_kind": "cpu", "allow_tf32": False}
+        for d in ("fp32", "bf16")
+        for n in (64, 256)
+    ]
+    cpu = RunResult(
+        "matmul", dict(h200.config), CPU, {"torch": "2.13.0"}, "2026-11-27", "2026-11-27", "ok", rows=cpu_rows
+    )
+    table = comparison.delta_table([h200, cpu], ["tflops"])
+    expected = {(d, n) for d in ("fp32", "bf16") for n in (64, 256) if (d, n) in shapes}
+    assert expected and set(zip(table["dtype"], table["m"])) == expected
+    assert comparison.pairing_text([h200, cpu], table).startswith(
+        f"Rows paired by dtype, m, n, k: {len(expected)} pair"
+    )
+
+
+def test_an_empty_setting_is_named_not_left_blank():
+    runs = [
+        sweep(CPU, (1, 2, 3), "a1", alloc_conf=""),
+        sweep(CPU, (1, 2, 3), "b2", alloc_conf="expandable_segments:True"),
+    ]
+    assert comparison.labels(runs) == ["alloc_conf=(none)", "alloc_conf=expandable_segments:True"]
 
 
 @pytest.mark.parametrize(
