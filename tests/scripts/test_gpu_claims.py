@@ -77,11 +77,11 @@ def test_tf32_must_be_several_times_faster_and_less_exact():
     assert claims.tf32_speedup(exact, 8192).verdict == "fail"  # a TF32 as exact as fp32 was not TF32
 
 
-def test_published_share_is_the_measured_point_over_the_published_figure():
+def test_a_fixed_shape_is_shown_beside_the_published_figure_never_judged_by_it():
     judged = claims.against_published(run([point("bf16", 8192, 1.5, published_tflops=794.5)]), "bf16", 8192)
-    assert judged.verdict == "pass" and "92.3%" in judged.measured  # 733.0 / 794.5 = 0.9226
+    assert judged.verdict == "info" and "92.3%" in judged.measured  # 733.0 / 794.5 = 0.9226
     low = claims.against_published(run([point("bf16", 8192, 2.0, published_tflops=794.5)]), "bf16", 8192)
-    assert low.verdict == "fail"  # 549.8 / 794.5 = 69%
+    assert low.verdict == "info" and "69.2%" in low.measured  # 549.8 / 794.5: a finding, not a verdict
 
 
 def lifecycle_rows(size: int, to_cpu_frees: bool = False, reassign_in_place: bool = False) -> list[dict]:
