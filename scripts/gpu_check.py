@@ -65,6 +65,10 @@ class Sizes:
     health_parts: str
     copy: dict
     pytest_timeout_s: int
+    stacks: dict  # the step you would really run (issue 44): label → step-bench config
+
+
+STACK_STEPS = {"timed_steps": 10, "cold_steps": 1, "warmup_steps": 3, "max_warmup_steps": 30, "trace": False}
 
 
 QUICK = {"warmup_ms": 5.0, "rep_ms": 20.0, "min_reps": 3, "roofline": False}
@@ -88,6 +92,22 @@ GPU = Sizes(
     health_parts="soak,search,copies,collectives",
     copy={"parts": "copy"},
     pytest_timeout_s=240,
+    stacks={
+        # GPT-2 124M at 64 × 1,024 tokens, the course's stack beside today's with compile
+        "gpt2": {"model": "gpt2-124m", "precision": "bf16-autocast", "batch": 64, "context": 1024}
+        | {"stacks": "course,modern", "profile_steps": 2, **STACK_STEPS},
+        # the 2.7B preset at context 2,048, the largest batch that fits, today's stack, then Float8
+        "2.7B": {"model": "2.7B", "precision": "bf16-autocast", "batch": 0, "context": 2048, "stacks": "modern"}
+        | {"profile_steps": 1, **STACK_STEPS, "timed_steps": 5},
+        "2.7B fp8": {"model": "2.7B", "precision": "fp8", "batch": 0, "context": 2048, "stacks": "modern"}
+        | {"profile_steps": 0, **STACK_STEPS, "timed_steps": 5},
+        # 2.7B eager: fp32 against bf16 autocast, one batch for both
+        "2.7B eager": {"model": "2.7B", "sweep": True, "precisions": "fp32,bf16-autocast", "stacks": "course"}
+        | {"batch": 0, "context": 2048, "profile_steps": 0, **STACK_STEPS, "timed_steps": 5},
+        # the GPT-2 configurations again, in a sweep, minutes later
+        "gpt2 again": {"model": "gpt2-124m", "sweep": True, "precisions": "bf16-autocast", "batch": 64}
+        | {"context": 1024, "stacks": "course,modern", "profile_steps": 0, **STACK_STEPS},
+    },
 )
 CPU = Sizes(
     matmul={"sizes": "64,256", **QUICK},
@@ -105,6 +125,18 @@ CPU = Sizes(
     health_parts="soak,search,copies",
     copy={"parts": "copy", "copy_sizes": "1MiB"},
     pytest_timeout_s=120,
+    stacks={
+        "gpt2": {"model": "tiny", "precision": "fp32", "batch": 2, "context": 32, "stacks": "course,sdpa+fused"}
+        | {"profile_steps": 1, **STACK_STEPS, "timed_steps": 3, "max_warmup_steps": 6},
+        "2.7B": {"model": "mini", "precision": "fp32", "batch": 2, "context": 32, "stacks": "sdpa+fused"}
+        | {"profile_steps": 1, **STACK_STEPS, "timed_steps": 3, "max_warmup_steps": 6},
+        "2.7B fp8": {"model": "mini", "precision": "fp8", "batch": 2, "context": 32, "stacks": "sdpa+fused"}
+        | {"profile_steps": 0, **STACK_STEPS, "timed_steps": 3, "max_warmup_steps": 6},
+        "2.7B eager": {"model": "mini", "sweep": True, "precisions": "fp32,bf16-autocast", "stacks": "course"}
+        | {"batch": 2, "context": 32, "profile_steps": 0, **STACK_STEPS, "timed_steps": 3, "max_warmup_steps": 6},
+        "gpt2 again": {"model": "tiny", "sweep": True, "precisions": "fp32", "batch": 2, "context": 32}
+        | {"stacks": "course,sdpa+fused", "profile_steps": 0, **STACK_STEPS, "timed_steps": 3, "max_warmup_steps": 6},
+    },
 )
 TINY = Sizes(
     matmul={"dtypes": "fp32,tf32,bf16,fp8", "sizes": "64", **QUICK},
@@ -122,6 +154,18 @@ TINY = Sizes(
     health_parts="soak",
     copy={"parts": "copy", "copy_sizes": "1MiB"},
     pytest_timeout_s=60,
+    stacks={
+        "gpt2": {"model": "tiny", "precision": "fp32", "batch": 2, "context": 32, "stacks": "course,sdpa+fused"}
+        | {"profile_steps": 1, **STACK_STEPS, "timed_steps": 3, "max_warmup_steps": 6},
+        "2.7B": {"model": "mini", "precision": "fp32", "batch": 2, "context": 32, "stacks": "sdpa+fused"}
+        | {"profile_steps": 1, **STACK_STEPS, "timed_steps": 3, "max_warmup_steps": 6},
+        "2.7B fp8": {"model": "mini", "precision": "fp8", "batch": 2, "context": 32, "stacks": "sdpa+fused"}
+        | {"profile_steps": 0, **STACK_STEPS, "timed_steps": 3, "max_warmup_steps": 6},
+        "2.7B eager": {"model": "mini", "sweep": True, "precisions": "fp32,bf16-autocast", "stacks": "course"}
+        | {"batch": 2, "context": 32, "profile_steps": 0, **STACK_STEPS, "timed_steps": 3, "max_warmup_steps": 6},
+        "gpt2 again": {"model": "tiny", "sweep": True, "precisions": "fp32", "batch": 2, "context": 32}
+        | {"stacks": "course,sdpa+fused", "profile_steps": 0, **STACK_STEPS, "timed_steps": 3, "max_warmup_steps": 6},
+    },
 )
 
 
@@ -466,6 +510,33 @@ def step_step_bench(ck: Check) -> None:
         ck.fail("; ".join(odd))
 
 
+def step_stacks(ck: Check) -> None:
+    """The step you would really run: GPT-2 124M with today's stack against the bf16 dense peak beside the course's
+    step, the 2.7B preset filling the card (and with Float8), 2.7B bf16 against fp32, the same configurations
+    timed twice, and the planner against the allocator's peak."""
+    runs = {
+        label: ck.experiment(f"stacks {label}", "step-bench", config, 420) for label, config in ck.sizes.stacks.items()
+    }
+    modern = ck.sizes.stacks["gpt2"]["stacks"].split(",")[-1]
+    large = ck.sizes.stacks["2.7B"]["stacks"]
+    found = [
+        claims.step_mfu(runs["gpt2"], modern, claims.MFU_SMALL_FLOOR, "gpt2-124m"),
+        claims.step_mfu(runs["2.7B"], large, claims.MFU_LARGE_FLOOR, "2.7B"),
+        claims.fp8_speedup(runs["2.7B"], runs["2.7B fp8"], large),
+        claims.bf16_over_fp32(runs["2.7B eager"]),
+        *claims.repeatable(
+            runs["gpt2"],
+            runs["gpt2 again"],
+            ck.sizes.stacks["gpt2"]["precision"],
+            tuple(ck.sizes.stacks["gpt2"]["stacks"].split(",")),
+        ),
+        claims.step_planner(runs["gpt2"], modern, "gpt2-124m"),
+        claims.step_planner(runs["2.7B"], large, "2.7B"),
+    ]
+    ck.judge(*found)
+    _fail_on_claims(ck, len(found))
+
+
 def step_workload(ck: Check) -> None:
     """A profiled step's trace and a recorded training step's snapshot, each imported back and compared."""
     bench = ck.experiment("profiled step", "step-bench", ck.sizes.profiled, 180)
@@ -575,6 +646,7 @@ STEPS: dict[str, Callable[[Check], None]] = {
     "allocator": step_allocator,
     "train-memory": step_train_memory,
     "step-bench": step_step_bench,
+    "stacks": step_stacks,
     "workload": step_workload,
     "soak": step_soak,
     "health": step_health,

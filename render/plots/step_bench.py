@@ -580,7 +580,7 @@ def overlay(runs: list[RunResult]) -> list[Chart]:
             if row.get("status", "ok") == "ok":
                 where = f"{run.name or run.id[:8]} · {run.device.get('name', '')}"
                 model = f" · {row['model']}" if kind == "grid" else ""
-                stack = "" if row["stack"] == "course" else f" · {row['stack']}"
+                stack = "" if str(row["stack"]) == "course" else f" · {row['stack']}"
                 records.append(
                     {
                         "run": where + model + stack,

@@ -255,3 +255,66 @@ def test_the_bounded_search_must_reach_90_percent_of_the_published_maximum_withi
     assert late.verdict == "fail" and "3.0 s past it besides its last shape" in late.measured
     assert claims.search_reaches_published(search_run(0.15, 31.0, None), "bf16").verdict == "info"
     assert claims.search_reaches_published(run([point("bf16", 64, 1.0)]), "bf16").verdict == "fail"  # no search
+
+
+# --- the step you would really run ---------------------------------------------------------------------------
+
+
+def bench(stack_ms: dict[str, list[float]], flops: float, busy: float = 0.95, **summary) -> dict:
+    """A step-bench run: warm step samples per stack, a summary per stack (bf16 peak 989.4, the given busy)."""
+    rows = [
+        {"kind": "sample", "stack": s, "series": "warm", "step": i, "phase": "step", "ms": ms}
+        for s, times in stack_ms.items()
+        for i, ms in enumerate(times)
+    ]
+    rows += [{"kind": "summary", "stack": s, "peak_tflops": 989.4, "busy": busy} | summary for s in stack_ms]
+    return run(rows, {"flops": {"total": flops}, "tokens_per_step": 65_536})
+
+
+def test_mfu_is_recomputed_from_the_model_flops_and_the_median_step():
+    # 4.0e14 FLOP a step in a median of 1,000 ms → 400 TFLOPS, 40.4% of 989.4: over 35%, under 45%
+    fine = bench({"modern": [990.0, 1000.0, 1010.0]}, 4.0e14)
+    assert claims.step_mfu(fine, "modern", claims.MFU_SMALL_FLOOR, "x").verdict == "pass"
+    assert claims.step_mfu(fine, "modern", claims.MFU_LARGE_FLOOR, "x").verdict == "fail"
+    idle = bench({"modern": [1000.0] * 3}, 4.0e14, busy=0.85)  # fast enough, but the GPU idled 15%
+    assert claims.step_mfu(idle, "modern", claims.MFU_SMALL_FLOOR, "x").verdict == "fail"
+    assert "MFU 40.4% of 989.4" in claims.step_mfu(fine, "modern", 0.35, "x").measured
+
+
+def test_fp8_must_buy_a_fifth_more_tokens():
+    bf16 = bench({"modern": [100.0] * 3}, 1e14)
+    assert claims.fp8_speedup(bf16, bench({"modern": [80.0] * 3}, 1e14)).verdict == "pass"  # 1.25×
+    assert claims.fp8_speedup(bf16, bench({"modern": [90.0] * 3}, 1e14)).verdict == "fail"  # 1.11×
+    unsupported = run([], status="unsupported") | {"error": "unsupported on X: torchao is not installed"}
+    assert claims.fp8_speedup(bf16, unsupported).verdict == "unsupported"
+
+
+def _sweep(*rows: dict) -> dict:
+    return run([{"kind": "precision", "status": "ok", "reason": None} | r for r in rows])
+
+
+def test_bf16_over_fp32_and_the_same_configuration_twice():
+    sweep = _sweep(
+        {"precision": "fp32", "stack": "course", "step_ms_median": 2000.0},
+        {"precision": "bf16-autocast", "stack": "course", "step_ms_median": 450.0},  # 4.44×
+    )
+    assert claims.bf16_over_fp32(sweep).verdict == "pass"
+    slow = _sweep(
+        {"precision": "fp32", "stack": "course", "step_ms_median": 2000.0},
+        {"precision": "bf16-autocast", "stack": "course", "step_ms_median": 600.0},  # 3.33×
+    )
+    assert claims.bf16_over_fp32(slow).verdict == "fail"
+    alone = bench({"course": [100.0, 101.0, 99.0], "modern": [50.0] * 3}, 1e14)
+    again = _sweep(
+        {"precision": "bf16-autocast", "stack": "course", "step_ms_median": 102.5},  # +2.5%
+        {"precision": "bf16-autocast", "stack": "modern", "step_ms_median": 52.0},  # +4.0%
+    )
+    verdicts = [c.verdict for c in claims.repeatable(alone, again, "bf16-autocast", ("course", "modern"))]
+    assert verdicts == ["pass", "fail"]
+
+
+def test_the_planner_against_the_allocator_s_peak():
+    near = bench({"modern": [1.0]}, 1e12, peak_estimated_bytes=41 * GIB, peak_measured_bytes=40 * GIB)  # +2.5%
+    far = bench({"modern": [1.0]}, 1e12, peak_estimated_bytes=43 * GIB, peak_measured_bytes=40 * GIB)  # +7.5%
+    assert claims.step_planner(near, "modern", "x").verdict == "pass"
+    assert claims.step_planner(far, "modern", "x").verdict == "fail"
