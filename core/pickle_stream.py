@@ -233,7 +233,7 @@ def load_pickle_stream(
     what: str = "file",
     path: str | os.PathLike | None = None,
     on_chunk: Callable[[pickle.Unpickler], None] | None = None,
-    max_depth: int = DEFAULT_MAX_DEPTH,
+    max_depth: int | None = DEFAULT_MAX_DEPTH,
 ) -> Any:
     """A plain-data pickle read from a stream, any protocol, with at most ``limit_bytes`` consumed.
 
@@ -243,7 +243,8 @@ def load_pickle_stream(
     items out of lists that are still growing (reach them through ``unpickler.memo``) so that a file
     far larger than memory allows as Python objects is read in bounded memory. Garbage collection is
     paused meanwhile: nothing built by an unpickler is garbage, and its passes over millions of fresh
-    objects would only cost time.
+    objects would only cost time. ``max_depth`` None: nesting is not checked, for a caller that reads only the
+    fields it names and never walks or prints what it does not know (the walk costs as much as the unpickling).
     """
     unpickler: pickle.Unpickler | None = None
 
@@ -280,7 +281,8 @@ def load_pickle_stream(
         unpickler = None
         if collecting:
             gc.enable()
-    check_depth(data, max_depth, what)
+    if max_depth is not None:
+        check_depth(data, max_depth, what)
     return data
 
 

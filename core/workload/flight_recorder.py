@@ -16,6 +16,7 @@ buffers whose times lie further apart than the collectives' timeout allows — a
 from __future__ import annotations
 
 import re
+from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -31,11 +32,11 @@ _RANK = re.compile(r"^(.*?)(\d+)$")
 _P2P_PEER = re.compile(r"(\d+)\s*(->|<-)\s*(\d+)")
 
 
-@dataclass(frozen=True)
+@dataclass(slots=True)
 class Entry:
     """One recorded collective or point-to-point op of one rank, with the fields the matching reads."""
 
-    record_id: int
+    record_id: int  # the rank's count of ops recorded, from 0: an oldest above 0 means the ring buffer wrapped
     group: str  # the process group's name: the same on every rank (its pg_id is a per-process counter)
     group_desc: str
     pg_id: int | None
@@ -45,12 +46,9 @@ class Entry:
     backend: str  # "nccl", "gloo", …
     peer: tuple[int, int] | None  # (source, destination) of a send or recv, as the profiling name says
     input_sizes: tuple[tuple[int, ...], ...]
-    output_sizes: tuple[tuple[int, ...], ...]
     input_dtypes: tuple[str, ...] | None  # None: the dump version records none
     state: str  # scheduled | started | completed (NCCL reads the GPU's events; gloo leaves "scheduled")
     created_ns: int | None  # wall clock, ns since the epoch
-    started_ns: int | None
-    completed_ns: int | None
     timeout_ms: int | None
     frames: tuple[str, ...]  # "file:line name", innermost first; empty in JSON dumps
 
@@ -89,7 +87,7 @@ def load(path: Path) -> Any:
     """A dump's plain data, pickle or JSON (gzip of either), by its first bytes."""
     with open_input(path, WHAT) as stream:
         if is_pickle(stream.peek(2)[:2]):
-            return load_pickle_stream(stream, LIMITS.fr_dump_bytes, what=WHAT, path=path)
+            return load_pickle_stream(stream, LIMITS.fr_dump_bytes, what=WHAT, path=path, max_depth=None)
     return loads_json(read_json_input(path, LIMITS.fr_dump_bytes, LIMITS.fr_json_containers, WHAT), what=WHAT)
 
 
@@ -107,33 +105,104 @@ def _refuse(why: str) -> InputRefused:
     return InputRefused(f"not a {WHAT}: {why}")
 
 
+_INT_TEXT = re.compile(r"-?\d{1,20}")
+
+
 def _int(value: Any) -> int | None:
     """An integer field (the JSON form writes the group status as strings, and 0 for a time it has none)."""
-    if isinstance(value, bool):
-        return None
-    if isinstance(value, int):
+    if type(value) is int:
         return value
-    if isinstance(value, str) and re.fullmatch(r"-?\d{1,20}", value):
+    if isinstance(value, str) and _INT_TEXT.fullmatch(value):
         return int(value)
     return None
 
 
-def _sizes(value: Any) -> tuple[tuple[int, ...], ...]:
-    if not isinstance(value, list):
-        return ()
-    return tuple(tuple(d for d in s if isinstance(d, int)) for s in value if isinstance(s, list))
+def _text(value: Any, limit: int = LIMITS.name_chars) -> str:
+    """A field as text, at most ``limit`` characters: a string or a number as it is, anything else by its type
+    only. Nothing here prints a container: that would walk all of it, as deep as it nests (the dump's nesting
+    is not checked: the reader reads the fields it names, nothing else)."""
+    if isinstance(value, str):
+        return value[:limit]
+    if value is None or isinstance(value, (bool, float)) or (type(value) is int and abs(value) < 10**20):
+        return str(value)[:limit]
+    return f"<{type(value).__name__}>"
 
 
-def _frames(value: Any, stacks: dict[tuple[str, ...], tuple[str, ...]]) -> tuple[str, ...]:
-    """A stack as "file:line name" lines, at most ``frames_per_stack``; equal stacks share one tuple."""
-    if not isinstance(value, list):
-        return ()
-    lines = tuple(
-        f"{f.get('filename', '?')}:{f.get('line', '?')} {f.get('name', '?')}"[: LIMITS.name_chars]
-        for f in value[: LIMITS.frames_per_stack]
-        if isinstance(f, dict)
-    )
-    return stacks.setdefault(lines, lines)
+class _Shared:
+    """What many entries repeat (stacks, sizes, dtypes), built once and shared: a stack by the identities of its
+    frame dicts (the pickle shares one dict between the entries whose stacks hold it; every one is alive while
+    the dump is read, so identities are unique), equal tuples as one object."""
+
+    def __init__(self) -> None:
+        self.stacks: dict[tuple[int, ...], tuple[str, ...]] = {}
+        self.tuples: dict[tuple, tuple] = {}
+        self.names: dict[str, tuple[str, str, tuple[int, int] | None]] = {}
+        self.fields: dict[tuple, tuple] = {}
+
+    def one(self, value: tuple) -> tuple:
+        return self.tuples.setdefault(value, value)
+
+    def sizes(self, value: Any) -> tuple[tuple[int, ...], ...]:
+        """Input shapes: lists of ints (anything else left out)."""
+        if type(value) is not list:
+            return ()
+        return self._cached(value, lambda: tuple(map(tuple, value)), self._shapes)
+
+    @staticmethod
+    def _shapes(value: list) -> tuple[tuple[int, ...], ...]:
+        return tuple(tuple(d for d in s if type(d) is int) for s in value if type(s) is list)
+
+    def _cached(self, value: list, key: Callable[[], tuple], read: Callable[[list], tuple]) -> tuple:
+        """``read(value)``, looked up by ``key()`` (the raw values as tuples, equal for equal fields): read once
+        per distinct field, where every entry repeats the same few."""
+        try:
+            raw = key()
+            known = self.fields.get(raw)
+        except TypeError:  # an item that is no list, or cannot be hashed: read it the long way
+            return self.one(read(value))
+        if known is None:
+            known = self.fields[raw] = self.one(read(value))
+        return known
+
+    def name(self, name: str) -> tuple[str, str, tuple[int, int] | None]:
+        """A profiling name ("gloo:all_reduce", "nccl:send 0->1") as its backend, op and point-to-point pair."""
+        known = self.names.get(name)
+        if known is None:
+            backend, _, op = name.partition(":")
+            if not op:
+                backend, op = "", name
+            op, _, rest = op.strip().partition(" ")
+            peer = None
+            if rest and (peer_match := _P2P_PEER.search(rest)):
+                a, arrow, b = int(peer_match.group(1)), peer_match.group(2), int(peer_match.group(3))
+                peer = (a, b) if arrow == "->" else (b, a)
+            known = self.names[name] = (backend[:64], op[: LIMITS.name_chars], peer)
+        return known
+
+    def dtypes(self, value: Any) -> tuple[str, ...] | None:
+        """None: the dump version records none."""
+        if type(value) is not list:
+            return None
+        return self._cached(value, lambda: tuple(value), lambda v: tuple(_text(d, 64) for d in v))
+
+    def frames(self, value: Any) -> tuple[str, ...]:
+        """A stack as "file:line name" lines, at most ``frames_per_stack``."""
+        if type(value) is not list:
+            return ()
+        value = value[: LIMITS.frames_per_stack]
+        key = tuple(map(id, value))
+        lines = self.stacks.get(key)
+        if lines is None:
+            lines = self.stacks[key] = self.one(
+                tuple(
+                    f"{_text(f.get('filename', '?'))}:{_text(f.get('line', '?'))} {_text(f.get('name', '?'))}"[
+                        : LIMITS.name_chars
+                    ]
+                    for f in value
+                    if type(f) is dict
+                )
+            )
+        return lines
 
 
 def _ranks(text: Any) -> tuple[int, ...]:
@@ -145,53 +214,47 @@ def _ranks(text: Any) -> tuple[int, ...]:
     return ()
 
 
-def _entry(e: Any, stacks: dict, quirks: dict[str, int]) -> Entry | None:
-    if not isinstance(e, dict):
+def _entry(e: Any, shared: _Shared, quirks: dict[str, int]) -> Entry | None:
+    if type(e) is not dict:
         quirks["an entry is not a dict"] = quirks.get("an entry is not a dict", 0) + 1
         return None
-    group = e.get("process_group")
-    name = e.get("profiling_name")
-    seq_c, seq_p, record = _int(e.get("collective_seq_id")), _int(e.get("p2p_seq_id")), _int(e.get("record_id"))
-    if not (isinstance(group, (list, tuple)) and len(group) == 2 and isinstance(name, str)) or None in (
-        seq_c,
-        seq_p,
-        record,
+    get = e.get
+    group, name = get("process_group"), get("profiling_name")
+    seq_c, seq_p, record = get("collective_seq_id"), get("p2p_seq_id"), get("record_id")
+    if type(seq_c) is not int or type(seq_p) is not int or type(record) is not int:  # the JSON form: text
+        seq_c, seq_p, record = _int(seq_c), _int(seq_p), _int(record)
+    if (
+        not isinstance(group, (list, tuple))
+        or len(group) != 2
+        or not isinstance(name, str)
+        or seq_c is None
+        or seq_p is None
+        or record is None
     ):
         quirks["an entry lacks its group, name or sequence ids"] = (
             quirks.get("an entry lacks its group, name or sequence ids", 0) + 1
         )
         return None
-    backend, _, op = name.partition(":")
-    if not op:
-        backend, op = "", name
-    op, _, rest = op.strip().partition(" ")
-    peer_match = _P2P_PEER.search(rest)
-    peer = None
-    if peer_match:
-        a, arrow, b = int(peer_match.group(1)), peer_match.group(2), int(peer_match.group(3))
-        peer = (a, b) if arrow == "->" else (b, a)
-    flag = e.get("is_p2p")
-    p2p = flag if isinstance(flag, bool) else op in ("send", "recv")
-    dtypes = e.get("input_dtypes")
+    backend, op, peer = shared.name(name)
+    flag = get("is_p2p")
+    p2p = flag if type(flag) is bool else op in ("send", "recv")
+    created, timeout = get("time_created_ns"), get("timeout_ms")
     return Entry(
-        record_id=record,  # type: ignore[arg-type]  # checked above
-        group=str(group[0]),
-        group_desc=str(group[1]),
-        pg_id=_int(e.get("pg_id")),
-        seq=seq_p if p2p else seq_c,  # type: ignore[arg-type]
+        record_id=record,
+        group=_text(group[0]),
+        group_desc=_text(group[1]),
+        pg_id=_int(get("pg_id")),
+        seq=seq_p if p2p else seq_c,
         p2p=p2p,
-        op=op[: LIMITS.name_chars],
-        backend=backend[:64],
+        op=op,
+        backend=backend,
         peer=peer,
-        input_sizes=_sizes(e.get("input_sizes")),
-        output_sizes=_sizes(e.get("output_sizes")),
-        input_dtypes=tuple(str(d) for d in dtypes) if isinstance(dtypes, list) else None,
-        state=str(e.get("state") or "scheduled")[:32],
-        created_ns=_int(e.get("time_created_ns")) or None,
-        started_ns=_int(e.get("time_discovered_started_ns")) or None,
-        completed_ns=_int(e.get("time_discovered_completed_ns")) or None,
-        timeout_ms=_int(e.get("timeout_ms")),
-        frames=_frames(e.get("frames"), stacks),
+        input_sizes=shared.sizes(get("input_sizes")),
+        input_dtypes=shared.dtypes(get("input_dtypes")),
+        state=_text(get("state") or "scheduled", 32),
+        created_ns=(created if type(created) is int else _int(created)) or None,
+        timeout_ms=timeout if type(timeout) is int else _int(timeout),
+        frames=shared.frames(get("frames")),
     )
 
 
@@ -204,7 +267,7 @@ def _parse(data: Any, rank: int, file: str) -> Dump:
         raise _refuse("no version (a dump is a dict with version, pg_config and entries)")
     version = data["version"]
     if not isinstance(version, str) or not re.fullmatch(r"\d+\.\d+", version):
-        raise _refuse(f"its version is {str(version)[:40]!r}, not MAJOR.MINOR")
+        raise _refuse(f"its version is {_text(version, 40)!r}, not MAJOR.MINOR")
     if not version.startswith("2."):
         raise _refuse(f"recorder version {version}: this reader knows the 2.x dumps of torch 2.x")
     raw_entries = data.get("entries", [])  # the JSON form leaves it out when the buffer is empty
@@ -215,15 +278,15 @@ def _parse(data: Any, rank: int, file: str) -> Dump:
             f"the {WHAT} holds {len(raw_entries):,} entries, more than the {LIMITS.fr_entries:,} limit (fr_entries)"
         )
     quirks: dict[str, int] = {}
-    stacks: dict[tuple[str, ...], tuple[str, ...]] = {}
-    entries = [x for e in raw_entries if (x := _entry(e, stacks, quirks)) is not None]
+    shared = _Shared()
+    entries = [x for e in raw_entries if (x := _entry(e, shared, quirks)) is not None]
     entries.sort(key=lambda x: x.record_id)
     config = _dict(data.get("pg_config"))
     group_ranks, group_descs = {}, {}
     for name, info in config.items():
         if isinstance(info, dict) and (ranks := _ranks(info.get("ranks"))):
-            group_ranks[str(name)] = ranks
-            group_descs[str(name)] = str(info.get("desc", ""))
+            group_ranks[_text(name)] = ranks
+            group_descs[_text(name)] = _text(info.get("desc", ""))
     names = {x.pg_id: x.group for x in entries if x.pg_id is not None}  # pg_status is keyed by pg_id
     status = {}
     raw_status = _dict(data.get("pg_status"))

@@ -2,26 +2,33 @@
 
 Per process group (named as the dumps name it, the same on every rank), a rank's collectives carry
 ``collective_seq_id`` 1, 2, 3, … in the order the rank entered them; point-to-point ops carry ``p2p_seq_id``
-and are matched per pair of ranks, the n-th send from A to B against the n-th recv on B from A. For each
-collective number recorded by any rank, each member rank is in one state:
+and are matched per pair of ranks, the n-th send from A to B against the n-th recv on B from A. A group's
+members are the ranks ``pg_config`` lists; gloo lists none, so the default group is every rank of the job (up to
+the highest rank with a dump, or the largest group listed) and another group the ranks whose dumps know it. For
+each collective number recorded by any rank, each member rank is in one state:
 
 - **completed**: at or below the group's ``last_completed_collective`` (gloo and NCCL both keep it in
-  ``pg_status``), or its entry says ``completed`` (NCCL's watchdog saw it end);
+  ``pg_status``; -1 there means none completed), or its entry says ``completed`` (NCCL's watchdog saw it end);
 - **waiting**: entered (its entry is in the buffer) and not completed at the dump;
 - **entered**: its entry is in the buffer but nothing records completion (no ``pg_status``, no entry
   marked completed): whether it was still inside is not known;
 - **missing**: never entered it: the number is past the rank's last entered collective
-  (``last_enqueued_collective``, or its newest entry);
+  (``last_enqueued_collective``, or its newest entry), or the rank's dump holds no entry of the group and its
+  buffer never wrapped (its oldest ``record_id`` is 0, or it has none): it entered none of them;
 - **mismatched**: entered a collective of that number that differs from the one most ranks entered: another
   op, other input sizes (for ops whose sizes must agree), or other dtypes (a desync); on a tie the lowest
   rank's is the reference and the diagnosis says there is no majority;
 - **unknown**: older than the rank's buffer holds (the ring buffer wrapped) with no status to say, or the rank's
-  dump says nothing of the group at all.
+  wrapped buffer says nothing of the group at all.
 
-The first number of a group where a rank is missing or mismatched is where the group's ranks disagree. The
-collective that stopped the job is the disagreement whose entries were created first (a later one waits on
-it); with none, every rank of a group waiting in the same collective is a hang inside the collective itself.
-Sizes are the elements of the first input times its dtype's width (the tensor's bytes).
+The first number of a group where a rank is missing or mismatched is where the group's ranks disagree; with
+none, a number every rank with a dump is waiting in is a hang inside the collective — or, where members have no
+dump, a wait for those. Where several groups disagree, the collective that stopped the job is the one whose
+missing ranks are not themselves waiting in another group's collective (the ranks missing from the default
+group's may all sit in a sub-group's, waiting for the one rank that stopped them all); of several such, or of
+none, the one whose entries were created first. The last rank to enter a collective is named where it came
+later than the others spread (a slow rank; the others waited for it). Sizes are the elements of the first input
+times its dtype's width (the tensor's bytes).
 """
 
 from __future__ import annotations
@@ -55,7 +62,7 @@ class RankInGroup:
     rank: int
     collectives: dict[int, Entry]  # the first entry of each number (a coalesced group shares one)
     p2p: list[Entry]  # its sends and recvs in record order
-    known: bool  # its buffer or its status says anything of the group
+    known: bool  # its buffer or its status says anything of the group (an unwrapped empty one: none entered)
     last_entered: int  # 0: none
     last_completed: int | None  # None: nothing says
     first_seq: int | None  # the oldest number still in the buffer
@@ -64,6 +71,11 @@ class RankInGroup:
     def wrapped(self) -> bool:
         """Numbers start at 1: a buffer whose oldest is later lost the ones before it."""
         return self.first_seq is not None and self.first_seq > 1
+
+    @property
+    def inside(self) -> bool:
+        """Inside a collective of the group at the dump (or nothing records that it left)."""
+        return self.last_entered > 0 and self.state(self.last_entered) in ("waiting", "entered")
 
     def state(self, seq: int) -> str:
         if not self.known:
@@ -81,8 +93,8 @@ class RankInGroup:
         return "unknown"
 
 
-def _rank_in(dump: Dump, group: str) -> RankInGroup:
-    mine = [e for e in dump.entries if e.group == group]
+def _rank_in(dump: Dump, group: str, mine: list[Entry]) -> RankInGroup:
+    """``mine``: the dump's entries of ``group``, in record order."""
     collectives: dict[int, Entry] = {}
     for e in mine:
         if not e.p2p:
@@ -91,13 +103,16 @@ def _rank_in(dump: Dump, group: str) -> RankInGroup:
     recorded = max(collectives, default=0)
     completed = status.get("last_completed_collective")
     newest_done = max((s for s, e in collectives.items() if e.state == "completed"), default=None)
-    if completed is None or completed < 0:
+    if completed is None:  # no status: what the entries' own states say
         completed = newest_done
+    else:  # the count starts at -1: none completed
+        completed = max(completed, newest_done or 0, 0)
+    whole = not dump.entries or dump.entries[0].record_id == 0  # the buffer never wrapped: it holds every entry
     return RankInGroup(
         rank=dump.rank,
         collectives=collectives,
         p2p=[e for e in mine if e.p2p],
-        known=bool(mine) or bool(status),
+        known=bool(mine) or bool(status) or whole,
         last_entered=max(recorded, status.get("last_enqueued_collective", 0)),
         last_completed=completed,
         first_seq=min(collectives, default=None),
@@ -124,21 +139,29 @@ def _differs(e: Entry, ref: Entry) -> str:
     return "dtypes"
 
 
-def members(dumps: list[Dump], group: str) -> list[int]:
-    """A group's ranks: as pg_config lists them, else the ranks whose dumps know the group (gloo lists none)."""
+def members(dumps: list[Dump], group: str, world: int, default: str | None, knows: dict[int, set[str]]) -> list[int]:
+    """A group's ranks: as pg_config lists them; else (gloo lists none) every rank of the job for the default
+    group, the ranks whose dumps know the group for another (``knows``: rank → the groups its dump names)."""
     for d in dumps:
         if group in d.group_ranks:
             return sorted(d.group_ranks[group])
-    return sorted({d.rank for d in dumps if group in d.status or any(e.group == group for e in d.entries)})
+    if group == default:
+        return list(range(world))
+    return sorted(r for r, groups in knows.items() if group in groups)
 
 
 def _collective_disagreement(views: dict[int, RankInGroup], absent: list[int]) -> dict | None:
     """The first number at which the ranks of a group disagree (a rank missing or mismatched), or, with none,
     a number every rank with a dump is waiting in."""
     seqs = sorted({s for v in views.values() for s in v.collectives})
+    # below this, every rank the matching knows entered each number: none can be missing
+    all_entered = min((v.last_entered for v in views.values() if v.known), default=0)
     for seq in seqs:
-        states = {r: v.state(seq) for r, v in views.items()}
         entered = {r: v.collectives[seq] for r, v in views.items() if seq in v.collectives}
+        alike = len({(e.op, e.input_sizes, e.input_dtypes) for e in entered.values()}) == 1
+        if alike and seq <= all_entered and seq != seqs[-1]:
+            continue
+        states = {r: v.state(seq) for r, v in views.items()}
         votes = Counter(_signature(e) for e in entered.values())
         top = max(votes.values())
         ref_rank = min(r for r, e in entered.items() if votes[_signature(e)] == top)
@@ -150,8 +173,29 @@ def _collective_disagreement(views: dict[int, RankInGroup], absent: list[int]) -
             stuck = _stuck(seq, ref, entered, states, missing, waiting, mismatched, absent)
             stuck["no_majority"] = bool(mismatched) and list(votes.values()).count(top) > 1
             stuck["reference_rank"] = ref_rank
+            stuck["last_arrival"] = None if missing or mismatched else last_arrival(entered)
             return stuck
     return None
+
+
+def last_arrival(entered: dict[int, Entry]) -> dict | None:
+    """The rank that entered a collective last, where it came later after the one before it than the others (at
+    least two, or their spread says nothing) spread among themselves: the others waited for it. Its rank, how much
+    later, and when the others entered."""
+    times = sorted((e.created_ns, r) for r, e in entered.items() if e.created_ns)
+    if len(times) < 3:
+        return None
+    (first, _), (before, _), (last, rank) = times[0], times[-2], times[-1]
+    if last - before <= before - first:
+        return None
+    others = sorted(r for _, r in times[:-1])
+    return {
+        "rank": rank,
+        "after_ns": last - before,
+        "others": others,
+        "others_from_ns": first,
+        "others_until_ns": before,
+    }
 
 
 def _stuck(seq, ref, entered, states, missing, waiting, mismatched, absent) -> dict:
@@ -243,25 +287,40 @@ def _p2p_counterpart(rank: int, e: Entry) -> dict:
 
 def analyse(dumps: list[Dump]) -> tuple[list[dict], dict]:
     """The job's rank rows and the summary: the stuck collective (None when the ranks agree), every group's
-    first disagreement, each rank's last collectives, and the grid of the stuck group's numbers by rank."""
+    first disagreement (the stuck one first), each rank's last collectives, the grid of the stuck group's numbers
+    by rank, and without a hang the rank that entered a collective late where others were left waiting in it."""
     have = {d.rank: d for d in dumps}
-    groups = sorted({e.group for d in dumps for e in d.entries} | {g for d in dumps for g in d.status})
+    world = _world_size(dumps)
+    by_group: dict[int, dict[str, list[Entry]]] = {}
+    for d in dumps:
+        mine = by_group[d.rank] = {}
+        for e in d.entries:
+            mine.setdefault(e.group, []).append(e)
+    knows = {d.rank: set(by_group[d.rank]) | set(d.status) for d in dumps}
+    groups = sorted(set().union(*knows.values()))
+    default = _default_name(dumps)
+    descs = {e.group: e.group_desc for d in dumps for entries in by_group[d.rank].values() for e in entries[:1]}
     found = []
     views_of: dict[str, dict[int, RankInGroup]] = {}
     for group in groups:
-        ranks = members(dumps, group)
-        views = {r: _rank_in(have[r], group) for r in ranks if r in have}
-        views_of[group] = views
+        ranks = members(dumps, group, world, default, knows)
+        views = views_of[group] = {r: _rank_in(have[r], group, by_group[r].get(group, [])) for r in ranks if r in have}
         absent = [r for r in ranks if r not in have]
-        desc = next((e.group_desc for d in dumps for e in d.entries if e.group == group), "")
-        for candidate in (_collective_disagreement(views, absent), _p2p_disagreement(views, group, desc)):
+        for candidate in (
+            _collective_disagreement(views, absent),
+            _p2p_disagreement(views, group, descs.get(group, "")),
+        ):
             if candidate is not None:
                 found.append(candidate)
-    found.sort(key=lambda f: (f["first_created_ns"] is None, f["first_created_ns"] or 0, f["group"]))
-    stuck = found[0] if found else None
-    main = stuck["group"] if stuck else _default_group(dumps, groups)
-    rows = [_rank_row(have[r], views_of.get(main, {}).get(r), stuck) for r in sorted(have)]
-    world = _world_size(dumps)
+    found.sort(key=_created)
+    stuck = _cause(found, views_of)
+    if stuck is not None:
+        found.remove(stuck)
+        stuck["behind"] = [{k: f[k] for k in ("group", "group_desc", "op", "seq_id", "ranks_waiting")} for f in found]
+        found.insert(0, stuck)
+    main = stuck["group"] if stuck else _default_group(groups, default, views_of)
+    views = views_of.get(main, {})
+    rows = [_rank_row(have[r], views.get(r), stuck) for r in sorted(have)]
     meta = {
         "stuck": stuck,
         "disagreements": found,
@@ -269,7 +328,7 @@ def analyse(dumps: list[Dump]) -> tuple[list[dict], dict]:
         "groups": [
             {
                 "group": g,
-                "desc": next((e.group_desc for d in dumps for e in d.entries if e.group == g), ""),
+                "desc": descs.get(g, ""),
                 "ranks": sorted(views_of[g]),
                 "collectives": max((v.last_entered for v in views_of[g].values()), default=0),
             }
@@ -277,25 +336,73 @@ def analyse(dumps: list[Dump]) -> tuple[list[dict], dict]:
         ],  # fmt: skip
         "ranks": sorted(have),
         "world_size": world,
-        "ranks_without_dump": [r for r in range(world) if r not in have] if world else [],
+        "ranks_without_dump": [r for r in range(world) if r not in have],
         "version": dumps[0].version,
         "backend": next((e.backend for d in dumps for e in d.entries if e.backend), ""),
-        "wrapped_ranks": sorted(r for r, v in views_of.get(main, {}).items() if v.wrapped),
-        "grid": grid(views_of.get(main, {}), stuck),
+        "wrapped_ranks": sorted(r for r, v in views.items() if v.wrapped),
+        "grid": grid(views, stuck),
+        "late": None if stuck else _late_without_hang(views, main, descs.get(main, "")),
         "quirks": {f"rank {d.rank}: {why}": n for d in dumps for why, n in d.quirks.items()},
     }
     return rows, meta
 
 
-def _default_group(dumps: list[Dump], groups: list[str]) -> str:
-    """The group a report without a disagreement shows: the one with the most ranks (the default group)."""
-    return max(groups, key=lambda g: (len(members(dumps, g)), g == "0"), default="")
+def _created(f: dict) -> tuple:
+    return (f["first_created_ns"] is None, f["first_created_ns"] or 0, f["group"])
 
 
-def _world_size(dumps: list[Dump]) -> int | None:
-    """The largest group's size where pg_config lists members (gloo's does not: unknown)."""
-    sizes = [len(r) for d in dumps for r in d.group_ranks.values()]
-    return max(sizes) if sizes else None
+def _cause(found: list[dict], views_of: dict[str, dict[int, RankInGroup]]) -> dict | None:
+    """The disagreement that stopped the job: one whose missing ranks wait in no other group's collective (a
+    rank waiting elsewhere is held up there, not the cause), or that has a desync; of several, or of none, the
+    one entered first."""
+
+    def elsewhere(rank: int, group: str) -> bool:
+        return any(g != group and rank in views and views[rank].inside for g, views in views_of.items())
+
+    causes = [
+        f for f in found if f["ranks_mismatched"] or not any(elsewhere(r, f["group"]) for r in f["ranks_missing"])
+    ]
+    return min(causes or found, key=_created, default=None)
+
+
+def _late_without_hang(views: dict[int, RankInGroup], group: str, desc: str) -> dict | None:
+    """Where some ranks were still waiting in a collective at their dumps and the ranks agree (a slow job dumped
+    during the wait): the rank that entered it late, if one did."""
+    waiting = [r for r, v in views.items() if v.last_entered and v.state(v.last_entered) == "waiting"]
+    if not waiting:
+        return None
+    seq = max(views[r].last_entered for r in waiting)
+    entered = {r: v.collectives[seq] for r, v in views.items() if seq in v.collectives}
+    late = last_arrival(entered)
+    if late is None:
+        return None
+    e = entered[late["rank"]]
+    states = {r: v.state(seq) for r, v in views.items()}
+    return late | {
+        "group": group,
+        "group_desc": desc,
+        "seq_id": seq,
+        "op": e.op,
+        "ranks_waiting": sorted(r for r, s in states.items() if s == "waiting"),
+        "ranks_completed": sorted(r for r, s in states.items() if s == "completed"),
+    }
+
+
+def _default_name(dumps: list[Dump]) -> str | None:
+    """The default group's name: the one its entries describe as default_pg."""
+    return next((e.group for d in dumps for e in d.entries if e.group_desc == "default_pg"), None)
+
+
+def _default_group(groups: list[str], default: str | None, views_of: dict[str, dict[int, RankInGroup]]) -> str:
+    """The group a report without a disagreement shows: the default group, else the one with the most ranks."""
+    if default in views_of:
+        return default
+    return max(groups, key=lambda g: (len(views_of[g]), g == "0"), default="")
+
+
+def _world_size(dumps: list[Dump]) -> int:
+    """The job's ranks: the largest group pg_config lists, or up to the highest rank with a dump (gloo lists none)."""
+    return max([len(r) for d in dumps for r in d.group_ranks.values()] + [max(d.rank for d in dumps) + 1])
 
 
 def _rank_row(dump: Dump, view: RankInGroup | None, stuck: dict | None) -> dict:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from core.units import bytes_text
+from core.units import bytes_text, duration_text
 
 MAX_FINDINGS = 3
 _TORCH_DIRS = ("/torch/distributed/", "/torch/nn/parallel/", "/torch/_dynamo/", "/torch/utils/")
@@ -102,14 +102,37 @@ def _hang(s: dict, rows: dict[int, dict]) -> dict:
             + (" (no majority: either may be the odd one)" if s.get("no_majority") else "")
             + (f", from {m_where}" if m_where else "")
         )
-    if not parts:
+    absent = s["ranks_without_dump"]
+    if not parts and absent:
+        culprits = absent
+        it = "it" if len(absent) == 1 else "they"
+        parts.append(
+            f"every rank with a dump entered {_what(s)} and none completed it: they wait for {_ranks(absent)}, the "
+            f"member{'s' if len(absent) > 1 else ''} with no dump (whether {it} entered it, only {it} could say)"
+        )
+    elif not parts:
         parts.append(f"every rank with a dump entered {_what(s)} and none completed it: a hang inside the collective")
     text = "; ".join(parts) + _waiting(s)
+    if late := s.get("last_arrival"):
+        text += f"; {_late(late)}"
     if s.get("ranks_entered"):
         text += f"; {_ranks(s['ranks_entered'])} entered it too (the dumps record no completion)"
     if len(culprits) == 1 and s["ranks_missing"]:
         text += _instead(rows.get(culprits[0]))
+    for b in s.get("behind", []):
+        if b["ranks_waiting"]:
+            text += f"; {_ranks(b['ranks_waiting'])} wait behind it in {b['op']} #{b['seq_id']} of {_group(b)}"
     return _finding("hang", text + at, len(culprits), "ranks")
+
+
+def _late(late: dict) -> str:
+    """rank 2 entered it last, 4.2 s after the others (ranks 0, 1: 12:04:11.250–12:04:11.258 UTC)."""
+    a, b = clock(late["others_from_ns"]), clock(late["others_until_ns"])
+    when = a if a == b else f"{a}–{b}"
+    return (
+        f"rank {late['rank']} entered it last, {duration_text(late['after_ns'] / 1e9)} after the others "
+        f"({_ranks(late['others'])}: {when} UTC)"
+    )
 
 
 def hang_findings(meta: dict, rank_rows: list[dict]) -> list[dict]:
@@ -143,14 +166,30 @@ def hang_findings(meta: dict, rank_rows: list[dict]) -> list[dict]:
             )
         )
     if s is None:
-        out.insert(
-            0,
-            _finding(
-                "no_hang",
-                f"the dumps show no hang: the {len(rows)} ranks agree on every collective they recorded and none is "
-                "left waiting",
-                0,
-                "ranks",
-            ),
-        )
+        out[:0] = _no_hang(meta, rank_rows)
     return out[:MAX_FINDINGS]
+
+
+def _no_hang(meta: dict, rank_rows: list[dict]) -> list[dict]:
+    """No disagreement: say so, and where ranks were still waiting at their dumps, who they waited for."""
+    agree = f"the dumps show no hang: the {len(rank_rows)} ranks agree on every collective they recorded"
+    waiting = [r["rank"] for r in rank_rows if r["state"] == "waiting"]
+    if not waiting:
+        return [_finding("no_hang", f"{agree} and none is left waiting", 0, "ranks")]
+    late = meta.get("late")
+    where = f" in {late['op']} #{late['seq_id']} of {_group(late)}" if late else ""
+    text = f"{agree}; {_ranks(waiting)} {'was' if len(waiting) == 1 else 'were'} still waiting{where} at the dump"
+    if late and late["ranks_completed"]:
+        text += f", which {_ranks(late['ranks_completed'])} completed: they were dumped before it ended"
+    out = [_finding("no_hang", text, 0, "ranks")]
+    if late:
+        out.append(
+            _finding(
+                "late_rank",
+                f"{_late(late)}: {_ranks(late['others'])} waited for it in {late['op']} #{late['seq_id']} of "
+                f"{_group(late)} — a slow rank, not a hang",
+                late["after_ns"] / 1e3,
+                "us",
+            )
+        )
+    return out

@@ -108,21 +108,28 @@ def test_the_second_group_is_matched_on_its_own():
 FR_TRACE = "torch.distributed.flight_recorder.fr_trace"
 
 
-def _fr_trace(folder: Path, tmp_path: Path) -> str:
-    """torch's analyser on a copy of the dumps with the groups' members filled in: gloo writes an empty
-    pg_config, on which fr_trace stops with a KeyError; members are the ranks generate.py put in each group."""
-    out = tmp_path / folder.name
+def fr_trace(folder: Path, tmp_path: Path, groups: dict[str, tuple[str, list[int]]], *args: str) -> str:
+    """torch's analyser on a copy of the dumps with the groups' members filled in (name → (desc, ranks), each
+    rank given the groups it is in): gloo writes no members, on which fr_trace stops with a KeyError."""
+    out = tmp_path / f"{folder.name}_for_fr_trace"
     out.mkdir()
-    world = len(list(folder.iterdir()))
-    groups = {"0": ("default_pg", list(range(world))), "1": ("pair", [0, 1])}
     for f in folder.iterdir():
+        rank = int(re.sub(r"\D", " ", f.name).split()[-1])
         dump = loads_pickle(f.read_bytes())  # the lab's reader; the copy is written for fr_trace's pickle.load
-        dump["pg_config"] = {g: {"name": g, "desc": d, "ranks": str(r)} for g, (d, r) in groups.items()}
+        dump["pg_config"] = {
+            g: {"name": g, "desc": d, "ranks": str(r)} for g, (d, r) in groups.items() if rank in r
+        }  # fmt: skip
         (out / f.name).write_bytes(pickle.dumps(dump))
     done = subprocess.run(
-        [sys.executable, "-m", FR_TRACE, str(out)], capture_output=True, text=True, timeout=120, cwd=tmp_path
+        [sys.executable, "-m", FR_TRACE, str(out), *args], capture_output=True, text=True, timeout=300, cwd=tmp_path
     )
     return done.stdout + done.stderr
+
+
+def _fr_trace(folder: Path, tmp_path: Path) -> str:
+    """The members are the ranks generate.py put in each group."""
+    world = len(list(folder.iterdir()))
+    return fr_trace(folder, tmp_path, {"0": ("default_pg", list(range(world))), "1": ("pair", [0, 1])})
 
 
 @pytest.mark.parametrize("name", list(BUILT))
