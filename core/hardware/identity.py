@@ -36,3 +36,11 @@ def box_label(device: dict) -> str:
     if identity is None:
         return "unknown box (run stored without a host name)"
     return f"{identity['host']}: {', '.join(identity['devices'])}"
+
+
+def made_here(device: dict) -> bool:
+    """Whether a run's device description is this box's (its host name): a run imported from another box, or one
+    stored before runs carried a host, is not this box's."""
+    from core.hardware.device import host_name
+
+    return device.get("host") == host_name()

@@ -9,7 +9,7 @@ import threading
 import pandas as pd
 import streamlit as st
 
-from core.hardware.identity import box_label
+from core.hardware.identity import box_label, made_here
 from core.health import check
 from core.health.rejudge import rejudge
 from core.jsonable import json_ready
@@ -27,6 +27,9 @@ ICONS = {
     "not measured": "➖ not measured",
     "fail": "❌ fail",
 }
+
+
+HEALTH_RUNS_READ = 50  # the newest checks looked at for this box's own
 
 
 @st.cache_resource(show_spinner=False)
@@ -94,12 +97,17 @@ def section() -> None:
     if state["error"]:
         st.error(f"The health check could not run: {state['error']}")
     store = lab.store()
-    latest = store.list(experiment="health", limit=1) if store is not None else []
-    if not latest:
-        st.info("The health check has not run on this box yet.")
-        return
-    show(latest[0], "home.health")
-    judge_again(store)
+    checks = store.list(experiment="health", limit=HEALTH_RUNS_READ) if store is not None else []
+    here = [r for r in checks if not r.imported and made_here(r.device)]  # another box's check is never this one's
+    if not here:
+        st.info(
+            "The health check has not run on this box yet."
+            + (" Checks from other boxes can be judged again below, labelled with their origin." if checks else "")
+        )
+    else:
+        show(here[0], "home.health")
+    if checks:
+        judge_again(store)
 
 
 def show(run: RunResult, key: str) -> None:
