@@ -4,13 +4,19 @@
 the navigation; each page is a short script in ``pages/``. Experiments never run in this process.
 """
 
+from pathlib import Path
+
 import streamlit as st
 
 from pages.common import catalog, lab
 
+# The tab's icon is a file of the lab's: a Material icon or an emoji as page_icon is fetched from a font host or a
+# CDN, which an offline box refuses with a console error on every page.
+ICON = Path(__file__).parent / "pages" / "common" / "icon.png"
+
 
 def run() -> None:
-    st.set_page_config(page_title="GPU Lab", page_icon=":material/science:", layout="wide")
+    st.set_page_config(page_title="GPU Lab", page_icon=str(ICON), layout="wide")
     nav = st.navigation(
         [
             st.Page(path, title=title, icon=icon, default=(path == "pages/home.py"))

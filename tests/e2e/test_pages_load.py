@@ -29,6 +29,12 @@ def test_home_describes_this_box_and_links_every_page(lab):
         lab.expect(main.get_by_test_id("stPageLink").get_by_text(title, exact=True)).to_be_visible()
     lab.expect(lab.page.get_by_test_id("stMainMenu")).to_be_visible()  # the viewer menu stays
     lab.expect(lab.page.get_by_test_id("stAppDeployButton")).to_have_count(0)  # the developer's Deploy goes
+    # the tab's icon is served by the lab itself: an offline box logged an error on every page fetching it from a
+    # font host
+    icons = lab.page.locator("link[rel~='icon']")
+    lab.expect(icons.first).to_be_attached()
+    hrefs = [icons.nth(i).get_attribute("href") or "" for i in range(icons.count())]
+    assert hrefs and not any(re.match(r"(https?:)?//", h) and lab.url not in h for h in hrefs), hrefs
     lab.no_exception()
 
 
