@@ -29,7 +29,7 @@ from dataclasses import asdict, dataclass, field
 from core import __version__
 from core.experiments.reference import DO_BENCH, FLUSHING_TOOLS, TORCH_BENCHMARK
 from core.result import RunResult, now_iso
-from core.units import bytes_text, duration_text
+from core.units import bytes_text, count_text, duration_text
 
 BUNDLE_FORMAT = "gpulab-doctor"
 # Agreement the checks accept. A shared CPU's timings are noisy (both tools see the same waits), a GPU's
@@ -523,7 +523,9 @@ def report_run(report: Report) -> RunResult:
     """The doctor's answer as a stored run (experiment "doctor"): the home page shows the latest one."""
     status = "error" if report.failed else "ok"
     error = (
-        f"{len(report.failed)} check(s) failed: " + "; ".join(c.check for c in report.failed) if report.failed else None
+        f"{count_text(len(report.failed), 'check')} failed: " + "; ".join(c.check for c in report.failed)
+        if report.failed
+        else None
     )
     bundle = report.bundle()
     return RunResult(

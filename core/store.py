@@ -26,7 +26,7 @@ from core.paths import db_path
 from core.result import SCHEMA_VERSION, RunResult, RunSummary, SchemaError, now_iso
 from core.rows import upgrade
 from core.text import label_problem, quoted, tags_problem
-from core.units import MIB, bytes_text, exact_size_text
+from core.units import MIB, bytes_text, count_text, exact_size_text
 
 EXPORT_FORMAT = "gpulab-runs"
 MAX_IMPORT_BYTES = 256 * MIB
@@ -555,7 +555,12 @@ def _like_escape(text: str) -> str:
 
 def interrupted(run: RunResult, why: str) -> RunResult:
     """The run as 'interrupted' (a copy): a run that will never finish, with the rows it recorded."""
-    return replace(run, status="interrupted", error=f"{why}; {len(run.rows)} row(s) were recorded", finished_at=None)
+    return replace(
+        run,
+        status="interrupted",
+        error=f"{why}; {count_text(len(run.rows), 'row')} {'was' if len(run.rows) == 1 else 'were'} recorded",
+        finished_at=None,
+    )
 
 
 def _unstorable(run: RunResult) -> str | None:

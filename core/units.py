@@ -40,6 +40,12 @@ GFLOPS_PER_TFLOPS = 1e3
 MISSING = "—"  # a value a table does not have
 
 
+def count_text(n: int, noun: str, plural: str | None = None) -> str:
+    """A count and its noun, singular or plural as English has it, with thousands separated: ``count_text(1,
+    "row")`` → ``"1 row"``, ``count_text(1200, "run")`` → ``"1,200 runs"`` (never "1 rows" or "run(s)")."""
+    return f"{n:,} {noun if n == 1 else plural or noun + 's'}"
+
+
 def bytes_text(n: float, digits: int = 1) -> str:
     """``n`` bytes in the largest binary unit it reaches, with ``digits`` decimals: 1536 → ``"1.5 KiB"``."""
     for unit, scale in _UP:

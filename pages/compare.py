@@ -10,7 +10,7 @@ from core.paths import example_files
 from core.result import FINAL_STATUSES, RunResult, RunSummary
 from core.store import MAX_IMPORT_BYTES, RunStore, StoreError
 from core.text import MAX_LABEL_CHARS, MAX_TAGS
-from core.units import MIB, bytes_text, exact_size_text
+from core.units import MIB, bytes_text, count_text, exact_size_text
 from pages.common import lab, runs_upload
 from pages.common.charts import show_charts
 from pages.common.markdown import markdown_text
@@ -180,7 +180,7 @@ def trend_section(store: RunStore, run: RunResult) -> None:
         return
     same = [r for r in stored_runs(store, run.experiment, limit=TREND_RUNS) if r.config == run.config]
     st.write(
-        f"**Trend: {len(same)} run(s) of {markdown_text(run.experiment)} with these settings, one line per box and device** "
+        f"**Trend: {count_text(len(same), 'run')} of {markdown_text(run.experiment)} with these settings, one line per box and device** "
         "(✕: below the box's earlier runs beyond their spread)"
     )
     show_charts(trend_charts(same), f"{KEY}.trend.{run.id}")

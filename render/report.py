@@ -17,7 +17,7 @@ from plotly.offline import get_plotlyjs
 from core.columns import fmt
 from core.hardware.specs import datasheet_peaks
 from core.result import RunResult
-from core.units import bytes_text, duration_text, timestamp_text
+from core.units import bytes_text, count_text, duration_text, timestamp_text
 from render import comparison
 from render.chart import Chart
 from render.plots import figures_for, overlay_for
@@ -168,7 +168,7 @@ def build_report(runs: list[RunResult], heading: str = "GPU Lab report") -> str:
     return (
         f"<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'><title>{_e(heading)}</title>"
         f"<style>{_CSS}</style><script type='text/javascript'>{get_plotlyjs()}</script></head><body>"
-        f"<h1>{_e(heading)}</h1><p class='muted'>{len(runs)} run(s), generated {generated} UTC. "
+        f"<h1>{_e(heading)}</h1><p class='muted'>{count_text(len(runs), 'run')}, generated {generated} UTC. "
         f"Every number was measured by GPU Lab on the device named with it.</p><ul>{toc}</ul>"
         + "\n".join(sections)
         + "</body></html>"

@@ -15,6 +15,7 @@ from core.hardware.identity import box_key, box_label
 from core.health.figures import figures_of
 from core.health.history import MAX_EARLIER, compare
 from core.result import RunResult
+from core.units import count_text
 from render.chart import Chart
 from render.style import color_for, html_text, style, title
 
@@ -83,6 +84,11 @@ def trend_charts(runs: list[RunResult]) -> list[Chart]:
                     )
                 )
         unit = part["unit"].iloc[0]
-        style(fig, title(f"Trend: {figure}", None, f"{len(part)} point(s)"), "run started (UTC)", f"{figure} ({unit})")
+        style(
+            fig,
+            title(f"Trend: {figure}", None, count_text(len(part), "point")),
+            "run started (UTC)",
+            f"{figure} ({unit})",
+        )
         charts.append(Chart(name=f"trend-{figure}".replace(" ", "-"), figure=fig, data=part.reset_index(drop=True)))
     return charts

@@ -11,7 +11,7 @@ from typing import Any
 from core.jsonable import json_ready
 from core.result import RunResult
 from core.text import terminal_text
-from core.units import bytes_text
+from core.units import bytes_text, count_text
 
 
 class OutputError(Exception):
@@ -89,7 +89,7 @@ def table(rows: list[dict], max_rows: int = 200, byte_columns: frozenset = froze
     for r in body:
         lines.append("  ".join(v.rjust(w) if n else v.ljust(w) for v, w, n in zip(r, widths, numeric)).rstrip())
     if len(rows) > max_rows:
-        lines.append(f"… {len(rows) - max_rows} more row(s); --json has them all")
+        lines.append(f"… {count_text(len(rows) - max_rows, 'more row')}; --json has them all")
     return "\n".join(lines)
 
 

@@ -24,6 +24,7 @@ from core.hardware.device import describe, versions
 from core.jsonable import json_ready
 from core.protocol import RankError
 from core.result import RunResult, now_iso
+from core.units import count_text
 
 
 class StoreSink:
@@ -56,7 +57,7 @@ class StoreSink:
             return
         device = describe(meta["ranks"][0]["device"])
         device["label"] = (
-            f"torchrun job — {meta['world_size']} ranks on {meta['nodes']} node(s), "
+            f"torchrun job — {meta['world_size']} ranks on {count_text(meta['nodes'], 'node')}, "
             f"rank 0: {device.get('label') or device.get('name')}"
         )
         self.run.device, self.run.meta = json_ready(device), json_ready(meta)

@@ -15,7 +15,7 @@ from collections.abc import Callable
 from core.cli.output import check_writable, open_store, write_file
 from core.errors import ConfigError
 from core.text import terminal_text
-from core.units import bytes_text
+from core.units import bytes_text, count_text
 
 ORDER = 30
 
@@ -43,7 +43,9 @@ def run(args) -> int:
     data = renderer()(runs).encode("utf-8")
     write_file(args.output, data)
     print(
-        terminal_text(f"wrote {len(runs)} run(s) to {args.output} ({bytes_text(len(data))}, opens offline)"),
+        terminal_text(
+            f"wrote {count_text(len(runs), 'run')} to {args.output} ({bytes_text(len(data))}, opens offline)"
+        ),
         file=sys.stderr,
     )
     return 0

@@ -10,7 +10,7 @@ from pathlib import Path
 from core.cli.output import check_writable, dump, open_store, print_run, write_file
 from core.result import STATUSES
 from core.text import terminal_text
-from core.units import timestamp_text
+from core.units import count_text, timestamp_text
 
 ORDER = 20
 MAX_LIMIT = 10**9
@@ -113,7 +113,9 @@ def export(args) -> int:
     if args.output:
         write_file(args.output, text.encode("utf-8"))
         print(
-            terminal_text(f"wrote {len(ids) if ids is not None else store.count()} run(s) to {args.output}"),
+            terminal_text(
+                f"wrote {count_text(len(ids) if ids is not None else store.count(), 'run')} to {args.output}"
+            ),
             file=sys.stderr,
         )
     else:
@@ -133,7 +135,7 @@ def import_runs(args) -> int:
     print(
         dump({"added": added, "already_present": skipped})
         if args.json
-        else f"imported {added} run(s); {skipped} already present"
+        else f"imported {count_text(added, 'run')}; {skipped:,} already present"
     )
     return 0
 
@@ -141,5 +143,5 @@ def import_runs(args) -> int:
 def delete(args) -> int:
     store = open_store(args)
     removed = store.delete(store.find(i).id for i in args.ids)
-    print(f"deleted {removed} run(s)")
+    print(f"deleted {count_text(removed, 'run')}")
     return 0

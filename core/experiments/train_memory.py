@@ -23,6 +23,7 @@ from core.experiment import Context, Experiment, Output, Progress
 from core.measure import history
 from core.transformer.planner import CATEGORIES, EstimateConfig, MeasuredStep, need_bytes, plan
 from core.transformer.presets import get_preset
+from core.units import count_text
 
 MAX_TIMELINE_POINTS = 1500
 # Allocator events kept while recording (no stack traces, so each is small); a full buffer has lost the
@@ -321,7 +322,7 @@ def run(cfg: TrainMemoryConfig, ctx: Context):
         f"train-memory of {cfg.model} (batch {cfg.batch}, context {cfg.context}, {cfg.precision}) "
         f"by the memory planner",
     )
-    yield Progress(0, 2, f"recording {cfg.warmup_steps} warm-up + {cfg.steps} step(s) of {cfg.model}")
+    yield Progress(0, 2, f"recording {cfg.warmup_steps} warm-up + {count_text(cfg.steps, 'step')} of {cfg.model}")
     try:
         result = measure(cfg, ctx.device)
     except Exception as exc:  # noqa: BLE001 - only the OOM is re-labelled

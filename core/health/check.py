@@ -23,7 +23,7 @@ from core.health.figures import SOAK, figures_of
 from core.health.history import history_of
 from core.health.verdict import UNJUDGED, figure_row, overall, slow_gpus, step_row, summary
 from core.result import RunResult, now_iso
-from core.units import duration_text, throughput_unit
+from core.units import count_text, duration_text, throughput_unit
 
 BUNDLE_FORMAT = "gpulab-health"
 Progress = Callable[[int, int, str], None]
@@ -82,7 +82,12 @@ class HealthReport:
             started_at=self.started_at,
             finished_at=self.finished_at,
             status="error" if bad else "ok",
-            error=(f"{len(bad)} step(s) or check(s) failed: " + "; ".join(r["figure"] for r in bad)) if bad else None,
+            error=(
+                f"{count_text(len(bad), 'step or check', 'steps or checks')} failed: "
+                + "; ".join(r["figure"] for r in bad)
+            )
+            if bad
+            else None,
             rows=self.rows,
             meta={k: v for k, v in self.bundle().items() if k not in ("rows", "device", "versions", "config")}
             | {"parts": [r.to_dict() for r in self.runs], "judged": self.judged},  # its runs, whole (the history)
@@ -169,7 +174,7 @@ def banner(run: RunResult) -> tuple[str, str]:
     verdict = run.meta.get("verdict", run.status)
     text = answer(run.rows, run.device) if run.rows else str(run.meta.get("answer", verdict))
     if run.meta.get("nodes"):
-        text = f"{len(run.meta['nodes'])} node(s): {text}"
+        text = f"{count_text(len(run.meta['nodes']), 'node')}: {text}"
     if verdict != "healthy":
         return "error", text
     return ("warning" if not_judged(run.rows) else "success"), text
@@ -348,7 +353,9 @@ def _doctor_step(s: _Steps) -> None:
 
 def _soak_step(s: _Steps) -> None:
     dtype = s.cfg.soak_dtype(s.cuda)
-    s.notify(s.done, s.total, f"soak: {s.cfg.soak_seconds:g} s of {dtype} matmul on {len(s.devices)} device(s)")
+    s.notify(
+        s.done, s.total, f"soak: {s.cfg.soak_seconds:g} s of {dtype} matmul on {count_text(len(s.devices), 'device')}"
+    )
     label = f"matmul {dtype} soak"
     if not soak_available():
         where = ",".join(s.devices)
@@ -371,7 +378,7 @@ def _search_step(s: _Steps) -> None:
     """The bounded shape search on every GPU at once: its best is what the card's published maximum judges."""
     dtype = s.cfg.soak_dtype(s.cuda)
     budget = s.cfg.search_seconds
-    s.notify(s.done, s.total, f"search: {budget:g} s of {dtype} shapes on {len(s.devices)} device(s)")
+    s.notify(s.done, s.total, f"search: {budget:g} s of {dtype} shapes on {count_text(len(s.devices), 'device')}")
     config = s.cfg.search(dtype)
     jobs = [
         s.manager.submit("matmul", config, d, timeout_s=s.cfg.timeout_s, name=f"{s.name}: search {d}", save=False)

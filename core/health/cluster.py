@@ -22,6 +22,7 @@ from core.health.verdict import overall, summary
 from core.jsonable import json_ready
 from core.result import RunResult, new_run_id, now_iso
 from core.text import terminal_text
+from core.units import count_text
 
 
 def _say(env, message: str) -> None:
@@ -80,7 +81,10 @@ def run_node(cfg: HealthConfig, env, args, secret: bytes) -> int:
         except Exception as exc:  # noqa: BLE001 - the store is gone: rank 0 judges by what it has
             _say(env, f"could not send the result: {exc}")
         if env.rank != 0:
-            _say(env, f"sent {len(own.rows)} row(s) to rank 0: {report.verdict if own.status == 'ok' else own.error}")
+            _say(
+                env,
+                f"sent {count_text(len(own.rows), 'row')} to rank 0: {report.verdict if own.status == 'ok' else own.error}",
+            )
             return 0
         run_id = new_run_id()
         if not args.no_save:  # rank 0's own rows are kept even if it is killed while it waits for the others
@@ -111,7 +115,9 @@ def cluster_run(
     first = next((n for n in sorted(nodes, key=lambda n: n.node) if n.device), None)
     device = dict(first.device) if first else {"kind": "unknown", "name": "cluster"}
     failed = [n for n in nodes if n.status != "ok"]
-    device["label"] = f"torchrun health — {len(nodes)} node(s), rank 0: {device.get('label') or device.get('name')}"
+    device["label"] = (
+        f"torchrun health — {count_text(len(nodes), 'node')}, rank 0: {device.get('label') or device.get('name')}"
+    )
     verdict = overall(rows)
     return RunResult(
         experiment="health",
@@ -126,7 +132,7 @@ def cluster_run(
         meta={
             "verdict": verdict,
             "summary": summary(rows),
-            "answer": f"{len(nodes)} node(s): " + answer(rows, device),
+            "answer": f"{count_text(len(nodes), 'node')}: " + answer(rows, device),
             "nodes": [n.summary() for n in sorted(nodes, key=lambda n: n.node)],
             "failed_nodes": [n.name for n in failed],
             "box": box_identity(device),

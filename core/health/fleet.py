@@ -13,6 +13,7 @@ import statistics
 from dataclasses import dataclass, field
 
 from core.health.verdict import step_row
+from core.units import count_text
 
 OUTLIER_FRACTION = 0.10
 
@@ -84,7 +85,11 @@ def fleet_rows(nodes: list[NodeResult]) -> list[dict]:
             )
     for n in nodes:
         if n.status != "ok":
-            kept = f"{len(n.rows)} row(s) it sent are kept" if n.rows else "it sent no rows"
+            kept = (
+                f"{count_text(len(n.rows), 'row')} it sent {'is' if len(n.rows) == 1 else 'are'} kept"
+                if n.rows
+                else "it sent no rows"
+            )
             where = f" during {n.step}" if n.step else ""
             row = step_row(n.name, "node", "fail", f"{n.error or 'stopped responding'}{where}; {kept}")
             rows.append(row | {"node": n.name, "host": n.host})

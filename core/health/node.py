@@ -21,6 +21,7 @@ from core.distributed.job_secret import Sealer, Unverified
 from core.distributed.rank import RankEnv, job_store
 from core.hardware.device import host_name
 from core.health.fleet import NodeResult
+from core.units import count_text
 
 HEARTBEAT_S = 2.0
 POLL_S = 0.5
@@ -147,7 +148,7 @@ class Fleet:
             if not left:
                 return sorted([own, *self.others.values()], key=lambda n: n.node)
             if left != said:
-                on_progress(f"waiting for {left} node(s)")
+                on_progress(f"waiting for {count_text(left, 'node')}")
                 said = left
             stopping.wait(POLL_S)
 

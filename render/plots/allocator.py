@@ -6,7 +6,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from core.result import RunResult
-from core.units import MIB, bytes_text
+from core.units import MIB, bytes_text, count_text
 from render.chart import Chart
 from render.style import color_for, style, title
 
@@ -127,7 +127,7 @@ def segment_map(run: RunResult, position: int) -> Chart:
             shown.add(state)
     style(
         fig,
-        title(f"Segment map after {row['step']}", run, f"{len(row.get('segment_map') or [])} segment(s)"),
+        title(f"Segment map after {row['step']}", run, count_text(len(row.get("segment_map") or []), "segment")),
         "offset in segment (MiB)",
         "",
     )

@@ -5,6 +5,7 @@ from __future__ import annotations
 import plotly.graph_objects as go
 
 from core.result import RunResult
+from core.units import count_text
 from render.chart import Chart
 from render.style import style, title
 
@@ -23,7 +24,9 @@ def figures(run: RunResult) -> list[Chart]:
         y_title = "finished (1 = yes)"
     style(
         fig,
-        title(f"Worker probe: {len(df)} step(s), status {run.status}", run, f"mode={run.config.get('mode')}"),
+        title(
+            f"Worker probe: {count_text(len(df), 'step')}, status {run.status}", run, f"mode={run.config.get('mode')}"
+        ),
         "step",
         y_title,
     )

@@ -46,7 +46,7 @@ def test_export_import_round_trip_through_the_cli(tmp_path, monkeypatch):
     assert cli("runs", "export", "-o", str(exported)).returncode == 0
     monkeypatch.setenv("GPULAB_DATA_DIR", str(tmp_path / "other"))
     out = cli("runs", "import", str(exported))
-    assert out.returncode == 0 and "imported 1 run(s); 0 already present" in out.stdout
+    assert out.returncode == 0 and "imported 1 run; 0 already present" in out.stdout
     assert "(imported)" in cli("runs", "list").stdout
 
 

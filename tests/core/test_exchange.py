@@ -132,7 +132,7 @@ def test_cli_export_then_import(seeded, tmp_path, capsys):
     assert main(["runs", "export", "-o", str(path)]) == 0
     db = tmp_path / "elsewhere.sqlite"
     assert main(["runs", "import", str(path), "--db", str(db)]) == 0
-    assert "imported 4 run(s); 0 already present" in capsys.readouterr().out
+    assert "imported 4 runs; 0 already present" in capsys.readouterr().out
     assert RunStore(db).count() == 4
 
 

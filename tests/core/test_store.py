@@ -79,7 +79,7 @@ def test_dead_owner_makes_a_run_interrupted(store):
     alive = run(status="running")
     store.save(alive, owner_pid=os.getpid())
     assert store.mark_interrupted() == 1
-    assert store.get(dead.id).status == "interrupted" and "1 row(s)" in store.get(dead.id).error
+    assert store.get(dead.id).status == "interrupted" and "1 row was recorded" in store.get(dead.id).error
     assert store.get(alive.id).status == "running"
 
 

@@ -152,3 +152,11 @@ def test_timestamp_text(iso, minutes, text):
 )
 def test_size_text_is_exact_and_readable(nbytes, text):
     assert size_text(nbytes) == text
+
+
+def test_counts_read_as_english():
+    from core.units import count_text
+
+    assert [count_text(n, "row") for n in (0, 1, 2, 1200)] == ["0 rows", "1 row", "2 rows", "1,200 rows"]
+    assert count_text(1, "step or check", "steps or checks") == "1 step or check"
+    assert count_text(3, "step or check", "steps or checks") == "3 steps or checks"

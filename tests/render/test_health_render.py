@@ -79,7 +79,7 @@ def test_the_compare_page_draws_the_trend_of_a_soak_run(app, store, selected):
     assert not at.exception, [e.value for e in at.exception]
     specs = [c.proto.spec for c in at.get("plotly_chart")]
     assert any("Trend: matmul bf16 sustained" in s for s in specs)
-    assert any("5 run(s) of matmul" in m.value and "one line per box" in m.value for m in at.markdown), [
+    assert any("5 runs of matmul" in m.value and "one line per box" in m.value for m in at.markdown), [
         m.value for m in at.markdown
     ]
 

@@ -297,7 +297,7 @@ def test_two_nodes_through_torchrun_rendezvous_store_one_run(tmp_path):
         {(r["rank"], r["group_rank"]) for r in rank_rows}
     ) == [(0, 1), (1, 0)]
     assert all(r["check"] == "ok" for r in run["rows"] if r["kind"] == "collective")
-    assert run["device"]["label"].startswith("torchrun job — 2 ranks on 2 node(s)")
+    assert run["device"]["label"].startswith("torchrun job — 2 ranks on 2 nodes")
 
 
 def test_a_rank_killed_in_a_torchrun_job_by_hand_is_named_in_the_stored_run(tmp_path):

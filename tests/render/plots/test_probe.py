@@ -13,7 +13,7 @@ def test_elapsed_time_is_counted_from_the_first_step():
     (chart,) = figures(make_run("probe", rows, status="cancelled", config={"mode": "ok"}))
     assert list(chart.figure.data[0].y) == [0.0, 0.25, 1.0]
     assert chart.figure.layout.yaxis.title.text == "time since the first step (s)"
-    assert "3 step(s), status cancelled" in chart.figure.layout.title.text
+    assert "3 steps, status cancelled" in chart.figure.layout.title.text
 
 
 def test_steps_without_a_time_are_drawn_as_finished_and_rows_without_steps_draw_nothing():
