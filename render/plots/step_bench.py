@@ -446,7 +446,7 @@ def sweep_charts(run: RunResult) -> list[Chart]:
         "ms per step",
     )
     style(tokens, title("Precision sweep: tokens per second", run, _detail(run)), "precision mode", "tokens/s")
-    table = config_table(modes)
+    table = config_columns(modes)
     return [Chart("step-precision-ms", ms, table), Chart("step-precision-tokens", tokens, table)]
 
 
@@ -471,9 +471,16 @@ CONFIG_COLUMNS = (
 )
 
 
+def config_columns(rows: pd.DataFrame) -> pd.DataFrame:
+    """A sweep's or a grid's rows, the columns a reader compares (the figures as stored, fractions as fractions):
+    what its charts export."""
+    return rows.loc[:, [c for c in CONFIG_COLUMNS if c in rows]].reset_index(drop=True)
+
+
 def config_table(rows: pd.DataFrame) -> pd.DataFrame:
-    """A sweep's or a grid's rows, the columns a reader compares (the figures as stored, fractions as fractions)."""
-    return rows.loc[:, [c for c in CONFIG_COLUMNS if c in rows]]
+    """:func:`config_columns` as the page lists them: a value a configuration lacks (one that did not run has no
+    time) written "—", never None or nan."""
+    return with_dashes(config_columns(rows))
 
 
 def grid_charts(run: RunResult) -> list[Chart]:
@@ -514,7 +521,7 @@ def grid_charts(run: RunResult) -> list[Chart]:
         fig.update_xaxes(type="log")
         if column == "tokens_per_s":
             fig.update_yaxes(type="log")
-        charts.append(Chart(name, fig, config_table(grid)))
+        charts.append(Chart(name, fig, config_columns(grid)))
     return charts
 
 

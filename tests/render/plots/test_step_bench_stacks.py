@@ -5,7 +5,7 @@ import pytest
 pytest.importorskip("plotly")
 
 from render.chart import kind_rows
-from render.plots.step_bench import figures, host_bound_stacks, stack_table
+from render.plots.step_bench import config_table, figures, host_bound_stacks, stack_table
 from tests.factories import make_run
 
 CONFIG = {"model": "gpt2-124m", "batch": 64, "context": 1024, "precision": "bf16-autocast", "optimizer": "adamw"}
@@ -101,3 +101,6 @@ def test_the_grid_plots_tokens_and_mfu_against_parameters():
     assert list({t.name: t for t in mfu.figure.data}["bf16-autocast"].y) == pytest.approx([7.0, 45.0])
     assert tokens.figure.layout.xaxis.type == "log" and "parameters" in tokens.figure.layout.xaxis.title.text
     assert "refused" in list(tokens.data["status"])  # the table keeps what could not run, with why
+    table = config_table(kind_rows(run, "grid"))  # as the page lists it: never None or nan
+    refused = table.loc[table["status"] == "refused"].iloc[0]
+    assert refused["tokens_per_s"] == "—" and refused["reason"] == "needs 130 GiB"
