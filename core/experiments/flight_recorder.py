@@ -42,11 +42,10 @@ class FlightRecorderConfig:
 
 
 def run(cfg: FlightRecorderConfig, ctx: Context):
-    from core.workload.files import sha256
+    from core.workload.files import names_of, sha256
     from core.workload.flight_recorder import check_names, check_one_job, dump_files, read_dump
     from core.workload.hang import analyse
     from core.workload.hang_findings import hang_findings
-    from core.workload.ranks import names_of
 
     files = dump_files(cfg.paths)
     check_names(files)

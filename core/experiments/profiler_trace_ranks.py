@@ -38,9 +38,9 @@ class ProfilerTraceRanksConfig:
 
 
 def run(cfg: ProfilerTraceRanksConfig, ctx: Context):
-    from core.workload.files import sha256
+    from core.workload.files import names_of, sha256
     from core.workload.findings import ranks_findings
-    from core.workload.ranks import check_one_job, combine, names_of, rank_files, read_rank
+    from core.workload.ranks import check_one_job, combine, rank_files, read_rank
 
     files = rank_files(cfg.paths)
     total = len(files) + 1

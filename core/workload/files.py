@@ -114,3 +114,9 @@ def job_files(paths: list[str] | tuple[str, ...], kind: str, hint: str) -> list[
     if len({f.resolve() for f in files}) < len(files):
         raise ConfigError("paths: a file is named twice")
     return files
+
+
+def names_of(paths: list[Path]) -> str:
+    """The import's name: the folder when every file lies in one, else the first file and how many."""
+    parents = {os.path.dirname(p) for p in paths}
+    return Path(parents.pop()).name if len(parents) == 1 else f"{paths[0].name} +{len(paths) - 1}"

@@ -16,7 +16,6 @@ buffers whose times lie further apart than the collectives' timeout allows — a
 from __future__ import annotations
 
 import re
-from collections.abc import Callable
 from dataclasses import dataclass, field
 from pathlib import Path
 from typing import Any
@@ -128,6 +127,15 @@ def _text(value: Any, limit: int = LIMITS.name_chars) -> str:
     return f"<{type(value).__name__}>"
 
 
+def _shapes(value: list) -> tuple[tuple[int, ...], ...]:
+    return tuple(tuple(d for d in s if type(d) is int) for s in value if type(s) is list)
+
+
+def _name(value: Any, limit: int = LIMITS.name_chars) -> str:
+    """:func:`_text` of a field that is a short string in every dump torch writes."""
+    return value if type(value) is str and len(value) <= limit else _text(value, limit)
+
+
 class _Shared:
     """What many entries repeat (stacks, sizes, dtypes), built once and shared: a stack by the identities of its
     frame dicts (the pickle shares one dict between the entries whose stacks hold it; every one is alive while
@@ -143,25 +151,17 @@ class _Shared:
         return self.tuples.setdefault(value, value)
 
     def sizes(self, value: Any) -> tuple[tuple[int, ...], ...]:
-        """Input shapes: lists of ints (anything else left out)."""
+        """Input shapes: lists of ints (anything else left out), read once per distinct field: every entry
+        repeats the same few."""
         if type(value) is not list:
             return ()
-        return self._cached(value, lambda: tuple(map(tuple, value)), self._shapes)
-
-    @staticmethod
-    def _shapes(value: list) -> tuple[tuple[int, ...], ...]:
-        return tuple(tuple(d for d in s if type(d) is int) for s in value if type(s) is list)
-
-    def _cached(self, value: list, key: Callable[[], tuple], read: Callable[[list], tuple]) -> tuple:
-        """``read(value)``, looked up by ``key()`` (the raw values as tuples, equal for equal fields): read once
-        per distinct field, where every entry repeats the same few."""
         try:
-            raw = key()
+            raw = tuple(map(tuple, value))
             known = self.fields.get(raw)
         except TypeError:  # an item that is no list, or cannot be hashed: read it the long way
-            return self.one(read(value))
+            return self.one(_shapes(value))
         if known is None:
-            known = self.fields[raw] = self.one(read(value))
+            known = self.fields[raw] = self.one(_shapes(value))
         return known
 
     def name(self, name: str) -> tuple[str, str, tuple[int, int] | None]:
@@ -183,7 +183,14 @@ class _Shared:
         """None: the dump version records none."""
         if type(value) is not list:
             return None
-        return self._cached(value, lambda: tuple(value), lambda v: tuple(_text(d, 64) for d in v))
+        raw = tuple(value)
+        try:
+            known = self.fields.get(raw)
+        except TypeError:
+            return self.one(tuple(_text(d, 64) for d in raw))
+        if known is None:
+            known = self.fields[raw] = self.one(tuple(_text(d, 64) for d in raw))
+        return known
 
     def frames(self, value: Any) -> tuple[str, ...]:
         """A stack as "file:line name" lines, at most ``frames_per_stack``."""
@@ -241,8 +248,8 @@ def _entry(e: Any, shared: _Shared, quirks: dict[str, int]) -> Entry | None:
     created, timeout = get("time_created_ns"), get("timeout_ms")
     return Entry(
         record_id=record,
-        group=_text(group[0]),
-        group_desc=_text(group[1]),
+        group=_name(group[0]),
+        group_desc=_name(group[1]),
         pg_id=_int(get("pg_id")),
         seq=seq_p if p2p else seq_c,
         p2p=p2p,
@@ -251,7 +258,7 @@ def _entry(e: Any, shared: _Shared, quirks: dict[str, int]) -> Entry | None:
         peer=peer,
         input_sizes=shared.sizes(get("input_sizes")),
         input_dtypes=shared.dtypes(get("input_dtypes")),
-        state=_text(get("state") or "scheduled", 32),
+        state=_name(get("state") or "scheduled", 32),
         created_ns=(created if type(created) is int else _int(created)) or None,
         timeout_ms=timeout if type(timeout) is int else _int(timeout),
         frames=shared.frames(get("frames")),

@@ -22,7 +22,6 @@ of kind ``arrival``, :mod:`core.workload.arrivals`). Only the summary of a rank 
 
 from __future__ import annotations
 
-import os
 import re
 from dataclasses import dataclass, field
 from pathlib import Path
@@ -242,9 +241,3 @@ def combine(ranks: list[RankTrace]) -> tuple[list[dict], dict]:
         "idle = span − busy; the straggler's groups: sums of kernel durations against the median rank's",
     }
     return rows, meta
-
-
-def names_of(paths: list[Path]) -> str:
-    """The import's name: the folder when every file lies in one, else the first file and how many."""
-    parents = {os.path.dirname(p) for p in paths}
-    return Path(parents.pop()).name if len(parents) == 1 else f"{paths[0].name} +{len(paths) - 1}"
