@@ -9,23 +9,39 @@ import plotly.graph_objects as go
 
 from core.result import RunResult
 from core.transformer.planner import CATEGORIES
-from core.units import MIB
+from core.units import GIB, MIB
 from render.chart import Chart
 from render.style import color_for, style, title
 
+PLANNER_HEIGHT = 520  # px: room for the plot above the moments' labels and for every category in the legend
+
 
 def moments_figure(df: pd.DataFrame, heading: str) -> go.Figure:
-    """Predicted bytes per category at each moment of the step (x: moment in order)."""
+    """Predicted bytes per category at each moment of the step (x: the moments in order, each named in its
+    hover; the axis marks where each phase begins), in MiB or, from 1 GiB, in GiB — never "1×10⁵ MiB"."""
+    unit, scale = ("GiB", GIB) if float(df["total_bytes"].max()) >= GIB else ("MiB", MIB)
+    x = list(range(len(df)))
+    names = [f"{p}: {m}" for p, m in zip(df["phase"], df["moment"])]
     fig = go.Figure()
-    x = [f"{i:02d} {p}: {m}" for i, (p, m) in enumerate(zip(df["phase"], df["moment"]))]
     for category in CATEGORIES:
         fig.add_trace(
-            go.Bar(x=x, y=df[category] / MIB, name=category.replace("_", " "), marker_color=color_for(category))
+            go.Bar(
+                x=x,
+                y=df[category] / scale,
+                name=category.replace("_", " "),
+                marker_color=color_for(category),
+                customdata=names,
+                hovertemplate=f"%{{customdata}}<br>%{{y:,.2f}} {unit}<extra>{category.replace('_', ' ')}</extra>",
+            )
         )
     top = int(cast(int, df.loc[:, "total_bytes"].idxmax()))  # a label of the frame's RangeIndex
-    fig.add_annotation(x=x[top], y=df["total_bytes"][top] / MIB, text="predicted peak", showarrow=True)
-    fig.update_layout(barmode="stack", xaxis_tickangle=-45)
-    return style(fig, heading, "moment of the step", "estimate (MiB)", legend_title="category")
+    fig.add_annotation(
+        x=top, y=df["total_bytes"][top] / scale, text=f"predicted peak: {names[top]}", showarrow=True, ax=0, ay=-30
+    )
+    starts = [i for i, p in enumerate(df["phase"]) if i == 0 or p != df["phase"][i - 1]]
+    fig.update_xaxes(tickvals=starts, ticktext=[str(df["phase"][i]) for i in starts])
+    fig.update_layout(barmode="stack", bargap=0.1, height=PLANNER_HEIGHT)
+    return style(fig, heading, "moment of the step (hover for each)", f"estimate ({unit})", legend_title="category")
 
 
 def figures(run: RunResult) -> list[Chart]:
