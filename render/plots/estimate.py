@@ -19,7 +19,7 @@ PLANNER_HEIGHT = 520  # px: room for the plot above the moments' labels and for 
 def moments_figure(df: pd.DataFrame, heading: str) -> go.Figure:
     """Predicted bytes per category at each moment of the step (x: the moments in order, each named in its
     hover; the axis marks where each phase begins), in MiB or, from 1 GiB, in GiB — never "1×10⁵ MiB"."""
-    unit, scale = ("GiB", GIB) if float(df["total_bytes"].max()) >= GIB else ("MiB", MIB)
+    unit, scale = ("GiB", GIB) if max(int(v) for v in df["total_bytes"]) >= GIB else ("MiB", MIB)
     x = list(range(len(df)))
     names = [f"{p}: {m}" for p, m in zip(df["phase"], df["moment"])]
     fig = go.Figure()
