@@ -148,8 +148,9 @@ def _say_example(meta: dict) -> None:
 
 
 def list_examples(args) -> int:
+    from core.paths import examples_dir
     from core.units import bytes_text
-    from core.workload import examples
+    from core.workload import examples, hang_examples
 
     listed = [
         {
@@ -161,14 +162,35 @@ def list_examples(args) -> int:
         }
         for e in examples.EXAMPLES
     ]
+    hangs = [
+        {**hang_examples.provenance(s.name), "kind": "hang", "open": f"python -m core hang --example {s.name}"}
+        for s in hang_examples.SETS
+    ]
+    runs = [
+        {
+            "name": p.name,
+            "kind": "runs",
+            "path": str(p),
+            "bytes": p.stat().st_size,
+            "open": f"python -m core runs import {p}",
+        }
+        for p in sorted(examples_dir().glob("*.json"))
+    ]
     if args.json:
-        print(dump(listed))
+        print(dump(listed + hangs + runs))
         return 0
     say("Recorded elsewhere, on real GPUs, by others (examples/README.md: sources and licences):")
     for e in listed:
         size = bytes_text(e["bytes"]) if e["present"] else "missing"
         say(f"  {e['name']:<22} {e['kind']:<9} {e['gpu']:<28} {size:>10}  {e['title']}")
         say(f"  {'':<22} {e['open']}   ({e['repository']}, {e['licence']})")
+    say("Hung jobs recorded by this lab (real gloo jobs on a CPU), for the hang reader:")
+    for h in hangs:
+        say(f"  {h['name']:<22} {h['title']}")
+        say(f"  {'':<22} {h['open']}")
+    say("The lab's own runs on real GPUs, to import into the history and compare (examples/README.md):")
+    for r in runs:
+        say(f"  {r['name']:<40} {bytes_text(r['bytes']):>10}  {r['open']}")
     for e in examples.EXAMPLES:
         if not examples.present(e):
             say(f"missing: {examples.missing_text(e)}")

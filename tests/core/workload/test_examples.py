@@ -144,8 +144,14 @@ def test_the_cli_lists_the_examples_and_refuses_a_missing_one(tmp_path, monkeypa
 
     assert cli.main(["examples", "--json"]) == 0
     listed = json.loads(capsys.readouterr().out)
-    assert [e["name"] for e in listed] == [e.name for e in examples.EXAMPLES] and all(e["present"] for e in listed)
-    assert listed[3]["open"] == "python -m core trace --example resnet50-v100"
+    files = [e for e in listed if e["kind"] in ("snapshot", "trace")]
+    assert [e["name"] for e in files] == [e.name for e in examples.EXAMPLES] and all(e["present"] for e in files)
+    assert files[3]["open"] == "python -m core trace --example resnet50-v100"
+    # the hang dump sets and the lab's own GPU runs the README uses are listed too, each with its command
+    hangs = {e["name"]: e["open"] for e in listed if e["kind"] == "hang"}
+    assert hangs == {n: f"python -m core hang --example {n}" for n in ("hang-skipped-rank", "hang-desync-op")}
+    (runs,) = [e for e in listed if e["kind"] == "runs"]
+    assert runs["name"] == "nvidia-h200-2026-11-26.json" and runs["open"].startswith("python -m core runs import ")
     monkeypatch.setenv("GPULAB_EXAMPLES_DIR", str(tmp_path))
     assert cli.main(["examples"]) == 0
     assert "missing: example resnet50-v100" in capsys.readouterr().out
