@@ -60,9 +60,10 @@ def test_this_environment_runs_the_pinned_versions():
     assert not drift, f"installed vs locked: {drift}; run scripts/install.sh, or scripts/lock.sh after a green CI"
 
 
-def test_a_launch_with_nothing_to_install_runs_no_pip(tmp_path):
-    """The launch command installs on the first run and after the requirements change, never in between (pip
-    alone took ~10 s per launch); a Python standing in for the real one logs every pip call instead of running it."""
+def _installer(tmp_path, externally_managed: bool = False):
+    """A copy of the installer's files and a Python standing in for the real one: it logs every pip call instead of
+    running it, and answers the installer's own question (is it externally managed?) as told. Returns the launch
+    (its stderr) and the log's lines."""
     import os
     import shutil
     import subprocess
@@ -77,18 +78,34 @@ def test_a_launch_with_nothing_to_install_runs_no_pip(tmp_path):
     (tmp_path / "app.py").write_text("")
     log = tmp_path / "pip.log"
     python = tmp_path / "python"
+    answer = 'case "$2" in *EXTERNALLY-MANAGED*) exit 0;; esac\n' if externally_managed else ""
     python.write_text(
-        f'#!/bin/sh\n[ "$1 $2" = "-m pip" ] && {{ echo "$*" >> {log}; exit 0; }}\nexec {sys.executable} "$@"\n'
+        f'#!/bin/sh\n[ "$1 $2" = "-m pip" ] && {{ echo "$*" >> {log}; exit 0; }}\n{answer}exec {sys.executable} "$@"\n'
     )
     python.chmod(0o755)
 
-    def launch() -> list[str]:
+    def launch() -> tuple[str, list[str]]:
         env = os.environ | {"PYTHON": str(python)}
-        subprocess.run(["bash", "scripts/install.sh"], cwd=tmp_path, env=env, check=True, capture_output=True)
-        return log.read_text().splitlines() if log.exists() else []
+        done = subprocess.run(["bash", "scripts/install.sh"], cwd=tmp_path, env=env, check=True, capture_output=True)
+        return done.stderr.decode(), log.read_text().splitlines() if log.exists() else []
 
-    assert launch() == ["-m pip install --quiet -r requirements.txt -c requirements.lock"]  # no stamp yet
-    assert len(launch()) == 1  # the stamp matches: no pip
+    return launch
+
+
+def test_a_launch_with_nothing_to_install_runs_no_pip(tmp_path):
+    """The launch command installs on the first run and after the requirements change, never in between (pip
+    alone took ~10 s per launch)."""
+    launch = _installer(tmp_path)
+    assert launch()[1] == ["-m pip install --quiet -r requirements.txt -c requirements.lock"]  # no stamp yet
+    assert len(launch()[1]) == 1  # the stamp matches: no pip
     with (tmp_path / "requirements.txt").open("a") as f:
         f.write("# changed\n")
-    assert len(launch()) == 2  # the requirements changed: pip again
+    assert len(launch()[1]) == 2  # the requirements changed: pip again
+
+
+def test_a_stock_system_python_installs_for_its_user_and_says_so(tmp_path):
+    """Debian 12's and Ubuntu 24.04's system Python is externally managed (PEP 668) and pip refuses it outright; the
+    installer then installs into the user's site-packages, which that Python reads, and says so."""
+    said, pip = _installer(tmp_path, externally_managed=True)()
+    assert pip == ["-m pip install --quiet --user --break-system-packages -r requirements.txt -c requirements.lock"]
+    assert "externally managed): installing into your user site-packages (~/.local)" in said
