@@ -150,11 +150,18 @@ HEADLINES = {
 }
 
 
+# Imports whose rows describe the files, one per rank, and measure nothing: the headline counts them (a dump's
+# times picked by the naming rules read "min last_created_ns 1795737141624708358"), without importing pandas.
+COUNTED = {"flight-recorder": "rank"}
+
+
 def headline(rows: list[dict], is_cuda: bool = True, experiment: str = "") -> str:
     """E.g. 'max TFLOPS 312.4' (a CPU run: 'max GFLOPS 95.1') — the history's one-number summary of a run: the
     experiment's own figure (:data:`HEADLINES`), else the best measured column by the naming rules."""
     if not rows:
         return ""
+    if experiment in COUNTED:
+        return f"{len(rows):,} {COUNTED[experiment]}{'s' if len(rows) != 1 else ''}"
     import pandas as pd
 
     from core.result import rows_frame

@@ -181,6 +181,8 @@ def test_hang_json_prints_stuck_ranks_and_findings_and_exits_0(data_dir):
     from core.store import RunStore
 
     assert RunStore().find(doc["run_id"]).experiment == "flight-recorder"
+    # the history's one-line summary counts the ranks (the naming rules picked "min last_created_ns 17957…")
+    assert [s.headline for s in RunStore().summaries()] == ["4 ranks"]
 
 
 def test_hang_exits_1_without_a_hang_and_prints_the_diagnosis_first(data_dir):
