@@ -41,7 +41,7 @@ class ProfilerTraceConfig:
 
 def run(cfg: ProfilerTraceConfig, ctx: Context):
     from core.workload.collective_calls import collective_rows
-    from core.workload.findings import trace_findings
+    from core.workload.findings import ranked, trace_findings
     from core.workload.host_gaps import (
         before_first_kernel_findings,
         host_gap_findings,
@@ -68,12 +68,13 @@ def run(cfg: ProfilerTraceConfig, ctx: Context):
         meta.update(op_breakdown(data, meta["device"], cfg.top_kernels))
         meta["tensor_cores"] = tensor_core_use(data, meta["device"])
         rows += collective_rows(data, meta["device"])
-    # the answer first: what the host did while the GPU idled, the operators' patterns and the tensor cores left
-    # unused (each naming an operator, a module or a kernel), then the summary's findings
-    meta["findings"] = (
+    # the answer first, the most time first and at most three: what the host did before the kernels and while the
+    # GPU idled, the operators' patterns and the tensor cores left unused (each naming an operator, a module or a
+    # kernel), the summary's findings
+    meta["findings"] = ranked(
         before_first_kernel_findings(meta)
-        + host_gap_findings(meta)
-        + step_stall_findings(steps)
+        + step_stall_findings(steps)  # of equal times, the one step's stall says more than the whole trace's cause
+        + host_gap_findings(meta, steps)
         + op_findings(meta)
         + tensor_core_findings(meta)
         + trace_findings(meta, rows)

@@ -29,8 +29,24 @@ MIN_SPAN_SHARE = 0.05  # a trace finding explains at least this share of the spa
 BEFORE_RECORDING = -2  # the snapshot analysis' site of blocks allocated before recording (no stack)
 
 
-def _finding(kind: str, text: str, value: float, unit: str) -> dict:
-    return {"kind": kind, "text": text, "value": value, "unit": unit}
+def _finding(kind: str, text: str, value: float, unit: str, time_us: float | None = None) -> dict:
+    out = {"kind": kind, "text": text, "value": value, "unit": unit}
+    return out | {"time_us": time_us} if time_us is not None else out
+
+
+def ranked(findings: list[dict], cap: int = MAX_FINDINGS) -> list[dict]:
+    """A trace's findings from every analysis, the most time first (``time_us``: what each explains), one per
+    ``cause`` (the one with the most time), at most ``cap``; a finding without a time keeps its place after those
+    with one."""
+    timed = sorted((f for f in findings if f.get("time_us") is not None), key=lambda f: -f["time_us"])
+    said: set[str] = set()
+    out = []
+    for f in timed + [f for f in findings if f.get("time_us") is None]:
+        if f.get("cause") in said:  # one finding a cause: the host's data loading before and between the kernels
+            continue
+        said |= {f["cause"]} if f.get("cause") else set()
+        out.append(f)
+    return out[:cap]
 
 
 def _idle(m: dict, who: str) -> tuple[float, dict] | None:
@@ -49,7 +65,7 @@ def _idle(m: dict, who: str) -> tuple[float, dict] | None:
         else ""
     )
     text = f"{who}GPU idle {share:.1%} of the span ({us_text(m['idle_us'])} of {us_text(span)}){host}"
-    return share, _finding("idle", text, 100 * share, "%")
+    return share, _finding("idle", text, 100 * share, "%", m["idle_us"])
 
 
 def _exposed(m: dict, who: str) -> tuple[float, dict] | None:
@@ -60,7 +76,7 @@ def _exposed(m: dict, who: str) -> tuple[float, dict] | None:
     text = (
         f"{who}exposed communication {share:.1%} of the span ({us_text(exposed)}): collectives no compute kernel hides"
     )
-    return share, _finding("exposed_communication", text, 100 * share, "%")
+    return share, _finding("exposed_communication", text, 100 * share, "%", exposed)
 
 
 def _top_group(m: dict, rows: list[dict]) -> tuple[float, dict] | None:
@@ -78,7 +94,8 @@ def _top_group(m: dict, rows: list[dict]) -> tuple[float, dict] | None:
             share = top["total_us"] / m["kernel_time_us"] if m.get("kernel_time_us") else 0.0
         what = f"{top['group']} kernels take {share:.1%} of kernel time (kernel durations summed)"
     text = f"{what} ({us_text(top['total_us'])} over {top['count']:,} launches)"
-    return min(top["total_us"] / span, 1.0), _finding("kernel_group", text, 100 * share, "%")
+    found = _finding("kernel_group", text, 100 * share, "%", top["total_us"])
+    return min(top["total_us"] / span, 1.0), found | {"cause": f"{top['group']} kernels"}
 
 
 def trace_findings(meta: dict, rows: list[dict]) -> list[dict]:

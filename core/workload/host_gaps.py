@@ -62,6 +62,7 @@ _SYNC = re.compile(  # the copies that block the host until the stream is done: 
 _ALLOC = re.compile(r"^(cuda|hip)(Malloc|Free)\w*$|^(cuda|hip)HostAlloc$")
 _DATA = re.compile(r"^enumerate\(DataLoader\)#.*__next__$|dataloader\.py\(\d+\): __next__$")
 _OPTIM = re.compile(r"^Optimizer\.(step|zero_grad)#")
+_WARMUP = re.compile(r"warm[-_ ]?up", re.I)
 _MEMCPY_CALL = re.compile(r"^(cuda|hip)Memcpy")
 _COPY_OPS = re.compile(r"^aten::(copy_|_to_copy|to)$")
 _DTOH = re.compile(r"DtoH|Device -> (Pageable|Pinned)", re.I)
@@ -247,7 +248,27 @@ def host_gaps(
         for i, j in zip(np.searchsorted(gap_start, lo), np.searchsorted(gap_start, hi))
     ]
     out["causes"] = _by_cause(trace, held.sum(axis=0), tops, labels, top)
+    out["allocator_in_warmup"] = _in_warmup(trace)
     return out, by_step
+
+
+def _in_warmup(trace: TraceFile) -> float:
+    """The share of the allocator calls' time that lies inside a span the trace itself names a warm-up (an
+    annotation or operator ``…warmup…`` on the call's thread): a first iteration's set-up, not a steady cost."""
+    ops = trace.ops
+    cause = op_causes(trace)[0]
+    calls = np.flatnonzero(cause == ALLOC)
+    if not len(calls):
+        return 0.0
+    named = np.array([bool(_WARMUP.search(n)) for n in ops.names] or [False])
+    inside = 0
+    for tid in np.unique(ops.tid[calls]).tolist():
+        mine = calls[ops.tid[calls] == tid]
+        spans = np.flatnonzero(named[ops.name] & (ops.tid == tid) & (ops.kind != RUNTIME))
+        w_s, w_e = merged(_ns(ops.start[spans]), _ns(ops.end[spans]))
+        inside += int(_overlap(w_s, w_e, _ns(ops.start[mine]), _ns(ops.end[mine])).sum())
+    total = int((_ns(ops.end[calls]) - _ns(ops.start[calls])).sum())
+    return inside / total if total else 0.0
 
 
 def _by_cause(trace: TraceFile, held: np.ndarray, tops: list[dict], labels: list[str], top: int) -> list[dict]:
@@ -268,9 +289,15 @@ def _by_cause(trace: TraceFile, held: np.ndarray, tops: list[dict], labels: list
                 "time_us": ns / NS,
                 "share": ns / total,
                 "top_ops": [
-                    {"op": labels[n], "time_us": us / NS, "count": count, "source": _source(trace, event)}
-                    for n, (us, count, _, event) in ranked
-                ],
+                    {
+                        "op": labels[n],
+                        "time_us": us / NS,
+                        "count": count,
+                        "longest_us": most / NS,
+                        "source": _source(trace, event),
+                    }
+                    for n, (us, count, most, event) in ranked
+                ],  # fmt: skip
                 "inner_op": None
                 if inner is None
                 else {"op": labels[inner[0]], "time_us": inner[1][0] / NS, "source": _source(trace, inner[1][3])},
@@ -391,9 +418,24 @@ MIN_SPAN_SHARE = 0.05  # a cause named in a finding holds at least this share of
 FINDINGS = 2  # at most this many causes become findings
 
 
-def host_gap_findings(meta: dict) -> list[dict]:
+OUTSIDE_US = 1000.0  # one blocking call that held the GPU idle this long waits for work the trace did not record
+
+
+def _allocator_every_step(meta: dict, steps: Sequence[dict]) -> bool | None:
+    """Whether the allocator's calls recur in the steps (True), belong to set-up (False: the first step alone, or a
+    span the trace names a warm-up), or the trace cannot tell (None: one step or none, no warm-up named)."""
+    keys = ("wall_idle_allocator_us", "idle_host_allocator_us")
+    held = [next((r[k] for k in keys if k in r), 0.0) for r in steps if any(k in r for k in keys)]
+    if len(held) >= 2:
+        return sum(1 for us in held if us > 0) * 2 >= len(held) and any(us > 0 for us in held[1:])
+    return False if (meta.get("host_gaps") or {}).get("allocator_in_warmup", 0.0) >= 0.5 else None
+
+
+def host_gap_findings(meta: dict, steps: Sequence[dict] = ()) -> list[dict]:
     """The largest causes of the GPU's gaps (≥ 5 % of the span) as findings naming the operator (and its line
-    where recorded): the named causes first, then other CPU work and no CPU event, each largest first: ``{"kind": "host_gap", "text", "value" (% of the span), "unit": "%"}``."""
+    where recorded), with what to try where the trace supports it (:mod:`core.workload.remedies`): the named
+    causes first, then other CPU work and no CPU event, each largest first: ``{"kind": "host_gap", "text", "value"
+    (% of the span), "unit": "%", "time_us", "cause"}``."""
     gaps, span = meta.get("host_gaps") or {}, meta.get("span_us") or 0.0
     out = []
     vague = (CAUSES[OTHER], CAUSES[NONE])  # a named cause is the more useful finding: it goes first
@@ -409,7 +451,14 @@ def host_gap_findings(meta: dict) -> list[dict]:
             text = f"{held} in other CPU work on the launching thread, most in `{top['op']}`{where}" if top else held
         else:
             text = f"{held} in `{top['op']}`{where} — {c['cause']} on the launching thread" if top else held
-        out.append({"kind": "host_gap", "text": text, "value": 100 * share, "unit": "%"})
+        every_step = _allocator_every_step(meta, steps) if c["cause"] == "allocator" else None
+        waits = bool(top and top.get("longest_us", 0.0) >= OUTSIDE_US)
+        if advice := remedies.for_gap(c["cause"], allocator_every_step=every_step, waits_outside=waits):
+            text += f" — try: {advice}" if not advice.startswith(("allocations", "the call")) else f": {advice}"
+        out.append(
+            {"kind": "host_gap", "text": text, "value": 100 * share, "unit": "%", "time_us": c["time_us"],
+             "cause": c["cause"]}
+        )  # fmt: skip
     return out
 
 
@@ -441,7 +490,7 @@ def step_stall_findings(steps: list[dict]) -> list[dict]:
         f"window ({share:.1%}) while the host was in it, against {us_text(median) if median else 'none'} in the "
         f"median step of {len(timed):,} — one step, not the steady state"
     )
-    return [{"kind": "step_stall", "text": text, "value": 100 * share, "unit": "%"}]
+    return [{"kind": "step_stall", "text": text, "value": 100 * share, "unit": "%", "time_us": us, "cause": name}]
 
 
 def before_first_kernel_findings(meta: dict) -> list[dict]:
@@ -465,8 +514,9 @@ def before_first_kernel_findings(meta: dict) -> list[dict]:
         in_python = bool(inner and _FRAME.match(inner["op"]))
         if advice := remedies.before_first_kernel(cause["cause"], in_python=in_python):
             text += f" — try: {advice}"
-    return [{"kind": "host_before_first_kernel", "text": text, "value": 100 * share, "unit": "%",
-             "time_us": b["time_us"]}]  # fmt: skip
+    finding = {"kind": "host_before_first_kernel", "text": text, "value": 100 * share, "unit": "%",
+               "time_us": b["time_us"]}  # fmt: skip
+    return [finding | ({"cause": cause["cause"]} if cause is not None else {})]
 
 
 def _inner_text(inner: dict | None) -> str:

@@ -77,6 +77,9 @@ _ARCH = re.compile(
     r"(?:^|\W|_)sm_?(\d{2,3})_|cutlass_(\d{2,3})_|(?:^|_)(maxwell|pascal|volta|turing|ampere|hopper)_", re.I
 )
 _ARCH_OF = {"maxwell": 50, "pascal": 60, "volta": 70, "turing": 75, "ampere": 80, "hopper": 90}
+# CUTLASS/cuBLAS GEMMs for operands aligned to 1 or 2 elements: what cuBLAS picks where a dimension is not a multiple
+# of 8 (an odd sequence length), whatever the GPU; kernels built for an older architecture than the GPU's among them
+UNALIGNED = re.compile(r"_align[12](?![0-9])", re.I)
 # fp32 inputs on tensor cores: a name that says tf32, or CUTLASS/cuBLAS' sm80+ fp32 tensor-op GEMM (s1688: TF32's mma)
 _TF32 = re.compile(r"tf32|tensorop_s1688", re.I)
 MIN_KERNEL_SHARE = 0.05  # a tensor-core finding holds at least this share of the kernel time
@@ -331,7 +334,12 @@ def tensor_core_use(trace: TraceFile, device: int) -> dict:
     simt = [i for i, n in enumerate(a.names) if per_name[i] > 0 and SIMT.search(n)]
     major_minor = trace.gpu_arch.get(device)
     arch = major_minor[0] * 10 + major_minor[1] if major_minor else None
-    older = [i for i, n in enumerate(a.names) if per_name[i] > 0 and arch and (k := _arch(n)) and k // 10 < arch // 10]
+    unaligned = [i for i, n in enumerate(a.names) if per_name[i] > 0 and UNALIGNED.search(n)]
+    older = [
+        i
+        for i, n in enumerate(a.names)
+        if per_name[i] > 0 and arch and (k := _arch(n)) and k // 10 < arch // 10 and i not in unaligned
+    ]
 
     def top(names: list[int]) -> list[dict]:
         ranked = sorted(names, key=lambda i: -per_name[i])[:5]
@@ -345,6 +353,8 @@ def tensor_core_use(trace: TraceFile, device: int) -> dict:
         "device_arch": arch,
         "older_us": float(per_name[older].sum()) if older else 0.0,
         "older_top": top(older),
+        "unaligned_us": float(per_name[unaligned].sum()) if unaligned else 0.0,
+        "unaligned_top": top(unaligned),
     }
 
 
@@ -369,6 +379,26 @@ def tensor_core_findings(meta: dict) -> list[dict]:
                 f"kernels that use no tensor core ({t['simt_kernels']:,} launches, most `{top['kernel']}`): {how}",
                 "value": 100 * t["simt_us"] / total,
                 "unit": "%",
+                "time_us": t["simt_us"],
+            }
+        )
+    if total and t.get("unaligned_us", 0.0) / total >= MIN_KERNEL_SHARE:
+        top = t["unaligned_top"][0]
+        where = meta.get("unaligned_op") or {}
+        shape = (
+            f", most under `{where['op']}` {where['dims']} ({', '.join(f'{d:,}' for d in where['odd'])})"
+            if where.get("odd")
+            else ""
+        )
+        out.append(
+            {
+                "kind": "unaligned",
+                "text": f"{us_text(t['unaligned_us'])} ({t['unaligned_us'] / total:.1%} of kernel time) in GEMM kernels "
+                f"for unaligned operands (most `{top['kernel']}`): cuBLAS picks them where a dimension is not a "
+                f"multiple of 8{shape} — pad it (the sequence length, a hidden size) to a multiple of 8",
+                "value": 100 * t["unaligned_us"] / total,
+                "unit": "%",
+                "time_us": t["unaligned_us"],
             }
         )
     if total and t["older_us"] / total >= MIN_KERNEL_SHARE:
@@ -381,6 +411,7 @@ def tensor_core_findings(meta: dict) -> list[dict]:
                 f"`{top['kernel']}`): a library or build without kernels for this GPU",
                 "value": 100 * t["older_us"] / total,
                 "unit": "%",
+                "time_us": t["older_us"],
             }
         )
     return out

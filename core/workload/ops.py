@@ -34,7 +34,7 @@ import numpy as np
 from core.measure.kernels import classify_kernel
 from core.units import us_text
 from core.workload.cpu_ops import ANNOTATION, OP, PYTHON, RUNTIME, CpuOps
-from core.workload.op_flops import add_rates, tensor_core_text
+from core.workload.op_flops import UNALIGNED, add_rates, tensor_core_text
 from core.workload.trace_file import COMM, MEMCPY, MEMSET, TraceFile
 
 NO_OP = "(no CPU operator: no launch call in the trace, or none around it)"
@@ -51,6 +51,7 @@ _MODULE = re.compile(r"^nn\.Module: ")
 _BACKWARD = "autograd::engine::evaluate_function: "
 _SOFTMAX = re.compile(r"^aten::(_safe_softmax|_softmax|softmax)$")
 _BMM = re.compile(r"^aten::(bmm|baddbmm|matmul)$")
+_LAYER_NUMBER = re.compile(r"_\d+$")  # nn.Module: TimesformerSelfAttention_5 → one name for every layer's
 
 
 def _tree(ops: CpuOps) -> tuple[np.ndarray, np.ndarray]:
@@ -246,6 +247,7 @@ def op_breakdown(trace: TraceFile, device: int, top: int = TOP) -> dict:
     ]
     attributed = float(dur[op_of >= 0].sum())
     patterns = _unfused_attention(rows, modules, ops) + _tiny_elementwise(trace, idx, dur, op_name)
+    unaligned = _unaligned_op(trace, idx, dur, op_of)
     return {
         "ops": op_rows,
         "op_totals": _totals(rows, ops.names, total)[:top],
@@ -255,7 +257,23 @@ def op_breakdown(trace: TraceFile, device: int, top: int = TOP) -> dict:
         "ops_attributed_us": attributed,
         "ops_attributed_share": attributed / total if total else 0.0,
         "ops_reference": reference,
+        "unaligned_op": unaligned,
     }
+
+
+def _unaligned_op(trace: TraceFile, idx: np.ndarray, dur: np.ndarray, op_of: np.ndarray) -> dict | None:
+    """The operator call holding the most time in GEMM kernels for unaligned operands, with its shapes and the
+    dimensions in them that are not a multiple of 8 (the evidence of why cuBLAS chose them); None without any."""
+    a, ops = trace.activities, trace.ops
+    hit = np.array([bool(UNALIGNED.search(n)) for n in a.names] or [False])[a.name[idx]] & (op_of >= 0)
+    if not hit.any():
+        return None
+    time = np.bincount(op_of[hit], weights=dur[hit], minlength=len(ops.name))
+    event = int(np.argmax(time))
+    dims = ops.shapes[int(ops.shape[event])][0] if ops.shape[event] >= 0 else ""
+    numbers = [int(n) for n in re.findall(r"\d+", dims)]
+    odd = sorted({n for n in numbers if n % 8 and n > 8})
+    return {"op": ops.names[int(ops.name[event])], "dims": dims, "odd": odd, "time_us": float(time[event])}
 
 
 def _unfused_attention(rows: dict, modules: list[str], ops: CpuOps) -> list[dict]:
@@ -312,27 +330,48 @@ def _tiny_elementwise(trace: TraceFile, idx: np.ndarray, dur: np.ndarray, op_nam
     ]
 
 
+def _unfused_attention_finding(patterns: list[dict], span: float) -> dict | None:
+    """One finding for every module running unfused attention (a model's layers each have theirs): how many, their
+    time together, and the modules' common name."""
+    if not patterns or not span:
+        return None
+    time = sum(p["time_us"] for p in patterns)
+    share = time / span
+    if share < MIN_SPAN_SHARE:
+        return None
+    names = sorted({_LAYER_NUMBER.sub("_…", p["module"]) for p in patterns})
+    where = ", ".join(f"`{n}`" for n in names[:3]) + (", …" if len(names) > 3 else "")
+    if len(patterns) > 1:
+        where = f"{len(patterns):,} modules ({where})"
+    ops = sorted({op for p in patterns for op in p["ops"]})
+    kernels = sum(p["kernels"] for p in patterns)
+    text = (
+        f"unfused attention in {where}: {', '.join(ops)} take {us_text(time)} ({share:.1%} of the span) over "
+        f"{kernels:,} kernels — {patterns[0]['advice']}"
+    )
+    # the attention kernel group's finding says the same time less precisely: one of the two is said
+    return {"kind": "op_pattern", "text": text, "value": 100 * share, "unit": "%", "time_us": time,
+            "count": len(patterns), "cause": "attention kernels"}  # fmt: skip
+
+
 def op_findings(meta: dict) -> list[dict]:
-    """The patterns as findings, naming the module or the operators (≥ 5 % of the span)."""
+    """The patterns as findings (each ≥ 5 % of the span): unfused attention once for all the modules running it,
+    with their count and total; the tiny elementwise kernels naming the operators launching most."""
     span = meta.get("span_us") or 0.0
-    out = []
-    for p in meta.get("op_patterns") or []:
+    patterns = meta.get("op_patterns") or []
+    attention = _unfused_attention_finding([p for p in patterns if p["pattern"] == "unfused attention"], span)
+    out = [attention] if attention else []
+    for p in patterns:
         share = p["time_us"] / span if span else 0.0
-        if share < MIN_SPAN_SHARE:
+        if share < MIN_SPAN_SHARE or p["pattern"] == "unfused attention":
             continue
-        if p["pattern"] == "unfused attention":
-            text = (
-                f"unfused attention in `{p['module']}`: {', '.join(p['ops'])} take {us_text(p['time_us'])} "
-                f"({share:.1%} of the span) over {p['kernels']:,} kernels — {p['advice']}"
-            )
-        else:
-            named = [f"`{o['op']}` ×{o['kernels']:,}" for o in p["ops"] if o["op"] not in PLACEHOLDERS][:3]
-            most = f"most from {', '.join(named)}" if named else "no CPU operator recorded around them"
-            text = (
-                f"{p['kernels']:,} of {p['of_kernels']:,} kernels are elementwise and shorter than "
-                f"{p['below_us']:g} µs ({us_text(p['time_us'])}, {share:.1%} of the span; {most}) — {p['advice']}"
-            )
-        out.append({"kind": "op_pattern", "text": text, "value": 100 * share, "unit": "%"})
+        named = [f"`{o['op']}` ×{o['kernels']:,}" for o in p["ops"] if o["op"] not in PLACEHOLDERS][:3]
+        most = f"most from {', '.join(named)}" if named else "no CPU operator recorded around them"
+        text = (
+            f"{p['kernels']:,} of {p['of_kernels']:,} kernels are elementwise and shorter than "
+            f"{p['below_us']:g} µs ({us_text(p['time_us'])}, {share:.1%} of the span; {most}) — {p['advice']}"
+        )
+        out.append({"kind": "op_pattern", "text": text, "value": 100 * share, "unit": "%", "time_us": p["time_us"]})
     return out
 
 
