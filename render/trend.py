@@ -39,6 +39,7 @@ def trend_frame(runs: list[RunResult]) -> pd.DataFrame:
                     "value": figure.value,
                     "unit": figure.unit,
                     "box": box_label(run.device),
+                    "box_name": box_name(run.device),
                     "run_id": run.id,
                     "regressed": bool(found and found.regressed),
                     "history": found.text if found else "",
@@ -46,6 +47,18 @@ def trend_frame(runs: list[RunResult]) -> pd.DataFrame:
             )
             series[key].append((run.id, figure.value))
     return pd.DataFrame.from_records(records)
+
+
+def box_name(device: dict) -> str:
+    """A box as a legend names it: its host and its GPUs' (or CPU's) names, the UUIDs left to the hover."""
+    parts = device.get("devices") or [device]
+    names = list(dict.fromkeys(str(d.get("name") or "?") for d in parts))
+    count = f"{len(parts)} × " if len(parts) > 1 and len(names) == 1 else ""
+    return f"{device.get('host') or 'unknown box'}: {count}{', '.join(names)}"
+
+
+TIME_TICKS = "%Y-%m-%d<br>%H:%M"  # a run's start to the minute: a trend spans hours to months, never milliseconds
+ONE_MOMENT_SPAN = pd.Timedelta(hours=12)  # either side of a trend whose runs all started at one time
 
 
 def trend_charts(runs: list[RunResult]) -> list[Chart]:
@@ -57,7 +70,7 @@ def trend_charts(runs: list[RunResult]) -> list[Chart]:
     for figure, part in df.groupby("figure", sort=True):
         fig = go.Figure()
         for _, line in part.groupby(["box", "where"], sort=True):
-            box, where = line["box"].iloc[0], line["where"].iloc[0]
+            box, where = line["box_name"].iloc[0], line["where"].iloc[0]
             name = f"{box} · {where}"
             fig.add_trace(
                 go.Scatter(
@@ -66,8 +79,8 @@ def trend_charts(runs: list[RunResult]) -> list[Chart]:
                     mode="lines+markers",
                     name=html_text(name),
                     line_color=color_for(name),
-                    customdata=line[["run_id", "history"]],
-                    hovertemplate="%{y:.4g} · run %{customdata[0]}<br>%{customdata[1]}<extra></extra>",
+                    customdata=line[["run_id", "history", "box"]],
+                    hovertemplate="%{y:.4g} · run %{customdata[0]}<br>%{customdata[2]}<br>%{customdata[1]}<extra></extra>",
                 )
             )
             bad = line[line["regressed"]]
@@ -84,6 +97,10 @@ def trend_charts(runs: list[RunResult]) -> list[Chart]:
                     )
                 )
         unit = part["unit"].iloc[0]
+        times = pd.to_datetime(part["started_at"])
+        if times.nunique() == 1:  # one moment: a day around it, not an axis of milliseconds
+            fig.update_xaxes(range=[times.iloc[0] - ONE_MOMENT_SPAN, times.iloc[0] + ONE_MOMENT_SPAN])
+        fig.update_xaxes(tickformat=TIME_TICKS)
         style(
             fig,
             title(f"Trend: {figure}", None, count_text(len(part), "point")),

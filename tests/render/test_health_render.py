@@ -49,6 +49,19 @@ def test_the_trend_marks_the_slower_run_of_its_own_box_only():
     (marked,) = [t for t in traces if t.mode == "markers"]
     assert list(marked.y) == [650.0]
     assert "TFLOPS" in charts["trend-matmul-bf16-sustained"].figure.layout.yaxis.title.text
+    # the legend names each box by its host and GPU, the UUID in the hover; times to the minute
+    names = [t.name for t in traces if t.mode == "lines+markers"]
+    assert names[1].startswith("node-b: NVIDIA H100 80GB HBM3") and not any("GPU-" in n for n in names)
+    assert charts["trend-matmul-bf16-sustained"].figure.layout.xaxis.tickformat == "%Y-%m-%d<br>%H:%M"
+
+
+def test_a_trend_of_one_run_spans_a_day_not_milliseconds():
+    (one,) = soak_series()[:1]
+    chart = next(c for c in trend_charts([one]) if c.name == "trend-matmul-bf16-sustained")
+    start, end = chart.figure.layout.xaxis.range
+    import pandas as pd
+
+    assert pd.Timestamp(end) - pd.Timestamp(start) == pd.Timedelta(hours=24)
 
 
 def test_the_one_page_report_names_the_verdict_the_references_and_escapes_text():
