@@ -8,6 +8,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from core.result import RunResult
+from core.units import duration_text
 from render.chart import Chart
 from render.style import style, title
 
@@ -55,6 +56,9 @@ def grid_chart(run: RunResult) -> Chart | None:
     )
     stuck = run.meta.get("stuck")
     detail = "no hang: the ranks agree"
+    if late := run.meta.get("late"):
+        after = duration_text(late["after_ns"] / 1e9)
+        detail = f"no hang: rank {late['rank']} entered {late['op']} #{late['seq_id']} {after} after the others"
     if stuck and stuck["kind"] == "collective":
         fig.add_vrect(x0=stuck["seq_id"] - 0.5, x1=stuck["seq_id"] + 0.5, line=dict(color="#d62728", width=2))
         detail = f"stuck: {stuck['op']} #{stuck['seq_id']} (outlined)"

@@ -14,6 +14,8 @@ from pathlib import Path
 
 import pytest
 
+from core.store import RunStore
+from render.plots.flight_recorder import figures
 from tests.conftest import ROOT
 from tests.core.workload.test_flight_recorder import fr_trace
 from tests.core.workload.test_hostile_files import bounded_cli
@@ -45,8 +47,8 @@ def recorded(tmp_path_factory):
     return record
 
 
-def hang(folder: Path) -> tuple[int, dict]:
-    out = bounded_cli("hang", str(folder), "--json", "--no-save", wall_s=120)
+def hang(folder: Path, *more: str) -> tuple[int, dict]:
+    out = bounded_cli("hang", str(folder), "--json", *more, wall_s=120)
     assert out.code in (0, 1), out.stderr[-2000:]
     return out.code, json.loads(out.stdout)
 
@@ -54,7 +56,7 @@ def hang(folder: Path) -> tuple[int, dict]:
 def test_a_full_buffer_of_2000_collectives_reads_and_the_rank_that_skipped_the_last_is_named(recorded, tmp_path):
     """3 ranks × 2,000 all_reduces, the recorder's default buffer: rank 2 skips the 2,000th."""
     folder = recorded("skip_last", 3, 2000)
-    code, doc = hang(folder)
+    code, doc = hang(folder, "--no-save")
     assert code == 0
     s = doc["stuck"]
     assert (s["group"], s["seq_id"], s["op"], s["ranks_missing"], s["ranks_waiting"]) == (
@@ -79,7 +81,7 @@ def test_a_rank_that_never_entered_a_collective_is_named(recorded, tmp_path):
     gloo's status says -1 completed (none). It read "no hang" (exit 1): rank 1 was "unknown", the others' -1 read
     as nothing said."""
     folder = recorded("before_first", 3, 1)
-    code, doc = hang(folder)
+    code, doc = hang(folder, "--no-save")
     assert code == 0
     s = doc["stuck"]
     assert (s["seq_id"], s["ranks_missing"], s["ranks_waiting"], s["ranks_completed"]) == (1, [1], [0, 2], [])
@@ -98,7 +100,7 @@ def test_a_rank_that_never_entered_a_collective_and_left_no_dump_is_named(record
     folder = tmp_path / "without_rank_1"
     shutil.copytree(recorded("before_first", 3, 1), folder)
     (folder / "rank_1").unlink()
-    code, doc = hang(folder)
+    code, doc = hang(folder, "--no-save")
     assert code == 0
     s = doc["stuck"]
     assert (s["seq_id"], s["ranks_waiting"], s["ranks_without_dump"]) == (1, [0, 2], [1])
@@ -116,7 +118,7 @@ def test_of_two_sub_groups_the_rank_that_stopped_them_all_is_named(recorded, tmp
     """8 ranks, groups A (0-3) and B (4-7). Rank 7 stops; 4-6 wait in B's all_reduce #3 for it, 0-3 in the default
     group's #3 for 4-7. Entered first, the default group's read as the cause: "ranks 4-7 never entered"."""
     folder = recorded(f"subgroups_{first}_first", 8, 3)
-    code, doc = hang(folder)
+    code, doc = hang(folder, "--no-save")
     assert code == 0
     s = doc["stuck"]
     assert (s["group_desc"], s["seq_id"], s["ranks_missing"], s["ranks_waiting"]) == ("B", 3, [7], [4, 5, 6])
@@ -130,11 +132,11 @@ def test_of_two_sub_groups_the_rank_that_stopped_them_all_is_named(recorded, tmp
     assert "group info: 2:B" in report and "missing ranks: {7}" in report, report[-3000:]
 
 
-def test_a_slow_rank_dumped_during_the_wait_is_named_late_not_hung(recorded, tmp_path):
+def test_a_slow_rank_dumped_during_the_wait_is_named_late_not_hung(recorded, tmp_path, data_dir):
     """Ranks 0 and 1 dump while waiting in all_reduce #4; rank 2 enters it LATE_S later, it completes, rank 2
     dumps. It read "none is left waiting" beside a table of two waiting ranks, and nothing named rank 2."""
     folder = recorded("slow", 3, 4)
-    code, doc = hang(folder)
+    code, doc = hang(folder)  # stored: its chart is drawn from the stored run
     assert code == 1
     assert doc["stuck"] is None
     no_hang, late = doc["findings"][:2]
@@ -146,6 +148,8 @@ def test_a_slow_rank_dumped_during_the_wait_is_named_late_not_hung(recorded, tmp
     assert late["kind"] == "late_rank" and late["text"].startswith("rank 2 entered it last, ")
     assert late["value"] >= LATE_S * 1e6  # µs: it slept that long after the others had dumped
     assert [r["state"] for r in doc["ranks"]] == ["waiting", "waiting", "idle"]
+    (chart,) = figures(RunStore().find(doc["run_id"]))
+    assert "no hang: rank 2 entered all_reduce #4 " in chart.figure.layout.title.text
     report = fr_trace(folder, tmp_path, {"0": ("default_pg", [0, 1, 2])})
     assert "Not all ranks joining collective" not in report, report[-3000:]  # torch finds nothing wrong either
 
@@ -154,7 +158,7 @@ def test_a_slow_rank_dumped_during_the_wait_is_named_late_not_hung(recorded, tmp
 @pytest.mark.parametrize("ranks", [16, 32])
 def test_16_and_32_ranks_with_the_default_buffer_read(recorded, ranks):
     """Recording takes minutes on 2 cores (2,000 all_reduces of every rank)."""
-    code, doc = hang(recorded("skip_last", ranks, 2000))
+    code, doc = hang(recorded("skip_last", ranks, 2000), "--no-save")
     assert code == 0
     s = doc["stuck"]
     assert (s["seq_id"], s["ranks_missing"], s["ranks_waiting"]) == (2000, [ranks - 1], list(range(ranks - 1)))
