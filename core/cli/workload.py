@@ -355,8 +355,13 @@ def trace_ranks(args) -> int:
             f"{ms(r['kernel_time_us']):>10}  {r['file']}{mark}"
         )
     s = m["straggler"]
+    verdict = m.get("verdict") or {}
+    if verdict:  # runs stored before the judgement name the rank with the most compute alone
+        held = verdict["rank"]
+        said = ", ".join(r.replace("_", " ") for r in verdict["reasons"])
+        say(f"holding the job back: rank {held} ({said})" if held is not None else "no rank holds the job back")
     say(
-        f"straggler: rank {s['rank']}, compute {ms(s['compute_us'])} against the median rank's "
+        f"most compute: rank {s['rank']}, {ms(s['compute_us'])} against the median rank's "
         f"{ms(s['median_compute_us'])}: {ms(s['margin_us'])} ({s['margin_pct']:+.1f}%)"
     )
     steps = [r for r in run.rows if r["kind"] == "step"]

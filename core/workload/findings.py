@@ -143,15 +143,67 @@ def _arrivals(meta: dict, rank_rows: list[dict]) -> list[dict]:
     return [_finding("arrival", text, 100 * share, "%")]
 
 
+def _verdict(meta: dict, rank_rows: list[dict]) -> dict | None:
+    """The judgement of which rank holds the job back (``meta["verdict"]``), its evidence in one sentence: when it
+    arrives last at the collectives, whether its host or its compute explains it, and the compute margin said as
+    noise where it is one. None where no rank stands out (or the run predates the judgement)."""
+    v, s = meta.get("verdict"), meta["straggler"]
+    if not v or v.get("rank") is None or len(rank_rows) < 2:
+        return None
+    rank, reasons, said = v["rank"], v["reasons"], []
+    communication = sum(r["communication_us"] for r in rank_rows)
+    share = v["waited_us"] / communication if communication else 0.0
+    if "arrives_last" in reasons:
+        by_kernel = (meta.get("arrivals") or {}).get("matched_by_kernel", 0)
+        how = f" ({by_kernel_text(by_kernel)})" if by_kernel else ""
+        said.append(
+            f"it arrives last at {v['last_arrivals']:,} of {v['matched']:,} collectives matched across the ranks{how} "
+            f"(the ranks waited {us_text(v['waited_us'])} in all for the last to arrive, {share:.1%} of their "
+            "communication)"
+        )
+    if "host_bound" in reasons:
+        cause = v.get("host_cause")
+        held = f"; most: {cause['cause']}" + (f", `{cause['op']}`" if cause.get("op") else "") if cause else ""
+        said.append(
+            f"its GPU waits on its host {v['host_wait_share']:.1%} of its span against the median rank's "
+            f"{v['median_host_wait_share']:.1%} (host-bound{held})"
+        )
+    pct = v.get("compute_pct")
+    if "compute" in reasons:
+        said.append(
+            f"its compute is {s['margin_pct']:+.1f}% over the median rank's ({us_text(s['compute_us'])} against "
+            f"{us_text(s['median_compute_us'])})" + _where_extra(s)
+        )
+    elif pct is not None:
+        said.append(f"its compute is within {abs(pct):.1f}% of the median rank's: not the cause")
+    text = f"rank {rank} holds the job back: " + "; ".join(said)
+    time = v["waited_us"] if "arrives_last" in reasons else s["margin_us"] if "compute" in reasons else 0.0
+    if "host_bound" in reasons and not time:
+        time = next((r["host_wait_us"] for r in rank_rows if r["rank"] == rank), 0.0)
+    # the number the sentence rests on first: the others' wait, else the compute margin, else the host's share
+    value = (
+        100 * share
+        if "arrives_last" in reasons
+        else s["margin_pct"]
+        if "compute" in reasons
+        else 100 * (v["host_wait_share"] or 0.0)
+    )
+    return _finding("straggler", text, value, "%", time) | {"rank": rank, "reasons": reasons}
+
+
 def ranks_findings(meta: dict, rows: list[dict]) -> list[dict]:
-    """Findings of a job's ranks (``rows``: the run's): the straggler, the rank the others waited for at the
-    collectives, then the worst rank's idle or exposed communication — with how long its collectives waited for
-    the last rank, where they were matched."""
+    """Findings of a job's ranks (``rows``: the run's): the one judgement of the rank holding the job back, with
+    its evidence in one sentence (runs stored before it: the straggler by compute and the rank the others waited
+    for, apart), then the worst rank's idle or exposed communication — with how long its collectives waited for
+    the last rank, where they were matched; a rank the judgement named is not said twice."""
     rank_rows = [r for r in rows if r["kind"] == "rank"]
     waited = {r["rank"]: r["waited_us"] for r in rows if r["kind"] == "arrival"}
     out = []
     s = meta["straggler"]
-    if len(rank_rows) > 1 and s["margin_us"] > 0:
+    verdict = _verdict(meta, rank_rows)
+    if verdict is not None:
+        out.append(verdict)
+    elif "verdict" not in meta and len(rank_rows) > 1 and s["margin_us"] > 0:  # a run stored before the judgement
         out.append(
             _finding(
                 "straggler",
@@ -162,10 +214,16 @@ def ranks_findings(meta: dict, rows: list[dict]) -> list[dict]:
                 "%",
             )
         )
-    out += _arrivals(meta, rank_rows)
+    if verdict is None or "arrives_last" not in verdict["reasons"]:
+        out += _arrivals(meta, rank_rows)
+    named = verdict["rank"] if verdict is not None and "host_bound" in verdict["reasons"] else None
     worst = []
     for kind in (_idle, _exposed):
-        found = [(c, r["rank"]) for r in rank_rows if (c := kind(r, f"rank {r['rank']}: ")) is not None]
+        found = [
+            (c, r["rank"])
+            for r in rank_rows
+            if (c := kind(r, f"rank {r['rank']}: ")) is not None and not (kind is _idle and r["rank"] == named)
+        ]
         if found and (top := max(found, key=lambda c: c[0][0]))[0][0] >= MIN_SPAN_SHARE:
             (share, finding), rank = top
             if kind is _exposed and waited.get(rank):

@@ -8,7 +8,9 @@ step number in common (ranks of one job profile the same steps). Anything else i
 Per rank, from :func:`core.workload.trace.analyse_trace` on that rank's busiest GPU: kernel time (sum of
 kernel durations), compute (union of compute kernels: HolisticTraceAnalysis's temporal ``compute_time``),
 communication (union of collective kernels) and its *exposed* part (no compute hides it), idle (span − busy),
-idle by cause, and each ``ProfilerStep``'s times. The **straggler** is the rank with the most compute time;
+idle by cause, and each ``ProfilerStep``'s times. The **straggler** is judged once over every figure
+(:func:`judge`): the rank the others wait for at the collectives, else a host-bound rank, else the rank with the
+most compute time where it is over the median rank's by more than noise. The rank with the most compute time;
 its margin is measured against the median rank's compute time (the median over the ranks, the mean of the
 middle two for an even count), in µs and %, and its kernel time per compute group against the median rank's
 (where the extra time goes); and what each rank's host did while its GPU idled, by cause (rows of kind
@@ -182,6 +184,52 @@ def straggler(rank_rows: list[dict]) -> dict:
     }
 
 
+NOISE_PCT = 2.0  # a rank's compute within this of the median rank's is noise, not what holds the job back
+HOST_BOUND = 0.10  # a rank whose GPU waits on its host this much more of its span than the median rank's is host-bound
+
+
+def judge(rank_rows: list[dict], worst: dict, arrived: dict, host_rows: list[dict]) -> dict:
+    """One judgement of which rank holds the job back, over every figure that can say it: who arrives last at the
+    collectives matched across the ranks (the others wait for it: the most direct evidence), whose GPU waits on its
+    own host far more than the median rank's (host-bound), and whose compute is over the median rank's by more
+    than :data:`NOISE_PCT` (``worst``: :func:`straggler`). ``{"rank"`` (None: no rank stands out)``, "reasons",
+    "compute_pct", "host_wait_share", "median_host_wait_share", "host_cause", "last_arrivals", "matched",
+    "waited_us"}``, reasons among ``arrives_last``, ``host_bound``, ``compute``."""
+    host = {r["rank"]: r.get("host_wait_us", 0.0) / r["span_us"] for r in rank_rows if r.get("span_us")}
+    median_host = float(np.median(list(host.values()))) if host else 0.0
+    bound = max(host, key=lambda k: (host[k], -k)) if host else None
+    if bound is not None and host[bound] - median_host < HOST_BOUND:
+        bound = None
+    by_compute = worst["rank"] if worst["margin_pct"] >= NOISE_PCT and len(rank_rows) > 1 else None
+    matched, last = arrived.get("matched", 0), arrived.get("last_rank")
+    by_arrival = last if matched and 2 * arrived.get("last_arrivals", 0) > matched else None
+    rank = next((r for r in (by_arrival, bound, by_compute) if r is not None), None)
+    reasons = [why for why, r in (("arrives_last", by_arrival), ("host_bound", bound), ("compute", by_compute))
+               if r is not None and r == rank]  # fmt: skip
+    compute = {r["rank"]: r["compute_us"] for r in rank_rows}
+    median_compute = worst["median_compute_us"]
+    mine = [h for h in host_rows if h["rank"] == rank]
+    cause = max(mine, key=lambda h: h["time_us"], default=None)
+    return {
+        "rank": rank,
+        "reasons": reasons,
+        "compute_pct": 100.0 * (compute[rank] - median_compute) / median_compute
+        if rank is not None and median_compute
+        else None,
+        "host_wait_share": host.get(rank) if rank is not None else None,
+        "median_host_wait_share": median_host,
+        "host_cause": {"cause": cause["cause"], "time_us": cause["time_us"], "op": cause.get("top_op")}
+        if cause
+        else None,
+        "last_arrivals": arrived.get("last_arrivals", 0) if rank == by_arrival and rank is not None else 0,
+        "matched": matched,
+        "waited_us": arrived.get("waited_us", 0.0) if rank == by_arrival and rank is not None else 0.0,
+        "measure": "the rank arriving last at most of the collectives matched across the ranks, else the rank whose "
+        f"GPU waits on its host ≥ {HOST_BOUND:.0%} of its span more than the median rank's, else the rank whose "
+        f"compute is ≥ {NOISE_PCT:g}% over the median rank's",
+    }
+
+
 def extra_by_group(ranks: list[RankTrace], rank: int) -> list[dict]:
     """Where the straggler's extra time goes: ``rank``'s kernel time in each compute group against the median
     over the ranks of that group's (a rank without the group counts 0), the largest extra first. Group times
@@ -226,13 +274,15 @@ def combine(ranks: list[RankTrace]) -> tuple[list[dict], dict]:
     worst["ops"] = extra_by_op(ranks, worst["rank"])
     arrival_rows, arrived = arrivals({r.row["rank"]: r.calls for r in ranks})
     rows += arrival_rows if arrived["matched"] else []
+    verdict = judge(rank_rows, worst, arrived, [c for r in ranks for c in r.host_gaps])
     meta = {
         "ranks": [r["rank"] for r in rank_rows],
         "files": [r["file"] for r in rank_rows],
         "world_size": first["world_size"],
         "backend": first["backend"],
-        "straggler_rank": worst["rank"],
-        "straggler": worst,
+        "straggler_rank": verdict["rank"],  # the rank that holds the job back, by every figure (None: no rank)
+        "straggler": worst,  # the rank with the most compute, against the median rank's
+        "verdict": verdict,
         "common_steps": sorted(common),
         "arrivals": arrived,
         "quirks": {f"rank {r.row['rank']}: {why}": n for r in ranks for why, n in r.quirks.items()},

@@ -168,16 +168,18 @@ def render_ranks(run: RunResult) -> None:
     findings(m)
     quirks(m)
     s = m["straggler"]
+    verdict = m.get("verdict") or {"rank": s["rank"], "reasons": ["compute"]}  # runs stored before the judgement
     cols = st.columns(4)
     fact(cols[0], "Ranks", len(m["ranks"]), f"of world size {m['world_size'] or 'not recorded'}")
     cols[1].metric(
         "Straggler",
-        f"rank {s['rank']}",
-        f"{s['margin_pct']:+.1f}% compute over the median rank",
-        delta_color="inverse",
-        help="The rank with the most compute time (union of its compute kernels) against the median over the ranks.",
+        "none" if verdict["rank"] is None else f"rank {verdict['rank']}",
+        ", ".join(r.replace("_", " ") for r in verdict["reasons"]) or None,
+        delta_color="off",
+        help="The rank that holds the job back, judged on every figure: the rank arriving last at the collectives, "
+        "else a host-bound rank, else the rank whose compute is over the median rank's by more than noise.",
     )
-    cols[2].metric("Straggler's extra compute", _ms(s["margin_us"]))
+    cols[2].metric(f"Most compute: rank {s['rank']}", _ms(s["margin_us"]), f"{s['margin_pct']:+.1f}% over the median")
     cols[3].metric("Backend", m.get("backend") or "unknown")
     st.caption(
         f"{markdown_text(m['file'])} · files {markdown_text(', '.join(m['files']))} · {markdown_text(m['measure'])}"

@@ -46,10 +46,14 @@ def ranks_chart(run: RunResult) -> Chart | None:
             for name, column, color in PARTS
         ]
     )
-    s = run.meta.get("straggler") or {}
-    detail = (
-        f"straggler rank {s['rank']}: {s['margin_pct']:+.1f}% compute over the median rank" if s else ""
-    ) + " · each bar is the rank's span (first GPU activity to last)"
+    s, verdict = run.meta.get("straggler") or {}, run.meta.get("verdict")
+    if verdict is not None:  # the judgement over every figure; runs stored before it name the most compute
+        held = verdict["rank"]
+        why = ", ".join(r.replace("_", " ") for r in verdict["reasons"])
+        detail = f"holding the job back: rank {held} ({why})" if held is not None else "no rank holds the job back"
+    else:
+        detail = f"straggler rank {s['rank']}: {s['margin_pct']:+.1f}% compute over the median rank" if s else ""
+    detail += " · each bar is the rank's span (first GPU activity to last)"
     style(fig, title("Ranks side by side: where each rank's time goes", run, detail), "rank", "ms", barmode="stack")
     columns = ["rank", "file", "compute_us", "exposed_communication_us", "other_busy_us", "idle_us", "span_us",
                "communication_us", "kernel_time_us"]  # fmt: skip

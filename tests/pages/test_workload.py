@@ -199,9 +199,9 @@ def test_step_bench_page_puts_the_ranks_of_a_job_side_by_side(data_dir, tmp_path
     wait_for_metric(at, "Straggler")
     metrics = {m.label: m.value for m in at.metric}
     assert metrics["Straggler"] == "rank 1" and metrics["Ranks"] == "2"
-    assert metrics["Straggler's extra compute"] == f"{(271_973 - (210_320 + 271_973) / 2) / 1000:,.2f} ms"
+    assert metrics["Most compute: rank 1"] == f"{(271_973 - (210_320 + 271_973) / 2) / 1000:,.2f} ms"
     findings = next(m.value for m in at.markdown if m.value.startswith("**What stands out**")).replace("\\", "")
-    assert "1. rank 1 is the straggler: +12.8% compute over the median rank" in findings
+    assert "1. rank 1 holds the job back: its compute is +12.8% over the median rank's" in findings
     assert len(at.get("plotly_chart")) == 3 and not at.exception
     steps, gaps, ops = (frame.value for frame in at.dataframe[-3:])
     assert list(steps.index) == [551, 552] and list(steps.columns) == ["rank 0", "rank 1"]
@@ -229,7 +229,7 @@ def test_step_bench_page_says_who_the_ranks_waited_for_and_how_the_calls_were_ma
     at.button(key="step_bench.trace.import").click().run()
     wait_for_metric(at, "Straggler")
     findings = next(m.value for m in at.markdown if m.value.startswith("**What stands out**")).replace("\\", "")
-    assert "rank 2 arrives last at 2 of 3 collectives matched across the ranks" in findings
+    assert "rank 2 holds the job back: it arrives last at 2 of 3 collectives matched across the ranks" in findings
     waits = next(f.value for f in at.dataframe if "arrived last" in f.value.columns)
     assert waits["waited ms"].tolist() == pytest.approx([0.19, 0.125, 0.03])
     per_call = next(f.value for f in at.dataframe if "% waited" in f.value.columns)

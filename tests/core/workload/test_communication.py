@@ -174,9 +174,12 @@ def test_the_straggler_is_the_rank_that_computes_longest_not_the_one_that_waits(
         {"group": "matmul", "kernel_time_us": 30 * MS, "median_kernel_time_us": 40 * MS, "extra_us": -10 * MS},
     ]
     found = ranks_findings(meta, rows)
+    # rank 0 also starts the one matched all-reduce last: the others wait 40 + 20 ms of their 90 ms of communication
     assert found[0]["text"] == (
-        "rank 0 is the straggler: +25.0% compute over the median rank (100.0 ms against 80.0 ms, 20.0 ms more); "
-        "by kernel group, embedding +30.0 of +20.0 ms (summed durations against the median rank's)"
+        "rank 0 holds the job back: it arrives last at 1 of 1 collectives matched across the ranks (1 by kernel name "
+        "and stream order) (the ranks waited 60.0 ms in all for the last to arrive, 66.7% of their communication); "
+        "its compute is +25.0% over the median rank's (100.0 ms against 80.0 ms); by kernel group, embedding +30.0 "
+        "of +20.0 ms (summed durations against the median rank's)"
     )
     # rank 1 waits 50 of its 110 ms in the all-reduce, exposed: 45.5% of its span
     exposed = next(f for f in found if f["kind"] == "exposed_communication")

@@ -89,7 +89,9 @@ def test_the_straggler_and_its_margin_equal_a_hand_computation(two_ranks):
     assert s["margin_us"] == compute[1] - median == 30_826.5
     assert s["margin_pct"] == pytest.approx(100 * 30_826.5 / 241_146.5)  # 12.78…%
     assert meta["findings"][0]["kind"] == "straggler"
-    assert meta["findings"][0]["text"].startswith("rank 1 is the straggler: +12.8% compute over the median rank")
+    assert meta["findings"][0]["text"].startswith(
+        "rank 1 holds the job back: its compute is +12.8% over the median rank's"
+    )
     # where the extra time goes: the embedding lookups' summed durations, rank 1 against the median of the two
     embedding = {0: hand_kernel_us(RANK0, EMBEDDING), 1: hand_kernel_us(RANK1, EMBEDDING)}
     assert embedding == {0: 85_903.0, 1: 140_405.0}
@@ -327,7 +329,7 @@ def test_the_text_report_opens_with_the_findings_and_gives_each_step_on_each_ran
     out = bounded_cli("trace", str(RANK0), str(RANK1), "--no-save")
     assert out.code == 0, out.stderr[-2000:]
     lines = out.stdout.splitlines()
-    assert lines[1].startswith("finding: rank 1 is the straggler: +12.8% compute over the median rank")
+    assert lines[1].startswith("finding: rank 1 holds the job back: its compute is +12.8% over the median rank's")
     assert next(line for line in lines if line.lstrip().startswith("1 ")).endswith("← straggler")
     walls = {}  # each rank's ProfilerStep spans (CPU side: these files have no GPU-side ones), from the file
     for rank, path in ((0, RANK0), (1, RANK1)):
