@@ -173,12 +173,12 @@ def _collective_disagreement(views: dict[int, RankInGroup], absent: list[int]) -
             stuck = _stuck(seq, ref, entered, states, missing, waiting, mismatched, absent)
             stuck["no_majority"] = bool(mismatched) and list(votes.values()).count(top) > 1
             stuck["reference_rank"] = ref_rank
-            stuck["last_arrival"] = None if missing or mismatched else last_arrival(entered)
+            stuck["last_arrival"] = None if missing or mismatched else _last_arrival(entered)
             return stuck
     return None
 
 
-def last_arrival(entered: dict[int, Entry]) -> dict | None:
+def _last_arrival(entered: dict[int, Entry]) -> dict | None:
     """The rank that entered a collective last, where it came later after the one before it than the others (at
     least two, or their spread says nothing) spread among themselves: the others waited for it. Its rank, how much
     later, and when the others entered."""
@@ -373,7 +373,7 @@ def _late_without_hang(views: dict[int, RankInGroup], group: str, desc: str) -> 
         return None
     seq = max(views[r].last_entered for r in waiting)
     entered = {r: v.collectives[seq] for r, v in views.items() if seq in v.collectives}
-    late = last_arrival(entered)
+    late = _last_arrival(entered)
     if late is None:
         return None
     e = entered[late["rank"]]
