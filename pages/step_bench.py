@@ -35,7 +35,7 @@ COURSE_VS_MODERN = "course vs modern"
 st.title("Step benchmark")
 st.write(
     f"One training step of the lab's own Transformer ({MODEL_NOTE}), timed phase by phase with a device synchronisation "
-    "(CUDA events on a GPU, `perf_counter` on a CPU): the course's step as the seeds write it beside today's stack "
+    "(CUDA events on a GPU, `perf_counter` on a CPU): the step as the lab's model writes it (stack *course*) beside today's stack "
     "(fused attention, fused AdamW, `torch.compile`), on the same shape. MFU is the model's FLOPs per second over the "
     "card's bf16 dense peak, whatever the precision, as nanoGPT, llm.c and torchtitan count it."
 )
@@ -49,7 +49,7 @@ model = cols[0].selectbox(
     MODEL_NAMES,
     index=MODEL_NAMES.index(sidebar_model) if sidebar_model in MODEL_NAMES else 0,
     key=f"{KEY}.model",
-    help="The course's sizes, GPT-2's (comparable with nanoGPT and llm.c) and published architectures; the sidebar's "
+    help="The lab's model sizes, GPT-2's (comparable with nanoGPT and llm.c) and published architectures; the sidebar's "
     "size is the default.",
 )
 batch = cols[1].number_input(

@@ -204,7 +204,10 @@ def auto_batch(cfg: StepBenchConfig, model: str, precisions: list[Precision], ct
     if cfg.batch:
         return cfg.batch, "as asked"
     if not ctx.is_cuda:
-        return DEFAULT_BATCH, f"the course's {DEFAULT_BATCH} (on a CPU the largest that fits would take minutes a step)"
+        return (
+            DEFAULT_BATCH,
+            f"{DEFAULT_BATCH}, the lab's default (on a CPU the largest that fits would take minutes a step)",
+        )
     from core.hardware.memory import budget
     from core.units import bytes_text
 

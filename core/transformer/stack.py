@@ -24,7 +24,7 @@ ATTENTION_NOTES = {
     "sdpa": "scaled_dot_product_attention(is_causal=True), the backend torch picks (flash, cuDNN, efficient, math)",
 }
 OPTIMIZER_NOTES = {
-    "course": "a loop over the parameters (foreach=False), as the course's hand-written AdamW",
+    "course": "a loop over the parameters (foreach=False), as a hand-written AdamW does",
     "foreach": "torch's multi-tensor kernels over every parameter at once (foreach=True)",
     "fused": "one fused kernel per parameter group (fused=True)",
 }
