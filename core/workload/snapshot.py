@@ -397,13 +397,29 @@ class Snapshot:
         return sorted(set(self.traces) | {s.device for s in self.segments} | set(self.other_devices))
 
     def busiest_device(self) -> int:
-        """The device with the most events (else the most reserved memory): the one the user recorded."""
-        if any(len(t) for t in self.traces.values()):
-            return max(self.traces, key=lambda d: len(self.traces[d]))
-        totals: dict[int, int] = {}
+        """The device that held the most memory: the most reserved at the dump, or in its trace's segments at their
+        height (reserved from the trace's own segment events), whichever is more; of equal memory, the one with the
+        most events. A device whose events all freed what they took (a second GPU the process touched, recorded
+        because history was switched on there) is not the one the user means: a two-device snapshot opened on the
+        device with nothing in it read peak, baseline and live 0 B."""
+        reserved: dict[int, int] = {}
         for s in self.segments:
-            totals[s.device] = totals.get(s.device, 0) + s.total_size
-        return max(totals, key=lambda d: totals[d]) if totals else 0
+            reserved[s.device] = reserved.get(s.device, 0) + s.total_size
+        held = {d: max(reserved.get(d, 0), self._trace_height(d)) for d in self.devices()}
+        if not held:
+            return 0
+        return max(held, key=lambda d: (held[d], len(self.traces.get(d) or ()), -d))
+
+    def _trace_height(self, device: int) -> int:
+        """The most memory ``device``'s trace had reserved at once, counted from its own segment events (what it
+        reserved before recording unknown: from zero); 0 without a trace."""
+        trace = self.traces.get(device)
+        if trace is None or not len(trace):
+            return 0
+        grow = np.isin(trace.action, (CODE["segment_alloc"], CODE["segment_map"]))
+        shrink = np.isin(trace.action, (CODE["segment_free"], CODE["segment_unmap"]))
+        change = np.where(grow, trace.size, 0) - np.where(shrink, trace.size, 0)
+        return max(int(np.cumsum(change).max()), 0)
 
 
 def read_snapshot(path, progress: Callable[[str], None] | None = None) -> Snapshot:

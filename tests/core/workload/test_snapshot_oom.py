@@ -178,12 +178,14 @@ def test_an_older_torch_s_requested_sizes_are_memory_viz_s():
 
 def test_several_devices_say_what_the_others_hold(tmp_path):
     """Device 0: ``hand_snapshot``'s 9 events; device 1: two events, one of them an out-of-memory of 1 MiB, and
-    a 2 MiB segment. Device 0 (the most events) is replayed, and the note names device 1 and how to read it."""
+    a 2 MiB segment. Device 1 holds the more memory (2 MiB against device 0's 12 KiB of segments) and is opened;
+    device 0 (the most events) is replayed when asked, and its note names device 1 and how to read it."""
     snap = snapshots.hand_snapshot()
     failed = {"action": "oom", "size": MIB, "device_free": 0, "stream": 0, "time_us": 1_000_100, "frames": []}
     snap["device_traces"].append([event("segment_alloc", 0x9000000, 2 * MIB, 90), failed])
     snap["segments"].append({"device": 1, "address": 0x9000000, "total_size": 2 * MIB, "stream": 0, "blocks": []})
-    m = summary_of(tmp_path, snap)
+    assert summary_of(tmp_path, snap)["device"] == 1
+    m = summary_of(tmp_path, snap, device=0)
     assert m["device"] == 0 and m["devices"] == [0, 1] and m["oom"] is None
     note = next(n for n in m["notes"] if "device 1" in n)
     assert "2 trace events, 1 of them out-of-memory, 1 segments (2.0 MiB reserved)" in note
