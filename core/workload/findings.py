@@ -284,13 +284,32 @@ def _largest_line(sites: list[dict]) -> dict | None:
     return max(lines.values(), key=lambda r: r["bytes"], default=None)
 
 
+SHORT_TRACE = 1  # torch 2.0's _record_memory_history kept this many trace entries by default (trace_alloc_max_entries)
+
+
+def _short_trace(meta: dict) -> dict | None:
+    """A torch 2.0 snapshot whose trace kept one entry while its blocks' stacks say recording was on: the state at
+    the dump, with a longer trace buffer to try, not blocks "from before recording" that no stack names."""
+    n, named = meta.get("trace_events") or 0, meta.get("baseline_with_stack_bytes") or 0
+    if not meta.get("legacy_blocks") or n > SHORT_TRACE or not named:
+        return None
+    text = (
+        f"the trace kept {n:,} event{'s' * (n != 1)} while recording was on (the blocks' own stacks name the sites of "
+        f"{bytes_text(named)}): torch 2.0's _record_memory_history keeps 1 trace entry by default — raise "
+        "trace_alloc_max_entries (max_entries in newer torch) to see when they were allocated; what is shown is the "
+        "state at the time of the snapshot, not a peak"
+    )
+    return _finding("short_trace", text, named, "bytes")
+
+
 def snapshot_findings(meta: dict) -> list[dict]:
     """Findings of an imported memory snapshot: an out-of-memory first, then the most bytes first."""
     oom = [_oom(meta["oom"])] if meta.get("oom") else []
     peak = meta.get("peak_allocated_bytes") or 0
     if not peak:
         return oom
-    traced = bool(meta.get("trace_events"))
+    short = _short_trace(meta)
+    traced = bool(meta.get("trace_events")) and short is None
     when = "at the peak" if traced else "at the time of the snapshot"
     candidates = []
     site = _largest_line(meta.get("top_sites_at_peak") or [])
@@ -305,7 +324,9 @@ def snapshot_findings(meta: dict) -> list[dict]:
                 "bytes",
             )
         )
-    if not traced:
+    if short is not None:
+        candidates.append(short)
+    elif not traced:
         candidates.append(
             _finding(
                 "no_trace",

@@ -613,6 +613,9 @@ class SnapshotAnalysis:
             "peak_fragmentation_time_ms": float(self.point_time_ms([f])[0]),
             "baseline_allocated_bytes": self.baseline_allocated_bytes,
             "baseline_allocated_blocks": int(len(self.baseline["size"])),
+            # of it, what the blocks' own stacks name (a torch 2.0 block keeps its allocation's stack in 'history')
+            "baseline_with_stack_bytes": int(self.baseline["size"][self.baseline["site"] >= 0].sum()),
+            "legacy_blocks": int(self.snapshot.quirks.get(OLD_BLOCKS, 0)),
             "baseline_reserved_bytes": self.baseline_reserved_bytes,
             "end_allocated_bytes": int(self.allocated[-1]),
             "end_reserved_bytes": int(self.reserved[-1]),
