@@ -12,11 +12,12 @@ def _percent(share: float | None) -> float | None:
     return None if share is None else round(100 * share, 1)
 
 
-def host_gap_table(meta: dict) -> list[dict]:
-    """One row per cause of the GPU's gaps, largest first: its time, its share of the gaps, its top operators
-    (with their source line where the trace recorded stacks). Empty for runs stored before the figure."""
+def host_gap_table(meta: dict, key: str = "host_gaps") -> list[dict]:
+    """One row per cause of the GPU's gaps (``key``: or of the host's time before the steps' first kernels,
+    ``host_before_first_kernel``), largest first: its time, its share, its top operators (with their source line
+    where the trace recorded stacks). Empty for runs stored before the figure."""
     rows = []
-    for c in (meta.get("host_gaps") or {}).get("causes") or []:
+    for c in (meta.get(key) or {}).get("causes") or []:
         top = c["top_ops"][:3]
         rows.append(
             {

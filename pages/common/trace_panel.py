@@ -59,6 +59,10 @@ def render(run: RunResult) -> None:
         st.warning(m.get("note", "no GPU activity in this trace"))
         return
     _headline(m)
+    if before := trace_why.host_gap_table(m, "host_before_first_kernel"):  # the host's time before any kernel
+        b = m["host_before_first_kernel"]
+        st.write(f"What the host did before each step's first kernel ({b['steps']:,} step(s), the GPU idle):")
+        st.dataframe(before, hide_index=True)
     if gaps := trace_why.host_gap_table(m):  # why the GPU idled, on the host's side: the answer before the charts
         st.write(f"What the host did while the GPU idled ({m['host_gaps']['gaps']:,} gaps, on the launching thread):")
         st.dataframe(gaps, hide_index=True)

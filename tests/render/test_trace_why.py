@@ -47,3 +47,17 @@ def test_the_tables_show_the_runs_figures():
 def test_runs_stored_before_the_figures_show_nothing():
     assert trace_why.host_gap_table({}) == trace_why.ops_table({}) == trace_why.modules_table({}) == []
     assert trace_why.patterns_table({}) == [] and trace_why.rates_caption({}) == ""
+
+
+def test_the_host_s_time_before_the_first_kernel_is_a_table_of_its_own():
+    """TraceLens' TimeSformer on an H100: the host's 218.1 ms before the step's first kernel, by cause."""
+    from core.workload.host_gaps import host_in_steps
+
+    path = ROOT / "tests" / "data" / "workload" / "tracelens_h100_timesformer_video.json.gz"
+    trace = read_trace(path)
+    rows, meta = analyse_trace(trace)
+    meta["host_before_first_kernel"], _ = host_in_steps(trace, meta["device"], [r for r in rows if r["kind"] == "step"])
+    table = trace_why.host_gap_table(meta, "host_before_first_kernel")
+    causes = meta["host_before_first_kernel"]["causes"]
+    assert [r["cause"] for r in table] == [c["cause"] for c in causes] and table[0]["cause"] == "other CPU work"
+    assert sum(r["ms"] for r in table) == pytest.approx(meta["host_before_first_kernel"]["time_us"] / 1000, abs=0.01)
