@@ -68,9 +68,11 @@ Region = tuple[int, bool, list[Cost]]  # where the plain pushes before an opcode
 # long strings, a memo index ≥ 2^24, a frame ≥ 1 MiB) is read below. DOTALL: "." is any byte.
 
 
-# A memo fetch followed by a store (at once, or after a DUP, PROTO or FRAME) copies what it fetched into another
-# slot: read in Python, for the copy may be a tuple. No pickler writes it (they store only what they just built).
-_NOT_STORED = rb"(?![qr\x94\x95\x802])"
+# A memo fetch followed by a store (at once, or after a DUP, PROTO or FRAME, or after a MARK, which an APPENDS of
+# nothing takes off again) copies what it fetched into another slot: read in Python, for the copy may be a tuple.
+# No pickler writes it (they store only what they just built). A fetch that ends the bytes read so far waits for
+# the next byte (read in Python, where the run stops).
+_NOT_STORED = rb"(?=[^pqr\x94\x95\x802(])"
 
 
 def _counted(between: bytes = b"") -> bytes:

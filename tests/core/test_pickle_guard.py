@@ -6,7 +6,9 @@ allows are refused before hashing one recurses through them (a million of them c
 
 from __future__ import annotations
 
+import io
 import pickle
+import random
 import re
 import subprocess
 import sys
@@ -14,7 +16,7 @@ import sys
 import pytest
 
 from core import pickle_guard
-from core.intake import DEFAULT_MAX_DEPTH, InputRefused
+from core.intake import DEFAULT_MAX_DEPTH, InputRefused, Limits
 from core.pickle_guard import PickleGuard
 from tests.conftest import ROOT
 
@@ -75,6 +77,8 @@ def doubling(level: bytes, levels: int = 40, key: bool = True) -> bytes:
     [
         ("two fetches of one slot", b"h%(k)ch%(k)c\x86q%(n)c"),
         ("a fetch copied into another slot", b"h%(k)cq\xc8h%(k)ch\xc8\x86q%(n)c"),
+        ("a fetch copied into another slot past a mark", b"h%(k)c(eq\xc80h\xc8h\xc8\x86q%(n)c"),
+        ("a fetch copied by a text PUT", b"h%(k)cp200\n0h\xc8h\xc8\x86q%(n)c"),
         ("a DUP of a fetch", b"h%(k)c2\x86q%(n)c"),
         ("a tuple back on top after APPENDS of nothing", b"h%(k)ch%(k)c\x86(eq%(n)c"),
         ("a tuple back on top after SETITEMS of nothing", b"h%(k)ch%(k)c\x86(uq%(n)c"),
@@ -86,6 +90,16 @@ def test_every_way_of_sharing_a_tuple_is_refused(name, level, monkeypatch):
     raw = doubling(level)
     assert len(raw) < 1_000
     assert TREE in both_ways(raw, monkeypatch), name
+
+
+def test_a_copy_whose_store_starts_the_next_chunk_is_refused():
+    """The guard is fed a chunk at a time: a fetch that ends one chunk, its store starting the next, is a copy
+    all the same."""
+    raw = doubling(b"h%(k)cq\xc8h%(k)ch\xc8\x86q%(n)c")
+    checked = PickleGuard("file")
+    with pytest.raises(InputRefused, match=TREE):
+        for i, part in enumerate(raw.split(b"q\xc8")):
+            checked.feed(part if i == 0 else b"q\xc8" + part)
 
 
 def test_the_limit_is_where_the_steps_pass_it():
@@ -127,3 +141,93 @@ def test_a_million_nested_tuples_as_a_key_no_longer_crash_the_reader(tmp_path):
     out = subprocess.run([sys.executable, "-c", code], capture_output=True, text=True, timeout=120, cwd=ROOT)
     assert out.returncode == 0, out.stderr[-2000:]
     assert "nests tuples 65 levels deep" in out.stdout
+
+
+def _steps(value, known: dict[int, tuple[int, bool]]) -> tuple[int, bool]:
+    """The steps hashing ``value`` walks, counted on the objects themselves, and whether it fails: a tuple 1 + its
+    items' up to the first that fails (a list, dict or set, or a tuple holding one), anything else 1."""
+    if type(value) is not tuple:
+        return 1, type(value) in (list, dict, set)
+    if id(value) not in known:
+        steps, fails = 1, False
+        for item in value:
+            item_steps, fails = _steps(item, known)
+            steps += item_steps
+            if fails:
+                break
+        known[id(value)] = steps, fails
+    return known[id(value)]
+
+
+def _random_pickle(rng: random.Random) -> bytes:
+    """Opcodes that push, fetch, store, copy, build tuples, mark, take marks off and pop, in any order the
+    unpickler takes: the stack is followed by kind (a mark, a list, a dict, a set, a tuple, anything else)."""
+    out, stack, slots = [b"\x80\x02"], [], {}
+    for _ in range(rng.randrange(10, 150)):
+        top = len(stack) - stack[::-1].index("(") if "(" in stack else 0  # values above the innermost mark
+        above = stack[top:]
+        can = ["N", ")", "]", "}", "(", "q", "p", "m"] + (["2", "0"] if above else []) + (["h"] if slots else [])
+        can += [f"t{k}" for k in (1, 2, 3) if len(above) >= k] + (["close"] if top else [])
+        if len(above) >= 3 and above[-3] == "}":
+            can.append("s")
+        op = rng.choice(can)
+        if op in ("N", ")", "]", "}", "("):
+            out.append(op.encode())
+            stack.append({"N": "a", ")": "t"}.get(op, op))
+        elif op in ("q", "p", "m") and above:
+            slot = len(slots) if op == "m" else rng.randrange(8)
+            out.append({"q": b"q%c" % slot, "p": b"p%d\n" % slot, "m": b"\x94"}[op])
+            slots[slot] = above[-1]
+        elif op == "h":
+            slot = rng.choice(list(slots))
+            out.append(b"h%c" % slot)
+            stack.append(slots[slot])
+        elif op == "2":
+            out.append(b"2")
+            stack.append(stack[-1])
+        elif op == "0":
+            out.append(b"0")
+            stack.pop()
+        elif op.startswith("t"):
+            out.append(bytes([0x84 + int(op[1])]))
+            del stack[len(stack) - int(op[1]) :]
+            stack.append("t")
+        elif op == "s":
+            out.append(b"s")
+            del stack[-2:]
+        elif op == "close":
+            below = stack[top - 2] if top >= 2 else None
+            fits = {"]": b"e", "}": b"u" if len(above) % 2 == 0 else b"1", "\x8f": b"\x90"}.get(below, b"1")
+            choice = rng.choice([fits, b"1", b"t", b"l"] if above else [b"e", b"u", b"1", b"t"])
+            out.append(choice)
+            del stack[top - 1 :]
+            if choice in (b"t", b"l"):
+                stack.append("t" if choice == b"t" else "]")
+    return b"".join(out) + b"."
+
+
+def test_no_tuple_a_random_pickle_builds_walks_more_steps_than_counted():
+    """3,000 random pickles of every opcode that moves a tuple about, unpickled for real (small), fed to the guard
+    in three pieces: where a tuple the unpickler built (in its memo or the result) takes W steps to hash, the guard
+    with a limit of W - 1 refuses the file."""
+    rng = random.Random(0)
+    checked = 0
+    for _ in range(3_000):
+        raw = _random_pickle(rng)
+        unpickler = pickle.Unpickler(io.BytesIO(raw))
+        try:
+            result = unpickler.load()
+        except Exception:  # noqa: BLE001 - most random opcodes fail part way; what was built is in the memo
+            result = None
+        known: dict[int, tuple[int, bool]] = {}
+        worst = max(_steps(v, known)[0] for v in [*unpickler.memo.copy().values(), result])
+        if worst < 2:
+            continue
+        checked += 1
+        limits = Limits(pickle_tree_objects=worst - 1, pickle_tree_objects_per_byte=0)
+        checker = PickleGuard("file", limits)
+        cuts = sorted(rng.sample(range(1, len(raw)), 2))
+        with pytest.raises(InputRefused):
+            for a, b in zip([0, *cuts], [*cuts, len(raw)]):
+                checker.feed(raw[a:b])
+    assert checked > 500
