@@ -125,7 +125,7 @@ def answer(run: RunResult) -> None:
         if line.startswith("host-bound"):
             st.warning(markdown_text(line))
         else:
-            st.markdown("- " + markdown_text(line))
+            st.markdown(("    - " if line.startswith("  ") else "- ") + markdown_text(line.strip()))
     if run.meta.get("cpu_load_note"):
         st.warning(f"Busy machine: {markdown_text(run.meta['cpu_load_note'])}.")
     batch_rule = run.meta.get("batch_rule")

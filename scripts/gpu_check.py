@@ -95,7 +95,7 @@ GPU = Sizes(
     stacks={
         # GPT-2 124M at 64 × 1,024 tokens, the course's stack beside today's with compile
         "gpt2": {"model": "gpt2-124m", "precision": "bf16-autocast", "batch": 64, "context": 1024}
-        | {"stacks": "course,modern", "profile_steps": 2, **STACK_STEPS},
+        | {"stacks": "course,modern", "profile_steps": 2, **STACK_STEPS, "trace": True},
         # the 2.7B preset at context 2,048, the largest batch that fits, today's stack, then Float8
         "2.7B": {"model": "2.7B", "precision": "bf16-autocast", "batch": 0, "context": 2048, "stacks": "modern"}
         | {"profile_steps": 1, **STACK_STEPS, "timed_steps": 5},
@@ -530,6 +530,7 @@ def step_stacks(ck: Check) -> None:
             ck.sizes.stacks["gpt2"]["precision"],
             tuple(ck.sizes.stacks["gpt2"]["stacks"].split(",")),
         ),
+        claims.own_step_findings(runs["gpt2"], "course", modern),
         claims.step_planner(runs["gpt2"], modern, "gpt2-124m"),
         claims.step_planner(runs["2.7B"], large, "2.7B"),
     ]

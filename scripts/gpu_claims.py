@@ -574,5 +574,29 @@ def step_planner(run: dict | None, stack: str, label: str) -> Claim:
     return Claim(claim, f"measured {_gib(measured)}, planned {_gib(estimated)} ({error:+.2f}%)", expected, verdict)
 
 
+HELD_BACK = ("idle", "host_gap", "step_stall", "op_pattern")  # kinds of finding that name what holds a step back
+WRITTEN_OUT_ATTENTION = "attention kernels"  # the cause an unfused-attention finding carries
+
+
+def own_step_findings(run: dict | None, course: str = "course", modern: str = "modern") -> Claim:
+    """The lab reads its own profiled steps as it reads a user's trace: the course's step's findings name what holds
+    it back (launch gaps, unfused element-wise kernels, written-out attention); today's stack's invent no written-out
+    attention."""
+    claim = "step: the lab's findings on its own traces"
+    expected = f"course: a finding of {', '.join(HELD_BACK)}; modern: none about written-out attention"
+    if missing := _missing(claim, expected, run):
+        return missing
+    assert run is not None
+    found = {s: (_summary(run, s) or {}).get("trace_findings") for s in (course, modern)}
+    if found[course] is None or found[modern] is None:
+        return Claim(
+            claim, f"no trace read back on {_on(run)} (a GPU's only)", expected, INFO if not _cuda(run) else FAIL
+        )
+    said = "; ".join(f"{s}: " + (" | ".join(f["text"][:120] for f in f_) or "no finding") for s, f_ in found.items())
+    named = any(f["kind"] in HELD_BACK for f in found[course])
+    invented = any(f.get("cause") == WRITTEN_OUT_ATTENTION for f in found[modern])
+    return Claim(claim, said, expected, PASS if named and not invented else FAIL)
+
+
 def as_dicts(claims: list[Claim]) -> list[dict[str, Any]]:
     return [c.to_dict() for c in claims]

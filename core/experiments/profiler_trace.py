@@ -40,45 +40,13 @@ class ProfilerTraceConfig:
 
 
 def run(cfg: ProfilerTraceConfig, ctx: Context):
-    from core.workload.collective_calls import collective_rows
-    from core.workload.findings import ranked, trace_findings
-    from core.workload.host_gaps import (
-        before_first_kernel_findings,
-        host_gap_findings,
-        host_gaps,
-        host_in_steps,
-        step_stall_findings,
-    )
-    from core.workload.op_flops import tensor_core_findings, tensor_core_use
-    from core.workload.ops import op_breakdown, op_findings
-    from core.workload.trace import analyse_trace, read_trace
+    from core.workload.trace import read_trace
+    from core.workload.trace_analysis import analyse
 
     path = Path(cfg.path)
     data, file = yield from read_imported(path, read_trace, 2)
     yield Progress(1, 2, f"analysing {data.events:,} events")
-    rows, meta = analyse_trace(data, cfg.top_kernels)
-    steps = [r for r in rows if r["kind"] == "step"]
-    if meta.get("gpu_activities"):
-        meta["host_gaps"], by_step = host_gaps(data, meta["device"], steps=steps)
-        for step, held in zip(steps, by_step):
-            step.update(held)
-        meta["host_before_first_kernel"], lived = host_in_steps(data, meta["device"], steps)
-        for step, held in zip(steps, lived):
-            step.update(held)
-        meta.update(op_breakdown(data, meta["device"], cfg.top_kernels))
-        meta["tensor_cores"] = tensor_core_use(data, meta["device"])
-        rows += collective_rows(data, meta["device"])
-    # the answer first, the most time first and at most three: what the host did before the kernels and while the
-    # GPU idled, the operators' patterns and the tensor cores left unused (each naming an operator, a module or a
-    # kernel), the summary's findings
-    meta["findings"] = ranked(
-        before_first_kernel_findings(meta)
-        + step_stall_findings(steps)  # of equal times, the one step's stall says more than the whole trace's cause
-        + host_gap_findings(meta, steps)
-        + op_findings(meta)
-        + tensor_core_findings(meta)
-        + trace_findings(meta, rows)
-    )
+    rows, meta = analyse(data, cfg.top_kernels)
     meta.update({**file, "recorded_on": "the machine that recorded the trace (imported file)"})
     if cfg.example:
         examples.label(meta, cfg.example)

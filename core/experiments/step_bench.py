@@ -417,7 +417,28 @@ def _profile(cfg: StepBenchConfig, ctx: Context, bench: Bench, stack: str) -> tu
     }
     if cfg.trace:
         figures |= save_trace(prof)
+        if ctx.is_cuda:
+            figures |= own_trace_findings(figures["trace_path"])
     return kernel_rows, figures
+
+
+OWN_TRACE_FINDINGS = 3
+
+
+def own_trace_findings(path: str) -> dict:
+    """The step's own trace read back as a user's trace is (:mod:`core.workload.trace_analysis`): what its findings
+    say holds the step back — launch gaps, unfused element-wise kernels, written-out attention — in the same words."""
+    from core.workload.trace import read_trace
+    from core.workload.trace_analysis import analyse
+
+    _, meta = analyse(read_trace(path), 10)
+    return {
+        "trace_findings": [
+            {"kind": f["kind"], "cause": f.get("cause"), "text": f["text"]}
+            for f in meta.get("findings", [])[:OWN_TRACE_FINDINGS]
+        ],
+        "trace_busy": meta["busy_us"] / meta["span_us"] if meta.get("span_us") else None,
+    }
 
 
 # --- the experiment -----------------------------------------------------------------------------
@@ -719,7 +740,10 @@ def answer_lines(rows: list[dict], meta: dict) -> list[str]:
     kinds = {r.get("kind") for r in rows}
     grid = "grid" in kinds
     picked = [r for r in rows if r.get("kind") in ("summary", "precision", "grid")]
-    lines = [_config_text({"stack": "course"} | r, grid) for r in picked]
+    lines = []
+    for r in picked:
+        lines.append(_config_text({"stack": "course"} | r, grid))
+        lines += [f"  its trace, read as an imported one: {f['text']}" for f in r.get("trace_findings") or []]
     bound = [r for r in picked if r.get("host_bound")]
     if bound:
         names = ", ".join(" · ".join(str(r.get(k)) for k in ("precision", "stack")) for r in bound)

@@ -318,3 +318,19 @@ def test_the_planner_against_the_allocator_s_peak():
     far = bench({"modern": [1.0]}, 1e12, peak_estimated_bytes=43 * GIB, peak_measured_bytes=40 * GIB)  # +7.5%
     assert claims.step_planner(near, "modern", "x").verdict == "pass"
     assert claims.step_planner(far, "modern", "x").verdict == "fail"
+
+
+def test_the_lab_s_findings_on_its_own_steps():
+    def with_findings(course: list[dict], modern: list[dict]) -> dict:
+        out = bench({"course": [1.0], "modern": [1.0]}, 1e12)
+        for row in out["rows"]:
+            if row["kind"] == "summary":
+                row["trace_findings"] = course if row["stack"] == "course" else modern
+        return out
+
+    gaps = {"kind": "host_gap", "cause": "Python", "text": "the GPU waited 40% of the span on the host"}
+    unfused = {"kind": "op_pattern", "cause": "attention kernels", "text": "unfused attention: softmax + bmm"}
+    group = {"kind": "kernel_group", "cause": "matmul kernels", "text": "matmul kernels 80%"}
+    assert claims.own_step_findings(with_findings([gaps], [group])).verdict == "pass"
+    assert claims.own_step_findings(with_findings([group], [group])).verdict == "fail"  # names nothing holding back
+    assert claims.own_step_findings(with_findings([gaps], [unfused])).verdict == "fail"  # invents attention

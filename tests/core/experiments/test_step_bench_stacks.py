@@ -219,3 +219,27 @@ def test_the_cli_says_the_answer_before_any_table(capsys):
     )
     assert out[2].startswith("host-bound — these times compare launch overhead") and out[2].endswith("course)")
     assert out.index("summary:") > 2 and "30 more rows (raw samples): --json has them all" in out
+
+
+def test_the_step_s_own_trace_is_read_as_an_imported_one():
+    """The lab reads its own profiled step with the analysis a user's trace gets: on a real GPU trace (the V100
+    ResNet-50 step of tests/data, recorded elsewhere) the same findings and busy share the trace import stores."""
+    from pathlib import Path
+
+    from core.experiments.step_bench import OWN_TRACE_FINDINGS, own_trace_findings
+    from core.workload.trace import read_trace
+    from core.workload.trace_analysis import analyse
+
+    path = Path(__file__).parents[2] / "data" / "workload" / "hta_v100_step1012_trimmed.json.gz"
+    own = own_trace_findings(str(path))
+    _, meta = analyse(read_trace(str(path)), 10)
+    texts = [f["text"] for f in own["trace_findings"]]
+    assert texts == [f["text"] for f in meta["findings"][:OWN_TRACE_FINDINGS]] and texts
+    assert [f["kind"] for f in own["trace_findings"]] == [f["kind"] for f in meta["findings"][:OWN_TRACE_FINDINGS]]
+    assert own["trace_busy"] == pytest.approx(meta["busy_us"] / meta["span_us"])
+    summary = {"kind": "summary", "stack": "course", "precision": "bf16-autocast", "step_ms_median": 1.0}
+    summary |= {"tokens_per_s": 1.0, "mfu": None, "trace_findings": own["trace_findings"]}
+    from core.experiments.step_bench import answer_lines
+
+    lines = answer_lines([summary], {})
+    assert lines[1] == f"  its trace, read as an imported one: {texts[0]}"
