@@ -8,8 +8,10 @@ its own fresh process; wall time and the peak RSS of its whole process tree (sam
 psutil) are taken, rounds interleaved so a drifting machine favours no one, and the medians compared.
 The lab's bytecode is compiled first, as ``scripts/install.sh`` does (pip compiled the peers' own).
 
-The files: the real ones in ``tests/data/workload`` (recorded on GPUs by others), plus generated ones of
-real shape when asked (``--snapshot-mib 1024 --trace-mib 1024,5120``). HTA is a benchmark-only
+The files: the real ones in ``tests/data/workload`` and ``examples/traces`` (recorded on GPUs by others), plus
+generated ones of real shape when asked (``--snapshot-mib 1024 --trace-mib 1024,5120``). Each trace row says
+whether the lab took at most :data:`TIME_TARGET` of the peer's time and :data:`RSS_TARGET` of its peak RSS, and
+the last line how many rows met both. HTA is a benchmark-only
 dependency (it brings JupyterLab): give its interpreter with ``--hta-python`` (a virtual environment with
 ``pip install HolisticTraceAnalysis``), or its rows say "skipped: HTA not installed".
 
@@ -36,6 +38,7 @@ import psutil
 ROOT = Path(__file__).resolve().parent.parent
 DATA = ROOT / "tests" / "data" / "workload"
 MIB = 2**20
+TIME_TARGET, RSS_TARGET = 0.5, 0.6  # the lab's time and peak RSS against HTA's, on every real trace
 HTA_SCRIPT = """
 import sys, warnings
 warnings.filterwarnings("ignore")
@@ -121,6 +124,7 @@ def plain_copy(path: Path, folder: Path) -> Path:
 def cases(args, work: Path) -> list[tuple[str, str, Path]]:
     found = [("snapshot", p.name, p) for p in sorted((DATA / "snapshots").glob("*.pickle*"))]
     found += [("trace", p.name, p) for p in sorted([*DATA.glob("*.json"), *DATA.glob("*.json.gz")])]
+    found += [("trace", f"examples/{p.name}", p) for p in sorted((ROOT / "examples" / "traces").glob("*.json.gz"))]
     for mib in args.snapshot_mib:
         sys.path.insert(0, str(ROOT / "benchmarks"))
         from snapshot_import import write_snapshot
@@ -163,6 +167,7 @@ def main(argv=None) -> int:
     )
     args = parser.parse_args(argv)
     subprocess.run([sys.executable, "-m", "compileall", "-q", "core", "render"], cwd=ROOT, check=True)
+    judged: list[bool] = []
     with tempfile.TemporaryDirectory(prefix="gpulab-peers-") as tmp:
         work = Path(tmp)
         print(
@@ -187,10 +192,17 @@ def main(argv=None) -> int:
             peer_s = statistics.median(w for w, _, _ in runs["peer"])
             peer_m = statistics.median(m for _, m, _ in runs["peer"]) / MIB
             failed = " (peer failed)" if any(rc for _, _, rc in runs["peer"]) else ""
+            met = kind != "trace" or (lab_s / peer_s <= TIME_TARGET and lab_m / peer_m <= RSS_TARGET)
+            if kind == "trace":
+                judged.append(met)
             print(
                 f"{label:<42} {kind:<8} {lab_s:>7.2f} {peer_s:>7.2f} {lab_s / peer_s:>6.2f} "
-                f"{lab_m:>8.0f} {peer_m:>9.0f} {lab_m / peer_m:>6.2f}{failed}"
+                f"{lab_m:>8.0f} {peer_m:>9.0f} {lab_m / peer_m:>6.2f}{failed}{'' if met else '  ← over the target'}"
             )
+    if judged:
+        print(
+            f"traces within {TIME_TARGET:g}× HTA's time and {RSS_TARGET:g}× its peak RSS: {sum(judged)} of {len(judged)}"
+        )
     return 0
 
 

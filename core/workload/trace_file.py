@@ -45,7 +45,7 @@ from core.workload.cpu_ops import CPU_KINDS, RUNTIME, CpuOps, _Columns
 from core.workload.json_array import batches, element_ends
 
 MAX_TRACE_BYTES = 8 * 2**30  # decompressed JSON (its bytes are mapped, not held: the columns are what costs)
-BATCH_EVENTS = 50_000  # events decoded at once: bounds the decoded objects alive (a few tens of MiB)
+BATCH_EVENTS = 5_000  # events decoded at once: bounds the decoded objects alive (a few MiB; 50,000 held 25 MiB more)
 BATCH_BYTES = 64 << 20  # and the bytes of one batch, unless one event alone is longer
 WHAT = "profiler trace"
 KINDS = ("compute", "communication", "memcpy", "memset")
