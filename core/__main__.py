@@ -15,7 +15,38 @@ def _leave(signum, frame) -> None:
     os._exit(130)  # nothing to clean: no command has started (a worker started ahead follows its parent out)
 
 
+class _ClosedPipeIsQuiet:
+    """stdout that stops writing once its reader has gone (``python -m core trace T | head``): the command goes on
+    and exits with its own code, where the first write past the reader's end ended it in a traceback and exit 1."""
+
+    def __init__(self, stream) -> None:
+        self._stream, self.closed_by_reader = stream, False
+
+    def write(self, text: str) -> int:
+        if not self.closed_by_reader:
+            try:
+                return self._stream.write(text)
+            except BrokenPipeError:
+                self._gone()
+        return len(text)
+
+    def flush(self) -> None:
+        if not self.closed_by_reader:
+            try:
+                self._stream.flush()
+            except BrokenPipeError:
+                self._gone()
+
+    def _gone(self) -> None:
+        self.closed_by_reader = True
+        os.dup2(os.open(os.devnull, os.O_WRONLY), self._stream.fileno())  # what is still buffered goes nowhere
+
+    def __getattr__(self, name: str):
+        return getattr(self._stream, name)
+
+
 signal.signal(signal.SIGINT, _leave)
+sys.stdout = _ClosedPipeIsQuiet(sys.stdout)
 from core.cli import main  # noqa: E402 - after the handler: this import is the slow part
 
 sys.exit(main())

@@ -315,3 +315,15 @@ def test_help_lists_the_commands_a_user_runs_and_not_the_internal_experiments():
     assert not {"probe", "memory-snapshot", "profiler-trace", "profiler-trace-ranks"} & listed
     for name in ("probe", "memory-snapshot", "profiler-trace", "profiler-trace-ranks"):
         assert name not in out.stdout
+
+
+def test_a_reader_that_stops_reading_ends_the_command_quietly():
+    """`python -m core examples | head -1`: the reader closes the pipe (here before the first write); the command
+    ends with its own exit code and no traceback, where a BrokenPipeError printed one and exited 1."""
+    read, write = os.pipe()
+    os.close(read)  # nobody will ever read what it writes
+    proc = subprocess.run(
+        [sys.executable, "-m", "core", "examples"], stdout=write, stderr=subprocess.PIPE, cwd=ROOT, timeout=120
+    )
+    os.close(write)
+    assert proc.returncode == 0 and b"Traceback" not in proc.stderr and b"BrokenPipe" not in proc.stderr
