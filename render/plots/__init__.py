@@ -14,10 +14,15 @@ from render.chart import Chart
 
 
 def _module(experiment: str):
+    """The experiment's plot module, or None when it has none; a plot module that exists but fails to import (a
+    broken import inside it) raises, never reads as "no plot" (Compare and the report then drew nothing, silently)."""
+    name = f"render.plots.{experiment.replace('-', '_')}"
     try:
-        return importlib.import_module(f"render.plots.{experiment.replace('-', '_')}")
-    except ModuleNotFoundError:
-        return None
+        return importlib.import_module(name)
+    except ModuleNotFoundError as exc:
+        if exc.name == name:
+            return None
+        raise
 
 
 def figures_for(run: RunResult) -> list[Chart]:
