@@ -193,6 +193,7 @@ class RunSummary:
     headline: str
     payload_bytes: int  # size of the stored run as JSON: what exporting it adds to a runs file
     recorded_elsewhere: str | None = None  # an imported file's own GPU (see recorded_elsewhere())
+    damaged: str | None = None  # what is wrong with a stored run that cannot be read back (listed, never opened)
 
     @classmethod
     def of(cls, run: RunResult, payload_bytes: int, headline: str) -> RunSummary:
@@ -224,7 +225,11 @@ class RunSummary:
         return asdict(self)
 
     @classmethod
-    def from_dict(cls, data: dict) -> RunSummary:
+    def from_dict(cls, data: Any) -> RunSummary:
+        """A stored summary, checked like a run's fields (the history reads them without further checks)."""
+        problem = summary_problem(data)
+        if problem:
+            raise SchemaError(problem)
         return cls(**data)
 
     @property
@@ -397,6 +402,32 @@ def schema_problem(data: Any) -> str | None:
     if bad_row is not None:
         return f"rows[{bad_row}] is not an object"
     return None
+
+
+SUMMARY_FIELDS: dict[str, tuple[type, ...]] = {
+    "row_count": (int,),
+    "headline": (str,),
+    "payload_bytes": (int,),
+    "recorded_elsewhere": (str, NONE),
+    "damaged": (str, NONE),
+}
+
+
+def summary_problem(data: Any) -> str | None:
+    """What is wrong with a stored summary, or None: its run's fields as :func:`schema_problem` checks them, and its
+    own."""
+    if not isinstance(data, dict):
+        return f"a summary must be a JSON object, got {type(data).__name__}"
+    own = {k: data[k] for k in SUMMARY_FIELDS if k in data}
+    missing = [k for k in ("row_count", "headline", "payload_bytes") if k not in own]
+    unknown = set(data) - set(FIELDS) - set(SUMMARY_FIELDS)
+    if missing or unknown:
+        return f"summary fields missing ({', '.join(missing)}) or unknown ({', '.join(sorted(map(str, unknown)))})"
+    problem = _typed(own, SUMMARY_FIELDS, "summary field ")
+    if problem:
+        return problem
+    run = {k: v for k, v in data.items() if k not in SUMMARY_FIELDS}
+    return schema_problem(run | {"rows": [], "schema_version": SCHEMA_VERSION})
 
 
 def rows_frame(rows: list[dict]):

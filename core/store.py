@@ -13,7 +13,7 @@ import os
 import sqlite3
 from collections.abc import Iterable, Iterator
 from contextlib import closing, contextmanager
-from dataclasses import replace
+from dataclasses import dataclass, replace
 from pathlib import Path
 from typing import BinaryIO
 from urllib.parse import quote
@@ -23,14 +23,14 @@ from core.intake import LIMITS, InputRefused, check_containers, is_pickle, json_
 from core.jsonable import json_ready
 from core.locks import pid_alive
 from core.paths import db_path
-from core.result import SCHEMA_VERSION, RunResult, RunSummary, SchemaError, now_iso
+from core.result import SCHEMA_VERSION, STATUSES, RunResult, RunSummary, SchemaError, now_iso
 from core.rows import upgrade
 from core.text import label_problem, quoted, tags_problem
 from core.units import MIB, bytes_text, count_text, exact_size_text
 
 EXPORT_FORMAT = "gpulab-runs"
 MAX_IMPORT_BYTES = 256 * MIB
-DB_VERSION = 2
+DB_VERSION = 3
 # How long a write waits for another process's lock before it fails with "database is locked".
 BUSY_TIMEOUT_S = 30.0
 
@@ -45,6 +45,19 @@ class ImportRefused(InputRefused):
 
 class ExportTooLarge(StoreError):
     """Runs that would make a runs file larger than an import accepts (so it could never come back)."""
+
+
+class DamagedRun(StoreError):
+    """A stored run that cannot be read back (its JSON cut or garbled, or not what its experiment's views read):
+    named by its id with what is wrong, so one bad row is a sentence, never a traceback that takes down every
+    list, page and command. ``runs check`` lists such runs and moves them aside."""
+
+    def __init__(self, run_id: str, problem: str) -> None:
+        self.run_id, self.problem = run_id, problem
+        super().__init__(
+            f"stored run {run_id} is damaged: {problem}; `python -m core runs check` lists the damaged runs and "
+            f"`runs check --quarantine` moves them aside"
+        )
 
 
 def _v1(conn: sqlite3.Connection) -> None:
@@ -81,12 +94,20 @@ def _v2(conn: sqlite3.Connection) -> None:
         conn.execute("INSERT INTO summaries VALUES (?, ?)", (run_id, _summary_json(_summary_of_row(row))))
 
 
+def _v3(conn: sqlite3.Connection) -> None:
+    """Where ``runs check --quarantine`` moves a damaged run: its row as it was (the payload's text, its summary)
+    with what is wrong and when, out of every list and view but not lost."""
+    conn.execute(
+        "CREATE TABLE quarantine (id, experiment, started_at, problem TEXT NOT NULL, quarantined_at TEXT NOT NULL, "
+        "payload, summary)"
+    )
+
+
 # MIGRATIONS[n] upgrades a database of version n to n + 1.
-MIGRATIONS = {0: _v1, 1: _v2}
+MIGRATIONS = {0: _v1, 1: _v2, 2: _v3}
 # What a summary is rebuilt from when a database has none yet (an older one opened read-only).
-_STORED_COLUMNS = (
-    "id, experiment, status, device_name, device_kind, started_at, finished_at, name, tags, imported, payload"
-)
+_LISTED_COLUMNS = "id, experiment, status, device_name, device_kind, started_at, finished_at, name, tags, imported"
+_STORED_COLUMNS = f"{_LISTED_COLUMNS}, payload"
 
 
 class RunStore:
@@ -96,7 +117,7 @@ class RunStore:
     def __init__(self, path: str | os.PathLike | None = None, read_only: bool = False) -> None:
         self.path = Path(path) if path else db_path()
         self.read_only = read_only
-        self._summarised = True  # False: an older database opened read-only, summaries come from payloads
+        self._version = DB_VERSION  # below 2: an older database opened read-only, summaries come from payloads
         if read_only:
             if not self.path.is_file():
                 raise StoreError(f"there is no run database at {self.path}")
@@ -168,7 +189,7 @@ class RunStore:
         version = conn.execute("PRAGMA user_version").fetchone()[0]
         if version > DB_VERSION:
             raise StoreError(f"the run database has version {version}, newer than this GPU Lab ({DB_VERSION})")
-        self._summarised = version >= 2
+        self._version = version
         return version
 
     def _migrate(self, conn: sqlite3.Connection) -> None:
@@ -224,13 +245,17 @@ class RunStore:
             self._write(conn, run, owner_pid, "REPLACE")
 
     def delete(self, ids: Iterable[str]) -> int:
+        """Delete runs by exact id, stored or moved aside by ``runs check --quarantine``: how many were."""
         ids = list(ids)
         if not ids:
             return 0
         marks = ",".join("?" * len(ids))
         with self._transaction() as conn:
             conn.execute(f"DELETE FROM summaries WHERE id IN ({marks})", ids)
-            return conn.execute(f"DELETE FROM runs WHERE id IN ({marks})", ids).rowcount
+            removed = conn.execute(f"DELETE FROM runs WHERE id IN ({marks})", ids).rowcount
+            if self._version >= 3:
+                removed += conn.execute(f"DELETE FROM quarantine WHERE id IN ({marks})", ids).rowcount
+            return removed
 
     @contextmanager
     def _transaction(self) -> Iterator[sqlite3.Connection]:
@@ -259,26 +284,40 @@ class RunStore:
         return run
 
     def mark_interrupted(self) -> int:
-        """Runs left "running" by a process that no longer exists become "interrupted"."""
+        """Runs left "running" by a process that no longer exists become "interrupted"; a damaged one (nothing it
+        recorded can be read) is marked so in its row and listed as damaged, for ``runs check``."""
         with self._connect() as conn:
             rows = conn.execute("SELECT id, owner_pid FROM runs WHERE status = 'running'").fetchall()
         count = 0
         for run_id, pid in rows:
-            if pid == os.getpid() or (pid and pid_alive(pid)):
+            if pid == os.getpid() or (isinstance(pid, int) and pid > 0 and pid_alive(pid)):
                 continue  # still being run by a live process
-            run = self.get(run_id)
+            try:
+                run = self.get(run_id)
+            except DamagedRun as exc:
+                self._mark_damaged(run_id, exc.problem)
+                continue
             self.save(interrupted(run, f"the GPU Lab process that ran it (pid {pid}) stopped before the run finished"))
             count += 1
         return count
 
+    def _mark_damaged(self, run_id: str, problem: str) -> None:
+        """A damaged run left "running": "interrupted" in its row, and a summary that lists it as damaged."""
+        with self._transaction() as conn:
+            conn.execute("UPDATE runs SET status = 'interrupted' WHERE id = ?", (run_id,))
+            row = conn.execute(f"SELECT {_LISTED_COLUMNS} FROM runs WHERE id = ?", (run_id,)).fetchone()
+            summary = _summary_json(_damaged_summary(row, problem))
+            conn.execute("INSERT OR REPLACE INTO summaries VALUES (?, ?)", (run_id, summary))
+
     # -- reading -----------------------------------------------------------------------------------
 
     def get(self, run_id: str) -> RunResult:
+        """The run with this exact id: KeyError when there is none, :class:`DamagedRun` when it cannot be read."""
         with self._connect() as conn:
             row = conn.execute("SELECT payload FROM runs WHERE id = ?", (run_id,)).fetchone()
         if row is None:
-            raise KeyError(f"no run with id {run_id!r}")
-        return read_run(json.loads(row[0]))
+            raise KeyError(f"no run with id {quoted(run_id)}")
+        return _decode(run_id, row[0])
 
     def find(self, prefix: str) -> RunResult:
         """A run by id or unique id prefix (as the CLI prints short ids)."""
@@ -302,12 +341,18 @@ class RunStore:
         until: str | None = None,
         limit: int | None = None,
     ) -> list[RunResult]:
-        """Whole runs (rows included) newest first; ``device`` matches part of the device name; dates are
-        ISO prefixes. To list runs, :meth:`summaries` reads far less."""
+        """Whole runs (rows included) newest first, a damaged one left out; ``device`` matches part of the device
+        name; dates are ISO prefixes. To list runs, :meth:`summaries` reads far less."""
         where, args = self._where(experiment, device, status, since, until)
-        sql = f"SELECT payload FROM runs{where} ORDER BY started_at DESC" + (" LIMIT ?" if limit else "")
+        sql = f"SELECT id, payload FROM runs{where} ORDER BY started_at DESC" + (" LIMIT ?" if limit else "")
+        runs = []
         with self._connect() as conn:
-            return [read_run(json.loads(p)) for (p,) in conn.execute(sql, args + ([int(limit)] if limit else []))]
+            for run_id, payload in conn.execute(sql, args + ([int(limit)] if limit else [])):
+                try:
+                    runs.append(_decode(run_id, payload))
+                except DamagedRun:
+                    continue  # listed by summaries() and runs check, never raised into a view
+        return runs
 
     @staticmethod
     def _where(experiment, device, status, since, until) -> tuple[str, list]:
@@ -334,18 +379,26 @@ class RunStore:
         until: str | None = None,
         limit: int | None = None,
     ) -> list[RunSummary]:
-        """What the history lists, newest first, without reading any run's rows (same filters as :meth:`list`)."""
+        """What the history lists, newest first, without reading any run's rows (same filters as :meth:`list`).
+        Every stored run is listed: one whose summary is missing or garbled is listed from its table row, marked
+        damaged."""
         where, args = self._where(experiment, device, status, since, until)
-        if self._summarised:
-            sql = f"SELECT s.summary FROM runs JOIN summaries s USING (id){where} ORDER BY started_at DESC"
-        else:
-            sql = f"SELECT {_STORED_COLUMNS} FROM runs{where} ORDER BY started_at DESC"
+        summarised = self._version >= 2
+        joined = " LEFT JOIN summaries s USING (id)" if summarised else ""
+        sql = f"SELECT id, {'s.summary' if summarised else 'NULL'} FROM runs{joined}{where} ORDER BY started_at DESC"
         sql += " LIMIT ?" if limit else ""
         with self._connect() as conn:
             rows = conn.execute(sql, args + ([int(limit)] if limit else [])).fetchall()
-        if self._summarised:
-            return [RunSummary.from_dict(json.loads(text)) for (text,) in rows]
-        return [_summary_of_row(row) for row in rows]
+        # Where a summary is missing (an older database read-only) or garbled, it is made from the run: one bad row
+        # must not empty the history.
+        return [(summarised and _stored_summary(*row)) or self._summary_from_run(row[0]) for row in rows]
+
+    def _summary_from_run(self, run_id: str) -> RunSummary:
+        """A run's summary made from its stored run, or from its table row (marked damaged) when that cannot be
+        read."""
+        with self._connect() as conn:
+            row = conn.execute(f"SELECT {_STORED_COLUMNS} FROM runs WHERE id = ?", (run_id,)).fetchone()
+        return _summary_of_row(row)
 
     def count(self) -> int:
         with self._connect() as conn:
@@ -389,10 +442,25 @@ class RunStore:
 
     # -- exchange ----------------------------------------------------------------------------------
 
-    def export_data(self, ids: Iterable[str] | None = None) -> dict:
+    def export_data(self, ids: Iterable[str] | None = None, left_out: list[DamagedRun] | None = None) -> dict:
         """The runs as a runs file object; a run still 'running' goes out as 'interrupted' (a file holds
-        finished runs only, so what was measured so far can still be imported elsewhere)."""
-        runs = [self.get(i) for i in ids] if ids is not None else list(reversed(self.list()))
+        finished runs only, so what was measured so far can still be imported elsewhere). Every run by default, a
+        damaged one left out and added to ``left_out`` (a run asked for by id that is damaged raises
+        :class:`DamagedRun`)."""
+        if ids is not None:
+            runs = [self.get(i) for i in ids]
+        else:
+            runs = []
+            with self._connect() as conn:
+                order = conn.execute("SELECT id FROM runs ORDER BY started_at").fetchall()
+            for (run_id,) in order:  # one payload in memory at a time while it is read
+                try:
+                    runs.append(self.get(run_id))
+                except DamagedRun as exc:
+                    if left_out is not None:
+                        left_out.append(exc)
+                except KeyError:
+                    continue  # deleted since the ids were read
         runs = [
             interrupted(r, "it was still running when it was exported") if r.status == "running" else r for r in runs
         ]
@@ -403,15 +471,16 @@ class RunStore:
             "runs": [json_ready(r.to_dict()) for r in runs],
         }
 
-    def export_json(self, ids: Iterable[str] | None = None) -> str:
-        """Compact JSON, refused (:class:`ExportTooLarge`) past what an import accepts."""
-        data = self.export_data(ids)
+    def export_json(self, ids: Iterable[str] | None = None, left_out: list[DamagedRun] | None = None) -> str:
+        """Compact JSON, refused (:class:`ExportTooLarge`) past what an import accepts (``left_out``: as
+        :meth:`export_data`)."""
+        data = self.export_data(ids, left_out)
         text = json.dumps(data, allow_nan=False, ensure_ascii=False, separators=(",", ":"))
         size = len(text.encode("utf-8"))
         if size > MAX_IMPORT_BYTES:
             count = len(data["runs"])
             raise ExportTooLarge(
-                f"{count} run(s) make a {bytes_text(size)} runs file, larger than the "
+                f"{count_text(count, 'run')} make a {bytes_text(size)} runs file, larger than the "
                 f"{exact_size_text(MAX_IMPORT_BYTES)} import limit, so it could not be imported back; "
                 + (
                     "export fewer runs at a time (runs export ID …)"
@@ -420,6 +489,60 @@ class RunStore:
                 )
             )
         return text
+
+    # -- damage ------------------------------------------------------------------------------------
+
+    def check(self) -> Check:
+        """Every stored run read back, one at a time: the runs that cannot be (:class:`DamagedRun`), the runs whose
+        summary cannot, and what an earlier check moved aside."""
+        with self._connect() as conn:
+            ids = [r[0] for r in conn.execute("SELECT id FROM runs ORDER BY started_at")]
+        damaged, summaries = [], []
+        for run_id in ids:
+            with self._connect() as conn:
+                row = conn.execute(
+                    "SELECT payload, s.summary FROM runs LEFT JOIN summaries s USING (id) WHERE id = ?"
+                    if self._version >= 2
+                    else "SELECT payload, '' FROM runs WHERE id = ?",
+                    (run_id,),
+                ).fetchone()
+            if row is None:
+                continue  # deleted meanwhile
+            try:
+                _decode(run_id, row[0])
+            except DamagedRun as exc:
+                damaged.append(exc)
+                continue
+            if self._version >= 2 and _stored_summary(run_id, row[1]) is None:
+                summaries.append(run_id)
+        return Check(damaged=damaged, summaries=summaries, quarantined=self.quarantined())
+
+    def quarantined(self) -> list[tuple[str, str, str]]:
+        """What ``runs check --quarantine`` moved aside: (id, problem, when), oldest first."""
+        if self._version < 3:
+            return []
+        with self._connect() as conn:
+            rows = conn.execute("SELECT id, problem, quarantined_at FROM quarantine ORDER BY rowid").fetchall()
+        return [(str(i), str(p), str(t)) for i, p, t in rows]
+
+    def quarantine(self, found: Check) -> None:
+        """Move ``found``'s damaged runs aside (their row as it was, with the problem, in the quarantine table) and
+        rebuild the summaries it found damaged from their runs; one transaction, so a crash leaves the store as it
+        was."""
+        with self._transaction() as conn:
+            for damage in found.damaged:
+                conn.execute(
+                    "INSERT INTO quarantine SELECT id, experiment, started_at, ?, ?, payload, "
+                    "(SELECT summary FROM summaries WHERE id = runs.id) FROM runs WHERE id = ?",
+                    (damage.problem, now_iso(), damage.run_id),
+                )
+                conn.execute("DELETE FROM summaries WHERE id = ?", (damage.run_id,))
+                conn.execute("DELETE FROM runs WHERE id = ?", (damage.run_id,))
+            for run_id in found.summaries:
+                row = conn.execute("SELECT payload FROM runs WHERE id = ?", (run_id,)).fetchone()
+                if row is not None:
+                    summary = _summary_json(summarize(_decode(run_id, row[0]), len(row[0])))
+                    conn.execute("INSERT OR REPLACE INTO summaries VALUES (?, ?)", (run_id, summary))
 
     def import_bytes(self, raw: bytes) -> tuple[int, int]:
         """Validate a whole runs file, then add its runs in one transaction: (added, already present)."""
@@ -443,6 +566,16 @@ class RunStore:
         except InputRefused as exc:
             raise ImportRefused(str(exc)) from None
         return self.import_bytes(raw)
+
+
+@dataclass(frozen=True)
+class Check:
+    """What ``runs check`` found: the runs that cannot be read, the runs whose summary cannot (their run can: the
+    summary is rebuilt), and what was moved aside before, as (id, problem, when)."""
+
+    damaged: list[DamagedRun]
+    summaries: list[str]
+    quarantined: list[tuple[str, str, str]]
 
 
 def parse_runs_file(raw: bytes) -> list[RunResult]:
@@ -524,29 +657,74 @@ def _summary_json(summary: RunSummary) -> str:
 
 
 def _summary_of_row(row: tuple) -> RunSummary:
-    """A stored run's summary from its table row; a run that no longer validates still lists, saying so."""
-    run_id, experiment, status, device_name, device_kind, started_at, finished_at, name, tags, imported, payload = row
+    """A stored run's summary from its table row (the migration to summaries); a run that cannot be read still
+    lists, marked damaged."""
+    payload = row[-1]
     try:
-        return summarize(RunResult.from_dict(json.loads(payload)), len(payload))
-    except (ValueError, TypeError, RecursionError) as exc:  # SchemaError and JSON errors are ValueErrors
-        return RunSummary(
-            id=run_id,
-            experiment=experiment,
-            status=status,
-            started_at=started_at,
-            finished_at=finished_at,
-            name=str(name),
-            tags=[],
-            imported=bool(imported),
-            config={},
-            device={"kind": device_kind, "name": device_name},
-            versions={},
-            error=f"this stored run does not follow the result schema ({str(exc)[:200]}); "
-            f"delete it with `python -m core runs delete {run_id}`",
-            row_count=0,
-            headline="",
-            payload_bytes=len(payload),
-        )
+        return summarize(_decode(row[0], payload), len(payload))
+    except DamagedRun as exc:
+        return _damaged_summary(row[:-1], exc.problem, _size(payload))
+
+
+def _stored_summary(run_id: str, text: object) -> RunSummary | None:
+    """A run's stored summary, or None where it is missing or garbled."""
+    try:
+        if isinstance(text, str):
+            return replace(RunSummary.from_dict(json.loads(text)), id=run_id)
+    except (ValueError, TypeError, RecursionError):
+        pass
+    return None
+
+
+def _damaged_summary(columns: tuple, problem: str, payload_bytes: int = 0) -> RunSummary:
+    """What the table row of a damaged run still says, each column taken only when it holds what it should."""
+    run_id, experiment, status, device_name, device_kind, started_at, _, name, tags, imported = columns[:10]
+    try:
+        tag_list = json.loads(tags)
+    except (ValueError, TypeError, RecursionError):
+        tag_list = []
+    return RunSummary(
+        id=str(run_id),
+        experiment=str(experiment),
+        status=status if status in STATUSES else "error",
+        started_at=str(started_at or ""),
+        finished_at=None,
+        name=str(name or ""),
+        tags=[t for t in tag_list if isinstance(t, str)] if isinstance(tag_list, list) else [],
+        imported=bool(imported),
+        config={},
+        device={"kind": str(device_kind or ""), "name": str(device_name or "")},
+        versions={},
+        error=f"damaged: {problem}",
+        row_count=0,
+        headline="",
+        payload_bytes=payload_bytes,
+        damaged=problem,
+    )
+
+
+def _size(payload: object) -> int:
+    return len(payload) if isinstance(payload, (str, bytes)) else 0
+
+
+def _decode(run_id: str, payload: object) -> RunResult:
+    """A stored payload read back (:func:`read_run`), or :class:`DamagedRun` saying what is wrong with it."""
+    if not isinstance(payload, (str, bytes)):
+        raise DamagedRun(run_id, f"its stored JSON is a {type(payload).__name__}, not text")
+    try:
+        data = json.loads(payload)
+    except json.JSONDecodeError as exc:
+        at = f"{exc.msg.removesuffix(' at').lower()} at character {exc.pos:,} of {len(payload):,}"
+        raise DamagedRun(run_id, f"its stored JSON is cut short or garbled: {at}") from None
+    except (ValueError, RecursionError) as exc:
+        raise DamagedRun(run_id, f"its stored JSON cannot be read ({str(exc)[:200]})") from None
+    try:
+        run = read_run(data)
+    except (SchemaError, TypeError, RecursionError) as exc:
+        raise DamagedRun(run_id, str(exc)[:500]) from None
+    if run.id != run_id:
+        raise DamagedRun(run_id, f"its stored JSON is another run's ({quoted(run.id, 70)})")
+    return run
 
 
 def _like_escape(text: str) -> str:

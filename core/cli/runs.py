@@ -58,9 +58,20 @@ def register(sub, common) -> None:
     p = rsub.add_parser("import", parents=[common], help="add the runs of a runs file (marked imported)")
     p.add_argument("file")
     p.set_defaults(handler=import_runs)
-    p = rsub.add_parser("delete", parents=[common], help="delete runs")
+    p = rsub.add_parser("delete", parents=[common], help="delete runs (damaged or moved aside too)")
     p.add_argument("ids", nargs="+")
     p.set_defaults(handler=delete)
+    p = rsub.add_parser(
+        "check",
+        parents=[common],
+        help="read every stored run back and name the damaged ones (exit 1 while any is left)",
+    )
+    p.add_argument(
+        "--quarantine",
+        action="store_true",
+        help="move the damaged runs aside (kept in the database's quarantine table) and rebuild damaged summaries",
+    )
+    p.set_defaults(handler=check)
 
 
 def list_runs(args) -> int:
@@ -81,9 +92,17 @@ def list_runs(args) -> int:
         for s in summaries:
             print(
                 terminal_text(
-                    f"{s.id[:12]}  {timestamp_text(s.started_at)}  {s.experiment:<14} {s.status:<12} "
-                    f"{_device(s):<40} {s.name}{'  (imported)' if s.imported else ''}"
+                    f"{s.id[:12]}  {timestamp_text(s.started_at)}  {s.experiment:<14} "
+                    f"{'damaged' if s.damaged else s.status:<12} {_device(s):<40} {s.name}"
+                    f"{'  (imported)' if s.imported else ''}"
                 )
+            )
+        damaged = sum(bool(s.damaged) for s in summaries)
+        if damaged:
+            print(
+                f"{count_text(damaged, 'run')} listed as damaged cannot be opened: `python -m core runs check` says "
+                "what is wrong",
+                file=sys.stderr,
             )
     return 0
 
@@ -109,15 +128,14 @@ def export(args) -> int:
         check_writable(args.output)
     store = open_store(args, write=False)
     ids = [store.find(i).id for i in args.ids] if args.ids else None
-    text = store.export_json(ids)
+    left_out: list = []  # the damaged runs left out (core.store.DamagedRun)
+    text = store.export_json(ids, left_out)
+    for damage in left_out:
+        print(terminal_text(f"left out: {damage}"), file=sys.stderr)
     if args.output:
         write_file(args.output, text.encode("utf-8"))
-        print(
-            terminal_text(
-                f"wrote {count_text(len(ids) if ids is not None else store.count(), 'run')} to {args.output}"
-            ),
-            file=sys.stderr,
-        )
+        written = len(ids) if ids is not None else store.count() - len(left_out)
+        print(terminal_text(f"wrote {count_text(written, 'run')} to {args.output}"), file=sys.stderr)
     else:
         print(text)
     return 0
@@ -142,6 +160,59 @@ def import_runs(args) -> int:
 
 def delete(args) -> int:
     store = open_store(args)
-    removed = store.delete(store.find(i).id for i in args.ids)
+    aside = {run_id for run_id, _, _ in store.quarantined()}
+    removed = store.delete(i if i in aside else _stored_id(store, i) for i in args.ids)
     print(f"deleted {count_text(removed, 'run')}")
     return 0
+
+
+def _stored_id(store, given: str) -> str:
+    """The id of the run meant, without reading it (a damaged run can be deleted)."""
+    from core.store import DamagedRun
+
+    try:
+        return store.find(given).id
+    except DamagedRun as exc:
+        return exc.run_id
+
+
+def check(args) -> int:
+    """Every stored run read back: the damaged ones named with what is wrong (exit 1 while any is left in the
+    store), moved aside with ``--quarantine``."""
+    store = open_store(args, write=args.quarantine)
+    found = store.check()
+    if args.quarantine:
+        store.quarantine(found)
+    left = [] if args.quarantine else found.damaged
+    if args.json:
+        print(
+            dump(
+                {
+                    "damaged": [{"id": d.run_id, "problem": d.problem} for d in found.damaged],
+                    "summaries_damaged": found.summaries,
+                    "moved_aside": args.quarantine,
+                    "quarantined": [{"id": i, "problem": p, "quarantined_at": t} for i, p, t in store.quarantined()],
+                }
+            )
+        )
+        return 1 if left else 0
+    for damage in found.damaged:
+        print(terminal_text(f"{damage.run_id}  damaged: {damage.problem}"))
+    for run_id in found.summaries:
+        print(terminal_text(f"{run_id}  summary damaged (its run reads){': rebuilt' if args.quarantine else ''}"))
+    total = store.count() + (len(found.damaged) if args.quarantine else 0)
+    print(
+        f"{count_text(total, 'stored run')} read back: {count_text(len(found.damaged), 'damaged run')}"
+        + (" moved aside" if args.quarantine and found.damaged else "")
+        + f", {count_text(len(found.summaries), 'damaged summary', 'damaged summaries')}"
+        + (" rebuilt" if args.quarantine and found.summaries else "")
+    )
+    aside = store.quarantined()
+    if aside:
+        print(
+            f"{count_text(len(aside), 'run')} set aside (`runs delete ID` removes one): "
+            + terminal_text(", ".join(run_id for run_id, _, _ in aside[:5]) + (", …" if len(aside) > 5 else ""))
+        )
+    if left:
+        print("`python -m core runs check --quarantine` moves the damaged runs aside", file=sys.stderr)
+    return 1 if left else 0

@@ -1,0 +1,105 @@
+"""Damaged rows in the run store (issue 48, item 2): a payload cut short, the same on the row still marked running
+by a process that is gone, a garbled or missing summary. Each is written into a real database here, then every
+command is run as ``python -m core`` in a process tree bounded in CPU time and RSS: the damaged run is named in
+words (exit 2 when asked for, exit 1 from ``runs check`` while one is left), every other run is still listed, shown
+and exported, and ``runs check --quarantine`` moves the damaged ones aside without losing them."""
+
+from __future__ import annotations
+
+import json
+import sqlite3
+
+import pytest
+
+from tests.core.workload.test_hostile_files import bounded_cli
+from tests.factories import make_run
+
+CPU_S = 20.0  # of CPU time across the command's process tree
+RSS = 600 << 20
+DEAD_PID = 2**22 + 12345  # above the default pid_max: no such process
+
+
+def cli(*args: str):
+    out = bounded_cli(*args, wall_s=CPU_S, rss_bytes=RSS)
+    assert "Traceback" not in out.stderr, out.stderr[-2000:]
+    return out
+
+
+@pytest.fixture
+def damaged(store, data_dir):
+    """Four good runs and three damaged rows, named by what was done to them."""
+    good = [make_run("probe", rows=[{"step": i}], id=f"{i}good{i:028d}", name=f"good {i}") for i in range(4)]
+    cut, running, garbled = (make_run("probe", id=f"{w}{0:032d}"[:32], name=w) for w in ("cut", "running", "garbled"))
+    for run in [*good, cut, garbled]:
+        store.save(run)
+    store.save(running, owner_pid=DEAD_PID)
+    conn = sqlite3.connect(data_dir / "runs.sqlite", isolation_level=None)
+    conn.execute("UPDATE runs SET payload = substr(payload, 1, 100) WHERE id IN (?, ?)", (cut.id, running.id))
+    conn.execute("UPDATE runs SET status = 'running' WHERE id = ?", (running.id,))
+    conn.execute("UPDATE summaries SET summary = '{\"id\": 5' WHERE id = ?", (garbled.id,))
+    conn.execute("DELETE FROM summaries WHERE id = ?", (good[3].id,))
+    conn.close()
+    return {"good": [r.id for r in good], "cut": cut.id, "running": running.id, "garbled": garbled.id}
+
+
+def test_every_run_is_still_listed_and_the_damaged_one_is_named(damaged):
+    out = cli("runs", "list", "--json")
+    assert out.code == 0, out.stderr
+    listed = {s["id"]: s for s in json.loads(out.stdout)}
+    assert set(listed) == {*damaged["good"], damaged["cut"], damaged["running"], damaged["garbled"]}
+    # the row left running by a dead process cannot be read back: listed as damaged, no longer running
+    assert "cut short" in listed[damaged["running"]]["damaged"] and listed[damaged["running"]]["status"] != "running"
+    # a garbled or missing summary is rebuilt from its run, which reads
+    assert listed[damaged["garbled"]]["name"] == "garbled" and not listed[damaged["garbled"]]["damaged"]
+    assert listed[damaged["good"][3]]["name"] == "good 3"
+
+
+def test_show_names_the_damage_and_the_others_still_show(damaged):
+    out = cli("runs", "show", damaged["cut"])
+    assert out.code == 2
+    assert f"stored run {damaged['cut']} is damaged: its stored JSON is cut short" in out.stderr
+    assert "runs check" in out.stderr
+    for run_id in (*damaged["good"], damaged["garbled"]):
+        shown = cli("runs", "show", run_id, "--json")
+        assert shown.code == 0 and json.loads(shown.stdout)["id"] == run_id
+
+
+def test_export_leaves_the_damaged_runs_out_with_a_note(damaged, tmp_path):
+    target = tmp_path / "all.json"
+    out = cli("runs", "export", "-o", str(target))
+    assert out.code == 0, out.stderr
+    exported = {r["id"] for r in json.loads(target.read_text())["runs"]}
+    assert exported == {*damaged["good"], damaged["garbled"]}
+    for run_id in (damaged["cut"], damaged["running"]):
+        assert f"left out: stored run {run_id} is damaged" in out.stderr
+    assert "wrote 5 runs" in out.stderr
+    asked = cli("runs", "export", damaged["cut"])
+    assert asked.code == 2 and f"{damaged['cut']} is damaged" in asked.stderr
+
+
+def test_runs_check_names_them_and_quarantine_moves_them_aside(damaged):
+    out = cli("runs", "check")
+    assert out.code == 1
+    assert f"{damaged['cut']}  damaged: its stored JSON is cut short" in out.stdout
+    assert f"{damaged['running']}  damaged" in out.stdout
+    assert f"{damaged['garbled']}  summary damaged" in out.stdout
+    moved = cli("runs", "check", "--quarantine")
+    assert moved.code == 0 and "2 damaged runs moved aside" in moved.stdout
+    again = cli("runs", "check", "--json")
+    assert again.code == 0
+    report = json.loads(again.stdout)
+    assert report["damaged"] == [] and report["summaries_damaged"] == []
+    assert {q["id"] for q in report["quarantined"]} == {damaged["cut"], damaged["running"]}
+    listed = {s["id"] for s in json.loads(cli("runs", "list", "--json").stdout)}
+    assert listed == {*damaged["good"], damaged["garbled"]}
+    # kept, not lost: the row as it was stored, with what is wrong
+    from core.store import RunStore
+
+    with sqlite3.connect(RunStore().path) as conn:
+        payload, problem = conn.execute(
+            "SELECT payload, problem FROM quarantine WHERE id = ?", (damaged["cut"],)
+        ).fetchone()
+    assert len(payload) == 100 and "cut short" in problem
+    removed = cli("runs", "delete", damaged["cut"])
+    assert removed.code == 0 and "deleted 1 run" in removed.stdout
+    assert [q["id"] for q in json.loads(cli("runs", "check", "--json").stdout)["quarantined"]] == [damaged["running"]]
