@@ -22,7 +22,6 @@ from __future__ import annotations
 
 import argparse
 import os
-import pickle
 import shutil
 import statistics
 import subprocess
@@ -32,6 +31,10 @@ import time
 from pathlib import Path
 
 ROOT = Path(__file__).resolve().parent.parent
+sys.path.insert(0, str(ROOT))
+
+from tests.core.workload.fr_trace_input import with_members  # noqa: E402
+
 RECORD = ROOT / "tests" / "data" / "flight_recorder" / "record_job.py"
 COLLECTIVES = 2000
 FR_TRACE = "torch.distributed.flight_recorder.fr_trace"
@@ -54,11 +57,7 @@ def for_torch(folder: Path, ranks: int) -> Path:
     """A copy whose pg_config lists the default group's members (what NCCL's dumps hold and gloo's lack)."""
     out = folder.with_name(folder.name + "_pg_config")
     if len(list(out.glob("rank_*"))) != ranks:
-        out.mkdir(exist_ok=True)
-        config = {"0": {"name": "0", "desc": "default_pg", "ranks": str(list(range(ranks)))}}
-        for f in folder.glob("rank_*"):
-            dump = pickle.loads(f.read_bytes())  # recorded here, by this machine's torch: trusted
-            (out / f.name).write_bytes(pickle.dumps({**dump, "pg_config": config}))
+        with_members(folder, out, {"0": ("default_pg", list(range(ranks)))})
     return out
 
 

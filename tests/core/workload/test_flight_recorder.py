@@ -19,8 +19,9 @@ import pytest
 from core.errors import ConfigError
 from core.experiment import config_from_dict, drive
 from core.experiments.flight_recorder import FlightRecorderConfig, run
-from core.intake import LIMITS, loads_pickle
+from core.intake import LIMITS
 from tests.conftest import ROOT
+from tests.core.workload.fr_trace_input import with_members
 from tests.core.workload.test_hostile_files import bounded_cli, refused
 
 DATA = ROOT / "tests" / "data" / "flight_recorder"
@@ -109,17 +110,9 @@ FR_TRACE = "torch.distributed.flight_recorder.fr_trace"
 
 
 def fr_trace(folder: Path, tmp_path: Path, groups: dict[str, tuple[str, list[int]]], *args: str) -> str:
-    """torch's analyser on a copy of the dumps with the groups' members filled in (name → (desc, ranks), each
-    rank given the groups it is in): gloo writes no members, on which fr_trace stops with a KeyError."""
-    out = tmp_path / f"{folder.name}_for_fr_trace"
-    out.mkdir()
-    for f in folder.iterdir():
-        rank = int(re.sub(r"\D", " ", f.name).split()[-1])
-        dump = loads_pickle(f.read_bytes())  # the lab's reader; the copy is written for fr_trace's pickle.load
-        dump["pg_config"] = {
-            g: {"name": g, "desc": d, "ranks": str(r)} for g, (d, r) in groups.items() if rank in r
-        }  # fmt: skip
-        (out / f.name).write_bytes(pickle.dumps(dump))
+    """torch's analyser on a copy of the dumps with the groups' members filled in (name → (desc, ranks)):
+    gloo writes no members, on which fr_trace stops with a KeyError."""
+    out = with_members(folder, tmp_path / f"{folder.name}_for_fr_trace", groups)
     done = subprocess.run(
         [sys.executable, "-m", FR_TRACE, str(out), *args], capture_output=True, text=True, timeout=300, cwd=tmp_path
     )

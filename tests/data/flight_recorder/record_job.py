@@ -28,6 +28,7 @@ from __future__ import annotations
 
 import argparse
 import datetime
+import json
 import os
 import socket
 import sys
@@ -74,14 +75,13 @@ class Job:
     def dump(self, completed: int = 0) -> None:
         """Write this rank's dump; with ``completed``, once its recorder counts that many collectives of the
         default group completed (gloo marks one completed a moment after the call returns)."""
-        import pickle
-
         import torch
 
         c10d = torch._C._distributed_c10d
         deadline = time.monotonic() + DEADLINE_S
         while (
-            completed and pickle.loads(c10d._dump_fr_trace())["pg_status"]["0"]["last_completed_collective"] < completed
+            completed
+            and int(json.loads(c10d._dump_fr_trace_json())["pg_status"]["0"]["last_completed_collective"]) < completed
         ):
             if time.monotonic() > deadline:
                 raise TimeoutError(f"collective #{completed} never counted completed")
