@@ -146,3 +146,33 @@ def test_how_measured_shows_the_files_without_their_titles():
     for text, name in zip(shown, ("step_bench", "all_gpus"), strict=True):
         body = (METHODS / f"{name}.md").read_text().partition("\n")[2].strip()
         assert text == body and not text.startswith("# ")
+
+
+def test_the_architecture_s_worked_example_runs_as_pasted(tmp_path):
+    """docs/ARCHITECTURE.md's "add an experiment" module, pasted as it stands, imports on a box without torch (the
+    registry imports every experiment module for every command) and its config refuses what it says it refuses."""
+    import subprocess
+    import sys
+    import textwrap
+
+    text = (ROOT / "docs" / "ARCHITECTURE.md").read_text()
+    block = text.split("1. **`core/experiments/memcpy.py`**", 1)[1].split("```python\n", 1)[1].split("```", 1)[0]
+    (tmp_path / "memcpy_example.py").write_text(textwrap.dedent(block))
+    probe = textwrap.dedent(
+        """
+        import sys
+        sys.modules["torch"] = None  # any import of torch fails, as on a box without it
+        import memcpy_example
+        from core.errors import ConfigError
+        (exp,) = memcpy_example.EXPERIMENTS
+        assert exp.name == "memcpy" and exp.config_type().sizes_mib == (1, 64, 1024)
+        try:
+            exp.config_type(sizes_mib=(0,))
+        except ConfigError as exc:
+            print("refused:", exc)
+        """
+    )
+    env = {"PYTHONPATH": f"{tmp_path}:{ROOT}", "PATH": "/usr/bin:/bin"}
+    done = subprocess.run([sys.executable, "-c", probe], capture_output=True, text=True, env=env, timeout=120)
+    assert done.returncode == 0, done.stderr
+    assert done.stdout.strip() == "refused: sizes_mib: give at least one size of 1 MiB or more"
