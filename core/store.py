@@ -319,17 +319,28 @@ class RunStore:
             raise KeyError(f"no run with id {quoted(run_id)}")
         return _decode(run_id, row[0])
 
-    def find(self, prefix: str) -> RunResult:
-        """A run by id or unique id prefix (as the CLI prints short ids)."""
+    def resolve(self, given: str) -> str:
+        """The id a user means: the run with exactly this id, else the one run whose id starts with it (as the CLI
+        prints short ids). Letters keep their case, and a prefix that several runs share is refused with them named,
+        so an imported run whose id extends (or differs only in case from) another's never hides it."""
         with self._connect() as conn:
-            rows = conn.execute(
-                "SELECT id FROM runs WHERE id LIKE ? ESCAPE '\\'", (_like_escape(prefix) + "%",)
-            ).fetchall()
-        if not rows:
-            raise KeyError(f"no run with id {prefix!r}")
-        if len(rows) > 1:
-            raise KeyError(f"id prefix {prefix!r} matches {len(rows)} runs; give more characters")
-        return self.get(rows[0][0])
+            if conn.execute("SELECT 1 FROM runs WHERE id = ?", (given,)).fetchone():
+                return given
+            if not (given.isascii() and given.isalnum()):  # an id is letters and digits: nothing else can match
+                raise KeyError(f"no run with id {quoted(given)}")
+            pattern = (given + "*",)
+            count = conn.execute("SELECT COUNT(*) FROM runs WHERE id GLOB ?", pattern).fetchone()[0]
+            ids = [r[0] for r in conn.execute("SELECT id FROM runs WHERE id GLOB ? ORDER BY id LIMIT 3", pattern)]
+        if not count:
+            raise KeyError(f"no run with id {quoted(given)}")
+        if count > 1:
+            named = ", ".join(ids) + (", …" if count > len(ids) else "")
+            raise KeyError(f"id prefix {quoted(given)} matches {count:,} runs ({named}); give more characters")
+        return ids[0]
+
+    def find(self, given: str) -> RunResult:
+        """A run by its id or a unique prefix of it (:meth:`resolve`)."""
+        return self.get(self.resolve(given))
 
     def list(
         self,

@@ -127,7 +127,7 @@ def export(args) -> int:
     if args.output:
         check_writable(args.output)
     store = open_store(args, write=False)
-    ids = [store.find(i).id for i in args.ids] if args.ids else None
+    ids = [store.resolve(i) for i in args.ids] if args.ids else None
     left_out: list = []  # the damaged runs left out (core.store.DamagedRun)
     text = store.export_json(ids, left_out)
     for damage in left_out:
@@ -161,19 +161,9 @@ def import_runs(args) -> int:
 def delete(args) -> int:
     store = open_store(args)
     aside = {run_id for run_id, _, _ in store.quarantined()}
-    removed = store.delete(i if i in aside else _stored_id(store, i) for i in args.ids)
+    removed = store.delete(i if i in aside else store.resolve(i) for i in args.ids)
     print(f"deleted {count_text(removed, 'run')}")
     return 0
-
-
-def _stored_id(store, given: str) -> str:
-    """The id of the run meant, without reading it (a damaged run can be deleted)."""
-    from core.store import DamagedRun
-
-    try:
-        return store.find(given).id
-    except DamagedRun as exc:
-        return exc.run_id
 
 
 def check(args) -> int:

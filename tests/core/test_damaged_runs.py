@@ -103,3 +103,30 @@ def test_runs_check_names_them_and_quarantine_moves_them_aside(damaged):
     removed = cli("runs", "delete", damaged["cut"])
     assert removed.code == 0 and "deleted 1 run" in removed.stdout
     assert [q["id"] for q in json.loads(cli("runs", "check", "--json").stdout)["quarantined"]] == [damaged["running"]]
+
+
+# -- item 3: ids matched whole ---------------------------------------------------------------------------------
+
+
+def test_an_imported_id_that_extends_or_recases_another_never_hides_it(store, tmp_path):
+    """An import whose ids start with an existing run's whole id, or spell it in capitals: the existing run is still
+    shown, exported, reported and deleted by its id, and a prefix that both share is refused with both named."""
+    mine = make_run("probe", id="abc123", name="mine")
+    store.save(mine)
+    theirs = [make_run("probe", id=i, name=f"theirs {i}") for i in ("abc1234", "ABC123")]
+    runs_file = tmp_path / "theirs.json"
+    runs_file.write_text(
+        json.dumps({"format": "gpulab-runs", "schema_version": 1, "runs": [r.to_dict() for r in theirs]})
+    )
+    assert cli("runs", "import", str(runs_file)).code == 0
+    shown = cli("runs", "show", "abc123", "--json")
+    assert shown.code == 0 and json.loads(shown.stdout)["name"] == "mine"
+    exported = cli("runs", "export", "abc123")
+    assert exported.code == 0 and [r["name"] for r in json.loads(exported.stdout)["runs"]] == ["mine"]
+    report = tmp_path / "r.html"
+    assert cli("report", "abc123", "-o", str(report)).code == 0 and "mine" in report.read_text()
+    shared = cli("runs", "show", "abc12")
+    assert shared.code == 2 and "id prefix 'abc12' matches 2 runs (abc123, abc1234)" in shared.stderr
+    assert json.loads(cli("runs", "show", "ABC1", "--json").stdout)["name"] == "theirs ABC123"  # case is kept
+    assert cli("runs", "delete", "abc123").code == 0
+    assert sorted(s["id"] for s in json.loads(cli("runs", "list", "--json").stdout)) == ["ABC123", "abc1234"]
