@@ -95,6 +95,10 @@ class Context:
 RunFn = Callable[[Any, Context], Generator[Progress, None, Output]]
 
 
+ALL = "all"  # the device of a run on every GPU of the box at once (core.fanout)
+SLOW_FRACTION = 0.05  # GPUs of one node differ by a few percent; more than this below the node's median is flagged
+
+
 @dataclass(frozen=True)
 class DeviceMetric:
     """How the GPUs of one box compare when an experiment runs on all of them at once (``device="all"``).

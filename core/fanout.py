@@ -26,13 +26,11 @@ from typing import Any
 
 from core import workerprocess
 from core.errors import ConfigError
-from core.experiment import DeviceMetric, Experiment, config_to_dict
+from core.experiment import ALL, SLOW_FRACTION, DeviceMetric, Experiment, config_to_dict
 from core.jsonable import json_ready
 from core.lifecycle import Job, Listener, Recorder, Submitter
 from core.result import RunResult, now_iso
 
-ALL = "all"
-SLOW_FRACTION = 0.05  # GPUs of one node differ by a few percent; more than this is worth a look
 POLL_S = 0.2
 STATUS_ORDER = ("cancelled", "error", "interrupted", "unsupported", "ok")  # the merged run takes the worst
 # Device facts that describe the whole box when every GPU shares them.

@@ -10,7 +10,7 @@ from __future__ import annotations
 import html
 from datetime import UTC, datetime
 
-from core.health.check import banner, cell
+from core.health.words import banner, cell
 from core.result import RunResult
 from core.units import duration_text
 

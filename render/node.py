@@ -10,7 +10,7 @@ from __future__ import annotations
 import pandas as pd
 import plotly.graph_objects as go
 
-from core.fanout import ALL, SLOW_FRACTION
+from core.experiment import ALL, SLOW_FRACTION
 from core.result import RunResult
 from render.chart import Chart
 from render.style import style, title

@@ -14,11 +14,12 @@ import time
 from core.hardware.device import host_name
 from core.hardware.health_reference import THRESHOLD_REASON
 from core.hardware.identity import box_identity
-from core.health.check import HealthReport, answer, run_health, table
+from core.health.check import HealthReport, run_health, table
 from core.health.config import HealthConfig
 from core.health.fleet import NodeResult, fleet_rows
 from core.health.node import Exchange, Fleet, Heartbeat, announce, finish
 from core.health.verdict import overall, summary
+from core.health.words import answer
 from core.jsonable import json_ready
 from core.result import RunResult, new_run_id, now_iso
 from core.text import terminal_text

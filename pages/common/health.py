@@ -10,7 +10,7 @@ import pandas as pd
 import streamlit as st
 
 from core.hardware.identity import box_label, made_here
-from core.health import check
+from core.health import check, words
 from core.health.rejudge import rejudge
 from core.jsonable import json_ready
 from core.result import RunResult
@@ -112,9 +112,9 @@ def section() -> None:
 
 def show(run: RunResult, key: str) -> None:
     """A check's banner, its verdict table and its report and bundle to download."""
-    kind, words = check.banner(run)
+    kind, said = words.banner(run)
     took = duration_text(run.meta.get("wall_s") or 0.0)
-    getattr(st, kind)(f"{words} ({took}, {timestamp_text(run.started_at)} UTC)")
+    getattr(st, kind)(f"{said} ({took}, {timestamp_text(run.started_at)} UTC)")
     st.dataframe(pd.DataFrame([_row(r) for r in run.rows]), hide_index=True)
     cols = st.columns(2)
     cols[0].download_button(
@@ -140,10 +140,10 @@ def _row(r: dict) -> dict:
     return {
         "figure": r["figure"],
         "where": " ".join(filter(None, (r.get("node"), r["where"]))),
-        "measured": check.cell(r, "measured"),
+        "measured": words.cell(r, "measured"),
         "per clock": (r.get("per_clock") or {}).get("text", ""),
         "while measured": f"{r['clocks']['text']} — {r['clocks']['state']}" if r.get("clocks") else "",
-        "reference": r["reference_label"] or check.cell(r, "reference"),
+        "reference": r["reference_label"] or words.cell(r, "reference"),
         "verdict": ICONS.get(r["verdict"], r["verdict"]) + flags,
         "why": "; ".join(filter(None, (r["reason"], (r.get("history") or {}).get("text")))),
         "source": "; ".join(

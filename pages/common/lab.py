@@ -9,7 +9,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from core.fanout import ALL, SLOW_FRACTION
+from core.experiment import ALL, SLOW_FRACTION
 from core.hardware import dtypes
 from core.jobs import JobManager
 from core.store import RunStore, StoreError

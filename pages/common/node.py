@@ -4,7 +4,7 @@ from __future__ import annotations
 
 import streamlit as st
 
-from core.fanout import SLOW_FRACTION
+from core.experiment import SLOW_FRACTION
 from core.result import RunResult
 from render.node import clock_text, node_table
 

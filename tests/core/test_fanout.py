@@ -13,7 +13,8 @@ import pytest
 
 from core import registry
 from core.errors import ConfigError
-from core.fanout import SLOW_FRACTION, Part, compare, merge, submit_all
+from core.experiment import SLOW_FRACTION
+from core.fanout import Part, compare, merge, submit_all
 from core.lifecycle import Job
 from core.result import RunResult, now_iso
 from core.rows.matmul import MatmulPoint, ranked

@@ -116,7 +116,7 @@ def test_the_compare_page_opens_a_stored_health_run(app, store):
 def test_a_cpu_soak_s_unjudged_drop_is_named_in_the_verdict_not_passed_over():
     """On a CPU the soak's burst→sustained drop has no reference: the verdict stays healthy, and its words
     (the report's line, the page's banner, which is a warning, not a success) name the drop it did not judge."""
-    from core.health.check import banner
+    from core.health.words import banner
 
     cpu = {"kind": "cpu", "name": "Test CPU", "host": "box-1", "torch_device": "cpu"}
     soak = stand_in_soak(cpu, 0.1, 0.072, True)

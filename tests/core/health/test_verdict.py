@@ -9,9 +9,9 @@ import pytest
 from core.hardware import health_reference as ref
 from core.hardware import published
 from core.hardware.specs import match_spec
-from core.health.check import answer, cell
 from core.health.figures import Figure, soak_figures
 from core.health.verdict import figure_row, overall, slow_gpus, step_row
+from core.health.words import answer, cell
 from core.result import RunResult
 
 GIB = 2**30
