@@ -17,6 +17,7 @@ from __future__ import annotations
 
 import re
 from dataclasses import dataclass, field
+from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
@@ -146,6 +147,7 @@ class _Shared:
         self.tuples: dict[tuple, tuple] = {}
         self.names: dict[str, tuple[str, str, tuple[int, int] | None]] = {}
         self.fields: dict[tuple, tuple] = {}
+        self.last: tuple[tuple, Entry] | None = None  # the last entry read the long way, and its repeated fields
 
     def one(self, value: tuple) -> tuple:
         return self.tuples.setdefault(value, value)
@@ -221,15 +223,35 @@ def _ranks(text: Any) -> tuple[int, ...]:
     return ()
 
 
+# The fields an entry repeats from the one before it, in most dumps (a training loop's all_reduces): only the
+# ids and the time differ.
+_REPEATED = itemgetter(
+    "process_group", "profiling_name", "is_p2p", "input_sizes", "input_dtypes", "state", "frames", "pg_id", "timeout_ms"
+)
+
+
 def _entry(e: Any, shared: _Shared, quirks: dict[str, int]) -> Entry | None:
     if type(e) is not dict:
         quirks["an entry is not a dict"] = quirks.get("an entry is not a dict", 0) + 1
         return None
     get = e.get
-    group, name = get("process_group"), get("profiling_name")
     seq_c, seq_p, record = get("collective_seq_id"), get("p2p_seq_id"), get("record_id")
     if type(seq_c) is not int or type(seq_p) is not int or type(record) is not int:  # the JSON form: text
         seq_c, seq_p, record = _int(seq_c), _int(seq_p), _int(record)
+    created = get("time_created_ns")
+    created = (created if type(created) is int else _int(created)) or None
+    try:
+        repeated = _REPEATED(e)
+        like_last = shared.last is not None and repeated == shared.last[0]
+    except (KeyError, RecursionError):  # a field this dump version lacks, or one nested past comparing
+        repeated, like_last = None, False
+    if like_last and seq_c is not None and seq_p is not None and record is not None:
+        p = shared.last[1]  # type: ignore[index]  # like_last: there is one
+        return Entry(
+            record, p.group, p.group_desc, p.pg_id, seq_p if p.p2p else seq_c, p.p2p, p.op, p.backend, p.peer,
+            p.input_sizes, p.input_dtypes, p.state, created, p.timeout_ms, p.frames,
+        )  # fmt: skip
+    group, name = get("process_group"), get("profiling_name")
     if (
         not isinstance(group, (list, tuple))
         or len(group) != 2
@@ -245,8 +267,8 @@ def _entry(e: Any, shared: _Shared, quirks: dict[str, int]) -> Entry | None:
     backend, op, peer = shared.name(name)
     flag = get("is_p2p")
     p2p = flag if type(flag) is bool else op in ("send", "recv")
-    created, timeout = get("time_created_ns"), get("timeout_ms")
-    return Entry(
+    timeout = get("timeout_ms")
+    entry = Entry(
         record_id=record,
         group=_name(group[0]),
         group_desc=_name(group[1]),
@@ -259,10 +281,13 @@ def _entry(e: Any, shared: _Shared, quirks: dict[str, int]) -> Entry | None:
         input_sizes=shared.sizes(get("input_sizes")),
         input_dtypes=shared.dtypes(get("input_dtypes")),
         state=_name(get("state") or "scheduled", 32),
-        created_ns=(created if type(created) is int else _int(created)) or None,
+        created_ns=created,
         timeout_ms=timeout if type(timeout) is int else _int(timeout),
         frames=shared.frames(get("frames")),
     )
+    if repeated is not None:
+        shared.last = (repeated, entry)
+    return entry
 
 
 def _dict(value: Any) -> dict:
