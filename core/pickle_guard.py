@@ -5,7 +5,8 @@ spend far more than the file holds: memory (a memo index, a declared length, a p
 limits of :class:`core.intake.Limits`) and time (hashing shared tuples, :class:`_TupleCost`). Most of a file is
 matched by regular expressions in C — runs of opcodes that only push, and whole filled containers nested three
 deep (a snapshot's events, a flight-recorder dump's entries) — and only what they cannot match is read in Python,
-so the check costs a fraction of the unpickling it guards. :mod:`core.pickle_stream` feeds it.
+so the check costs about what unpickling the same bytes does (a regular expression takes a step per opcode, as the
+unpickler does). :mod:`core.pickle_stream` feeds it.
 """
 
 from __future__ import annotations
