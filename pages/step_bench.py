@@ -1,6 +1,7 @@
 """Step benchmark: the course's step beside today's stack, tokens per second, MFU as the field counts it, how busy
 the device was, and what the kernels do."""
 
+from dataclasses import replace
 from pathlib import Path
 
 import streamlit as st
@@ -18,12 +19,12 @@ from core.transformer.presets import (
     PRECISION_NOTES,
     PRECISIONS,
 )
-from core.transformer.stack import ATTENTION_IMPLS, ATTENTION_NOTES, OPTIMIZER_IMPLS, OPTIMIZER_NOTES, Stack
 from core.units import MIB, bytes_text
 from pages.common import lab, node, run_panel, trace_panel
 from pages.common.charts import show_charts
 from pages.common.markdown import markdown_text
 from pages.common.methods import MODEL_NOTE, how_measured
+from pages.common.stack import switches
 from render.chart import kind_rows
 from render.plots.step_bench import cold_text, config_table, figures, host_bound_stacks, kernel_table, stack_table
 
@@ -69,21 +70,9 @@ if device == "cpu" and model not in ("tiny", "mini"):
 with st.expander("Stack", expanded=True):
     cols = st.columns(5)
     which = cols[0].radio("Run", (COURSE_VS_MODERN, "one stack"), key=f"{KEY}.which")
-    attention = cols[1].selectbox(
-        "Attention",
-        ATTENTION_IMPLS,
-        key=f"{KEY}.attention",
-        help="; ".join(f"{k}: {v}" for k, v in ATTENTION_NOTES.items()),
-    )
-    optimizer_impl = cols[2].selectbox(
-        "AdamW",
-        OPTIMIZER_IMPLS,
-        key=f"{KEY}.optimizer_impl",
-        help="; ".join(f"{k}: {v}" for k, v in OPTIMIZER_NOTES.items()),
-    )
-    compiled = cols[3].checkbox("torch.compile", key=f"{KEY}.compile", help="compile time is reported apart")
+    picked = switches(cols[1:4], KEY, "compile time is reported apart")
     checkpointing = cols[4].checkbox("Checkpointing", key=f"{KEY}.checkpointing", help="every layer")
-    chosen = Stack(attention, optimizer_impl, compiled, checkpointing)
+    chosen = replace(picked, checkpointing=checkpointing)
     stacks = ("course", "modern") if which == COURSE_VS_MODERN else (chosen.name,)
     st.caption(
         "Course: written-out attention, the per-parameter AdamW loop, eager. Modern: "

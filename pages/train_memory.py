@@ -15,9 +15,8 @@ from core.transformer.presets import (
     custom_spec,
     get_preset,
 )
-from core.transformer.stack import ATTENTION_IMPLS, ATTENTION_NOTES, OPTIMIZER_IMPLS, OPTIMIZER_NOTES
 from core.units import GIB, bytes_text, timestamp_text
-from pages.common import lab, run_panel, snapshot_panel
+from pages.common import lab, run_panel, snapshot_panel, stack
 from pages.common.charts import show, show_charts
 from pages.common.facts import fact
 from pages.common.markdown import markdown_text
@@ -95,20 +94,7 @@ context = cols[0].number_input("Context (tokens)", 1, 65_536, DEFAULT_CONTEXT, k
 checkpointing = cols[1].checkbox("Activation checkpointing", key=f"{KEY}.ckpt")
 set_to_none = cols[2].checkbox("zero_grad(set_to_none)", value=True, key=f"{KEY}.none")
 forward_only = cols[3].checkbox("Forward only", key=f"{KEY}.fwd")
-cols = st.columns(3)
-attention = cols[0].selectbox(
-    "Attention",
-    ATTENTION_IMPLS,
-    key=f"{KEY}.attention",
-    help="; ".join(f"{k}: {v}" for k, v in ATTENTION_NOTES.items()),
-)
-optimizer_impl = cols[1].selectbox(
-    "AdamW implementation",
-    OPTIMIZER_IMPLS,
-    key=f"{KEY}.optimizer_impl",
-    help="; ".join(f"{k}: {v}" for k, v in OPTIMIZER_NOTES.items()),
-)
-compiled = cols[2].checkbox("torch.compile", key=f"{KEY}.compile", help="what inductor's partitioner saves")
+picked = stack.switches(st.columns(3), KEY, "what inductor's partitioner saves")
 settings = {
     "model": model,
     "precision": precision,
@@ -116,9 +102,9 @@ settings = {
     "batch": int(batch),
     "context": int(context),
     "checkpointing": checkpointing,
-    "attention": attention,
-    "optimizer_impl": optimizer_impl,
-    "compile": compiled,
+    "attention": picked.attention,
+    "optimizer_impl": picked.optimizer_impl,
+    "compile": picked.compile,
     "set_to_none": set_to_none,
     "forward_only": forward_only,
 }
@@ -230,21 +216,27 @@ else:
     st.caption("Max batch confirmation needs a GPU (a CPU has no device-memory limit to search).")
 
 st.header("Compare runs")
+COMPARED = 50  # the newest runs offered: the list reads their summaries, only the runs picked are read whole
 store = lab.store()
-stored = [r for r in (store.list(experiment="train-memory") if store else []) if r.status == "ok"]
+stored = store.summaries(experiment="train-memory", status="ok", limit=COMPARED) if store else []
 if len(stored) < 2:
     st.info("Record two or more runs (e.g. fp32 and bf16-autocast) to overlay them here.")
 else:
     labels = {
-        r.id: f"{r.config['model']} · {r.config['precision']} · {r.config['optimizer']} · "
-        f"b{r.config['batch']} · {timestamp_text(r.started_at)}"
+        r.id: " · ".join(markdown_text(r.config.get(k, "?")) for k in ("model", "precision", "optimizer"))
+        + f" · b{markdown_text(r.config.get('batch', '?'))} · {timestamp_text(r.started_at)}"
         for r in stored
     }
     chosen = st.multiselect(
-        "Runs", list(labels), default=list(labels)[:2], format_func=labels.get, key=f"{KEY}.compare"
+        f"Runs (the newest {COMPARED})" if len(stored) == COMPARED else "Runs",
+        list(labels),
+        default=list(labels)[:2],
+        format_func=labels.get,
+        key=f"{KEY}.compare",
     )
-    if len(chosen) >= 2:
-        show_charts(overlay_for([r for r in stored if r.id in chosen]), f"{KEY}.overlay")
+    runs = [run for run_id in chosen if (run := run_panel.opened(run_id))]
+    if len(runs) >= 2:
+        run_panel.guarded(runs[0], lambda: show_charts(overlay_for(runs), f"{KEY}.overlay"))
 
 st.header("Your own training (imported snapshot)")
 st.caption(

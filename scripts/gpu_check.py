@@ -69,6 +69,17 @@ class Sizes:
 
 
 STACK_STEPS = {"timed_steps": 10, "cold_steps": 1, "warmup_steps": 3, "max_warmup_steps": 30, "trace": False}
+CPU_STEPS = {"batch": 2, "context": 32, **STACK_STEPS, "timed_steps": 3, "max_warmup_steps": 6}
+# the GPU's configurations at a CPU's sizes (tiny and mini, no compile): what each claim reads, shown, not judged
+CPU_STACKS = {
+    "gpt2": {"model": "tiny", "precision": "fp32", "stacks": "course,sdpa+fused", "profile_steps": 1, **CPU_STEPS},
+    "2.7B": {"model": "mini", "precision": "fp32", "stacks": "sdpa+fused", "profile_steps": 1, **CPU_STEPS},
+    "2.7B fp8": {"model": "mini", "precision": "fp8", "stacks": "sdpa+fused", "profile_steps": 0, **CPU_STEPS},
+    "2.7B eager": {"model": "mini", "sweep": True, "precisions": "fp32,bf16-autocast", "stacks": "course"}
+    | {"profile_steps": 0, **CPU_STEPS},
+    "gpt2 again": {"model": "tiny", "sweep": True, "precisions": "fp32", "stacks": "course,sdpa+fused"}
+    | {"profile_steps": 0, **CPU_STEPS},
+}
 
 
 QUICK = {"warmup_ms": 5.0, "rep_ms": 20.0, "min_reps": 3, "roofline": False}
@@ -125,18 +136,7 @@ CPU = Sizes(
     health_parts="soak,search,copies",
     copy={"parts": "copy", "copy_sizes": "1MiB"},
     pytest_timeout_s=120,
-    stacks={
-        "gpt2": {"model": "tiny", "precision": "fp32", "batch": 2, "context": 32, "stacks": "course,sdpa+fused"}
-        | {"profile_steps": 1, **STACK_STEPS, "timed_steps": 3, "max_warmup_steps": 6},
-        "2.7B": {"model": "mini", "precision": "fp32", "batch": 2, "context": 32, "stacks": "sdpa+fused"}
-        | {"profile_steps": 1, **STACK_STEPS, "timed_steps": 3, "max_warmup_steps": 6},
-        "2.7B fp8": {"model": "mini", "precision": "fp8", "batch": 2, "context": 32, "stacks": "sdpa+fused"}
-        | {"profile_steps": 0, **STACK_STEPS, "timed_steps": 3, "max_warmup_steps": 6},
-        "2.7B eager": {"model": "mini", "sweep": True, "precisions": "fp32,bf16-autocast", "stacks": "course"}
-        | {"batch": 2, "context": 32, "profile_steps": 0, **STACK_STEPS, "timed_steps": 3, "max_warmup_steps": 6},
-        "gpt2 again": {"model": "tiny", "sweep": True, "precisions": "fp32", "batch": 2, "context": 32}
-        | {"stacks": "course,sdpa+fused", "profile_steps": 0, **STACK_STEPS, "timed_steps": 3, "max_warmup_steps": 6},
-    },
+    stacks=CPU_STACKS,
 )
 TINY = Sizes(
     matmul={"dtypes": "fp32,tf32,bf16,fp8", "sizes": "64", **QUICK},
@@ -154,18 +154,7 @@ TINY = Sizes(
     health_parts="soak",
     copy={"parts": "copy", "copy_sizes": "1MiB"},
     pytest_timeout_s=60,
-    stacks={
-        "gpt2": {"model": "tiny", "precision": "fp32", "batch": 2, "context": 32, "stacks": "course,sdpa+fused"}
-        | {"profile_steps": 1, **STACK_STEPS, "timed_steps": 3, "max_warmup_steps": 6},
-        "2.7B": {"model": "mini", "precision": "fp32", "batch": 2, "context": 32, "stacks": "sdpa+fused"}
-        | {"profile_steps": 1, **STACK_STEPS, "timed_steps": 3, "max_warmup_steps": 6},
-        "2.7B fp8": {"model": "mini", "precision": "fp8", "batch": 2, "context": 32, "stacks": "sdpa+fused"}
-        | {"profile_steps": 0, **STACK_STEPS, "timed_steps": 3, "max_warmup_steps": 6},
-        "2.7B eager": {"model": "mini", "sweep": True, "precisions": "fp32,bf16-autocast", "stacks": "course"}
-        | {"batch": 2, "context": 32, "profile_steps": 0, **STACK_STEPS, "timed_steps": 3, "max_warmup_steps": 6},
-        "gpt2 again": {"model": "tiny", "sweep": True, "precisions": "fp32", "batch": 2, "context": 32}
-        | {"stacks": "course,sdpa+fused", "profile_steps": 0, **STACK_STEPS, "timed_steps": 3, "max_warmup_steps": 6},
-    },
+    stacks=CPU_STACKS,
 )
 
 

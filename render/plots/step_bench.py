@@ -395,13 +395,11 @@ def sweep_charts(run: RunResult) -> list[Chart]:
         many = len(stacks) > 1
         colors = stack_color(stacks, stack) if many else [color_for(DTYPE_FOR_PRECISION[p]) for p in ok["precision"]]
         patterns = ["/" if p == "bf16" else "" for p in ok["precision"]]
+        bars = dict(x=ok["precision"], name=stack, marker_color=colors, marker_pattern_shape=patterns)
         ms.add_trace(
             go.Bar(
-                x=ok["precision"],
+                **bars,
                 y=ok["step_ms_median"],
-                name=stack,
-                marker_color=colors,
-                marker_pattern_shape=patterns,
                 error_y=dict(
                     type="data",
                     symmetric=False,
@@ -412,11 +410,8 @@ def sweep_charts(run: RunResult) -> list[Chart]:
         )
         tokens.add_trace(
             go.Bar(
-                x=ok["precision"],
+                **bars,
                 y=ok["tokens_per_s"],
-                name=stack,
-                marker_color=colors,
-                marker_pattern_shape=patterns,
                 text=[f"{s:.2f}× fp32" if s == s else "" for s in ok.get("speedup_vs_fp32", [])],
                 textposition="outside",
             )
