@@ -25,6 +25,7 @@ from core.locks import pid_alive
 from core.paths import db_path
 from core.result import SCHEMA_VERSION, STATUSES, RunResult, RunSummary, SchemaError, now_iso
 from core.rows import upgrade
+from core.rows.shapes import run_problem
 from core.text import label_problem, quoted, tags_problem
 from core.units import MIB, bytes_text, count_text, exact_size_text
 
@@ -647,9 +648,14 @@ def parse_runs_file(raw: bytes) -> list[RunResult]:
 
 
 def read_run(data: object) -> RunResult:
-    """A run as stored or exported, validated, with what an earlier version did not store filled in
-    (:func:`core.rows.upgrade`): the one way a run is read back."""
-    return upgrade(RunResult.from_dict(data))
+    """A run as stored or exported, validated (the result schema, then what its experiment's views read:
+    :mod:`core.rows.shapes`), with what an earlier version did not store filled in (:func:`core.rows.upgrade`): the
+    one way a run is read back."""
+    run = RunResult.from_dict(data)
+    problem = run_problem(run)
+    if problem:
+        raise SchemaError(problem)
+    return upgrade(run)
 
 
 def summarize(run: RunResult, payload_bytes: int) -> RunSummary:

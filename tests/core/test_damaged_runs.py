@@ -130,3 +130,54 @@ def test_an_imported_id_that_extends_or_recases_another_never_hides_it(store, tm
     assert json.loads(cli("runs", "show", "ABC1", "--json").stdout)["name"] == "theirs ABC123"  # case is kept
     assert cli("runs", "delete", "abc123").code == 0
     assert sorted(s["id"] for s in json.loads(cli("runs", "list", "--json").stdout)) == ["ABC123", "abc1234"]
+
+
+# -- item 1: a run its experiment's views cannot read is refused at import, named when stored ----------------------
+
+HOSTILE = {  # a few hundred bytes each (issue 48, item 1): experiment → (config, rows, meta, what is named)
+    "doctor": ({}, [{"x": 1}], {}, "a doctor run's rows[0] lacks 'check'"),
+    "health": ({}, [{"x": 1}], {}, "a health run's rows[0] lacks 'figure'"),
+    "train-memory": ({}, [], {}, "a train-memory run's config lacks 'model'"),
+    "flight-recorder": ({"example": ""}, [], {}, "a flight-recorder run's meta lacks 'ranks'"),
+    "estimate": ({}, [], {"model": 5}, "an estimate run's meta lacks 'params'"),
+}
+
+
+def _runs_file(path, runs) -> str:
+    path.write_text(json.dumps({"format": "gpulab-runs", "schema_version": 1, "runs": [r.to_dict() for r in runs]}))
+    assert path.stat().st_size < 1024 or len(runs) > 1
+    return str(path)
+
+
+@pytest.mark.parametrize("experiment", HOSTILE)
+def test_an_import_its_views_cannot_read_is_refused_in_words(experiment, store, tmp_path):
+    config, rows, meta, named = HOSTILE[experiment]
+    run = make_run(experiment, rows=rows, meta=meta, config=config, started_at="2099-01-01T00:00:00+00:00")
+    out = cli("runs", "import", _runs_file(tmp_path / "r.json", [run]))
+    assert out.code == 2 and f"run 1 of 1: {named}" in out.stderr, out.stderr
+    assert store.count() == 0
+
+
+def test_a_stored_run_its_views_cannot_read_is_named_and_the_rest_still_read(store, tmp_path):
+    """Runs stored before imports checked them: each is named by show and check, left out of an export with a note;
+    the shipped H200 runs beside them still list, show and export."""
+    from core.paths import example_files
+
+    (h200,) = [f for f in example_files() if "h200" in f.name]
+    added, _ = store.import_file(h200)
+    bad = []
+    for i, (experiment, (config, rows, meta, _)) in enumerate(HOSTILE.items()):
+        bad.append(make_run(experiment, rows=rows, meta=meta, config=config, id=f"bad{i}"))
+        store.save(bad[-1])
+    for run, (_, _, _, named) in zip(bad, HOSTILE.values()):
+        out = cli("runs", "show", run.id)
+        assert out.code == 2 and f"stored run {run.id} is damaged: {named}" in out.stderr
+    target = tmp_path / "all.json"
+    out = cli("runs", "export", "-o", str(target))
+    assert out.code == 0 and f"wrote {added} runs" in out.stderr
+    assert len(json.loads(target.read_text())["runs"]) == added
+    assert all(f"left out: stored run {r.id} is damaged" in out.stderr for r in bad)
+    listed = json.loads(cli("runs", "list", "--json").stdout)
+    assert len(listed) == added + len(bad)
+    check = cli("runs", "check", "--json")
+    assert check.code == 1 and {d["id"] for d in json.loads(check.stdout)["damaged"]} == {r.id for r in bad}
