@@ -11,7 +11,7 @@ from __future__ import annotations
 import json
 import os
 import sqlite3
-from collections.abc import Iterable, Iterator
+from collections.abc import Iterable, Iterator, Sequence
 from contextlib import closing, contextmanager
 from dataclasses import dataclass, replace
 from pathlib import Path
@@ -368,11 +368,15 @@ class RunStore:
 
     @staticmethod
     def _where(experiment, device, status, since, until) -> tuple[str, list]:
+        """The SQL of the filters; ``experiment`` and ``status`` may each be several (any of them)."""
         where, args = [], []
+        for column, value in (("experiment", experiment), ("status", status)):
+            values = [value] if isinstance(value, str) else list(value or ())
+            if values:
+                where.append(f"{column} IN ({','.join('?' * len(values))})")
+                args += values
         for clause, value in (
-            ("experiment = ?", experiment),
             ("device_name LIKE ? ESCAPE '\\'", device),
-            ("status = ?", status),
             ("started_at >= ?", since),
             ("started_at < ?", until),
         ):
@@ -384,9 +388,9 @@ class RunStore:
     def summaries(
         self,
         *,
-        experiment: str | None = None,
+        experiment: str | Sequence[str] | None = None,
         device: str | None = None,
-        status: str | None = None,
+        status: str | Sequence[str] | None = None,
         since: str | None = None,
         until: str | None = None,
         limit: int | None = None,
@@ -415,6 +419,11 @@ class RunStore:
     def count(self) -> int:
         with self._connect() as conn:
             return conn.execute("SELECT COUNT(*) FROM runs").fetchone()[0]
+
+    def experiments(self) -> list[str]:
+        """The experiments of the stored runs, each once (from the index: no run is read)."""
+        with self._connect() as conn:
+            return [str(e) for (e,) in conn.execute("SELECT DISTINCT experiment FROM runs ORDER BY experiment")]
 
     def frame(self, **filters):
         """One line per run (no rows): what the history table shows."""

@@ -8,14 +8,14 @@ from core.health.figures import figures_of
 from core.health.history import parts, stored_runs
 from core.paths import example_files
 from core.result import FINAL_STATUSES, RunResult, RunSummary
-from core.store import MAX_IMPORT_BYTES, RunStore, StoreError
+from core.store import MAX_IMPORT_BYTES, DamagedRun, RunStore, StoreError
 from core.text import MAX_LABEL_CHARS, MAX_TAGS
 from core.units import MIB, bytes_text, count_text, exact_size_text
 from pages.common import lab, runs_upload
 from pages.common.charts import show_charts
 from pages.common.markdown import markdown_text
 from pages.common.methods import how_measured
-from pages.common.run_panel import status_banner
+from pages.common.run_panel import guarded, status_banner
 from render import comparison, history
 from render.export import csv_bytes, slug
 from render.plots import figures_for, overlay_for
@@ -37,6 +37,19 @@ def _whole_run(_store: RunStore, run_id: str, stamp: tuple) -> RunResult:
 def whole(store: RunStore, summary: RunSummary) -> RunResult:
     stamp = (summary.status, summary.finished_at, summary.name, tuple(summary.tags), summary.payload_bytes)
     return _whole_run(store, summary.id, stamp)
+
+
+def opened(store: RunStore, chosen: list[RunSummary]) -> list[RunResult]:
+    """The runs picked, read whole; one the store cannot read is named in words and left out."""
+    runs = []
+    for summary in chosen:
+        try:
+            runs.append(whole(store, summary))
+        except DamagedRun as exc:
+            st.error(markdown_text(exc))
+        except KeyError:
+            st.warning(f"Run `{summary.id[:12]}` was deleted meanwhile.")
+    return runs
 
 
 def examples_section(store: RunStore) -> None:
@@ -72,18 +85,19 @@ def import_section(store: RunStore) -> None:
     runs_upload.outcome()  # every runs file is read in a worker, never in this process
 
 
-def filtered(runs: list[RunSummary]) -> list[RunSummary]:
+def filtered(store: RunStore) -> tuple[list[RunSummary], list[RunSummary]]:
+    """The newest ``history.LISTED`` runs of the experiments and statuses chosen (the store filters them), and those the
+    other filters keep, in the order chosen: a store of 100,000 runs lists in the time of a few thousand."""
     cols = st.columns([2, 2, 2, 3, 2])
     keep = history.Filter(
-        experiments=cols[0].multiselect(
-            "Experiment", sorted({r.experiment for r in runs}), key=f"{KEY}.f.exp", placeholder="any"
-        ),
+        experiments=cols[0].multiselect("Experiment", store.experiments(), key=f"{KEY}.f.exp", placeholder="any"),
         statuses=cols[1].multiselect("Status", FINAL_STATUSES, key=f"{KEY}.f.status", placeholder="any"),
         device=cols[2].text_input("Device contains", key=f"{KEY}.f.device"),
         text=cols[3].text_input("Name, tag or setting contains", key=f"{KEY}.f.text"),
     )
     sort = cols[4].selectbox("Sort by", list(history.SORTS), key=f"{KEY}.f.sort")
-    return history.shown(runs, keep, sort)
+    listed = store.summaries(experiment=keep.experiments, status=keep.statuses, limit=history.LISTED)
+    return listed, history.shown(listed, keep, sort)
 
 
 def _delete(store: RunStore, ids: list[str]) -> None:
@@ -247,13 +261,17 @@ try:
     import_section(store)
     if st.session_state.get(f"{KEY}.deleted") is not None:
         st.success(f"Deleted {st.session_state.pop(f'{KEY}.deleted')} run(s).")
-    all_runs = store.summaries()
-    if not all_runs:
+    stored = store.count()
+    if not stored:
         st.info("No runs stored yet: run an experiment on another page, or import a runs file above.")
         st.stop()
-    shown = filtered(all_runs)
+    all_runs, shown = filtered(store)
     st.dataframe(history.history_frame(shown), hide_index=True, key=f"{KEY}.history")
-    st.caption(f"{len(shown)} of {len(all_runs)} run(s). Click a column header to sort by it.")
+    newest = f" (the newest {len(all_runs):,} read: filter by experiment or status for older ones)"
+    st.caption(
+        f"{len(shown):,} of {count_text(stored, 'run')}{newest if len(all_runs) == history.LISTED else ''}. "
+        "Click a column header to sort by it."
+    )
     by_id = {r.id: r for r in all_runs}
     st.session_state[SELECTED] = [i for i in st.session_state.get(SELECTED, []) if i in by_id]
     options = [r.id for r in shown] + [i for i in st.session_state[SELECTED] if i not in {r.id for r in shown}]
@@ -269,9 +287,10 @@ try:
     ]
     if chosen:
         actions(store, chosen)
-    if len(chosen) == 1:
-        run_detail(store, whole(store, chosen[0]))
-    elif len(chosen) > 1:
-        compare_view([whole(store, r) for r in chosen])
+    runs = opened(store, chosen)
+    if len(runs) == 1:
+        guarded(runs, lambda: run_detail(store, runs[0]))
+    elif len(runs) > 1:
+        guarded(runs, lambda: compare_view(runs))
 except StoreError as exc:
     st.error(f"The run store failed: {markdown_text(exc)}")

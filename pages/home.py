@@ -11,9 +11,10 @@ from core import doctor
 from core.hardware import published
 from core.hardware.specs import datasheet_peaks
 from core.jsonable import json_ready
-from core.store import StoreError
+from core.result import RunResult
+from core.store import RunStore, StoreError
 from core.units import bytes_text, duration_text, timestamp_text
-from pages.common import catalog, lab
+from pages.common import catalog, lab, run_panel
 from pages.common import health as health_panel
 from pages.common.facts import fact
 from pages.common.methods import how_measured
@@ -59,24 +60,15 @@ def _doctor_progress() -> None:
     )
 
 
-def _latest_doctor_report():
-    """The report of this server's last doctor run, else the newest one in the store (rebuilt with its runs)."""
-    state = _doctor_state()
-    if state["report"] is not None:
-        return state["report"]
-    store = lab.store()
-    if store is None:
-        return None
-    stored = store.list(experiment="doctor", limit=1)
-    if not stored:
-        return None
+def _report_of(store: RunStore, run: RunResult) -> doctor.Report:
+    """A stored doctor run as its report, with the runs it made that are still stored."""
     runs = []
-    for run_id in stored[0].meta.get("run_ids", []):
+    for run_id in run.meta.get("run_ids", []):
         try:
             runs.append(store.get(run_id))
         except (KeyError, StoreError):
             pass
-    return doctor.Report.from_run(stored[0], runs)
+    return doctor.Report.from_run(run, runs)
 
 
 def doctor_section() -> None:
@@ -104,10 +96,21 @@ def doctor_section() -> None:
         return
     if state["error"]:
         st.error(f"The doctor could not run: {state['error']}")
-    report = _latest_doctor_report()
-    if report is None:
-        st.info("The doctor has not run on this box yet.")
+    if state["report"] is not None:
+        _show_report(state["report"])
         return
+    store = lab.store()
+    newest = store.summaries(experiment="doctor", limit=1) if store is not None else []
+    run = run_panel.opened(newest[0].id) if store is not None and newest else None  # the list reads summaries
+    if store is None or run is None:
+        st.info(
+            "The doctor has not run on this box yet." if not newest else "The doctor's last report cannot be shown."
+        )
+        return
+    run_panel.guarded(run, lambda: _show_report(_report_of(store, run)))
+
+
+def _show_report(report: doctor.Report) -> None:
     summary = report.bundle()["summary"]
     text = (
         f"{len(report.checks)} checks on {report.device_label()}: {summary['pass']} pass, {summary['fail']} fail, "

@@ -223,14 +223,14 @@ if len(stored) < 2:
     st.info("Record two or more runs (e.g. fp32 and bf16-autocast) to overlay them here.")
 else:
     labels = {
-        r.id: " · ".join(markdown_text(r.config.get(k, "?")) for k in ("model", "precision", "optimizer"))
-        + f" · b{markdown_text(r.config.get('batch', '?'))} · {timestamp_text(r.started_at)}"
+        r.id: " · ".join(str(r.config.get(k, "?")) for k in ("model", "precision", "optimizer"))
+        + f" · b{r.config.get('batch', '?')} · {timestamp_text(r.started_at)} · {r.id[:6]}"
         for r in stored
     }
     chosen = st.multiselect(
         f"Runs (the newest {COMPARED})" if len(stored) == COMPARED else "Runs",
         list(labels),
-        default=list(labels)[:2],
+        placeholder="pick two or more to overlay them (each is read when picked)",
         format_func=labels.get,
         key=f"{KEY}.compare",
     )

@@ -17,6 +17,7 @@ from core.units import timestamp_text
 from render import comparison
 from render.report import device_pairs
 
+LISTED = 2000  # the newest runs the history reads (their summaries); its experiment and status filters reach older
 HISTORY_COLUMNS = [
     "id",
     "started",
@@ -47,7 +48,7 @@ def history_frame(runs: Sequence[RunSummary]) -> pd.DataFrame:
                 "experiment": r.experiment,
                 "device": comparison.device_text(r),
                 "settings": comparison.settings_text(r.config),
-                "status": r.status,
+                "status": "damaged (runs check)" if r.damaged else r.status,
                 "headline": r.headline,
                 "name": r.name,
                 "tags": ", ".join(r.tags),
@@ -95,9 +96,11 @@ def run_label(run: RunSummary) -> str:
     return f"{run.id[:8]} · {run.experiment} · {comparison.device_text(run)} · {timestamp_text(run.started_at, minutes=True)}{name}"
 
 
-def import_label(run: RunResult) -> str:
-    """An imported file in a picker: its name, when it was imported, the start of its id."""
-    return f"{run.name or run.meta.get('file', '')} · {timestamp_text(run.started_at, minutes=True)} · {run.id[:6]}"
+def import_label(run: RunResult | RunSummary) -> str:
+    """An imported file in a picker: its name (a summary has no meta: the file's name where the run has none), when
+    it was imported, the start of its id."""
+    name = run.name or (str(run.meta.get("file") or "") if isinstance(run, RunResult) else "") or "unnamed import"
+    return f"{name} · {timestamp_text(run.started_at, minutes=True)} · {run.id[:6]}"
 
 
 def settings_frame(run: RunResult) -> pd.DataFrame:

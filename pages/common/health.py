@@ -13,9 +13,9 @@ from core.hardware.identity import box_label, made_here
 from core.health import check, words
 from core.health.rejudge import rejudge
 from core.jsonable import json_ready
-from core.result import RunResult
+from core.result import RunResult, RunSummary
 from core.units import duration_text, timestamp_text
-from pages.common import lab
+from pages.common import lab, run_panel
 from render.health import health_html
 
 ICONS = {
@@ -97,17 +97,17 @@ def section() -> None:
     if state["error"]:
         st.error(f"The health check could not run: {state['error']}")
     store = lab.store()
-    checks = store.list(experiment="health", limit=HEALTH_RUNS_READ) if store is not None else []
+    checks = store.summaries(experiment="health", limit=HEALTH_RUNS_READ) if store is not None else []
     here = [r for r in checks if not r.imported and made_here(r.device)]  # another box's check is never this one's
     if not here:
         st.info(
             "The health check has not run on this box yet."
             + (" Checks from other boxes can be judged again below, labelled with their origin." if checks else "")
         )
-    else:
-        show(here[0], "home.health")
+    elif run := run_panel.opened(here[0].id):  # the list reads summaries; the one shown is read whole
+        run_panel.guarded(run, lambda: show(run, "home.health"))
     if checks:
-        judge_again(store)
+        judge_again(store, [c for c in checks if "nodes" not in c.config])  # a cluster's check is judged by node
 
 
 def show(run: RunResult, key: str) -> None:
@@ -152,9 +152,8 @@ def _row(r: dict) -> dict:
     }
 
 
-def judge_again(store) -> None:
+def judge_again(store, checks: list[RunSummary]) -> None:
     """Any stored check judged again by today's rules and references, as the box it was measured on."""
-    checks = [c for c in store.list(experiment="health", limit=50) if not c.meta.get("nodes")]
     with st.expander("Judge a stored check again by today's rules"):
         st.caption(
             "After a rule or a reference changes, or for a check imported from another box (judged as that box): "
@@ -165,14 +164,17 @@ def judge_again(store) -> None:
         if st.button("Judge again", key="home.health.judge", disabled=picked is None):
             st.session_state["home.health.judged"] = picked
         judged = st.session_state.get("home.health.judged")
-        if judged in labels:
-            original = next(c for c in checks if c.id == judged)
-            report = rejudge(original, store)
-            st.info(f"Judged again by today's rules: {report.judged_again['origin']}")  # pyright: ignore[reportOptionalSubscript]
-            show(report.to_run(original), "home.health.judged")
+        if judged in labels and (original := run_panel.opened(judged)):
+            run_panel.guarded(original, lambda: _judged_again(original, store))
 
 
-def _label(run: RunResult) -> str:
+def _judged_again(original: RunResult, store) -> None:
+    report = rejudge(original, store)
+    st.info(f"Judged again by today's rules: {report.judged_again['origin']}")  # pyright: ignore[reportOptionalSubscript]
+    show(report.to_run(original), "home.health.judged")
+
+
+def _label(run: RunSummary) -> str:
     where = box_label(run.device) if run.device else "?"
     imported = " · imported" if run.imported else ""
-    return f"{timestamp_text(run.started_at)} UTC · {where} · {run.meta.get('verdict', run.status)}{imported}"
+    return f"{timestamp_text(run.started_at)} UTC · {where} · {run.status}{imported}"

@@ -10,7 +10,7 @@ import streamlit as st
 
 from core import import_dirs
 from core.errors import ConfigError
-from core.result import RunResult
+from core.result import RunSummary
 from core.workload.ranks import rank_files
 from pages.common import lab, run_panel, uploads
 from pages.common.markdown import markdown_text
@@ -115,24 +115,20 @@ def example_buttons(key: str, kind: str) -> bool:
             help=f"{e.repository}, {e.source_path} at {e.commit[:12]} ({e.licence}). "
             f"`python -m core {e.kind} --example {e.name}` opens it from a shell.",
         ):
-            earlier = [r for r in stored(e.experiment) if _example_name(r) == e.name]
-            if earlier:
-                run_panel.show_stored(key, earlier[0])
+            earlier = [r for r in stored(e.experiment) if r.config.get("example") == e.name]
+            if earlier and (run := run_panel.opened(earlier[0].id)):
+                run_panel.show_stored(key, run)
             else:
                 run_panel.submit(key, e.experiment, {"example": e.name}, device="cpu", name=f"example {e.name}")
     return True
 
 
-def _example_name(run: RunResult) -> str | None:
-    example = run.meta.get("example")
-    return example.get("name") if isinstance(example, dict) else None
-
-
-def stored(*experiments: str) -> list[RunResult]:
-    """The stored imports of these experiments that succeeded, the newest first."""
+def stored(*experiments: str) -> list[RunSummary]:
+    """The newest stored imports of these experiments that succeeded, the newest first: their summaries (an
+    import of a 200 MB file is read whole only when it is opened, not on every rerun of the page)."""
     store = lab.store()
-    runs = [r for e in experiments for r in (store.list(experiment=e, limit=50) if store else [])]
-    return sorted((r for r in runs if r.status == "ok"), key=lambda r: r.started_at, reverse=True)
+    runs = [r for e in experiments for r in (store.summaries(experiment=e, status="ok", limit=50) if store else [])]
+    return sorted(runs, key=lambda r: r.started_at, reverse=True)
 
 
 def reopen(key: str, *experiments: str) -> None:
@@ -145,5 +141,6 @@ def reopen(key: str, *experiments: str) -> None:
         "…or open an earlier import", [""] + list(labels), key=f"{key}.reopen", format_func=lambda i: labels.get(i, "—")
     )
     if chosen and st.session_state.get(f"{key}.reopened") != chosen:
-        run_panel.show_stored(key, next(r for r in runs if r.id == chosen))
+        if run := run_panel.opened(chosen):
+            run_panel.show_stored(key, run)
         st.session_state[f"{key}.reopened"] = chosen

@@ -15,6 +15,7 @@ import streamlit as st
 from core.errors import ConfigError
 from core.lifecycle import Listener
 from core.result import RunResult
+from core.store import StoreError
 from core.units import duration_text, timestamp_text
 from pages.common import lab
 from pages.common.markdown import markdown_text
@@ -60,6 +61,39 @@ def _bring_into_view(key: str) -> None:
     """Scroll the window to the answer that has just come (a run the person asked for), not to one shown again."""
     anchor = "gl-answer-" + "".join(c if c.isalnum() else "-" for c in key)
     st.html(_SCROLL_SCRIPT.format(anchor=anchor), unsafe_allow_javascript=True)
+
+
+def guarded(run: RunResult | list[RunResult], draw: Callable[[], None]) -> None:
+    """Draw a section of a stored run; one its views cannot read (a run stored by an odd import, or by a version
+    whose fields differ) is named with what went wrong instead of taking the page down for every visitor. It
+    stays stored: ``python -m core runs show`` prints it, ``runs check`` names the runs the store cannot read."""
+    try:
+        draw()
+    except Exception as exc:  # noqa: BLE001 - a stored run is outside input: its section says so, the page goes on
+        what = markdown_text(f"{type(exc).__name__}: {exc}"[:300])
+        runs = run if isinstance(run, list) else [run]
+        named = ", ".join(
+            f"`{r.id[:12]}` ({markdown_text(r.experiment)}, {timestamp_text(r.started_at)})" for r in runs[:4]
+        )
+        st.error(
+            f"Cannot show {'runs' if len(runs) > 1 else 'run'} {named}: {what}. It stays stored: `python -m core runs show {runs[0].id}` prints it "
+            "and `python -m core runs check` names damaged runs."
+        )
+
+
+def opened(run_id: str) -> RunResult | None:
+    """A stored run read whole, as a page is about to show it (lists read summaries only); one the store cannot
+    read is named in words instead, and None."""
+    store = lab.store()
+    if store is None:
+        return None
+    try:
+        return store.get(run_id)
+    except KeyError:  # deleted meanwhile
+        return None
+    except StoreError as exc:  # a damaged run (core.store.DamagedRun) or a store that fails
+        st.error(markdown_text(exc))
+        return None
 
 
 def status_banner(run: RunResult) -> None:
@@ -151,10 +185,14 @@ def results(key: str, render: Render, empty: str = "No run yet: choose settings 
         return None
     if st.session_state.pop(_scroll_key(key), False):
         _bring_into_view(key)
+    guarded(run, lambda: _draw(run, render))
+    return run
+
+
+def _draw(run: RunResult, render: Render) -> None:
     status_banner(run)
     if run.rows or run.status == "ok":
         render(run)
-    return run
 
 
 @st.fragment(run_every=0.5)

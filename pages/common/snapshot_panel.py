@@ -206,7 +206,9 @@ def _compare(run: RunResult, key: str) -> None:
         return
     labels = {r.id: import_label(r) for r in others}
     other_id = st.selectbox("Snapshot B", list(labels), format_func=labels.__getitem__, key=f"{key}.compare.{run.id}")
-    other = next(r for r in others if r.id == other_id)
+    other = run_panel.opened(other_id)  # the list reads summaries; the one picked is read whole
+    if other is None:
+        return
     show_charts(snap_plots.overlay([run, other]), f"{key}.overlay")
     diff = snap_plots.site_differences(run, other)
     if not diff.empty:
