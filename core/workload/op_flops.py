@@ -358,6 +358,23 @@ def tensor_core_use(trace: TraceFile, device: int) -> dict:
     }
 
 
+TENSOR_CORES_FROM = 70  # sm 7.0 (Volta): fp16 tensor cores
+BF16_TF32_FROM = 80  # sm 8.0 (Ampere): bf16 and TF32 on tensor cores too; Volta and Turing have neither
+
+
+def _tensor_core_advice(arch: int | None) -> str:
+    """What puts fp32 GEMMs on this GPU's tensor cores, by what its architecture has: a V100 (sm 7.0) or a T4
+    (sm 7.5) takes fp16 only, so bf16 and TF32 are never offered to it."""
+    if arch is not None and arch < TENSOR_CORES_FROM:
+        return f"this GPU (sm {arch // 10}.{arch % 10}) has no tensor cores"
+    if arch is not None and arch < BF16_TF32_FROM:
+        return (
+            f"on this GPU (sm {arch // 10}.{arch % 10}) tensor cores take fp16 only, no bf16 or TF32: autocast to "
+            "float16 (with a GradScaler)"
+        )
+    return "allow TF32 (torch.set_float32_matmul_precision('high')) or autocast to bf16"
+
+
 def tensor_core_findings(meta: dict) -> list[dict]:
     """GPU time without tensor cores, or in kernels for an older architecture, as findings with the time at stake
     (each ≥ 5 % of the kernel time)."""
@@ -365,12 +382,7 @@ def tensor_core_findings(meta: dict) -> list[dict]:
     total = t.get("kernel_time_us") or 0.0
     out = []
     if total and t["simt_us"] / total >= MIN_KERNEL_SHARE:
-        arch = t.get("device_arch")
-        how = (
-            "on this GPU tensor cores take fp16/bf16 (autocast)"
-            if arch is not None and arch < 80
-            else "allow TF32 (torch.set_float32_matmul_precision('high')) or autocast to bf16"
-        )
+        how = _tensor_core_advice(t.get("device_arch"))
         top = t["simt_top"][0]
         out.append(
             {

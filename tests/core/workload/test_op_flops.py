@@ -240,7 +240,7 @@ def kernel_time(path, device, *words):
 def test_fp32_kernels_without_tensor_cores():
     for path, device, words, arch in (
         (ALEXNET, 0, ("ampere_sgemm", "scudnn"), "TF32"),
-        (STEP, 1, ("volta_sgemm",), "fp16/bf16 (autocast)"),  # the V100 step's busiest GPU is 1 of the file's 8
+        (STEP, 1, ("volta_sgemm",), "fp16 only"),  # the V100 step's busiest GPU is 1 of the file's 8
     ):
         trace = read_trace(path)
         _, meta = analyse_trace(trace)
@@ -252,6 +252,19 @@ def test_fp32_kernels_without_tensor_cores():
         assert found["value"] == pytest.approx(100 * t["simt_us"] / t["kernel_time_us"]) and arch in found["text"]
     # alexnet by hand: ampere_sgemm_32x32_sliced1x4_tn 2,621 µs + cudnn_ampere_scudnn_128x64_relu_… 2,069 µs
     assert tensor_core_use(read_trace(ALEXNET), 0)["simt_us"] == 2621 + 2069
+
+
+@pytest.mark.parametrize("arch", [70, 75])
+def test_a_gpu_without_bf16_is_never_told_to_use_it(arch):
+    """Volta (sm 7.0, V100) and Turing (sm 7.5, T4) tensor cores take fp16, not bf16 or TF32 (NVIDIA's Ampere
+    whitepaper: bf16 and TF32 tensor cores are new in sm 8.0): the advice names float16 alone."""
+    meta = {"tensor_cores": {"kernel_time_us": 100.0, "simt_us": 50.0, "simt_kernels": 3, "device_arch": arch,
+                             "simt_top": [{"kernel": "volta_sgemm_128x64_nn", "time_us": 50.0, "count": 3}],
+                             "older_us": 0.0, "older_top": []}}  # fmt: skip
+    (found,) = tensor_core_findings(meta)
+    assert "float16" in found["text"] and "fp16 only" in found["text"]
+    assert "autocast to bf16" not in found["text"] and "fp16/bf16" not in found["text"]
+    assert "set_float32_matmul_precision" not in found["text"]
 
 
 def test_kernels_built_for_an_older_architecture():
