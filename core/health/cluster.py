@@ -11,6 +11,7 @@ import sys
 import threading
 import time
 
+from core.distributed.job_secret import Unverified
 from core.hardware.device import host_name
 from core.hardware.health_reference import THRESHOLD_REASON
 from core.hardware.identity import box_identity
@@ -39,7 +40,11 @@ def run_node(cfg: HealthConfig, env, args, secret: bytes) -> int:
     from core.store import RunStore
 
     store = RunStore(args.db)
-    exchange = Exchange(env, secret)
+    try:
+        exchange = Exchange(env, secret)
+    except Unverified as exc:  # the run's nonce in the store is not rank 0's: nothing this node sends would count
+        _say(env, f"error: the run's nonce in the rendezvous store cannot be trusted ({exc}); this node stops")
+        return 2
     node = env.group_rank
     announce(exchange, node)
     own = NodeResult(node, host_name())

@@ -4,8 +4,10 @@ rendezvous store; rank 0 gathers every node's rows and stores ONE run (:mod:`cor
 Each node writes under ``gpulab-health/<run>/`` in torchrun's store (the same store the interconnect ranks
 use): ``host/<node>``, ``step/<node>`` (what it is doing), ``rows/<node>`` (every row so far, after each
 part), ``done/<node>`` and a heartbeat counter ``alive/<node>``. Every record but the counter is sealed with the job's
-secret (:mod:`core.distributed.job_secret`): whoever else reaches the store can read them but not forge them, and
-rank 0 fails and names a node whose record it cannot verify, keeping only what it verified before. Rank 0 reads them from the start and keeps
+secret and the nonce rank 0 draws for this run and hands out first, sealed, under ``run``
+(:mod:`core.distributed.job_secret`): whoever else reaches the store can read them but not forge them, nor replay
+those of an earlier run with the same job id and secret, and rank 0 fails and names a node whose record it cannot
+verify (or that is stale), keeping only what it verified before. Rank 0 reads them from the start and keeps
 what it read (:class:`Fleet`): a node whose heartbeat stops for ``stale_s`` seconds, or that ends with an
 error, is failed and named, with the rows it sent; if the store itself goes (its host's launcher ended), every
 unfinished node is failed the same way.
@@ -17,7 +19,7 @@ import threading
 import time
 from collections.abc import Callable
 
-from core.distributed.job_secret import Sealer, Unverified
+from core.distributed.job_secret import Sealer, Stale, Unverified, new_nonce
 from core.distributed.rank import RankEnv, job_store
 from core.hardware.device import host_name
 from core.health.fleet import NodeResult
@@ -27,13 +29,26 @@ HEARTBEAT_S = 2.0
 POLL_S = 0.5
 
 
+RUN_KEY = "run"  # rank 0's nonce for this run, sealed with the job's secret alone
+
+
 class Exchange:
-    """This job's keys in torchrun's store, sealed with the job's secret."""
+    """This run's keys in torchrun's store, sealed with the job's secret and the run's nonce: rank 0 draws it and
+    never reads it back; every other node reads it (waiting for it up to ``timeout_s``) before it seals anything. A
+    nonce planted by a replay makes that node's records stale to rank 0 (named), never accepted."""
 
     def __init__(self, env: RankEnv, secret: bytes, timeout_s: float = 60.0) -> None:
         self.env = env
         self.store = job_store(env, "gpulab-health", timeout_s)
-        self.sealer = Sealer(secret, env.run_id)
+        handed = Sealer(secret, env.run_id)
+        if env.rank == 0:
+            nonce = new_nonce()
+            self.store.set(RUN_KEY, handed.seal(RUN_KEY, nonce))
+        else:
+            nonce = handed.open(RUN_KEY, self.store.get(RUN_KEY))
+            if not isinstance(nonce, str) or not nonce:
+                raise Unverified(RUN_KEY, "not a run's nonce")
+        self.sealer = Sealer(secret, env.run_id, nonce)
 
     def post(self, key: str, value) -> None:
         self.store.set(key, self.sealer.seal(key, value))
@@ -99,7 +114,8 @@ class Fleet:
                     done, beats = self._read(r)
                 except Unverified as exc:  # what it sent before was verified and stays; the forged record does not
                     kind = exc.key.split("/")[0]
-                    r.status, r.error = "failed", f"node {r.node}'s {kind} failed authentication; not stored"
+                    why = "was sealed for another run of this job (replayed)" if isinstance(exc, Stale) else ""
+                    r.status, r.error = "failed", f"node {r.node}'s {kind} {why or 'failed authentication'}; not stored"
                     continue
                 except Exception as exc:  # noqa: BLE001 - the store is gone: keep what was read
                     for w in self.running():
