@@ -24,6 +24,7 @@ SECRET_ENV = "GPULAB_JOB_SECRET"
 SECRET_FILE_ENV = "GPULAB_JOB_SECRET_FILE"
 SECRET_BYTES = 32
 MIN_SECRET_BYTES = 16
+SECRET_FILE_CHARS = 4096  # a secret is one line of hex: a file longer than this is not one
 NONCE_BYTES = 16
 
 
@@ -54,9 +55,15 @@ def _secret_file(path: str) -> str:
             info = os.fstat(fh.fileno())
             if info.st_uid != os.getuid() or info.st_mode & (stat.S_IRWXG | stat.S_IRWXO):
                 raise ConfigError(f"{SECRET_FILE_ENV}={path}: the file must be yours and readable by you only (0600)")
-            return fh.read(4096)
+            text = fh.read(SECRET_FILE_CHARS + 1)
     except (OSError, UnicodeDecodeError) as exc:
         raise ConfigError(f"{SECRET_FILE_ENV}={path}: cannot read it ({type(exc).__name__})") from exc
+    if len(text) > SECRET_FILE_CHARS:
+        raise ConfigError(
+            f"{SECRET_FILE_ENV}={path}: longer than {SECRET_FILE_CHARS:,} characters; a job secret is one line of hex "
+            "(python -c 'import secrets; print(secrets.token_hex(32))')"
+        )
+    return text
 
 
 def secret_from_environ(environ=os.environ) -> bytes:

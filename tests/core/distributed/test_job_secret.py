@@ -51,3 +51,14 @@ def test_the_secret_comes_from_the_environment_or_an_owner_only_file(tmp_path):
         secret_from_environ({SECRET_ENV: "abcd"})
     with pytest.raises(ConfigError, match="not hexadecimal"):
         secret_from_environ({SECRET_ENV: "secret"})
+
+
+def test_a_secret_file_longer_than_a_secret_is_refused_in_words_not_cut(tmp_path):
+    """It was read to its 4,096th character and the rest dropped without a word."""
+    path = tmp_path / "secret"
+    path.write_text(new_secret().hex() + "\n" + "0" * 5000)
+    path.chmod(0o600)
+    with pytest.raises(ConfigError, match=r"longer than 4,096 characters; a job secret is one line of hex"):
+        secret_from_environ({SECRET_FILE_ENV: str(path)})
+    path.write_text(new_secret().hex().ljust(4096, "\n"))  # exactly at the limit: still read
+    assert len(secret_from_environ({SECRET_FILE_ENV: str(path)})) == 32
