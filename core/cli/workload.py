@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from core.cli.imports import import_options, print_json, run_import, say
 from core.cli.output import dump
 from core.text import quirk_lines
-from core.workload.findings import finding_lines
+from core.workload.findings import against_text, finding_lines
 
 if TYPE_CHECKING:
     from core.result import RunResult
@@ -361,7 +361,7 @@ def trace_ranks(args) -> int:
         said = ", ".join(r.replace("_", " ") for r in verdict["reasons"])
         say(f"holding the job back: rank {held} ({said})" if held is not None else "no rank holds the job back")
     say(
-        f"most compute: rank {s['rank']}, {ms(s['compute_us'])} against the median rank's "
+        f"most compute: rank {s['rank']}, {ms(s['compute_us'])} against {against_text(s, len(m['ranks']))} "
         f"{ms(s['median_compute_us'])}: {ms(s['margin_us'])} ({s['margin_pct']:+.1f}%)"
     )
     steps = [r for r in run.rows if r["kind"] == "step"]
@@ -392,7 +392,7 @@ def trace_ranks(args) -> int:
             say(f"  {ms(r['waited_us']):>10} of {ms(r['kernel_time_us'])}{share}  ×{r['calls']:,} {r['collective']}")
     ops = [r for r in run.rows if r["kind"] == "op"]
     if extra := s.get("ops"):
-        say("the straggler's operators against the median rank's (summed GPU time):")
+        say(f"the straggler's operators against {against_text(s, len(m['ranks']))} (summed GPU time):")
         for o in extra:
             say(f"  {ms(o['extra_us']):>10}  {o['op']} ({ms(o['gpu_time_us'])} against {ms(o['median_gpu_time_us'])})")
     if ops:

@@ -10,7 +10,7 @@ The candidates are ranked by how much of the whole each explains, one measure pe
   compute hides it), and the kernel group with the most kernel time (its share of the kernel time, kernels only;
   copies and memsets, when they lead, as a share of the GPU time: kernels + copies + memsets); shares under
   :data:`MIN_SPAN_SHARE` are left out;
-- **a job's ranks**: the straggler first (the rank with the most compute against the median rank, and the kernel
+- **a job's ranks**: the straggler first (the rank with the most compute against the other ranks, and the kernel
   group and the operator holding most of its extra time), the rank the others waited for at the collectives
   (where the waits are ≥ 5 % of the ranks' communication time), then the
   rank whose idle or exposed communication takes the largest share of its span;
@@ -27,6 +27,7 @@ from core.units import bytes_text, us_text
 MAX_FINDINGS = 3
 MIN_SPAN_SHARE = 0.05  # a trace finding explains at least this share of the span
 BEFORE_RECORDING = -2  # the snapshot analysis' site of blocks allocated before recording (no stack)
+OTHERS = "others"  # what a straggler's figures are held against: the other ranks (a run stored before: every rank)
 
 
 def _finding(kind: str, text: str, value: float, unit: str, time_us: float | None = None) -> dict:
@@ -107,7 +108,7 @@ def trace_findings(meta: dict, rows: list[dict]) -> list[dict]:
     return [f for _, f in sorted(ranked, key=lambda c: -c[0])][:MAX_FINDINGS]
 
 
-def _where_extra(s: dict) -> str:
+def _where_extra(s: dict, n_ranks: int) -> str:
     """The kernel group and the operator holding most of the straggler's extra time, against the margin it
     explains (stored runs from before each breakdown have none)."""
     out = ""
@@ -117,7 +118,15 @@ def _where_extra(s: dict) -> str:
     op = next(iter(s.get("ops") or []), None)
     if op is not None and op["extra_us"] > 0:
         out += f"; by operator, `{op['op']}` {op['extra_us'] / 1e3:+,.1f} ms"
-    return out + " (summed durations against the median rank's)" if out else ""
+    return out + f" (summed durations against {against_text(s, n_ranks)})" if out else ""
+
+
+def against_text(s: dict, n_ranks: int) -> str:
+    """Whom a straggler's figures are held against, as a sentence says it: "the other rank's" (two ranks), "the
+    other ranks' median", or, for a run stored when the median took every rank, "the median rank's"."""
+    if s.get("against") != OTHERS:
+        return "the median rank's"
+    return "the other rank's" if n_ranks == 2 else "the other ranks' median"
 
 
 def by_kernel_text(count: int) -> str:
@@ -151,6 +160,7 @@ def _verdict(meta: dict, rank_rows: list[dict]) -> dict | None:
     if not v or v.get("rank") is None or len(rank_rows) < 2:
         return None
     rank, reasons, said = v["rank"], v["reasons"], []
+    others = against_text(s, len(rank_rows))
     communication = sum(r["communication_us"] for r in rank_rows)
     share = v["waited_us"] / communication if communication else 0.0
     if "arrives_last" in reasons:
@@ -165,17 +175,17 @@ def _verdict(meta: dict, rank_rows: list[dict]) -> dict | None:
         cause = v.get("host_cause")
         held = f"; most: {cause['cause']}" + (f", `{cause['op']}`" if cause.get("op") else "") if cause else ""
         said.append(
-            f"its GPU waits on its host {v['host_wait_share']:.1%} of its span against the median rank's "
+            f"its GPU waits on its host {v['host_wait_share']:.1%} of its span against {others} "
             f"{v['median_host_wait_share']:.1%} (host-bound{held})"
         )
     pct = v.get("compute_pct")
     if "compute" in reasons:
         said.append(
-            f"its compute is {s['margin_pct']:+.1f}% over the median rank's ({us_text(s['compute_us'])} against "
-            f"{us_text(s['median_compute_us'])})" + _where_extra(s)
+            f"its compute is {s['margin_pct']:+.1f}% over {others} ({us_text(s['compute_us'])} against "
+            f"{us_text(s['median_compute_us'])})" + _where_extra(s, len(rank_rows))
         )
     elif pct is not None:
-        said.append(f"its compute is within {abs(pct):.1f}% of the median rank's: not the cause")
+        said.append(f"its compute is within {abs(pct):.1f}% of {others}: not the cause")
     text = f"rank {rank} holds the job back: " + "; ".join(said)
     time = v["waited_us"] if "arrives_last" in reasons else s["margin_us"] if "compute" in reasons else 0.0
     if "host_bound" in reasons and not time:
@@ -209,7 +219,7 @@ def ranks_findings(meta: dict, rows: list[dict]) -> list[dict]:
                 "straggler",
                 f"rank {s['rank']} is the straggler: {s['margin_pct']:+.1f}% compute over the median rank "
                 f"({us_text(s['compute_us'])} against {us_text(s['median_compute_us'])}, {us_text(s['margin_us'])} more)"
-                + _where_extra(s),
+                + _where_extra(s, len(rank_rows)),
                 s["margin_pct"],
                 "%",
             )

@@ -10,14 +10,14 @@ kernel durations), compute (union of compute kernels: HolisticTraceAnalysis's te
 communication (union of collective kernels) and its *exposed* part (no compute hides it), idle (span − busy),
 idle by cause, and each ``ProfilerStep``'s times. The **straggler** is judged once over every figure
 (:func:`judge`): the rank the others wait for at the collectives, else a host-bound rank, else the rank with the
-most compute time where it is over the median rank's by more than noise. The rank with the most compute time;
-its margin is measured against the median rank's compute time (the median over the ranks, the mean of the
-middle two for an even count), in µs and %, and its kernel time per compute group against the median rank's
-(where the extra time goes); and what each rank's host did while its GPU idled, by cause (rows of kind
+most compute time where it is over the others by more than noise. The rank with the most compute time;
+its margin is measured against the other ranks' compute time (their median, the mean of the middle two for an
+even count; the straggler is never among them, so with two ranks it is the other rank's), in µs and %, and its
+kernel time per compute group against the other ranks' (where the extra time goes); and what each rank's host did while its GPU idled, by cause (rows of kind
 ``host_gap``: data loading, synchronisation, copies… with the operator holding most of each), so a rank that
 waits on its DataLoader while the others compute is named by its cause, each step's part of it with the step;
 and each rank's operators by GPU time (rows of kind ``op``, the top :data:`OPS_KEPT`), the straggler's extra time
-by operator against the median rank's (an operator's name is the same on every rank, where its kernels' may not
+by operator against the other ranks' (an operator's name is the same on every rank, where its kernels' may not
 be); and each collective matched across the ranks, who arrived last and how long the others waited for it (rows
 of kind ``arrival``, :mod:`core.workload.arrivals`). Only the summary of a rank is kept before the next is read, so memory is one trace's columns at a time.
 """
@@ -34,6 +34,7 @@ from core.errors import ConfigError
 from core.intake import InputRefused
 from core.workload.arrivals import Call, arrivals, rank_calls
 from core.workload.files import job_files
+from core.workload.findings import OTHERS
 from core.workload.host_gaps import host_gaps
 from core.workload.ops import PLACEHOLDERS, op_totals
 from core.workload.trace import analyse_trace, read_trace
@@ -168,37 +169,44 @@ def _steps_text(steps: set[int]) -> str:
     return f"{s[0]}–{s[-1]}" if len(s) > 1 else str(s[0])
 
 
+def others_median(values: dict[int, float], rank: int) -> float:
+    """The median of ``values`` over the ranks but ``rank`` (its own value where it is the only rank): a rank is
+    held against the others, never against a median it takes part in (with two ranks, that is half its margin)."""
+    others = [v for r, v in values.items() if r != rank]
+    return float(np.median(others)) if others else values[rank]
+
+
 def straggler(rank_rows: list[dict]) -> dict:
-    """The rank with the most compute time (the lowest such rank on a tie) against the median rank's."""
-    compute = np.array([r["compute_us"] for r in rank_rows], dtype=float)
-    worst = max(range(len(rank_rows)), key=lambda i: (compute[i], -rank_rows[i]["rank"]))
-    median = float(np.median(compute))
-    margin = float(compute[worst]) - median
+    """The rank with the most compute time (the lowest such rank on a tie) against the other ranks'."""
+    compute = {r["rank"]: float(r["compute_us"]) for r in rank_rows}
+    worst = max(compute, key=lambda k: (compute[k], -k))
+    median = others_median(compute, worst)
+    margin = compute[worst] - median
     return {
-        "rank": rank_rows[worst]["rank"],
-        "compute_us": float(compute[worst]),
+        "rank": worst,
+        "compute_us": compute[worst],
         "median_compute_us": median,
         "margin_us": margin,
         "margin_pct": 100.0 * margin / median if median else 0.0,
-        "measure": "compute time (union of compute kernels) against the median over the ranks",
+        "against": OTHERS,
+        "measure": "compute time (union of compute kernels) against the median over the other ranks",
     }
 
 
-NOISE_PCT = 2.0  # a rank's compute within this of the median rank's is noise, not what holds the job back
-HOST_BOUND = 0.10  # a rank whose GPU waits on its host this much more of its span than the median rank's is host-bound
+NOISE_PCT = 2.0  # a rank's compute within this of the other ranks' is noise, not what holds the job back
+HOST_BOUND = 0.10  # a rank whose GPU waits on its host this much more of its span than the others' is host-bound
 
 
 def judge(rank_rows: list[dict], worst: dict, arrived: dict, host_rows: list[dict]) -> dict:
     """One judgement of which rank holds the job back, over every figure that can say it: who arrives last at the
     collectives matched across the ranks (the others wait for it: the most direct evidence), whose GPU waits on its
-    own host far more than the median rank's (host-bound), and whose compute is over the median rank's by more
+    own host far more than the other ranks' (host-bound), and whose compute is over the other ranks' by more
     than :data:`NOISE_PCT` (``worst``: :func:`straggler`). ``{"rank"`` (None: no rank stands out)``, "reasons",
     "compute_pct", "host_wait_share", "median_host_wait_share", "host_cause", "last_arrivals", "matched",
     "waited_us"}``, reasons among ``arrives_last``, ``host_bound``, ``compute``."""
     host = {r["rank"]: r.get("host_wait_us", 0.0) / r["span_us"] for r in rank_rows if r.get("span_us")}
-    median_host = float(np.median(list(host.values()))) if host else 0.0
     bound = max(host, key=lambda k: (host[k], -k)) if host else None
-    if bound is not None and host[bound] - median_host < HOST_BOUND:
+    if bound is not None and host[bound] - others_median(host, bound) < HOST_BOUND:
         bound = None
     by_compute = worst["rank"] if worst["margin_pct"] >= NOISE_PCT and len(rank_rows) > 1 else None
     matched, last = arrived.get("matched", 0), arrived.get("last_rank")
@@ -207,7 +215,7 @@ def judge(rank_rows: list[dict], worst: dict, arrived: dict, host_rows: list[dic
     reasons = [why for why, r in (("arrives_last", by_arrival), ("host_bound", bound), ("compute", by_compute))
                if r is not None and r == rank]  # fmt: skip
     compute = {r["rank"]: r["compute_us"] for r in rank_rows}
-    median_compute = worst["median_compute_us"]
+    median_compute = others_median(compute, rank) if rank is not None else 0.0
     mine = [h for h in host_rows if h["rank"] == rank]
     cause = max(mine, key=lambda h: h["time_us"], default=None)
     return {
@@ -217,7 +225,7 @@ def judge(rank_rows: list[dict], worst: dict, arrived: dict, host_rows: list[dic
         if rank is not None and median_compute
         else None,
         "host_wait_share": host.get(rank) if rank is not None else None,
-        "median_host_wait_share": median_host,
+        "median_host_wait_share": others_median(host, rank) if rank is not None and rank in host else None,
         "host_cause": {"cause": cause["cause"], "time_us": cause["time_us"], "op": cause.get("top_op")}
         if cause
         else None,
@@ -225,14 +233,14 @@ def judge(rank_rows: list[dict], worst: dict, arrived: dict, host_rows: list[dic
         "matched": matched,
         "waited_us": arrived.get("waited_us", 0.0) if rank == by_arrival and rank is not None else 0.0,
         "measure": "the rank arriving last at most of the collectives matched across the ranks, else the rank whose "
-        f"GPU waits on its host ≥ {HOST_BOUND:.0%} of its span more than the median rank's, else the rank whose "
-        f"compute is ≥ {NOISE_PCT:g}% over the median rank's",
+        f"GPU waits on its host ≥ {HOST_BOUND:.0%} of its span more than the other ranks' median, else the rank "
+        f"whose compute is ≥ {NOISE_PCT:g}% over the other ranks' median",
     }
 
 
 def extra_by_group(ranks: list[RankTrace], rank: int) -> list[dict]:
     """Where the straggler's extra time goes: ``rank``'s kernel time in each compute group against the median
-    over the ranks of that group's (a rank without the group counts 0), the largest extra first. Group times
+    over the other ranks of that group's (a rank without the group counts 0), the largest extra first. Group times
     are sums of kernel durations, so the extras need not add up to the margin, which is a union."""
     by_rank = {r.row["rank"]: {g["group"]: g["total_us"] for g in r.groups} for r in ranks}
     return _against_median(by_rank, rank, "group", "kernel_time_us", _NOT_COMPUTE)
@@ -240,7 +248,7 @@ def extra_by_group(ranks: list[RankTrace], rank: int) -> list[dict]:
 
 def extra_by_op(ranks: list[RankTrace], rank: int, top: int = 5) -> list[dict]:
     """The operators holding the straggler's extra time: ``rank``'s GPU time in each operator against the median
-    over the ranks of that operator's (a rank without it counts 0), the ``top`` largest extras. Like the groups,
+    over the other ranks of that operator's (a rank without it counts 0), the ``top`` largest extras. Like the groups,
     sums of durations (kernels, copies and sets), so they need not add up to the margin. Activity no operator
     launched names nothing to change: it is left out."""
     by_rank = {r.row["rank"]: {o["op"]: o["gpu_time_us"] for o in r.ops} for r in ranks}
@@ -251,12 +259,12 @@ def _against_median(
     by_rank: dict[int, dict[str, float]], rank: int, label: str, figure: str, left_out: set[str]
 ) -> list[dict]:
     """``rank``'s ``figure`` for each name any rank has (but those ``left_out``) against the median over the
-    ranks of that name's (a rank without it counts 0): ``{label, figure, "median_" + figure, "extra_us"}``,
+    other ranks of that name's (a rank without it counts 0): ``{label, figure, "median_" + figure, "extra_us"}``,
     the largest extra first."""
     out = []
     for name in sorted({n for values in by_rank.values() for n in values} - left_out):
         own = by_rank[rank].get(name, 0.0)
-        median = float(np.median([values.get(name, 0.0) for values in by_rank.values()]))
+        median = others_median({r: values.get(name, 0.0) for r, values in by_rank.items()}, rank)
         out.append({label: name, figure: own, f"median_{figure}": median, "extra_us": own - median})
     return sorted(out, key=lambda r: -r["extra_us"])
 
@@ -281,13 +289,13 @@ def combine(ranks: list[RankTrace]) -> tuple[list[dict], dict]:
         "world_size": first["world_size"],
         "backend": first["backend"],
         "straggler_rank": verdict["rank"],  # the rank that holds the job back, by every figure (None: no rank)
-        "straggler": worst,  # the rank with the most compute, against the median rank's
+        "straggler": worst,  # the rank with the most compute, against the other ranks'
         "verdict": verdict,
         "common_steps": sorted(common),
         "arrivals": arrived,
         "quirks": {f"rank {r.row['rank']}: {why}": n for r in ranks for why, n in r.quirks.items()},
         "measure": "per rank, on its busiest GPU: kernel time = sum of kernel durations; compute, communication = "
         "unions of compute and collective kernels on the device timeline; exposed = communication no compute hides; "
-        "idle = span − busy; the straggler's groups: sums of kernel durations against the median rank's",
+        "idle = span − busy; the straggler's groups: sums of kernel durations against the other ranks' median",
     }
     return rows, meta

@@ -11,6 +11,7 @@ import streamlit as st
 from core.result import RunResult
 from core.units import us_text
 from core.workload.arrivals import matching_text
+from core.workload.findings import against_text
 from core.workload.trace import gpu_text
 from pages.common import imports, run_panel
 from pages.common.charts import show_charts
@@ -181,9 +182,15 @@ def render_ranks(run: RunResult) -> None:
         ", ".join(r.replace("_", " ") for r in verdict["reasons"]) or None,
         delta_color="off",
         help="The rank that holds the job back, judged on every figure: the rank arriving last at the collectives, "
-        "else a host-bound rank, else the rank whose compute is over the median rank's by more than noise.",
+        "else a host-bound rank, else the rank whose compute is over the other ranks' by more than noise.",
     )
-    cols[2].metric(f"Most compute: rank {s['rank']}", _ms(s["margin_us"]), f"{s['margin_pct']:+.1f}% over the median")
+    cols[2].metric(
+        f"Most compute: rank {s['rank']}",
+        _ms(s["margin_us"]),
+        f"{s['margin_pct']:+.1f}% over {against_text(s, len(m['ranks']))}",
+        help="Its compute time (the union of its compute kernels) over the other ranks': their median, which the "
+        "rank itself is never part of.",
+    )
     cols[3].metric("Backend", m.get("backend") or "unknown")
     st.caption(
         f"{markdown_text(m['file'])} · files {markdown_text(', '.join(m['files']))} · {markdown_text(m['measure'])}"

@@ -165,12 +165,13 @@ def test_the_straggler_is_the_rank_that_computes_longest_not_the_one_that_waits(
     assert [by_rank[r]["compute_us"] for r in range(3)] == [100 * MS, 60 * MS, 80 * MS]
     assert [by_rank[r]["exposed_communication_us"] for r in range(3)] == [10 * MS, 50 * MS, 30 * MS]
     s = meta["straggler"]
-    # median of 100, 60, 80 = 80; margin 20 ms = 25.0 %
-    assert (s["rank"], s["median_compute_us"], s["margin_us"], s["margin_pct"]) == (0, 80 * MS, 20 * MS, 25.0)
-    # by group (summed durations): embedding 70 against the median of 70, 20, 40 = 40 → +30 ms;
-    # matmul 30 against the median of 30, 40, 40 = 40 → −10 ms; communication is no compute group
+    # against the other ranks: the median of 60 and 80 = 70; margin 30 ms = 42.9 %
+    assert (s["rank"], s["median_compute_us"], s["margin_us"]) == (0, 70 * MS, 30 * MS)
+    assert s["margin_pct"] == pytest.approx(100 * 30 / 70)
+    # by group (summed durations): embedding 70 against the median of the others' 20, 40 = 30 → +40 ms;
+    # matmul 30 against the median of 40, 40 = 40 → −10 ms; communication is no compute group
     assert s["groups"] == [
-        {"group": "embedding", "kernel_time_us": 70 * MS, "median_kernel_time_us": 40 * MS, "extra_us": 30 * MS},
+        {"group": "embedding", "kernel_time_us": 70 * MS, "median_kernel_time_us": 30 * MS, "extra_us": 40 * MS},
         {"group": "matmul", "kernel_time_us": 30 * MS, "median_kernel_time_us": 40 * MS, "extra_us": -10 * MS},
     ]
     found = ranks_findings(meta, rows)
@@ -178,8 +179,8 @@ def test_the_straggler_is_the_rank_that_computes_longest_not_the_one_that_waits(
     assert found[0]["text"] == (
         "rank 0 holds the job back: it arrives last at 1 of 1 collectives matched across the ranks (1 by kernel name "
         "and stream order) (the ranks waited 60.0 ms in all for the last to arrive, 66.7% of their communication); "
-        "its compute is +25.0% over the median rank's (100.0 ms against 80.0 ms); by kernel group, embedding +30.0 "
-        "of +20.0 ms (summed durations against the median rank's)"
+        "its compute is +42.9% over the other ranks' median (100.0 ms against 70.0 ms); by kernel group, embedding "
+        "+40.0 of +30.0 ms (summed durations against the other ranks' median)"
     )
     # rank 1 waits 50 of its 110 ms in the all-reduce, exposed: 45.5% of its span
     exposed = next(f for f in found if f["kind"] == "exposed_communication")

@@ -13,7 +13,7 @@ to the last rank's start + 20. Rank 3 starts every all-reduce last (910 against 
 400 + 400 + 394 = 1,194 µs a call, 11,940 µs in all. Compute: 5,000 µs on ranks 0, 1 and 3, 5,060 on rank 2; the
 median 5,000: rank 2 is +1.2 %. Between steps the GPU of ranks 0–2 idles [930, 1,010) waiting on its host's next
 launch (80 µs × 9 = 720 of a 9,920 µs span: 7.3 %); rank 3's idles [930, 1,410): 480 × 9 = 4,320 of 9,520 µs
-(45.4 %), against the median rank's 7.3 %: host-bound. Communication (the all-reduce kernels): 4,200 + 4,200 +
+(45.4 %), against the other ranks' 7.3 %: host-bound. Communication (the all-reduce kernels): 4,200 + 4,200 +
 4,140 + 200 = 12,740 µs; the waits are 93.7 % of it."""
 
 from __future__ import annotations
@@ -77,7 +77,7 @@ def job(tmp_path):
 def test_the_rank_the_others_wait_for_and_why_in_one_sentence(job):
     rows, meta = job
     s, v = meta["straggler"], meta["verdict"]
-    # the most compute: rank 2, +1.2 % over the median rank — under the noise it is judged by
+    # the most compute: rank 2, +1.2 % over the other ranks' median — under the noise it is judged by
     assert (s["rank"], s["margin_us"], s["median_compute_us"]) == (2, 60, 5000) and s["margin_pct"] < NOISE_PCT
     assert meta["arrivals"]["last_rank"] == 3 and meta["arrivals"]["last_arrivals"] == STEPS
     assert meta["arrivals"]["waited_us"] == pytest.approx(11_940)
@@ -92,9 +92,9 @@ def test_the_rank_the_others_wait_for_and_why_in_one_sentence(job):
     assert first["kind"] == "straggler" and first["text"] == (
         "rank 3 holds the job back: it arrives last at 10 of 10 collectives matched across the ranks (the ranks "
         "waited 11.9 ms in all for the last to arrive, 93.7% of their communication); its GPU waits on its host "
-        "45.4% of its span against the median rank's 7.3% (host-bound; most: data loading, "
-        "`enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__`); its compute is within 0.0% of the median "
-        "rank's: not the cause"
+        "45.4% of its span against the other ranks' median 7.3% (host-bound; most: data loading, "
+        "`enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__`); its compute is within 0.0% of the other "
+        "ranks' median: not the cause"
     )
     assert first["value"] == pytest.approx(100 * 11_940 / 12_740)
     # nothing else names rank 2's compute, and rank 3's idle is not said a second time
