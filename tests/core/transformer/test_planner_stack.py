@@ -113,6 +113,7 @@ def _saved_by_partitioner(precision: str, attention: str, batch: int, context: i
     from core.transformer.model import build_model
     from core.transformer.presets import get_preset
 
+    torch._dynamo.reset()  # a model compiled earlier in this process (another test's step) must not be reused
     saved: list[int] = []
 
     def forward_graph(graph, _inputs):
