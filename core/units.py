@@ -18,6 +18,8 @@ Rules, chosen once:
   minute) with a space for the ``T``: ``"2026-03-01 12:34:56"``.
 - **Rates** (:func:`rate_text`): a value and its unit, e.g. ``"912.3 GB/s"``; bandwidth in GB/s is decimal
   (1 GB = 10⁹ bytes), as nccl-tests and CUDA's bandwidthTest report it.
+- **Shapes** (:func:`shape_text`, :func:`shapes_text`) are a tensor's sizes joined by ``×``, as a person writes
+  them: ``4×8``, several separated by commas (``4×8, 8``), a scalar ``scalar`` — never a Python list (``[[4, 8]]``).
 - **Missing values** (a figure not measured, not applicable, or with no reason to give) are written
   :data:`MISSING`, ``"—"``, in every table, never ``None`` or ``nan``; the page says once why a column has them.
 - **Throughput** (:func:`throughput_unit`) is stored in TFLOPS (TOPS for integer ops) and shown in TFLOPS on
@@ -44,6 +46,16 @@ def count_text(n: int, noun: str, plural: str | None = None) -> str:
     """A count and its noun, singular or plural as English has it, with thousands separated: ``count_text(1,
     "row")`` → ``"1 row"``, ``count_text(1200, "run")`` → ``"1,200 runs"`` (never "1 rows" or "run(s)")."""
     return f"{n:,} {noun if n == 1 else plural or noun + 's'}"
+
+
+def shape_text(dims: list[int] | tuple[int, ...]) -> str:
+    """A tensor's shape as a person writes it: ``[4, 8]`` → ``"4×8"``; a scalar's ``[]`` → ``"scalar"``."""
+    return "×".join(str(d) for d in dims) if dims else "scalar"
+
+
+def shapes_text(shapes: list | tuple) -> str:
+    """Several tensors' shapes (an operator's inputs): ``[[4, 8], [8]]`` → ``"4×8, 8"``; none → ``"none"``."""
+    return ", ".join(shape_text(d) for d in shapes) if shapes else "none"
 
 
 def bytes_text(n: float, digits: int = 1) -> str:

@@ -9,7 +9,7 @@ from __future__ import annotations
 
 from datetime import UTC, datetime
 
-from core.units import bytes_text, duration_text
+from core.units import bytes_text, duration_text, shapes_text
 
 MAX_FINDINGS = 3
 _TORCH_DIRS = ("/torch/distributed/", "/torch/nn/parallel/", "/torch/_dynamo/", "/torch/utils/")
@@ -45,10 +45,10 @@ def _group(s: dict) -> str:
 
 
 def _what(s: dict) -> str:
-    """all_reduce #4 of the default group (128 B Float, sizes [[4, 8]])."""
+    """all_reduce #4 of the default group (128 B Float, shape 4×8)."""
     size = f"{bytes_text(s['bytes'])} " if s.get("bytes") is not None else ""
     dtypes = "/".join(dict.fromkeys(s["dtypes"])) or "dtype not recorded"
-    return f"{s['op']} #{s['seq_id']} of {_group(s)} ({size}{dtypes}, sizes {s['sizes']})"
+    return f"{s['op']} #{s['seq_id']} of {_group(s)} ({size}{dtypes}, shape {shapes_text(s['sizes'])})"
 
 
 def _waiting(s: dict) -> str:
@@ -96,7 +96,7 @@ def _hang(s: dict, rows: dict[int, dict]) -> dict:
         dtypes = "/".join(dict.fromkeys(m["dtypes"])) or "dtype not recorded"
         m_where = user_frame(m["frames"])
         parts.append(
-            f"rank {m['rank']} entered {m['op']} ({dtypes}, sizes {m['sizes']}) where "
+            f"rank {m['rank']} entered {m['op']} ({dtypes}, shape {shapes_text(m['sizes'])}) where "
             f"{'rank ' + str(s['reference_rank']) if s.get('no_majority') else 'the others'} entered {_what(s)}: a "
             f"desync, other {m['differs_in']}"
             + (" (no majority: either may be the odd one)" if s.get("no_majority") else "")
