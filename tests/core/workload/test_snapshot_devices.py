@@ -13,6 +13,7 @@ import copy
 import gzip
 import pickle
 
+from core.intake import loads_pickle
 from core.workload.snapshot import read_snapshot
 from core.workload.snapshot_analysis import analyse
 from tests.core.workload import snapshots
@@ -23,8 +24,7 @@ SEGMENT = 2 * 2**20
 
 
 def two_devices(tmp_path):
-    with gzip.open(REAL) as f:
-        real = pickle.load(f)
+    real = loads_pickle(gzip.decompress(REAL.read_bytes()))  # the lab's plain-data reader: no code runs
     moved = copy.deepcopy(real)
     for s in moved["segments"]:
         s["device"] = 1
@@ -55,7 +55,7 @@ def test_a_two_device_snapshot_opens_on_the_device_that_held_the_memory(tmp_path
     assert held == 3_781_165_056
     a = analyse(snap)
     assert a.device == 1
-    expected = snapshots.plain_replay(pickle.loads(path.read_bytes()), 1)  # the test's own replay
+    expected = snapshots.plain_replay(loads_pickle(path.read_bytes()), 1)  # the test's own replay
     assert int(a.allocated.max()) == expected["peak"] == 3_249_143_816
     assert analyse(snap, 0).allocated.max() <= 512  # what the lab opened before: nothing held
     assert any("device 0" in note for note in a.notes)  # the other device is said, with how to read it

@@ -14,14 +14,14 @@ import pickle
 
 from core.experiment import config_from_dict, drive
 from core.experiments.memory_snapshot import MemorySnapshotConfig, run
+from core.intake import loads_pickle
 from tests.core.workload.traces import DATA
 
 REAL = DATA / "snapshots" / "cs336_mem_snapshot.pickle.gz"
 
 
 def legacy(tmp_path):
-    with gzip.open(REAL) as f:
-        real = pickle.load(f)
+    real = loads_pickle(gzip.decompress(REAL.read_bytes()))  # the lab's plain-data reader: no code runs
     old = copy.deepcopy(real)
     for seg in old["segments"]:
         for b in seg["blocks"]:
