@@ -255,9 +255,12 @@ def _run_of(
 class JobManager:
     """Submit experiments; one :class:`DeviceQueue` per device string. Thread-safe."""
 
-    def __init__(self, store=None, default_timeout_s: float = DEFAULT_TIMEOUT_S) -> None:
+    def __init__(
+        self, store=None, default_timeout_s: float = DEFAULT_TIMEOUT_S, import_env: dict[str, str] | None = None
+    ) -> None:
         self.store = store
         self.default_timeout_s = default_timeout_s
+        self.import_env = dict(import_env or {})  # for the workers of imports (the dashboard's confinement)
         self._queues: dict[str, DeviceQueue] = {}
         self._jobs: dict[str, Job] = {}
         self._lock = threading.Lock()
@@ -299,7 +302,7 @@ class JobManager:
             config=config_to_dict(cfg),
             device=device,
             timeout_s=float(timeout_s),
-            env=exp.env_for(cfg),
+            env=exp.env_for(cfg) | (self.import_env if exp.reads else {}),
             name=name,
             on_event=on_event,
             save=save,

@@ -27,6 +27,8 @@ exits by itself (it watches its parent pid), so no orphan keeps a GPU busy.
 from __future__ import annotations
 
 import argparse
+import copy
+import dataclasses
 import gc
 import importlib
 import json
@@ -36,10 +38,10 @@ import threading
 import time
 import traceback
 from collections.abc import Callable, Generator
-from contextlib import nullcontext
+from contextlib import ExitStack, nullcontext
 from typing import Any
 
-from core import import_budget
+from core import import_budget, import_dirs
 from core.errors import ConfigError, DoesNotFit, Unsupported
 from core.experiment import Context, Experiment, Output, Progress
 from core.hardware.device import current_device
@@ -135,14 +137,37 @@ def _resolve(request: RunRequest) -> tuple[Experiment, Any, str, dict, dict | No
     return exp, config, torch_device, devices.describe(torch_device), None
 
 
+def _confined(exp: Experiment, config: Any, files: ExitStack) -> Any:
+    """An import of a dashboard's worker (:data:`core.import_dirs.CONFINE_ENV`): each file it reads opened here,
+    without following links, under the directories the dashboard allowed (ConfigError otherwise), and the config
+    naming the files opened, held in ``files``; any other job's config as it is."""
+    dirs = import_dirs.confined()
+    if exp.reads is None or dirs is None:
+        return config
+    moved = files.enter_context(import_dirs.held(exp.reads(config), dirs))
+    opened = copy.copy(config)
+    for f in dataclasses.fields(config):
+        value = getattr(config, f.name)
+        if isinstance(value, str) and value in moved:
+            object.__setattr__(opened, f.name, moved[value])
+        elif isinstance(value, tuple) and any(v in moved for v in value):
+            object.__setattr__(opened, f.name, tuple(moved.get(v, v) for v in value))
+    if {str(p) for p in exp.reads(opened)} - set(moved.values()):  # a folder, read file by file: each must be named
+        raise ConfigError("paths: a dashboard's import names each file it reads (a folder is not opened here)")
+    return opened
+
+
 def run_job(request: RunRequest, emit: Callable[[Message], None]) -> None:
     """Run one request to the end, emitting events; never raises."""
     from core.hardware import device as devices
 
     job_id = request.job_id
+    files = ExitStack()  # the files a confined import reads, held open until it ends
     try:
         exp, config, torch_device, desc, versions = _resolve(request)
+        config = _confined(exp, config, files)
     except (ConfigError, KeyError) as exc:
+        files.close()
         emit(ResultEvent.failed(job_id, "config", f"invalid request: {exc}"))
         return
 
@@ -153,7 +178,7 @@ def run_job(request: RunRequest, emit: Callable[[Message], None]) -> None:
     lock = device_lock(torch_device, lambda msg: emit(WaitingEvent(job_id, msg))) if touches_device else nullcontext()
     memory_cap = nullcontext(None) if exp.in_process else capped(torch_device)
     cpu_limit = import_budget.cpu_limited(exp.reads(config)) if exp.reads else nullcontext(None)
-    with lock, current_device("cpu" if exp.in_process else torch_device), memory_cap as cap, cpu_limit:
+    with files, lock, current_device("cpu" if exp.in_process else torch_device), memory_cap as cap, cpu_limit:
         emit(
             StartedEvent(
                 job_id,

@@ -37,6 +37,8 @@ def importer(key: str, experiment: str, label: str, help_text: str, ranks: str =
 
 def _path_field(key: str, ranks: str) -> str:
     """The path typed on the page, or "" while the operator lists no import directory (the field is off)."""
+    for entry in import_dirs.refused_entries():  # the operator's setting, said where it counts
+        st.warning(markdown_text(f"{import_dirs.ENV} entry left out: {entry}"), icon=":material/folder_off:")
     if not import_dirs.listed():
         st.caption(markdown_text(import_dirs.off_text()))
         return ""

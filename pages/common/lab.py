@@ -9,9 +9,11 @@ from __future__ import annotations
 
 import streamlit as st
 
+from core import import_dirs
 from core.experiment import ALL, SLOW_FRACTION
 from core.hardware import dtypes
 from core.jobs import JobManager
+from core.paths import examples_dir
 from core.store import RunStore, StoreError
 from core.transformer.presets import DEFAULT_BATCH, PRESET_NAMES
 from core.workerprocess import query_devices
@@ -40,7 +42,11 @@ def store_problem() -> str | None:
 
 @st.cache_resource(show_spinner=False)
 def manager() -> JobManager:
-    return JobManager(store=store())
+    """The server's job manager; its import workers open files only under the import directories, the uploads
+    folder and the examples, as resolved now, once (core/import_dirs.py)."""
+    from pages.common.uploads import folder
+
+    return JobManager(store=store(), import_env=import_dirs.confinement(folder(), examples_dir()))
 
 
 @st.cache_resource(show_spinner="Asking a worker which devices this box has…")

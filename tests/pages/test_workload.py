@@ -254,10 +254,10 @@ def test_a_folder_on_the_box_is_the_ranks_of_one_job(data_dir, tmp_path, monkeyp
     assert {m.label: m.value for m in at.metric}["Straggler"] == "rank 1"
 
 
-def test_a_path_that_is_no_file_is_refused_on_the_page(data_dir, monkeypatch):
-    monkeypatch.setenv("GPULAB_IMPORT_DIRS", "/nonexistent")  # allowed, so whether it exists may be said
+def test_a_path_that_is_no_file_is_refused_on_the_page(data_dir, monkeypatch, tmp_path):
+    monkeypatch.setenv("GPULAB_IMPORT_DIRS", str(tmp_path))  # allowed, so whether it exists may be said
     at = page("pages/step_bench.py")
-    at.text_input(key="step_bench.trace.path").input("/nonexistent/trace.json").run()
+    at.text_input(key="step_bench.trace.path").input(str(tmp_path / "trace.json")).run()
     at.button(key="step_bench.trace.import").click().run()
     assert any("is not a file on this machine" in e.value for e in at.error)
 
