@@ -66,17 +66,13 @@ def _import_path(key: str, experiment: str, ranks: str, given: str) -> None:
 
 
 def _import_uploads(key: str, experiment: str, files: list) -> None:
-    """Uploads saved one by one and imported together (several: the ranks of one job), deleted once imported."""
-    paths: list[Path] = []
+    """Uploads saved as one batch and imported together (several: the ranks of one job), deleted once imported;
+    kept until then, however many there are."""
     try:
-        for uploaded in files:
-            paths.append(uploads.save_upload(uploaded))
-    except OSError as exc:
-        uploads.remove(paths)
+        paths = uploads.save_batch(files)
+    except OSError as exc:  # a full disk, or earlier imports still waiting: said without the server's folders
         what = "upload" if len(files) == 1 else "uploads"
-        st.error(
-            f"The {what} could not be saved under {markdown_text(str(uploads.folder()))}: {markdown_text(exc.strerror or exc)}"
-        )
+        st.error(f"The {what} could not be saved on the server: {markdown_text(exc.strerror or exc)}")
         return
     name = files[0].name if len(files) == 1 else f"{files[0].name} +{len(files) - 1}"
     for uploaded in files:

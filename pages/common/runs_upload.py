@@ -54,9 +54,8 @@ def _submit_upload(store: RunStore, upload) -> None:
     """Save the upload, drop the server's copy and queue its import (the saved copy is deleted once read)."""
     try:
         path = uploads.save_upload(upload)
-    except OSError as exc:
-        where = markdown_text(str(uploads.folder()))
-        st.error(f"The upload could not be saved under {where}: {markdown_text(exc.strerror or exc)}")
+    except OSError as exc:  # a full disk, or earlier imports still waiting: said without the server's folders
+        st.error(f"The upload could not be saved on the server: {markdown_text(exc.strerror or exc)}")
         return
     uploads.forget(KEY, upload)
     _start()
