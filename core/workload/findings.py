@@ -2,7 +2,10 @@
 
 Derived once, when the file is imported, and stored in the run's ``meta["findings"]``; the page and the CLI
 show them before any table. Each finding is ``{"kind", "text", "value", "unit"}``: ``value`` is the number the
-sentence rests on (``unit`` ``%``, ``us`` or ``bytes``), so a reader, a test or a script can check it.
+sentence rests on (``unit`` ``%``, ``us`` or ``bytes``), so a reader, a test or a script can check it. A finding's
+text is plain text, one rule for every reader: no Markdown (a kernel or an operator is named as it is, never in
+backticks), no Python repr (a shape is ``4×8``: :func:`core.units.shapes_text`), and its shares are written to the
+same 0.1 % as the page's figures beside it (a host wait of 99.6 % never reads "100 %").
 
 The candidates are ranked by how much of the whole each explains, one measure per kind of file:
 
@@ -60,7 +63,7 @@ def _idle(m: dict, who: str) -> tuple[float, dict] | None:
     causes = m.get("idle_causes") or {k: m[k] for k in ("host_wait_us", "kernel_wait_us", "other_wait_us") if k in m}
     gaps = sum(causes.values())
     host = (
-        f", {causes['host_wait_us'] / gaps:.0%} of it waiting on the host (the next activity's launch call came "
+        f", {causes['host_wait_us'] / gaps:.1%} of it waiting on the host (the next activity's launch call came "
         "after the GPU ran dry)"
         if gaps
         else ""
@@ -117,7 +120,7 @@ def _where_extra(s: dict, n_ranks: int) -> str:
         out += f"; by kernel group, {group['group']} {group['extra_us'] / 1e3:+,.1f} of {s['margin_us'] / 1e3:+,.1f} ms"
     op = next(iter(s.get("ops") or []), None)
     if op is not None and op["extra_us"] > 0:
-        out += f"; by operator, `{op['op']}` {op['extra_us'] / 1e3:+,.1f} ms"
+        out += f"; by operator, {op['op']} {op['extra_us'] / 1e3:+,.1f} ms"
     return out + f" (summed durations against {against_text(s, n_ranks)})" if out else ""
 
 
@@ -173,7 +176,7 @@ def _verdict(meta: dict, rank_rows: list[dict]) -> dict | None:
         )
     if "host_bound" in reasons:
         cause = v.get("host_cause")
-        held = f"; most: {cause['cause']}" + (f", `{cause['op']}`" if cause.get("op") else "") if cause else ""
+        held = f"; most: {cause['cause']}" + (f", {cause['op']}" if cause.get("op") else "") if cause else ""
         said.append(
             f"its GPU waits on its host {v['host_wait_share']:.1%} of its span against {others} "
             f"{v['median_host_wait_share']:.1%} (host-bound{held})"

@@ -448,9 +448,9 @@ def host_gap_findings(meta: dict, steps: Sequence[dict] = ()) -> list[dict]:
         if c["cause"] == CAUSES[NONE]:
             text = f"{held} with no CPU event on the launching thread: Python between operators, or another thread"
         elif c["cause"] == CAUSES[OTHER]:
-            text = f"{held} in other CPU work on the launching thread, most in `{top['op']}`{where}" if top else held
+            text = f"{held} in other CPU work on the launching thread, most in {top['op']}{where}" if top else held
         else:
-            text = f"{held} in `{top['op']}`{where} — {c['cause']} on the launching thread" if top else held
+            text = f"{held} in {top['op']}{where} — {c['cause']} on the launching thread" if top else held
         every_step = _allocator_every_step(meta, steps) if c["cause"] == "allocator" else None
         waits = bool(top and top.get("longest_us", 0.0) >= OUTSIDE_US)
         if advice := remedies.for_gap(c["cause"], allocator_every_step=every_step, waits_outside=waits):
@@ -526,7 +526,7 @@ def _inner_text(inner: dict | None) -> str:
     frame = _FRAME.match(inner["op"])
     name = f"{frame.group(1)}:{frame.group(2)} {frame.group(3)}" if frame else inner["op"]
     at = f" at {inner['source']}" if inner.get("source") and not frame else ""
-    return f" (`{name}`, {us_text(inner['time_us'])}{at})"
+    return f" ({name}, {us_text(inner['time_us'])}{at})"
 
 
 def before_first_kernel_lines(meta: dict) -> list[str]:

@@ -40,7 +40,7 @@ import re
 import numpy as np
 
 from core.hardware.specs import match_spec
-from core.units import duration_text, us_text
+from core.units import duration_text, shapes_text, us_text
 from core.workload.cpu_ops import CpuOps
 from core.workload.trace_file import COMM, TraceFile
 
@@ -388,7 +388,7 @@ def tensor_core_findings(meta: dict) -> list[dict]:
             {
                 "kind": "tensor_cores",
                 "text": f"{us_text(t['simt_us'])} ({t['simt_us'] / total:.1%} of kernel time) in fp32 GEMM/convolution "
-                f"kernels that use no tensor core ({t['simt_kernels']:,} launches, most `{top['kernel']}`): {how}",
+                f"kernels that use no tensor core ({t['simt_kernels']:,} launches, most {top['kernel']}): {how}",
                 "value": 100 * t["simt_us"] / total,
                 "unit": "%",
                 "time_us": t["simt_us"],
@@ -397,8 +397,10 @@ def tensor_core_findings(meta: dict) -> list[dict]:
     if total and t.get("unaligned_us", 0.0) / total >= MIN_KERNEL_SHARE:
         top = t["unaligned_top"][0]
         where = meta.get("unaligned_op") or {}
+        dims = _dims(_load(where.get("dims") or ""))  # the operator's Input Dims as the trace wrote them
         shape = (
-            f", most under `{where['op']}` {where['dims']} ({', '.join(f'{d:,}' for d in where['odd'])})"
+            f", most under {where['op']}{' ' + shapes_text(dims) if dims else ''} "
+            f"({', '.join(f'{d:,}' for d in where['odd'])})"
             if where.get("odd")
             else ""
         )
@@ -406,7 +408,7 @@ def tensor_core_findings(meta: dict) -> list[dict]:
             {
                 "kind": "unaligned",
                 "text": f"{us_text(t['unaligned_us'])} ({t['unaligned_us'] / total:.1%} of kernel time) in GEMM kernels "
-                f"for unaligned operands (most `{top['kernel']}`): cuBLAS picks them where a dimension is not a "
+                f"for unaligned operands (most {top['kernel']}): cuBLAS picks them where a dimension is not a "
                 f"multiple of 8{shape} — pad it (the sequence length, a hidden size) to a multiple of 8",
                 "value": 100 * t["unaligned_us"] / total,
                 "unit": "%",
@@ -420,7 +422,7 @@ def tensor_core_findings(meta: dict) -> list[dict]:
                 "kind": "older_architecture",
                 "text": f"{us_text(t['older_us'])} ({t['older_us'] / total:.1%} of kernel time) in kernels built for an "
                 f"older architecture than this GPU's sm {t['device_arch'] // 10}.{t['device_arch'] % 10} (most "
-                f"`{top['kernel']}`): a library or build without kernels for this GPU",
+                f"{top['kernel']}): a library or build without kernels for this GPU",
                 "value": 100 * t["older_us"] / total,
                 "unit": "%",
                 "time_us": t["older_us"],

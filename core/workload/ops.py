@@ -340,7 +340,7 @@ def _unfused_attention_finding(patterns: list[dict], span: float) -> dict | None
     if share < MIN_SPAN_SHARE:
         return None
     names = sorted({_LAYER_NUMBER.sub("_…", p["module"]) for p in patterns})
-    where = ", ".join(f"`{n}`" for n in names[:3]) + (", …" if len(names) > 3 else "")
+    where = ", ".join(names[:3]) + (", …" if len(names) > 3 else "")
     if len(patterns) > 1:
         where = f"{len(patterns):,} modules ({where})"
     ops = sorted({op for p in patterns for op in p["ops"]})
@@ -365,7 +365,7 @@ def op_findings(meta: dict) -> list[dict]:
         share = p["time_us"] / span if span else 0.0
         if share < MIN_SPAN_SHARE or p["pattern"] == "unfused attention":
             continue
-        named = [f"`{o['op']}` ×{o['kernels']:,}" for o in p["ops"] if o["op"] not in PLACEHOLDERS][:3]
+        named = [f"{o['op']} ×{o['kernels']:,}" for o in p["ops"] if o["op"] not in PLACEHOLDERS][:3]
         most = f"most from {', '.join(named)}" if named else "no CPU operator recorded around them"
         text = (
             f"{p['kernels']:,} of {p['of_kernels']:,} kernels are elementwise and shorter than "

@@ -93,7 +93,7 @@ def test_the_rank_the_others_wait_for_and_why_in_one_sentence(job):
         "rank 3 holds the job back: it arrives last at 10 of 10 collectives matched across the ranks (the ranks "
         "waited 11.9 ms in all for the last to arrive, 93.7% of their communication); its GPU waits on its host "
         "45.4% of its span against the other ranks' median 7.3% (host-bound; most: data loading, "
-        "`enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__`); its compute is within 0.0% of the other "
+        "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__); its compute is within 0.0% of the other "
         "ranks' median: not the cause"
     )
     assert first["value"] == pytest.approx(100 * 11_940 / 12_740)

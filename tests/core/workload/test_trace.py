@@ -416,7 +416,7 @@ def test_idle_causes_per_device_add_up_to_the_idle(tmp_path):
     device = by_kind(rows, "device")[0]
     assert (device["host_wait_us"], device["kernel_wait_us"], device["other_wait_us"]) == (45, 21, 0)
     idle = {f["kind"]: f for f in trace_findings(m, rows)}["idle"]
-    assert f"{45 / 66:.0%} of it waiting on the host" in idle["text"]
+    assert f"{45 / 66:.1%} of it waiting on the host" in idle["text"]
 
 
 def test_step_figures_on_gpu_windows(tmp_path):
