@@ -59,10 +59,14 @@ def color_for(name: str) -> str:
 def device_label(run: RunResult) -> str:
     """'CPU — <model>' or 'cuda:0 — <GPU>': every chart says where its numbers come from. An imported file was
     recorded elsewhere: its charts name the file and say so (with its GPU where known, and the source of a
-    shipped example), never the importing box."""
+    shipped example, in the words of its own label: a hang the lab recorded says so, not "elsewhere"), never the
+    importing box."""
     if run.meta.get("recorded_on"):
         name = run.meta.get("device_name")
         example = run.meta.get("example")
+        label = example.get("label") if isinstance(example, dict) else None
+        if isinstance(label, str) and label:
+            return f"imported {run.meta.get('file', 'file')} — {label}"
         source = example.get("repository") if isinstance(example, dict) else None
         return (
             f"imported {run.meta.get('file', 'file')} — recorded elsewhere"

@@ -125,7 +125,8 @@ EXAMPLES: tuple[Example, ...] = (
         name="toy-mi250",
         kind="trace",
         file="traces/mi250_toy_rocm.json.gz",
-        title="a toy model trained on an AMD MI250 GCD (ROCm 6.2, Tensile GEMMs), 2 steps",
+        title="a toy model trained on an AMD MI250 GCD (ROCm 6.2, Tensile GEMMs), 1 step (the profiler stopped 49 µs "
+        "into a second, before its first kernel)",
         gpu="AMD Radeon Graphics",
         gpu_in_file=True,
         repository=HTA,

@@ -1,0 +1,24 @@
+"""Where an imported run's numbers come from, as every chart and banner says it (render.style.device_label)."""
+
+from core.result import RunResult
+from core.workload import examples, hang_examples
+from render.style import device_label
+
+
+def imported(**meta) -> RunResult:
+    return RunResult("flight-recorder", {}, {"kind": "cpu"}, {}, "2026-01-01T00:00:00", None, "ok", meta=meta)
+
+
+def test_a_hang_the_lab_recorded_is_never_said_recorded_elsewhere():
+    """The shipped hang dumps were recorded by this lab (tests/data/flight_recorder/generate.py): the banner above
+    them said "recorded elsewhere" beside the page's "recorded by this lab"."""
+    meta = {"recorded_on": "the machines that ran the job (imported files)", "file": "skipped_rank"}
+    said = device_label(imported(**meta, example=hang_examples.provenance("hang-skipped-rank")))
+    assert "elsewhere" not in said and said.startswith("imported skipped_rank — recorded by this lab: a gloo job")
+
+
+def test_a_trace_recorded_elsewhere_still_says_so_with_its_gpu_and_source():
+    example = examples.find("resnet50-v100")
+    meta = {"recorded_on": "the machine that recorded the trace (imported file)", "file": "t.json.gz"}
+    said = device_label(imported(**meta, device_name=example.gpu, example=examples.provenance(example)))
+    assert said == f"imported t.json.gz — recorded elsewhere on {example.gpu} ({example.repository})"
