@@ -8,6 +8,8 @@ from pathlib import Path
 
 import streamlit as st
 
+from core.errors import ConfigError
+from core.intake import check_limits
 from pages.common import catalog, lab
 
 # The tab's icon is a file of the lab's: a Material icon or an emoji as page_icon is fetched from a font host or a
@@ -17,6 +19,11 @@ ICON = Path(__file__).parent / "pages" / "common" / "icon.png"
 
 def run() -> None:
     st.set_page_config(page_title="GPU Lab", page_icon=str(ICON), layout="wide")
+    try:
+        check_limits()  # a malformed GPULAB_LIMITS stops the dashboard here, named, not every job it would start
+    except ConfigError as exc:
+        st.error(f"GPU Lab cannot start: {exc}")
+        st.stop()
     nav = st.navigation(
         [
             st.Page(path, title=title, icon=icon, default=(path == "pages/home.py"))

@@ -15,6 +15,7 @@ from __future__ import annotations
 
 import contextlib
 import dataclasses
+import difflib
 import gzip
 import io
 import json
@@ -97,23 +98,33 @@ class Limits:
 LIMITS_ENV = "GPULAB_LIMITS"
 
 
+# The largest a limit may be set to: a count or size still fits the C long the kernel and numpy take (a time in ns is
+# one of them), a time is under 32 years (RLIMIT_CPU takes whole seconds in a C long)
+MAX_WHOLE = 2**63
+MAX_SECONDS = 1e9
+
+
 def limits_from(text: str) -> Limits:
     """The limits with an operator's changes, ``name=value`` separated by commas (``inflate_ratio=200,
-    rank_files=1024``): whole numbers ≥ 1 for counts and sizes, seconds ≥ 0 for times. A ConfigError names
-    the entry it cannot take."""
+    rank_files=1024``): whole numbers from 1 to 2^63 for counts and sizes, seconds from 0 to 10^9 for times. A
+    ConfigError names the entry it cannot take (and the limit meant, where a name is misspelled)."""
     changes: dict[str, int | float] = {}
     kinds = {f.name: f.type for f in dataclasses.fields(Limits)}
     for entry in filter(None, (e.strip() for e in text.split(","))):
         name, _, value = (part.strip() for part in entry.partition("="))
         if name not in kinds:
-            raise ConfigError(f"{LIMITS_ENV}: no limit is called {name!r} (the limits: {', '.join(kinds)})")
+            near = difflib.get_close_matches(name, kinds, n=1)
+            meant = f"did you mean {near[0]}? " if near else ""
+            raise ConfigError(f"{LIMITS_ENV}: no limit is called {name!r} ({meant}the limits: {', '.join(kinds)})")
+        whole = kinds[name] == "int"
         try:
-            number = int(value) if kinds[name] == "int" else float(value)
+            number = int(value) if whole else float(value)
         except ValueError:
-            number = -1
-        if not (number >= (1 if kinds[name] == "int" else 0) and math.isfinite(number)):
-            wanted = "a whole number ≥ 1" if kinds[name] == "int" else "a number of seconds ≥ 0"
-            raise ConfigError(f"{LIMITS_ENV}: {name} must be {wanted}, got {value!r}")
+            number = math.nan
+        low, high = (1, MAX_WHOLE) if whole else (0, MAX_SECONDS)
+        if not low <= number <= high:  # NaN and infinities fail too
+            wanted = "a whole number from 1 to 2^63" if whole else "a number of seconds from 0 to 1,000,000,000"
+            raise ConfigError(f"{LIMITS_ENV}: {name} must be {wanted}, got {value[:40]!r}")
         changes[name] = number
     return dataclasses.replace(Limits(), **changes)
 

@@ -37,11 +37,20 @@ def test_the_budget_grows_with_the_bytes_a_file_may_read(tmp_path, monkeypatch):
 @pytest.mark.parametrize(
     "setting, said",
     [
-        ("inflate_ratio=lots", "GPULAB_LIMITS: inflate_ratio must be a whole number ≥ 1, got 'lots'"),
-        ("rank_files=0", "GPULAB_LIMITS: rank_files must be a whole number ≥ 1, got '0'"),
-        ("import_cpu_s=-1", "GPULAB_LIMITS: import_cpu_s must be a number of seconds ≥ 0, got '-1'"),
-        ("import_cpu_s=inf", "GPULAB_LIMITS: import_cpu_s must be a number of seconds ≥ 0, got 'inf'"),
-        ("inflate=200", "GPULAB_LIMITS: no limit is called 'inflate' (the limits: inflate_ratio, "),
+        ("inflate_ratio=lots", "GPULAB_LIMITS: inflate_ratio must be a whole number from 1 to 2^63, got 'lots'"),
+        ("rank_files=0", "GPULAB_LIMITS: rank_files must be a whole number from 1 to 2^63, got '0'"),
+        (
+            "import_cpu_s=-1",
+            "GPULAB_LIMITS: import_cpu_s must be a number of seconds from 0 to 1,000,000,000, got '-1'",
+        ),
+        (
+            "import_cpu_s=inf",
+            "GPULAB_LIMITS: import_cpu_s must be a number of seconds from 0 to 1,000,000,000, got 'inf'",
+        ),
+        # too large for RLIMIT_CPU's C long, or for any count: named, never an OverflowError later (issue 48)
+        ("import_cpu_s=1e19", "GPULAB_LIMITS: import_cpu_s must be a number of seconds from 0 to 1,000,000,000, got "),
+        ("fr_entries=" + "9" * 400, "GPULAB_LIMITS: fr_entries must be a whole number from 1 to 2^63, got '9999"),
+        ("inflate=200", "GPULAB_LIMITS: no limit is called 'inflate' (did you mean inflate_ratio? the limits: "),
     ],
 )
 def test_a_bad_limit_setting_is_named(setting, said):
@@ -62,7 +71,7 @@ def test_the_cli_names_a_bad_limit_setting_and_exits_2():
     )
     assert (out.returncode, out.stderr) == (
         2,
-        "error: GPULAB_LIMITS: rank_files must be a whole number ≥ 1, got 'many'\n",
+        "error: GPULAB_LIMITS: rank_files must be a whole number from 1 to 2^63, got 'many'\n",
     )
 
 
@@ -107,3 +116,29 @@ def test_an_import_past_its_cpu_time_is_refused_naming_the_limit(tmp_path, data_
     from core.store import RunStore
 
     assert RunStore().summaries() == []
+
+
+@pytest.mark.parametrize("setting", ["import_cpu_s=1e19", "trace_devices=" + "4" * 400, "import_cpu=5"])
+def test_a_limit_too_large_or_misspelled_stops_the_cli_in_words(setting):
+    """They ended in an OverflowError traceback (issue 48): RLIMIT_CPU takes a C long."""
+    env = os.environ | {LIMITS_ENV: setting}
+    out = subprocess.run([sys.executable, "-m", "core", "info", "--no-gpu-query"], cwd=ROOT, env=env,
+                         capture_output=True, text=True, timeout=120)  # fmt: skip
+    assert out.returncode == 2 and out.stderr.startswith("error: GPULAB_LIMITS: ") and "Traceback" not in out.stderr
+
+
+def test_a_misspelled_limit_stops_the_dashboard_in_words(app, monkeypatch):
+    """It started, and every job then failed (issue 48)."""
+    from core import intake
+
+    monkeypatch.setattr(intake, "_LIMITS_PROBLEM", str(_refusal("import_cpu=5")))
+    at = app.run()
+    assert not at.exception
+    (said,) = [e.value for e in at.error]
+    assert said.startswith("GPU Lab cannot start: GPULAB_LIMITS: no limit is called 'import_cpu' (did you mean ")
+
+
+def _refusal(setting: str) -> ConfigError:
+    with pytest.raises(ConfigError) as caught:
+        limits_from(setting)
+    return caught.value
