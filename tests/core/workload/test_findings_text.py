@@ -11,6 +11,7 @@ import re
 import pytest
 
 from core.workload import examples, hang_examples
+from tests.conftest import ROOT
 
 pytest.importorskip("msgspec")
 
@@ -50,6 +51,17 @@ def test_findings_are_plain_text_in_the_cli_and_the_stored_run(imported, name):
     assert lines == [f"finding: {t}" for t in stored]
     for text in stored:
         assert not LEAKS.search(text), f"{name}: {LEAKS.search(text).group(0)!r} in {text!r}"
+
+
+def test_the_docs_say_how_many_findings_an_import_opens_with_as_the_code_caps_them(imported):
+    """The README and the methods say "up to three findings": the cap is three for every kind of file, and no
+    example's import stores more."""
+    from core.workload import findings, hang_findings
+
+    assert findings.MAX_FINDINGS == hang_findings.MAX_FINDINGS == 3
+    assert all(1 <= len(run.meta["findings"]) <= 3 for _, run in imported.values())
+    for doc in ("README.md", "docs/methods/step_bench.md", "docs/methods/snapshot.md"):
+        assert "up to three" in (ROOT / doc).read_text(), doc
 
 
 @pytest.mark.parametrize("name", [s.name for s in hang_examples.SETS])
