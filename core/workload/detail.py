@@ -103,22 +103,37 @@ def _prune_partials() -> None:
             shutil.rmtree(p, ignore_errors=True)
 
 
+class Damaged(Exception):
+    """A folder whose files cannot be read back as a trace (cut, garbled or replaced): said in words, the run still
+    draws its stored points."""
+
+
 def exists(detail_id: str | None) -> bool:
     return bool(detail_id) and bool(_ID.match(detail_id)) and (root() / detail_id / "snapshot.json").exists()
 
 
 def load(detail_id: str) -> Snapshot:
-    """The saved device as a :class:`Snapshot` (columns memory-mapped); KeyError if it is gone."""
+    """The saved device as a :class:`Snapshot` (columns memory-mapped); KeyError if it is gone, :class:`Damaged`
+    (saying what) if its files cannot be read back."""
     if not exists(detail_id):
         raise KeyError(f"the full-resolution data of import {detail_id!r} is no longer on this machine")
     folder = root() / detail_id
-    meta = json.loads((folder / "snapshot.json").read_text())
-    columns = {name: np.load(folder / f"{name}.npy", mmap_mode="r", allow_pickle=False) for name in COLUMNS}
-    trace = DeviceTrace(**columns, malformed=meta["malformed"], unknown_actions=meta["unknown_actions"])
-    segments = [Segment(**{**s, "blocks": [Block(**b) for b in s["blocks"]]}) for s in meta["segments"]]
-    sites = [tuple((f[0], int(f[1]), f[2]) for f in stack) for stack in meta["sites"]]
-    device = meta["device"]
-    return Snapshot({device: trace}, segments, sites, meta["settings"], meta["source"], meta["devices"])
+    try:
+        meta = json.loads((folder / "snapshot.json").read_text())
+        columns = {name: np.load(folder / f"{name}.npy", mmap_mode="r", allow_pickle=False) for name in COLUMNS}
+        lengths = {len(c) for c in columns.values()}
+        if len(lengths) > 1 or any(c.ndim != 1 or c.dtype.kind not in "iu" for c in columns.values()):
+            raise ValueError("its columns are not one length of whole numbers")
+        trace = DeviceTrace(**columns, malformed=meta["malformed"], unknown_actions=meta["unknown_actions"])
+        segments = [Segment(**{**s, "blocks": [Block(**b) for b in s["blocks"]]}) for s in meta["segments"]]
+        sites = [tuple((f[0], int(f[1]), f[2]) for f in stack) for stack in meta["sites"]]
+        device = meta["device"]
+        return Snapshot({device: trace}, segments, sites, meta["settings"], meta["source"], meta["devices"])
+    except (OSError, ValueError, KeyError, TypeError, AttributeError, IndexError, RecursionError) as exc:
+        raise Damaged(
+            f"the full-resolution data of import {detail_id} cannot be read back ({type(exc).__name__}: "
+            f"{str(exc)[:200]}): its folder is damaged"
+        ) from None
 
 
 def _prune() -> None:

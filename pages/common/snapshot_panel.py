@@ -69,7 +69,12 @@ def render(run: RunResult, key: str) -> None:
         )
         show_charts(snap_plots.figures(run), f"{key}.stored")
         return
-    a = _analysis(m["detail_id"])
+    try:
+        a = _analysis(m["detail_id"])
+    except detail.Damaged as exc:  # cut or replaced files beside the store: the run's own points still draw
+        st.warning(f"{markdown_text(exc)}: showing its {len(run.rows):,} stored points.")
+        show_charts(snap_plots.figures(run), f"{key}.stored")
+        return
     window, budget = _zoom(a, run, key)
     line = view.timeline(a, window, budget)
     figure = snap_plots.timeline_figure(line.t_ms, line.allocated, line.reserved, m, run, line.drawn)

@@ -157,3 +157,28 @@ def test_compare_reads_the_newest_runs_and_filters_reach_the_older(app, store, m
     assert any("3 of 5 runs (the newest 3 read" in c.value for c in at.caption)
     at.multiselect(key="compare.f.exp").set_value(["rounding"]).run()
     assert list(at.dataframe[0].value["id"]) == ["r0"]
+
+
+# -- smaller: a damaged snapshot detail folder ------------------------------------------------------------------
+
+
+@pytest.mark.parametrize("damage", ["cut", "garbled column"])
+def test_a_damaged_snapshot_folder_is_said_and_the_stored_points_drawn(app, store, data_dir, damage):
+    from tests.core.workload.test_hostile_files import bounded_cli
+
+    out = bounded_cli("snapshot", "--example", "forward-fp32-snapshot", wall_s=60)
+    assert out.code == 0, out.stderr[-2000:]
+    (run,) = store.list(experiment="memory-snapshot")
+    folder = data_dir / "snapshots" / run.meta["detail_id"]
+    if damage == "cut":
+        text = (folder / "snapshot.json").read_text()
+        (folder / "snapshot.json").write_text(text[: len(text) // 2])
+    else:
+        (folder / "addr.npy").write_bytes(b"\x93NUMPY garbage")
+    at = _page(app, "pages/allocator.py")
+    at.selectbox(key="allocator.snapshot.reopen").set_value(run.id).run()
+    assert not at.exception, [e.value for e in at.exception]
+    said = " ".join(w.value for w in at.warning).replace("\\", "")
+    assert f"the full-resolution data of import {run.meta['detail_id']} cannot be read back" in said
+    assert f"its folder is damaged: showing its {len(run.rows):,} stored points" in said
+    assert at.get("plotly_chart")  # the run's own points
