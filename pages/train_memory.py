@@ -1,10 +1,11 @@
 """Training memory: where every byte of a training step goes — measured timeline, estimate, planner, compare."""
 
-import pandas as pd
 import streamlit as st
 
 from core.errors import ConfigError
-from core.transformer.planner import EstimateConfig, fit_text, moments, plan
+from core.experiment import config_to_dict
+from core.result import RunResult
+from core.transformer.planner import EstimateConfig, fit_text
 from core.transformer.presets import (
     ARCHITECTURE_NAMES,
     DEFAULT_BATCH,
@@ -17,12 +18,12 @@ from core.transformer.presets import (
 )
 from core.units import GIB, bytes_text, timestamp_text
 from pages.common import lab, run_panel, snapshot_panel, stack
-from pages.common.charts import show, show_charts
+from pages.common.charts import show_charts
 from pages.common.facts import fact
 from pages.common.markdown import markdown_text
 from pages.common.methods import MODEL_NOTE, how_measured
 from render.plots import overlay_for
-from render.plots.estimate import moments_figure
+from render.plots.estimate import figures as estimate_figures
 from render.plots.max_batch import figures as max_batch_figures
 from render.plots.train_memory import figures
 
@@ -133,12 +134,30 @@ plan_target = st.radio(
     key=f"{KEY}.target",
     help="Autocast policies and the cuBLAS workspace differ.",
 )
+PLAN_RUNS_READ = 200  # the newest stored plans looked at for these settings
+PLAN_WAIT_S = 60.0  # a plan takes milliseconds: this is for a box too busy to say so
+
+
+def planned(values: dict) -> RunResult | None:
+    """The stored plan of exactly these settings, else a plan made now and stored like any run (the planner runs
+    in-process: milliseconds); None when the job could not answer."""
+    store = lab.store()
+    for summary in store.summaries(experiment="estimate", status="ok", limit=PLAN_RUNS_READ) if store else []:
+        if summary.config == values and not summary.imported:
+            return store.get(summary.id)
+    return lab.manager().submit("estimate", values, "auto", name="planned on Training memory").wait(PLAN_WAIT_S)
+
+
 try:
-    est_cfg = EstimateConfig(**settings, target=plan_target)
+    est_values = config_to_dict(EstimateConfig(**settings, target=plan_target, memory_gib=float(memory_gib)))
 except ConfigError as exc:
-    st.error(f"Invalid settings: {exc}")
+    st.error(f"Invalid settings: {markdown_text(exc)}")
     st.stop()
-answer = plan(est_cfg, int(memory_gib * GIB))
+plan_run = planned(est_values)
+if plan_run is None or plan_run.status != "ok":
+    st.error(f"The planner gave no answer: {markdown_text(plan_run.error if plan_run else 'it did not finish')}")
+    st.stop()
+answer = plan_run.meta
 cols = st.columns(4)
 fact(cols[0], "Estimated peak (allocator)", bytes_text(answer["peak_estimated_bytes"]), answer["peak_phase"])
 cols[1].metric(
@@ -147,25 +166,10 @@ cols[1].metric(
     help="Allocator peak + 5% fragmentation + 600 MiB CUDA context: allowances, not measurements.",
 )
 cols[2].metric("Max batch that fits (estimate)", answer["max_batch_estimated"])
-cols[3].metric(
-    "fp32 peak for comparison",
-    bytes_text(plan(EstimateConfig(**settings | {"precision": "fp32"}, target=plan_target))["peak_estimated_bytes"]),
-)
+cols[3].metric("fp32 peak for comparison", bytes_text(answer["fp32_peak_estimated_bytes"]))
 (st.success if answer["max_batch_estimated"] else st.error)(markdown_text(fit_text(answer)))
-st.caption(f"Attention modelled: {markdown_text(answer['attention_note'])}.")
-plan_df = pd.DataFrame(
-    [{"moment": m.label, "phase": m.phase, "total_bytes": m.total_bytes, **m.bytes} for m in moments(est_cfg)]
-)
-show(
-    moments_figure(
-        plan_df,
-        f"Predicted memory through the step<br><sup>estimate · {model} · {precision} · "
-        f"{optimizer} · batch {batch} × {context}</sup>",
-    ),
-    plan_df,
-    "estimate-moments",
-    f"{KEY}.plan",
-)
+st.caption(f"Attention modelled: {markdown_text(answer['attention_note'])}. Plan stored as run {plan_run.id[:8]}.")
+show_charts(estimate_figures(plan_run), f"{KEY}.plan")
 st.caption(
     f"Predicted peak at *{answer['peak_moment']}*. Activations per layer: "
     + ", ".join(f"{k.replace('_', ' ')} {bytes_text(v)}" for k, v in answer["activations_bytes"].items())

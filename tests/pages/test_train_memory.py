@@ -26,6 +26,14 @@ def test_planner_answers_for_the_sidebar_model_without_running(data_dir):
     assert any("Estimated peak" in m.label for m in at.metric)
     assert len(at.get("plotly_chart")) >= 1
     assert not any(m.label == "Measured peak" for m in at.metric)  # nothing ran
+    # the plan is a run like any other, stored once: seeing the same settings again reads it back
+    from core.store import RunStore
+
+    (stored,) = RunStore().list(experiment="estimate")
+    assert stored.config["model"] == "xl" and stored.config["precision"] == "bf16-autocast"
+    assert any(stored.id[:8] in c.value for c in at.caption)
+    at.run()
+    assert len(RunStore().list(experiment="estimate")) == 1
     # xl on an imagined GPU of the default 16 GiB: the answer in words, and the attention it models named
     at.number_input(key="training_memory.memory").set_value(1.0).run()
     (refusal,) = [e.value for e in at.error]
