@@ -90,14 +90,15 @@ def read_imported(path: Path, read: Callable[[Path, Callable[[str], None]], T], 
 
 def job_files(paths: list[str] | tuple[str, ...], kind: str, hint: str) -> list[Path]:
     """The files of an import of one job's ranks (``kind``: "rank trace", "dump"): a folder's regular, visible
-    files (sorted), or the files named; refused, with ``hint`` on what to give, when there are none, more than
-    the ``rank_files`` limit, one named twice, or a path that is neither."""
+    files (sorted; its subfolders are not read), or the files named; refused, with ``hint`` on what to give, when
+    there are none, more than the ``rank_files`` limit, one named twice, a path that is neither, or a folder that
+    holds a link or a special file (named: a link is not followed, nor skipped without a word)."""
     files: list[Path] = []
     for given in paths:
         p = Path(given)
         try:
             if p.is_dir():
-                files += sorted(f for f in p.iterdir() if not f.name.startswith(".") and f.is_file())
+                files += _folder_files(p, kind)
             elif p.is_file():
                 files.append(p)
             else:
@@ -113,6 +114,24 @@ def job_files(paths: list[str] | tuple[str, ...], kind: str, hint: str) -> list[
         raise ConfigError(f"paths: no {kind} files found (a folder of one job's {kind} files, or the files)")
     if len({f.resolve() for f in files}) < len(files):
         raise ConfigError("paths: a file is named twice")
+    return files
+
+
+def _folder_files(folder: Path, kind: str) -> list[Path]:
+    """A folder's regular, visible files, sorted; ConfigError naming a link or a special file among them."""
+    files = []
+    for f in sorted(folder.iterdir()):
+        if f.name.startswith("."):
+            continue
+        if f.is_symlink():
+            raise ConfigError(
+                f"paths: {f.name} in {folder.name} is a link: the {kind} files of a folder are read where they lie, "
+                "never through a link (name the file it points to, or copy it into the folder)"
+            )
+        if f.is_file():
+            files.append(f)
+        elif not f.is_dir():
+            raise ConfigError(f"paths: {f.name} in {folder.name} is not a regular file (a pipe, socket or device)")
     return files
 
 
