@@ -24,11 +24,16 @@ DEVICE_KEY, MODEL_KEY, DTYPE_KEY = "lab.device", "lab.model", "lab.dtype"
 
 @st.cache_resource(show_spinner=False)
 def store() -> RunStore | None:
-    """The run store, or None (with the reason in :func:`store_problem`) when it cannot be opened."""
+    """The run store, or None (with the reason in :func:`store_problem`) when it cannot be opened. One that cannot
+    be written (a full disk, a read-only folder) is opened read-only, as the CLI's reading commands do: every stored
+    run is still listed and shown, and the sidebar says runs are not being saved."""
     try:
         return RunStore()
     except StoreError as exc:
         _problems["store"] = str(exc)
+    try:
+        return RunStore(read_only=True)
+    except StoreError:
         return None
 
 
@@ -46,7 +51,9 @@ def manager() -> JobManager:
     folder and the examples, as resolved now, once (core/import_dirs.py)."""
     from pages.common.uploads import folder
 
-    return JobManager(store=store(), import_env=import_dirs.confinement(folder(), examples_dir()))
+    runs = store()
+    writable = runs if runs is not None and not runs.read_only else None
+    return JobManager(store=writable, import_env=import_dirs.confinement(folder(), examples_dir()))
 
 
 @st.cache_resource(show_spinner="Asking a worker which devices this box has…")
