@@ -142,3 +142,72 @@ def _refusal(setting: str) -> ConfigError:
     with pytest.raises(ConfigError) as caught:
         limits_from(setting)
     return caught.value
+
+
+# -- issue 48, item 6: the budget follows the bytes the reader consumes --------------------------------------------
+
+GRANTED = """
+import json, mmap, resource, sys, time
+from core.import_budget import cpu_limited
+
+path, reads = sys.argv[1], json.loads(sys.argv[2])
+
+
+def granted(start, want):
+    # the watcher raises the limit a few times a second: wait for the figure worked out by hand, or settle
+    deadline = time.monotonic() + 30
+    while time.monotonic() < deadline:
+        soft = resource.getrlimit(resource.RLIMIT_CPU)[0] - start
+        if soft == want:
+            break
+        time.sleep(0.05)
+    return soft
+
+
+start = int(sum(resource.getrusage(resource.RUSAGE_SELF)[:2]))
+seen = []
+with cpu_limited([path]) as most:
+    with open(path, "rb") as fh:
+        for how, n, want in reads:
+            if how == "read":
+                fh.read(n)
+            else:
+                view = mmap.mmap(fh.fileno(), 0, access=mmap.ACCESS_READ)
+            seen.append(granted(start, want))
+print(json.dumps({"most": most, "granted": seen}))
+"""
+
+
+def _granted(path, reads) -> dict:
+    out = subprocess.run([sys.executable, "-c", GRANTED, str(path), json.dumps(reads)], cwd=ROOT, capture_output=True,
+                         text=True, timeout=120)  # fmt: skip
+    assert out.returncode == 0, out.stderr[-2000:]
+    return json.loads(out.stdout)
+
+
+def test_a_pickle_that_ends_before_a_sparse_tebibyte_buys_only_what_was_read(tmp_path):
+    """The issue's dump: 1.5 MB read of a 1 TiB file, the rest a sparse tail the reader never reaches. From its
+    size it bought 60 + 20 × 1,099,511,627,776 / 10^8 = 219,962 s (the issue's figure); read as it is,
+    60 + 20 × 0.015 = 60.3 → 60 s, and 120 s once 301.5 MB have been read (60 + 20 × 3.015 = 120.3)."""
+    path = tmp_path / "rank0"
+    with path.open("wb") as f:
+        f.write(os.urandom(1_500_000))
+        f.truncate(2**40)
+    got = _granted(path, [["read", 1_500_000, 60], ["read", 300_000_000, 120]])
+    assert got == {"most": 219_962, "granted": [60, 120]}
+
+
+def test_a_gzip_member_never_reached_buys_nothing_and_a_mapped_file_all_it_maps(tmp_path):
+    """A gzip member of 1 KiB read, then 400 MB (sparse) never reached: from its size it bought what 100 × it may
+    inflate to, capped at 32 GiB: 60 + 20 × 34,359,738,368 / 10^8 = 6,932 s; read, the 1,024 bytes inflate to at
+    most 102,400: 60 + 0.02 → 60 s. A plain file mapped is read whole: 300 MB mapped = 60 + 60 = 120 s."""
+    member = gzip.compress(os.urandom(1024))
+    gz = tmp_path / "dump.gz"
+    with gz.open("wb") as f:
+        f.write(member)
+        f.truncate(400_000_000)
+    assert _granted(gz, [["read", len(member), 60]]) == {"most": 6_932, "granted": [60]}
+    plain = tmp_path / "trace.json"
+    with plain.open("wb") as f:
+        f.truncate(300_000_000)
+    assert _granted(plain, [["map", 0, 120]]) == {"most": 120, "granted": [120]}
