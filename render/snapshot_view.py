@@ -54,7 +54,8 @@ class Timeline:
 
 
 def timeline(a: SnapshotAnalysis, window: Window, budget: int) -> Timeline:
-    """The window re-read from the whole trace, each bin keeping its highest and lowest point; allocated and
+    """The window re-read from the whole trace, each span of time keeping its first, last, highest and lowest point
+    (:meth:`~core.workload.snapshot_analysis.SnapshotAnalysis.points_between`); allocated and
     reserved share the chart's ``budget``."""
     points = a.points_between(window[0], window[1], budget // 2)
     drawn = f"{len(points):,} of {len(a.allocated):,} points drawn"

@@ -27,7 +27,6 @@ from dataclasses import dataclass, field
 import numpy as np
 
 from core.memory.segments import segment_view
-from core.memory.series import thin_indices
 from core.units import MIB, bytes_text
 from core.workload.snapshot import CODE, OLD_BLOCKS, DeviceTrace, Frame, Snapshot
 
@@ -183,6 +182,24 @@ def hidden_frame(filename: str, name: str) -> bool:
     )
 
 
+def time_binned(t: np.ndarray, values: np.ndarray, max_points: int) -> np.ndarray:
+    """Sorted indices of at most ``max_points`` of a step series over time ``t`` (sorted): equal spans of time, each
+    keeping its first, last, highest and lowest point (M4, as a chart's pixel columns need), so a drop is drawn
+    where it happens however few events surround it; every point where there are no more than ``max_points``."""
+    n = len(values)
+    if n <= max_points:
+        return np.arange(n)
+    bins = max(1, max_points // 4)
+    span = float(t[-1] - t[0]) or 1.0
+    which = np.minimum(((t - t[0]) / span * bins).astype(np.int64), bins - 1)
+    starts = np.flatnonzero(np.r_[True, which[1:] != which[:-1]])  # each non-empty bin's first point
+    ends = np.r_[starts[1:], n]
+    # by bin, then value, then the later point first: a bin's highest is the first point to reach it (the peak's)
+    order = np.lexsort((-np.arange(n), values, np.repeat(np.arange(len(starts)), ends - starts)))
+    lowest, highest = order[starts], order[ends - 1]
+    return np.unique(np.concatenate([starts, ends - 1, lowest, highest]))
+
+
 def shown_stack(stack: tuple[Frame, ...]) -> tuple[Frame, ...]:
     """A stack without its hidden frames (a stack of Python frames only is unchanged)."""
     return tuple(f for f in stack if not hidden_frame(f[0], f[2]))
@@ -317,13 +334,16 @@ class SnapshotAnalysis:
         return int(np.argmax(self.allocated))
 
     def points_between(self, t0_ms: float | None, t1_ms: float | None, max_points: int) -> np.ndarray:
-        """At most ``max_points`` points inside a time window (ms since the first event), each bin's highest and
-        lowest allocated kept: what a zoomed chart draws, re-read from the whole trace."""
+        """At most ``max_points`` points inside a time window (ms since the first event): what a zoomed chart draws,
+        re-read from the whole trace. The window is cut into equal spans of time, and each keeps its first, last,
+        highest and lowest allocated (:func:`time_binned`): drawn as steps, every chart over time then drops when
+        memory drops, where bins of equal event counts let one bin span a quiet stretch (a snapshot's last 13 ms
+        without an event) and a chart drew its peak held, or a slope, across it."""
         t = self.point_time_ms(np.arange(len(self.allocated)))
         lo = 0 if t0_ms is None else int(np.searchsorted(t, t0_ms, side="left"))
         hi = len(t) if t1_ms is None else int(np.searchsorted(t, t1_ms, side="right"))
         lo, hi = min(lo, len(t) - 1), max(hi, lo + 1)
-        return lo + thin_indices(self.allocated[lo:hi], max_points, envelope=True)
+        return lo + time_binned(t[lo:hi], self.allocated[lo:hi], max_points)
 
     def point_at_ms(self, t_ms: float) -> int:
         """The last point at or before a time (ms since the first event)."""

@@ -140,7 +140,7 @@ def _zoom(a: SnapshotAnalysis, run: RunResult, key: str) -> tuple[view.Window, i
         format="%.2f ms" if a.has_times else "%d",
         key=f"{key}.window.{run.id}",
         help="Zoom: the charts re-read this window from the whole "
-        "trace, each bin keeping its highest and lowest point.",
+        "trace, each equal span of time keeping its first, last, highest and lowest point.",
     )
     budget = cols[1].number_input(
         "Points per chart",

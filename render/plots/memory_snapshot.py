@@ -104,7 +104,7 @@ def categories_figure(t_ms, categories: dict, meta: dict, run: RunResult | None 
                     name=name.replace("_", " "),
                     stackgroup="cat",
                     mode="lines",
-                    line=dict(width=0.5, color=color_for(name)),
+                    line=dict(width=0.5, color=color_for(name), shape="hv"),  # steps, as the memory timeline
                 )
             )
     style(

@@ -122,3 +122,33 @@ def test_times_and_devices_are_written_in_words_with_units():
     assert view.time_text(25.38) == "25.38 ms" and view.time_text(1204.0, has_times=False) == "event 1,204"
     assert view.devices_text(0, [0]) == "device 0" and view.devices_text(1, [0, 1]) == "device 1 of 2 (0, 1)"
     assert "[" not in view.devices_text(0, [0]) + view.devices_text(1, [0, 1])
+
+
+def test_every_chart_over_time_drops_where_memory_drops_on_a_real_snapshot():
+    """The train-step example (examples/README.md) allocates its last blocks by 37.70 ms and frees nothing more until
+    its last events at 50.6 ms: in between, 13 ms without an event, allocated is what the events before left. The
+    categories chart drew a 0.7 GiB slope across that stretch (its thinning kept 37.68 ms at 3.6 GiB and then only
+    50.6 ms), where Memory over time dropped at once; now both are steps through the same kind of points."""
+    from core.workload import examples
+    from render.plots import memory_snapshot as plots
+
+    path = examples.import_path(examples.find("train-step-snapshot"))
+    raw = snapshots.load_any(str(path))["device_traces"][0]
+    times = np.array([e["time_us"] for e in raw], dtype=np.int64)
+    quiet = int(np.argmax(np.diff(times)))  # the longest stretch without an event
+    assert (times[quiet + 1] - times[quiet]) / 1000 > 12  # 37.70 → 50.6 ms
+    # the change each event made, by hand: +size at an alloc, −size when its free completes
+    change = [
+        e["size"] if e["action"] == "alloc" else -e["size"] if e["action"] == "free_completed" else 0 for e in raw
+    ]
+    a = analyse(read_snapshot(path))
+    end = int(a.allocated[-1])
+    during = end - sum(change[quiet + 1 :])  # allocated between the two events, counted back from the end
+    middle = (times[quiet] + times[quiet + 1]) / 2 / 1000 - times[0] / 1000
+    line = view.timeline(a, (None, None), view.DEFAULT_CHART_POINTS)
+    cats = view.categories(a, (None, None), view.DEFAULT_CHART_POINTS)
+    for t_ms, total in ((line.t_ms, line.allocated), (cats.t_ms, np.sum(list(cats.series.values()), axis=0))):
+        held = total[np.searchsorted(t_ms, middle, side="right") - 1]  # a step's value: the last point before
+        assert held == during, (held / GIB, during / GIB)
+    fig = plots.categories_figure(cats.t_ms, cats.series, {})
+    assert {trace.line.shape for trace in fig.data} == {"hv"}  # drawn as steps, never a line between points
