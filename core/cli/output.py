@@ -126,7 +126,11 @@ def _print_rows(run: RunResult) -> None:
 
     exp = registry.experiments().get(run.experiment)
     byte_columns = frozenset(run.meta.get("byte_columns") or ())
-    for line in exp.answer(run.rows, run.meta) if exp and exp.answer and run.rows else []:
+    try:
+        answer = exp.answer(run.rows, run.meta) if exp and exp.answer and run.rows else []
+    except Exception as exc:  # noqa: BLE001 - a stored run's fields its answer cannot read: said, its rows still printed
+        answer = [f"(its answer in words cannot be written for this run: {type(exc).__name__}: {exc})"]
+    for line in answer:
         print(terminal_text(line))
     kinds = exp.text_kinds if exp else ()
     if not kinds:

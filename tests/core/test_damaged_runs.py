@@ -181,3 +181,13 @@ def test_a_stored_run_its_views_cannot_read_is_named_and_the_rest_still_read(sto
     assert len(listed) == added + len(bad)
     check = cli("runs", "check", "--json")
     assert check.code == 1 and {d["id"] for d in json.loads(check.stdout)["damaged"]} == {r.id for r in bad}
+
+
+def test_a_run_whose_answer_cannot_be_written_still_shows_its_rows(store):
+    """A step-bench run that holds every field its shape asks for, but not what its answer in words reads: runs
+    show says so and prints its rows, where it raised a KeyError traceback."""
+    run = make_run("step-bench", rows=[{"kind": "summary", "precision": "bf16"}], id="odd1")
+    store.save(run)
+    out = cli("runs", "show", "odd1")
+    assert out.code == 0
+    assert "(its answer in words cannot be written for this run: KeyError: " in out.stdout and "bf16" in out.stdout
