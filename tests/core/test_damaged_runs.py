@@ -191,3 +191,22 @@ def test_a_run_whose_answer_cannot_be_written_still_shows_its_rows(store):
     out = cli("runs", "show", "odd1")
     assert out.code == 0
     assert "(its answer in words cannot be written for this run: KeyError: " in out.stdout and "bf16" in out.stdout
+
+
+def test_a_quarantine_that_fails_half_way_leaves_the_store_as_it_was(damaged, store, monkeypatch):
+    """One transaction: the damaged runs are moved aside, then the summaries rebuilt; a failure at the second step
+    (here: the summary cannot be written) moves nothing."""
+    from core import store as store_module
+
+    found = store.check()
+    assert {d.run_id for d in found.damaged} == {damaged["cut"], damaged["running"]} and found.summaries
+
+    def fails(summary):
+        raise OSError("the disk went away")
+
+    with monkeypatch.context() as patched, pytest.raises(OSError):
+        patched.setattr(store_module, "_summary_json", fails)
+        store.quarantine(found)
+    again = store.check()
+    assert {d.run_id for d in again.damaged} == {damaged["cut"], damaged["running"]}
+    assert again.quarantined == [] and store.count() == 7
