@@ -135,7 +135,11 @@ def test_pages_list_stored_runs_without_reading_any(app, store, monkeypatch):
     for experiment in ("memory-snapshot", "flight-recorder", "profiler-trace"):
         store.save(make_run(experiment, config={"example": ""}, name=f"an earlier {experiment} import"))
 
+    decode = RunResult.from_dict.__func__  # pyright: ignore[reportFunctionMemberAccess]
+
     def refuse(cls, data):
+        if data.get("experiment") == "estimate":  # Training memory's plan for its settings: a run it shows, opened
+            return decode(cls, data)
         raise AssertionError("a page read a whole run to list it")
 
     monkeypatch.setattr(RunResult, "from_dict", classmethod(refuse))
