@@ -20,6 +20,9 @@ Rules, chosen once:
   (1 GB = 10⁹ bytes), as nccl-tests and CUDA's bandwidthTest report it.
 - **Shapes** (:func:`shape_text`, :func:`shapes_text`) are a tensor's sizes joined by ``×``, as a person writes
   them: ``4×8``, several separated by commas (``4×8, 8``), a scalar ``scalar`` — never a Python list (``[[4, 8]]``).
+- **Numbers in a column** (:func:`numbers_text`) are written in one notation: decimal with thousands separated
+  (``"606,519"``, ``"0.0066"``) where every one lies between 0.001 and 10¹⁵, else every one as a power of ten
+  (``"1.79769×10³⁰⁸"``, ``"6.5504×10⁴"``) — never ``1.7976931348623157e+308`` beside ``65504``.
 - **Missing values** (a figure not measured, not applicable, or with no reason to give) are written
   :data:`MISSING`, ``"—"``, in every table, never ``None`` or ``nan``; the page says once why a column has them.
 - **Throughput** (:func:`throughput_unit`) is stored in TFLOPS (TOPS for integer ops) and shown in TFLOPS on
@@ -58,6 +61,41 @@ def shapes_text(shapes: list | tuple) -> str:
     return ", ".join(shape_text(d) for d in shapes) if shapes else "none"
 
 
+_SUPERSCRIPT = str.maketrans("-0123456789", "⁻⁰¹²³⁴⁵⁶⁷⁸⁹")
+DECIMAL_RANGE = (1e-3, 1e15)  # a column whose non-zero magnitudes all lie in [low, high) is written in decimals
+
+
+def power_of_ten_text(x: float, digits: int = 4) -> str:
+    """``x`` as a power of ten with at most ``digits`` significant digits: 65504 → ``"6.5504×10⁴"``."""
+    mantissa, exponent = f"{x:.{digits - 1}e}".split("e")
+    mantissa = mantissa.rstrip("0").rstrip(".") if "." in mantissa else mantissa
+    return f"{mantissa}×10{str(int(exponent)).translate(_SUPERSCRIPT)}"
+
+
+def numbers_text(values, digits: int = 4) -> list[str]:
+    """A column's numbers as text in one notation, at most ``digits`` significant digits (whole numbers in full):
+    decimal, thousands separated, where every non-zero magnitude lies in :data:`DECIMAL_RANGE`, else every one as a
+    power of ten; a missing value (None, NaN) reads :data:`MISSING`, an infinity ``"inf"``."""
+
+    def missing(v) -> bool:
+        return v is None or (isinstance(v, float) and v != v)
+
+    finite = [abs(float(v)) for v in values if not missing(v) and abs(float(v)) not in (0.0, float("inf"))]
+    decimal = all(DECIMAL_RANGE[0] <= v < DECIMAL_RANGE[1] for v in finite)
+
+    def one(v) -> str:
+        if missing(v):
+            return MISSING
+        x = float(v)
+        if x == 0 or abs(x) == float("inf"):
+            return "0" if x == 0 else f"{x:f}"
+        if not decimal:
+            return power_of_ten_text(x, digits)
+        return f"{x:,.0f}" if x.is_integer() or abs(x) >= 10**digits else f"{x:,.{digits}g}"
+
+    return [one(v) for v in values]
+
+
 def bytes_text(n: float, digits: int = 1) -> str:
     """``n`` bytes in the largest binary unit it reaches, with ``digits`` decimals: 1536 → ``"1.5 KiB"``."""
     for unit, scale in _UP:
@@ -77,10 +115,12 @@ def exact_size_text(nbytes: int) -> str:
 
 
 def size_text(nbytes: int) -> str:
-    """A size as exactly as it is and as a reader takes it in: :func:`exact_size_text` where a unit divides it
-    (``"8 MiB"``), else the bytes with the nearest binary unit beside them: ``"402,176 B (392.8 KiB)"``."""
+    """A size as exactly as it is and as a reader takes it in: :func:`exact_size_text` where a unit divides it into
+    fewer than 1024 (``"8 MiB"``), else the bytes, thousands separated, with the nearest binary unit beside them:
+    ``"402,176 B (392.8 KiB)"``, ``"31,502,336 B (30.0 MiB)"`` (never ``"30764 KiB"`` beside the others)."""
     exact = exact_size_text(nbytes)
-    return f"{nbytes:,} B ({bytes_text(nbytes)})" if exact.endswith(" B") and nbytes >= 1024 else exact
+    count, unit = exact.split(" ")
+    return exact if int(count) < 1024 or unit == "GiB" else f"{nbytes:,} B ({bytes_text(nbytes)})"
 
 
 def parse_size(text: str) -> int:
@@ -96,8 +136,11 @@ def parse_size(text: str) -> int:
 
 def duration_text(seconds: float, digits: int = 1) -> str:
     """``seconds`` in ns, µs, ms, s or min, whichever fits: 0.0125 → ``"12.5 ms"``, 90 → ``"1.5 min"``; under a
-    µs in whole ns (a trace's sub-µs kernels and gaps: 3.5e-7 → ``"350 ns"``, not ``"0.3 µs"``)."""
+    µs in whole ns (a trace's sub-µs kernels and gaps: 3.5e-7 → ``"350 ns"``, not ``"0.3 µs"``); nothing at all is
+    ``"0 s"`` (not ``"0.0 s"`` beside figures in µs and ms, as if it were measured to a tenth of a second)."""
     size = abs(seconds)
+    if size == 0:
+        return "0 s"  # nothing: no unit to choose and no digit to give
     if size >= 60:
         return f"{seconds / 60:,.{digits}f} min"
     if size >= 1 or size == 0:

@@ -437,7 +437,7 @@ def tensor_core_text(meta: dict) -> str:
     t = meta.get("tensor_cores") or {}
     if not t.get("kernel_time_us"):
         return ""
-    ms = [duration_text(t[key] / 1e6) for key in ("simt_us", "older_us", "kernel_time_us")]
+    ms = [duration_text(t[key] / 1e6) if t[key] else "none" for key in ("simt_us", "older_us", "kernel_time_us")]
     return (
         f"fp32 kernels without tensor cores {ms[0]}, kernels built for an older architecture {ms[1]}, "
         f"of {ms[2]} kernel time"

@@ -93,7 +93,7 @@ def test_parse_size():
 @pytest.mark.parametrize(
     ("seconds", "text"),
     [
-        (0, "0.0 s"),
+        (0, "0 s"),  # nothing: not "0.0 s" beside µs and ms
         (3.5e-7, "350 ns"),  # under a µs: whole ns
         (-4e-8, "-40 ns"),
         (1e-6, "1.0 µs"),
@@ -148,6 +148,8 @@ def test_timestamp_text(iso, minutes, text):
         (1000, "1000 B"),  # under 1 KiB: the bytes alone
         (402_176, "402,176 B (392.8 KiB)"),  # 402176 / 1024 = 392.75
         (3 * 2**30 + 1, "3,221,225,473 B (3.0 GiB)"),
+        (30_764 * 1024, "31,502,336 B (30.0 MiB)"),  # the A100 trace's all-reduce: not "30764 KiB"
+        (2048 * 2**30, "2048 GiB"),  # the largest unit: exact
     ],
 )
 def test_size_text_is_exact_and_readable(nbytes, text):
@@ -160,3 +162,19 @@ def test_counts_read_as_english():
     assert [count_text(n, "row") for n in (0, 1, 2, 1200)] == ["0 rows", "1 row", "2 rows", "1,200 rows"]
     assert count_text(1, "step or check", "steps or checks") == "1 step or check"
     assert count_text(3, "step or check", "steps or checks") == "3 steps or checks"
+
+
+@pytest.mark.parametrize(
+    ("values", "digits", "text"),
+    [
+        # a format table's max column: fp64's max beside fp16's 65504, in one notation
+        ([1.7976931348623157e308, 65504.0, 448.0, None], 6, ["1.79769×10³⁰⁸", "6.5504×10⁴", "4.48×10²", "—"]),
+        ([606_519.0, 91.0, 0.5, 0.0066, float("nan")], 4, ["606,519", "91", "0.5", "0.0066", "—"]),
+        ([2.2250738585072014e-308, 0.015625, 0.0], 4, ["2.225×10⁻³⁰⁸", "1.562×10⁻²", "0"]),
+        ([3.14159265, 3.25, 3], 10, ["3.14159265", "3.25", "3"]),
+    ],
+)
+def test_a_column_of_numbers_is_in_one_notation(values, digits, text):
+    from core.units import numbers_text
+
+    assert numbers_text(values, digits) == text
