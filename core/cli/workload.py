@@ -213,7 +213,8 @@ def snapshot(args) -> int:
     if args.json:
         print_json(args, run)
         return 0
-    from core.units import bytes_text
+    from core.units import bytes_text, count_text
+    from core.workload.snapshot_analysis import python_and_cpp
 
     unit = "ms" if m["has_times"] else "(event number)"
     _say_example(m)
@@ -238,12 +239,11 @@ def snapshot(args) -> int:
     )
     if m.get("peak_site"):
         say(f"  site: {m['peak_site']}")
-    stack = m["peak_stack"]
-    python = [f for f in stack if f.split(" ", 1)[0].rsplit(":", 1)[0].endswith(".py")]
-    for frame in (python or stack)[:12]:
+    python, cpp = python_and_cpp(m["peak_stack"])
+    for frame in (python or cpp)[:12]:
         say(f"    {frame}")
-    if python and len(stack) > len(python):
-        say(f"    (and {len(stack) - len(python):,} C++ frames: --json lists them)")
+    if python and cpp:
+        say(f"    (and {count_text(len(cpp), 'C++ frame')}: --json lists them)")
     say(
         f"peak reserved {bytes_text(m['peak_reserved_bytes'])}; reserved − allocated at the peak "
         f"{bytes_text(m['fragmentation_at_peak_bytes'])} (largest {bytes_text(m['peak_fragmentation_bytes'])} at "

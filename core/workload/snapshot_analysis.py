@@ -928,6 +928,14 @@ def _parse_frame(text: str) -> Frame:
     return (m.group(1), int(m.group(2)), m.group(3)) if m else ("", 0, text)
 
 
+def python_and_cpp(stack: list[str]) -> tuple[list[str], list[str]]:
+    """A stored stack's frames (``"file:line name"``, innermost first) as its Python frames and its C++ ones, each in
+    their order: a stack recorded with C++ frames starts with a score of them (the allocator, the dispatcher), and a
+    reader looks for the Python line that asked for the memory, so every view lists the Python frames first."""
+    frames = [(text, is_python_frame(_parse_frame(text))) for text in stack]
+    return [t for t, python in frames if python], [t for t, python in frames if not python]
+
+
 def _site_key(site: dict) -> tuple[str, tuple[str, ...]]:
     """A stored site's name and the frames shown for it. Sites match on their one line
     (:func:`site_label` of the stored stack, with the recorder's frames hidden): the same code matches whether

@@ -9,9 +9,9 @@ from __future__ import annotations
 import streamlit as st
 
 from core.result import RunResult
-from core.units import bytes_text
+from core.units import bytes_text, count_text
 from core.workload import detail
-from core.workload.snapshot_analysis import SnapshotAnalysis
+from core.workload.snapshot_analysis import SnapshotAnalysis, python_and_cpp
 from pages.common import imports, run_panel
 from pages.common.charts import show, show_charts
 from pages.common.facts import fact
@@ -79,8 +79,12 @@ def render(run: RunResult, key: str) -> None:
     line = view.timeline(a, window, budget)
     figure = snap_plots.timeline_figure(line.t_ms, line.allocated, line.reserved, m, run, line.drawn)
     show(figure, line.frame(), "snapshot-timeline", f"{key}.timeline")
+    python, cpp = python_and_cpp(m["peak_stack"])
     with st.expander("Python stack at the peak", expanded=True):
-        st.code("\n".join(m["peak_stack"]) or "(no Python stack recorded for this allocation)", language=None)
+        st.code("\n".join(python) or "(no Python stack recorded for this allocation)", language=None)
+    if cpp:  # recorded with C++ frames: a score of the allocator's and dispatcher's, below the Python ones
+        with st.expander(f"C++ frames at the peak ({count_text(len(cpp), 'frame')}, innermost first)"):
+            st.code("\n".join(cpp), language=None)
     _moment(a, run, key, budget)
     _categories(a, run, key, window, budget)
     show(
