@@ -253,7 +253,7 @@ def render_soak(run: RunResult) -> None:
             f"{s.sustained_tflops * scale:,.1f}",
             help="median of the last half of the samples",
         )
-        fact(cols[2], "drop", f"{s.drop_pct:.1f}%", f"flagged above {s.drop_threshold_pct:g}%")
+        fact(cols[2], *soak_plots.change_figure(s), f"a drop is flagged above {s.drop_threshold_pct:g}%")
     node.show(run)
     show_charts(soak_plots.figures(run), SOAK_KEY)
     df = soak_plots.samples(run)

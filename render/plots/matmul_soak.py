@@ -33,6 +33,12 @@ def summaries(run: RunResult) -> dict[str, SoakSummary]:
     return {device: summary for device, summary in found.items() if summary}
 
 
+def change_figure(s: SoakSummary) -> tuple[str, str]:
+    """The change from burst to sustained as a figure a person reads (label, value): "drop" "18.0%" where throughput
+    fell, "rise" "10.0%" where it rose after the burst window — never "drop" "-10.0%"."""
+    return ("drop", f"{s.drop_pct:.1f}%") if s.drop_pct >= 0 else ("rise", f"{-s.drop_pct:.1f}%")
+
+
 def samples(run: RunResult) -> pd.DataFrame:
     df = run.frame()
     if df.empty or TFLOPS not in df:

@@ -104,3 +104,12 @@ def test_an_all_gpu_run_draws_every_gpu_and_the_node_chart():
     (bars,) = overlay([run, _run()])
     assert list(bars.data["burst_tflops"]) == [810.0, 810.0, 810.0]
     assert list(bars.data["sustained_tflops"]) == [810.0, 653.5, 653.5]
+
+
+def test_a_sustained_rate_over_the_burst_reads_as_a_rise_not_a_negative_drop():
+    """Burst 100, sustained 110 TFLOPS: 10% up, which the page once wrote "drop -10.0%"."""
+    from core.rows.matmul_soak import SoakSummary
+    from render.plots.matmul_soak import change_figure
+
+    assert change_figure(SoakSummary(burst_tflops=100.0, sustained_tflops=110.0, drop_pct=-10.0)) == ("rise", "10.0%")
+    assert change_figure(SoakSummary(burst_tflops=100.0, sustained_tflops=82.0, drop_pct=18.0)) == ("drop", "18.0%")
