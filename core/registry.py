@@ -3,7 +3,9 @@
 Adding an experiment is adding a module to that package; nothing in the frame names it. The modules are
 imported to read their lists (as Bokeh finds its subcommands): each imports torch only in the functions
 that run tensors, so ``python -m core --help`` and the commands that run no tensor never import it
-(``tests/core/test_torch_free.py``).
+(``tests/core/test_torch_free.py``). Each experiment lives in the module named after it (``matmul-soak`` in
+``matmul_soak.py``), so :func:`get` imports that one module, not all of them: a command or a worker that runs
+one experiment pays for no other.
 """
 
 from __future__ import annotations
@@ -34,7 +36,12 @@ def module_names() -> list[str]:
 
 
 def get(name: str) -> Experiment:
-    """The experiment called ``name``."""
+    """The experiment called ``name``: from its own module where that defines it, else from every module."""
+    own = name.replace("-", "_") if isinstance(name, str) else None
+    if own in module_names():
+        for exp in getattr(importlib.import_module(f"{_package.__name__}.{own}"), "EXPERIMENTS", ()):
+            if exp.name == name:
+                return exp
     try:
         return experiments()[name]
     except (KeyError, TypeError):

@@ -19,6 +19,7 @@ from typing import Literal
 
 from core import registry
 from core.cli.output import open_store, print_run
+from core.errors import ConfigError
 from core.experiment import Experiment
 from core.result import RunResult
 from core.text import MAX_LABEL_CHARS, terminal_text
@@ -28,14 +29,14 @@ ORDER = 100
 
 def register(sub, common) -> None:
     command = getattr(common, "command", None)
-    listed = {e.name: e for e in registry.listing()}
-    if command not in listed:
-        # Not running an experiment (--help, runs, report, snapshot…): list them from their source, so no
-        # experiment module (and no torch) is imported.
-        for e in listed.values():
+    if command in sub.choices:
+        return  # another group's command (this group registers last): no experiment module is imported
+    try:
+        exp = registry.get(command or "")  # running one experiment: import only its module (the planner needs no torch)
+    except ConfigError:  # --help, or a command nobody has: every experiment listed (their modules import no torch)
+        for e in registry.listing():
             sub.add_parser(e.name, parents=[common], description=e.description, **_listed(e.title, e.command))
         return
-    exp = registry.get(command)  # running one experiment: import only its module (the planner needs no torch)
     p = sub.add_parser(exp.name, parents=[common], description=exp.description, **_listed(exp.title, exp.command))
     p.add_argument(
         "--device",
