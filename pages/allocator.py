@@ -10,6 +10,7 @@ from core.units import MIB
 from pages.common import lab, run_panel, snapshot_panel
 from pages.common.charts import show, show_charts
 from pages.common.methods import how_measured
+from pages.common.tables import show_table
 from render.plots import allocator as plots
 
 EXPECTATIONS = "Where the expectations come from"  # a section of docs/methods/allocator.md
@@ -96,9 +97,7 @@ def _composer() -> None:
         steps[:] = [s.text for s in scenario_steps(AllocatorConfig(size_mib=64))]
         st.rerun()
     if steps:
-        st.dataframe(
-            [{"#": i, "step": s, "does": OPS[s.split()[0]][1]} for i, s in enumerate(steps, 1)], hide_index=True
-        )
+        show_table([{"#": i, "step": s, "does": OPS[s.split()[0]][1]} for i, s in enumerate(steps, 1)], hide_index=True)
     else:
         st.caption("No steps yet: pick an operation and press Add step.")
 
@@ -131,11 +130,11 @@ def _render(run) -> None:
             + ("" if plots.is_cuda_run(run) else "; on a CPU only the host columns apply")
             + "."
         )
-        st.dataframe(claims, hide_index=True)
+        show_table(claims, hide_index=True)
     backward = plots.backward_frame(run)
     if not backward.empty:
         st.subheader("Backward peak as a multiple of size(x)")
-        st.dataframe(backward, hide_index=True)
+        show_table(backward, hide_index=True)
         st.caption(
             "`y = 5*x` keeps y alive during backward: MeanBackward materialises the gradient of y "
             "(grad / numel, one size) and MulBackward makes x.grad (another), so x, y, grad of y and "
@@ -158,7 +157,7 @@ def _render(run) -> None:
         chart = plots.segment_map(run, position)
         show(chart.figure, chart.data, chart.name, f"{KEY}.segments")
     st.subheader("Allocator counters (memory_stats)")
-    st.dataframe(plots.counters_frame(run), hide_index=True)
+    show_table(plots.counters_frame(run), hide_index=True)
     for chart in charts[1:]:
         if chart.name == "allocator-history":
             show(chart.figure, chart.data, chart.name, f"{KEY}.history")

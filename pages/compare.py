@@ -16,6 +16,7 @@ from pages.common.charts import show_charts
 from pages.common.markdown import markdown_text
 from pages.common.methods import how_measured
 from pages.common.run_panel import guarded, status_banner
+from pages.common.tables import show_table
 from render import comparison, history
 from render.export import csv_bytes, slug
 from render.plots import figures_for, overlay_for
@@ -171,12 +172,12 @@ def run_detail(store: RunStore, run: RunResult) -> None:
         show_charts(charts, f"{KEY}.run.{run.id}")
     cols = st.columns(2)
     cols[0].write("**Settings**")
-    cols[0].dataframe(history.settings_frame(run), hide_index=True)
+    show_table(history.settings_frame(run), cols[0], hide_index=True)
     cols[1].write("**Device**")
-    cols[1].dataframe(history.device_frame(run), hide_index=True)
+    show_table(history.device_frame(run), cols[1], hide_index=True)
     if run.rows:
         with st.expander(f"Data ({len(run.rows)} rows)"):
-            st.dataframe(run.frame(), hide_index=True)
+            show_table(run.frame(), hide_index=True)
     trend_section(store, run)
 
 
@@ -234,7 +235,7 @@ def compare_view(runs: list[RunResult]) -> None:
         f"ratio = run / baseline)"
     )
     st.caption(markdown_text(comparison.pairing_text(runs, deltas)))
-    st.dataframe(deltas, hide_index=True)
+    show_table(deltas, hide_index=True)
     st.download_button(
         "Delta table (CSV)",
         csv_bytes(comparison.delta_table(runs)),
@@ -266,7 +267,7 @@ try:
         st.info("No runs stored yet: run an experiment on another page, or import a runs file above.")
         st.stop()
     all_runs, shown = filtered(store)
-    st.dataframe(history.history_frame(shown), hide_index=True, key=f"{KEY}.history")
+    show_table(history.history_frame(shown), hide_index=True, key=f"{KEY}.history")
     newest = f" (the newest {len(all_runs):,} read: filter by experiment or status for older ones)"
     st.caption(
         f"{len(shown):,} of {count_text(stored, 'run')}{newest if len(all_runs) == history.LISTED else ''}. "

@@ -18,6 +18,7 @@ from pages.common import catalog, lab, run_panel
 from pages.common import health as health_panel
 from pages.common.facts import fact
 from pages.common.methods import how_measured
+from pages.common.tables import show_table
 
 VERDICT_ICONS = {"pass": "✅ pass", "fail": "❌ fail", "unsupported": "➖ unsupported"}
 
@@ -117,7 +118,7 @@ def _show_report(report: doctor.Report) -> None:
         f"{summary['unsupported']} unsupported — {duration_text(report.wall_s)}, {timestamp_text(report.started_at)} UTC"
     )
     (st.error if report.failed else st.success)(text)
-    st.dataframe(
+    show_table(
         pd.DataFrame(
             [
                 {
@@ -182,7 +183,7 @@ for device in info.get("devices", []):
                     [{"unit": k, "dense peak (TFLOPS, TOPS for int8)": v} for k, v in datasheet_peaks(device).items()]
                 )
                 st.write(f"Datasheet: **{spec['name']}**, {spec['bandwidth_gbs']:.0f} GB/s — {spec['source']}")
-                st.dataframe(peaks, hide_index=True)
+                show_table(peaks, hide_index=True)
                 if spec.get("notes"):
                     st.caption(spec["notes"])
             else:
@@ -234,4 +235,4 @@ else:
             "`python -m core …` on this box)."
         )
     else:
-        st.dataframe(latest[["started_at", "experiment", "device", "status", "name", "duration_s"]], hide_index=True)
+        show_table(latest[["started_at", "experiment", "device", "status", "name", "duration_s"]], hide_index=True)

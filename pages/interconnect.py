@@ -11,6 +11,7 @@ from pages.common.charts import show_charts
 from pages.common.facts import fact
 from pages.common.methods import how_measured
 from pages.common.run_panel import results, run_controls
+from pages.common.tables import show_table
 from render.plots.interconnect import figures, rows_of
 
 KEY = "interconnect"
@@ -142,14 +143,14 @@ def render(run: RunResult) -> None:
             )
     show_charts(figures(run), KEY)
     if not measured.empty:
-        st.dataframe(measured[[c for c in COLLECTIVE_COLUMNS if c in measured]], hide_index=True)
+        show_table(measured[[c for c in COLLECTIVE_COLUMNS if c in measured]], hide_index=True)
         ranks = rows_of(run, "rank", measured=False)
         with st.expander(f"Per rank ({run.meta.get('world_size')} ranks)"):
-            st.dataframe(ranks[[c for c in RANK_COLUMNS if c in ranks]], hide_index=True)
+            show_table(ranks[[c for c in RANK_COLUMNS if c in ranks]], hide_index=True)
     for kind in ("peer", "host_copy"):
         table = rows_of(run, kind)
         if not table.empty:
-            st.dataframe(table, hide_index=True)
+            show_table(table, hide_index=True)
     frame = run.frame()
     skipped = frame[frame["status"].isin(["unsupported", "error"])] if "status" in frame else frame.iloc[0:0]
     if len(skipped):

@@ -19,6 +19,7 @@ from pages.common.facts import fact
 from pages.common.markdown import markdown_text
 from pages.common.methods import how_measured
 from pages.common.run_panel import results, run_controls
+from pages.common.tables import show_table
 from render.plots import matmul_soak as soak_plots
 from render.plots.matmul import figures, measured, published_for
 from render.table import with_dashes
@@ -140,7 +141,7 @@ def render(run: RunResult) -> None:
         node.show(run)
         show_charts(figures(run, accelerator), KEY)
         unit = throughput_unit(is_cuda)[0]
-        st.dataframe(
+        show_table(
             with_dashes(
                 df[[c for c in TABLE_COLUMNS if c in df]].rename(
                     columns={"throughput": f"{unit} (int8: OPS)", **COLUMN_NAMES}
@@ -258,7 +259,7 @@ def render_soak(run: RunResult) -> None:
     show_charts(soak_plots.figures(run), SOAK_KEY)
     df = soak_plots.samples(run)
     if not df.empty:
-        st.dataframe(
+        show_table(
             df[[c for c in SOAK_COLUMNS if c in df and (c != "device" or several)]].rename(
                 columns={"throughput": name}
             ),

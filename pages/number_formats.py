@@ -12,11 +12,12 @@ import streamlit as st
 
 from core.errors import ConfigError
 from core.result import RunResult, rows_frame
+from core.units import numbers_text
 from pages.common import lab, run_panel
 from pages.common.charts import show_charts
 from pages.common.methods import how_measured
+from pages.common.tables import show_table
 from render.plots import accumulate, autocast, formats, quantize, rounding
-from render.table import with_dashes
 
 # What the course note (seeds/003) states, quoted beside the measured table — not measured.
 NOTE_SAYS = {
@@ -52,13 +53,12 @@ def _stored_formats(value: float, device: str) -> RunResult | None:
     return None
 
 
-def _table(df: pd.DataFrame, formats: dict[str, str]) -> None:
-    """A table with "—" for what it lacks (never None); ``formats`` (printf patterns) for its numbers, kept as
-    numbers where the column has no gap."""
-    shown = with_dashes(df, {c: "{:" + f[1:] + "}" for c, f in formats.items()})
-    numeric = [c for c in formats if c in shown and pd.api.types.is_numeric_dtype(shown[c])]
-    config = {c: st.column_config.NumberColumn(format=formats[c]) for c in numeric}
-    st.dataframe(shown, hide_index=True, column_config=config)
+def _table(df: pd.DataFrame, digits: dict[str, int]) -> None:
+    """A table with "—" for what it lacks (never None), the columns in ``digits`` written by the one formatter in one
+    notation each, to that many significant digits (fp64's max beside fp16's 65504: ``1.79769×10³⁰⁸``,
+    ``6.5504×10⁴``, where the page once drew 17-digit reprs the table marked as errors)."""
+    shown = df.assign(**{c: numbers_text(df[c].tolist(), n) for c, n in digits.items() if c in df})
+    show_table(shown, hide_index=True)
 
 
 def render_formats(run: RunResult) -> None:
@@ -66,7 +66,7 @@ def render_formats(run: RunResult) -> None:
     cols = [
         c for c in ("format", "stored", "abs_error", "rel_error", "bits", "hex", "status", "reason") if c in df.columns
     ]
-    _table(df[cols], {"stored": "%.10g", "abs_error": "%.3e", "rel_error": "%.3e"})
+    _table(df[cols], {"stored": 10, "abs_error": 4, "rel_error": 4})
     st.caption(
         f"Errors against the typed decimal {run.meta.get('exact_value')} (exact decimal arithmetic). "
         "tf32: the fp32 value with its mantissa rounded to 10 bits (nearest, ties to even); int8/int4: "
@@ -80,7 +80,7 @@ def render_formats(run: RunResult) -> None:
             "format bits sign_bits exponent_bits mantissa_bits bytes max smallest_normal smallest_subnormal eps "
             "decimal_digits"
         ).split() + ["course note says", "source", "note"]
-        _table(table[columns], dict.fromkeys(("max", "smallest_normal", "smallest_subnormal", "eps"), "%.6g"))
+        _table(table[columns], dict.fromkeys(("max", "smallest_normal", "smallest_subnormal", "eps"), 6))
         st.caption(
             "max / smallest normal / eps from torch.finfo/iinfo; eps and field widths measured from bit "
             "patterns; tf32, int4 and fp4 from their definitions (see *source*). The last column quotes "
@@ -121,7 +121,7 @@ with tab_inspect:
 def render_accumulate(run: RunResult) -> None:
     df = run.frame()
     columns = "method accumulator addend result error addend_stored error_vs_stored_addend stalled_at_step".split()
-    _table(df[columns], {"result": "%.7g"})
+    _table(df[columns], {"result": 7})
     st.caption(
         "error = result − value × steps (exact). addend_stored = what the addend dtype holds for the value; "
         "error_vs_stored_addend isolates the accumulation error. stalled_at_step = first step whose "
@@ -148,7 +148,7 @@ def render_autocast(run: RunResult) -> None:
     if "reason" in df.columns:
         for _, row in df[df["status"] == "unsupported"].iterrows():
             st.warning(f"{row['model']} under autocast {row['autocast']}: unsupported — {row['reason']}")
-    st.dataframe(with_dashes(df), hide_index=True)
+    show_table(df, hide_index=True)
     show_charts(autocast.figures(run), "nf.autocast")
 
 
@@ -164,7 +164,7 @@ with tab_auto:
 
 def render_rounding(run: RunResult) -> None:
     df = run.frame()
-    st.dataframe(with_dashes(df), hide_index=True)
+    show_table(df, hide_index=True)
     show_charts(rounding.figures(run), "nf.rounding")
 
 
@@ -176,9 +176,9 @@ with tab_round:
 
 
 def render_quantize(run: RunResult) -> None:
-    st.dataframe(with_dashes(run.frame()), hide_index=True)
+    show_table(run.frame(), hide_index=True)
     if run.meta.get("round_trip"):
-        st.dataframe(with_dashes(pd.DataFrame(run.meta["round_trip"])), hide_index=True)
+        show_table(pd.DataFrame(run.meta["round_trip"]), hide_index=True)
         st.caption(
             "The course note maps 0.1, 0.5, 0.9, 1.2 to 13, 64, 115, 153 and back exactly; a per-tensor "
             "scale gives the codes above, and the round trip is approximate."

@@ -25,6 +25,7 @@ from pages.common.charts import show_charts
 from pages.common.markdown import markdown_text
 from pages.common.methods import MODEL_NOTE, how_measured
 from pages.common.stack import switches
+from pages.common.tables import show_table
 from render.chart import kind_rows
 from render.plots.step_bench import cold_text, config_table, figures, host_bound_stacks, kernel_table, stack_table
 
@@ -150,7 +151,7 @@ def render_single(run: RunResult) -> None:
     answer(run)
     table = stack_table(run)
     if not table.empty:
-        st.dataframe(table, hide_index=True)
+        show_table(table, hide_index=True)
     summary = next((r for r in run.rows if r.get("kind") == "summary"), None)
     if summary and summary.get("first_step_ms") is not None:
         st.caption(f"{cold_text(summary, run.meta)} Timing: {run.meta.get('timing', '')}.")
@@ -159,7 +160,7 @@ def render_single(run: RunResult) -> None:
     if not kernels.empty:
         st.subheader("Top kernels" if run.device.get("kind") == "cuda" else "Top ops (CPU: self time per op)")
         st.caption(run.meta.get("profile_measure", ""))
-        st.dataframe(kernels, hide_index=True)
+        show_table(kernels, hide_index=True)
     trace_download(run)
 
 
@@ -172,7 +173,7 @@ def render_configs(kind: str):
             st.warning(f"{HOST_BOUND_WARNING}: {', '.join(bound)}.")
         show_charts(figures(run), f"{KEY}.{kind}")
         if not rows.empty:
-            st.dataframe(config_table(rows), hide_index=True)
+            show_table(config_table(rows), hide_index=True)
 
     return render
 

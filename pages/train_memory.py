@@ -22,6 +22,7 @@ from pages.common.charts import show_charts
 from pages.common.facts import fact
 from pages.common.markdown import markdown_text
 from pages.common.methods import MODEL_NOTE, how_measured
+from pages.common.tables import show_table
 from render.plots import overlay_for
 from render.plots.estimate import figures as estimate_figures
 from render.plots.max_batch import figures as max_batch_figures
@@ -195,7 +196,7 @@ def render(run) -> None:
 
 def render_max_batch(run) -> None:
     show_charts(max_batch_figures(run), f"{KEY}.max")
-    st.dataframe(run.frame(), hide_index=True)
+    show_table(run.frame(), hide_index=True)
 
 
 run_panel.results(KEY, render)

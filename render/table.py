@@ -7,7 +7,7 @@ import math
 
 import pandas as pd
 
-from core.units import MISSING
+from core.units import MISSING, numbers_text
 
 
 def _text(value: object, fmt: str | None) -> object:
@@ -19,14 +19,21 @@ def _text(value: object, fmt: str | None) -> object:
 def with_dashes(df: pd.DataFrame, formats: dict[str, str] | None = None) -> pd.DataFrame:
     """A copy of ``df`` whose missing values (None, NaN) read "—". A column with none keeps its values (and its
     numeric type); one with some becomes text, its numbers written with ``formats[column]`` (a ``str.format``
-    pattern, e.g. ``"{:.3e}"``) where given, else ``"{:.4g}"``."""
+    pattern, e.g. ``"{:,.2f}"``) where given, else in one notation (:func:`core.units.numbers_text`)."""
     out = df.copy()
     formats = formats or {}
     for column in out.columns:
         missing = out[column].isna().to_numpy(dtype=bool)
         if not missing.any():
             continue
-        fmt = formats.get(column, "{:.4g}")
-        out[column] = [MISSING if gone else _text(v, fmt) for v, gone in zip(out[column], missing, strict=True)]
+        values = out[column].tolist()
+        if column in formats:
+            out[column] = [
+                MISSING if gone else _text(v, formats[column]) for v, gone in zip(values, missing, strict=True)
+            ]
+        elif all(gone or isinstance(v, (int, float)) and not isinstance(v, bool) for v, gone in zip(values, missing)):
+            out[column] = numbers_text([None if gone else v for v, gone in zip(values, missing, strict=True)])
+        else:
+            out[column] = [MISSING if gone else v for v, gone in zip(values, missing, strict=True)]
         out[column] = out[column].astype(str)
     return out

@@ -10,6 +10,7 @@ import pandas as pd
 from core.result import RunResult
 from core.workload.host_gaps import CAUSES, STEP_KEYS
 from render.chart import kind_rows
+from render.table import with_dashes
 
 RANK_COLUMNS = [
     "rank",
@@ -82,14 +83,15 @@ def rules_table(meta: dict) -> list[dict]:
 
 
 def kind_table(run: RunResult, kind: str) -> pd.DataFrame:
-    """The rows of one kind (``kernel``, ``step``) as a table, without the kind column."""
+    """The rows of one kind (``kernel``, ``step``) as a table, without the kind column; a figure a row lacks (a step
+    the profiler stopped in before any kernel) reads "—"."""
     rows = kind_rows(run, kind)
-    return rows if rows.empty else rows.drop(columns=["kind"])
+    return rows if rows.empty else with_dashes(rows.drop(columns=["kind"]))
 
 
 def ranks_table(run: RunResult) -> pd.DataFrame:
-    """Each rank's file, GPU (blank where its file names none) and times (µs), one row per rank."""
-    return kind_rows(run, "rank").reindex(columns=RANK_COLUMNS)
+    """Each rank's file, GPU ("—" where its file names none) and times (µs), one row per rank."""
+    return with_dashes(kind_rows(run, "rank").reindex(columns=RANK_COLUMNS))
 
 
 def _per_rank_ms(

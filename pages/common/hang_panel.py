@@ -13,6 +13,7 @@ from pages.common import imports, run_panel
 from pages.common.charts import show_charts
 from pages.common.import_notes import findings, quirks
 from pages.common.markdown import markdown_text
+from pages.common.tables import show_table
 from render.plots import flight_recorder as plots
 
 EXPERIMENT = "flight-recorder"
@@ -60,4 +61,4 @@ def render(run: RunResult) -> None:
     show_charts(plots.figures(run), f"hang.{run.id}")
     table = run.frame()
     if not table.empty:
-        st.dataframe(table.loc[:, [c for c in RANK_COLUMNS if c in table]], hide_index=True)
+        show_table(table.loc[:, [c for c in RANK_COLUMNS if c in table]], hide_index=True)

@@ -16,6 +16,7 @@ from core.jsonable import json_ready
 from core.result import RunResult, RunSummary
 from core.units import duration_text, timestamp_text
 from pages.common import lab, run_panel
+from pages.common.tables import show_table
 from render.health import health_html
 
 ICONS = {
@@ -115,7 +116,7 @@ def show(run: RunResult, key: str) -> None:
     kind, said = words.banner(run)
     took = duration_text(run.meta.get("wall_s") or 0.0)
     getattr(st, kind)(f"{said} ({took}, {timestamp_text(run.started_at)} UTC)")
-    st.dataframe(pd.DataFrame([_row(r) for r in run.rows]), hide_index=True)
+    show_table(pd.DataFrame([_row(r) for r in run.rows]), hide_index=True)
     cols = st.columns(2)
     cols[0].download_button(
         "Health report (one HTML page, for a ticket)",

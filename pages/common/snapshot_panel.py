@@ -17,6 +17,7 @@ from pages.common.charts import show, show_charts
 from pages.common.facts import fact
 from pages.common.import_notes import findings, provenance, quirks
 from pages.common.markdown import markdown_text
+from pages.common.tables import show_table
 from pages.common.uploads import UPLOAD_LIMIT_TEXT
 from render import snapshot_view as view
 from render.history import import_label
@@ -201,7 +202,7 @@ def _categories(a: SnapshotAnalysis, run: RunResult, key: str, window: view.Wind
         "Inferred from each allocation's Python stack and lifetime; nothing is guessed: an allocation no rule "
         "matches is *unknown*. The rules, first match wins, and what each classified:"
     )
-    st.dataframe(snap_plots.rules_frame(run.meta), hide_index=True)
+    show_table(snap_plots.rules_frame(run.meta), hide_index=True)
 
 
 def _compare(run: RunResult, key: str) -> None:
@@ -221,4 +222,4 @@ def _compare(run: RunResult, key: str) -> None:
     show_charts(snap_plots.overlay([run, other]), f"{key}.overlay")
     diff = snap_plots.site_differences(run, other)
     if not diff.empty:
-        st.dataframe(view.differences_table(diff), hide_index=True)
+        show_table(view.differences_table(diff), hide_index=True)

@@ -18,6 +18,7 @@ from pages.common.charts import show_charts
 from pages.common.facts import fact
 from pages.common.import_notes import findings, provenance, quirks
 from pages.common.markdown import markdown_text
+from pages.common.tables import show_table
 from render import trace_view as view
 from render import trace_why
 from render.plots import profiler_trace as trace_plots
@@ -63,13 +64,13 @@ def render(run: RunResult) -> None:
     if before := trace_why.host_gap_table(m, "host_before_first_kernel"):  # the host's time before any kernel
         b = m["host_before_first_kernel"]
         st.write(f"What the host did before each step's first kernel ({b['steps']:,} step(s), the GPU idle):")
-        st.dataframe(before, hide_index=True)
+        show_table(before, hide_index=True)
     if gaps := trace_why.host_gap_table(m):  # why the GPU idled, on the host's side: the answer before the charts
         st.write(f"What the host did while the GPU idled ({m['host_gaps']['gaps']:,} gaps, on the launching thread):")
-        st.dataframe(gaps, hide_index=True)
+        show_table(gaps, hide_index=True)
         if not (per_step := view.step_host_ms(run)).empty:
             st.write("The same, in each step's idle (ms):")
-            st.dataframe(per_step)
+            show_table(per_step)
     st.caption(
         f"{markdown_text(m['file'])} · GPU {m['device']} ({markdown_text(gpu_text(m))}) · "
         f"{view.count_text(m['devices'], 'GPU')} in the file · {view.count_text(m['streams'], 'stream')} on this GPU · "
@@ -79,27 +80,27 @@ def render(run: RunResult) -> None:
         _waits(m)
     if patterns := trace_why.patterns_table(m):
         st.write("Patterns in the operators:")
-        st.dataframe(patterns, hide_index=True)
+        show_table(patterns, hide_index=True)
     if ops := trace_why.ops_table(m):  # kernels → operators → modules
         st.write(f"Top operators by GPU time ({m['ops_attributed_share']:.1%} of it traced to an operator):")
         rates = {"TFLOPS": "{:,.1f}", "TB/s": "{:,.2f}", "% of peak": "{:.1f}"}  # "—" where shapes give none
-        st.dataframe(with_dashes(pd.DataFrame(ops), rates), hide_index=True)
+        show_table(with_dashes(pd.DataFrame(ops), rates), hide_index=True)
         if line := trace_why.rates_caption(m):
             st.caption(markdown_text(line))
         with st.expander("Top modules by GPU time"):
-            st.dataframe(trace_why.modules_table(m), hide_index=True)
+            show_table(trace_why.modules_table(m), hide_index=True)
     if not (calls := view.collectives_table(run)).empty:
         st.write("Collectives, sized as nccl-tests sizes them (a call's time includes waiting for its peers):")
         rates = {"size": "{}", "algbw GB/s": "{:,.2f}", "busbw GB/s": "{:,.2f}"}  # "—" where nccl-tests has none
-        st.dataframe(with_dashes(calls, rates), hide_index=True)
+        show_table(with_dashes(calls, rates), hide_index=True)
     show_charts(trace_plots.figures(run), f"trace.{run.id}")
     if rules := view.rules_table(m):
         with st.expander("Kernel group rules: what each matched"):
-            st.dataframe(rules, hide_index=True)
+            show_table(rules, hide_index=True)
     for kind in ("kernel", "step"):
         table = view.kind_table(run, kind)
         if not table.empty:
-            st.dataframe(table, hide_index=True)
+            show_table(table, hide_index=True)
 
 
 def _headline(m: dict) -> None:
@@ -196,25 +197,25 @@ def render_ranks(run: RunResult) -> None:
         f"{markdown_text(m['file'])} · files {markdown_text(', '.join(m['files']))} · {markdown_text(m['measure'])}"
     )
     show_charts(trace_plots_ranks.figures(run), f"ranks.{run.id}")
-    st.dataframe(view.ranks_table(run), hide_index=True)
+    show_table(view.ranks_table(run), hide_index=True)
     walls = view.step_walls_ms(run)
     if not walls.empty:
         st.write("Each step's wall time (ms), rank by rank:")
-        st.dataframe(walls)
+        show_table(with_dashes(walls, dict.fromkeys(walls.columns, "{:,.3f}")))  # "—": a rank without the step
     gaps = view.host_gaps_ms(run)
     if not gaps.empty:
         st.write("What each rank's host did while its GPU idled (ms, on the launching thread), rank by rank:")
-        st.dataframe(gaps)
+        show_table(gaps)
     waits = view.arrivals_ms(run)
     if not waits.empty:
         st.write("Each rank's wait for the last rank to arrive, at the collectives matched across the ranks:")
-        st.dataframe(waits, hide_index=True)
+        show_table(waits, hide_index=True)
     if not (per_call := view.collective_waits_ms(run)).empty:
         st.write("Each collective's kernel time, and how much of it waited for the last rank (over calls and ranks):")
-        st.dataframe(per_call, hide_index=True)
+        show_table(per_call, hide_index=True)
     if matching := matching_text(run.meta.get("arrivals") or {}):
         st.caption(markdown_text(matching))
     ops = view.ops_ms(run)
     if not ops.empty:
         st.write("Top operators by GPU time (ms), rank by rank:")
-        st.dataframe(ops)
+        show_table(ops)
