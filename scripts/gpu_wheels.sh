@@ -89,10 +89,22 @@ for pkg in "${PACKAGES[@]}"; do
   rm -f "$DEST/.pip-$stem.log"
 done
 
+# An optional GPU extra, not in the lock: torchao for FP8 training (core/transformer/training.py, to_float8); 0.18
+# is the release built for the GPU box's torch 2.11. Without it FP8 reads "unsupported … torchao is not installed".
+EXTRAS=(torchao==0.18.0)
+for spec in "${EXTRAS[@]}"; do
+  compgen -G "$DEST/$(wheel_name "${spec%%==*}")-${spec##*==}-*.whl" >/dev/null && continue
+  "$PY" -m pip download --quiet --no-deps --only-binary=:all: --python-version "$PYVER" --implementation cp \
+    --platform "manylinux_2_28_$ARCH" --platform "manylinux_2_24_$ARCH" -d "$DEST" "$spec" \
+    || echo "warning: $spec not downloaded: FP8 training will read unsupported on the box" >&2
+done
+
 total=0
 count=0
-for pkg in "${PACKAGES[@]}"; do
-  for whl in "$DEST/$(wheel_name "$pkg")-$(locked "$pkg")-"*.whl; do
+for pkg in "${PACKAGES[@]}" "${EXTRAS[@]}"; do
+  version=$(locked "$pkg")
+  [ "$pkg" != "${pkg%%==*}" ] && version=${pkg##*==} && pkg=${pkg%%==*}
+  for whl in "$DEST/$(wheel_name "$pkg")-$version-"*.whl; do
     [ -e "$whl" ] || continue
     size=$(stat -c %s "$whl")
     total=$((total + size))
