@@ -11,6 +11,7 @@ from core.result import RunResult
 from core.workload import hang_examples
 from pages.common import imports, run_panel
 from pages.common.charts import show_charts
+from pages.common.facts import fact
 from pages.common.import_notes import findings, quirks
 from pages.common.markdown import markdown_text
 from pages.common.tables import show_table
@@ -48,9 +49,13 @@ def render(run: RunResult) -> None:
     quirks(m)
     s = m.get("stuck")
     cols = st.columns(4)
-    cols[0].metric("Ranks read", len(m["ranks"]), f"of world size {m.get('world_size') or '?'}", delta_color="off")
-    cols[1].metric(
-        "Stuck collective", f"{s['op']} #{s['seq_id']}" if s else "none", f"group {s['group']}" if s else None
+    fact(cols[0], "Ranks read", len(m["ranks"]), f"of world size {m.get('world_size') or 'not recorded'}")
+    # the sequence number is the figure (a quarter of the page holds "#4", where "all_reduce #4" lost its "#4")
+    fact(
+        cols[1],
+        "Stuck collective",
+        f"#{s['seq_id']}" if s else "none",
+        f"{s['op']} of group {s['group']}" if s else None,
     )
     cols[2].metric("Ranks that stopped it", len(s["ranks_missing"]) + len(s["ranks_mismatched"]) if s else 0)
     cols[3].metric("Ranks waiting", len(s["ranks_waiting"]) if s else 0)

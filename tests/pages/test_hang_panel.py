@@ -14,7 +14,8 @@ def test_one_click_opens_the_skipped_rank_example_and_names_rank_3(data_dir):
     until(at, metric("Stuck collective"), 120)
     assert not at.exception
     metrics = {m.label: m.value for m in at.metric}
-    assert metrics["Stuck collective"] == "all_reduce #4" and metrics["Ranks waiting"] == "3"
+    assert metrics["Stuck collective"] == "#4" and metrics["Ranks waiting"] == "3"  # "all_reduce #4" was cut to
+    assert any(c.value == "all_reduce of group 0" for c in at.caption)  # "all_reduce…" at 1280 px: the op under it
     assert metrics["Ranks that stopped it"] == "1"
     text = " ".join(m.value for m in at.markdown).replace("\\", "")  # user text is escaped for Markdown
     assert "1. rank 3 never entered all_reduce #4 of the default group" in text
