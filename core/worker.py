@@ -232,7 +232,7 @@ def _failed(exc: BaseException, job_id: str, exp: Experiment, device_name: str, 
         return ResultEvent.failed(job_id, "config", ERROR_KINDS["config"].text(str(exc)))
     extra = getattr(exc, "meta", None)  # an experiment may attach context (e.g. the failing step)
     extra = json_ready(extra) if isinstance(extra, dict) else {}
-    if not exp.in_process and allocation_failure(exc) is not None:
+    if not exp.in_process and _out_of_memory(exc):
         under = (
             f" (the job ran under a {bytes_text(cap)} memory cap: {MEMORY_FRACTION_ENV} or {MEMORY_LIMIT_ENV} "
             f"changes it)"
@@ -243,6 +243,14 @@ def _failed(exc: BaseException, job_id: str, exp: Experiment, device_name: str, 
         return ResultEvent.failed(job_id, "oom", text, meta=extra | {"oom": True}, recycle=True)
     text = f"{type(exc).__name__}: {exc}"
     return ResultEvent.failed(job_id, "crash", text, meta=extra | {"traceback": traceback.format_exc()})
+
+
+def _out_of_memory(exc: BaseException) -> bool:
+    """Whether ``exc`` is an allocation that failed. A worker that has not imported torch (a torch-free import
+    under its memory cap) raised no torch error and must not import torch now: under the cap it fails too."""
+    if "torch" not in sys.modules:
+        return isinstance(exc, MemoryError)
+    return allocation_failure(exc) is not None
 
 
 def serve(preload_torch: bool = False, preload: tuple[str, ...] = ()) -> int:
