@@ -81,13 +81,19 @@ def _ctrl_c_to_the_command() -> None:
         signal.signal(signal.SIGINT, signal.default_int_handler)
 
 
+def _store_errors() -> tuple[type[Exception], ...]:
+    """The run store's error, where the command opened the store: a command that stores nothing (an import with
+    ``--no-save``) never imports it, nor SQLite."""
+    store = sys.modules.get("core.store")
+    return (store.StoreError,) if store is not None else ()
+
+
 def _run(command: str | None, argv: list[str]) -> int:
     parser = build_parser(command)
     args = parser.parse_args(argv)
     from core.cli.output import OutputError
     from core.intake import check_limits
     from core.result import SchemaError
-    from core.store import StoreError
     from core.text import terminal_text
 
     try:
@@ -97,7 +103,9 @@ def _run(command: str | None, argv: list[str]) -> int:
     except (ConfigError, OutputError, SchemaError) as exc:
         print(f"error: {terminal_text(exc)}", file=sys.stderr)
         return 2
-    except (StoreError, KeyError) as exc:
+    except Exception as exc:
+        if not isinstance(exc, (KeyError, *_store_errors())):
+            raise
         print(f"error: {terminal_text(exc.args[0] if exc.args else exc)}", file=sys.stderr)
         return 2
     except KeyboardInterrupt:  # Ctrl-C outside a run (a run cancels itself and is stored as cancelled)

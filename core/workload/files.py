@@ -4,7 +4,6 @@ its name and digest, never by where it lay (an upload's copy is deleted once it 
 
 from __future__ import annotations
 
-import hashlib
 import os
 import threading
 from collections.abc import Callable
@@ -40,6 +39,8 @@ class _Latest:
 
 def sha256(path: Path) -> str:
     """The digest of the file as it lies (compressed or not), as examples/ lists its files'."""
+    import hashlib  # here: OpenSSL's 3.5 MiB stay out of the processes that only check the file exists (the CLI)
+
     try:
         with open(path, "rb") as fh:
             return hashlib.file_digest(fh, "sha256").hexdigest()
