@@ -22,7 +22,7 @@ from pathlib import Path
 from typing import Any
 
 from core.errors import ConfigError
-from core.intake import LIMITS, InputRefused, is_pickle, loads_json, open_input, read_json_input
+from core.intake import LIMITS, InputRefused, cut_name, is_pickle, loads_json, open_input, read_json_input
 from core.pickle_stream import load_pickle_stream
 from core.workload.files import job_files
 
@@ -30,6 +30,7 @@ WHAT = "flight-recorder dump"
 _SUFFIXES = re.compile(r"(\.(json|pickle|pkl|gz))+$", re.I)
 _RANK = re.compile(r"^(.*?)(\d+)$")
 _P2P_PEER = re.compile(r"(\d+)\s*(->|<-)\s*(\d+)")
+MAX_RANK = 2**31 - 1
 
 
 @dataclass(slots=True)
@@ -80,7 +81,13 @@ def rank_of(path: Path) -> tuple[str, int]:
             f"{path.name}: no rank in the name: a dump is named by the rank it ends with (TORCH_FR_DUMP_TEMP_FILE "
             "+ rank, e.g. nccl_trace_rank_3)"
         )
-    return m.group(1), int(m.group(2))
+    digits = m.group(2).lstrip("0") or "0"
+    if len(digits) > len(str(MAX_RANK)) or int(digits) > MAX_RANK:
+        raise ConfigError(
+            f"{path.name}: rank {cut_name(digits, 20)} in the name is past {MAX_RANK:,}, the highest rank a job can "
+            "have (torch keeps a rank in a 32-bit int)"
+        )
+    return m.group(1), int(digits)
 
 
 def load(path: Path) -> Any:

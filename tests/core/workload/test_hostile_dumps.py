@@ -5,14 +5,52 @@ small, and read by ``hang`` through the real CLI in a process tree bounded in CP
 from __future__ import annotations
 
 import gzip
+import os
 import pickle
+import shutil
+import time
 from pathlib import Path
 
+import psutil
+
 from core.hardware.memory import MEMORY_LIMIT_ENV
-from tests.core.workload.test_flight_recorder import _entry
-from tests.core.workload.test_hostile_files import bounded_cli
+from tests.core.workload.test_flight_recorder import DATA, _entry
+from tests.core.workload.test_hostile_files import Outcome, bounded_cli
 
 CPU_S = 20.0
+LEFT_S = 30.0  # a backstop: a worker watches its parent twice a second
+
+
+def left_behind(out: Outcome) -> list[str]:
+    """The processes of the CLI's session still running once they have had time to see it end."""
+    deadline = time.monotonic() + LEFT_S
+    while True:
+        alive = []
+        for p in psutil.process_iter(["pid", "cmdline"]):
+            try:
+                if os.getsid(p.pid) == out.pid:
+                    alive.append(" ".join(p.info["cmdline"] or []))
+            except (ProcessLookupError, PermissionError):
+                continue
+        if not alive or time.monotonic() > deadline:
+            return alive
+        time.sleep(0.1)
+
+
+def hang_refused(folder: Path, data_dir: Path, *said: str) -> Outcome:
+    """``hang FOLDER`` through the CLI, bounded: exit 2, each of ``said`` in its words, no traceback, nothing
+    stored, no process left behind."""
+    out = bounded_cli("hang", str(folder), wall_s=CPU_S)
+    assert out.code == 2, (out.code, out.stderr[-2000:])
+    assert "Traceback" not in out.stderr, out.stderr[-2000:]
+    for words in said:
+        assert words in out.stderr, out.stderr[-2000:]
+    if (data_dir / "runs.sqlite").exists():
+        from core.store import RunStore
+
+        assert RunStore().count() == 0
+    assert not left_behind(out)
+    return out
 
 
 def memoised(folder: Path, ranks: int, entries: int) -> Path:
@@ -36,3 +74,15 @@ def test_an_import_that_runs_out_of_memory_in_its_torch_free_worker_says_so(tmp_
     assert out.code == 1, (out.code, out.stderr[-2000:])
     assert "error: out of memory" in out.stderr and "200.0 MiB memory cap" in out.stderr, out.stderr[-2000:]
     assert "Traceback" not in out.stderr and "ImportError" not in out.stderr, out.stderr[-2000:]
+
+
+def test_a_30_digit_rank_in_a_dumps_name_is_refused_in_words(tmp_path, data_dir):
+    """It ended in 'OverflowError: Python int too large to convert to C ssize_t' (the job's ranks up to it)."""
+    folder = tmp_path / "job"
+    folder.mkdir()
+    shutil.copy(DATA / "no_hang" / "rank0", folder / "rank123456789012345678901234567890")
+    hang_refused(
+        folder,
+        data_dir,
+        "rank123456789012345678901234567890: rank 12345678901234567890…(30 chars) in the name is past 2,147,483,647",
+    )

@@ -34,6 +34,7 @@ class Outcome:
     stderr: str
     wall_s: float
     peak_rss: int
+    pid: int  # the CLI's, and its session's id: what it started and left behind is in that session
 
 
 def tree_rss(proc: psutil.Process) -> int:
@@ -84,7 +85,7 @@ def bounded_cli(*args: str, wall_s: float = WALL_S, rss_bytes: int = RSS_BYTES) 
         time.sleep(0.02)
     wall = time.monotonic() - start
     out, err = (f.seek(0) == 0 and f.read().decode(errors="replace") for f in (out_file, err_file))
-    return Outcome(proc.returncode, str(out), str(err), wall, peak)
+    return Outcome(proc.returncode, str(out), str(err), wall, peak, proc.pid)
 
 
 def files_under(folder: Path) -> set[str]:
