@@ -308,10 +308,18 @@ class PlainDataUnpickler(pickle.Unpickler):
         raise pickle.UnpicklingError("it refers to a persistent object; only plain data is accepted")
 
 
+def after_the_end(what: str, end: int) -> InputRefused:
+    """The refusal of a pickle followed by more bytes: nobody would read them, no check would have seen them."""
+    return InputRefused(
+        f"the {what} goes on after its pickle ends at byte {end:,}: a file holds one pickle and nothing after it"
+    )
+
+
 def loads_pickle(raw: bytes, *, max_depth: int = DEFAULT_MAX_DEPTH, what: str = "file") -> Any:
     """A pickle of plain data, any protocol, never running code; nesting capped."""
+    buffer = io.BytesIO(raw)
     try:
-        data = PlainDataUnpickler(io.BytesIO(raw)).load()
+        data = PlainDataUnpickler(buffer).load()
     except pickle.UnpicklingError as exc:
         raise InputRefused(f"the {what} was refused: {exc}") from None
     except RecursionError:
@@ -320,6 +328,8 @@ def loads_pickle(raw: bytes, *, max_depth: int = DEFAULT_MAX_DEPTH, what: str = 
         raise InputRefused(
             f"the {what} is not a readable pickle ({type(exc).__name__}: {exc}); it may be truncated"
         ) from None
+    if buffer.tell() < len(raw):
+        raise after_the_end(what, buffer.tell())
     check_depth(data, max_depth, what)
     return data
 

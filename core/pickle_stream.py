@@ -32,6 +32,7 @@ from core.intake import (
     STREAM_BUFFER_BYTES,
     InputRefused,
     PlainDataUnpickler,
+    after_the_end,
     check_depth,
     decoded,
 )
@@ -262,6 +263,8 @@ def load_pickle_stream(
     gc.disable()
     try:
         data = unpickler.load()
+        if stream.read(1):  # the unpickler gave back what it read ahead: this is what follows its STOP
+            raise after_the_end(what, counted.consumed)
     except pickle.UnpicklingError as exc:
         if "truncated" in str(exc):
             raise InputRefused(f"the {what} ends early: it is truncated ({exc})") from None

@@ -24,6 +24,7 @@ HOSTILE = {
     "declared 1 TiB": b"\x80\x05\x8d" + (1 << 40).to_bytes(8, "little") + b".",
     "a class": pickle.dumps({"x": print}),
     "truncated": pickle.dumps(list(range(5000)))[:-40],
+    "bytes after its end": pickle.dumps(list(range(5000))) + b"\x80\x04N.",
 }
 
 
@@ -140,3 +141,15 @@ def test_a_gzip_is_sized_by_what_it_expands_to(tmp_path):
     packed.write_bytes(gzip.compress(raw))
     assert pickle_stream.content_bytes(plain) == len(raw)
     assert packed.stat().st_size < 1_000 and pickle_stream.content_bytes(packed) == len(raw)
+
+
+@pytest.mark.parametrize("kind", ["snapshot", "hang"])
+def test_bytes_after_a_pickles_end_are_refused_in_words(tmp_path, data_dir, kind):
+    """Nothing reads them and no check sees them (issue 48): a snapshot and a dump, the second pickle inside the
+    gzip member, refused at the byte where pickle.dumps's output ends."""
+    first = pickle.dumps(snapshots.big_snapshot(10) if kind == "snapshot" else {"version": "2.10", "entries": []})
+    folder = tmp_path / "job"
+    folder.mkdir()
+    path = folder / "rank0.gz"
+    path.write_bytes(gzip.compress(first + pickle.dumps({"x": 1})))
+    refused(folder if kind == "hang" else path, data_dir, f"goes on after its pickle ends at byte {len(first):,}", kind)
