@@ -97,9 +97,38 @@ def html_lines(lines) -> str:
     return "<br>".join(html_text(line) for line in lines)
 
 
+SUBTITLE_CHARS = 110  # a subtitle line that fits a chart 800 px wide (the page's column at 1280 px), at <sup>'s size
+TITLE_LINE_PX, TITLE_TOP_PX = 15, 65  # a subtitle line's height; the top margin of a title alone
+
+
 def title(text: str, run: RunResult | None = None, detail: str = "") -> str:
-    sub = html_text(" · ".join(filter(None, [device_label(run) if run else "", detail])))
-    return f"{html_text(text)}<br><sup>{sub}</sup>" if sub else html_text(text)
+    """A chart's title, with where its numbers come from and ``detail`` under it, wrapped into lines that fit the
+    chart (Plotly never wraps a title: a long subtitle ran past the chart's edge, cut without a hint)."""
+    sub = " · ".join(filter(None, [device_label(run) if run else "", detail]))
+    lines = "<br>".join(f"<sup>{html_text(line)}</sup>" for line in wrapped(sub, SUBTITLE_CHARS))
+    return f"{html_text(text)}<br>{lines}" if sub else html_text(text)
+
+
+def wrapped(text: str, width: int) -> list[str]:
+    """``text`` in lines of at most ``width`` characters, broken at a " · " where a part fits a line, else at a space
+    (a word longer than a line, a file path, keeps a line of its own)."""
+    lines = [""]
+
+    def add(piece: str, sep: str) -> None:
+        if not lines[-1]:
+            lines[-1] = piece
+        elif len(lines[-1]) + len(sep) + len(piece) <= width:
+            lines[-1] += sep + piece
+        else:
+            lines.append(piece)
+
+    for part in text.split(" · "):
+        if len(part) <= width:
+            add(part, " · ")
+            continue
+        for i, word in enumerate(part.split(" ")):
+            add(word, " " if i else " · ")
+    return lines
 
 
 def style(fig: go.Figure, title_text: str, x_title: str, y_title: str, **layout) -> go.Figure:
@@ -111,7 +140,7 @@ def style(fig: go.Figure, title_text: str, x_title: str, y_title: str, **layout)
         xaxis_title=html_text(x_title),
         yaxis_title=html_text(y_title),
         legend_title_text=html_text(legend) if legend else legend,
-        margin=dict(t=80),
+        margin=dict(t=TITLE_TOP_PX + TITLE_LINE_PX * title_text.count("<sup>")),
         **layout,
     )
     return fig

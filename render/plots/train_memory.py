@@ -19,6 +19,10 @@ PHASE_COLORS = {
 }
 
 
+NAMED_BAND = 0.1  # a phase band this share of the step or wider carries its name
+PEAK_HEADROOM = 1.3  # the y axis runs to this times the peak: room for the phases' names above the star
+
+
 def _detail(run: RunResult) -> str:
     c = run.config
     return (
@@ -29,15 +33,27 @@ def _detail(run: RunResult) -> str:
 def timeline_figure(run: RunResult) -> go.Figure:
     df = run.frame()
     fig = go.Figure()
-    for band in run.meta.get("bands", []):
+    bands = run.meta.get("bands", [])
+    span = max((b["end_ms"] for b in bands), default=0.0) - min((b["start_ms"] for b in bands), default=0.0)
+    for band in bands:  # a phase too narrow for its name (the optimizer's, zero_grad's) is named in the legend only
         fig.add_vrect(
-            x0=band["start_ms"],
-            x1=band["end_ms"],
-            fillcolor=PHASE_COLORS.get(band["phase"], "white"),
-            line_width=0,
-            annotation_text=band["phase"],
-            annotation_position="top left",
-            annotation_font_size=9,
+            x0=band["start_ms"], x1=band["end_ms"], fillcolor=PHASE_COLORS.get(band["phase"], "white"), line_width=0
+        )
+        if band["end_ms"] - band["start_ms"] >= NAMED_BAND * span:
+            fig.add_annotation(
+                x=band["start_ms"], y=1, xref="x", yref="y domain", xanchor="left", yanchor="top",
+                text=band["phase"], showarrow=False, font=dict(size=9),
+            )  # fmt: skip
+    for phase in dict.fromkeys(b["phase"] for b in bands):
+        fig.add_trace(
+            go.Scatter(
+                x=[None],
+                y=[None],
+                mode="markers",
+                marker=dict(symbol="square", size=12, color=PHASE_COLORS.get(phase, "white")),
+                name=f"{phase} (shaded)",
+                legendgroup="phases",
+            )
         )
     for category in CATEGORIES:
         fig.add_trace(
@@ -51,23 +67,28 @@ def timeline_figure(run: RunResult) -> go.Figure:
             )
         )
     meta = run.meta
+    peak = meta["trace_peak_bytes"] / MIB
+    late = span and meta["peak_t_ms"] > min(b["start_ms"] for b in bands) + span / 2
     fig.add_trace(
         go.Scatter(
             x=[meta["peak_t_ms"]],
-            y=[meta["trace_peak_bytes"] / MIB],
+            y=[peak],
             mode="markers+text",
             marker=dict(symbol="star", size=14, color="black"),
             name="peak",
             text=[f"peak {bytes_text(meta['trace_peak_bytes'])} in {meta['peak_phase']}"],
-            textposition="top center",
+            # beside the star, below the phases' names along the top (above it, it was drawn over "backward")
+            textposition="middle left" if late else "middle right",
         )
     )
+    fig.update_yaxes(range=[0, peak * PEAK_HEADROOM])
     return style(
         fig,
         title("Memory during the training step (measured)", run, _detail(run)),
         "time (ms)",
         "allocated (MiB)",
         legend_title="category",
+        height=520,  # the legend's phases, categories and the peak, unscrolled
     )
 
 

@@ -22,3 +22,23 @@ def test_a_trace_recorded_elsewhere_still_says_so_with_its_gpu_and_source():
     meta = {"recorded_on": "the machine that recorded the trace (imported file)", "file": "t.json.gz"}
     said = device_label(imported(**meta, device_name=example.gpu, example=examples.provenance(example)))
     assert said == f"imported t.json.gz — recorded elsewhere on {example.gpu} ({example.repository})"
+
+
+def test_a_long_subtitle_is_wrapped_into_lines_the_chart_holds_and_the_margin_grows():
+    """Plotly never wraps a title: the segment map's subtitle (file, source, what is not drawn: 160 characters) ran
+    past the chart's edge at 1280 px. Lines of at most SUBTITLE_CHARS, broken at " · ", with room above the plot."""
+    import plotly.graph_objects as go
+
+    from render.style import SUBTITLE_CHARS, style, title
+
+    example = examples.find("train-step-snapshot")
+    meta = {"recorded_on": "x", "file": "cs336_train_step.pickle.gz", "example": examples.provenance(example)}
+    text = title("Segment map", imported(**meta), "6 small blocks not drawn · 96 segments")
+    head, *lines = text.split("<br>")
+    assert head == "Segment map" and len(lines) == 2
+    assert all(line.startswith("<sup>") and len(line) - len("<sup></sup>") <= SUBTITLE_CHARS for line in lines)
+    assert " ".join(line[5:-6] for line in lines).replace("  ", " ") == (
+        f"imported cs336_train_step.pickle.gz — {example.label} · 6 small blocks not drawn · 96 segments"
+    )
+    one = style(go.Figure(), title("t", None, "short"), "x", "y").layout.margin.t
+    assert style(go.Figure(), text, "x", "y").layout.margin.t == one + 15  # a line more, 15 px more
