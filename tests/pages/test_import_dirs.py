@@ -73,7 +73,12 @@ def test_a_path_outside_the_import_dirs_is_refused_naming_nothing_of_the_file(da
     at.text_input(key=FIELD).input(given).run()
     at.button(key="step_bench.trace.import").click().run()
     (error,) = [e.value for e in at.error]
-    assert "not under the import directories this dashboard allows" in error and str(allowed) in error.replace("\\", "")
+    if target == "folder with a link":  # refused before the import dirs are asked: a folder's files are never links
+        assert "rank-1.json in job is a link" in error.replace("\\", "")
+    else:
+        assert "not under the import directories this dashboard allows" in error and str(allowed) in error.replace(
+            "\\", ""
+        )
     shown = _shown(at)
     assert head.decode(errors="replace") not in shown and repr(head) not in shown
     assert f"{size}" not in shown and f"{size:,}" not in shown and "keys" not in shown

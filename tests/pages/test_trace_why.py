@@ -14,7 +14,9 @@ def test_a_trace_import_says_what_the_host_did_in_the_gaps(store):
     at, stored = open_trace_example(store, "resnet50-v100")
     causes = stored.meta["host_gaps"]["causes"]
     assert causes and sum(c["time_us"] for c in causes) == pytest.approx(stored.meta["idle_us"], abs=1e-3)
-    shown = next(d.value for d in at.dataframe if "cause" in d.value.columns)
+    # the host's time before each step's first kernel comes first, by cause too; then the gaps' table
+    before, shown = [d.value for d in at.dataframe if "cause" in d.value.columns]
+    assert before["cause"].tolist() == [c["cause"] for c in stored.meta["host_before_first_kernel"]["causes"]]
     assert shown["cause"].tolist() == [c["cause"] for c in causes]
     assert shown["ms"].tolist() == pytest.approx([c["time_us"] / 1000 for c in causes], abs=0.0005)  # to the µs
     ops = next(d.value for d in at.dataframe if "operator" in d.value.columns)
