@@ -29,7 +29,9 @@ from __future__ import annotations
 
 import codecs
 import math
+import os
 import re
+import stat
 from array import array
 from collections.abc import Callable
 from dataclasses import dataclass, field
@@ -39,8 +41,9 @@ from typing import Any
 import msgspec
 import numpy as np
 
-from core.intake import LIMITS, InputRefused, cut_name, open_mapped, release_pages
+from core.intake import GZIP_MAGIC, LIMITS, InputRefused, cut_name, inflated_limit, open_mapped, release_pages
 from core.measure.kernels import EVERY_RANK_BY_NAME, KERNEL_RULES
+from core.units import exact_size_text
 from core.workload.cpu_ops import CPU_KINDS, RUNTIME, CpuOps, _Columns
 from core.workload.json_array import batches, element_ends
 
@@ -236,7 +239,7 @@ def correlated(keys: np.ndarray, wanted: np.ndarray) -> tuple[np.ndarray, np.nda
 def read_trace(path, progress: Callable[[str], None] | None = None) -> TraceFile:
     """A trace file (plain or gzip, by content) as columns; refused with a clear reason if it is not one.
     ``progress`` hears how many of its events are decoded, a batch at a time."""
-    with open_mapped(path, MAX_TRACE_BYTES, WHAT) as view:
+    with open_mapped(path, *_inflation(path)) as view:
         trace = _decode(view)
         reader = _Reader()
         events = memoryview(trace.traceEvents)
@@ -257,6 +260,24 @@ def read_trace(path, progress: Callable[[str], None] | None = None) -> TraceFile
         devices = _devices(trace.deviceProperties) or _devices(trace.computeProperties)
         trace.traceEvents = trace.deviceProperties = trace.computeProperties = msgspec.Raw()  # they point into the map
     return reader.finish(trace, devices)
+
+
+def _inflation(path) -> tuple[int, str]:
+    """What the file may expand to when mapped, and what a refusal calls it: a gzip file is held to the
+    inflate_ratio limit as it inflates (10 MB of gzip wrote 8 GiB to the temporary directory under the trace's own
+    cap; a 190 KB gzip of zeros then cost 60 s of CPU decoding what it made), any other file to the trace's cap."""
+    try:
+        if stat.S_ISREG(os.stat(path).st_mode):  # a pipe is not peeked at: its bytes would be gone
+            with open(path, "rb") as fh:
+                if fh.read(2) == GZIP_MAGIC:
+                    size = os.fstat(fh.fileno()).st_size
+                    return min(MAX_TRACE_BYTES, inflated_limit(size)), (
+                        f"{WHAT} ({size:,} bytes of gzip, held to the inflate_ratio limit: {LIMITS.inflate_ratio}× its "
+                        f"size, at least {exact_size_text(LIMITS.inflate_floor_bytes)})"
+                    )
+    except OSError:
+        pass  # open_mapped names the problem
+    return MAX_TRACE_BYTES, WHAT
 
 
 def _decode(view: memoryview) -> _Trace:

@@ -106,7 +106,8 @@ def test_grouping_matches_a_pass_per_key():
 # -- hole 7: names cut once, at intake, and the cut counted ---------------------------------------------------
 
 
-def test_long_kernel_names_are_cut_at_intake(tmp_path):
+def test_long_kernel_names_are_cut_at_intake(tmp_path, monkeypatch):
+    monkeypatch.setenv("GPULAB_LIMITS", "inflate_ratio=2000")  # 60 MiB of three names repeated: 1000× its gzip
     names = [c * (2 << 20) for c in "abc"]
     events = [kernel(i * 10, name=names[i % 3]) for i in range(30)]
     top = {"distributedInfo": {"backend": "n" * 5000}, "deviceProperties": [{"id": 0, "name": "g" * 5000}]}
