@@ -191,8 +191,10 @@ def gunzip_limited(raw: bytes, limit_bytes: int, what: str = "file") -> bytes:
 
 def _inflated(raw: bytes, limit_bytes: int, what: str) -> Iterator[bytes]:
     """The content of gzip ``raw`` (several members allowed), a chunk of at most :data:`CHUNK_BYTES` at a time,
-    refused once it passes ``limit_bytes``."""
+    refused once it passes ``limit_bytes`` or :func:`inflated_limit` of its size (a JSON dump or runs file is held
+    to the inflate ratio as a pickle is: 1 MB of gzip held 512 MiB of a dump's whitespace before it was refused)."""
     total = 0
+    ratio_limit = inflated_limit(len(raw))
     data = raw
     while data:
         inflater = zlib.decompressobj(wbits=16 + zlib.MAX_WBITS)
@@ -203,6 +205,8 @@ def _inflated(raw: bytes, limit_bytes: int, what: str) -> Iterator[bytes]:
                 total += len(piece)
                 if total > limit_bytes:
                     raise InputRefused(f"the {what} expands to more than the {exact_size_text(limit_bytes)} limit")
+                if total > ratio_limit:
+                    raise past_ratio(what, len(raw), ratio_limit)
                 if not piece and not data:
                     raise InputRefused(f"the {what} is a truncated gzip file")
                 yield piece
@@ -431,12 +435,16 @@ class _InflationCap(io.RawIOBase):
         n = self._gz.readinto(buffer)
         self._inflated += n
         if self._inflated > self._limit:
-            raise InputRefused(
-                f"the {self._what} ({self._compressed:,} bytes of gzip) inflates past {self._limit:,} bytes, the "
-                f"inflate_ratio limit ({LIMITS.inflate_ratio}× its size, at least "
-                f"{exact_size_text(LIMITS.inflate_floor_bytes)})"
-            )
+            raise past_ratio(self._what, self._compressed, self._limit)
         return n
+
+
+def past_ratio(what: str, compressed_bytes: int, limit: int) -> InputRefused:
+    """The refusal of a gzip file that inflates past :func:`inflated_limit` of its size."""
+    return InputRefused(
+        f"the {what} ({compressed_bytes:,} bytes of gzip) inflates past {limit:,} bytes, the inflate_ratio limit "
+        f"({LIMITS.inflate_ratio}× its size, at least {exact_size_text(LIMITS.inflate_floor_bytes)})"
+    )
 
 
 def _copy_limited(src: io.BufferedIOBase, dst: BinaryIO, limit_bytes: int, what: str, verb: str) -> None:
