@@ -52,6 +52,75 @@ CUT_OFF = """() => {
   return found.slice(0, 20);
 }"""
 
+# Text drawn over other text: every visible piece of the page's text (the lines of a text node: Streamlit's text, a
+# metric's label, a caption) and of the charts' SVG (annotations, tick labels, the legend, titles: `.main-svg text`,
+# rotated as drawn) as a quadrilateral on the screen; two that overlap by more than TOUCH px along every axis
+# (separating axes) are overprinted. Pieces of one SVG text (its tspans) are one piece; empty text, text hidden or
+# clipped away by a box that scrolls are skipped; SVG text past its chart's edge is cut.
+OVERPRINT = """() => {
+  const TOUCH = 2;
+  const main = document.querySelector('[data-testid="stMain"]') || document.body;
+  const shown = (el) => el.checkVisibility({opacityProperty: true, visibilityProperty: true});
+  const clip = (r, el) => {  // the part of a screen rectangle its scrolling or clipping boxes let through
+    let [l, t, rr, b] = [r.left, r.top, r.right, r.bottom];
+    for (let p = el.parentElement; p && p !== document.documentElement; p = p.parentElement) {
+      const o = getComputedStyle(p);
+      if (o.overflowX === 'visible' && o.overflowY === 'visible') continue;
+      const e = p.getBoundingClientRect();
+      l = Math.max(l, e.left); t = Math.max(t, e.top); rr = Math.min(rr, e.right); b = Math.min(b, e.bottom);
+    }
+    return rr - l > TOUCH && b - t > TOUCH;
+  };
+  const pieces = [];
+  const walker = document.createTreeWalker(main, NodeFilter.SHOW_TEXT);
+  for (let n = walker.nextNode(); n; n = walker.nextNode()) {
+    const el = n.parentElement;
+    if (!n.textContent.trim() || !el || el.closest('svg') || !shown(el)) continue;
+    const range = document.createRange();
+    range.selectNodeContents(n);
+    for (const r of range.getClientRects()) {
+      if (r.width <= TOUCH || r.height <= TOUCH || !clip(r, el)) continue;
+      pieces.push({text: n.textContent.trim().slice(0, 50), el,
+        quad: [[r.left, r.top], [r.right, r.top], [r.right, r.bottom], [r.left, r.bottom]]});
+    }
+  }
+  const cut = [];
+  const texts = [...main.querySelectorAll(
+    '.main-svg text, .annotation-text, .xtick text, .ytick text, g.legend text, .gtitle')];
+  for (const el of new Set(texts)) {
+    if (!el.textContent.trim() || texts.some((o) => o !== el && o.contains(el)) || !shown(el)) continue;
+    const b = el.getBBox(), m = el.getScreenCTM();
+    if (!b.width || !b.height || !m) continue;
+    const quad = [[b.x, b.y], [b.x + b.width, b.y], [b.x + b.width, b.y + b.height], [b.x, b.y + b.height]]
+      .map(([x, y]) => [m.a * x + m.c * y + m.e, m.b * x + m.d * y + m.f]);
+    const chart = el.closest('.js-plotly-plot') || el.ownerSVGElement;
+    const edge = chart.getBoundingClientRect();
+    if (quad.some(([x, y]) => x < edge.left - 1 || x > edge.right + 1 || y < edge.top - 1 || y > edge.bottom + 1))
+      cut.push('cut by its chart\\'s edge: ' + el.textContent.trim().slice(0, 50));
+    pieces.push({text: el.textContent.trim().slice(0, 50), el, quad});
+  }
+  const depth = (p, q) => {  // how far two convex quadrilaterals overlap: the least along any separating axis
+    let least = Infinity;
+    for (const quad of [p, q]) for (let i = 0; i < 4; i++) {
+      const [x1, y1] = quad[i], [x2, y2] = quad[(i + 1) % 4];
+      const len = Math.hypot(x2 - x1, y2 - y1);
+      if (!len) continue;
+      const ax = [(y1 - y2) / len, (x2 - x1) / len];
+      const span = (s) => s.map(([x, y]) => x * ax[0] + y * ax[1]);
+      const a = span(p), c = span(q);
+      least = Math.min(least, Math.min(Math.max(...a), Math.max(...c)) - Math.max(Math.min(...a), Math.min(...c)));
+    }
+    return least;
+  };
+  const found = [];
+  for (let i = 0; i < pieces.length; i++) for (let j = i + 1; j < pieces.length; j++) {
+    const p = pieces[i], q = pieces[j];
+    if (p.el === q.el || p.el.contains(q.el) || q.el.contains(p.el)) continue;
+    if (depth(p.quad, q.quad) > TOUCH) found.push(`"${p.text}" over "${q.text}"`);
+  }
+  return [...cut, ...found].slice(0, 20);
+}"""
+
 
 def test_the_check_sees_text_cut_clipped_or_sticking_out(page):
     """The check itself, on a hand-made page: each of the three faults is found, text that fits is not."""
@@ -64,6 +133,38 @@ def test_the_check_sees_text_cut_clipped_or_sticking_out(page):
     found = page.evaluate(CUT_OFF)
     assert [f.split(":")[0] for f in found] == ["clipped p", "cut p", "sticks out div"]
     assert not [f for f in found if f.endswith("fits")]
+
+
+def test_the_check_sees_text_drawn_over_text(page):
+    """The overprint check itself, on a hand-made page: two labels on one spot, a tick label under an annotation
+    (both turned as Plotly turns them) and a legend entry past its chart's edge are found; text beside text,
+    rotated labels whose upright boxes overlap but whose letters do not, a word inside its own paragraph, empty
+    text and text its scrolling box hides are not."""
+    page.set_viewport_size(WINDOW)
+    page.set_content("""<div data-testid="stMain" style="position: relative; width: 900px; height: 700px">
+      <p style="position: absolute; left: 0; top: 0; margin: 0">Interconnect bandwidth</p>
+      <p style="position: absolute; left: 60px; top: 4px; margin: 0">label drawn over</p>
+      <p style="position: absolute; left: 0; top: 60px; margin: 0">beside <b>its own bold word</b> and more</p>
+      <p style="position: absolute; left: 0; top: 100px; margin: 0; width: 40px; height: 0; overflow: hidden">
+        <span style="display: block; margin-top: 30px">scrolled away</span></p>
+      <p style="position: absolute; left: 0; top: 100px; margin: 0">upright</p>
+      <span style="position: absolute; left: 10px; top: 100px"> </span>
+      <svg class="main-svg" style="position: absolute; left: 0; top: 200px" width="600" height="300">
+        <g class="xtick"><text x="100" y="100" transform="rotate(-45 100 100)">1,024 MiB</text></g>
+        <g class="xtick"><text x="130" y="100" transform="rotate(-45 130 100)">2,048 MiB</text></g>
+        <g class="annotation"><text class="annotation-text" x="240" y="100">peak 989 TFLOPS</text></g>
+        <g class="ytick"><text x="250" y="104">10²</text></g>
+        <g class="legend"><text x="560" y="20">bf16 autocast</text></g>
+        <text class="gtitle" x="10" y="250"></text>
+      </svg></div>""")
+    found = page.evaluate(OVERPRINT)
+    assert sorted(found) == sorted(
+        [
+            "cut by its chart's edge: bf16 autocast",
+            '"Interconnect bandwidth" over "label drawn over"',
+            '"peak 989 TFLOPS" over "10²"',
+        ]
+    ), found
 
 
 @pytest.mark.parametrize("file", [p for p, _, _ in PAGES], ids=[url_path(p) or "home" for p, _, _ in PAGES])
