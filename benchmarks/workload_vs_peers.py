@@ -165,6 +165,7 @@ def main(argv=None) -> int:
         default=float("inf"),
         help="run the peer only on files up to this size (a 5 GB trace is beyond HTA on a 24 GiB box)",
     )
+    parser.add_argument("--kind", choices=["trace", "snapshot"], help="only this kind of file (default: both)")
     args = parser.parse_args(argv)
     subprocess.run([sys.executable, "-m", "compileall", "-q", "core", "render"], cwd=ROOT, check=True)
     judged: list[bool] = []
@@ -174,6 +175,8 @@ def main(argv=None) -> int:
             f"{'file':<42} {'kind':<8} {'lab s':>7} {'peer s':>7} {'ratio':>6} {'lab MiB':>8} {'peer MiB':>9} {'ratio':>6}"
         )
         for kind, label, path in cases(args, work):
+            if args.kind not in (None, kind):
+                continue
             cmds = commands(kind, path, work, args.hta_python)
             if path.stat().st_size > args.peer_max_mib * MIB:
                 cmds["peer"] = None

@@ -2,7 +2,7 @@
 
 A trace's event list can hold 100 M tiny elements (``[0,0,0,…]``: 190 KiB of gzip); any decoder that builds the
 list first, even of undecoded spans, holds tens of bytes per element before a single one can be counted. Here
-the array's bytes are scanned a few MiB at a time (``bytes.translate`` keeps the bytes that matter, numpy does
+the array's bytes are scanned 128 KiB at a time (``bytes.translate`` keeps the bytes that matter, numpy does
 the rest): quotes not escaped by an odd run of backslashes open and close strings, brackets and braces outside strings nest, and a comma outside strings at depth 1 ends
 an element. The elements are then handed out in batches of byte offsets, so what is alive at once is one
 batch, whatever the array holds. The bytes must be valid JSON (a decoder checked them); only the element
@@ -15,7 +15,7 @@ from collections.abc import Iterator
 
 import numpy as np
 
-SCAN_BYTES = 1 << 19  # bytes scanned at once: bounds the scanner's temporary arrays (about 4 MiB; 4 MiB took 35)
+SCAN_BYTES = 1 << 17  # bytes scanned at once: bounds the scanner's temporary arrays (about 1 MiB; 4 MiB took 35)
 _QUOTE, _OPEN, _CLOSE, _COMMA = 1, 2, 3, 4  # what bytes.translate makes of the bytes that matter (others: 0)
 _CODES = bytes(
     _QUOTE if c == ord('"') else _OPEN if c in b"[{" else _CLOSE if c in b"]}" else _COMMA if c == ord(",") else 0

@@ -48,7 +48,7 @@ from core.workload.cpu_ops import CPU_KINDS, RUNTIME, CpuOps, _Columns
 from core.workload.json_array import batches, element_ends
 
 MAX_TRACE_BYTES = 8 * 2**30  # decompressed JSON (its bytes are mapped, not held: the columns are what costs)
-BATCH_EVENTS = 5_000  # events decoded at once: bounds the decoded objects alive (a few MiB; 50,000 held 25 MiB more)
+BATCH_EVENTS = 1_000  # events decoded at once: bounds the decoded objects alive (about 1.5 MiB; 5,000 held 6 more)
 BATCH_BYTES = 64 << 20  # and the bytes of one batch, unless one event alone is longer
 WHAT = "profiler trace"
 KINDS = ("compute", "communication", "memcpy", "memset")
@@ -241,6 +241,7 @@ def read_trace(path, progress: Callable[[str], None] | None = None) -> TraceFile
     ``progress`` hears how many of its events are decoded, a batch at a time."""
     with open_mapped(path, *_inflation(path)) as view:
         trace = _decode(view)
+        release_pages(view)  # the check above read the whole file: its pages need not stay while batches are read
         reader = _Reader()
         events = memoryview(trace.traceEvents)
         base = _offset(events, view)
