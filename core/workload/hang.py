@@ -139,15 +139,21 @@ def _differs(e: Entry, ref: Entry) -> str:
     return "dtypes"
 
 
-def members(dumps: list[Dump], group: str, world: int, default: str | None, knows: dict[int, set[str]]) -> list[int]:
-    """A group's ranks: as pg_config lists them; else (gloo lists none) every rank of the job for the default
-    group, the ranks whose dumps know the group for another (``knows``: rank → the groups its dump names)."""
+def members(dumps: list[Dump], world: int, default: str | None, knows: dict[int, set[str]]) -> dict[str, list[int]]:
+    """Each group's ranks: as pg_config lists them (the first dump that lists the group); else (gloo lists none)
+    every rank of the job for the default group, the ranks whose dumps know the group for another (``knows``:
+    rank → the groups its dump names). One pass over the dumps, whatever the number of groups."""
+    out: dict[str, list[int]] = {}
     for d in dumps:
-        if group in d.group_ranks:
-            return sorted(d.group_ranks[group])
-    if group == default:
-        return list(range(world))
-    return sorted(r for r, groups in knows.items() if group in groups)
+        for group, ranks in d.group_ranks.items():
+            out.setdefault(group, sorted(ranks))
+    known_by: dict[str, list[int]] = {}
+    for rank in sorted(knows):
+        for group in knows[rank]:
+            known_by.setdefault(group, []).append(rank)
+    for group, ranks in known_by.items():
+        out.setdefault(group, list(range(world)) if group == default else ranks)
+    return out
 
 
 def _collective_disagreement(views: dict[int, RankInGroup], absent: list[int]) -> dict | None:
@@ -199,7 +205,7 @@ def _last_arrival(entered: dict[int, Entry]) -> dict | None:
 
 
 def _stuck(seq, ref, entered, states, missing, waiting, mismatched, absent) -> dict:
-    created = [e.created_ns for r, e in entered.items() if r in waiting and e.created_ns]
+    created = [entered[r].created_ns for r in waiting if entered[r].created_ns]
     return {
         "kind": "collective",
         "group": ref.group,
@@ -238,12 +244,16 @@ def _p2p_disagreement(views: dict[int, RankInGroup], group: str, desc: str) -> d
     """The first send or recv that the peer rank (whose dump is here) has no counterpart for, or whose
     counterpart moves other sizes: the n-th send from A to B against the n-th recv on B from A."""
     found = []
-    pairs = {e.peer for v in views.values() for e in v.p2p if e.peer}
-    for src, dst in sorted(p for p in pairs if p is not None):
+    ops: dict[tuple[int, str, tuple[int, int]], list[Entry]] = {}  # (rank, op, pair) → its ops, in record order
+    for rank, v in views.items():
+        for e in v.p2p:
+            if e.peer:
+                ops.setdefault((rank, e.op, e.peer), []).append(e)
+    for src, dst in sorted({pair for _, _, pair in ops}):
         if src not in views or dst not in views or views[src].wrapped or views[dst].wrapped:
             continue
-        sends = [e for e in views[src].p2p if e.op == "send" and e.peer == (src, dst)]
-        recvs = [e for e in views[dst].p2p if e.op == "recv" and e.peer == (src, dst)]
+        sends = ops.get((src, "send", (src, dst)), [])
+        recvs = ops.get((dst, "recv", (src, dst)), [])
         for i in range(max(len(sends), len(recvs))):
             if i >= len(sends) or i >= len(recvs) or sends[i].input_sizes != recvs[i].input_sizes:
                 have, side, other = (sends, src, dst) if i < len(sends) else (recvs, dst, src)
@@ -302,8 +312,9 @@ def analyse(dumps: list[Dump]) -> tuple[list[dict], dict]:
     descs = {e.group: e.group_desc for d in dumps for entries in by_group[d.rank].values() for e in entries[:1]}
     found = []
     views_of: dict[str, dict[int, RankInGroup]] = {}
+    member_ranks = members(dumps, world, default, knows)
     for group in groups:
-        ranks = members(dumps, group, world, default, knows)
+        ranks = member_ranks[group]
         views = views_of[group] = {r: _rank_in(have[r], group, by_group[r].get(group, [])) for r in ranks if r in have}
         absent = [r for r in ranks if r not in have]
         for candidate in (
@@ -320,7 +331,8 @@ def analyse(dumps: list[Dump]) -> tuple[list[dict], dict]:
         found.insert(0, stuck)
     main = stuck["group"] if stuck else _default_group(groups, default, views_of)
     views = views_of.get(main, {})
-    rows = [_rank_row(have[r], views.get(r), stuck) for r in sorted(have)]
+    named = _named(stuck)
+    rows = [_rank_row(have[r], views.get(r), stuck, named.get(r)) for r in sorted(have)]
     meta = {
         "stuck": stuck,
         "disagreements": found,
@@ -355,9 +367,14 @@ def _cause(found: list[dict], views_of: dict[str, dict[int, RankInGroup]]) -> di
     """The disagreement that stopped the job: one whose missing ranks wait in no other group's collective (a
     rank waiting elsewhere is held up there, not the cause), or that has a desync; of several, or of none, the
     one entered first."""
+    inside: dict[int, set[str]] = {}  # rank → the groups it is inside a collective of (read once per view)
+    for group, views in views_of.items():
+        for rank, view in views.items():
+            if view.inside:
+                inside.setdefault(rank, set()).add(group)
 
     def elsewhere(rank: int, group: str) -> bool:
-        return any(g != group and rank in views and views[rank].inside for g, views in views_of.items())
+        return bool(inside.get(rank, set()) - {group})
 
     causes = [
         f for f in found if f["ranks_mismatched"] or not any(elsewhere(r, f["group"]) for r in f["ranks_missing"])
@@ -405,18 +422,24 @@ def _world_size(dumps: list[Dump]) -> int:
     return max([len(r) for d in dumps for r in d.group_ranks.values()] + [max(d.rank for d in dumps) + 1])
 
 
-def _rank_row(dump: Dump, view: RankInGroup | None, stuck: dict | None) -> dict:
+def _named(stuck: dict | None) -> dict[int, str]:
+    """The ranks the stuck collective names, each with its state there: missing before mismatched before waiting."""
+    if stuck is None:
+        return {}
+    named = dict.fromkeys(stuck["ranks_waiting"], "waiting")
+    named |= {m["rank"]: "mismatched" for m in stuck["ranks_mismatched"]}
+    return named | dict.fromkeys(stuck["ranks_missing"], "missing")
+
+
+def _rank_row(dump: Dump, view: RankInGroup | None, stuck: dict | None, named: str | None) -> dict:
+    """``named``: the rank's state as the stuck collective names it, if it does."""
     last = None
     if view is not None and view.collectives:
         last = view.collectives[max(view.collectives)]
     if stuck is None:
         state = "waiting" if view is not None and view.state(view.last_entered) == "waiting" else "idle"
-    elif dump.rank in stuck["ranks_missing"]:
-        state = "missing"
-    elif dump.rank in {m["rank"] for m in stuck["ranks_mismatched"]}:
-        state = "mismatched"
-    elif dump.rank in stuck["ranks_waiting"]:
-        state = "waiting"
+    elif named is not None:
+        state = named
     elif view is None:
         state = "not in the group"
     else:
