@@ -10,13 +10,16 @@ import pytest
 
 pytest.importorskip("streamlit")
 
+from core.workload import examples, hang_examples
 from pages.common.catalog import available
 from tests.conftest import ROOT
 from tests.e2e.test_pages_load import url_path
+from tests.pages.test_readable_examples import REPR
 
 PAGES = available()
-# what no page should print: Python's None, a NaN, or a list's or dict's repr ("[0]", "{'a'")
-REPRS = re.compile(r"\bNone\b|\bnan\b|\[\d|\{'")
+# what no page should print: Python's None, a NaN, a list's or dict's repr ("[0]", "[[4, 8]]", "{'a'"), or Markdown's
+# backtick (the table cells, drawn on a canvas, are read by tests/pages/test_readable_examples.py)
+REPRS = re.compile(rf"{REPR.pattern}|\[\d|`")
 SCREENS = ROOT / "test-results" / "screens"
 COMPUTES_ON_LOAD = {"pages/number_formats.py"}  # its answer comes from a worker as the page opens: wait for it
 WINDOW = {"width": 1280, "height": 800}
@@ -200,6 +203,8 @@ def readable(lab, file: str) -> None:
     )
     cut = lab.page.evaluate(CUT_OFF)
     assert not cut, f"{file}: {cut}"
+    drawn_over = lab.page.evaluate(OVERPRINT)
+    assert not drawn_over, f"{file}: {drawn_over}"
     lab.no_exception()
 
 
@@ -230,3 +235,50 @@ def test_the_answer_comes_into_view(lab, file, tab, button, headline):
     lab.expect(lab.charts().first.locator(".main-svg").first).to_be_visible()  # drawn, not only placed
     shoot(lab, f"{url_path(file)}-after-an-example")
     readable(lab, file)
+
+
+def example_buttons(kind: str) -> list[str]:
+    return [f"Open an example recorded on {e.gpu}: {e.title}" for e in examples.of_kind(kind) if examples.present(e)]
+
+
+# Each page's one-click examples (the files shipped in examples/), with the tab that holds them and what says the
+# example is open: a new run's banner, or the runs file's import said in words (Compare).
+BANNER = re.compile(r"^Run [0-9a-f]{8} · ")
+EXAMPLES = {
+    "pages/step_bench.py": ("Import a trace", example_buttons("trace"), BANNER),
+    "pages/allocator.py": ("Your snapshot", example_buttons("snapshot"), BANNER),
+    "pages/train_memory.py": (None, example_buttons("snapshot"), BANNER),
+    "pages/interconnect.py": (
+        None,
+        [f"Open an example hang: {s.title}" for s in hang_examples.SETS if hang_examples.folder(s).is_dir()],
+        BANNER,
+    ),
+    "pages/compare.py": (None, ["Load example runs"], re.compile(r"^Imported \d+ run")),
+}
+
+
+@pytest.mark.parametrize("file", list(EXAMPLES), ids=[url_path(f) for f in EXAMPLES])
+def test_every_example_reads_whole_and_drawn_apart(lab, file):
+    """The page after each of its one-click examples in turn, in one browser session (an example is a file shipped
+    in the repo, imported in seconds): once the example's answer is drawn, no text is cut, drawn over other text or
+    a Python repr; a screenshot of each is saved."""
+    tab, buttons, opened = EXAMPLES[file]
+    assert buttons, f"{file} has no example here"
+    lab.page.set_viewport_size(WINDOW)
+    lab.open(url_path(file))
+    if tab:
+        lab.tab(tab)
+    main = lab.main()
+    for i, label in enumerate(buttons):
+        before = main.get_by_text(opened).filter(visible=True).all_inner_texts()
+        button = main.get_by_role("button", name=re.compile("^" + re.escape(label))).filter(visible=True).first
+        lab.expect(button).to_be_enabled(timeout=180_000)  # the buttons wait while an import runs
+        button.scroll_into_view_if_needed()
+        button.click()
+        news = main.get_by_text(opened).filter(visible=True)
+        lab.expect(news.filter(has_not_text=before[0]) if before else news.first).not_to_have_count(0, timeout=180_000)
+        lab.idle()
+        for chart in lab.charts().all():  # drawn, not only placed
+            lab.expect(chart.locator(".main-svg").first).to_be_attached()
+        shoot(lab, f"{url_path(file)}-example-{i + 1}")
+        readable(lab, f"{file} after {label!r}")
