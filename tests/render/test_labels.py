@@ -40,5 +40,8 @@ def test_a_long_subtitle_is_wrapped_into_lines_the_chart_holds_and_the_margin_gr
     assert " ".join(line[5:-6] for line in lines).replace("  ", " ") == (
         f"imported cs336_train_step.pickle.gz — {example.label} · 6 small blocks not drawn · 96 segments"
     )
-    one = style(go.Figure(), title("t", None, "short"), "x", "y").layout.margin.t
-    assert style(go.Figure(), text, "x", "y").layout.margin.t == one + 15  # a line more, 15 px more
+    one = style(go.Figure(), title("t", None, "short"), "x", "y").layout
+    # Chromium draws a subtitle line 21 px tall: a line more, 22 px more (15 let a third line overprint the top tick)
+    assert style(go.Figure(), text, "x", "y").layout.margin.t == one.margin.t + 22
+    # hung from the chart's top edge, so the lines grow down into the margin made for them, not into the plot
+    assert (one.title.yref, one.title.y, one.title.yanchor) == ("container", 1, "top")
