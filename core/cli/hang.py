@@ -15,6 +15,7 @@ from core.text import quirk_lines
 from core.workload.findings import finding_lines
 
 ORDER = 41
+MAX_ALSO = 10  # the other groups' disagreements printed; --json holds them all
 
 
 def register(sub, common) -> None:
@@ -72,8 +73,11 @@ def hang(args) -> int:
         done = "?" if r["last_completed_seq"] is None else f"#{r['last_completed_seq']}"
         entered = "?" if r["last_entered_seq"] is None else f"#{r['last_entered_seq']}"
         say(f"{r['rank']:>5} {r['state']:<12} {done:>10} {entered:>8}  {r['last_op'] or '-'}  {where}")
-    for other in m["disagreements"][1:]:
+    others = m["disagreements"][1:]
+    for other in others[:MAX_ALSO]:
         say(f"also: group {other['group']!r} disagrees at {other['op']} #{other['seq_id']}")
+    if len(others) > MAX_ALSO:
+        say(f"also: {len(others) - MAX_ALSO:,} more groups disagree (--json lists every one)")
     for line in quirk_lines(m):
         say(line)
     return found

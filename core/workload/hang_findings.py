@@ -12,6 +12,7 @@ from datetime import UTC, datetime
 from core.units import bytes_text, duration_text, shapes_text
 
 MAX_FINDINGS = 3
+MAX_BEHIND = 3  # the collectives a hang's text names as waiting behind it; the rest are counted
 _TORCH_DIRS = ("/torch/distributed/", "/torch/nn/parallel/", "/torch/_dynamo/", "/torch/utils/")
 
 
@@ -119,9 +120,13 @@ def _hang(s: dict, rows: dict[int, dict]) -> dict:
         text += f"; {_ranks(s['ranks_entered'])} entered it too (the dumps record no completion)"
     if len(culprits) == 1 and s["ranks_missing"]:
         text += _instead(rows.get(culprits[0]))
-    for b in s.get("behind", []):
-        if b["ranks_waiting"]:
-            text += f"; {_ranks(b['ranks_waiting'])} wait behind it in {b['op']} #{b['seq_id']} of {_group(b)}"
+    behind = [b for b in s.get("behind", []) if b["ranks_waiting"]]
+    for b in behind[:MAX_BEHIND]:
+        verb = "waits" if len(b["ranks_waiting"]) == 1 else "wait"
+        text += f"; {_ranks(b['ranks_waiting'])} {verb} behind it in {b['op']} #{b['seq_id']} of {_group(b)}"
+    if len(behind) > MAX_BEHIND:
+        more = len(behind) - MAX_BEHIND
+        text += f"; {more:,} more collective{'s' * (more != 1)} of other groups wait behind it"
     return _finding("hang", text + at, len(culprits), "ranks")
 
 

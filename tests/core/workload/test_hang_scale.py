@@ -14,10 +14,13 @@ import pickle
 import sys
 from pathlib import Path
 
+import pytest
+
 from core.workload.flight_recorder import check_one_job, dump_files, read_dump
 from core.workload.hang import analyse
 from core.workload.hang_findings import hang_findings
 from tests.core.workload.test_flight_recorder import _entry
+from tests.core.workload.test_hostile_files import bounded_cli
 
 T0 = 1_700_000_000 * 10**9
 SLACK = 1.1  # the lines may grow a tenth faster than the input (a constant part shrinks, nothing grows faster)
@@ -87,6 +90,7 @@ def traced(folder: Path) -> tuple[dict, list[dict], int]:
     return meta, findings, events
 
 
+@pytest.mark.slow
 def test_one_group_per_entry_costs_work_in_proportion_to_the_groups_and_names_the_first_entered(tmp_path):
     work = {}
     for groups in (10_000, 40_000):
@@ -97,7 +101,12 @@ def test_one_group_per_entry_costs_work_in_proportion_to_the_groups_and_names_th
         assert (s["group"], s["group_desc"], s["op"], s["seq_id"]) == (str(groups), f"tp{groups}", "all_reduce", 1)
         assert (s["ranks_missing"], s["ranks_waiting"], s["first_created_ns"]) == ([1], [0], T0)
         assert len(meta["disagreements"]) == groups and len(s["behind"]) == groups - 1
-        assert findings[0]["text"].startswith(f"rank 1 never entered all_reduce #1 of group {groups} (tp{groups})")
+        text = findings[0]["text"]
+        assert text.startswith(f"rank 1 never entered all_reduce #1 of group {groups} (tp{groups})")
+        # the three entered next are named, the rest counted: the text stays a sentence
+        named = [f"rank 0 waits behind it in all_reduce #1 of group {g} (tp{g})" for g in (groups - 1, groups - 3)]
+        assert all(n in text for n in named) and "behind it in all_reduce #1 of group 1 (" not in text
+        assert text.endswith(f"; {groups - 4:,} more collectives of other groups wait behind it")
     assert work[40_000] <= 4 * SLACK * work[10_000], work  # comparing every pair of groups: 16×
 
 
@@ -113,3 +122,13 @@ def test_every_rank_sending_to_every_other_costs_work_in_proportion_to_the_entri
         assert findings[0]["text"].startswith(f"rank {last} never posted the recv for rank 0's send #")
     # each pair's sends looked for among all of the rank's ops: about 8×, twice the entries' growth
     assert work[40] <= entries[40] / entries[20] * SLACK * work[20], (work, entries)
+
+
+def test_the_command_prints_ten_other_disagreements_and_counts_the_rest(tmp_path, data_dir):
+    out = bounded_cli("hang", str(one_group_per_entry(tmp_path / "15", 15)), "--no-save")
+    assert out.code == 0, out.stderr[-2000:]
+    also = [line for line in out.stdout.splitlines() if line.startswith("also: ")]
+    # after the stuck group 15, in the order rank 0 entered them: groups 14 … 5, then 4 … 1 counted
+    assert also == [f"also: group '{g}' disagrees at all_reduce #1" for g in range(14, 4, -1)] + [
+        "also: 4 more groups disagree (--json lists every one)"
+    ]
