@@ -43,20 +43,20 @@ class FlightRecorderConfig:
 
 def run(cfg: FlightRecorderConfig, ctx: Context):
     from core.workload.files import names_of, sha256
-    from core.workload.flight_recorder import check_names, check_one_job, dump_files, read_dump
+    from core.workload.flight_recorder import Tally, check_names, check_one_job, dump_files, read_dump
     from core.workload.hang import analyse
     from core.workload.hang_findings import hang_findings
 
     files = dump_files(cfg.paths)
     check_names(files)
     total = len(files) + 1
-    dumps, digests = [], {}
+    dumps, digests, tally = [], {}, Tally()  # one tally: the caps hold over the whole import
     collecting = gc.isenabled()
     gc.disable()  # the entries read are kept, none is garbage: passes over millions of them only cost time
     try:
         for i, path in enumerate(files):
             yield Progress(i, total, f"reading {path.name} ({i + 1} of {len(files)})")
-            dump = read_dump(path)
+            dump = read_dump(path, tally)
             digests[path.name] = sha256(path)
             dumps.append(dump)
         check_one_job(dumps)

@@ -6,6 +6,9 @@ per rank (``TORCH_FR_DUMP_TEMP_FILE`` + rank, on a watchdog timeout or on demand
 forms of the dump versions torch writes (2.10 today; earlier 2.x dumps lack some fields, which are then left
 unknown, never guessed) are read here: the pickle only through the lab's class-refusing, memory-guarded
 unpickler, the JSON strict and with its containers counted, each file within the ``fr_*`` limits of :class:`core.intake.Limits`.
+A field torch writes as a string that is anything else is refused, naming the field, never turned into text; what
+reading the entries walks is counted over the whole import (:class:`Tally`), so a list that many entries share costs
+what its bytes allow and no more.
 
 A dump does not name its own rank: like torch's analyser, the rank is the number the file name ends with
 (``nccl_trace_rank_3``, ``rank3.json``), and every file must share one prefix. Files that cannot be one job's
@@ -16,12 +19,15 @@ buffers whose times lie further apart than the collectives' timeout allows — a
 from __future__ import annotations
 
 import re
+from collections.abc import Iterable
 from dataclasses import dataclass, field
+from itertools import chain
 from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
 from core.errors import ConfigError
+from core.import_budget import read_bytes
 from core.intake import LIMITS, InputRefused, cut_name, is_pickle, loads_json, open_input, read_json_input
 from core.pickle_stream import load_pickle_stream
 from core.workload.files import job_files
@@ -98,12 +104,41 @@ def load(path: Path) -> Any:
     return loads_json(read_json_input(path, LIMITS.fr_dump_bytes, LIMITS.fr_json_containers, WHAT), what=WHAT)
 
 
-def read_dump(path: Path) -> Dump:
-    """One rank's dump read and checked; anything that is not a dump is refused naming the file."""
+class Tally:
+    """What reading one import's dumps has walked, over all its files: the items of their entries' fields (shapes'
+    dimensions, dtypes, frames: at most ``pickle_tree_objects`` + its per-byte share of the bytes the import read, a
+    gzip counted at what it may inflate to). A list that many entries share by memo fetches counts each time it is
+    read."""
+
+    def __init__(self) -> None:
+        self.items = 0
+        self.bytes = 0
+        self.limit = LIMITS.pickle_tree_objects
+
+    def read(self, path: Path) -> None:
+        self.bytes += read_bytes(path)
+        self.limit = LIMITS.pickle_tree_objects + LIMITS.pickle_tree_objects_per_byte * self.bytes
+
+    def walk(self, items: int) -> None:
+        self.items += items
+        if self.items > self.limit:
+            raise InputRefused(
+                f"reading its entries walks more than {self.limit:,} items (shapes' dimensions, dtypes, frames; a list "
+                f"shared by many entries counted each time it is read), past the pickle_tree_objects limit for the "
+                f"{self.bytes:,} bytes this import read ({LIMITS.pickle_tree_objects:,} + "
+                f"{LIMITS.pickle_tree_objects_per_byte} a byte)"
+            )
+
+
+def read_dump(path: Path, tally: Tally | None = None) -> Dump:
+    """One rank's dump read and checked, counted in ``tally`` (one per import: the caps hold over all its files);
+    anything that is not a dump is refused naming the file."""
     _, rank = rank_of(path)
+    tally = tally or Tally()
     try:
+        tally.read(path)
         data = load(path)
-        return _parse(data, rank, path.name)
+        return _parse(data, rank, path.name, tally)
     except InputRefused as exc:
         raise ConfigError(f"{path.name}: {exc}") from None
 
@@ -124,24 +159,40 @@ def _int(value: Any) -> int | None:
     return None
 
 
-def _text(value: Any, limit: int = LIMITS.name_chars) -> str:
-    """A field as text, at most ``limit`` characters: a string or a number as it is, anything else by its type
-    only. Nothing here prints a container: that would walk all of it, as deep as it nests (the dump's nesting
-    is not checked: the reader reads the fields it names, nothing else)."""
-    if isinstance(value, str):
-        return value[:limit]
-    if value is None or isinstance(value, (bool, float)) or (type(value) is int and abs(value) < 10**20):
-        return str(value)[:limit]
-    return f"<{type(value).__name__}>"
+def _string(value: Any, field: str, limit: int = LIMITS.name_chars) -> str:
+    """A field torch writes as a string, at most ``limit`` characters; anything else is refused naming the field,
+    never turned into text (a list that holds itself, or 40 levels of shared ones, prints forever)."""
+    if type(value) is not str:
+        raise _refuse(f"{field} is {_kind(value)}, not a string")
+    return value if len(value) <= limit else value[:limit]
 
 
-def _shapes(value: list) -> tuple[tuple[int, ...], ...]:
-    return tuple(tuple(d for d in s if type(d) is int) for s in value if type(s) is list)
+_SCALARS = {str, int, float, bool, type(None)}
 
 
-def _name(value: Any, limit: int = LIMITS.name_chars) -> str:
-    """:func:`_text` of a field that is a short string in every dump torch writes."""
-    return value if type(value) is str and len(value) <= limit else _text(value, limit)
+def _all_of(items: Iterable, kind: type) -> bool:
+    """Whether every item is exactly of ``kind`` (a bool is no int), in one pass in C."""
+    return set(map(type, items)) <= {kind}
+
+
+def _kind(value: Any) -> str:
+    return "missing" if value is None else f"a {type(value).__name__}"
+
+
+def _number(value: Any, field: str) -> int | None:
+    """:func:`_int` of a field torch writes as a number (text in the JSON form); a container is refused."""
+    if type(value) in (list, tuple, dict, set, frozenset):
+        raise _refuse(f"{field} is {_kind(value)}, not a number")
+    return _int(value)
+
+
+def _line(value: Any) -> str:
+    """A frame's line: a number or text, '?' where it has none."""
+    if value is None:
+        return "?"
+    if type(value) is int and abs(value) < 10**20:
+        return str(value)
+    return _string(value, "a frame's line")
 
 
 class _Shared:
@@ -154,23 +205,28 @@ class _Shared:
         self.tuples: dict[tuple, tuple] = {}
         self.names: dict[str, tuple[str, str, tuple[int, int] | None]] = {}
         self.fields: dict[tuple, tuple] = {}
-        self.last: tuple[tuple, Entry] | None = None  # the last entry read the long way, and its repeated fields
+        self.last: _Last | None = None
 
     def one(self, value: tuple) -> tuple:
         return self.tuples.setdefault(value, value)
 
-    def sizes(self, value: Any) -> tuple[tuple[int, ...], ...]:
-        """Input shapes: lists of ints (anything else left out), read once per distinct field: every entry
-        repeats the same few."""
-        if type(value) is not list:
+    def sizes(self, value: Any, tally: Tally) -> tuple[tuple[int, ...], ...]:
+        """Input shapes: lists of whole numbers (anything else refused), read once per distinct field: every entry
+        repeats the same few. Their dimensions are counted before they are read."""
+        if value is None:
             return ()
-        try:
-            raw = tuple(map(tuple, value))
-            known = self.fields.get(raw)
-        except TypeError:  # an item that is no list, or cannot be hashed: read it the long way
-            return self.one(_shapes(value))
+        if type(value) is not list:
+            raise _refuse(f"an entry's input_sizes is {_kind(value)}, not a list of shapes")
+        tally.walk(len(value))
+        if not _all_of(value, list):
+            raise _refuse("an entry's input_sizes is not a list of shapes (lists of whole numbers)")
+        tally.walk(sum(map(len, value)))
+        raw = tuple(map(tuple, value))
+        if not _all_of(chain.from_iterable(raw), int):
+            raise _refuse("an entry's input_sizes is not a list of shapes (lists of whole numbers)")
+        known = self.fields.get(raw)
         if known is None:
-            known = self.fields[raw] = self.one(_shapes(value))
+            known = self.fields[raw] = self.one(raw)
         return known
 
     def name(self, name: str) -> tuple[str, str, tuple[int, int] | None]:
@@ -188,37 +244,47 @@ class _Shared:
             known = self.names[name] = (backend[:64], op[: LIMITS.name_chars], peer)
         return known
 
-    def dtypes(self, value: Any) -> tuple[str, ...] | None:
+    def dtypes(self, value: Any, tally: Tally) -> tuple[str, ...] | None:
         """None: the dump version records none."""
-        if type(value) is not list:
+        if value is None:
             return None
+        if type(value) is not list:
+            raise _refuse(f"an entry's input_dtypes is {_kind(value)}, not a list of strings")
+        tally.walk(len(value))
         raw = tuple(value)
-        try:
-            known = self.fields.get(raw)
-        except TypeError:
-            return self.one(tuple(_text(d, 64) for d in raw))
+        if not _all_of(raw, str):
+            raise _refuse("an entry's input_dtypes is not a list of strings")
+        known = self.fields.get(raw)
         if known is None:
-            known = self.fields[raw] = self.one(tuple(_text(d, 64) for d in raw))
+            known = self.fields[raw] = self.one(tuple(d[:64] for d in raw))
         return known
 
-    def frames(self, value: Any) -> tuple[str, ...]:
+    def frames(self, value: Any, tally: Tally) -> tuple[str, ...]:
         """A stack as "file:line name" lines, at most ``frames_per_stack``."""
-        if type(value) is not list:
+        if value is None:
             return ()
+        if type(value) is not list:
+            raise _refuse(f"an entry's frames are {_kind(value)}, not a list")
         value = value[: LIMITS.frames_per_stack]
+        tally.walk(len(value))
         key = tuple(map(id, value))
         lines = self.stacks.get(key)
         if lines is None:
-            lines = self.stacks[key] = self.one(
-                tuple(
-                    f"{_text(f.get('filename', '?'))}:{_text(f.get('line', '?'))} {_text(f.get('name', '?'))}"[
-                        : LIMITS.name_chars
-                    ]
-                    for f in value
-                    if type(f) is dict
-                )
-            )
+            lines = self.stacks[key] = self.one(tuple(map(_frame, value)))
         return lines
+
+
+def _frame(f: Any) -> str:
+    """One frame as "file:line name"."""
+    if type(f) is not dict:
+        raise _refuse(f"a frame is {_kind(f)}, not a dict")
+    if not _all_of(f, str) or not set(map(type, f.values())) <= _SCALARS:
+        raise _refuse("a frame is not a dict of strings and numbers (filename, line, name)")
+    get = f.get
+    file, name = get("filename"), get("name")
+    file = "?" if file is None else _string(file, "a frame's filename")
+    name = "?" if name is None else _string(name, "a frame's name")
+    return f"{file}:{_line(get('line'))} {name}"[: LIMITS.name_chars]
 
 
 def _ranks(text: Any) -> tuple[int, ...]:
@@ -231,13 +297,26 @@ def _ranks(text: Any) -> tuple[int, ...]:
 
 
 # The fields an entry repeats from the one before it, in most dumps (a training loop's all_reduces): only the
-# ids and the time differ.
+# ids and the time differ. They are compared with those of the last entry read the long way, which were checked to
+# be strings, numbers and flat lists: comparing stops at the first item that differs in type, so a comparison costs
+# at most what that entry's fields hold (counted again in the tally), whatever the new entry holds (two lists 40
+# levels deep of [x, x] took 2^40 steps to compare). Its frames are dicts of strings and numbers (:func:`_frame`), at
+# most ``frames_per_stack`` of them: an entry with a longer stack is never compared with.
 _REPEATED = itemgetter(
     "process_group", "profiling_name", "is_p2p", "input_sizes", "input_dtypes", "state", "frames", "pg_id", "timeout_ms"
 )
 
 
-def _entry(e: Any, shared: _Shared, quirks: dict[str, int]) -> Entry | None:
+@dataclass(slots=True)
+class _Last:
+    """The last entry read the long way: its repeated fields as compared, and what comparing with them may walk."""
+
+    repeated: tuple
+    entry: Entry
+    items: int
+
+
+def _entry(e: Any, shared: _Shared, quirks: dict[str, int], tally: Tally) -> Entry | None:
     if type(e) is not dict:
         quirks["an entry is not a dict"] = quirks.get("an entry is not a dict", 0) + 1
         return None
@@ -249,20 +328,31 @@ def _entry(e: Any, shared: _Shared, quirks: dict[str, int]) -> Entry | None:
     created = (created if type(created) is int else _int(created)) or None
     try:
         repeated = _REPEATED(e)
-        like_last = shared.last is not None and repeated == shared.last[0]
-    except (KeyError, RecursionError):  # a field this dump version lacks, or one nested past comparing
-        repeated, like_last = None, False
-    if like_last and seq_c is not None and seq_p is not None and record is not None:
-        p = shared.last[1]  # type: ignore[index]  # like_last: there is one
+    except KeyError:  # a field this dump version lacks
+        repeated = None
+    last = shared.last
+    if (
+        last is not None
+        and repeated == last.repeated
+        and seq_c is not None
+        and seq_p is not None
+        and record is not None
+    ):
+        tally.items += last.items
+        if tally.items > tally.limit:
+            tally.walk(0)
+        p = last.entry
         return Entry(
             record, p.group, p.group_desc, p.pg_id, seq_p if p.p2p else seq_c, p.p2p, p.op, p.backend, p.peer,
             p.input_sizes, p.input_dtypes, p.state, created, p.timeout_ms, p.frames,
         )  # fmt: skip
     group, name = get("process_group"), get("profiling_name")
+    if name is not None:
+        _string(name, "an entry's profiling_name")
     if (
         not isinstance(group, (list, tuple))
         or len(group) != 2
-        or not isinstance(name, str)
+        or name is None
         or seq_c is None
         or seq_p is None
         or record is None
@@ -273,27 +363,34 @@ def _entry(e: Any, shared: _Shared, quirks: dict[str, int]) -> Entry | None:
         return None
     backend, op, peer = shared.name(name)
     flag = get("is_p2p")
+    if flag is not None and type(flag) is not bool:
+        raise _refuse(f"an entry's is_p2p is {_kind(flag)}, not true or false")
     p2p = flag if type(flag) is bool else op in ("send", "recv")
-    timeout = get("timeout_ms")
+    timeout, state, frames = get("timeout_ms"), get("state"), get("frames")
+    items = tally.items
     entry = Entry(
         record_id=record,
-        group=_name(group[0]),
-        group_desc=_name(group[1]),
-        pg_id=_int(get("pg_id")),
+        group=_string(group[0], "an entry's group name"),
+        group_desc=_string(group[1], "an entry's group description"),
+        pg_id=_number(get("pg_id"), "an entry's pg_id"),
         seq=seq_p if p2p else seq_c,
         p2p=p2p,
         op=op,
         backend=backend,
         peer=peer,
-        input_sizes=shared.sizes(get("input_sizes")),
-        input_dtypes=shared.dtypes(get("input_dtypes")),
-        state=_name(get("state") or "scheduled", 32),
+        input_sizes=shared.sizes(get("input_sizes"), tally),
+        input_dtypes=shared.dtypes(get("input_dtypes"), tally),
+        state=(_string(state, "an entry's state", 32) if state is not None else "") or "scheduled",
         created_ns=created,
-        timeout_ms=timeout if type(timeout) is int else _int(timeout),
-        frames=shared.frames(get("frames")),
+        timeout_ms=timeout if type(timeout) is int else _number(timeout, "an entry's timeout_ms"),
+        frames=shared.frames(frames, tally),
     )
-    if repeated is not None:
-        shared.last = (repeated, entry)
+    stack = frames or ()
+    if repeated is not None and len(stack) <= LIMITS.frames_per_stack:  # every frame read: dicts of str and int
+        walked = tally.items - items + len(entry.group) + len(entry.group_desc) + len(name) + sum(map(len, stack))
+        shared.last = _Last(repeated, entry, 1 + walked)
+    else:
+        shared.last = None
     return entry
 
 
@@ -301,12 +398,12 @@ def _dict(value: Any) -> dict:
     return value if isinstance(value, dict) else {}
 
 
-def _parse(data: Any, rank: int, file: str) -> Dump:
+def _parse(data: Any, rank: int, file: str, tally: Tally) -> Dump:
     if not isinstance(data, dict) or "version" not in data:
         raise _refuse("no version (a dump is a dict with version, pg_config and entries)")
-    version = data["version"]
-    if not isinstance(version, str) or not re.fullmatch(r"\d+\.\d+", version):
-        raise _refuse(f"its version is {_text(version, 40)!r}, not MAJOR.MINOR")
+    version = _string(data["version"], "its version")
+    if not re.fullmatch(r"\d+\.\d+", version):
+        raise _refuse(f"its version is {cut_name(version, 40)!r}, not MAJOR.MINOR")
     if not version.startswith("2."):
         raise _refuse(f"recorder version {version}: this reader knows the 2.x dumps of torch 2.x")
     raw_entries = data.get("entries", [])  # the JSON form leaves it out when the buffer is empty
@@ -318,14 +415,17 @@ def _parse(data: Any, rank: int, file: str) -> Dump:
         )
     quirks: dict[str, int] = {}
     shared = _Shared()
-    entries = [x for e in raw_entries if (x := _entry(e, shared, quirks)) is not None]
+    entries = [x for e in raw_entries if (x := _entry(e, shared, quirks, tally)) is not None]
     entries.sort(key=lambda x: x.record_id)
     config = _dict(data.get("pg_config"))
     group_ranks, group_descs = {}, {}
-    for name, info in config.items():
+    for key, info in config.items():
+        name = _string(key, "a group name in pg_config")
         if isinstance(info, dict) and (ranks := _ranks(info.get("ranks"))):
-            group_ranks[_text(name)] = ranks
-            group_descs[_text(name)] = _text(info.get("desc", ""))
+            group_ranks[name] = ranks
+            group_descs[name] = _string(
+                info.get("desc", ""), f"the description of group {cut_name(name, 40)!r} in pg_config"
+            )
     names = {x.pg_id: x.group for x in entries if x.pg_id is not None}  # pg_status is keyed by pg_id
     status = {}
     raw_status = _dict(data.get("pg_status"))
@@ -334,7 +434,7 @@ def _parse(data: Any, rank: int, file: str) -> Dump:
         if key in names and isinstance(s, dict):
             status[names[key]] = {
                 k: v for k in ("last_enqueued_collective", "last_started_collective", "last_completed_collective")
-                if (v := _int(s.get(k))) is not None
+                if (v := _number(s.get(k), f"pg_status's {k}")) is not None
             }  # fmt: skip
     return Dump(rank, file, version, entries, group_ranks, group_descs, status, quirks)
 

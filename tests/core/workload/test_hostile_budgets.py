@@ -6,7 +6,10 @@ from __future__ import annotations
 
 import gzip
 import json
+import pickle
 from pathlib import Path
+
+import pytest
 
 from core.intake import LIMITS
 from tests.core.workload.test_flight_recorder import _entry
@@ -52,3 +55,84 @@ def test_a_runs_file_gzip_is_held_to_the_inflate_ratio(tmp_path, data_dir):
     assert "Traceback" not in out.stderr, out.stderr[-2000:]
     assert ratio_said(path).format("runs file") in out.stderr, out.stderr[-2000:]
     assert not left_behind(out)
+
+
+# -- item 5: no text made from a field that is not a string, and no comparison walks what was not checked ------------
+
+
+def looped() -> list:
+    """A list that holds itself twice: printing it never ends."""
+    x: list = []
+    x += [x, x]
+    return x
+
+
+def shared(levels: int = 40) -> list:
+    """l_k = [l_k-1, l_k-1]: 2^40 items to print, or to compare with another built alike (the pickler writes each
+    level once and fetches it from the memo: 6 bytes a level)."""
+    x: list = []
+    for _ in range(levels):
+        x = [x, x]
+    return x
+
+
+def dump_with(where: str, value) -> dict:
+    """A two-entry dump whose field ``where`` holds ``value`` in both entries (two lists built alike, not one)."""
+
+    def entry(seq: int) -> dict:
+        e = _entry(seq, "gloo:all_reduce")
+        made = value()
+        if where == "version":
+            return e
+        if where in ("group name", "group description"):
+            e["process_group"] = [made, "default_pg"] if where == "group name" else ["0", made]
+        elif where == "frame's name":
+            e["frames"] = [{"filename": "train.py", "line": 7, "name": made}]
+        elif where == "dtype":
+            e["input_dtypes"] = [made]
+        else:
+            e[where] = made
+        return e
+
+    config = {"0": {"name": "0", "desc": "default_pg", "ranks": "[0]"}}
+    return {"version": value() if where == "version" else "2.10", "pg_config": config, "entries": [entry(1), entry(2)]}
+
+
+REFUSED = {
+    "version": "its version is a list, not a string",
+    "profiling_name": "an entry's profiling_name is a list, not a string",
+    "group name": "an entry's group name is a list, not a string",
+    "group description": "an entry's group description is a list, not a string",
+    "state": "an entry's state is a list, not a string",
+    "dtype": "an entry's input_dtypes is not a list of strings",
+    "frame's name": "a frame is not a dict of strings and numbers",
+}
+
+
+@pytest.mark.parametrize("value", [looped, shared])
+@pytest.mark.parametrize("where", list(REFUSED))
+def test_a_field_that_is_a_looped_or_shared_list_is_refused_never_printed(tmp_path, data_dir, where, value):
+    """The 40-level lists took 68-94 s and 1.6-3.1 GiB (compared entry with entry, or printed); a looped one was
+    read as '<list>' and shown."""
+    folder = tmp_path / "job"
+    folder.mkdir()
+    path = folder / "rank0"
+    path.write_bytes(pickle.dumps(dump_with(where, value), protocol=4))
+    assert path.stat().st_size < 2048
+    hang_refused(folder, data_dir, f"rank0: not a flight-recorder dump: {REFUSED[where]}")
+
+
+def test_a_shapes_list_shared_by_a_million_entries_is_walked_within_the_bytes_read(tmp_path, data_dir):
+    """One shapes list of 1,000 × 1,000 dimensions that 1 M entries share (two alternating, so none repeats the one
+    before it): 4 KB of gzip, 10^12 dimensions to read. Refused by the bytes the import read: the gzip counted at
+    the 8 MiB it may inflate to, 1,048,576 + 16 × 8,388,608 = 135,266,304 items."""
+    folder = tmp_path / "job"
+    folder.mkdir()
+    shape = [[1] * 1000] * 1000
+    entries = [_entry(1, "gloo:all_reduce", input_sizes=shape), _entry(2, "gloo:broadcast", input_sizes=shape)]
+    config = {"0": {"name": "0", "desc": "default_pg", "ranks": "[0]"}}
+    raw = pickle.dumps({"version": "2.10", "pg_config": config, "entries": entries * 500_000}, protocol=4)
+    path = folder / "rank0.gz"
+    path.write_bytes(gzip.compress(raw, 9))
+    assert path.stat().st_size * LIMITS.inflate_ratio < 8 << 20
+    hang_refused(folder, data_dir, "rank0.gz: reading its entries walks more than 135,266,304 items")
