@@ -13,7 +13,7 @@ import pytest
 
 from core.intake import LIMITS
 from tests.core.workload.test_flight_recorder import _entry
-from tests.core.workload.test_hostile_dumps import CPU_S, hang_refused, left_behind
+from tests.core.workload.test_hostile_dumps import CPU_S, hang_refused, left_behind, memoised
 from tests.core.workload.test_hostile_files import bounded_cli
 
 RSS = 512 << 20
@@ -136,3 +136,20 @@ def test_a_shapes_list_shared_by_a_million_entries_is_walked_within_the_bytes_re
     path.write_bytes(gzip.compress(raw, 9))
     assert path.stat().st_size * LIMITS.inflate_ratio < 8 << 20
     hang_refused(folder, data_dir, "rank0.gz: reading its entries walks more than 135,266,304 items")
+
+
+# -- item 8: caps per import, not per file ---------------------------------------------------------------------
+
+
+def test_eight_dumps_of_a_million_memoised_entries_are_refused_over_the_import(tmp_path, data_dir):
+    """Each dump was held to 1 M entries alone: eight took 73 s and 1.4 GiB, read whole. The second passes the cap
+    on the import's entries, before any of its entries is read."""
+    folder = memoised(tmp_path / "dumps", 8, 1_000_000)
+    assert max(p.stat().st_size for p in folder.iterdir()) < 9 << 10
+    out = hang_refused(
+        folder,
+        data_dir,
+        "rank1.gz: the dumps of this import hold 2,000,000 entries so far, more than the 1,000,000 limit on one "
+        "import (fr_entries, over all its files)",
+    )
+    assert out.peak_rss < RSS, out.peak_rss
