@@ -286,5 +286,6 @@ def overlay(runs: list[RunResult]) -> list[Chart]:
         "MiB",
         legend_title="PYTORCH_CUDA_ALLOC_CONF",
     )
-    fig.update_xaxes(type="category", tickangle=-35)
+    # upright: runs of several scenarios put all their steps on one axis, and at -35° their names overprinted
+    fig.update_xaxes(type="category", tickangle=-90)
     return [Chart(name="allocator-settings", figure=fig, data=pd.concat(frames, ignore_index=True) if frames else None)]
