@@ -153,3 +153,37 @@ def test_eight_dumps_of_a_million_memoised_entries_are_refused_over_the_import(t
         "import (fr_entries, over all its files)",
     )
     assert out.peak_rss < RSS, out.peak_rss
+
+
+# -- item 9: every declared count bounded by the bytes that can hold it ----------------------------------------
+
+
+def ranks_dump(folder: Path, ranks: str, form: str = "pickle") -> Path:
+    """One rank's dump whose default group lists ``ranks``, gzip of a pickle or of JSON."""
+    folder.mkdir()
+    dump = {"version": "2.10", "pg_config": {"0": {"name": "0", "desc": "default_pg", "ranks": ranks}}}
+    dump["entries"] = [_entry(1, "gloo:all_reduce")]
+    raw = pickle.dumps(dump, protocol=4) if form == "pickle" else json.dumps(dump).encode()
+    path = folder / ("rank0.gz" if form == "pickle" else "rank0.json.gz")
+    path.write_bytes(gzip.compress(raw, 9))
+    return folder
+
+
+@pytest.mark.parametrize("form", ["pickle", "json"])
+def test_a_group_that_declares_more_ranks_than_its_text_can_hold_is_refused(tmp_path, data_dir, form):
+    """'[0, 0, …]': 2,000,001 ranks in 6,000,001 characters, within the 8 MiB a 6 KB gzip may inflate to (it took
+    33 s, 740 MB and stored a 17 MB run). Written all different, 0 to 2,000,000 take 10 + 90×2 + 900×3 + 9,000×4
+    + 90,000×5 + 900,000×6 + 1,000,001×7 digits and 2,000,000 commas: 14,888,897 characters."""
+    folder = ranks_dump(tmp_path / "job", "[" + "0, " * 2_000_000 + "0]", form)
+    assert (folder / ("rank0.gz" if form == "pickle" else "rank0.json.gz")).stat().st_size < 20 << 10
+    hang_refused(
+        folder,
+        data_dir,
+        "pg_config lists 2,000,001 ranks in group '0' in 6,000,001 characters, fewer than it takes to write that many "
+        "different ranks",
+    )
+
+
+def test_a_group_that_lists_a_rank_twice_is_refused(tmp_path, data_dir):
+    folder = ranks_dump(tmp_path / "job", "[0, 1, 1]")
+    hang_refused(folder, data_dir, "pg_config lists a rank twice in group '0' (a group holds each rank once)")
