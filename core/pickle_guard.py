@@ -110,9 +110,22 @@ def _plain_op() -> bytes:
 
 
 @functools.cache
+def _possessive_holds() -> bool:
+    """Whether this Python's ``re`` keeps a lookahead inside a possessive repeat. CPython before 3.11.5 (Debian 12's
+    system Python is 3.11.2) skips it: ``(?:h.(?=[^pq])|K.)*+`` ran over a memo fetch that a store follows, and the
+    guard read past the very opcodes it must see. Asked of the engine, not of its version number."""
+    try:
+        matched = re.match(rb"(?:h.(?=[^pq])|K.)*+", b"K\x01h\x01q\x02", re.DOTALL)
+    except re.error:  # before 3.11 there are no possessive repeats at all
+        return False
+    return matched is not None and matched.end() == 2
+
+
+@functools.cache
 def _plain_run() -> re.Pattern[bytes]:
-    """Compiled on the first pickle checked, not at import (~10 ms; most commands read none)."""
-    return re.compile(_plain_op() + rb"*+", re.DOTALL)
+    """Compiled on the first pickle checked, not at import (~10 ms; most commands read none). Greedy where
+    possessive repeats are broken: with nothing after the repeat, the first match is the same run."""
+    return re.compile(_plain_op() + (rb"*+" if _possessive_holds() else rb"*"), re.DOTALL)
 
 
 # A run of filled containers, as a pickler writes the items of a list of dicts (a snapshot's events, a dump's
@@ -138,6 +151,10 @@ def _group_run() -> re.Pattern[bytes]:
     for n in reversed(GROUP_ITEMS):  # the innermost container first
         level = rb"\((?:" + op + b"|" + tup + (b"|" + level if level else b"") + rb"){0,%d}+[ue]" % n
     return re.compile(rb"(?:" + level + rb"(?:" + op + rb"){0,%d}+)++" % GROUP_LEAVES, re.DOTALL)
+
+
+def _no_group(_buf: bytes, _pos: int) -> None:
+    """No group matched: the guard reads the opcodes one by one."""
 
 
 class _TupleCost:
@@ -364,7 +381,10 @@ class PickleGuard:
     def _scan(self, buf: bytes, start: int) -> int:
         """Opcodes of ``buf`` (at stream offset ``start``) up to the last complete one; returns how far it read."""
         limits, n, pos, depth, tuples = self.limits, len(buf), 0, self._depth, self._tuples
-        run, groups, shape_of = _plain_run().match, _group_run().match, _SHAPE
+        run, shape_of = _plain_run().match, _SHAPE
+        # the groups' fast path needs possessive repeats (a backtrack would find a SETITEMS inside an argument):
+        # without them each opcode of a group is read one at a time, as any other
+        groups = _group_run().match if _possessive_holds() else _no_group
         region: Region = (0, False, [])
         while True:
             end = run(buf, pos).end()  # type: ignore[union-attr]  # a run of zero opcodes still matches
