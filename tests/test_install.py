@@ -78,7 +78,8 @@ def _installer(tmp_path, externally_managed: bool = False):
     (tmp_path / "app.py").write_text("")
     log = tmp_path / "pip.log"
     python = tmp_path / "python"
-    answer = 'case "$2" in *EXTERNALLY-MANAGED*) exit 0;; esac\n' if externally_managed else ""
+    # answered either way, never by the real Python (Debian's own is externally managed: its venv answer differs)
+    answer = f'case "$2" in *EXTERNALLY-MANAGED*) exit {0 if externally_managed else 1};; esac\n'
     python.write_text(
         f'#!/bin/sh\n[ "$1 $2" = "-m pip" ] && {{ echo "$*" >> {log}; exit 0; }}\n{answer}exec {sys.executable} "$@"\n'
     )
