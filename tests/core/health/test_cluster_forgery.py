@@ -27,22 +27,28 @@ pytestmark = pytest.mark.usefixtures("job_secret")
 
 FORGED_ROWS = [{"figure": "matmul bf16 sustained", "where": f"cuda:{i}", "measured": 999.0, "verdict": "ok"} for i in
                range(8)]  # fmt: skip
-# Started before the nodes, so its own start (torch's import: seconds on a loaded box) cannot let node 1 finish
-# first: it says "ready", then reads the store's address from its input and writes at once.
-FORGER = """
+# An attacker on the job's network, started before the nodes so its own start (torch's import: seconds on a loaded
+# box) cannot let node 1 finish first: it says "ready", reads the store's address and the run from its input, and
+# holds its argument (JSON) as ``given``; what it then writes follows.
+ATTACKER = """
 import json, sys, time
 from datetime import timedelta
 import torch.distributed as dist
 print("ready", flush=True)
 host, port, run_id = sys.stdin.readline().split()
-rows = json.loads(sys.argv[1])
+given = json.loads(sys.argv[1])
 store = dist.PrefixStore(f"gpulab-health/{run_id}/", dist.TCPStore(host, int(port), is_master=False,
                          timeout=timedelta(seconds=60)))
-done = {"status": "ok", "error": "", "rows": rows, "device": {}, "versions": {}}
+"""
+FORGER = (
+    ATTACKER
+    + """
+done = {"status": "ok", "error": "", "rows": given, "device": {}, "versions": {}}
 while True:  # as the issue's attacker did: node 1's done record, with forged rows and no valid seal
     store.set("done/1", json.dumps({"payload": json.dumps(done), "mac": "0" * 64}))
     time.sleep(0.02)
 """
+)
 
 
 def _env(port: int, rank: int) -> RankEnv:

@@ -19,27 +19,23 @@ from core.health.node import Exchange, Fleet, announce, finish
 from core.store import RunStore
 from tests.conftest import ROOT
 from tests.core.health.test_cluster import _node_process, _ours, node, torchrun
+from tests.core.health.test_cluster_forgery import ATTACKER
 
 pytestmark = pytest.mark.usefixtures("job_secret")
 
 JOB = "gpulab-health-replayed"  # the --rdzv-id of both runs, as a fixed id in a recipe would make it
 CAPTURED = 999.0  # the figure node 1 sent in the first run
-# Started before the nodes (torch's import takes seconds on a loaded box): it says "ready", reads the second run's
-# store address, then writes what it captured from the first run, again and again.
-REPLAYER = """
-import json, sys, time
-from datetime import timedelta
-import torch.distributed as dist
-print("ready", flush=True)
-host, port, run_id = sys.stdin.readline().split()
-captured = json.loads(sys.argv[1])
-store = dist.PrefixStore(f"gpulab-health/{run_id}/", dist.TCPStore(host, int(port), is_master=False,
-                         timeout=timedelta(seconds=60)))
+# The attacker of test_cluster_forgery, given what it captured from the first run: it writes it into the second
+# run's store again and again.
+REPLAYER = (
+    ATTACKER
+    + """
 while True:
-    for key, record in captured.items():
+    for key, record in given.items():
         store.set(key, record)
     time.sleep(0.02)
 """
+)
 
 
 def _env(port: int, rank: int, job: str = JOB) -> RankEnv:
