@@ -6,7 +6,7 @@ alloc / free_requested / free_completed / segment_alloc / segment_free events wi
 training loop of parameters, activations, gradients and optimizer state, blocks allocated before the
 recording began), then times each reader in its own fresh process and reads that process's peak RSS:
 
-- the lab: ``core.workload.snapshot.read_snapshot`` + ``analyse`` (what ``python -m core snapshot`` runs);
+- the lab: ``core.workload.snapshot.reader.read_snapshot`` + ``analyse`` (what ``python -m core snapshot`` runs);
 - the reference: a bare ``pickle.load`` of the same file (no analysis at all);
 - the floor of the lab's design: the same streaming read with the work on each batch of events cut to
   emptying their dicts (no columns, no stacks), once with the opcode guard and once without it. No import
@@ -461,9 +461,9 @@ import json, os, resource, sys, tempfile, time
 sys.path.insert(0, sys.argv[2])
 os.environ["GPULAB_DATA_DIR"] = tempfile.mkdtemp(prefix="gpulab-bench-")
 from core.experiments.memory_snapshot import overview_rows
-from core.workload import detail
-from core.workload.snapshot import read_snapshot
-from core.workload.snapshot_analysis import analyse
+from core.workload.snapshot import detail
+from core.workload.snapshot.reader import read_snapshot
+from core.workload.snapshot.analysis import analyse
 t0 = time.perf_counter()
 snap = read_snapshot(sys.argv[1])
 t_read = time.perf_counter() - t0
@@ -480,7 +480,7 @@ import json, resource, sys, time
 from collections import deque
 sys.path.insert(0, sys.argv[2])
 from core import pickle_stream
-from core.workload import snapshot
+from core.workload.snapshot import reader as snapshot
 def only_empty(self, items, sites, *, loading=False):
     deque(map(dict.clear, items), maxlen=0)
 class NoGuard:

@@ -1,8 +1,8 @@
 """The numbers the snapshot view draws, from the whole trace of an import: the points of a time window, who
 holds memory at a moment, the categories over time, and the tables exported beside each chart.
 
-Pure functions of a :class:`~core.workload.snapshot_analysis.SnapshotAnalysis` (the replay of the trace kept
-beside the store, :mod:`core.workload.detail`), a window and a budget of points, with no Streamlit and no
+Pure functions of a :class:`~core.workload.snapshot.analysis.SnapshotAnalysis` (the replay of the trace kept
+beside the store, :mod:`core.workload.snapshot.detail`), a window and a budget of points, with no Streamlit and no
 Plotly: the page only places widgets and hands these to :mod:`render.plots.memory_snapshot`. A chart never
 gets more than :data:`MAX_CHART_POINTS` points, all its series together.
 """
@@ -15,10 +15,10 @@ import numpy as np
 import pandas as pd
 
 from core.units import GIB, bytes_text, duration_text
-from core.workload import detail
 from core.workload.findings import oom_cause
-from core.workload.snapshot_analysis import CATEGORIES, SnapshotAnalysis, analyse
-from core.workload.snapshot_analysis import devices_text as devices_text  # the view says it as the CLI does
+from core.workload.snapshot import detail
+from core.workload.snapshot.analysis import CATEGORIES, SnapshotAnalysis, analyse
+from core.workload.snapshot.analysis import devices_text as devices_text  # the view says it as the CLI does
 
 MAX_CHART_POINTS = 20_000
 DEFAULT_CHART_POINTS = 5_000
@@ -55,7 +55,7 @@ class Timeline:
 
 def timeline(a: SnapshotAnalysis, window: Window, budget: int) -> Timeline:
     """The window re-read from the whole trace, each span of time keeping its first, last, highest and lowest point
-    (:meth:`~core.workload.snapshot_analysis.SnapshotAnalysis.points_between`); allocated and
+    (:meth:`~core.workload.snapshot.analysis.SnapshotAnalysis.points_between`); allocated and
     reserved share the chart's ``budget``."""
     points = a.points_between(window[0], window[1], budget // 2)
     drawn = f"{len(points):,} of {len(a.allocated):,} points drawn"

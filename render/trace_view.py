@@ -8,7 +8,7 @@ from __future__ import annotations
 import pandas as pd
 
 from core.result import RunResult
-from core.workload.host_gaps import CAUSES, STEP_KEYS
+from core.workload.trace.host_gaps import CAUSES, STEP_KEYS
 from render.chart import kind_rows
 from render.table import with_dashes
 

@@ -1,10 +1,10 @@
 """The tables that say why a trace's GPU idled and which operators its time went to, from a stored
-``profiler-trace`` run's meta: the host's side of the gaps (core/workload/host_gaps.py). Pure: the page places
+``profiler-trace`` run's meta: the host's side of the gaps (core/workload/trace/host_gaps.py). Pure: the page places
 them."""
 
 from __future__ import annotations
 
-from core.workload.op_flops import tensor_core_text
+from core.workload.trace.op_flops import tensor_core_text
 
 
 def _percent(share: float | None) -> float | None:

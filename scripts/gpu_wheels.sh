@@ -26,7 +26,7 @@ DEST=.whl
 PYVER=${GPU_WHEELS_PYTHON_VERSION:-3.12}
 ARCH=${GPU_WHEELS_ARCH:-x86_64}
 PACKAGES=(
-  msgspec        # profiler trace decoding (core/workload/trace_file.py)
+  msgspec        # profiler trace decoding (core/workload/trace/file.py)
   streamlit      # the dashboard, and AppTest for the page tests
   plotly         # every chart
   narwhals       # plotly's dataframe layer

@@ -53,10 +53,10 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
 # Commands whose job runs in a torch-free worker, with the engine modules that job imports there: the worker is
 # started (and imports them) before this process builds its parser, so the two start on two cores at once.
 WORKER_FIRST = {
-    "trace": ("core.workload.trace",),
-    "trace-diff": ("core.workload.trace",),
-    "snapshot": ("core.workload.snapshot_analysis",),
-    "hang": ("core.workload.hang",),
+    "trace": ("core.workload.trace.timeline",),
+    "trace-diff": ("core.workload.trace.timeline",),
+    "snapshot": ("core.workload.snapshot.analysis",),
+    "hang": ("core.workload.hang.analysis",),
 }
 
 

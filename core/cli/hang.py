@@ -66,7 +66,7 @@ def hang(args) -> int:
     desc = next((g["desc"] for g in m["groups"] if g["group"] == m["group"] and g["desc"]), "")
     say(f"group {m['group']!r}{f' ({desc})' if desc else ''}, by rank:")
     say(f"{'rank':>5} {'state':<12} {'completed':>10} {'entered':>8}  last op  (where)")
-    from core.workload.hang_findings import user_frame
+    from core.workload.hang.findings import user_frame
 
     for r in run.rows:
         where = user_frame(r["last_frames"]) or ""

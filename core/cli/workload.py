@@ -5,7 +5,7 @@ experiment the pages use (``memory-snapshot``, ``profiler-trace``): the file is 
 process, and a refused file (a pickle naming a class, a truncated file, something that is not a
 snapshot or trace) exits 2 with the reason and stores nothing; ``--example NAME`` imports a file shipped in
 ``examples/``, recorded elsewhere on a real GPU (``examples`` lists them). ``record`` runs a script with the
-allocator's history recording on and dumps a snapshot when it ends (:mod:`core.workload.recorder`).
+allocator's history recording on and dumps a snapshot when it ends (:mod:`core.workload.snapshot.recorder`).
 """
 
 from __future__ import annotations
@@ -107,7 +107,7 @@ def register(sub, common) -> None:
         "--flight-recorder",
         metavar="DIR",
         help="instead: run a (torchrun) job with torch's flight recorder on, every rank's dump landing in DIR when a "
-        "collective times out; `python -m core hang DIR` reads them (core/workload/fr_record.py)",
+        "collective times out; `python -m core hang DIR` reads them (core/workload/hang/recorder.py)",
     )
     p.add_argument("--buffer", type=int, help="with --flight-recorder: collectives kept per rank [default: 2000]")
     p.add_argument("command", nargs="+", help="the command to run, after `--`")
@@ -198,7 +198,7 @@ def list_examples(args) -> int:
 
 
 def snapshot(args) -> int:
-    from core.workload.snapshot_analysis import devices_text
+    from core.workload.snapshot.analysis import devices_text
 
     source = _source(args, "snapshot")
     if isinstance(source, int):
@@ -214,7 +214,7 @@ def snapshot(args) -> int:
         print_json(args, run)
         return 0
     from core.units import bytes_text, count_text
-    from core.workload.snapshot_analysis import python_and_cpp
+    from core.workload.snapshot.analysis import python_and_cpp
 
     unit = "ms" if m["has_times"] else "(event number)"
     _say_example(m)
@@ -285,10 +285,10 @@ def trace(args) -> int:
         kinds = {kind: [r for r in run.rows if r.get("kind") == kind] for kind in ("kernel", "step", "collective")}
         print_json(args, run, kernels=kinds["kernel"], steps=kinds["step"], collectives=kinds["collective"])
         return 0
-    from core.workload.collective_calls import collective_lines
-    from core.workload.host_gaps import before_first_kernel_lines, host_gap_lines
-    from core.workload.ops import op_lines
-    from core.workload.trace import report_lines
+    from core.workload.trace.collective_calls import collective_lines
+    from core.workload.trace.host_gaps import before_first_kernel_lines, host_gap_lines
+    from core.workload.trace.ops import op_lines
+    from core.workload.trace.timeline import report_lines
 
     _say_example(m)
     say(f"{m['file']}: {'stored as run ' + run.id[:12] if not args.no_save else 'not stored (--no-save)'}")
@@ -306,7 +306,7 @@ def _rank_set(name: str) -> bool:
 
 def trace_ranks(args) -> int:
     """``trace DIR`` / ``trace A B …`` / ``trace --example SET``: the ranks of one job as one stored run."""
-    from core.workload.arrivals import matching_text
+    from core.workload.trace.arrivals import matching_text
 
     if args.example:
         args.name = args.name or f"example {args.example}"
@@ -406,11 +406,11 @@ def trace_ranks(args) -> int:
 
 
 def record(args) -> int:
-    from core.workload.recorder import DEFAULT_MAX_ENTRIES, run_recorded
+    from core.workload.snapshot.recorder import DEFAULT_MAX_ENTRIES, run_recorded
 
     command = args.command[1:] if args.command[:1] == ["--"] else args.command
     if args.flight_recorder:
-        from core.workload.fr_record import DEFAULT_BUFFER, run_with_recorder
+        from core.workload.hang.recorder import DEFAULT_BUFFER, run_with_recorder
 
         return run_with_recorder(command, args.flight_recorder, args.buffer or DEFAULT_BUFFER)
     return run_recorded(command, args.output, max_entries=args.max_entries or DEFAULT_MAX_ENTRIES, stacks=args.stacks)
@@ -433,7 +433,7 @@ def _trace_side(args, what: str) -> tuple[str, RunResult] | int:
 
 def trace_diff(args) -> int:
     from core.units import duration_text
-    from core.workload.trace_diff import (
+    from core.workload.trace.diff import (
         causes,
         diff,
         headline,

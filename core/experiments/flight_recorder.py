@@ -2,8 +2,8 @@
 rank that stopped it.
 
 An import like ``profiler-trace-ranks``: its config is the dumps (a folder or the files), read one at a time in
-a worker that imports no torch (:mod:`core.workload.flight_recorder`), matched across ranks by sequence id
-(:mod:`core.workload.hang`), the diagnosis derived once (:mod:`core.workload.hang_findings`). Files that are not
+a worker that imports no torch (:mod:`core.workload.hang.dump`), matched across ranks by sequence id
+(:mod:`core.workload.hang.analysis`), the diagnosis derived once (:mod:`core.workload.hang.findings`). Files that are not
 one job's dumps are refused: nothing is stored.
 """
 
@@ -30,7 +30,7 @@ class FlightRecorderConfig:
 
     def __post_init__(self) -> None:
         from core.workload import hang_examples
-        from core.workload.flight_recorder import dump_files
+        from core.workload.hang.dump import dump_files
 
         if self.example:
             object.__setattr__(self, "paths", hang_examples.paths(self.example, self.paths or (self.path,)))
@@ -43,9 +43,9 @@ class FlightRecorderConfig:
 
 def run(cfg: FlightRecorderConfig, ctx: Context):
     from core.workload.files import names_of, sha256
-    from core.workload.flight_recorder import Tally, check_names, check_one_job, dump_files, read_dump
-    from core.workload.hang import analyse
-    from core.workload.hang_findings import hang_findings
+    from core.workload.hang.analysis import analyse
+    from core.workload.hang.dump import Tally, check_names, check_one_job, dump_files, read_dump
+    from core.workload.hang.findings import hang_findings
 
     files = dump_files(cfg.paths)
     check_names(files)
@@ -84,7 +84,7 @@ def run(cfg: FlightRecorderConfig, ctx: Context):
 
 
 def _files(cfg: FlightRecorderConfig) -> list[str]:
-    from core.workload.flight_recorder import dump_files
+    from core.workload.hang.dump import dump_files
 
     return [str(p) for p in dump_files(cfg.paths)]
 

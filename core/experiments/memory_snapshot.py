@@ -5,7 +5,7 @@ read in this worker process — never in the dashboard's — through the bounded
 streamed so a 1 GB file stays within a few GB of RAM. The run keeps the summary (peak allocated and
 reserved with their time and stack, the baseline from before recording, categories and the rule behind
 each, the top allocation sites at the peak) and a few thousand points of the timeline; the whole trace
-is kept beside the store (:mod:`core.workload.detail`) for the page's zoom and segment maps. A refused
+is kept beside the store (:mod:`core.workload.snapshot.detail`) for the page's zoom and segment maps. A refused
 file is not stored at all (``store_failures=False``): the message says what is wrong with it.
 """
 
@@ -72,10 +72,10 @@ def overview_rows(analysis, max_points: int = OVERVIEW_POINTS) -> list[dict]:
 
 
 def run(cfg: MemorySnapshotConfig, ctx: Context):
-    from core.workload import detail
     from core.workload.findings import snapshot_findings
-    from core.workload.snapshot import read_snapshot
-    from core.workload.snapshot_analysis import analyse
+    from core.workload.snapshot import detail
+    from core.workload.snapshot.analysis import analyse
+    from core.workload.snapshot.reader import read_snapshot
 
     path = Path(cfg.path)
     snapshot, file = yield from read_imported(path, read_snapshot, 3)

@@ -2,7 +2,7 @@
 
 Parsed in this worker process (never in the dashboard's) through the bounded reader: kernel groups (the
 step benchmark's), top kernels, busy vs idle, compute / copy / communication overlap and a per-step
-breakdown where the trace has ``ProfilerStep`` annotations (:mod:`core.workload.trace` defines each
+breakdown where the trace has ``ProfilerStep`` annotations (:mod:`core.workload.trace.timeline` defines each
 figure). A file that is not a trace is refused and nothing is stored.
 """
 
@@ -40,8 +40,8 @@ class ProfilerTraceConfig:
 
 
 def run(cfg: ProfilerTraceConfig, ctx: Context):
-    from core.workload.trace import read_trace
-    from core.workload.trace_analysis import analyse
+    from core.workload.trace.analysis import analyse
+    from core.workload.trace.timeline import read_trace
 
     path = Path(cfg.path)
     data, file = yield from read_imported(path, read_trace, 2)

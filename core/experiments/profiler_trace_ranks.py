@@ -3,7 +3,7 @@
 A sibling of ``profiler-trace`` rather than a mode of it: its config is a list of files (or a folder), its
 rows are per rank and per rank's step, and its figures compare ranks, so it has its own plot module. Each
 rank is read and analysed by the single-trace analysis in this worker, one at a time, and only its summary
-kept (:mod:`core.workload.ranks`); the straggler and the findings are derived once, here. Files that are not
+kept (:mod:`core.workload.trace.ranks`); the straggler and the findings are derived once, here. Files that are not
 ranks of one job, a file that is not a trace, or more files than the limit are refused: nothing is stored.
 """
 
@@ -28,7 +28,7 @@ class ProfilerTraceRanksConfig:
 
     def __post_init__(self) -> None:
         from core.workload import examples
-        from core.workload.ranks import rank_files
+        from core.workload.trace.ranks import rank_files
 
         if self.example:
             object.__setattr__(self, "paths", examples.rank_paths(self.example, self.paths))
@@ -40,7 +40,7 @@ class ProfilerTraceRanksConfig:
 def run(cfg: ProfilerTraceRanksConfig, ctx: Context):
     from core.workload.files import names_of, sha256
     from core.workload.findings import ranks_findings
-    from core.workload.ranks import check_one_job, combine, rank_files, read_rank
+    from core.workload.trace.ranks import check_one_job, combine, rank_files, read_rank
 
     files = rank_files(cfg.paths)
     total = len(files) + 1
@@ -72,7 +72,7 @@ def run(cfg: ProfilerTraceRanksConfig, ctx: Context):
 
 
 def _files(cfg: ProfilerTraceRanksConfig) -> list[str]:
-    from core.workload.ranks import rank_files
+    from core.workload.trace.ranks import rank_files
 
     return [str(p) for p in rank_files(cfg.paths)]
 

@@ -280,7 +280,7 @@ def busy_fraction(events, items: list[tuple[str, str | None, str, float]], cuda:
     import numpy as np
 
     from core.measure.profiler import Ranges, device_activity
-    from core.workload.intervals import merged
+    from core.workload.trace.intervals import merged
 
     steps = [(a, b) for a, b, name in Ranges(events, "scope").spans if name == "step"]
     wall = sum(b - a for a, b in steps)
@@ -426,10 +426,10 @@ OWN_TRACE_FINDINGS = 3
 
 
 def own_trace_findings(path: str) -> dict:
-    """The step's own trace read back as a user's trace is (:mod:`core.workload.trace_analysis`): what its findings
+    """The step's own trace read back as a user's trace is (:mod:`core.workload.trace.analysis`): what its findings
     say holds the step back — launch gaps, unfused element-wise kernels, written-out attention — in the same words."""
-    from core.workload.trace import read_trace
-    from core.workload.trace_analysis import analyse
+    from core.workload.trace.analysis import analyse
+    from core.workload.trace.timeline import read_trace
 
     _, meta = analyse(read_trace(path), 10)
     return {

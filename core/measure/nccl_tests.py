@@ -1,5 +1,5 @@
 """nccl-tests' conventions for a collective's size and bandwidth, shared by the lab's own collectives
-(:mod:`core.distributed.collectives`) and those read from a profiler trace (:mod:`core.workload.collective_calls`),
+(:mod:`core.distributed.collectives`) and those read from a profiler trace (:mod:`core.workload.trace.collective_calls`),
 so a trace's busbw and a measured one are the same figure.
 
 ``bytes`` is the largest buffer of a rank: the buffer of all_reduce and broadcast, the gathered output of

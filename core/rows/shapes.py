@@ -169,7 +169,7 @@ _HEALTH_ROW = Obj(
     },
 )
 _RUN_IDS = ListOf(TEXT)
-# The stuck collective of a hang and the rank that entered late (core/workload/hang.py), read by the Interconnect
+# The stuck collective of a hang and the rank that entered late (core/workload/hang/analysis.py), read by the Interconnect
 # page's hang section and its grid chart.
 _STUCK = Obj(
     need={"op": TEXT, "seq_id": SCALAR, "group": SCALAR},

@@ -11,7 +11,7 @@ import streamlit as st
 from core import import_dirs
 from core.errors import ConfigError
 from core.result import RunSummary
-from core.workload.ranks import rank_files
+from core.workload.trace.ranks import rank_files
 from pages.common import lab, run_panel, uploads
 from pages.common.markdown import markdown_text
 from render.history import import_label

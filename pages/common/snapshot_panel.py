@@ -10,8 +10,8 @@ import streamlit as st
 
 from core.result import RunResult
 from core.units import bytes_text, count_text
-from core.workload import detail
-from core.workload.snapshot_analysis import SnapshotAnalysis, python_and_cpp
+from core.workload.snapshot import detail
+from core.workload.snapshot.analysis import SnapshotAnalysis, python_and_cpp
 from pages.common import imports, run_panel
 from pages.common.charts import show, show_charts
 from pages.common.facts import fact

@@ -10,9 +10,9 @@ import streamlit as st
 
 from core.result import RunResult
 from core.units import us_text
-from core.workload.arrivals import matching_text
 from core.workload.findings import against_text
-from core.workload.trace import gpu_text
+from core.workload.trace.arrivals import matching_text
+from core.workload.trace.timeline import gpu_text
 from pages.common import imports, run_panel
 from pages.common.charts import show_charts
 from pages.common.facts import fact

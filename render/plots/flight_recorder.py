@@ -12,7 +12,7 @@ from core.units import duration_text
 from render.chart import Chart
 from render.style import style, title
 
-STATE_COLORS = {  # the engine's states (core/workload/hang.py), in the legend's order
+STATE_COLORS = {  # the engine's states (core/workload/hang/analysis.py), in the legend's order
     "completed": "#2ca02c",
     "waiting": "#ff7f0e",
     "entered": "#ffbb78",

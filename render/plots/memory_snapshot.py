@@ -13,7 +13,7 @@ import plotly.graph_objects as go
 
 from core.result import RunResult
 from core.units import GIB, MIB, bytes_text
-from core.workload.snapshot_analysis import CATEGORIES, peak_differences
+from core.workload.snapshot.analysis import CATEGORIES, peak_differences
 from render.chart import Chart
 from render.plots.allocator import BLOCK_COLORS
 from render.snapshot_view import time_text
@@ -305,7 +305,7 @@ def _label(run: RunResult) -> str:
 
 def site_differences(a: RunResult, b: RunResult) -> pd.DataFrame:
     """Bytes each allocation site holds at each snapshot's peak and B − A, largest growth first (sites matched
-    by their Python stack; :func:`core.workload.snapshot_analysis.peak_differences`)."""
+    by their Python stack; :func:`core.workload.snapshot.analysis.peak_differences`)."""
     rows = peak_differences(a.meta, b.meta)["sites"]
     df = pd.DataFrame(rows, columns=["site", "A_bytes", "B_bytes", "delta_bytes", "category", "stack"])
     return df.assign(stack=df["stack"].map("\n".join)) if not df.empty else df

@@ -7,8 +7,8 @@ import plotly.graph_objects as go
 
 from core.result import RunResult
 from core.units import MISSING
-from core.workload.trace import KINDS
-from core.workload.trace_diff import causes, diff, headline, largest_changes, mismatches, operators, totals
+from core.workload.trace.diff import causes, diff, headline, largest_changes, mismatches, operators, totals
+from core.workload.trace.timeline import KINDS
 from render.chart import Chart, kind_rows
 from render.plots.step_bench import GROUP_COLORS
 from render.style import color_for, html_text, short_html_text, style, title
@@ -323,7 +323,7 @@ def overlay(runs: list[RunResult]) -> list[Chart]:
 
 def diff_chart(base: RunResult, new: RunResult) -> Chart:
     """What got slower from ``base`` to ``new``, group by group: a waterfall from one side's GPU time to the
-    other's (the engine's :func:`core.workload.trace_diff.diff`)."""
+    other's (the engine's :func:`core.workload.trace.diff.diff`)."""
     diffed = diff(base.rows, new.rows)
     rows = [r for r in diffed if r["kind"] == "group"]
     total = totals(rows)
@@ -354,7 +354,7 @@ def diff_chart(base: RunResult, new: RunResult) -> Chart:
 
 def cause_diff_chart(base: RunResult, new: RunResult) -> Chart | None:
     """Why the step changed: the median step's GPU idle by the host's cause, side by side (the engine's
-    :func:`core.workload.trace_diff.causes`), under the diff's headline; None without steps on both sides."""
+    :func:`core.workload.trace.diff.causes`), under the diff's headline; None without steps on both sides."""
     rows = causes(base.rows, new.rows)
     if not rows:
         return None
@@ -380,7 +380,7 @@ OP_BARS = 15
 
 
 def op_diff_chart(base: RunResult, new: RunResult) -> Chart | None:
-    """The change by CPU operator (the engine's :func:`core.workload.trace_diff.operators`): the operators
+    """The change by CPU operator (the engine's :func:`core.workload.trace.diff.operators`): the operators
     that changed most either way, where kernel names of two vendors do not meet; None when a side has no
     operator figures."""
     rows = operators(base.meta, new.meta)

@@ -18,7 +18,7 @@ from tests.core.workload import snapshots
 
 
 def snapshot(tmp_path):
-    from core.workload.snapshot import read_snapshot
+    from core.workload.snapshot.reader import read_snapshot
 
     path = tmp_path / "s.pickle"
     path.write_bytes(pickle.dumps(snapshots.hand_snapshot()))
@@ -47,7 +47,7 @@ def test_an_import_that_fills_the_disk_leaves_no_partial_folder_and_runs_list_st
     from core.cli import main
     from core.errors import ConfigError
     from core.store import RunStore
-    from core.workload import detail
+    from core.workload.snapshot import detail
 
     RunStore().save(stored_run())
     real_save, written = np.save, []
@@ -71,7 +71,7 @@ def test_an_import_that_fills_the_disk_leaves_no_partial_folder_and_runs_list_st
 
 
 def test_partial_folders_of_dead_writers_are_pruned_by_the_next_write(data_dir, tmp_path):
-    from core.workload import detail
+    from core.workload.snapshot import detail
 
     gone = subprocess.run([sys.executable, "-c", "import os; print(os.getpid())"], capture_output=True, text=True)
     dead_pid = int(gone.stdout)

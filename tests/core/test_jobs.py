@@ -46,7 +46,7 @@ def test_an_import_runs_in_the_worker_started_ahead_and_an_unused_one_is_stopped
     from core.jobs import JobManager
     from tests.conftest import ROOT
 
-    workerlaunch.prestart(("core.workload.trace",))
+    workerlaunch.prestart(("core.workload.trace.timeline",))
     ahead = workerlaunch._prestarted[0].proc
     manager = JobManager(store=None)
     try:

@@ -51,9 +51,9 @@ def _dotted(node: ast.AST) -> str:
 # that refuses every class (memory snapshots are pickles of plain data); it still may not call
 # pickle.load/loads/Unpickler itself, and tests/core/test_intake.py shows os.system is refused.
 # core/pickle_stream.py streams a large pickle through that same unpickler (it names pickle's error and
-# opcodes, never calls it). core/workload/recorder.py writes the user's own snapshot with pickle.dump
+# opcodes, never calls it). core/workload/snapshot/recorder.py writes the user's own snapshot with pickle.dump
 # (protocol 4, for older readers); writing runs nothing, and it reads nothing back.
-PICKLE_IMPORT_ALLOWED = {"core/intake.py", "core/pickle_stream.py", "core/workload/recorder.py"}
+PICKLE_IMPORT_ALLOWED = {"core/intake.py", "core/pickle_stream.py", "core/workload/snapshot/recorder.py"}
 
 
 def _problems(path: Path) -> list[str]:

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from core.workload.snapshot_analysis import OTHER_SITES
+from core.workload.snapshot.analysis import OTHER_SITES
 from tests.conftest import ROOT
 from tests.core.workload import snapshots
 from tests.pages.waiting import error, metric, until
@@ -356,7 +356,7 @@ def test_stored_imports_draw_for_compare_and_the_report(tmp_path):
         "trace-steps",
         "trace-top-kernels",
     ]
-    from core.workload.trace import report_lines
+    from core.workload.trace.timeline import report_lines
 
     assert not any("idle by cause" in line for line in report_lines(old_meta, old_rows))
     assert "Tesla V100-DGXS-32GB" in profiler_trace.figures(trace_run)[0].figure.layout.title.text

@@ -3,8 +3,8 @@ tests/core/workload/test_snapshot_oom.py (every figure worked out in its docstri
 
 import pickle
 
-from core.workload.snapshot import read_snapshot
-from core.workload.snapshot_analysis import analyse
+from core.workload.snapshot.analysis import analyse
+from core.workload.snapshot.reader import read_snapshot
 from render import snapshot_view as view
 from tests.core.workload import snapshots
 from tests.core.workload.test_snapshot_oom import oom_snapshot

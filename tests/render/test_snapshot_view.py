@@ -14,9 +14,9 @@ import pandas as pd
 import pytest
 
 from core.units import GIB
-from core.workload import detail
-from core.workload.snapshot import read_snapshot
-from core.workload.snapshot_analysis import analyse
+from core.workload.snapshot import detail
+from core.workload.snapshot.analysis import analyse
+from core.workload.snapshot.reader import read_snapshot
 from render import snapshot_view as view
 from tests.core.workload import snapshots
 

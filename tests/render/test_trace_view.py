@@ -81,7 +81,7 @@ def test_the_launch_figure_says_what_it_measures():
 
 
 def test_counts_are_words_not_python_lists():
-    from core.workload.trace import _listed
+    from core.workload.trace.timeline import _listed
     from render.trace_view import count_text
 
     assert (count_text([7], "stream"), count_text([0, 1, 2, 3], "GPU")) == ("1 stream", "4 GPUs")
@@ -101,7 +101,7 @@ def test_what_each_rank_s_host_did_while_its_gpu_idled_in_ms():
 
 
 def test_each_step_s_idle_by_the_host_s_cause_in_ms():
-    from core.workload.host_gaps import STEP_KEYS
+    from core.workload.trace.host_gaps import STEP_KEYS
 
     held = dict.fromkeys(STEP_KEYS, 0.0)
     steps = [

@@ -6,11 +6,11 @@ import pytest
 pytest.importorskip("msgspec")
 
 from core.units import duration_text
-from core.workload.host_gaps import host_gaps
-from core.workload.op_flops import tensor_core_use
-from core.workload.ops import op_breakdown
-from core.workload.trace import analyse_trace
-from core.workload.trace_file import read_trace
+from core.workload.trace.file import read_trace
+from core.workload.trace.host_gaps import host_gaps
+from core.workload.trace.op_flops import tensor_core_use
+from core.workload.trace.ops import op_breakdown
+from core.workload.trace.timeline import analyse_trace
 from render import trace_why
 from tests.conftest import ROOT
 
@@ -51,7 +51,7 @@ def test_runs_stored_before_the_figures_show_nothing():
 
 def test_the_host_s_time_before_the_first_kernel_is_a_table_of_its_own():
     """TraceLens' TimeSformer on an H100: the host's 218.1 ms before the step's first kernel, by cause."""
-    from core.workload.host_gaps import host_in_steps
+    from core.workload.trace.host_gaps import host_in_steps
 
     path = ROOT / "tests" / "data" / "workload" / "tracelens_h100_timesformer_video.json.gz"
     trace = read_trace(path)

@@ -23,7 +23,7 @@ def hand_file(tmp_path):
 
 
 def test_run_keeps_a_summary_a_bounded_timeline_and_the_whole_trace_beside_the_store(hand_file, data_dir):
-    from core.workload import detail
+    from core.workload.snapshot import detail
 
     out, events = drive(run(MemorySnapshotConfig(path=str(hand_file)), Context("cpu", "CPU")))
     assert [e.done for e in events] == [0, 1, 2, 3]

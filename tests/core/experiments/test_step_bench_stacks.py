@@ -227,8 +227,8 @@ def test_the_step_s_own_trace_is_read_as_an_imported_one():
     from pathlib import Path
 
     from core.experiments.step_bench import OWN_TRACE_FINDINGS, own_trace_findings
-    from core.workload.trace import read_trace
-    from core.workload.trace_analysis import analyse
+    from core.workload.trace.analysis import analyse
+    from core.workload.trace.timeline import read_trace
 
     path = Path(__file__).parents[2] / "data" / "workload" / "hta_v100_step1012_trimmed.json.gz"
     own = own_trace_findings(str(path))

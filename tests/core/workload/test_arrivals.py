@@ -9,10 +9,10 @@ import pytest
 
 pytest.importorskip("msgspec")
 
-from core.workload.arrivals import arrivals, matching_text, rank_calls
 from core.workload.findings import ranks_findings
-from core.workload.ranks import combine
-from core.workload.trace_file import read_trace
+from core.workload.trace.arrivals import arrivals, matching_text, rank_calls
+from core.workload.trace.file import read_trace
+from core.workload.trace.ranks import combine
 from render import trace_view
 from tests.core.workload.test_hostile_files import bounded_cli
 from tests.core.workload.test_ranks import RANK0, RANK1, imported

@@ -12,13 +12,13 @@ from decimal import Decimal
 import numpy as np
 import pytest
 
-pytest.importorskip("msgspec")  # reading a trace decodes it with msgspec (core/workload/trace_file.py)
+pytest.importorskip("msgspec")  # reading a trace decodes it with msgspec (core/workload/trace/file.py)
 
 from core.workload.findings import ranks_findings
-from core.workload.intervals import merged
-from core.workload.ranks import combine, read_rank
-from core.workload.trace import analyse_trace, read_trace, union_us
-from core.workload.trace_file import COMM, COMPUTE
+from core.workload.trace.file import COMM, COMPUTE
+from core.workload.trace.intervals import merged
+from core.workload.trace.ranks import combine, read_rank
+from core.workload.trace.timeline import analyse_trace, read_trace, union_us
 
 EPOCH = Decimal("1700000000000000")  # an epoch µs, as Kineto writes times
 

@@ -9,9 +9,9 @@ import pytest
 pytest.importorskip("msgspec")
 
 from core.intake import LIMITS
-from core.workload import cpu_ops
-from core.workload.cpu_ops import OP, OVER_CAP, RUNTIME, SHAPES_OVER_CAP, STACKS_OVER_CAP
-from core.workload.trace_file import read_trace
+from core.workload.trace import cpu_ops
+from core.workload.trace.cpu_ops import OP, OVER_CAP, RUNTIME, SHAPES_OVER_CAP, STACKS_OVER_CAP
+from core.workload.trace.file import read_trace
 
 
 def op(i, name, **args):

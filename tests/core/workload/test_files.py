@@ -15,7 +15,7 @@ from core.errors import ConfigError
 from core.experiment import Progress
 from core.intake import InputRefused
 from core.workload.files import read_imported
-from core.workload.snapshot import read_snapshot
+from core.workload.snapshot.reader import read_snapshot
 from tests.conftest import ROOT
 from tests.core.workload import snapshots
 
@@ -69,7 +69,7 @@ def test_a_snapshot_says_how_many_events_it_has_read_as_it_streams(tmp_path, mon
 
 def test_a_trace_says_how_many_of_its_events_are_decoded(tmp_path):
     pytest.importorskip("msgspec")  # the trace reader decodes with it
-    from core.workload.trace import read_trace
+    from core.workload.trace.timeline import read_trace
 
     source = ROOT / "tests" / "data" / "workload" / "hta_recsys_sampled_rank0.json.gz"
     events = len(json.loads(gzip.decompress(source.read_bytes()))["traceEvents"])

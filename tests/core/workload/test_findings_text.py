@@ -56,7 +56,8 @@ def test_findings_are_plain_text_in_the_cli_and_the_stored_run(imported, name):
 def test_the_docs_say_how_many_findings_an_import_opens_with_as_the_code_caps_them(imported):
     """The README and the methods say "up to three findings": the cap is three for every kind of file, and no
     example's import stores more."""
-    from core.workload import findings, hang_findings
+    from core.workload import findings
+    from core.workload.hang import findings as hang_findings
 
     assert findings.MAX_FINDINGS == hang_findings.MAX_FINDINGS == 3
     assert all(1 <= len(run.meta["findings"]) <= 3 for _, run in imported.values())

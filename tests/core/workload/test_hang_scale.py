@@ -16,9 +16,9 @@ from pathlib import Path
 
 import pytest
 
-from core.workload.flight_recorder import check_one_job, dump_files, read_dump
-from core.workload.hang import analyse
-from core.workload.hang_findings import hang_findings
+from core.workload.hang.analysis import analyse
+from core.workload.hang.dump import check_one_job, dump_files, read_dump
+from core.workload.hang.findings import hang_findings
 from tests.core.workload.test_flight_recorder import _entry
 from tests.core.workload.test_hostile_files import bounded_cli
 

@@ -10,9 +10,9 @@ import pytest
 
 pytest.importorskip("msgspec")
 
-from core.workload.host_gaps import CAUSES, STEP_KEYS, _source, host_gap_findings, host_gaps, step_stall_findings
-from core.workload.trace import analyse_trace
-from core.workload.trace_file import read_trace
+from core.workload.trace.file import read_trace
+from core.workload.trace.host_gaps import CAUSES, STEP_KEYS, _source, host_gap_findings, host_gaps, step_stall_findings
+from core.workload.trace.timeline import analyse_trace
 from tests.core.workload.traces import ALEXNET, BERT, EVENT_SYNC, GPU, RECSYS, STEP, trace_events
 
 HOST = {"cpu_op", "user_annotation", "python_function", "cuda_runtime", "cuda_driver"}

@@ -13,9 +13,9 @@ import pytest
 
 pytest.importorskip("msgspec")
 
-from core.workload.host_gaps import WALL_KEYS, before_first_kernel_findings, host_in_steps
-from core.workload.trace import analyse_trace, read_trace, report_lines
-from core.workload.trace_diff import steps as step_changes
+from core.workload.trace.diff import steps as step_changes
+from core.workload.trace.host_gaps import WALL_KEYS, before_first_kernel_findings, host_in_steps
+from core.workload.trace.timeline import analyse_trace, read_trace, report_lines
 from tests.core.workload.traces import DATA, GPU, trace_events
 
 CHECKPOINTING = DATA / "tracelens_mi300_resnet_act_checkpoint_steps.json.gz"

@@ -142,7 +142,7 @@ def test_a_gzip_of_dup_opcodes_is_refused(tmp_path, data_dir):
 
 
 def test_the_guard_passes_every_protocol_and_a_large_snapshot(tmp_path):
-    from core.workload.snapshot import read_snapshot
+    from core.workload.snapshot.reader import read_snapshot
     from tests.core.workload import snapshots
 
     for protocol in range(pickle.HIGHEST_PROTOCOL + 1):
@@ -170,7 +170,7 @@ def test_an_84_byte_pickle_of_shared_tuples_is_checked_in_linear_time(tmp_path, 
 # once, a second or two. The limit fails the first, not a clock (a loaded CI box took 12 s for the second).
 @pytest.mark.timeout(180)
 def test_events_sharing_a_huge_stack_are_cheap(tmp_path):
-    from core.workload.snapshot import read_snapshot
+    from core.workload.snapshot.reader import read_snapshot
 
     stack = [{"filename": f"/f{i}.py", "line": i, "name": "fn"} for i in range(100_000)]
     events = [{"action": "alloc", "addr": 4096 * i, "size": 512, "time_us": i, "frames": stack} for i in range(2000)]

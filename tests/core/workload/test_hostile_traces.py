@@ -93,7 +93,7 @@ def test_many_devices_and_streams_within_the_limits_are_grouped_in_one_pass(tmp_
 
 
 def test_grouping_matches_a_pass_per_key():
-    from core.workload.trace import _grouped
+    from core.workload.trace.timeline import _grouped
 
     keys = np.random.default_rng(3).integers(-5, 5, 1000)
     idx = np.arange(1000) * 3

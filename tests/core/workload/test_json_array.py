@@ -7,7 +7,7 @@ import json
 
 import pytest
 
-from core.workload import json_array
+from core.workload.trace import json_array
 from tests.conftest import ROOT
 
 TRACE = ROOT / "tests" / "data" / "workload" / "hta_a100_event_sync.json.gz"

@@ -16,7 +16,7 @@ import pytest
 
 pytest.importorskip("msgspec")
 
-from core.workload.trace import analyse_trace, read_trace
+from core.workload.trace.timeline import analyse_trace, read_trace
 from tests.core.workload.traces import DATA, SGLANG, VLLM_MOE
 
 B200 = DATA / "tracelens_b200_vllm_moe_kernels.json.gz"

@@ -294,7 +294,7 @@ def text_within(text: str) -> bool:
 
 def imports_trace(path: Path) -> None:
     """Read and analyse as `trace FILE` does: read within the limits, or refused."""
-    from core.workload.trace import analyse_trace, read_trace
+    from core.workload.trace.timeline import analyse_trace, read_trace
 
     with bounded():
         try:
@@ -313,8 +313,8 @@ def imports_trace(path: Path) -> None:
 def imports_snapshot(path: Path):
     """Read and replay as `snapshot FILE` does: read within the limits (the snapshot), or refused (None)."""
     from core.experiments.memory_snapshot import overview_rows
-    from core.workload.snapshot import MAX_SIZE, read_snapshot
-    from core.workload.snapshot_analysis import analyse
+    from core.workload.snapshot.analysis import analyse
+    from core.workload.snapshot.reader import MAX_SIZE, read_snapshot
 
     with bounded():
         try:

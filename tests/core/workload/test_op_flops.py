@@ -10,10 +10,10 @@ import pytest
 
 pytest.importorskip("msgspec")
 
-from core.workload.op_flops import count, reference, tensor_core_findings, tensor_core_use
-from core.workload.ops import op_breakdown
-from core.workload.trace import analyse_trace
-from core.workload.trace_file import read_trace
+from core.workload.trace.file import read_trace
+from core.workload.trace.op_flops import count, reference, tensor_core_findings, tensor_core_use
+from core.workload.trace.ops import op_breakdown
+from core.workload.trace.timeline import analyse_trace
 from tests.core.workload.traces import (
     ALEXNET,
     BERT,

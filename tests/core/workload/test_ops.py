@@ -10,9 +10,9 @@ import pytest
 pytest.importorskip("msgspec")
 
 from core.measure.kernels import classify_kernel
-from core.workload.ops import NO_MODULE, NO_OP, TINY_US, op_breakdown, op_findings, op_lines
-from core.workload.trace import analyse_trace
-from core.workload.trace_file import read_trace
+from core.workload.trace.file import read_trace
+from core.workload.trace.ops import NO_MODULE, NO_OP, TINY_US, op_breakdown, op_findings, op_lines
+from core.workload.trace.timeline import analyse_trace
 from tests.core.workload.traces import GPU, RECSYS, STEP, trace_events
 
 

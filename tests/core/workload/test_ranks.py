@@ -13,13 +13,13 @@ from pathlib import Path
 
 import pytest
 
-pytest.importorskip("msgspec")  # reading a trace decodes it with msgspec (core/workload/trace_file.py)
+pytest.importorskip("msgspec")  # reading a trace decodes it with msgspec (core/workload/trace/file.py)
 
 from core.errors import ConfigError
 from core.experiment import config_from_dict, drive
 from core.experiments.profiler_trace_ranks import ProfilerTraceRanksConfig, run
 from core.workload.findings import snapshot_findings, trace_findings
-from core.workload.trace import analyse_trace, read_trace
+from core.workload.trace.timeline import analyse_trace, read_trace
 from tests.conftest import ROOT
 from tests.core.workload.test_hostile_files import bounded_cli, files_under
 
@@ -169,7 +169,7 @@ def test_each_rank_s_operators_and_the_straggler_s_extra_time_by_operator(two_ra
 
 def test_each_rank_s_steps_say_what_its_host_did_in_their_idle(two_ranks):
     """Each rank's steps carry their idle by the host's cause (CPU-span steps: the causes are the step's idle)."""
-    from core.workload.host_gaps import STEP_KEYS
+    from core.workload.trace.host_gaps import STEP_KEYS
 
     rows, _ = two_ranks
     steps = [r for r in rows if r["kind"] == "step"]

@@ -57,7 +57,7 @@ def test_module_and_code_forms_and_non_python_commands(tmp_path):
 def test_the_context_manager_yields_none_without_cuda(capsys):
     if _cuda():
         pytest.skip("checks the no-CUDA path")
-    from core.workload.recorder import record_memory
+    from core.workload.snapshot.recorder import record_memory
 
     with record_memory("never.pickle") as path:
         value = 6 * 7
@@ -76,8 +76,8 @@ def test_records_a_snapshot_on_a_gpu(tmp_path):
     assert done.returncode == 0, done.stderr
     raw = out.read_bytes()
     assert raw[:2] == b"\x80\x04"
-    from core.workload.snapshot import read_snapshot
-    from core.workload.snapshot_analysis import analyse
+    from core.workload.snapshot.analysis import analyse
+    from core.workload.snapshot.reader import read_snapshot
 
     m = analyse(read_snapshot(out)).summary()
     assert m["peak_allocated_bytes"] - m["baseline_allocated_bytes"] >= 64 * 2**20

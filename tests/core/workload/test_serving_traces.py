@@ -9,11 +9,11 @@ import pytest
 
 pytest.importorskip("msgspec")
 
-from core.workload.host_gaps import host_gaps
-from core.workload.op_flops import reference
-from core.workload.ops import GRAPH_OP, NO_OP, op_breakdown
-from core.workload.trace import analyse_trace, report_lines
-from core.workload.trace_file import read_trace
+from core.workload.trace.file import read_trace
+from core.workload.trace.host_gaps import host_gaps
+from core.workload.trace.op_flops import reference
+from core.workload.trace.ops import GRAPH_OP, NO_OP, op_breakdown
+from core.workload.trace.timeline import analyse_trace, report_lines
 from tests.core.workload.traces import DATA, SGLANG, VLLM_MOE, trace_events
 
 

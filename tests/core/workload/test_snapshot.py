@@ -16,9 +16,9 @@ import numpy as np
 import pytest
 
 from core.intake import InputRefused
-from core.workload import snapshot as snapshot_module
-from core.workload.snapshot import read_snapshot
-from core.workload.snapshot_analysis import analyse, hidden_frame, site_label, stack_kind
+from core.workload.snapshot import reader as snapshot_module
+from core.workload.snapshot.analysis import analyse, hidden_frame, site_label, stack_kind
+from core.workload.snapshot.reader import read_snapshot
 from tests.conftest import ROOT
 from tests.core.workload import snapshots
 
@@ -181,7 +181,7 @@ def test_a_large_snapshot_takes_a_fraction_of_the_memory_of_pickle_load(tmp_path
     )
     lab = probe.format(
         root=str(ROOT),
-        setup="from core.workload.snapshot import read_snapshot",
+        setup="from core.workload.snapshot.reader import read_snapshot",
         body=f"s = read_snapshot({str(path)!r})",
     )
     plain = probe.format(root=str(ROOT), setup="pass", body=f"d = pickle.load(open({str(path)!r}, 'rb'))")
@@ -383,7 +383,7 @@ def test_a_snapshot_recorded_here_replays_to_the_allocator_s_own_counters(tmp_pa
     torch.cuda.max_memory_allocated (sizes are multiples of 512 bytes, so requested = block sizes)."""
     import torch
 
-    from core.workload.recorder import record_memory
+    from core.workload.snapshot.recorder import record_memory
 
     keep = torch.empty(8 * 2**20, dtype=torch.uint8, device="cuda")  # allocated before recording
     torch.cuda.synchronize()
@@ -420,7 +420,7 @@ def _grown_forward() -> dict:
 
 
 def test_peak_differences_by_site_and_category_by_hand(tmp_path):
-    from core.workload.snapshot_analysis import peak_differences
+    from core.workload.snapshot.analysis import peak_differences
 
     a = analyse(read_snapshot(write(tmp_path, "a.pickle", pickle.dumps(snapshots.hand_snapshot())))).summary()
     b = analyse(read_snapshot(write(tmp_path, "b.pickle", pickle.dumps(_grown_forward())))).summary()

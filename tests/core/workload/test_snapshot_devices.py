@@ -14,8 +14,8 @@ import gzip
 import pickle
 
 from core.intake import loads_pickle
-from core.workload.snapshot import read_snapshot
-from core.workload.snapshot_analysis import analyse
+from core.workload.snapshot.analysis import analyse
+from core.workload.snapshot.reader import read_snapshot
 from tests.core.workload import snapshots
 from tests.core.workload.traces import DATA
 

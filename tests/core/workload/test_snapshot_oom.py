@@ -13,8 +13,8 @@ import pytest
 
 from core.units import GIB, MIB
 from core.workload.findings import snapshot_findings
-from core.workload.snapshot import read_snapshot
-from core.workload.snapshot_analysis import analyse
+from core.workload.snapshot.analysis import analyse
+from core.workload.snapshot.reader import read_snapshot
 from tests.core.workload import snapshots
 from tests.core.workload.snapshots import BACKWARD, FORWARD, SETUP, event, frames
 
@@ -250,7 +250,7 @@ def test_both_moments_of_a_real_adamw_step_are_optimizer_state():
     its two moments from lines 74 and 75 of cs336_basics/optimizer.py). By the test's own walk of the events, the
     allocations of each line still alive at the end are one per parameter, so both lines hold the same bytes;
     every one of them is optimizer state here."""
-    from core.workload.snapshot_analysis import RULES
+    from core.workload.snapshot.analysis import RULES
 
     path = snapshots.REAL_SNAPSHOTS / "cs336_bcrafton_train_step_all_stacks.pickle.gz"
     events = snapshots.load_any(path)["device_traces"][0]

@@ -15,8 +15,8 @@ import pytest
 
 from core.units import bytes_text
 from core.workload.findings import snapshot_findings
-from core.workload.snapshot import read_snapshot
-from core.workload.snapshot_analysis import analyse
+from core.workload.snapshot.analysis import analyse
+from core.workload.snapshot.reader import read_snapshot
 from tests.conftest import ROOT
 from tests.core.workload import snapshots
 

@@ -25,7 +25,7 @@ import pytest
 pytest.importorskip("msgspec")
 
 from core.workload.findings import ranks_findings
-from core.workload.ranks import NOISE_PCT, combine, read_rank
+from core.workload.trace.ranks import NOISE_PCT, combine, read_rank
 
 STEPS, PERIOD = 10, 1000
 DELAY = {0: 0, 1: 0, 2: 0, 3: 400}

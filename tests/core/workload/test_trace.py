@@ -7,10 +7,10 @@ import shutil
 
 import pytest
 
-pytest.importorskip("msgspec")  # reading a trace decodes it with msgspec (core/workload/trace_file.py)
+pytest.importorskip("msgspec")  # reading a trace decodes it with msgspec (core/workload/trace/file.py)
 
 from core.intake import InputRefused
-from core.workload.trace import analyse_trace, read_trace, report_lines, union_us
+from core.workload.trace.timeline import analyse_trace, read_trace, report_lines, union_us
 from tests.conftest import ROOT
 
 DATA = ROOT / "tests" / "data" / "workload"
@@ -157,7 +157,7 @@ def test_union_of_intervals():
 def test_the_gaps_of_a_union_by_hand():
     import numpy as np
 
-    from core.workload.intervals import union_gaps
+    from core.workload.trace.intervals import union_gaps
 
     # sorted by start: [0, 5] holds [1, 3]; [10, 12] begins past 5; [11, 20] overlaps it; [25, 30] past 20
     s, e = np.array([0, 1, 10, 11, 25]), np.array([5, 3, 12, 20, 30])

@@ -6,8 +6,8 @@ import json
 import pytest
 
 from core import cli
-from core.workload.ops import NO_OP
-from core.workload.trace_diff import mismatches, normalised
+from core.workload.trace.diff import mismatches, normalised
+from core.workload.trace.ops import NO_OP
 from tests.conftest import ROOT
 from tests.core.workload.traces import QWEN_H100, QWEN_MI300
 from tests.factories import make_run

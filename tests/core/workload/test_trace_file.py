@@ -8,9 +8,9 @@ import pytest
 
 pytest.importorskip("msgspec")
 
-from core.workload import trace_file
-from core.workload.trace import analyse_trace
-from core.workload.trace_file import read_trace
+from core.workload.trace import file as trace_file
+from core.workload.trace.file import read_trace
+from core.workload.trace.timeline import analyse_trace
 from tests.conftest import ROOT
 
 DATA = ROOT / "tests" / "data" / "workload"

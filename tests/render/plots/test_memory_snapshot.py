@@ -8,8 +8,8 @@ import pytest
 pytest.importorskip("plotly")
 
 from core.result import RunResult
-from core.workload.snapshot import read_snapshot
-from core.workload.snapshot_analysis import analyse
+from core.workload.snapshot.analysis import analyse
+from core.workload.snapshot.reader import read_snapshot
 from render.plots import memory_snapshot
 from tests.core.workload import snapshots
 from tests.factories import make_run

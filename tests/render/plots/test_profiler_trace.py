@@ -4,7 +4,7 @@ import pytest
 
 pytest.importorskip("plotly")
 
-from core.workload.trace_diff import diff, totals
+from core.workload.trace.diff import diff, totals
 from render.plots.profiler_trace import diff_chart
 from tests.factories import make_run
 

@@ -37,7 +37,7 @@ import math
 from collections import Counter
 from dataclasses import dataclass
 
-from core.workload.flight_recorder import Dump, Entry
+from core.workload.hang.dump import Dump, Entry
 
 # Ops whose input sizes must agree across ranks (gather, scatter, all_to_all and the *_v ops may differ).
 SIZES_AGREE = {

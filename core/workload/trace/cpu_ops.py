@@ -1,6 +1,6 @@
 """The host side of a trace as columns: CPU operators, annotations, Python functions and runtime calls.
 
-What :mod:`core.workload.host_gaps` and :mod:`core.workload.ops` read: each event's start and end (µs since the
+What :mod:`core.workload.trace.host_gaps` and :mod:`core.workload.trace.ops` read: each event's start and end (µs since the
 trace's origin, as the GPU activities), its thread, its kind (:data:`OP`, :data:`ANNOTATION`, :data:`PYTHON`,
 :data:`RUNTIME`), its name, its ``External id`` and ``correlation`` (-1 where absent), and, for the operators
 whose FLOPs or bytes can be counted (:data:`SHAPED`), the text of its recorded ``Input Dims``, ``Input type`` and
@@ -24,7 +24,7 @@ from core.intake import LIMITS, cut_name
 OP, ANNOTATION, PYTHON, RUNTIME = range(4)
 CPU_KINDS = {"cpu_op": OP, "operator": OP, "user_annotation": ANNOTATION, "python_function": PYTHON}
 OVER_CAP = "(a name past the trace_names limit)"
-# Operators whose FLOPs and bytes their recorded shapes give (core/workload/op_flops.py): their shapes are kept.
+# Operators whose FLOPs and bytes their recorded shapes give (core/workload/trace/op_flops.py): their shapes are kept.
 SHAPED = re.compile(
     r"^aten::(mm|addmm|bmm|baddbmm|matmul|linear|_scaled_dot_product\w*|scaled_dot_product_attention|"
     r"_flash_attention_(forward|backward)|_efficient_attention_(forward|backward)|"

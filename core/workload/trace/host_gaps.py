@@ -35,10 +35,10 @@ from collections.abc import Sequence
 import numpy as np
 
 from core.units import us_text
-from core.workload import remedies
-from core.workload.cpu_ops import ANNOTATION, OP, PYTHON, RUNTIME, CpuOps
-from core.workload.intervals import merged, merged_groups, union_gaps
-from core.workload.trace_file import MEMCPY, TraceFile, correlated
+from core.workload.trace import remedies
+from core.workload.trace.cpu_ops import ANNOTATION, OP, PYTHON, RUNTIME, CpuOps
+from core.workload.trace.file import MEMCPY, TraceFile, correlated
+from core.workload.trace.intervals import merged, merged_groups, union_gaps
 
 CAUSES = (
     "device→host copy",
@@ -224,7 +224,7 @@ def host_gaps(
 ) -> tuple[dict, list[dict[str, float]]]:
     """The analysed GPU's gaps by the host's cause: ``{"gaps", "gap_us", "thread", "causes": [{"cause",
     "time_us", "share", "top_ops": [{"op", "time_us", "count", "source"}]}]}``, causes of no time left out; and,
-    for each of the trace's step rows given (:func:`core.workload.trace.analyse_trace`), the part of the gaps
+    for each of the trace's step rows given (:func:`core.workload.trace.timeline.analyse_trace`), the part of the gaps
     inside its GPU window by cause (:data:`STEP_KEYS`, µs): the same instants and causes as the whole, cut at the
     windows' edges, so a step's causes add up to the gaps inside its window."""
     a = trace.activities
@@ -433,7 +433,7 @@ def _allocator_every_step(meta: dict, steps: Sequence[dict]) -> bool | None:
 
 def host_gap_findings(meta: dict, steps: Sequence[dict] = ()) -> list[dict]:
     """The largest causes of the GPU's gaps (≥ 5 % of the span) as findings naming the operator (and its line
-    where recorded), with what to try where the trace supports it (:mod:`core.workload.remedies`): the named
+    where recorded), with what to try where the trace supports it (:mod:`core.workload.trace.remedies`): the named
     causes first, then other CPU work and no CPU event, each largest first: ``{"kind": "host_gap", "text", "value"
     (% of the span), "unit": "%", "time_us", "cause"}``."""
     gaps, span = meta.get("host_gaps") or {}, meta.get("span_us") or 0.0

@@ -16,7 +16,7 @@ import numpy as np
 
 from core.measure.nccl_tests import DTYPE_BYTES, RECORDED_NAMES, busbw_factor, size_elements
 from core.units import rate_text, size_text, us_text
-from core.workload.trace_file import TraceFile
+from core.workload.trace.file import TraceFile
 
 
 def collective_rows(trace: TraceFile, device: int) -> list[dict]:

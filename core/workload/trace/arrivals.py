@@ -28,7 +28,7 @@ import numpy as np
 
 from core.measure.nccl_tests import RECORDED_NAMES
 from core.workload.findings import by_kernel_text
-from core.workload.trace_file import COMM, EVERY_RANK_KERNEL, TraceFile
+from core.workload.trace.file import COMM, EVERY_RANK_KERNEL, TraceFile
 
 # (the call's identity across ranks, its start and end in ns since the epoch); the identity opens with FIGURES
 # or KERNEL (how it was made) and ends with the call's place in its sequence

@@ -8,7 +8,7 @@ it appends is moved into compact columns (one number per field) and the event di
 ``json.dump(torch.cuda.memory._snapshot())`` writes) and gzip of either are read too.
 
 Stacks are stored once per distinct stack (a *site*); events refer to them by number. Nothing here
-interprets the events: :mod:`core.workload.snapshot_analysis` does.
+interprets the events: :mod:`core.workload.snapshot.analysis` does.
 """
 
 from __future__ import annotations

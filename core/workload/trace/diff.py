@@ -1,6 +1,6 @@
 """Two profiler traces side by side: what got slower, by kernel group, by CPU operator and by kernel.
 
-Works on what an imported trace stores (its ``group`` and ``kernel`` rows, :mod:`core.workload.trace`), so a
+Works on what an imported trace stores (its ``group`` and ``kernel`` rows, :mod:`core.workload.trace.timeline`), so a
 file and a stored run compare alike. Groups are the lab's vendor-neutral kernel groups (a cuBLAS GEMM on
 one side and a hipBLASLt ``Cijk_`` GEMM on the other are both *matmul*); kernels are matched by a
 normalised name (call arguments dropped, every number folded to ``#``), so a kernel whose tile sizes or
@@ -20,8 +20,8 @@ import re
 import statistics
 
 from core.units import us_text
-from core.workload.host_gaps import CAUSES, STEP_KEYS, WALL_KEYS
-from core.workload.trace import named_gpu
+from core.workload.trace.host_gaps import CAUSES, STEP_KEYS, WALL_KEYS
+from core.workload.trace.timeline import named_gpu
 
 _ARGS = re.compile(r"\([^()]*\)")
 _NUMBER = re.compile(r"\d+")
@@ -184,7 +184,7 @@ def steps(base_rows: list[dict], new_rows: list[dict]) -> list[dict]:
 
 
 def causes(base_rows: list[dict], new_rows: list[dict]) -> list[dict]:
-    """Rows of kind ``cause``: for each of the host's causes (:data:`core.workload.host_gaps.CAUSES`), the median over
+    """Rows of kind ``cause``: for each of the host's causes (:data:`core.workload.trace.host_gaps.CAUSES`), the median over
     each side's steps of the device's idle inside the step that the host spent in it — the step as the host lived
     it (``wall_idle_<key>_us``; a side whose steps lack it, a run stored before or GPU-side steps, by the idle of its
     steps' GPU windows, ``idle_host_<key>_us``), with the number of steps as the counts; the largest change either

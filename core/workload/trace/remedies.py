@@ -1,7 +1,7 @@
 """What to try for each cause a trace names, in one line, and only what the trace itself supports.
 
 A finding names a cause with its time; the line here says what usually removes it. Each line is tied to the
-evidence that selects it — the cause of the host's time (:data:`core.workload.host_gaps.CAUSES`), and where the
+evidence that selects it — the cause of the host's time (:data:`core.workload.trace.host_gaps.CAUSES`), and where the
 cause alone does not tell, a fact of the trace passed in (the allocator's calls recurring in every step, a
 blocking call that held the GPU idle longer than any recorded work explains) — so a finding never carries advice
 its figures do not back. None means the trace says too little: the finding then states the fact alone.

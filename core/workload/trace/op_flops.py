@@ -20,7 +20,7 @@ they must move at least (every input tensor read once, the output written once) 
   gradient and once for the weight's, as the mask asks, reading the three and writing the gradients.
 
 An operator's **achieved** TFLOPS and TB/s are its FLOPs and bytes over the GPU time of the activities it
-launched (:mod:`core.workload.ops`), summed over its calls with shapes; they are set against the peak of the
+launched (:mod:`core.workload.trace.ops`), summed over its calls with shapes; they are set against the peak of the
 trace's own GPU — its ``deviceProperties`` name (and memory) matched to the lab's datasheet table
 (:mod:`core.hardware.specs`), in the unit of its dtype (fp32 as TF32 where all its kernels' names say tf32 or ``tensorop_s1688``) — or
 "no reference for <name>".
@@ -41,8 +41,8 @@ import numpy as np
 
 from core.hardware.specs import match_spec
 from core.units import duration_text, shapes_text, us_text
-from core.workload.cpu_ops import CpuOps
-from core.workload.trace_file import COMM, TraceFile
+from core.workload.trace.cpu_ops import CpuOps
+from core.workload.trace.file import COMM, TraceFile
 
 BYTES = {
     "double": 8,

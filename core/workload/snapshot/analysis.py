@@ -28,7 +28,7 @@ import numpy as np
 
 from core.memory.segments import segment_view
 from core.units import MIB, bytes_text
-from core.workload.snapshot import CODE, OLD_BLOCKS, DeviceTrace, Frame, Snapshot
+from core.workload.snapshot.reader import CODE, OLD_BLOCKS, DeviceTrace, Frame, Snapshot
 
 SMALL_REQUEST = MIB  # a request up to this size is served from the allocator's small pool, a larger one from its large
 # What the allocator asks CUDA for to serve a request it has no free block for (torch's get_allocation_size):

@@ -3,12 +3,12 @@
 Each activity of the analysed GPU is traced to its launch call (the runtime event with its correlation id), and
 the call to the **operator**: the innermost CPU operator (``cpu_op``) on the call's thread whose span holds the
 call's start — ``aten::mm`` under ``aten::matmul`` under ``aten::linear``, where the FLOPs are counted
-(:mod:`core.workload.op_flops`); of two with the same span, the later in the file (Kineto writes a caller before
+(:mod:`core.workload.trace.op_flops`); of two with the same span, the later in the file (Kineto writes a caller before
 its callee: ``aten::_local_scalar_dense`` within ``aten::item``). Its **module** is the innermost ``nn.Module: …`` Python event (recorded with
 ``with_stack``/``with_modules``) or user annotation around the operator, else, for backward work, the autograd
 node (``autograd::engine::evaluate_function: MmBackward0``) it runs under; else none is recorded. An activity
 without a launch call in the trace, or whose call no operator holds, is counted under :data:`NO_OP`; one a CUDA/HIP
-graph replayed (:meth:`~core.workload.trace_file.TraceFile.launch_calls`), with no operator around the launch,
+graph replayed (:meth:`~core.workload.trace.file.TraceFile.launch_calls`), with no operator around the launch,
 under :data:`GRAPH_OP`.
 
 Per operator and module: the GPU time (the sum of its activities' durations: kernels, copies and sets), how
@@ -33,9 +33,9 @@ import numpy as np
 
 from core.measure.kernels import classify_kernel
 from core.units import us_text
-from core.workload.cpu_ops import ANNOTATION, OP, PYTHON, RUNTIME, CpuOps
-from core.workload.op_flops import UNALIGNED, add_rates, tensor_core_text
-from core.workload.trace_file import COMM, MEMCPY, MEMSET, TraceFile
+from core.workload.trace.cpu_ops import ANNOTATION, OP, PYTHON, RUNTIME, CpuOps
+from core.workload.trace.file import COMM, MEMCPY, MEMSET, TraceFile
+from core.workload.trace.op_flops import UNALIGNED, add_rates, tensor_core_text
 
 NO_OP = "(no CPU operator: no launch call in the trace, or none around it)"
 GRAPH_OP = "(a CUDA/HIP graph's replay: its operators ran when it was captured, not in this trace)"

@@ -2,7 +2,7 @@
 
 In a script::
 
-    from core.workload.recorder import record_memory
+    from core.workload.snapshot.recorder import record_memory
 
     with record_memory("snapshot.pickle"):
         train()          # the snapshot is written when the block ends, also when it raises (an OOM)
@@ -170,12 +170,12 @@ def _run_program(args: list[str]) -> int:
 
 
 def main(argv: list[str] | None = None) -> int:
-    """``python -m core.workload.recorder --output P [--max-entries N] [--stacks S] -- PROGRAM ARGS``."""
+    """``python -m core.workload.snapshot.recorder --output P [--max-entries N] [--stacks S] -- PROGRAM ARGS``."""
     import argparse
 
     argv = list(sys.argv[1:] if argv is None else argv)
     split = argv.index("--") if "--" in argv else len(argv)
-    parser = argparse.ArgumentParser(prog="python -m core.workload.recorder")
+    parser = argparse.ArgumentParser(prog="python -m core.workload.snapshot.recorder")
     parser.add_argument("--output", default="snapshot.pickle")
     parser.add_argument("--max-entries", type=int, default=DEFAULT_MAX_ENTRIES)
     parser.add_argument("--stacks", default="python", choices=("python", "all"))
@@ -221,7 +221,7 @@ def run_recorded(
     if not Path(command[0]).name.startswith("python"):
         print(
             f"error: record runs a Python program (`-- python train.py …`), got {command[0]!r}; for other launchers "
-            f"(torchrun, accelerate) wrap your training in core.workload.recorder.record_memory",
+            f"(torchrun, accelerate) wrap your training in core.workload.snapshot.recorder.record_memory",
             file=sys.stderr,
         )
         return 2
@@ -237,7 +237,7 @@ def run_recorded(
     args = [
         command[0],
         "-m",
-        "core.workload.recorder",
+        "core.workload.snapshot.recorder",
         "--output",
         os.path.abspath(output),
         "--max-entries",

@@ -1,5 +1,5 @@
 """The diagnosis of a hang in plain words, first: which collective, which rank did not arrive, what it did
-instead, where in the code — from the summary :func:`core.workload.hang.analyse` derived, with its numbers.
+instead, where in the code — from the summary :func:`core.workload.hang.analysis.analyse` derived, with its numbers.
 
 Each finding is ``{"kind", "text", "value", "unit"}`` as :mod:`core.workload.findings` defines them; the
 value of a hang is the number of ranks that stopped it (missing or mismatched), of the others what they count.

@@ -1,27 +1,27 @@
-"""A profiler trace's whole analysis, once: the GPU's timeline (:mod:`core.workload.trace`), what the host did
+"""A profiler trace's whole analysis, once: the GPU's timeline (:mod:`core.workload.trace.timeline`), what the host did
 before and between the kernels, which operators launched them, their rates and the collectives, then the findings
 ranked. An imported trace and the step benchmark's own profiled step go through this one path, so the lab reads its
 own step as it reads a user's."""
 
 from __future__ import annotations
 
-from core.workload.trace_file import TraceFile
+from core.workload.trace.file import TraceFile
 
 
 def analyse(data: TraceFile, top: int) -> tuple[list[dict], dict]:
-    """Rows and meta of a trace read by :func:`core.workload.trace.read_trace`, ``meta["findings"]`` ranked."""
-    from core.workload.collective_calls import collective_rows
+    """Rows and meta of a trace read by :func:`core.workload.trace.timeline.read_trace`, ``meta["findings"]`` ranked."""
     from core.workload.findings import ranked, trace_findings
-    from core.workload.host_gaps import (
+    from core.workload.trace.collective_calls import collective_rows
+    from core.workload.trace.host_gaps import (
         before_first_kernel_findings,
         host_gap_findings,
         host_gaps,
         host_in_steps,
         step_stall_findings,
     )
-    from core.workload.op_flops import tensor_core_findings, tensor_core_use
-    from core.workload.ops import op_breakdown, op_findings
-    from core.workload.trace import analyse_trace
+    from core.workload.trace.op_flops import tensor_core_findings, tensor_core_use
+    from core.workload.trace.ops import op_breakdown, op_findings
+    from core.workload.trace.timeline import analyse_trace
 
     rows, meta = analyse_trace(data, top)
     steps = [r for r in rows if r["kind"] == "step"]

@@ -39,9 +39,9 @@ import numpy as np
 
 from core.measure.kernels import KERNEL_GROUPS, KERNEL_RULES, NO_RULE, classify_kernel
 from core.text import quirk_lines
-from core.workload.host_gaps import CAUSES, STEP_KEYS
-from core.workload.intervals import merged, merged_by_group, merged_groups, union_gaps
-from core.workload.trace_file import COMM, COMPUTE, KINDS, MEMCPY, MEMSET, Activities, TraceFile, read_trace
+from core.workload.trace.file import COMM, COMPUTE, KINDS, MEMCPY, MEMSET, Activities, TraceFile, read_trace
+from core.workload.trace.host_gaps import CAUSES, STEP_KEYS
+from core.workload.trace.intervals import merged, merged_by_group, merged_groups, union_gaps
 
 __all__ = ["IDLE_CAUSES", "TRACE_GROUPS", "analyse_trace", "launch_lines", "read_trace", "report_lines", "union_us"]
 
@@ -77,7 +77,7 @@ def union_us(start: np.ndarray, end: np.ndarray) -> float:
 
 def _unions_ns(s: np.ndarray, rank: np.ndarray, ends: np.ndarray, part: np.ndarray, parts: int) -> np.ndarray:
     """The length of the union of each part's intervals (whole ns), given sorted by part then start, each end as its
-    rank in ``ends`` (sorted, distinct): :func:`core.workload.intervals.merged_by_group`."""
+    rank in ``ends`` (sorted, distinct): :func:`core.workload.trace.intervals.merged_by_group`."""
     out = np.zeros(parts, np.int64)
     g, g_s, g_e = merged_by_group(s, rank, ends, part)
     np.add.at(out, g, g_e - g_s)

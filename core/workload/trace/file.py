@@ -1,4 +1,4 @@
-"""A Chrome/Kineto profiler trace file read into columns: what :mod:`core.workload.trace` analyses.
+"""A Chrome/Kineto profiler trace file read into columns: what :mod:`core.workload.trace.timeline` analyses.
 
 The file is decoded by ``msgspec`` against the few fields the analysis reads (phase, category, name, time,
 duration, process, and the device, stream and correlation of ``args``); every other field of an event is
@@ -20,7 +20,7 @@ GPU activities, launch calls and step spans that cannot be placed on a timeline 
 time, a negative duration) are counted as ``malformed`` and reported, never silently dropped; what is
 odd but usable (kernels overlapping on one stream, a duration longer than the trace, a device the trace's
 device list lacks, sub-µs times) is counted in :attr:`TraceFile.quirks`. The host's events (CPU operators,
-annotations, Python functions, runtime calls) become columns of their own (:mod:`core.workload.cpu_ops`),
+annotations, Python functions, runtime calls) become columns of their own (:mod:`core.workload.trace.cpu_ops`),
 bounded as the GPU ones; events of any other category are skipped unchecked; a file that is not a trace is
 refused with the reason.
 """
@@ -44,8 +44,8 @@ import numpy as np
 from core.intake import GZIP_MAGIC, LIMITS, InputRefused, cut_name, inflated_limit, open_mapped, release_pages
 from core.measure.kernels import EVERY_RANK_BY_NAME, KERNEL_RULES
 from core.units import exact_size_text
-from core.workload.cpu_ops import CPU_KINDS, RUNTIME, CpuOps, _Columns
-from core.workload.json_array import batches, element_ends
+from core.workload.trace.cpu_ops import CPU_KINDS, RUNTIME, CpuOps, _Columns
+from core.workload.trace.json_array import batches, element_ends
 
 MAX_TRACE_BYTES = 8 * 2**30  # decompressed JSON (its bytes are mapped, not held: the columns are what costs)
 BATCH_EVENTS = 1_000  # events decoded at once: bounds the decoded objects alive (about 1.5 MiB; 5,000 held 6 more)
@@ -77,7 +77,7 @@ class _Args(msgspec.Struct, gc=False):
     device: _Number | str = None
     stream: _Number | str = None  # ROCm's runtime events write streams as hex strings ("0x0")
     correlation: _Number | str = None
-    # a host event's (core/workload/cpu_ops.py): JSON of any type kept as its bytes, checked where read
+    # a host event's (core/workload/trace/cpu_ops.py): JSON of any type kept as its bytes, checked where read
     external: msgspec.Raw = msgspec.field(default_factory=msgspec.Raw, name="External id")
     dims: msgspec.Raw = msgspec.field(default_factory=msgspec.Raw, name="Input Dims")
     types: msgspec.Raw = msgspec.field(default_factory=msgspec.Raw, name="Input type")
@@ -137,7 +137,7 @@ class _Distributed(msgspec.Struct, gc=False):
 
 class _Trace(msgspec.Struct, gc=False):
     """The header, with the lists of events and devices left as their bytes (empty where absent), to be counted
-    before anything is built of them (:mod:`core.workload.json_array`)."""
+    before anything is built of them (:mod:`core.workload.trace.json_array`)."""
 
     traceEvents: msgspec.Raw = msgspec.Raw()
     deviceProperties: msgspec.Raw = msgspec.Raw()
@@ -194,7 +194,7 @@ class TraceFile:
     quirks: dict[str, int] = field(default_factory=dict)  # what is odd but usable → how many
     world_size: int | None = None  # distributedInfo: the job's size and backend, to tell ranks of one job
     backend: str | None = None
-    ops: CpuOps = field(default_factory=CpuOps.empty)  # the host's events (core/workload/cpu_ops.py)
+    ops: CpuOps = field(default_factory=CpuOps.empty)  # the host's events (core/workload/trace/cpu_ops.py)
     gpu_memory: dict[int, int] = field(default_factory=dict)  # deviceProperties: totalGlobalMem (bytes)
     gpu_arch: dict[int, tuple[int, int]] = field(default_factory=dict)  # and (computeMajor, computeMinor)
     gpu_units: dict[int, int] = field(default_factory=dict)  # and numSms (an AMD GPU's compute units)

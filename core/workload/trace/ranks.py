@@ -5,7 +5,7 @@ A rank is named by the trace's ``distributedInfo.rank``, else by its file name (
 twice, no rank past the world size, and — where the ranks have ``ProfilerStep`` annotations — at least one
 step number in common (ranks of one job profile the same steps). Anything else is refused, naming the files.
 
-Per rank, from :func:`core.workload.trace.analyse_trace` on that rank's busiest GPU: kernel time (sum of
+Per rank, from :func:`core.workload.trace.timeline.analyse_trace` on that rank's busiest GPU: kernel time (sum of
 kernel durations), compute (union of compute kernels: HolisticTraceAnalysis's temporal ``compute_time``),
 communication (union of collective kernels) and its *exposed* part (no compute hides it), idle (span − busy),
 idle by cause, and each ``ProfilerStep``'s times. The **straggler** is judged once over every figure
@@ -19,7 +19,7 @@ waits on its DataLoader while the others compute is named by its cause, each ste
 and each rank's operators by GPU time (rows of kind ``op``, the top :data:`OPS_KEPT`), the straggler's extra time
 by operator against the other ranks' (an operator's name is the same on every rank, where its kernels' may not
 be); and each collective matched across the ranks, who arrived last and how long the others waited for it (rows
-of kind ``arrival``, :mod:`core.workload.arrivals`). Only the summary of a rank is kept before the next is read, so memory is one trace's columns at a time.
+of kind ``arrival``, :mod:`core.workload.trace.arrivals`). Only the summary of a rank is kept before the next is read, so memory is one trace's columns at a time.
 """
 
 from __future__ import annotations
@@ -32,12 +32,12 @@ import numpy as np
 
 from core.errors import ConfigError
 from core.intake import InputRefused
-from core.workload.arrivals import Call, arrivals, rank_calls
 from core.workload.files import job_files
 from core.workload.findings import OTHERS
-from core.workload.host_gaps import host_gaps
-from core.workload.ops import PLACEHOLDERS, op_totals
-from core.workload.trace import analyse_trace, read_trace
+from core.workload.trace.arrivals import Call, arrivals, rank_calls
+from core.workload.trace.host_gaps import host_gaps
+from core.workload.trace.ops import PLACEHOLDERS, op_totals
+from core.workload.trace.timeline import analyse_trace, read_trace
 
 _RANK_NAME = re.compile(r"rank[-_]?(\d+)", re.I)
 # What a rank row (and a rank's step row) keeps of the single-trace summary, under its name here (µs unless
@@ -63,9 +63,9 @@ def rank_files(paths: list[str] | tuple[str, ...]) -> list[Path]:
 @dataclass
 class RankTrace:
     """What is kept of one rank once its trace is dropped: its row, its steps' rows, its kernel groups and what
-    its host did while its GPU idled (:func:`core.workload.host_gaps.host_gaps`, by cause), and its operators'
-    GPU time (:func:`core.workload.ops.op_totals`: every operator, over every module), and its collective calls
-    (:func:`core.workload.arrivals.rank_calls`), to be matched across the ranks."""
+    its host did while its GPU idled (:func:`core.workload.trace.host_gaps.host_gaps`, by cause), and its operators'
+    GPU time (:func:`core.workload.trace.ops.op_totals`: every operator, over every module), and its collective calls
+    (:func:`core.workload.trace.arrivals.rank_calls`), to be matched across the ranks."""
 
     row: dict
     steps: list[dict]

@@ -24,7 +24,7 @@ import numpy as np
 from core.errors import ConfigError
 from core.locks import pid_alive
 from core.paths import data_dir
-from core.workload.snapshot import Block, DeviceTrace, Segment, Snapshot
+from core.workload.snapshot.reader import Block, DeviceTrace, Segment, Snapshot
 
 KEEP = 20
 COLUMNS = ("action", "addr", "size", "time_us", "site")
