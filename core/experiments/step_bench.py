@@ -105,7 +105,7 @@ class StepBenchConfig:
     max_warmup_steps: int = field(default=30, metadata={"help": "warm-up steps at most"})
     timed_steps: int = field(default=10, metadata={"help": "timed steps (median and spread over these)"})
     cold_steps: int = field(default=5, metadata={"help": "steps timed one by one before any warm-up"})
-    profile_steps: int = field(default=2, metadata={"help": "profiled steps (busy %, kernels; 0: none)"})
+    profile_steps: int = field(default=2, metadata={"help": "profiled steps (busy share, kernels; 0: none)"})
     top_kernels: int = field(default=15, metadata={"help": "kernels listed per scope"})
     trace: bool = field(default=True, metadata={"help": "write a Chrome trace (gzip JSON) for Perfetto"})
     sweep: bool = field(default=False, metadata={"help": "time every precision mode (or those of --precisions)"})
