@@ -8,7 +8,7 @@ from __future__ import annotations
 
 import re
 import uuid
-from dataclasses import asdict, dataclass, field
+from dataclasses import asdict, dataclass, field, fields
 from datetime import UTC, datetime
 from typing import Any, Literal
 
@@ -61,6 +61,53 @@ def now_iso() -> str:
 
 def new_run_id() -> str:
     return uuid.uuid4().hex
+
+
+@dataclass(frozen=True)
+class DeviceInfo:
+    """A run's device description (``core.hardware.device`` writes it; ``DEVICE_FIELDS`` types it) as fields, so
+    a view asks ``run.device_info.is_cuda`` where it read ``run.device.get("kind") == "cuda"``. The stored dict is
+    unchanged; keys the lab does not read stay there (``RunResult.device``)."""
+
+    kind: str = ""
+    name: str = ""
+    label: str | None = None
+    torch_device: str | None = None
+    index: int | None = None
+    compute_capability: str | None = None
+    multiprocessors: int | None = None
+    cores: int | None = None
+    torch_threads: int | None = None
+    l2_cache_bytes: float | None = None
+    total_memory_bytes: float | None = None
+    free_memory_bytes: float | None = None
+    bf16_supported: bool | None = None
+    tf32: dict | None = None
+    torch_build: dict | None = None
+    spec: dict | None = None
+    host: str | None = None  # the box's host name (a health check's run names it)
+    devices: tuple[dict, ...] = ()  # an all-GPU run's: every GPU's own description (core.fanout.box_device)
+
+    @classmethod
+    def of(cls, device: dict) -> DeviceInfo:
+        """The fields of a stored description; a key it lacks reads as the field's default."""
+        known: dict[str, Any] = {f.name: device[f.name] for f in fields(cls) if f.name in device}
+        parts = device.get("devices")  # not in the schema's checks: only a list of descriptions is read
+        known["devices"] = tuple(d for d in parts if isinstance(d, dict)) if isinstance(parts, list) else ()
+        return cls(**known)
+
+    @property
+    def is_cuda(self) -> bool:
+        return self.kind == "cuda"
+
+    @property
+    def is_cpu(self) -> bool:
+        return self.kind == "cpu"
+
+    @property
+    def shown(self) -> str:
+        """How a heading names it: its label, else its name."""
+        return self.label or self.name
 
 
 @dataclass
@@ -118,6 +165,11 @@ class RunResult:
     @property
     def recorded_elsewhere(self) -> str | None:
         return recorded_elsewhere(self.meta)
+
+    @property
+    def device_info(self) -> DeviceInfo:
+        """The device description's fields (read from ``device`` on each call: a running job may replace it)."""
+        return DeviceInfo.of(self.device)
 
     def frame(self):
         return rows_frame(self.rows)
@@ -238,7 +290,11 @@ class RunSummary:
 
     @property
     def device_name(self) -> str:
-        return str(self.device.get("name", ""))
+        return self.device_info.name
+
+    @property
+    def device_info(self) -> DeviceInfo:
+        return DeviceInfo.of(self.device)
 
 
 NONE = type(None)

@@ -217,8 +217,8 @@ class RunStore:
             run.id,
             run.experiment,
             run.status,
-            str(run.device.get("name", "")),
-            str(run.device.get("kind", "")),
+            str(run.device_info.name),
+            str(run.device_info.kind),
             run.started_at,
             run.finished_at,
             run.name,
@@ -672,7 +672,7 @@ def summarize(run: RunResult, payload_bytes: int) -> RunSummary:
     text = ""
     if run.status != "running":
         try:
-            text = headline(run.rows, run.device.get("kind") == "cuda", run.experiment)
+            text = headline(run.rows, run.device_info.is_cuda, run.experiment)
         except Exception:  # noqa: BLE001 - a headline is a convenience: odd rows (or no pandas) must not stop a save
             text = ""
     return RunSummary.of(run, payload_bytes, text)

@@ -11,7 +11,7 @@ from core import doctor
 from core.hardware import published
 from core.hardware.specs import datasheet_peaks
 from core.jsonable import json_ready
-from core.result import RunResult
+from core.result import DeviceInfo, RunResult
 from core.store import RunStore, StoreError
 from core.units import bytes_text, duration_text, timestamp_text
 from pages.common import catalog, lab, run_panel
@@ -167,17 +167,18 @@ elif not info.get("cuda_available"):
 
 selected = lab.device_info(lab.selected_device())
 for device in info.get("devices", []):
-    is_selected = selected is not None and device["torch_device"] == selected["torch_device"]
+    facts = DeviceInfo.of(device)
+    is_selected = selected is not None and facts.torch_device == DeviceInfo.of(selected).torch_device
     with st.container(border=True):
-        st.subheader(device["label"] + ("  (selected)" if is_selected else ""))
-        mem, free = device.get("total_memory_bytes"), device.get("free_memory_bytes")
+        st.subheader(str(facts.label) + ("  (selected)" if is_selected else ""))
+        mem, free = facts.total_memory_bytes, facts.free_memory_bytes
         cols = st.columns(4)
         fact(cols[0], "Memory", bytes_text(mem) if mem else "unknown", f"{bytes_text(free)} free" if free else None)
-        if device["kind"] == "cuda":
-            cols[1].metric("Compute capability", device["compute_capability"])
-            cols[2].metric("SMs", device["multiprocessors"])
-            cols[3].metric("bf16", "supported" if device["bf16_supported"] else "not supported")
-            spec = device.get("spec")
+        if facts.is_cuda:
+            cols[1].metric("Compute capability", facts.compute_capability)
+            cols[2].metric("SMs", facts.multiprocessors)
+            cols[3].metric("bf16", "supported" if facts.bf16_supported else "not supported")
+            spec = facts.spec
             if spec:
                 peaks = pd.DataFrame(
                     [{"unit": k, "dense peak (TFLOPS, TOPS for int8)": v} for k, v in datasheet_peaks(device).items()]
@@ -200,10 +201,10 @@ for device in info.get("devices", []):
                     + f" — {published.SOURCE}."
                 )
         else:
-            cols[1].metric("Cores", device.get("cores"))
-            cols[2].metric("torch threads", device.get("torch_threads"))
+            cols[1].metric("Cores", facts.cores)
+            cols[2].metric("torch threads", facts.torch_threads)
             cols[3].metric("bf16", "CPU kernels")
-        flags = device["tf32"]
+        flags = facts.tf32 or {}
         st.caption(
             f"TF32: `torch.backends.cuda.matmul.allow_tf32={flags['cuda_matmul_allow_tf32']}`, "
             f"`torch.backends.cudnn.allow_tf32={flags['cudnn_allow_tf32']}`, "

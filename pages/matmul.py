@@ -109,7 +109,7 @@ def settings(is_cuda: bool) -> dict:
 def _published_choice(run: RunResult) -> str | None:
     """Which GPU's published maximum-achievable figures to show: the run's own (a GPU run), none (a CPU run:
     nothing is published for it), or any GPU the source measured."""
-    own = THIS_GPU if run.device.get("kind") == "cuda" else NONE_FOR_CPU
+    own = THIS_GPU if run.device_info.is_cuda else NONE_FOR_CPU
     choice = st.selectbox(
         "Published best achievable of",
         [own, *published.ACCELERATORS],
@@ -128,7 +128,7 @@ def render(run: RunResult) -> None:
         best = df.loc[df["is_best"].astype(bool)]  # the engine's; where several GPUs ran, the fastest one's
         best = best.loc[best.groupby("dtype", sort=False)[TFLOPS].idxmax()]
         cols = st.columns(min(len(best), 6) or 1)
-        is_cuda = run.device.get("kind") == "cuda"
+        is_cuda = run.device_info.is_cuda
         for col, (_, r) in zip(cols * 2, best.iterrows()):
             peak = f"{r['pct_of_peak']:.0f}% of datasheet" if pd.notna(r.get("pct_of_peak")) else None
             if pd.notna(r.get("pct_of_published")):
@@ -171,7 +171,7 @@ def render(run: RunResult) -> None:
             )
         )
     notes = [run.meta.get(k) for k in ("cache_note", "clocks_note", "cpu_load_note") if run.meta.get(k)]
-    if run.device.get("kind") != "cuda":
+    if not run.device_info.is_cuda:
         notes.append("CPU run: GFLOPS only — the datasheet column shows — (no CPU peaks in the lab).")
     if run.meta.get("copy_bandwidth_gbs"):
         # a run stored before roofline_bandwidth_gbs existed counted the copy's read and write traffic
@@ -267,7 +267,7 @@ def render_soak(run: RunResult) -> None:
         )
     metas = [run.meta, *(run.meta.get("devices") or {}).values()]
     notes = dict.fromkeys(m.get(k) for m in metas for k in ("clocks_note", "cpu_load_note", "dtype_note") if m.get(k))
-    if run.device.get("kind") != "cuda":
+    if not run.device_info.is_cuda:
         notes["CPU run: throughput in GFLOPS."] = None
     if notes:
         st.caption(" · ".join(markdown_text(n) for n in notes))

@@ -44,7 +44,7 @@ def x_column(df: pd.DataFrame, keys: list[str]) -> str | None:
 
 def headline(run: RunResult) -> str:
     """E.g. 'max TFLOPS 312.4' — the one-number summary of a run (the store keeps it in the run's summary)."""
-    return columns.headline(run.rows, run.device.get("kind") == "cuda", run.experiment)
+    return columns.headline(run.rows, run.device_info.is_cuda, run.experiment)
 
 
 def settings_text(config: dict, limit: int = 90) -> str:
@@ -65,13 +65,14 @@ def value_text(value) -> str:
 def device_text(run: RunResult | RunSummary) -> str:
     if run.recorded_elsewhere:
         return f"imported ({run.recorded_elsewhere})"
-    return "CPU" if run.device.get("kind") == "cpu" else str(run.device.get("name", "unknown device"))
+    device = run.device_info  # a name is required of every stored device (core.result.schema_problem)
+    return "CPU" if device.is_cpu else device.name
 
 
 def differences(runs: list[RunResult]) -> list[str]:
     """Names of what differs between the runs: 'device', then config fields, then 'torch'."""
     out = []
-    if len({(r.device.get("kind"), r.device.get("name")) for r in runs}) > 1:
+    if len({(r.device_info.kind, r.device_info.name) for r in runs}) > 1:
         out.append("device")
     keys = list(dict.fromkeys(k for r in runs for k in r.config))
     out += [k for k in keys if len({value_text(r.config.get(k)) for r in runs}) > 1]

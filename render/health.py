@@ -96,7 +96,7 @@ def health_html(run: RunResult) -> str:
         )
         + f"<p class='verdict'><b>{_e(meta.get('verdict', run.status))}</b> — {_e(banner(run)[1])}</p>"
         f"<p>Box: {_e(box.get('host', '?'))} · devices: {_e(', '.join(box.get('devices') or []))} · "
-        f"{_e(run.device.get('label') or run.device.get('name'))}</p>"
+        f"{_e(run.device_info.shown)}</p>"
         f"<p class='muted'>run {_e(run.id)} · started {_e(run.started_at)}{_e(took)} · generated {generated} UTC · "
         f"torch {_e(run.versions.get('torch'))}, CUDA {_e(run.versions.get('cuda'))}, driver "
         f"{_e(run.versions.get('driver'))}</p>"

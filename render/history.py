@@ -78,7 +78,7 @@ class Filter:
             and (
                 not device
                 or device in comparison.device_text(run).lower()
-                or device in str(run.device.get("label") or "").lower()
+                or device in str(run.device_info.label or "").lower()
             )
             and (
                 not text or text in " ".join([run.name, *run.tags, comparison.settings_text(run.config, 10**6)]).lower()
@@ -110,7 +110,7 @@ def settings_frame(run: RunResult) -> pd.DataFrame:
 def device_frame(run: RunResult) -> pd.DataFrame:
     """The device's description and the versions the run recorded, the empty ones left out."""
     return pd.DataFrame(
-        [(k, str(v)) for k, v in device_pairs(run.device) if v not in (None, "")]
+        [(k, str(v)) for k, v in device_pairs(run) if v not in (None, "")]
         + [(k, str(v)) for k, v in run.versions.items() if v],
         columns=["property", "value"],
     )

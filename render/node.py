@@ -19,7 +19,7 @@ OK_COLOR, SLOW_COLOR = "#1f77b4", "#d62728"
 
 
 def is_all_gpus(run: RunResult) -> bool:
-    return run.device.get("torch_device") == ALL
+    return run.device_info.torch_device == ALL
 
 
 def node_table(run: RunResult) -> pd.DataFrame:

@@ -53,22 +53,23 @@ def _frame_table(df: pd.DataFrame) -> str:
     return shown.to_html(index=False, border=0, na_rep="", escape=True, float_format=fmt) + note
 
 
-def device_pairs(device: dict) -> list[tuple[str, object]]:
+def device_pairs(run: RunResult) -> list[tuple[str, object]]:
     """The device description a reader needs to trust a number: what, how big, which datasheet."""
-    spec = device.get("spec") or {}
-    peaks = ", ".join(f"{k} {v}" for k, v in datasheet_peaks(device).items())
-    memory = device.get("total_memory_bytes")
+    device = run.device_info
+    spec = device.spec or {}
+    peaks = ", ".join(f"{k} {v}" for k, v in datasheet_peaks(run.device).items())
+    memory = device.total_memory_bytes
     return [
-        ("device", device.get("label") or device.get("name")),
-        ("kind", device.get("kind")),
+        ("device", device.shown),
+        ("kind", device.kind),
         ("memory", bytes_text(memory) if isinstance(memory, (int, float)) and memory else None),
-        ("compute capability", device.get("compute_capability")),
-        ("SMs", device.get("multiprocessors")),
-        ("cores", device.get("cores")),
-        ("torch threads", device.get("torch_threads")),
-        ("L2 cache", bytes_text(device["l2_cache_bytes"], 0) if device.get("l2_cache_bytes") else None),
-        ("bf16", _SUPPORT_TEXT.get(device.get("bf16_supported"))),
-        ("TF32 flags", ", ".join(f"{k}={v}" for k, v in (device.get("tf32") or {}).items())),
+        ("compute capability", device.compute_capability),
+        ("SMs", device.multiprocessors),
+        ("cores", device.cores),
+        ("torch threads", device.torch_threads),
+        ("L2 cache", bytes_text(device.l2_cache_bytes, 0) if device.l2_cache_bytes else None),
+        ("bf16", _SUPPORT_TEXT.get(device.bf16_supported)),
+        ("TF32 flags", ", ".join(f"{k}={v}" for k, v in (device.tf32 or {}).items())),
         ("datasheet", f"{spec.get('name')}: dense peaks (TFLOPS) {peaks}" if spec else "no datasheet entry"),
     ]
 
@@ -116,7 +117,7 @@ def _run_section(run: RunResult, index: int) -> str:
             else "<p class='muted'>defaults (no settings)</p>"
         )
     )
-    parts.append("<h3>Device</h3>" + _kv_table(device_pairs(run.device)))
+    parts.append("<h3>Device</h3>" + _kv_table(device_pairs(run)))
     parts.append("<h3>Versions</h3>" + _kv_table(list(run.versions.items())))
     if run.rows:
         parts.append(f"<details><summary>Data ({len(run.rows)} rows)</summary>{_frame_table(run.frame())}</details>")

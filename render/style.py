@@ -73,10 +73,8 @@ def device_label(run: RunResult) -> str:
             + (f" on {name}" if name else "")
             + (f" ({source})" if source else "")
         )
-    device = run.device
-    if device.get("kind") == "cpu":
-        return f"CPU — {device.get('name', '')}"
-    return device.get("label") or device.get("name", "unknown device")
+    device = run.device_info
+    return f"CPU — {device.name}" if device.is_cpu else device.shown
 
 
 def html_text(text: str) -> str:

@@ -14,7 +14,7 @@ import plotly.graph_objects as go
 from core.hardware.identity import box_key, box_label
 from core.health.figures import figures_of
 from core.health.history import MAX_EARLIER, compare
-from core.result import RunResult
+from core.result import DeviceInfo, RunResult
 from core.units import count_text
 from render.chart import Chart
 from render.style import color_for, html_text, style, title
@@ -39,7 +39,7 @@ def trend_frame(runs: list[RunResult]) -> pd.DataFrame:
                     "value": figure.value,
                     "unit": figure.unit,
                     "box": box_label(run.device),
-                    "box_name": box_name(run.device),
+                    "box_name": box_name(run.device_info),
                     "run_id": run.id,
                     "regressed": bool(found and found.regressed),
                     "history": found.text if found else "",
@@ -49,12 +49,12 @@ def trend_frame(runs: list[RunResult]) -> pd.DataFrame:
     return pd.DataFrame.from_records(records)
 
 
-def box_name(device: dict) -> str:
+def box_name(device: DeviceInfo) -> str:
     """A box as a legend names it: its host and its GPUs' (or CPU's) names, the UUIDs left to the hover."""
-    parts = device.get("devices") or [device]
-    names = list(dict.fromkeys(str(d.get("name") or "?") for d in parts))
+    parts = [DeviceInfo.of(d) for d in device.devices] or [device]
+    names = list(dict.fromkeys(str(d.name or "?") for d in parts))
     count = f"{len(parts)} × " if len(parts) > 1 and len(names) == 1 else ""
-    return f"{device.get('host') or 'unknown box'}: {count}{', '.join(names)}"
+    return f"{device.host or 'unknown box'}: {count}{', '.join(names)}"
 
 
 TIME_TICKS = "%Y-%m-%d<br>%H:%M"  # a run's start to the minute: a trend spans hours to months, never milliseconds

@@ -103,7 +103,7 @@ def print_run(run: RunResult, as_json: bool) -> None:
         print(dump(run.to_dict()))
         warn_measurement_errors(run)
         return
-    device = run.device.get("label") or run.device.get("name")
+    device = run.device_info.shown
     name = f"  {run.name!s}" if run.name else ""
     print(terminal_text(f"{run.experiment}  {run.id}  [{run.status}]  on {device}  at {run.started_at}{name}"))
     if run.error:

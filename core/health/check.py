@@ -124,7 +124,7 @@ def _doctor_rows(report) -> list[dict]:
 
 def _unfinished(label: str, run: RunResult) -> list[dict]:
     """A step whose run did not finish: not measured (unsupported here) or failed, with the reason."""
-    where = run.device.get("torch_device") or "?"
+    where = run.device_info.torch_device or "?"
     if run.status == "unsupported":
         return [step_row(label, where, "not measured", run.error or "unsupported")]
     return [step_row(label, where, "fail", run.error or run.status)]
@@ -138,7 +138,7 @@ def _run_rows(label: str, run: RunResult, store) -> list[dict]:
     for r in run.rows:  # a part the device cannot run is a row of its own, with the reason
         if r.get("status") == "unsupported" and r.get("kind") in ("host_copy", "peer", "collective"):
             what = {"host_copy": "host↔device copies", "peer": "peer copies", "collective": "all_reduce"}[r["kind"]]
-            rows.append(step_row(what, run.device.get("torch_device") or "?", "not measured", r.get("reason") or ""))
+            rows.append(step_row(what, run.device_info.torch_device or "?", "not measured", r.get("reason") or ""))
     return rows
 
 
@@ -237,7 +237,7 @@ def run_health(
         if own:
             manager.shutdown()
     report.rows = slow_gpus(report.rows)
-    described = [r for r in report.runs if r.device.get("kind") in ("cpu", "cuda")]
+    described = [r for r in report.runs if r.device_info.kind in ("cpu", "cuda")]
     if described:
         report.device, report.versions = described[0].device, described[0].versions
     report.finished_at = now_iso()

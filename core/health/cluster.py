@@ -22,7 +22,7 @@ from core.health.node import Exchange, Fleet, Heartbeat, announce, finish
 from core.health.verdict import overall, summary
 from core.health.words import answer
 from core.jsonable import json_ready
-from core.result import RunResult, new_run_id, now_iso
+from core.result import DeviceInfo, RunResult, new_run_id, now_iso
 from core.text import terminal_text
 from core.units import count_text
 
@@ -121,9 +121,7 @@ def cluster_run(
     first = next((n for n in sorted(nodes, key=lambda n: n.node) if n.device), None)
     device = dict(first.device) if first else {"kind": "unknown", "name": "cluster"}
     failed = [n for n in nodes if n.status != "ok"]
-    device["label"] = (
-        f"torchrun health — {count_text(len(nodes), 'node')}, rank 0: {device.get('label') or device.get('name')}"
-    )
+    device["label"] = f"torchrun health — {count_text(len(nodes), 'node')}, rank 0: {DeviceInfo.of(device).shown}"
     verdict = overall(rows)
     return RunResult(
         experiment="health",

@@ -15,7 +15,7 @@ from dataclasses import dataclass, field
 
 from core.hardware.clocks import SLOWDOWNS, ClockReading
 from core.hardware.health_reference import ALL_REDUCE_FIGURE, PEER_FIGURE
-from core.result import RunResult
+from core.result import DeviceInfo, RunResult
 from core.rows.matmul import TFLOPS
 
 SOAK = "matmul-soak"
@@ -38,6 +38,10 @@ class Figure:
     clocks: ClockReading = field(default_factory=ClockReading)  # what NVML read while it was measured
 
     @property
+    def device_info(self) -> DeviceInfo:
+        return DeviceInfo.of(self.device)
+
+    @property
     def key(self) -> str:
         """What identifies the figure across runs of one box: its name and the device."""
         return f"{self.figure} @ {self.where}"
@@ -47,13 +51,13 @@ def _num(value) -> float | None:
     return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None
 
 
-def _where(device: dict) -> str:
-    return str(device.get("torch_device") or device.get("kind") or "?")
+def _where(device: DeviceInfo) -> str:
+    return str(device.torch_device or device.kind or "?")
 
 
 def soak_figures(run: RunResult) -> list[Figure]:
     """Burst and sustained matmul throughput of a soak run, and the drop between them."""
-    meta, dtype, where = run.meta, run.config.get("dtype", "?"), _where(run.device)
+    meta, dtype, where = run.meta, run.config.get("dtype", "?"), _where(run.device_info)
     out, slowdown = [], _soak_slowdown(meta)
     size = int(meta.get("size") or 0)
     shape = (size, size, size) if size else None
@@ -129,7 +133,7 @@ def _soak_clocks(run: RunResult, phase: str) -> ClockReading:
 
 def _gpu_device(run: RunResult, index) -> dict:
     """The description of GPU ``index`` of an interconnect run (it runs on cuda:0 and uses every GPU)."""
-    if index == run.device.get("index"):
+    if index == run.device_info.index:
         return run.device
     return run.device | {"index": index, "torch_device": f"cuda:{index}", "uuid": None}
 
@@ -184,7 +188,7 @@ def interconnect_figures(run: RunResult) -> list[Figure]:
 def matmul_figures(run: RunResult) -> list[Figure]:
     """The best throughput per dtype of a matmul run (its ``meta.best``): the best of a search where the run was
     a bounded mamf-style search (``--mamf``), else the best point of its sweep, a fixed shape."""
-    where, searched = _where(run.device), bool(run.config.get("mamf"))
+    where, searched = _where(run.device_info), bool(run.config.get("mamf"))
     out = []
     for dtype, best in (run.meta.get("best") or {}).items():
         if not _num(best.get(TFLOPS)):

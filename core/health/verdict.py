@@ -46,7 +46,7 @@ def figure_row(figure: Figure, history: History | None = None) -> dict:
         "figure": figure.figure,
         "where": figure.where,
         "device": device_name(figure.device),
-        "device_kind": figure.device.get("kind"),
+        "device_kind": figure.device_info.kind,
         "measured": figure.value,
         "unit": figure.unit,
         "reference": None,
@@ -68,7 +68,7 @@ def figure_row(figure: Figure, history: History | None = None) -> dict:
         "history": history.to_dict() if history else None,
         "regressed": bool(history and history.regressed),
     }
-    if figure.ceiling is not None and figure.device.get("kind") != "cuda":
+    if figure.ceiling is not None and not figure.device_info.is_cuda:
         flagged = f"the soak flagged it (over {figure.ceiling:g}%)" if figure.flagged else ""
         row["reason"] = "; ".join(x for x in (no_reference(figure.device), flagged) if x)
         return row  # a CPU's drop moves with whatever else the machine runs: measured, not judged

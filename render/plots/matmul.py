@@ -80,7 +80,7 @@ def _scale(run: RunResult) -> float:
 
 
 def _is_cuda(run: RunResult) -> bool:
-    return run.device.get("kind") == "cuda"
+    return run.device_info.is_cuda
 
 
 def _unit(run: RunResult) -> str:
@@ -345,7 +345,7 @@ def overlay(runs: list[RunResult]) -> list[Chart]:
         df = measured(run)
         for dtype, g in df.groupby("dtype", sort=False):
             records.append(
-                {"run": f"{run.id[:8]} {run.device.get('name', '')}", "dtype": dtype, "best_tflops": g[TFLOPS].max()}
+                {"run": f"{run.id[:8]} {run.device_info.name}", "dtype": dtype, "best_tflops": g[TFLOPS].max()}
             )
     data = pd.DataFrame(records)
     fig = go.Figure()

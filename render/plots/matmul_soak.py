@@ -22,12 +22,12 @@ BURST_COLOR, SUSTAINED_COLOR, FLAG_COLOR, THROUGHPUT_COLOR = "#2ca02c", "#1f77b4
 
 def unit(run: RunResult) -> tuple[str, float]:
     """The run's throughput unit and the factor a stored TFLOPS value is multiplied by."""
-    return throughput_unit(run.device.get("kind") == "cuda", ops=run.meta.get("dtype") == "int8")
+    return throughput_unit(run.device_info.is_cuda, ops=run.meta.get("dtype") == "int8")
 
 
 def summaries(run: RunResult) -> dict[str, SoakSummary]:
     """Each device's burst/sustained summary (the engine's meta): one entry, or one per GPU of an all-GPU run."""
-    one = {run.device.get("torch_device") or "device": run.meta}
+    one = {run.device_info.torch_device or "device": run.meta}
     metas = (run.meta.get("devices") or {}) if is_all_gpus(run) else one
     found = {device: SoakSummary.from_meta(meta) for device, meta in metas.items()}
     return {device: summary for device, summary in found.items() if summary}
@@ -44,7 +44,7 @@ def samples(run: RunResult) -> pd.DataFrame:
     if df.empty or TFLOPS not in df:
         return pd.DataFrame()
     if "device" not in df:
-        df["device"] = run.device.get("torch_device") or "device"
+        df["device"] = run.device_info.torch_device or "device"
     df["throughput"] = df[TFLOPS] * unit(run)[1]
     return df
 
@@ -54,7 +54,7 @@ def by_device(run: RunResult) -> dict[str, list[SoakSample]]:
     out: dict[str, list[SoakSample]] = {}
     for row in run.rows:
         if isinstance(row.get(TFLOPS), (int, float)):
-            device = str(row.get("device") or run.device.get("torch_device") or "device")
+            device = str(row.get("device") or run.device_info.torch_device or "device")
             out.setdefault(device, []).append(SoakSample.from_row(row))
     return out
 
@@ -157,9 +157,7 @@ def _layout(fig: go.Figure, run: RunResult, panels: list[tuple[str, str]], name:
     """Title (saying why there are no NVML panels where there are none), height and axis titles."""
     detail = "one point per second (whole calls ÷ the sample's measured length); shaded: burst window"
     if not panels:
-        detail += "; no clock, temperature or power: NVML not read" + (
-            " (a CPU)" if run.device.get("kind") == "cpu" else ""
-        )
+        detail += "; no clock, temperature or power: NVML not read" + (" (a CPU)" if run.device_info.is_cpu else "")
     style(fig, title("Matmul soak: burst vs sustained", run, detail), "", name)
     fig.update_layout(height=420 + 170 * len(panels))
     fig.update_xaxes(title_text="seconds since sampling began", row=1 + len(panels), col=1)
@@ -201,11 +199,11 @@ def figures(run: RunResult) -> list[Chart]:
 
 def overlay(runs: list[RunResult]) -> list[Chart]:
     """Burst and sustained of each run (each GPU of an all-GPU run), side by side; one unit for the chart."""
-    cuda = any(run.device.get("kind") == "cuda" for run in runs)
+    cuda = any(run.device_info.is_cuda for run in runs)
     name, scale = throughput_unit(cuda)
     records = [
         {
-            "run": f"{run.id[:8]} {device if is_all_gpus(run) else run.device.get('name', '')}",
+            "run": f"{run.id[:8]} {device if is_all_gpus(run) else run.device_info.name}",
             "burst_tflops": s.burst_tflops,
             "sustained_tflops": s.sustained_tflops,
             "drop_pct": s.drop_pct,
