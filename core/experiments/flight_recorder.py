@@ -43,6 +43,7 @@ class FlightRecorderConfig:
 
 def run(cfg: FlightRecorderConfig, ctx: Context):
     from core.workload.files import names_of, sha256
+    from core.workload.findings import to_store
     from core.workload.hang.analysis import analyse
     from core.workload.hang.dump import Tally, check_names, check_one_job, dump_files, read_dump
     from core.workload.hang.findings import hang_findings
@@ -65,7 +66,7 @@ def run(cfg: FlightRecorderConfig, ctx: Context):
     finally:
         if collecting:
             gc.enable()
-    meta["findings"] = hang_findings(meta, rows)
+    meta["findings"] = to_store(hang_findings(meta, rows))
     meta.update(
         {
             "file": names_of(files),

@@ -72,7 +72,7 @@ def overview_rows(analysis, max_points: int = OVERVIEW_POINTS) -> list[dict]:
 
 
 def run(cfg: MemorySnapshotConfig, ctx: Context):
-    from core.workload.findings import snapshot_findings
+    from core.workload.findings import snapshot_findings, to_store
     from core.workload.snapshot import detail
     from core.workload.snapshot.analysis import analyse
     from core.workload.snapshot.reader import read_snapshot
@@ -98,7 +98,7 @@ def run(cfg: MemorySnapshotConfig, ctx: Context):
     )
     if cfg.example:
         examples.label(summary, cfg.example)
-    summary["findings"] = snapshot_findings(summary)
+    summary["findings"] = to_store(snapshot_findings(summary))
     yield Progress(3, 3, "done")
     return Output(rows=rows, meta=summary)
 

@@ -39,7 +39,7 @@ class ProfilerTraceRanksConfig:
 
 def run(cfg: ProfilerTraceRanksConfig, ctx: Context):
     from core.workload.files import names_of, sha256
-    from core.workload.findings import ranks_findings
+    from core.workload.findings import ranks_findings, to_store
     from core.workload.trace.ranks import check_one_job, combine, rank_files, read_rank
 
     files = rank_files(cfg.paths)
@@ -54,7 +54,7 @@ def run(cfg: ProfilerTraceRanksConfig, ctx: Context):
         digests[rank.row["rank"]] = sha256(path)
         ranks.append(rank)
     rows, meta = combine(ranks)
-    meta["findings"] = ranks_findings(meta, rows)
+    meta["findings"] = to_store(ranks_findings(meta, rows))
     meta.update(
         {
             "file": names_of(files),

@@ -1,13 +1,16 @@
 """A diagnosis first: up to three findings about an imported workload, in plain words, each with its number.
 
-Derived once, when the file is imported, and stored in the run's ``meta["findings"]``; the page and the CLI
-show them before any table. Each finding is ``{"kind", "text", "value", "unit"}``: ``value`` is the number the
-sentence rests on (``unit`` ``%``, ``us`` or ``bytes``), so a reader, a test or a script can check it. A finding's
-text is plain text, one rule for every reader: no Markdown (a kernel or an operator is named as it is, never in
-backticks), no Python repr (a shape is ``4×8``: :func:`core.units.shapes_text`), and its shares are written to the
+Every producer (here, :mod:`core.workload.trace` and :mod:`core.workload.hang.findings`) returns :class:`Finding`
+candidates; :func:`ranked` picks the ones an import opens with, and the run stores them in ``meta["findings"]``
+(:func:`to_store`: ``{"kind", "text", "value", "unit"}`` and, where there is one, ``time_us``, ``cause``); the page
+and the CLI read them back typed (:func:`stored_findings`) and show them before any table. ``value`` is the number
+the sentence rests on (``unit`` ``%``, ``us``, ``bytes`` or ``ranks``), so a reader, a test or a script can check
+it. A finding's text is plain text, one rule for every reader: no Markdown (a kernel or an operator is named as it
+is, never in backticks), no Python repr (a shape is ``4×8``: :func:`core.units.shapes_text`), and its shares are written to the
 same 0.1 % as the page's figures beside it (a host wait of 99.6 % never reads "100 %").
 
-The candidates are ranked by how much of the whole each explains, one measure per kind of file:
+What failed or holds the job back comes first (an out-of-memory, a hang, the rank the others wait for); the others
+are ranked by how much of the whole each explains, one measure per kind of file:
 
 - **a trace**: the share of the GPU's span (first activity to last) — idle time, exposed communication (no
   compute hides it), and the kernel group with the most kernel time (its share of the kernel time, kernels only;
@@ -25,6 +28,10 @@ The candidates are ranked by how much of the whole each explains, one measure pe
 
 from __future__ import annotations
 
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field, replace
+from typing import Any
+
 from core.units import bytes_text, us_text
 
 MAX_FINDINGS = 3
@@ -32,28 +39,85 @@ MIN_SPAN_SHARE = 0.05  # a trace finding explains at least this share of the spa
 BEFORE_RECORDING = -2  # the snapshot analysis' site of blocks allocated before recording (no stack)
 OTHERS = "others"  # what a straggler's figures are held against: the other ranks (a run stored before: every rank)
 
+CRITICAL, WARNING, INFO = "critical", "warning", "info"
+# what failed or holds the job back opens the list: an out-of-memory, a hang, the rank the others wait for; what only
+# limits the reading is a note; every other kind is time or memory spent (stored findings carry no severity)
+SEVERITY = {"oom": CRITICAL, "hang": CRITICAL, "straggler": CRITICAL, "arrival": CRITICAL} | dict.fromkeys(
+    ("no_hang", "ranks_without_dump", "wrapped", "no_trace", "short_trace"), INFO
+)
+_STORED = ("kind", "text", "value", "unit", "time_us", "cause")
 
-def _finding(kind: str, text: str, value: float, unit: str, time_us: float | None = None) -> dict:
-    out = {"kind": kind, "text": text, "value": value, "unit": unit}
-    return out | {"time_us": time_us} if time_us is not None else out
+
+@dataclass(frozen=True)
+class Finding:
+    """One thing an import says first, in plain words, with the number it rests on (a reader, a test or a script can
+    check it). ``text`` is ``what`` + ``why`` + ``advice``: each part carries the words joining it to the one before
+    (": fragmentation — …", " — try: …"); a finding read back from a stored run has its whole sentence in ``what``."""
+
+    kind: str
+    what: str  # what was found, with its figures
+    value: float  # how much: the number the sentence rests on, in ``unit``
+    unit: str  # "%", "us", "bytes" or "ranks"
+    why: str = ""  # the cause, where the analysis names one
+    advice: str = ""  # what to try, where the file supports it
+    time_us: float | None = None  # the time it explains (stored): a trace's findings are ranked by it
+    cause: str | None = None  # stored: one finding a cause is said
+    weight: float | None = None  # not stored: what ranks it when it has no time (a snapshot's bytes, a rank's share)
+    extra: Mapping[str, Any] = field(default_factory=dict)  # stored keys of one kind ("rank", "reasons", "count")
+
+    @property
+    def text(self) -> str:
+        return self.what + self.why + self.advice
+
+    @property
+    def severity(self) -> str:
+        return SEVERITY.get(self.kind, WARNING)
+
+    def to_dict(self) -> dict:
+        """The stored form, with the keys and order runs have always had."""
+        out = {"kind": self.kind, "text": self.text, "value": self.value, "unit": self.unit}
+        out |= {"time_us": self.time_us} if self.time_us is not None else {}
+        return out | dict(self.extra) | ({"cause": self.cause} if self.cause is not None else {})
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Finding:
+        extra = {k: v for k, v in d.items() if k not in _STORED}
+        return cls(d["kind"], d["text"], d["value"], d["unit"], time_us=d.get("time_us"), cause=d.get("cause"),
+                   extra=extra)  # fmt: skip
 
 
-def ranked(findings: list[dict], cap: int = MAX_FINDINGS) -> list[dict]:
-    """A trace's findings from every analysis, the most time first (``time_us``: what each explains), one per
-    ``cause`` (the one with the most time), at most ``cap``; a finding without a time keeps its place after those
-    with one."""
-    timed = sorted((f for f in findings if f.get("time_us") is not None), key=lambda f: -f["time_us"])
+def stored_findings(meta: Mapping[str, Any]) -> list[Finding]:
+    """A stored run's findings, typed (none for a run without)."""
+    return [Finding.from_dict(f) for f in meta.get("findings") or []]
+
+
+def _measure(f: Finding) -> float | None:
+    return f.weight if f.weight is not None else f.time_us
+
+
+def ranked(findings: Iterable[Finding], cap: int = MAX_FINDINGS) -> list[Finding]:
+    """The findings an import opens with, for every kind of file: a critical one first, then the most time (or bytes,
+    or share: ``weight``) first, one per ``cause`` (the one ranked first), at most ``cap``; a finding without a
+    measure keeps its place after those with one."""
+    found = list(findings)
+    order = sorted(range(len(found)), key=lambda i: (found[i].severity != CRITICAL, _measure(found[i]) is None,
+                                                    -(_measure(found[i]) or 0.0), i))  # fmt: skip
     said: set[str] = set()
     out = []
-    for f in timed + [f for f in findings if f.get("time_us") is None]:
-        if f.get("cause") in said:  # one finding a cause: the host's data loading before and between the kernels
+    for f in (found[i] for i in order):
+        if f.cause in said:  # one finding a cause: the host's data loading before and between the kernels
             continue
-        said |= {f["cause"]} if f.get("cause") else set()
+        said |= {f.cause} if f.cause else set()
         out.append(f)
     return out[:cap]
 
 
-def _idle(m: dict, who: str) -> tuple[float, dict] | None:
+def to_store(findings: Iterable[Finding]) -> list[dict]:
+    """What a run stores: the findings ranked and capped, each in its stored form."""
+    return [f.to_dict() for f in ranked(findings)]
+
+
+def _idle(m: dict, who: str) -> tuple[float, Finding] | None:
     span = m.get("span_us") or 0.0
     if not span:
         return None
@@ -69,10 +133,10 @@ def _idle(m: dict, who: str) -> tuple[float, dict] | None:
         else ""
     )
     text = f"{who}GPU idle {share:.1%} of the span ({us_text(m['idle_us'])} of {us_text(span)}){host}"
-    return share, _finding("idle", text, 100 * share, "%", m["idle_us"])
+    return share, Finding("idle", text, 100 * share, "%", time_us=m["idle_us"])
 
 
-def _exposed(m: dict, who: str) -> tuple[float, dict] | None:
+def _exposed(m: dict, who: str) -> tuple[float, Finding] | None:
     span, exposed = m.get("span_us") or 0.0, m.get("exposed_communication_us") or 0.0
     if not span or not exposed:
         return None
@@ -80,10 +144,10 @@ def _exposed(m: dict, who: str) -> tuple[float, dict] | None:
     text = (
         f"{who}exposed communication {share:.1%} of the span ({us_text(exposed)}): collectives no compute kernel hides"
     )
-    return share, _finding("exposed_communication", text, 100 * share, "%", exposed)
+    return share, Finding("exposed_communication", text, 100 * share, "%", time_us=exposed)
 
 
-def _top_group(m: dict, rows: list[dict]) -> tuple[float, dict] | None:
+def _top_group(m: dict, rows: list[dict]) -> tuple[float, Finding] | None:
     groups = [r for r in rows if r.get("kind") == "group" and r.get("count")]
     span = m.get("span_us") or 0.0
     if not groups or not span:
@@ -98,11 +162,11 @@ def _top_group(m: dict, rows: list[dict]) -> tuple[float, dict] | None:
             share = top["total_us"] / m["kernel_time_us"] if m.get("kernel_time_us") else 0.0
         what = f"{top['group']} kernels take {share:.1%} of kernel time (kernel durations summed)"
     text = f"{what} ({us_text(top['total_us'])} over {top['count']:,} launches)"
-    found = _finding("kernel_group", text, 100 * share, "%", top["total_us"])
-    return min(top["total_us"] / span, 1.0), found | {"cause": f"{top['group']} kernels"}
+    found = Finding("kernel_group", text, 100 * share, "%", time_us=top["total_us"], cause=f"{top['group']} kernels")
+    return min(top["total_us"] / span, 1.0), found
 
 
-def trace_findings(meta: dict, rows: list[dict]) -> list[dict]:
+def trace_findings(meta: dict, rows: list[dict]) -> list[Finding]:
     """Findings of one imported trace (its busiest GPU), largest share of the span first."""
     if not meta.get("gpu_activities"):
         return []
@@ -137,7 +201,7 @@ def by_kernel_text(count: int) -> str:
     return f"{count:,} by kernel name and stream order"
 
 
-def _arrivals(meta: dict, rank_rows: list[dict]) -> list[dict]:
+def _arrivals(meta: dict, rank_rows: list[dict]) -> list[Finding]:
     """The rank the others waited for at the collectives matched across the ranks, when the waits are at least
     :data:`MIN_SPAN_SHARE` of the ranks' communication time (stored runs from before have none)."""
     a = meta.get("arrivals") or {}
@@ -152,10 +216,10 @@ def _arrivals(meta: dict, rank_rows: list[dict]) -> list[dict]:
         f"the ranks{how}; the ranks waited {us_text(a['waited_us'])} in all for the last to arrive ({share:.1%} of "
         "their communication time): waiting for a peer, not moving data"
     )
-    return [_finding("arrival", text, 100 * share, "%")]
+    return [Finding("arrival", text, 100 * share, "%")]
 
 
-def _verdict(meta: dict, rank_rows: list[dict]) -> dict | None:
+def _verdict(meta: dict, rank_rows: list[dict]) -> Finding | None:
     """The judgement of which rank holds the job back (``meta["verdict"]``), its evidence in one sentence: when it
     arrives last at the collectives, whether its host or its compute explains it, and the compute margin said as
     noise where it is one. None where no rank stands out (or the run predates the judgement)."""
@@ -201,10 +265,10 @@ def _verdict(meta: dict, rank_rows: list[dict]) -> dict | None:
         if "compute" in reasons
         else 100 * (v["host_wait_share"] or 0.0)
     )
-    return _finding("straggler", text, value, "%", time) | {"rank": rank, "reasons": reasons}
+    return Finding("straggler", text, value, "%", time_us=time, extra={"rank": rank, "reasons": reasons})
 
 
-def ranks_findings(meta: dict, rows: list[dict]) -> list[dict]:
+def ranks_findings(meta: dict, rows: list[dict]) -> list[Finding]:
     """Findings of a job's ranks (``rows``: the run's): the one judgement of the rank holding the job back, with
     its evidence in one sentence (runs stored before it: the straggler by compute and the rank the others waited
     for, apart), then the worst rank's idle or exposed communication — with how long its collectives waited for
@@ -214,11 +278,12 @@ def ranks_findings(meta: dict, rows: list[dict]) -> list[dict]:
     out = []
     s = meta["straggler"]
     verdict = _verdict(meta, rank_rows)
+    reasons = verdict.extra["reasons"] if verdict is not None else []
     if verdict is not None:
         out.append(verdict)
     elif "verdict" not in meta and len(rank_rows) > 1 and s["margin_us"] > 0:  # a run stored before the judgement
         out.append(
-            _finding(
+            Finding(
                 "straggler",
                 f"rank {s['rank']} is the straggler: {s['margin_pct']:+.1f}% compute over the median rank "
                 f"({us_text(s['compute_us'])} against {us_text(s['median_compute_us'])}, {us_text(s['margin_us'])} more)"
@@ -227,10 +292,9 @@ def ranks_findings(meta: dict, rows: list[dict]) -> list[dict]:
                 "%",
             )
         )
-    if verdict is None or "arrives_last" not in verdict["reasons"]:
+    if "arrives_last" not in reasons:
         out += _arrivals(meta, rank_rows)
-    named = verdict["rank"] if verdict is not None and "host_bound" in verdict["reasons"] else None
-    worst = []
+    named = verdict.extra["rank"] if verdict is not None and "host_bound" in reasons else None
     for kind in (_idle, _exposed):
         found = [
             (c, r["rank"])
@@ -239,17 +303,17 @@ def ranks_findings(meta: dict, rows: list[dict]) -> list[dict]:
         ]
         if found and (top := max(found, key=lambda c: c[0][0]))[0][0] >= MIN_SPAN_SHARE:
             (share, finding), rank = top
-            if kind is _exposed and waited.get(rank):
-                finding["text"] += (
-                    f"; its collectives waited {us_text(waited[rank])} in all for the last rank to arrive (rank "
-                    f"{meta['arrivals']['last_rank']} arrives last most often)"
-                )
-            worst.append((share, finding))
-    out += [f for _, f in sorted(worst, key=lambda c: -c[0])]
-    return out[:MAX_FINDINGS]
+            why = (
+                f"; its collectives waited {us_text(waited[rank])} in all for the last rank to arrive (rank "
+                f"{meta['arrivals']['last_rank']} arrives last most often)"
+                if kind is _exposed and waited.get(rank)
+                else ""
+            )
+            out.append(replace(finding, why=why, weight=share))  # the worst rank's share of its span ranks it
+    return out
 
 
-def _oom(o: dict) -> dict:
+def _oom(o: dict) -> Finding:
     """What failed, from the figures the analysis keeps (``meta["oom"]``), why, and what to try."""
     pool = o["pool"]
     text = (
@@ -257,26 +321,25 @@ def _oom(o: dict) -> dict:
         f"{bytes_text(o['device_free_bytes'])} free on the device and {bytes_text(o['reserved_unallocated_bytes'])} "
         f"reserved but unallocated, whose largest free block is {bytes_text(o['largest_free_block_bytes'][pool])}"
     )
+    smaller = "; make less live at once (a smaller batch)"
     cause = oom_cause(o)
     if cause == "fragmentation" and not o["expandable_segments"]:
-        advice = (
-            ": fragmentation — enough is reserved but no block is large enough; try "
-            "PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"
-        )
+        why = ": fragmentation — enough is reserved but no block is large enough"
+        advice = "; try PYTORCH_CUDA_ALLOC_CONF=expandable_segments:True"
     elif cause == "fragmentation":
-        advice = ": fragmentation, with expandable segments already on; make less live at once (a smaller batch)"
+        why, advice = ": fragmentation, with expandable segments already on", smaller
     elif cause == "process limit":
-        advice = (
+        why = (
             f": not the device's memory — it had room for the {bytes_text(o['segment_request_bytes'])} the "
             "allocator would ask it for, so a limit of this process refused it "
             "(torch.cuda.set_per_process_memory_fraction, or another cap) below the "
-            f"{bytes_text(o['reserved_bytes'])} reserved + {bytes_text(o['segment_request_bytes'])}; "
-            "raise the limit, or make less live at once"
+            f"{bytes_text(o['reserved_bytes'])} reserved + {bytes_text(o['segment_request_bytes'])}"
         )
+        advice = "; raise the limit, or make less live at once"
     else:
-        advice = ": not fragmentation — too little is free; make less live at once (a smaller batch)"
-    where = f", at {o['site']}" if o.get("site") else ""
-    return _finding("oom", text + advice + where, o["requested_bytes"], "bytes")
+        why, advice = ": not fragmentation — too little is free", smaller
+    where = f", at {o['site']}" if o.get("site") else ""  # the site closes the sentence
+    return Finding("oom", text, o["requested_bytes"], "bytes", why=why, advice=advice + where)
 
 
 def oom_cause(o: dict) -> str:
@@ -300,7 +363,7 @@ def _largest_line(sites: list[dict]) -> dict | None:
 SHORT_TRACE = 1  # torch 2.0's _record_memory_history kept this many trace entries by default (trace_alloc_max_entries)
 
 
-def _short_trace(meta: dict) -> dict | None:
+def _short_trace(meta: dict) -> Finding | None:
     """A torch 2.0 snapshot whose trace kept one entry while its blocks' stacks say recording was on: the state at
     the dump, with a longer trace buffer to try, not blocks "from before recording" that no stack names."""
     n, named = meta.get("trace_events") or 0, meta.get("baseline_with_stack_bytes") or 0
@@ -312,10 +375,10 @@ def _short_trace(meta: dict) -> dict | None:
         "trace_alloc_max_entries (max_entries in newer torch) to see when they were allocated; what is shown is the "
         "state at the time of the snapshot, not a peak"
     )
-    return _finding("short_trace", text, named, "bytes")
+    return _held("short_trace", text, named)
 
 
-def snapshot_findings(meta: dict) -> list[dict]:
+def snapshot_findings(meta: dict) -> list[Finding]:
     """Findings of an imported memory snapshot: an out-of-memory first, then the most bytes first."""
     oom = [_oom(meta["oom"])] if meta.get("oom") else []
     peak = meta.get("peak_allocated_bytes") or 0
@@ -328,53 +391,56 @@ def snapshot_findings(meta: dict) -> list[dict]:
     site = _largest_line(meta.get("top_sites_at_peak") or [])
     if site:
         candidates.append(
-            _finding(
+            _held(
                 "site",
                 f"the largest allocation site {when} is {site['label']}: {bytes_text(site['bytes'])} "
                 f"({site['bytes'] / peak:.1%} of the {bytes_text(peak)} {'peak' if traced else 'allocated'}) in "
                 f"{site['blocks']:,} block(s)",
                 site["bytes"],
-                "bytes",
             )
         )
     if short is not None:
         candidates.append(short)
     elif not traced:
         candidates.append(
-            _finding(
+            _held(
                 "no_trace",
                 f"no trace was recorded: only the state at the time of the snapshot is known ({bytes_text(peak)} "
                 f"allocated in {meta.get('baseline_allocated_blocks', 0):,} block(s)), not when or in what order it "
-                "was allocated; record with torch.cuda.memory._record_memory_history() to see that",
+                "was allocated",
                 peak,
-                "bytes",
+                "; record with torch.cuda.memory._record_memory_history() to see that",
             )
         )
     elif before := meta.get("baseline_allocated_bytes"):
         candidates.append(
-            _finding(
+            _held(
                 "before_recording",
                 f"{bytes_text(before)} was allocated before recording began ({before / peak:.1%} of the peak): "
-                "no stack names it; record earlier to see whose it is",
+                "no stack names it",
                 before,
-                "bytes",
+                "; record earlier to see whose it is",
             )
         )
     if gap := meta.get("fragmentation_at_peak_bytes"):
         reserved = meta.get("reserved_at_peak_bytes") or meta.get("peak_reserved_bytes") or 0
         share = f" ({gap / reserved:.1%} of {bytes_text(reserved)} reserved)" if reserved else ""
         candidates.append(
-            _finding(
+            _held(
                 "reserved_gap",
                 f"reserved − allocated {when} is {bytes_text(gap)}{share}: memory the allocator holds that no "
                 "tensor uses",
                 gap,
-                "bytes",
             )
         )
-    return (oom + sorted(candidates, key=lambda f: -f["value"]))[:MAX_FINDINGS]
+    return oom + candidates
+
+
+def _held(kind: str, what: str, nbytes: float, advice: str = "") -> Finding:
+    """A snapshot's finding about bytes held: the bytes rank it."""
+    return Finding(kind, what, nbytes, "bytes", advice=advice, weight=nbytes)
 
 
 def finding_lines(meta: dict) -> list[str]:
     """The findings as the first lines of a text report."""
-    return [f"finding: {f['text']}" for f in meta.get("findings") or []]
+    return [f"finding: {f.text}" for f in stored_findings(meta)]

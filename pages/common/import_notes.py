@@ -7,6 +7,7 @@ from __future__ import annotations
 import streamlit as st
 
 from core.result import RunResult
+from core.workload.findings import stored_findings
 from pages.common.markdown import markdown_text
 
 
@@ -31,9 +32,9 @@ def provenance(run: RunResult) -> None:
 
 def findings(meta: dict) -> None:
     """The diagnosis first: the import's findings, each with its number."""
-    if found := meta.get("findings"):
+    if found := stored_findings(meta):
         st.markdown(
-            "**What stands out**\n\n" + "\n".join(f"{i}. {markdown_text(f['text'])}" for i, f in enumerate(found, 1))
+            "**What stands out**\n\n" + "\n".join(f"{i}. {markdown_text(f.text)}" for i, f in enumerate(found, 1))
         )
 
 

@@ -1,8 +1,8 @@
 """The diagnosis of a hang in plain words, first: which collective, which rank did not arrive, what it did
 instead, where in the code — from the summary :func:`core.workload.hang.analysis.analyse` derived, with its numbers.
 
-Each finding is ``{"kind", "text", "value", "unit"}`` as :mod:`core.workload.findings` defines them; the
-value of a hang is the number of ranks that stopped it (missing or mismatched), of the others what they count.
+Each is a :class:`~core.workload.findings.Finding`, ranked there with every import's; the value of a hang is the
+number of ranks that stopped it (missing or mismatched), of the others what they count.
 """
 
 from __future__ import annotations
@@ -10,14 +10,11 @@ from __future__ import annotations
 from datetime import UTC, datetime
 
 from core.units import bytes_text, duration_text, shapes_text
+from core.workload.findings import MAX_FINDINGS as MAX_FINDINGS  # one cap for every import
+from core.workload.findings import Finding
 
-MAX_FINDINGS = 3
 MAX_BEHIND = 3  # the collectives a hang's text names as waiting behind it; the rest are counted
 _TORCH_DIRS = ("/torch/distributed/", "/torch/nn/parallel/", "/torch/_dynamo/", "/torch/utils/")
-
-
-def _finding(kind: str, text: str, value: float, unit: str) -> dict:
-    return {"kind": kind, "text": text, "value": value, "unit": unit}
 
 
 def clock(ns: int) -> str:
@@ -74,7 +71,7 @@ def _instead(rank_row: dict | None) -> str:
     )
 
 
-def _hang(s: dict, rows: dict[int, dict]) -> dict:
+def _hang(s: dict, rows: dict[int, dict]) -> Finding:
     culprits = s["ranks_missing"] + [m["rank"] for m in s["ranks_mismatched"]]
     where = user_frame(s["frames"])
     at = f"; the others called it from {where}" if where else ""
@@ -89,7 +86,7 @@ def _hang(s: dict, rows: dict[int, dict]) -> dict:
             )
         else:
             text = f"rank {src}'s send #{s['seq_id']} and rank {dst}'s recv ({src}→{dst}) move other sizes"
-        return _finding("hang", text + _instead(rows.get(other)) + at, len(culprits) or 1, "ranks")
+        return Finding("hang", text + _instead(rows.get(other)) + at, len(culprits) or 1, "ranks")
     parts = []
     if s["ranks_missing"]:
         parts.append(f"{_ranks(s['ranks_missing'])} never entered {_what(s)}")
@@ -127,7 +124,7 @@ def _hang(s: dict, rows: dict[int, dict]) -> dict:
     if len(behind) > MAX_BEHIND:
         more = len(behind) - MAX_BEHIND
         text += f"; {more:,} more collective{'s' * (more != 1)} of other groups wait behind it"
-    return _finding("hang", text + at, len(culprits), "ranks")
+    return Finding("hang", text + at, len(culprits), "ranks")
 
 
 def _late(late: dict) -> str:
@@ -140,7 +137,7 @@ def _late(late: dict) -> str:
     )
 
 
-def hang_findings(meta: dict, rank_rows: list[dict]) -> list[dict]:
+def hang_findings(meta: dict, rank_rows: list[dict]) -> list[Finding]:
     """The stuck collective first, then what limits the reading: ranks without a dump, wrapped buffers."""
     rows = {r["rank"]: r for r in rank_rows}
     out = []
@@ -150,7 +147,7 @@ def hang_findings(meta: dict, rank_rows: list[dict]) -> list[dict]:
     absent = meta["ranks_without_dump"] or (s["ranks_without_dump"] if s else [])
     if absent:
         out.append(
-            _finding(
+            Finding(
                 "ranks_without_dump",
                 f"no dump from {_ranks(absent)}: what {'it' if len(absent) == 1 else 'they'} did is not known; "
                 "the matching reads the other ranks only",
@@ -161,35 +158,35 @@ def hang_findings(meta: dict, rank_rows: list[dict]) -> list[dict]:
     if wrapped := meta["wrapped_ranks"]:
         oldest = max(rows[r]["first_seq_in_buffer"] or 0 for r in wrapped)
         out.append(
-            _finding(
+            Finding(
                 "wrapped",
                 f"the buffer of {_ranks(wrapped)} wrapped: collectives before #{oldest} of {meta['group']!r} are "
-                "gone; their states are unknown, the newer ones are read as recorded (a larger TORCH_FR_BUFFER_SIZE "
-                "keeps more)",
+                "gone; their states are unknown, the newer ones are read as recorded",
                 len(wrapped),
                 "ranks",
+                advice=" (a larger TORCH_FR_BUFFER_SIZE keeps more)",
             )
         )
     if s is None:
         out[:0] = _no_hang(meta, rank_rows)
-    return out[:MAX_FINDINGS]
+    return out
 
 
-def _no_hang(meta: dict, rank_rows: list[dict]) -> list[dict]:
+def _no_hang(meta: dict, rank_rows: list[dict]) -> list[Finding]:
     """No disagreement: say so, and where ranks were still waiting at their dumps, who they waited for."""
     agree = f"the dumps show no hang: the {len(rank_rows)} ranks agree on every collective they recorded"
     waiting = [r["rank"] for r in rank_rows if r["state"] == "waiting"]
     if not waiting:
-        return [_finding("no_hang", f"{agree} and none is left waiting", 0, "ranks")]
+        return [Finding("no_hang", f"{agree} and none is left waiting", 0, "ranks")]
     late = meta.get("late")
     where = f" in {late['op']} #{late['seq_id']} of {_group(late)}" if late else ""
     text = f"{agree}; {_ranks(waiting)} {'was' if len(waiting) == 1 else 'were'} still waiting{where} at the dump"
     if late and late["ranks_completed"]:
         text += f", which {_ranks(late['ranks_completed'])} completed: they were dumped before it ended"
-    out = [_finding("no_hang", text, 0, "ranks")]
+    out = [Finding("no_hang", text, 0, "ranks")]
     if late:
         out.append(
-            _finding(
+            Finding(
                 "late_rank",
                 f"{_late(late)}: {_ranks(late['others'])} waited for it in {late['op']} #{late['seq_id']} of "
                 f"{_group(late)} — a slow rank, not a hang",

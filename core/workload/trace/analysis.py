@@ -10,7 +10,7 @@ from core.workload.trace.file import TraceFile
 
 def analyse(data: TraceFile, top: int) -> tuple[list[dict], dict]:
     """Rows and meta of a trace read by :func:`core.workload.trace.timeline.read_trace`, ``meta["findings"]`` ranked."""
-    from core.workload.findings import ranked, trace_findings
+    from core.workload.findings import to_store, trace_findings
     from core.workload.trace.collective_calls import collective_rows
     from core.workload.trace.host_gaps import (
         before_first_kernel_findings,
@@ -38,7 +38,7 @@ def analyse(data: TraceFile, top: int) -> tuple[list[dict], dict]:
     # the answer first, the most time first and at most three: what the host did before the kernels and while the
     # GPU idled, the operators' patterns and the tensor cores left unused (each naming an operator, a module or a
     # kernel), the summary's findings
-    meta["findings"] = ranked(
+    meta["findings"] = to_store(
         before_first_kernel_findings(meta)
         + step_stall_findings(steps)  # of equal times, the one step's stall says more than the whole trace's cause
         + host_gap_findings(meta, steps)

@@ -35,6 +35,7 @@ from collections.abc import Sequence
 import numpy as np
 
 from core.units import us_text
+from core.workload.findings import Finding
 from core.workload.trace import remedies
 from core.workload.trace.cpu_ops import ANNOTATION, OP, PYTHON, RUNTIME, CpuOps
 from core.workload.trace.file import MEMCPY, TraceFile, correlated
@@ -431,11 +432,10 @@ def _allocator_every_step(meta: dict, steps: Sequence[dict]) -> bool | None:
     return False if (meta.get("host_gaps") or {}).get("allocator_in_warmup", 0.0) >= 0.5 else None
 
 
-def host_gap_findings(meta: dict, steps: Sequence[dict] = ()) -> list[dict]:
+def host_gap_findings(meta: dict, steps: Sequence[dict] = ()) -> list[Finding]:
     """The largest causes of the GPU's gaps (≥ 5 % of the span) as findings naming the operator (and its line
     where recorded), with what to try where the trace supports it (:mod:`core.workload.trace.remedies`): the named
-    causes first, then other CPU work and no CPU event, each largest first: ``{"kind": "host_gap", "text", "value"
-    (% of the span), "unit": "%", "time_us", "cause"}``."""
+    causes first, then other CPU work and no CPU event, each largest first, its value the % of the span."""
     gaps, span = meta.get("host_gaps") or {}, meta.get("span_us") or 0.0
     out = []
     vague = (CAUSES[OTHER], CAUSES[NONE])  # a named cause is the more useful finding: it goes first
@@ -453,12 +453,12 @@ def host_gap_findings(meta: dict, steps: Sequence[dict] = ()) -> list[dict]:
             text = f"{held} in {top['op']}{where} — {c['cause']} on the launching thread" if top else held
         every_step = _allocator_every_step(meta, steps) if c["cause"] == "allocator" else None
         waits = bool(top and top.get("longest_us", 0.0) >= OUTSIDE_US)
-        if advice := remedies.for_gap(c["cause"], allocator_every_step=every_step, waits_outside=waits):
-            text += f" — try: {advice}" if not advice.startswith(("allocations", "the call")) else f": {advice}"
+        advice = remedies.for_gap(c["cause"], allocator_every_step=every_step, waits_outside=waits)
+        if advice:  # what to try, or what the time is where the trace says it is no fault ("allocations of …")
+            advice = f" — try: {advice}" if not advice.startswith(("allocations", "the call")) else f": {advice}"
         out.append(
-            {"kind": "host_gap", "text": text, "value": 100 * share, "unit": "%", "time_us": c["time_us"],
-             "cause": c["cause"]}
-        )  # fmt: skip
+            Finding("host_gap", text, 100 * share, "%", advice=advice or "", time_us=c["time_us"], cause=c["cause"])
+        )
     return out
 
 
@@ -466,7 +466,7 @@ STALL_RATIO = 2.0  # a step's time in a named cause at least this many times the
 STALL_STEPS = 3  # a median needs at least this many steps
 
 
-def step_stall_findings(steps: list[dict]) -> list[dict]:
+def step_stall_findings(steps: list[dict]) -> list[Finding]:
     """The step whose host held the GPU idle longest in one named cause (a copy, a synchronisation, the
     allocator, data loading, the optimizer), where that is at least :data:`STALL_RATIO` times the median step's
     and :data:`MIN_SPAN_SHARE` of the step's GPU window: one step stalls (a slow batch, a checkpoint, a
@@ -490,10 +490,10 @@ def step_stall_findings(steps: list[dict]) -> list[dict]:
         f"window ({share:.1%}) while the host was in it, against {us_text(median) if median else 'none'} in the "
         f"median step of {len(timed):,} — one step, not the steady state"
     )
-    return [{"kind": "step_stall", "text": text, "value": 100 * share, "unit": "%", "time_us": us, "cause": name}]
+    return [Finding("step_stall", text, 100 * share, "%", time_us=us, cause=name)]
 
 
-def before_first_kernel_findings(meta: dict) -> list[dict]:
+def before_first_kernel_findings(meta: dict) -> list[Finding]:
     """The host's time before each step's first kernel (``meta["host_before_first_kernel"]``), where it is at least
     :data:`MIN_SPAN_SHARE` of the steps' wall: what the host was in, with what to try for its cause."""
     b = meta.get("host_before_first_kernel") or {}
@@ -508,15 +508,15 @@ def before_first_kernel_findings(meta: dict) -> list[dict]:
         + "), the GPU idle"
     )
     cause = next(iter(b["causes"]), None)
+    why = advice = ""
     if cause is not None:
         inner = cause.get("inner_op")
-        text += f": {cause['cause']}{_inner_text(inner)}"
+        why = f": {cause['cause']}{_inner_text(inner)}"
         in_python = bool(inner and _FRAME.match(inner["op"]))
-        if advice := remedies.before_first_kernel(cause["cause"], in_python=in_python):
-            text += f" — try: {advice}"
-    finding = {"kind": "host_before_first_kernel", "text": text, "value": 100 * share, "unit": "%",
-               "time_us": b["time_us"]}  # fmt: skip
-    return [finding | ({"cause": cause["cause"]} if cause is not None else {})]
+        if tried := remedies.before_first_kernel(cause["cause"], in_python=in_python):
+            advice = f" — try: {tried}"
+    named = cause["cause"] if cause is not None else None
+    return [Finding("host_before_first_kernel", text, 100 * share, "%", why, advice, b["time_us"], named)]
 
 
 def _inner_text(inner: dict | None) -> str:

@@ -41,6 +41,7 @@ import numpy as np
 
 from core.hardware.specs import match_spec
 from core.units import duration_text, shapes_text, us_text
+from core.workload.findings import Finding
 from core.workload.trace.cpu_ops import CpuOps
 from core.workload.trace.file import COMM, TraceFile
 
@@ -375,7 +376,7 @@ def _tensor_core_advice(arch: int | None) -> str:
     return "allow TF32 (torch.set_float32_matmul_precision('high')) or autocast to bf16"
 
 
-def tensor_core_findings(meta: dict) -> list[dict]:
+def tensor_core_findings(meta: dict) -> list[Finding]:
     """GPU time without tensor cores, or in kernels for an older architecture, as findings with the time at stake
     (each ≥ 5 % of the kernel time)."""
     t = meta.get("tensor_cores") or {}
@@ -385,14 +386,15 @@ def tensor_core_findings(meta: dict) -> list[dict]:
         how = _tensor_core_advice(t.get("device_arch"))
         top = t["simt_top"][0]
         out.append(
-            {
-                "kind": "tensor_cores",
-                "text": f"{us_text(t['simt_us'])} ({t['simt_us'] / total:.1%} of kernel time) in fp32 GEMM/convolution "
-                f"kernels that use no tensor core ({t['simt_kernels']:,} launches, most {top['kernel']}): {how}",
-                "value": 100 * t["simt_us"] / total,
-                "unit": "%",
-                "time_us": t["simt_us"],
-            }
+            Finding(
+                "tensor_cores",
+                f"{us_text(t['simt_us'])} ({t['simt_us'] / total:.1%} of kernel time) in fp32 GEMM/convolution "
+                f"kernels that use no tensor core ({t['simt_kernels']:,} launches, most {top['kernel']})",
+                100 * t["simt_us"] / total,
+                "%",
+                advice=f": {how}",
+                time_us=t["simt_us"],
+            )
         )
     if total and t.get("unaligned_us", 0.0) / total >= MIN_KERNEL_SHARE:
         top = t["unaligned_top"][0]
@@ -405,28 +407,30 @@ def tensor_core_findings(meta: dict) -> list[dict]:
             else ""
         )
         out.append(
-            {
-                "kind": "unaligned",
-                "text": f"{us_text(t['unaligned_us'])} ({t['unaligned_us'] / total:.1%} of kernel time) in GEMM kernels "
-                f"for unaligned operands (most {top['kernel']}): cuBLAS picks them where a dimension is not a "
-                f"multiple of 8{shape} — pad it (the sequence length, a hidden size) to a multiple of 8",
-                "value": 100 * t["unaligned_us"] / total,
-                "unit": "%",
-                "time_us": t["unaligned_us"],
-            }
+            Finding(
+                "unaligned",
+                f"{us_text(t['unaligned_us'])} ({t['unaligned_us'] / total:.1%} of kernel time) in GEMM kernels "
+                f"for unaligned operands (most {top['kernel']})",
+                100 * t["unaligned_us"] / total,
+                "%",
+                why=f": cuBLAS picks them where a dimension is not a multiple of 8{shape}",
+                advice=" — pad it (the sequence length, a hidden size) to a multiple of 8",
+                time_us=t["unaligned_us"],
+            )
         )
     if total and t["older_us"] / total >= MIN_KERNEL_SHARE:
         top = t["older_top"][0]
         out.append(
-            {
-                "kind": "older_architecture",
-                "text": f"{us_text(t['older_us'])} ({t['older_us'] / total:.1%} of kernel time) in kernels built for an "
+            Finding(
+                "older_architecture",
+                f"{us_text(t['older_us'])} ({t['older_us'] / total:.1%} of kernel time) in kernels built for an "
                 f"older architecture than this GPU's sm {t['device_arch'] // 10}.{t['device_arch'] % 10} (most "
-                f"{top['kernel']}): a library or build without kernels for this GPU",
-                "value": 100 * t["older_us"] / total,
-                "unit": "%",
-                "time_us": t["older_us"],
-            }
+                f"{top['kernel']})",
+                100 * t["older_us"] / total,
+                "%",
+                why=": a library or build without kernels for this GPU",
+                time_us=t["older_us"],
+            )
         )
     return out
 

@@ -33,6 +33,7 @@ import numpy as np
 
 from core.measure.kernels import classify_kernel
 from core.units import us_text
+from core.workload.findings import Finding
 from core.workload.trace.cpu_ops import ANNOTATION, OP, PYTHON, RUNTIME, CpuOps
 from core.workload.trace.file import COMM, MEMCPY, MEMSET, TraceFile
 from core.workload.trace.op_flops import UNALIGNED, add_rates, tensor_core_text
@@ -330,7 +331,7 @@ def _tiny_elementwise(trace: TraceFile, idx: np.ndarray, dur: np.ndarray, op_nam
     ]
 
 
-def _unfused_attention_finding(patterns: list[dict], span: float) -> dict | None:
+def _unfused_attention_finding(patterns: list[dict], span: float) -> Finding | None:
     """One finding for every module running unfused attention (a model's layers each have theirs): how many, their
     time together, and the modules' common name."""
     if not patterns or not span:
@@ -345,16 +346,13 @@ def _unfused_attention_finding(patterns: list[dict], span: float) -> dict | None
         where = f"{len(patterns):,} modules ({where})"
     ops = sorted({op for p in patterns for op in p["ops"]})
     kernels = sum(p["kernels"] for p in patterns)
-    text = (
-        f"unfused attention in {where}: {', '.join(ops)} take {us_text(time)} ({share:.1%} of the span) over "
-        f"{kernels:,} kernels — {patterns[0]['advice']}"
-    )
+    what = f"unfused attention in {where}: {', '.join(ops)} take {us_text(time)} ({share:.1%} of the span) over {kernels:,} kernels"
     # the attention kernel group's finding says the same time less precisely: one of the two is said
-    return {"kind": "op_pattern", "text": text, "value": 100 * share, "unit": "%", "time_us": time,
-            "count": len(patterns), "cause": "attention kernels"}  # fmt: skip
+    return Finding("op_pattern", what, 100 * share, "%", advice=f" — {patterns[0]['advice']}", time_us=time,
+                   cause="attention kernels", extra={"count": len(patterns)})  # fmt: skip
 
 
-def op_findings(meta: dict) -> list[dict]:
+def op_findings(meta: dict) -> list[Finding]:
     """The patterns as findings (each ≥ 5 % of the span): unfused attention once for all the modules running it,
     with their count and total; the tiny elementwise kernels naming the operators launching most."""
     span = meta.get("span_us") or 0.0
@@ -367,11 +365,11 @@ def op_findings(meta: dict) -> list[dict]:
             continue
         named = [f"{o['op']} ×{o['kernels']:,}" for o in p["ops"] if o["op"] not in PLACEHOLDERS][:3]
         most = f"most from {', '.join(named)}" if named else "no CPU operator recorded around them"
-        text = (
+        what = (
             f"{p['kernels']:,} of {p['of_kernels']:,} kernels are elementwise and shorter than "
-            f"{p['below_us']:g} µs ({us_text(p['time_us'])}, {share:.1%} of the span; {most}) — {p['advice']}"
+            f"{p['below_us']:g} µs ({us_text(p['time_us'])}, {share:.1%} of the span; {most})"
         )
-        out.append({"kind": "op_pattern", "text": text, "value": 100 * share, "unit": "%", "time_us": p["time_us"]})
+        out.append(Finding("op_pattern", what, 100 * share, "%", advice=f" — {p['advice']}", time_us=p["time_us"]))
     return out
 
 

@@ -14,7 +14,7 @@ import pytest
 
 pytest.importorskip("msgspec")  # reading a trace decodes it with msgspec (core/workload/trace/file.py)
 
-from core.workload.findings import ranks_findings
+from core.workload.findings import ranked, ranks_findings
 from core.workload.trace.file import COMM, COMPUTE
 from core.workload.trace.intervals import merged
 from core.workload.trace.ranks import combine, read_rank
@@ -174,22 +174,22 @@ def test_the_straggler_is_the_rank_that_computes_longest_not_the_one_that_waits(
         {"group": "embedding", "kernel_time_us": 70 * MS, "median_kernel_time_us": 30 * MS, "extra_us": 40 * MS},
         {"group": "matmul", "kernel_time_us": 30 * MS, "median_kernel_time_us": 40 * MS, "extra_us": -10 * MS},
     ]
-    found = ranks_findings(meta, rows)
+    found = ranked(ranks_findings(meta, rows))
     # rank 0 also starts the one matched all-reduce last: the others wait 40 + 20 ms of their 90 ms of communication
-    assert found[0]["text"] == (
+    assert found[0].text == (
         "rank 0 holds the job back: it arrives last at 1 of 1 collectives matched across the ranks (1 by kernel name "
         "and stream order) (the ranks waited 60.0 ms in all for the last to arrive, 66.7% of their communication); "
         "its compute is +42.9% over the other ranks' median (100.0 ms against 70.0 ms); by kernel group, embedding "
         "+40.0 of +30.0 ms (summed durations against the other ranks' median)"
     )
     # rank 1 waits 50 of its 110 ms in the all-reduce, exposed: 45.5% of its span
-    exposed = next(f for f in found if f["kind"] == "exposed_communication")
+    exposed = next(f for f in found if f.kind == "exposed_communication")
     # and 40 of the 50 ms waited for rank 0, whose all-reduce began at 100 ms (its own at 60 ms)
-    assert exposed["text"].startswith("rank 1: exposed communication 45.5% of the span")
-    assert exposed["text"].endswith(
+    assert exposed.text.startswith("rank 1: exposed communication 45.5% of the span")
+    assert exposed.text.endswith(
         "; its collectives waited 40.0 ms in all for the last rank to arrive (rank 0 arrives last most often)"
     )
-    assert exposed["value"] == pytest.approx(100 * 50 / 110)
+    assert exposed.value == pytest.approx(100 * 50 / 110)
 
 
 def test_a_union_never_exceeds_the_sum_of_its_parts(tmp_path):

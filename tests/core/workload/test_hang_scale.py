@@ -101,7 +101,7 @@ def test_one_group_per_entry_costs_work_in_proportion_to_the_groups_and_names_th
         assert (s["group"], s["group_desc"], s["op"], s["seq_id"]) == (str(groups), f"tp{groups}", "all_reduce", 1)
         assert (s["ranks_missing"], s["ranks_waiting"], s["first_created_ns"]) == ([1], [0], T0)
         assert len(meta["disagreements"]) == groups and len(s["behind"]) == groups - 1
-        text = findings[0]["text"]
+        text = findings[0].text
         assert text.startswith(f"rank 1 never entered all_reduce #1 of group {groups} (tp{groups})")
         # the three entered next are named, the rest counted: the text stays a sentence
         named = [f"rank 0 waits behind it in all_reduce #1 of group {g} (tp{g})" for g in (groups - 1, groups - 3)]
@@ -119,7 +119,7 @@ def test_every_rank_sending_to_every_other_costs_work_in_proportion_to_the_entri
         # rank 0's send to the last rank is its op 2 × (ranks - 2) + 1: a send and a recv for each rank before it
         assert (s["kind"], s["op"], s["peer"], s["seq_id"]) == ("p2p", "send", [0, last], 2 * (ranks - 2) + 1)
         assert (s["ranks_missing"], s["ranks_waiting"]) == ([last], [0])
-        assert findings[0]["text"].startswith(f"rank {last} never posted the recv for rank 0's send #")
+        assert findings[0].text.startswith(f"rank {last} never posted the recv for rank 0's send #")
     # each pair's sends looked for among all of the rank's ops: about 8×, twice the entries' growth
     assert work[40] <= entries[40] / entries[20] * SLACK * work[20], (work, entries)
 

@@ -174,17 +174,15 @@ def test_one_step_stalling_on_data_loading_by_hand(tmp_path):
         4: {},
     }
     (found,) = step_stall_findings(list(steps.values()))
-    assert found["value"] == pytest.approx(80.0)  # 80 µs of step 3's 100 µs window
-    assert found["text"].startswith(
-        "step 3 stalls on data loading: the GPU idled 80.0 µs of its 100.0 µs window (80.0%)"
-    )
-    assert "against none in the median step of 4" in found["text"]
+    assert found.value == pytest.approx(80.0)  # 80 µs of step 3's 100 µs window
+    assert found.text.startswith("step 3 stalls on data loading: the GPU idled 80.0 µs of its 100.0 µs window (80.0%)")
+    assert "against none in the median step of 4" in found.text
     # the import says it among its findings
     from core.experiment import config_from_dict, drive
     from core.experiments.profiler_trace import ProfilerTraceConfig, run
 
     out, _ = drive(run(config_from_dict(ProfilerTraceConfig, {"path": str(path)}), None))  # type: ignore[arg-type]
-    assert [f["text"] for f in out.meta["findings"] if f["kind"] == "step_stall"] == [found["text"]]
+    assert [f["text"] for f in out.meta["findings"] if f["kind"] == "step_stall"] == [found.text]
     # the same time in every step is the steady state, not a stall
     for s in steps.values():
         s[STEP_KEYS[CAUSES.index("data loading")]] = 80.0
@@ -250,8 +248,8 @@ def test_findings_name_the_operator():
     found = host_gap_findings(meta)
     top = gaps["causes"][0]
     assert top["cause"] == "allocator" and top["top_ops"][0]["op"] == "cudaFree"
-    assert " cudaFree" in found[0]["text"] and "allocator" in found[0]["text"]
-    assert found[0]["value"] == pytest.approx(100 * top["time_us"] / meta["span_us"])
+    assert " cudaFree" in found[0].text and "allocator" in found[0].text
+    assert found[0].value == pytest.approx(100 * top["time_us"] / meta["span_us"])
 
 
 def test_the_source_line_of_an_operator_from_a_cpu_recording(tmp_path):

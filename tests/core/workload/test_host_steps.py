@@ -111,9 +111,9 @@ def test_a_video_model_s_step_is_the_host_s_and_its_preprocessing_a_cause(path, 
     assert cause["cause"] == "other CPU work" and cause["inner_op"]["op"].endswith("_preprocess_image")
     assert cause["inner_op"]["time_us"] == pytest.approx(float(union), abs=1e-3) and union > before / 2
     (finding,) = before_first_kernel_findings({"host_before_first_kernel": summary})
-    assert finding["value"] == pytest.approx(100 * share, abs=0.05)
-    assert "image_processing_videomae.py:178 _preprocess_image" in finding["text"]
-    assert "DataLoader workers" in finding["text"]  # what to try, for Python preprocessing before the kernels
+    assert finding.value == pytest.approx(100 * share, abs=0.05)
+    assert "image_processing_videomae.py:178 _preprocess_image" in finding.text
+    assert "DataLoader workers" in finding.text  # what to try, for Python preprocessing before the kernels
 
 
 def test_a_diff_of_the_video_model_compares_the_host_s_steps():
@@ -151,8 +151,8 @@ def test_data_loading_before_the_first_kernel_by_hand(tmp_path):
     causes = {c["cause"]: c["time_us"] for c in meta["host_before_first_kernel"]["causes"]}
     assert causes == {"data loading": 55, "other CPU work": 3, "no CPU event": 12}  # the launch call [62, 65)
     (finding,) = before_first_kernel_findings(meta)
-    assert finding["value"] == 70.0 and "data loading" in finding["text"] and "num_workers" in finding["text"]
-    assert "pin_memory" in finding["text"]
+    assert finding.value == 70.0 and "data loading" in finding.text and "num_workers" in finding.text
+    assert "pin_memory" in finding.text
     # the whole step's idle by cause: the 70 before the kernel and the 10 after it (nothing recorded then)
     assert dict(zip(WALL_KEYS, [0, 0, 0, 55, 0, 3, 22])) == lived
     assert "step     1: wall 0.100 ms" in "\n".join(report_lines(meta, rows))

@@ -249,7 +249,7 @@ def test_fp32_kernels_without_tensor_cores():
         assert t["simt_us"] == pytest.approx(kernel_time(path, device, *words)) and t["simt_us"] > 0
         assert t["older_us"] == 0  # sm80 kernels on an sm 8.0 A100, volta ones on an sm 7.0 V100
         (found,) = tensor_core_findings(meta)
-        assert found["value"] == pytest.approx(100 * t["simt_us"] / t["kernel_time_us"]) and arch in found["text"]
+        assert found.value == pytest.approx(100 * t["simt_us"] / t["kernel_time_us"]) and arch in found.text
     # alexnet by hand: ampere_sgemm_32x32_sliced1x4_tn 2,621 µs + cudnn_ampere_scudnn_128x64_relu_… 2,069 µs
     assert tensor_core_use(read_trace(ALEXNET), 0)["simt_us"] == 2621 + 2069
 
@@ -262,9 +262,9 @@ def test_a_gpu_without_bf16_is_never_told_to_use_it(arch):
                              "simt_top": [{"kernel": "volta_sgemm_128x64_nn", "time_us": 50.0, "count": 3}],
                              "older_us": 0.0, "older_top": []}}  # fmt: skip
     (found,) = tensor_core_findings(meta)
-    assert "float16" in found["text"] and "fp16 only" in found["text"]
-    assert "autocast to bf16" not in found["text"] and "fp16/bf16" not in found["text"]
-    assert "set_float32_matmul_precision" not in found["text"]
+    assert "float16" in found.text and "fp16 only" in found.text
+    assert "autocast to bf16" not in found.text and "fp16/bf16" not in found.text
+    assert "set_float32_matmul_precision" not in found.text
 
 
 def test_kernels_built_for_an_older_architecture():
@@ -280,4 +280,4 @@ def test_kernels_built_for_an_older_architecture():
         older = kernel_time(path, meta["device"], "cutlass_80_", "sm80_", "ampere_") - unaligned
         assert t["older_us"] == pytest.approx(older)
         assert t["older_us"] > 0 and "cutlass_80_" in t["older_top"][0]["kernel"]
-        assert any(f["kind"] == "older_architecture" for f in tensor_core_findings(meta))
+        assert any(f.kind == "older_architecture" for f in tensor_core_findings(meta))

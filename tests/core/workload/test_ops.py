@@ -131,9 +131,9 @@ def test_tiny_kernels_under_no_operator_are_not_said_to_come_from_one():
     pattern = {"pattern": "many tiny elementwise kernels", "time_us": 1274.0, "kernels": 286, "of_kernels": 562}
     pattern |= {"below_us": 10.0, "ops": [{"op": NO_OP, "kernels": 286}], "advice": "fuse them"}
     (finding,) = op_findings({"span_us": 6000.0, "op_patterns": [pattern]})
-    assert "no CPU operator recorded around them" in finding["text"] and "most from" not in finding["text"]
+    assert "no CPU operator recorded around them" in finding.text and "most from" not in finding.text
     pattern["ops"] = [{"op": NO_OP, "kernels": 200}, {"op": "aten::add_", "kernels": 86}]
-    assert "most from aten::add_ ×86)" in op_findings({"span_us": 6000.0, "op_patterns": [pattern]})[0]["text"]
+    assert "most from aten::add_ ×86)" in op_findings({"span_us": 6000.0, "op_patterns": [pattern]})[0].text
 
 
 def test_a_trace_without_host_events_counts_every_activity_under_no_operator(tmp_path):

@@ -18,7 +18,7 @@ pytest.importorskip("msgspec")  # reading a trace decodes it with msgspec (core/
 from core.errors import ConfigError
 from core.experiment import config_from_dict, drive
 from core.experiments.profiler_trace_ranks import ProfilerTraceRanksConfig, run
-from core.workload.findings import snapshot_findings, trace_findings
+from core.workload.findings import snapshot_findings, to_store, trace_findings
 from core.workload.trace.timeline import analyse_trace, read_trace
 from tests.conftest import ROOT
 from tests.core.workload.test_hostile_files import bounded_cli, files_under
@@ -291,20 +291,20 @@ def device_host_wait(path) -> float:
 
 def test_trace_findings_on_a_real_file_carry_hta_numbers():
     rows, meta = analyse_trace(read_trace(RANK0))
-    found = {f["kind"]: f for f in trace_findings(meta, rows)}
+    found = {f.kind: f for f in trace_findings(meta, rows)}
     # HTA: idle 675,191 of a 1,222,847 µs span; idle breakdown host 3,525,804 / kernel 3,966 / other 701,924 µs
-    assert found["idle"]["value"] == pytest.approx(100 * 675_191 / 1_222_847)
+    assert found["idle"].value == pytest.approx(100 * 675_191 / 1_222_847)
     # the host's share of the device's idle (gaps of the union of its streams), by a plain loop over the file: HTA's
     # per-stream sums (3,525,804 of 4,231,694 µs: 83%) count a gap once per stream that idles in it
     host = device_host_wait(RANK0)
     assert host == 362_945
-    assert found["idle"]["text"] == (
+    assert found["idle"].text == (
         f"GPU idle {675_191 / 1_222_847:.1%} of the span (675.2 ms of 1.2 s), {host / 675_191:.1%} of it waiting on "
         "the host (the next activity's launch call came after the GPU ran dry)"
     )
     # exposed communication: the NCCL kernels' union (396,199 µs) less HTA's overlap of it with compute (14.95%)
-    assert found["exposed_communication"]["value"] == pytest.approx(100 * 396_199 * (1 - 0.1495) / 1_222_847, rel=1e-3)
-    assert [f["kind"] for f in trace_findings(meta, rows)][0] == "idle"  # the largest share of the span first
+    assert found["exposed_communication"].value == pytest.approx(100 * 396_199 * (1 - 0.1495) / 1_222_847, rel=1e-3)
+    assert [f.kind for f in trace_findings(meta, rows)][0] == "idle"  # the largest share of the span first
 
 
 def test_snapshot_findings_on_a_real_snapshot():
@@ -314,7 +314,7 @@ def test_snapshot_findings_on_a_real_snapshot():
     path = DATA / "snapshots" / "cs336_bcrafton_train_step_all_stacks.pickle.gz"
     out, _ = drive(import_snapshot(MemorySnapshotConfig(path=str(path), keep_detail=False), None))  # type: ignore[arg-type]
     found = out.meta["findings"]
-    assert found == snapshot_findings(out.meta) and len(found) == 3
+    assert found == to_store(snapshot_findings(out.meta)) and len(found) == 3
     # README (the test's own replay): peak 3,849,232,640 B, 3,064,418,304 B allocated before recording
     assert found[0]["kind"] == "before_recording" and found[0]["value"] == 3_064_418_304
     assert f"({3_064_418_304 / 3_849_232_640:.1%} of the peak)" in found[0]["text"]

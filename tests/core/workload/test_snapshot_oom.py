@@ -12,7 +12,7 @@ import pickle
 import pytest
 
 from core.units import GIB, MIB
-from core.workload.findings import snapshot_findings
+from core.workload.findings import snapshot_findings, to_store
 from core.workload.snapshot.analysis import analyse
 from core.workload.snapshot.reader import read_snapshot
 from tests.core.workload import snapshots
@@ -66,7 +66,7 @@ def summary_of(tmp_path, snap: dict, device: int | None = None) -> dict:
     path = tmp_path / "s.pickle"
     path.write_bytes(pickle.dumps(snap, protocol=4))
     m = analyse(read_snapshot(path), device).summary()
-    m["findings"] = snapshot_findings(m)
+    m["findings"] = to_store(snapshot_findings(m))
     return m
 
 
@@ -284,7 +284,7 @@ def test_both_moments_of_a_real_adamw_step_are_optimizer_state():
 def real_oom(name: str) -> tuple[dict, dict]:
     path = snapshots.REAL_SNAPSHOTS / name
     m = analyse(read_snapshot(path)).summary()
-    m["findings"] = snapshot_findings(m)
+    m["findings"] = to_store(snapshot_findings(m))
     failed = [e for t in snapshots.load_any(path)["device_traces"] for e in t if e["action"] == "oom"]
     return m, failed[-1]
 

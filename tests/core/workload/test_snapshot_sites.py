@@ -63,14 +63,14 @@ def test_the_largest_site_s_finding_is_the_table_s_and_the_file_s(path, capsys):
     for label, figures in table.items():
         if label in expected:
             assert figures == expected[label], label
-    finding = next(f for f in snapshot_findings(meta) if f["kind"] == "site")
+    finding = next(f for f in snapshot_findings(meta) if f.kind == "site")
     line, (nbytes, blocks) = max(expected.items(), key=lambda kv: kv[1][0])
-    assert finding["value"] >= nbytes  # no line of user code holds more than the largest site
-    if f"is {line}: " not in finding["text"]:  # larger still: a stack without a Python frame (autograd's thread)
-        assert finding["value"] > nbytes and not any(f"is {k}: " in finding["text"] for k in expected)
+    assert finding.value >= nbytes  # no line of user code holds more than the largest site
+    if f"is {line}: " not in finding.text:  # larger still: a stack without a Python frame (autograd's thread)
+        assert finding.value > nbytes and not any(f"is {k}: " in finding.text for k in expected)
         return
-    assert finding["value"] == nbytes
-    assert f"is {line}: {bytes_text(nbytes)} " in finding["text"] and f"in {blocks:,} block(s)" in finding["text"]
+    assert finding.value == nbytes
+    assert f"is {line}: {bytes_text(nbytes)} " in finding.text and f"in {blocks:,} block(s)" in finding.text
     assert cli.main(["snapshot", path, "--no-save"]) == 0
     out = capsys.readouterr().out
     row = re.search(rf"^\s+(\S+ \S+)\s+(\d+) block\(s\)  {re.escape(line)}  \[", out, re.M)
@@ -86,8 +86,8 @@ def test_the_example_s_optimizer_line_holds_its_three_blocks():
     site = next(s for s in meta["top_sites_at_peak"] if s["label"] == "optimizer.py:78 step")
     assert (site["blocks"], site["stacks"], bytes_text(site["bytes"])) == (3, 3, "441.7 MiB")
     assert [s["label"] for s in meta["top_sites_at_peak"]].count("optimizer.py:78 step") == 1
-    finding = next(f for f in snapshot_findings(meta) if f["kind"] == "site")
-    assert "optimizer.py:78 step: 441.7 MiB" in finding["text"] and "in 3 block(s)" in finding["text"]
+    finding = next(f for f in snapshot_findings(meta) if f.kind == "site")
+    assert "optimizer.py:78 step: 441.7 MiB" in finding.text and "in 3 block(s)" in finding.text
 
 
 def test_a_stored_list_with_one_line_in_several_rows_adds_up_in_the_finding():
@@ -102,8 +102,8 @@ def test_a_stored_list_with_one_line_in_several_rows_adds_up_in_the_finding():
             dict(row, site=2),
         ],
     }
-    finding = next(f for f in snapshot_findings(meta) if f["kind"] == "site")
-    assert finding["value"] == 200 and "optimizer.py:78 step" in finding["text"] and "in 2 block(s)" in finding["text"]
+    finding = next(f for f in snapshot_findings(meta) if f.kind == "site")
+    assert finding.value == 200 and "optimizer.py:78 step" in finding.text and "in 2 block(s)" in finding.text
 
 
 def test_the_cli_names_the_device_in_words_not_a_list(capsys):
