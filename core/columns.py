@@ -13,6 +13,7 @@ from collections.abc import Hashable
 from dataclasses import dataclass
 from typing import cast
 
+from core.rows.kinds import of_kinds
 from core.rows.matmul import TFLOPS
 from core.units import bytes_text, throughput_unit
 
@@ -168,7 +169,7 @@ def headline(rows: list[dict], is_cuda: bool = True, experiment: str = "") -> st
 
     chosen = HEADLINES.get(experiment)
     if chosen and chosen.kinds:
-        rows = [r for r in rows if r.get("kind") in chosen.kinds]
+        rows = of_kinds(rows, chosen.kinds)
     rows = [r for r in rows if r.get("status", "ok") == "ok"]  # a row that did not run measured nothing
     df = rows_frame(rows)
     if chosen is None or chosen.column not in df:

@@ -10,6 +10,7 @@ from typing import Any
 
 from core.jsonable import json_ready
 from core.result import RunResult
+from core.rows.kinds import of_kinds, other_kinds
 from core.text import terminal_text
 from core.units import bytes_text, count_text
 
@@ -138,10 +139,10 @@ def _print_rows(run: RunResult) -> None:
             print(terminal_text(table(run.rows, byte_columns=byte_columns), multiline=True))
         return
     for kind in kinds:
-        rows = [r for r in run.rows if r.get("kind") == kind]
+        rows = of_kinds(run.rows, (kind,))
         if rows:
             print(terminal_text(f"\n{kind}:\n" + table(rows, byte_columns=byte_columns), multiline=True))
-    left = len([r for r in run.rows if r.get("kind") not in kinds])
+    left = len(other_kinds(run.rows, kinds))
     if left:
         print(f"\n{left:,} more row{'s' if left != 1 else ''} (raw samples): --json has them all")
 
