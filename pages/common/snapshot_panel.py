@@ -11,7 +11,8 @@ import streamlit as st
 from core.result import RunResult
 from core.units import bytes_text, count_text
 from core.workload.snapshot import detail
-from core.workload.snapshot.analysis import SnapshotAnalysis, python_and_cpp
+from core.workload.snapshot.analysis import SnapshotAnalysis
+from core.workload.snapshot.text import peak_stack
 from pages.common import imports, run_panel
 from pages.common.charts import show, show_charts
 from pages.common.facts import fact
@@ -80,7 +81,7 @@ def render(run: RunResult, key: str) -> None:
     line = view.timeline(a, window, budget)
     figure = snap_plots.timeline_figure(line.t_ms, line.allocated, line.reserved, m, run, line.drawn)
     show(figure, line.frame(), "snapshot-timeline", f"{key}.timeline")
-    python, cpp = python_and_cpp(m["peak_stack"])
+    python, cpp = peak_stack(m)
     with st.expander("Python stack at the peak", expanded=True):
         st.code("\n".join(python) or "(no Python stack recorded for this allocation)", language=None)
     if cpp:  # recorded with C++ frames: a score of the allocator's and dispatcher's, below the Python ones
