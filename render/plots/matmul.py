@@ -96,47 +96,42 @@ def _x(df: pd.DataFrame, run: RunResult) -> tuple[str, str]:
     return "m", "size (M = N = K)"
 
 
-def throughput_figure(run: RunResult, df: pd.DataFrame, accelerator: str | None = None) -> go.Figure:
-    fig = go.Figure()
-    scale = _scale(run)
-    xcol, xtitle = _x(df, run)
-    peaks: dict[float, list[str]] = {}  # a datasheet peak and the dtypes that share it: one line, one label
-    for series, g in df.groupby("series", sort=False):
-        dtype = g["dtype"].iloc[0]
-        color = color_for(dtype)
-        fig.add_trace(
-            go.Scatter(
-                x=g[xcol],
-                y=g["throughput"],
-                name=series,
-                mode="lines+markers",
-                line=dict(color=color),
-                error_y=dict(
-                    type="data",
-                    symmetric=False,
-                    array=(g["tflops_p80"] - g[TFLOPS]) * scale,
-                    arrayminus=(g[TFLOPS] - g["tflops_p20"]) * scale,
-                ),
-                customdata=g[["median_ms", "pct_of_peak", "pct_of_best", "label", "published_text"]],
-                hovertemplate="%{x}: %{y:.1f}<br>median %{customdata[0]:.4f} ms<br>"
-                "%{customdata[1]:.1f}% of datasheet, %{customdata[2]:.1f}% of this run's best<br>"
-                "%{customdata[4]}<br>%{customdata[3]}",
-            )
+def _series_trace(g: pd.DataFrame, xcol: str, scale: float) -> go.Scatter:
+    """One dtype's (and GPU's) medians, with p20–p80 bars and the hover a point reads."""
+    return go.Scatter(
+        x=g[xcol],
+        y=g["throughput"],
+        name=str(g["series"].iloc[0]),
+        mode="lines+markers",
+        line=dict(color=color_for(g["dtype"].iloc[0])),
+        error_y=dict(
+            type="data",
+            symmetric=False,
+            array=(g["tflops_p80"] - g[TFLOPS]) * scale,
+            arrayminus=(g[TFLOPS] - g["tflops_p20"]) * scale,
+        ),
+        customdata=g[["median_ms", "pct_of_peak", "pct_of_best", "label", "published_text"]],
+        hovertemplate="%{x}: %{y:.1f}<br>median %{customdata[0]:.4f} ms<br>"
+        "%{customdata[1]:.1f}% of datasheet, %{customdata[2]:.1f}% of this run's best<br>"
+        "%{customdata[4]}<br>%{customdata[3]}",
+    )
+
+
+def _published_line(fig: go.Figure, run: RunResult, accelerator: str | None, dtype: str, scale: float) -> None:
+    best = published.figure(published_for(run, accelerator), dtype)
+    if best is not None:  # the card once, in its provenance: named twice, the label ran past the chart
+        fig.add_hline(
+            y=best.tflops * scale,
+            line=dict(color=color_for(dtype), dash="dot", width=2),
+            annotation_text=html_text(
+                f"{dtype} best of a shape search {best.tflops:g} (published {best.date}, "
+                f"{published.provenance(best, run.device)})"
+            ),
+            annotation_position="bottom right",
         )
-        peak = g["peak_tflops"].dropna()
-        if len(peak) and dtype not in peaks.setdefault(float(peak.iloc[0]), []):
-            peaks[float(peak.iloc[0])].append(dtype)
-        best = published.figure(published_for(run, accelerator), dtype)
-        if best is not None:  # the card once, in its provenance: named twice, the label ran past the chart
-            fig.add_hline(
-                y=best.tflops * scale,
-                line=dict(color=color, dash="dot", width=2),
-                annotation_text=html_text(
-                    f"{dtype} best of a shape search {best.tflops:g} (published {best.date}, "
-                    f"{published.provenance(best, run.device)})"
-                ),
-                annotation_position="bottom right",
-            )
+
+
+def _peak_lines(fig: go.Figure, peaks: dict[float, list[str]]) -> None:
     for value, dtypes in peaks.items():  # fp8, fp8-fast-accum and int8 share 1978.9 on an H200: drawn once
         fig.add_hline(
             y=value,
@@ -144,6 +139,9 @@ def throughput_figure(run: RunResult, df: pd.DataFrame, accelerator: str | None 
             annotation_text=html_text(f"{', '.join(dtypes)} datasheet {value:g}"),
             annotation_position="top left",
         )
+
+
+def _above_peak_marks(fig: go.Figure, df: pd.DataFrame, xcol: str) -> None:
     wrong = df[df["above_peak"].fillna(False).astype(bool)]
     if len(wrong):
         fig.add_trace(
@@ -157,6 +155,22 @@ def throughput_figure(run: RunResult, df: pd.DataFrame, accelerator: str | None 
                 hovertemplate="%{text}<extra></extra>",
             )
         )
+
+
+def throughput_figure(run: RunResult, df: pd.DataFrame, accelerator: str | None = None) -> go.Figure:
+    fig = go.Figure()
+    scale = _scale(run)
+    xcol, xtitle = _x(df, run)
+    peaks: dict[float, list[str]] = {}  # a datasheet peak and the dtypes that share it: one line, one label
+    for _, g in df.groupby("series", sort=False):
+        dtype = g["dtype"].iloc[0]
+        fig.add_trace(_series_trace(g, xcol, scale))
+        peak = g["peak_tflops"].dropna()
+        if len(peak) and dtype not in peaks.setdefault(float(peak.iloc[0]), []):
+            peaks[float(peak.iloc[0])].append(dtype)
+        _published_line(fig, run, accelerator, dtype, scale)
+    _peak_lines(fig, peaks)
+    _above_peak_marks(fig, df, xcol)
     detail = (
         "median, bars p20–p80; dashed: datasheet dense peak"
         if _is_cuda(run)
