@@ -19,8 +19,9 @@ if [ ! -x "$BASE/usr/bin/apt-get" ]; then
   debootstrap --variant=minbase bookworm "$BASE" http://deb.debian.org/debian >"$WORK/debootstrap.log"
 fi
 rm -rf "$ROOTFS" && cp -a "$BASE" "$ROOTFS"
-# the machine's pip and apt settings, so the root reaches what this machine reaches
-for f in /etc/pip.conf /etc/xdg/pip "$HOME/.config/pip" /etc/ssl/certs/ca-certificates.crt /etc/resolv.conf; do
+# the machine's pip and apt settings, so the root reaches what this machine reaches, and its hosts file: an
+# installed Debian names its own host there, which debootstrap leaves out (gloo's rendezvous looks the name up)
+for f in /etc/pip.conf /etc/xdg/pip "$HOME/.config/pip" /etc/ssl/certs/ca-certificates.crt /etc/resolv.conf /etc/hosts; do
   [ -e "$f" ] && mkdir -p "$ROOTFS$(dirname "$f")" && cp -rL "$f" "$ROOTFS$(dirname "$f")/"
 done
 # the machine's certificates apart too: Debian's ca-certificates package, installed in the root, rewrites its bundle
