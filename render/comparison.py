@@ -160,6 +160,33 @@ def without_peak(runs: list[RunResult]) -> list[str]:
 # -- charts and tables -------------------------------------------------------------------------------
 
 
+def _overlay_traces(
+    fig: go.Figure, df: pd.DataFrame, i: int, name: str, x: str | None, groups: list[str], metric: str
+) -> None:
+    """One run's lines: a trace per value of the dtype-like keys, coloured by dtype where the key is one (dashed per
+    run), else by run."""
+    for key, sub in df.groupby(groups, sort=False, dropna=False) if groups else [((), df)]:
+        group = key if isinstance(key, tuple) else (key,)
+        only = group[0] if len(group) == 1 else None
+        dtype_like = only in DTYPE_COLORS
+        colour = color_for(str(only)) if dtype_like else RUN_COLORS[i % len(RUN_COLORS)]
+        fig.add_trace(
+            go.Scatter(
+                x=sub[x] if x else list(range(len(sub))),
+                y=pd.to_numeric(sub[metric], errors="coerce"),
+                mode="lines+markers",
+                name=html_text(" · ".join([name, *map(str, group)])),
+                line=dict(color=colour, dash=DASHES[i % len(DASHES)] if dtype_like else "solid"),
+            )
+        )
+
+
+def _log_x(frames: list[pd.DataFrame], x: str | None) -> bool:
+    """A sweep over two decades or more is drawn on a log axis."""
+    xs = pd.concat([pd.Series(pd.to_numeric(f[x], errors="coerce")) for f in frames]).dropna() if x else pd.Series([])
+    return bool(len(xs)) and xs.min() > 0 and xs.max() / xs.min() >= 100
+
+
 def generic_overlay(runs: list[RunResult], metric: str | None = None, percent_of_peak: bool = False) -> Chart:
     """All runs' ``metric`` on one chart: x is the sweep key, one trace per run (and per dtype-like key).
 
@@ -174,10 +201,9 @@ def generic_overlay(runs: list[RunResult], metric: str | None = None, percent_of
     groups = [k for k in keys if k != x and not pd.api.types.is_numeric_dtype(frames[0][k])][:2]
     if percent_of_peak and not is_throughput(metric):
         raise ValueError(f"{metric!r} is not a throughput; only TFLOPS/TOPS have a datasheet peak")
-    names = labels(runs)
     fig = go.Figure()
     parts = []
-    for i, (df, name) in enumerate(zip(frames, names)):
+    for i, (df, name) in enumerate(zip(frames, labels(runs))):
         df = df.assign(run=name, run_id=runs[i].id)
         if percent_of_peak:
             peaks = row_peaks(runs[i], df)
@@ -185,26 +211,7 @@ def generic_overlay(runs: list[RunResult], metric: str | None = None, percent_of
                 continue
             df = df.assign(peak_tflops=peaks, **{metric: pd.to_numeric(df[metric], errors="coerce") / peaks * 100})
         parts.append(df)
-        for key, sub in df.groupby(groups, sort=False, dropna=False) if groups else [((), df)]:
-            group = key if isinstance(key, tuple) else (key,)
-            only = group[0] if len(group) == 1 else None
-            dtype_like = only in DTYPE_COLORS
-            colour = color_for(str(only)) if dtype_like else RUN_COLORS[i % len(RUN_COLORS)]
-            trace = html_text(" · ".join([name, *map(str, group)]))
-            xs = sub[x] if x else list(range(len(sub)))
-            fig.add_trace(
-                go.Scatter(
-                    x=xs,
-                    y=pd.to_numeric(sub[metric], errors="coerce"),
-                    mode="lines+markers",
-                    name=trace,
-                    line=dict(color=colour, dash=DASHES[i % len(DASHES)] if dtype_like else "solid"),
-                )
-            )
-    xs_all = (
-        pd.concat([pd.Series(pd.to_numeric(f[x], errors="coerce")) for f in frames]).dropna() if x else pd.Series([])
-    )
-    log_x = bool(len(xs_all)) and xs_all.min() > 0 and xs_all.max() / xs_all.min() >= 100
+        _overlay_traces(fig, df, i, name, x, groups, metric)
     experiment = runs[0].experiment
     differ = differences(runs)
     detail = f"differs: {', '.join(differ)}" if differ else "same settings and device"
@@ -213,6 +220,7 @@ def generic_overlay(runs: list[RunResult], metric: str | None = None, percent_of
         y_title = f"{metric} (% of own datasheet dense peak)"
         missing = without_peak(runs)
         detail += f" · no datasheet, not shown: {', '.join(missing)}" if missing else ""
+    log_x = _log_x(frames, x)
     style(
         fig,
         title(f"{experiment}: {y_title}", None, detail),
