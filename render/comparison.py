@@ -290,7 +290,7 @@ def delta_table(runs: list[RunResult], metrics: list[str] | None = None) -> pd.D
     says so) — never a median of unlike rows."""
     frames, _, shared = _common(runs)
     keys = pair_keys(runs)
-    metrics = [m for m in (metrics or shared) if m in shared]
+    metrics = [m for m in (metrics or shared) if m in shared and m not in keys]  # a point's name is no delta
     names = labels(runs)
     columns = keys + ["metric", "baseline", "run", "baseline value", "value", "difference", "ratio"]
     if not keys:

@@ -88,6 +88,26 @@ def test_delta_table_with_no_common_points_says_nothing_pairs():
     )
 
 
+def test_a_column_rows_are_paired_on_is_no_metric_of_the_delta_table():
+    """Interconnect rows pair on their size in bytes, which is also a number with a unit: the table once took it
+    as a metric too and ended in a TypeError (Compare and the report of two H200 interconnect runs drew nothing)."""
+
+    def copies(gbs: tuple[float, float], run_id: str) -> RunResult:
+        rows = [
+            {"kind": "host_copy", "direction": "h2d", "memory": "pinned", "bytes": b, "gbs": g, "status": "ok"}
+            for b, g in zip((1 << 20, 1 << 30), gbs)
+        ]
+        run = RunResult("interconnect", {}, H100, {"torch": "2.13.0"}, "2026-03-01", "2026-03-01", "ok", rows=rows)
+        run.id = run_id
+        return run
+
+    table = comparison.delta_table([copies((20.0, 50.0), "a1"), copies((25.0, 40.0), "b2")])
+    assert list(table["metric"]) == ["gbs", "gbs"]
+    assert list(table["bytes"]) == [1 << 20, 1 << 30]
+    assert list(table["difference"]) == [5.0, -10.0]
+    assert list(table["ratio"]) == [1.25, 0.8]
+
+
 def test_a_cpu_and_a_gpu_matmul_run_pair_on_their_shared_shapes():
     """A CPU sweep (64 and 256, fp32 and bf16) against the shipped H200 run: only points with the same dtype and
     M×N×K pair, whatever else the rows carry (the device kind, TF32 flags, clocks)."""
