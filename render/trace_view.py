@@ -8,8 +8,8 @@ from __future__ import annotations
 import pandas as pd
 
 from core.result import RunResult
+from core.rows.trace import RankTables, TraceTables
 from core.workload.trace.host_gaps import CAUSES, STEP_KEYS
-from render.chart import kind_rows
 from render.table import with_dashes
 
 RANK_COLUMNS = [
@@ -82,16 +82,16 @@ def rules_table(meta: dict) -> list[dict]:
     ]
 
 
-def kind_table(run: RunResult, kind: str) -> pd.DataFrame:
-    """The rows of one kind (``kernel``, ``step``) as a table, without the kind column; a figure a row lacks (a step
-    the profiler stopped in before any kernel) reads "—"."""
-    rows = kind_rows(run, kind)
+def trace_table(run: RunResult, name: str) -> pd.DataFrame:
+    """One table of a trace (``kernels``, ``steps``), without the kind column; a figure a row lacks (a step the
+    profiler stopped in before any kernel) reads "—"."""
+    rows = TraceTables.from_run(run).frame(name)
     return rows if rows.empty else with_dashes(rows.drop(columns=["kind"]))
 
 
 def ranks_table(run: RunResult) -> pd.DataFrame:
     """Each rank's file, GPU ("—" where its file names none) and times (µs), one row per rank."""
-    return with_dashes(kind_rows(run, "rank").reindex(columns=RANK_COLUMNS))
+    return with_dashes(RankTables.from_run(run).frame("ranks").reindex(columns=RANK_COLUMNS))
 
 
 def _per_rank_ms(
@@ -109,21 +109,21 @@ def _per_rank_ms(
 def step_walls_ms(run: RunResult) -> pd.DataFrame:
     """Each step's wall time in ms, one row per step, one column per rank ("rank 0", …), missing where a rank has
     no such step; empty without steps."""
-    steps = kind_rows(run, "step")
+    steps = RankTables.from_run(run).frame("steps")
     return steps if steps.empty else _per_rank_ms(steps.astype({"step": int}), "step", "wall_us", none=None)
 
 
 def host_gaps_ms(run: RunResult) -> pd.DataFrame:
     """What each rank's host did while its GPU idled: ms by cause (rows, the most time over the ranks first), one
     column per rank ("rank 0", …); a cause a rank did not have is 0 ms; empty for runs stored without them."""
-    gaps = kind_rows(run, "host_gap")
+    gaps = RankTables.from_run(run).frame("host_gaps")
     return gaps if gaps.empty else _per_rank_ms(gaps, "cause", "time_us", top=len(gaps))
 
 
 def step_host_ms(run: RunResult) -> pd.DataFrame:
     """What the host did during each step's idle: ms by cause (columns, the causes some step has), one row per
     step; empty without steps or for runs stored before the per-step causes."""
-    steps = kind_rows(run, "step")
+    steps = TraceTables.from_run(run).frame("steps")
     held = [(key, name) for key, name in zip(STEP_KEYS, CAUSES) if key in steps and bool((steps[key] > 0).any())]
     if steps.empty or not held:
         return pd.DataFrame()
@@ -135,14 +135,14 @@ def step_host_ms(run: RunResult) -> pd.DataFrame:
 def ops_ms(run: RunResult, top: int = 10) -> pd.DataFrame:
     """Each rank's GPU time by operator in ms (rows: the ``top`` operators by time over the ranks; one column per
     rank, "rank 0", …; an operator not among a rank's stored ones is 0 ms); empty for runs stored without them."""
-    ops = kind_rows(run, "op")
+    ops = RankTables.from_run(run).frame("ops")
     return ops if ops.empty else _per_rank_ms(ops, "op", "gpu_time_us", top=top)
 
 
 def collectives_table(run: RunResult) -> pd.DataFrame:
     """The trace's collectives as nccl-tests prints them (ms, GB/s); a figure nccl-tests has none for is missing;
     empty for runs stored before the figures or traces that recorded none."""
-    calls = kind_rows(run, "collective")
+    calls = TraceTables.from_run(run).frame("collectives")
     if calls.empty:
         return calls
     return pd.DataFrame(
@@ -163,7 +163,7 @@ def collectives_table(run: RunResult) -> pd.DataFrame:
 def collective_waits_ms(run: RunResult) -> pd.DataFrame:
     """Each collective matched across the ranks: its calls, its kernels' time over calls and ranks (ms) and how
     much of it waited for the last rank; empty where nothing was matched or for runs stored before."""
-    rows = kind_rows(run, "collective_wait")
+    rows = RankTables.from_run(run).frame("collective_waits")
     if rows.empty:
         return rows
     return pd.DataFrame(
@@ -180,7 +180,7 @@ def collective_waits_ms(run: RunResult) -> pd.DataFrame:
 def arrivals_ms(run: RunResult) -> pd.DataFrame:
     """Each rank's wait for the last rank to arrive at the collectives matched across the ranks (ms), and how
     often it arrived last; empty where nothing was matched or for runs stored before."""
-    rows = kind_rows(run, "arrival")
+    rows = RankTables.from_run(run).frame("arrivals")
     if rows.empty:
         return rows
     return pd.DataFrame(

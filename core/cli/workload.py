@@ -17,7 +17,7 @@ from typing import TYPE_CHECKING
 from core.cli.imports import import_options, print_json, run_import, say
 from core.cli.output import dump
 from core.text import quirk_lines
-from core.workload.findings import against_text, finding_lines
+from core.workload.findings import finding_lines
 
 if TYPE_CHECKING:
     from core.result import RunResult
@@ -26,6 +26,14 @@ ORDER = 40
 
 
 def register(sub, common) -> None:
+    _register_snapshot(sub, common)
+    _register_trace(sub, common)
+    _register_trace_diff(sub, common)
+    _register_examples(sub, common)
+    _register_record(sub, common)
+
+
+def _register_snapshot(sub, common) -> None:
     p = sub.add_parser(
         "snapshot",
         parents=[common],
@@ -39,6 +47,9 @@ def register(sub, common) -> None:
     p.add_argument("--trace-device", type=int, help="device index to replay (default: the one with the most events)")
     import_options(p)
     p.set_defaults(handler=snapshot)
+
+
+def _register_trace(sub, common) -> None:
     p = sub.add_parser(
         "trace",
         parents=[common],
@@ -58,6 +69,9 @@ def register(sub, common) -> None:
     p.add_argument("--top", type=int, default=20, help="kernels listed [default: 20]")
     import_options(p)
     p.set_defaults(handler=trace)
+
+
+def _register_trace_diff(sub, common) -> None:
     p = sub.add_parser(
         "trace-diff",
         parents=[common],
@@ -75,6 +89,9 @@ def register(sub, common) -> None:
         help="operator and kernel rows printed, the largest changes [default: 15; --json gives all]",
     )
     p.set_defaults(handler=trace_diff, no_save=True, name="")
+
+
+def _register_examples(sub, common) -> None:
     p = sub.add_parser(
         "examples",
         parents=[common],
@@ -84,6 +101,9 @@ def register(sub, common) -> None:
         "A run imported from one is labelled recorded elsewhere with its GPU and source.",
     )
     p.set_defaults(handler=list_examples, no_save=True, name="")
+
+
+def _register_record(sub, common) -> None:
     p = sub.add_parser(
         "record",
         help="run a script with CUDA memory recording on and dump a snapshot",
@@ -198,6 +218,8 @@ def list_examples(args) -> int:
 
 
 def snapshot(args) -> int:
+    from core.workload.snapshot.analysis import devices_text
+
     source = _source(args, "snapshot")
     if isinstance(source, int):
         return source
@@ -207,19 +229,63 @@ def snapshot(args) -> int:
     code, run = run_import(args, "memory-snapshot", values)
     if code:
         return code
+    m = run.meta
     if args.json:
         print_json(args, run)
         return 0
-    from core.workload.snapshot.text import snapshot_lines
+    from core.units import bytes_text, count_text
+    from core.workload.snapshot.analysis import python_and_cpp
 
-    _say_example(run.meta)
-    for line in snapshot_lines(run.meta, _stored_text(args, run)):
+    unit = "ms" if m["has_times"] else "(event number)"
+    _say_example(m)
+    say(
+        f"{m['file']}: {m['source']['format']}, {bytes_text(m['file_bytes'])} — "
+        f"{'stored as run ' + run.id[:12] if not args.no_save else 'not stored (--no-save)'}"
+    )
+    for line in finding_lines(m):
+        say(line)
+    actions = ", ".join(f"{k} {v:,}" for k, v in m["actions"].items())
+    say(
+        f"{devices_text(m['device'], m['devices'])}: {m['trace_events']:,} events over {m['duration_ms']:,.1f} {unit}"
+        + (f" ({actions})" if actions else "")
+    )
+    say(
+        f"peak allocated {bytes_text(m['peak_allocated_bytes'])} at {m['peak_time_ms']:,.2f} {unit}"
+        + (
+            f" — {m['peak_event']['action']} of {bytes_text(m['peak_event']['size_bytes'])}"
+            if m["peak_event"]
+            else " (before the first event)"
+        )
+    )
+    if m.get("peak_site"):
+        say(f"  site: {m['peak_site']}")
+    python, cpp = python_and_cpp(m["peak_stack"])
+    for frame in (python or cpp)[:12]:
+        say(f"    {frame}")
+    if python and cpp:
+        say(f"    (and {count_text(len(cpp), 'C++ frame')}: --json lists them)")
+    say(
+        f"peak reserved {bytes_text(m['peak_reserved_bytes'])}; reserved − allocated at the peak "
+        f"{bytes_text(m['fragmentation_at_peak_bytes'])} (largest {bytes_text(m['peak_fragmentation_bytes'])} at "
+        f"{m['peak_fragmentation_time_ms']:,.2f} {unit})"
+    )
+    say(
+        f"allocated before recording began: {bytes_text(m['baseline_allocated_bytes'])} in "
+        f"{m['baseline_allocated_blocks']:,} block(s) (baseline); reserved then {bytes_text(m['baseline_reserved_bytes'])}"
+    )
+    cats = ", ".join(f"{k} {bytes_text(v)}" for k, v in m["categories_at_peak_bytes"].items() if v)
+    say(f"categories at the peak (inferred from stacks, see rules): {cats or 'none'}")
+    for r in m["category_rules"]:
+        if r["allocations"]:
+            say(f"    rule {r['rule']:<20} → {r['category']:<16} {r['allocations']:>9,} allocations  ({r['means']})")
+    say("top allocation sites live at the peak:")
+    for s in m["top_sites_at_peak"][:10]:
+        say(f"  {bytes_text(s['bytes']):>12}  {s['blocks']:>6,} block(s)  {s['label']}  [{s['category']}: {s['rule']}]")
+    for note in m["notes"]:
+        say(f"note: {note}")
+    for line in quirk_lines(m):
         say(line)
     return 0
-
-
-def _stored_text(args, run: RunResult) -> str:
-    return "stored as run " + run.id[:12] if not args.no_save else "not stored (--no-save)"
 
 
 def trace(args) -> int:
@@ -234,22 +300,26 @@ def trace(args) -> int:
     code, run = run_import(args, "profiler-trace", {**source, "top_kernels": args.top})
     if code:
         return code
-    m = run.meta
+    from core.rows.trace import TraceTables
+
+    m, tables = run.meta, TraceTables.from_run(run)
     if args.json:
-        kinds = {kind: [r for r in run.rows if r.get("kind") == kind] for kind in ("kernel", "step", "collective")}
-        print_json(args, run, kernels=kinds["kernel"], steps=kinds["step"], collectives=kinds["collective"])
+        kernels, steps, collectives = (
+            [r.to_row() for r in t] for t in (tables.kernels, tables.steps, tables.collectives)
+        )
+        print_json(args, run, kernels=kernels, steps=steps, collectives=collectives)
         return 0
-    from core.workload.trace.collective_calls import collective_lines
-    from core.workload.trace.host_gaps import before_first_kernel_lines, host_gap_lines
-    from core.workload.trace.ops import op_lines
-    from core.workload.trace.timeline import report_lines
+    from core.workload.trace.text import trace_lines
 
     _say_example(m)
-    say(f"{m['file']}: {'stored as run ' + run.id[:12] if not args.no_save else 'not stored (--no-save)'}")
-    host = before_first_kernel_lines(m) + host_gap_lines(m)
-    for line in finding_lines(m) + host + op_lines(m) + collective_lines(run.rows) + report_lines(m, run.rows):
+    say(f"{m['file']}: {_stored_text(args, run)}")
+    for line in finding_lines(m) + trace_lines(m, tables):
         say(line)
     return 0
+
+
+def _stored_text(args, run: RunResult) -> str:
+    return "stored as run " + run.id[:12] if not args.no_save else "not stored (--no-save)"
 
 
 def _rank_set(name: str) -> bool:
@@ -260,8 +330,6 @@ def _rank_set(name: str) -> bool:
 
 def trace_ranks(args) -> int:
     """``trace DIR`` / ``trace A B …`` / ``trace --example SET``: the ranks of one job as one stored run."""
-    from core.workload.trace.arrivals import matching_text
-
     if args.example:
         args.name = args.name or f"example {args.example}"
         values: dict = {"example": args.example}
@@ -270,91 +338,35 @@ def trace_ranks(args) -> int:
     code, run = run_import(args, "profiler-trace-ranks", values)
     if code:
         return code
-    m = run.meta
-    ranks = [r for r in run.rows if r["kind"] == "rank"]
+    from core.rows.trace import RankTables
+
+    m, t = run.meta, RankTables.from_run(run)
     if args.json:
-        steps = [r for r in run.rows if r["kind"] == "step"]
-        kinds = ("group", "host_gap", "op", "arrival", "collective_wait")
-        of = {kind: [r for r in run.rows if r["kind"] == kind] for kind in kinds}
         print_json(  # the meta's arrivals summary keeps its key: the rows have their own
             args,
             run,
-            ranks=ranks,
-            steps=steps,
-            groups=of["group"],
-            host_gaps=of["host_gap"],
-            ops=of["op"],
-            arrival_ranks=of["arrival"],
-            collective_waits=of["collective_wait"],
+            **{
+                name: [r.to_row() for r in getattr(t, table)]
+                for name, table in (
+                    ("ranks", "ranks"),
+                    ("steps", "steps"),
+                    ("groups", "groups"),
+                    ("host_gaps", "host_gaps"),
+                    ("ops", "ops"),
+                    ("arrival_ranks", "arrivals"),
+                    ("collective_waits", "collective_waits"),
+                )
+            },
         )
         return 0
-    from core.units import duration_text
-
-    def ms(us: float) -> str:
-        return duration_text(us / 1e6)
+    from core.workload.trace.text import ranks_lines
 
     say(
-        f"{m['file']}: {len(ranks)} rank(s) of world size {m['world_size'] or 'unknown'} ({m['backend'] or 'backend unknown'}) — "
-        f"{'stored as run ' + run.id[:12] if not args.no_save else 'not stored (--no-save)'}"
+        f"{m['file']}: {len(t.ranks)} rank(s) of world size {m['world_size'] or 'unknown'} ({m['backend'] or 'backend unknown'}) — "
+        f"{_stored_text(args, run)}"
     )
     _say_example(m)
-    for line in finding_lines(m):
-        say(line)
-    say(f"{'rank':>5} {'compute':>10} {'comm':>10} {'exposed':>10} {'idle':>10} {'span':>10} {'kernels':>10}  file")
-    for r in ranks:
-        mark = " ← straggler" if r["rank"] == m["straggler_rank"] else ""
-        say(
-            f"{r['rank']:>5} {ms(r['compute_us']):>10} {ms(r['communication_us']):>10} "
-            f"{ms(r['exposed_communication_us']):>10} {ms(r['idle_us']):>10} {ms(r['span_us']):>10} "
-            f"{ms(r['kernel_time_us']):>10}  {r['file']}{mark}"
-        )
-    s = m["straggler"]
-    verdict = m.get("verdict") or {}
-    if verdict:  # runs stored before the judgement name the rank with the most compute alone
-        held = verdict["rank"]
-        said = ", ".join(r.replace("_", " ") for r in verdict["reasons"])
-        say(f"holding the job back: rank {held} ({said})" if held is not None else "no rank holds the job back")
-    say(
-        f"most compute: rank {s['rank']}, {ms(s['compute_us'])} against {against_text(s, len(m['ranks']))} "
-        f"{ms(s['median_compute_us'])}: {ms(s['margin_us'])} ({s['margin_pct']:+.1f}%)"
-    )
-    steps = [r for r in run.rows if r["kind"] == "step"]
-    if steps:
-        say("step wall time per rank:")
-        for step in sorted({r["step"] for r in steps}):
-            on = sorted((r for r in steps if r["step"] == step), key=lambda r: r["rank"])
-            say(f"  step {step:>6}: " + ", ".join(f"rank {r['rank']} {ms(r['wall_us'])}" for r in on))
-    gaps = [r for r in run.rows if r["kind"] == "host_gap"]
-    if gaps:
-        say("the host while each rank's GPU idled (launching thread):")
-        for rank in sorted({r["rank"] for r in gaps}):
-            mine = sorted((r for r in gaps if r["rank"] == rank), key=lambda r: -r["time_us"])
-            say(f"  rank {rank}: " + ", ".join(f"{r['cause']} {ms(r['time_us'])}" for r in mine))
-    waits = [r for r in run.rows if r["kind"] == "arrival"]
-    if matching := matching_text(m.get("arrivals") or {}):
-        say(matching)
-    if waits:
-        a = m["arrivals"]
-        say(
-            f"rank {a['last_rank']} arrived last at {a['last_arrivals']:,}; each rank's wait for the last to arrive: "
-            + ", ".join(f"rank {r['rank']} {ms(r['waited_us'])}" for r in waits)
-        )
-    if per_call := [r for r in run.rows if r["kind"] == "collective_wait"]:
-        say("each collective's kernel time waiting for the last rank (over its calls and ranks):")
-        for r in per_call[:10]:
-            share = f" ({r['waited_share']:.1%})" if r["waited_share"] is not None else ""
-            say(f"  {ms(r['waited_us']):>10} of {ms(r['kernel_time_us'])}{share}  ×{r['calls']:,} {r['collective']}")
-    ops = [r for r in run.rows if r["kind"] == "op"]
-    if extra := s.get("ops"):
-        say(f"the straggler's operators against {against_text(s, len(m['ranks']))} (summed GPU time):")
-        for o in extra:
-            say(f"  {ms(o['extra_us']):>10}  {o['op']} ({ms(o['gpu_time_us'])} against {ms(o['median_gpu_time_us'])})")
-    if ops:
-        say("top operators per rank (GPU time):")
-        for rank in sorted({r["rank"] for r in ops}):
-            mine = sorted((r for r in ops if r["rank"] == rank), key=lambda r: -r["gpu_time_us"])[:3]
-            say(f"  rank {rank}: " + ", ".join(f"{r['op']} {ms(r['gpu_time_us'])}" for r in mine))
-    for line in quirk_lines(m):
+    for line in finding_lines(m) + ranks_lines(m, t):
         say(line)
     return 0
 
@@ -386,75 +398,29 @@ def _trace_side(args, what: str) -> tuple[str, RunResult] | int:
 
 
 def trace_diff(args) -> int:
-    from core.units import duration_text
-    from core.workload.trace.diff import (
-        causes,
-        diff,
-        headline,
-        largest_changes,
-        mismatches,
-        operators,
-        steps,
-        totals,
-        whole,
-    )
+    from core.workload.trace.diff import compare
+    from core.workload.trace.text import diff_lines
 
     sides = [_trace_side(args, what) for what in (args.base, args.new)]
     for side in sides:
         if isinstance(side, int):
             return side
     (base_label, base), (new_label, new) = sides  # type: ignore[misc]
-    rows = diff(base.rows, new.rows)
-    total = totals(rows)
-    figures = whole(base.meta, new.meta) + steps(base.rows, new.rows)
-    by_cause = causes(base.rows, new.rows)
-    by_op = operators(base.meta, new.meta)
-    unlike = mismatches(base.meta, new.meta, rows)
+    compared = compare(base.rows, base.meta, new.rows, new.meta)
     if args.json:
         print(
             dump(
                 {
                     "base": base_label,
                     "new": new_label,
-                    "total": total,
-                    "mismatches": unlike,
-                    "headline": headline(base.rows, new.rows, total),
-                    "rows": figures + by_cause + rows + by_op,
+                    "total": compared.total,
+                    "mismatches": compared.mismatches,
+                    "headline": compared.headline,
+                    "rows": compared.tables.rows(),
                 }
             )
         )
         return 0
-
-    def us(value: float) -> str:
-        return duration_text(value / 1e6)
-
-    for text in unlike:
-        say(f"note: {text}")
-    say(f"{base_label} → {new_label}: {headline(base.rows, new.rows, total)}")
-    pct = f" ({total['delta_pct']:+.1f}%)" if total["delta_pct"] is not None else ""
-    say(
-        f"GPU time (kernels, copies and memsets) {us(total['base_us'])} → {us(total['new_us'])}: {us(total['delta_us'])}{pct}"
-    )
-    for r in figures:
-        change = f" ({r['delta_pct']:+.1f}%)" if r["delta_pct"] is not None else ""
-        say(f"  {r['figure']:<38} {us(r['base_us']):>11} → {us(r['new_us']):>11}  {us(r['delta_us']):>11}{change}")
-    if by_cause:
-        say("the GPU idle inside the median step, by the host's cause (largest change first):")
-        for r in by_cause:
-            say(f"  {r['figure']:<38} {us(r['base_us']):>11} → {us(r['new_us']):>11}  {us(r['delta_us']):>11}")
-    say("by group (largest slow-down first):")
-    for r in rows:
-        if r["kind"] == "group":
-            say(
-                f"  {r['group']:<14} {us(r['base_us']):>11} → {us(r['new_us']):>11}  {us(r['delta_us']):>11}  ×{r['base_count']:,} → ×{r['new_count']:,}"
-            )
-    if by_op:
-        say("by CPU operator (kernels matched through the operator that launched them):")
-        for r in largest_changes(by_op, args.top):
-            calls = f"  ×{r['base_count']:,} → ×{r['new_count']:,} calls" if r["base_count"] or r["new_count"] else ""
-            say(f"  {us(r['delta_us']):>11}  {us(r['base_us']):>11} → {us(r['new_us']):>11}  {r['op']}{calls}")
-    say("by kernel:")
-    for r in largest_changes([r for r in rows if r["kind"] == "kernel"], args.top):
-        name = r["kernel"] if len(r["kernel"]) <= 70 else r["kernel"][:69] + "…"
-        say(f"  {us(r['delta_us']):>11}  {us(r['base_us']):>11} → {us(r['new_us']):>11}  [{r['group']}] {name}")
+    for line in diff_lines(base_label, new_label, compared, args.top):
+        say(line)
     return 0

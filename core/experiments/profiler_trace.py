@@ -40,6 +40,7 @@ class ProfilerTraceConfig:
 
 
 def run(cfg: ProfilerTraceConfig, ctx: Context):
+    from core.rows.trace import TraceTables
     from core.workload.trace.analysis import analyse
     from core.workload.trace.timeline import read_trace
 
@@ -51,7 +52,7 @@ def run(cfg: ProfilerTraceConfig, ctx: Context):
     if cfg.example:
         examples.label(meta, cfg.example)
     yield Progress(2, 2, "done")
-    return Output(rows=rows, meta=meta)
+    return Output(rows=TraceTables.from_rows(rows).rows(), meta=meta)  # each kind of row typed, in its table
 
 
 EXPERIMENTS = [

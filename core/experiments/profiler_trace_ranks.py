@@ -38,6 +38,7 @@ class ProfilerTraceRanksConfig:
 
 
 def run(cfg: ProfilerTraceRanksConfig, ctx: Context):
+    from core.rows.trace import RankTables
     from core.workload.files import names_of, sha256
     from core.workload.findings import ranks_findings, to_store
     from core.workload.trace.ranks import check_one_job, combine, rank_files, read_rank
@@ -68,7 +69,7 @@ def run(cfg: ProfilerTraceRanksConfig, ctx: Context):
 
         examples.label(meta, cfg.example)
     yield Progress(total, total, "done")
-    return Output(rows=rows, meta=meta)
+    return Output(rows=RankTables.from_rows(rows).rows(), meta=meta)  # each kind of row typed, in its table
 
 
 def _files(cfg: ProfilerTraceRanksConfig) -> list[str]:

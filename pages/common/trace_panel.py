@@ -97,8 +97,8 @@ def render(run: RunResult) -> None:
     if rules := view.rules_table(m):
         with st.expander("Kernel group rules: what each matched"):
             show_table(rules, hide_index=True)
-    for kind in ("kernel", "step"):
-        table = view.kind_table(run, kind)
+    for name in ("kernels", "steps"):
+        table = view.trace_table(run, name)
         if not table.empty:
             show_table(table, hide_index=True)
 

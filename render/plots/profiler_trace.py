@@ -6,10 +6,11 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from core.result import RunResult
+from core.rows.trace import TraceTables
 from core.units import MISSING
-from core.workload.trace.diff import causes, diff, headline, largest_changes, mismatches, operators, totals
+from core.workload.trace.diff import TraceDiff, compare, largest_changes
 from core.workload.trace.timeline import KINDS
-from render.chart import Chart, kind_rows
+from render.chart import Chart
 from render.plots.step_bench import GROUP_COLORS
 from render.style import color_for, html_text, short_html_text, style, title
 
@@ -36,7 +37,7 @@ def _detail(run: RunResult) -> str:
 
 
 def groups_chart(run: RunResult) -> Chart | None:
-    groups = kind_rows(run, "group")
+    groups = TraceTables.from_run(run).frame("groups")
     if groups.empty:
         return None
     groups = groups.loc[groups["count"] > 0]
@@ -61,7 +62,7 @@ def groups_chart(run: RunResult) -> Chart | None:
 
 
 def kernels_chart(run: RunResult) -> Chart | None:
-    kernels = kind_rows(run, "kernel")
+    kernels = TraceTables.from_run(run).frame("kernels")
     if kernels.empty:
         return None
     data = kernels.sort_values("total_us")
@@ -81,7 +82,7 @@ def kernels_chart(run: RunResult) -> Chart | None:
 
 
 def busy_chart(run: RunResult) -> Chart | None:
-    busy = kind_rows(run, "busy")
+    busy = TraceTables.from_run(run).frame("busy")
     if busy.empty:
         return None
     fig = go.Figure()
@@ -156,7 +157,7 @@ def overlap_chart(run: RunResult) -> Chart | None:
 
 
 def steps_chart(run: RunResult) -> Chart | None:
-    steps = kind_rows(run, "step")
+    steps = TraceTables.from_run(run).frame("steps")
     if steps.empty:
         return None
     fig = go.Figure()
@@ -197,7 +198,7 @@ def stream_text(stream: object) -> str:
 
 def idle_causes_chart(run: RunResult) -> Chart | None:
     """Idle gaps between kernels on each stream by cause (HolisticTraceAnalysis' definitions)."""
-    idle = kind_rows(run, "idle")
+    idle = TraceTables.from_run(run).frame("idle")
     if idle.empty:
         return None  # a run stored before the idle breakdown
     m = run.meta
@@ -230,7 +231,7 @@ def idle_causes_chart(run: RunResult) -> Chart | None:
 
 def launch_chart(run: RunResult) -> Chart | None:
     """How long after its launch call each kernel started, and which ran shorter than their call."""
-    bins = kind_rows(run, "launch_delay")
+    bins = TraceTables.from_run(run).frame("launch_delays")
     if bins.empty:
         return None
     labels = [f"{_us(lo)}–{_us(hi)}" for lo, hi in zip(bins["from_us"], bins["to_us"])]
@@ -289,16 +290,11 @@ def figures(run: RunResult) -> list[Chart]:
 
 def overlay(runs: list[RunResult]) -> list[Chart]:
     """Kernel time by group, trace by trace."""
-    records = []
-    for run in runs:
-        for _, row in kind_rows(run, "group").iterrows():
-            records.append(
-                {
-                    "trace": _label(run),
-                    "group": row["group"],
-                    "ms": row["total_us"] / 1000,
-                }
-            )
+    records = [
+        {"trace": _label(run), "group": g.group, "ms": g.total_us / 1000}
+        for run in runs
+        for g in TraceTables.from_run(run).groups
+    ]
     data = pd.DataFrame(records)
     if data.empty:
         return []
@@ -321,17 +317,20 @@ def overlay(runs: list[RunResult]) -> list[Chart]:
     return charts
 
 
+def _compared(base: RunResult, new: RunResult) -> TraceDiff:
+    return compare(base.rows, base.meta, new.rows, new.meta)
+
+
 def diff_chart(base: RunResult, new: RunResult) -> Chart:
     """What got slower from ``base`` to ``new``, group by group: a waterfall from one side's GPU time to the
-    other's (the engine's :func:`core.workload.trace.diff.diff`)."""
-    diffed = diff(base.rows, new.rows)
-    rows = [r for r in diffed if r["kind"] == "group"]
-    total = totals(rows)
+    other's (the engine's :func:`core.workload.trace.diff.compare`)."""
+    compared = _compared(base, new)
+    rows, total = compared.tables.groups, compared.total
     # where the two files are not alike, said in the subtitle before any bar is read (short forms)
-    unlike = [text.split(":")[0] for text in mismatches(base.meta, new.meta, diffed)]
+    unlike = [text.split(":")[0] for text in compared.mismatches]
     sides = f"{_label(base)} → {_label(new)}" + (f" · not alike: {'; '.join(unlike)}" if unlike else "")
-    names = [_label(base), *[str(r["group"]) for r in rows], _label(new)]
-    values = [total["base_us"] / 1000, *[r["delta_us"] / 1000 for r in rows], total["new_us"] / 1000]
+    names = [_label(base), *[str(r.group) for r in rows], _label(new)]
+    values = [total["base_us"] / 1000, *[r.delta_us / 1000 for r in rows], total["new_us"] / 1000]
     fig = go.Figure(
         go.Waterfall(
             x=[html_text(n) for n in names],
@@ -349,23 +348,23 @@ def diff_chart(base: RunResult, new: RunResult) -> Chart:
         "ms",
         showlegend=False,
     )
-    return Chart("trace-diff", fig, pd.DataFrame(rows))
+    return Chart("trace-diff", fig, pd.DataFrame([r.to_row() for r in rows]))
 
 
 def cause_diff_chart(base: RunResult, new: RunResult) -> Chart | None:
     """Why the step changed: the median step's GPU idle by the host's cause, side by side (the engine's
     :func:`core.workload.trace.diff.causes`), under the diff's headline; None without steps on both sides."""
-    rows = causes(base.rows, new.rows)
-    if not rows:
+    compared = _compared(base, new)
+    if not compared.tables.causes:
         return None
-    data = pd.DataFrame(rows)
+    data = pd.DataFrame([r.to_row() for r in compared.tables.causes])
     fig = go.Figure(
         [
             go.Bar(x=data["figure"], y=data[key] / 1000, name=html_text(_label(run)))
             for key, run in (("base_us", base), ("new_us", new))
         ]
     )
-    said = headline(base.rows, new.rows, totals([r for r in diff(base.rows, new.rows) if r["kind"] == "group"]))
+    said = compared.headline
     style(
         fig,
         title("Why the step changed: the GPU idle in the median step, by the host's cause", None, html_text(said)),
@@ -383,18 +382,18 @@ def op_diff_chart(base: RunResult, new: RunResult) -> Chart | None:
     """The change by CPU operator (the engine's :func:`core.workload.trace.diff.operators`): the operators
     that changed most either way, where kernel names of two vendors do not meet; None when a side has no
     operator figures."""
-    rows = operators(base.meta, new.meta)
+    rows = _compared(base, new).tables.ops
     if not rows:
         return None
     shown = largest_changes(rows, OP_BARS)[::-1]  # rows come largest slow-down first: the bars rise to it
-    data = pd.DataFrame(rows)
+    data = pd.DataFrame([r.to_row() for r in rows])
     fig = go.Figure(
         go.Bar(
-            x=[r["delta_us"] / 1000 for r in shown],
-            y=[short_html_text(r["op"], 40) for r in shown],
+            x=[r.delta_us / 1000 for r in shown],
+            y=[short_html_text(r.op, 40) for r in shown],
             orientation="h",
-            marker_color=["#d62728" if r["delta_us"] > 0 else "#2ca02c" for r in shown],
-            customdata=[[r["base_us"] / 1000, r["new_us"] / 1000, r["base_count"], r["new_count"]] for r in shown],
+            marker_color=["#d62728" if r.delta_us > 0 else "#2ca02c" for r in shown],
+            customdata=[[r.base_us / 1000, r.new_us / 1000, r.base_count, r.new_count] for r in shown],
             hovertemplate="%{y}: %{customdata[0]:.3f} → %{customdata[1]:.3f} ms (%{x:+.3f} ms), "
             "%{customdata[2]} → %{customdata[3]} calls<extra></extra>",
         )

@@ -6,7 +6,9 @@ from __future__ import annotations
 import plotly.graph_objects as go
 
 from core.result import RunResult
-from render.chart import Chart, kind_rows
+from core.rows.trace import RankTables
+from core.workload.trace.text import verdict_text
+from render.chart import Chart
 from render.plots.profiler_trace import COLORS
 from render.style import style, title
 
@@ -23,7 +25,7 @@ def _label(rank: int, straggler: int | None) -> str:
 
 
 def ranks_chart(run: RunResult) -> Chart | None:
-    ranks = kind_rows(run, "rank")
+    ranks = RankTables.from_run(run).frame("ranks")
     if ranks.empty:
         return None
     straggler = run.meta.get("straggler_rank")
@@ -46,12 +48,9 @@ def ranks_chart(run: RunResult) -> Chart | None:
             for name, column, color in PARTS
         ]
     )
-    s, verdict = run.meta.get("straggler") or {}, run.meta.get("verdict")
-    if verdict is not None:  # the judgement over every figure; runs stored before it name the most compute
-        held = verdict["rank"]
-        why = ", ".join(r.replace("_", " ") for r in verdict["reasons"])
-        detail = f"holding the job back: rank {held} ({why})" if held is not None else "no rank holds the job back"
-    else:
+    s = run.meta.get("straggler") or {}
+    detail = verdict_text(run.meta)  # the judgement over every figure; runs stored before it name the most compute
+    if detail is None:
         detail = f"straggler rank {s['rank']}: {s['margin_pct']:+.1f}% compute over the median rank" if s else ""
     detail += " · each bar is the rank's span (first GPU activity to last)"
     style(fig, title("Ranks side by side: where each rank's time goes", run, detail), "rank", "ms", barmode="stack")
@@ -61,7 +60,7 @@ def ranks_chart(run: RunResult) -> Chart | None:
 
 
 def steps_chart(run: RunResult) -> Chart | None:
-    steps = kind_rows(run, "step")
+    steps = RankTables.from_run(run).frame("steps")
     if steps.empty:
         return None
     straggler = run.meta.get("straggler_rank")
@@ -85,7 +84,7 @@ def steps_chart(run: RunResult) -> Chart | None:
 
 
 def groups_chart(run: RunResult) -> Chart | None:
-    groups = kind_rows(run, "group")
+    groups = RankTables.from_run(run).frame("groups")
     if groups.empty:
         return None
     straggler = run.meta.get("straggler_rank")

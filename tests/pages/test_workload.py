@@ -356,9 +356,10 @@ def test_stored_imports_draw_for_compare_and_the_report(tmp_path):
         "trace-steps",
         "trace-top-kernels",
     ]
-    from core.workload.trace.timeline import report_lines
+    from core.rows.trace import TraceTables
+    from core.workload.trace.text import report_lines
 
-    assert not any("idle by cause" in line for line in report_lines(old_meta, old_rows))
+    assert not any("idle by cause" in line for line in report_lines(old_meta, TraceTables.from_rows(old_rows)))
     assert "Tesla V100-DGXS-32GB" in profiler_trace.figures(trace_run)[0].figure.layout.title.text
 
 

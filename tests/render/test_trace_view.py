@@ -36,13 +36,13 @@ def test_a_kind_s_table_has_its_own_columns_without_the_kind():
         "profiler-trace",
         [{"kind": "kernel", "name": "k1", "us": 5.0}, {"kind": "step", "step": 3, "wall_us": 900.0}],
     )
-    assert view.kind_table(run, "kernel").to_dict("records") == [{"name": "k1", "us": 5.0}]
-    assert view.kind_table(run, "step").to_dict("records") == [{"step": 3.0, "wall_us": 900.0}]
-    assert view.kind_table(stored("profiler-trace", []), "kernel").empty
+    assert view.trace_table(run, "kernels").to_dict("records") == [{"name": "k1", "us": 5.0}]
+    assert view.trace_table(run, "steps").to_dict("records") == [{"step": 3.0, "wall_us": 900.0}]
+    assert view.trace_table(stored("profiler-trace", []), "kernels").empty
     # a step the profiler stopped in before any kernel (the MI250 example's second) has no kernel time: "—", not nan
     cut = stored("profiler-trace", [{"kind": "step", "step": 1, "wall_us": 9.0, "kernel_time_us": 4.0},
                                     {"kind": "step", "step": 2, "wall_us": 0.5}])  # fmt: skip
-    assert view.kind_table(cut, "step")["kernel_time_us"].tolist() == ["4", "—"]
+    assert view.trace_table(cut, "steps")["kernel_time_us"].tolist() == ["4", "—"]
 
 
 def test_each_rank_s_times_in_the_listed_columns():
@@ -81,7 +81,7 @@ def test_the_launch_figure_says_what_it_measures():
 
 
 def test_counts_are_words_not_python_lists():
-    from core.workload.trace.timeline import _listed
+    from core.workload.trace.text import listed as _listed
     from render.trace_view import count_text
 
     assert (count_text([7], "stream"), count_text([0, 1, 2, 3], "GPU")) == ("1 stream", "4 GPUs")

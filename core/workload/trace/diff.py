@@ -18,7 +18,11 @@ from __future__ import annotations
 
 import re
 import statistics
+from collections.abc import Sequence
+from dataclasses import dataclass
+from typing import TypeVar
 
+from core.rows.trace import Change, DiffTables
 from core.units import us_text
 from core.workload.trace.host_gaps import CAUSES, STEP_KEYS, WALL_KEYS
 from core.workload.trace.timeline import named_gpu
@@ -99,10 +103,13 @@ def operators(base_meta: dict, new_meta: dict) -> list[dict]:
     return sorted(rows, key=lambda r: (-r["delta_us"], r["op"]))
 
 
-def largest_changes(rows: list[dict], top: int) -> list[dict]:
+C = TypeVar("C", bound=Change)
+
+
+def largest_changes(rows: Sequence[C], top: int) -> list[C]:
     """The ``top`` rows that changed most either way (a speed-up matters as much as a slow-down), in the
     rows' own order."""
-    keep = {id(r) for r in sorted(rows, key=lambda r: -abs(r["delta_us"]))[:top]}
+    keep = {id(r) for r in sorted(rows, key=lambda r: -abs(r.delta_us))[:top]}
     return [r for r in rows if id(r) in keep]
 
 
@@ -293,3 +300,23 @@ def totals(rows: list[dict]) -> dict:
         "delta_us": new - base,
         "delta_pct": 100 * (new - base) / base if base else None,
     }
+
+
+@dataclass(frozen=True)
+class TraceDiff:
+    """Two imports compared: the changes as named tables, the GPU time of each side, where the files are not alike
+    and the headline."""
+
+    tables: DiffTables
+    total: dict
+    mismatches: list[str]
+    headline: str
+
+
+def compare(base_rows: list[dict], base_meta: dict, new_rows: list[dict], new_meta: dict) -> TraceDiff:
+    """Everything ``trace-diff`` says of two imports (their stored rows and meta), derived once."""
+    rows = diff(base_rows, new_rows)
+    total = totals(rows)
+    figures = whole(base_meta, new_meta) + steps(base_rows, new_rows) + causes(base_rows, new_rows)
+    tables = DiffTables.from_rows(figures + rows + operators(base_meta, new_meta))
+    return TraceDiff(tables, total, mismatches(base_meta, new_meta, rows), headline(base_rows, new_rows, total))

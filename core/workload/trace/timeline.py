@@ -38,12 +38,10 @@ from dataclasses import dataclass
 import numpy as np
 
 from core.measure.kernels import KERNEL_GROUPS, KERNEL_RULES, NO_RULE, classify_kernel
-from core.text import quirk_lines
 from core.workload.trace.file import COMM, COMPUTE, KINDS, MEMCPY, MEMSET, Activities, TraceFile, read_trace
-from core.workload.trace.host_gaps import CAUSES, STEP_KEYS
 from core.workload.trace.intervals import merged, merged_by_group, merged_groups, union_gaps
 
-__all__ = ["IDLE_CAUSES", "TRACE_GROUPS", "analyse_trace", "launch_lines", "read_trace", "report_lines", "union_us"]
+__all__ = ["IDLE_CAUSES", "TRACE_GROUPS", "analyse_trace", "read_trace", "union_us"]
 
 TRACE_GROUPS = KERNEL_GROUPS
 # Rules: the name rules, then copies and sets by their kind, then the names no rule matched.
@@ -440,12 +438,6 @@ def analyse_trace(trace: TraceFile, top: int = 20) -> tuple[list[dict], dict]:
     return rows, meta
 
 
-def _step_host_text(step: dict) -> str:
-    """The two causes holding most of a step's gaps on the host's side (runs stored before them: nothing)."""
-    held = sorted(((step[k], name) for k, name in zip(STEP_KEYS, CAUSES) if step.get(k)), reverse=True)[:2]
-    return "; the host: " + ", ".join(f"{name} {us / 1000:,.3f} ms" for us, name in held) if held else ""
-
-
 def _grouped(keys: np.ndarray, idx: np.ndarray) -> list[tuple[int, np.ndarray]]:
     """``idx`` split by ``keys`` (one key each), by key ascending, each part in ``idx``'s order: one sort, not a
     pass over every activity per key (200 k devices or streams would make that quadratic)."""
@@ -666,39 +658,6 @@ def _coverage(s: np.ndarray, e: np.ndarray, edges: np.ndarray) -> np.ndarray:
     return np.diff(cum)
 
 
-def launch_lines(launch: dict) -> list[str]:
-    """What the launches say, in words: launch-bound (the GPU waited on them), CUDA graphs, HTA's short kernels."""
-    if "shorter_than_launch_call" not in launch:  # a run stored before: launch_bound was HTA's short kernels
-        return [
-            f"{launch['launch_bound']:,} of {launch['launched']:,} ({launch['launch_bound_share']:.1%}) ran shorter "
-            "than their launch call (HolisticTraceAnalysis' short kernels; not whether the GPU waited on launches)"
-        ]
-    own = launch["launched"] - launch["graph_launched"]
-    out = []
-    if own:
-        out.append(
-            f"launch-bound (launched onto an idle GPU: the call ended after every earlier activity had ended) "
-            f"{launch['launch_bound']:,} of {own:,} ({launch['launch_bound_share']:.1%}), the GPU idle "
-            f"{launch['launch_wait_us'] / 1000:,.3f} ms before them"
-        )
-    if launch["graph_launched"]:
-        out.append(
-            f"CUDA/HIP graphs: {launch['graph_launched']:,} activities launched by a graph (cudaGraphLaunch, or "
-            "several on one launch call): launch-bound and the launch call's length do not apply to them"
-        )
-    out.append(
-        f"shorter than their launch call (HolisticTraceAnalysis' short kernels): {launch['shorter_than_launch_call']:,}"
-        f" of {launch['launched']:,} ({launch['shorter_than_launch_call_share']:.1%})"
-    )
-    return out
-
-
-def _listed(ids: list[int]) -> str:
-    """GPU or stream ids as a person writes them: "0, 1 and 7", never a Python list."""
-    text = [str(i) for i in ids]
-    return " and ".join([", ".join(text[:-1]), text[-1]]) if len(text) > 1 else "".join(text)
-
-
 def named_gpu(meta: dict) -> str | None:
     """The analysed GPU's name as the file gave it (or the shipped example's), None where nobody named it. Runs
     stored before an unnamed GPU was stored as None hold "GPU <n>" there: that is no name either."""
@@ -709,78 +668,3 @@ def named_gpu(meta: dict) -> str | None:
 def gpu_text(meta: dict) -> str:
     """The analysed GPU's name, or that the file names none: what every summary line says of it."""
     return named_gpu(meta) or "the file names no GPU"
-
-
-def report_lines(meta: dict, rows: list[dict]) -> list[str]:
-    """The trace summary as text (``python -m core trace FILE``)."""
-    if not meta.get("gpu_activities"):
-        return [meta.get("note", "no GPU activity")]
-    ms = 1000.0
-    out = [
-        f"{meta['events']:,} events; GPU {meta['device']} ({gpu_text(meta)}; the file "
-        f"has GPU {_listed(meta['devices'])}): {meta['kernel_count']:,} kernels on streams {_listed(meta['streams'])}",
-        f"kernel time {meta['kernel_time_us'] / ms:,.3f} ms (sum of durations); busy {meta['busy_us'] / ms:,.3f} ms "
-        f"of a {meta['span_us'] / ms:,.3f} ms span — idle {meta['idle_us'] / ms:,.3f} ms ({meta['idle_share']:.1%})",
-        f"compute {meta['compute_union_us'] / ms:,.3f} ms, copies {meta['copy_union_us'] / ms:,.3f} ms, "
-        f"communication {meta['communication_union_us'] / ms:,.3f} ms (exposed "
-        f"{meta['exposed_communication_us'] / ms:,.3f} ms); overlap compute∩comm "
-        f"{meta['compute_and_communication_us'] / ms:,.3f} ms, compute∩copy {meta['compute_and_copy_us'] / ms:,.3f} ms",
-    ]
-    threshold = f"(< {meta.get('kernel_wait_threshold_us', KERNEL_WAIT_US):g} µs)"
-    if causes := meta.get("idle_causes"):  # runs stored before the idle breakdown have none
-        device = meta.get("idle_causes_basis") == "device"
-        out.append(
-            (
-                "idle by cause (gaps on the device timeline, the union of its streams; they add up to the idle): "
-                if device
-                else "idle by cause (gaps between kernels on each stream, summed over streams): "
-            )
-            + f"host wait {causes['host_wait_us'] / ms:,.3f} ms, kernel wait {causes['kernel_wait_us'] / ms:,.3f} ms "
-            f"{threshold}, other {causes['other_wait_us'] / ms:,.3f} ms"
-        )
-    if hta := meta.get("idle_causes_summed_over_streams"):
-        out.append(
-            f"  per stream, summed over streams (HolisticTraceAnalysis' idle breakdown; can exceed the idle): host "
-            f"wait {hta['host_wait_us'] / ms:,.3f} ms, kernel wait {hta['kernel_wait_us'] / ms:,.3f} ms, other "
-            f"{hta['other_wait_us'] / ms:,.3f} ms"
-        )
-    launch = meta.get("launch") or {}
-    if launch.get("launched"):
-        out.append(
-            f"launches: {launch['launched']:,} activities matched to their launch call; start − call start median "
-            f"{launch['launch_delay_p50_us']:,.1f} µs, p90 {launch['launch_delay_p90_us']:,.1f} µs, p99 "
-            f"{launch['launch_delay_p99_us']:,.1f} µs, max {launch['launch_delay_max_us']:,.1f} µs"
-        )
-        out += ["  " + line for line in launch_lines(launch)]
-    out.append("groups (share of GPU time: kernels + copies + memsets, summed; of kernel time: kernels only):")
-    for r in rows:
-        if r["kind"] == "group" and r["count"]:
-            of_kernels = r.get("kernel_share")
-            kernels = f"{of_kernels:6.1%} of kernel time" if of_kernels is not None else " " * 20
-            out.append(
-                f"  {r['group']:<18} {r['total_us'] / ms:>10,.3f} ms  {r['share']:6.1%} of GPU time  {kernels}  "
-                f"{r['count']:>7,} launches"
-            )
-    if meta.get("rules"):
-        out.append("rules (what each matched):")
-        for r in meta["rules"]:
-            if r["count"]:
-                out.append(f"  {r['us'] / ms:>10,.3f} ms  ×{r['count']:<7,} {r['group']:<14} {r['rule']}")
-    out.append("top kernels (share of GPU time: kernels + copies + memsets):")
-    for r in rows:
-        if r["kind"] == "kernel":
-            name = r["name"] if len(r["name"]) <= 90 else r["name"][:87] + "…"
-            out.append(f"  {r['total_us'] / ms:>10,.3f} ms  {r['share']:6.1%}  ×{r['count']:<6,} [{r['group']}] {name}")
-    steps = [r for r in rows if r["kind"] == "step"]
-    out.append(f"steps ({meta['step_basis']}):" if steps else meta["step_basis"])
-    for r in steps:
-        window = "gpu_window_us" in r  # runs stored before the GPU windows put busy beside the wall
-        out.append(
-            f"  step {r['step']:>5}: wall {r['wall_us'] / ms:,.3f} ms, kernels {r.get('kernel_time_us', 0) / ms:,.3f} ms"
-            + (f"; GPU window {r['gpu_window_us'] / ms:,.3f} ms: " if window else ", ")
-            + f"busy {r.get('busy_us', 0) / ms:,.3f} ms, idle {r.get('idle_us', 0) / ms:,.3f} ms"
-            + (f", host wait {r['host_wait_us'] / ms:,.3f} ms" if "host_wait_us" in r else "")
-            + _step_host_text(r)
-        )
-    out += quirk_lines(meta)
-    return out

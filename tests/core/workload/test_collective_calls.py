@@ -13,6 +13,7 @@ pytest.importorskip("msgspec")
 
 from core.experiment import config_from_dict, drive
 from core.experiments.profiler_trace import ProfilerTraceConfig, run
+from core.rows.trace import TraceTables
 from core.workload.trace.collective_calls import collective_lines, collective_rows
 from core.workload.trace.file import read_trace
 from tests.conftest import ROOT
@@ -78,7 +79,7 @@ def test_the_import_stores_them_and_the_cli_text_lists_them():
     out, _ = drive(run(cfg, None))  # type: ignore[arg-type]  # the experiment reads no context
     stored = [r for r in out.rows if r["kind"] == "collective"]
     assert len(stored) == 7 and stored == collective_rows(read_trace(DDP_A100), out.meta["device"])
-    text = "\n".join(collective_lines(list(out.rows)))
+    text = "\n".join(collective_lines(TraceTables.from_rows(out.rows).collectives))
     assert (
         "all_reduce     8,196,000 B (7.8 MiB) Float ×3 in a group of 2: median 3.3 ms" in text
     )  # 8196000 / 2²⁰ = 7.82

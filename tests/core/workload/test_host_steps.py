@@ -13,9 +13,11 @@ import pytest
 
 pytest.importorskip("msgspec")
 
+from core.rows.trace import TraceTables
 from core.workload.trace.diff import steps as step_changes
 from core.workload.trace.host_gaps import WALL_KEYS, before_first_kernel_findings, host_in_steps
-from core.workload.trace.timeline import analyse_trace, read_trace, report_lines
+from core.workload.trace.text import report_lines
+from core.workload.trace.timeline import analyse_trace, read_trace
 from tests.core.workload.traces import DATA, GPU, trace_events
 
 CHECKPOINTING = DATA / "tracelens_mi300_resnet_act_checkpoint_steps.json.gz"
@@ -155,4 +157,4 @@ def test_data_loading_before_the_first_kernel_by_hand(tmp_path):
     assert "pin_memory" in finding.text
     # the whole step's idle by cause: the 70 before the kernel and the 10 after it (nothing recorded then)
     assert dict(zip(WALL_KEYS, [0, 0, 0, 55, 0, 3, 22])) == lived
-    assert "step     1: wall 0.100 ms" in "\n".join(report_lines(meta, rows))
+    assert "step     1: wall 0.100 ms" in "\n".join(report_lines(meta, TraceTables.from_rows(rows)))

@@ -9,11 +9,13 @@ import pytest
 
 pytest.importorskip("msgspec")
 
+from core.rows.trace import TraceTables
 from core.workload.trace.file import read_trace
 from core.workload.trace.host_gaps import host_gaps
 from core.workload.trace.op_flops import reference
 from core.workload.trace.ops import GRAPH_OP, NO_OP, op_breakdown
-from core.workload.trace.timeline import analyse_trace, report_lines
+from core.workload.trace.text import report_lines
+from core.workload.trace.timeline import analyse_trace
 from tests.core.workload.traces import DATA, SGLANG, VLLM_MOE, trace_events
 
 
@@ -25,7 +27,7 @@ def test_a_trace_whose_gpus_have_empty_names_names_no_gpu():
     trace = read_trace(VLLM_MOE)
     rows, meta = analyse_trace(trace)
     assert trace.gpu_names == {} and meta["device_name"] is None
-    assert "(the file names no GPU; the file has GPU 2)" in report_lines(meta, rows)[0]
+    assert "(the file names no GPU; the file has GPU 2)" in report_lines(meta, TraceTables.from_rows(rows))[0]
     assert reference(trace, meta["device"])[1].startswith("AMD Instinct MI300X (the trace names no GPU;")
 
 

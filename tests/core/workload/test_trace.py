@@ -10,7 +10,9 @@ import pytest
 pytest.importorskip("msgspec")  # reading a trace decodes it with msgspec (core/workload/trace/file.py)
 
 from core.intake import InputRefused
-from core.workload.trace.timeline import analyse_trace, read_trace, report_lines, union_us
+from core.rows.trace import TraceTables
+from core.workload.trace.text import report_lines
+from core.workload.trace.timeline import analyse_trace, read_trace, union_us
 from tests.conftest import ROOT
 
 DATA = ROOT / "tests" / "data" / "workload"
@@ -356,7 +358,7 @@ def test_idle_causes_and_launch_delays_by_hand(tmp_path):
         "elementwise (PyTorch elementwise kernels, Triton pointwise)": 1,
         "memcpy (by kind)": 1,
     }
-    text = "\n".join(report_lines(m, rows))
+    text = "\n".join(report_lines(m, TraceTables.from_rows(rows)))
     assert "host wait 0.045 ms, kernel wait 0.021 ms" in text
     assert "ended) 2 of 6 (33.3%), the GPU idle 0.045 ms before them" in text
     assert "shorter than their launch call (HolisticTraceAnalysis' short kernels): 3 of 6 (50.0%)" in text
@@ -379,7 +381,7 @@ def test_group_shares_have_their_true_denominators(tmp_path):
     found = {f["kind"]: f for f in trace_findings(m, rows)}["kernel_group"]
     assert found["value"] == pytest.approx(100 * 10 / 33)
     assert found["text"].startswith("matmul kernels take 30.3% of kernel time (kernel durations summed)")
-    text = "\n".join(report_lines(m, rows))
+    text = "\n".join(report_lines(m, TraceTables.from_rows(rows)))
     assert "groups (share of GPU time: kernels + copies + memsets" in text
     assert " 25.0% of GPU time   30.3% of kernel time" in text
 
@@ -433,7 +435,7 @@ def test_step_figures_on_gpu_windows(tmp_path):
     assert tuple(steps[1][k] for k in figures) == (27, 40, 13, 27, 10, 17, 0)
     assert tuple(steps[2][k] for k in figures) == (73, 100, 61, 39, 35, 4, 0)
     assert "GPU window" in m["step_basis"]
-    text = "\n".join(report_lines(m, rows))
+    text = "\n".join(report_lines(m, TraceTables.from_rows(rows)))
     assert "step     1: wall 0.027 ms, kernels 0.013 ms; GPU window 0.040 ms: busy 0.013 ms, idle 0.027 ms" in text
 
 
@@ -505,7 +507,7 @@ def test_cuda_graphs_are_recognised_and_launch_bound_does_not_apply(tmp_path):
     launch = m["launch"]
     assert (launch["launched"], launch["graph_launched"], launch["shorter_than_launch_call"]) == (4, 3, 4)
     assert (launch["launch_bound"], launch["launch_bound_share"], launch["launch_wait_us"]) == (1, 1.0, 14)
-    text = "\n".join(report_lines(m, rows))
+    text = "\n".join(report_lines(m, TraceTables.from_rows(rows)))
     assert "CUDA/HIP graphs: 3 activities launched by a graph" in text and "do not apply to them" in text
     # hipGraphLaunch (ROCm) is a graph launch too, and so are kernels sharing one call whatever its name
     hip = graph_trace()
@@ -547,7 +549,7 @@ def test_a_gpu_bound_trace_is_not_called_launch_bound():
 
     label, value, _, about = launch_metric(launch)
     assert (label, value) == ("Launch-bound", f"{162 / 6_095:.1%}") and "short kernels" in about
-    text = "\n".join(report_lines(m, rows))
+    text = "\n".join(report_lines(m, TraceTables.from_rows(rows)))
     assert "launch-bound (launched onto an idle GPU" in text and "57.4%" not in text.split("short kernels")[0]
 
 

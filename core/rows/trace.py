@@ -1,0 +1,435 @@
+"""An imported profiler trace's rows as named tables: one frozen dataclass per kind of row, split once.
+
+A ``profiler-trace`` run stores one list of rows of several kinds (its devices, kernel groups, top kernels, each
+stream's idle, launch delays, steps, utilisation bins, collectives), a ``profiler-trace-ranks`` run another (ranks,
+each rank's steps, kernel groups, host gaps, operators, arrivals, collective waits), and ``trace-diff`` compares two
+imports (whole-trace figures, steps, causes, groups, kernels, operators). :class:`TraceTables`, :class:`RankTables`
+and :class:`DiffTables` split such a list by ``"kind"`` — the one place that reads it — into one tuple per kind, and
+``rows()`` gives the stored list back, each row with its keys in the order it was stored. A row keeps the keys its
+class does not name in ``extra`` (what a later version adds, the per-group and per-cause figures of a step).
+
+One figure, two stored names: a trace's devices and steps store the union of compute kernels as
+``compute_union_us``, a rank's rows as ``compute_us``; both are the field ``compute_us`` here. Torch-free.
+"""
+
+from __future__ import annotations
+
+import dataclasses
+from collections.abc import Iterable, Mapping
+from dataclasses import dataclass, field
+from functools import cached_property
+from typing import Any, ClassVar, Self
+
+from core.result import RunResult
+
+
+@dataclass(frozen=True, kw_only=True)
+class StoredRow:
+    """What every row of these tables shares: the keys its class does not name, and the stored key order."""
+
+    KIND: ClassVar[str] = ""
+    STORED: ClassVar[Mapping[str, str]] = {}  # field → its stored key, where the two differ
+
+    extra: Mapping[str, Any] = field(default_factory=dict)  # stored keys the class does not name
+    keys: tuple[str, ...] = field(default=(), compare=False, repr=False)  # every stored key, in the stored order
+
+    @classmethod
+    def _named(cls) -> dict[str, str]:
+        """Stored key → field, for the fields a row of this kind stores."""
+        return {cls.STORED.get(f.name, f.name): f.name for f in dataclasses.fields(cls) if f.name not in _OWN}
+
+    @classmethod
+    def from_row(cls, row: Mapping[str, Any]) -> Self:
+        """A stored row; keys it lacks take their defaults, keys the class does not name stay in ``extra``."""
+        named = cls._named()
+        return cls(
+            **{named[k]: v for k, v in row.items() if k in named},
+            extra={k: v for k, v in row.items() if k not in named and k != "kind"},
+            keys=tuple(row),
+        )
+
+    def to_row(self) -> dict:
+        """The stored row: its keys in the order they were stored."""
+        named = self._named()
+        keys = self.keys or ("kind", *named, *self.extra)
+        return {k: self.KIND if k == "kind" else getattr(self, named[k]) if k in named else self.extra[k] for k in keys}
+
+    def get(self, key: str, default: float = 0.0) -> Any:
+        """A figure stored under ``key`` that the class does not name (a step's per-group or per-cause µs)."""
+        return self.extra.get(key, default)
+
+
+_OWN = {"extra", "keys"}
+
+
+# --- one trace (profiler-trace) ---------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True)
+class TraceDevice(StoredRow):
+    """A GPU of the file: its busy, idle and unions of activity (µs)."""
+
+    KIND = "device"
+    STORED = {"compute_us": "compute_union_us"}
+    device: int = 0
+    name: str = ""
+    span_us: float = 0.0
+    busy_us: float = 0.0
+    idle_us: float = 0.0
+    compute_us: float = 0.0
+
+
+@dataclass(frozen=True, kw_only=True)
+class KernelGroup(StoredRow):
+    """A kernel group of the analysed GPU: ``share`` of the GPU time, ``kernel_share`` of the kernel time (None
+    for memory)."""
+
+    KIND = "group"
+    group: str = ""
+    count: int = 0
+    total_us: float = 0.0
+    share: float = 0.0
+    kernel_share: float | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class Kernel(StoredRow):
+    """One of the top kernels by total time."""
+
+    KIND = "kernel"
+    rank: int = 0
+    name: str = ""
+    group: str = ""
+    count: int = 0
+    total_us: float = 0.0
+    mean_us: float = 0.0
+    max_us: float = 0.0
+    share: float = 0.0
+
+
+@dataclass(frozen=True, kw_only=True)
+class StreamIdle(StoredRow):
+    """A stream's gaps by cause (HolisticTraceAnalysis' idle breakdown)."""
+
+    KIND = "idle"
+    stream: int = 0
+    activities: int = 0
+    host_wait_us: float = 0.0
+    kernel_wait_us: float = 0.0
+    other_wait_us: float = 0.0
+
+
+@dataclass(frozen=True, kw_only=True)
+class LaunchDelayBin(StoredRow):
+    """A bin of the launch delays' histogram; ``shorter_than_launch_call`` None in runs stored before it."""
+
+    KIND = "launch_delay"
+    from_us: float = 0.0
+    to_us: float = 0.0
+    count: int = 0
+    launch_bound: int = 0
+    graph_launched: int = 0
+    shorter_than_launch_call: int | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class TraceStep(StoredRow):
+    """A ``ProfilerStep``: its wall, its GPU window (None in runs stored before the windows) and what the GPU did;
+    its per-group and per-cause figures stay in ``extra`` (:meth:`get`)."""
+
+    KIND = "step"
+    STORED = {"compute_us": "compute_union_us"}
+    step: int = 0
+    wall_us: float = 0.0
+    gpu_window_us: float | None = None
+    kernel_time_us: float | None = None
+    busy_us: float | None = None
+    idle_us: float | None = None
+    host_wait_us: float | None = None
+    compute_us: float | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class BusyBin(StoredRow):
+    """A utilisation bin: the share of it the GPU was busy (each kind's share in ``extra``)."""
+
+    KIND = "busy"
+    t_ms: float = 0.0
+    busy_share: float = 0.0
+
+
+@dataclass(frozen=True, kw_only=True)
+class Collective(StoredRow):
+    """A kind of collective call with nccl-tests' figures (None where nccl-tests has none)."""
+
+    KIND = "collective"
+    collective: str = ""
+    dtype: str = ""
+    group_size: int = 0
+    bytes: int | None = None
+    size: str | None = None
+    calls: int = 0
+    total_us: float = 0.0
+    median_us: float = 0.0
+    algbw_gbs: float | None = None
+    busbw_factor: float | None = None
+    busbw_gbs: float | None = None
+
+
+# --- a job's ranks (profiler-trace-ranks) -----------------------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True)
+class Rank(StoredRow):
+    """One rank: its file, GPU and times on its busiest GPU (µs)."""
+
+    KIND = "rank"
+    rank: int = 0
+    file: str = ""
+    world_size: int | None = None
+    backend: str | None = None
+    device_name: str | None = None
+    kernel_time_us: float = 0.0
+    busy_us: float = 0.0
+    span_us: float = 0.0
+    idle_us: float = 0.0
+    compute_us: float = 0.0
+    communication_us: float = 0.0
+    exposed_communication_us: float = 0.0
+    host_wait_us: float | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class RankStep(StoredRow):
+    """A step on a rank."""
+
+    KIND = "step"
+    rank: int = 0
+    step: int = 0
+    wall_us: float = 0.0
+
+
+@dataclass(frozen=True, kw_only=True)
+class RankGroup(StoredRow):
+    """A kernel group's time on a rank."""
+
+    KIND = "group"
+    rank: int = 0
+    group: str = ""
+    count: int = 0
+    total_us: float = 0.0
+
+
+@dataclass(frozen=True, kw_only=True)
+class RankHostGap(StoredRow):
+    """What a rank's host did while its GPU idled, by cause, with the operator holding most of it."""
+
+    KIND = "host_gap"
+    rank: int = 0
+    cause: str = ""
+    time_us: float = 0.0
+    share: float = 0.0
+    top_op: str | None = None
+
+
+@dataclass(frozen=True, kw_only=True)
+class RankOp(StoredRow):
+    """An operator's GPU time on a rank."""
+
+    KIND = "op"
+    rank: int = 0
+    op: str = ""
+    gpu_time_us: float = 0.0
+    kernels: int = 0
+    calls: int = 0
+
+
+@dataclass(frozen=True, kw_only=True)
+class Arrival(StoredRow):
+    """A rank's wait for the last rank at the collectives matched across the ranks."""
+
+    KIND = "arrival"
+    rank: int = 0
+    collectives: int = 0
+    waited_us: float = 0.0
+    last_arrivals: int = 0
+
+
+@dataclass(frozen=True, kw_only=True)
+class CollectiveWait(StoredRow):
+    """A collective matched across the ranks: its kernels' time and how much waited for the last rank."""
+
+    KIND = "collective_wait"
+    collective: str = ""
+    calls: int = 0
+    kernel_time_us: float = 0.0
+    waited_us: float = 0.0
+    waited_share: float | None = None
+
+
+# --- two traces compared (trace-diff) ---------------------------------------------------------------------------
+
+
+@dataclass(frozen=True, kw_only=True)
+class Change(StoredRow):
+    """A figure base → new (µs); ``delta_pct`` of base, None from 0; counts where the kind has them."""
+
+    figure: str = ""
+    base_us: float = 0.0
+    new_us: float = 0.0
+    delta_us: float = 0.0
+    delta_pct: float | None = None
+    base_count: int = 0
+    new_count: int = 0
+
+
+@dataclass(frozen=True, kw_only=True)
+class WholeChange(Change):
+    KIND = "whole"
+
+
+@dataclass(frozen=True, kw_only=True)
+class StepChange(Change):
+    KIND = "step"
+
+
+@dataclass(frozen=True, kw_only=True)
+class CauseChange(Change):
+    KIND = "cause"
+
+
+@dataclass(frozen=True, kw_only=True)
+class GroupChange(Change):
+    KIND = "group"
+    group: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class KernelChange(Change):
+    KIND = "kernel"
+    group: str | None = None
+    kernel: str = ""
+
+
+@dataclass(frozen=True, kw_only=True)
+class OpChange(Change):
+    KIND = "op"
+    op: str = ""
+
+
+# --- the tables --------------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class Tables:
+    """Named tables of one run's rows, in the order the engine stores them (``TABLES``: name → row class); rows of
+    a kind no table holds stay in ``other``, after the rest."""
+
+    TABLES: ClassVar[Mapping[str, type[StoredRow]]] = {}
+
+    other: tuple[Mapping[str, Any], ...] = ()
+
+    @classmethod
+    def from_rows(cls, rows: Iterable[Mapping[str, Any]]) -> Self:
+        """The rows split by kind, once."""
+        by_kind = {row_class.KIND: name for name, row_class in cls.TABLES.items()}
+        split: dict[str, list] = {name: [] for name in cls.TABLES}
+        other = []
+        for row in rows:
+            name = by_kind.get(row.get("kind"))  # type: ignore[arg-type]
+            if name is None:
+                other.append(row)
+            else:
+                split[name].append(cls.TABLES[name].from_row(row))
+        return cls(other=tuple(other), **{name: tuple(part) for name, part in split.items()})
+
+    @classmethod
+    def from_run(cls, run: RunResult) -> Self:
+        return cls.from_rows(run.rows)
+
+    def rows(self) -> list[dict]:
+        """The stored rows, table after table."""
+        out = [r.to_row() for name in self.TABLES for r in getattr(self, name)]
+        return out + [dict(r) for r in self.other]
+
+    @cached_property
+    def _frame(self):
+        from core.result import rows_frame
+
+        return rows_frame(self.rows())
+
+    def frame(self, name: str):
+        """One table as a DataFrame with the columns it fills, as a chart plots and exports it: cut from the frame
+        of every row, so its columns keep the run's order and types."""
+        start = sum(len(getattr(self, n)) for n in list(self.TABLES)[: list(self.TABLES).index(name)])
+        part = self._frame.iloc[start : start + len(getattr(self, name))]
+        return part.dropna(axis=1, how="all").reset_index(drop=True)
+
+
+@dataclass(frozen=True)
+class TraceTables(Tables):
+    """A ``profiler-trace`` run's rows."""
+
+    TABLES = {
+        "devices": TraceDevice,
+        "groups": KernelGroup,
+        "kernels": Kernel,
+        "idle": StreamIdle,
+        "launch_delays": LaunchDelayBin,
+        "steps": TraceStep,
+        "busy": BusyBin,
+        "collectives": Collective,
+    }
+
+    devices: tuple[TraceDevice, ...] = ()
+    groups: tuple[KernelGroup, ...] = ()
+    kernels: tuple[Kernel, ...] = ()
+    idle: tuple[StreamIdle, ...] = ()
+    launch_delays: tuple[LaunchDelayBin, ...] = ()
+    steps: tuple[TraceStep, ...] = ()
+    busy: tuple[BusyBin, ...] = ()
+    collectives: tuple[Collective, ...] = ()
+
+
+@dataclass(frozen=True)
+class RankTables(Tables):
+    """A ``profiler-trace-ranks`` run's rows."""
+
+    TABLES = {
+        "ranks": Rank,
+        "steps": RankStep,
+        "groups": RankGroup,
+        "host_gaps": RankHostGap,
+        "ops": RankOp,
+        "arrivals": Arrival,
+        "collective_waits": CollectiveWait,
+    }
+
+    ranks: tuple[Rank, ...] = ()
+    steps: tuple[RankStep, ...] = ()
+    groups: tuple[RankGroup, ...] = ()
+    host_gaps: tuple[RankHostGap, ...] = ()
+    ops: tuple[RankOp, ...] = ()
+    arrivals: tuple[Arrival, ...] = ()
+    collective_waits: tuple[CollectiveWait, ...] = ()
+
+
+@dataclass(frozen=True)
+class DiffTables(Tables):
+    """What ``trace-diff`` compares, in the order its ``--json`` lists the rows."""
+
+    TABLES = {
+        "whole": WholeChange,
+        "steps": StepChange,
+        "causes": CauseChange,
+        "groups": GroupChange,
+        "kernels": KernelChange,
+        "ops": OpChange,
+    }
+
+    whole: tuple[WholeChange, ...] = ()
+    steps: tuple[StepChange, ...] = ()
+    causes: tuple[CauseChange, ...] = ()
+    groups: tuple[GroupChange, ...] = ()
+    kernels: tuple[KernelChange, ...] = ()
+    ops: tuple[OpChange, ...] = ()
