@@ -11,6 +11,7 @@ captures of the same code are byte-identical and ``diff -r BEFORE AFTER`` lists 
 
 from __future__ import annotations
 
+import dataclasses
 import json
 import os
 import re
@@ -127,7 +128,9 @@ def _draw_stored(db: str, out: Path, tmp: str) -> None:
     for run in runs:
         by_experiment.setdefault(run.experiment, []).append(run)
     for experiment, group in sorted(by_experiment.items()):
-        overlay = overlay_for(group) or []
+        # runs take fixed ids here: an overlay names (and colours) each run by its id, which each capture draws anew
+        fixed = [dataclasses.replace(run, id=f"{i:032x}") for i, run in enumerate(group)]
+        overlay = overlay_for(fixed) or []
         charts = [{"name": c.name, "figure": c.figure.to_plotly_json()} for c in overlay]
         (out / f"overlay-{experiment}.json").write_text(
             _steady(json.dumps(charts, sort_keys=True, indent=1, default=str), tmp)
