@@ -24,7 +24,7 @@ import time
 import uuid
 from collections import defaultdict
 from contextlib import ExitStack
-from dataclasses import dataclass, field
+from dataclasses import dataclass, field, replace
 from pathlib import Path
 from typing import TYPE_CHECKING
 
@@ -36,6 +36,17 @@ from core.measure.kernels import ANNOTATION as _ANNOTATION
 from core.measure.kernels import GROUPS, HOST_GAP_NAME, classify
 from core.measure.stats import summarize
 from core.paths import data_dir
+from core.rows.step_bench import (
+    ConfigRow,
+    GroupTime,
+    KernelTime,
+    Measured,
+    PhaseTimes,
+    StackSummary,
+    StepBenchTables,
+    StepSample,
+    with_speedups,
+)
 from core.transformer.bench import STEADY_RULE, Bench, WarmUp, warm_up
 from core.transformer.mfu import HOST_BOUND_WARNING, Ceiling, host_bound, measured_ceiling, mfu_figures
 from core.transformer.planner import (
@@ -322,17 +333,9 @@ def breakdown_rows(items, steps: int, flops: StepFlops, top: int, stack: str) ->
         ranked = sorted(kernels.items(), key=lambda kv: -kv[1][1])
         for rank, ((name, group), (count, us)) in enumerate(ranked[:top], start=1):
             rows.append(
-                {
-                    "kind": "kernel",
-                    "stack": stack,
-                    "scope": scope,
-                    "rank": rank,
-                    "name": name,
-                    "group": group,
-                    "count_per_step": count / steps,
-                    "ms_per_step": us / 1e3 / steps,
-                    "share": us / total_us if total_us else 0.0,
-                }
+                KernelTime(
+                    stack, scope, rank, name, group, count / steps, us / 1e3 / steps, us / total_us if total_us else 0.0
+                ).to_row()
             )
         by_group = defaultdict(float)
         for (_, group), (_, us) in kernels.items():
@@ -343,17 +346,8 @@ def breakdown_rows(items, steps: int, flops: StepFlops, top: int, stack: str) ->
             "attention-softmax": softmax_flops / (matmul_flops + softmax_flops),
         }
         for group in GROUPS:
-            rows.append(
-                {
-                    "kind": "group",
-                    "stack": stack,
-                    "scope": scope,
-                    "group": group,
-                    "ms_per_step": by_group[group] / 1e3 / steps,
-                    "share": by_group[group] / total_us if total_us else 0.0,
-                    "flops_share": flop_share.get(group),
-                }
-            )
+            ms, share = by_group[group] / 1e3 / steps, by_group[group] / total_us if total_us else 0.0
+            rows.append(GroupTime(stack, scope, group, ms, share, flop_share.get(group)).to_row())
     return rows, totals
 
 
@@ -513,20 +507,24 @@ def _run(cfg: StepBenchConfig, ctx: Context, sampler: ClockSampler | None):
 
 @dataclass
 class _Timed:
-    """One stack's timed steps: the raw sample rows and what the warm-up did."""
+    """One stack's timed steps: the samples and what the warm-up did."""
 
-    rows: list[dict]
+    samples: list[StepSample]
     warm: WarmUp
     timed_from: float
 
 
-def _samples(bench: Bench, timer: PhaseTimer, steps: int, series: str, base: dict, first: int = 1) -> list[dict]:
-    """``steps`` timed steps as raw sample rows (one per phase and step)."""
+def _samples(bench: Bench, timer: PhaseTimer, steps: int, series: str, base: dict, first: int = 1) -> list[StepSample]:
+    """``steps`` timed steps as samples (one per phase and step)."""
     return [
-        {"kind": "sample", **base, "series": series, "step": first + i, "phase": phase, "ms": ms}
+        StepSample(**base, series=series, step=first + i, phase=phase, ms=ms)
         for i, phases in enumerate(bench.timed(timer, steps))
         for phase, ms in phases.items()
     ]
+
+
+def _stored(rows: list) -> tuple[dict, ...]:
+    return tuple(r.to_row() for r in rows)
 
 
 def _time_stack(cfg: StepBenchConfig, ctx: Context, bench: Bench, base: dict, at: int, total: int):
@@ -535,8 +533,8 @@ def _time_stack(cfg: StepBenchConfig, ctx: Context, bench: Bench, base: dict, at
     from core.measure.step_timer import PhaseTimer
 
     timer, name = PhaseTimer(ctx.device), base["stack"]
-    rows = _samples(bench, timer, cfg.cold_steps, "cold", base)
-    yield Progress(at + cfg.cold_steps, total, f"{name}: first steps timed without warm-up", rows=tuple(rows))
+    samples = _samples(bench, timer, cfg.cold_steps, "cold", base)
+    yield Progress(at + cfg.cold_steps, total, f"{name}: first steps timed without warm-up", rows=_stored(samples))
     warm = warm_up(bench, timer, cfg.warmup_steps, cfg.max_warmup_steps)
     yield Progress(at + cfg.cold_steps, total, f"{name}: warmed up in {len(warm.step_ms)} steps")
     _reset_peak(ctx.device)
@@ -545,41 +543,75 @@ def _time_stack(cfg: StepBenchConfig, ctx: Context, bench: Bench, base: dict, at
     for done in range(0, cfg.timed_steps, chunk):
         n = min(chunk, cfg.timed_steps - done)
         new = _samples(bench, timer, n, "warm", base, done + 1)
-        rows += new
-        yield Progress(at + cfg.cold_steps + done + n, total, f"{name}: timed step {done + n}", rows=tuple(new))
-    return _Timed(rows, warm, timed_from)
+        samples += new
+        yield Progress(at + cfg.cold_steps + done + n, total, f"{name}: timed step {done + n}", rows=_stored(new))
+    return _Timed(samples, warm, timed_from)
 
 
-def _ms(rows: list[dict], series: str, phase: str) -> list[float]:
-    return [r["ms"] for r in rows if r["kind"] == "sample" and r["series"] == series and r["phase"] == phase]
+def _ms(samples: list[StepSample], series: str, phase: str) -> list[float]:
+    return [s.ms for s in samples if s.series == series and s.phase == phase]
 
 
-def _summary(cfg, stack: Stack, info, ceiling, bench: Bench, timed: _Timed, base: dict) -> list[dict]:
-    """One row per phase over the warm steps, then the stack's summary: time, throughput, MFU, first step."""
+def _summary(cfg, stack: Stack, info, ceiling, bench: Bench, timed: _Timed, base: dict):
+    """Each phase over the warm steps, then the stack's summary: time, throughput, MFU, first step."""
     from core.transformer.training import PHASES
 
-    rows = timed.rows
+    samples = timed.samples
     phases = [
-        {"kind": "phase", **base, "series": "warm", "phase": phase, **summarize(_ms(rows, "warm", phase), "ms_")}
+        PhaseTimes(**base, series="warm", phase=phase, ms=summarize(_ms(samples, "warm", phase), "ms_"))
         for phase in (*PHASES, "step")
     ]
-    warm_ms = summarize(_ms(rows, "warm", "step"), "step_ms_")
-    fwd, bwd = (summarize(_ms(rows, "warm", p))["median"] for p in ("forward", "backward"))
-    first = (_ms(rows, "cold", "step") or timed.warm.step_ms or [None])[0]
+    warm_ms = summarize(_ms(samples, "warm", "step"), "step_ms_")
+    fwd, bwd = (summarize(_ms(samples, "warm", p))["median"] for p in ("forward", "backward"))
+    first = (_ms(samples, "cold", "step") or timed.warm.step_ms or [None])[0]
     median = warm_ms["step_ms_median"]
-    summary = {
-        "kind": "summary",
+    summary = StackSummary(
         **base,
-        "tokens_per_step": bench.flops.tokens,
-        **warm_ms,
+        tokens_per_step=bench.flops.tokens,
+        step_ms=warm_ms,
         **step_figures(bench.flops, median, info, cfg.precision, ceiling, f"the {stack.name} step"),
-        "backward_forward_ratio": bwd / fwd,
-        "first_step_ms": first,
-        "first_step_over_median": first / median if first else None,
-        "compile_s": (first - median) / 1e3 if first and stack.compile else None,
+        backward_forward_ratio=bwd / fwd,
+        first_step_ms=first,
+        first_step_over_median=first / median if first else None,
+        compile_s=(first - median) / 1e3 if first and stack.compile else None,
         **timed.warm.to_dict(),
-    }
-    return [*phases, summary]
+    )
+    return phases, summary
+
+
+@dataclass
+class _Stack:
+    """One stack's stored rows: its samples, then the rest (phases, summary, kernels and groups, as stored), its summary, its
+    trace's path and the model's FLOPs."""
+
+    summary: StackSummary
+    samples: list[dict]
+    rows: list[dict]
+    trace: str | None
+    flops: dict
+
+
+def _time_and_profile(cfg: StepBenchConfig, ctx: Context, setup: EstimateConfig, at: int, total: int, measure):
+    """One stack timed, then (with profile steps) profiled: a generator of progress that returns a :class:`_Stack`
+    (``measure``: the device's info, the clock sampler and the measured ceiling)."""
+    info, sampler, ceiling = measure
+    stack = setup.stack
+    base = {"stack": stack.name, "switches": stack.setup_fields(), "precision": cfg.precision, "model": cfg.model}
+    base |= {"batch": setup.batch, "context": cfg.context}
+    bench = Bench.build(MeasuredStep(**setup.setup()), ctx.device)
+    timed = yield from _time_stack(cfg, ctx, bench, base, at, total)
+    phases, summary = _summary(cfg, stack, info, ceiling, bench, timed, base)
+    summary = replace(summary, clocks=_clocks(sampler, timed.timed_from), **memory_figures(setup, ctx.device))
+    kernel_rows, trace = [], None
+    if cfg.profile_steps:
+        yield Progress(
+            at + cfg.cold_steps + cfg.timed_steps, total, f"{stack.name}: profiling {cfg.profile_steps} steps"
+        )
+        kernel_rows, figures = _profile(cfg, ctx, bench, stack.name)
+        trace = figures.pop("trace_path", None)
+        summary = replace(summary, profile=figures)
+    samples = list(_stored(timed.samples))
+    return _Stack(summary, samples, [*_stored(phases), summary.to_row(), *kernel_rows], trace, bench.flops.to_dict())
 
 
 def _single(cfg: StepBenchConfig, ctx: Context, info: dict, common: dict, sampler, ceiling):
@@ -591,58 +623,50 @@ def _single(cfg: StepBenchConfig, ctx: Context, info: dict, common: dict, sample
     for setup in setups:  # every stack refused before any is built
         check_fits(setup, ctx)
     per_stack = cfg.cold_steps + cfg.timed_steps + 1
-    total, rows, traces, flops = per_stack * len(setups), [], {}, {}
+    total, rows, timed = per_stack * len(setups), [], []
     for i, setup in enumerate(setups):
-        stack = setup.stack
-        base = {"stack": stack.name, **stack.setup_fields(), "precision": cfg.precision, "model": cfg.model}
-        base |= {"batch": batch, "context": cfg.context}
-        bench = Bench.build(MeasuredStep(**setup.setup()), ctx.device)
-        timed = yield from _time_stack(cfg, ctx, bench, base, i * per_stack, total)
-        new = _summary(cfg, stack, info, ceiling, bench, timed, base)
-        new[-1] |= _clocks(sampler, timed.timed_from) | memory_figures(setup, ctx.device)
-        if cfg.profile_steps:
-            yield Progress((i + 1) * per_stack - 1, total, f"{stack.name}: profiling {cfg.profile_steps} steps")
-            kernel_rows, figures = _profile(cfg, ctx, bench, stack.name)
-            traces[stack.name] = figures.pop("trace_path", None)
-            new[-1] |= figures
-            new += kernel_rows
-        rows += timed.rows + new
-        flops = bench.flops.to_dict()
-        yield Progress((i + 1) * per_stack, total, f"{stack.name}: done", rows=tuple(new))
-        del bench
+        done = yield from _time_and_profile(cfg, ctx, setup, i * per_stack, total, (info, sampler, ceiling))
+        timed.append(done)
+        rows += done.samples + done.rows
+        yield Progress((i + 1) * per_stack, total, f"{setup.stack.name}: done", rows=tuple(done.rows))
         _free(ctx.device)
-    meta = common | {
+    return Output(rows=rows, meta=common | _single_meta(cfg, ctx, batch, batch_rule, timed))
+
+
+def _single_meta(cfg: StepBenchConfig, ctx: Context, batch: int, batch_rule: str, stacks: list[_Stack]) -> dict:
+    meta = {
         "batch": batch,
         "batch_rule": batch_rule,
         "tokens_per_step": batch * cfg.context,
-        "flops": flops,  # the model's: the same for every stack
+        "flops": stacks[-1].flops,  # the model's: the same for every stack
         "profile_steps": cfg.profile_steps,
-        "measurement_errors": measurement_errors([r for r in rows if r["kind"] == "summary"]),
+        "measurement_errors": measurement_errors([s.summary.to_row() for s in stacks]),
         "profile_measure": "GPU time of the kernels, copies and memsets each op launched (sum of durations)"
         if ctx.is_cuda
         else "self CPU time of each op (sums to the profiled wall time)",
     }
+    traces = {s.summary.stack_name: s.trace for s in stacks if cfg.profile_steps}
     if any(traces.values()):
         meta["traces"] = traces
         meta["trace_path"] = next(p for p in traces.values() if p)
-    return Output(rows=rows, meta=meta)
+    return meta
 
 
 # --- a sweep of precisions, a grid of sizes -----------------------------------------------------
 
 
-def _config_row(cfg: StepBenchConfig, ctx: Context, info: dict, setup: EstimateConfig, sampler, ceiling) -> dict:
+def _config_row(cfg: StepBenchConfig, ctx: Context, setup: EstimateConfig, measure, row: ConfigRow) -> ConfigRow:
     """One configuration warmed up until steady, timed and (with profile steps) profiled for its busy share: its
-    row, or its status and reason where the device cannot run or hold it."""
+    row, or its status and reason where the device cannot run or hold it (``measure``: the device's info, the
+    clock sampler and the measured ceiling)."""
     import torch
 
     from core.measure.profiler import attribute
     from core.measure.step_timer import PhaseTimer
     from core.transformer.training import check_precision
 
-    stack = setup.stack
-    row = {"stack": stack.name, **stack.setup_fields(), "precision": setup.precision, "model": setup.model}
-    row |= {"params": get_preset(setup.model).param_count(), "batch": setup.batch, "context": setup.context}
+    info, sampler, ceiling = measure
+    found: dict = {}
     try:
         check_precision(setup.precision, ctx, info.get("bf16_supported", True))
         check_fits(setup, ctx)
@@ -652,23 +676,23 @@ def _config_row(cfg: StepBenchConfig, ctx: Context, info: dict, setup: EstimateC
         _reset_peak(ctx.device)
         timed_from = time.perf_counter()
         step_ms = summarize([t["step"] for t in bench.timed(timer, cfg.timed_steps)], "step_ms_")
-        row |= _clocks(sampler, timed_from) | memory_figures(setup, ctx.device)
+        found |= {"clocks": _clocks(sampler, timed_from), "memory": memory_figures(setup, ctx.device)}
         busy = None
         if cfg.profile_steps:
             events = profile_bench(bench, ctx.device, cfg.profile_steps, ("step",)).events()
             busy = busy_fraction(events, attribute(events, ctx.is_cuda), ctx.is_cuda)
         figures = step_figures(bench.flops, step_ms["step_ms_median"], info, setup.precision, ceiling, "the step")
-        row |= {"status": "ok", "reason": None, **step_ms, **figures, **warm.to_dict()}
-        row |= {"busy": busy, "host_bound": host_bound(busy)}
+        found |= {"status": "ok", "reason": None, "step_ms": step_ms, **figures, **warm.to_dict()}
+        found |= {"busy": busy, "host_bound": host_bound(busy)}
         del bench
     except Unsupported as exc:
-        row |= {"status": "unsupported", "reason": str(exc)}
+        found |= {"status": "unsupported", "reason": str(exc)}
     except DoesNotFit as exc:
-        row |= {"status": "refused", "reason": str(exc)}
+        found |= {"status": "refused", "reason": str(exc)}
     except torch.OutOfMemoryError as exc:
-        row |= {"status": "error", "reason": f"out of memory on {ctx.device_name}: {str(exc).splitlines()[0]}"}
+        found |= {"status": "error", "reason": f"out of memory on {ctx.device_name}: {str(exc).splitlines()[0]}"}
     _free(ctx.device)
-    return row
+    return replace(row, **found)
 
 
 def _configs(cfg: StepBenchConfig, ctx: Context, info: dict, common: dict, sampler, ceiling):
@@ -681,24 +705,30 @@ def _configs(cfg: StepBenchConfig, ctx: Context, info: dict, common: dict, sampl
         batch, rule = auto_batch(cfg, model, ok_precisions, ctx)
         plan += [(cfg.setup(model, p, s, batch, target), rule) for p in cfg.run_precisions for s in cfg.stack_list]
     _refuse_if_none_fits([setup for setup, _ in plan if setup.precision in ok_precisions], ctx)
-    rows: list[dict] = []
+    rows: list[ConfigRow] = []
     for i, (setup, rule) in enumerate(plan):
         yield Progress(i, len(plan), f"{setup.model} · {setup.precision} · {setup.stack.name}: timing")
-        row = {"kind": kind, **_config_row(cfg, ctx, info, setup, sampler, ceiling), "batch_rule": rule}
+        row = _config_row(cfg, ctx, setup, (info, sampler, ceiling), _config(kind, setup, rule))
         rows.append(row)
-        yield Progress(i + 1, len(plan), f"{setup.model} · {setup.precision} · {row['status']}", rows=(row,))
-    for row in rows:  # the same model and stack in fp32: what each precision buys
-        base = next(
-            (
-                r
-                for r in rows
-                if (r["model"], r["stack"], r["precision"], r["status"]) == (row["model"], row["stack"], "fp32", "ok")
-            ),
-            None,
-        )
-        if base and row["status"] == "ok":
-            row["speedup_vs_fp32"] = base["step_ms_median"] / row["step_ms_median"]
-    return Output(rows=rows, meta=common | {"measurement_errors": measurement_errors(rows)})
+        yield Progress(i + 1, len(plan), f"{setup.model} · {setup.precision} · {row.status}", rows=(row.to_row(),))
+    stored = [row.to_row() for row in with_speedups(rows)]
+    return Output(rows=stored, meta=common | {"measurement_errors": measurement_errors(stored)})
+
+
+def _config(kind: str, setup: EstimateConfig, rule: str) -> ConfigRow:
+    """A configuration before it runs: what it times."""
+    stack, params = setup.stack, get_preset(setup.model).param_count()
+    return ConfigRow(
+        kind=kind,
+        stack=stack.name,
+        switches=stack.setup_fields(),
+        precision=setup.precision,
+        model=setup.model,
+        params=params,
+        batch=setup.batch,
+        context=setup.context,
+        batch_rule=rule,
+    )
 
 
 def _refuse_if_none_fits(setups: list[EstimateConfig], ctx: Context) -> None:
@@ -717,36 +747,35 @@ def _refuse_if_none_fits(setups: list[EstimateConfig], ctx: Context) -> None:
 # --- the answer in words ----------------------------------------------------------------------
 
 
-def _mfu_text(row: dict) -> str:
-    if row.get("mfu") is None:
-        return f"no MFU ({row.get('mfu_note') or 'no datasheet peak'})"
-    text = f"MFU {row['mfu']:.1%} of the bf16 dense peak ({row['peak_tflops']:g} TFLOPS)"
-    if row.get("mfu_measured") is not None:
-        text += f", {row['mfu_measured']:.1%} of the best bf16 matmul measured here"
+def _mfu_text(row: Measured) -> str:
+    if row.mfu is None:
+        return f"no MFU ({row.mfu_note or 'no datasheet peak'})"
+    text = f"MFU {row.mfu:.1%} of the bf16 dense peak ({row.peak_tflops:g} TFLOPS)"
+    if row.mfu_measured is not None:
+        text += f", {row.mfu_measured:.1%} of the best bf16 matmul measured here"
     return text
 
 
-def _config_text(row: dict, grid: bool) -> str:
-    name = " · ".join(str(p) for p in (row.get("model") if grid else None, row.get("precision"), row["stack"]) if p)
-    if row.get("status", "ok") != "ok":
-        return f"{name}: {row['status']} — {row.get('reason')}"
-    busy = f"; device busy {row['busy']:.0%}" if row.get("busy") is not None else ""
-    return f"{name}: {row['step_ms_median']:.2f} ms a step, {row['tokens_per_s']:,.0f} tokens/s, {_mfu_text(row)}{busy}"
+def _config_text(row: StackSummary | ConfigRow, grid: bool) -> str:
+    name = " · ".join(str(p) for p in (row.model if grid else None, row.precision, row.stack_name) if p)
+    if isinstance(row, ConfigRow) and not row.ok:
+        return f"{name}: {row.status} — {row.reason}"
+    busy = f"; device busy {row.busy:.0%}" if row.busy is not None else ""
+    return f"{name}: {row.step_ms_median:.2f} ms a step, {row.tokens_per_s:,.0f} tokens/s, {_mfu_text(row)}{busy}"
 
 
 def answer_lines(rows: list[dict], meta: dict) -> list[str]:
     """Each configuration's time, tokens/s, MFU and busy share in one line, then the host-bound warning where a
     device was idle much of its step (a run stored before stacks: the course's)."""
-    kinds = {r.get("kind") for r in rows}
-    grid = "grid" in kinds
-    picked = [r for r in rows if r.get("kind") in ("summary", "precision", "grid")]
-    lines = []
+    tables = StepBenchTables.from_rows(rows)
+    picked, lines = tables.answered, []
     for r in picked:
-        lines.append(_config_text({"stack": "course"} | r, grid))
-        lines += [f"  its trace, read as an imported one: {f['text']}" for f in r.get("trace_findings") or []]
-    bound = [r for r in picked if r.get("host_bound")]
+        lines.append(_config_text(r, bool(tables.grid)))
+        findings = r.trace_findings if isinstance(r, StackSummary) else []
+        lines += [f"  its trace, read as an imported one: {f['text']}" for f in findings]
+    bound = [r for r in picked if r.host_bound]
     if bound:
-        names = ", ".join(" · ".join(str(r.get(k)) for k in ("precision", "stack")) for r in bound)
+        names = ", ".join(f"{r.precision} · {r.stack}" for r in bound)
         lines.append(f"{meta.get('host_bound_warning') or HOST_BOUND_WARNING} ({names})")
     return lines
 
