@@ -9,7 +9,7 @@ from core.experiments.matmul import CPU_SIZES, GPU_SIZES
 from core.hardware import dtypes, published
 from core.measure.gemm import MAX_DIM
 from core.measure.soak import DROP_THRESHOLD_PCT
-from core.result import RunResult
+from core.result import DeviceInfo, RunResult
 from core.rows.matmul import TFLOPS
 from core.transformer.presets import DEFAULT_BATCH, DEFAULT_CONTEXT, PRESET_NAMES
 from core.units import rate_text, throughput_unit
@@ -44,9 +44,9 @@ THIS_GPU = "the run's GPU"
 NONE_FOR_CPU = "none (a CPU run: no published figures)"
 
 
-def _device_kind() -> str:
+def _selected_is_cuda() -> bool:
     info = lab.device_info(lab.selected_device())
-    return info["kind"] if info else "cpu"
+    return info is not None and DeviceInfo.of(info).is_cuda
 
 
 def _start_dtype(is_cuda: bool) -> str:
@@ -280,7 +280,7 @@ st.write(
     "an fp64 product, and where small matmuls are bandwidth-bound."
 )
 device = lab.device_choice(KEY)
-is_cuda = device == "all" or _device_kind() == "cuda"
+is_cuda = device == "all" or _selected_is_cuda()
 if not is_cuda:
     gpu_only = [d.name for d in dtypes.MATMUL if d.gpu_only]
     st.info(

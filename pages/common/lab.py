@@ -14,6 +14,7 @@ from core.experiment import ALL, SLOW_FRACTION
 from core.hardware import dtypes
 from core.jobs import JobManager
 from core.paths import examples_dir
+from core.result import DeviceInfo
 from core.store import RunStore, StoreError
 from core.transformer.presets import DEFAULT_BATCH, PRESET_NAMES
 from core.workerprocess import query_devices
@@ -79,10 +80,15 @@ def devices(refresh: bool = False) -> dict:
 
 def device_options() -> dict[str, str]:
     """torch device string → label, for the sidebar."""
-    info = devices()
-    options = {d["torch_device"]: d["label"] for d in info["devices"] if d["kind"] == "cuda"}
-    options["cpu"] = next((d["label"] for d in info["devices"] if d["kind"] == "cpu"), "CPU")
+    listed = box_devices()
+    options = {str(d.torch_device): d.shown for d in listed if d.is_cuda}
+    options["cpu"] = next((d.shown for d in listed if d.is_cpu), "CPU")
     return options
+
+
+def box_devices() -> list[DeviceInfo]:
+    """The box's devices as the worker describes them, as fields."""
+    return [DeviceInfo.of(d) for d in devices()["devices"]]
 
 
 def device_info(torch_device: str) -> dict | None:
@@ -98,7 +104,7 @@ def device_choice(key: str) -> str:
 
     The toggle is drawn only on a box with two or more GPUs (a CPU box has one device: no choice to fake).
     """
-    gpus = [d for d in devices()["devices"] if d["kind"] == "cuda"]
+    gpus = [d for d in box_devices() if d.is_cuda]
     if len(gpus) < 2:
         return selected_device()
     on = st.toggle(
