@@ -26,8 +26,15 @@ from pages.common.markdown import markdown_text
 from pages.common.methods import MODEL_NOTE, how_measured
 from pages.common.stack import switches
 from pages.common.tables import show_table
-from render.chart import kind_rows
-from render.plots.step_bench import cold_text, config_table, figures, host_bound_stacks, kernel_table, stack_table
+from render.plots.step_bench import (
+    cold_text,
+    config_table,
+    figures,
+    host_bound_stacks,
+    kernel_table,
+    stack_table,
+    tables,
+)
 
 KEY = "step_bench"
 MAX_TRACE_DOWNLOAD_BYTES = 200 * MIB
@@ -152,8 +159,8 @@ def render_single(run: RunResult) -> None:
     table = stack_table(run)
     if not table.empty:
         show_table(table, hide_index=True)
-    summary = next((r for r in run.rows if r.get("kind") == "summary"), None)
-    if summary and summary.get("first_step_ms") is not None:
+    summary = next(iter(tables(run).summaries), None)
+    if summary and summary.first_step_ms is not None:
         st.caption(f"{cold_text(summary, run.meta)} Timing: {run.meta.get('timing', '')}.")
     show_charts(figures(run), f"{KEY}.single")
     kernels = kernel_table(run)
@@ -164,16 +171,18 @@ def render_single(run: RunResult) -> None:
     trace_download(run)
 
 
-def render_configs(kind: str):
+def render_configs(name: str):
+    """A sweep's or a grid's run: its host-bound configurations said, its charts, its configurations listed."""
+
     def render(run: RunResult) -> None:
         node.show(run)
-        rows = kind_rows(run, kind)
-        bound = host_bound_stacks(rows)
+        bound = host_bound_stacks(tables(run).configs)
         if bound:
             st.warning(f"{HOST_BOUND_WARNING}: {', '.join(bound)}.")
-        show_charts(figures(run), f"{KEY}.{kind}")
-        if not rows.empty:
-            show_table(config_table(rows), hide_index=True)
+        show_charts(figures(run), f"{KEY}.{name}")
+        table = config_table(run)
+        if not table.empty:
+            show_table(table, hide_index=True)
 
     return render
 

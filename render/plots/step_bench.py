@@ -4,15 +4,17 @@ precision sweep and the size × precision grid. A run stored before stacks exist
 from __future__ import annotations
 
 import math
+from collections.abc import Sequence
 
 import pandas as pd
 import plotly.graph_objects as go
 
-from core.result import RunResult
+from core.result import RunResult, rows_frame
+from core.rows.step_bench import ConfigRow, StackSummary, StepBenchTables, Stored
 from core.transformer.mfu import HOST_BOUND_BUSY
 from core.transformer.presets import DTYPE_FOR_PRECISION
 from core.units import MISSING, bytes_text, throughput_unit
-from render.chart import Chart, kind_rows
+from render.chart import Chart
 from render.node import is_all_gpus, node_chart
 from render.style import color_for, html_text, short_html_text, style, title
 from render.table import with_dashes
@@ -40,6 +42,22 @@ def _detail(run: RunResult) -> str:
     return f"{c.get('model')} · batch {batch} × {c.get('context')} tokens · {precision} · {c.get('optimizer')}"
 
 
+def table_frame(run: RunResult, rows: Sequence[Stored]) -> pd.DataFrame:
+    """One table's rows as a chart plots them: the stored columns some row fills, in the order and with the types
+    the run's whole frame gives them (a key other tables lack is a float column there), as every chart and export
+    has drawn them."""
+    if not rows:
+        return pd.DataFrame()
+    part = rows_frame([r.to_row() for r in rows]).dropna(axis=1, how="all")
+    whole = run.frame()
+    columns = [c for c in whole.columns if c in part]
+    return pd.DataFrame(part[columns].astype({c: whole[c].dtype for c in columns}))
+
+
+def tables(run: RunResult) -> StepBenchTables:
+    return StepBenchTables.from_run(run)
+
+
 def with_stack(rows: pd.DataFrame) -> pd.DataFrame:
     """Rows with their stack named (a run stored before stacks existed ran the course's)."""
     if rows.empty:
@@ -58,10 +76,10 @@ def stack_color(stacks: list[str], stack: str) -> str:
 SLOWER = 1.1  # a first step this many times the warm median or more is "slower": what it paid for is said
 
 
-def cold_text(summary: dict, meta: dict) -> str:
+def cold_text(summary: StackSummary, meta: dict) -> str:
     """The first step without warm-up against the warm median, in words that follow the figures: what the
     first steps pay for (``meta["cold_includes"]``) only when they were slower; else that they were not."""
-    first, ratio = summary.get("first_step_ms"), summary.get("first_step_over_median")
+    first, ratio = summary.first_step_ms, summary.first_step_over_median
     if first is None or ratio is None:
         return ""
     said = f"First step without warm-up: **{first:.1f} ms**, {ratio:.1f}× the warmed-up median"
@@ -81,7 +99,7 @@ SHARE_COLUMN = "share of profiled time (%)"  # as the kernel-group chart beside 
 def kernel_table(run: RunResult) -> pd.DataFrame:
     """The profiled kernels (a CPU's ops) as the page lists them, each one's share of the profiled time in %,
     the unit of the charts above it (the rows keep it as a fraction)."""
-    kernels = with_stack(kind_rows(run, "kernel"))
+    kernels = with_stack(table_frame(run, tables(run).kernels))
     if kernels.empty:
         return kernels
     columns = ["device"] * ("device" in kernels) + ["stack"] * (len(stacks_of(kernels)) > 1)
@@ -90,7 +108,7 @@ def kernel_table(run: RunResult) -> pd.DataFrame:
 
 
 def phase_chart(run: RunResult) -> Chart | None:
-    samples = with_stack(kind_rows(run, "sample"))
+    samples = with_stack(table_frame(run, tables(run).samples))
     if samples.empty:
         return None
     warm = samples.loc[samples["series"] == "warm"]
@@ -139,56 +157,70 @@ def phase_chart(run: RunResult) -> Chart | None:
     return Chart("step-phase-times", fig, warm[["stack", "step", "phase", "ms"]])
 
 
+COLD_SERIES = (("cold", "first steps, no warm-up", "#d62728"), ("warm", "after warm-up", "#1f77b4"))
+
+
+def _numbered(run: RunResult, part: pd.DataFrame, summary: StackSummary | None) -> pd.DataFrame:
+    """A stack's steps numbered as its model ran them: the warm ones after the cold ones and the warm-up."""
+    warmed = run.config.get("warmup_steps", 0)
+    if summary is not None and summary.warmup_steps_run is not None:
+        warmed = int(summary.warmup_steps_run)
+    part = part.copy()
+    part["step_in_process"] = part["step"] + (part["series"] == "warm") * (run.config.get("cold_steps", 0) + warmed)
+    return part
+
+
+def _cold_lines(fig: go.Figure, part: pd.DataFrame, stack: str, stacks: list[str]) -> None:
+    many = len(stacks) > 1
+    for series, label, color in COLD_SERIES:
+        line = part[part["series"] == series]
+        if len(line):
+            fig.add_trace(
+                go.Scatter(
+                    x=line["step_in_process"],
+                    y=line["ms"],
+                    mode="lines+markers",
+                    name=f"{stack}: {label}" if many else label,
+                    line=dict(
+                        color=stack_color(stacks, stack) if many else color,
+                        dash="dot" if many and series == "cold" else None,
+                    ),
+                )
+            )
+
+
+def _median_line(fig: go.Figure, part: pd.DataFrame, median: float, stack: str, stacks: list[str]) -> None:
+    """The engine's median of the warm steps, read, not recomputed: a trace, not an annotation (a log axis reads an
+    annotation's y as log10(y) and stretched to 10^77)."""
+    many = len(stacks) > 1
+    fig.add_trace(
+        go.Scatter(
+            x=[part["step_in_process"].min(), part["step_in_process"].max()],
+            y=[median, median],
+            mode="lines",
+            name=(f"{stack}: " if many else "") + f"warm median {median:.2f} ms",
+            line=dict(color=stack_color(stacks, stack) if many else "#1f77b4", dash="dash", width=1),
+            hoverinfo="skip",
+        )
+    )
+
+
 def cold_chart(run: RunResult) -> Chart | None:
-    samples = with_stack(kind_rows(run, "sample"))
+    tabs = tables(run)
+    samples = with_stack(table_frame(run, tabs.samples))
     if samples.empty:
         return None
     steps = samples.loc[samples["phase"] == "step"].copy()
-    summaries = with_stack(kind_rows(run, "summary"))
     stacks = stacks_of(steps)
     fig = go.Figure()
     parts = []
     for stack in stacks:
-        summary = summaries.loc[summaries["stack"] == stack] if not summaries.empty else summaries
-        part = steps.loc[steps["stack"] == stack].copy()
-        # warm steps come after the cold ones and the warm-up: number them as the stack's model ran them
-        warmed = run.config.get("warmup_steps", 0)
-        if len(summary) and "warmup_steps_run" in summary and pd.notna(summary["warmup_steps_run"].iloc[0]):
-            warmed = int(summary["warmup_steps_run"].iloc[0])
-        part["step_in_process"] = part["step"] + (part["series"] == "warm") * (run.config.get("cold_steps", 0) + warmed)
+        summary = next((s for s in tabs.summaries if s.stack_name == stack), None)
+        part = _numbered(run, steps.loc[steps["stack"] == stack], summary)
         parts.append(part)
-        for series, label, color in (
-            ("cold", "first steps, no warm-up", "#d62728"),
-            ("warm", "after warm-up", "#1f77b4"),
-        ):
-            line = part[part["series"] == series]
-            if len(line):
-                many = len(stacks) > 1
-                fig.add_trace(
-                    go.Scatter(
-                        x=line["step_in_process"],
-                        y=line["ms"],
-                        mode="lines+markers",
-                        name=f"{stack}: {label}" if many else label,
-                        line=dict(
-                            color=stack_color(stacks, stack) if many else color,
-                            dash="dot" if many and series == "cold" else None,
-                        ),
-                    )
-                )
-        if len(summary) and "step_ms_median" in summary:  # the engine's median of the warm steps, read, not recomputed
-            # a trace, not an annotation: a log axis reads an annotation's y as log10(y) and stretched to 10^77
-            median = float(summary["step_ms_median"].iloc[0])
-            fig.add_trace(
-                go.Scatter(
-                    x=[part["step_in_process"].min(), part["step_in_process"].max()],
-                    y=[median, median],
-                    mode="lines",
-                    name=(f"{stack}: " if len(stacks) > 1 else "") + f"warm median {median:.2f} ms",
-                    line=dict(color=stack_color(stacks, stack) if len(stacks) > 1 else "#1f77b4", dash="dash", width=1),
-                    hoverinfo="skip",
-                )
-            )
+        _cold_lines(fig, part, stack, stacks)
+        if summary is not None and summary.step_ms_median is not None:
+            _median_line(fig, part, float(summary.step_ms_median), stack, stacks)
     steps = pd.DataFrame(pd.concat(parts))
     style(
         fig,
@@ -210,7 +242,7 @@ def log_range(values: pd.Series, margin: float = 1.5) -> list[float] | None:
 
 
 def groups_chart(run: RunResult) -> Chart | None:
-    groups = with_stack(kind_rows(run, "group"))
+    groups = with_stack(table_frame(run, tables(run).groups))
     if groups.empty:
         return None
     many = len(stacks_of(groups)) > 1
@@ -244,7 +276,7 @@ def groups_chart(run: RunResult) -> Chart | None:
 
 def kernels_charts(run: RunResult) -> list[Chart]:
     """The full step's top kernels, one chart a stack."""
-    kernels = with_stack(kind_rows(run, "kernel"))
+    kernels = with_stack(table_frame(run, tables(run).kernels))
     stacks = stacks_of(kernels)
     charts = []
     for stack in stacks:
@@ -276,7 +308,7 @@ def kernels_charts(run: RunResult) -> list[Chart]:
 
 
 def time_vs_flops_chart(run: RunResult) -> Chart | None:
-    groups = with_stack(kind_rows(run, "group"))
+    groups = with_stack(table_frame(run, tables(run).groups))
     if groups.empty:
         return None
     part = groups.loc[groups["group"].isin(["matmul", "attention-softmax"])]
@@ -307,7 +339,7 @@ MFU_COLUMNS = {  # stored figure → what it is over, as the tables and charts s
 def stack_table(run: RunResult) -> pd.DataFrame:
     """The stacks of a single run side by side, as the page lists them: time, throughput, the three MFUs (in %),
     the device's busy share, the warm-up it took and the memory the planner predicted against the measured."""
-    summaries = with_stack(kind_rows(run, "summary"))
+    summaries = with_stack(table_frame(run, tables(run).summaries))
     if summaries.empty:
         return summaries
     unit, scale = throughput_unit(run.device.get("kind") == "cuda")
@@ -340,23 +372,21 @@ def stack_table(run: RunResult) -> pd.DataFrame:
     return with_dashes(out.reset_index(drop=True))
 
 
-def host_bound_stacks(rows: pd.DataFrame) -> list[str]:
+def host_bound_stacks(rows: Sequence[StackSummary | ConfigRow]) -> list[str]:
     """The configurations (stack, and precision or model where a run has several) whose device was busy less than
     the host-bound threshold of the step."""
-    rows = with_stack(rows)
-    if rows.empty or "busy" not in rows:
-        return []
-    grid = "kind" in rows and bool((rows["kind"] == "grid").any())
+    grid = any(isinstance(r, ConfigRow) and r.in_grid for r in rows)
     names = []
-    for _, r in rows.loc[rows["busy"] < HOST_BOUND_BUSY].iterrows():
-        parts = [r.get("model") if grid else None, r["stack"], r.get("precision")]
-        names.append(" · ".join(str(p) for p in parts if p) + f" ({r['busy']:.0%} busy)")
+    for r in rows:
+        if r.busy is not None and r.busy < HOST_BOUND_BUSY:
+            parts = [r.model if grid else None, r.stack_name, r.precision]
+            names.append(" · ".join(str(p) for p in parts if p) + f" ({r.busy:.0%} busy)")
     return names
 
 
 def stacks_chart(run: RunResult) -> Chart | None:
     """The stacks of a single run: each MFU side by side (their denominators named), tokens/s in the hover."""
-    summaries = with_stack(kind_rows(run, "summary"))
+    summaries = with_stack(table_frame(run, tables(run).summaries))
     if len(summaries) < 2:
         return None
     fig, y = go.Figure(), "MFU (%)"
@@ -383,8 +413,28 @@ def _config_label(row: pd.Series, stacks: list[str]) -> str:
     return str(row["precision"]) + (f" · {row['stack']}" if len(stacks) > 1 else "")
 
 
+def _say_why_not(fig: go.Figure, modes: Sequence[ConfigRow], precisions: list[str]) -> None:
+    """A precision no stack ran: its status at the foot of its bar, the reason in the hover."""
+    for precision in precisions:
+        mine = [m for m in modes if m.precision == precision]
+        failed = [m for m in mine if not m.ok]
+        if len(failed) == len(mine):
+            fig.add_annotation(
+                x=precision,
+                y=0,
+                yref="paper",
+                yanchor="bottom",
+                text=failed[0].status,
+                hovertext=failed[0].reason,
+                showarrow=False,
+                textangle=-90,
+                font=dict(color="#7f7f7f"),
+            )
+
+
 def sweep_charts(run: RunResult) -> list[Chart]:
-    modes = with_stack(kind_rows(run, "precision"))
+    typed = tables(run).precisions
+    modes = with_stack(table_frame(run, typed))
     if modes.empty:
         return []
     stacks = stacks_of(modes)
@@ -396,18 +446,10 @@ def sweep_charts(run: RunResult) -> list[Chart]:
         colors = stack_color(stacks, stack) if many else [color_for(DTYPE_FOR_PRECISION[p]) for p in ok["precision"]]
         patterns = ["/" if p == "bf16" else "" for p in ok["precision"]]
         bars = dict(x=ok["precision"], name=stack, marker_color=colors, marker_pattern_shape=patterns)
-        ms.add_trace(
-            go.Bar(
-                **bars,
-                y=ok["step_ms_median"],
-                error_y=dict(
-                    type="data",
-                    symmetric=False,
-                    array=ok["step_ms_p80"] - ok["step_ms_median"],
-                    arrayminus=ok["step_ms_median"] - ok["step_ms_p20"],
-                ),
-            )
+        spread = dict(
+            array=ok["step_ms_p80"] - ok["step_ms_median"], arrayminus=ok["step_ms_median"] - ok["step_ms_p20"]
         )
+        ms.add_trace(go.Bar(**bars, y=ok["step_ms_median"], error_y=dict(type="data", symmetric=False, **spread)))
         tokens.add_trace(
             go.Bar(
                 **bars,
@@ -419,21 +461,7 @@ def sweep_charts(run: RunResult) -> list[Chart]:
     for fig in (ms, tokens):
         fig.update_xaxes(categoryorder="array", categoryarray=precisions)
         fig.update_layout(barmode="group", showlegend=len(stacks) > 1, legend_title_text="stack")
-        for precision in precisions:
-            failed = modes.loc[(modes["precision"] == precision) & (modes["status"] != "ok")]
-            if len(failed) == len(modes.loc[modes["precision"] == precision]):  # no stack ran it: say why
-                row = failed.iloc[0]
-                fig.add_annotation(
-                    x=precision,
-                    y=0,
-                    yref="paper",
-                    yanchor="bottom",
-                    text=row["status"],
-                    hovertext=row["reason"],
-                    showarrow=False,
-                    textangle=-90,
-                    font=dict(color="#7f7f7f"),
-                )
+        _say_why_not(fig, typed, precisions)
     style(
         ms,
         title("Precision sweep: ms per step", run, f"{_detail(run)} · median, bars p20–p80"),
@@ -472,15 +500,16 @@ def config_columns(rows: pd.DataFrame) -> pd.DataFrame:
     return rows.loc[:, [c for c in CONFIG_COLUMNS if c in rows]].reset_index(drop=True)
 
 
-def config_table(rows: pd.DataFrame) -> pd.DataFrame:
-    """:func:`config_columns` as the page lists them: a value a configuration lacks (one that did not run has no
-    time) written "—", never None or nan."""
-    return with_dashes(config_columns(rows))
+def config_table(run: RunResult) -> pd.DataFrame:
+    """A sweep's or a grid's :func:`config_columns` as the page lists them: a value a configuration lacks (one that
+    did not run has no time) written "—", never None or nan."""
+    rows = table_frame(run, tables(run).configs)
+    return rows if rows.empty else with_dashes(config_columns(rows))
 
 
 def grid_charts(run: RunResult) -> list[Chart]:
     """Tokens/s and MFU against parameters, a line per precision (and stack): where bf16 starts to pay."""
-    grid = with_stack(kind_rows(run, "grid"))
+    grid = with_stack(table_frame(run, tables(run).grid))
     if grid.empty:
         return []
     ok = grid.loc[grid["status"] == "ok"]
@@ -523,7 +552,7 @@ def grid_charts(run: RunResult) -> list[Chart]:
 def per_gpu_chart(run: RunResult) -> Chart | None:
     """A run on every GPU: each GPU's warm step times side by side (a sweep: tokens/s per mode and GPU)."""
     if run.config.get("sweep"):
-        modes = kind_rows(run, "precision")
+        modes = table_frame(run, tables(run).precisions)
         if modes.empty or "tokens_per_s" not in modes:
             return None
         ok = modes.loc[modes["status"] == "ok"]
@@ -542,7 +571,7 @@ def per_gpu_chart(run: RunResult) -> Chart | None:
             legend_title="GPU",
         )
         return Chart("step-per-gpu-tokens", fig, ok[["device", "precision", "tokens_per_s", "step_ms_median"]])
-    samples = kind_rows(run, "sample")
+    samples = table_frame(run, tables(run).samples)
     if samples.empty:
         return None
     steps = samples.loc[(samples["series"] == "warm") & (samples["phase"] == "step")]
@@ -573,24 +602,31 @@ def figures(run: RunResult) -> list[Chart]:
     return [c for c in charts if c is not None] + kernels_charts(run)
 
 
+def _answered(run: RunResult) -> Sequence[StackSummary | ConfigRow]:
+    """What a run answers: every point of a grid, every mode of a sweep, every stack of a single run."""
+    tabs = tables(run)
+    return tabs.grid if run.config.get("models") else tabs.precisions if run.config.get("sweep") else tabs.summaries
+
+
 def overlay(runs: list[RunResult]) -> list[Chart]:
     """Median ms per step of each run (every stack of single runs, every mode of sweeps, every point of grids)."""
     records = []
     for run in runs:
-        kind = "grid" if run.config.get("models") else "precision" if run.config.get("sweep") else "summary"
-        for _, row in with_stack(kind_rows(run, kind)).iterrows():
-            if row.get("status", "ok") == "ok":
-                where = f"{run.name or run.id[:8]} · {run.device.get('name', '')}"
-                model = f" · {row['model']}" if kind == "grid" else ""
-                stack = "" if str(row["stack"]) == "course" else f" · {row['stack']}"
-                records.append(
-                    {
-                        "run": where + model + stack,
-                        "precision": row["precision"],
-                        "step_ms_median": row["step_ms_median"],
-                        "tokens_per_s": row["tokens_per_s"],
-                    }
-                )
+        grid = bool(run.config.get("models"))
+        for row in _answered(run):
+            if isinstance(row, ConfigRow) and not row.ok:
+                continue
+            where = f"{run.name or run.id[:8]} · {run.device.get('name', '')}"
+            model = f" · {row.model}" if grid else ""
+            stack = "" if row.stack_name == "course" else f" · {row.stack_name}"
+            records.append(
+                {
+                    "run": where + model + stack,
+                    "precision": row.precision,
+                    "step_ms_median": row.step_ms_median,
+                    "tokens_per_s": row.tokens_per_s,
+                }
+            )
     data = pd.DataFrame(records)
     if data.empty:
         return []

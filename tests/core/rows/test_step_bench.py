@@ -99,3 +99,17 @@ def test_the_answer_reads_the_fields(field, value, says):
     else:
         summary = dataclasses.replace(summary, mfu=None, mfu_note=value)
     assert says in answer_lines([summary.to_row()], {})[0]
+
+
+def test_the_views_read_the_fields():
+    pytest.importorskip("plotly")
+    from render.plots.step_bench import cold_text, host_bound_stacks
+
+    summary = StackSummary(first_step_ms=30.0, first_step_over_median=3.0)
+    assert "**30.0 ms**, 3.0×" in cold_text(summary, {})
+    assert "**12.0 ms**, 1.2×" in cold_text(
+        dataclasses.replace(summary, first_step_ms=12.0, first_step_over_median=1.2), {}
+    )
+    grid = ConfigRow(kind="grid", stack="course", precision="fp32", model="mini", busy=0.25)
+    assert host_bound_stacks([grid]) == ["mini · course · fp32 (25% busy)"]
+    assert host_bound_stacks([dataclasses.replace(grid, busy=0.9)]) == []

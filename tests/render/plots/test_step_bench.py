@@ -7,6 +7,7 @@ import pytest
 
 pytest.importorskip("plotly")
 
+from core.rows.step_bench import StackSummary
 from render.plots.step_bench import figures, overlay
 from tests.factories import make_run
 
@@ -144,7 +145,7 @@ def test_the_first_step_s_words_follow_its_figures(ratio, says, never):
     from render.plots.step_bench import cold_text
 
     text = cold_text(
-        {"first_step_ms": 10.0 * ratio, "first_step_over_median": ratio}, {"cold_includes": COLD_INCLUDES["cpu"]}
+        StackSummary(first_step_ms=10.0 * ratio, first_step_over_median=ratio), {"cold_includes": COLD_INCLUDES["cpu"]}
     )
     assert says in text and never not in text
-    assert cold_text({"first_step_ms": None, "first_step_over_median": None}, {}) == ""
+    assert cold_text(StackSummary(), {}) == ""

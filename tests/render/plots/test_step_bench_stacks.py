@@ -4,8 +4,7 @@ import pytest
 
 pytest.importorskip("plotly")
 
-from render.chart import kind_rows
-from render.plots.step_bench import config_table, figures, host_bound_stacks, stack_table
+from render.plots.step_bench import config_table, figures, host_bound_stacks, stack_table, tables
 from tests.factories import make_run
 
 CONFIG = {"model": "gpt2-124m", "batch": 64, "context": 1024, "precision": "bf16-autocast", "optimizer": "adamw"}
@@ -49,7 +48,7 @@ def test_course_and_modern_side_by_side_with_their_three_mfus():
     assert list(table["device busy (%)"]) == [55.0, 97.0]
     assert list(table["compile (s)"]) == ["—", "41.5"]
     assert list(table["peak memory: planner / measured"]) == ["40.0 GiB / 41.0 GiB"] * 2
-    assert host_bound_stacks(kind_rows(run, "summary")) == ["course · bf16-autocast (55% busy)"]
+    assert host_bound_stacks(tables(run).summaries) == ["course · bf16-autocast (55% busy)"]
     chart = next(c for c in figures(run) if c.name == "step-stacks")
     assert [t.name for t in chart.figure.data] == [
         "MFU (bf16 dense peak)",
@@ -101,6 +100,6 @@ def test_the_grid_plots_tokens_and_mfu_against_parameters():
     assert list({t.name: t for t in mfu.figure.data}["bf16-autocast"].y) == pytest.approx([7.0, 45.0])
     assert tokens.figure.layout.xaxis.type == "log" and "parameters" in tokens.figure.layout.xaxis.title.text
     assert "refused" in list(tokens.data["status"])  # the table keeps what could not run, with why
-    table = config_table(kind_rows(run, "grid"))  # as the page lists it: never None or nan
+    table = config_table(run)  # as the page lists it: never None or nan
     refused = table.loc[table["status"] == "refused"].iloc[0]
     assert refused["tokens_per_s"] == "—" and refused["reason"] == "needs 130 GiB"
