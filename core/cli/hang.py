@@ -11,11 +11,8 @@ import os
 import sys
 
 from core.cli.imports import import_options, print_json, run_import, say
-from core.text import quirk_lines
-from core.workload.findings import finding_lines
 
 ORDER = 41
-MAX_ALSO = 10  # the other groups' disagreements printed; --json holds them all
 
 
 def register(sub, common) -> None:
@@ -55,29 +52,10 @@ def hang(args) -> int:
     if args.json:
         print_json(args, run, ranks=run.rows)
         return found
-    say(
-        f"{m['file']}: {len(m['ranks'])} rank dump(s), recorder version {m['version']}, {m['backend'] or 'backend ?'}"
-        f" — {'stored as run ' + run.id[:12] if not args.no_save else 'not stored (--no-save)'}"
-    )
-    if example := m.get("example"):
-        say(f"example {example['name']}: {example['title']} — {example['label']}")
-    for line in finding_lines(m):
-        say(line)
-    desc = next((g["desc"] for g in m["groups"] if g["group"] == m["group"] and g["desc"]), "")
-    say(f"group {m['group']!r}{f' ({desc})' if desc else ''}, by rank:")
-    say(f"{'rank':>5} {'state':<12} {'completed':>10} {'entered':>8}  last op  (where)")
-    from core.workload.hang.findings import user_frame
+    from core.rows.flight_recorder import HangRank
+    from core.workload.hang.text import hang_lines
 
-    for r in run.rows:
-        where = user_frame(r["last_frames"]) or ""
-        done = "?" if r["last_completed_seq"] is None else f"#{r['last_completed_seq']}"
-        entered = "?" if r["last_entered_seq"] is None else f"#{r['last_entered_seq']}"
-        say(f"{r['rank']:>5} {r['state']:<12} {done:>10} {entered:>8}  {r['last_op'] or '-'}  {where}")
-    others = m["disagreements"][1:]
-    for other in others[:MAX_ALSO]:
-        say(f"also: group {other['group']!r} disagrees at {other['op']} #{other['seq_id']}")
-    if len(others) > MAX_ALSO:
-        say(f"also: {len(others) - MAX_ALSO:,} more groups disagree (--json lists every one)")
-    for line in quirk_lines(m):
+    stored = "stored as run " + run.id[:12] if not args.no_save else "not stored (--no-save)"
+    for line in hang_lines(m, HangRank.from_run(run), stored):
         say(line)
     return found

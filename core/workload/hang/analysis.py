@@ -37,6 +37,7 @@ import math
 from collections import Counter
 from dataclasses import dataclass
 
+from core.rows.flight_recorder import HangRank
 from core.workload.hang.dump import Dump, Entry
 
 # Ops whose input sizes must agree across ranks (gather, scatter, all_to_all and the *_v ops may differ).
@@ -333,7 +334,21 @@ def analyse(dumps: list[Dump]) -> tuple[list[dict], dict]:
     views = views_of.get(main, {})
     named = _named(stuck)
     rows = [_rank_row(have[r], views.get(r), stuck, named.get(r)) for r in sorted(have)]
-    meta = {
+    return rows, _summary(dumps, stuck, found, main, views_of, descs, world)
+
+
+def _summary(
+    dumps: list[Dump],
+    stuck: dict | None,
+    found: list[dict],
+    main: str,
+    views_of: dict[str, dict[int, RankInGroup]],
+    descs: dict[str, str],
+    world: int,
+) -> dict:
+    """The job's summary: what :func:`analyse` found, each group, the ranks and the grid of the main group."""
+    have, groups, views = {d.rank for d in dumps}, sorted(views_of), views_of.get(main, {})
+    return {
         "stuck": stuck,
         "disagreements": found,
         "group": main,
@@ -356,7 +371,6 @@ def analyse(dumps: list[Dump]) -> tuple[list[dict], dict]:
         "late": None if stuck else _late_without_hang(views, main, descs.get(main, "")),
         "quirks": {f"rank {d.rank}: {why}": n for d in dumps for why, n in d.quirks.items()},
     }
-    return rows, meta
 
 
 def _created(f: dict) -> tuple:
@@ -444,20 +458,19 @@ def _rank_row(dump: Dump, view: RankInGroup | None, stuck: dict | None, named: s
         state = "not in the group"
     else:
         state = view.state(stuck["seq_id"]) if stuck["kind"] == "collective" else "idle"
-    return {
-        "kind": "rank",
-        "rank": dump.rank,
-        "file": dump.file,
-        "state": state,
-        "last_completed_seq": view.last_completed if view else None,
-        "last_entered_seq": view.last_entered if view else None,
-        "first_seq_in_buffer": view.first_seq if view else None,
-        "wrapped": bool(view and view.wrapped),
-        "last_op": last.op if last else None,
-        "last_frames": list(last.frames) if last else [],
-        "last_created_ns": last.created_ns if last else None,
-        "entries": len(dump.entries),
-    }
+    return HangRank(
+        rank=dump.rank,
+        file=dump.file,
+        state=state,
+        last_completed_seq=view.last_completed if view else None,
+        last_entered_seq=view.last_entered if view else None,
+        first_seq_in_buffer=view.first_seq if view else None,
+        wrapped=bool(view and view.wrapped),
+        last_op=last.op if last else None,
+        last_frames=tuple(last.frames) if last else (),
+        last_created_ns=last.created_ns if last else None,
+        entries=len(dump.entries),
+    ).to_row()
 
 
 def grid(views: dict[int, RankInGroup], stuck: dict | None) -> dict:

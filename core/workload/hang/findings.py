@@ -7,8 +7,10 @@ number of ranks that stopped it (missing or mismatched), of the others what they
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from datetime import UTC, datetime
 
+from core.rows.flight_recorder import HangRank
 from core.units import bytes_text, duration_text, shapes_text
 from core.workload.findings import MAX_FINDINGS as MAX_FINDINGS  # one cap for every import
 from core.workload.findings import Finding
@@ -22,7 +24,7 @@ def clock(ns: int) -> str:
     return datetime.fromtimestamp(ns / 1e9, tz=UTC).strftime("%H:%M:%S.%f")[:-3]
 
 
-def user_frame(frames: list[str]) -> str | None:
+def user_frame(frames: Sequence[str]) -> str | None:
     """The innermost frame outside torch's own distributed code: where the user's code made the call."""
     return next((f for f in frames if not any(d in f for d in _TORCH_DIRS)), None)
 
@@ -62,16 +64,16 @@ def _waiting(s: dict) -> str:
     )
 
 
-def _instead(rank_row: dict | None) -> str:
-    if not rank_row or rank_row["last_op"] is None:
+def _instead(rank: HangRank | None) -> str:
+    if not rank or rank.last_op is None:
         return ""
-    where = user_frame(rank_row["last_frames"])
-    return f"; rank {rank_row['rank']}'s last collective was {rank_row['last_op']} #{rank_row['last_entered_seq']}" + (
+    where = user_frame(rank.last_frames)
+    return f"; rank {rank.rank}'s last collective was {rank.last_op} #{rank.last_entered_seq}" + (
         f", entered from {where}" if where else ""
     )
 
 
-def _hang(s: dict, rows: dict[int, dict]) -> Finding:
+def _hang(s: dict, rows: dict[int, HangRank]) -> Finding:
     culprits = s["ranks_missing"] + [m["rank"] for m in s["ranks_mismatched"]]
     where = user_frame(s["frames"])
     at = f"; the others called it from {where}" if where else ""
@@ -139,7 +141,7 @@ def _late(late: dict) -> str:
 
 def hang_findings(meta: dict, rank_rows: list[dict]) -> list[Finding]:
     """The stuck collective first, then what limits the reading: ranks without a dump, wrapped buffers."""
-    rows = {r["rank"]: r for r in rank_rows}
+    rows = {r.rank: r for r in HangRank.of(rank_rows)}
     out = []
     s = meta["stuck"]
     if s is not None:
@@ -156,7 +158,7 @@ def hang_findings(meta: dict, rank_rows: list[dict]) -> list[Finding]:
             )
         )
     if wrapped := meta["wrapped_ranks"]:
-        oldest = max(rows[r]["first_seq_in_buffer"] or 0 for r in wrapped)
+        oldest = max(rows[r].first_seq_in_buffer or 0 for r in wrapped)
         out.append(
             Finding(
                 "wrapped",
@@ -168,14 +170,14 @@ def hang_findings(meta: dict, rank_rows: list[dict]) -> list[Finding]:
             )
         )
     if s is None:
-        out[:0] = _no_hang(meta, rank_rows)
+        out[:0] = _no_hang(meta, list(rows.values()))
     return out
 
 
-def _no_hang(meta: dict, rank_rows: list[dict]) -> list[Finding]:
+def _no_hang(meta: dict, rank_rows: list[HangRank]) -> list[Finding]:
     """No disagreement: say so, and where ranks were still waiting at their dumps, who they waited for."""
     agree = f"the dumps show no hang: the {len(rank_rows)} ranks agree on every collective they recorded"
-    waiting = [r["rank"] for r in rank_rows if r["state"] == "waiting"]
+    waiting = [r.rank for r in rank_rows if r.state == "waiting"]
     if not waiting:
         return [Finding("no_hang", f"{agree} and none is left waiting", 0, "ranks")]
     late = meta.get("late")
