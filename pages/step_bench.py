@@ -165,7 +165,7 @@ def render_single(run: RunResult) -> None:
     show_charts(figures(run), f"{KEY}.single")
     kernels = kernel_table(run)
     if not kernels.empty:
-        st.subheader("Top kernels" if run.device.get("kind") == "cuda" else "Top ops (CPU: self time per op)")
+        st.subheader("Top kernels" if run.device_info.is_cuda else "Top ops (CPU: self time per op)")
         st.caption(run.meta.get("profile_measure", ""))
         show_table(kernels, hide_index=True)
     trace_download(run)

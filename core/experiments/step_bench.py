@@ -422,14 +422,14 @@ OWN_TRACE_FINDINGS = 3
 def own_trace_findings(path: str) -> dict:
     """The step's own trace read back as a user's trace is (:mod:`core.workload.trace.analysis`): what its findings
     say holds the step back — launch gaps, unfused element-wise kernels, written-out attention — in the same words."""
+    from core.workload.findings import stored_findings
     from core.workload.trace.analysis import analyse
     from core.workload.trace.timeline import read_trace
 
     _, meta = analyse(read_trace(path), 10)
     return {
         "trace_findings": [
-            {"kind": f["kind"], "cause": f.get("cause"), "text": f["text"]}
-            for f in meta.get("findings", [])[:OWN_TRACE_FINDINGS]
+            {"kind": f.kind, "cause": f.cause, "text": f.text} for f in stored_findings(meta)[:OWN_TRACE_FINDINGS]
         ],
         "trace_busy": meta["busy_us"] / meta["span_us"] if meta.get("span_us") else None,
     }

@@ -342,7 +342,7 @@ def stack_table(run: RunResult) -> pd.DataFrame:
     summaries = with_stack(table_frame(run, tables(run).summaries))
     if summaries.empty:
         return summaries
-    unit, scale = throughput_unit(run.device.get("kind") == "cuda")
+    unit, scale = throughput_unit(run.device_info.is_cuda)
     out = pd.DataFrame({"stack": summaries["stack"]})
     out["step (ms, median)"] = summaries["step_ms_median"].round(3)
     if {"step_ms_p20", "step_ms_p80"} <= set(summaries):
