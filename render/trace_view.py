@@ -8,8 +8,7 @@ from __future__ import annotations
 import pandas as pd
 
 from core.result import RunResult
-from core.rows.trace import RankTables, TraceTables
-from core.workload.trace.host_gaps import CAUSES, STEP_KEYS
+from core.rows.trace import HOST_CAUSES, RankTables, TraceTables
 from render.table import with_dashes
 
 RANK_COLUMNS = [
@@ -123,13 +122,12 @@ def host_gaps_ms(run: RunResult) -> pd.DataFrame:
 def step_host_ms(run: RunResult) -> pd.DataFrame:
     """What the host did during each step's idle: ms by cause (columns, the causes some step has), one row per
     step; empty without steps or for runs stored before the per-step causes."""
-    steps = TraceTables.from_run(run).frame("steps")
-    held = [(key, name) for key, name in zip(STEP_KEYS, CAUSES) if key in steps and bool((steps[key] > 0).any())]
-    if steps.empty or not held:
+    steps = TraceTables.from_run(run).steps
+    held = [name for name in HOST_CAUSES if any(s.window_causes.get(name, 0.0) > 0 for s in steps)]
+    if not held:
         return pd.DataFrame()
-    table = steps.loc[:, [key for key, _ in held]].rename(columns=dict(held)) / 1000
-    table.index = pd.Index(steps["step"].astype(int), name="step")
-    return table
+    ms = {name: [s.window_causes.get(name, float("nan")) / 1000 for s in steps] for name in held}
+    return pd.DataFrame(ms, index=pd.Index([int(s.step) for s in steps], name="step"))
 
 
 def ops_ms(run: RunResult, top: int = 10) -> pd.DataFrame:

@@ -398,6 +398,7 @@ def _trace_side(args, what: str) -> tuple[str, RunResult] | int:
 
 
 def trace_diff(args) -> int:
+    from core.rows.trace import TraceTables
     from core.workload.trace.diff import compare
     from core.workload.trace.text import diff_lines
 
@@ -406,7 +407,7 @@ def trace_diff(args) -> int:
         if isinstance(side, int):
             return side
     (base_label, base), (new_label, new) = sides  # type: ignore[misc]
-    compared = compare(base.rows, base.meta, new.rows, new.meta)
+    compared = compare(TraceTables.from_run(base), base.meta, TraceTables.from_run(new), new.meta)
     if args.json:
         print(
             dump(

@@ -40,19 +40,18 @@ class ProfilerTraceConfig:
 
 
 def run(cfg: ProfilerTraceConfig, ctx: Context):
-    from core.rows.trace import TraceTables
     from core.workload.trace.analysis import analyse
     from core.workload.trace.timeline import read_trace
 
     path = Path(cfg.path)
     data, file = yield from read_imported(path, read_trace, 2)
     yield Progress(1, 2, f"analysing {data.events:,} events")
-    rows, meta = analyse(data, cfg.top_kernels)
+    tables, meta = analyse(data, cfg.top_kernels)
     meta.update({**file, "recorded_on": "the machine that recorded the trace (imported file)"})
     if cfg.example:
         examples.label(meta, cfg.example)
     yield Progress(2, 2, "done")
-    return Output(rows=TraceTables.from_rows(rows).rows(), meta=meta)  # each kind of row typed, in its table
+    return Output(rows=tables.rows(), meta=meta)  # each kind of row typed, in its table
 
 
 EXPERIMENTS = [

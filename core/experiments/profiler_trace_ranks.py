@@ -38,7 +38,6 @@ class ProfilerTraceRanksConfig:
 
 
 def run(cfg: ProfilerTraceRanksConfig, ctx: Context):
-    from core.rows.trace import RankTables
     from core.workload.files import names_of, sha256
     from core.workload.findings import ranks_findings, to_store
     from core.workload.trace.ranks import check_one_job, combine, rank_files, read_rank
@@ -51,10 +50,11 @@ def run(cfg: ProfilerTraceRanksConfig, ctx: Context):
         rank = read_rank(path)
         if ranks:
             check_one_job(ranks[0], rank, seen)
-        seen[rank.row["rank"]] = path.name
-        digests[rank.row["rank"]] = sha256(path)
+        seen[rank.row.rank] = path.name
+        digests[rank.row.rank] = sha256(path)
         ranks.append(rank)
-    rows, meta = combine(ranks)
+    tables, meta = combine(ranks)
+    rows = tables.rows()  # each kind of row typed, in its table
     meta["findings"] = to_store(ranks_findings(meta, rows))
     meta.update(
         {
@@ -69,7 +69,7 @@ def run(cfg: ProfilerTraceRanksConfig, ctx: Context):
 
         examples.label(meta, cfg.example)
     yield Progress(total, total, "done")
-    return Output(rows=RankTables.from_rows(rows).rows(), meta=meta)  # each kind of row typed, in its table
+    return Output(rows=rows, meta=meta)
 
 
 def _files(cfg: ProfilerTraceRanksConfig) -> list[str]:

@@ -6,10 +6,12 @@ each rank's steps, kernel groups, host gaps, operators, arrivals, collective wai
 imports (whole-trace figures, steps, causes, groups, kernels, operators). :class:`TraceTables`, :class:`RankTables`
 and :class:`DiffTables` split such a list by ``"kind"`` — the one place that reads it — into one tuple per kind, and
 ``rows()`` gives the stored list back, each row with its keys in the order it was stored. A row keeps the keys its
-class does not name in ``extra`` (what a later version adds, the per-group and per-cause figures of a step).
+class does not name in ``extra`` (what a later version adds); a step's per-group and per-cause figures, one stored
+key each, are read as one mapping field each (``SPREAD``).
 
 One figure, two stored names: a trace's devices and steps store the union of compute kernels as
-``compute_union_us``, a rank's rows as ``compute_us``; both are the field ``compute_us`` here. Torch-free.
+``compute_union_us``, a rank's rows as ``compute_us``; both are the field ``compute_us`` here (communication alike).
+Torch-free.
 """
 
 from __future__ import annotations
@@ -20,6 +22,7 @@ from dataclasses import dataclass, field
 from functools import cached_property
 from typing import Any, ClassVar, Self
 
+from core.measure.kernels import KERNEL_GROUPS
 from core.result import RunResult
 
 
@@ -29,34 +32,63 @@ class StoredRow:
 
     KIND: ClassVar[str] = ""
     STORED: ClassVar[Mapping[str, str]] = {}  # field → its stored key, where the two differ
+    SPREAD: ClassVar[Mapping[str, Mapping[str, str]]] = {}  # a mapping field → {its name → the stored key}
 
     extra: Mapping[str, Any] = field(default_factory=dict)  # stored keys the class does not name
     keys: tuple[str, ...] = field(default=(), compare=False, repr=False)  # every stored key, in the stored order
 
     @classmethod
     def _named(cls) -> dict[str, str]:
-        """Stored key → field, for the fields a row of this kind stores."""
-        return {cls.STORED.get(f.name, f.name): f.name for f in dataclasses.fields(cls) if f.name not in _OWN}
+        """Stored key → field, for the fields a row of this kind stores as one key each."""
+        own = _OWN | set(cls.SPREAD)
+        return {cls.STORED.get(f.name, f.name): f.name for f in dataclasses.fields(cls) if f.name not in own}
+
+    @classmethod
+    def _spread(cls) -> dict[str, tuple[str, str]]:
+        """Stored key → (mapping field, name in it), for the figures stored one key each under a mapping field."""
+        return {key: (name, part) for name, keys in cls.SPREAD.items() for part, key in keys.items()}
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> Self:
         """A stored row; keys it lacks take their defaults, keys the class does not name stay in ``extra``."""
-        named = cls._named()
+        named, spread = cls._named(), cls._spread()
+        parts: dict[str, dict[str, Any]] = {name: {} for name in cls.SPREAD}
+        for key, (name, part) in spread.items():
+            if key in row:
+                parts[name][part] = row[key]
         return cls(
             **{named[k]: v for k, v in row.items() if k in named},
-            extra={k: v for k, v in row.items() if k not in named and k != "kind"},
+            **parts,
+            extra={k: v for k, v in row.items() if k not in named and k not in spread and k != "kind"},
             keys=tuple(row),
         )
 
+    @classmethod
+    def of(cls, values: Mapping[str, Any]) -> Self:
+        """A row the engine builds, from its stored keys and values in the order it stores them."""
+        return cls.from_row({"kind": cls.KIND, **values})
+
     def to_row(self) -> dict:
         """The stored row: its keys in the order they were stored."""
-        named = self._named()
-        keys = self.keys or ("kind", *named, *self.extra)
-        return {k: self.KIND if k == "kind" else getattr(self, named[k]) if k in named else self.extra[k] for k in keys}
+        named, spread = self._named(), self._spread()
+        keys = self.keys or ("kind", *named, *(k for k, (n, p) in spread.items() if p in getattr(self, n)), *self.extra)
+        return {k: self._stored(k, named, spread) for k in keys}
 
-    def get(self, key: str, default: float = 0.0) -> Any:
-        """A figure stored under ``key`` that the class does not name (a step's per-group or per-cause µs)."""
-        return self.extra.get(key, default)
+    def _stored(self, key: str, named: dict[str, str], spread: dict[str, tuple[str, str]]) -> Any:
+        if key == "kind":
+            return self.KIND
+        if key in named:
+            return getattr(self, named[key])
+        if key in spread:
+            return getattr(self, spread[key][0])[spread[key][1]]
+        return self.extra[key]
+
+    def adding(self, **parts: Mapping[str, Any]) -> Self:
+        """This row with figures added to its mapping fields (``SPREAD``), their keys stored after the row's own."""
+        new = {name: {**getattr(self, name), **values} for name, values in parts.items()}
+        added = tuple(self.SPREAD[name][p] for name, values in parts.items() for p in values)
+        keys = self.keys + tuple(k for k in added if k not in self.keys) if self.keys else ()
+        return dataclasses.replace(self, **new, keys=keys)
 
 
 _OWN = {"extra", "keys"}
@@ -132,21 +164,51 @@ class LaunchDelayBin(StoredRow):
     shorter_than_launch_call: int | None = None
 
 
+# What held the GPU idle on the host's side (:mod:`core.workload.trace.host_gaps`), and the short name each is stored
+# under in a step row: ``idle_host_<key>_us`` on the step's GPU window, ``wall_idle_<key>_us`` in the host's step.
+HOST_CAUSES = (
+    "device→host copy",
+    "synchronisation",
+    "allocator",
+    "data loading",
+    "optimizer",
+    "other CPU work",
+    "no CPU event",
+)
+_CAUSE_KEYS = ("copy", "sync", "allocator", "data", "optimizer", "other", "none")
+WINDOW_CAUSE_KEYS = {cause: f"idle_host_{key}_us" for cause, key in zip(HOST_CAUSES, _CAUSE_KEYS)}
+WALL_CAUSE_KEYS = {cause: f"wall_idle_{key}_us" for cause, key in zip(HOST_CAUSES, _CAUSE_KEYS)}
+GROUP_KEYS = {group: f"{group}_us" for group in KERNEL_GROUPS}  # a step's kernel time by group
+
+
 @dataclass(frozen=True, kw_only=True)
 class TraceStep(StoredRow):
     """A ``ProfilerStep``: its wall, its GPU window (None in runs stored before the windows) and what the GPU did;
-    its per-group and per-cause figures stay in ``extra`` (:meth:`get`)."""
+    its kernel time by group (``groups``) and the GPU's idle by the host's cause on its GPU window
+    (``window_causes``) and in the host's step (``wall_causes``), each {} in runs stored before them. The host's
+    figures (``start_us``, ``host_before_first_kernel_us``, ``host_after_last_kernel_us``) are None for a step cut
+    from the GPU's spans."""
 
     KIND = "step"
-    STORED = {"compute_us": "compute_union_us"}
+    STORED = {"compute_us": "compute_union_us", "communication_us": "communication_union_us"}
+    SPREAD = {"groups": GROUP_KEYS, "window_causes": WINDOW_CAUSE_KEYS, "wall_causes": WALL_CAUSE_KEYS}
     step: int = 0
     wall_us: float = 0.0
     gpu_window_us: float | None = None
+    start_us: float | None = None
+    gpu_window_start_us: float | None = None
+    host_before_first_kernel_us: float | None = None
+    host_after_last_kernel_us: float | None = None
     kernel_time_us: float | None = None
     busy_us: float | None = None
     idle_us: float | None = None
     host_wait_us: float | None = None
     compute_us: float | None = None
+    communication_us: float | None = None
+    exposed_communication_us: float | None = None
+    groups: Mapping[str, float] = field(default_factory=dict)
+    window_causes: Mapping[str, float] = field(default_factory=dict)
+    wall_causes: Mapping[str, float] = field(default_factory=dict)
 
 
 @dataclass(frozen=True, kw_only=True)
@@ -204,9 +266,11 @@ class RankStep(StoredRow):
     """A step on a rank."""
 
     KIND = "step"
+    SPREAD = {"window_causes": WINDOW_CAUSE_KEYS}
     rank: int = 0
     step: int = 0
     wall_us: float = 0.0
+    window_causes: Mapping[str, float] = field(default_factory=dict)  # the GPU window's idle by the host's cause
 
 
 @dataclass(frozen=True, kw_only=True)

@@ -318,7 +318,7 @@ def overlay(runs: list[RunResult]) -> list[Chart]:
 
 
 def _compared(base: RunResult, new: RunResult) -> TraceDiff:
-    return compare(base.rows, base.meta, new.rows, new.meta)
+    return compare(TraceTables.from_run(base), base.meta, TraceTables.from_run(new), new.meta)
 
 
 def diff_chart(base: RunResult, new: RunResult) -> Chart:

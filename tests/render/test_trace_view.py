@@ -101,9 +101,9 @@ def test_what_each_rank_s_host_did_while_its_gpu_idled_in_ms():
 
 
 def test_each_step_s_idle_by_the_host_s_cause_in_ms():
-    from core.workload.trace.host_gaps import STEP_KEYS
+    from core.rows.trace import WINDOW_CAUSE_KEYS
 
-    held = dict.fromkeys(STEP_KEYS, 0.0)
+    held = dict.fromkeys(WINDOW_CAUSE_KEYS.values(), 0.0)
     steps = [
         {"kind": "step", "step": 7.0, **held, "idle_host_data_us": 2500.0, "idle_host_none_us": 500.0},
         {"kind": "step", "step": 8.0, **held, "idle_host_none_us": 1000.0},

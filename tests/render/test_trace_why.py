@@ -55,8 +55,8 @@ def test_the_host_s_time_before_the_first_kernel_is_a_table_of_its_own():
 
     path = ROOT / "tests" / "data" / "workload" / "tracelens_h100_timesformer_video.json.gz"
     trace = read_trace(path)
-    rows, meta = analyse_trace(trace)
-    meta["host_before_first_kernel"], _ = host_in_steps(trace, meta["device"], [r for r in rows if r["kind"] == "step"])
+    tables, meta = analyse_trace(trace)
+    meta["host_before_first_kernel"], _ = host_in_steps(trace, meta["device"], tables.steps)
     table = trace_why.host_gap_table(meta, "host_before_first_kernel")
     causes = meta["host_before_first_kernel"]["causes"]
     assert [r["cause"] for r in table] == [c["cause"] for c in causes] and table[0]["cause"] == "other CPU work"

@@ -5,11 +5,15 @@ own step as it reads a user's."""
 
 from __future__ import annotations
 
+import dataclasses
+
+from core.rows.trace import TraceTables
 from core.workload.trace.file import TraceFile
 
 
-def analyse(data: TraceFile, top: int) -> tuple[list[dict], dict]:
-    """Rows and meta of a trace read by :func:`core.workload.trace.timeline.read_trace`, ``meta["findings"]`` ranked."""
+def analyse(data: TraceFile, top: int) -> tuple[TraceTables, dict]:
+    """Named tables and meta of a trace read by :func:`core.workload.trace.timeline.read_trace`,
+    ``meta["findings"]`` ranked."""
     from core.workload.findings import to_store, trace_findings
     from core.workload.trace.collective_calls import collective_rows
     from core.workload.trace.host_gaps import (
@@ -23,27 +27,24 @@ def analyse(data: TraceFile, top: int) -> tuple[list[dict], dict]:
     from core.workload.trace.ops import op_breakdown, op_findings
     from core.workload.trace.timeline import analyse_trace
 
-    rows, meta = analyse_trace(data, top)
-    steps = [r for r in rows if r["kind"] == "step"]
+    tables, meta = analyse_trace(data, top)
     if meta.get("gpu_activities"):
-        meta["host_gaps"], by_step = host_gaps(data, meta["device"], steps=steps)
-        for step, held in zip(steps, by_step):
-            step.update(held)
+        meta["host_gaps"], by_step = host_gaps(data, meta["device"], steps=tables.steps)
+        steps = [step.adding(window_causes=held) for step, held in zip(tables.steps, by_step)]
         meta["host_before_first_kernel"], lived = host_in_steps(data, meta["device"], steps)
-        for step, held in zip(steps, lived):
-            step.update(held)
+        steps = [step.adding(wall_causes=held) for step, held in zip(steps, lived)]
         meta.update(op_breakdown(data, meta["device"], top))
         meta["tensor_cores"] = tensor_core_use(data, meta["device"])
-        rows += collective_rows(data, meta["device"])
+        tables = dataclasses.replace(tables, steps=tuple(steps), collectives=collective_rows(data, meta["device"]))
     # the answer first, the most time first and at most three: what the host did before the kernels and while the
     # GPU idled, the operators' patterns and the tensor cores left unused (each naming an operator, a module or a
-    # kernel), the summary's findings
+    # kernel), the summary's findings; of equal times, the one step's stall says more than the whole trace's cause
     meta["findings"] = to_store(
         before_first_kernel_findings(meta)
-        + step_stall_findings(steps)  # of equal times, the one step's stall says more than the whole trace's cause
-        + host_gap_findings(meta, steps)
+        + step_stall_findings(tables.steps)
+        + host_gap_findings(meta, tables.steps)
         + op_findings(meta)
         + tensor_core_findings(meta)
-        + trace_findings(meta, rows)
+        + trace_findings(meta, tables.rows())
     )
-    return rows, meta
+    return tables, meta

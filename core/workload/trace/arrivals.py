@@ -27,6 +27,7 @@ from collections import Counter
 import numpy as np
 
 from core.measure.nccl_tests import RECORDED_NAMES
+from core.rows.trace import Arrival, CollectiveWait
 from core.workload.findings import by_kernel_text
 from core.workload.trace.file import COMM, EVERY_RANK_KERNEL, TraceFile
 
@@ -67,9 +68,9 @@ def _every_rank(key: tuple) -> bool:
     return key[0] == KERNEL or RECORDED_NAMES.get(key[2]) in EVERY_RANK
 
 
-def arrivals(calls: dict[int, list[Call]]) -> tuple[list[dict], dict]:
-    """Rows of kind ``arrival`` (per rank: ``collectives`` matched, ``waited_us``, ``last_arrivals``), of kind
-    ``collective_wait`` (per collective, over its calls and ranks: ``calls``, ``kernel_time_us``, ``waited_us`` and
+def arrivals(calls: dict[int, list[Call]]) -> tuple[tuple[Arrival, ...], tuple[CollectiveWait, ...], dict]:
+    """The arrival rows (per rank: ``collectives`` matched, ``waited_us``, ``last_arrivals``), the collective wait
+    rows (per collective, over its calls and ranks: ``calls``, ``kernel_time_us``, ``waited_us`` and
     its share of that kernel time, the most waited first), and the summary (``matched`` calls, of them
     ``matched_by_kernel``; ``inconsistent`` calls and ``sequences_left_out``; the rank arriving last most often
     and how often, the lowest rank on a tie)."""
@@ -103,27 +104,19 @@ def arrivals(calls: dict[int, list[Call]]) -> tuple[list[dict], dict]:
             count[rank] += 1
             tally[1] += end - start
             tally[2] += latest - start
-    rows = [
-        {
-            "kind": "arrival",
-            "rank": r,
-            "collectives": count[r],
-            "waited_us": waited[r] / 1000,
-            "last_arrivals": last[r],
-        }
-        for r in sorted(calls)
-    ]
-    rows += [
-        {
-            "kind": "collective_wait",
-            "collective": _call_text(identity),
-            "calls": n,
-            "kernel_time_us": kernel_ns / 1000,
-            "waited_us": waited_ns / 1000,
-            "waited_share": waited_ns / kernel_ns if kernel_ns else None,
-        }
+    rows = tuple(
+        Arrival(rank=r, collectives=count[r], waited_us=waited[r] / 1000, last_arrivals=last[r]) for r in sorted(calls)
+    )
+    waits = tuple(
+        CollectiveWait(
+            collective=_call_text(identity),
+            calls=n,
+            kernel_time_us=kernel_ns / 1000,
+            waited_us=waited_ns / 1000,
+            waited_share=waited_ns / kernel_ns if kernel_ns else None,
+        )
         for identity, (n, kernel_ns, waited_ns) in sorted(by_call.items(), key=lambda kv: -kv[1][2])
-    ]
+    )
     worst = min(sorted(calls), key=lambda r: -last[r]) if kept else None
     summary = {
         "matched": len(kept),
@@ -134,7 +127,7 @@ def arrivals(calls: dict[int, list[Call]]) -> tuple[list[dict], dict]:
         "last_arrivals": last[worst] if worst is not None else 0,
         "waited_us": sum(waited.values()) / 1000,
     }
-    return rows, summary
+    return rows, waits, summary
 
 
 def _call_text(identity: tuple) -> str:

@@ -22,7 +22,7 @@ from core.units import rate_text, size_text, us_text
 from core.workload.trace.file import TraceFile
 
 
-def collective_rows(trace: TraceFile, device: int) -> list[dict]:
+def collective_rows(trace: TraceFile, device: int) -> tuple[Collective, ...]:
     """The collectives of ``device`` with recorded figures, one row per kind of call, the most time first
     (rows of kind ``collective``); none where the trace recorded no figures."""
     a = trace.activities
@@ -38,29 +38,28 @@ def collective_rows(trace: TraceFile, device: int) -> list[dict]:
         sent, got = (0, 0) if nbytes is not None else (call.in_elements, call.out_elements)  # no size: by buffers
         key = (collective or call.name, call.dtype, call.group_size, nbytes, sent, got)
         calls.setdefault(key, []).append(float(a.end[i] - a.start[i]))
-    rows = []
+    rows: list[Collective] = []
     for (collective, dtype, group, nbytes, _, _), durations in calls.items():
         median = float(np.median(durations))
         rated = nbytes is not None and median > 0  # a size: a collective nccl-tests knows, of a known dtype
         algbw = nbytes / (median / 1e6) / 1e9 if nbytes is not None and rated else None
         factor = busbw_factor(collective, group) if rated else None
         rows.append(
-            {
-                "kind": "collective",
-                "collective": collective,
-                "dtype": dtype,
-                "group_size": group,
-                "bytes": nbytes,
-                "size": size_text(nbytes) if nbytes is not None else None,
-                "calls": len(durations),
-                "total_us": float(sum(durations)),
-                "median_us": median,
-                "algbw_gbs": algbw,
-                "busbw_factor": factor,
-                "busbw_gbs": algbw * factor if algbw is not None and factor is not None else None,
-            }
+            Collective(
+                collective=collective,
+                dtype=dtype,
+                group_size=group,
+                bytes=nbytes,
+                size=size_text(nbytes) if nbytes is not None else None,
+                calls=len(durations),
+                total_us=float(sum(durations)),
+                median_us=median,
+                algbw_gbs=algbw,
+                busbw_factor=factor,
+                busbw_gbs=algbw * factor if algbw is not None and factor is not None else None,
+            )
         )
-    return sorted(rows, key=lambda r: -r["total_us"])
+    return tuple(sorted(rows, key=lambda r: -r.total_us))
 
 
 def collective_lines(calls: Sequence[Collective]) -> list[str]:

@@ -18,13 +18,26 @@ from __future__ import annotations
 
 import re
 import statistics
-from collections.abc import Sequence
+from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import TypeVar
+from typing import Any, TypeVar
 
-from core.rows.trace import Change, DiffTables
+from core.rows.trace import (
+    HOST_CAUSES,
+    CauseChange,
+    Change,
+    DiffTables,
+    GroupChange,
+    Kernel,
+    KernelChange,
+    KernelGroup,
+    OpChange,
+    StepChange,
+    TraceStep,
+    TraceTables,
+    WholeChange,
+)
 from core.units import us_text
-from core.workload.trace.host_gaps import CAUSES, STEP_KEYS, WALL_KEYS
 from core.workload.trace.timeline import named_gpu
 
 _ARGS = re.compile(r"\([^()]*\)")
@@ -41,50 +54,51 @@ def normalised(name: str) -> str:
     return _SPACE.sub(" ", name).strip()
 
 
-def _side(rows: list[dict], kind: str, key) -> dict[str, list]:
-    """key → [count, µs, group] summed over the rows of one ``kind``."""
+def _side(rows: Sequence[KernelGroup | Kernel], key: Callable[[Any], str]) -> dict[str, list]:
+    """key → [count, µs, group] summed over the rows."""
     out: dict[str, list] = {}
     for r in rows:
-        if r.get("kind") != kind:
-            continue
-        entry = out.setdefault(key(r), [0, 0.0, r.get("group")])
-        entry[0] += int(r.get("count") or 0)
-        entry[1] += float(r.get("total_us") or 0.0)
+        entry = out.setdefault(key(r), [0, 0.0, r.group])
+        entry[0] += int(r.count or 0)
+        entry[1] += float(r.total_us or 0.0)
     return out
 
 
-def diff(base_rows: list[dict], new_rows: list[dict]) -> list[dict]:
-    """Rows of kind ``group`` (every group either side has) and ``kernel`` (matched by normalised name), each
+def diff(base: TraceTables, new: TraceTables) -> tuple[list[GroupChange], list[KernelChange]]:
+    """The group changes (every group either side has) and the kernel changes (matched by normalised name), each
     with ``base_us``, ``new_us``, ``delta_us`` (new − base), counts and ``delta_pct`` (of base; None from 0),
-    the largest slow-down first within each kind."""
-    out: list[dict] = []
-    for kind, key in (("group", lambda r: str(r["group"])), ("kernel", lambda r: normalised(str(r["name"])))):
-        base, new = _side(base_rows, kind, key), _side(new_rows, kind, key)
-        rows = []
-        for name in sorted(set(base) | set(new)):
-            b = base.get(name, [0, 0.0, None])
-            n = new.get(name, [0, 0.0, None])
-            if kind == "group" and not (b[0] or n[0]):
-                continue  # a group neither trace has
-            row = {"kind": kind, "group": n[2] or b[2] if kind == "kernel" else name}
-            if kind == "kernel":
-                row["kernel"] = name
-            rows.append(
-                row
-                | {
-                    "base_us": b[1],
-                    "new_us": n[1],
-                    "delta_us": n[1] - b[1],
-                    "base_count": b[0],
-                    "new_count": n[0],
-                    "delta_pct": 100.0 * (n[1] - b[1]) / b[1] if b[1] else None,
-                }
-            )
-        out += sorted(rows, key=lambda r: -r["delta_us"])
-    return out
+    the largest slow-down first."""
+    by_group, by_name = (lambda r: str(r.group)), (lambda r: normalised(str(r.name)))
+    groups = _changes(_side(base.groups, by_group), _side(new.groups, by_group), None)
+    kernels = _changes(_side(base.kernels, by_name), _side(new.kernels, by_name), "kernel")
+    return [GroupChange.of(r) for r in groups], [KernelChange.of(r) for r in kernels]
 
 
-def operators(base_meta: dict, new_meta: dict) -> list[dict]:
+def _changes(base: dict[str, list], new: dict[str, list], kernel: str | None) -> list[dict]:
+    """Each name either side has, base → new, the largest slow-down first; a kernel's named ``kernel`` with its
+    group, a group's by itself (one neither side has left out)."""
+    rows = []
+    for name in sorted(set(base) | set(new)):
+        b = base.get(name, [0, 0.0, None])
+        n = new.get(name, [0, 0.0, None])
+        if kernel is None and not (b[0] or n[0]):
+            continue  # a group neither trace has
+        row = {"group": n[2] or b[2], kernel: name} if kernel else {"group": name}
+        rows.append(
+            row
+            | {
+                "base_us": b[1],
+                "new_us": n[1],
+                "delta_us": n[1] - b[1],
+                "base_count": b[0],
+                "new_count": n[0],
+                "delta_pct": 100.0 * (n[1] - b[1]) / b[1] if b[1] else None,
+            }
+        )
+    return sorted(rows, key=lambda r: -r["delta_us"])
+
+
+def operators(base_meta: dict, new_meta: dict) -> list[OpChange]:
     """Rows of kind ``op``: GPU time per CPU operator (``aten::mm``…: the import's ``op_totals``), base → new,
     with the operator's calls as the counts, the largest slow-down first. An operator's name is the same on
     any GPU, so this matches what kernel names cannot (cuBLAS against hipBLASLt, cuDNN against MIOpen); none
@@ -96,11 +110,11 @@ def operators(base_meta: dict, new_meta: dict) -> list[dict]:
     for name in set(sides[0]) | set(sides[1]):
         b, n = (side.get(name, {}) for side in sides)
         rows.append(
-            {"kind": "op", "op": name}
+            {"op": name}
             | _delta(float(b.get("gpu_time_us") or 0.0), float(n.get("gpu_time_us") or 0.0))
             | {"base_count": int(b.get("calls") or 0), "new_count": int(n.get("calls") or 0)}
         )
-    return sorted(rows, key=lambda r: (-r["delta_us"], r["op"]))
+    return [OpChange.of(r) for r in sorted(rows, key=lambda r: (-r["delta_us"], r["op"]))]
 
 
 C = TypeVar("C", bound=Change)
@@ -113,16 +127,14 @@ def largest_changes(rows: Sequence[C], top: int) -> list[C]:
     return [r for r in rows if id(r) in keep]
 
 
-def kernel_names_shared(rows: list[dict]) -> tuple[float, float] | None:
+def kernel_names_shared(kernels: Sequence[KernelChange]) -> tuple[float, float] | None:
     """Of each side's listed kernel time, the share in kernels the other side has too (matched by normalised
-    name, :func:`diff`'s ``kernel`` rows); None when a side lists no kernel."""
-    kernels = [r for r in rows if r["kind"] == "kernel"]
-    shared = [r for r in kernels if r["base_us"] and r["new_us"]]
-    totals_ = [sum(r[k] for r in kernels) for k in ("base_us", "new_us")]
-    if not all(totals_):
+    name, :func:`diff`'s kernel changes); None when a side lists no kernel."""
+    shared = [r for r in kernels if r.base_us and r.new_us]
+    base_total, new_total = sum(r.base_us for r in kernels), sum(r.new_us for r in kernels)
+    if not (base_total and new_total):
         return None
-    base, new = (sum(r[k] for r in shared) / t for k, t in zip(("base_us", "new_us"), totals_))
-    return base, new
+    return sum(r.base_us for r in shared) / base_total, sum(r.new_us for r in shared) / new_total
 
 
 # the whole trace's figures a diff compares: (row name, the import's meta key(s), summed)
@@ -155,17 +167,17 @@ def _delta(base: float, new: float) -> dict:
     }
 
 
-def _change(kind: str, figure: str, base: float, new: float) -> dict:
-    return {"kind": kind, "figure": figure, **_delta(base, new)}
+def _change(figure: str, base: float, new: float) -> dict:
+    return {"figure": figure, **_delta(base, new)}
 
 
-def whole(base_meta: dict, new_meta: dict) -> list[dict]:
-    """Rows of kind ``whole``: each of :data:`WHOLE` both imports have, base → new."""
+def whole(base_meta: dict, new_meta: dict) -> list[WholeChange]:
+    """Each of :data:`WHOLE` both imports have, base → new."""
     rows = []
     for figure, keys in WHOLE:
         sides = [_summed(m, keys) for m in (base_meta, new_meta)]
         if sides[0] is not None and sides[1] is not None:
-            rows.append(_change("whole", figure, sides[0], sides[1]))
+            rows.append(WholeChange.of(_change(figure, sides[0], sides[1])))
     return rows
 
 
@@ -175,68 +187,64 @@ def _summed(meta: dict, keys: tuple[str, ...]) -> float | None:
     return sum(numbers) if len(numbers) == len(values) else None
 
 
-def steps(base_rows: list[dict], new_rows: list[dict]) -> list[dict]:
-    """Rows of kind ``step``: the median over each side's profiled steps of :data:`STEP`'s figures, with the
+def steps(base: Sequence[TraceStep], new: Sequence[TraceStep]) -> list[StepChange]:
+    """The median over each side's profiled steps of :data:`STEP`'s figures (a field of each step), with the
     number of steps as the counts; none when a side has no step."""
-    sides = [[r for r in rows if r.get("kind") == "step"] for rows in (base_rows, new_rows)]
-    if not all(sides):
+    if not (base and new):
         return []
     out = []
-    for figure, key in STEP:
-        if key == "host_before_first_kernel_us" and not all(key in r for side in sides for r in side):
+    for figure, name in STEP:
+        if name == "host_before_first_kernel_us" and any(r.host_before_first_kernel_us is None for r in (*base, *new)):
             continue  # GPU-side steps (or a run stored before) have no host time before their kernels
-        medians = [statistics.median(float(r.get(key) or 0.0) for r in side) for side in sides]
-        out.append(_change("step", figure, *medians) | {"base_count": len(sides[0]), "new_count": len(sides[1])})
+        medians = [statistics.median(float(getattr(r, name) or 0.0) for r in side) for side in (base, new)]
+        counts = {"base_count": len(base), "new_count": len(new)}
+        out.append(StepChange.of(_change(figure, *medians) | counts))
     return out
 
 
-def causes(base_rows: list[dict], new_rows: list[dict]) -> list[dict]:
-    """Rows of kind ``cause``: for each of the host's causes (:data:`core.workload.trace.host_gaps.CAUSES`), the median over
+def causes(base: Sequence[TraceStep], new: Sequence[TraceStep]) -> list[CauseChange]:
+    """For each of the host's causes (:data:`core.rows.trace.HOST_CAUSES`), the median over
     each side's steps of the device's idle inside the step that the host spent in it — the step as the host lived
-    it (``wall_idle_<key>_us``; a side whose steps lack it, a run stored before or GPU-side steps, by the idle of its
-    steps' GPU windows, ``idle_host_<key>_us``), with the number of steps as the counts; the largest change either
+    it (its ``wall_causes``; a side whose steps lack it, a run stored before or GPU-side steps, by the idle of its
+    steps' GPU windows, ``window_causes``), with the number of steps as the counts; the largest change either
     way first, causes neither side has left out; none when a side has no step."""
-    sides = [[r for r in rows if r.get("kind") == "step"] for rows in (base_rows, new_rows)]
-    if not all(sides):
+    if not (base and new):
         return []
     out = []
-    for cause, wall, window in zip(CAUSES, WALL_KEYS, STEP_KEYS):
-        key = [wall if all(wall in r for r in side) else window for side in sides]
-        medians = [statistics.median(float(r.get(k) or 0.0) for r in side) for k, side in zip(key, sides)]
+    for cause in HOST_CAUSES:
+        walls = [all(cause in r.wall_causes for r in side) for side in (base, new)]
+        medians = [
+            statistics.median(float((r.wall_causes if wall else r.window_causes).get(cause) or 0.0) for r in side)
+            for wall, side in zip(walls, (base, new))
+        ]
         if any(medians):
-            out.append(
-                _change("cause", cause, *medians)
-                | {
-                    "base_count": len(sides[0]),
-                    "new_count": len(sides[1]),
-                    "basis": "step" if key[0] == wall else "window",
-                }
-            )
-    return sorted(out, key=lambda r: -abs(r["delta_us"]))
+            counts = {"base_count": len(base), "new_count": len(new), "basis": "step" if walls[0] else "window"}
+            out.append(_change(cause, *medians) | counts)
+    return [CauseChange.of(r) for r in sorted(out, key=lambda r: -abs(r["delta_us"]))]
 
 
-def headline(base_rows: list[dict], new_rows: list[dict], total: dict, top: int = 2) -> str:
+def headline(base: Sequence[TraceStep], new: Sequence[TraceStep], total: dict, top: int = 2) -> str:
     """What changed, first: the median step's wall with the causes that moved most per step (each ≥
     :data:`CAUSE_SHARE` of the base step's wall), where both sides have steps; else the GPU time."""
-    step = next((r for r in steps(base_rows, new_rows) if r["figure"] == STEP[0][0]), None)
+    step = next((r for r in steps(base, new) if r.figure == STEP[0][0]), None)
     if step is None:
         pct = f" ({total['delta_pct']:+.1f}%)" if total["delta_pct"] is not None else ""
         return f"GPU time (kernels, copies and memsets) {us_text(total['base_us'])} → {us_text(total['new_us'])}{pct}"
-    pct = f" ({step['delta_pct']:+.1f}%)" if step["delta_pct"] is not None else ""
-    text = f"step wall (median) {us_text(step['base_us'])} → {us_text(step['new_us'])}{pct}"
-    moved = [r for r in causes(base_rows, new_rows) if abs(r["delta_us"]) >= CAUSE_SHARE * step["base_us"]][:top]
+    pct = f" ({step.delta_pct:+.1f}%)" if step.delta_pct is not None else ""
+    text = f"step wall (median) {us_text(step.base_us)} → {us_text(step.new_us)}{pct}"
+    moved = [r for r in causes(base, new) if abs(r.delta_us) >= CAUSE_SHARE * step.base_us][:top]
     if moved:
         text += (
             "; per step, the host's "
-            + ", ".join(f"{r['figure']} {us_text(r['base_us'])} → {us_text(r['new_us'])}" for r in moved)
+            + ", ".join(f"{r.figure} {us_text(r.base_us)} → {us_text(r.new_us)}" for r in moved)
             + " (the GPU idle in it)"
         )
     return text
 
 
-def mismatches(base_meta: dict, new_meta: dict, rows: list[dict]) -> list[str]:
+def mismatches(base_meta: dict, new_meta: dict, kernels: Sequence[KernelChange]) -> list[str]:
     """Where the two traces are not alike, in words: what a reader must know before trusting the deltas
-    (``rows``: their :func:`diff`); the windows compared first."""
+    (``kernels``: their kernel changes, :func:`diff`); the windows compared first."""
     said = []
     counts = [m.get("steps", 0) for m in (base_meta, new_meta)]
     if counts[0] != counts[1]:
@@ -259,7 +267,7 @@ def mismatches(base_meta: dict, new_meta: dict, rows: list[dict]) -> list[str]:
             f"different GPUs ({gpus[0]} → {gpus[1]}): kernels of other vendors or architectures rarely share a "
             "name, so compare the groups and the operators, not the kernel rows"
         )
-    shared = kernel_names_shared(rows)
+    shared = kernel_names_shared(kernels)
     if shared is not None and max(shared) < KERNELS_SHARED:
         said.append(
             f"few kernels share a name ({shared[0]:.0%} of the base's listed kernel time, {shared[1]:.0%} of the "
@@ -290,10 +298,9 @@ def _or_unknown(value: object) -> str:
     return "not recorded" if value is None else str(value)
 
 
-def totals(rows: list[dict]) -> dict:
-    """GPU time of each side (kernels, copies and memsets: the group rows' sum) and the change."""
-    groups = [r for r in rows if r["kind"] == "group"]
-    base, new = sum(r["base_us"] for r in groups), sum(r["new_us"] for r in groups)
+def totals(groups: Sequence[GroupChange]) -> dict:
+    """GPU time of each side (kernels, copies and memsets: the group changes' sum) and the change."""
+    base, new = sum(r.base_us for r in groups), sum(r.new_us for r in groups)
     return {
         "base_us": base,
         "new_us": new,
@@ -313,10 +320,17 @@ class TraceDiff:
     headline: str
 
 
-def compare(base_rows: list[dict], base_meta: dict, new_rows: list[dict], new_meta: dict) -> TraceDiff:
-    """Everything ``trace-diff`` says of two imports (their stored rows and meta), derived once."""
-    rows = diff(base_rows, new_rows)
-    total = totals(rows)
-    figures = whole(base_meta, new_meta) + steps(base_rows, new_rows) + causes(base_rows, new_rows)
-    tables = DiffTables.from_rows(figures + rows + operators(base_meta, new_meta))
-    return TraceDiff(tables, total, mismatches(base_meta, new_meta, rows), headline(base_rows, new_rows, total))
+def compare(base: TraceTables, base_meta: dict, new: TraceTables, new_meta: dict) -> TraceDiff:
+    """Everything ``trace-diff`` says of two imports (their stored tables and meta), derived once."""
+    groups, kernels = diff(base, new)
+    total = totals(groups)
+    tables = DiffTables(
+        whole=tuple(whole(base_meta, new_meta)),
+        steps=tuple(steps(base.steps, new.steps)),
+        causes=tuple(causes(base.steps, new.steps)),
+        groups=tuple(groups),
+        kernels=tuple(kernels),
+        ops=tuple(operators(base_meta, new_meta)),
+    )
+    said = mismatches(base_meta, new_meta, kernels)
+    return TraceDiff(tables, total, said, headline(base.steps, new.steps, total))

@@ -34,6 +34,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from core.rows.trace import HOST_CAUSES, TraceStep
 from core.units import us_text
 from core.workload.findings import Finding
 from core.workload.trace import remedies
@@ -41,21 +42,8 @@ from core.workload.trace.cpu_ops import ANNOTATION, OP, PYTHON, RUNTIME, CpuOps
 from core.workload.trace.file import MEMCPY, TraceFile, correlated
 from core.workload.trace.intervals import merged, merged_groups, union_gaps
 
-CAUSES = (
-    "device→host copy",
-    "synchronisation",
-    "allocator",
-    "data loading",
-    "optimizer",
-    "other CPU work",
-    "no CPU event",
-)
+CAUSES = HOST_CAUSES  # a step row stores each (core.rows.trace): on its GPU window and in the host's step
 COPY, SYNC, ALLOC, DATA, OPTIM, OTHER, NONE = range(len(CAUSES))
-# each cause's column in a step row: ``idle_host_<key>_us``, the step's GPU window's part of the gaps it holds
-_KEYS = ("copy", "sync", "allocator", "data", "optimizer", "other", "none")
-STEP_KEYS = tuple(f"idle_host_{key}_us" for key in _KEYS)
-# each cause's column in a step row from the host's spans: the device's idle inside the host's step it holds
-WALL_KEYS = tuple(f"wall_idle_{key}_us" for key in _KEYS)
 _SYNC = re.compile(  # the copies that block the host until the stream is done: hipMemcpyWithStream, cudaMemcpy…
     r"^(cuda|hip)(Stream|Device|Event)Synchronize$|^aten::(item|_local_scalar_dense|nonzero|is_nonzero)$"
     r"|^(cuda|hip)Memcpy(WithStream|2D|3D|Peer)?$"
@@ -221,20 +209,20 @@ def _source(trace: TraceFile, i: int) -> str | None:
 
 
 def host_gaps(
-    trace: TraceFile, device: int, top: int = TOP_OPS, steps: Sequence[dict] = ()
+    trace: TraceFile, device: int, top: int = TOP_OPS, steps: Sequence[TraceStep] = ()
 ) -> tuple[dict, list[dict[str, float]]]:
     """The analysed GPU's gaps by the host's cause: ``{"gaps", "gap_us", "thread", "causes": [{"cause",
     "time_us", "share", "top_ops": [{"op", "time_us", "count", "source"}]}]}``, causes of no time left out; and,
-    for each of the trace's step rows given (:func:`core.workload.trace.timeline.analyse_trace`), the part of the gaps
-    inside its GPU window by cause (:data:`STEP_KEYS`, µs): the same instants and causes as the whole, cut at the
+    for each of the trace's steps given (:func:`core.workload.trace.timeline.analyse_trace`), the part of the gaps
+    inside its GPU window by cause (:data:`CAUSES`, µs: the step's ``window_causes``): the same instants and causes as the whole, cut at the
     windows' edges, so a step's causes add up to the gaps inside its window."""
     a = trace.activities
     if not np.any(a.device == device):
         return {}, [{} for _ in steps]
     gap_start, gap_end, gap_tid, main = _gap_threads(trace, device)
     out = {"gaps": int(len(gap_start)), "gap_us": 0.0, "thread": main, "causes": []}
-    lo = _ns(np.array([r["gpu_window_start_us"] for r in steps], float))  # the steps' GPU windows [lo, hi)
-    hi = lo + _ns(np.array([r["gpu_window_us"] for r in steps], float))
+    lo = _ns(np.array([r.gpu_window_start_us for r in steps], float))  # the steps' GPU windows [lo, hi)
+    hi = lo + _ns(np.array([r.gpu_window_us for r in steps], float))
     gap_start, gap_end, gap_tid = _pieces(gap_start, gap_end, gap_tid, np.unique(np.concatenate([lo, hi])))
     total = int((gap_end - gap_start).sum())
     out["gap_us"] = total / NS
@@ -245,7 +233,7 @@ def host_gaps(
         labels = _hold(trace, gap_start, gap_end, gap_tid, held, tops)
     before = np.vstack([np.zeros((1, len(CAUSES)), np.int64), np.cumsum(held, axis=0)])  # pieces are sorted
     by_step = [
-        {key: int(ns) / NS for key, ns in zip(STEP_KEYS, (before[j] - before[i]).tolist())}
+        {cause: int(ns) / NS for cause, ns in zip(CAUSES, (before[j] - before[i]).tolist())}
         for i, j in zip(np.searchsorted(gap_start, lo), np.searchsorted(gap_start, hi))
     ]
     out["causes"] = _by_cause(trace, held.sum(axis=0), tops, labels, top)
@@ -308,26 +296,26 @@ def _by_cause(trace: TraceFile, held: np.ndarray, tops: list[dict], labels: list
 
 
 def host_in_steps(
-    trace: TraceFile, device: int, steps: Sequence[dict], top: int = TOP_OPS
+    trace: TraceFile, device: int, steps: Sequence[TraceStep], top: int = TOP_OPS
 ) -> tuple[dict, list[dict[str, float]]]:
     """The device's idle inside each of the host's steps, by the host's cause on the launching thread: the step as
     its host lived it, whatever the GPU's span. Returns the part before each step's first kernel (the device's idle
     from the step's start to its first activity's: ``host_before_first_kernel_us`` of the step rows from the host's
     spans) as ``{"steps", "time_us", "wall_us", "median_share", "causes"}`` (``wall_us``: those steps' walls
     summed; ``median_share``: the median step's time over its wall; {} where no step has such time), and for each
-    step row given its whole idle by cause (:data:`WALL_KEYS`, µs; {} for a step not from the host's spans). A
+    step given its whole idle by cause (:data:`CAUSES`, µs: its ``wall_causes``; {} for a step not from the host's spans). A
     step's first window lies before the GPU's span, so the gaps never hold it: a video model's decoding and a data
     loader's batch before the first kernel were invisible there."""
-    host = [i for i, r in enumerate(steps) if "host_before_first_kernel_us" in r]
+    host = [i for i, r in enumerate(steps) if r.host_before_first_kernel_us is not None]
     by_step: list[dict[str, float]] = [{} for _ in steps]
     a = trace.activities
     sel = np.flatnonzero(a.device == device)
     if not host or not len(sel):
         return {}, by_step
     busy_s, busy_e = merged(_ns(a.start[sel]), _ns(a.end[sel]))
-    t0 = _ns(np.array([steps[i]["start_us"] for i in host], float))
-    t1 = t0 + _ns(np.array([steps[i]["wall_us"] for i in host], float))
-    first = np.clip(_ns(np.array([steps[i]["gpu_window_start_us"] for i in host], float)), t0, t1)
+    t0 = _ns(np.array([steps[i].start_us for i in host], float))
+    t1 = t0 + _ns(np.array([steps[i].wall_us for i in host], float))
+    first = np.clip(_ns(np.array([steps[i].gpu_window_start_us for i in host], float)), t0, t1)
     _, _, _, main = _gap_threads(trace, device)
     tid = -1 if main is None else main
     summaries = []
@@ -340,17 +328,17 @@ def host_in_steps(
         summaries.append((p_s, held, tops, labels))
         before = np.vstack([np.zeros((1, len(CAUSES)), np.int64), np.cumsum(held, axis=0)])
         for k, i, j in zip(host, np.searchsorted(p_s, lo), np.searchsorted(p_s, hi)):
-            for key, ns in zip(WALL_KEYS, (before[j] - before[i]).tolist()):
-                by_step[k][key] = by_step[k].get(key, 0.0) + ns / NS
+            for cause, ns in zip(CAUSES, (before[j] - before[i]).tolist()):
+                by_step[k][cause] = by_step[k].get(cause, 0.0) + ns / NS
     _, held, tops, labels = summaries[0]
-    timed = [steps[i] for i in host if steps[i]["host_before_first_kernel_us"]]
+    timed = [steps[i] for i in host if steps[i].host_before_first_kernel_us]
     if not timed or not held.sum():
         return {}, by_step
-    shares = [r["host_before_first_kernel_us"] / r["wall_us"] for r in timed if r["wall_us"] > 0]
+    shares = [(r.host_before_first_kernel_us or 0.0) / r.wall_us for r in timed if r.wall_us > 0]
     summary = {
         "steps": len(timed),
         "time_us": int(held.sum()) / NS,
-        "wall_us": float(sum(r["wall_us"] for r in timed)),
+        "wall_us": float(sum(r.wall_us for r in timed)),
         "median_share": float(np.median(shares)) if shares else 0.0,
         "causes": _by_cause(trace, held.sum(axis=0), tops, labels, top),
     }
@@ -422,17 +410,21 @@ FINDINGS = 2  # at most this many causes become findings
 OUTSIDE_US = 1000.0  # one blocking call that held the GPU idle this long waits for work the trace did not record
 
 
-def _allocator_every_step(meta: dict, steps: Sequence[dict]) -> bool | None:
+def _allocator_every_step(meta: dict, steps: Sequence[TraceStep]) -> bool | None:
     """Whether the allocator's calls recur in the steps (True), belong to set-up (False: the first step alone, or a
     span the trace names a warm-up), or the trace cannot tell (None: one step or none, no warm-up named)."""
-    keys = ("wall_idle_allocator_us", "idle_host_allocator_us")
-    held = [next((r[k] for k in keys if k in r), 0.0) for r in steps if any(k in r for k in keys)]
+    alloc = CAUSES[ALLOC]
+    held = [  # in the host's step where it was cut from the host's spans, else on the GPU window
+        next(c[alloc] for c in (r.wall_causes, r.window_causes) if alloc in c)
+        for r in steps
+        if alloc in r.wall_causes or alloc in r.window_causes
+    ]
     if len(held) >= 2:
         return sum(1 for us in held if us > 0) * 2 >= len(held) and any(us > 0 for us in held[1:])
     return False if (meta.get("host_gaps") or {}).get("allocator_in_warmup", 0.0) >= 0.5 else None
 
 
-def host_gap_findings(meta: dict, steps: Sequence[dict] = ()) -> list[Finding]:
+def host_gap_findings(meta: dict, steps: Sequence[TraceStep] = ()) -> list[Finding]:
     """The largest causes of the GPU's gaps (≥ 5 % of the span) as findings naming the operator (and its line
     where recorded), with what to try where the trace supports it (:mod:`core.workload.trace.remedies`): the named
     causes first, then other CPU work and no CPU event, each largest first, its value the % of the span."""
@@ -466,27 +458,29 @@ STALL_RATIO = 2.0  # a step's time in a named cause at least this many times the
 STALL_STEPS = 3  # a median needs at least this many steps
 
 
-def step_stall_findings(steps: list[dict]) -> list[Finding]:
+def step_stall_findings(steps: Sequence[TraceStep]) -> list[Finding]:
     """The step whose host held the GPU idle longest in one named cause (a copy, a synchronisation, the
     allocator, data loading, the optimizer), where that is at least :data:`STALL_RATIO` times the median step's
     and :data:`MIN_SPAN_SHARE` of the step's GPU window: one step stalls (a slow batch, a checkpoint, a
     periodic sync) rather than every step. At most one finding: the largest such time."""
-    named = [(key, name) for key, name in zip(STEP_KEYS, CAUSES) if name not in (CAUSES[OTHER], CAUSES[NONE])]
-    timed = [r for r in steps if STEP_KEYS[0] in r and r["gpu_window_us"] > 0]
+    named = [name for name in CAUSES if name not in (CAUSES[OTHER], CAUSES[NONE])]
+    timed = [r for r in steps if CAUSES[0] in r.window_causes and (r.gpu_window_us or 0.0) > 0]
     if len(timed) < STALL_STEPS:
         return []
     stalls = []
-    for key, name in named:
-        times = np.array([r[key] for r in timed])
+    for name in named:
+        times = np.array([r.window_causes[name] for r in timed])
         median, worst = float(np.median(times)), timed[int(np.argmax(times))]
-        if worst[key] >= STALL_RATIO * median and worst[key] >= MIN_SPAN_SHARE * worst["gpu_window_us"]:
-            stalls.append((worst[key], name, worst, median))
+        us, window = worst.window_causes[name], worst.gpu_window_us or 0.0
+        if us >= STALL_RATIO * median and us >= MIN_SPAN_SHARE * window:
+            stalls.append((us, name, worst, median))
     if not stalls:
         return []
     us, name, step, median = max(stalls, key=lambda s: s[0])
-    share = us / step["gpu_window_us"]
+    window = step.gpu_window_us or 0.0
+    share = us / window
     text = (
-        f"step {step['step']} stalls on {name}: the GPU idled {us_text(us)} of its {us_text(step['gpu_window_us'])} "
+        f"step {step.step} stalls on {name}: the GPU idled {us_text(us)} of its {us_text(window)} "
         f"window ({share:.1%}) while the host was in it, against {us_text(median) if median else 'none'} in the "
         f"median step of {len(timed):,} — one step, not the steady state"
     )

@@ -25,6 +25,7 @@ of kind ``arrival``, :mod:`core.workload.trace.arrivals`). Only the summary of a
 from __future__ import annotations
 
 import re
+from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
@@ -32,6 +33,7 @@ import numpy as np
 
 from core.errors import ConfigError
 from core.intake import InputRefused
+from core.rows.trace import Rank, RankGroup, RankHostGap, RankOp, RankStep, RankTables, TraceStep
 from core.workload.files import job_files
 from core.workload.findings import OTHERS
 from core.workload.trace.arrivals import Call, arrivals, rank_calls
@@ -49,9 +51,9 @@ _RANK_FIELDS = {
     "compute_and_communication_us": "compute_and_communication_us", "copy_us": "copy_union_us",
 }  # fmt: skip
 _NOT_COMPUTE = {"communication", "memory"}  # kernel groups outside the compute the straggler is named by
-_STEP_FIELDS = {"wall_us": "wall_us", "kernel_time_us": "kernel_time_us", "compute_us": "compute_union_us",
-                "communication_us": "communication_union_us", "exposed_communication_us": "exposed_communication_us",
-                "idle_us": "idle_us", "host_wait_us": "host_wait_us"}  # fmt: skip
+# what a rank's step row keeps of the trace's step (its fields, stored under their names; 0 where the step has none)
+_STEP_FIELDS = ("wall_us", "kernel_time_us", "compute_us", "communication_us", "exposed_communication_us", "idle_us",
+                "host_wait_us")  # fmt: skip
 OPS_KEPT = 20  # each rank's operators stored as rows, the most GPU time first (the straggler's are found on all)
 
 
@@ -67,13 +69,13 @@ class RankTrace:
     GPU time (:func:`core.workload.trace.ops.op_totals`: every operator, over every module), and its collective calls
     (:func:`core.workload.trace.arrivals.rank_calls`), to be matched across the ranks."""
 
-    row: dict
-    steps: list[dict]
-    groups: list[dict]
+    row: Rank
+    steps: list[RankStep]
+    groups: list[RankGroup]
     step_numbers: set[int] = field(default_factory=set)
     quirks: dict[str, int] = field(default_factory=dict)
-    host_gaps: list[dict] = field(default_factory=list)
-    ops: list[dict] = field(default_factory=list)
+    host_gaps: list[RankHostGap] = field(default_factory=list)
+    ops: list[RankOp] = field(default_factory=list)
     calls: list[Call] = field(default_factory=list)
 
 
@@ -89,78 +91,73 @@ def read_rank(path: Path) -> RankTrace:
     if rank is None:
         raise ConfigError(f"{path.name}: no rank: the trace has no distributedInfo.rank and its name no rank-N")
     world, backend, origin = trace.world_size, trace.backend, trace.origin_us
-    rows, meta = analyse_trace(trace, top=1)
+    tables, meta = analyse_trace(trace, top=1)
     if not meta.get("gpu_activities"):
         raise ConfigError(f"{path.name}: rank {rank} has no GPU kernels or copies to compare")
-    step_rows = [r for r in rows if r["kind"] == "step"]
-    gaps, by_step = host_gaps(trace, meta["device"], top=1, steps=step_rows)
-    ops = [
-        {"kind": "op", "rank": rank, **{k: o[k] for k in ("op", "gpu_time_us", "kernels", "calls")}}
-        for o in op_totals(trace, meta["device"])
-    ]
+    gaps, by_step = host_gaps(trace, meta["device"], top=1, steps=tables.steps)
+    ops = [RankOp(rank=rank, op=o["op"], gpu_time_us=o["gpu_time_us"], kernels=o["kernels"], calls=o["calls"])
+           for o in op_totals(trace, meta["device"])]  # fmt: skip
     calls = rank_calls(trace, meta["device"])
     del trace
-    row = {
-        "kind": "rank",
-        "rank": rank,
-        "file": path.name,
-        "world_size": world,
-        "backend": backend,
-        "origin_us": origin,
-        "device": meta["device"],
-        "device_name": meta["device_name"],
-        **{name: meta[key] for name, key in _RANK_FIELDS.items()},
-        **meta["idle_causes"],  # on the rank's device timeline: they add up to its idle
-        **{  # HolisticTraceAnalysis' idle breakdown, each stream's gaps added up
-            key.removesuffix("_us") + "_summed_over_streams_us": us
-            for key, us in (meta.get("idle_causes_summed_over_streams") or {}).items()
-        },
-        "steps": meta["steps"],
-    }
-    steps: list[dict] = [
-        {"kind": "step", "rank": rank, "step": r["step"], **{k: r.get(key, 0.0) for k, key in _STEP_FIELDS.items()}}
-        | held
-        for r, held in zip(step_rows, by_step)
-    ]
-    groups = [
-        {"kind": "group", "rank": rank, "group": r["group"], "count": r["count"], "total_us": r["total_us"]}
-        for r in rows
-        if r["kind"] == "group" and r["count"]
-    ]
-    causes = [  # what the host did while the rank's GPU idled, by cause, with the operator that held most of it
+    row = Rank.of(
         {
-            "kind": "host_gap",
             "rank": rank,
-            "cause": c["cause"],
-            "time_us": c["time_us"],
-            "share": c["share"],
-            "top_op": c["top_ops"][0]["op"] if c["top_ops"] else None,
+            "file": path.name,
+            "world_size": world,
+            "backend": backend,
+            "origin_us": origin,
+            "device": meta["device"],
+            "device_name": meta["device_name"],
+            **{name: meta[key] for name, key in _RANK_FIELDS.items()},
+            **meta["idle_causes"],  # on the rank's device timeline: they add up to its idle
+            **{  # HolisticTraceAnalysis' idle breakdown, each stream's gaps added up
+                key.removesuffix("_us") + "_summed_over_streams_us": us
+                for key, us in (meta.get("idle_causes_summed_over_streams") or {}).items()
+            },
+            "steps": meta["steps"],
         }
+    )
+    steps = [_rank_step(rank, s, held) for s, held in zip(tables.steps, by_step)]
+    groups = [RankGroup(rank=rank, group=g.group, count=g.count, total_us=g.total_us) for g in tables.groups if g.count]
+    causes = [  # what the host did while the rank's GPU idled, by cause, with the operator that held most of it
+        RankHostGap(
+            rank=rank,
+            cause=c["cause"],
+            time_us=c["time_us"],
+            share=c["share"],
+            top_op=c["top_ops"][0]["op"] if c["top_ops"] else None,
+        )
         for c in gaps.get("causes") or []
     ]
     quirks = dict(meta.get("quirks") or {})
-    return RankTrace(row, steps, groups, {s["step"] for s in steps}, quirks, causes, ops, calls)
+    return RankTrace(row, steps, groups, {s.step for s in steps}, quirks, causes, ops, calls)
+
+
+def _rank_step(rank: int, step: TraceStep, held: dict[str, float]) -> RankStep:
+    """A step of a rank: the trace step's figures (0 where it has none) and its GPU window's idle by the host's cause."""
+    figures = {name: 0.0 if (v := getattr(step, name)) is None else v for name in _STEP_FIELDS}
+    return RankStep.of({"rank": rank, "step": step.step, **figures}).adding(window_causes=held)
 
 
 def check_one_job(first: RankTrace, other: RankTrace, seen: dict[int, str]) -> None:
     """Refuse ``other`` when it is not a rank of ``first``'s job (or repeats a rank already ``seen``)."""
     a, b = first.row, other.row
 
-    def job(r: dict) -> str:
-        return f"world size {r['world_size'] if r['world_size'] is not None else 'unknown'}, backend {r['backend'] or 'unknown'}"
+    def job(r: Rank) -> str:
+        return f"world size {r.world_size if r.world_size is not None else 'unknown'}, backend {r.backend or 'unknown'}"
 
-    if (a["world_size"], a["backend"]) != (b["world_size"], b["backend"]):
+    if (a.world_size, a.backend) != (b.world_size, b.backend):
         raise ConfigError(
-            f"ranks of two different jobs: {a['file']} says {job(a)}; {b['file']} says {job(b)} (distributedInfo)"
+            f"ranks of two different jobs: {a.file} says {job(a)}; {b.file} says {job(b)} (distributedInfo)"
         )
-    if b["rank"] in seen:
-        raise ConfigError(f"{seen[b['rank']]} and {b['file']} are both rank {b['rank']}: one job has each rank once")
-    if b["world_size"] is not None and not 0 <= b["rank"] < b["world_size"]:
-        raise ConfigError(f"{b['file']}: rank {b['rank']} is outside world size {b['world_size']}")
+    if b.rank in seen:
+        raise ConfigError(f"{seen[b.rank]} and {b.file} are both rank {b.rank}: one job has each rank once")
+    if b.world_size is not None and not 0 <= b.rank < b.world_size:
+        raise ConfigError(f"{b.file}: rank {b.rank} is outside world size {b.world_size}")
     if first.step_numbers and other.step_numbers and not first.step_numbers & other.step_numbers:
         raise ConfigError(
-            f"ranks of two different jobs (or profiling windows): {a['file']} has ProfilerSteps "
-            f"{_steps_text(first.step_numbers)}, {b['file']} has {_steps_text(other.step_numbers)}, none in common"
+            f"ranks of two different jobs (or profiling windows): {a.file} has ProfilerSteps "
+            f"{_steps_text(first.step_numbers)}, {b.file} has {_steps_text(other.step_numbers)}, none in common"
         )
 
 
@@ -176,9 +173,9 @@ def others_median(values: dict[int, float], rank: int) -> float:
     return float(np.median(others)) if others else values[rank]
 
 
-def straggler(rank_rows: list[dict]) -> dict:
+def straggler(rank_rows: Sequence[Rank]) -> dict:
     """The rank with the most compute time (the lowest such rank on a tie) against the other ranks'."""
-    compute = {r["rank"]: float(r["compute_us"]) for r in rank_rows}
+    compute = {r.rank: float(r.compute_us) for r in rank_rows}
     worst = max(compute, key=lambda k: (compute[k], -k))
     median = others_median(compute, worst)
     margin = compute[worst] - median
@@ -197,14 +194,14 @@ NOISE_PCT = 2.0  # a rank's compute within this of the other ranks' is noise, no
 HOST_BOUND = 0.10  # a rank whose GPU waits on its host this much more of its span than the others' is host-bound
 
 
-def judge(rank_rows: list[dict], worst: dict, arrived: dict, host_rows: list[dict]) -> dict:
+def judge(rank_rows: Sequence[Rank], worst: dict, arrived: dict, host_rows: Sequence[RankHostGap]) -> dict:
     """One judgement of which rank holds the job back, over every figure that can say it: who arrives last at the
     collectives matched across the ranks (the others wait for it: the most direct evidence), whose GPU waits on its
     own host far more than the other ranks' (host-bound), and whose compute is over the other ranks' by more
     than :data:`NOISE_PCT` (``worst``: :func:`straggler`). ``{"rank"`` (None: no rank stands out)``, "reasons",
     "compute_pct", "host_wait_share", "median_host_wait_share", "host_cause", "last_arrivals", "matched",
     "waited_us"}``, reasons among ``arrives_last``, ``host_bound``, ``compute``."""
-    host = {r["rank"]: r.get("host_wait_us", 0.0) / r["span_us"] for r in rank_rows if r.get("span_us")}
+    host = {r.rank: (r.host_wait_us or 0.0) / r.span_us for r in rank_rows if r.span_us}
     bound = max(host, key=lambda k: (host[k], -k)) if host else None
     if bound is not None and host[bound] - others_median(host, bound) < HOST_BOUND:
         bound = None
@@ -214,10 +211,10 @@ def judge(rank_rows: list[dict], worst: dict, arrived: dict, host_rows: list[dic
     rank = next((r for r in (by_arrival, bound, by_compute) if r is not None), None)
     reasons = [why for why, r in (("arrives_last", by_arrival), ("host_bound", bound), ("compute", by_compute))
                if r is not None and r == rank]  # fmt: skip
-    compute = {r["rank"]: r["compute_us"] for r in rank_rows}
+    compute = {r.rank: r.compute_us for r in rank_rows}
     median_compute = others_median(compute, rank) if rank is not None else 0.0
-    mine = [h for h in host_rows if h["rank"] == rank]
-    cause = max(mine, key=lambda h: h["time_us"], default=None)
+    mine = [h for h in host_rows if h.rank == rank]
+    cause = max(mine, key=lambda h: h.time_us, default=None)
     return {
         "rank": rank,
         "reasons": reasons,
@@ -226,9 +223,7 @@ def judge(rank_rows: list[dict], worst: dict, arrived: dict, host_rows: list[dic
         else None,
         "host_wait_share": host.get(rank) if rank is not None else None,
         "median_host_wait_share": others_median(host, rank) if rank is not None and rank in host else None,
-        "host_cause": {"cause": cause["cause"], "time_us": cause["time_us"], "op": cause.get("top_op")}
-        if cause
-        else None,
+        "host_cause": {"cause": cause.cause, "time_us": cause.time_us, "op": cause.top_op} if cause else None,
         "last_arrivals": arrived.get("last_arrivals", 0) if rank == by_arrival and rank is not None else 0,
         "matched": matched,
         "waited_us": arrived.get("waited_us", 0.0) if rank == by_arrival and rank is not None else 0.0,
@@ -242,7 +237,7 @@ def extra_by_group(ranks: list[RankTrace], rank: int) -> list[dict]:
     """Where the straggler's extra time goes: ``rank``'s kernel time in each compute group against the median
     over the other ranks of that group's (a rank without the group counts 0), the largest extra first. Group times
     are sums of kernel durations, so the extras need not add up to the margin, which is a union."""
-    by_rank = {r.row["rank"]: {g["group"]: g["total_us"] for g in r.groups} for r in ranks}
+    by_rank = {r.row.rank: {g.group: g.total_us for g in r.groups} for r in ranks}
     return _against_median(by_rank, rank, "group", "kernel_time_us", _NOT_COMPUTE)
 
 
@@ -251,7 +246,7 @@ def extra_by_op(ranks: list[RankTrace], rank: int, top: int = 5) -> list[dict]:
     over the other ranks of that operator's (a rank without it counts 0), the ``top`` largest extras. Like the groups,
     sums of durations (kernels, copies and sets), so they need not add up to the margin. Activity no operator
     launched names nothing to change: it is left out."""
-    by_rank = {r.row["rank"]: {o["op"]: o["gpu_time_us"] for o in r.ops} for r in ranks}
+    by_rank = {r.row.rank: {o.op: o.gpu_time_us for o in r.ops} for r in ranks}
     return _against_median(by_rank, rank, "op", "gpu_time_us", set(PLACEHOLDERS))[:top]
 
 
@@ -269,33 +264,40 @@ def _against_median(
     return sorted(out, key=lambda r: -r["extra_us"])
 
 
-def combine(ranks: list[RankTrace]) -> tuple[list[dict], dict]:
+def combine(ranks: list[RankTrace]) -> tuple[RankTables, dict]:
     """The stored run of a job: rank rows by rank, then every rank's steps and kernel groups; the summary."""
-    ranks = sorted(ranks, key=lambda r: r.row["rank"])
+    ranks = sorted(ranks, key=lambda r: r.row.rank)
     rank_rows = [r.row for r in ranks]
-    rows = rank_rows + [s for r in ranks for s in r.steps] + [g for r in ranks for g in r.groups]
-    rows += [c for r in ranks for c in r.host_gaps] + [o for r in ranks for o in r.ops[:OPS_KEPT]]
     first = rank_rows[0]
     common = set.intersection(*(r.step_numbers for r in ranks)) if all(r.step_numbers for r in ranks) else set()
     worst = straggler(rank_rows)
     worst["groups"] = extra_by_group(ranks, worst["rank"])
     worst["ops"] = extra_by_op(ranks, worst["rank"])
-    arrival_rows, arrived = arrivals({r.row["rank"]: r.calls for r in ranks})
-    rows += arrival_rows if arrived["matched"] else []
-    verdict = judge(rank_rows, worst, arrived, [c for r in ranks for c in r.host_gaps])
+    arrival_rows, waits, arrived = arrivals({r.row.rank: r.calls for r in ranks})
+    host_rows = [c for r in ranks for c in r.host_gaps]
+    verdict = judge(rank_rows, worst, arrived, host_rows)
+    tables = RankTables(
+        ranks=tuple(rank_rows),
+        steps=tuple(s for r in ranks for s in r.steps),
+        groups=tuple(g for r in ranks for g in r.groups),
+        host_gaps=tuple(host_rows),
+        ops=tuple(o for r in ranks for o in r.ops[:OPS_KEPT]),
+        arrivals=arrival_rows if arrived["matched"] else (),
+        collective_waits=waits if arrived["matched"] else (),
+    )
     meta = {
-        "ranks": [r["rank"] for r in rank_rows],
-        "files": [r["file"] for r in rank_rows],
-        "world_size": first["world_size"],
-        "backend": first["backend"],
+        "ranks": [r.rank for r in rank_rows],
+        "files": [r.file for r in rank_rows],
+        "world_size": first.world_size,
+        "backend": first.backend,
         "straggler_rank": verdict["rank"],  # the rank that holds the job back, by every figure (None: no rank)
         "straggler": worst,  # the rank with the most compute, against the other ranks'
         "verdict": verdict,
         "common_steps": sorted(common),
         "arrivals": arrived,
-        "quirks": {f"rank {r.row['rank']}: {why}": n for r in ranks for why, n in r.quirks.items()},
+        "quirks": {f"rank {r.row.rank}: {why}": n for r in ranks for why, n in r.quirks.items()},
         "measure": "per rank, on its busiest GPU: kernel time = sum of kernel durations; compute, communication = "
         "unions of compute and collective kernels on the device timeline; exposed = communication no compute hides; "
         "idle = span − busy; the straggler's groups: sums of kernel durations against the other ranks' median",
     }
-    return rows, meta
+    return tables, meta

@@ -13,7 +13,7 @@ from core.workload.findings import against_text
 from core.workload.trace.arrivals import matching_text
 from core.workload.trace.collective_calls import collective_lines
 from core.workload.trace.diff import TraceDiff, largest_changes
-from core.workload.trace.host_gaps import CAUSES, STEP_KEYS, before_first_kernel_lines, host_gap_lines
+from core.workload.trace.host_gaps import before_first_kernel_lines, host_gap_lines
 from core.workload.trace.ops import op_lines
 from core.workload.trace.timeline import KERNEL_WAIT_US, gpu_text
 
@@ -164,7 +164,7 @@ def _step_lines(meta: dict, steps: Sequence[TraceStep]) -> list[str]:
 
 def step_host_text(step: TraceStep) -> str:
     """The two causes holding most of a step's gaps on the host's side (runs stored before them: nothing)."""
-    held = sorted(((step.get(k), name) for k, name in zip(STEP_KEYS, CAUSES) if step.get(k)), reverse=True)[:2]
+    held = sorted(((us, name) for name, us in step.window_causes.items() if us), reverse=True)[:2]
     return "; the host: " + ", ".join(f"{name} {us / 1000:,.3f} ms" for us, name in held) if held else ""
 
 

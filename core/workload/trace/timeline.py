@@ -38,6 +38,17 @@ from dataclasses import dataclass
 import numpy as np
 
 from core.measure.kernels import KERNEL_GROUPS, KERNEL_RULES, NO_RULE, classify_kernel
+from core.rows.trace import (
+    GROUP_KEYS,
+    BusyBin,
+    Kernel,
+    KernelGroup,
+    LaunchDelayBin,
+    StreamIdle,
+    TraceDevice,
+    TraceStep,
+    TraceTables,
+)
 from core.workload.trace.file import COMM, COMPUTE, KINDS, MEMCPY, MEMSET, Activities, TraceFile, read_trace
 from core.workload.trace.intervals import merged, merged_by_group, merged_groups, union_gaps
 
@@ -130,9 +141,7 @@ def _time_breakdowns(a: Activities, parts: list[np.ndarray]) -> list[dict]:
     }
     columns = {key: (ns / NS).tolist() for key, ns in figures.items()}
     counts = np.bincount(part[kernels], minlength=n).tolist()
-    names, stream = np.unique(a.stream[idx], return_inverse=True)
-    pairs = np.unique(part * len(names) + stream)  # each part's streams, sorted
-    streams = np.split(names[pairs % max(len(names), 1)], np.searchsorted(pairs // max(len(names), 1), np.arange(1, n)))
+    streams = _streams_of(a.stream[idx], part, n)
     out = []
     for i in range(n):
         if not len(parts[i]):
@@ -144,6 +153,13 @@ def _time_breakdowns(a: Activities, parts: list[np.ndarray]) -> list[dict]:
         row["streams"] = streams[i].tolist()
         out.append(row)
     return out
+
+
+def _streams_of(stream_of: np.ndarray, part: np.ndarray, n: int) -> list[np.ndarray]:
+    """Each of the ``n`` parts' streams, sorted (``stream_of``: each activity's stream, ``part``: its part)."""
+    names, stream = np.unique(stream_of, return_inverse=True)
+    pairs = np.unique(part * len(names) + stream)  # each part's streams, sorted
+    return np.split(names[pairs % max(len(names), 1)], np.searchsorted(pairs // max(len(names), 1), np.arange(1, n)))
 
 
 def _group_ids(a: Activities) -> tuple[np.ndarray, np.ndarray]:
@@ -257,7 +273,7 @@ def _launch_stats(launches: _Launches, idx: np.ndarray) -> dict:
     }
 
 
-def _steps(trace: TraceFile, sel: np.ndarray, groups: np.ndarray, launches: _Launches) -> tuple[list[dict], str]:
+def _steps(trace: TraceFile, sel: np.ndarray, groups: np.ndarray, launches: _Launches) -> tuple[list[TraceStep], str]:
     """ProfilerStep#N spans and the GPU activity in each. The step is the host's: its CPU span, with activities
     placed by the time their launch was called (found through the correlation id); the GPU-side spans only where
     no activity has a launch call to place it by (a ROCm trace's GPU-side annotation can cover its first kernel
@@ -304,18 +320,18 @@ def _steps(trace: TraceFile, sel: np.ndarray, groups: np.ndarray, launches: _Lau
     rows = []
     for (t0, t1, step), idx, (lo, hi), breakdown in zip(spans, parts, windows, _time_breakdowns(a, parts)):
         # the GPU window beside the wall, so a table reads the two windows side by side (filled in below)
-        row = {"kind": "step", "step": step, "wall_us": t1 - t0, "gpu_window_us": 0.0, "activities": int(len(idx))}
+        row = {"step": step, "wall_us": t1 - t0, "gpu_window_us": 0.0, "activities": int(len(idx))}
         row["start_us"] = t0  # where the step and its GPU window lie (µs since the trace's origin)
         row["gpu_window_start_us"] = lo / NS
         if host and len(idx):
             row.update(_host_around(busy, int(_ns(np.array(t0))), int(_ns(np.array(t1))), lo, _ns(a.end[idx]).max()))
         row.update({k: v for k, v in breakdown.items() if k not in ("streams", "span_us")})
         sums = np.bincount(groups[idx], weights=durations[idx], minlength=len(TRACE_GROUPS))
-        row.update({f"{group}_us": float(us) for group, us in zip(TRACE_GROUPS, sums)})
+        row.update({GROUP_KEYS[group]: float(us) for group, us in zip(TRACE_GROUPS, sums)})
         row.update(_window(busy, gaps, lo, hi))
         row.update(_summed_over_streams(launches.idle(idx)))
         row.update(launches.stats(idx))
-        rows.append(row)
+        rows.append(TraceStep.of(row))
     return rows, basis
 
 
@@ -389,14 +405,14 @@ def _launch_times(trace: TraceFile) -> tuple[np.ndarray, np.ndarray, np.ndarray]
     return np.where(found, trace.launch_ts[at], np.nan), np.where(found, dur, np.nan), graph
 
 
-def analyse_trace(trace: TraceFile, top: int = 20) -> tuple[list[dict], dict]:
-    """Rows (devices, groups, top kernels, idle per stream, launch delays, steps, utilisation bins) and the summary
-    of the busiest GPU."""
+def analyse_trace(trace: TraceFile, top: int = 20) -> tuple[TraceTables, dict]:
+    """Rows (devices, groups, top kernels, idle per stream, launch delays, steps, utilisation bins) as named tables,
+    and the summary of the busiest GPU."""
     a = trace.activities
     meta = _file_meta(trace)
     if not len(a.start):
         meta["note"] = "this trace has no GPU kernels or copies: was it recorded with ProfilerActivity.CUDA?"
-        return [], meta
+        return TraceTables(), meta
     by_device = _grouped(a.device, np.arange(len(a.start)))
     kernels = a.kind <= COMM
     kernel_time = [float((a.end[on] - a.start[on])[kernels[on]].sum()) for _, on in by_device]
@@ -406,13 +422,11 @@ def analyse_trace(trace: TraceFile, top: int = 20) -> tuple[list[dict], dict]:
     sel = a.device == device
     breakdowns = dict(zip([d for d, _ in by_device], _time_breakdowns(a, [on for _, on in by_device])))
     meta.update(breakdowns[device])
-    rows = _device_rows(breakdowns, trace.gpu_names)
     groups, rules = _group_ids(a)
     idx = np.flatnonzero(sel)
     durations = (a.end - a.start)[idx]
     group_rows, total = _group_rows(groups[idx], durations)
     meta["gpu_time_us"] = total  # kernels + copies + memsets, summed: what group and kernel rows' shares are of
-    rows += group_rows + _kernel_rows(a, idx, groups, durations, total, top)
     rule_count = np.bincount(rules[idx], minlength=len(RULES))
     rule_us = np.bincount(rules[idx], weights=durations, minlength=len(RULES))
     meta["rules"] = [
@@ -424,18 +438,25 @@ def analyse_trace(trace: TraceFile, top: int = 20) -> tuple[list[dict], dict]:
     meta["idle_causes_basis"] = "device"  # runs stored before it hold HTA's sum over streams here
     meta["idle_causes_summed_over_streams"] = launches.idle(idx)  # HTA's get_idle_time_breakdown, streams added
     meta["kernel_wait_threshold_us"] = KERNEL_WAIT_US
-    for row, (_, on) in zip(rows, by_device):  # the device rows come first, in by_device's order
-        row.update(_gap_sums(_device_gaps(a, launches.launch_ts, on)))
+    device_gaps = [_gap_sums(_device_gaps(a, launches.launch_ts, on)) for _, on in by_device]
     meta["launch"] = launches.stats(idx)
-    for stream, on in _grouped(a.stream[idx], idx):
-        rows.append({"kind": "idle", "stream": stream, "activities": int(len(on)), **launches.idle(on)})
-    rows += launches.delay_rows(idx)
+    idle = [
+        StreamIdle.of({"stream": stream, "activities": int(len(on)), **launches.idle(on)})
+        for stream, on in _grouped(a.stream[idx], idx)
+    ]
     steps, basis = _steps(trace, sel, groups, launches)
-    rows += steps
     meta["steps"] = len(steps)
     meta["step_basis"] = basis
-    rows += _utilisation(a, sel)
-    return rows, meta
+    tables = TraceTables(
+        devices=_device_rows(breakdowns, trace.gpu_names, device_gaps),
+        groups=group_rows,
+        kernels=_kernel_rows(a, idx, groups, durations, total, top),
+        idle=tuple(idle),
+        launch_delays=launches.delay_rows(idx),
+        steps=tuple(steps),
+        busy=_utilisation(a, sel),
+    )
+    return tables, meta
 
 
 def _grouped(keys: np.ndarray, idx: np.ndarray) -> list[tuple[int, np.ndarray]]:
@@ -463,22 +484,20 @@ def _file_meta(trace: TraceFile) -> dict:
     }
 
 
-def _device_rows(breakdowns: dict[int, dict], gpu_names: dict[int, str]) -> list[dict]:
-    return [
-        {
-            "kind": "device",
-            "device": d,
-            "name": gpu_names.get(d, f"GPU {d}"),
-            **{k: v for k, v in breakdown.items() if k != "streams"},
-        }
-        for d, breakdown in breakdowns.items()
-    ]
+def _device_rows(breakdowns: dict[int, dict], gpu_names: dict[int, str], gaps: list[dict]) -> tuple[TraceDevice, ...]:
+    """A row per GPU (``breakdowns``' order): its times and its idle by cause (``gaps``, in that order)."""
+    return tuple(
+        TraceDevice.of(
+            {"device": d, "name": gpu_names.get(d, f"GPU {d}"), **{k: v for k, v in b.items() if k != "streams"}, **g}
+        )
+        for (d, b), g in zip(breakdowns.items(), gaps)
+    )
 
 
 MEMORY_GROUP = "memory"  # copies and sets: GPU time, not kernel time
 
 
-def _group_rows(groups: np.ndarray, durations: np.ndarray) -> tuple[list[dict], float]:
+def _group_rows(groups: np.ndarray, durations: np.ndarray) -> tuple[tuple[KernelGroup, ...], float]:
     """One row per group of the analysed GPU's activities (``groups`` and ``durations`` are theirs), and their
     total µs: the GPU time (kernels + copies + memsets, summed), which ``share`` is of. ``kernel_share`` is a
     kernel group's share of the kernel time (kernels only, without the copies and memsets; None for memory)."""
@@ -486,23 +505,22 @@ def _group_rows(groups: np.ndarray, durations: np.ndarray) -> tuple[list[dict], 
     group_us = np.bincount(groups, weights=durations, minlength=len(TRACE_GROUPS))
     total = float(group_us.sum())
     kernel_total = total - float(group_us[TRACE_GROUPS.index(MEMORY_GROUP)])
-    rows = [
-        {
-            "kind": "group",
-            "group": group,
-            "count": int(count),
-            "total_us": float(us),
-            "share": float(us) / total if total else 0.0,
-            "kernel_share": None if group == MEMORY_GROUP else float(us) / kernel_total if kernel_total else 0.0,
-        }
+    rows = tuple(
+        KernelGroup(
+            group=group,
+            count=int(count),
+            total_us=float(us),
+            share=float(us) / total if total else 0.0,
+            kernel_share=None if group == MEMORY_GROUP else float(us) / kernel_total if kernel_total else 0.0,
+        )
         for group, count, us in zip(TRACE_GROUPS, group_count, group_us)
-    ]
+    )
     return rows, total
 
 
 def _kernel_rows(
     a: Activities, idx: np.ndarray, groups: np.ndarray, durations: np.ndarray, total: float, top: int
-) -> list[dict]:
+) -> tuple[Kernel, ...]:
     """The ``top`` names by total time among the activities ``idx``, each in the group of its first launch."""
     by_name: dict[int, list] = {}  # name → [count, total µs, longest µs, group of its first launch]
     names, first = np.unique(a.name[idx], return_index=True)
@@ -514,20 +532,19 @@ def _kernel_rows(
         n = int(name_i)
         by_name[n] = [int(counts[n]), float(sums[n]), float(longest[n]), TRACE_GROUPS[int(groups[idx[first_i]])]]
     ranked = sorted(by_name.items(), key=lambda kv: -kv[1][1])
-    return [
-        {
-            "kind": "kernel",
-            "rank": rank,
-            "name": a.names[name_i],
-            "group": group,
-            "count": count,
-            "total_us": us,
-            "mean_us": us / count,
-            "max_us": most,
-            "share": us / total if total else 0.0,
-        }
+    return tuple(
+        Kernel(
+            rank=rank,
+            name=a.names[name_i],
+            group=group,
+            count=count,
+            total_us=us,
+            mean_us=us / count,
+            max_us=most,
+            share=us / total if total else 0.0,
+        )
         for rank, (name_i, (count, us, most, group)) in enumerate(ranked[:top], start=1)
-    ]
+    )
 
 
 @dataclass(frozen=True)
@@ -569,32 +586,31 @@ class _Launches:
     def stats(self, idx: np.ndarray) -> dict:
         return _launch_stats(self, idx)
 
-    def delay_rows(self, idx: np.ndarray) -> list[dict]:
+    def delay_rows(self, idx: np.ndarray) -> tuple[LaunchDelayBin, ...]:
         """The launch delays of the activities ``idx`` that have a launch call, as a histogram over
         ``DELAY_EDGES_US`` (empty bins left out), with how many in each bin were launch-bound, came from a graph,
         and ran shorter than their launch call (HTA's)."""
         has = idx[~np.isnan(self.delay[idx])]
         if not len(has):
-            return []
+            return ()
         edges = np.array(DELAY_EDGES_US + (np.inf,))
         bins = np.clip(np.searchsorted(edges, self.delay[has], side="right") - 1, 0, len(edges) - 2)
         counts = np.bincount(bins, minlength=len(edges) - 1)
         bound_counts = np.bincount(bins, weights=self.bound[has], minlength=len(edges) - 1)
         graph_counts = np.bincount(bins, weights=self.graph[has], minlength=len(edges) - 1)
         short_counts = np.bincount(bins, weights=self.short[has], minlength=len(edges) - 1)
-        return [
-            {
-                "kind": "launch_delay",
-                "from_us": float(lo),
-                "to_us": float(hi),
-                "count": int(counts[b]),
-                "launch_bound": int(bound_counts[b]),
-                "graph_launched": int(graph_counts[b]),
-                "shorter_than_launch_call": int(short_counts[b]),
-            }
+        return tuple(
+            LaunchDelayBin(
+                from_us=float(lo),
+                to_us=float(hi),
+                count=int(counts[b]),
+                launch_bound=int(bound_counts[b]),
+                graph_launched=int(graph_counts[b]),
+                shorter_than_launch_call=int(short_counts[b]),
+            )
             for b, (lo, hi) in enumerate(zip(edges[:-1], edges[1:]))
             if counts[b]
-        ]
+        )
 
 
 def _reach_before(a: Activities) -> tuple[np.ndarray, np.ndarray]:
@@ -613,7 +629,7 @@ def _reach_before(a: Activities) -> tuple[np.ndarray, np.ndarray]:
 UTILISATION_BINS = 2000
 
 
-def _utilisation(a: Activities, sel: np.ndarray, bins: int = UTILISATION_BINS) -> list[dict]:
+def _utilisation(a: Activities, sel: np.ndarray, bins: int = UTILISATION_BINS) -> tuple[BusyBin, ...]:
     """Share of each time bin the GPU was busy, per kind: the busy/idle timeline at ≤ ``bins`` points."""
     s, e, k = a.start[sel], a.end[sel], a.kind[sel]
     t0, t1 = float(s.min()), float(e.max())
@@ -627,14 +643,15 @@ def _utilisation(a: Activities, sel: np.ndarray, bins: int = UTILISATION_BINS) -
     everything = _coverage(s, e, edges)
     for b in range(bins):
         rows.append(
-            {
-                "kind": "busy",
-                "t_ms": (edges[b] - t0) / 1000,
-                "busy_share": everything[b] / width,
-                **{f"{name}_share": covered[name][b] / width for name in KINDS},
-            }
+            BusyBin.of(
+                {
+                    "t_ms": (edges[b] - t0) / 1000,
+                    "busy_share": everything[b] / width,
+                    **{f"{name}_share": covered[name][b] / width for name in KINDS},
+                }
+            )
         )
-    return rows
+    return tuple(rows)
 
 
 def _coverage(s: np.ndarray, e: np.ndarray, edges: np.ndarray) -> np.ndarray:

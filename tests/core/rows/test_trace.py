@@ -61,18 +61,60 @@ def test_compute_has_one_name_over_its_two_stored_ones():
     assert TraceStep.from_row(STEP).compute_us == 98596.0
     assert Rank.from_row(RANK).compute_us == 700.0
     assert "compute_union_us" in TraceStep.from_row(STEP).to_row()
-    assert "communication_us" in TraceStep.from_row(STEP).extra  # the communication group's kernel time
+    step = TraceStep.from_row(STEP)
+    assert step.groups == {"convolution": 59234.0, "communication": 0.0}  # each group's kernel time, by its name
+    assert step.communication_us is None  # the union of collective kernels: stored as communication_union_us
+
+
+# the step of `trace tests/data/workload/tracelens_h100_timesformer_video.json.gz`, a host's step (long decimals cut)
+HOST_STEP = {"kind": "step", "step": 6, "wall_us": 382535.558, "gpu_window_us": 159992.427, "activities": 534,
+             "start_us": 0.755, "gpu_window_start_us": 218121.099, "host_before_first_kernel_us": 218120.344,
+             "host_after_last_kernel_us": 4422.787, "busy_us": 158433.174, "idle_us": 1559.253,
+             "kernel_time_us": 154855.595, "compute_union_us": 154855.595, "communication_union_us": 0.0,
+             "exposed_communication_us": 0.0, "matmul_us": 53489.573, "attention_us": 68781.297,
+             "communication_us": 0.0, "memory_us": 3577.579, "host_wait_us": 724.573, "kernel_wait_us": 834.68,
+             "idle_host_copy_us": 649.623, "idle_host_sync_us": 7.009, "idle_host_other_us": 902.621,
+             "idle_host_none_us": 0.0, "wall_idle_copy_us": 713.038, "wall_idle_sync_us": 20.1,
+             "wall_idle_other_us": 223368.397, "wall_idle_none_us": 0.0}  # fmt: skip
+
+
+def test_a_step_s_figures_by_group_and_by_cause_are_mappings_read_by_name():
+    step = TraceStep.from_row(HOST_STEP)
+    assert step.groups == {"matmul": 53489.573, "attention": 68781.297, "communication": 0.0, "memory": 3577.579}
+    assert step.window_causes == {"device→host copy": 649.623, "synchronisation": 7.009, "other CPU work": 902.621,
+                                  "no CPU event": 0.0}  # fmt: skip
+    assert step.wall_causes["other CPU work"] == 223368.397 and "allocator" not in step.wall_causes
+    assert (step.communication_us, step.host_before_first_kernel_us, step.start_us) == (0.0, 218120.344, 0.755)
+    assert step.extra == {"activities": 534, "kernel_wait_us": 834.68}
+    assert step.to_row() == HOST_STEP and list(step.to_row()) == list(HOST_STEP)
+
+
+def test_figures_added_to_a_step_keep_the_stored_order():
+    """The engine adds each step's causes after its own figures, as the stored runs have them; a figure the row
+    has already keeps its place."""
+    own = {k: v for k, v in HOST_STEP.items() if not k.startswith(("idle_host_", "wall_idle_"))}
+    step = TraceStep.from_row(own).adding(window_causes={"device→host copy": 649.623, "synchronisation": 7.009})
+    step = step.adding(window_causes={"device→host copy": 1.0}, wall_causes={"no CPU event": 2.0})
+    assert list(step.to_row())[len(own) :] == ["idle_host_copy_us", "idle_host_sync_us", "wall_idle_none_us"]
+    assert step.to_row()["idle_host_copy_us"] == 1.0 and step.window_causes["synchronisation"] == 7.009
+    fresh = TraceStep(step=1, wall_us=5.0).adding(groups={"matmul": 3.0})  # built, not read: the fields' order
+    assert list(fresh.to_row())[:3] == ["kind", "step", "wall_us"] and fresh.to_row()["matmul_us"] == 3.0
+
+
+def test_the_step_text_reads_the_causes_by_name():
+    from core.workload.trace.text import step_host_text
+
+    step = TraceStep.from_row(HOST_STEP)
+    assert step_host_text(step) == "; the host: other CPU work 0.903 ms, device→host copy 0.650 ms"
+    moved = step.adding(window_causes={"synchronisation": 5000.0})
+    assert step_host_text(moved) == "; the host: synchronisation 5.000 ms, other CPU work 0.903 ms"
 
 
 def test_rows_stored_before_newer_keys_read_with_defaults():
     old_step = {"kind": "step", "step": 3, "wall_us": 900.0}
     step = TraceStep.from_row(old_step)
-    assert (step.gpu_window_us, step.kernel_time_us, step.host_wait_us, step.get("convolution_us")) == (
-        None,
-        None,
-        None,
-        0.0,
-    )
+    assert (step.gpu_window_us, step.kernel_time_us, step.host_wait_us) == (None, None, None)
+    assert (step.groups, step.window_causes, step.wall_causes, step.host_before_first_kernel_us) == ({}, {}, {}, None)
     assert step.to_row() == old_step  # nothing added on the way back
     old_bin = {k: v for k, v in LAUNCH.items() if k != "shorter_than_launch_call"}
     assert LaunchDelayBin.from_row(old_bin).shorter_than_launch_call is None

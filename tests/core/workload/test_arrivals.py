@@ -132,7 +132,8 @@ def test_a_custom_all_reduce_is_matched_by_its_kernel_and_names_the_rank_the_oth
         custom_rank(tmp_path, 1, 20, 40, 50),
         custom_rank(tmp_path, 2, 40, 40, 30),
     ]
-    rows, meta = combine(ranks)
+    tables, meta = combine(ranks)
+    rows = tables.rows()
     got = {r["rank"]: (r["collectives"], r["waited_us"], r["last_arrivals"]) for r in rows if r["kind"] == "arrival"}
     assert got == {0: (1, 0.0, 1), 1: (1, 40_000.0, 0), 2: (1, 20_000.0, 0)}
     assert (
@@ -157,7 +158,7 @@ BROADCAST = ("figures", "0", "broadcast", 1024, 1024, "Float", 2)
 def test_a_match_no_collective_could_make_is_left_out_and_counted():
     # an all-reduce: rank 0's kernel [0, 50] ended before rank 1's began at 60 — every rank receives from the
     # other, so these were not one call (or the clocks disagree): left out. A broadcast's root may finish first.
-    rows, summary = arrivals({
+    rows, _, summary = arrivals({
         0: calls(0, (ALL_REDUCE, 0, 50), (BROADCAST, 100, 110)),
         1: calls(1, (ALL_REDUCE, 60, 70), (BROADCAST, 120, 130)),
     })  # fmt: skip
@@ -171,7 +172,7 @@ def test_a_match_no_collective_could_make_is_left_out_and_counted():
 def test_a_kernel_sequence_unlike_on_the_ranks_is_not_matched():
     # rank 1 recorded one custom all-reduce more on the stream: the k-th kernels need not be one call
     custom = ("kernel", "cross_device_reduce_1stage", 7)
-    rows, summary = arrivals({
+    rows, _, summary = arrivals({
         0: calls(0, (custom, 0, 100), (custom, 200, 300)),
         1: calls(1, (custom, 10, 100), (custom, 150, 300), (custom, 400, 500)),
     })  # fmt: skip
@@ -198,7 +199,7 @@ def test_the_real_ranks_send_recv_kernels_matched_by_order_pair_calls_that_canno
     pairs = list(zip(per_rank[0], per_rank[1]))
     cannot = sum(min(a[2], b[2]) < max(a[1], b[1]) for a, b in pairs)
     assert (len(pairs), cannot) == (10, 6)
-    _, summary = arrivals(per_rank)
+    _, _, summary = arrivals(per_rank)
     # all six on stream 84, whose sequence goes whole; stream 203's two pairs are possible
     assert (summary["inconsistent"], summary["sequences_left_out"], summary["matched"]) == (6, 1, 2)
     for path in (RANK0, RANK1):  # the lab does not offer them at all

@@ -43,13 +43,7 @@ def test_a_real_ddp_trace_s_collectives_against_its_own_kernel_events():
     assert len(want) == 7 and sum(n for n, *_ in want.values()) == 21
     trace = read_trace(DDP_A100)
     got = {
-        (r["collective"], r["dtype"], r["group_size"], r["bytes"]): (
-            r["calls"],
-            r["total_us"],
-            r["median_us"],
-            r["algbw_gbs"],
-            r["busbw_gbs"],
-        )
+        (r.collective, r.dtype, r.group_size, r.bytes): (r.calls, r.total_us, r.median_us, r.algbw_gbs, r.busbw_gbs)
         for r in collective_rows(trace, 0)
     }
     assert got.keys() == want.keys()
@@ -57,7 +51,7 @@ def test_a_real_ddp_trace_s_collectives_against_its_own_kernel_events():
         assert got[key] == pytest.approx(figures, rel=1e-9)  # times since the origin, as floats
     # the largest by time first: 8,196,000 B of Float all-reduced three times, 11.8 ms in all
     first = collective_rows(trace, 0)[0]
-    assert (first["collective"], first["bytes"], first["calls"]) == ("all_reduce", 2_049_000 * 4, 3)
+    assert (first.collective, first.bytes, first.calls) == ("all_reduce", 2_049_000 * 4, 3)
 
 
 def test_a_real_all_gather_of_eight_b200s_by_hand():
@@ -65,21 +59,21 @@ def test_a_real_all_gather_of_eight_b200s_by_hand():
     201,088 out (8 × 25,136) in 21.953 µs. nccl-tests counts the output: 201,088 × 2 = 402,176 B; algbw =
     402,176 B / 21.953 µs = 18.32 GB/s; busbw × (8 − 1)/8 = 16.03 GB/s."""
     (row,) = collective_rows(read_trace(B200_ALLGATHER), 0)
-    assert (row["collective"], row["dtype"], row["group_size"], row["bytes"], row["calls"]) == (
+    assert (row.collective, row.dtype, row.group_size, row.bytes, row.calls) == (
         "all_gather", "BFloat16", 8, 402_176, 1,
     )  # fmt: skip
-    assert row["median_us"] == pytest.approx(21.953, abs=1e-9)
-    assert row["algbw_gbs"] == pytest.approx(402_176 / 21.953e-6 / 1e9, rel=1e-9)
-    assert row["busbw_gbs"] == pytest.approx(402_176 / 21.953e-6 / 1e9 * 7 / 8, rel=1e-9)
-    assert round(row["algbw_gbs"], 2) == 18.32 and round(row["busbw_gbs"], 2) == 16.03
+    assert row.median_us == pytest.approx(21.953, abs=1e-9)
+    assert row.algbw_gbs == pytest.approx(402_176 / 21.953e-6 / 1e9, rel=1e-9)
+    assert row.busbw_gbs == pytest.approx(402_176 / 21.953e-6 / 1e9 * 7 / 8, rel=1e-9)
+    assert round(row.algbw_gbs or 0.0, 2) == 18.32 and round(row.busbw_gbs or 0.0, 2) == 16.03
 
 
 def test_the_import_stores_them_and_the_cli_text_lists_them():
     cfg = config_from_dict(ProfilerTraceConfig, {"path": str(DDP_A100)})
     out, _ = drive(run(cfg, None))  # type: ignore[arg-type]  # the experiment reads no context
-    stored = [r for r in out.rows if r["kind"] == "collective"]
+    stored = TraceTables.from_rows(out.rows).collectives
     assert len(stored) == 7 and stored == collective_rows(read_trace(DDP_A100), out.meta["device"])
-    text = "\n".join(collective_lines(TraceTables.from_rows(out.rows).collectives))
+    text = "\n".join(collective_lines(stored))
     assert (
         "all_reduce     8,196,000 B (7.8 MiB) Float ×3 in a group of 2: median 3.3 ms" in text
     )  # 8196000 / 2²⁰ = 7.82
@@ -113,14 +107,14 @@ def test_sizes_factors_and_what_has_no_figure_by_hand(tmp_path):
     ]
     path = tmp_path / "calls.json"
     path.write_text(json.dumps({"traceEvents": events}))
-    rows = {(r["collective"], r["dtype"]): r for r in collective_rows(read_trace(path), 0)}
+    rows = {(r.collective, r.dtype): r for r in collective_rows(read_trace(path), 0)}
     assert set(rows) == {("all_gather", "BFloat16"), ("reduce_scatter", "Float"), ("send", "Float"),
                          ("all_reduce", "Quaternion")}  # fmt: skip
     gather, scatter = rows[("all_gather", "BFloat16")], rows[("reduce_scatter", "Float")]
-    assert (gather["bytes"], gather["algbw_gbs"], gather["busbw_gbs"]) == pytest.approx((8192, 0.8192, 0.6144))
-    assert (scatter["bytes"], scatter["calls"], scatter["median_us"], scatter["total_us"]) == (16384, 2, 30.0, 60.0)
-    assert scatter["algbw_gbs"] == pytest.approx(16384 / 30e-6 / 1e9)
-    assert scatter["busbw_gbs"] == pytest.approx(16384 / 30e-6 / 1e9 * 0.75)
+    assert (gather.bytes, gather.algbw_gbs, gather.busbw_gbs) == pytest.approx((8192, 0.8192, 0.6144))
+    assert (scatter.bytes, scatter.calls, scatter.median_us, scatter.total_us) == (16384, 2, 30.0, 60.0)
+    assert scatter.algbw_gbs == pytest.approx(16384 / 30e-6 / 1e9)
+    assert scatter.busbw_gbs == pytest.approx(16384 / 30e-6 / 1e9 * 0.75)
     for unrated in (rows[("send", "Float")], rows[("all_reduce", "Quaternion")]):
-        assert unrated["bytes"] is None and unrated["algbw_gbs"] is None and unrated["busbw_gbs"] is None
-        assert unrated["calls"] == 1
+        assert unrated.bytes is None and unrated.algbw_gbs is None and unrated.busbw_gbs is None
+        assert unrated.calls == 1

@@ -58,11 +58,11 @@ def test_custom_collectives_are_communication(tmp_path, name):
     # 20, overlap [5, 10] = 5, exposed 20 − 5 = 15, busy = span = 25.
     trace = read_trace(write(tmp_path / "t.json", [event("ampere_sgemm_128x64_tn", 0, 10), event(name, 5, 20, 9)]))
     assert trace.activities.kind.tolist() == [COMPUTE, COMM]
-    rows, m = analyse_trace(trace)
+    tables, m = analyse_trace(trace)
     got = {k: m[k] for k in ("compute_union_us", "communication_union_us", "compute_and_communication_us")}
     assert got == {"compute_union_us": 10.0, "communication_union_us": 20.0, "compute_and_communication_us": 5.0}
     assert (m["exposed_communication_us"], m["busy_us"], m["span_us"]) == (15.0, 25.0, 25.0)
-    groups = {r["group"]: r["total_us"] for r in rows if r["kind"] == "group" and r["count"]}
+    groups = {r.group: r.total_us for r in tables.groups if r.count}
     assert groups == {"matmul": 10.0, "communication": 20.0}
 
 
@@ -103,7 +103,7 @@ def test_activities_before_the_origin_give_true_unions(tmp_path):
     assert {k: m[k] for k in expected} == {k: float(v) for k, v in expected.items()}
     assert m["idle_us"] == float(expected["span_us"] - expected["busy_us"])  # 888.125
     row = read_rank(tmp_path / "rank-0.json").row  # the rank's figures are the same unions
-    assert (row["compute_us"], row["communication_us"], row["busy_us"]) == (13.625, 4.25, 16.5)
+    assert (row.compute_us, row.communication_us, row.busy_us) == (13.625, 4.25, 16.5)
 
 
 def brute_union(spans: list[tuple[int, int]]) -> int:
@@ -160,7 +160,8 @@ def test_the_straggler_is_the_rank_that_computes_longest_not_the_one_that_waits(
         rank_trace(tmp_path, 1, 20, 40, 50),
         rank_trace(tmp_path, 2, 40, 40, 30),
     ]
-    rows, meta = combine(ranks)
+    tables, meta = combine(ranks)
+    rows = tables.rows()
     by_rank = {r["rank"]: r for r in rows if r["kind"] == "rank"}
     assert [by_rank[r]["compute_us"] for r in range(3)] == [100 * MS, 60 * MS, 80 * MS]
     assert [by_rank[r]["exposed_communication_us"] for r in range(3)] == [10 * MS, 50 * MS, 30 * MS]

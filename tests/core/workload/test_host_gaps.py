@@ -11,7 +11,7 @@ import pytest
 pytest.importorskip("msgspec")
 
 from core.workload.trace.file import read_trace
-from core.workload.trace.host_gaps import CAUSES, STEP_KEYS, _source, host_gap_findings, host_gaps, step_stall_findings
+from core.workload.trace.host_gaps import CAUSES, _source, host_gap_findings, host_gaps, step_stall_findings
 from core.workload.trace.timeline import analyse_trace
 from tests.core.workload.traces import ALEXNET, BERT, EVENT_SYNC, GPU, RECSYS, STEP, trace_events
 
@@ -108,15 +108,15 @@ def test_each_step_s_causes_against_the_files_own_events(path):
     """Each ProfilerStep's idle by the host's cause: the loop above on the gaps' parts inside the step's GPU
     window (its edges from the step row, in the file's µs); the steps' parts add up to no more than the whole."""
     trace = read_trace(path)
-    rows, meta = analyse_trace(trace)
-    steps = [r for r in rows if r["kind"] == "step"]
+    tables, meta = analyse_trace(trace)
+    steps = tables.steps
     whole, by_step = host_gaps(trace, meta["device"], steps=steps)
     events = trace_events(path, exact=True)
-    assert steps and len(by_step) == len(steps) and all(set(held) == set(STEP_KEYS) for held in by_step)
+    assert steps and len(by_step) == len(steps) and all(list(held) == list(CAUSES) for held in by_step)
     for s, held in zip(steps, by_step):
-        lo = Decimal(trace.origin_us) + Decimal(repr(s["gpu_window_start_us"]))
-        want = reference(events, meta["device"], (lo, lo + Decimal(repr(s["gpu_window_us"]))))
-        got = {name: held[key] for key, name in zip(STEP_KEYS, CAUSES) if held[key]}
+        lo = Decimal(trace.origin_us) + Decimal(repr(s.gpu_window_start_us))
+        want = reference(events, meta["device"], (lo, lo + Decimal(repr(s.gpu_window_us))))
+        got = {name: us for name, us in held.items() if us}
         assert got == pytest.approx(want, abs=1e-6)
     assert sum(sum(held.values()) for held in by_step) <= whole["gap_us"] + 1e-6
 
@@ -125,12 +125,11 @@ def test_the_causes_of_a_cpu_stepped_trace_are_each_step_s_idle():
     # the recsys rank's steps are CPU spans: each GPU window runs from the step's first activity to the next
     # step's first, so its idle is all inside gaps, and its causes add up to it (two ways of counting idle)
     trace = read_trace(RECSYS)
-    rows, meta = analyse_trace(trace)
-    steps = [r for r in rows if r["kind"] == "step"]
-    _, by_step = host_gaps(trace, meta["device"], steps=steps)
-    assert len(steps) == 2
-    for s, held in zip(steps, by_step):
-        assert sum(held.values()) == pytest.approx(s["idle_us"], abs=1e-6)
+    tables, meta = analyse_trace(trace)
+    _, by_step = host_gaps(trace, meta["device"], steps=tables.steps)
+    assert len(tables.steps) == 2
+    for s, held in zip(tables.steps, by_step):
+        assert sum(held.values()) == pytest.approx(s.idle_us, abs=1e-6)
 
 
 def stall_trace() -> dict:
@@ -161,19 +160,17 @@ def test_one_step_stalling_on_data_loading_by_hand(tmp_path):
     path = tmp_path / "stall.json"
     path.write_text(json.dumps(stall_trace()))
     trace = read_trace(path)
-    rows, meta = analyse_trace(trace)
-    steps = {r["step"]: r for r in rows if r["kind"] == "step"}
-    _, by_step = host_gaps(trace, meta["device"], steps=list(steps.values()))
-    for s, held in zip(steps.values(), by_step):
-        s.update(held)
-    held = {n: {name: s[key] for key, name in zip(STEP_KEYS, CAUSES) if s[key]} for n, s in steps.items()}
+    tables, meta = analyse_trace(trace)
+    _, by_step = host_gaps(trace, meta["device"], steps=tables.steps)
+    steps = [s.adding(window_causes=held) for s, held in zip(tables.steps, by_step)]
+    held = {s.step: {name: us for name, us in s.window_causes.items() if us} for s in steps}
     assert held == {
         1: {"other CPU work": 2.0, "no CPU event": 88.0},
         2: {"other CPU work": 2.0, "no CPU event": 88.0},
         3: {"data loading": 80.0, "other CPU work": 2.0, "no CPU event": 8.0},
         4: {},
     }
-    (found,) = step_stall_findings(list(steps.values()))
+    (found,) = step_stall_findings(steps)
     assert found.value == pytest.approx(80.0)  # 80 µs of step 3's 100 µs window
     assert found.text.startswith("step 3 stalls on data loading: the GPU idled 80.0 µs of its 100.0 µs window (80.0%)")
     assert "against none in the median step of 4" in found.text
@@ -184,9 +181,8 @@ def test_one_step_stalling_on_data_loading_by_hand(tmp_path):
     out, _ = drive(run(config_from_dict(ProfilerTraceConfig, {"path": str(path)}), None))  # type: ignore[arg-type]
     assert [f["text"] for f in out.meta["findings"] if f["kind"] == "step_stall"] == [found.text]
     # the same time in every step is the steady state, not a stall
-    for s in steps.values():
-        s[STEP_KEYS[CAUSES.index("data loading")]] = 80.0
-    assert step_stall_findings(list(steps.values())) == []
+    steady = [s.adding(window_causes={"data loading": 80.0}) for s in steps]
+    assert step_stall_findings(steady) == []
 
 
 def test_a_blocking_host_to_device_copy_is_synchronisation(tmp_path):

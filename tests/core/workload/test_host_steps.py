@@ -13,9 +13,9 @@ import pytest
 
 pytest.importorskip("msgspec")
 
-from core.rows.trace import TraceTables
+from core.rows.trace import HOST_CAUSES, TraceStep
 from core.workload.trace.diff import steps as step_changes
-from core.workload.trace.host_gaps import WALL_KEYS, before_first_kernel_findings, host_in_steps
+from core.workload.trace.host_gaps import before_first_kernel_findings, host_in_steps
 from core.workload.trace.text import report_lines
 from core.workload.trace.timeline import analyse_trace, read_trace
 from tests.core.workload.traces import DATA, GPU, trace_events
@@ -38,9 +38,9 @@ def by_launch(events: list[dict]) -> list[tuple[dict, Decimal]]:
         "correlation") in calls]  # fmt: skip
 
 
-def lab_steps(path) -> tuple[list[dict], dict]:
-    rows, meta = analyse_trace(read_trace(path))
-    return [r for r in rows if r["kind"] == "step"], meta
+def lab_steps(path) -> tuple[tuple[TraceStep, ...], dict]:
+    tables, meta = analyse_trace(read_trace(path))
+    return tables.steps, meta
 
 
 def test_activation_checkpointing_steps_are_not_cut_to_their_gpu_annotations():
@@ -56,7 +56,7 @@ def test_activation_checkpointing_steps_are_not_cut_to_their_gpu_annotations():
         inside = [e for e, called in placed if s["ts"] <= called < s["ts"] + s["dur"] and e["cat"] == "kernel"]
         expected[int(s["name"].split("#")[1])] = (s["dur"], sum(e["dur"] for e in inside))
     steps, meta = lab_steps(CHECKPOINTING)
-    got = {r["step"]: (r["wall_us"], r["kernel_time_us"]) for r in steps}
+    got = {r.step: (r.wall_us, r.kernel_time_us) for r in steps}
     assert got.keys() == expected.keys() == {15, 16, 17}
     for step, (wall, kernels) in expected.items():
         assert got[step] == (pytest.approx(float(wall), abs=1e-6), pytest.approx(float(kernels), abs=1e-6))
@@ -92,12 +92,12 @@ def test_a_video_model_s_step_is_the_host_s_and_its_preprocessing_a_cause(path, 
     assert float(before / step["dur"]) == pytest.approx(share, abs=5e-4)
     steps, meta = lab_steps(path)
     (row,) = steps
-    assert row["wall_us"] == pytest.approx(float(step["dur"]), abs=1e-6)
-    assert row["host_before_first_kernel_us"] == pytest.approx(float(before), abs=1e-3)
+    assert row.wall_us == pytest.approx(float(step["dur"]), abs=1e-6)
+    assert row.host_before_first_kernel_us == pytest.approx(float(before), abs=1e-3)
     gpu_side = next(e for e in events if e.get("cat") == "gpu_user_annotation")
-    assert row["wall_us"] > 2 * float(gpu_side["dur"]) if path == VIDEO_H100 else True
+    assert row.wall_us > 2 * float(gpu_side["dur"]) if path == VIDEO_H100 else True
     last = max(e["ts"] + e["dur"] for e in events if e.get("cat") in GPU)
-    assert row["host_after_last_kernel_us"] == pytest.approx(float(device_idle_within(events, last, t1)), abs=1e-3)
+    assert row.host_after_last_kernel_us == pytest.approx(float(device_idle_within(events, last, t1)), abs=1e-3)
 
     # what the host was in: the frames' preprocessing (the union of its calls on the step's thread, by hand)
     frames = sorted((e["ts"], e["ts"] + e["dur"]) for e in events if e.get("cat") == "python_function" and e[
@@ -122,10 +122,10 @@ def test_a_diff_of_the_video_model_compares_the_host_s_steps():
     """H100 → MI300, one step each: the step got 2.1 % slower (382.5 → 390.7 ms, the host's spans), where the GPU
     sides' spans said −24 % (160.0 → 121.3 ms)."""
     walls = [host_steps(trace_events(p))[0]["dur"] for p in (VIDEO_H100, VIDEO_MI300)]
-    rows = [analyse_trace(read_trace(p))[0] for p in (VIDEO_H100, VIDEO_MI300)]
-    wall = next(r for r in step_changes(*rows) if r["figure"].startswith("step wall"))
-    assert (wall["base_us"], wall["new_us"]) == pytest.approx(walls, abs=1e-6)
-    assert wall["delta_pct"] == pytest.approx(100 * (walls[1] - walls[0]) / walls[0]) and 2.0 < wall["delta_pct"] < 2.2
+    sides = [analyse_trace(read_trace(p))[0].steps for p in (VIDEO_H100, VIDEO_MI300)]
+    wall = next(r for r in step_changes(*sides) if r.figure.startswith("step wall"))
+    assert (wall.base_us, wall.new_us) == pytest.approx(walls, abs=1e-6)
+    assert wall.delta_pct == pytest.approx(100 * (walls[1] - walls[0]) / walls[0]) and 2.0 < wall.delta_pct < 2.2
 
 
 def test_data_loading_before_the_first_kernel_by_hand(tmp_path):
@@ -146,9 +146,9 @@ def test_data_loading_before_the_first_kernel_by_hand(tmp_path):
     path = tmp_path / "loader.json"
     path.write_text(json.dumps({"traceEvents": events}))
     trace = read_trace(path)
-    rows, meta = analyse_trace(trace)
-    (step,) = [r for r in rows if r["kind"] == "step"]
-    assert (step["wall_us"], step["host_before_first_kernel_us"], step["host_after_last_kernel_us"]) == (100, 70, 10)
+    tables, meta = analyse_trace(trace)
+    (step,) = tables.steps
+    assert (step.wall_us, step.host_before_first_kernel_us, step.host_after_last_kernel_us) == (100, 70, 10)
     meta["host_before_first_kernel"], (lived,) = host_in_steps(trace, meta["device"], [step])
     causes = {c["cause"]: c["time_us"] for c in meta["host_before_first_kernel"]["causes"]}
     assert causes == {"data loading": 55, "other CPU work": 3, "no CPU event": 12}  # the launch call [62, 65)
@@ -156,5 +156,5 @@ def test_data_loading_before_the_first_kernel_by_hand(tmp_path):
     assert finding.value == 70.0 and "data loading" in finding.text and "num_workers" in finding.text
     assert "pin_memory" in finding.text
     # the whole step's idle by cause: the 70 before the kernel and the 10 after it (nothing recorded then)
-    assert dict(zip(WALL_KEYS, [0, 0, 0, 55, 0, 3, 22])) == lived
-    assert "step     1: wall 0.100 ms" in "\n".join(report_lines(meta, TraceTables.from_rows(rows)))
+    assert dict(zip(HOST_CAUSES, [0, 0, 0, 55, 0, 3, 22])) == lived
+    assert "step     1: wall 0.100 ms" in "\n".join(report_lines(meta, tables))

@@ -66,7 +66,8 @@ def by_hand(times: dict[str, float], families) -> dict[str, float]:
 
 
 def lab_groups(path) -> tuple[dict[str, float], float]:
-    rows, meta = analyse_trace(read_trace(path))
+    tables, meta = analyse_trace(read_trace(path))
+    rows = tables.rows()
     groups = {r["group"]: r["total_us"] for r in rows if r["kind"] == "group" and r["count"] and r["group"] != "memory"}
     return groups, meta["kernel_time_us"]  # the kernels' groups (copies and sets are "memory" by their kind)
 
@@ -131,7 +132,8 @@ def test_mi300x_serving_kernels_of_known_families_are_in_their_groups(path):
     """Every kernel of a family in the table is in its group, by the rules' per-kernel report; rotary
     embeddings were "embedding" (a lookup table's group), SGLang's ``act_and_mul`` and ``store_kvcache`` and
     triton_kernels' routing "other"."""
-    rows, _ = analyse_trace(read_trace(path))
+    tables, _ = analyse_trace(read_trace(path))
+    rows = tables.rows()
     listed = {r["name"]: r["group"] for r in rows if r["kind"] == "kernel"}
     checked = 0
     for name, group in listed.items():

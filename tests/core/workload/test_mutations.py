@@ -302,7 +302,8 @@ def imports_trace(path: Path) -> None:
         except InputRefused as exc:
             return refusal(exc)
         outcome("read")
-        rows, meta = analyse_trace(data, 20)
+        tables, meta = analyse_trace(data, 20)
+        rows = tables.rows()
     a = data.activities
     assert len(a.names) <= LIMITS.trace_names and all(map(text_within, a.names))
     assert len(set(a.device.tolist())) <= LIMITS.trace_devices

@@ -169,13 +169,14 @@ def test_each_rank_s_operators_and_the_straggler_s_extra_time_by_operator(two_ra
 
 def test_each_rank_s_steps_say_what_its_host_did_in_their_idle(two_ranks):
     """Each rank's steps carry their idle by the host's cause (CPU-span steps: the causes are the step's idle)."""
-    from core.workload.trace.host_gaps import STEP_KEYS
+    from core.rows.trace import HOST_CAUSES, RankTables
 
     rows, _ = two_ranks
-    steps = [r for r in rows if r["kind"] == "step"]
+    steps = RankTables.from_rows(rows).steps
     assert len(steps) == 4
     for s in steps:
-        assert sum(s[k] for k in STEP_KEYS) == pytest.approx(s["idle_us"], abs=1e-6)
+        assert list(s.window_causes) == list(HOST_CAUSES)
+        assert sum(s.window_causes.values()) == pytest.approx(s.extra["idle_us"], abs=1e-6)
 
 
 @pytest.mark.skipif(not HTA_VENV.exists(), reason="HolisticTraceAnalysis is not installed in /tmp/htavenv")
@@ -290,7 +291,8 @@ def device_host_wait(path) -> float:
 
 
 def test_trace_findings_on_a_real_file_carry_hta_numbers():
-    rows, meta = analyse_trace(read_trace(RANK0))
+    tables, meta = analyse_trace(read_trace(RANK0))
+    rows = tables.rows()
     found = {f.kind: f for f in trace_findings(meta, rows)}
     # HTA: idle 675,191 of a 1,222,847 µs span; idle breakdown host 3,525,804 / kernel 3,966 / other 701,924 µs
     assert found["idle"].value == pytest.approx(100 * 675_191 / 1_222_847)

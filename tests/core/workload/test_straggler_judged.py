@@ -71,7 +71,8 @@ def job(tmp_path):
         path = tmp_path / f"rank-{rank}.json"
         path.write_text(json.dumps(rank_trace(rank)))
         ranks.append(read_rank(path))
-    return combine(ranks)
+    tables, meta = combine(ranks)
+    return tables.rows(), meta
 
 
 def test_the_rank_the_others_wait_for_and_why_in_one_sentence(job):
@@ -89,13 +90,13 @@ def test_the_rank_the_others_wait_for_and_why_in_one_sentence(job):
         720 / 9_920
     )
     (first, *rest) = ranks_findings(meta, rows)
-    assert first["kind"] == "straggler" and first["text"] == (
+    assert first.kind == "straggler" and first.text == (
         "rank 3 holds the job back: it arrives last at 10 of 10 collectives matched across the ranks (the ranks "
         "waited 11.9 ms in all for the last to arrive, 93.7% of their communication); its GPU waits on its host "
         "45.4% of its span against the other ranks' median 7.3% (host-bound; most: data loading, "
         "enumerate(DataLoader)#_SingleProcessDataLoaderIter.__next__); its compute is within 0.0% of the other "
         "ranks' median: not the cause"
     )
-    assert first["value"] == pytest.approx(100 * 11_940 / 12_740)
+    assert first.value == pytest.approx(100 * 11_940 / 12_740)
     # nothing else names rank 2's compute, and rank 3's idle is not said a second time
-    assert not any("rank 2" in f["text"] for f in rest) and not any(f["text"].startswith("rank 3:") for f in rest)
+    assert not any("rank 2" in f.text for f in rest) and not any(f.text.startswith("rank 3:") for f in rest)

@@ -33,7 +33,8 @@ def by_kind(rows, kind):
 
 
 def test_real_v100_trace_agrees_with_holistic_trace_analysis():
-    rows, m = analyse_trace(read_trace(V100))
+    tables, m = analyse_trace(read_trace(V100))
+    rows = tables.rows()
     assert m["device_name"] == "Tesla V100-DGXS-32GB" and m["kernel_count"] == 30
     assert m["kernel_time_us"] == pytest.approx(HTA_V100["kernel_time_us"], rel=0.01)
     assert m["idle_us"] == pytest.approx(HTA_V100["idle_us"], rel=0.01)
@@ -67,7 +68,8 @@ def test_holistic_trace_analysis_itself_where_installed(tmp_path):
 
 
 def test_real_a100_excerpt():
-    rows, m = analyse_trace(read_trace(A100))
+    tables, m = analyse_trace(read_trace(A100))
+    rows = tables.rows()
     assert m["kernel_time_us"] == 45.0 and m["busy_us"] == 45.0 and m["idle_us"] == 0.0
     assert [k["group"] for k in by_kind(rows, "kernel")] == ["matmul"]  # a cutlass tensor-op GEMM
     assert m["rank"] == 0
@@ -121,7 +123,8 @@ def hand_trace() -> dict:
 def test_a_hand_made_trace_by_hand(tmp_path):
     path = tmp_path / "t.json.gz"
     path.write_bytes(gzip.compress(json.dumps(hand_trace()).encode()))
-    rows, m = analyse_trace(read_trace(path))
+    tables, m = analyse_trace(read_trace(path))
+    rows = tables.rows()
     assert m["device"] == 0 and m["devices"] == [0, 1]
     expected = {
         "kernel_time_us": 33,
@@ -189,7 +192,8 @@ def test_not_a_trace_is_refused(tmp_path, content, reason):
 def test_a_cpu_only_trace_says_it_has_no_gpu_activity(tmp_path):
     path = tmp_path / "cpu.json"
     path.write_text(json.dumps({"traceEvents": [{"ph": "X", "cat": "cpu_op", "name": "aten::mm", "ts": 0, "dur": 5}]}))
-    rows, m = analyse_trace(read_trace(path))
+    tables, m = analyse_trace(read_trace(path))
+    rows = tables.rows()
     assert rows == [] and "no GPU kernels" in m["note"]
 
 
@@ -221,7 +225,8 @@ TOLERANCE = 0.001  # relative: the file has whole-µs times only, so the two sho
 
 
 def test_real_recsys_trace_idle_causes_and_launches_agree_with_holistic_trace_analysis():
-    rows, m = analyse_trace(read_trace(RECSYS))
+    tables, m = analyse_trace(read_trace(RECSYS))
+    rows = tables.rows()
     assert m["idle_us"] == pytest.approx(HTA_RECSYS["idle_us"], rel=TOLERANCE)
     assert m["span_us"] == pytest.approx(HTA_RECSYS["span_us"], rel=TOLERANCE)
     assert m["compute_union_us"] == pytest.approx(HTA_RECSYS["compute_union_us"], rel=TOLERANCE)
@@ -251,7 +256,8 @@ def test_real_recsys_trace_idle_causes_and_launches_agree_with_holistic_trace_an
 def test_real_recsys_trace_groups_fbgemm_is_not_matmul():
     """The old substring "gemm" called 156.8 ms of this trace matmul, 88.8 ms of it embedding lookups and
     fbgemm_gpu permutes and FP8 quantisation. Figures by a direct sum over the file's kernel events."""
-    rows, m = analyse_trace(read_trace(RECSYS))
+    tables, m = analyse_trace(read_trace(RECSYS))
+    rows = tables.rows()
     groups = {g["group"]: g for g in by_kind(rows, "group")}
     assert groups["matmul"]["total_us"] == 67_991.0  # CUTLASS, ampere_sgemm, cuBLAS gemv/splitK/epilogue
     assert groups["embedding"]["total_us"] == 85_903.0
@@ -323,7 +329,8 @@ def launch_trace() -> dict:
 def test_idle_causes_and_launch_delays_by_hand(tmp_path):
     path = tmp_path / "launch.json"
     path.write_text(json.dumps(launch_trace()))
-    rows, m = analyse_trace(read_trace(path))
+    tables, m = analyse_trace(read_trace(path))
+    rows = tables.rows()
     assert m["idle_causes_summed_over_streams"] == {"host_wait_us": 45.0, "kernel_wait_us": 8.0, "other_wait_us": 59.0}
     idle = {r["stream"]: r for r in by_kind(rows, "idle")}
     assert (idle[7]["host_wait_us"], idle[7]["kernel_wait_us"], idle[7]["other_wait_us"]) == (10, 8, 59)
@@ -372,15 +379,16 @@ def test_group_shares_have_their_true_denominators(tmp_path):
 
     path = tmp_path / "t.json"
     path.write_text(json.dumps(hand_trace()))
-    rows, m = analyse_trace(read_trace(path))
+    tables, m = analyse_trace(read_trace(path))
+    rows = tables.rows()
     assert m["gpu_time_us"] == 40 and m["kernel_time_us"] == 33
     groups = {g["group"]: g for g in by_kind(rows, "group")}
     assert groups["matmul"]["share"] == 10 / 40 and groups["matmul"]["kernel_share"] == 10 / 33
     assert groups["communication"]["kernel_share"] == 8 / 33 and groups["memory"]["kernel_share"] is None
     assert groups["memory"]["share"] == 7 / 40
-    found = {f["kind"]: f for f in trace_findings(m, rows)}["kernel_group"]
-    assert found["value"] == pytest.approx(100 * 10 / 33)
-    assert found["text"].startswith("matmul kernels take 30.3% of kernel time (kernel durations summed)")
+    found = {f.kind: f for f in trace_findings(m, rows)}["kernel_group"]
+    assert found.value == pytest.approx(100 * 10 / 33)
+    assert found.text.startswith("matmul kernels take 30.3% of kernel time (kernel durations summed)")
     text = "\n".join(report_lines(m, TraceTables.from_rows(rows)))
     assert "groups (share of GPU time: kernels + copies + memsets" in text
     assert " 25.0% of GPU time   30.3% of kernel time" in text
@@ -395,10 +403,12 @@ def test_real_recsys_communication_share_is_of_kernel_time():
     assert (kernel, nccl) == (606_519, 396_199)
     from core.workload.findings import trace_findings
 
-    rows, m = analyse_trace(read_trace(RECSYS))
-    found = {f["kind"]: f for f in trace_findings(m, rows)}["kernel_group"]
-    assert found["value"] == pytest.approx(100 * nccl / kernel)
-    assert found["text"].startswith(f"communication kernels take {nccl / kernel:.1%} of kernel time")
+    tables, m = analyse_trace(read_trace(RECSYS))
+
+    rows = tables.rows()
+    found = {f.kind: f for f in trace_findings(m, rows)}["kernel_group"]
+    assert found.value == pytest.approx(100 * nccl / kernel)
+    assert found.text.startswith(f"communication kernels take {nccl / kernel:.1%} of kernel time")
 
 
 def test_idle_causes_per_device_add_up_to_the_idle(tmp_path):
@@ -411,14 +421,15 @@ def test_idle_causes_per_device_add_up_to_the_idle(tmp_path):
 
     path = tmp_path / "launch.json"
     path.write_text(json.dumps(launch_trace()))
-    rows, m = analyse_trace(read_trace(path))
+    tables, m = analyse_trace(read_trace(path))
+    rows = tables.rows()
     assert (m["span_us"], m["busy_us"], m["idle_us"]) == (140, 74, 66)
     assert m["idle_causes"] == {"host_wait_us": 45.0, "kernel_wait_us": 21.0, "other_wait_us": 0.0}
     assert m["idle_causes_basis"] == "device"
     device = by_kind(rows, "device")[0]
     assert (device["host_wait_us"], device["kernel_wait_us"], device["other_wait_us"]) == (45, 21, 0)
-    idle = {f["kind"]: f for f in trace_findings(m, rows)}["idle"]
-    assert f"{45 / 66:.1%} of it waiting on the host" in idle["text"]
+    idle = {f.kind: f for f in trace_findings(m, rows)}["idle"]
+    assert f"{45 / 66:.1%} of it waiting on the host" in idle.text
 
 
 def test_step_figures_on_gpu_windows(tmp_path):
@@ -429,7 +440,8 @@ def test_step_figures_on_gpu_windows(tmp_path):
     window, host wait ≤ idle; the wall stays the CPU span (27, 73)."""
     path = tmp_path / "launch.json"
     path.write_text(json.dumps(launch_trace()))
-    rows, m = analyse_trace(read_trace(path))
+    tables, m = analyse_trace(read_trace(path))
+    rows = tables.rows()
     steps = {s["step"]: s for s in by_kind(rows, "step")}
     figures = ("wall_us", "gpu_window_us", "busy_us", "idle_us", "host_wait_us", "kernel_wait_us", "other_wait_us")
     assert tuple(steps[1][k] for k in figures) == (27, 40, 13, 27, 10, 17, 0)
@@ -455,7 +467,8 @@ def test_each_step_s_unions_are_of_its_own_kernels(tmp_path):
     events += [event("kernel", name, ts, dur, device=0, stream=7) for ts, dur, name in kernels]
     path = tmp_path / "steps.json"
     path.write_text(json.dumps({"traceEvents": events}))
-    rows, _ = analyse_trace(read_trace(path))
+    tables, _ = analyse_trace(read_trace(path))
+    rows = tables.rows()
     steps = {s["step"]: s for s in by_kind(rows, "step")}
     figures = ("compute_union_us", "communication_union_us", "exposed_communication_us", "compute_and_communication_us")
     assert tuple(steps[1][k] for k in figures) == (240, 10, 0, 10)
@@ -469,7 +482,8 @@ def test_each_step_s_unions_are_of_its_own_kernels(tmp_path):
     ids=lambda p: p.name,
 )
 def test_real_files_step_and_device_figures_stay_within_their_windows(path):
-    rows, m = analyse_trace(read_trace(path))
+    tables, m = analyse_trace(read_trace(path))
+    rows = tables.rows()
     causes = m["idle_causes"]
     assert sum(causes.values()) == pytest.approx(m["idle_us"], abs=1e-6)  # the device's causes are its idle
     for s in by_kind(rows, "step"):
@@ -503,7 +517,8 @@ def graph_trace() -> dict:
 def test_cuda_graphs_are_recognised_and_launch_bound_does_not_apply(tmp_path):
     path = tmp_path / "graph.json"
     path.write_text(json.dumps(graph_trace()))
-    rows, m = analyse_trace(read_trace(path))
+    tables, m = analyse_trace(read_trace(path))
+    rows = tables.rows()
     launch = m["launch"]
     assert (launch["launched"], launch["graph_launched"], launch["shorter_than_launch_call"]) == (4, 3, 4)
     assert (launch["launch_bound"], launch["launch_bound_share"], launch["launch_wait_us"]) == (1, 1.0, 14)
@@ -540,7 +555,8 @@ def test_a_gpu_bound_trace_is_not_called_launch_bound():
         if called is not None and reach is not None and called >= reach:
             bound += 1
         reach = e["ts"] + e["dur"] if reach is None else max(reach, e["ts"] + e["dur"])
-    rows, m = analyse_trace(read_trace(RESNET_V100))
+    tables, m = analyse_trace(read_trace(RESNET_V100))
+    rows = tables.rows()
     launch = m["launch"]
     assert m["idle_share"] < 0.02 and launch["launch_delay_p50_us"] > 70_000
     assert (launch["launch_bound"], launch["launched"]) == (bound, launched) == (162, 6_095)

@@ -98,14 +98,14 @@ def test_a_rocm_trace_with_hex_string_streams_is_read():
     raw = json.loads(gzip.decompress(path.read_bytes()))["traceEvents"]
     kernels = [e for e in raw if e.get("cat") == "kernel"]
     t = read_trace(path)
-    rows, meta = analyse_trace(t)
+    tables, meta = analyse_trace(t)
     assert meta["device"] == 2 and meta["device_name"] == "AMD Radeon Graphics"
     assert meta["kernel_count"] == len(kernels) == 14
     assert meta["kernel_time_us"] == pytest.approx(sum(e["dur"] for e in kernels), abs=1e-6)
-    matmul = next(r for r in rows if r["kind"] == "group" and r["group"] == "matmul")
+    matmul = next(r for r in tables.groups if r.group == "matmul")
     tensile = [e for e in kernels if e["name"].startswith("Cijk_")]
-    assert matmul["count"] == len(tensile) == 2
-    assert matmul["total_us"] == pytest.approx(sum(e["dur"] for e in tensile), abs=1e-6)
+    assert matmul.count == len(tensile) == 2
+    assert matmul.total_us == pytest.approx(sum(e["dur"] for e in tensile), abs=1e-6)
     # every kernel's launch call (hipLaunchKernel, its stream "0x0") is found through the correlation id
     gpu_ids = {e["args"]["correlation"] for e in raw if e.get("cat") in ("kernel", "gpu_memcpy")}
     call_ids = {e["args"]["correlation"] for e in raw if e.get("cat") == "cuda_runtime" and "correlation" in e["args"]}
