@@ -55,7 +55,7 @@ def run(cfg: ProfilerTraceRanksConfig, ctx: Context):
         ranks.append(rank)
     tables, meta = combine(ranks)
     rows = tables.rows()  # each kind of row typed, in its table
-    meta["findings"] = to_store(ranks_findings(meta, rows))
+    meta["findings"] = to_store(ranks_findings(meta, tables))
     meta.update(
         {
             "file": names_of(files),

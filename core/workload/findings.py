@@ -28,10 +28,11 @@ are ranked by how much of the whole each explains, one measure per kind of file:
 
 from __future__ import annotations
 
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from core.rows.trace import KernelGroup, Rank, RankTables, TraceTables
 from core.units import bytes_text, us_text
 
 MAX_FINDINGS = 3
@@ -147,30 +148,30 @@ def _exposed(m: dict, who: str) -> tuple[float, Finding] | None:
     return share, Finding("exposed_communication", text, 100 * share, "%", time_us=exposed)
 
 
-def _top_group(m: dict, rows: list[dict]) -> tuple[float, Finding] | None:
-    groups = [r for r in rows if r.get("kind") == "group" and r.get("count")]
+def _top_group(m: dict, groups: Sequence[KernelGroup]) -> tuple[float, Finding] | None:
+    launched = [g for g in groups if g.count]
     span = m.get("span_us") or 0.0
-    if not groups or not span:
+    if not launched or not span:
         return None
-    top = max(groups, key=lambda r: r["total_us"])
-    if top["group"] == "memory":  # copies and memsets are GPU time, not kernel time
-        share = top["share"]
+    top = max(launched, key=lambda g: g.total_us)
+    if top.group == "memory":  # copies and memsets are GPU time, not kernel time
+        share = top.share
         what = f"copies and memsets take {share:.1%} of GPU time (kernels + copies + memsets, summed)"
     else:  # a kernel group: of the kernel time, the sum of kernel durations (no copies or memsets)
-        share = top.get("kernel_share")
+        share = top.kernel_share
         if share is None:  # a row stored before kernel shares: the kernel time is the meta's
-            share = top["total_us"] / m["kernel_time_us"] if m.get("kernel_time_us") else 0.0
-        what = f"{top['group']} kernels take {share:.1%} of kernel time (kernel durations summed)"
-    text = f"{what} ({us_text(top['total_us'])} over {top['count']:,} launches)"
-    found = Finding("kernel_group", text, 100 * share, "%", time_us=top["total_us"], cause=f"{top['group']} kernels")
-    return min(top["total_us"] / span, 1.0), found
+            share = top.total_us / m["kernel_time_us"] if m.get("kernel_time_us") else 0.0
+        what = f"{top.group} kernels take {share:.1%} of kernel time (kernel durations summed)"
+    text = f"{what} ({us_text(top.total_us)} over {top.count:,} launches)"
+    found = Finding("kernel_group", text, 100 * share, "%", time_us=top.total_us, cause=f"{top.group} kernels")
+    return min(top.total_us / span, 1.0), found
 
 
-def trace_findings(meta: dict, rows: list[dict]) -> list[Finding]:
+def trace_findings(meta: dict, tables: TraceTables) -> list[Finding]:
     """Findings of one imported trace (its busiest GPU), largest share of the span first."""
     if not meta.get("gpu_activities"):
         return []
-    ranked = [c for c in (_idle(meta, ""), _exposed(meta, ""), _top_group(meta, rows)) if c is not None]
+    ranked = [c for c in (_idle(meta, ""), _exposed(meta, ""), _top_group(meta, tables.groups)) if c is not None]
     ranked = [c for c in ranked if c[0] >= MIN_SPAN_SHARE]
     return [f for _, f in sorted(ranked, key=lambda c: -c[0])][:MAX_FINDINGS]
 
@@ -201,11 +202,11 @@ def by_kernel_text(count: int) -> str:
     return f"{count:,} by kernel name and stream order"
 
 
-def _arrivals(meta: dict, rank_rows: list[dict]) -> list[Finding]:
+def _arrivals(meta: dict, rank_rows: Sequence[Rank]) -> list[Finding]:
     """The rank the others waited for at the collectives matched across the ranks, when the waits are at least
     :data:`MIN_SPAN_SHARE` of the ranks' communication time (stored runs from before have none)."""
     a = meta.get("arrivals") or {}
-    communication = sum(r["communication_us"] for r in rank_rows)
+    communication = sum(r.communication_us for r in rank_rows)
     if not a.get("matched") or not communication or a["waited_us"] < MIN_SPAN_SHARE * communication:
         return []
     share = a["waited_us"] / communication
@@ -219,7 +220,7 @@ def _arrivals(meta: dict, rank_rows: list[dict]) -> list[Finding]:
     return [Finding("arrival", text, 100 * share, "%")]
 
 
-def _verdict(meta: dict, rank_rows: list[dict]) -> Finding | None:
+def _verdict(meta: dict, rank_rows: Sequence[Rank]) -> Finding | None:
     """The judgement of which rank holds the job back (``meta["verdict"]``), its evidence in one sentence: when it
     arrives last at the collectives, whether its host or its compute explains it, and the compute margin said as
     noise where it is one. None where no rank stands out (or the run predates the judgement)."""
@@ -228,7 +229,7 @@ def _verdict(meta: dict, rank_rows: list[dict]) -> Finding | None:
         return None
     rank, reasons, said = v["rank"], v["reasons"], []
     others = against_text(s, len(rank_rows))
-    communication = sum(r["communication_us"] for r in rank_rows)
+    communication = sum(r.communication_us for r in rank_rows)
     share = v["waited_us"] / communication if communication else 0.0
     if "arrives_last" in reasons:
         by_kernel = (meta.get("arrivals") or {}).get("matched_by_kernel", 0)
@@ -256,7 +257,7 @@ def _verdict(meta: dict, rank_rows: list[dict]) -> Finding | None:
     text = f"rank {rank} holds the job back: " + "; ".join(said)
     time = v["waited_us"] if "arrives_last" in reasons else s["margin_us"] if "compute" in reasons else 0.0
     if "host_bound" in reasons and not time:
-        time = next((r["host_wait_us"] for r in rank_rows if r["rank"] == rank), 0.0)
+        time = next((r.host_wait_us for r in rank_rows if r.rank == rank), 0.0)
     # the number the sentence rests on first: the others' wait, else the compute margin, else the host's share
     value = (
         100 * share
@@ -268,13 +269,13 @@ def _verdict(meta: dict, rank_rows: list[dict]) -> Finding | None:
     return Finding("straggler", text, value, "%", time_us=time, extra={"rank": rank, "reasons": reasons})
 
 
-def ranks_findings(meta: dict, rows: list[dict]) -> list[Finding]:
-    """Findings of a job's ranks (``rows``: the run's): the one judgement of the rank holding the job back, with
+def ranks_findings(meta: dict, tables: RankTables) -> list[Finding]:
+    """Findings of a job's ranks (``tables``: the run's): the one judgement of the rank holding the job back, with
     its evidence in one sentence (runs stored before it: the straggler by compute and the rank the others waited
     for, apart), then the worst rank's idle or exposed communication — with how long its collectives waited for
     the last rank, where they were matched; a rank the judgement named is not said twice."""
-    rank_rows = [r for r in rows if r["kind"] == "rank"]
-    waited = {r["rank"]: r["waited_us"] for r in rows if r["kind"] == "arrival"}
+    rank_rows = tables.ranks
+    waited = {a.rank: a.waited_us for a in tables.arrivals}
     out = []
     s = meta["straggler"]
     verdict = _verdict(meta, rank_rows)
@@ -297,9 +298,9 @@ def ranks_findings(meta: dict, rows: list[dict]) -> list[Finding]:
     named = verdict.extra["rank"] if verdict is not None and "host_bound" in reasons else None
     for kind in (_idle, _exposed):
         found = [
-            (c, r["rank"])
+            (c, r.rank)
             for r in rank_rows
-            if (c := kind(r, f"rank {r['rank']}: ")) is not None and not (kind is _idle and r["rank"] == named)
+            if (c := kind(r.to_row(), f"rank {r.rank}: ")) is not None and not (kind is _idle and r.rank == named)
         ]
         if found and (top := max(found, key=lambda c: c[0][0]))[0][0] >= MIN_SPAN_SHARE:
             (share, finding), rank = top

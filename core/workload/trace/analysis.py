@@ -45,6 +45,6 @@ def analyse(data: TraceFile, top: int) -> tuple[TraceTables, dict]:
         + host_gap_findings(meta, tables.steps)
         + op_findings(meta)
         + tensor_core_findings(meta)
-        + trace_findings(meta, tables.rows())
+        + trace_findings(meta, tables)
     )
     return tables, meta

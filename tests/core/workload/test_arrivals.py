@@ -139,7 +139,7 @@ def test_a_custom_all_reduce_is_matched_by_its_kernel_and_names_the_rank_the_oth
     assert (
         meta["arrivals"]["matched_by_kernel"] == 1 and meta["straggler"]["rank"] == meta["arrivals"]["last_rank"] == 0
     )
-    found = next(f for f in ranks_findings(meta, rows) if f.kind == "straggler")
+    found = next(f for f in ranks_findings(meta, tables) if f.kind == "straggler")
     assert found.text.startswith(
         "rank 0 holds the job back: it arrives last at 1 of 1 collectives matched across the ranks (1 by kernel name "
         "and stream order) (the ranks waited 60.0 ms in all"

@@ -175,7 +175,7 @@ def test_the_straggler_is_the_rank_that_computes_longest_not_the_one_that_waits(
         {"group": "embedding", "kernel_time_us": 70 * MS, "median_kernel_time_us": 30 * MS, "extra_us": 40 * MS},
         {"group": "matmul", "kernel_time_us": 30 * MS, "median_kernel_time_us": 40 * MS, "extra_us": -10 * MS},
     ]
-    found = ranked(ranks_findings(meta, rows))
+    found = ranked(ranks_findings(meta, tables))
     # rank 0 also starts the one matched all-reduce last: the others wait 40 + 20 ms of their 90 ms of communication
     assert found[0].text == (
         "rank 0 holds the job back: it arrives last at 1 of 1 collectives matched across the ranks (1 by kernel name "

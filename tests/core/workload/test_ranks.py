@@ -292,8 +292,7 @@ def device_host_wait(path) -> float:
 
 def test_trace_findings_on_a_real_file_carry_hta_numbers():
     tables, meta = analyse_trace(read_trace(RANK0))
-    rows = tables.rows()
-    found = {f.kind: f for f in trace_findings(meta, rows)}
+    found = {f.kind: f for f in trace_findings(meta, tables)}
     # HTA: idle 675,191 of a 1,222,847 µs span; idle breakdown host 3,525,804 / kernel 3,966 / other 701,924 µs
     assert found["idle"].value == pytest.approx(100 * 675_191 / 1_222_847)
     # the host's share of the device's idle (gaps of the union of its streams), by a plain loop over the file: HTA's
@@ -306,7 +305,7 @@ def test_trace_findings_on_a_real_file_carry_hta_numbers():
     )
     # exposed communication: the NCCL kernels' union (396,199 µs) less HTA's overlap of it with compute (14.95%)
     assert found["exposed_communication"].value == pytest.approx(100 * 396_199 * (1 - 0.1495) / 1_222_847, rel=1e-3)
-    assert [f.kind for f in trace_findings(meta, rows)][0] == "idle"  # the largest share of the span first
+    assert [f.kind for f in trace_findings(meta, tables)][0] == "idle"  # the largest share of the span first
 
 
 def test_snapshot_findings_on_a_real_snapshot():

@@ -24,6 +24,7 @@ import pytest
 
 pytest.importorskip("msgspec")
 
+from core.rows.trace import RankTables
 from core.workload.findings import ranks_findings
 from core.workload.trace.ranks import NOISE_PCT, combine, read_rank
 
@@ -89,7 +90,7 @@ def test_the_rank_the_others_wait_for_and_why_in_one_sentence(job):
     assert v["host_wait_share"] == pytest.approx(4_320 / 9_520) and v["median_host_wait_share"] == pytest.approx(
         720 / 9_920
     )
-    (first, *rest) = ranks_findings(meta, rows)
+    (first, *rest) = ranks_findings(meta, RankTables.from_rows(rows))
     assert first.kind == "straggler" and first.text == (
         "rank 3 holds the job back: it arrives last at 10 of 10 collectives matched across the ranks (the ranks "
         "waited 11.9 ms in all for the last to arrive, 93.7% of their communication); its GPU waits on its host "

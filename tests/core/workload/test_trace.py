@@ -386,7 +386,7 @@ def test_group_shares_have_their_true_denominators(tmp_path):
     assert groups["matmul"]["share"] == 10 / 40 and groups["matmul"]["kernel_share"] == 10 / 33
     assert groups["communication"]["kernel_share"] == 8 / 33 and groups["memory"]["kernel_share"] is None
     assert groups["memory"]["share"] == 7 / 40
-    found = {f.kind: f for f in trace_findings(m, rows)}["kernel_group"]
+    found = {f.kind: f for f in trace_findings(m, tables)}["kernel_group"]
     assert found.value == pytest.approx(100 * 10 / 33)
     assert found.text.startswith("matmul kernels take 30.3% of kernel time (kernel durations summed)")
     text = "\n".join(report_lines(m, TraceTables.from_rows(rows)))
@@ -404,9 +404,7 @@ def test_real_recsys_communication_share_is_of_kernel_time():
     from core.workload.findings import trace_findings
 
     tables, m = analyse_trace(read_trace(RECSYS))
-
-    rows = tables.rows()
-    found = {f.kind: f for f in trace_findings(m, rows)}["kernel_group"]
+    found = {f.kind: f for f in trace_findings(m, tables)}["kernel_group"]
     assert found.value == pytest.approx(100 * nccl / kernel)
     assert found.text.startswith(f"communication kernels take {nccl / kernel:.1%} of kernel time")
 
@@ -428,7 +426,7 @@ def test_idle_causes_per_device_add_up_to_the_idle(tmp_path):
     assert m["idle_causes_basis"] == "device"
     device = by_kind(rows, "device")[0]
     assert (device["host_wait_us"], device["kernel_wait_us"], device["other_wait_us"]) == (45, 21, 0)
-    idle = {f.kind: f for f in trace_findings(m, rows)}["idle"]
+    idle = {f.kind: f for f in trace_findings(m, tables)}["idle"]
     assert f"{45 / 66:.1%} of it waiting on the host" in idle.text
 
 
