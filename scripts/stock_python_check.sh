@@ -35,7 +35,7 @@ set -u
 export HOME=/root PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin LANG=C.UTF-8
 export PIP_FIND_LINKS=${PIP_FIND_LINKS:-} PIP_DEFAULT_TIMEOUT=180
 [ -e /etc/host-ca.crt ] && export PIP_CERT=/etc/host-ca.crt
-apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3 curl git >/dev/null
+apt-get update -qq && DEBIAN_FRONTEND=noninteractive apt-get install -y -qq python3 curl git procps >/dev/null
 # the machine's certificates in the root's trust store, as an administrator behind a TLS proxy adds them: Debian's
 # pip (python3-pip, which the first command installs) failed to verify the index with PIP_CERT alone
 [ -e /etc/host-ca.crt ] && cp /etc/host-ca.crt /usr/local/share/ca-certificates/ && update-ca-certificates >/dev/null
