@@ -1,7 +1,7 @@
 """The HTML that ``python -m core report`` and ``python -m core health --html`` write, drawn by the renderers.
 
-The engine's command line imports this module inside those two commands only (``core/cli/report.py``, the
-import declared in the import contracts), so its other commands never load the renderers or Plotly.
+The command line imports this module inside those two commands only (``core/cli/report.py``), so its other
+commands never load the renderers or Plotly.
 """
 
 from __future__ import annotations

@@ -26,7 +26,7 @@ def lint_imports(cwd) -> subprocess.CompletedProcess:
 def test_the_contracts_hold():
     out = lint_imports(ROOT)
     assert out.returncode == 0, out.stdout + out.stderr
-    assert "Contracts: 4 kept, 0 broken." in out.stdout
+    assert "Contracts: 7 kept, 0 broken." in out.stdout
 
 
 @pytest.fixture(scope="module")
@@ -49,30 +49,45 @@ def test_the_copy_holds_before_an_import_is_added(tree):
     "importer, imported, broken",
     [
         # a shared fact reaching up to the CLI
-        ("core/hardware/device.py", "core.cli.output", "Layers: pages > render > CLI"),
+        ("core/hardware/device.py", "core.cli.output", "Layers: pages > CLI > render"),
         # the frame reaching up to an experiment
-        ("core/store.py", "core.experiments.matmul", "Layers: pages > render > CLI"),
+        ("core/store.py", "core.experiments.matmul", "Layers: pages > CLI > render"),
         # two independent siblings of the shared facts
-        ("core/workload/files.py", "core.transformer.presets", "Layers: pages > render > CLI"),
-        # the engine importing the UI, or the renderers
-        ("core/text.py", "streamlit", "core imports no pages, render, Streamlit or Plotly"),
-        ("core/cli/runs.py", "render.report", "core imports no pages, render, Streamlit or Plotly"),
-        # a renderer reaching up to a page
-        ("render/report.py", "pages.common.lab", "Layers: pages > render > CLI"),
+        ("core/workload/files.py", "core.transformer.presets", "Layers: pages > CLI > render"),
+        # the engine importing the renderers: only the command line sits above them
+        ("core/store.py", "render.chart", "Layers: pages > CLI > render"),
+        ("core/experiments/matmul.py", "render.plots.matmul", "Layers: pages > CLI > render"),
+        # the two ways in stay apart: the command line's entry point importing a page
+        ("core/__main__.py", "pages.common.lab", "Layers: pages > CLI > render"),
+        # the engine importing the UI, the command line drawing with Plotly itself
+        ("core/text.py", "streamlit", "core imports no pages, Streamlit or Plotly"),
+        ("core/cli/runs.py", "plotly", "core imports no pages, Streamlit or Plotly"),
+        # a renderer reaching up to a page, or to the command line
+        ("render/report.py", "pages.common.lab", "Layers: pages > CLI > render"),
+        ("render/history.py", "core.cli.output", "Layers: pages > CLI > render"),
         # a cycle inside one layer: the datasheet peaks and the device description
         ("core/hardware/specs.py", "core.hardware.device", "No cycles between sibling packages or modules"),
         # the frame's tiers: the errors every layer raises, paths and units reaching up to what they serve
-        ("core/errors.py", "core.store", "Layers: pages > render > CLI"),
-        ("core/paths.py", "core.protocol", "Layers: pages > render > CLI"),
-        ("core/units.py", "core.locks", "Layers: pages > render > CLI"),
+        ("core/errors.py", "core.store", "Layers: pages > CLI > render"),
+        ("core/paths.py", "core.protocol", "Layers: pages > CLI > render"),
+        ("core/units.py", "core.locks", "Layers: pages > CLI > render"),
         # the job layer's tiers: a verdict on stored runs reaching up to the queues
-        ("core/health/verdict.py", "core.jobs", "Layers: pages > render > CLI"),
-        # the declared exception is one import, not a module free to import any renderer
-        ("core/cli/report.py", "render.report", "core imports no pages, render, Streamlit or Plotly"),
+        ("core/health/verdict.py", "core.jobs", "Layers: pages > CLI > render"),
         # a renderer drawing with Streamlit, or running what it should only draw
         ("render/chart.py", "streamlit", "render draws finished runs: no Streamlit, no jobs, no workers"),
         ("render/node.py", "core.fanout", "render draws finished runs: no Streamlit, no jobs, no workers"),
         ("render/health.py", "core.health.check", "render draws finished runs: no Streamlit, no jobs, no workers"),
+        # render's tiers: the style reaching up to a chart, a chart to a plot, two views of one tier to each other
+        ("render/style.py", "render.chart", "Tiers inside render"),
+        ("render/chart.py", "render.plots.matmul", "Tiers inside render"),
+        ("render/trace_view.py", "render.snapshot_view", "Tiers inside render"),
+        # the pages' tiers: the lab reaching up to the run panel, a helper to a page, one page to another
+        ("pages/common/lab.py", "pages.common.run_panel", "Tiers inside pages"),
+        ("pages/common/markdown.py", "pages.matmul", "Tiers inside pages"),
+        ("pages/matmul.py", "pages.step_bench", "Tiers inside pages"),
+        # the workload's tiers: what they share reaching up to a reader, one kind of file to another
+        ("core/workload/findings.py", "core.workload.trace.timeline", "Tiers inside core.workload"),
+        ("core/workload/trace/ranks.py", "core.workload.snapshot.reader", "Tiers inside core.workload"),
     ],
 )
 def test_an_added_import_breaks_the_contract(tree, importer, imported, broken):
@@ -152,3 +167,21 @@ def test_the_cycle_check_finds_an_added_cycle(monkeypatch):
     graph = grimp.build_graph("core", "pages", "render")
     graph.add_import(importer="core.hardware.specs", imported="core.hardware.device", line_number=1, line_contents="")
     assert {"core.hardware.specs", "core.hardware.device"} in _cycles(graph)
+
+
+@pytest.mark.parametrize("contract", ["render-tiers", "pages-tiers", "workload-tiers"])
+def test_every_module_of_a_tiered_package_sits_in_a_tier(monkeypatch, contract):
+    """A module added to render, pages or core.workload outside every tier would be held by none: each one is in a
+    tier of its package's contract, but for the packages that only hold tiers (``pages.common``), which import
+    nothing."""
+    monkeypatch.syspath_prepend(str(ROOT))
+    graph = grimp.build_graph("core", "pages", "render")
+    with open(ROOT / "pyproject.toml", "rb") as f:
+        contracts = tomllib.load(f)["tool"]["importlinter"]["contracts"]
+    found = next(c for c in contracts if c["id"] == contract)
+    (container,) = found["containers"]
+    named = [f"{container}.{name.strip('() ')}" for layer in found["layers"] for name in re.split(r"[|:]", layer)]
+    inside = [m for m in graph.modules if m.startswith(container + ".")]
+    outside = sorted(m for m in inside if not any(m == n or m.startswith(n + ".") for n in named))
+    assert all(not graph.find_modules_directly_imported_by(m) for m in outside), outside
+    assert all(any(n.startswith(m + ".") for n in named) for m in outside), outside

@@ -1,10 +1,10 @@
 """``python -m core report``: one self-contained HTML report of stored runs (and the HTML of ``health --html``).
 
-The engine draws nothing: the HTML is the renderers' (``render.cli.html_report``). :func:`renderer` imports it,
-inside the function, when a command is about to write a report: the one import of ``render`` in ``core``, declared
-as an exception in the import contracts (``ignore_imports`` in pyproject.toml). So ``--help`` and every other
-command import neither the renderers nor Plotly, and on a box with the engine alone the command says what it
-lacks instead of drawing.
+The engine draws nothing: the HTML is the renderers' (``render.cli.html_report``). The command line sits above the
+renderers in the import contracts (pyproject.toml), as the dashboard does, and below it nothing in ``core`` may
+import them; :func:`renderer` imports them inside the function, when a command is about to write a report, so
+``--help`` and every other command import neither the renderers nor Plotly, and on a box with the engine alone the
+command says what it lacks instead of drawing.
 """
 
 from __future__ import annotations
@@ -30,7 +30,7 @@ def register(sub, common) -> None:
 def renderer() -> Callable[[list], str]:
     """The renderers' HTML of stored runs; a ConfigError (exit 2) where they are not installed."""
     try:
-        from render.cli import html_report  # the declared import of the renderers (see the module's docstring)
+        from render.cli import html_report  # here, not at the top (see the module's docstring)
     except ImportError as exc:
         raise ConfigError(f"an HTML report needs the renderers ({exc}): pip install plotly pandas") from exc
     return html_report

@@ -1,4 +1,4 @@
-"""``core/cli/report.py``, the engine's one declared import of the renderers: only ``report`` and ``health --html``
+"""``core/cli/report.py``, the command line's one import of the renderers: only ``report`` and ``health --html``
 load them, and where they are missing both say so before doing any work."""
 
 import subprocess
