@@ -16,7 +16,6 @@ from typing import TYPE_CHECKING
 
 from core.cli.imports import import_options, print_json, run_import, say
 from core.cli.output import dump
-from core.text import quirk_lines
 from core.workload.findings import finding_lines
 
 if TYPE_CHECKING:
@@ -218,8 +217,6 @@ def list_examples(args) -> int:
 
 
 def snapshot(args) -> int:
-    from core.workload.snapshot.analysis import devices_text
-
     source = _source(args, "snapshot")
     if isinstance(source, int):
         return source
@@ -229,61 +226,13 @@ def snapshot(args) -> int:
     code, run = run_import(args, "memory-snapshot", values)
     if code:
         return code
-    m = run.meta
     if args.json:
         print_json(args, run)
         return 0
-    from core.units import bytes_text, count_text
-    from core.workload.snapshot.analysis import python_and_cpp
+    from core.workload.snapshot.text import snapshot_lines
 
-    unit = "ms" if m["has_times"] else "(event number)"
-    _say_example(m)
-    say(
-        f"{m['file']}: {m['source']['format']}, {bytes_text(m['file_bytes'])} — "
-        f"{'stored as run ' + run.id[:12] if not args.no_save else 'not stored (--no-save)'}"
-    )
-    for line in finding_lines(m):
-        say(line)
-    actions = ", ".join(f"{k} {v:,}" for k, v in m["actions"].items())
-    say(
-        f"{devices_text(m['device'], m['devices'])}: {m['trace_events']:,} events over {m['duration_ms']:,.1f} {unit}"
-        + (f" ({actions})" if actions else "")
-    )
-    say(
-        f"peak allocated {bytes_text(m['peak_allocated_bytes'])} at {m['peak_time_ms']:,.2f} {unit}"
-        + (
-            f" — {m['peak_event']['action']} of {bytes_text(m['peak_event']['size_bytes'])}"
-            if m["peak_event"]
-            else " (before the first event)"
-        )
-    )
-    if m.get("peak_site"):
-        say(f"  site: {m['peak_site']}")
-    python, cpp = python_and_cpp(m["peak_stack"])
-    for frame in (python or cpp)[:12]:
-        say(f"    {frame}")
-    if python and cpp:
-        say(f"    (and {count_text(len(cpp), 'C++ frame')}: --json lists them)")
-    say(
-        f"peak reserved {bytes_text(m['peak_reserved_bytes'])}; reserved − allocated at the peak "
-        f"{bytes_text(m['fragmentation_at_peak_bytes'])} (largest {bytes_text(m['peak_fragmentation_bytes'])} at "
-        f"{m['peak_fragmentation_time_ms']:,.2f} {unit})"
-    )
-    say(
-        f"allocated before recording began: {bytes_text(m['baseline_allocated_bytes'])} in "
-        f"{m['baseline_allocated_blocks']:,} block(s) (baseline); reserved then {bytes_text(m['baseline_reserved_bytes'])}"
-    )
-    cats = ", ".join(f"{k} {bytes_text(v)}" for k, v in m["categories_at_peak_bytes"].items() if v)
-    say(f"categories at the peak (inferred from stacks, see rules): {cats or 'none'}")
-    for r in m["category_rules"]:
-        if r["allocations"]:
-            say(f"    rule {r['rule']:<20} → {r['category']:<16} {r['allocations']:>9,} allocations  ({r['means']})")
-    say("top allocation sites live at the peak:")
-    for s in m["top_sites_at_peak"][:10]:
-        say(f"  {bytes_text(s['bytes']):>12}  {s['blocks']:>6,} block(s)  {s['label']}  [{s['category']}: {s['rule']}]")
-    for note in m["notes"]:
-        say(f"note: {note}")
-    for line in quirk_lines(m):
+    _say_example(run.meta)
+    for line in snapshot_lines(run.meta, _stored_text(args, run)):
         say(line)
     return 0
 
