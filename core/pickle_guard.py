@@ -380,7 +380,7 @@ class PickleGuard:
 
     def _scan(self, buf: bytes, start: int) -> int:
         """Opcodes of ``buf`` (at stream offset ``start``) up to the last complete one; returns how far it read."""
-        limits, n, pos, depth, tuples = self.limits, len(buf), 0, self._depth, self._tuples
+        n, pos, depth, tuples = len(buf), 0, self._depth, self._tuples
         run, shape_of = _plain_run().match, _SHAPE
         # the groups' fast path needs possessive repeats (a backtrack would find a SETITEMS inside an argument):
         # without them each opcode of a group is read one at a time, as any other
@@ -409,48 +409,62 @@ class PickleGuard:
                 pos = n
                 break
             at = pos
-            if shape >= 0:  # fixed argument
+            if shape >= 0:  # fixed argument: the commonest here (marks, tuples, stores), read inline
                 if pos + 1 + shape > n:
                     break
                 if op == _LONG_BINPUT:
                     self._check_memo(int.from_bytes(buf[pos + 1 : pos + 5], "little"), start + pos)
                 pos += 1 + shape
-            elif shape in _WIDTH:
-                width = _WIDTH[shape]
-                if pos + 1 + width > n:
+            else:
+                end = (
+                    self._counted_end(buf, pos, shape, start)
+                    if shape in _WIDTH
+                    else self._lines_end(buf, pos, op, shape, start)
+                )
+                if end < 0:  # the argument's length or line is not all here yet
                     break
-                length = int.from_bytes(buf[pos + 1 : pos + 1 + width], "little")
-                if length > limits.pickle_declared_bytes:
-                    name = "frame" if shape == _FRAME else "string or bytes object"
-                    self._refuse(
-                        f"it declares a {name} of {length:,} bytes at offset {start + pos:,}, over the "
-                        f"{exact_size_text(limits.pickle_declared_bytes)} limit on one object"
-                    )
-                pos += 1 + width
-                if shape != _FRAME:  # a payload to pass over (a frame's content is opcodes: read on)
-                    if pos + length > n:
-                        self._skip = pos + length - n
-                        tuples.top = None  # a string or bytes object on top
-                        self._depth = depth + 1
-                        return n
-                    pos += length
-            else:  # text argument(s) ending in a newline
-                first = buf.find(b"\n", pos + 1)
-                last = buf.find(b"\n", first + 1) if shape == _LINES2 and first >= 0 else first
-                if last < 0:
-                    if n - pos > limits.pickle_line_bytes:
-                        self._refuse(f"an argument line is longer than {exact_size_text(limits.pickle_line_bytes)}")
-                    break
-                if op == _PUT:
-                    try:
-                        index = int(buf[pos + 1 : last])
-                    except ValueError:
-                        index = 0  # the unpickler says what is wrong with it
-                    self._check_memo(index, start + pos)
-                pos = last + 1
+                if end > n:  # a payload to pass over that runs on into the data still to come
+                    self._skip = end - n
+                    tuples.top = None  # a string or bytes object on top
+                    self._depth = depth + 1
+                    return n
+                pos = end
             depth, region = self._apply(op, buf, at, pos, start, depth, region)
         self._depth = depth
         return pos
+
+    def _counted_end(self, buf: bytes, pos: int, shape: int, start: int) -> int:
+        """Where the opcode at ``buf[pos]`` with a declared length ends: past its payload (perhaps past ``buf``:
+        the rest comes later), or past its length for a frame, whose content is opcodes read on; -1 while the
+        length itself is not all here. A length over the limit on one object is refused before anything reads it."""
+        width = _WIDTH[shape]
+        if pos + 1 + width > len(buf):
+            return -1
+        length = int.from_bytes(buf[pos + 1 : pos + 1 + width], "little")
+        if length > self.limits.pickle_declared_bytes:
+            name = "frame" if shape == _FRAME else "string or bytes object"
+            self._refuse(
+                f"it declares a {name} of {length:,} bytes at offset {start + pos:,}, over the "
+                f"{exact_size_text(self.limits.pickle_declared_bytes)} limit on one object"
+            )
+        return pos + 1 + width + (0 if shape == _FRAME else length)
+
+    def _lines_end(self, buf: bytes, pos: int, op: int, shape: int, start: int) -> int:
+        """Where the opcode at ``buf[pos]`` whose argument(s) end in a newline ends; -1 while its last line is not
+        all here (refused once that line is longer than the limit). A PUT's memo index is checked on the way."""
+        first = buf.find(b"\n", pos + 1)
+        last = buf.find(b"\n", first + 1) if shape == _LINES2 and first >= 0 else first
+        if last < 0:
+            if len(buf) - pos > self.limits.pickle_line_bytes:
+                self._refuse(f"an argument line is longer than {exact_size_text(self.limits.pickle_line_bytes)}")
+            return -1
+        if op == _PUT:
+            try:
+                index = int(buf[pos + 1 : last])
+            except ValueError:
+                index = 0  # the unpickler says what is wrong with it
+            self._check_memo(index, start + pos)
+        return last + 1
 
     def _apply(self, op: int, buf: bytes, at: int, end: int, start: int, depth: int, region: Region):
         """The stack effect of the opcode at ``buf[at:end]``, with the tuples it builds and the keys it hashes
