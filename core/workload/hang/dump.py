@@ -359,6 +359,8 @@ class _Last:
 
 
 def _entry(e: Any, shared: _Shared, quirks: dict[str, int], tally: Tally) -> Entry | None:
+    """One entry of a dump (None, counted as a quirk, where it is not one). Most repeat the last entry read the long
+    way in all but their ids and time: they are built from it, at the cost of the items comparing with it walks."""
     if type(e) is not dict:
         quirks["an entry is not a dict"] = quirks.get("an entry is not a dict", 0) + 1
         return None
@@ -388,6 +390,16 @@ def _entry(e: Any, shared: _Shared, quirks: dict[str, int], tally: Tally) -> Ent
             record, p.group, p.group_desc, p.pg_id, seq_p if p.p2p else seq_c, p.p2p, p.op, p.backend, p.peer,
             p.input_sizes, p.input_dtypes, p.state, created, p.timeout_ms, p.frames,
         )  # fmt: skip
+    return _new_entry(e, (seq_c, seq_p, record, created), repeated, shared, quirks, tally)
+
+
+def _new_entry(
+    e: dict, ids: tuple[int | None, ...], repeated: tuple | None, shared: _Shared, quirks: dict[str, int], tally: Tally
+) -> Entry | None:
+    """An entry that repeats none before it (or not all of its ids are known), read the long way: every field
+    checked, and kept as the last one read where a later entry may be compared with it."""
+    seq_c, seq_p, record, created = ids
+    get = e.get
     group, name = get("process_group"), get("profiling_name")
     if name is not None:
         _string(name, "an entry's profiling_name")
