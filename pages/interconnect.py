@@ -5,6 +5,7 @@ import streamlit as st
 from core.distributed.collectives import COLLECTIVES, CPU_SIZES, GPU_SIZES, resolve_backend
 from core.distributed.config import PARTS, InterconnectConfig
 from core.result import RunResult
+from core.rows.interconnect import InterconnectMeta
 from core.units import exact_size_text
 from pages.common import hang_panel, lab
 from pages.common.charts import show_charts
@@ -12,7 +13,7 @@ from pages.common.facts import fact
 from pages.common.methods import how_measured
 from pages.common.run_panel import results, run_controls
 from pages.common.tables import show_table
-from render.plots.interconnect import figures, rows_of
+from render.plots.interconnect import figures, frame_of, tables
 
 KEY = "interconnect"
 DEFAULTS = InterconnectConfig()
@@ -36,8 +37,8 @@ COLLECTIVE_COLUMNS = [
 RANK_COLUMNS = ["collective", "size", "rank", "host", "local_rank", "device", "median_ms", "p20_ms", "p80_ms", "check"]
 
 
-def _gpus() -> list[dict]:
-    return [d for d in lab.devices()["devices"] if d["kind"] == "cuda"]
+def _gpus() -> int:
+    return sum(d.is_cuda for d in lab.box_devices())
 
 
 def settings(gpus: int) -> dict:
@@ -77,33 +78,38 @@ def settings(gpus: int) -> dict:
     )
     values["sizes"] = [exact_size_text(s).replace(" ", "") for s in sorted(chosen)]
     with st.expander("Timing and copies"):
-        cols = st.columns(5)
-        values["warmup_ms"] = cols[0].number_input(
-            "warm-up per point (ms)", 0.0, 60000.0, DEFAULTS.warmup_ms, key=f"{KEY}.warm"
-        )
-        values["rep_ms"] = cols[1].number_input(
-            "timed per point (ms)", 1.0, 600000.0, DEFAULTS.rep_ms, key=f"{KEY}.rep"
-        )
-        values["min_reps"] = cols[2].number_input("min calls", 1, 100000, DEFAULTS.min_reps, key=f"{KEY}.minr")
-        values["max_reps"] = cols[3].number_input("max calls", 1, 100000, DEFAULTS.max_reps, key=f"{KEY}.maxr")
-        values["timeout_s"] = cols[4].number_input(
-            "collective timeout (s)",
-            1.0,
-            3600.0,
-            DEFAULTS.timeout_s,
-            key=f"{KEY}.timeout",
-            help="A rank that keeps the others waiting this long ends the job, named in the error.",
-        )
-        cols = st.columns(2)
-        values["copy_sizes"] = cols[0].multiselect(
-            "Host↔GPU copy sizes",
-            ("1MiB", "16MiB", "64MiB", "256MiB", "1GiB"),
-            default=list(DEFAULTS.copy_sizes),
-            key=f"{KEY}.copy",
-        )
-        values["peer_size"] = cols[1].selectbox(
-            "GPU→GPU copy size", ("16MiB", "64MiB", "256MiB", "1GiB"), index=2, key=f"{KEY}.peer"
-        )
+        values |= _timing()
+    return values
+
+
+def _timing() -> dict:
+    """How long each point is timed, the collectives' timeout, and the copies' sizes."""
+    values: dict = {}
+    cols = st.columns(5)
+    values["warmup_ms"] = cols[0].number_input(
+        "warm-up per point (ms)", 0.0, 60000.0, DEFAULTS.warmup_ms, key=f"{KEY}.warm"
+    )
+    values["rep_ms"] = cols[1].number_input("timed per point (ms)", 1.0, 600000.0, DEFAULTS.rep_ms, key=f"{KEY}.rep")
+    values["min_reps"] = cols[2].number_input("min calls", 1, 100000, DEFAULTS.min_reps, key=f"{KEY}.minr")
+    values["max_reps"] = cols[3].number_input("max calls", 1, 100000, DEFAULTS.max_reps, key=f"{KEY}.maxr")
+    values["timeout_s"] = cols[4].number_input(
+        "collective timeout (s)",
+        1.0,
+        3600.0,
+        DEFAULTS.timeout_s,
+        key=f"{KEY}.timeout",
+        help="A rank that keeps the others waiting this long ends the job, named in the error.",
+    )
+    cols = st.columns(2)
+    values["copy_sizes"] = cols[0].multiselect(
+        "Host↔GPU copy sizes",
+        ("1MiB", "16MiB", "64MiB", "256MiB", "1GiB"),
+        default=list(DEFAULTS.copy_sizes),
+        key=f"{KEY}.copy",
+    )
+    values["peer_size"] = cols[1].selectbox(
+        "GPU→GPU copy size", ("16MiB", "64MiB", "256MiB", "1GiB"), index=2, key=f"{KEY}.peer"
+    )
     return values
 
 
@@ -121,51 +127,36 @@ def torchrun_command(values: dict, gpus: int) -> str:
     )
 
 
-def _what(row) -> str:
-    """A row's point in words: "all_reduce 1 MiB", "peer matrix"…"""
-    if isinstance(row.get("collective"), str):
-        return f"{row['collective']} {row['size']}" if isinstance(row.get("size"), str) else row["collective"]
-    return {"host_copy": "host↔GPU copies", "peer": "peer matrix"}.get(row["kind"], row["kind"])
-
-
 def render(run: RunResult) -> None:
-    measured = rows_of(run, "collective")
-    if not measured.empty:
-        peaks = measured.loc[measured.groupby("collective", sort=False)["busbw_gbs"].idxmax()]
-        cols = st.columns(len(peaks))
-        for col, (_, r) in zip(cols, peaks.iterrows()):
-            fact(  # the label is the collective alone: "reduce_scatter busbw (GB/s)" was cut in a fifth of the page
-                col,
-                r["collective"],
-                f"{r['busbw_gbs']:.3g}",
-                f"GB/s bus bandwidth at {r['size']}",
-                help=f"algbw {r['algbw_gbs']:.3g} GB/s, {r['median_ms']:.4g} ms per call",
-            )
+    t = tables(run)
+    peaks = t.best_busbw()
+    for col, r in zip(st.columns(len(peaks)) if peaks else (), peaks):
+        fact(  # the label is the collective alone: "reduce_scatter busbw (GB/s)" was cut in a fifth of the page
+            col,
+            r.collective,
+            f"{r.busbw_gbs:.3g}",
+            f"GB/s bus bandwidth at {r.size}",
+            help=f"algbw {r.algbw_gbs:.3g} GB/s, {r.median_ms:.4g} ms per call",
+        )
     show_charts(figures(run), KEY)
+    meta = InterconnectMeta.from_meta(run.meta)
+    measured = frame_of(run, t.collectives)
     if not measured.empty:
         show_table(measured[[c for c in COLLECTIVE_COLUMNS if c in measured]], hide_index=True)
-        ranks = rows_of(run, "rank", measured=False)
-        with st.expander(f"Per rank ({run.meta.get('world_size')} ranks)"):
+        ranks = frame_of(run, t.ranks, measured=False)
+        with st.expander(f"Per rank ({meta.world_size} ranks)"):
             show_table(ranks[[c for c in RANK_COLUMNS if c in ranks]], hide_index=True)
-    for kind in ("peer", "host_copy"):
-        table = rows_of(run, kind)
+    for table in (frame_of(run, t.peers), frame_of(run, t.host_copies)):
         if not table.empty:
             show_table(table, hide_index=True)
-    frame = run.frame()
-    skipped = frame[frame["status"].isin(["unsupported", "error"])] if "status" in frame else frame.iloc[0:0]
-    if len(skipped):
-        st.warning(
-            "Not measured:\n"
-            + "\n".join(
-                f"- {_what(r)}: {r['reason']}" for _, r in skipped.drop_duplicates(["kind", "reason"]).iterrows()
-            )
-        )
-    m = run.meta
-    if m.get("ranks"):
+    skipped = t.not_measured()
+    if skipped:
+        st.warning("Not measured:\n" + "\n".join(f"- {r.what}: {r.reason}" for r in skipped))
+    if meta.ranks:
         st.caption(
-            f"{m.get('backend')} · {m.get('world_size')} ranks on {m.get('nodes')} node(s): "
-            f"{', '.join(m.get('hosts') or [])} · {m.get('timer')} · OMP_NUM_THREADS="
-            f"{m.get('omp_num_threads')}" + (f" · NCCL {m['nccl_version']}" if m.get("nccl_version") else "")
+            f"{meta.backend} · {meta.world_size} ranks on {meta.nodes} node(s): {', '.join(meta.hosts)} · "
+            f"{meta.timer} · OMP_NUM_THREADS={meta.omp_num_threads}"
+            + (f" · NCCL {meta.nccl_version}" if meta.nccl_version else "")
         )
 
 
@@ -176,7 +167,7 @@ st.write(
     "all_gather, reduce_scatter, broadcast, all_to_all — over message sizes, reported as nccl-tests does "
     "(algbw, busbw). The ranks are real processes started through torchrun's launcher."
 )
-gpus = len(_gpus())
+gpus = _gpus()
 device = "cuda:0" if gpus else "cpu"
 if gpus:
     st.caption(f"Runs on all {gpus} GPU(s) of this box from cuda:0 (jobs on any of them wait for it).")

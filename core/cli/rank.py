@@ -67,12 +67,12 @@ class StoreSink:
         pass
 
     def rows(self, index: int, total: int, rows: list[dict]) -> None:
-        from core.distributed.collectives import row_text
+        from core.rows.interconnect import CollectivePoint
 
         if self.env.rank:
             return
         self.run.rows.extend(json_ready(rows))
-        print(f"[{index + 1}/{total}] {row_text(rows[0], full=True)}", file=sys.stderr, flush=True)
+        print(f"[{index + 1}/{total}] {CollectivePoint.from_row(rows[0]).text(full=True)}", file=sys.stderr, flush=True)
         self._save()
 
     def done(self, meta: dict) -> None:

@@ -25,10 +25,11 @@ from __future__ import annotations
 import re
 from collections.abc import Callable
 from dataclasses import dataclass
-from typing import TYPE_CHECKING
+from typing import TYPE_CHECKING, Any
 
 from core.measure.nccl_tests import busbw_factor
 from core.measure.stats import gbs_summary, summarize, time_fields
+from core.rows.interconnect import CollectivePoint, RankPoint
 from core.units import GIB, KIB, MIB, exact_size_text
 
 if TYPE_CHECKING:  # torch is imported where the ranks run, so the interconnect config reads this module without it
@@ -262,100 +263,85 @@ def measure(point: Point, comm: Comm, plan: TimingPlan, seed: int) -> Measured:
 
 def point_rows(m: Measured, backend: str, ranks: list[dict]) -> list[dict]:
     """One ``collective`` row (the job's figures) and one ``rank`` row per rank."""
+    per_rank = [summarize(m.samples[r].tolist()) for r in range(m.point.world)]
+    slowest = max(range(m.point.world), key=lambda r: per_rank[r]["median"])
+    job = _job_figures(m, backend, slowest, per_rank[slowest], len({r.get("group_rank") for r in ranks}))
+    own = [_rank_figures(m, backend, r, per_rank[r], ranks[r] if r < len(ranks) else {}) for r in range(m.point.world)]
+    return [job.to_row(), *(r.to_row() for r in own)]
+
+
+def _point(p: Point, backend: str) -> dict[str, Any]:
+    """The fields of a collective's row and its ranks' rows that name the point."""
+    size = exact_size_text(p.nbytes)
+    return {"collective": p.collective, "backend": backend, "nbytes": p.nbytes, "size": size, "world_size": p.world}
+
+
+def _job_figures(m: Measured, backend: str, slowest: int, stats: dict, nodes: int) -> CollectivePoint:
+    """The job's figures: the slowest rank's time per call, algbw and busbw, the check of every rank's values."""
     p = m.point
-    per_rank = [summarize(m.samples[r].tolist()) for r in range(p.world)]
-    slowest = max(range(p.world), key=lambda r: per_rank[r]["median"])
-    stats = per_rank[slowest]
     factor = busbw_factor(p.collective, p.world)
     algbw = gbs_summary(p.nbytes, stats)
+    wrong = _mismatches(m)
+    times: dict[str, Any] = dict(time_fields(stats))  # median_ms … p80_ms, reps
+    return CollectivePoint(
+        **_point(p, backend),
+        dtype="float32",
+        elements=p.elements,
+        status="error" if wrong else "ok",
+        reason=wrong,
+        **times,
+        algbw_gbs=algbw["gbs"],
+        busbw_gbs=algbw["gbs"] * factor,
+        busbw_factor=factor,
+        algbw_gbs_p20=algbw["gbs_p20"],
+        algbw_gbs_p80=algbw["gbs_p80"],
+        busbw_gbs_p20=algbw["gbs_p20"] * factor,
+        busbw_gbs_p80=algbw["gbs_p80"] * factor,
+        check="mismatch" if wrong else "ok",
+        slowest_rank=slowest,
+        call_max_median_ms=summarize(m.samples.max(dim=0).values.tolist())["median"],
+        nodes=nodes,
+        samples_ms=tuple(m.samples[slowest].tolist()),
+    )
+
+
+def _mismatches(m: Measured) -> str | None:
+    """Which ranks' values came back wrong, and how wrong, or None."""
+    p = m.point
     wrong = [r for r in range(p.world) if m.mismatches[r]]
     out_elements = p.chunk if p.collective == "reduce_scatter" else p.elements
-    reason = (
-        None
-        if not wrong
-        else "wrong values on "
-        + ", ".join(
-            f"rank {r} ({m.mismatches[r]} of {out_elements} elements, largest difference {m.max_error[r]:g})"
-            for r in wrong
-        )
+    if not wrong:
+        return None
+    return "wrong values on " + ", ".join(
+        f"rank {r} ({m.mismatches[r]} of {out_elements} elements, largest difference {m.max_error[r]:g})" for r in wrong
     )
-    base = {
-        "collective": p.collective,
-        "backend": backend,
-        "bytes": p.nbytes,
-        "size": exact_size_text(p.nbytes),
-        "world_size": p.world,
-        "dtype": "float32",
-        "elements": p.elements,
-    }
-    row = base | {
-        "kind": "collective",
-        "status": "error" if wrong else "ok",
-        "reason": reason,
-        **time_fields(stats),
-        "algbw_gbs": algbw["gbs"],
-        "busbw_gbs": algbw["gbs"] * factor,
-        "busbw_factor": factor,
-        "algbw_gbs_p20": algbw["gbs_p20"],
-        "algbw_gbs_p80": algbw["gbs_p80"],
-        "busbw_gbs_p20": algbw["gbs_p20"] * factor,
-        "busbw_gbs_p80": algbw["gbs_p80"] * factor,
-        "check": "mismatch" if wrong else "ok",
-        "slowest_rank": slowest,
-        "call_max_median_ms": summarize(m.samples.max(dim=0).values.tolist())["median"],
-        "nodes": len({r.get("group_rank") for r in ranks}),
-        "samples_ms": m.samples[slowest].tolist(),
-    }
-    rank_rows = []
-    for r in range(p.world):
-        info = ranks[r] if r < len(ranks) else {}
-        s = per_rank[r]
-        rank_rows.append(
-            base
-            | {
-                "kind": "rank",
-                "rank": r,
-                "host": info.get("host"),
-                "group_rank": info.get("group_rank"),
-                "local_rank": info.get("local_rank"),
-                "device": info.get("device"),
-                "median_ms": s["median"],
-                "p20_ms": s["p20"],
-                "p80_ms": s["p80"],
-                "min_ms": s["min"],
-                "max_ms": s["max"],
-                "check": "mismatch" if m.mismatches[r] else "ok",
-                "samples_ms": m.samples[r].tolist(),
-            }
-        )
-    return [row] + rank_rows
 
 
-def row_text(row: dict, full: bool = False) -> str:
-    """A ``collective`` row in one line, "all_reduce 1 MiB: 0.123 ms, busbw 4.56 GB/s"; ``full`` adds the algbw,
-    and to a point not measured, why."""
-    head = f"{row['collective']} {row['size']}"
-    if row.get("median_ms") is None:
-        return f"{head}: {row['status']}" + (f": {row['reason']}" if full else "")
-    algbw = f", algbw {row['algbw_gbs']:.2f} GB/s" if full else ""
-    return f"{head}: {row['median_ms']:.3f} ms{algbw}, busbw {row['busbw_gbs']:.2f} GB/s"
+def _rank_figures(m: Measured, backend: str, rank: int, stats: dict, info: dict) -> RankPoint:
+    """One rank's own time per call, where it ran (the launcher's ``info``) and whether its values were right."""
+    return RankPoint(
+        **_point(m.point, backend),
+        dtype="float32",
+        elements=m.point.elements,
+        rank=rank,
+        host=info.get("host"),
+        group_rank=info.get("group_rank"),
+        local_rank=info.get("local_rank"),
+        device=info.get("device"),
+        median_ms=stats["median"],
+        p20_ms=stats["p20"],
+        p80_ms=stats["p80"],
+        min_ms=stats["min"],
+        max_ms=stats["max"],
+        check="mismatch" if m.mismatches[rank] else "ok",
+        samples_ms=tuple(m.samples[rank].tolist()),
+    )
 
 
 def not_measured_row(point: Point, backend: str, status: str, reason: str) -> dict:
     """A point the ranks did not run (unsupported by the backend, or too large), with the reason."""
-    return {
-        "kind": "collective",
-        "collective": point.collective,
-        "backend": backend,
-        "bytes": point.nbytes,
-        "size": exact_size_text(point.nbytes),
-        "world_size": point.world,
-        "dtype": "float32",
-        "elements": point.elements,
-        "status": status,
-        "reason": reason,
-        "median_ms": None,
-        "algbw_gbs": None,
-        "busbw_gbs": None,
-        "busbw_factor": busbw_factor(point.collective, point.world),
-    }
+    factor = busbw_factor(point.collective, point.world)
+    skipped = CollectivePoint(
+        **_point(point, backend), elements=point.elements, status=status, reason=reason, busbw_factor=factor
+    )
+    return skipped.to_row()

@@ -25,6 +25,7 @@ from dataclasses import dataclass, field
 from core.distributed.config import InterconnectConfig, check_host_memory, sizes_for
 from core.errors import ConfigError
 from core.experiment import Context, Experiment, Output, Progress, config_to_dict
+from core.rows.interconnect import CollectivePoint, HostCopy, PeerCopy, unsupported_row
 from core.units import exact_size_text, parse_size
 
 DIRECTIONS = ("h2d", "d2h")
@@ -48,10 +49,6 @@ def _hold_gpus(indices: list[int], stack: ExitStack, total: int) -> Iterator[Pro
             yield Progress(0, total, f"waiting for cuda:{i}: another GPU Lab job is running on it")
             time.sleep(0.5)
         stack.callback(os.close, fd)
-
-
-def _not_measured(kind: str, reason: str) -> dict:
-    return {"kind": kind, "status": "unsupported", "reason": reason}
 
 
 def _plan_points(cfg: InterconnectConfig, ctx: Context, gpus: int) -> dict[str, int]:
@@ -105,16 +102,14 @@ def _copies(cfg: InterconnectConfig, ctx: Context, gpus: int, tally: _Tally) -> 
 
     if not ctx.is_cuda:
         reason = ctx.unsupported("host↔GPU copies need the job on a CUDA GPU (device cuda:0)").args[0]
-        yield tally.add([_not_measured("host_copy", reason)], "host copies: unsupported")
+        yield tally.add([unsupported_row(HostCopy, reason)], "host copies: unsupported")
     for gpu in range(gpus if ctx.is_cuda else 0):
         for text in cfg.copy_sizes:
             for direction in DIRECTIONS:
                 for pinned in (True, False):
-                    row = host_copy(gpu, parse_size(text), direction, pinned, cfg.plan)
-                    yield tally.add(
-                        [row],
-                        f"cuda:{gpu} {direction} {row['memory']} {exact_size_text(row['bytes'])}: {row['gbs']:.1f} GB/s",
-                    )
+                    c = HostCopy.from_row(host_copy(gpu, parse_size(text), direction, pinned, cfg.plan))
+                    said = f"cuda:{gpu} {direction} {c.memory} {exact_size_text(c.nbytes)}: {c.gbs or 0:.1f} GB/s"
+                    yield tally.add([c.to_row()], said)
 
 
 def _peers(cfg: InterconnectConfig, ctx: Context, gpus: int, tally: _Tally) -> Iterator[Progress]:
@@ -127,15 +122,14 @@ def _peers(cfg: InterconnectConfig, ctx: Context, gpus: int, tally: _Tally) -> I
             if not ctx.is_cuda
             else f"needs at least 2 CUDA GPUs; this box has {gpus}"
         )
-        yield tally.add(
-            [_not_measured("peer", ctx.unsupported(f"the peer matrix {why}").args[0])], "peer matrix: unsupported"
-        )
+        reason = ctx.unsupported(f"the peer matrix {why}").args[0]
+        yield tally.add([unsupported_row(PeerCopy, reason)], "peer matrix: unsupported")
     else:
         nbytes = parse_size(cfg.peer_size)
         for src in range(gpus):
             for dst in range(gpus):
-                row = peer_copy(src, dst, nbytes, cfg.plan)
-                yield tally.add([row], f"cuda:{src} → cuda:{dst}: {row['gbs']:.1f} GB/s ({row['path']})")
+                c = PeerCopy.from_row(peer_copy(src, dst, nbytes, cfg.plan))
+                yield tally.add([c.to_row()], f"cuda:{src} → cuda:{dst}: {c.gbs or 0:.1f} GB/s ({c.path})")
     if ctx.is_cuda:
         import torch
 
@@ -144,7 +138,6 @@ def _peers(cfg: InterconnectConfig, ctx: Context, gpus: int, tally: _Tally) -> I
 
 def _collectives(cfg: InterconnectConfig, backend: str, world: int, tally: _Tally):
     """The collectives over ``world`` ranks started by the elastic launcher; returns the launcher's meta."""
-    from core.distributed.collectives import row_text
     from core.distributed.launch import run_ranks
     from core.protocol import RankRows, RankStep
 
@@ -158,7 +151,7 @@ def _collectives(cfg: InterconnectConfig, backend: str, world: int, tally: _Tall
             if isinstance(event, RankStep):
                 yield Progress(tally.done, tally.total, f"{event.label} on {world} ranks ({backend})")
             elif isinstance(event, RankRows):
-                yield tally.add(event.rows, row_text(event.rows[0]))
+                yield tally.add(event.rows, CollectivePoint.from_row(event.rows[0]).text())
     finally:
         events.close()  # a cancelled job stops its ranks
 

@@ -3,12 +3,16 @@ matrix as a heatmap, host↔GPU copies pinned vs pageable."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import pandas as pd
 import plotly.graph_objects as go
 
 from core.result import RunResult
+from core.rows.interconnect import InterconnectMeta, InterconnectTables, PeerCopy, Stored
 from core.units import exact_size_text
-from render.chart import Chart, kind_rows
+from render.chart import Chart
+from render.plots.step_bench import table_frame
 from render.style import color_for, style, title
 
 COLLECTIVE_COLORS = {
@@ -20,19 +24,25 @@ COLLECTIVE_COLORS = {
 }
 
 
-def rows_of(run: RunResult, kind: str, measured: bool = True) -> pd.DataFrame:
-    """:func:`kind_rows` without the raw samples, only the measured points (status ok) unless ``measured`` is off."""
-    df = kind_rows(run, kind)
-    if measured and "status" in df:
-        df = df.loc[df["status"] == "ok"]
+def tables(run: RunResult) -> InterconnectTables:
+    return InterconnectTables.from_run(run)
+
+
+def frame_of(run: RunResult, rows: Sequence[Stored], measured: bool = True) -> pd.DataFrame:
+    """One table's rows as the charts and the page's tables show them (:func:`table_frame`), without the raw
+    samples; only the measured points (status ok) unless ``measured`` is off."""
+    df = table_frame(run, [r for r in rows if r.ok or not measured])
     return df.drop(columns=["samples_ms"], errors="ignore").dropna(axis=1, how="all").reset_index(drop=True)
 
 
 def _detail(run: RunResult) -> str:
-    m = run.meta
-    hosts = m.get("hosts") or []
-    where = f" on {m.get('nodes')} nodes ({', '.join(hosts)})" if (m.get("nodes") or 1) > 1 else ""
-    return f"{m.get('backend', '?')} · {m.get('world_size', '?')} ranks{where}"
+    m = InterconnectMeta.from_meta(run.meta)
+    where = f" on {m.nodes} nodes ({', '.join(m.hosts)})" if (m.nodes or 1) > 1 else ""
+    return f"{_known(m.backend)} · {_known(m.world_size)} ranks{where}"
+
+
+def _known(value: object) -> str:
+    return "?" if value is None else str(value)
 
 
 def _size_axis(fig: go.Figure, sizes) -> None:
@@ -131,14 +141,15 @@ def latency_chart(run: RunResult, df: pd.DataFrame) -> Chart:
     return Chart("interconnect-time", fig, df)
 
 
-def peer_chart(run: RunResult, df: pd.DataFrame) -> Chart:
-    gpus = sorted(set(df["src"]) | set(df["dst"]))
-    labels = [f"cuda:{int(i)}" for i in gpus]
-    cell = {(int(r.loc["src"]), int(r.loc["dst"])): r for _, r in df.iterrows()}
-    z = [[cell[(s, d)]["gbs"] if (s, d) in cell else None for d in gpus] for s in gpus]
+def peer_chart(run: RunResult, cells: Sequence[PeerCopy]) -> Chart:
+    """The measured cells of the peer matrix as a heatmap: rows the source GPU, columns the destination."""
+    gpus = sorted({c.src for c in cells if c.src is not None} | {c.dst for c in cells if c.dst is not None})
+    labels = [f"cuda:{i}" for i in gpus]
+    cell = {(c.src, c.dst): c for c in cells}
+    z = [[cell[(s, d)].gbs if (s, d) in cell else None for d in gpus] for s in gpus]
     path = {True: "P2P", False: "via host", None: "local"}
     text = [
-        [f"{cell[(s, d)]['gbs']:.0f}<br>{path[_peer(cell[(s, d)])]}" if (s, d) in cell else "" for d in gpus]
+        [f"{cell[(s, d)].gbs or 0:.0f}<br>{path[cell[(s, d)].peer_access]}" if (s, d) in cell else "" for d in gpus]
         for s in gpus
     ]
     fig = go.Figure(
@@ -153,24 +164,18 @@ def peer_chart(run: RunResult, df: pd.DataFrame) -> Chart:
             hovertemplate="%{y} → %{x}: %{z:.1f} GB/s<extra></extra>",
         )
     )
-    size = df["bytes"].iloc[0]
     style(
         fig,
         title(
             "GPU→GPU copy bandwidth",
             run,
-            f"{exact_size_text(int(size))} per copy · P2P: peer access possible (can_device_access_peer), via host: it is not",
+            f"{exact_size_text(cells[0].nbytes)} per copy · P2P: peer access possible (can_device_access_peer), via host: it is not",
         ),
         "destination GPU",
         "source GPU",
     )
     fig.update_yaxes(autorange="reversed")
-    return Chart("interconnect-peer-matrix", fig, df)
-
-
-def _peer(row) -> bool | None:
-    value = row.get("peer_access")
-    return None if value is None or value != value else bool(value)
+    return Chart("interconnect-peer-matrix", fig, frame_of(run, cells))
 
 
 def host_chart(run: RunResult, df: pd.DataFrame) -> Chart:
@@ -207,13 +212,14 @@ def host_chart(run: RunResult, df: pd.DataFrame) -> Chart:
 
 def figures(run: RunResult) -> list[Chart]:
     charts = []
-    collectives = rows_of(run, "collective")
+    t = tables(run)
+    collectives = frame_of(run, t.collectives)
     if not collectives.empty:
         charts += [bandwidth_chart(run, collectives), latency_chart(run, collectives)]
-    peers = rows_of(run, "peer")
-    if not peers.empty:
+    peers = [c for c in t.peers if c.ok]
+    if peers:
         charts.append(peer_chart(run, peers))
-    copies = rows_of(run, "host_copy")
+    copies = frame_of(run, t.host_copies)
     if not copies.empty:
         charts.append(host_chart(run, copies))
     return charts
@@ -224,7 +230,7 @@ def overlay(runs: list[RunResult]) -> list[Chart]:
     fig = go.Figure()
     records = []
     for i, run in enumerate(runs):
-        df = rows_of(run, "collective")
+        df = frame_of(run, tables(run).collectives)
         for name, g in df.groupby("collective", sort=False) if not df.empty else []:
             g = g.sort_values("bytes")
             label = f"{run.name or run.id[:8]} · {_detail(run)} · {name}"

@@ -12,9 +12,9 @@ from core.distributed.collectives import (
     not_measured_row,
     point_rows,
     resolve_backend,
-    row_text,
 )
 from core.measure.nccl_tests import busbw_factor
+from core.rows.interconnect import CollectivePoint
 from core.units import exact_size_text, parse_size
 
 
@@ -91,7 +91,7 @@ def test_rows_carry_algbw_and_busbw_of_the_slowest_rank(collective, factor):
     assert row["call_max_median_ms"] == pytest.approx(9.0)
     assert row["status"] == "ok" and row["nodes"] == 1
     assert [r["median_ms"] for r in rows[1:]] == pytest.approx([2.0, 4.0, 9.0, 3.0])
-    assert row_text(row) == f"{collective} 64 MiB: 9.000 ms, busbw {algbw * factor:.2f} GB/s"
+    assert CollectivePoint.from_row(row).text() == f"{collective} 64 MiB: 9.000 ms, busbw {algbw * factor:.2f} GB/s"
 
 
 def test_a_wrong_value_on_one_rank_is_an_error_row_that_names_it():
@@ -105,5 +105,5 @@ def test_a_wrong_value_on_one_rank_is_an_error_row_that_names_it():
 def test_a_point_not_measured_says_why():
     row = not_measured_row(make_point("broadcast", 2**30, 2), "nccl", "unsupported", "no NCCL on this box")
     assert row["median_ms"] is None and row["busbw_factor"] == 1.0
-    assert row_text(row) == "broadcast 1 GiB: unsupported"
-    assert row_text(row, full=True) == "broadcast 1 GiB: unsupported: no NCCL on this box"
+    assert CollectivePoint.from_row(row).text() == "broadcast 1 GiB: unsupported"
+    assert CollectivePoint.from_row(row).text(full=True) == "broadcast 1 GiB: unsupported: no NCCL on this box"
