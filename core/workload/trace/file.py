@@ -513,11 +513,9 @@ class _Reader:
             return None
         return start, end
 
-    def add(self, entries: list) -> None:
-        first = len(self.start)
-        lowered, names, kernel_kind = self.lowered, self.names, self.kernel_kind
-        times = self._times
-        start, end_, kinds, devices, streams, name_col, correlations = (
+    def _appends(self) -> tuple[Callable[[Any], None], ...]:
+        """The activity columns' appends, looked up once a batch rather than once an event."""
+        return (
             self.start.append,
             self.end.append,
             self.kind.append,
@@ -526,6 +524,13 @@ class _Reader:
             self.name.append,
             self.correlation.append,
         )
+
+    def add(self, entries: list) -> None:
+        """One batch of events: the GPU's activities into the columns; the host's, the launches and the steps beside."""
+        first = len(self.start)
+        lowered, kernel_kind = self.lowered, self.kernel_kind
+        times = self._times
+        start, end_, kinds, devices, streams, name_col, correlations = self._appends()
         for e in entries:
             self.events += 1
             if not isinstance(e, (_Event, _LaxEvent)):
@@ -557,10 +562,7 @@ class _Reader:
             args = e.args
             if gpu:
                 kind = _CATEGORY[cat]
-                known = kernel_kind.get(name)
-                if known is None:  # each distinct name is numbered and classified once
-                    known = kernel_kind[name] = (len(names), COMM if _COMM.search(name) else COMPUTE)
-                    names[name] = known[0]
+                known = kernel_kind.get(name) or self._numbered(name)
                 if kind is None:
                     kind = known[1]
                 device = _whole(args.device) if args else None
@@ -578,16 +580,29 @@ class _Reader:
                 if kind == COMM and args is not None and len(args.collective) and (call := _collective(args)):
                     self.collectives[len(self.start) - 1] = call
             elif launch:
-                corr = _whole(args.correlation) if args else None
-                self._host(RUNTIME, span, e, name, corr)
-                if corr is not None:
-                    self.launch_corr.append(corr)
-                    self.launch_ts.append(ts)
-                    self.launch_dur.append(end - ts)
-                    self.launch_graph.append(1 if _GRAPH_LAUNCH.search(name) else 0)
+                self._launch(span, e, name)
             elif m := _STEP.match(name):
                 (self.gpu_steps if cat == "gpu_user_annotation" else self.cpu_steps).append((ts, end, int(m.group(1))))
         self._check_counts(first)
+
+    def _numbered(self, name: str) -> tuple[int, int]:
+        """A kernel name not seen before: numbered and classified (COMPUTE or COMM by name) once."""
+        known = self.kernel_kind[name] = (len(self.names), COMM if _COMM.search(name) else COMPUTE)
+        self.names[name] = known[0]
+        return known
+
+    def _launch(self, span: tuple[float, float], e, name: str) -> None:
+        """A runtime call: on the host's timeline, and where it names its correlation, kept to pair with the
+        activity it launched (the launch delays)."""
+        args = e.args
+        corr = _whole(args.correlation) if args else None
+        self._host(RUNTIME, span, e, name, corr)
+        if corr is not None:
+            ts, end = span
+            self.launch_corr.append(corr)
+            self.launch_ts.append(ts)
+            self.launch_dur.append(end - ts)
+            self.launch_graph.append(1 if _GRAPH_LAUNCH.search(name) else 0)
 
     def _host(self, kind: int, span: tuple[float, float], e, name: str, corr: int | None = None) -> None:
         args = e.args
@@ -627,17 +642,7 @@ class _Reader:
         )
         corr = np.frombuffer(self.launch_corr, np.int64)
         order = np.argsort(corr, kind="stable")
-        gpu_names = {  # an empty name (vLLM's ROCm traces write "") names nothing
-            d: self._name(name)
-            for p in props
-            if p is not None and (d := _whole(p.id)) is not None and (name := (p.name or "").strip())
-        }
-        known = [(d, p) for p in props if p is not None and (d := _whole(p.id)) is not None]
-        gpu_memory = {d: m for d, p in known if (m := _whole(p.totalGlobalMem)) is not None}
-        gpu_arch = {
-            d: (major, _whole(p.computeMinor) or 0) for d, p in known if (major := _whole(p.computeMajor)) is not None
-        }
-        gpu_units = {d: n for d, p in known if (n := _whole(p.numSms)) is not None}
+        gpu_names, gpu_memory, gpu_arch, gpu_units = self._gpus(props)
         remapped = _only_gpu(activities.device, gpu_names, gpu_memory, gpu_arch, gpu_units)
         ops = self.ops.finish()
         dropped = {**self.ops.dropped, **remapped}
@@ -647,11 +652,7 @@ class _Reader:
         rank = _whole(dist.rank) if dist else None
         backend = self._name(dist.backend) if dist and dist.backend is not None else None
         schema = self._name(trace.schemaVersion) if type(trace.schemaVersion) is str else trace.schemaVersion
-        starts = [x for x in (activities.start, np.frombuffer(self.launch_ts, np.float64)) if len(x)]
-        starts += (
-            [np.array([t for t, _, _ in self.gpu_steps + self.cpu_steps])] if self.gpu_steps or self.cpu_steps else []
-        )
-        span = float(max(x.max() for x in starts) - min(x.min() for x in starts)) if starts else 0.0
+        span = self._span(activities)
         return TraceFile(
             events=self.events,
             activities=activities,
@@ -675,6 +676,30 @@ class _Reader:
             gpu_units=gpu_units,
             collectives=self.collectives,
         )
+
+    def _gpus(self, props: list[_Device | None]) -> tuple[dict, dict, dict, dict]:
+        """Each listed GPU's name, memory, architecture and SM count by device id, where the file gives them."""
+        gpu_names = {  # an empty name (vLLM's ROCm traces write "") names nothing
+            d: self._name(name)
+            for p in props
+            if p is not None and (d := _whole(p.id)) is not None and (name := (p.name or "").strip())
+        }
+        known = [(d, p) for p in props if p is not None and (d := _whole(p.id)) is not None]
+        gpu_memory = {d: m for d, p in known if (m := _whole(p.totalGlobalMem)) is not None}
+        gpu_arch = {
+            d: (major, _whole(p.computeMinor) or 0) for d, p in known if (major := _whole(p.computeMajor)) is not None
+        }
+        gpu_units = {d: n for d, p in known if (n := _whole(p.numSms)) is not None}
+        return gpu_names, gpu_memory, gpu_arch, gpu_units
+
+    def _span(self, activities: Activities) -> float:
+        """From the first start to the last of the activities, the launches and the steps (µs): what the quirks
+        judge a trace's length by."""
+        starts = [x for x in (activities.start, np.frombuffer(self.launch_ts, np.float64)) if len(x)]
+        starts += (
+            [np.array([t for t, _, _ in self.gpu_steps + self.cpu_steps])] if self.gpu_steps or self.cpu_steps else []
+        )
+        return float(max(x.max() for x in starts) - min(x.min() for x in starts)) if starts else 0.0
 
     def _name(self, text: str) -> str:
         """A name from the file's header, cut (and counted) as kernel names are."""
