@@ -217,30 +217,16 @@ def run_ranks(config: dict, world: int, timeout_s: float) -> Generator[Message, 
 
     ``timeout_s`` is the collective timeout the ranks use; the watchdog adds a margin to it.
     """
-    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
-    from torch.distributed.launcher.api import elastic_launch
-
     bind_launcher_stores()
     sweep_work_folders()
     workdir = Path(tempfile.mkdtemp(prefix=f"{WORK_PREFIX}{os.getpid()}-"))
     events = _Events(workdir / "events.jsonl")
     outcome: dict = {}
-
-    def launch() -> None:
-        try:
-            elastic_launch(_launch_config(world, str(workdir / "logs")), sys.executable)(
-                "-m", RANK_MODULE, "--events", str(events.path), "--config", json.dumps(config)
-            )
-        except ChildFailedError as exc:
-            outcome["failures"] = exc.failures
-        except BaseException as exc:  # noqa: BLE001 - the rendezvous itself failed; reported below
-            outcome["exception"] = f"{type(exc).__name__}: {exc}"
-
     errors: list[RankError] = []
     killed: set[int] = set()
     stopped = False
     step, done, stop_reason, first_error_at = None, None, None, None
-    thread = threading.Thread(target=launch, daemon=True, name="gpulab-elastic-launch")
+    thread = _launcher(config, world, workdir, events, outcome)
 
     def new_events() -> Iterator[Message]:
         """The events written since the last read, keeping the errors and rank 0's final meta."""
@@ -272,17 +258,48 @@ def run_ranks(config: dict, world: int, timeout_s: float) -> Generator[Message, 
         yield from new_events()
         if done is not None and not outcome:
             return done
-        message, meta = explain(
-            errors, outcome.get("failures") or {}, killed, step, stop_reason or outcome.get("exception")
-        )
-        if any(e.unsupported for e in errors):
-            meta["unsupported"] = True
-        raise RankFailure(message, meta)
+        raise _failure(errors, outcome, killed, step, stop_reason)
     finally:
-        if thread.is_alive():
-            kill_ranks()
-            thread.join(30)
-        leftover = kill_ranks()  # nothing should be left; make sure
-        if leftover:
-            print(f"killed {len(leftover)} leftover rank process(es)", file=sys.stderr)
-        shutil.rmtree(workdir, ignore_errors=True)
+        _clean_up(thread, workdir)
+
+
+def _launcher(config: dict, world: int, workdir: Path, events: _Events, outcome: dict) -> threading.Thread:
+    """The thread that runs torch's elastic launch of the ranks; how the launch ended goes into ``outcome``:
+    the ranks' failures, or why the rendezvous itself failed."""
+    from torch.distributed.elastic.multiprocessing.errors import ChildFailedError
+    from torch.distributed.launcher.api import elastic_launch
+
+    def launch() -> None:
+        try:
+            elastic_launch(_launch_config(world, str(workdir / "logs")), sys.executable)(
+                "-m", RANK_MODULE, "--events", str(events.path), "--config", json.dumps(config)
+            )
+        except ChildFailedError as exc:
+            outcome["failures"] = exc.failures
+        except BaseException as exc:  # noqa: BLE001 - the rendezvous itself failed; reported below
+            outcome["exception"] = f"{type(exc).__name__}: {exc}"
+
+    return threading.Thread(target=launch, daemon=True, name="gpulab-elastic-launch")
+
+
+def _failure(
+    errors: list[RankError], outcome: dict, killed: set[int], step: str | None, stop_reason: str | None
+) -> RankFailure:
+    """The job's failure as :func:`explain` words it, marked unsupported where a rank said so."""
+    message, meta = explain(
+        errors, outcome.get("failures") or {}, killed, step, stop_reason or outcome.get("exception")
+    )
+    if any(e.unsupported for e in errors):
+        meta["unsupported"] = True
+    return RankFailure(message, meta)
+
+
+def _clean_up(thread: threading.Thread, workdir: Path) -> None:
+    """However the job ended: no rank process left, the launch's thread ended (or given 30 s), the work folder gone."""
+    if thread.is_alive():
+        kill_ranks()
+        thread.join(30)
+    leftover = kill_ranks()  # nothing should be left; make sure
+    if leftover:
+        print(f"killed {len(leftover)} leftover rank process(es)", file=sys.stderr)
+    shutil.rmtree(workdir, ignore_errors=True)
