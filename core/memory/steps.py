@@ -123,9 +123,6 @@ def validate_steps(steps: list[Step]) -> int:
             raise ConfigError(f"step {i} '{step.text}': no tensor named {name!r} (live tensors: {known})")
         return live[name]
 
-    def device_mib() -> int:
-        return sum(t.mib for t in live.values() if t.on_device)
-
     for i, step in enumerate(steps, 1):
         transient = 0
         if step.op in ("alloc", "alloc_grad", "alloc_cpu"):
@@ -149,22 +146,27 @@ def validate_steps(steps: list[Step]) -> int:
                 )
             live[out] = _Planned(src.mib, src.on_device, src.requires_grad, leaf=not src.requires_grad)
         elif step.op in ("backward", "scale_backward"):
-            t = need(i, step, step.args[0])
-            if not t.requires_grad:
-                raise ConfigError(
-                    f"step {i} '{step.text}': {step.args[0]!r} has no autograd graph — make it with "
-                    f"alloc_grad, or with scale/matmul from such a tensor"
-                )
-            if step.op == "scale_backward" and not t.leaf:
-                raise ConfigError(f"step {i} '{step.text}': scale_backward needs a leaf made with alloc_grad")
-            if t.graph_used and not t.leaf:
-                raise ConfigError(
-                    f"step {i} '{step.text}': the graph of {step.args[0]!r} was already used by an "
-                    f"earlier backward (PyTorch frees it); rebuild it with scale/matmul first"
-                )
-            t.graph_used = True
-        peak_mib = max(peak_mib, device_mib() + transient)
+            _backward(i, step, need(i, step, step.args[0]))
+        peak_mib = max(peak_mib, sum(t.mib for t in live.values() if t.on_device) + transient)
     return peak_mib
+
+
+def _backward(i: int, step: Step, t: _Planned) -> None:
+    """A backward through ``t`` (step ``i``) as PyTorch would refuse it: no graph, a scale_backward of a tensor
+    that is no leaf, or a graph an earlier backward freed; else its graph is used from now on."""
+    if not t.requires_grad:
+        raise ConfigError(
+            f"step {i} '{step.text}': {step.args[0]!r} has no autograd graph — make it with "
+            f"alloc_grad, or with scale/matmul from such a tensor"
+        )
+    if step.op == "scale_backward" and not t.leaf:
+        raise ConfigError(f"step {i} '{step.text}': scale_backward needs a leaf made with alloc_grad")
+    if t.graph_used and not t.leaf:
+        raise ConfigError(
+            f"step {i} '{step.text}': the graph of {step.args[0]!r} was already used by an "
+            f"earlier backward (PyTorch frees it); rebuild it with scale/matmul first"
+        )
+    t.graph_used = True
 
 
 class Workspace:
