@@ -6,6 +6,7 @@ import streamlit as st
 from core.errors import ConfigError
 from core.experiments.allocator import GPU_ONLY_SCENARIOS, SCENARIOS, AllocatorConfig, check_size, scenario_steps
 from core.memory.steps import OPS, parse_step, validate_steps
+from core.rows.allocator import AllocatorMeta
 from core.units import MIB
 from pages.common import lab, run_panel, snapshot_panel
 from pages.common.charts import show, show_charts
@@ -104,15 +105,20 @@ def _composer() -> None:
 
 def _allocator_report(run) -> None:
     """What the allocator itself says it ran with: a variable can be silently ignored."""
-    meta = run.meta
-    if meta.get("allocator_backend"):
-        settings = meta.get("allocator_settings_reported") or {}
+    meta = AllocatorMeta.from_meta(run.meta)
+    if meta.allocator_backend:
+        settings = meta.allocator_settings_reported
         shown = ", ".join(f"`{k}={v}`" for k, v in settings.items() if k != "roundup_power2_divisions")
-        st.caption(f"The allocator reports: backend `{meta['allocator_backend']}`" + (f"; {shown}" if shown else ""))
-    for text in meta.get("alloc_conf_not_applied") or []:
+        st.caption(f"The allocator reports: backend `{meta.allocator_backend}`" + (f"; {shown}" if shown else ""))
+    for text in meta.alloc_conf_not_applied:
         st.warning(f"Setting not applied — {text}")
-    if meta.get("snapshot_note"):
-        st.info(meta["snapshot_note"])
+    if meta.snapshot_note:
+        st.info(meta.snapshot_note)
+
+
+def _seen(run) -> str:
+    seen = AllocatorMeta.from_meta(run.meta).alloc_conf_seen
+    return "?" if seen is None else seen
 
 
 def _render(run) -> None:
@@ -144,15 +150,15 @@ def _render(run) -> None:
     if not plots.is_cuda_run(run):
         st.caption(f"Not measured on a CPU: {GPU_ONLY_TEXT}.")
         return
-    steps = plots.segment_steps(run)
-    if steps:
+    mapped, steps = plots.segment_steps(run), plots.steps(run)
+    if mapped:
         st.subheader("Segment map")
         position = st.select_slider(
             "After step",
-            options=steps,
-            value=steps[-1],
+            options=mapped,
+            value=mapped[-1],
             key=f"{KEY}.segstep",
-            format_func=lambda i: run.rows[i]["step"],
+            format_func=lambda i: steps[i].step,
         )
         chart = plots.segment_map(run, position)
         show(chart.figure, chart.data, chart.name, f"{KEY}.segments")
@@ -261,7 +267,7 @@ with tab_ab:
             done = run_panel.results(
                 key,
                 lambda run: (
-                    st.caption(f"setting seen by the worker: `{run.meta.get('alloc_conf_seen', '?')}`"),
+                    st.caption(f"setting seen by the worker: `{_seen(run)}`"),
                     _allocator_report(run),
                 ),
             )

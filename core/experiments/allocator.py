@@ -16,6 +16,7 @@ checks :mod:`core.memory.alloc_conf`. This module holds the config, the scenario
 
 from __future__ import annotations
 
+import dataclasses
 import os
 from dataclasses import dataclass, field
 from typing import Literal
@@ -27,6 +28,7 @@ from core.measure import history
 from core.memory.alloc_conf import ASYNC_BACKEND, ENV_KEYS, parse_alloc_conf, seen_setting, settings_not_applied
 from core.memory.segments import segment_view
 from core.memory.steps import MAX_SIZE_MIB, Step, StepOutOfMemory, Workspace, parse_step, validate_steps
+from core.rows.allocator import AllocatorStep, BackwardPeak, HistoryEvent, Segment
 from core.text import first_line
 from core.units import MIB, bytes_text
 
@@ -224,22 +226,21 @@ class _Recorder:
         if self.ctx.is_cuda and self.cfg.history_entries and self.snapshots:
             history.stop(self.torch)
 
-    def row(self, index: int, step: Step | None, ws: Workspace, status: str = "ok", note: str = "") -> dict:
+    def row(self, index: int, step: Step | None, ws: Workspace, status: str = "ok", note: str = "") -> AllocatorStep:
         device_bytes, host_bytes = ws.live_bytes()
-        row = {
-            "index": index,
-            "step": f"{index}. {step.title}" if step else "0. start",
-            "op": step.text if step else "",
-            "status": status,
-            "note": note,
-            "alloc_conf_seen": self.setting,
-            "rss_bytes": self.process.memory_info().rss,
-            "max_rss_bytes": _max_rss_bytes(),
-            "live_device_bytes": device_bytes,
-            "live_host_bytes": host_bytes,
-        }
-        row.update(self._cuda_fields() if self.ctx.is_cuda else dict.fromkeys(CUDA_FIELDS))
-        return row
+        return AllocatorStep(
+            index=index,
+            step=f"{index}. {step.title}" if step else "0. start",
+            op=step.text if step else "",
+            status=status,
+            note=note,
+            alloc_conf_seen=self.setting,
+            rss_bytes=self.process.memory_info().rss,
+            max_rss_bytes=_max_rss_bytes(),
+            live_device_bytes=device_bytes,
+            live_host_bytes=host_bytes,
+            **(self._cuda_fields() if self.ctx.is_cuda else {}),  # a CPU's are None: not measured
+        )
 
     def _cuda_fields(self) -> dict:
         cuda, dev = self.torch.cuda, self.torch.device(self.ctx.device)
@@ -271,11 +272,11 @@ class _Recorder:
         segments = [s for s in snapshot.get("segments", []) if s.get("device", dev.index or 0) == (dev.index or 0)]
         compact, numbers = segment_view(segments)
         out.update(numbers)
-        out["segment_map"] = compact if self.cfg.segment_map else None
+        out["segment_map"] = tuple(map(Segment.from_dict, compact)) if self.cfg.segment_map else None
         out["trace"] = self._new_trace(snapshot) if self.cfg.history_entries else None
         return out
 
-    def _new_trace(self, snapshot: dict) -> list[list]:
+    def _new_trace(self, snapshot: dict) -> tuple[HistoryEvent, ...]:
         """History entries since the previous step as [time_us, action, size], within the run's budget."""
         traces = snapshot.get("device_traces") or [[]]
         index = self.torch.device(self.ctx.device).index or 0
@@ -284,29 +285,7 @@ class _Recorder:
             self._last_trace_us = max(e.get("time_us", 0) for e in fresh)
         kept = fresh[: max(0, self._trace_budget)]
         self._trace_budget -= len(kept)
-        return [[e.get("time_us", 0), e.get("action", ""), e.get("size", 0)] for e in kept]
-
-
-CUDA_FIELDS = (
-    "allocated_bytes",
-    "reserved_bytes",
-    "peak_allocated_bytes",
-    "driver_used_bytes",
-    "driver_total_bytes",
-    "segments",
-    "alloc_count",
-    "free_count",
-    "inactive_split_bytes",
-    "alloc_retries",
-    "ooms",
-    "device_alloc_count",
-    "device_free_count",
-    "largest_free_block_bytes",
-    "free_in_reserved_bytes",
-    "fragmentation_ratio",
-    "segment_map",
-    "trace",
-)
+        return tuple(HistoryEvent(e.get("time_us", 0), e.get("action", ""), e.get("size", 0)) for e in kept)
 
 
 def _is_oom(exc: BaseException) -> bool:
@@ -314,25 +293,24 @@ def _is_oom(exc: BaseException) -> bool:
     return isinstance(exc, StepOutOfMemory) or memory.allocation_failure(exc) is not None
 
 
-def _backward_summary(rows: list[dict], x_bytes: int) -> list[dict]:
+def _backward_summary(rows: list[AllocatorStep], x_bytes: int) -> list[BackwardPeak]:
     """Peak over each form (allocated at its reset → highest peak) as a multiple of size(x)."""
     out = []
     for form in BACKWARD_FORMS:
-        phase = [r for r in rows if r["step"].split(". ", 1)[-1].startswith(form["phase"] + ":")]
-        if not phase or phase[0]["allocated_bytes"] is None:
+        phase = [r for r in rows if r.step.split(". ", 1)[-1].startswith(form["phase"] + ":")]
+        if not phase or phase[0].allocated_bytes is None:
             continue
-        base = phase[0]["allocated_bytes"]
-        peak = max(r["peak_allocated_bytes"] for r in phase) - base
+        peak = max(r.peak_allocated_bytes or 0 for r in phase) - phase[0].allocated_bytes
         out.append(
-            {
-                "form": form["form"],
-                "x_bytes": x_bytes,
-                "peak_bytes": peak,
-                "peak_over_x": peak / x_bytes,
-                "seed_claim_over_x": SEED_BACKWARD_CLAIMS[form["form"]],
-                "autograd_count_over_x": len(form["tensors"]),
-                "autograd_tensors": ", ".join(form["tensors"]),
-            }
+            BackwardPeak(
+                form=form["form"],
+                x_bytes=x_bytes,
+                peak_bytes=peak,
+                peak_over_x=peak / x_bytes,
+                seed_claim_over_x=SEED_BACKWARD_CLAIMS[form["form"]],
+                autograd_count_over_x=len(form["tensors"]),
+                autograd_tensors=", ".join(form["tensors"]),
+            )
         )
     return out
 
@@ -357,7 +335,7 @@ def run(cfg: AllocatorConfig, ctx: Context):
     total = len(steps)
     baseline = "baseline" + (" (CUDA context created)" if ctx.is_cuda else "")
     rows = [recorder.row(0, None, ws, note=baseline + ("" if recorder.snapshots else f"; {ASYNC_NOTE}"))]
-    yield Progress(0, total, "baseline", rows=(rows[0],))
+    yield Progress(0, total, "baseline", rows=(rows[0].to_row(),))
     try:
         for i, step in enumerate(steps, 1):
             try:
@@ -367,15 +345,15 @@ def run(cfg: AllocatorConfig, ctx: Context):
                     raise
                 first = first_line(exc, limit=10_000)
                 row = recorder.row(i, step, ws, status="oom", note=first)
-                yield Progress(i, total, f"out of memory at step {i}", rows=(row,))
+                yield Progress(i, total, f"out of memory at step {i}", rows=(row.to_row(),))
                 raise StepOutOfMemory(
                     f"out of memory at step {i}/{total} '{step.title}', the scenario stopped there — {first}"
                 ) from None
             row = recorder.row(i, step, ws, note=note)
             if cfg.scenario == "lifecycle":
-                row["seed_claim"] = LIFECYCLE_SEED_CLAIMS[i - 1]
+                row = dataclasses.replace(row, seed_claim=LIFECYCLE_SEED_CLAIMS[i - 1])
             rows.append(row)
-            yield Progress(i, total, step.title, rows=(row,))
+            yield Progress(i, total, step.title, rows=(row.to_row(),))
     finally:
         recorder.stop_history()
         ws.tensors.clear()
@@ -390,8 +368,8 @@ def run(cfg: AllocatorConfig, ctx: Context):
         **recorder.settings_report(),
     }
     if cfg.scenario == "backward-peak":
-        meta["backward_peak"] = _backward_summary(rows, cfg.size_mib * MIB)
-    return Output(rows=rows, meta=meta)
+        meta["backward_peak"] = [b.to_dict() for b in _backward_summary(rows, cfg.size_mib * MIB)]
+    return Output(rows=[r.to_row() for r in rows], meta=meta)
 
 
 def worker_env(cfg: AllocatorConfig) -> dict[str, str]:

@@ -6,6 +6,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from core.result import RunResult
+from core.rows.allocator import AllocatorMeta, AllocatorStep, steps_of
 from core.units import MIB, bytes_text, count_text
 from render.chart import Chart
 from render.style import color_for, style, title
@@ -43,8 +44,19 @@ COUNTERS = (
 BLOCK_COLORS = {"active_allocated": "#d62728", "active_pending_free": "#ff7f0e", "inactive": "#c7e9c0"}
 
 
+def steps(run: RunResult) -> list[AllocatorStep]:
+    return steps_of(run.rows)
+
+
 def is_cuda_run(run: RunResult) -> bool:
-    return any(r.get("allocated_bytes") is not None for r in run.rows)
+    return any(s.on_cuda for s in steps(run))
+
+
+def setting_seen(run: RunResult) -> str:
+    """The setting the worker saw, from the meta, else from the first step."""
+    first = next(iter(steps(run)), None)
+    seen = first.alloc_conf_seen if first else None
+    return AllocatorMeta.from_meta(run.meta).alloc_conf_seen or ("?" if seen is None else str(seen))
 
 
 def flat_frame(run: RunResult) -> pd.DataFrame:
@@ -82,40 +94,34 @@ def timeline(run: RunResult) -> Chart:
                 marker=dict(symbol="x", size=14, color="#d62728"),
             )
         )
-    detail = f"{run.config.get('scenario')} · setting {run.meta.get('alloc_conf_seen') or _seen(df)}"
+    detail = f"{run.config.get('scenario')} · setting {setting_seen(run)}"
     what = "Allocator timeline" if cuda else "CPU memory timeline (no caching allocator: frees go back at once)"
     style(fig, title(what, run, detail), "step", "MiB", legend_title="")
     fig.update_xaxes(type="category", tickangle=-35)
     return Chart(name="allocator-timeline", figure=fig, data=df)
 
 
-def _seen(df: pd.DataFrame) -> str:
-    return str(df["alloc_conf_seen"].iloc[0]) if "alloc_conf_seen" in df.columns and len(df) else "?"
-
-
 def segment_steps(run: RunResult) -> list[int]:
     """Row positions that carry a segment map."""
-    return [i for i, r in enumerate(run.rows) if r.get("segment_map") is not None]
+    return [i for i, s in enumerate(steps(run)) if s.segment_map is not None]
 
 
 def segment_map(run: RunResult, position: int) -> Chart:
     """Each cached segment a bar, its blocks coloured allocated / free, after the chosen step."""
-    row = run.rows[position]
+    step = steps(run)[position]
     fig = go.Figure()
     shown: set[str] = set()
     records = []
-    for s_index, seg in enumerate(row.get("segment_map") or []):
-        label = f"seg {s_index} · {bytes_text(seg['total_size'], 0)}{' · expandable' if seg.get('expandable') else ''}"
-        for block in seg["blocks"]:
-            state = block["state"]
-            records.append(
-                {"segment": label, "offset_bytes": block["offset"], "size_bytes": block["size"], "state": state}
-            )
+    for s_index, seg in enumerate(step.segment_map or ()):
+        label = f"seg {s_index} · {bytes_text(seg.total_size, 0)}{' · expandable' if seg.expandable else ''}"
+        for block in seg.blocks:
+            state = block.state
+            records.append({"segment": label, "offset_bytes": block.offset, "size_bytes": block.size, "state": state})
             fig.add_trace(
                 go.Bar(
                     y=[label],
-                    x=[block["size"] / MIB],
-                    base=[block["offset"] / MIB],
+                    x=[block.size / MIB],
+                    base=[block.offset / MIB],
                     orientation="h",
                     name=state,
                     legendgroup=state,
@@ -127,7 +133,7 @@ def segment_map(run: RunResult, position: int) -> Chart:
             shown.add(state)
     style(
         fig,
-        title(f"Segment map after {row['step']}", run, count_text(len(row.get("segment_map") or []), "segment")),
+        title(f"Segment map after {step.step}", run, count_text(len(step.segment_map or ()), "segment")),
         "offset in segment (MiB)",
         "",
     )
@@ -139,9 +145,9 @@ def segment_map(run: RunResult, position: int) -> Chart:
 def history(run: RunResult) -> Chart | None:
     """Active and reserved memory over time from the allocator's own event history (GPU, if recorded)."""
     events = []
-    for row in run.rows:
-        for t_us, action, size in row.get("trace") or []:
-            events.append((t_us, action, size, row["step"]))
+    for step in steps(run):
+        for e in step.trace or ():
+            events.append((e.time_us, e.action, e.size, step.step))
     if not events:
         return None
     events.sort(key=lambda e: e[0])
@@ -219,27 +225,26 @@ def seed_claims_frame(run: RunResult) -> pd.DataFrame:
 
 
 def backward_frame(run: RunResult) -> pd.DataFrame:
-    rows = run.meta.get("backward_peak") or []
     return pd.DataFrame(
         [
             {
-                "form": r["form"],
-                "measured peak / size(x)": round(r["peak_over_x"], 3),
-                "expected / size(x)": r["seed_claim_over_x"],
-                "autograd count": r["autograd_count_over_x"],
-                "tensors alive at the peak": r["autograd_tensors"],
-                "peak (MiB)": round(r["peak_bytes"] / MIB, 1),
+                "form": r.form,
+                "measured peak / size(x)": round(r.peak_over_x, 3),
+                "expected / size(x)": r.seed_claim_over_x,
+                "autograd count": r.autograd_count_over_x,
+                "tensors alive at the peak": r.autograd_tensors,
+                "peak (MiB)": round(r.peak_bytes / MIB, 1),
             }
-            for r in rows
+            for r in AllocatorMeta.from_meta(run.meta).backward_peak
         ]
     )
 
 
 def figures(run: RunResult) -> list[Chart]:
     charts = [timeline(run)]
-    steps = segment_steps(run)
-    if steps:
-        busiest = max(steps, key=lambda i: run.rows[i].get("reserved_bytes") or 0)
+    mapped, all_steps = segment_steps(run), steps(run)
+    if mapped:
+        busiest = max(mapped, key=lambda i: all_steps[i].reserved_bytes or 0)
         charts.append(segment_map(run, busiest))
     hist = history(run)
     if hist:
@@ -254,7 +259,7 @@ def overlay(runs: list[RunResult]) -> list[Chart]:
     cuda = all(is_cuda_run(r) for r in runs)
     for run in runs:
         df = flat_frame(run)
-        setting = run.meta.get("alloc_conf_seen") or _seen(df)
+        setting = setting_seen(run)
         color = color_for(setting)
         lines = (
             (("reserved_bytes", "reserved", "solid"), ("allocated_bytes", "allocated", "dash"))

@@ -302,7 +302,7 @@ def test_cudamallocasync_runs_without_snapshots_and_says_why():
     cfg = AllocatorConfig(alloc_conf="backend:cudaMallocAsync", history_entries=1000)
     recorder = _Recorder(fake, GPU, cfg)
     recorder.start_history()
-    row = recorder.row(1, None, Workspace(fake, "cuda:0", lambda *a: None))
+    row = recorder.row(1, None, Workspace(fake, "cuda:0", lambda *a: None)).to_row()
     assert fake.cuda.history_calls == []  # no history: the backend keeps none
     assert row["allocated_bytes"] == 3 * MIB and row["driver_used_bytes"] == 10 * 2**30  # still measured
     assert row["segment_map"] is None and row["trace"] is None and row["fragmentation_ratio"] is None
