@@ -16,6 +16,7 @@ from typing import Literal
 
 from core.errors import ConfigError
 from core.experiment import Context, Experiment, Output, Progress
+from core.rows.probe import ProbeStep
 
 Mode = Literal["ok", "sleep", "raise", "exit", "segfault", "oom", "unsupported", "print"]
 
@@ -38,7 +39,7 @@ def run(cfg: ProbeConfig, ctx: Context):
 
     for i in range(cfg.steps):
         time.sleep(cfg.seconds)
-        yield Progress(i + 1, cfg.steps, f"step {i + 1}", rows=({"step": i + 1, "t": time.time()},))
+        yield Progress(i + 1, cfg.steps, f"step {i + 1}", rows=(ProbeStep(i + 1, time.time()).to_row(),))
     if cfg.mode == "sleep":
         time.sleep(3600)
     elif cfg.mode == "raise":
@@ -56,7 +57,7 @@ def run(cfg: ProbeConfig, ctx: Context):
     elif cfg.mode == "print":
         print("garbage on stdout from Python")
         os.write(1, b"garbage on fd 1 from C-level code\n")
-    rows = [{"step": i + 1} for i in range(cfg.steps)]
+    rows = [ProbeStep(i + 1).to_row() for i in range(cfg.steps)]
     return Output(rows=rows, meta={"pid": os.getpid(), "env_alloc_conf": os.environ.get("PYTORCH_CUDA_ALLOC_CONF")})
 
 

@@ -23,6 +23,7 @@ from dataclasses import dataclass, field
 from core.errors import ConfigError
 from core.experiment import Context, Experiment, Output, Progress
 from core.hardware import dtypes
+from core.rows.reference import ReferenceRound
 
 
 @dataclass(frozen=True)
@@ -169,28 +170,17 @@ def run(cfg: ReferenceConfig, ctx: Context):
         with matmul_precision(cfg.dtype):  # TF32 for tf32 alone, for both timers
             lab = gemm.measure_point(cfg.dtype, shape, ctx.device, plan, flush, generator, time.perf_counter())
             ref_ms, tool = reference(ops.op)
-        row = {
-            "round": i + 1,
-            "dtype": cfg.dtype,
-            "m": shape.m,
-            "n": shape.n,
-            "k": shape.k,
-            "tool": tool,
-            "lab_median_ms": lab["median_ms"],
-            "lab_reps": lab["reps"],
-            "reference_median_ms": ref_ms,
-        }
+        row = ReferenceRound(i + 1, cfg.dtype, shape.m, shape.n, shape.k, tool, lab["median_ms"], lab["reps"], ref_ms)
         rows.append(row)
-        yield Progress(
-            i + 1, cfg.rounds, f"round {i + 1}: lab {lab['median_ms']:.4f} ms, {tool} {ref_ms:.4f} ms", rows=(row,)
-        )
-    lab_ms = statistics.median(r["lab_median_ms"] for r in rows)
-    ref_ms = statistics.median(r["reference_median_ms"] for r in rows)
+        said = f"round {i + 1}: lab {row.lab_median_ms:.4f} ms, {tool} {ref_ms:.4f} ms"
+        yield Progress(i + 1, cfg.rounds, said, rows=(row.to_row(),))
+    lab_ms = statistics.median(r.lab_median_ms for r in rows)
+    ref_ms = statistics.median(r.reference_median_ms for r in rows)
     load = os.getloadavg()[0] if hasattr(os, "getloadavg") else None
     return Output(
-        rows=rows,
+        rows=[r.to_row() for r in rows],
         meta={
-            "tool": " + ".join(dict.fromkeys(r["tool"] for r in rows)),  # two names: do_bench failed mid-run
+            "tool": " + ".join(dict.fromkeys(r.tool for r in rows)),  # two names: do_bench failed mid-run
             "reference_fallback_reason": reference.fallback_reason,
             "lab_median_ms": lab_ms,
             "reference_median_ms": ref_ms,

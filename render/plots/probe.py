@@ -5,17 +5,19 @@ from __future__ import annotations
 import plotly.graph_objects as go
 
 from core.result import RunResult
+from core.rows.probe import ProbeStep
 from core.units import count_text
 from render.chart import Chart
 from render.style import style, title
 
 
 def figures(run: RunResult) -> list[Chart]:
-    df = run.frame()
-    if "step" not in df.columns:
+    steps = [ProbeStep.from_row(r) for r in run.rows]
+    if all(s.step is None for s in steps):
         return []
+    df = run.frame()  # the chart plots the stored columns
     fig = go.Figure()
-    if "t" in df.columns:  # progress rows carry a wall-clock stamp: show the time between steps
+    if any(s.t is not None for s in steps):  # progress rows carry a wall-clock stamp: show the time between steps
         elapsed_s = df["t"] - df["t"].min()
         fig.add_trace(go.Scatter(x=df["step"], y=elapsed_s, mode="lines+markers", name="elapsed"))
         y_title = "time since the first step (s)"
