@@ -300,22 +300,7 @@ def run(cfg: MatmulConfig, ctx: Context) -> Generator[Progress, None, Output]:
     support = {d: dtype_support(d, desc) for d in cfg.dtypes}
     generator = torch.Generator(ctx.device).manual_seed(cfg.seed)
     flush, flush_nbytes = gemm.flush_for(ctx.device, desc, cfg.flush)
-    meta: dict = {
-        "support": {d: r or "ok" for d, r in support.items()},
-        "flush_bytes": flush_nbytes,
-        "torch_threads": torch.get_num_threads(),
-        "shapes": len(shapes),
-        "timer": "CUDA events per call" if ctx.is_cuda else "time.perf_counter_ns per call",
-    }
-    if not ctx.is_cuda:
-        meta["cache_note"] = (
-            (
-                f"CPU: calls rotate through input sets totalling ≥ {bytes_text(2 * gemm.cpu_l2_bytes(), 0)} "
-                "(2× the cores' L2); the last-level cache is not flushed"
-            )
-            if cfg.flush
-            else "no flush"
-        )
+    meta = _setup_meta(cfg, ctx, support, flush_nbytes, torch.get_num_threads(), len(shapes))
     check_fits(cfg, shapes, support, ctx)
     total = len(shapes) if cfg.mamf else len(shapes) * len(cfg.dtypes)
     work = (
@@ -348,11 +333,7 @@ def run(cfg: MatmulConfig, ctx: Context) -> Generator[Progress, None, Output]:
             meta |= sampler.limits  # the power limit and boost ceiling every point's clocks are read against
     if not ctx.is_cuda:
         meta["clocks_note"] = "clock sampling reads NVIDIA GPUs through NVML; not applicable to a CPU run"
-    if points and not any(p.ok for p in points):
-        reasons = "; ".join(dict.fromkeys(str(p.reason) for p in points))
-        if all(p.status == "unsupported" for p in points):
-            raise Unsupported(reasons)  # not "ok": nothing was measured (the rows stay with the run)
-        raise RuntimeError(f"no point could be measured: {reasons}")
+    _check_measured(points)
     points = ranked(points)
     rows = [p.to_row() for p in points]
     meta["measurement_errors"] = measurement_errors(rows)
@@ -362,6 +343,38 @@ def run(cfg: MatmulConfig, ctx: Context) -> Generator[Progress, None, Output]:
         p.dtype: {"m": p.m, "n": p.n, "k": p.k, TFLOPS: p.tflops, "median_ms": p.median_ms} for p in points if p.is_best
     }
     return Output(rows=rows, meta=meta)
+
+
+def _setup_meta(cfg: MatmulConfig, ctx: Context, support: dict, flush_nbytes: int, threads: int, shapes: int) -> dict:
+    """What the run's meta says before anything is measured: each dtype's support, the flush, the timer and, on
+    a CPU, what stands in for a cache flush."""
+    meta: dict = {
+        "support": {d: r or "ok" for d, r in support.items()},
+        "flush_bytes": flush_nbytes,
+        "torch_threads": threads,
+        "shapes": shapes,
+        "timer": "CUDA events per call" if ctx.is_cuda else "time.perf_counter_ns per call",
+    }
+    if not ctx.is_cuda:
+        meta["cache_note"] = (
+            (
+                f"CPU: calls rotate through input sets totalling ≥ {bytes_text(2 * gemm.cpu_l2_bytes(), 0)} "
+                "(2× the cores' L2); the last-level cache is not flushed"
+            )
+            if cfg.flush
+            else "no flush"
+        )
+    return meta
+
+
+def _check_measured(points: list[MatmulPoint]) -> None:
+    """A run where no point was measured is no result: unsupported where every point was (the rows stay with the
+    run), else an error naming each reason once."""
+    if points and not any(p.ok for p in points):
+        reasons = "; ".join(dict.fromkeys(str(p.reason) for p in points))
+        if all(p.status == "unsupported" for p in points):
+            raise Unsupported(reasons)  # not "ok": nothing was measured (the rows stay with the run)
+        raise RuntimeError(f"no point could be measured: {reasons}")
 
 
 def _point(dtype, shape, ctx, cfg, desc, support, flush, generator, t0_s, meta) -> MatmulPoint:
