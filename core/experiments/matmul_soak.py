@@ -128,7 +128,6 @@ def run(cfg: SoakConfig, ctx: Context, timer: soak.BatchTimer | None = None) -> 
     """``timer`` replaces the device's :class:`~core.measure.soak.LapTimer` (tests inject laps through it)."""
     import torch
 
-    from core.measure.timing import cpu_load
     from core.transformer.training import matmul_precision
 
     plan = plan_for(cfg, ctx.is_cuda)
@@ -140,24 +139,7 @@ def run(cfg: SoakConfig, ctx: Context, timer: soak.BatchTimer | None = None) -> 
     ctx.check_fits(memory_needed_bytes(plan.dtype, shape, 0), f"a {plan.dtype} {plan.size}³ matmul")
     unit = throughput_unit(ctx.is_cuda, ops=dtypes.get(plan.dtype).integer)
     work = flops(shape.m, shape.n, shape.k)
-    meta: dict = {
-        "dtype": plan.dtype,
-        "size": plan.size,
-        "duration_s": plan.duration_s,
-        "flops_per_call": work,
-        "unit": unit[0],
-        "torch_threads": torch.get_num_threads(),
-        "timer": "injected"
-        if timer
-        else f"time.perf_counter after {'torch.cuda.synchronize' if ctx.is_cuda else 'each batch'}",
-    }
-    if not ctx.is_cuda:
-        meta |= cpu_load()
-        meta["clocks_note"] = (
-            "SM clock, temperature, power and throttle reasons come from NVIDIA's NVML: a CPU has none"
-        )
-        if note := cpu_dtype_note(plan.dtype):
-            meta["dtype_note"] = note
+    meta = _setup_meta(plan, ctx, work, unit[0], torch.get_num_threads(), bool(timer))
     sampler: ClockSampler | None = device_sampler(ctx.device) if ctx.is_cuda else None
     samples: list[SoakSample] = []
     total = math.ceil(plan.duration_s)
@@ -185,11 +167,45 @@ def run(cfg: SoakConfig, ctx: Context, timer: soak.BatchTimer | None = None) -> 
                 sampler.__exit__(None, None, None)
                 meta["clocks_note"] = sampler.note
                 meta |= sampler.limits  # the power limit and boost ceiling each sample's clocks are read against
+    summary = _summary(samples, plan, cfg, unit, meta)
+    return Output(rows=[s.to_row() for s in samples], meta=meta | (summary.to_meta() if summary else {}))
+
+
+def _setup_meta(plan: Plan, ctx: Context, work: int, unit: str, threads: int, injected: bool) -> dict:
+    """What the run's meta says before the soak starts: the plan, the timer and, on a CPU, its load and why it
+    has no clocks."""
+    from core.measure.timing import cpu_load
+
+    meta: dict = {
+        "dtype": plan.dtype,
+        "size": plan.size,
+        "duration_s": plan.duration_s,
+        "flops_per_call": work,
+        "unit": unit,
+        "torch_threads": threads,
+        "timer": "injected"
+        if injected
+        else f"time.perf_counter after {'torch.cuda.synchronize' if ctx.is_cuda else 'each batch'}",
+    }
+    if not ctx.is_cuda:
+        meta |= cpu_load()
+        meta["clocks_note"] = (
+            "SM clock, temperature, power and throttle reasons come from NVIDIA's NVML: a CPU has none"
+        )
+        if note := cpu_dtype_note(plan.dtype):
+            meta["dtype_note"] = note
+    return meta
+
+
+def _summary(
+    samples: list[SoakSample], plan: Plan, cfg: SoakConfig, unit: tuple[str, float], meta: dict
+) -> SoakSummary | None:
+    """The soak's summary; a drop it flags on a CPU busier than its cores says other processes may account for it."""
     summary = SoakSummary.of(samples, plan.burst_s, cfg.drop_threshold_pct, unit)
     if summary and summary.drop_flagged and meta.get("cpu_load_note"):
         busy = "; the CPU was busier than its cores, so other processes may account for the drop"
         summary = dataclasses.replace(summary, drop_reason=summary.drop_reason + busy)
-    return Output(rows=[s.to_row() for s in samples], meta=meta | (summary.to_meta() if summary else {}))
+    return summary
 
 
 def _sync(device: str):
