@@ -50,38 +50,13 @@ def run_node(cfg: HealthConfig, env, args, secret: bytes) -> int:
     own = NodeResult(node, host_name())
     started, t0 = now_iso(), time.monotonic()
     stopping, phase = threading.Event(), ["check"]
-
-    def on_term(signum, frame) -> None:
-        stopping.set()
-        if phase[0] == "check":  # the node's own check ends, what it measured is sent on
-            raise Stopped("stopped by SIGTERM: torchrun's launcher ended the job")
-
-    signal.signal(signal.SIGTERM, on_term)
-
-    def progress(done: int, total: int, message: str) -> None:
-        exchange.post(f"step/{node}", message)
-        _say(env, f"[{done}/{total}] {message}")
-
-    def send(rows: list[dict]) -> None:
-        own.rows = json_ready(rows)
-        exchange.post(f"rows/{node}", own.rows)
-
+    _stop_on_sigterm(stopping, phase)
     manager = JobManager(store=None if args.no_save else store)
-    report = HealthReport(config=cfg)
     fleet, watching = (Fleet(exchange, env, args.stale_s), threading.Event()) if env.rank == 0 else (None, None)
     if fleet is not None and watching is not None:
         fleet.watch(watching)  # what the other nodes send is kept from the start
     with Heartbeat(exchange, node):
-        try:
-            report = run_health(cfg, manager, store=store, on_progress=progress, on_rows=send)
-            own.status = "ok"
-            own.rows = json_ready(report.rows)
-        except Exception as exc:  # noqa: BLE001 - the node's failure is a row of the cluster's run, with its rows
-            own.status, own.error = "failed", f"{type(exc).__name__}: {exc}"
-        finally:
-            phase[0] = "report"
-            manager.shutdown()
-        own.device, own.versions = report.device, report.versions
+        report = _own_check(cfg, manager, store, exchange, env, own, phase)
         try:
             finish(exchange, own)
         except Exception as exc:  # noqa: BLE001 - the store is gone: rank 0 judges by what it has
@@ -103,14 +78,60 @@ def run_node(cfg: HealthConfig, env, args, secret: bytes) -> int:
     run = cluster_run(cfg, nodes, started, time.monotonic() - t0, args.name, run_id)
     if not args.no_save:
         store.save(run)
-    if args.json:
-        print(json.dumps(json_ready(run.to_dict()), indent=2, allow_nan=False))
-    else:
-        print("\n".join(terminal_text(line) for line in f"{run.meta['answer']}\n\n{table(run.rows)}".splitlines()))
+    _print_run(run, args.json)
     # The verdict is in the stored and printed run, not the exit code: torchrun takes a non-zero exit for a
     # crashed worker, and the other nodes' launchers then wait out their exit barrier (5 minutes).
     _say(env, f"verdict: {run.meta['verdict']} (run {run.id})")
     return 0
+
+
+def _stop_on_sigterm(stopping: threading.Event, phase: list[str]) -> None:
+    """On SIGTERM the node stops: while its own check runs, that check ends (:class:`Stopped`) and what it
+    measured is sent on; later, rank 0 stops waiting for the others (``stopping``)."""
+
+    def on_term(signum, frame) -> None:
+        stopping.set()
+        if phase[0] == "check":  # the node's own check ends, what it measured is sent on
+            raise Stopped("stopped by SIGTERM: torchrun's launcher ended the job")
+
+    signal.signal(signal.SIGTERM, on_term)
+
+
+def _own_check(
+    cfg: HealthConfig, manager, store, exchange: Exchange, env, own: NodeResult, phase: list[str]
+) -> HealthReport:
+    """The node's own health check, its steps and rows posted to rank 0 as they come; a check that fails is the
+    node's status and error in ``own``, with the rows it had sent, not an exit. Returns the node's report."""
+    node = env.group_rank
+
+    def progress(done: int, total: int, message: str) -> None:
+        exchange.post(f"step/{node}", message)
+        _say(env, f"[{done}/{total}] {message}")
+
+    def send(rows: list[dict]) -> None:
+        own.rows = json_ready(rows)
+        exchange.post(f"rows/{node}", own.rows)
+
+    report = HealthReport(config=cfg)
+    try:
+        report = run_health(cfg, manager, store=store, on_progress=progress, on_rows=send)
+        own.status = "ok"
+        own.rows = json_ready(report.rows)
+    except Exception as exc:  # noqa: BLE001 - the node's failure is a row of the cluster's run, with its rows
+        own.status, own.error = "failed", f"{type(exc).__name__}: {exc}"
+    finally:
+        phase[0] = "report"
+        manager.shutdown()
+    own.device, own.versions = report.device, report.versions
+    return report
+
+
+def _print_run(run: RunResult, as_json: bool) -> None:
+    """Rank 0's answer on its standard output: the run as JSON, or the answer in words and the fleet's table."""
+    if as_json:
+        print(json.dumps(json_ready(run.to_dict()), indent=2, allow_nan=False))
+    else:
+        print("\n".join(terminal_text(line) for line in f"{run.meta['answer']}\n\n{table(run.rows)}".splitlines()))
 
 
 def cluster_run(
