@@ -10,6 +10,7 @@ rounded* inputs, isolating what the matmul's own accumulation adds to the input 
 
 from __future__ import annotations
 
+import dataclasses
 from dataclasses import dataclass, field
 from typing import TYPE_CHECKING
 
@@ -17,6 +18,7 @@ from core.errors import ConfigError
 from core.experiment import Context, Experiment, Output, Progress
 from core.hardware import dtypes
 from core.hardware.device import cuda_bf16_supported
+from core.rows.rounding import RoundingMode
 
 if TYPE_CHECKING:
     import torch
@@ -60,8 +62,6 @@ PEAK_BYTES_PER_ELEMENT = 64
 def run(cfg: RoundingConfig, ctx: Context):
     import torch
 
-    from core.transformer.training import matmul_precision
-
     n = cfg.size
     ctx.check_fits(PEAK_BYTES_PER_ELEMENT * n * n, f"rounding at size {n} (n×n matmuls and fp64 references)")
     gen = torch.Generator(device=ctx.device).manual_seed(cfg.seed)
@@ -70,31 +70,7 @@ def run(cfg: RoundingConfig, ctx: Context):
     ref = a.double() @ b.double()
     rows = []
     for i, mode in enumerate(MODES):
-        row = {
-            "mode": mode,
-            "size": n,
-            "input_dtype": "fp32",
-            "compute_dtype": "fp32 (TF32 tensor cores)" if mode == "tf32" else mode,
-        }
-        problem = tf32_problem(ctx) if mode == "tf32" else None
-        if problem:
-            row |= {"status": "unsupported", "reason": problem}
-        elif mode == "bf16" and ctx.is_cuda and not cuda_bf16_supported(ctx.device):
-            row |= {"status": "unsupported", "reason": "torch.cuda.is_bf16_supported() is False"}
-        else:
-            dtype = dtypes.torch_dtype(mode)
-            x, y = a.to(dtype), b.to(dtype)
-            with matmul_precision("tf32" if mode == "tf32" else "fp32"):
-                c = x @ y
-            rel, worst = relative_error(c, ref)
-            rel_rounded, _ = relative_error(c, x.double() @ y.double())
-            row |= {
-                "status": "ok",
-                "rel_error": rel,
-                "max_rel_error": worst,
-                "rel_error_vs_rounded_inputs": rel_rounded,
-                "unit_roundoff": torch.finfo(dtype).eps / 2 if mode != "tf32" else 2.0**-11,
-            }
+        row = _mode(mode, a, b, ref, ctx).to_row()
         rows.append(row)
         yield Progress(i + 1, len(MODES), mode, rows=(row,))
     meta: dict[str, object] = {
@@ -106,6 +82,34 @@ def run(cfg: RoundingConfig, ctx: Context):
         meta["allow_fp16_reduced_precision_reduction"] = m.allow_fp16_reduced_precision_reduction
         meta["allow_bf16_reduced_precision_reduction"] = m.allow_bf16_reduced_precision_reduction
     return Output(rows=rows, meta=meta)
+
+
+def _mode(mode: str, a: torch.Tensor, b: torch.Tensor, ref: torch.Tensor, ctx: Context) -> RoundingMode:
+    """``a @ b`` in ``mode`` against ``ref``, or the reason the mode cannot run on this device."""
+    import torch
+
+    from core.transformer.training import matmul_precision
+
+    compute = "fp32 (TF32 tensor cores)" if mode == "tf32" else mode
+    here = RoundingMode(mode=mode, size=a.shape[0], input_dtype="fp32", compute_dtype=compute)
+    problem = tf32_problem(ctx) if mode == "tf32" else None
+    if mode == "bf16" and ctx.is_cuda and not cuda_bf16_supported(ctx.device):
+        problem = "torch.cuda.is_bf16_supported() is False"
+    if problem:
+        return dataclasses.replace(here, status="unsupported", reason=problem)
+    dtype = dtypes.torch_dtype(mode)
+    x, y = a.to(dtype), b.to(dtype)
+    with matmul_precision("tf32" if mode == "tf32" else "fp32"):
+        c = x @ y
+    rel, worst = relative_error(c, ref)
+    rel_rounded, _ = relative_error(c, x.double() @ y.double())
+    return dataclasses.replace(
+        here,
+        rel_error=rel,
+        max_rel_error=worst,
+        rel_error_vs_rounded_inputs=rel_rounded,
+        unit_roundoff=torch.finfo(dtype).eps / 2 if mode != "tf32" else 2.0**-11,
+    )
 
 
 EXPERIMENTS = [

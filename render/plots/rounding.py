@@ -5,6 +5,7 @@ from __future__ import annotations
 import plotly.graph_objects as go
 
 from core.result import RunResult
+from core.rows.rounding import modes_of
 from render.chart import Chart
 from render.style import color_for, html_text, style, title, wrapped
 
@@ -12,8 +13,8 @@ NOTE_CHARS = 16  # a line of the note under an unsupported mode that its column 
 
 
 def figures(run: RunResult) -> list[Chart]:
-    df = run.frame()
-    ok = df[df["status"] == "ok"]
+    df, modes = run.frame(), modes_of(run)
+    ok = df[[m.ok for m in modes]]  # the stored columns of the measured modes, to plot
     fig = go.Figure()
     fig.add_trace(
         go.Bar(
@@ -23,7 +24,7 @@ def figures(run: RunResult) -> list[Chart]:
             marker_color=[color_for(m) for m in ok["mode"]],
         )
     )
-    if "rel_error_vs_rounded_inputs" in ok:
+    if any(m.rel_error_vs_rounded_inputs is not None for m in modes):  # runs before it stored none
         fig.add_trace(
             go.Bar(
                 x=ok["mode"],
@@ -41,20 +42,20 @@ def figures(run: RunResult) -> list[Chart]:
                 marker=dict(symbol="line-ew-open", size=30, color="#333"),
             )
         )
-    for _, row in df[df["status"] != "ok"].iterrows():
+    for mode in (m for m in modes if not m.ok):
         fig.add_annotation(
-            x=row["mode"],
+            x=mode.mode,
             y=0.5,
             yref="paper",
             # in lines its mode's column holds: one line ran over the next mode's bar (tf32's over bf16's)
-            text="<br>".join(["unsupported:", *map(html_text, wrapped(str(row.get("reason", "")), NOTE_CHARS))]),
+            text="<br>".join(["unsupported:", *map(html_text, wrapped(mode.reason or "", NOTE_CHARS))]),
             showarrow=False,
             font=dict(size=11),
         )
-    fig.update_xaxes(categoryorder="array", categoryarray=list(df["mode"]))
+    fig.update_xaxes(categoryorder="array", categoryarray=[m.mode for m in modes])
     style(
         fig,
-        title(f"Matmul {int(df['size'].iloc[0])}×{int(df['size'].iloc[0])}: error against fp64", run),
+        title(f"Matmul {modes[0].size}×{modes[0].size}: error against fp64", run),
         "precision mode",
         "relative error ‖C − C_ref‖ / ‖C_ref‖",
         yaxis_type="log",
