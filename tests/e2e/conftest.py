@@ -255,7 +255,8 @@ class Lab:
         main.get_by_role("button", name=button, exact=True).filter(visible=True).click()
         progress = main.get_by_test_id("stProgress").or_(main.get_by_text(re.compile(r"^Queued")))
         self.expect(progress.filter(visible=True).first).to_be_visible(timeout=JOB_TIMEOUT_MS)
-        said, deadline = "", 0.0
+        said: str | None = None  # nothing read yet: the first reading, even '' between two redraws, starts the clock
+        deadline = 0.0
         while not set(self.banners()) - before:
             now = self.progress_text(progress)
             if now != said:  # the job moved on: a step, a phase, the queue; a silent phase may be long
