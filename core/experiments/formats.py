@@ -24,6 +24,7 @@ from typing import TYPE_CHECKING
 
 from core.errors import ConfigError
 from core.experiment import Context, Experiment, Output, Progress
+from core.rows.formats import FormatInfo, FormatsSummary, FormatValue, SpacingPoint
 
 if TYPE_CHECKING:
     import torch
@@ -147,65 +148,63 @@ def _float_row(fmt: Format) -> dict:
         return {"source": f"torch.finfo({dtype}) failed: {exc}"}
 
 
-def format_table() -> list[dict]:
-    """One row per format: field widths, range, epsilon and where each number comes from."""
+def _tf32_row() -> dict:
+    """TF32's numbers from its definition (torch has no dtype for it)."""
+    d = _from_definition(**_TF32_DEF, ieee_top=True)
+    return {
+        "bits": 19,
+        **{k: v for k, v in _TF32_DEF.items() if k != "bias"},
+        "bytes": 4,
+        **d,
+        "min": -d["max"],
+        "source": "definition: fp32's sign and 8-bit exponent, 10-bit mantissa "
+        "(no torch dtype; stored in memory as fp32, 4 bytes)",
+    }
+
+
+def _int_row(fmt: Format) -> dict:
+    """An integer format's numbers: torch.iinfo's, or int4's from its definition (iinfo refuses it)."""
     import torch
 
+    lo, hi = INT_RANGES[fmt.name]
+    bits = int(math.log2(hi - lo + 1))
+    source = (
+        f"torch.iinfo({fmt.dtype})"
+        if fmt.dtype is not None
+        else "definition: 4-bit two's complement (torch.iinfo refuses torch.int4; no cast kernel)"
+    )
+    if fmt.dtype is not None:
+        info = torch.iinfo(fmt.dtype)
+        lo, hi, bits = info.min, info.max, info.bits
+    return {
+        "bits": bits,
+        "sign_bits": 1,
+        "exponent_bits": 0,
+        "mantissa_bits": bits - 1,
+        "bytes": bits / 8,
+        "max": float(hi),
+        "min": float(lo),
+        "smallest_normal": None,
+        "smallest_subnormal": None,
+        "eps": 1.0,
+        "source": source,
+    }
+
+
+def format_table() -> list[FormatInfo]:
+    """One row per format: field widths, range, epsilon and where each number comes from (the keys in the order
+    runs store them: a range from a definition has its min after eps)."""
     rows = []
     for fmt in formats():
-        if fmt.name == "tf32":
-            d = _from_definition(**_TF32_DEF, ieee_top=True)
-            row = {
-                "bits": 19,
-                **{k: v for k, v in _TF32_DEF.items() if k != "bias"},
-                "bytes": 4,
-                **d,
-                "min": -d["max"],
-                "source": "definition: fp32's sign and 8-bit exponent, 10-bit mantissa "
-                "(no torch dtype; stored in memory as fp32, 4 bytes)",
-            }
-        elif fmt.kind == "int":
-            lo, hi = INT_RANGES[fmt.name]
-            bits = int(math.log2(hi - lo + 1))
-            source = (
-                f"torch.iinfo({fmt.dtype})"
-                if fmt.dtype is not None
-                else "definition: 4-bit two's complement (torch.iinfo refuses torch.int4; no cast kernel)"
-            )
-            if fmt.dtype is not None:
-                info = torch.iinfo(fmt.dtype)
-                lo, hi, bits = info.min, info.max, info.bits
-            row = {
-                "bits": bits,
-                "sign_bits": 1,
-                "exponent_bits": 0,
-                "mantissa_bits": bits - 1,
-                "bytes": bits / 8,
-                "max": float(hi),
-                "min": float(lo),
-                "smallest_normal": None,
-                "smallest_subnormal": None,
-                "eps": 1.0,
-                "source": source,
-            }
-        else:
-            row = _float_row(fmt)
+        row = _tf32_row() if fmt.name == "tf32" else _int_row(fmt) if fmt.kind == "int" else _float_row(fmt)
         mant = row.get("mantissa_bits")
         digits = (
             (mant + 1) * math.log10(2)
             if fmt.kind == "float" and mant is not None
             else (math.log10(row["max"]) if "max" in row else None)
         )
-        rows.append(
-            {
-                "format": fmt.name,
-                "kind": fmt.kind,
-                "torch_dtype": str(fmt.dtype) if fmt.dtype else None,
-                "note": "",
-                **row,
-                "decimal_digits": digits,
-            }
-        )
+        head = {"format": fmt.name, "kind": fmt.kind, "torch_dtype": str(fmt.dtype) if fmt.dtype else None, "note": ""}
+        rows.append(FormatInfo.from_row({**head, **row, "decimal_digits": digits}))
     return rows
 
 
@@ -262,14 +261,14 @@ def _errors(stored: float, exact: Decimal | None, value: float) -> tuple[float, 
     return float(abs_err), rel
 
 
-def _status(value: float, stored: float, info: dict, kind: str, exact: Decimal | None) -> str:
+def _status(value: float, stored: float, info: FormatInfo, exact: Decimal | None) -> str:
     if math.isnan(value):
         return "nan"
     if math.isnan(stored):
         return "overflow"  # a finite value that became NaN (fnuz fp8 formats have no inf)
     if math.isinf(stored) and not math.isinf(value):
         return "overflow"
-    big, small = info.get("max"), info.get("min")
+    big, small = info.max, info.min
     if big is not None and ((value > big and stored == big) or (small is not None and value < small == stored)):
         return "saturated"
     if value != 0 and stored == 0:
@@ -278,19 +277,21 @@ def _status(value: float, stored: float, info: dict, kind: str, exact: Decimal |
         return "sign lost"
     if (Decimal(stored) == exact) if exact is not None else stored == value:
         return "exact"
-    return "subnormal" if _is_subnormal(stored, info, kind) else "rounded"
+    return "subnormal" if _is_subnormal(stored, info) else "rounded"
 
 
-def _is_subnormal(stored: float, info: dict, kind: str) -> bool:
-    normal = info.get("smallest_normal")
-    return bool(kind == "float" and normal and 0 < abs(stored) < normal)
+def _is_subnormal(stored: float, info: FormatInfo) -> bool:
+    normal = info.smallest_normal
+    return bool(info.is_float and normal and 0 < abs(stored) < normal)
 
 
-def _split(pattern: int, width: int, info: dict, kind: str) -> dict:
+def _split(pattern: int, width: int, info: FormatInfo) -> dict:
+    """The pattern's sign, exponent and mantissa bits as text, and all of them joined by "|"."""
     text = format(pattern, f"0{width}b")
-    if kind == "int":
+    if not info.is_float:
         return {"sign": text[0], "exponent": "", "mantissa": text[1:], "bits": text}
-    s, e = info["sign_bits"], info["exponent_bits"]
+    s, e = info.sign_bits, info.exponent_bits
+    assert s is not None and e is not None  # a format torch casts to has its fields in the table
     parts = [text[:s], text[s : s + e], text[s + e :]]
     return {"sign": parts[0], "exponent": parts[1], "mantissa": parts[2], "bits": "|".join(p for p in parts if p)}
 
@@ -300,47 +301,37 @@ def exact_decimal(value: float) -> Decimal | None:
     return Decimal(repr(value)) if math.isfinite(value) else None
 
 
-def inspect(value: float, table: list[dict] | None = None, device: str = "cpu") -> list[dict]:
+def inspect(value: float, table: list[FormatInfo] | None = None, device: str = "cpu") -> list[FormatValue]:
     """One row per format: what torch stores for ``value``, its error, bit fields and outcome."""
-    by_format = {r["format"]: r for r in (table or format_table())}
+    by_format = {i.format: i for i in (table or format_table())}
     exact = exact_decimal(value)
     rows = []
     for fmt in formats():
         info = by_format[fmt.name]
-        row = {"format": fmt.name, "value": value}
         try:
             stored, pattern, width = _cast(fmt, value, device)
         except (RuntimeError, TypeError, ValueError) as exc:
-            reason = str(exc).splitlines()[0]
-            rows.append(
-                row
-                | {
-                    "stored": None,
-                    "abs_error": None,
-                    "rel_error": None,
-                    "bits": None,
-                    "status": "unsupported",
-                    "reason": f"cannot store {value} as {fmt.name}: {reason}",
-                }
-            )
+            reason = f"cannot store {value} as {fmt.name}: {str(exc).splitlines()[0]}"
+            rows.append(FormatValue(fmt.name, value, status="unsupported", reason=reason))
             continue
         abs_err, rel_err = _errors(stored, exact, value)
-        status = _status(value, stored, info, fmt.kind, exact)
+        status = _status(value, stored, info, exact)
         rows.append(
-            row
-            | {
-                "stored": stored,
-                "abs_error": abs_err,
-                "rel_error": rel_err,
-                **_split(pattern, width, info, fmt.kind),
-                "hex": f"0x{pattern:0{(width + 3) // 4}x}",
-                "status": status,
-                "overflow": status in ("overflow", "saturated"),
-                "underflow": status == "underflow",
-                "is_nan": math.isnan(stored),
-                "subnormal": _is_subnormal(stored, info, fmt.kind),
-                "method": _METHOD.get(fmt.name, f"torch.tensor(x, dtype=float64).to({fmt.dtype})"),
-            }
+            FormatValue(
+                fmt.name,
+                value,
+                stored,
+                abs_err,
+                rel_err,
+                **_split(pattern, width, info),
+                hex=f"0x{pattern:0{(width + 3) // 4}x}",
+                status=status,
+                overflow=status in ("overflow", "saturated"),
+                underflow=status == "underflow",
+                is_nan=math.isnan(stored),
+                subnormal=_is_subnormal(stored, info),
+                method=_METHOD.get(fmt.name, f"torch.tensor(x, dtype=float64).to({fmt.dtype})"),
+            )
         )
     return rows
 
@@ -366,17 +357,18 @@ def _next_up(fmt: Format, t: torch.Tensor) -> torch.Tensor:
     return (t.view(_bits_view(fmt.dtype)) + 1).view(fmt.dtype).double()
 
 
-def spacing(table: list[dict], points: int) -> Iterator[dict]:
+def spacing(table: list[FormatInfo], points: int) -> Iterator[SpacingPoint]:
     """(format, magnitude, ulp) over each float format's positive range, log-spaced magnitudes."""
     import torch
 
-    info = {r["format"]: r for r in table}
+    info = {i.format: i for i in table}
     for fmt in formats():
         row = info[fmt.name]
-        if fmt.kind != "float" or row.get("max") is None:
+        if fmt.kind != "float" or row.max is None:
             continue
-        low = row["smallest_subnormal"] or row["smallest_normal"]
-        xs = torch.logspace(math.log10(low), math.log10(row["max"]), points, dtype=torch.float64)
+        low = row.smallest_subnormal or row.smallest_normal
+        assert low is not None  # a float format with a max has a smallest normal
+        xs = torch.logspace(math.log10(low), math.log10(row.max), points, dtype=torch.float64)
         try:
             t = tf32_round(xs) if fmt.name == "tf32" else xs.to(fmt.dtype)
             ups = _next_up(fmt, t)
@@ -388,7 +380,7 @@ def spacing(table: list[dict], points: int) -> Iterator[dict]:
         for v, u in zip(vals[keep].tolist(), ups[keep].tolist()):
             if v not in seen:
                 seen.add(v)
-                yield {"format": fmt.name, "magnitude": v, "ulp": u - v}
+                yield SpacingPoint(fmt.name, v, u - v)
 
 
 # ---- the experiment ------------------------------------------------------------------------------
@@ -408,13 +400,11 @@ def run(cfg: FormatsConfig, ctx: Context):
     """The casts run on the selected device: conversions of out-of-range values (fp8) are device kernels."""
     table = format_table()
     yield Progress(1, 3, "format table")
-    rows = inspect(cfg.value, table, ctx.device)
+    rows = [v.to_row() for v in inspect(cfg.value, table, ctx.device)]
     yield Progress(2, 3, "value inspector", rows=tuple(rows))
-    ulps = list(spacing(table, cfg.spacing_points))
-    return Output(
-        rows=rows,
-        meta={"table": table, "spacing": ulps, "exact_value": str(exact_decimal(cfg.value)), "cast_device": ctx.device},
-    )
+    ulps = tuple(spacing(table, cfg.spacing_points))
+    summary = FormatsSummary(tuple(table), ulps, str(exact_decimal(cfg.value)), ctx.device)
+    return Output(rows=rows, meta=summary.to_meta())
 
 
 EXPERIMENTS = [

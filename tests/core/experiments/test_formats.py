@@ -19,19 +19,19 @@ VALUES = (3.14159265, 1 / 3, -2.5, 65536.0, 1e-8, 6e-8, 1e-45, 123456.789, 0.1, 
 
 
 def by_format(value):
-    return {r["format"]: r for r in inspect(value)}
+    return {r.format: r for r in inspect(value)}
 
 
 def bits_of(row):
-    return int(row["bits"].replace("|", ""), 2)
+    return int(row.bits.replace("|", ""), 2)
 
 
 def test_every_listed_format_has_a_table_row_and_an_inspector_row():
-    table = {r["format"] for r in format_table()}
+    table = {r.format for r in format_table()}
     rows = by_format(-2.0)  # exact in every listed format, ints included
     for name in LISTED:
         assert name in table and name in rows
-        assert rows[name]["status"] == "exact" and rows[name]["stored"] == -2.0
+        assert rows[name].status == "exact" and rows[name].stored == -2.0
 
 
 @pytest.mark.parametrize("value", VALUES)
@@ -40,10 +40,10 @@ def test_fp32_and_fp64_bits_match_struct(value):
     fp32 = struct.unpack(">I", struct.pack(">f", value))[0]
     fp64 = struct.unpack(">Q", struct.pack(">d", value))[0]
     assert bits_of(rows["fp32"]) == fp32
-    assert rows["fp32"]["stored"] == struct.unpack(">f", struct.pack(">f", value))[0]
-    assert bits_of(rows["fp64"]) == fp64 and rows["fp64"]["stored"] == value
-    assert rows["fp32"]["sign"] + rows["fp32"]["exponent"] + rows["fp32"]["mantissa"] == f"{fp32:032b}"
-    assert (len(rows["fp32"]["exponent"]), len(rows["fp32"]["mantissa"])) == (8, 23)
+    assert rows["fp32"].stored == struct.unpack(">f", struct.pack(">f", value))[0]
+    assert bits_of(rows["fp64"]) == fp64 and rows["fp64"].stored == value
+    assert rows["fp32"].sign + rows["fp32"].exponent + rows["fp32"].mantissa == f"{fp32:032b}"
+    assert (len(rows["fp32"].exponent), len(rows["fp32"].mantissa)) == (8, 23)
 
 
 @pytest.mark.parametrize("value", VALUES + (65504.0, 65520.0, 1e5))
@@ -51,7 +51,7 @@ def test_fp16_matches_numpy(value):
     row = by_format(value)["fp16"]
     with np.errstate(over="ignore"):  # 65536 → inf is the point
         expected = np.array([value]).astype(np.float16)
-    assert row["stored"] == float(expected[0]) or (math.isnan(row["stored"]) and math.isnan(expected[0]))
+    assert row.stored == float(expected[0]) or (math.isnan(row.stored) and math.isnan(expected[0]))
     assert bits_of(row) == int(expected.view(np.uint16)[0])
 
 
@@ -68,8 +68,8 @@ def test_fp16_matches_numpy(value):
 )
 def test_bf16_hand_rounded(value, stored, pattern):
     row = by_format(value)["bf16"]
-    assert row["stored"] == stored and bits_of(row) == pattern
-    assert row["status"] in ("rounded", "exact") and not row["underflow"]
+    assert row.stored == stored and bits_of(row) == pattern
+    assert row.status in ("rounded", "exact") and not row.underflow
 
 
 @pytest.mark.parametrize(
@@ -83,79 +83,79 @@ def test_bf16_hand_rounded(value, stored, pattern):
 )
 def test_tf32_round_to_nearest_even(value, stored):
     row = by_format(value)["tf32"]
-    assert row["stored"] == stored
-    assert (len(row["sign"]), len(row["exponent"]), len(row["mantissa"])) == (1, 8, 10)
+    assert row.stored == stored
+    assert (len(row.sign), len(row.exponent), len(row.mantissa)) == (1, 8, 10)
 
 
 def test_tf32_carry_out_of_the_largest_binade_overflows():
     fp32_max = struct.unpack(">f", struct.pack(">I", 0x7F7FFFFF))[0]
     row = by_format(fp32_max)["tf32"]
-    assert row["stored"] == math.inf and row["status"] == "overflow" and row["overflow"]
+    assert row.stored == math.inf and row.status == "overflow" and row.overflow
 
 
 def test_seed_examples():
-    assert by_format(3.14159265)["bf16"]["stored"] == 3.140625
+    assert by_format(3.14159265)["bf16"].stored == 3.140625
     fp16 = by_format(65536.0)["fp16"]
-    assert fp16["stored"] == math.inf and fp16["status"] == "overflow" and fp16["overflow"]
-    assert by_format(65536.0)["bf16"]["stored"] == 65536.0
+    assert fp16.stored == math.inf and fp16.status == "overflow" and fp16.overflow
+    assert by_format(65536.0)["bf16"].stored == 65536.0
     tiny = by_format(1e-8)["fp16"]
-    assert tiny["stored"] == 0.0 and tiny["status"] == "underflow" and tiny["underflow"]
-    assert tiny["rel_error"] == 1.0
+    assert tiny.stored == 0.0 and tiny.status == "underflow" and tiny.underflow
+    assert tiny.rel_error == 1.0
 
 
 def test_fp8_and_int_by_hand():
     rows = by_format(3.14159265)
-    assert rows["fp8_e4m3fn"]["stored"] == 3.25  # spacing 0.25 in [2, 4)
-    assert rows["fp8_e5m2"]["stored"] == 3.0  # spacing 0.5 in [2, 4)
-    assert rows["int8"]["stored"] == 3.0 and rows["int8"]["bits"] == "00000011"
-    assert by_format(2.5)["int8"]["stored"] == 2.0 and by_format(3.5)["int8"]["stored"] == 4.0  # half to even
-    assert by_format(-200.0)["int8"]["stored"] == -128 and by_format(-200.0)["int8"]["status"] == "saturated"
-    assert by_format(-2.0)["int4"]["bits"] == "1110"
-    assert by_format(7.6)["int4"]["stored"] == 7 and by_format(7.6)["int4"]["status"] == "saturated"
+    assert rows["fp8_e4m3fn"].stored == 3.25  # spacing 0.25 in [2, 4)
+    assert rows["fp8_e5m2"].stored == 3.0  # spacing 0.5 in [2, 4)
+    assert rows["int8"].stored == 3.0 and rows["int8"].bits == "00000011"
+    assert by_format(2.5)["int8"].stored == 2.0 and by_format(3.5)["int8"].stored == 4.0  # half to even
+    assert by_format(-200.0)["int8"].stored == -128 and by_format(-200.0)["int8"].status == "saturated"
+    assert by_format(-2.0)["int4"].bits == "1110"
+    assert by_format(7.6)["int4"].stored == 7 and by_format(7.6)["int4"].status == "saturated"
 
 
 def test_errors_are_against_the_typed_decimal():
     row = by_format(0.1)["fp64"]
-    assert row["status"] == "rounded"
-    assert row["abs_error"] == pytest.approx(5.551115123125783e-18, rel=1e-12)  # 0.1000000000000000055511151…
+    assert row.status == "rounded"
+    assert row.abs_error == pytest.approx(5.551115123125783e-18, rel=1e-12)  # 0.1000000000000000055511151…
     fp32 = by_format(0.1)["fp32"]
-    assert fp32["abs_error"] == pytest.approx(abs(struct.unpack(">f", struct.pack(">f", 0.1))[0] - 0.1), rel=1e-6)
+    assert fp32.abs_error == pytest.approx(abs(struct.unpack(">f", struct.pack(">f", 0.1))[0] - 0.1), rel=1e-6)
 
 
 def test_nan_and_subnormal_flags():
     rows = by_format(float("nan"))
-    assert all(rows[f]["is_nan"] for f in ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8_e5m2"))
-    assert rows["int8"]["status"] == "unsupported" and "no NaN" in rows["int8"]["reason"]
+    assert all(rows[f].is_nan for f in ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8_e5m2"))
+    assert rows["int8"].status == "unsupported" and "no NaN" in rows["int8"].reason
     sub = by_format(1e-45)["fp32"]
-    assert sub["status"] == "subnormal" and sub["stored"] == 2.0**-149
+    assert sub.status == "subnormal" and sub.stored == 2.0**-149
 
 
 def test_table_against_hand_values():
-    t = {r["format"]: r for r in format_table()}
-    assert t["fp32"]["max"] == struct.unpack(">f", struct.pack(">I", 0x7F7FFFFF))[0]
-    assert (t["fp16"]["max"], t["fp16"]["smallest_normal"], t["fp16"]["smallest_subnormal"], t["fp16"]["eps"]) == (
+    t = {r.format: r for r in format_table()}
+    assert t["fp32"].max == struct.unpack(">f", struct.pack(">I", 0x7F7FFFFF))[0]
+    assert (t["fp16"].max, t["fp16"].smallest_normal, t["fp16"].smallest_subnormal, t["fp16"].eps) == (
         65504.0,
         2.0**-14,
         2.0**-24,
         2.0**-10,
     )
-    assert t["bf16"]["eps"] == 2.0**-7 and t["bf16"]["exponent_bits"] == 8 and t["bf16"]["mantissa_bits"] == 7
-    assert t["tf32"]["max"] == (2 - 2.0**-10) * 2.0**127 and t["tf32"]["smallest_subnormal"] == 2.0**-136
-    assert "definition" in t["tf32"]["source"] and t["tf32"]["bits"] == 19
-    assert t["fp8_e4m3fn"]["max"] == 448.0 and t["fp8_e5m2"]["max"] == 57344.0
-    assert (t["int8"]["min"], t["int8"]["max"], t["int4"]["min"], t["int4"]["max"]) == (-128, 127, -8, 7)
+    assert t["bf16"].eps == 2.0**-7 and t["bf16"].exponent_bits == 8 and t["bf16"].mantissa_bits == 7
+    assert t["tf32"].max == (2 - 2.0**-10) * 2.0**127 and t["tf32"].smallest_subnormal == 2.0**-136
+    assert "definition" in t["tf32"].source and t["tf32"].bits == 19
+    assert t["fp8_e4m3fn"].max == 448.0 and t["fp8_e5m2"].max == 57344.0
+    assert (t["int8"].min, t["int8"].max, t["int4"].min, t["int4"].max) == (-128, 127, -8, 7)
     for row in t.values():
-        if row.get("bits") and row["kind"] == "float" and row["bits"] != 19:
-            assert row["sign_bits"] + row["exponent_bits"] + row["mantissa_bits"] == row["bits"]
+        if row.bits and row.is_float and row.bits != 19:
+            assert row.sign_bits + row.exponent_bits + row.mantissa_bits == row.bits
 
 
 def test_spacing_matches_numpy():
     ulps = list(spacing(format_table(), 60))
     for fmt, np_type in (("fp16", np.float16), ("fp32", np.float32), ("fp64", np.float64)):
-        points = [r for r in ulps if r["format"] == fmt]
+        points = [r for r in ulps if r.format == fmt]
         assert len(points) > 20
         for r in points:
-            assert r["ulp"] == float(np.spacing(np_type(r["magnitude"])))
+            assert r.ulp == float(np.spacing(np_type(r.magnitude)))
 
 
 def test_config_limits():
@@ -184,6 +184,6 @@ def test_cli_json(tmp_path):
 @pytest.mark.gpu
 def test_cuda_casts_agree_with_cpu_for_ieee_formats():
     for value in VALUES + (65536.0, 1e6):
-        cpu, cuda = by_format(value), {r["format"]: r for r in inspect(value, device="cuda")}
+        cpu, cuda = by_format(value), {r.format: r for r in inspect(value, device="cuda")}
         for f in ("fp64", "fp32", "tf32", "bf16", "fp16", "fp8_e5m2"):
-            assert cpu[f]["bits"] == cuda[f]["bits"], (value, f)
+            assert cpu[f].bits == cuda[f].bits, (value, f)
