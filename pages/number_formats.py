@@ -12,6 +12,7 @@ import streamlit as st
 
 from core.errors import ConfigError
 from core.result import RunResult, rows_frame
+from core.rows.formats import FormatsSummary
 from core.units import numbers_text
 from pages.common import lab, run_panel
 from pages.common.charts import show_charts
@@ -67,14 +68,15 @@ def render_formats(run: RunResult) -> None:
         c for c in ("format", "stored", "abs_error", "rel_error", "bits", "hex", "status", "reason") if c in df.columns
     ]
     _table(df[cols], {"stored": 10, "abs_error": 4, "rel_error": 4})
+    summary = FormatsSummary.from_meta(run.meta)
     st.caption(
-        f"Errors against the typed decimal {run.meta.get('exact_value')} (exact decimal arithmetic). "
+        f"Errors against the typed decimal {summary.exact_value} (exact decimal arithmetic). "
         "tf32: the fp32 value with its mantissa rounded to 10 bits (nearest, ties to even); int8/int4: "
         "rounded and clamped with scale 1. — : nothing to give (no reason where the format holds the value)."
     )
-    table = rows_frame(run.meta.get("table", []))
-    if not table.empty:
-        table["course note says"] = table["format"].map(NOTE_SAYS).fillna("")
+    if summary.table:
+        table = rows_frame([i.to_row() for i in summary.table])  # its columns, to show
+        table["course note says"] = [NOTE_SAYS.get(i.format, "") for i in summary.table]
         st.subheader("Format table")
         columns = (
             "format bits sign_bits exponent_bits mantissa_bits bytes max smallest_normal smallest_subnormal eps "

@@ -8,6 +8,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from core.result import RunResult, rows_frame
+from core.rows.formats import FormatsSummary, values_of
 from render.chart import Chart
 from render.style import color_for, style, title
 
@@ -18,12 +19,14 @@ def inspector_chart(run: RunResult) -> Chart:
     """Relative error per format (log axis); the outcome (overflow, underflow…) is written on each bar."""
     df = run.frame()
     value = run.config.get("value")
-    shown: pd.DataFrame = df.loc[df["status"] != "unsupported"].copy()
+    values = values_of(run)
+    stores = [v for v in values if not v.unsupported]  # the formats that hold the value get a bar
+    shown: pd.DataFrame = df.loc[[not v.unsupported for v in values]].copy()  # their stored columns, to plot
     # A bar of height 0 vanishes on a log axis: exact stores are drawn at the axis floor and labelled.
-    finite = shown["rel_error"].replace([math.inf], math.nan)
-    floor = max(min([v for v in finite if v and v > 0] or [1e-17]) / 10, 1e-18)
-    top = max([v for v in finite if v == v] + [1.0]) * 10
-    heights = [top if v == math.inf else (floor if not v or v != v else v) for v in shown["rel_error"]]
+    errors = [v.rel_error for v in stores]
+    floor = max(min([e for e in errors if e is not None and 0 < e < math.inf] or [1e-17]) / 10, 1e-18)
+    top = max([e for e in errors if e is not None and math.isfinite(e)] + [1.0]) * 10
+    heights = [top if e == math.inf else (floor if not e or e != e else e) for e in errors]
     fig = go.Figure(
         go.Bar(
             x=shown["format"],
@@ -53,8 +56,8 @@ def inspector_chart(run: RunResult) -> Chart:
 
 def spacing_chart(run: RunResult) -> Chart:
     """ULP against magnitude, log–log, with each format's smallest normal and max marked."""
-    spacing = rows_frame(run.meta.get("spacing", []))
-    table = rows_frame(run.meta.get("table", []))
+    summary = FormatsSummary.from_meta(run.meta)
+    spacing = rows_frame([p.to_row() for p in summary.spacing])  # the points' columns, to plot and to export
     fig = go.Figure()
     for fmt, part in spacing.groupby("format", sort=False):
         color = color_for(str(fmt))
@@ -69,10 +72,10 @@ def spacing_chart(run: RunResult) -> Chart:
                 legendgroup=fmt,
             )
         )
-        limits = table[table["format"] == fmt].iloc[0] if not table.empty else None
+        limits = summary.info(str(fmt))
         if limits is None:
             continue
-        marks = [(limits.get("smallest_normal"), "smallest normal", "triangle-up"), (limits.get("max"), "max", "x")]
+        marks = [(limits.smallest_normal, "smallest normal", "triangle-up"), (limits.max, "max", "x")]
         for x, label, symbol in marks:
             if x is None or x != x:
                 continue
@@ -112,7 +115,7 @@ def spacing_chart(run: RunResult) -> Chart:
 
 def figures(run: RunResult) -> list[Chart]:
     charts = [inspector_chart(run)]
-    if run.meta.get("spacing"):
+    if FormatsSummary.from_meta(run.meta).spacing:
         charts.append(spacing_chart(run))
     return charts
 
