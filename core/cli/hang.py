@@ -47,15 +47,15 @@ def hang(args) -> int:
     code, run = run_import(args, "flight-recorder", values)
     if code:
         return code
-    m = run.meta
-    found = 0 if m["stuck"] is not None else 1
+    from core.rows.flight_recorder import HangRank, HangSummary
+
+    found = 0 if HangSummary.from_run(run).stuck is not None else 1
     if args.json:
         print_json(args, run, ranks=run.rows)
         return found
-    from core.rows.flight_recorder import HangRank
     from core.workload.hang.text import hang_lines
 
     stored = "stored as run " + run.id[:12] if not args.no_save else "not stored (--no-save)"
-    for line in hang_lines(m, HangRank.from_run(run), stored):
+    for line in hang_lines(run.meta, HangRank.from_run(run), stored):
         say(line)
     return found

@@ -62,11 +62,12 @@ def run(cfg: FlightRecorderConfig, ctx: Context):
             dumps.append(dump)
         check_one_job(dumps)
         dumps.sort(key=lambda d: d.rank)
-        rows, meta = analyse(dumps)
+        ranks, summary = analyse(dumps)
     finally:
         if collecting:
             gc.enable()
-    meta["findings"] = to_store(hang_findings(meta, rows))
+    rows, meta = [r.to_row() for r in ranks], summary.to_meta()
+    meta["findings"] = to_store(hang_findings(summary, ranks))
     meta.update(
         {
             "file": names_of(files),

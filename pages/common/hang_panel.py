@@ -8,6 +8,7 @@ from __future__ import annotations
 import streamlit as st
 
 from core.result import RunResult
+from core.rows.flight_recorder import HangSummary
 from core.workload import hang_examples
 from pages.common import imports, run_panel
 from pages.common.charts import show_charts
@@ -42,26 +43,21 @@ def _examples(key: str) -> None:
 
 
 def render(run: RunResult) -> None:
-    m = run.meta
-    if example := m.get("example"):
-        st.info(f"{markdown_text(example['title'])}: {markdown_text(example['label'])}", icon=":material/science:")
-    findings(m)
-    quirks(m)
-    s = m.get("stuck")
+    m = HangSummary.from_run(run)
+    if m.example:
+        st.info(f"{markdown_text(m.example.title)}: {markdown_text(m.example.label)}", icon=":material/science:")
+    findings(run.meta)
+    quirks(run.meta)
+    s = m.stuck
     cols = st.columns(4)
-    fact(cols[0], "Ranks read", len(m["ranks"]), f"of world size {m.get('world_size') or 'not recorded'}")
+    fact(cols[0], "Ranks read", len(m.ranks), f"of world size {m.world_size or 'not recorded'}")
     # the sequence number is the figure (a quarter of the page holds "#4", where "all_reduce #4" lost its "#4")
-    fact(
-        cols[1],
-        "Stuck collective",
-        f"#{s['seq_id']}" if s else "none",
-        f"{s['op']} of group {s['group']}" if s else None,
-    )
-    cols[2].metric("Ranks that stopped it", len(s["ranks_missing"]) + len(s["ranks_mismatched"]) if s else 0)
-    cols[3].metric("Ranks waiting", len(s["ranks_waiting"]) if s else 0)
+    fact(cols[1], "Stuck collective", f"#{s.seq_id}" if s else "none", f"{s.op} of group {s.group}" if s else None)
+    cols[2].metric("Ranks that stopped it", len(s.culprits) if s else 0)
+    cols[3].metric("Ranks waiting", len(s.ranks_waiting) if s else 0)
     st.caption(
-        f"{markdown_text(m['file'])} · recorder version {markdown_text(m['version'])} · "
-        f"{markdown_text(m.get('backend') or 'backend not recorded')}"
+        f"{markdown_text(m.file)} · recorder version {markdown_text(m.version)} · "
+        f"{markdown_text(m.backend or 'backend not recorded')}"
     )
     show_charts(plots.figures(run), f"hang.{run.id}")
     table = run.frame()

@@ -8,6 +8,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from core.result import RunResult
+from core.rows.flight_recorder import HangSummary
 from core.units import duration_text
 from render.chart import Chart
 from render.style import style, title
@@ -24,12 +25,12 @@ STATE_COLORS = {  # the engine's states (core/workload/hang/analysis.py), in the
 
 def grid_table(run: RunResult) -> pd.DataFrame:
     """The grid as rows: rank, seq_id, op, state."""
-    g = run.meta.get("grid") or {}
+    g = HangSummary.from_run(run).grid
     return pd.DataFrame(
         [
             {"rank": rank, "seq_id": seq, "op": op, "state": state}
-            for rank, states in zip(g.get("ranks", []), g.get("cells", []), strict=True)
-            for seq, op, state in zip(g["seqs"], g["ops"], states, strict=True)
+            for rank, states in zip(g.ranks, g.cells, strict=True)
+            for seq, op, state in zip(g.seqs, g.ops, states, strict=True)
         ],
         columns=["rank", "seq_id", "op", "state"],
     )
@@ -54,19 +55,20 @@ def grid_chart(run: RunResult) -> Chart | None:
             if not (part := table[table["state"] == state]).empty
         ]
     )
-    stuck = run.meta.get("stuck")
+    summary = HangSummary.from_run(run)
+    stuck, late = summary.stuck, summary.late
     detail = "no hang: the ranks agree"
-    if late := run.meta.get("late"):
-        after = duration_text(late["after_ns"] / 1e9)
-        detail = f"no hang: rank {late['rank']} entered {late['op']} #{late['seq_id']} {after} after the others"
-    if stuck and stuck["kind"] == "collective":
-        fig.add_vrect(x0=stuck["seq_id"] - 0.5, x1=stuck["seq_id"] + 0.5, line=dict(color="#d62728", width=2))
-        detail = f"stuck: {stuck['op']} #{stuck['seq_id']} (outlined)"
+    if late:
+        after = duration_text(late.after_ns / 1e9)
+        detail = f"no hang: rank {late.rank} entered {late.op} #{late.seq_id} {after} after the others"
+    if stuck and stuck.is_collective:
+        fig.add_vrect(x0=stuck.seq_id - 0.5, x1=stuck.seq_id + 0.5, line=dict(color="#d62728", width=2))
+        detail = f"stuck: {stuck.op} #{stuck.seq_id} (outlined)"
     elif stuck:
-        detail = f"stuck: {stuck['op']} #{stuck['seq_id']} (point-to-point, not in this grid)"
+        detail = f"stuck: {stuck.op} #{stuck.seq_id} (point-to-point, not in this grid)"
     style(
         fig,
-        title(f"Collectives of group {run.meta.get('group', '')!r}, rank by rank", run, detail),
+        title(f"Collectives of group {summary.group!r}, rank by rank", run, detail),
         "collective sequence id",
         "rank",
         legend_title="state at the dump",

@@ -35,9 +35,19 @@ from __future__ import annotations
 
 import math
 from collections import Counter
-from dataclasses import dataclass
+from dataclasses import dataclass, replace
 
-from core.rows.flight_recorder import HangRank
+from core.rows.flight_recorder import (
+    Behind,
+    Disagreement,
+    HangGrid,
+    HangGroup,
+    HangRank,
+    HangSummary,
+    LastArrival,
+    LateArrival,
+    Mismatch,
+)
 from core.workload.hang.dump import Dump, Entry
 
 # Ops whose input sizes must agree across ranks (gather, scatter, all_to_all and the *_v ops may differ).
@@ -157,7 +167,7 @@ def members(dumps: list[Dump], world: int, default: str | None, knows: dict[int,
     return out
 
 
-def _collective_disagreement(views: dict[int, RankInGroup], absent: list[int]) -> dict | None:
+def _collective_disagreement(views: dict[int, RankInGroup], absent: list[int]) -> Disagreement | None:
     """The first number at which the ranks of a group disagree (a rank missing or mismatched), or, with none,
     a number every rank with a dump is waiting in."""
     seqs = sorted({s for v in views.values() for s in v.collectives})
@@ -177,15 +187,16 @@ def _collective_disagreement(views: dict[int, RankInGroup], absent: list[int]) -
         missing = [r for r, s in states.items() if s == "missing"]
         waiting = [r for r, s in states.items() if s == "waiting" and r not in mismatched]
         if missing or mismatched or (waiting and len(waiting) == len(views) and seq == seqs[-1]):
-            stuck = _stuck(seq, ref, entered, states, missing, waiting, mismatched, absent)
-            stuck["no_majority"] = bool(mismatched) and list(votes.values()).count(top) > 1
-            stuck["reference_rank"] = ref_rank
-            stuck["last_arrival"] = None if missing or mismatched else _last_arrival(entered)
-            return stuck
+            return replace(
+                _stuck(seq, ref, entered, states, missing, waiting, mismatched, absent),
+                no_majority=bool(mismatched) and list(votes.values()).count(top) > 1,
+                reference_rank=ref_rank,
+                last_arrival=None if missing or mismatched else _last_arrival(entered),
+            )
     return None
 
 
-def _last_arrival(entered: dict[int, Entry]) -> dict | None:
+def _last_arrival(entered: dict[int, Entry]) -> LastArrival | None:
     """The rank that entered a collective last, where it came later after the one before it than the others (at
     least two, or their spread says nothing) spread among themselves: the others waited for it. Its rank, how much
     later, and when the others entered."""
@@ -195,53 +206,48 @@ def _last_arrival(entered: dict[int, Entry]) -> dict | None:
     (first, _), (before, _), (last, rank) = times[0], times[-2], times[-1]
     if last - before <= before - first:
         return None
-    others = sorted(r for _, r in times[:-1])
-    return {
-        "rank": rank,
-        "after_ns": last - before,
-        "others": others,
-        "others_from_ns": first,
-        "others_until_ns": before,
-    }
+    others = tuple(sorted(r for _, r in times[:-1]))
+    return LastArrival(rank, after_ns=last - before, others=others, others_from_ns=first, others_until_ns=before)
 
 
-def _stuck(seq, ref, entered, states, missing, waiting, mismatched, absent) -> dict:
+def _stuck(seq, ref, entered, states, missing, waiting, mismatched, absent) -> Disagreement:
     created = [entered[r].created_ns for r in waiting if entered[r].created_ns]
-    return {
-        "kind": "collective",
-        "group": ref.group,
-        "group_desc": ref.group_desc,
-        "seq_id": seq,
-        "op": ref.op,
-        "backend": ref.backend,
-        "sizes": [list(s) for s in ref.input_sizes],
-        "dtypes": list(ref.input_dtypes or []),
-        "bytes": nbytes(ref),
-        "ranks_missing": sorted(missing),
-        "ranks_waiting": sorted(waiting),
-        "ranks_mismatched": [
-            {
-                "rank": r,
-                "differs_in": why,
-                "op": entered[r].op,
-                "sizes": [list(s) for s in entered[r].input_sizes],
-                "dtypes": list(entered[r].input_dtypes or []),
-                "frames": list(entered[r].frames),
-            }
-            for r, why in sorted(mismatched.items())
-        ],
-        "ranks_entered": sorted(r for r, s in states.items() if s == "entered" and r not in mismatched),
-        "ranks_completed": sorted(r for r, s in states.items() if s == "completed" and r not in mismatched),
-        "ranks_unknown": sorted(r for r, s in states.items() if s == "unknown" and r not in mismatched),
-        "ranks_without_dump": absent,
-        "waiting_since_ns": min(created) if created else None,
-        "waiting_until_ns": max(created) if created else None,
-        "first_created_ns": min((e.created_ns for e in entered.values() if e.created_ns), default=None),
-        "frames": list(ref.frames),
-    }
+
+    def ranks_in(state: str) -> tuple[int, ...]:
+        return tuple(sorted(r for r, s in states.items() if s == state and r not in mismatched))
+
+    return Disagreement(
+        "collective",
+        ref.group,
+        ref.group_desc,
+        seq,
+        ref.op,
+        ref.backend,
+        **_moves(ref),
+        ranks_missing=tuple(sorted(missing)),
+        ranks_waiting=tuple(sorted(waiting)),
+        ranks_mismatched=tuple(_mismatch(r, why, entered[r]) for r, why in sorted(mismatched.items())),
+        ranks_entered=ranks_in("entered"),
+        ranks_completed=ranks_in("completed"),
+        ranks_unknown=ranks_in("unknown"),
+        ranks_without_dump=tuple(absent),
+        waiting_since_ns=min(created) if created else None,
+        waiting_until_ns=max(created) if created else None,
+        first_created_ns=min((e.created_ns for e in entered.values() if e.created_ns), default=None),
+        frames=tuple(ref.frames),
+    )
 
 
-def _p2p_disagreement(views: dict[int, RankInGroup], group: str, desc: str) -> dict | None:
+def _moves(e: Entry) -> dict:
+    """What an entry moves, as a disagreement names it."""
+    return {"sizes": tuple(tuple(s) for s in e.input_sizes), "dtypes": tuple(e.input_dtypes or ()), "bytes": nbytes(e)}
+
+
+def _mismatch(rank: int, why: str, e: Entry) -> Mismatch:
+    return Mismatch(rank, why, e.op, **{k: v for k, v in _moves(e).items() if k != "bytes"}, frames=tuple(e.frames))
+
+
+def _p2p_disagreement(views: dict[int, RankInGroup], group: str, desc: str) -> Disagreement | None:
     """The first send or recv that the peer rank (whose dump is here) has no counterpart for, or whose
     counterpart moves other sizes: the n-th send from A to B against the n-th recv on B from A."""
     found = []
@@ -261,42 +267,31 @@ def _p2p_disagreement(views: dict[int, RankInGroup], group: str, desc: str) -> d
                 e = have[i]
                 other_has = i < len(sends) and i < len(recvs)
                 found.append(
-                    {
-                        "kind": "p2p",
-                        "group": group,
-                        "group_desc": desc,
-                        "seq_id": e.seq,
-                        "op": e.op,
-                        "backend": e.backend,
-                        "sizes": [list(s) for s in e.input_sizes],
-                        "dtypes": list(e.input_dtypes or []),
-                        "bytes": nbytes(e),
-                        "ranks_missing": [] if other_has else [other],
-                        "ranks_waiting": [side],
-                        "ranks_mismatched": [_p2p_counterpart(other, recvs[i] if side == src else sends[i])]
+                    Disagreement(
+                        "p2p",
+                        group,
+                        desc,
+                        e.seq,
+                        e.op,
+                        e.backend,
+                        **_moves(e),
+                        ranks_missing=() if other_has else (other,),
+                        ranks_waiting=(side,),
+                        ranks_mismatched=(_mismatch(other, "sizes", (recvs if side == src else sends)[i]),)
                         if other_has
-                        else [],
-                        "ranks_entered": [],
-                        "ranks_completed": [],
-                        "ranks_unknown": [],
-                        "ranks_without_dump": [],
-                        "peer": [src, dst],
-                        "waiting_since_ns": e.created_ns,
-                        "waiting_until_ns": e.created_ns,
-                        "first_created_ns": e.created_ns,
-                        "frames": list(e.frames),
-                    }
+                        else (),
+                        peer=(src, dst),
+                        waiting_since_ns=e.created_ns,
+                        waiting_until_ns=e.created_ns,
+                        first_created_ns=e.created_ns,
+                        frames=tuple(e.frames),
+                    )
                 )
                 break
-    return min(found, key=lambda f: f["first_created_ns"] or 0, default=None)
+    return min(found, key=lambda f: f.first_created_ns or 0, default=None)
 
 
-def _p2p_counterpart(rank: int, e: Entry) -> dict:
-    return {"rank": rank, "differs_in": "sizes", "op": e.op, "sizes": [list(x) for x in e.input_sizes],
-            "dtypes": list(e.input_dtypes or []), "frames": list(e.frames)}  # fmt: skip
-
-
-def analyse(dumps: list[Dump]) -> tuple[list[dict], dict]:
+def analyse(dumps: list[Dump]) -> tuple[list[HangRank], HangSummary]:
     """The job's rank rows and the summary: the stuck collective (None when the ranks agree), every group's
     first disagreement (the stuck one first), each rank's last collectives, the grid of the stuck group's numbers
     by rank, and without a hang the rank that entered a collective late where others were left waiting in it."""
@@ -311,7 +306,7 @@ def analyse(dumps: list[Dump]) -> tuple[list[dict], dict]:
     groups = sorted(set().union(*knows.values()))
     default = _default_name(dumps)
     descs = {e.group: e.group_desc for d in dumps for entries in by_group[d.rank].values() for e in entries[:1]}
-    found = []
+    found: list[Disagreement] = []
     views_of: dict[str, dict[int, RankInGroup]] = {}
     member_ranks = members(dumps, world, default, knows)
     for group in groups:
@@ -327,10 +322,12 @@ def analyse(dumps: list[Dump]) -> tuple[list[dict], dict]:
     found.sort(key=_created)
     stuck = _cause(found, views_of)
     if stuck is not None:
-        found.remove(stuck)
-        stuck["behind"] = [{k: f[k] for k in ("group", "group_desc", "op", "seq_id", "ranks_waiting")} for f in found]
+        found = [f for f in found if f is not stuck]
+        stuck = replace(
+            stuck, behind=tuple(Behind(f.group, f.group_desc, f.op, f.seq_id, f.ranks_waiting) for f in found)
+        )
         found.insert(0, stuck)
-    main = stuck["group"] if stuck else _default_group(groups, default, views_of)
+    main = stuck.group if stuck else _default_group(groups, default, views_of)
     views = views_of.get(main, {})
     named = _named(stuck)
     rows = [_rank_row(have[r], views.get(r), stuck, named.get(r)) for r in sorted(have)]
@@ -339,45 +336,45 @@ def analyse(dumps: list[Dump]) -> tuple[list[dict], dict]:
 
 def _summary(
     dumps: list[Dump],
-    stuck: dict | None,
-    found: list[dict],
+    stuck: Disagreement | None,
+    found: list[Disagreement],
     main: str,
     views_of: dict[str, dict[int, RankInGroup]],
     descs: dict[str, str],
     world: int,
-) -> dict:
+) -> HangSummary:
     """The job's summary: what :func:`analyse` found, each group, the ranks and the grid of the main group."""
     have, groups, views = {d.rank for d in dumps}, sorted(views_of), views_of.get(main, {})
-    return {
-        "stuck": stuck,
-        "disagreements": found,
-        "group": main,
-        "groups": [
-            {
-                "group": g,
-                "desc": descs.get(g, ""),
-                "ranks": sorted(views_of[g]),
-                "collectives": max((v.last_entered for v in views_of[g].values()), default=0),
-            }
+    return HangSummary(
+        stuck=stuck,
+        disagreements=tuple(found),
+        group=main,
+        groups=tuple(
+            HangGroup(
+                g,
+                descs.get(g, ""),
+                tuple(sorted(views_of[g])),
+                max((v.last_entered for v in views_of[g].values()), default=0),
+            )
             for g in groups
-        ],  # fmt: skip
-        "ranks": sorted(have),
-        "world_size": world,
-        "ranks_without_dump": [r for r in range(world) if r not in have],
-        "version": dumps[0].version,
-        "backend": next((e.backend for d in dumps for e in d.entries if e.backend), ""),
-        "wrapped_ranks": sorted(r for r, v in views.items() if v.wrapped),
-        "grid": grid(views, stuck),
-        "late": None if stuck else _late_without_hang(views, main, descs.get(main, "")),
-        "quirks": {f"rank {d.rank}: {why}": n for d in dumps for why, n in d.quirks.items()},
-    }
+        ),  # fmt: skip
+        ranks=tuple(sorted(have)),
+        world_size=world,
+        ranks_without_dump=tuple(r for r in range(world) if r not in have),
+        version=dumps[0].version,
+        backend=next((e.backend for d in dumps for e in d.entries if e.backend), ""),
+        wrapped_ranks=tuple(sorted(r for r, v in views.items() if v.wrapped)),
+        grid=grid(views, stuck),
+        late=None if stuck else _late_without_hang(views, main, descs.get(main, "")),
+        quirks={f"rank {d.rank}: {why}": n for d in dumps for why, n in d.quirks.items()},
+    )
 
 
-def _created(f: dict) -> tuple:
-    return (f["first_created_ns"] is None, f["first_created_ns"] or 0, f["group"])
+def _created(f: Disagreement) -> tuple:
+    return (f.first_created_ns is None, f.first_created_ns or 0, f.group)
 
 
-def _cause(found: list[dict], views_of: dict[str, dict[int, RankInGroup]]) -> dict | None:
+def _cause(found: list[Disagreement], views_of: dict[str, dict[int, RankInGroup]]) -> Disagreement | None:
     """The disagreement that stopped the job: one whose missing ranks wait in no other group's collective (a
     rank waiting elsewhere is held up there, not the cause), or that has a desync; of several, or of none, the
     one entered first."""
@@ -390,13 +387,11 @@ def _cause(found: list[dict], views_of: dict[str, dict[int, RankInGroup]]) -> di
     def elsewhere(rank: int, group: str) -> bool:
         return bool(inside.get(rank, set()) - {group})
 
-    causes = [
-        f for f in found if f["ranks_mismatched"] or not any(elsewhere(r, f["group"]) for r in f["ranks_missing"])
-    ]
+    causes = [f for f in found if f.ranks_mismatched or not any(elsewhere(r, f.group) for r in f.ranks_missing)]
     return min(causes or found, key=_created, default=None)
 
 
-def _late_without_hang(views: dict[int, RankInGroup], group: str, desc: str) -> dict | None:
+def _late_without_hang(views: dict[int, RankInGroup], group: str, desc: str) -> LateArrival | None:
     """Where some ranks were still waiting in a collective at their dumps and the ranks agree (a slow job dumped
     during the wait): the rank that entered it late, if one did."""
     waiting = [r for r, v in views.items() if v.last_entered and v.state(v.last_entered) == "waiting"]
@@ -407,16 +402,16 @@ def _late_without_hang(views: dict[int, RankInGroup], group: str, desc: str) -> 
     late = _last_arrival(entered)
     if late is None:
         return None
-    e = entered[late["rank"]]
     states = {r: v.state(seq) for r, v in views.items()}
-    return late | {
-        "group": group,
-        "group_desc": desc,
-        "seq_id": seq,
-        "op": e.op,
-        "ranks_waiting": sorted(r for r, s in states.items() if s == "waiting"),
-        "ranks_completed": sorted(r for r, s in states.items() if s == "completed"),
-    }
+    return LateArrival(
+        **vars(late),
+        group=group,
+        group_desc=desc,
+        seq_id=seq,
+        op=entered[late.rank].op,
+        ranks_waiting=tuple(sorted(r for r, s in states.items() if s == "waiting")),
+        ranks_completed=tuple(sorted(r for r, s in states.items() if s == "completed")),
+    )
 
 
 def _default_name(dumps: list[Dump]) -> str | None:
@@ -436,16 +431,16 @@ def _world_size(dumps: list[Dump]) -> int:
     return max([len(r) for d in dumps for r in d.group_ranks.values()] + [max(d.rank for d in dumps) + 1])
 
 
-def _named(stuck: dict | None) -> dict[int, str]:
+def _named(stuck: Disagreement | None) -> dict[int, str]:
     """The ranks the stuck collective names, each with its state there: missing before mismatched before waiting."""
     if stuck is None:
         return {}
-    named = dict.fromkeys(stuck["ranks_waiting"], "waiting")
-    named |= {m["rank"]: "mismatched" for m in stuck["ranks_mismatched"]}
-    return named | dict.fromkeys(stuck["ranks_missing"], "missing")
+    named = dict.fromkeys(stuck.ranks_waiting, "waiting")
+    named |= {m.rank: "mismatched" for m in stuck.ranks_mismatched}
+    return named | dict.fromkeys(stuck.ranks_missing, "missing")
 
 
-def _rank_row(dump: Dump, view: RankInGroup | None, stuck: dict | None, named: str | None) -> dict:
+def _rank_row(dump: Dump, view: RankInGroup | None, stuck: Disagreement | None, named: str | None) -> HangRank:
     """``named``: the rank's state as the stuck collective names it, if it does."""
     last = None
     if view is not None and view.collectives:
@@ -457,7 +452,7 @@ def _rank_row(dump: Dump, view: RankInGroup | None, stuck: dict | None, named: s
     elif view is None:
         state = "not in the group"
     else:
-        state = view.state(stuck["seq_id"]) if stuck["kind"] == "collective" else "idle"
+        state = view.state(stuck.seq_id) if stuck.is_collective else "idle"
     return HangRank(
         rank=dump.rank,
         file=dump.file,
@@ -470,19 +465,19 @@ def _rank_row(dump: Dump, view: RankInGroup | None, stuck: dict | None, named: s
         last_frames=tuple(last.frames) if last else (),
         last_created_ns=last.created_ns if last else None,
         entries=len(dump.entries),
-    ).to_row()
+    )
 
 
-def grid(views: dict[int, RankInGroup], stuck: dict | None) -> dict:
+def grid(views: dict[int, RankInGroup], stuck: Disagreement | None) -> HangGrid:
     """The group's collective numbers by rank, each cell one of the states above: the last
     :data:`GRID_SEQS` numbers up to two past the stuck one (or the newest)."""
     newest = max((v.last_entered for v in views.values()), default=0)
-    end = min(newest, stuck["seq_id"] + 2) if stuck and stuck["kind"] == "collective" else newest
-    seqs = list(range(max(1, end - GRID_SEQS + 1), end + 1))
-    mismatched = {m["rank"] for m in stuck["ranks_mismatched"]} if stuck else set()
-    cells = [
-        ["mismatched" if stuck and s == stuck["seq_id"] and r in mismatched else v.state(s) for s in seqs]
+    end = min(newest, stuck.seq_id + 2) if stuck and stuck.is_collective else newest
+    seqs = tuple(range(max(1, end - GRID_SEQS + 1), end + 1))
+    mismatched = {m.rank for m in stuck.ranks_mismatched} if stuck else set()
+    cells = tuple(
+        tuple("mismatched" if stuck and s == stuck.seq_id and r in mismatched else v.state(s) for s in seqs)
         for r, v in sorted(views.items())
-    ]
-    ops = [next((v.collectives[s].op for v in views.values() if s in v.collectives), "") for s in seqs]
-    return {"ranks": sorted(views), "seqs": seqs, "ops": ops, "cells": cells}
+    )
+    ops = tuple(next((v.collectives[s].op for v in views.values() if s in v.collectives), "") for s in seqs)
+    return HangGrid(tuple(sorted(views)), seqs, ops, cells)

@@ -83,11 +83,11 @@ def traced(folder: Path) -> tuple[dict, list[dict], int]:
     before = sys.gettrace()
     sys.settrace(count)
     try:
-        rows, meta = analyse(dumps)
-        findings = hang_findings(meta, rows)
+        ranks, summary = analyse(dumps)
+        findings = hang_findings(summary, ranks)
     finally:
         sys.settrace(before)
-    return meta, findings, events
+    return summary.to_meta(), findings, events
 
 
 @pytest.mark.slow
