@@ -24,6 +24,7 @@ from core.health.history import history_of
 from core.health.verdict import figure_row, overall, slow_gpus, step_row, summary
 from core.health.words import answer, cell
 from core.result import RunResult, now_iso
+from core.rows.interconnect import InterconnectTables
 from core.units import count_text, duration_text
 
 BUNDLE_FORMAT = "gpulab-health"
@@ -135,10 +136,12 @@ def _run_rows(label: str, run: RunResult, store) -> list[dict]:
         return _unfinished(label, run)
     history = history_of(store, run)
     rows = [figure_row(f, history.get(f.key)) for f in figures_of(run)]
-    for r in run.rows:  # a part the device cannot run is a row of its own, with the reason
-        if r.get("status") == "unsupported" and r.get("kind") in ("host_copy", "peer", "collective"):
-            what = {"host_copy": "host↔device copies", "peer": "peer copies", "collective": "all_reduce"}[r["kind"]]
-            rows.append(step_row(what, run.device_info.torch_device or "?", "not measured", r.get("reason") or ""))
+    if run.experiment == "interconnect":  # a part the device cannot run is a row of its own, with the reason
+        tables = InterconnectTables.from_run(run)
+        for parts, what in ((tables.host_copies, "host↔device copies"), (tables.peers, "peer copies"),
+                            (tables.collectives, "all_reduce")):  # fmt: skip
+            for r in (r for r in parts if r.status == "unsupported"):
+                rows.append(step_row(what, run.device_info.torch_device or "?", "not measured", r.reason or ""))
     return rows
 
 

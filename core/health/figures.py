@@ -16,6 +16,7 @@ from dataclasses import dataclass, field
 from core.hardware.clocks import SLOWDOWNS, ClockReading
 from core.hardware.health_reference import ALL_REDUCE_FIGURE, PEER_FIGURE
 from core.result import DeviceInfo, RunResult
+from core.rows.interconnect import CollectivePoint, InterconnectTables, PeerCopy
 from core.rows.matmul import TFLOPS
 
 SOAK = "matmul-soak"
@@ -141,48 +142,57 @@ def _gpu_device(run: RunResult, index) -> dict:
 def interconnect_figures(run: RunResult) -> list[Figure]:
     """Pinned host copies at the largest size per GPU and direction, the slowest peer copy from each GPU,
     and all_reduce's bus bandwidth at the largest message."""
-    out = []
-    host = [r for r in run.rows if r.get("kind") == "host_copy" and r.get("status") == "ok" and r["memory"] == "pinned"]
-    for gpu in sorted({r["gpu"] for r in host}):
-        for direction in ("h2d", "d2h"):
-            rows = [r for r in host if r["gpu"] == gpu and r["direction"] == direction]
-            if rows:
-                best = max(rows, key=lambda r: r["bytes"])
-                figure = f"{direction} pinned"
-                out.append(Figure(figure, f"cuda:{gpu}", best["gbs"], "GB/s", _gpu_device(run, gpu), figure))
-    peers = [r for r in run.rows if r.get("kind") == "peer" and r.get("status") == "ok" and r["src"] != r["dst"]]
-    for src in sorted({r["src"] for r in peers}):
-        slowest = min((r for r in peers if r["src"] == src), key=lambda r: r["gbs"])
-        out.append(
-            Figure(
-                PEER_FIGURE,
-                f"cuda:{src}",
-                slowest["gbs"],
-                "GB/s",
-                _gpu_device(run, src),
-                PEER_FIGURE,
-                note=f"slowest pair: cuda:{src} → cuda:{slowest['dst']} ({slowest['path']})",
-            )
+    tables = InterconnectTables.from_run(run)
+    return [*_pinned_figures(run, tables), *_peer_figures(run, tables), *_all_reduce_figure(run, tables)]
+
+
+def _pinned_figures(run: RunResult, tables: InterconnectTables) -> list[Figure]:
+    largest: dict[tuple[int, str], tuple[int, float]] = {}  # (GPU, direction) → (bytes, GB/s), the first largest
+    for r in tables.host_copies:
+        if r.ok and r.memory == "pinned" and r.gpu is not None and r.gbs is not None:
+            key = (r.gpu, r.direction)
+            if key not in largest or r.nbytes > largest[key][0]:
+                largest[key] = (r.nbytes, r.gbs)
+    return [
+        Figure(f"{direction} pinned", f"cuda:{gpu}", largest[gpu, direction][1], "GB/s", _gpu_device(run, gpu),
+               f"{direction} pinned")
+        for gpu in sorted({gpu for gpu, _ in largest})
+        for direction in ("h2d", "d2h")
+        if (gpu, direction) in largest
+    ]  # fmt: skip
+
+
+def _peer_figures(run: RunResult, tables: InterconnectTables) -> list[Figure]:
+    slowest: dict[int, tuple[float, PeerCopy]] = {}  # source GPU → its slowest copy (the first of equals)
+    for r in tables.peers:
+        if r.ok and r.src is not None and r.src != r.dst and r.gbs is not None:
+            if r.src not in slowest or r.gbs < slowest[r.src][0]:
+                slowest[r.src] = (r.gbs, r)
+    return [
+        Figure(
+            PEER_FIGURE,
+            f"cuda:{src}",
+            gbs,
+            "GB/s",
+            _gpu_device(run, src),
+            PEER_FIGURE,
+            note=f"slowest pair: cuda:{src} → cuda:{r.dst} ({r.path})",
         )
-    reduce = [
-        r
-        for r in run.rows
-        if r.get("kind") == "collective" and r.get("collective") == "all_reduce" and _num(r.get("busbw_gbs"))
+        for src, (gbs, r) in sorted(slowest.items())
     ]
-    if reduce:
-        best = max(reduce, key=lambda r: r["bytes"])
-        out.append(
-            Figure(
-                ALL_REDUCE_FIGURE,
-                "node",
-                best["busbw_gbs"],
-                "GB/s",
-                run.device,
-                ALL_REDUCE_FIGURE,
-                note=f"{best['size']} over {best['world_size']} ranks ({best['backend']})",
-            )
-        )
-    return out
+
+
+def _all_reduce_figure(run: RunResult, tables: InterconnectTables) -> list[Figure]:
+    best: tuple[float, CollectivePoint] | None = None  # the largest message's bus bandwidth (the first of equals)
+    for p in tables.collectives:
+        busbw = _num(p.busbw_gbs)
+        if p.collective == "all_reduce" and busbw and (best is None or p.nbytes > best[1].nbytes):
+            best = (busbw, p)
+    if best is None:
+        return []
+    busbw, p = best
+    note = f"{p.size} over {p.world_size} ranks ({p.backend})"
+    return [Figure(ALL_REDUCE_FIGURE, "node", busbw, "GB/s", run.device, ALL_REDUCE_FIGURE, note=note)]
 
 
 def matmul_figures(run: RunResult) -> list[Figure]:
