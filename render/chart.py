@@ -7,7 +7,6 @@ from dataclasses import dataclass
 import pandas as pd
 import plotly.graph_objects as go
 
-from core.result import RunResult
 from render.style import number_axes
 
 
@@ -19,11 +18,3 @@ class Chart:
 
     def __post_init__(self) -> None:
         number_axes(self.figure)  # one way to write an axis's numbers, whoever built the figure
-
-
-def kind_rows(run: RunResult, kind: str) -> pd.DataFrame:
-    """The rows of one ``kind`` of a run that mixes kinds, with only the columns that kind fills."""
-    df = run.frame()
-    if df.empty or "kind" not in df:
-        return pd.DataFrame()
-    return df.loc[df["kind"] == kind].dropna(axis=1, how="all").reset_index(drop=True)
