@@ -4,11 +4,12 @@ from __future__ import annotations
 
 import math
 
+import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
 from core.result import RunResult, rows_frame
-from core.rows.formats import FormatsSummary, values_of
+from core.rows.formats import FormatsSummary, SpacingPoint, values_of
 from render.chart import Chart
 from render.style import color_for, style, title
 
@@ -57,14 +58,16 @@ def inspector_chart(run: RunResult) -> Chart:
 def spacing_chart(run: RunResult) -> Chart:
     """ULP against magnitude, log–log, with each format's smallest normal and max marked."""
     summary = FormatsSummary.from_meta(run.meta)
-    spacing = rows_frame([p.to_row() for p in summary.spacing])  # the points' columns, to plot and to export
+    by_format: dict[str, list[SpacingPoint]] = {}
+    for point in summary.spacing:
+        by_format.setdefault(point.format, []).append(point)
     fig = go.Figure()
-    for fmt, part in spacing.groupby("format", sort=False):
-        color = color_for(str(fmt))
+    for fmt, points in by_format.items():
+        color = color_for(fmt)
         fig.add_trace(
             go.Scatter(
-                x=part["magnitude"],
-                y=part["ulp"],
+                x=np.array([p.magnitude for p in points]),
+                y=np.array([p.ulp for p in points]),
                 name=fmt,
                 mode="lines",
                 line_shape="hv",
@@ -72,14 +75,14 @@ def spacing_chart(run: RunResult) -> Chart:
                 legendgroup=fmt,
             )
         )
-        limits = summary.info(str(fmt))
+        limits = summary.info(fmt)
         if limits is None:
             continue
         marks = [(limits.smallest_normal, "smallest normal", "triangle-up"), (limits.max, "max", "x")]
         for x, label, symbol in marks:
             if x is None or x != x:
                 continue
-            y = part.iloc[(part["magnitude"] - x).abs().argmin()]["ulp"]
+            y = min(points, key=lambda p, x=x: abs(p.magnitude - x)).ulp  # the nearest point's (the first of ties)
             fig.add_trace(
                 go.Scatter(
                     x=[x],
@@ -110,7 +113,7 @@ def spacing_chart(run: RunResult) -> Chart:
     )
     fig.update_xaxes(range=FP32_VIEW_X)  # fp64's range would squash every other format into a dot
     fig.update_yaxes(range=FP32_VIEW_Y)
-    return Chart("formats-spacing", fig, spacing)
+    return Chart("formats-spacing", fig, rows_frame([p.to_row() for p in summary.spacing]))
 
 
 def figures(run: RunResult) -> list[Chart]:
