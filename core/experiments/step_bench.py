@@ -772,7 +772,7 @@ def answer_lines(rows: list[dict], meta: dict) -> list[str]:
     for r in picked:
         lines.append(_config_text(r, bool(tables.grid)))
         findings = r.trace_findings if isinstance(r, StackSummary) else []
-        lines += [f"  its trace, read as an imported one: {f['text']}" for f in findings]
+        lines += [f"  its trace, read as an imported one: {f.text}" for f in findings]
     bound = [r for r in picked if r.host_bound]
     if bound:
         names = ", ".join(f"{r.precision} · {r.stack}" for r in bound)

@@ -166,6 +166,19 @@ class Measured(Configured):
 
 
 @dataclass(frozen=True)
+class TraceFinding:
+    """One finding of a profiled stack's own trace, read as an imported trace is (what the summary row stores)."""
+
+    kind: str
+    text: str
+    cause: str | None = None
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> TraceFinding:
+        return cls(d["kind"], d["text"], d.get("cause"))
+
+
+@dataclass(frozen=True)
 class StackSummary(Measured):
     """A single run's stack: its time, figures and first step, its memory against the planner's, and (profiled)
     how busy the device was."""
@@ -189,8 +202,8 @@ class StackSummary(Measured):
         return self.profile.get("host_bound")
 
     @property
-    def trace_findings(self) -> list[dict]:
-        return list(self.profile.get("trace_findings") or ())
+    def trace_findings(self) -> list[TraceFinding]:
+        return [TraceFinding.from_dict(f) for f in self.profile.get("trace_findings") or ()]
 
     def to_row(self) -> dict:
         row = {KIND: "summary", **self._setup(), "tokens_per_step": self.tokens_per_step, **self._figures()}
