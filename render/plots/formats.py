@@ -5,7 +5,6 @@ from __future__ import annotations
 import math
 
 import numpy as np
-import pandas as pd
 import plotly.graph_objects as go
 
 from core.result import RunResult, rows_frame
@@ -22,7 +21,6 @@ def inspector_chart(run: RunResult) -> Chart:
     value = run.config.get("value")
     values = values_of(run)
     stores = [v for v in values if not v.unsupported]  # the formats that hold the value get a bar
-    shown: pd.DataFrame = df.loc[[not v.unsupported for v in values]].copy()  # their stored columns, to plot
     # A bar of height 0 vanishes on a log axis: exact stores are drawn at the axis floor and labelled.
     errors = [v.rel_error for v in stores]
     floor = max(min([e for e in errors if e is not None and 0 < e < math.inf] or [1e-17]) / 10, 1e-18)
@@ -30,12 +28,13 @@ def inspector_chart(run: RunResult) -> Chart:
     heights = [top if e == math.inf else (floor if not e or e != e else e) for e in errors]
     fig = go.Figure(
         go.Bar(
-            x=shown["format"],
+            x=_texts([v.format for v in stores]),
             y=heights,
-            marker_color=[color_for(f) for f in shown["format"]],
-            text=shown["status"],
+            marker_color=[color_for(v.format) for v in stores],
+            text=_texts([v.status for v in stores]),
             textposition="outside",
-            customdata=shown[["stored", "bits"]].astype(str).values,
+            # the stored columns as the table has them: pandas's text of a NaN store stays NaN (an empty hover)
+            customdata=df.loc[[not v.unsupported for v in values], ["stored", "bits"]].astype(str).values,
             hovertemplate="%{x}: stored %{customdata[0]}<br>%{customdata[1]}<br>relative error %{y:.3g}<extra></extra>",
         )
     )
@@ -53,6 +52,11 @@ def inspector_chart(run: RunResult) -> Chart:
         if c in df.columns
     ]
     return Chart("formats-inspector", fig, df.loc[:, cols])
+
+
+def _texts(values: list) -> np.ndarray:
+    """Text for a trace as an array, as a DataFrame's column hands it to Plotly."""
+    return np.array(values, dtype=object)
 
 
 def spacing_chart(run: RunResult) -> Chart:

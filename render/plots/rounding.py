@@ -2,6 +2,7 @@
 
 from __future__ import annotations
 
+import numpy as np
 import plotly.graph_objects as go
 
 from core.result import RunResult
@@ -13,30 +14,31 @@ NOTE_CHARS = 16  # a line of the note under an unsupported mode that its column 
 
 
 def figures(run: RunResult) -> list[Chart]:
-    df, modes = run.frame(), modes_of(run)
-    ok = df[[m.ok for m in modes]]  # the stored columns of the measured modes, to plot
+    modes = modes_of(run)
+    ok = [m for m in modes if m.ok]
+    names = np.array([m.mode for m in ok], dtype=object)  # arrays, as a DataFrame's columns hand them to Plotly
     fig = go.Figure()
     fig.add_trace(
         go.Bar(
-            x=ok["mode"],
-            y=ok["rel_error"],
+            x=names,
+            y=_numbers([m.rel_error for m in ok]),
             name="vs fp64 product of the fp32 inputs",
-            marker_color=[color_for(m) for m in ok["mode"]],
+            marker_color=[color_for(m.mode) for m in ok],
         )
     )
     if any(m.rel_error_vs_rounded_inputs is not None for m in modes):  # runs before it stored none
         fig.add_trace(
             go.Bar(
-                x=ok["mode"],
-                y=ok["rel_error_vs_rounded_inputs"],
+                x=names,
+                y=_numbers([m.rel_error_vs_rounded_inputs for m in ok]),
                 marker_color="#bbbbbb",
                 name="vs fp64 product of the rounded inputs (accumulation only)",
             )
         )
         fig.add_trace(
             go.Scatter(
-                x=ok["mode"],
-                y=ok["unit_roundoff"],
+                x=names,
+                y=_numbers([m.unit_roundoff for m in ok]),
                 mode="markers",
                 name="unit roundoff (eps/2)",
                 marker=dict(symbol="line-ew-open", size=30, color="#333"),
@@ -61,4 +63,9 @@ def figures(run: RunResult) -> list[Chart]:
         yaxis_type="log",
         barmode="group",
     )
-    return [Chart("rounding-error", fig, df)]
+    return [Chart("rounding-error", fig, run.frame())]
+
+
+def _numbers(values: list[float | None]) -> np.ndarray:
+    """A trace's numbers, a missing one NaN, as a DataFrame's column hands them to Plotly."""
+    return np.array(values, dtype=float)
