@@ -179,3 +179,20 @@ def test_the_charts_read_the_fields():
     assert [t.x[0] for t in spacing_chart(_run([fp64], [moved])).figure.data if t.mode == "markers"][0] == 1e-4
     no_spacing = make_run("formats", [FP64], {"table": [TABLE_FP16], "spacing": []})
     assert [c.name for c in figures(no_spacing)] == ["formats-inspector"]
+
+
+def test_the_engine_stores_what_the_previous_version_stored():
+    from core.experiment import Context, drive
+    from core.experiments.formats import FormatsConfig, run
+
+    out, progress = drive(run(FormatsConfig(value=65536.0, spacing_points=12), Context("cpu", "CPU")))
+    rows = {r["format"]: r for r in out.rows}
+    _same(rows["fp64"], FP64)
+    _same(rows["fp16"], FP16)
+    assert list(rows["fp4_e2m1fn_x2"]) == list(FP4) and rows["fp4_e2m1fn_x2"]["status"] == "unsupported"
+    assert list(out.meta) == list(META) and out.meta["exact_value"] == "65536.0"
+    table = {r["format"]: r for r in out.meta["table"]}
+    for row in (TABLE_FP16, TABLE_TF32, TABLE_INT4):
+        _same(table[row["format"]], row)
+    assert next(p for p in out.meta["spacing"] if p["format"] == "fp16") == POINTS[0]  # fp16's smallest subnormal
+    assert [list(p.rows) for p in progress if p.rows] == [out.rows]

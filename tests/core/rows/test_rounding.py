@@ -69,3 +69,17 @@ def test_the_chart_reads_the_fields():
     assert list(fig.data[0].y) == [FP32["rel_error"], 1e-4]
     earlier = [{k: v for k, v in FP32.items() if k != "rel_error_vs_rounded_inputs"}]
     assert len(figures(make_run("rounding", earlier))[0].figure.data) == 1  # no accumulation-only bars to draw
+
+
+def test_the_engine_stores_the_keys_the_previous_version_stored_in_its_order():
+    from core.experiment import Context, drive
+    from core.experiments.rounding import RoundingConfig, run
+
+    out, progress = drive(run(RoundingConfig(size=16), Context("cpu", "CPU")))
+    fp32, tf32 = out.rows[:2]
+    assert list(fp32) == list(FP32) and tf32 == TF32
+    assert {k: fp32[k] for k in ("mode", "size", "compute_dtype", "status", "unit_roundoff")} == {
+        k: FP32[k] for k in ("mode", "size", "compute_dtype", "status", "unit_roundoff")
+    }
+    assert [r["mode"] for r in out.rows] == ["fp32", "tf32", "bf16", "fp16"]
+    assert [row for p in progress for row in p.rows] == out.rows  # one row a mode, as it is measured
