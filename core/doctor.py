@@ -20,6 +20,7 @@ runs it in a thread of the server process and every measurement happens in a wor
 
 from __future__ import annotations
 
+import math
 import os
 import platform
 import time
@@ -29,6 +30,7 @@ from dataclasses import asdict, dataclass, field
 from core import __version__
 from core.experiments.reference import DO_BENCH, FLUSHING_TOOLS, TORCH_BENCHMARK
 from core.result import RunResult, now_iso
+from core.rows.formats import values_of
 from core.units import bytes_text, count_text, duration_text
 
 BUNDLE_FORMAT = "gpulab-doctor"
@@ -329,14 +331,13 @@ def fp16_overflow(run: RunResult | None) -> Check:
     if missing:
         return missing
     assert run is not None  # _missing answers for a run that is None
-    row = next((r for r in run.rows if r.get("format") == "fp16"), None)
+    row = next((r for r in values_of(run) if r.format == "fp16"), None)
     if row is None:
         return Check(check, "no fp16 row", expected, "fail", "the formats run has no fp16 row")
-    stored = row.get("stored")
-    ok = stored in ("inf", float("inf"))
+    ok = row.stored == math.inf
     return Check(
         check,
-        f"{stored} ({row.get('status')})",
+        f"{row.stored} ({row.status})",
         expected,
         "pass" if ok else "fail",
         "" if ok else "fp16 did not overflow to inf",
