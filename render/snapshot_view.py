@@ -14,8 +14,8 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from core.rows.snapshot import Site, SnapshotSummary
 from core.units import GIB, bytes_text, duration_text
-from core.workload.findings import oom_cause
 from core.workload.snapshot import detail
 from core.workload.snapshot.analysis import CATEGORIES, SnapshotAnalysis, analyse
 from core.workload.snapshot.analysis import devices_text as devices_text  # the view says it as the CLI does
@@ -67,7 +67,7 @@ class Moment:
     """Who holds memory at the last point at or before a time."""
 
     when: str  # "at 0.04 ms (6.5 KiB allocated)": the point's own time and what was allocated then
-    sites: list[dict]  # the largest live sites, biggest first
+    sites: list[Site]  # the largest live sites, biggest first
     categories: dict[str, int]  # live bytes per category
     segments: list[dict]  # the segment map's segments and their blocks
     numbers: dict  # the segment map's counts, over every segment
@@ -91,7 +91,8 @@ def moment(a: SnapshotAnalysis, t_ms: float, budget: int) -> Moment:
         f"at {time_text(float(a.point_time_ms([point])[0]), a.has_times)} ({bytes_text(a.allocated[point])} allocated)"
     )
     segments, numbers = a.segment_map_at(point, max_segments=SEGMENTS_SHOWN, max_blocks=budget)
-    return Moment(when, a.top_sites(point, SITES_SHOWN), a.categories_at(point), segments, numbers)
+    sites = [Site.from_dict(d) for d in a.top_sites(point, SITES_SHOWN)]
+    return Moment(when, sites, a.categories_at(point), segments, numbers)
 
 
 @dataclass(frozen=True)
@@ -118,20 +119,20 @@ OOM_CAUSES = {
 }
 
 
-def failure_figures(meta: dict) -> list[tuple[str, str]]:
+def failure_figures(s: SnapshotSummary) -> list[tuple[str, str]]:
     """An out-of-memory's figures as (label, value), what the page shows above everything else (none without
     one): the request and its pool, what CUDA had free, what the allocator held unused, the largest free block
     of each pool, and the verdict the engine derived."""
-    o = meta.get("oom")
+    o = s.oom
     if not o:
         return []
-    largest = o["largest_free_block_bytes"]
+    largest = o.largest_free_block_bytes
     return [
-        ("Request that failed", f"{bytes_text(o['requested_bytes'])} ({o['pool']} pool)"),
-        ("Free on the device", bytes_text(o["device_free_bytes"])),
-        ("Reserved but unallocated", bytes_text(o["reserved_unallocated_bytes"])),
+        ("Request that failed", f"{bytes_text(o.requested_bytes)} ({o.pool} pool)"),
+        ("Free on the device", bytes_text(o.device_free_bytes)),
+        ("Reserved but unallocated", bytes_text(o.reserved_unallocated_bytes)),
         ("Largest free block", f"small {bytes_text(largest['small'])} · large {bytes_text(largest['large'])}"),
-        ("Cause", OOM_CAUSES[oom_cause(o)]),
+        ("Cause", OOM_CAUSES[o.cause]),
     ]
 
 

@@ -32,6 +32,7 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
+from core.rows.snapshot import oom_cause
 from core.rows.trace import KernelGroup, Rank, RankTables, TraceTables
 from core.units import bytes_text, us_text
 
@@ -341,11 +342,6 @@ def _oom(o: dict) -> Finding:
         why, advice = ": not fragmentation — too little is free", smaller
     where = f", at {o['site']}" if o.get("site") else ""  # the site closes the sentence
     return Finding("oom", text, o["requested_bytes"], "bytes", why=why, advice=advice + where)
-
-
-def oom_cause(o: dict) -> str:
-    """The cause the analysis derived; a run stored before it did reads "fragmentation" or "device full"."""
-    return o.get("cause") or ("fragmentation" if o["fragmentation"] else "device full")
 
 
 def _largest_line(sites: list[dict]) -> dict | None:

@@ -9,6 +9,7 @@ from __future__ import annotations
 import streamlit as st
 
 from core.result import RunResult
+from core.rows.snapshot import SnapshotSummary
 from core.units import bytes_text, count_text
 from core.workload.snapshot import detail
 from core.workload.snapshot.analysis import SnapshotAnalysis
@@ -52,19 +53,19 @@ def _analysis(detail_id: str) -> SnapshotAnalysis:
 
 
 def render(run: RunResult, key: str) -> None:
-    m = run.meta
+    m = SnapshotSummary.from_run(run)
     provenance(run)
     _failure(m)
-    findings(m)
+    findings(run.meta)
     _headline(m)
     st.caption(
-        f"{markdown_text(m['file'])} · {m['source']['format']} · {bytes_text(m['file_bytes'])} · "
-        f"x axis: {m['x_axis']}. Allocated is replayed from the trace's own sizes (as memory_viz draws it)."
+        f"{markdown_text(m.file)} · {m.source_format} · {bytes_text(m.file_bytes)} · "
+        f"x axis: {m.x_axis}. Allocated is replayed from the trace's own sizes (as memory_viz draws it)."
     )
-    for note in m.get("notes", []):
+    for note in m.notes:
         st.info(note)
-    quirks(m)
-    if not detail.exists(m.get("detail_id")):
+    quirks(run.meta)
+    if not detail.exists(m.detail_id):
         st.warning(
             "The full-resolution trace of this import is no longer on this machine (the newest "
             f"{detail.KEEP} are kept): showing its {len(run.rows):,} stored points."
@@ -72,7 +73,7 @@ def render(run: RunResult, key: str) -> None:
         show_charts(snap_plots.figures(run), f"{key}.stored")
         return
     try:
-        a = _analysis(m["detail_id"])
+        a = _analysis(m.detail_id or "")
     except detail.Damaged as exc:  # cut or replaced files beside the store: the run's own points still draw
         st.warning(f"{markdown_text(exc)}: showing its {len(run.rows):,} stored points.")
         show_charts(snap_plots.figures(run), f"{key}.stored")
@@ -88,7 +89,7 @@ def render(run: RunResult, key: str) -> None:
         with st.expander(f"C++ frames at the peak ({count_text(len(cpp), 'frame')}, innermost first)"):
             st.code("\n".join(cpp), language=None)
     _moment(a, run, key, budget)
-    _categories(a, run, key, window, budget)
+    _categories(a, run, m, key, window, budget)
     show(
         snap_plots.fragmentation_figure(line.t_ms, line.reserved, line.allocated, m, run),
         line.fragmentation_frame(),
@@ -98,40 +99,40 @@ def render(run: RunResult, key: str) -> None:
     _compare(run, key)
 
 
-def _failure(m: dict) -> None:
+def _failure(m: SnapshotSummary) -> None:
     """An out-of-memory snapshot opens with what failed; what to try is its first finding, just below."""
-    if shown := view.failure_figures(m):
-        when = view.time_text(m["oom"]["time_ms"], m.get("has_times", True))
+    if m.oom and (shown := view.failure_figures(m)):
+        when = view.time_text(m.oom.time_ms, m.has_times)
         st.error(f"Out of memory at {when}: this snapshot holds a failed allocation.")
         for col, (label, value) in zip(st.columns(len(shown)), shown):
             col.metric(label, value)
 
 
-def _headline(m: dict) -> None:
+def _headline(m: SnapshotSummary) -> None:
     """Four figures that fit a 1280-px window; what the reserve held unallocated is written under its own."""
     cols = st.columns(4)
-    traced = bool(m["trace_events"])
-    peak_at = f"at {view.time_text(m['peak_time_ms'], m.get('has_times', True))}"
-    fact(cols[0], "Peak allocated", bytes_text(m["peak_allocated_bytes"]), peak_at)
+    traced = bool(m.trace_events)
+    peak_at = f"at {view.time_text(m.peak_time_ms, m.has_times)}"
+    fact(cols[0], "Peak allocated", bytes_text(m.peak_allocated_bytes), peak_at)
     fact(
         cols[1],
         "Peak reserved",
-        bytes_text(m["peak_reserved_bytes"]),
-        f"{bytes_text(m['fragmentation_at_peak_bytes'])} of it unallocated "
+        bytes_text(m.peak_reserved_bytes),
+        f"{bytes_text(m.fragmentation_at_peak_bytes)} of it unallocated "
         f"{'at the peak' if traced else 'at the snapshot'}",
         help="Reserved − allocated: memory the caching allocator holds that no tensor uses.",
     )
     fact(
         cols[2],
         "Before recording" if traced else "Allocated at the snapshot",
-        bytes_text(m["baseline_allocated_bytes"]),
-        f"{m['baseline_allocated_blocks']:,} block(s)",
+        bytes_text(m.baseline_allocated_bytes),
+        f"{m.baseline_allocated_blocks:,} block(s)",
         help="Blocks the segments show active that the trace never allocated, and blocks it frees "
         "without having allocated: they were there before recording began."
         if traced
         else "No trace was recorded: only the state at the time of the snapshot is known.",
     )
-    fact(cols[3], "Trace events", f"{m['trace_events']:,}", view.devices_text(m["device"], m.get("devices")))
+    fact(cols[3], "Trace events", f"{m.trace_events:,}", view.devices_text(m.device, list(m.devices)))
 
 
 def _zoom(a: SnapshotAnalysis, run: RunResult, key: str) -> tuple[view.Window, int]:
@@ -166,7 +167,7 @@ def _moment(a: SnapshotAnalysis, run: RunResult, key: str, budget: int) -> None:
         "Moment (ms since the first event)" if a.has_times else "Moment (event number)",
         0.0,
         view.duration_ms(a),
-        float(run.meta["peak_time_ms"]),
+        float(SnapshotSummary.from_run(run).peak_time_ms),
         format="%.2f ms" if a.has_times else "%d",
         key=f"{key}.moment.{run.id}",
         help="Defaults to the peak.",
@@ -190,11 +191,13 @@ def _moment(a: SnapshotAnalysis, run: RunResult, key: str, budget: int) -> None:
     )
 
 
-def _categories(a: SnapshotAnalysis, run: RunResult, key: str, window: view.Window, budget: int) -> None:
+def _categories(
+    a: SnapshotAnalysis, run: RunResult, m: SnapshotSummary, key: str, window: view.Window, budget: int
+) -> None:
     st.subheader("Categories over time")
     cats = view.categories(a, window, budget)
     show(
-        snap_plots.categories_figure(cats.t_ms, cats.series, run.meta, run),
+        snap_plots.categories_figure(cats.t_ms, cats.series, m, run),
         cats.frame(),
         "snapshot-categories",
         f"{key}.categories",
@@ -203,7 +206,7 @@ def _categories(a: SnapshotAnalysis, run: RunResult, key: str, window: view.Wind
         "Inferred from each allocation's Python stack and lifetime; nothing is guessed: an allocation no rule "
         "matches is *unknown*. The rules, first match wins, and what each classified:"
     )
-    show_table(snap_plots.rules_frame(run.meta), hide_index=True)
+    show_table(snap_plots.rules_frame(m), hide_index=True)
 
 
 def _compare(run: RunResult, key: str) -> None:

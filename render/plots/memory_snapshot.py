@@ -7,11 +7,14 @@ draws a stored run from its rows and summary, which is what Compare and the HTML
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import numpy as np
 import pandas as pd
 import plotly.graph_objects as go
 
 from core.result import RunResult
+from core.rows.snapshot import Site, SnapshotSummary
 from core.units import GIB, MIB, bytes_text
 from core.workload.snapshot.analysis import CATEGORIES, peak_differences
 from render.chart import Chart
@@ -26,16 +29,18 @@ STATE_NAMES = {
 }
 
 
-def _x_title(meta: dict) -> str:
-    return "time since the first event (ms)" if meta.get("has_times", True) else "event number"
+def _x_title(s: SnapshotSummary) -> str:
+    return "time since the first event (ms)" if s.has_times else "event number"
 
 
-def _stack_hover(frames: list[str], limit: int = 12) -> str:
-    shown = frames[:limit] + ([f"… {len(frames) - limit} more frames"] if len(frames) > limit else [])
+def _stack_hover(frames: Sequence[str], limit: int = 12) -> str:
+    shown = [*frames[:limit]] + ([f"… {len(frames) - limit} more frames"] if len(frames) > limit else [])
     return html_lines(shown) or "(no Python stack recorded)"
 
 
-def timeline_figure(t_ms, allocated, reserved, meta: dict, run: RunResult | None = None, detail: str = "") -> go.Figure:
+def timeline_figure(
+    t_ms, allocated, reserved, s: SnapshotSummary, run: RunResult | None = None, detail: str = ""
+) -> go.Figure:
     """Allocated (the tensors) and reserved (the cache) over time, the peak starred with its stack."""
     fig = go.Figure()
     fig.add_trace(
@@ -57,22 +62,22 @@ def timeline_figure(t_ms, allocated, reserved, meta: dict, run: RunResult | None
             fill="tozeroy",
         )
     )
-    if meta.get("baseline_allocated_bytes"):
+    if s.baseline_allocated_bytes:
         fig.add_hline(
-            y=meta["baseline_allocated_bytes"] / GIB,
+            y=s.baseline_allocated_bytes / GIB,
             line_dash="dot",
             line_color="#8c564b",
-            annotation_text=f"allocated before recording {bytes_text(meta['baseline_allocated_bytes'])}",
+            annotation_text=f"allocated before recording {bytes_text(s.baseline_allocated_bytes)}",
             annotation_position="bottom right",
         )
     fig.add_trace(
         go.Scatter(
-            x=[meta["peak_time_ms"]],
-            y=[meta["peak_allocated_bytes"] / GIB],
+            x=[s.peak_time_ms],
+            y=[s.peak_allocated_bytes / GIB],
             mode="markers",
             marker=dict(symbol="star", size=16, color="black"),
             name="peak allocated",
-            hovertext=[_stack_hover(meta.get("peak_stack", []))],
+            hovertext=[_stack_hover(s.peak_stack)],
             hovertemplate="peak %{y:.3f} GiB at %{x:.3f}<br>%{hovertext}<extra></extra>",
         )
     )
@@ -82,18 +87,18 @@ def timeline_figure(t_ms, allocated, reserved, meta: dict, run: RunResult | None
             "Memory over time",
             run,
             detail
-            or f"peak {bytes_text(meta['peak_allocated_bytes'])} allocated "
-            f"at {time_text(meta['peak_time_ms'], meta.get('has_times', True))} · reserved up to "
-            f"{bytes_text(meta['peak_reserved_bytes'])}",
+            or f"peak {bytes_text(s.peak_allocated_bytes)} allocated "
+            f"at {time_text(s.peak_time_ms, s.has_times)} · reserved up to "
+            f"{bytes_text(s.peak_reserved_bytes)}",
         ),
-        _x_title(meta),
+        _x_title(s),
         "GiB",
         legend_title="",
     )
     return fig
 
 
-def categories_figure(t_ms, categories: dict, meta: dict, run: RunResult | None = None) -> go.Figure:
+def categories_figure(t_ms, categories: dict, s: SnapshotSummary, run: RunResult | None = None) -> go.Figure:
     fig = go.Figure()
     for name in CATEGORIES:
         if name in categories:
@@ -114,14 +119,14 @@ def categories_figure(t_ms, categories: dict, meta: dict, run: RunResult | None 
             run,
             "unknown: no stack, or no rule matched — see the rules table",
         ),
-        _x_title(meta),
+        _x_title(s),
         "GiB",
         legend_title="category",
     )
     return fig
 
 
-def fragmentation_figure(t_ms, reserved, allocated, meta: dict, run: RunResult | None = None) -> go.Figure:
+def fragmentation_figure(t_ms, reserved, allocated, s: SnapshotSummary, run: RunResult | None = None) -> go.Figure:
     frag = (np.asarray(reserved) - np.asarray(allocated)) / GIB
     fig = go.Figure(
         go.Scattergl(
@@ -138,10 +143,10 @@ def fragmentation_figure(t_ms, reserved, allocated, meta: dict, run: RunResult |
         title(
             "Cached but unused: reserved − allocated",
             run,
-            f"largest {bytes_text(meta['peak_fragmentation_bytes'])} at "
-            f"{time_text(meta['peak_fragmentation_time_ms'], meta.get('has_times', True))}",
+            f"largest {bytes_text(s.peak_fragmentation_bytes)} at "
+            f"{time_text(s.peak_fragmentation_time_ms, s.has_times)}",
         ),
-        _x_title(meta),
+        _x_title(s),
         "GiB",
         showlegend=False,
     )
@@ -151,20 +156,20 @@ def fragmentation_figure(t_ms, reserved, allocated, meta: dict, run: RunResult |
 SITE_COLUMNS = ("site", "GiB", "blocks", "before recording", "category", "rule", "bytes", "stack")
 
 
-def sites_frame(sites: list[dict]) -> pd.DataFrame:
+def sites_frame(sites: Sequence[Site]) -> pd.DataFrame:
     """One line per allocation site; the same columns when nothing is live (an empty table, not a frame
     without columns)."""
     return pd.DataFrame(
         [
             {
-                "site": s["label"],
-                "GiB": round(s["bytes"] / GIB, 4),
-                "blocks": s["blocks"],
-                "before recording": s["before_recording_blocks"],
-                "category": s["category"],
-                "rule": s["rule"],
-                "bytes": s["bytes"],
-                "stack": "\n".join(s["stack"]),
+                "site": s.label,
+                "GiB": round(s.bytes / GIB, 4),
+                "blocks": s.blocks,
+                "before recording": s.before_recording_blocks,
+                "category": s.category,
+                "rule": s.rule,
+                "bytes": s.bytes,
+                "stack": "\n".join(s.stack),
             }
             for s in sites
         ],
@@ -172,7 +177,7 @@ def sites_frame(sites: list[dict]) -> pd.DataFrame:
     )
 
 
-def sites_figure(sites: list[dict], when: str, run: RunResult | None = None) -> go.Figure:
+def sites_figure(sites: Sequence[Site], when: str, run: RunResult | None = None) -> go.Figure:
     data = sites_frame(sites).iloc[::-1]
     if data.empty:
         fig = go.Figure()
@@ -247,17 +252,17 @@ def segment_map_figure(segments: list[dict], when: str, numbers: dict, run: RunR
     return fig
 
 
-def rules_frame(meta: dict) -> pd.DataFrame:
+def rules_frame(s: SnapshotSummary) -> pd.DataFrame:
     return pd.DataFrame(
         [
             {
-                "rule": r["rule"],
-                "category": r["category"],
-                "allocations": r["allocations"],
-                "GiB allocated": round(r["bytes_allocated"] / GIB, 4),
-                "means": r["means"],
+                "rule": r.rule,
+                "category": r.category,
+                "allocations": r.allocations,
+                "GiB allocated": round(r.bytes_allocated / GIB, 4),
+                "means": r.means,
             }
-            for r in meta.get("category_rules", [])
+            for r in s.category_rules
         ]
     )
 
@@ -265,11 +270,11 @@ def rules_frame(meta: dict) -> pd.DataFrame:
 def figures(run: RunResult) -> list[Chart]:
     """A stored import, from its points (≤ a few thousand) and summary."""
     df = run.frame()
-    meta = run.meta
+    summary = SnapshotSummary.from_run(run)
     charts = [
         Chart(
             "snapshot-timeline",
-            timeline_figure(df["t_ms"], df["allocated_bytes"], df["reserved_bytes"], meta, run),
+            timeline_figure(df["t_ms"], df["allocated_bytes"], df["reserved_bytes"], summary, run),
             df.loc[:, ["t_ms", "allocated_bytes", "reserved_bytes"]],
         )
     ]
@@ -277,18 +282,18 @@ def figures(run: RunResult) -> list[Chart]:
     charts.append(
         Chart(
             "snapshot-categories",
-            categories_figure(df["t_ms"], cats, meta, run),
+            categories_figure(df["t_ms"], cats, summary, run),
             df.loc[:, ["t_ms"] + [f"{c}_bytes" for c in cats]],
         )
     )
     charts.append(
         Chart(
             "snapshot-fragmentation",
-            fragmentation_figure(df["t_ms"], df["reserved_bytes"], df["allocated_bytes"], meta, run),
+            fragmentation_figure(df["t_ms"], df["reserved_bytes"], df["allocated_bytes"], summary, run),
             df.loc[:, ["t_ms", "fragmentation_bytes"]],
         )
     )
-    sites = meta.get("top_sites_at_peak", [])
+    sites = summary.top_sites_at_peak
     charts.append(
         Chart(
             "snapshot-sites-at-peak",
@@ -300,7 +305,7 @@ def figures(run: RunResult) -> list[Chart]:
 
 
 def _label(run: RunResult) -> str:
-    return run.name or f"{run.meta.get('file', run.id[:8])} · {run.id[:6]}"
+    return run.name or f"{SnapshotSummary.from_run(run).file or run.id[:8]} · {run.id[:6]}"
 
 
 def site_differences(a: RunResult, b: RunResult) -> pd.DataFrame:

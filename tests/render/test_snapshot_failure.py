@@ -3,6 +3,7 @@ tests/core/workload/test_snapshot_oom.py (every figure worked out in its docstri
 
 import pickle
 
+from core.rows.snapshot import SnapshotSummary
 from core.workload.snapshot.analysis import analyse
 from core.workload.snapshot.reader import read_snapshot
 from render import snapshot_view as view
@@ -10,10 +11,10 @@ from tests.core.workload import snapshots
 from tests.core.workload.test_snapshot_oom import oom_snapshot
 
 
-def summary(tmp_path, snap: dict) -> dict:
+def summary(tmp_path, snap: dict) -> SnapshotSummary:
     path = tmp_path / "s.pickle"
     path.write_bytes(pickle.dumps(snap))
-    return analyse(read_snapshot(path)).summary()
+    return SnapshotSummary.from_meta(analyse(read_snapshot(path)).summary())
 
 
 def test_a_failure_is_shown_with_its_figures(tmp_path):

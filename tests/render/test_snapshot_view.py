@@ -13,6 +13,7 @@ import numpy as np
 import pandas as pd
 import pytest
 
+from core.rows.snapshot import SnapshotSummary
 from core.units import GIB
 from core.workload.snapshot import detail
 from core.workload.snapshot.analysis import analyse
@@ -68,7 +69,7 @@ def test_who_holds_memory_at_the_peak(hand):
     at = view.moment(analyse(hand), 0.04, budget=1000)
     assert at.when == "at 40.00 µs (6.5 KiB allocated)"  # 6632 B / 1024 = 6.48 KiB; a time has its unit
     # C (optimizer _init_group), B (backward), the block from before recording (.to), A (forward)
-    assert [(s["bytes"], s["category"]) for s in at.sites] == [
+    assert [(s.bytes, s.category) for s in at.sites] == [
         (4096, "optimizer_state"),
         (1024, "gradients"),
         (1000, "parameters"),
@@ -93,7 +94,7 @@ def test_a_moment_between_events_is_the_last_point_before_it(hand):
     # at 0 ms: after the first event (A allocated, the orphan 256 B block not yet freed): 1768 B
     first = view.moment(a, 0.0, budget=1000)
     assert first.when == "at 0 s (1.7 KiB allocated)"  # nothing: not "0.00 s" beside µs
-    assert sum(s["bytes"] for s in first.sites) == 1768
+    assert sum(s.bytes for s in first.sites) == 1768
 
 
 def test_categories_over_time_add_up_to_allocated_and_share_the_budget(hand):
@@ -150,5 +151,5 @@ def test_every_chart_over_time_drops_where_memory_drops_on_a_real_snapshot():
     for t_ms, total in ((line.t_ms, line.allocated), (cats.t_ms, np.sum(list(cats.series.values()), axis=0))):
         held = total[np.searchsorted(t_ms, middle, side="right") - 1]  # a step's value: the last point before
         assert held == during, (held / GIB, during / GIB)
-    fig = plots.categories_figure(cats.t_ms, cats.series, {})
+    fig = plots.categories_figure(cats.t_ms, cats.series, SnapshotSummary())
     assert {trace.line.shape for trace in fig.data} == {"hv"}  # drawn as steps, never a line between points
