@@ -9,6 +9,7 @@ import pandas as pd
 import streamlit as st
 
 from core.result import RunResult
+from core.rows.trace_breakdown import TraceBreakdown
 from core.units import us_text
 from core.workload.findings import against_text
 from core.workload.trace.arrivals import matching_text
@@ -61,12 +62,13 @@ def render(run: RunResult) -> None:
         st.warning(m.get("note", "no GPU activity in this trace"))
         return
     _headline(m)
-    if before := trace_why.host_gap_table(m, "host_before_first_kernel"):  # the host's time before any kernel
-        b = m["host_before_first_kernel"]
-        st.write(f"What the host did before each step's first kernel ({b['steps']:,} step(s), the GPU idle):")
+    why = TraceBreakdown.from_meta(m)
+    first = why.host_before_first_kernel
+    if before := trace_why.host_gap_table(first):  # the host's time before any kernel
+        st.write(f"What the host did before each step's first kernel ({first.steps:,} step(s), the GPU idle):")
         show_table(before, hide_index=True)
-    if gaps := trace_why.host_gap_table(m):  # why the GPU idled, on the host's side: the answer before the charts
-        st.write(f"What the host did while the GPU idled ({m['host_gaps']['gaps']:,} gaps, on the launching thread):")
+    if gaps := trace_why.host_gap_table(why.host_gaps):  # why the GPU idled, on the host's side: the answer first
+        st.write(f"What the host did while the GPU idled ({why.host_gaps.gaps:,} gaps, on the launching thread):")
         show_table(gaps, hide_index=True)
         if not (per_step := view.step_host_ms(run)).empty:
             st.write("The same, in each step's idle (ms):")
@@ -78,17 +80,17 @@ def render(run: RunResult) -> None:
     )
     if m.get("idle_causes"):  # runs stored before the idle breakdown have none
         _waits(m)
-    if patterns := trace_why.patterns_table(m):
+    if patterns := trace_why.patterns_table(why):
         st.write("Patterns in the operators:")
         show_table(patterns, hide_index=True)
-    if ops := trace_why.ops_table(m):  # kernels → operators → modules
-        st.write(f"Top operators by GPU time ({m['ops_attributed_share']:.1%} of it traced to an operator):")
+    if ops := trace_why.ops_table(why):  # kernels → operators → modules
+        st.write(f"Top operators by GPU time ({why.ops_attributed_share:.1%} of it traced to an operator):")
         rates = {"TFLOPS": "{:,.1f}", "TB/s": "{:,.2f}", "% of peak": "{:.1f}"}  # "—" where shapes give none
         show_table(with_dashes(pd.DataFrame(ops), rates), hide_index=True)
-        if line := trace_why.rates_caption(m):
+        if line := trace_why.rates_caption(why, m):
             st.caption(markdown_text(line))
         with st.expander("Top modules by GPU time"):
-            show_table(trace_why.modules_table(m), hide_index=True)
+            show_table(trace_why.modules_table(why), hide_index=True)
     if not (calls := view.collectives_table(run)).empty:
         st.write("Collectives, sized as nccl-tests sizes them (a call's time includes waiting for its peers):")
         rates = {"size": "{}", "algbw GB/s": "{:,.2f}", "busbw GB/s": "{:,.2f}"}  # "—" where nccl-tests has none
