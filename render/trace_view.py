@@ -5,10 +5,13 @@ No Streamlit and no Plotly: the page only places them."""
 
 from __future__ import annotations
 
+from collections.abc import Sequence
+
 import pandas as pd
 
 from core.result import RunResult
 from core.rows.trace import HOST_CAUSES, RankTables, TraceTables
+from core.rows.trace_summary import LaunchSummary, TraceSummary
 from render.table import with_dashes
 
 RANK_COLUMNS = [
@@ -25,35 +28,29 @@ RANK_COLUMNS = [
 ]
 
 
-def host_wait_share(causes: dict[str, float]) -> float | None:
-    """The host's share of the GPU's gaps (HolisticTraceAnalysis' idle breakdown); None without gaps."""
-    total = sum(causes.values())
-    return causes["host_wait_us"] / total if total else None
-
-
-def count_text(items: list, noun: str) -> str:
+def count_text(items: Sequence, noun: str) -> str:
     """How many of ``noun`` a list holds, in words ("1 stream", "4 GPUs"), never the list's Python form."""
     return f"{len(items):,} {noun}{'' if len(items) == 1 else 's'}"
 
 
-def launch_metric(launch: dict) -> tuple[str, str, str, str]:
+def launch_metric(launch: LaunchSummary) -> tuple[str, str, str, str]:
     """The page's launch figure (label, value, delta, help): the share of launch-bound activities (launched onto
     an idle GPU), or, where graphs launched everything, that it does not apply; a run stored before the
     redefinition has only HolisticTraceAnalysis' short kernels, named so."""
-    if "shorter_than_launch_call" not in launch:
+    if not launch.measured_launch_bound:
         return (
             "Shorter than their launch call",
-            f"{launch['launch_bound_share']:.1%}",
-            f"median launch delay {launch['launch_delay_p50_us']:,.1f} µs",
+            f"{launch.launch_bound_share:.1%}",
+            f"median launch delay {launch.launch_delay_p50_us:,.1f} µs",
             "HolisticTraceAnalysis' short kernels: kernels (and copies) that ran shorter than their launch call "
             "took on the CPU. It says nothing of whether the GPU waited on launches (this run was stored before "
             "the lab measured that).",
         )
-    own = launch["launched"] - launch["graph_launched"]
+    own = launch.launched - launch.graph_launched
     graphs = (
-        f" {launch['graph_launched']:,} activities came from CUDA/HIP graph launches: the comparison does not "
+        f" {launch.graph_launched:,} activities came from CUDA/HIP graph launches: the comparison does not "
         "apply to them."
-        if launch["graph_launched"]
+        if launch.graph_launched
         else ""
     )
     about = (
@@ -61,24 +58,21 @@ def launch_metric(launch: dict) -> tuple[str, str, str, str]:
         "nothing queued and waited on the launch (fuse the kernels, or capture them in a CUDA graph)."
         + graphs
         + f" HolisticTraceAnalysis' short kernels (shorter than their launch call): "
-        f"{launch['shorter_than_launch_call_share']:.1%}."
+        f"{launch.shorter_than_launch_call_share:.1%}."
     )
     if not own:
-        return "Launch-bound", "n/a: CUDA graphs", f"{launch['graph_launched']:,} graph-launched", about
+        return "Launch-bound", "n/a: CUDA graphs", f"{launch.graph_launched:,} graph-launched", about
     return (
         "Launch-bound",
-        f"{launch['launch_bound_share']:.1%}",
-        f"GPU idle {launch['launch_wait_us'] / 1000:,.3f} ms before them",
+        f"{launch.launch_bound_share:.1%}",
+        f"GPU idle {launch.launch_wait_us / 1000:,.3f} ms before them",
         about,
     )
 
 
-def rules_table(meta: dict) -> list[dict]:
+def rules_table(s: TraceSummary) -> list[dict]:
     """What each kernel group rule matched, in milliseconds (empty for runs stored before the rules)."""
-    return [
-        {"rule": r["rule"], "group": r["group"], "kernels": r["count"], "ms": r["us"] / 1000}
-        for r in meta.get("rules") or []
-    ]
+    return [{"rule": r.rule, "group": r.group, "kernels": r.count, "ms": r.us / 1000} for r in s.rules]
 
 
 def trace_table(run: RunResult, name: str) -> pd.DataFrame:

@@ -36,11 +36,13 @@ class GapCause:
     time_us: float = 0.0
     share: float | None = None  # of the gaps' time
     top_ops: tuple[TopOp, ...] = ()
+    inner_op: TopOp | None = None  # before the first kernel: the innermost operator holding most of it
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Self:
         tops = tuple(TopOp(**_known(TopOp, o)) for o in d.get("top_ops") or ())
-        return cls(**_known(cls, d, top_ops=tops))
+        inner = d.get("inner_op")
+        return cls(**_known(cls, d, top_ops=tops, inner_op=inner and TopOp(**_known(TopOp, inner))))
 
 
 @dataclass(frozen=True)
@@ -50,12 +52,15 @@ class HostTime:
 
     causes: tuple[GapCause, ...] = ()
     gaps: int = 0
+    gap_us: float = 0.0  # the gaps' time
     steps: int = 0
+    time_us: float = 0.0  # the host's time before the steps' first kernels
+    wall_us: float = 0.0  # of the steps' wall time
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any] | None) -> Self:
         d = d or {}
-        return cls(tuple(GapCause.from_dict(c) for c in d.get("causes") or ()), d.get("gaps", 0), d.get("steps", 0))
+        return cls(**_known(cls, d, causes=tuple(GapCause.from_dict(c) for c in d.get("causes") or ())))
 
 
 @dataclass(frozen=True)
@@ -117,6 +122,7 @@ class TraceBreakdown:
     op_patterns: tuple[OpPattern, ...] = ()
     ops_reference: str | None = None  # the card the rates are set against
     ops_attributed_share: float = 0.0  # of the GPU time, traced to an operator
+    ops_gpu_time_us: float = 0.0
 
     @classmethod
     def from_meta(cls, meta: Mapping[str, Any]) -> Self:
@@ -128,4 +134,5 @@ class TraceBreakdown:
             tuple(OpPattern.from_dict(p) for p in meta.get("op_patterns") or ()),
             meta.get("ops_reference"),
             meta.get("ops_attributed_share") or 0.0,
+            meta.get("ops_gpu_time_us") or 0.0,
         )

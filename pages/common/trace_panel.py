@@ -10,6 +10,7 @@ import streamlit as st
 
 from core.result import RunResult
 from core.rows.trace_breakdown import TraceBreakdown
+from core.rows.trace_summary import IdleCauses, TraceSummary
 from core.units import us_text
 from core.workload.findings import against_text
 from core.workload.trace.arrivals import matching_text
@@ -54,14 +55,14 @@ def render(run: RunResult) -> None:
     if run.experiment == "profiler-trace-ranks":
         render_ranks(run)
         return
-    m = run.meta
+    m, s = run.meta, TraceSummary.from_run(run)
     provenance(run)
     findings(m)
     quirks(m)
-    if not m.get("gpu_activities"):
-        st.warning(m.get("note", "no GPU activity in this trace"))
+    if not s.gpu_activities:
+        st.warning(s.note or "no GPU activity in this trace")
         return
-    _headline(m)
+    _headline(s)
     why = TraceBreakdown.from_meta(m)
     first = why.host_before_first_kernel
     if before := trace_why.host_gap_table(first):  # the host's time before any kernel
@@ -74,12 +75,12 @@ def render(run: RunResult) -> None:
             st.write("The same, in each step's idle (ms):")
             show_table(per_step)
     st.caption(
-        f"{markdown_text(m['file'])} · GPU {m['device']} ({markdown_text(gpu_text(m))}) · "
-        f"{view.count_text(m['devices'], 'GPU')} in the file · {view.count_text(m['streams'], 'stream')} on this GPU · "
-        f"{m['events']:,} events · {m['step_basis']}"
+        f"{markdown_text(s.file)} · GPU {s.device} ({markdown_text(gpu_text(m))}) · "
+        f"{view.count_text(s.devices, 'GPU')} in the file · {view.count_text(s.streams, 'stream')} on this GPU · "
+        f"{s.events:,} events · {s.step_basis}"
     )
-    if m.get("idle_causes"):  # runs stored before the idle breakdown have none
-        _waits(m)
+    if s.idle_causes:  # runs stored before the idle breakdown have none
+        _waits(s, s.idle_causes)
     if patterns := trace_why.patterns_table(why):
         st.write("Patterns in the operators:")
         show_table(patterns, hide_index=True)
@@ -96,7 +97,7 @@ def render(run: RunResult) -> None:
         rates = {"size": "{}", "algbw GB/s": "{:,.2f}", "busbw GB/s": "{:,.2f}"}  # "—" where nccl-tests has none
         show_table(with_dashes(calls, rates), hide_index=True)
     show_charts(trace_plots.figures(run), f"trace.{run.id}")
-    if rules := view.rules_table(m):
+    if rules := view.rules_table(s):
         with st.expander("Kernel group rules: what each matched"):
             show_table(rules, hide_index=True)
     for name in ("kernels", "steps"):
@@ -105,28 +106,28 @@ def render(run: RunResult) -> None:
             show_table(table, hide_index=True)
 
 
-def _headline(m: dict) -> None:
+def _headline(s: TraceSummary) -> None:
     """Four figures that fit a 1280-px window (the exact µs are in the tables, the CLI and the stored run)."""
     cols = st.columns(4)
-    steps = m.get("steps", 0)
+    steps = s.steps
     fact(
         cols[0],
         "Kernel time",
-        _ms(m["kernel_time_us"]),
-        f"{m['kernel_count']:,} kernels" + (f" in {steps:,} step{'s' * (steps != 1)}" if steps else ""),
+        _ms(s.kernel_time_us),
+        f"{s.kernel_count:,} kernels" + (f" in {steps:,} step{'s' * (steps != 1)}" if steps else ""),
         help="Sum of kernel durations (overlapping kernels count twice).",
     )
     fact(
         cols[1],
         "GPU busy",
-        _ms(m["busy_us"]),
-        f"of {_ms(m['span_us'])} span",
+        _ms(s.busy_us),
+        f"of {_ms(s.span_us)} span",
         help="Union of all kernels, copies and sets.",
     )
-    fact(cols[2], "GPU idle", _ms(m["idle_us"]), f"{m['idle_share']:.1%} of the span")
+    fact(cols[2], "GPU idle", _ms(s.idle_us), f"{s.idle_share:.1%} of the span")
     cols[3].metric(
         "Exposed communication",
-        _ms(m["exposed_communication_us"]),
+        _ms(s.exposed_communication_us),
         help="Communication kernels not hidden behind compute.",
     )
 
@@ -137,35 +138,32 @@ def _ms(us: float) -> str:
     return us_text(us, digits=2) if us else "none"
 
 
-def _waits(m: dict) -> None:
+def _waits(s: TraceSummary, causes: IdleCauses) -> None:
     """Why the GPU idled, and how many kernels waited for their launch."""
-    causes, launch = m["idle_causes"], m.get("launch") or {}
     waits = st.columns(4)
-    share = view.host_wait_share(causes)
+    share = causes.host_wait_share
     fact(
         waits[0],
         "Host wait",
-        _ms(causes["host_wait_us"]),
-        f"{share:.1%} of the {'idle' if m.get('idle_causes_basis') == 'device' else 'gaps'}"
-        if share is not None
-        else None,
+        _ms(causes.host_wait_us),
+        f"{share:.1%} of the {'idle' if s.idle_on_device else 'gaps'}" if share is not None else None,
         help=(
             "Gaps on the device timeline (the union of its streams) ended by an activity whose launch call came "
             "after the gap began: the GPU waited for the CPU. The three causes add up to the GPU idle; "
             "HolisticTraceAnalysis' per-stream breakdown is the chart below."
-            if m.get("idle_causes_basis") == "device"
+            if s.idle_on_device
             else "Gaps on a stream before a kernel whose launch call came after the previous kernel ended: "
             "the GPU waited for the CPU. Summed over streams (HolisticTraceAnalysis' idle breakdown)."
         ),
     )
     waits[1].metric(
         "Kernel wait",
-        _ms(causes["kernel_wait_us"]),
-        help=f"Other gaps shorter than {m.get('kernel_wait_threshold_us', 30):g} µs: back-to-back launch overhead.",
+        _ms(causes.kernel_wait_us),
+        help=f"Other gaps shorter than {s.kernel_wait_threshold_us:g} µs: back-to-back launch overhead.",
     )
-    waits[2].metric("Other wait", _ms(causes["other_wait_us"]), help="Events, other streams.")
-    if launch.get("launched"):
-        label, value, note, text = view.launch_metric(launch)
+    waits[2].metric("Other wait", _ms(causes.other_wait_us), help="Events, other streams.")
+    if s.launch.launched:
+        label, value, note, text = view.launch_metric(s.launch)
         fact(waits[3], label, value, note, help=text)
 
 

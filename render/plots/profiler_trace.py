@@ -7,6 +7,7 @@ import plotly.graph_objects as go
 
 from core.result import RunResult
 from core.rows.trace import TraceTables
+from core.rows.trace_summary import TraceSummary
 from core.units import MISSING
 from core.workload.trace.diff import TraceDiff, compare, largest_changes
 from core.workload.trace.timeline import KINDS
@@ -33,7 +34,7 @@ IDLE_LABELS = {"host_wait": "host wait (launched after the GPU ran dry)", "kerne
 
 def _detail(run: RunResult) -> str:
     """Which GPU of the file the figures show (the title's device label names the file and that GPU)."""
-    return f"GPU {run.meta.get('device')}"
+    return f"GPU {TraceSummary.from_run(run).device}"
 
 
 def groups_chart(run: RunResult) -> Chart | None:
@@ -107,14 +108,13 @@ def busy_chart(run: RunResult) -> Chart | None:
             line=dict(color="black", width=1.5),
         )
     )
-    m = run.meta
+    s = TraceSummary.from_run(run)
     style(
         fig,
         title(
             "GPU busy over time",
             run,
-            f"{_detail(run)} · idle {m.get('idle_us', 0) / 1000:,.2f} ms of "
-            f"{m.get('span_us', 0) / 1000:,.2f} ms ({m.get('idle_share', 0):.1%})",
+            f"{_detail(run)} · idle {s.idle_us / 1000:,.2f} ms of {s.span_us / 1000:,.2f} ms ({s.idle_share:.1%})",
         ),
         "time since the first GPU activity (ms)",
         "% of each bin busy",
@@ -124,19 +124,19 @@ def busy_chart(run: RunResult) -> Chart | None:
 
 
 def overlap_chart(run: RunResult) -> Chart | None:
-    m = run.meta
-    if not m.get("gpu_activities"):
+    s = TraceSummary.from_run(run)
+    if not s.gpu_activities:
         return None
     data = pd.DataFrame(
         [
-            {"what": "compute", "ms": m["compute_union_us"] / 1000},
-            {"what": "copies (memcpy + memset)", "ms": m["copy_union_us"] / 1000},
-            {"what": "communication", "ms": m["communication_union_us"] / 1000},
-            {"what": "compute ∩ communication", "ms": m["compute_and_communication_us"] / 1000},
-            {"what": "compute ∩ copies", "ms": m["compute_and_copy_us"] / 1000},
-            {"what": "communication ∩ copies", "ms": m["communication_and_copy_us"] / 1000},
-            {"what": "exposed communication", "ms": m["exposed_communication_us"] / 1000},
-            {"what": "idle", "ms": m["idle_us"] / 1000},
+            {"what": "compute", "ms": s.compute_union_us / 1000},
+            {"what": "copies (memcpy + memset)", "ms": s.copy_union_us / 1000},
+            {"what": "communication", "ms": s.communication_union_us / 1000},
+            {"what": "compute ∩ communication", "ms": s.compute_and_communication_us / 1000},
+            {"what": "compute ∩ copies", "ms": s.compute_and_copy_us / 1000},
+            {"what": "communication ∩ copies", "ms": s.communication_and_copy_us / 1000},
+            {"what": "exposed communication", "ms": s.exposed_communication_us / 1000},
+            {"what": "idle", "ms": s.idle_us / 1000},
         ]
     )
     fig = go.Figure(
@@ -179,7 +179,7 @@ def steps_chart(run: RunResult) -> Chart | None:
         )
     style(
         fig,
-        title("Per step: kernel time by group, and idle", run, run.meta.get("step_basis", "")),
+        title("Per step: kernel time by group, and idle", run, TraceSummary.from_run(run).step_basis),
         "ProfilerStep",
         "ms",
         barmode="stack",
@@ -201,7 +201,6 @@ def idle_causes_chart(run: RunResult) -> Chart | None:
     idle = TraceTables.from_run(run).frame("idle")
     if idle.empty:
         return None  # a run stored before the idle breakdown
-    m = run.meta
     fig = go.Figure(
         [
             go.Bar(
@@ -219,7 +218,7 @@ def idle_causes_chart(run: RunResult) -> Chart | None:
             "Why the GPU idles: gaps between kernels on each stream",
             run,
             f"{_detail(run)} · host wait: the kernel's launch call came after the previous kernel ended; kernel "
-            f"wait: a gap < {m.get('kernel_wait_threshold_us', 30):g} µs",
+            f"wait: a gap < {TraceSummary.from_run(run).kernel_wait_threshold_us:g} µs",
         ),
         "stream",
         "ms",
@@ -235,7 +234,7 @@ def launch_chart(run: RunResult) -> Chart | None:
     if bins.empty:
         return None
     labels = [f"{_us(lo)}–{_us(hi)}" for lo, hi in zip(bins["from_us"], bins["to_us"])]
-    launch = run.meta.get("launch") or {}
+    launch = TraceSummary.from_run(run).launch
     if "shorter_than_launch_call" in bins:  # launch-bound: launched onto an idle GPU
         graph = bins["graph_launched"]
         parts = [
@@ -243,13 +242,13 @@ def launch_chart(run: RunResult) -> Chart | None:
             ("launch-bound (launched onto an idle GPU)", bins["launch_bound"], "#d62728"),
             ("from a CUDA/HIP graph (does not apply)", graph, "#7f7f7f"),
         ]
-        verdict = f"launch-bound {launch.get('launch_bound_share', 0):.1%}"
+        verdict = f"launch-bound {launch.launch_bound_share:.1%}"
     else:  # a run stored before: its launch_bound was HolisticTraceAnalysis' short kernels
         parts = [
             ("longer than its launch call", bins["count"] - bins["launch_bound"], "#1f77b4"),
             ("shorter than its launch call (HTA's short kernels)", bins["launch_bound"], "#ff7f0e"),
         ]
-        verdict = f"shorter than their launch call {launch.get('launch_bound_share', 0):.1%}"
+        verdict = f"shorter than their launch call {launch.launch_bound_share:.1%}"
     fig = go.Figure(
         [go.Bar(x=labels, y=y, name=name, marker_color=color) for name, y, color in parts if bool((y > 0).any())]
     )
@@ -258,8 +257,7 @@ def launch_chart(run: RunResult) -> Chart | None:
         title(
             "Launch delay: kernel start − its launch call's start",
             run,
-            f"{_detail(run)} · median {launch.get('launch_delay_p50_us', 0):,.1f} µs · {verdict} of "
-            f"{launch.get('launched', 0):,}",
+            f"{_detail(run)} · median {launch.launch_delay_p50_us:,.1f} µs · {verdict} of {launch.launched:,}",
         ),
         "µs after the launch call",
         "kernels and copies",
@@ -410,4 +408,4 @@ def op_diff_chart(base: RunResult, new: RunResult) -> Chart | None:
 
 
 def _label(run: RunResult) -> str:
-    return run.name or run.meta.get("file") or run.id[:8]
+    return run.name or TraceSummary.from_run(run).file or run.id[:8]

@@ -6,6 +6,7 @@ import pytest
 pytest.importorskip("plotly")
 
 from core.result import RunResult
+from core.rows.trace_summary import IdleCauses, LaunchSummary, TraceSummary
 from render import trace_view as view
 from tests.factories import make_run
 
@@ -20,15 +21,17 @@ def rank(i: int, compute_us: float) -> dict:
 
 
 def test_host_wait_is_a_share_of_every_gap():
-    causes = {"host_wait_us": 300.0, "kernel_wait_us": 100.0, "other_wait_us": 600.0}
-    assert view.host_wait_share(causes) == pytest.approx(0.3)
-    assert view.host_wait_share(dict.fromkeys(causes, 0.0)) is None  # no gaps: no share
+    causes = IdleCauses(host_wait_us=300.0, kernel_wait_us=100.0, other_wait_us=600.0)
+    assert causes.host_wait_share == pytest.approx(0.3)
+    assert IdleCauses().host_wait_share is None  # no gaps: no share
 
 
 def test_the_rules_table_is_in_milliseconds():
     meta = {"rules": [{"rule": "gemm", "group": "matmul", "count": 12, "us": 2500.0, "pattern": "gemm|cutlass"}]}
-    assert view.rules_table(meta) == [{"rule": "gemm", "group": "matmul", "kernels": 12, "ms": 2.5}]
-    assert view.rules_table({}) == []  # stored before the rules
+    assert view.rules_table(TraceSummary.from_meta(meta)) == [
+        {"rule": "gemm", "group": "matmul", "kernels": 12, "ms": 2.5}
+    ]
+    assert view.rules_table(TraceSummary.from_meta({})) == []  # stored before the rules
 
 
 def test_a_kind_s_table_has_its_own_columns_without_the_kind():
@@ -73,10 +76,10 @@ def test_the_launch_figure_says_what_it_measures():
     """A run stored before launch-bound was redefined holds HTA's short kernels under "launch_bound": named so. A
     trace whose every launch is a CUDA graph's gets no launch-bound share."""
     old = {"launched": 10, "launch_bound": 6, "launch_bound_share": 0.6, "launch_delay_p50_us": 5.0}
-    assert view.launch_metric(old)[:2] == ("Shorter than their launch call", "60.0%")
+    assert view.launch_metric(LaunchSummary.from_dict(old))[:2] == ("Shorter than their launch call", "60.0%")
     graphs = {"launched": 4, "graph_launched": 4, "launch_bound": 0, "launch_bound_share": 0.0,
               "launch_wait_us": 0.0, "shorter_than_launch_call": 4, "shorter_than_launch_call_share": 1.0}  # fmt: skip
-    label, value, _, about = view.launch_metric(graphs)
+    label, value, _, about = view.launch_metric(LaunchSummary.from_dict(graphs))
     assert (label, value) == ("Launch-bound", "n/a: CUDA graphs") and "does not apply" in about
 
 

@@ -521,33 +521,3 @@ def _inner_text(inner: dict | None) -> str:
     name = f"{frame.group(1)}:{frame.group(2)} {frame.group(3)}" if frame else inner["op"]
     at = f" at {inner['source']}" if inner.get("source") and not frame else ""
     return f" ({name}, {us_text(inner['time_us'])}{at})"
-
-
-def before_first_kernel_lines(meta: dict) -> list[str]:
-    """The host's time before the steps' first kernels as text (``python -m core trace FILE``)."""
-    b = meta.get("host_before_first_kernel") or {}
-    if not b.get("causes"):
-        return []
-    steps = f"{b['steps']:,} steps'" if b["steps"] > 1 else "the step's"
-    out = [f"the host before each step's first kernel ({us_text(b['time_us'])} of {steps} {us_text(b['wall_us'])} "
-           "wall, the GPU idle):"]  # fmt: skip
-    for c in b["causes"]:
-        inner = c.get("inner_op")
-        said = f"  most in {inner['op']} {us_text(inner['time_us'])}" if inner else ""
-        out.append(f"  {c['cause']:<18} {us_text(c['time_us']):>10}  {c['share']:6.1%}{said}")
-    return out
-
-
-def host_gap_lines(meta: dict) -> list[str]:
-    """The host's side of the GPU's gaps as text (``python -m core trace FILE``)."""
-    gaps = meta.get("host_gaps") or {}
-    if not gaps.get("causes"):
-        return []
-    out = [f"the host during the GPU's {gaps['gaps']:,} gaps ({us_text(gaps['gap_us'])}, on the launching thread):"]
-    for c in gaps["causes"]:
-        ops = "; ".join(
-            f"{o['op']} {us_text(o['time_us'])} ×{o['count']:,}" + (f" at {o['source']}" if o.get("source") else "")
-            for o in c["top_ops"][:3]
-        )
-        out.append(f"  {c['cause']:<18} {us_text(c['time_us']):>10}  {c['share']:6.1%}" + (f"  {ops}" if ops else ""))
-    return out

@@ -36,7 +36,7 @@ from core.units import us_text
 from core.workload.findings import Finding
 from core.workload.trace.cpu_ops import ANNOTATION, OP, PYTHON, RUNTIME, CpuOps
 from core.workload.trace.file import COMM, MEMCPY, MEMSET, TraceFile
-from core.workload.trace.op_flops import UNALIGNED, add_rates, tensor_core_text
+from core.workload.trace.op_flops import UNALIGNED, add_rates
 
 NO_OP = "(no CPU operator: no launch call in the trace, or none around it)"
 GRAPH_OP = "(a CUDA/HIP graph's replay: its operators ran when it was captured, not in this trace)"
@@ -371,44 +371,3 @@ def op_findings(meta: dict) -> list[Finding]:
         )
         out.append(Finding("op_pattern", what, 100 * share, "%", advice=f" — {p['advice']}", time_us=p["time_us"]))
     return out
-
-
-def op_lines(meta: dict) -> list[str]:
-    """The top operators and modules as text (``python -m core trace FILE``)."""
-    if not meta.get("ops"):
-        return []
-    out = [
-        f"top operators by GPU time ({meta['ops_attributed_share']:.1%} of {us_text(meta['ops_gpu_time_us'])} traced "
-        "to an operator):"
-    ]
-    for r in meta["ops"][:10]:
-        extra = ""
-        if r.get("tflops") is not None:
-            extra += f", {r['tflops']:,.1f} TFLOPS"
-        if r.get("tbps") is not None:
-            extra += f", {r['tbps']:,.2f} TB/s"
-        if r.get("peak_share") is not None:
-            extra += f" ({r['peak_share']:.0%} of peak)"
-        out.append(
-            f"  {us_text(r['gpu_time_us']):>10}  {r['share']:6.1%}  {_launched(r):<24} {r['op']} [{r['module']}]{extra}"
-        )
-    if meta.get("ops_reference"):
-        out.append(f"  (rates from recorded shapes, against {meta['ops_reference']})")
-    if text := tensor_core_text(meta):
-        out.append(text)
-    out.append("top modules by GPU time:")
-    for r in meta["modules"][:5]:
-        out.append(f"  {us_text(r['gpu_time_us']):>10}  {r['share']:6.1%}  {_launched(r):<24} {r['module']}")
-    return out
-
-
-def _launched(row: dict) -> str:
-    """What an operator or module row put on the GPU, in words: "412 kernels", "25 copies", "3 kernels, 1 memset"
-    (a row stored before copies and memsets were counted says its kernels only)."""
-    counts = [
-        (row["kernels"], "kernel", "kernels"),
-        (row.get("copies", 0), "copy", "copies"),
-        (row.get("memsets", 0), "memset", "memsets"),
-    ]
-    said = [f"{n:,} {one if n == 1 else many}" for n, one, many in counts if n]
-    return ", ".join(said) or "no kernel"

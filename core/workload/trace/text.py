@@ -7,15 +7,16 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from core.rows.trace import Change, Rank, RankTables, TraceStep, TraceTables
+from core.rows.trace_breakdown import HostTime, ModuleTime, OpTime, TraceBreakdown
+from core.rows.trace_summary import LaunchSummary, TraceSummary
 from core.text import quirk_lines
-from core.units import duration_text
+from core.units import duration_text, us_text
 from core.workload.findings import against_text
 from core.workload.trace.arrivals import matching_text
 from core.workload.trace.collective_calls import collective_lines
 from core.workload.trace.diff import TraceDiff, largest_changes
-from core.workload.trace.host_gaps import before_first_kernel_lines, host_gap_lines
-from core.workload.trace.ops import op_lines
-from core.workload.trace.timeline import KERNEL_WAIT_US, gpu_text
+from core.workload.trace.op_flops import tensor_core_text
+from core.workload.trace.timeline import gpu_text
 
 MS = 1000.0  # µs in a ms
 
@@ -31,90 +32,153 @@ def _ms(us: float) -> str:
 def trace_lines(meta: dict, tables: TraceTables) -> list[str]:
     """Everything the trace command says after its findings: the host's side of the gaps, the operators, the
     collectives and the summary."""
-    host = before_first_kernel_lines(meta) + host_gap_lines(meta)
-    return host + op_lines(meta) + collective_lines(tables.collectives) + report_lines(meta, tables)
+    why = TraceBreakdown.from_meta(meta)
+    host = _before_first_kernel_lines(why.host_before_first_kernel) + _host_gap_lines(why.host_gaps)
+    return host + op_lines(why, meta) + collective_lines(tables.collectives) + report_lines(meta, tables)
+
+
+def _before_first_kernel_lines(b: HostTime) -> list[str]:
+    """The host's time before the steps' first kernels."""
+    if not b.causes:
+        return []
+    steps = f"{b.steps:,} steps'" if b.steps > 1 else "the step's"
+    out = [f"the host before each step's first kernel ({us_text(b.time_us)} of {steps} {us_text(b.wall_us)} "
+           "wall, the GPU idle):"]  # fmt: skip
+    for c in b.causes:
+        said = f"  most in {c.inner_op.op} {us_text(c.inner_op.time_us)}" if c.inner_op else ""
+        out.append(f"  {c.cause:<18} {us_text(c.time_us):>10}  {c.share or 0:6.1%}{said}")
+    return out
+
+
+def _host_gap_lines(gaps: HostTime) -> list[str]:
+    """The host's side of the GPU's gaps."""
+    if not gaps.causes:
+        return []
+    out = [f"the host during the GPU's {gaps.gaps:,} gaps ({us_text(gaps.gap_us)}, on the launching thread):"]
+    for c in gaps.causes:
+        ops = "; ".join(
+            f"{o.op} {us_text(o.time_us)} ×{o.count:,}" + (f" at {o.source}" if o.source else "") for o in c.top_ops[:3]
+        )
+        out.append(f"  {c.cause:<18} {us_text(c.time_us):>10}  {c.share or 0:6.1%}" + (f"  {ops}" if ops else ""))
+    return out
+
+
+def op_lines(why: TraceBreakdown, meta: dict) -> list[str]:
+    """The top operators and modules."""
+    if not why.ops:
+        return []
+    out = [
+        f"top operators by GPU time ({why.ops_attributed_share:.1%} of {us_text(why.ops_gpu_time_us)} traced "
+        "to an operator):"
+    ]
+    for r in why.ops[:10]:
+        extra = ""
+        if r.tflops is not None:
+            extra += f", {r.tflops:,.1f} TFLOPS"
+        if r.tbps is not None:
+            extra += f", {r.tbps:,.2f} TB/s"
+        if r.peak_share is not None:
+            extra += f" ({r.peak_share:.0%} of peak)"
+        out.append(
+            f"  {us_text(r.gpu_time_us):>10}  {r.share or 0:6.1%}  {_launched(r):<24} {r.op} [{r.module}]{extra}"
+        )
+    if why.ops_reference:
+        out.append(f"  (rates from recorded shapes, against {why.ops_reference})")
+    if text := tensor_core_text(meta):
+        out.append(text)
+    out.append("top modules by GPU time:")
+    for m in why.modules[:5]:
+        out.append(f"  {us_text(m.gpu_time_us):>10}  {m.share or 0:6.1%}  {_launched(m):<24} {m.module}")
+    return out
+
+
+def _launched(row: OpTime | ModuleTime) -> str:
+    """What an operator or module put on the GPU, in words: "412 kernels", "25 copies", "3 kernels, 1 memset" (one
+    stored before copies and memsets were counted says its kernels only)."""
+    counts = [(row.kernels, "kernel", "kernels"), (row.copies, "copy", "copies"), (row.memsets, "memset", "memsets")]
+    said = [f"{n:,} {one if n == 1 else many}" for n, one, many in counts if n]
+    return ", ".join(said) or "no kernel"
 
 
 def report_lines(meta: dict, tables: TraceTables) -> list[str]:
     """The trace summary as text: the GPU's times, idle by cause, launches, groups, rules, kernels, steps."""
-    if not meta.get("gpu_activities"):
-        return [meta.get("note", "no GPU activity")]
-    out = _summary_lines(meta) + _idle_lines(meta) + _launch_summary(meta)
-    out += _group_lines(tables) + _rule_lines(meta) + _kernel_lines(tables) + _step_lines(meta, tables.steps)
+    s = TraceSummary.from_meta(meta)
+    if not s.gpu_activities:
+        return [s.note or "no GPU activity"]
+    out = _summary_lines(s, meta) + _idle_lines(s) + _launch_summary(s.launch)
+    out += _group_lines(tables) + _rule_lines(s) + _kernel_lines(tables) + _step_lines(s, tables.steps)
     return out + quirk_lines(meta)
 
 
-def _summary_lines(meta: dict) -> list[str]:
+def _summary_lines(s: TraceSummary, meta: dict) -> list[str]:
     return [
-        f"{meta['events']:,} events; GPU {meta['device']} ({gpu_text(meta)}; the file "
-        f"has GPU {listed(meta['devices'])}): {meta['kernel_count']:,} kernels on streams {listed(meta['streams'])}",
-        f"kernel time {meta['kernel_time_us'] / MS:,.3f} ms (sum of durations); busy {meta['busy_us'] / MS:,.3f} ms "
-        f"of a {meta['span_us'] / MS:,.3f} ms span — idle {meta['idle_us'] / MS:,.3f} ms ({meta['idle_share']:.1%})",
-        f"compute {meta['compute_union_us'] / MS:,.3f} ms, copies {meta['copy_union_us'] / MS:,.3f} ms, "
-        f"communication {meta['communication_union_us'] / MS:,.3f} ms (exposed "
-        f"{meta['exposed_communication_us'] / MS:,.3f} ms); overlap compute∩comm "
-        f"{meta['compute_and_communication_us'] / MS:,.3f} ms, compute∩copy {meta['compute_and_copy_us'] / MS:,.3f} ms",
+        f"{s.events:,} events; GPU {s.device} ({gpu_text(meta)}; the file "
+        f"has GPU {listed(s.devices)}): {s.kernel_count:,} kernels on streams {listed(s.streams)}",
+        f"kernel time {s.kernel_time_us / MS:,.3f} ms (sum of durations); busy {s.busy_us / MS:,.3f} ms "
+        f"of a {s.span_us / MS:,.3f} ms span — idle {s.idle_us / MS:,.3f} ms ({s.idle_share:.1%})",
+        f"compute {s.compute_union_us / MS:,.3f} ms, copies {s.copy_union_us / MS:,.3f} ms, "
+        f"communication {s.communication_union_us / MS:,.3f} ms (exposed "
+        f"{s.exposed_communication_us / MS:,.3f} ms); overlap compute∩comm "
+        f"{s.compute_and_communication_us / MS:,.3f} ms, compute∩copy {s.compute_and_copy_us / MS:,.3f} ms",
     ]
 
 
-def _idle_lines(meta: dict) -> list[str]:
+def _idle_lines(s: TraceSummary) -> list[str]:
     out = []
-    threshold = f"(< {meta.get('kernel_wait_threshold_us', KERNEL_WAIT_US):g} µs)"
-    if causes := meta.get("idle_causes"):  # runs stored before the idle breakdown have none
-        device = meta.get("idle_causes_basis") == "device"
+    threshold = f"(< {s.kernel_wait_threshold_us:g} µs)"
+    if causes := s.idle_causes:  # runs stored before the idle breakdown have none
         out.append(
             (
                 "idle by cause (gaps on the device timeline, the union of its streams; they add up to the idle): "
-                if device
+                if s.idle_on_device
                 else "idle by cause (gaps between kernels on each stream, summed over streams): "
             )
-            + f"host wait {causes['host_wait_us'] / MS:,.3f} ms, kernel wait {causes['kernel_wait_us'] / MS:,.3f} ms "
-            f"{threshold}, other {causes['other_wait_us'] / MS:,.3f} ms"
+            + f"host wait {causes.host_wait_us / MS:,.3f} ms, kernel wait {causes.kernel_wait_us / MS:,.3f} ms "
+            f"{threshold}, other {causes.other_wait_us / MS:,.3f} ms"
         )
-    if hta := meta.get("idle_causes_summed_over_streams"):
+    if hta := s.idle_causes_summed_over_streams:
         out.append(
             f"  per stream, summed over streams (HolisticTraceAnalysis' idle breakdown; can exceed the idle): host "
-            f"wait {hta['host_wait_us'] / MS:,.3f} ms, kernel wait {hta['kernel_wait_us'] / MS:,.3f} ms, other "
-            f"{hta['other_wait_us'] / MS:,.3f} ms"
+            f"wait {hta.host_wait_us / MS:,.3f} ms, kernel wait {hta.kernel_wait_us / MS:,.3f} ms, other "
+            f"{hta.other_wait_us / MS:,.3f} ms"
         )
     return out
 
 
-def _launch_summary(meta: dict) -> list[str]:
-    launch = meta.get("launch") or {}
-    if not launch.get("launched"):
+def _launch_summary(launch: LaunchSummary) -> list[str]:
+    if not launch.launched:
         return []
     return [
-        f"launches: {launch['launched']:,} activities matched to their launch call; start − call start median "
-        f"{launch['launch_delay_p50_us']:,.1f} µs, p90 {launch['launch_delay_p90_us']:,.1f} µs, p99 "
-        f"{launch['launch_delay_p99_us']:,.1f} µs, max {launch['launch_delay_max_us']:,.1f} µs",
+        f"launches: {launch.launched:,} activities matched to their launch call; start − call start median "
+        f"{launch.launch_delay_p50_us:,.1f} µs, p90 {launch.launch_delay_p90_us:,.1f} µs, p99 "
+        f"{launch.launch_delay_p99_us:,.1f} µs, max {launch.launch_delay_max_us:,.1f} µs",
         *("  " + line for line in launch_lines(launch)),
     ]
 
 
-def launch_lines(launch: dict) -> list[str]:
+def launch_lines(launch: LaunchSummary) -> list[str]:
     """What the launches say, in words: launch-bound (the GPU waited on them), CUDA graphs, HTA's short kernels."""
-    if "shorter_than_launch_call" not in launch:  # a run stored before: launch_bound was HTA's short kernels
+    if not launch.measured_launch_bound:  # a run stored before: launch_bound was HTA's short kernels
         return [
-            f"{launch['launch_bound']:,} of {launch['launched']:,} ({launch['launch_bound_share']:.1%}) ran shorter "
+            f"{launch.launch_bound:,} of {launch.launched:,} ({launch.launch_bound_share:.1%}) ran shorter "
             "than their launch call (HolisticTraceAnalysis' short kernels; not whether the GPU waited on launches)"
         ]
-    own = launch["launched"] - launch["graph_launched"]
+    own = launch.launched - launch.graph_launched
     out = []
     if own:
         out.append(
             f"launch-bound (launched onto an idle GPU: the call ended after every earlier activity had ended) "
-            f"{launch['launch_bound']:,} of {own:,} ({launch['launch_bound_share']:.1%}), the GPU idle "
-            f"{launch['launch_wait_us'] / 1000:,.3f} ms before them"
+            f"{launch.launch_bound:,} of {own:,} ({launch.launch_bound_share:.1%}), the GPU idle "
+            f"{launch.launch_wait_us / 1000:,.3f} ms before them"
         )
-    if launch["graph_launched"]:
+    if launch.graph_launched:
         out.append(
-            f"CUDA/HIP graphs: {launch['graph_launched']:,} activities launched by a graph (cudaGraphLaunch, or "
+            f"CUDA/HIP graphs: {launch.graph_launched:,} activities launched by a graph (cudaGraphLaunch, or "
             "several on one launch call): launch-bound and the launch call's length do not apply to them"
         )
     out.append(
-        f"shorter than their launch call (HolisticTraceAnalysis' short kernels): {launch['shorter_than_launch_call']:,}"
-        f" of {launch['launched']:,} ({launch['shorter_than_launch_call_share']:.1%})"
+        f"shorter than their launch call (HolisticTraceAnalysis' short kernels): {launch.shorter_than_launch_call:,}"
+        f" of {launch.launched:,} ({launch.shorter_than_launch_call_share:.1%})"
     )
     return out
 
@@ -131,13 +195,13 @@ def _group_lines(tables: TraceTables) -> list[str]:
     return out
 
 
-def _rule_lines(meta: dict) -> list[str]:
-    if not meta.get("rules"):
+def _rule_lines(s: TraceSummary) -> list[str]:
+    if not s.rules:
         return []
     out = ["rules (what each matched):"]
-    for r in meta["rules"]:
-        if r["count"]:
-            out.append(f"  {r['us'] / MS:>10,.3f} ms  ×{r['count']:<7,} {r['group']:<14} {r['rule']}")
+    for r in s.rules:
+        if r.count:
+            out.append(f"  {r.us / MS:>10,.3f} ms  ×{r.count:<7,} {r.group:<14} {r.rule}")
     return out
 
 
@@ -149,8 +213,8 @@ def _kernel_lines(tables: TraceTables) -> list[str]:
     return out
 
 
-def _step_lines(meta: dict, steps: Sequence[TraceStep]) -> list[str]:
-    out = [f"steps ({meta['step_basis']}):" if steps else meta["step_basis"]]
+def _step_lines(s: TraceSummary, steps: Sequence[TraceStep]) -> list[str]:
+    out = [f"steps ({s.step_basis}):" if steps else s.step_basis]
     for r in steps:  # runs stored before the GPU windows put busy beside the wall
         out.append(
             f"  step {r.step:>5}: wall {r.wall_us / MS:,.3f} ms, kernels {(r.kernel_time_us or 0) / MS:,.3f} ms"
@@ -168,7 +232,7 @@ def step_host_text(step: TraceStep) -> str:
     return "; the host: " + ", ".join(f"{name} {us / 1000:,.3f} ms" for us, name in held) if held else ""
 
 
-def listed(ids: list[int]) -> str:
+def listed(ids: Sequence[int]) -> str:
     """GPU or stream ids as a person writes them: "0, 1 and 7", never a Python list."""
     text = [str(i) for i in ids]
     return " and ".join([", ".join(text[:-1]), text[-1]]) if len(text) > 1 else "".join(text)

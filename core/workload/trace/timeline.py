@@ -49,6 +49,7 @@ from core.rows.trace import (
     TraceStep,
     TraceTables,
 )
+from core.rows.trace_summary import KERNEL_WAIT_US
 from core.workload.trace.file import COMM, COMPUTE, KINDS, MEMCPY, MEMSET, Activities, TraceFile, read_trace
 from core.workload.trace.intervals import merged, merged_by_group, merged_groups, union_gaps
 
@@ -64,7 +65,6 @@ _RULE_GROUP = {r.rule: r.group for r in KERNEL_RULES} | {
 }
 IDLE_CAUSES = ("host_wait", "kernel_wait", "other_wait")
 HOST_WAIT, KERNEL_WAIT, OTHER_WAIT = range(3)
-KERNEL_WAIT_US = 30.0  # HTA's consecutive_kernel_delay default (30; its trace times are µs)
 DELAY_EDGES_US = (0.0, 1, 2, 5, 10, 20, 50, 100, 200, 500, 1e3, 2e3, 5e3, 1e4, 2e4, 5e4, 1e5, 2e5, 5e5, 1e6)
 
 

@@ -10,8 +10,10 @@ import pytest
 pytest.importorskip("msgspec")
 
 from core.measure.kernels import classify_kernel
+from core.rows.trace_breakdown import TraceBreakdown
 from core.workload.trace.file import read_trace
-from core.workload.trace.ops import NO_MODULE, NO_OP, TINY_US, op_breakdown, op_findings, op_lines
+from core.workload.trace.ops import NO_MODULE, NO_OP, TINY_US, op_breakdown, op_findings
+from core.workload.trace.text import op_lines
 from core.workload.trace.timeline import analyse_trace
 from tests.core.workload.traces import GPU, RECSYS, STEP, trace_events
 
@@ -88,7 +90,7 @@ def test_an_operator_that_launched_only_copies_says_so():
     meta |= op_breakdown(trace, meta["device"])
     _, kernels, copies, memsets = want[("aten::copy_", "## load_batch ##")]
     assert kernels == memsets == 0 and copies > 0
-    lines = op_lines(meta)
+    lines = op_lines(TraceBreakdown.from_meta(meta), meta)
     assert any(line.endswith(f"  {copies} copies{' ' * (24 - len(f'{copies} copies'))} aten::copy_ [## load_batch ##]")
                for line in lines)  # fmt: skip
     _, kernels, copies, memsets = want[("CompiledFunctionBackward", "autograd::engine::evaluate_function: "

@@ -559,9 +559,10 @@ def test_a_gpu_bound_trace_is_not_called_launch_bound():
     assert m["idle_share"] < 0.02 and launch["launch_delay_p50_us"] > 70_000
     assert (launch["launch_bound"], launch["launched"]) == (bound, launched) == (162, 6_095)
     assert launch["launch_bound_share"] < 0.05 and launch["shorter_than_launch_call_share"] > 0.5
+    from core.rows.trace_summary import LaunchSummary
     from render.trace_view import launch_metric
 
-    label, value, _, about = launch_metric(launch)
+    label, value, _, about = launch_metric(LaunchSummary.from_dict(launch))
     assert (label, value) == ("Launch-bound", f"{162 / 6_095:.1%}") and "short kernels" in about
     text = "\n".join(report_lines(m, TraceTables.from_rows(rows)))
     assert "launch-bound (launched onto an idle GPU" in text and "57.4%" not in text.split("short kernels")[0]

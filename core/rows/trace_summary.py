@@ -1,0 +1,135 @@
+"""An imported trace's timeline figures as its views read them from the stored meta: the GPU's kernel time, busy
+and idle over the span, the unions of compute, copies and communication and their overlaps, why the GPU idled,
+how the launches went, what each kernel rule matched, and how the steps were found.
+
+The trace engine (:mod:`core.workload.trace.timeline`) derives them once and the import stores them in the run's
+meta; :meth:`TraceSummary.from_meta` reads a stored one (a key a run stored before a figure lacks takes its
+default) and the text, the charts and the page read the fields. Torch-free.
+"""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import dataclass, fields
+from typing import Any, Self
+
+from core.result import RunResult
+
+KERNEL_WAIT_US = 30.0  # HTA's consecutive_kernel_delay default (30; its trace times are µs): shorter is launch overhead
+
+
+def _known(cls: type, d: Mapping[str, Any], **read: Any) -> dict[str, Any]:
+    """The stored keys ``cls`` names, with the fields read otherwise (``read``) in their place."""
+    out: dict[str, Any] = {f.name: d[f.name] for f in fields(cls) if f.name in d}
+    return out | read
+
+
+@dataclass(frozen=True)
+class IdleCauses:
+    """The GPU's idle time by cause: the host was late to launch, back-to-back launch overhead, anything else."""
+
+    host_wait_us: float = 0.0
+    kernel_wait_us: float = 0.0
+    other_wait_us: float = 0.0
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any] | None) -> Self | None:
+        return cls(**_known(cls, d)) if d else None
+
+    @property
+    def host_wait_share(self) -> float | None:
+        """The host's share of the idle (HolisticTraceAnalysis' idle breakdown); None without gaps."""
+        total = self.host_wait_us + self.kernel_wait_us + self.other_wait_us
+        return self.host_wait_us / total if total else None
+
+
+@dataclass(frozen=True)
+class LaunchSummary:
+    """Each activity matched to its launch call: the delays, how many were launch-bound (launched onto an idle GPU)
+    or came from a CUDA/HIP graph, and HolisticTraceAnalysis' short kernels."""
+
+    launched: int = 0
+    launch_delay_p50_us: float = 0.0
+    launch_delay_p90_us: float = 0.0
+    launch_delay_p99_us: float = 0.0
+    launch_delay_max_us: float = 0.0
+    graph_launched: int = 0
+    launch_bound: int = 0  # a run stored before the redefinition: HTA's short kernels
+    launch_bound_share: float = 0.0
+    launch_wait_us: float = 0.0
+    shorter_than_launch_call: int | None = None  # None: a run stored before launch-bound was measured
+    shorter_than_launch_call_share: float = 0.0
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any] | None) -> Self:
+        return cls(**_known(cls, d or {}))
+
+    @property
+    def measured_launch_bound(self) -> bool:
+        """False for a run stored before launch-bound was measured: its launch_bound is HTA's short kernels."""
+        return self.shorter_than_launch_call is not None
+
+
+@dataclass(frozen=True)
+class RuleCount:
+    """What one kernel-group rule matched."""
+
+    rule: str
+    group: str
+    count: int = 0
+    us: float = 0.0
+
+
+@dataclass(frozen=True)
+class TraceSummary:
+    file: str = ""
+    events: int = 0
+    device: int | None = None
+    devices: tuple[int, ...] = ()
+    streams: tuple[int, ...] = ()
+    gpu_activities: int = 0
+    note: str | None = None  # why there is nothing to show, where there is no GPU activity
+    kernel_count: int = 0
+    kernel_time_us: float = 0.0
+    busy_us: float = 0.0
+    span_us: float = 0.0
+    idle_us: float = 0.0
+    idle_share: float = 0.0
+    compute_union_us: float = 0.0
+    copy_union_us: float = 0.0
+    communication_union_us: float = 0.0
+    compute_and_communication_us: float = 0.0
+    compute_and_copy_us: float = 0.0
+    communication_and_copy_us: float = 0.0
+    exposed_communication_us: float = 0.0
+    kernel_wait_threshold_us: float = KERNEL_WAIT_US
+    idle_causes: IdleCauses | None = None  # None: a run stored before the idle breakdown
+    idle_on_device: bool = False  # the causes are gaps on the device timeline (else per stream, summed)
+    idle_causes_summed_over_streams: IdleCauses | None = None
+    launch: LaunchSummary = LaunchSummary()
+    rules: tuple[RuleCount, ...] = ()
+    step_basis: str = ""
+    steps: int = 0
+
+    @classmethod
+    def from_run(cls, run: RunResult) -> Self:
+        return cls.from_meta(run.meta)
+
+    @classmethod
+    def from_meta(cls, meta: Mapping[str, Any]) -> Self:
+        steps = meta.get("steps", 0)
+        return cls(
+            **_known(
+                cls,
+                meta,
+                devices=tuple(meta.get("devices") or ()),
+                streams=tuple(meta.get("streams") or ()),
+                idle_causes=IdleCauses.from_dict(meta.get("idle_causes")),
+                idle_on_device=meta.get("idle_causes_basis") == "device",
+                idle_causes_summed_over_streams=IdleCauses.from_dict(meta.get("idle_causes_summed_over_streams")),
+                launch=LaunchSummary.from_dict(meta.get("launch")),
+                rules=tuple(RuleCount(**_known(RuleCount, r)) for r in meta.get("rules") or ()),
+                steps=steps if isinstance(steps, int) else 0,
+                kernel_wait_threshold_us=meta.get("kernel_wait_threshold_us", KERNEL_WAIT_US),
+            )
+        )
