@@ -133,3 +133,100 @@ class TraceSummary:
                 kernel_wait_threshold_us=meta.get("kernel_wait_threshold_us", KERNEL_WAIT_US),
             )
         )
+
+
+# --- a job's ranks ----------------------------------------------------------------------------------------------
+
+
+@dataclass(frozen=True)
+class StragglerOp:
+    """An operator the rank of the most compute spent more GPU time in than the others."""
+
+    op: str
+    extra_us: float = 0.0
+    gpu_time_us: float = 0.0
+    median_gpu_time_us: float = 0.0
+
+
+@dataclass(frozen=True)
+class Straggler:
+    """The rank of the most compute, held against the other ranks' median (``against``: "others"; a run stored when
+    the median took every rank holds none)."""
+
+    rank: int
+    compute_us: float = 0.0
+    median_compute_us: float = 0.0
+    margin_us: float = 0.0
+    margin_pct: float = 0.0
+    against: str | None = None
+    ops: tuple[StragglerOp, ...] = ()
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any]) -> Self:
+        ops = tuple(StragglerOp(**_known(StragglerOp, o)) for o in d.get("ops") or ())
+        return cls(**_known(cls, d, ops=ops))
+
+
+@dataclass(frozen=True)
+class Verdict:
+    """The rank holding the job back (None: none) and why."""
+
+    rank: int | None
+    reasons: tuple[str, ...] = ()
+
+
+@dataclass(frozen=True)
+class Arrivals:
+    """How the collectives were matched across the ranks, and the rank the others waited for."""
+
+    matched: int = 0
+    matched_by_kernel: int = 0
+    inconsistent: int = 0
+    sequences_left_out: int = 0
+    last_rank: int | None = None
+    last_arrivals: int = 0
+    waited_us: float = 0.0
+
+    @classmethod
+    def from_dict(cls, d: Mapping[str, Any] | None) -> Self:
+        return cls(**_known(cls, d or {}))
+
+
+@dataclass(frozen=True)
+class RankSetSummary:
+    """A job's ranks imported together: the straggler, the judgement, the matching, and what the files were."""
+
+    straggler: Straggler
+    straggler_rank: int | None = None
+    verdict: Verdict | None = None  # None: a run stored before the judgement
+    arrivals: Arrivals = Arrivals()
+    ranks: int = 0  # how many ranks were read
+    world_size: int | None = None
+    backend: str | None = None
+    file: str = ""
+    files: tuple[str, ...] = ()
+    measure: str = ""
+
+    @property
+    def judged(self) -> Verdict:
+        """The verdict, or for a run stored before the judgement, the rank of the most compute."""
+        return self.verdict or Verdict(self.straggler.rank, ("compute",))
+
+    @classmethod
+    def from_run(cls, run: RunResult) -> Self:
+        return cls.from_meta(run.meta)
+
+    @classmethod
+    def from_meta(cls, meta: Mapping[str, Any]) -> Self:
+        verdict = meta.get("verdict")
+        return cls(
+            **_known(
+                cls,
+                meta,
+                straggler=Straggler.from_dict(meta.get("straggler") or {"rank": meta.get("straggler_rank")}),
+                verdict=Verdict(verdict["rank"], tuple(verdict["reasons"])) if verdict else None,
+                arrivals=Arrivals.from_dict(meta.get("arrivals")),
+                ranks=len(meta.get("ranks") or ()),
+                files=tuple(meta.get("files") or ()),
+            )
+        )

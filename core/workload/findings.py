@@ -187,13 +187,14 @@ def _where_extra(s: dict, n_ranks: int) -> str:
     op = next(iter(s.get("ops") or []), None)
     if op is not None and op["extra_us"] > 0:
         out += f"; by operator, {op['op']} {op['extra_us'] / 1e3:+,.1f} ms"
-    return out + f" (summed durations against {against_text(s, n_ranks)})" if out else ""
+    return out + f" (summed durations against {against_text(s.get('against'), n_ranks)})" if out else ""
 
 
-def against_text(s: dict, n_ranks: int) -> str:
+def against_text(against: str | None, n_ranks: int) -> str:
     """Whom a straggler's figures are held against, as a sentence says it: "the other rank's" (two ranks), "the
-    other ranks' median", or, for a run stored when the median took every rank, "the median rank's"."""
-    if s.get("against") != OTHERS:
+    other ranks' median", or, for a run stored when the median took every rank (``against`` None), "the median
+    rank's"."""
+    if against != OTHERS:
         return "the median rank's"
     return "the other rank's" if n_ranks == 2 else "the other ranks' median"
 
@@ -229,7 +230,7 @@ def _verdict(meta: dict, rank_rows: Sequence[Rank]) -> Finding | None:
     if not v or v.get("rank") is None or len(rank_rows) < 2:
         return None
     rank, reasons, said = v["rank"], v["reasons"], []
-    others = against_text(s, len(rank_rows))
+    others = against_text(s.get("against"), len(rank_rows))
     communication = sum(r.communication_us for r in rank_rows)
     share = v["waited_us"] / communication if communication else 0.0
     if "arrives_last" in reasons:

@@ -10,7 +10,7 @@ import streamlit as st
 
 from core.result import RunResult
 from core.rows.trace_breakdown import TraceBreakdown
-from core.rows.trace_summary import IdleCauses, TraceSummary
+from core.rows.trace_summary import IdleCauses, RankSetSummary, TraceSummary
 from core.units import us_text
 from core.workload.findings import against_text
 from core.workload.trace.arrivals import matching_text
@@ -170,32 +170,29 @@ def _waits(s: TraceSummary, causes: IdleCauses) -> None:
 def render_ranks(run: RunResult) -> None:
     """Every rank of a job side by side: the straggler, each rank's time, each step on each rank, and what each
     rank's host did while its GPU idled."""
-    m = run.meta
-    findings(m)
-    quirks(m)
-    s = m["straggler"]
-    verdict = m.get("verdict") or {"rank": s["rank"], "reasons": ["compute"]}  # runs stored before the judgement
+    m = RankSetSummary.from_run(run)
+    findings(run.meta)
+    quirks(run.meta)
+    s, verdict = m.straggler, m.judged
     cols = st.columns(4)
-    fact(cols[0], "Ranks", len(m["ranks"]), f"of world size {m['world_size'] or 'not recorded'}")
+    fact(cols[0], "Ranks", m.ranks, f"of world size {m.world_size or 'not recorded'}")
     cols[1].metric(
         "Straggler",
-        "none" if verdict["rank"] is None else f"rank {verdict['rank']}",
-        ", ".join(r.replace("_", " ") for r in verdict["reasons"]) or None,
+        "none" if verdict.rank is None else f"rank {verdict.rank}",
+        ", ".join(r.replace("_", " ") for r in verdict.reasons) or None,
         delta_color="off",
         help="The rank that holds the job back, judged on every figure: the rank arriving last at the collectives, "
         "else a host-bound rank, else the rank whose compute is over the other ranks' by more than noise.",
     )
     cols[2].metric(
-        f"Most compute: rank {s['rank']}",
-        _ms(s["margin_us"]),
-        f"{s['margin_pct']:+.1f}% over {against_text(s, len(m['ranks']))}",
+        f"Most compute: rank {s.rank}",
+        _ms(s.margin_us),
+        f"{s.margin_pct:+.1f}% over {against_text(s.against, m.ranks)}",
         help="Its compute time (the union of its compute kernels) over the other ranks': their median, which the "
         "rank itself is never part of.",
     )
-    cols[3].metric("Backend", m.get("backend") or "unknown")
-    st.caption(
-        f"{markdown_text(m['file'])} · files {markdown_text(', '.join(m['files']))} · {markdown_text(m['measure'])}"
-    )
+    cols[3].metric("Backend", m.backend or "unknown")
+    st.caption(f"{markdown_text(m.file)} · files {markdown_text(', '.join(m.files))} · {markdown_text(m.measure)}")
     show_charts(trace_plots_ranks.figures(run), f"ranks.{run.id}")
     show_table(view.ranks_table(run), hide_index=True)
     walls = view.step_walls_ms(run)
@@ -213,7 +210,7 @@ def render_ranks(run: RunResult) -> None:
     if not (per_call := view.collective_waits_ms(run)).empty:
         st.write("Each collective's kernel time, and how much of it waited for the last rank (over calls and ranks):")
         show_table(per_call, hide_index=True)
-    if matching := matching_text(run.meta.get("arrivals") or {}):
+    if matching := matching_text(m.arrivals):
         st.caption(markdown_text(matching))
     ops = view.ops_ms(run)
     if not ops.empty:

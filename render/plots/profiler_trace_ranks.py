@@ -7,6 +7,7 @@ import plotly.graph_objects as go
 
 from core.result import RunResult
 from core.rows.trace import RankTables
+from core.rows.trace_summary import RankSetSummary
 from core.workload.trace.text import verdict_text
 from render.chart import Chart
 from render.plots.profiler_trace import COLORS
@@ -28,7 +29,7 @@ def ranks_chart(run: RunResult) -> Chart | None:
     ranks = RankTables.from_run(run).frame("ranks")
     if ranks.empty:
         return None
-    straggler = run.meta.get("straggler_rank")
+    straggler = RankSetSummary.from_run(run).straggler_rank
     # busy = compute ∪ communication ∪ copies; compute ∪ communication = compute + exposed communication
     ranks = ranks.assign(
         other_busy_us=(ranks["busy_us"] - ranks["compute_us"] - ranks["exposed_communication_us"]).clip(lower=0)
@@ -48,10 +49,11 @@ def ranks_chart(run: RunResult) -> Chart | None:
             for name, column, color in PARTS
         ]
     )
-    s = run.meta.get("straggler") or {}
-    detail = verdict_text(run.meta)  # the judgement over every figure; runs stored before it name the most compute
+    summary = RankSetSummary.from_run(run)
+    detail = verdict_text(summary)  # the judgement over every figure; runs stored before it name the most compute
     if detail is None:
-        detail = f"straggler rank {s['rank']}: {s['margin_pct']:+.1f}% compute over the median rank" if s else ""
+        s = summary.straggler
+        detail = f"straggler rank {s.rank}: {s.margin_pct:+.1f}% compute over the median rank"
     detail += " · each bar is the rank's span (first GPU activity to last)"
     style(fig, title("Ranks side by side: where each rank's time goes", run, detail), "rank", "ms", barmode="stack")
     columns = ["rank", "file", "compute_us", "exposed_communication_us", "other_busy_us", "idle_us", "span_us",
@@ -63,7 +65,7 @@ def steps_chart(run: RunResult) -> Chart | None:
     steps = RankTables.from_run(run).frame("steps")
     if steps.empty:
         return None
-    straggler = run.meta.get("straggler_rank")
+    straggler = RankSetSummary.from_run(run).straggler_rank
     fig = go.Figure(
         [
             go.Bar(
@@ -87,7 +89,7 @@ def groups_chart(run: RunResult) -> Chart | None:
     groups = RankTables.from_run(run).frame("groups")
     if groups.empty:
         return None
-    straggler = run.meta.get("straggler_rank")
+    straggler = RankSetSummary.from_run(run).straggler_rank
     fig = go.Figure(
         [
             go.Bar(

@@ -28,6 +28,7 @@ import numpy as np
 
 from core.measure.nccl_tests import RECORDED_NAMES
 from core.rows.trace import Arrival, CollectiveWait
+from core.rows.trace_summary import Arrivals
 from core.workload.findings import by_kernel_text
 from core.workload.trace.file import COMM, EVERY_RANK_KERNEL, TraceFile
 
@@ -140,11 +141,10 @@ def _call_text(identity: tuple) -> str:
     )
 
 
-def matching_text(summary: dict) -> str:
+def matching_text(a: Arrivals) -> str:
     """How the collectives were matched and what was left out, in words ("" where nothing was matched or left
     out; runs stored before the checks say how many matched)."""
-    matched, by_kernel = summary.get("matched", 0), summary.get("matched_by_kernel", 0)
-    inconsistent, sequences = summary.get("inconsistent", 0), summary.get("sequences_left_out", 0)
+    matched, by_kernel, inconsistent, sequences = a.matched, a.matched_by_kernel, a.inconsistent, a.sequences_left_out
     said = []
     if matched:
         how = f" ({by_kernel_text(by_kernel)}: no collective figures recorded)" if by_kernel else ""

@@ -8,7 +8,7 @@ from collections.abc import Sequence
 
 from core.rows.trace import Change, Rank, RankTables, TraceStep, TraceTables
 from core.rows.trace_breakdown import HostTime, ModuleTime, OpTime, TraceBreakdown
-from core.rows.trace_summary import LaunchSummary, TraceSummary
+from core.rows.trace_summary import Arrivals, LaunchSummary, RankSetSummary, TraceSummary
 from core.text import quirk_lines
 from core.units import duration_text, us_text
 from core.workload.findings import against_text
@@ -243,15 +243,16 @@ def listed(ids: Sequence[int]) -> str:
 
 def ranks_lines(meta: dict, tables: RankTables) -> list[str]:
     """Everything the trace command says of a job's ranks after its findings."""
-    out = _rank_table(meta, tables.ranks) + _straggler_lines(meta)
-    out += _rank_step_lines(tables) + _rank_gap_lines(tables) + _arrival_lines(meta, tables)
-    return out + _rank_op_lines(meta, tables) + quirk_lines(meta)
+    s = RankSetSummary.from_meta(meta)
+    out = _rank_table(s, tables.ranks) + _straggler_lines(s)
+    out += _rank_step_lines(tables) + _rank_gap_lines(tables) + _arrival_lines(s.arrivals, tables)
+    return out + _rank_op_lines(s, tables) + quirk_lines(meta)
 
 
-def _rank_table(meta: dict, ranks: Sequence[Rank]) -> list[str]:
+def _rank_table(s: RankSetSummary, ranks: Sequence[Rank]) -> list[str]:
     out = [f"{'rank':>5} {'compute':>10} {'comm':>10} {'exposed':>10} {'idle':>10} {'span':>10} {'kernels':>10}  file"]
     for r in ranks:
-        mark = " ← straggler" if r.rank == meta["straggler_rank"] else ""
+        mark = " ← straggler" if r.rank == s.straggler_rank else ""
         out.append(
             f"{r.rank:>5} {_ms(r.compute_us):>10} {_ms(r.communication_us):>10} "
             f"{_ms(r.exposed_communication_us):>10} {_ms(r.idle_us):>10} {_ms(r.span_us):>10} "
@@ -260,21 +261,20 @@ def _rank_table(meta: dict, ranks: Sequence[Rank]) -> list[str]:
     return out
 
 
-def verdict_text(meta: dict) -> str | None:
+def verdict_text(s: RankSetSummary) -> str | None:
     """Which rank holds the job back and why, in words; None for runs stored before the judgement."""
-    verdict = meta.get("verdict") or {}
-    if not verdict:
+    if s.verdict is None:
         return None
-    held, said = verdict["rank"], ", ".join(r.replace("_", " ") for r in verdict["reasons"])
+    held, said = s.verdict.rank, ", ".join(r.replace("_", " ") for r in s.verdict.reasons)
     return f"holding the job back: rank {held} ({said})" if held is not None else "no rank holds the job back"
 
 
-def _straggler_lines(meta: dict) -> list[str]:
-    s = meta["straggler"]
-    out = [text] if (text := verdict_text(meta)) else []
+def _straggler_lines(s: RankSetSummary) -> list[str]:
+    t = s.straggler
+    out = [text] if (text := verdict_text(s)) else []
     return out + [
-        f"most compute: rank {s['rank']}, {_ms(s['compute_us'])} against {against_text(s, len(meta['ranks']))} "
-        f"{_ms(s['median_compute_us'])}: {_ms(s['margin_us'])} ({s['margin_pct']:+.1f}%)"
+        f"most compute: rank {t.rank}, {_ms(t.compute_us)} against {against_text(t.against, s.ranks)} "
+        f"{_ms(t.median_compute_us)}: {_ms(t.margin_us)} ({t.margin_pct:+.1f}%)"
     ]
 
 
@@ -298,12 +298,11 @@ def _rank_gap_lines(tables: RankTables) -> list[str]:
     return out
 
 
-def _arrival_lines(meta: dict, tables: RankTables) -> list[str]:
-    out = [matching] if (matching := matching_text(meta.get("arrivals") or {})) else []
+def _arrival_lines(a: Arrivals, tables: RankTables) -> list[str]:
+    out = [matching] if (matching := matching_text(a)) else []
     if tables.arrivals:
-        a = meta["arrivals"]
         out.append(
-            f"rank {a['last_rank']} arrived last at {a['last_arrivals']:,}; each rank's wait for the last to arrive: "
+            f"rank {a.last_rank} arrived last at {a.last_arrivals:,}; each rank's wait for the last to arrive: "
             + ", ".join(f"rank {r.rank} {_ms(r.waited_us)}" for r in tables.arrivals)
         )
     if tables.collective_waits:
@@ -314,14 +313,12 @@ def _arrival_lines(meta: dict, tables: RankTables) -> list[str]:
     return out
 
 
-def _rank_op_lines(meta: dict, tables: RankTables) -> list[str]:
-    s, out = meta["straggler"], []
-    if extra := s.get("ops"):
-        out.append(f"the straggler's operators against {against_text(s, len(meta['ranks']))} (summed GPU time):")
+def _rank_op_lines(s: RankSetSummary, tables: RankTables) -> list[str]:
+    out = []
+    if extra := s.straggler.ops:
+        out.append(f"the straggler's operators against {against_text(s.straggler.against, s.ranks)} (summed GPU time):")
         for o in extra:
-            out.append(
-                f"  {_ms(o['extra_us']):>10}  {o['op']} ({_ms(o['gpu_time_us'])} against {_ms(o['median_gpu_time_us'])})"
-            )
+            out.append(f"  {_ms(o.extra_us):>10}  {o.op} ({_ms(o.gpu_time_us)} against {_ms(o.median_gpu_time_us)})")
     if tables.ops:
         out.append("top operators per rank (GPU time):")
         for rank in sorted({r.rank for r in tables.ops}):

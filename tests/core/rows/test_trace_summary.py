@@ -5,7 +5,7 @@ figure reads with defaults, and the text reads the fields."""
 from __future__ import annotations
 
 from core.rows.trace import TraceTables
-from core.rows.trace_summary import KERNEL_WAIT_US, TraceSummary
+from core.rows.trace_summary import KERNEL_WAIT_US, RankSetSummary, TraceSummary, Verdict
 from core.workload.trace.text import report_lines
 
 LAUNCH = {"launched": 61, "launch_delay_p50_us": 6.538, "launch_delay_p90_us": 8.485, "launch_delay_p99_us": 14.6586,
@@ -45,3 +45,28 @@ def test_the_text_reads_the_fields():
                for line in lines)  # fmt: skip
     moved = report_lines(BERT | {"kernel_wait_threshold_us": 12.5, "streams": [7, 9]}, TraceTables.from_rows([]))
     assert "(< 12.5 µs)" in moved[3] and moved[0].endswith("streams 7 and 9")
+
+
+# the two recsys ranks of HTA's 128-rank A100 job, as `python -m core trace --example recsys-a100-ranks --json`
+# printed its summary before it had a type
+RECSYS = {
+    "straggler": {"rank": 1, "compute_us": 271973.0, "median_compute_us": 210320.0, "margin_us": 61653.0,
+                  "margin_pct": 29.31390262457208, "against": "others"},
+    "straggler_rank": 1, "verdict": {"rank": 1, "reasons": ["compute"]}, "ranks": [0, 1], "world_size": 128,
+    "arrivals": {"matched": 0, "matched_by_kernel": 0, "inconsistent": 0, "sequences_left_out": 0, "last_rank": None,
+                 "last_arrivals": 0, "waited_us": 0.0},
+    "backend": "nccl", "files": ["rank-0.json.gz", "rank-1.json.gz"], "file": "recsys_a100_2_of_128_ranks",
+}  # fmt: skip
+
+
+def test_a_rank_set_s_summary_reads_into_its_fields_and_its_words():
+    from core.workload.trace.text import verdict_text
+
+    s = RankSetSummary.from_meta(RECSYS)
+    assert (s.ranks, s.world_size, s.straggler.rank, s.straggler.against, s.files[1]) == (2, 128, 1, "others",
+                                                                                         "rank-1.json.gz")  # fmt: skip
+    assert verdict_text(s) == "holding the job back: rank 1 (compute)"
+    old = RankSetSummary.from_meta({k: v for k, v in RECSYS.items() if k != "verdict"})
+    assert verdict_text(old) is None and old.judged == Verdict(1, ("compute",))  # stored before the judgement
+    nobody = RankSetSummary.from_meta(RECSYS | {"verdict": {"rank": None, "reasons": []}})
+    assert verdict_text(nobody) == "no rank holds the job back"

@@ -9,6 +9,7 @@ import pytest
 
 pytest.importorskip("msgspec")
 
+from core.rows.trace_summary import Arrivals
 from core.workload.findings import ranks_findings
 from core.workload.trace.arrivals import arrivals, matching_text, rank_calls
 from core.workload.trace.file import read_trace
@@ -163,7 +164,7 @@ def test_a_match_no_collective_could_make_is_left_out_and_counted():
         1: calls(1, (ALL_REDUCE, 60, 70), (BROADCAST, 120, 130)),
     })  # fmt: skip
     assert (summary["matched"], summary["inconsistent"], summary["waited_us"]) == (1, 1, 0.02)  # 120 − 100 ns
-    assert matching_text(summary) == (
+    assert matching_text(Arrivals.from_dict(summary)) == (
         "1 collective matched across the ranks; 1 left out: a rank's kernel ended before the last rank's began, "
         "which a collective every rank receives in cannot do — the ranks' clocks disagree, or the calls were not the same"
     )
@@ -177,7 +178,7 @@ def test_a_kernel_sequence_unlike_on_the_ranks_is_not_matched():
         1: calls(1, (custom, 10, 100), (custom, 150, 300), (custom, 400, 500)),
     })  # fmt: skip
     assert (summary["matched"], summary["sequences_left_out"], summary["last_rank"]) == (0, 1, None)
-    assert matching_text(summary) == "1 kernel sequence not matched: not alike on every rank"
+    assert matching_text(Arrivals.from_dict(summary)) == "1 kernel sequence not matched: not alike on every rank"
 
 
 def test_the_real_ranks_send_recv_kernels_matched_by_order_pair_calls_that_cannot_be_one():
