@@ -22,6 +22,7 @@ from typing import TYPE_CHECKING
 from core.errors import ConfigError
 from core.experiment import Context, Experiment, Output, Progress
 from core.hardware import dtypes
+from core.rows.accumulate import AccumulateSummary, CurveSeries, SumRow
 
 if TYPE_CHECKING:
     import torch
@@ -87,17 +88,30 @@ def add_loop(s: torch.Tensor, x: torch.Tensor, stalled: torch.Tensor, steps: int
     return sums
 
 
-def _error_fields(result: float, exact: Decimal, steps: int, stored_addend: float) -> dict:
+def _sum_row(acc: str, add: str, result: float, exact: Decimal, steps: int, stored: float, stalled: int | None) -> dict:
+    """The stored row of one pair; ``acc`` is "torch.sum" for torch's own reduction of the addends."""
+
     def diff(a: float, b: Decimal) -> float:
         return float(Decimal(a) - b) if abs(a) != float("inf") and a == a else a - float(b)
 
     err = diff(result, exact)
-    return {
-        "error": err,
-        "abs_error": abs(err),
-        "rel_error": abs(err) / abs(float(exact)) if exact else abs(err),
-        "error_vs_stored_addend": diff(result, Decimal(stored_addend) * steps),
-    }
+    reduced = acc == "torch.sum"
+    return SumRow(
+        method="torch.sum" if reduced else "loop",
+        accumulator=acc,
+        addend=add,
+        pair=f"torch.sum({add})" if reduced else f"{acc} += {add}",
+        steps=steps,
+        result=result,
+        exact=float(exact),
+        addend_stored=stored,
+        error=err,
+        abs_error=abs(err),
+        rel_error=abs(err) / abs(float(exact)) if exact else abs(err),
+        error_vs_stored_addend=diff(result, Decimal(stored) * steps),
+        stalled_at_step=stalled,
+        result_dtype=add if reduced else acc,
+    ).to_row()
 
 
 def run(cfg: AccumulateConfig, ctx: Context):
@@ -114,49 +128,19 @@ def run(cfg: AccumulateConfig, ctx: Context):
             cfg.value, cfg.steps, dtypes.torch_dtype(acc), dtypes.torch_dtype(add), ctx.device, record_set
         )
         stored = torch.tensor(cfg.value, dtype=dtypes.torch_dtype(add)).double().item()
-        row = {
-            "method": "loop",
-            "accumulator": acc,
-            "addend": add,
-            "pair": f"{acc} += {add}",
-            "steps": cfg.steps,
-            "result": result,
-            "exact": float(exact),
-            "addend_stored": stored,
-            **_error_fields(result, exact, cfg.steps, stored),
-            "stalled_at_step": stalled,
-            "result_dtype": acc,
-        }
+        row = _sum_row(acc, add, result, exact, cfg.steps, stored, stalled)
         rows.append(row)
-        series.append({"accumulator": acc, "addend": add, "sum": curve})
+        series.append(CurveSeries(acc, add, tuple(curve)))
         yield Progress(i + 1, total, f"{acc} += {add}: {result:.6g}", rows=(row,))
     for add in cfg.dtypes:  # the same data, reduced by torch.sum in its own dtype
         data = torch.full((cfg.steps,), cfg.value, dtype=dtypes.torch_dtype(add), device=ctx.device)
         result = float(data.sum().double().item())
         stored = data[0].double().item()
-        rows.append(
-            {
-                "method": "torch.sum",
-                "accumulator": "torch.sum",
-                "addend": add,
-                "pair": f"torch.sum({add})",
-                "steps": cfg.steps,
-                "result": result,
-                "exact": float(exact),
-                "addend_stored": stored,
-                **_error_fields(result, exact, cfg.steps, stored),
-                "stalled_at_step": None,
-                "result_dtype": add,
-            }
-        )
+        rows.append(_sum_row("torch.sum", add, result, exact, cfg.steps, stored, None))
     yield Progress(total, total, "torch.sum", rows=tuple(rows[-len(cfg.dtypes) :]))
     return Output(
         rows=rows,
-        meta={
-            "curve": {"steps": record, "series": series},
-            "exact": str(exact),
-            "curve_note": "running sum of each loop pair at meta.curve.steps",
-        },
+        meta=AccumulateSummary(tuple(record), tuple(series), str(exact)).to_meta(),
     )
 
 
