@@ -10,6 +10,7 @@ from core.errors import ConfigError
 from core.experiment import config_to_dict
 from core.experiments.step_bench import StepBenchConfig, answer_lines
 from core.result import RunResult
+from core.rows.step_bench import StepBenchMeta
 from core.transformer.mfu import HOST_BOUND_WARNING
 from core.transformer.presets import (
     LADDER,
@@ -123,17 +124,15 @@ def answer(run: RunResult) -> None:
             st.warning(markdown_text(line))
         else:
             st.markdown(("    - " if line.startswith("  ") else "- ") + markdown_text(line.strip()))
-    if run.meta.get("cpu_load_note"):
-        st.warning(f"Busy machine: {markdown_text(run.meta['cpu_load_note'])}.")
-    batch_rule = run.meta.get("batch_rule")
-    if batch_rule:
-        st.caption(
-            f"Batch {run.meta.get('batch')}: {markdown_text(batch_rule)}. {markdown_text(run.meta.get('steady_rule', ''))}."
-        )
+    meta = StepBenchMeta.from_run(run)
+    if meta.cpu_load_note:
+        st.warning(f"Busy machine: {markdown_text(meta.cpu_load_note)}.")
+    if meta.batch_rule:
+        st.caption(f"Batch {meta.batch}: {markdown_text(meta.batch_rule)}. {markdown_text(meta.steady_rule)}.")
 
 
 def trace_download(run: RunResult) -> None:
-    for stack, path in (run.meta.get("traces") or {"": run.meta.get("trace_path")}).items():
+    for stack, path in StepBenchMeta.from_run(run).trace_files.items():
         if not path:
             continue
         trace, what = Path(path), f"Chrome trace{f' ({stack})' if stack else ''}"
@@ -161,12 +160,13 @@ def render_single(run: RunResult) -> None:
         show_table(table, hide_index=True)
     summary = next(iter(tables(run).summaries), None)
     if summary and summary.first_step_ms is not None:
-        st.caption(f"{cold_text(summary, run.meta)} Timing: {run.meta.get('timing', '')}.")
+        meta = StepBenchMeta.from_run(run)
+        st.caption(f"{cold_text(summary, meta.cold_includes)} Timing: {meta.timing}.")
     show_charts(figures(run), f"{KEY}.single")
     kernels = kernel_table(run)
     if not kernels.empty:
         st.subheader("Top kernels" if run.device_info.is_cuda else "Top ops (CPU: self time per op)")
-        st.caption(run.meta.get("profile_measure", ""))
+        st.caption(StepBenchMeta.from_run(run).profile_measure)
         show_table(kernels, hide_index=True)
     trace_download(run)
 

@@ -366,3 +366,30 @@ def with_speedups(rows: Sequence[ConfigRow]) -> list[ConfigRow]:
             row = dataclasses.replace(row, speedup_vs_fp32=base / row.step_ms_median)
         out.append(row)
     return out
+
+
+@dataclass(frozen=True)
+class StepBenchMeta:
+    """What a step-bench run's meta says beside its tables, as the views read it (a run stored before a key reads
+    its default)."""
+
+    batch: int | None = None  # the batch the run chose (a config's "auto"), else None: the config's
+    batch_rule: str | None = None  # how it chose it
+    steady_rule: str = ""
+    cpu_load_note: str | None = None  # the machine was busy while it ran
+    traces: Mapping[str, str | None] = field(default_factory=dict)  # a stack's Chrome trace, by stack
+    trace_path: str | None = None  # a run stored before stacks: its one trace
+    profile_measure: str = ""
+    timing: str = ""
+    cold_includes: str | None = None  # what the first steps pay for
+    host_bound_warning: str | None = None
+
+    @classmethod
+    def from_run(cls, run: RunResult) -> StepBenchMeta:
+        meta = run.meta
+        return cls(**{f.name: meta[f.name] for f in dataclasses.fields(cls) if meta.get(f.name) is not None})
+
+    @property
+    def trace_files(self) -> Mapping[str, str | None]:
+        """Each stack's trace ("" for the one trace of a run stored before stacks)."""
+        return self.traces or {"": self.trace_path}

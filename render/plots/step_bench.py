@@ -10,7 +10,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from core.result import RunResult, rows_frame
-from core.rows.step_bench import ConfigRow, StackSummary, StepBenchTables, Stored
+from core.rows.step_bench import ConfigRow, StackSummary, StepBenchMeta, StepBenchTables, Stored
 from core.transformer.mfu import HOST_BOUND_BUSY
 from core.transformer.presets import DTYPE_FOR_PRECISION
 from core.units import MISSING, bytes_text, throughput_unit
@@ -38,7 +38,7 @@ STACK_COLORS = ("#1f77b4", "#d62728", "#2ca02c", "#9467bd", "#ff7f0e", "#8c564b"
 def _detail(run: RunResult) -> str:
     c = run.config
     precision = "all precision modes" if c.get("sweep") else c.get("precision")
-    batch = run.meta.get("batch") or c.get("batch")
+    batch = StepBenchMeta.from_run(run).batch or c.get("batch")
     return f"{c.get('model')} · batch {batch} × {c.get('context')} tokens · {precision} · {c.get('optimizer')}"
 
 
@@ -76,15 +76,15 @@ def stack_color(stacks: list[str], stack: str) -> str:
 SLOWER = 1.1  # a first step this many times the warm median or more is "slower": what it paid for is said
 
 
-def cold_text(summary: StackSummary, meta: dict) -> str:
+def cold_text(summary: StackSummary, cold_includes: str | None) -> str:
     """The first step without warm-up against the warm median, in words that follow the figures: what the
-    first steps pay for (``meta["cold_includes"]``) only when they were slower; else that they were not."""
+    first steps pay for (``cold_includes``, the run's) only when they were slower; else that they were not."""
     first, ratio = summary.first_step_ms, summary.first_step_over_median
     if first is None or ratio is None:
         return ""
     said = f"First step without warm-up: **{first:.1f} ms**, {ratio:.1f}× the warmed-up median"
     if ratio >= SLOWER:
-        return f"{said}: slower; {meta.get('cold_includes') or 'the first calls set things up'}."
+        return f"{said}: slower; {cold_includes or 'the first calls set things up'}."
     if ratio > 1 / SLOWER:
         return f"{said}: no slower than the warmed-up steps, so this run shows no first-call cost."
     return (
@@ -262,7 +262,7 @@ def groups_chart(run: RunResult) -> Chart | None:
                 hovertemplate="%{y:.1f}% · %{customdata:.3f} ms per step<extra>" + group + "</extra>",
             )
         )
-    measure = run.meta.get("profile_measure", "")
+    measure = StepBenchMeta.from_run(run).profile_measure
     style(
         fig,
         title("Where the time goes: kernel groups", run, f"{_detail(run)} · {measure}"),

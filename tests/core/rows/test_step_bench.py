@@ -106,10 +106,24 @@ def test_the_views_read_the_fields():
     from render.plots.step_bench import cold_text, host_bound_stacks
 
     summary = StackSummary(first_step_ms=30.0, first_step_over_median=3.0)
-    assert "**30.0 ms**, 3.0×" in cold_text(summary, {})
+    assert "**30.0 ms**, 3.0×" in cold_text(summary, None)
     assert "**12.0 ms**, 1.2×" in cold_text(
-        dataclasses.replace(summary, first_step_ms=12.0, first_step_over_median=1.2), {}
+        dataclasses.replace(summary, first_step_ms=12.0, first_step_over_median=1.2), None
     )
     grid = ConfigRow(kind="grid", stack="course", precision="fp32", model="mini", busy=0.25)
     assert host_bound_stacks([grid]) == ["mini · course · fp32 (25% busy)"]
     assert host_bound_stacks([dataclasses.replace(grid, busy=0.9)]) == []
+
+
+def test_the_meta_reads_its_traces_of_either_version():
+    """A run of several stacks names a trace per stack; one stored before stacks names its one trace."""
+    from core.result import RunResult
+    from core.rows.step_bench import StepBenchMeta
+
+    def meta_of(meta: dict) -> StepBenchMeta:
+        return StepBenchMeta.from_run(RunResult("step-bench", {}, {"kind": "cpu"}, {}, "t", None, "ok", meta=meta))
+
+    stacks = meta_of({"traces": {"course": "/a.json.gz", "today": None}, "trace_path": "/a.json.gz", "batch": 8})
+    assert stacks.trace_files == {"course": "/a.json.gz", "today": None} and stacks.batch == 8
+    old = meta_of({"trace_path": "/old.json.gz", "timing": None})
+    assert old.trace_files == {"": "/old.json.gz"} and (old.timing, old.profile_measure, old.batch) == ("", "", None)

@@ -144,8 +144,6 @@ def test_the_first_step_s_words_follow_its_figures(ratio, says, never):
     from core.experiments.step_bench import COLD_INCLUDES
     from render.plots.step_bench import cold_text
 
-    text = cold_text(
-        StackSummary(first_step_ms=10.0 * ratio, first_step_over_median=ratio), {"cold_includes": COLD_INCLUDES["cpu"]}
-    )
+    text = cold_text(StackSummary(first_step_ms=10.0 * ratio, first_step_over_median=ratio), COLD_INCLUDES["cpu"])
     assert says in text and never not in text
-    assert cold_text(StackSummary(), {}) == ""
+    assert cold_text(StackSummary(), None) == ""
