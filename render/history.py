@@ -13,6 +13,7 @@ from dataclasses import dataclass
 import pandas as pd
 
 from core.result import RunResult, RunSummary
+from core.rows.provenance import Provenance
 from core.units import timestamp_text
 from render import comparison
 from render.report import device_pairs
@@ -99,7 +100,7 @@ def run_label(run: RunSummary) -> str:
 def import_label(run: RunResult | RunSummary) -> str:
     """An imported file in a picker: its name (a summary has no meta: the file's name where the run has none), when
     it was imported, the start of its id."""
-    name = run.name or (str(run.meta.get("file") or "") if isinstance(run, RunResult) else "") or "unnamed import"
+    name = run.name or (Provenance.from_run(run).file or "" if isinstance(run, RunResult) else "") or "unnamed import"
     return f"{name} · {timestamp_text(run.started_at, minutes=True)} · {run.id[:6]}"
 
 

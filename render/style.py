@@ -12,6 +12,7 @@ import numpy as np
 import plotly.graph_objects as go
 
 from core.result import RunResult
+from core.rows.provenance import Provenance
 
 DTYPE_COLORS = {
     "fp64": "#1f77b4",
@@ -61,16 +62,15 @@ def device_label(run: RunResult) -> str:
     recorded elsewhere: its charts name the file and say so (with its GPU where known, and the source of a
     shipped example, in the words of its own label: a hang the lab recorded says so, not "elsewhere"), never the
     importing box."""
-    if run.meta.get("recorded_on"):
-        name = run.meta.get("device_name")
-        example = run.meta.get("example")
-        label = example.get("label") if isinstance(example, dict) else None
-        if isinstance(label, str) and label:
-            return f"imported {run.meta.get('file', 'file')} — {label}"
-        source = example.get("repository") if isinstance(example, dict) else None
+    p = Provenance.from_run(run)
+    if p.imported:
+        file = p.file if p.file is not None else "file"
+        if p.example and p.example.label:
+            return f"imported {file} — {p.example.label}"
+        source = p.example.repository if p.example else None
         return (
-            f"imported {run.meta.get('file', 'file')} — recorded elsewhere"
-            + (f" on {name}" if name else "")
+            f"imported {file} — recorded elsewhere"
+            + (f" on {p.device_name}" if p.device_name else "")
             + (f" ({source})" if source else "")
         )
     device = run.device_info

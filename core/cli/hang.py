@@ -10,7 +10,7 @@ from __future__ import annotations
 import os
 import sys
 
-from core.cli.imports import import_options, print_json, run_import, say
+from core.cli.imports import import_options, print_json, run_import, say, stored_text
 
 ORDER = 41
 
@@ -55,7 +55,6 @@ def hang(args) -> int:
         return found
     from core.workload.hang.text import hang_lines
 
-    stored = "stored as run " + run.id[:12] if not args.no_save else "not stored (--no-save)"
-    for line in hang_lines(run.meta, HangRank.from_run(run), stored):
+    for line in hang_lines(run.meta, HangRank.from_run(run), stored_text(args, run)):
         say(line)
     return found

@@ -36,3 +36,8 @@ def print_json(args, run, **rows: list[dict]) -> None:
 def say(text: str) -> None:
     """A line of the report: names, frames and labels come from the imported file, so escaped."""
     print(terminal_text(text))
+
+
+def stored_text(args, run) -> str:
+    """Where an import's run went, as its report's first line says: "stored as run <id>", or not (--no-save)."""
+    return "stored as run " + run.id[:12] if not args.no_save else "not stored (--no-save)"

@@ -14,8 +14,9 @@ import os
 import sys
 from typing import TYPE_CHECKING
 
-from core.cli.imports import import_options, print_json, run_import, say
+from core.cli.imports import import_options, print_json, run_import, say, stored_text
 from core.cli.output import dump
+from core.rows.provenance import Provenance
 from core.workload.findings import finding_lines
 
 if TYPE_CHECKING:
@@ -158,12 +159,8 @@ def _source(args, kind: str) -> dict | int:
 
 
 def _say_example(meta: dict) -> None:
-    example = meta.get("example")
-    if example:
-        say(
-            f"example {example['name']}: {example['title']} — {example['label']}, {example['source_path']} at "
-            f"{example['commit'][:12]}, {example['licence']}"
-        )
+    if e := Provenance.from_meta(meta).example:
+        say(f"example {e.name}: {e.title} — {e.label}, {e.source_path} at {e.commit[:12]}, {e.licence}")
 
 
 def list_examples(args) -> int:
@@ -232,7 +229,7 @@ def snapshot(args) -> int:
     from core.workload.snapshot.text import snapshot_lines
 
     _say_example(run.meta)
-    for line in snapshot_lines(run.meta, _stored_text(args, run)):
+    for line in snapshot_lines(run.meta, stored_text(args, run)):
         say(line)
     return 0
 
@@ -261,14 +258,10 @@ def trace(args) -> int:
     from core.workload.trace.text import trace_lines
 
     _say_example(m)
-    say(f"{m['file']}: {_stored_text(args, run)}")
+    say(f"{m['file']}: {stored_text(args, run)}")
     for line in finding_lines(m) + trace_lines(m, tables):
         say(line)
     return 0
-
-
-def _stored_text(args, run: RunResult) -> str:
-    return "stored as run " + run.id[:12] if not args.no_save else "not stored (--no-save)"
 
 
 def _rank_set(name: str) -> bool:
@@ -312,7 +305,7 @@ def trace_ranks(args) -> int:
 
     say(
         f"{m['file']}: {len(t.ranks)} rank(s) of world size {m['world_size'] or 'unknown'} ({m['backend'] or 'backend unknown'}) — "
-        f"{_stored_text(args, run)}"
+        f"{stored_text(args, run)}"
     )
     _say_example(m)
     for line in finding_lines(m) + ranks_lines(m, t):
