@@ -8,6 +8,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from core.result import RunResult
+from core.rows.accumulate import AccumulateSummary
 from render.chart import Chart
 from render.style import color_for, style, title
 
@@ -45,11 +46,11 @@ def error_bars(run: RunResult) -> Chart:
 
 
 def curve_frame(run: RunResult) -> pd.DataFrame:
-    curve = run.meta.get("curve") or {}
-    steps, value = curve.get("steps", []), float(run.config.get("value", 0))
+    curve = AccumulateSummary.from_meta(run.meta)
+    steps, value = list(curve.steps), float(run.config.get("value", 0))
     parts = [
-        pd.DataFrame({"accumulator": s["accumulator"], "addend": s["addend"], "step": steps, "sum": s["sum"]})
-        for s in curve.get("series", [])
+        pd.DataFrame({"accumulator": s.accumulator, "addend": s.addend, "step": steps, "sum": list(s.sums)})
+        for s in curve.series
     ]
     df = (
         pd.concat(parts, ignore_index=True) if parts else pd.DataFrame(columns=["accumulator", "addend", "step", "sum"])
