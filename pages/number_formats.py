@@ -5,6 +5,7 @@ and draws the stored run with ``render.plots.<name>``. The inspector submits by 
 the typed value changes, so the page never blocks on a cast.
 """
 
+import dataclasses
 import math
 
 import pandas as pd
@@ -13,6 +14,7 @@ import streamlit as st
 from core.errors import ConfigError
 from core.result import RunResult, rows_frame
 from core.rows.formats import FormatsSummary
+from core.rows.quantize import QuantizeSummary
 from core.units import numbers_text
 from pages.common import lab, run_panel
 from pages.common.charts import show_charts
@@ -179,8 +181,8 @@ with tab_round:
 
 def render_quantize(run: RunResult) -> None:
     show_table(run.frame(), hide_index=True)
-    if run.meta.get("round_trip"):
-        show_table(pd.DataFrame(run.meta["round_trip"]), hide_index=True)
+    if trip := QuantizeSummary.from_meta(run.meta).round_trip:
+        show_table(pd.DataFrame([dataclasses.asdict(v) for v in trip]), hide_index=True)
         st.caption(
             "The course note maps 0.1, 0.5, 0.9, 1.2 to 13, 64, 115, 153 and back exactly; a per-tensor "
             "scale gives the codes above, and the round trip is approximate."

@@ -17,6 +17,7 @@ from typing import TYPE_CHECKING, Literal
 
 from core.errors import ConfigError
 from core.experiment import Context, Experiment, Output, Progress
+from core.rows.quantize import Histogram, LevelCounts, QuantizeRow, QuantizeSummary, RoundTripValue
 
 if TYPE_CHECKING:
     import torch
@@ -133,7 +134,7 @@ def _metrics(x: torch.Tensor, rt: RoundTrip, outliers: torch.Tensor) -> dict:
     }
 
 
-def _hist(x: torch.Tensor, bins: int) -> dict:
+def _hist(x: torch.Tensor, bins: int) -> Histogram:
     import torch
 
     lo, hi = x.min().item(), x.max().item()
@@ -141,47 +142,40 @@ def _hist(x: torch.Tensor, bins: int) -> dict:
         lo, hi = lo - 0.5, hi + 0.5
     counts = torch.histc(x.double().cpu(), bins=bins, min=lo, max=hi)
     edges = torch.linspace(lo, hi, bins + 1, dtype=torch.float64)
-    return {"edges": edges.tolist(), "counts": [int(c) for c in counts.tolist()]}
+    return Histogram(tuple(edges.tolist()), tuple(int(c) for c in counts.tolist()))
+
+
+def _levels(name: str, rt: RoundTrip) -> LevelCounts:
+    """How many values landed on each integer level of the scheme."""
+    import torch
+
+    levels = torch.arange(rt.qmin, rt.qmax + 1, device=rt.codes.device)
+    counts = torch.bincount(rt.codes - rt.qmin, minlength=rt.qmax - rt.qmin + 1)
+    values = ((levels - rt.zero_point).double() * rt.scale).tolist()
+    return LevelCounts(name, tuple(levels.tolist()), tuple(counts.tolist()), tuple(values))
 
 
 def run(cfg: QuantizeConfig, ctx: Context):
-    import torch
-
     x, outliers = make_tensor(cfg, ctx.device)
-    rows, codes_hist, round_trip = [], [], []
+    rows: list[dict] = []
+    codes_hist: list[LevelCounts] = []
+    round_trip: list[RoundTripValue] = []
     combos = [(b, s) for b in BITS for s in SCHEMES]
     for i, (bits, scheme) in enumerate(combos):
         rt = quantize(x, bits, scheme)
         name = f"int{bits} {scheme}"
-        row = {
-            "quantization": name,
-            "bits": bits,
-            "scheme": scheme,
-            "distribution": cfg.distribution,
-            "elements": x.numel(),
-            "outliers": int(outliers.sum().item()),
-            **_metrics(x, rt, outliers),
-        }
+        row = QuantizeRow(
+            name, bits, scheme, cfg.distribution, x.numel(), int(outliers.sum().item()), **_metrics(x, rt, outliers)
+        ).to_row()
         rows.append(row)
-        levels = torch.arange(rt.qmin, rt.qmax + 1, device=rt.codes.device)
-        counts = torch.bincount(rt.codes - rt.qmin, minlength=rt.qmax - rt.qmin + 1)
-        codes_hist.append(
-            {
-                "quantization": name,
-                "codes": levels.tolist(),
-                "counts": counts.tolist(),
-                "values": ((levels - rt.zero_point).double() * rt.scale).tolist(),
-            }
-        )
+        codes_hist.append(_levels(name, rt))
         if x.numel() <= SMALL_TENSOR:
             round_trip += [
-                {"quantization": name, "x": v, "code": c, "dequantized": d}
+                RoundTripValue(name, v, c, d)
                 for v, c, d in zip(x.double().tolist(), rt.codes.tolist(), rt.dequantized.tolist())
             ]
         yield Progress(i + 1, len(combos), name, rows=(row,))
-    meta = {"values_hist": _hist(x, cfg.bins), "codes_hist": codes_hist}
-    if round_trip:
-        meta["round_trip"] = round_trip
+    meta = QuantizeSummary(_hist(x, cfg.bins), tuple(codes_hist), tuple(round_trip)).to_meta()
     return Output(rows=rows, meta=meta)
 
 

@@ -6,6 +6,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from core.result import RunResult
+from core.rows.quantize import QuantizeSummary
 from render.chart import Chart
 from render.style import style, title
 
@@ -18,9 +19,9 @@ COLORS = {
 
 
 def values_histogram(run: RunResult) -> Chart:
-    hist = run.meta["values_hist"]
-    edges, counts = hist["edges"], hist["counts"]
-    df = pd.DataFrame({"left": edges[:-1], "right": edges[1:], "count": counts})
+    hist = QuantizeSummary.from_meta(run.meta).values_hist
+    edges = list(hist.edges)
+    df = pd.DataFrame({"left": edges[:-1], "right": edges[1:], "count": list(hist.counts)})
     fig = go.Figure(
         go.Bar(
             x=(df["left"] + df["right"]) / 2,
@@ -38,9 +39,9 @@ def codes_histogram(run: RunResult) -> Chart:
     """Count per integer level, drawn at the level's dequantized value: outliers leave most levels empty."""
     parts = [
         pd.DataFrame(
-            {"quantization": h["quantization"], "code": h["codes"], "value": h["values"], "count": h["counts"]}
+            {"quantization": h.quantization, "code": list(h.codes), "value": list(h.values), "count": list(h.counts)}
         )
-        for h in run.meta["codes_hist"]
+        for h in QuantizeSummary.from_meta(run.meta).codes_hist
     ]
     df = pd.concat(parts, ignore_index=True)
     fig = go.Figure()
