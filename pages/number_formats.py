@@ -13,6 +13,7 @@ import streamlit as st
 
 from core.errors import ConfigError
 from core.result import RunResult, rows_frame
+from core.rows.autocast import ModuleDtypes
 from core.rows.formats import FormatsSummary
 from core.rows.quantize import QuantizeSummary
 from core.units import numbers_text
@@ -148,11 +149,10 @@ with tab_acc:
 
 
 def render_autocast(run: RunResult) -> None:
-    df = run.frame()
-    if "reason" in df.columns:
-        for _, row in df[df["status"] == "unsupported"].iterrows():
-            st.warning(f"{row['model']} under autocast {row['autocast']}: unsupported — {row['reason']}")
-    show_table(df, hide_index=True)
+    for r in ModuleDtypes.from_run(run):
+        if r.status == "unsupported":
+            st.warning(f"{r.model} under autocast {r.autocast}: unsupported — {r.reason}")
+    show_table(run.frame(), hide_index=True)
     show_charts(autocast.figures(run), "nf.autocast")
 
 

@@ -19,6 +19,7 @@ from core.errors import ConfigError
 from core.experiment import Context, Experiment, Output, Progress
 from core.hardware import dtypes
 from core.hardware.device import cuda_bf16_supported
+from core.rows.autocast import ModuleDtypes
 
 if TYPE_CHECKING:
     import torch
@@ -101,7 +102,7 @@ def build(model: str, cfg: AutocastConfig, device: str) -> tuple[nn.Module, torc
     return block, torch.randn(2, cfg.seq_len, cfg.d_model, device=device, generator=gen)
 
 
-def dtype_map(model: str, cfg: AutocastConfig, device: str, autocast: str) -> list[dict]:
+def dtype_map(model: str, cfg: AutocastConfig, device: str, autocast: str) -> list[ModuleDtypes]:
     """Forward + backward of ``model`` under ``autocast`` ("none", "fp16", "bf16"); one row per module."""
     import torch
 
@@ -141,18 +142,18 @@ def dtype_map(model: str, cfg: AutocastConfig, device: str, autocast: str) -> li
         params = list(module.parameters(recurse=False))
         info = seen.get(label, {})
         rows.append(
-            {
-                "model": model,
-                "autocast": autocast,
-                "module": label,
-                "type": type(module).__name__,
-                "input_dtypes": info.get("input_dtypes", ""),
-                "output_dtype": info.get("output_dtype", ""),
-                "param_dtypes": ", ".join(_name(p.dtype) for p in params),
-                "grad_dtypes": ", ".join(_name(p.grad.dtype) if p.grad is not None else "none" for p in params),
-                "grad_output_dtypes": info.get("grad_output_dtypes", ""),
-                "model_output_dtype": _name(out.dtype),
-            }
+            ModuleDtypes(
+                model,
+                autocast,
+                label,
+                type(module).__name__,
+                input_dtypes=info.get("input_dtypes", ""),
+                output_dtype=info.get("output_dtype", ""),
+                param_dtypes=", ".join(_name(p.dtype) for p in params),
+                grad_dtypes=", ".join(_name(p.grad.dtype) if p.grad is not None else "none" for p in params),
+                grad_output_dtypes=info.get("grad_output_dtypes", ""),
+                model_output_dtype=_name(out.dtype),
+            )
         )
     return rows
 
@@ -170,9 +171,9 @@ def run(cfg: AutocastConfig, ctx: Context):
     rows = []
     for i, (model, mode, problem) in enumerate(jobs):
         if problem:
-            new = [{"model": model, "autocast": mode, "module": "(model)", "status": "unsupported", "reason": problem}]
+            new = [ModuleDtypes(model, mode, "(model)", status="unsupported", reason=problem).to_row()]
         else:
-            new = [r | {"status": "ok"} for r in dtype_map(model, cfg, ctx.device, mode)]
+            new = [r.to_row() for r in dtype_map(model, cfg, ctx.device, mode)]
         rows += new
         yield Progress(i + 1, len(jobs), f"{model} under autocast {mode}", rows=tuple(new))
     return Output(

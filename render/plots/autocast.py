@@ -2,10 +2,10 @@
 
 from __future__ import annotations
 
-import pandas as pd
 import plotly.graph_objects as go
 
 from core.result import RunResult
+from core.rows.autocast import ModuleDtypes
 from render.chart import Chart
 from render.style import color_for, style, title
 
@@ -27,20 +27,19 @@ def _level(text: str) -> int:
 
 
 def dtype_map(run: RunResult, model: str) -> Chart:
-    df = run.frame()
-    part: pd.DataFrame = df.loc[(df["model"] == model) & (df.get("status", "ok") == "ok")]
-    modes = list(dict.fromkeys(part["autocast"]))
-    modules = list(dict.fromkeys(part["module"]))
+    rows = ModuleDtypes.from_run(run)
+    picked = [i for i, r in enumerate(rows) if r.model == model and r.ok]
+    mine = [rows[i] for i in picked]
+    modes = list(dict.fromkeys(r.autocast for r in mine))
+    modules = list(dict.fromkeys(r.module for r in mine))
+    cells: dict[tuple[str, str], ModuleDtypes] = {}
+    for r in mine:
+        cells.setdefault((r.module, r.autocast), r)  # a module seen twice: its first row
     columns = [(m, f) for m in modes for f in FIELDS]
     z, text = [], []
     for module in modules:
-        zr, tr = [], []
-        for mode, f in columns:
-            cell = part.loc[(part["module"] == module) & (part["autocast"] == mode), f]
-            value = str(cell.iloc[0]) if len(cell) and cell.iloc[0] == cell.iloc[0] else ""
-            zr.append(_level(value))
-            tr.append(value)
-        z.append(zr)
+        tr = [getattr(cells[module, mode], f) if (module, mode) in cells else "" for mode, f in columns]
+        z.append([_level(value) for value in tr])
         text.append(tr)
     colors = ["#ffffff", color_for("fp32"), color_for("bf16"), color_for("fp16"), "#bcbd22"]
     scale = [[i / (len(colors) - 1), c] for i, c in enumerate(colors)]
@@ -68,9 +67,8 @@ def dtype_map(run: RunResult, model: str) -> Chart:
         "module",
         height=max(320, 40 * len(modules) + 160),
     )
-    return Chart(f"autocast-{model}", fig, part)
+    return Chart(f"autocast-{model}", fig, run.frame().iloc[picked])
 
 
 def figures(run: RunResult) -> list[Chart]:
-    df = run.frame()
-    return [dtype_map(run, m) for m in dict.fromkeys(df["model"])]
+    return [dtype_map(run, m) for m in dict.fromkeys(r.model for r in ModuleDtypes.from_run(run))]

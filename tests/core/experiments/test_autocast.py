@@ -8,7 +8,7 @@ from core.experiments.autocast import AutocastConfig, dtype_map, run
 
 
 def rows_by_module(model, autocast, device="cpu"):
-    return {r["module"]: r for r in dtype_map(model, AutocastConfig(), device, autocast)}
+    return {r.module: r.to_row() for r in dtype_map(model, AutocastConfig(), device, autocast)}
 
 
 def test_toy_model_under_cpu_bf16():
