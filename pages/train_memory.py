@@ -5,6 +5,7 @@ import streamlit as st
 from core.errors import ConfigError
 from core.experiment import config_to_dict
 from core.result import RunResult
+from core.rows.estimate import EstimatePlan
 from core.transformer.planner import EstimateConfig, fit_text
 from core.transformer.presets import (
     ARCHITECTURE_NAMES,
@@ -16,7 +17,7 @@ from core.transformer.presets import (
     custom_spec,
     get_preset,
 )
-from core.units import GIB, bytes_text, timestamp_text
+from core.units import GIB, bytes_text
 from pages.common import lab, run_panel, snapshot_panel, stack
 from pages.common.charts import show_charts
 from pages.common.facts import fact
@@ -24,9 +25,10 @@ from pages.common.markdown import markdown_text
 from pages.common.methods import MODEL_NOTE, how_measured
 from pages.common.tables import show_table
 from render.plots import overlay_for
+from render.plots.estimate import activations_caption
 from render.plots.estimate import figures as estimate_figures
 from render.plots.max_batch import figures as max_batch_figures
-from render.plots.train_memory import figures
+from render.plots.train_memory import compare_label, figures
 
 KEY = "training_memory"
 # The sidebar's dtype picks the matching precision mode; the page's own dropdown can override it.
@@ -158,23 +160,20 @@ plan_run = planned(est_values)
 if plan_run is None or plan_run.status != "ok":
     st.error(f"The planner gave no answer: {markdown_text(plan_run.error if plan_run else 'it did not finish')}")
     st.stop()
-answer = plan_run.meta
+answer = EstimatePlan.from_meta(plan_run.meta)
 cols = st.columns(4)
-fact(cols[0], "Estimated peak (allocator)", bytes_text(answer["peak_estimated_bytes"]), answer["peak_phase"])
+fact(cols[0], "Estimated peak (allocator)", bytes_text(answer.peak_estimated_bytes), answer.peak_phase)
 cols[1].metric(
     "With context allowance",
-    bytes_text(answer["device_total_estimated_bytes"]),
+    bytes_text(answer.device_total_estimated_bytes),
     help="Allocator peak + 5% fragmentation + 600 MiB CUDA context: allowances, not measurements.",
 )
-cols[2].metric("Max batch that fits (estimate)", answer["max_batch_estimated"])
-cols[3].metric("fp32 peak for comparison", bytes_text(answer["fp32_peak_estimated_bytes"]))
-(st.success if answer["max_batch_estimated"] else st.error)(markdown_text(fit_text(answer)))
-st.caption(f"Attention modelled: {markdown_text(answer['attention_note'])}. Plan stored as run {plan_run.id[:8]}.")
+cols[2].metric("Max batch that fits (estimate)", answer.max_batch_estimated)
+cols[3].metric("fp32 peak for comparison", bytes_text(answer.fp32_peak_estimated_bytes or 0))
+(st.success if answer.max_batch_estimated else st.error)(markdown_text(fit_text(answer)))
+st.caption(f"Attention modelled: {markdown_text(answer.attention_note or '')}. Plan stored as run {plan_run.id[:8]}.")
 show_charts(estimate_figures(plan_run), f"{KEY}.plan")
-st.caption(
-    f"Predicted peak at *{answer['peak_moment']}*. Activations per layer: "
-    + ", ".join(f"{k.replace('_', ' ')} {bytes_text(v)}" for k, v in answer["activations_bytes"].items())
-)
+st.caption(activations_caption(answer))
 
 st.header("Measure")
 st.caption(
@@ -227,11 +226,7 @@ stored = store.summaries(experiment="train-memory", status="ok", limit=COMPARED)
 if len(stored) < 2:
     st.info("Record two or more runs (e.g. fp32 and bf16-autocast) to overlay them here.")
 else:
-    labels = {
-        r.id: " · ".join(str(r.config.get(k, "?")) for k in ("model", "precision", "optimizer"))
-        + f" · b{r.config.get('batch', '?')} · {timestamp_text(r.started_at)} · {r.id[:6]}"
-        for r in stored
-    }
+    labels = {r.id: compare_label(r) for r in stored}
     chosen = st.multiselect(
         f"Runs (the newest {COMPARED})" if len(stored) == COMPARED else "Runs",
         list(labels),

@@ -144,7 +144,7 @@ def run_max_batch(cfg: MaxBatchConfig, ctx: Context):
         need_bytes(est_cfg),
         f"max-batch of {cfg.model} at batch 1 (context {cfg.context}, {cfg.precision}) by the memory planner",
     )
-    guess = plan(est_cfg, total)["max_batch_estimated"]
+    guess = plan(est_cfg, total).max_batch_estimated or 0  # a GPU always gives its memory: an int
     rows: list[dict] = []
     base = {
         "model": cfg.model,
@@ -156,7 +156,7 @@ def run_max_batch(cfg: MaxBatchConfig, ctx: Context):
 
     def fits(b: int) -> bool:
         result = _fresh_probe(base | {"batch": b}, ctx.device)
-        est = plan(replace(est_cfg, batch=b))["peak_estimated_bytes"]
+        est = plan(replace(est_cfg, batch=b)).peak_estimated_bytes
         rows.append(
             {
                 "batch": b,

@@ -335,19 +335,19 @@ def run(cfg: TrainMemoryConfig, ctx: Context):
     rows = [{"t_ms": (t - t0) / 1e6, "total_bytes": total, **cats} for t, total, cats in result["points"]]
     meta = {
         "peak_measured_bytes": measured,
-        "peak_estimated_bytes": est["peak_estimated_bytes"],
-        "error_pct": 100.0 * (est["peak_estimated_bytes"] - measured) / measured,
+        "peak_estimated_bytes": est.peak_estimated_bytes,
+        "error_pct": 100.0 * (est.peak_estimated_bytes - measured) / measured,
         "peak_phase": result["peak_phase"],
-        "peak_phase_estimated": est["peak_phase"],
-        "peak_moment_estimated": est["peak_moment"],
+        "peak_phase_estimated": est.peak_phase,
+        "peak_moment_estimated": est.peak_moment,
         "peak_t_ms": (result["peak_time_ns"] - t0) / 1e6,
         "breakdown_measured_bytes": result["peak_breakdown_bytes"],
-        "breakdown_estimated_bytes": est["breakdown_bytes"],
+        "breakdown_estimated_bytes": dict(est.breakdown_bytes),
         "trace_peak_bytes": result["peak_bytes"],
         "bands": result["bands"],
-        "params": est["params"],
+        "params": est.params,
         "allocations": result["allocations"],
-        "estimate": est,
+        "estimate": est.to_meta(),
         "byte_columns": list(CATEGORIES),  # the rows' category columns are bytes
         "method": (
             "CUDA caching-allocator history (_record_memory_history) + max_memory_allocated"

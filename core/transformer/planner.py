@@ -18,6 +18,7 @@ from dataclasses import dataclass, field, fields, replace
 from typing import ClassVar, Literal
 
 from core.errors import ConfigError
+from core.rows.estimate import EstimatePlan
 from core.transformer.presets import (
     ARCHITECTURE_NAMES,
     PRESET_NAMES,
@@ -524,51 +525,49 @@ def max_batch(cfg: EstimateConfig, memory_bytes: int, limit: int = 1_000_000) ->
     return lo
 
 
-def plan(cfg: EstimateConfig, memory_bytes: int | None = None) -> dict:
+def plan(cfg: EstimateConfig, memory_bytes: int | None = None) -> EstimatePlan:
     """The planner's answer: counts, bytes per category at the predicted peak, peak phase, max batch."""
     top = peak(cfg)
-    preset = get_preset(cfg.model)
-    result = {
-        "model": cfg.model,
-        "params": param_count(preset),
-        "precision": cfg.precision,
-        "optimizer": cfg.optimizer,
-        "batch": cfg.batch,
-        "context": cfg.context,
-        "target": cfg.target,
-        "peak_estimated_bytes": top.total_bytes,
-        "peak_phase": top.phase,
-        "peak_moment": top.label,
-        "breakdown_bytes": dict(top.bytes),
-        "activations_bytes": activation_breakdown(cfg),
-        "cuda_context_allowance_bytes": CUDA_CONTEXT_ALLOWANCE_BYTES if cfg.target == "cuda" else 0,
-        "device_total_estimated_bytes": device_total_bytes(top.total_bytes, cfg.target),
-        "label": "estimate (analytical)",
-    }
-    result |= {
-        "stack": cfg.stack.name,
-        "attention_note": ATTENTION_NOTES[cfg.attention],
-        "attention_scores_bytes": scores_saved_bytes(cfg),
-    }
-    if memory_bytes:
-        result["memory_bytes"] = memory_bytes
-        result["max_batch_estimated"] = max_batch(cfg, memory_bytes)
-        result["fits"] = result["device_total_estimated_bytes"] <= memory_bytes
-        if not result["max_batch_estimated"]:
-            result["batch_1_device_total_estimated_bytes"] = device_total_bytes(
-                peak(replace(cfg, batch=1)).total_bytes, cfg.target
-            )
-    return result
+    device_total = device_total_bytes(top.total_bytes, cfg.target)
+    best = max_batch(cfg, memory_bytes) if memory_bytes else None
+    return EstimatePlan(
+        model=cfg.model,
+        params=param_count(get_preset(cfg.model)),
+        precision=cfg.precision,
+        optimizer=cfg.optimizer,
+        batch=cfg.batch,
+        context=cfg.context,
+        target=cfg.target,
+        peak_estimated_bytes=top.total_bytes,
+        peak_phase=top.phase,
+        peak_moment=top.label,
+        breakdown_bytes=dict(top.bytes),
+        activations_bytes=activation_breakdown(cfg),
+        cuda_context_allowance_bytes=CUDA_CONTEXT_ALLOWANCE_BYTES if cfg.target == "cuda" else 0,
+        device_total_estimated_bytes=device_total,
+        label="estimate (analytical)",
+        stack=cfg.stack.name,
+        attention_note=ATTENTION_NOTES[cfg.attention],
+        attention_scores_bytes=scores_saved_bytes(cfg),
+        memory_bytes=memory_bytes or None,
+        max_batch_estimated=best,
+        fits=device_total <= memory_bytes if memory_bytes else None,
+        batch_1_device_total_estimated_bytes=(
+            device_total_bytes(peak(replace(cfg, batch=1)).total_bytes, cfg.target)
+            if memory_bytes and not best
+            else None
+        ),
+    )
 
 
-def fit_text(result: dict) -> str:
+def fit_text(plan: EstimatePlan) -> str:
     """Whether a plan fits the memory it was given, in words (a largest batch of 0 is no answer by itself)."""
-    memory = bytes_text(result["memory_bytes"])
-    best = result["max_batch_estimated"]
+    memory = bytes_text(plan.memory_bytes or 0)
+    best = plan.max_batch_estimated
     if not best:
-        need = bytes_text(result["batch_1_device_total_estimated_bytes"])
+        need = bytes_text(plan.batch_1_device_total_estimated_bytes or 0)
         return f"Does not fit in {memory}, not even batch 1: it needs {need} (estimate)."
-    fits = "fits" if result["fits"] else f"does not fit at batch {result['batch']}"
+    fits = "fits" if plan.fits else f"does not fit at batch {plan.batch}"
     return f"In {memory} it {fits}: the largest batch that fits is {best:,} (estimate)."
 
 

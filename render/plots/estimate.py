@@ -8,8 +8,9 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from core.result import RunResult
+from core.rows.estimate import EstimatePlan
 from core.transformer.planner import CATEGORIES
-from core.units import GIB, MIB
+from core.units import GIB, MIB, bytes_text
 from render.chart import Chart
 from render.style import color_for, style, title
 
@@ -49,3 +50,9 @@ def figures(run: RunResult) -> list[Chart]:
     c = run.config
     detail = f"estimate · {c.get('model')} · {c.get('precision')} · {c.get('optimizer')} · batch {c.get('batch')}"
     return [Chart("estimate-moments", moments_figure(df, title("Predicted memory through the step", None, detail)), df)]
+
+
+def activations_caption(plan: EstimatePlan) -> str:
+    """Where the predicted peak falls, and what each layer (and the head, once) saves for backward."""
+    saved = ", ".join(f"{k.replace('_', ' ')} {bytes_text(v)}" for k, v in plan.activations_bytes.items())
+    return f"Predicted peak at *{plan.peak_moment}*. Activations per layer: " + saved

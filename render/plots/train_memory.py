@@ -5,9 +5,9 @@ from __future__ import annotations
 import pandas as pd
 import plotly.graph_objects as go
 
-from core.result import RunResult
+from core.result import RunResult, RunSummary
 from core.transformer.planner import CATEGORIES
-from core.units import MIB, bytes_text
+from core.units import MIB, bytes_text, timestamp_text
 from render.chart import Chart
 from render.style import color_for, html_text, style, title
 
@@ -175,3 +175,10 @@ def overlay(runs: list[RunResult]) -> list[Chart]:
     bars.update_layout(barmode="group")
     style(bars, title("Peak memory per run"), "run", "peak (MiB)", legend_title="")
     return [Chart("train-memory-overlay", lines, None), Chart("train-memory-peaks", bars, peaks)]
+
+
+def compare_label(summary: RunSummary) -> str:
+    """A stored run in the page's compare list: its model, precision, optimizer, batch, when, and its id."""
+    c = summary.config
+    named = " · ".join(str(c.get(k, "?")) for k in ("model", "precision", "optimizer"))
+    return named + f" · b{c.get('batch', '?')} · {timestamp_text(summary.started_at)} · {summary.id[:6]}"

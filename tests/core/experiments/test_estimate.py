@@ -41,14 +41,14 @@ def independent_count(d, f, layers, heads, vocab=10_000):
     ],
 )
 def test_param_counts_match_architecture(name, d, f, layers, heads):
-    assert plan(EstimateConfig(model=name))["params"] == independent_count(d, f, layers, heads)
+    assert plan(EstimateConfig(model=name)).params == independent_count(d, f, layers, heads)
 
 
 def test_param_count_matches_built_model():
     from core.transformer.model import build_model
 
     model = build_model(get_preset("mini"), 16)
-    assert sum(p.numel() for p in model.parameters()) == plan(EstimateConfig(model="mini"))["params"]
+    assert sum(p.numel() for p in model.parameters()) == plan(EstimateConfig(model="mini")).params
 
 
 def test_optimizer_state_per_optimizer_and_precision():
@@ -67,9 +67,9 @@ def test_other_holds_one_cublas_workspace_per_thread_that_runs_matmuls():
     # tiny, batch 2 x 16 tokens: int64 inputs and targets 2·2·16·8, RoPE cos/sin 2·16·(16/2)·4,
     # and 32 MiB of cuBLAS workspace per handle: forward (caller's thread) + backward (autograd's thread).
     small = 2 * 2 * 16 * 8 + 2 * 16 * 8 * 4
-    train = plan(EstimateConfig(model="tiny", batch=2, context=16))["breakdown_bytes"]["other"]
-    forward = plan(EstimateConfig(model="tiny", batch=2, context=16, forward_only=True))["breakdown_bytes"]["other"]
-    cpu = plan(EstimateConfig(model="tiny", batch=2, context=16, target="cpu"))["breakdown_bytes"]["other"]
+    train = plan(EstimateConfig(model="tiny", batch=2, context=16)).breakdown_bytes["other"]
+    forward = plan(EstimateConfig(model="tiny", batch=2, context=16, forward_only=True)).breakdown_bytes["other"]
+    cpu = plan(EstimateConfig(model="tiny", batch=2, context=16, target="cpu")).breakdown_bytes["other"]
     assert (train, forward, cpu) == (small + 2 * 32 * 2**20, small + 32 * 2**20, small)
 
 
@@ -89,16 +89,16 @@ def test_weights_grads_state_at_optimizer_peak_by_hand():
     # params 4n + grads 4n + state 8n + 2 temporaries of the largest tensor (10000 x 64 fp32).
     n = independent_count(64, 256, 2, 4)
     out = plan(EstimateConfig(model="tiny", batch=1, context=8, target="cpu"))
-    b = out["breakdown_bytes"]
-    assert out["peak_phase"] == "optimizer"
+    b = out.breakdown_bytes or {}
+    assert out.peak_phase == "optimizer"
     assert (b["parameters"], b["gradients"]) == (4 * n, 4 * n)
     assert b["optimizer_state"] == 8 * n + (9 * 2 + 3) * 4
     assert b["temporaries"] == 2 * 10_000 * 64 * 4
 
 
 def test_softmax_scores_scale_with_context_squared():
-    small = plan(EstimateConfig(model="small", context=256))["activations_bytes"]["per_layer_attention"]
-    big = plan(EstimateConfig(model="small", context=512))["activations_bytes"]["per_layer_attention"]
+    small = plan(EstimateConfig(model="small", context=256)).activations_bytes["per_layer_attention"]
+    big = plan(EstimateConfig(model="small", context=512)).activations_bytes["per_layer_attention"]
     # b·a·s² (fp32, 4 bytes) quadruples, the rest doubles: difference is exactly known.
     b, a = 4, 12
     assert big - 2 * small == 4 * b * a * (512**2 - 2 * 256**2) + (512**2 - 2 * 256**2)
@@ -106,8 +106,8 @@ def test_softmax_scores_scale_with_context_squared():
 
 def test_checkpointing_and_mixed_precision_change_activations():
     base = dict(model="medium", batch=8, context=512)
-    full = plan(EstimateConfig(**base))["breakdown_bytes"]["activations"]
-    ckpt = plan(EstimateConfig(**base, checkpointing=True))["breakdown_bytes"]["activations"]
+    full = plan(EstimateConfig(**base)).breakdown_bytes["activations"]
+    ckpt = plan(EstimateConfig(**base, checkpointing=True)).breakdown_bytes["activations"]
     assert ckpt < full / 3
 
 

@@ -39,7 +39,7 @@ def test_the_design_meets_every_pair_of_settings():
 def test_estimate_within_10_percent_on_cpu(model, batch, context, precision, optimizer):
     cfg = TrainMemoryConfig(model=model, precision=precision, optimizer=optimizer, batch=batch, context=context)
     measured = measure(cfg, "cpu")
-    estimated = plan(cfg.estimate_config("cpu"))["peak_estimated_bytes"]
+    estimated = plan(cfg.estimate_config("cpu")).peak_estimated_bytes
     assert abs(estimated - measured["peak_bytes"]) <= 0.10 * measured["peak_bytes"]
 
 
@@ -136,6 +136,6 @@ def test_a_step_that_cannot_fit_is_refused_before_the_model_is_built(monkeypatch
     cfg = TrainMemoryConfig(model="2.7B", batch=64, context=4096)
     with pytest.raises(DoesNotFit) as refused:
         drive(run(cfg, CPU))
-    planned = plan(cfg.estimate_config("cpu"))["device_total_estimated_bytes"]
+    planned = plan(cfg.estimate_config("cpu")).device_total_estimated_bytes
     assert refused.value.meta["refused"]["need_bytes"] == planned > 6 * 2**40
     assert refused.value.meta["refused"]["limit_bytes"] < planned and "only" in str(refused.value)
