@@ -247,6 +247,7 @@ def trace(args) -> int:
     if code:
         return code
     from core.rows.trace import TraceTables
+    from core.rows.trace_summary import TraceSummary
 
     m, tables = run.meta, TraceTables.from_run(run)
     if args.json:
@@ -258,7 +259,7 @@ def trace(args) -> int:
     from core.workload.trace.text import trace_lines
 
     _say_example(m)
-    say(f"{m['file']}: {stored_text(args, run)}")
+    say(f"{TraceSummary.from_meta(m).file}: {stored_text(args, run)}")
     for line in finding_lines(m) + trace_lines(m, tables):
         say(line)
     return 0
@@ -281,8 +282,9 @@ def trace_ranks(args) -> int:
     if code:
         return code
     from core.rows.trace import RankTables
+    from core.rows.trace_summary import RankSetSummary
 
-    m, t = run.meta, RankTables.from_run(run)
+    m, t, s = run.meta, RankTables.from_run(run), RankSetSummary.from_run(run)
     if args.json:
         print_json(  # the meta's arrivals summary keeps its key: the rows have their own
             args,
@@ -304,7 +306,7 @@ def trace_ranks(args) -> int:
     from core.workload.trace.text import ranks_lines
 
     say(
-        f"{m['file']}: {len(t.ranks)} rank(s) of world size {m['world_size'] or 'unknown'} ({m['backend'] or 'backend unknown'}) — "
+        f"{s.file}: {len(t.ranks)} rank(s) of world size {s.world_size or 'unknown'} ({s.backend or 'backend unknown'}) — "
         f"{stored_text(args, run)}"
     )
     _say_example(m)
@@ -336,7 +338,9 @@ def _trace_side(args, what: str) -> tuple[str, RunResult] | int:
     if run.experiment != "profiler-trace":
         print(f"error: run {run.id[:12]} is a {run.experiment} run, not a profiler trace import", file=sys.stderr)
         return 2
-    return (run.name or run.meta.get("file") or run.id[:12]), run
+    from core.rows.trace_summary import TraceSummary
+
+    return (run.name or TraceSummary.from_run(run).file or run.id[:12]), run
 
 
 def trace_diff(args) -> int:

@@ -79,6 +79,10 @@ class RuleCount:
     count: int = 0
     us: float = 0.0
 
+    def to_dict(self) -> dict[str, Any]:
+        """As the meta's ``rules`` store it, keys in their stored order."""
+        return {"rule": self.rule, "group": self.group, "count": self.count, "us": self.us}
+
 
 @dataclass(frozen=True)
 class TraceSummary:

@@ -49,7 +49,7 @@ from core.rows.trace import (
     TraceStep,
     TraceTables,
 )
-from core.rows.trace_summary import KERNEL_WAIT_US
+from core.rows.trace_summary import KERNEL_WAIT_US, RuleCount
 from core.workload.trace.file import COMM, COMPUTE, KINDS, MEMCPY, MEMSET, Activities, TraceFile, read_trace
 from core.workload.trace.intervals import merged, merged_by_group, merged_groups, union_gaps
 
@@ -430,7 +430,7 @@ def analyse_trace(trace: TraceFile, top: int = 20) -> tuple[TraceTables, dict]:
     rule_count = np.bincount(rules[idx], minlength=len(RULES))
     rule_us = np.bincount(rules[idx], weights=durations, minlength=len(RULES))
     meta["rules"] = [
-        {"rule": rule, "group": _RULE_GROUP[rule], "count": int(n), "us": float(us)}
+        RuleCount(rule, _RULE_GROUP[rule], int(n), float(us)).to_dict()
         for rule, n, us in zip(RULES, rule_count, rule_us)
     ]
     launches = _Launches.of(trace)
