@@ -90,3 +90,23 @@ def test_the_engine_stores_the_rows_keys_in_their_order():
     assert list(stalled) == list(STALLED) and stalled == STALLED  # the same additions as the stored run
     assert list(out.rows[-1]) == list(REDUCED) and out.rows[-1] == REDUCED
     assert list(out.meta) == ["curve", "exact", "curve_note"] and out.meta["curve"]["steps"] == [1, 500, 1000]
+
+
+def test_the_error_curve_reads_the_summary_s_running_sums():
+    from core.result import RunResult
+    from render.plots.accumulate import error_curve
+
+    def errors(meta: dict) -> list[float]:
+        run = RunResult("accumulate", {"value": 0.01}, {"kind": "cpu", "name": "cpu"}, {}, "t", None, "ok",
+                        rows=[STALLED], meta=meta)  # fmt: skip
+        return [round(e, 12) for e in error_curve(run).figure.data[0].y]
+
+    # running sum − step × 0.01: 0.01 − 0.01, 4.0 − 5.0, 4.0 − 10.0
+    assert errors(META) == [0.0, -1.0, -6.0]
+    later = {
+        "curve": {
+            "steps": [1, 500, 1000],
+            "series": [{"accumulator": "bf16", "addend": "fp16", "sum": [0.01, 4.0, 8.0]}],
+        }
+    }
+    assert errors(later) == [0.0, -1.0, -2.0]

@@ -42,3 +42,27 @@ def test_the_course_note_s_values_land_on_the_codes_worked_out_by_hand():
     # one scale for the tensor: 1.2 / 127; 0.1 × 127 / 1.2 = 10.58 → 11, 0.5 → 52.9 → 53, 0.9 → 95.25 → 95, 1.2 → 127
     assert [v.code for v in trip[:4]] == [11, 53, 95, 127]
     assert trip[0].dequantized == pytest.approx(11 * 1.2 / 127)
+
+
+def test_a_row_missing_newer_keys_reads_with_defaults():
+    older = {k: v for k, v in STORED.items() if k not in ("rmse_bulk", "levels_used", "levels_total", "at_limits")}
+    row = QuantizeRow.from_row(older)
+    assert (row.rmse_bulk, row.levels_used, row.levels_total, row.at_limits) == (None, 0, 0, 0)
+    assert (row.quantization, row.scale, row.rmse) == ("int8 symmetric", 0.009448818897637795, 0.0026)
+
+
+def test_the_levels_chart_reads_the_summary_s_fields():
+    from core.result import RunResult
+    from render.plots.quantize import codes_histogram
+
+    def drawn(counts: list[int]) -> tuple:
+        meta = {"values_hist": {"edges": [0.0, 1.0], "counts": [4]},
+                "codes_hist": [{"quantization": "int4 symmetric", "codes": [-7, 0, 7], "counts": counts,
+                                "values": [-1.2, 0.0, 1.2]}]}  # fmt: skip
+        run = RunResult("quantize", {}, {"kind": "cpu", "name": "cpu"}, {}, "t", None, "ok", rows=[STORED], meta=meta)
+        trace = codes_histogram(run).figure.data[0]
+        return trace.name, list(trace.x), list(trace.y)
+
+    # an empty level is not drawn, and the legend counts the levels used of those stored
+    assert drawn([0, 1, 3]) == ("int4 symmetric (2/3 levels)", [0.0, 1.2], [1, 3])
+    assert drawn([2, 1, 3]) == ("int4 symmetric (3/3 levels)", [-1.2, 0.0, 1.2], [2, 1, 3])
