@@ -6,6 +6,7 @@ from core.errors import ConfigError
 from core.experiment import config_to_dict
 from core.result import RunResult
 from core.rows.estimate import EstimatePlan
+from core.rows.train_memory import TrainMemorySummary
 from core.transformer.planner import EstimateConfig, fit_text
 from core.transformer.presets import (
     ARCHITECTURE_NAMES,
@@ -184,12 +185,12 @@ run_panel.run_controls(KEY, "train-memory", lambda: dict(settings), label="Run a
 
 
 def render(run) -> None:
-    meta = run.meta
+    meta = TrainMemorySummary.from_meta(run.meta)
     cols = st.columns(3)
-    fact(cols[0], "Measured peak", bytes_text(meta["peak_measured_bytes"]), meta["peak_phase"])
-    fact(cols[1], "Estimated peak", bytes_text(meta["peak_estimated_bytes"]), meta["peak_phase_estimated"])
-    cols[2].metric("Estimate error", f"{meta['error_pct']:+.1f} %")
-    st.caption(f"Method: {meta['method']}")
+    fact(cols[0], "Measured peak", bytes_text(meta.peak_measured_bytes), meta.peak_phase)
+    fact(cols[1], "Estimated peak", bytes_text(meta.peak_estimated_bytes), meta.peak_phase_estimated)
+    cols[2].metric("Estimate error", f"{meta.error_pct:+.1f} %")
+    st.caption(f"Method: {meta.method}")
     show_charts(figures(run), f"{KEY}.result")
 
 

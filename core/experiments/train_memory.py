@@ -21,6 +21,7 @@ from typing import Literal
 from core.errors import ConfigError
 from core.experiment import Context, Experiment, Output, Progress
 from core.measure import history
+from core.rows.train_memory import PhaseBand, TrainMemorySummary
 from core.transformer.planner import CATEGORIES, EstimateConfig, MeasuredStep, need_bytes, plan
 from core.transformer.presets import get_preset
 from core.units import count_text
@@ -333,31 +334,31 @@ def run(cfg: TrainMemoryConfig, ctx: Context):
     measured = result["peak_counter_bytes"] if ctx.is_cuda else result["peak_bytes"]
     t0 = result["t0_ns"]
     rows = [{"t_ms": (t - t0) / 1e6, "total_bytes": total, **cats} for t, total, cats in result["points"]]
-    meta = {
-        "peak_measured_bytes": measured,
-        "peak_estimated_bytes": est.peak_estimated_bytes,
-        "error_pct": 100.0 * (est.peak_estimated_bytes - measured) / measured,
-        "peak_phase": result["peak_phase"],
-        "peak_phase_estimated": est.peak_phase,
-        "peak_moment_estimated": est.peak_moment,
-        "peak_t_ms": (result["peak_time_ns"] - t0) / 1e6,
-        "breakdown_measured_bytes": result["peak_breakdown_bytes"],
-        "breakdown_estimated_bytes": dict(est.breakdown_bytes),
-        "trace_peak_bytes": result["peak_bytes"],
-        "bands": result["bands"],
-        "params": est.params,
-        "allocations": result["allocations"],
-        "estimate": est.to_meta(),
-        "byte_columns": list(CATEGORIES),  # the rows' category columns are bytes
-        "method": (
+    summary = TrainMemorySummary(
+        peak_measured_bytes=measured,
+        peak_estimated_bytes=est.peak_estimated_bytes,
+        error_pct=100.0 * (est.peak_estimated_bytes - measured) / measured,
+        peak_phase=result["peak_phase"],
+        peak_phase_estimated=est.peak_phase,
+        peak_moment_estimated=est.peak_moment,
+        peak_t_ms=(result["peak_time_ns"] - t0) / 1e6,
+        breakdown_measured_bytes=result["peak_breakdown_bytes"],
+        breakdown_estimated_bytes=dict(est.breakdown_bytes),
+        trace_peak_bytes=result["peak_bytes"],
+        bands=tuple(PhaseBand.from_row(band) for band in result["bands"]),
+        params=est.params,
+        allocations=result["allocations"],
+        estimate=est,
+        byte_columns=CATEGORIES,  # the rows' category columns are bytes
+        method=(
             "CUDA caching-allocator history (_record_memory_history) + max_memory_allocated"
             if ctx.is_cuda
             else "CPU: torch.profiler profile_memory allocation events (tensor storages via PyTorch's CPU "
             "allocator; library-internal scratch buffers are not seen)"
         ),
-    }
+    )
     yield Progress(2, 2, "done")
-    return Output(rows=rows, meta=meta)
+    return Output(rows=rows, meta=summary.to_meta())
 
 
 EXPERIMENTS = [

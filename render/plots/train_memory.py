@@ -6,6 +6,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from core.result import RunResult, RunSummary
+from core.rows.train_memory import TrainMemorySummary
 from core.transformer.planner import CATEGORIES
 from core.units import MIB, bytes_text, timestamp_text
 from render.chart import Chart
@@ -33,18 +34,17 @@ def _detail(run: RunResult) -> str:
 def timeline_figure(run: RunResult) -> go.Figure:
     df = run.frame()
     fig = go.Figure()
-    bands = run.meta.get("bands", [])
-    span = max((b["end_ms"] for b in bands), default=0.0) - min((b["start_ms"] for b in bands), default=0.0)
+    meta = TrainMemorySummary.from_meta(run.meta)
+    bands = meta.bands or ()
+    span = max((b.end_ms for b in bands), default=0.0) - min((b.start_ms for b in bands), default=0.0)
     for band in bands:  # a phase too narrow for its name (the optimizer's, zero_grad's) is named in the legend only
-        fig.add_vrect(
-            x0=band["start_ms"], x1=band["end_ms"], fillcolor=PHASE_COLORS.get(band["phase"], "white"), line_width=0
-        )
-        if band["end_ms"] - band["start_ms"] >= NAMED_BAND * span:
+        fig.add_vrect(x0=band.start_ms, x1=band.end_ms, fillcolor=PHASE_COLORS.get(band.phase, "white"), line_width=0)
+        if band.end_ms - band.start_ms >= NAMED_BAND * span:
             fig.add_annotation(
-                x=band["start_ms"], y=1, xref="x", yref="y domain", xanchor="left", yanchor="top",
-                text=band["phase"], showarrow=False, font=dict(size=9),
+                x=band.start_ms, y=1, xref="x", yref="y domain", xanchor="left", yanchor="top",
+                text=band.phase, showarrow=False, font=dict(size=9),
             )  # fmt: skip
-    for phase in dict.fromkeys(b["phase"] for b in bands):
+    for phase in dict.fromkeys(b.phase for b in bands):
         fig.add_trace(
             go.Scatter(
                 x=[None],
@@ -66,17 +66,16 @@ def timeline_figure(run: RunResult) -> go.Figure:
                 line=dict(width=0.5, color=color_for(category)),
             )
         )
-    meta = run.meta
-    peak = meta["trace_peak_bytes"] / MIB
-    late = span and meta["peak_t_ms"] > min(b["start_ms"] for b in bands) + span / 2
+    peak = (meta.trace_peak_bytes or 0) / MIB
+    late = span and meta.peak_t_ms > min(b.start_ms for b in bands) + span / 2
     fig.add_trace(
         go.Scatter(
-            x=[meta["peak_t_ms"]],
+            x=[meta.peak_t_ms],
             y=[peak],
             mode="markers+text",
             marker=dict(symbol="star", size=14, color="black"),
             name="peak",
-            text=[f"peak {bytes_text(meta['trace_peak_bytes'])} in {meta['peak_phase']}"],
+            text=[f"peak {bytes_text(meta.trace_peak_bytes or 0)} in {meta.peak_phase}"],
             # beside the star, below the phases' names along the top (above it, it was drawn over "backward")
             textposition="middle left" if late else "middle right",
         )
@@ -93,11 +92,14 @@ def timeline_figure(run: RunResult) -> go.Figure:
 
 
 def comparison_frame(run: RunResult) -> pd.DataFrame:
-    meta = run.meta
+    meta = TrainMemorySummary.from_meta(run.meta)
     rows = []
-    for source, key in (("measured", "breakdown_measured_bytes"), ("estimate", "breakdown_estimated_bytes")):
+    for source, breakdown in (
+        ("measured", meta.breakdown_measured_bytes),
+        ("estimate", meta.breakdown_estimated_bytes),
+    ):
         for category in CATEGORIES:
-            rows.append({"source": source, "category": category, "bytes": meta[key].get(category, 0)})
+            rows.append({"source": source, "category": category, "bytes": breakdown.get(category, 0)})
     return pd.DataFrame(rows)
 
 
@@ -114,12 +116,12 @@ def comparison_figure(run: RunResult) -> go.Figure:
                 marker_color=color_for(category),
             )
         )
-    meta = run.meta
+    meta = TrainMemorySummary.from_meta(run.meta)
     fig.update_layout(barmode="stack")
     detail = (
-        f"measured {bytes_text(meta['peak_measured_bytes'])} ({meta['peak_phase']}) · estimate "
-        f"{bytes_text(meta['peak_estimated_bytes'])} ({meta['peak_phase_estimated']}) · error "
-        f"{meta['error_pct']:+.1f}%"
+        f"measured {bytes_text(meta.peak_measured_bytes)} ({meta.peak_phase}) · estimate "
+        f"{bytes_text(meta.peak_estimated_bytes)} ({meta.peak_phase_estimated}) · error "
+        f"{meta.error_pct:+.1f}%"
     )
     return style(
         fig,
@@ -142,6 +144,17 @@ def _label(run: RunResult) -> str:
     return run.name or f"{c.get('precision')} · {c.get('optimizer')} · b{c.get('batch')}"
 
 
+def _peak(run: RunResult, meta: TrainMemorySummary) -> dict:
+    """One run's row of the peaks table: its measured and estimated peak, where, and on what."""
+    return {
+        "run": _label(run),
+        "measured_bytes": meta.peak_measured_bytes,
+        "estimated_bytes": meta.peak_estimated_bytes,
+        "peak_phase": meta.peak_phase,
+        "device": run.device.get("label") or run.device.get("name"),
+    }
+
+
 def overlay(runs: list[RunResult]) -> list[Chart]:
     """Total memory of each run over time, and their peaks side by side (e.g. fp32 vs bf16-autocast)."""
     lines = go.Figure()
@@ -149,18 +162,7 @@ def overlay(runs: list[RunResult]) -> list[Chart]:
         df = run.frame()
         lines.add_trace(go.Scatter(x=df["t_ms"], y=df["total_bytes"] / MIB, mode="lines", name=html_text(_label(run))))
     style(lines, title("Training-step memory, runs overlaid"), "time (ms)", "allocated (MiB)", legend_title="run")
-    peaks = pd.DataFrame(
-        [
-            {
-                "run": _label(run),
-                "measured_bytes": run.meta["peak_measured_bytes"],
-                "estimated_bytes": run.meta["peak_estimated_bytes"],
-                "peak_phase": run.meta["peak_phase"],
-                "device": run.device.get("label") or run.device.get("name"),
-            }
-            for run in runs
-        ]
-    )
+    peaks = pd.DataFrame([_peak(run, TrainMemorySummary.from_meta(run.meta)) for run in runs])
     bars = go.Figure(
         [
             go.Bar(
