@@ -150,7 +150,7 @@ with tab_acc:
 
 def render_autocast(run: RunResult) -> None:
     for r in ModuleDtypes.from_run(run):
-        if r.status == "unsupported":
+        if not r.ok:
             st.warning(f"{r.model} under autocast {r.autocast}: unsupported — {r.reason}")
     show_table(run.frame(), hide_index=True)
     show_charts(autocast.figures(run), "nf.autocast")

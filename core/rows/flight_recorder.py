@@ -13,6 +13,7 @@ from dataclasses import dataclass, field, fields
 from typing import Any
 
 from core.result import RunResult
+from core.rows.stored import known
 
 _KEYS = (
     "kind rank file state last_completed_seq last_entered_seq first_seq_in_buffer wrapped last_op last_frames "
@@ -104,8 +105,7 @@ class LastArrival:
     def from_dict(cls, d: Mapping[str, Any] | None) -> LastArrival | None:
         if d is None:
             return None
-        known: dict[str, Any] = {f.name: d[f.name] for f in fields(cls) if f.name in d}
-        return cls(**known, others=_ints(d.get("others")))
+        return cls(**known(cls, d, others=_ints(d.get("others"))))
 
     def to_dict(self) -> dict:
         return {f.name: _plain(getattr(self, f.name)) for f in fields(self)}
@@ -126,9 +126,7 @@ class LateArrival(LastArrival):
     def from_dict(cls, d: Mapping[str, Any] | None) -> LateArrival | None:
         if d is None:
             return None
-        values: dict[str, Any] = {f.name: d[f.name] for f in fields(cls) if f.name in d}
-        values.update({k: _ints(d.get(k)) for k in ("others", "ranks_waiting", "ranks_completed")})
-        return cls(**values)
+        return cls(**known(cls, d, **{k: _ints(d.get(k)) for k in ("others", "ranks_waiting", "ranks_completed")}))
 
 
 @dataclass(frozen=True)
@@ -211,8 +209,7 @@ class Disagreement:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Disagreement:
-        values: dict[str, Any] = {f.name: d[f.name] for f in fields(cls) if f.name in d}
-        values.update({k: _ints(d.get(k)) for k in _RANK_LISTS})
+        values = known(cls, d, **{k: _ints(d.get(k)) for k in _RANK_LISTS})
         peer, behind = d.get("peer"), d.get("behind")
         values.update(
             sizes=_shapes(d.get("sizes")),

@@ -10,14 +10,10 @@ figure reads it as absent) and the page's tables read the fields. Torch-free.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any, Self
 
-
-def _known(cls: type, d: Mapping[str, Any], **read: Any) -> dict[str, Any]:
-    """The stored keys ``cls`` names, with the fields read otherwise (``read``) in their place."""
-    out: dict[str, Any] = {f.name: d[f.name] for f in fields(cls) if f.name in d}
-    return out | read
+from core.rows.stored import known
 
 
 @dataclass(frozen=True)
@@ -40,9 +36,9 @@ class GapCause:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Self:
-        tops = tuple(TopOp(**_known(TopOp, o)) for o in d.get("top_ops") or ())
+        tops = tuple(TopOp(**known(TopOp, o)) for o in d.get("top_ops") or ())
         inner = d.get("inner_op")
-        return cls(**_known(cls, d, top_ops=tops, inner_op=inner and TopOp(**_known(TopOp, inner))))
+        return cls(**known(cls, d, top_ops=tops, inner_op=inner and TopOp(**known(TopOp, inner))))
 
 
 @dataclass(frozen=True)
@@ -60,7 +56,7 @@ class HostTime:
     @classmethod
     def from_dict(cls, d: Mapping[str, Any] | None) -> Self:
         d = d or {}
-        return cls(**_known(cls, d, causes=tuple(GapCause.from_dict(c) for c in d.get("causes") or ())))
+        return cls(**known(cls, d, causes=tuple(GapCause.from_dict(c) for c in d.get("causes") or ())))
 
 
 @dataclass(frozen=True)
@@ -82,7 +78,7 @@ class OpTime:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Self:
-        return cls(**_known(cls, d, rated="tflops" in d or "tbps" in d))
+        return cls(**known(cls, d, rated="tflops" in d or "tbps" in d))
 
 
 @dataclass(frozen=True)
@@ -110,7 +106,7 @@ class OpPattern:
     def from_dict(cls, d: Mapping[str, Any]) -> Self:
         ops = d.get("ops") or ()
         named = ops if d["pattern"] == "unfused attention" else [f"{o['op']} ×{o['kernels']:,}" for o in ops]
-        return cls(**_known(cls, d, ops=tuple(named)))
+        return cls(**known(cls, d, ops=tuple(named)))
 
 
 @dataclass(frozen=True)
@@ -130,7 +126,7 @@ class TraceBreakdown:
             HostTime.from_dict(meta.get("host_gaps")),
             HostTime.from_dict(meta.get("host_before_first_kernel")),
             tuple(OpTime.from_dict(r) for r in meta.get("ops") or ()),
-            tuple(ModuleTime(**_known(ModuleTime, r)) for r in meta.get("modules") or ()),
+            tuple(ModuleTime(**known(ModuleTime, r)) for r in meta.get("modules") or ()),
             tuple(OpPattern.from_dict(p) for p in meta.get("op_patterns") or ()),
             meta.get("ops_reference"),
             meta.get("ops_attributed_share") or 0.0,

@@ -10,18 +10,13 @@ default) and the text, the charts and the page read the fields. Torch-free.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, fields
+from dataclasses import dataclass
 from typing import Any, Self
 
 from core.result import RunResult
+from core.rows.stored import known
 
 KERNEL_WAIT_US = 30.0  # HTA's consecutive_kernel_delay default (30; its trace times are µs): shorter is launch overhead
-
-
-def _known(cls: type, d: Mapping[str, Any], **read: Any) -> dict[str, Any]:
-    """The stored keys ``cls`` names, with the fields read otherwise (``read``) in their place."""
-    out: dict[str, Any] = {f.name: d[f.name] for f in fields(cls) if f.name in d}
-    return out | read
 
 
 @dataclass(frozen=True)
@@ -34,7 +29,7 @@ class IdleCauses:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any] | None) -> Self | None:
-        return cls(**_known(cls, d)) if d else None
+        return cls(**known(cls, d)) if d else None
 
     @property
     def host_wait_share(self) -> float | None:
@@ -62,7 +57,7 @@ class LaunchSummary:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any] | None) -> Self:
-        return cls(**_known(cls, d or {}))
+        return cls(**known(cls, d or {}))
 
     @property
     def measured_launch_bound(self) -> bool:
@@ -123,7 +118,7 @@ class TraceSummary:
     def from_meta(cls, meta: Mapping[str, Any]) -> Self:
         steps = meta.get("steps", 0)
         return cls(
-            **_known(
+            **known(
                 cls,
                 meta,
                 devices=tuple(meta.get("devices") or ()),
@@ -132,7 +127,7 @@ class TraceSummary:
                 idle_on_device=meta.get("idle_causes_basis") == "device",
                 idle_causes_summed_over_streams=IdleCauses.from_dict(meta.get("idle_causes_summed_over_streams")),
                 launch=LaunchSummary.from_dict(meta.get("launch")),
-                rules=tuple(RuleCount(**_known(RuleCount, r)) for r in meta.get("rules") or ()),
+                rules=tuple(RuleCount(**known(RuleCount, r)) for r in meta.get("rules") or ()),
                 steps=steps if isinstance(steps, int) else 0,
                 kernel_wait_threshold_us=meta.get("kernel_wait_threshold_us", KERNEL_WAIT_US),
             )
@@ -167,8 +162,8 @@ class Straggler:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Self:
-        ops = tuple(StragglerOp(**_known(StragglerOp, o)) for o in d.get("ops") or ())
-        return cls(**_known(cls, d, ops=ops))
+        ops = tuple(StragglerOp(**known(StragglerOp, o)) for o in d.get("ops") or ())
+        return cls(**known(cls, d, ops=ops))
 
 
 @dataclass(frozen=True)
@@ -193,7 +188,7 @@ class Arrivals:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any] | None) -> Self:
-        return cls(**_known(cls, d or {}))
+        return cls(**known(cls, d or {}))
 
 
 @dataclass(frozen=True)
@@ -224,7 +219,7 @@ class RankSetSummary:
     def from_meta(cls, meta: Mapping[str, Any]) -> Self:
         verdict = meta.get("verdict")
         return cls(
-            **_known(
+            **known(
                 cls,
                 meta,
                 straggler=Straggler.from_dict(meta.get("straggler") or {"rank": meta.get("straggler_rank")}),

@@ -1,0 +1,14 @@
+"""Reading a stored dict into a typed class: the keys the class names, each as stored, and the fields read another
+way in their place. Runs stored by an earlier version lack keys: those take the class's defaults."""
+
+from __future__ import annotations
+
+from collections.abc import Mapping
+from dataclasses import fields
+from typing import Any
+
+
+def known(cls: type, stored: Mapping[str, Any], **read: Any) -> dict[str, Any]:
+    """The stored keys ``cls`` names, with the fields read otherwise (``read``) in their place."""
+    out: dict[str, Any] = {f.name: stored[f.name] for f in fields(cls) if f.name in stored}
+    return out | read
