@@ -20,6 +20,7 @@ from core.errors import ConfigError
 from core.experiment import Context, Experiment, Output, Progress
 from core.hardware.device import current_device
 from core.hardware.memory import allocation_failure
+from core.rows.max_batch import BatchProbe, MaxBatchSummary
 from core.text import first_line
 from core.transformer.planner import EstimateConfig, MeasuredStep, need_bytes, plan
 from core.transformer.presets import PRESET_NAMES, OptimizerName, Precision, get_preset
@@ -157,23 +158,15 @@ def run_max_batch(cfg: MaxBatchConfig, ctx: Context):
     def fits(b: int) -> bool:
         result = _fresh_probe(base | {"batch": b}, ctx.device)
         est = plan(replace(est_cfg, batch=b)).peak_estimated_bytes
-        rows.append(
-            {
-                "batch": b,
-                "fits": result["fits"],
-                "peak_measured_bytes": result.get("peak_bytes"),
-                "peak_estimated_bytes": est,
-                "failure": result.get("failure"),
-                "error": result.get("error"),
-            }
-        )
+        probe = BatchProbe(b, result["fits"], result.get("peak_bytes"), est, result.get("failure"), result.get("error"))
+        rows.append(probe.to_row())
         return result["fits"]
 
     found, _ = binary_search_max(fits, guess, cfg.max_probes)
     yield Progress(len(rows), len(rows), f"max batch {found}", rows=tuple(rows))
     return Output(
         rows=rows,
-        meta={"max_batch_measured": found, "max_batch_estimated": guess, "memory_bytes": total, "config": asdict(cfg)},
+        meta=MaxBatchSummary(found, guess, total, asdict(cfg)).to_meta(),
     )
 
 

@@ -5,6 +5,7 @@ from __future__ import annotations
 import plotly.graph_objects as go
 
 from core.result import RunResult
+from core.rows.max_batch import MaxBatchSummary
 from core.units import GIB
 from render.chart import Chart
 from render.style import style, title
@@ -44,15 +45,14 @@ def figures(run: RunResult) -> list[Chart]:
             hovertemplate="batch %{x}: %{text}<extra></extra>",
         )
     )
-    memory = run.meta.get("memory_bytes")
-    if memory:
-        fig.add_hline(y=memory / GIB, line_dash="dash", annotation_text="device memory")
-    found = run.meta.get("max_batch_measured")
+    meta = MaxBatchSummary.from_meta(run.meta)
+    if meta.memory_bytes:
+        fig.add_hline(y=meta.memory_bytes / GIB, line_dash="dash", annotation_text="device memory")
     c = run.config
     detail = f"{c.get('model')} · {c.get('precision')} · {c.get('optimizer')} · context {c.get('context')}"
     style(
         fig,
-        title(f"Max batch that fits: {found} (estimate {run.meta.get('max_batch_estimated')})", run, detail),
+        title(f"Max batch that fits: {meta.max_batch_measured} (estimate {meta.max_batch_estimated})", run, detail),
         "batch (sequences)",
         "peak allocated (GiB)",
     )
