@@ -26,7 +26,7 @@ from pages.common.markdown import markdown_text
 from pages.common.methods import MODEL_NOTE, how_measured
 from pages.common.tables import show_table
 from render.plots import overlay_for
-from render.plots.estimate import activations_caption
+from render.plots.estimate import activations_caption, model_caption
 from render.plots.estimate import figures as estimate_figures
 from render.plots.max_batch import figures as max_batch_figures
 from render.plots.train_memory import compare_label, figures
@@ -113,12 +113,7 @@ settings = {
     "set_to_none": set_to_none,
     "forward_only": forward_only,
 }
-shape = get_preset(model)
-st.caption(
-    f"{model}: {shape.param_count():,} parameters (d_model {shape.d_model}, {shape.num_layers} layers, "
-    f"{shape.num_heads} heads{f', {shape.kv_heads} KV heads' if shape.kv_heads != shape.num_heads else ''}"
-    f"{', tied embeddings' if shape.tied_embeddings else ''})."
-)
+st.caption(model_caption(model, get_preset(model)))
 
 st.header("Planner (estimate — nothing runs)")
 memory_default = (info.get("total_memory_bytes") or 16 * GIB) / GIB

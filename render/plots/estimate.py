@@ -10,6 +10,7 @@ import plotly.graph_objects as go
 from core.result import RunResult
 from core.rows.estimate import EstimatePlan
 from core.transformer.planner import CATEGORIES
+from core.transformer.presets import ModelPreset
 from core.units import GIB, MIB, bytes_text
 from render.chart import Chart
 from render.style import color_for, style, title
@@ -56,3 +57,13 @@ def activations_caption(plan: EstimatePlan) -> str:
     """Where the predicted peak falls, and what each layer (and the head, once) saves for backward."""
     saved = ", ".join(f"{k.replace('_', ' ')} {bytes_text(v)}" for k, v in plan.activations_bytes.items())
     return f"Predicted peak at *{plan.peak_moment}*. Activations per layer: " + saved
+
+
+def model_caption(model: str, shape: ModelPreset) -> str:
+    """The model planned, counted from its shapes: parameters, width, depth, heads (and KV heads where fewer)."""
+    kv = f", {shape.kv_heads} KV heads" if shape.kv_heads != shape.num_heads else ""
+    tied = ", tied embeddings" if shape.tied_embeddings else ""
+    return (
+        f"{model}: {shape.param_count():,} parameters (d_model {shape.d_model}, {shape.num_layers} layers, "
+        f"{shape.num_heads} heads{kv}{tied})."
+    )

@@ -8,7 +8,8 @@ from dataclasses import replace
 from core.experiments.estimate import answer_lines
 from core.rows.estimate import EstimateMoment, EstimatePlan
 from core.transformer.planner import fit_text
-from render.plots.estimate import activations_caption
+from core.transformer.presets import get_preset
+from render.plots.estimate import activations_caption, model_caption
 
 NOTE = "written out: scores, causal mask, softmax, @V (saves the b·h·s² scores)"
 # the meta of `estimate --memory-gib 16` (tiny, fp32, adamw, batch 4 × 256, CPU box), stored before it had a type
@@ -118,3 +119,13 @@ def test_the_page_caption_reads_the_plan_fields():
     assert caption.startswith("Predicted peak at *cross-entropy backward (grad of log-probs and logits)*.")
     assert "per layer attention 5.8 MiB, per layer mlp 4.8 MiB" in caption  # 6098944 and 4984832 B over 2**20
     assert "per layer mlp 1.0 KiB" in activations_caption(replace(plan, activations_bytes={"per_layer_mlp": 1024}))
+
+
+def test_the_model_caption_names_kv_heads_and_tied_embeddings_only_where_they_differ():
+    spec = "custom:d_model=64,layers=1,heads=8,kv_heads=2,d_ff=128,vocab=100,tied=1"
+    assert model_caption(spec, get_preset(spec)).endswith(
+        "(d_model 64, 1 layers, 8 heads, 2 KV heads, tied embeddings)."
+    )
+    # tiny: d 64, 2 layers, 4 heads; 2·(4·64² + 3·64·256 + 2·64) + 64 + 10000·64·2 parameters, counted by hand
+    tiny = 2 * (4 * 64 * 64 + 3 * 64 * 256 + 2 * 64) + 64 + 10_000 * 64 * 2
+    assert model_caption("tiny", get_preset("tiny")) == f"tiny: {tiny:,} parameters (d_model 64, 2 layers, 4 heads)."
