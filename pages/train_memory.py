@@ -26,7 +26,7 @@ from pages.common.markdown import markdown_text
 from pages.common.methods import MODEL_NOTE, how_measured
 from pages.common.tables import show_table
 from render.plots import overlay_for
-from render.plots.estimate import activations_caption, model_caption
+from render.plots.estimate import activations_caption, model_caption, published_caption
 from render.plots.estimate import figures as estimate_figures
 from render.plots.max_batch import figures as max_batch_figures
 from render.plots.train_memory import compare_label, figures
@@ -59,11 +59,7 @@ source = st.radio(
 model = lab.selected_model()  # the sidebar's model size: one selector for every page
 if source == MODEL_SOURCES[1]:
     model = st.selectbox("Architecture", ARCHITECTURE_NAMES, key=f"{KEY}.architecture")
-    arch = get_preset(model)
-    st.caption(
-        f"*published*: {arch.published_params:,} parameters — {arch.source}. Counted from the shapes here: "
-        f"{arch.param_count():,}."
-    )
+    st.caption(published_caption(get_preset(model)))
 elif source == MODEL_SOURCES[2]:
     dims = st.columns(7)
     d_model = dims[0].number_input("d_model", 2, 131_072, 2048, step=64, key=f"{KEY}.d_model")

@@ -67,3 +67,11 @@ def model_caption(model: str, shape: ModelPreset) -> str:
         f"{model}: {shape.param_count():,} parameters (d_model {shape.d_model}, {shape.num_layers} layers, "
         f"{shape.num_heads} heads{kv}{tied})."
     )
+
+
+def published_caption(arch: ModelPreset) -> str:
+    """A published architecture's own parameter count (with its source) beside the one counted from its shapes."""
+    return (
+        f"*published*: {arch.published_params:,} parameters — {arch.source}. Counted from the shapes here: "
+        f"{arch.param_count():,}."
+    )

@@ -9,7 +9,7 @@ from core.experiments.estimate import answer_lines
 from core.rows.estimate import EstimateMoment, EstimatePlan
 from core.transformer.planner import fit_text
 from core.transformer.presets import get_preset
-from render.plots.estimate import activations_caption, model_caption
+from render.plots.estimate import activations_caption, model_caption, published_caption
 
 NOTE = "written out: scores, causal mask, softmax, @V (saves the b·h·s² scores)"
 # the meta of `estimate --memory-gib 16` (tiny, fp32, adamw, batch 4 × 256, CPU box), stored before it had a type
@@ -129,3 +129,10 @@ def test_the_model_caption_names_kv_heads_and_tied_embeddings_only_where_they_di
     # tiny: d 64, 2 layers, 4 heads; 2·(4·64² + 3·64·256 + 2·64) + 64 + 10000·64·2 parameters, counted by hand
     tiny = 2 * (4 * 64 * 64 + 3 * 64 * 256 + 2 * 64) + 64 + 10_000 * 64 * 2
     assert model_caption("tiny", get_preset("tiny")) == f"tiny: {tiny:,} parameters (d_model 64, 2 layers, 4 heads)."
+
+
+def test_the_published_caption_sets_the_published_count_beside_the_counted_one():
+    arch = replace(get_preset("tiny"), published_params=1_400_000, source="a model card")
+    assert published_caption(arch) == (
+        "*published*: 1,400,000 parameters — a model card. Counted from the shapes here: 1,411,392."
+    )
