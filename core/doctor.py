@@ -31,6 +31,7 @@ from core import __version__
 from core.experiments.reference import DO_BENCH, FLUSHING_TOOLS, TORCH_BENCHMARK
 from core.result import RunResult, now_iso
 from core.rows.formats import values_of
+from core.rows.train_memory import TrainMemorySummary
 from core.units import bytes_text, count_text, duration_text
 
 BUNDLE_FORMAT = "gpulab-doctor"
@@ -461,12 +462,11 @@ def planner_vs_measured(run: RunResult | None) -> Check:
     if missing:
         return missing
     assert run is not None  # _missing answers for a run that is None
-    meta = run.meta
-    error = meta["error_pct"]
-    ok = abs(error) <= PLANNER_ERROR_PCT
+    s = TrainMemorySummary.from_meta(run.meta)
+    ok = abs(s.error_pct) <= PLANNER_ERROR_PCT
     result = (
-        f"estimate {bytes_text(meta['peak_estimated_bytes'])}, measured {bytes_text(meta['peak_measured_bytes'])}"
-        f" ({error:+.1f}%)"
+        f"estimate {bytes_text(s.peak_estimated_bytes)}, measured {bytes_text(s.peak_measured_bytes)}"
+        f" ({s.error_pct:+.1f}%)"
     )
     return Check(
         check,
