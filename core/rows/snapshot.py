@@ -14,6 +14,7 @@ from dataclasses import dataclass, field
 from typing import Any
 
 from core.result import RunResult
+from core.rows.stored import known
 
 
 @dataclass(frozen=True)
@@ -53,8 +54,7 @@ class Site:
 
     @classmethod
     def from_dict(cls, d: Mapping[str, Any]) -> Site:
-        known = {k: d[k] for k in cls.__dataclass_fields__ if k in d and k != "stack"}
-        return cls(**known, stack=tuple(d.get("stack") or ()))
+        return cls(**known(cls, d, stack=tuple(d.get("stack") or ())))
 
 
 @dataclass(frozen=True)
@@ -103,32 +103,27 @@ class SnapshotSummary:
 
     @classmethod
     def from_meta(cls, meta: Mapping[str, Any]) -> SnapshotSummary:
-        plain = {k: meta[k] for k in _PLAIN if k in meta}
         event, oom = meta.get("peak_event"), meta.get("oom")
         return cls(
-            **plain,
-            source_format=(meta.get("source") or {}).get("format", ""),
-            devices=tuple(meta.get("devices") or ()),
-            peak_event=None if event is None else PeakEvent(event["action"], event["size_bytes"], event.get("index"),
-                                                            event.get("address")),
-            peak_stack=tuple(meta.get("peak_stack") or ()),
-            category_rules=tuple(CategoryRule(**r) for r in meta.get("category_rules") or ()),
-            top_sites_at_peak=tuple(Site.from_dict(s) for s in meta.get("top_sites_at_peak") or ()),
-            notes=tuple(meta.get("notes") or ()),
-            oom=None if not oom else _oom(oom),
-        )  # fmt: skip
+            **known(
+                cls,
+                meta,
+                source_format=(meta.get("source") or {}).get("format", ""),
+                devices=tuple(meta.get("devices") or ()),
+                peak_event=None
+                if event is None
+                else PeakEvent(event["action"], event["size_bytes"], event.get("index"), event.get("address")),
+                peak_stack=tuple(meta.get("peak_stack") or ()),
+                category_rules=tuple(CategoryRule(**r) for r in meta.get("category_rules") or ()),
+                top_sites_at_peak=tuple(Site.from_dict(s) for s in meta.get("top_sites_at_peak") or ()),
+                notes=tuple(meta.get("notes") or ()),
+                oom=None if not oom else _oom(oom),
+            )
+        )
 
     @classmethod
     def from_run(cls, run: RunResult) -> SnapshotSummary:
         return cls.from_meta(run.meta)
-
-
-_PLAIN = (
-    "file file_bytes x_axis detail_id device trace_events actions has_times duration_ms peak_allocated_bytes "
-    "peak_time_ms peak_site peak_reserved_bytes fragmentation_at_peak_bytes peak_fragmentation_bytes "
-    "peak_fragmentation_time_ms baseline_allocated_bytes baseline_allocated_blocks baseline_reserved_bytes "
-    "categories_at_peak_bytes"
-).split()
 
 
 def oom_cause(o: Mapping[str, Any]) -> str:
