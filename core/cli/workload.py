@@ -338,9 +338,7 @@ def _trace_side(args, what: str) -> tuple[str, RunResult] | int:
     if run.experiment != "profiler-trace":
         print(f"error: run {run.id[:12]} is a {run.experiment} run, not a profiler trace import", file=sys.stderr)
         return 2
-    from core.rows.trace_summary import TraceSummary
-
-    return (run.name or TraceSummary.from_run(run).file or run.id[:12]), run
+    return (run.name or Provenance.from_run(run).file or run.id[:12]), run
 
 
 def trace_diff(args) -> int:

@@ -14,6 +14,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from core.result import RunResult
+from core.rows.provenance import Provenance
 from core.rows.snapshot import Site, SnapshotSummary
 from core.units import GIB, MIB, bytes_text
 from core.workload.snapshot.analysis import CATEGORIES, peak_differences
@@ -305,7 +306,7 @@ def figures(run: RunResult) -> list[Chart]:
 
 
 def _label(run: RunResult) -> str:
-    return run.name or f"{SnapshotSummary.from_run(run).file or run.id[:8]} · {run.id[:6]}"
+    return run.name or f"{Provenance.from_run(run).file or run.id[:8]} · {run.id[:6]}"
 
 
 def site_differences(a: RunResult, b: RunResult) -> pd.DataFrame:

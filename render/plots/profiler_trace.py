@@ -6,6 +6,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from core.result import RunResult
+from core.rows.provenance import Provenance
 from core.rows.trace import TraceTables
 from core.rows.trace_summary import TraceSummary
 from core.units import MISSING
@@ -408,4 +409,4 @@ def op_diff_chart(base: RunResult, new: RunResult) -> Chart | None:
 
 
 def _label(run: RunResult) -> str:
-    return run.name or TraceSummary.from_run(run).file or run.id[:8]
+    return run.name or Provenance.from_run(run).file or run.id[:8]
