@@ -244,7 +244,8 @@ def _moves(e: Entry) -> dict:
 
 
 def _mismatch(rank: int, why: str, e: Entry) -> Mismatch:
-    return Mismatch(rank, why, e.op, **{k: v for k, v in _moves(e).items() if k != "bytes"}, frames=tuple(e.frames))
+    moves = _moves(e)
+    return Mismatch(rank, why, e.op, moves["sizes"], moves["dtypes"], tuple(e.frames))
 
 
 def _p2p_disagreement(views: dict[int, RankInGroup], group: str, desc: str) -> Disagreement | None:
