@@ -10,8 +10,9 @@ from __future__ import annotations
 import html
 from datetime import UTC, datetime
 
-from core.health.words import banner, cell
+from core.health.words import banner, cell, marks, reference_text, source, while_measured, why
 from core.result import RunResult
+from core.rows.health import HealthRow, health_rows
 from core.units import duration_text
 
 _CSS = """
@@ -28,27 +29,19 @@ def _e(value) -> str:
     return html.escape("—" if value is None else str(value))
 
 
-def _row(r: dict, nodes: bool) -> str:
-    flags = (("regressed", "regressed"), ("slow GPU", "slow_gpu"))
-    verdict = r["verdict"] + "".join(f" · {w}" for w, k in flags if r.get(k))
-    notes = [r.get("reason") or "", (r.get("history") or {}).get("text", "")]
-    source = "; ".join(
-        x for x in (f"{r['source']} ({r['date']})" if r.get("source") else "", r.get("reference_card")) if x
-    )
-    clocks = r.get("clocks") or {}
-    while_measured = f"{clocks['text']} — {clocks['state']}" if clocks else ""
-    cells = ([r.get("node", "")] if nodes else []) + [
-        r["figure"],
-        r["where"],
-        cell(r, "measured"),
-        (r.get("per_clock") or {}).get("text", ""),
-        while_measured,
-        r.get("reference_label") or cell(r, "reference"),
-        verdict,
-        "; ".join(n for n in notes if n),
-        source,
+def _row(r: HealthRow, nodes: bool) -> str:
+    cells = ([r.node or ""] if nodes else []) + [
+        r.figure,
+        r.where,
+        cell(r, r.measured),
+        r.per_clock.text if r.per_clock else "",
+        while_measured(r),
+        reference_text(r),
+        r.verdict + marks(r),
+        why(r),
+        source(r),
     ]
-    css = r["verdict"].replace(" ", "-")
+    css = r.verdict.replace(" ", "-")
     return (
         "<tr>"
         + "".join(
@@ -60,8 +53,8 @@ def _row(r: dict, nodes: bool) -> str:
 
 
 def health_html(run: RunResult) -> str:
-    meta = run.meta
-    nodes = any(r.get("node") for r in run.rows)
+    meta, rows = run.meta, health_rows(run)
+    nodes = any(r.node for r in rows)
     heads = (["node"] if nodes else []) + [
         "figure",
         "where",
@@ -104,7 +97,7 @@ def health_html(run: RunResult) -> str:
         + "<table><tr>"
         + "".join(f"<th>{_e(h)}</th>" for h in heads)
         + "</tr>"
-        + "".join(_row(r, nodes) for r in run.rows)
+        + "".join(_row(r, nodes) for r in rows)
         + "</table>"
         f"<p class='muted'>Thresholds: {_e(meta.get('thresholds', ''))}. A reference is the published measured "
         "figure for the exact SKU where one exists, else its datasheet figure × the stated expected fraction; "

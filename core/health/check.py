@@ -22,8 +22,9 @@ from core.health.config import HealthConfig
 from core.health.figures import SOAK, figures_of
 from core.health.history import history_of
 from core.health.verdict import figure_row, overall, slow_gpus, step_row, summary
-from core.health.words import answer, cell
+from core.health.words import answer, cell, marks, place, reference_text, while_measured
 from core.result import RunResult, now_iso
+from core.rows.health import HealthRow
 from core.rows.interconnect import InterconnectTables
 from core.units import count_text, duration_text
 
@@ -34,7 +35,7 @@ Progress = Callable[[int, int, str], None]
 @dataclass
 class HealthReport:
     config: HealthConfig
-    rows: list[dict] = field(default_factory=list)
+    rows: list[HealthRow] = field(default_factory=list)
     runs: list[RunResult] = field(default_factory=list)
     device: dict = field(default_factory=dict)  # the box as its runs described it
     versions: dict = field(default_factory=dict)
@@ -69,13 +70,13 @@ class HealthReport:
             "started_at": self.started_at,
             "finished_at": self.finished_at,
             "wall_s": self.wall_s,
-            "rows": self.rows,
+            "rows": [r.to_row() for r in self.rows],
         }
 
     def to_run(self, of: RunResult | None = None) -> RunResult:
         """The health check as one stored run (experiment "health"): the home page and the report read it. ``of``:
         the stored check this report judged again, whose id, name and origin it keeps."""
-        bad = [r for r in self.rows if r["verdict"] == "fail"]
+        bad = [r for r in self.rows if r.verdict == "fail"]
         run = RunResult(
             experiment="health",
             config=dataclasses.asdict(self.config),
@@ -86,11 +87,11 @@ class HealthReport:
             status="error" if bad else "ok",
             error=(
                 f"{count_text(len(bad), 'step or check', 'steps or checks')} failed: "
-                + "; ".join(r["figure"] for r in bad)
+                + "; ".join(r.figure for r in bad)
             )
             if bad
             else None,
-            rows=self.rows,
+            rows=[r.to_row() for r in self.rows],
             meta={k: v for k, v in self.bundle().items() if k not in ("rows", "device", "versions", "config")}
             | {"parts": [r.to_dict() for r in self.runs], "judged": self.judged},  # its runs, whole (the history)
             name="health",
@@ -100,7 +101,7 @@ class HealthReport:
         return run
 
 
-def _doctor_rows(report) -> list[dict]:
+def _doctor_rows(report) -> list[HealthRow]:
     """The doctor's cross-checks one row each; its "experiment runs" checks as one row unless one failed."""
     verdicts = {"pass": "pass", "fail": "fail", "unsupported": "not measured"}
     where = report.device_description.get("torch_device") or report.device
@@ -123,7 +124,7 @@ def _doctor_rows(report) -> list[dict]:
     return rows
 
 
-def _unfinished(label: str, run: RunResult) -> list[dict]:
+def _unfinished(label: str, run: RunResult) -> list[HealthRow]:
     """A step whose run did not finish: not measured (unsupported here) or failed, with the reason."""
     where = run.device_info.torch_device or "?"
     if run.status == "unsupported":
@@ -131,7 +132,7 @@ def _unfinished(label: str, run: RunResult) -> list[dict]:
     return [step_row(label, where, "fail", run.error or run.status)]
 
 
-def _run_rows(label: str, run: RunResult, store) -> list[dict]:
+def _run_rows(label: str, run: RunResult, store) -> list[HealthRow]:
     if run.status != "ok":
         return _unfinished(label, run)
     history = history_of(store, run)
@@ -185,7 +186,7 @@ class _Steps:
     devices: list[str]
     name: str
     notify: Progress
-    rows_so_far: Callable[[list[dict]], None]
+    rows_so_far: Callable[[list[HealthRow]], None]
     done: int = 0  # parts finished
 
     @property
@@ -210,7 +211,7 @@ def run_health(
     *,
     store=None,
     on_progress: Progress | None = None,
-    on_rows: Callable[[list[dict]], None] | None = None,
+    on_rows: Callable[[list[HealthRow]], None] | None = None,
     name: str = "health",
 ) -> HealthReport:
     """Run the check through ``manager`` (a fresh :class:`~core.jobs.JobManager` without a store if None);
@@ -316,20 +317,19 @@ def _interconnect_step(s: _Steps) -> None:
     s.rows_so_far(s.report.rows)
 
 
-def table(rows: list[dict]) -> str:
+def table(rows: list[HealthRow]) -> str:
     """The verdict table as aligned text: figure, where, measured, per clock, reference, verdict; under each row
     what the card said while measured, the reference's card, and the reasons of rows that did not pass (each
     once)."""
     heads = ("figure", "where", "measured", "per clock", "reference", "verdict")
     cells = [
         (
-            r["figure"],
-            " ".join(filter(None, (r.get("node"), r["where"]))),
-            cell(r, "measured"),
-            f"{r['per_clock']['efficiency']:.1%} of peak" if r.get("per_clock") else "—",
-            r["reference_label"] or cell(r, "reference"),
-            r["verdict"]
-            + "".join(f" · {w}" for w, k in (("regressed", "regressed"), ("slow GPU", "slow_gpu")) if r.get(k)),
+            r.figure,
+            place(r),
+            cell(r, r.measured),
+            f"{r.per_clock.efficiency:.1%} of peak" if r.per_clock else "—",
+            reference_text(r),
+            r.verdict + marks(r),
         )
         for r in rows
     ]
@@ -338,16 +338,16 @@ def table(rows: list[dict]) -> str:
     said: set[str] = set()
     for r, c in zip(rows, cells):
         lines.append("  ".join(_clip(v, w).ljust(w) for v, w in zip(c, widths)).rstrip())
-        notes = [r["history"]["text"]] if r.get("history") else []
-        if r.get("clocks"):
-            notes.append(f"while measured: {r['clocks']['text']} ({r['clocks']['state']})")
-        if r.get("reference_card"):
-            notes.append(f"reference {r['reference_card']}")
-        if r.get("published_note") and r["verdict"] != "not comparable":
-            notes.append(r["published_note"])
-        if r["verdict"] != "pass" and r["reason"] and r["reason"] not in said:
-            said.add(r["reason"])
-            notes.append(r["reason"])
+        notes = [r.history.text] if r.history else []
+        if r.clocks:
+            notes.append(f"while measured: {while_measured(r, ' (')})")
+        if r.reference_card:
+            notes.append(f"reference {r.reference_card}")
+        if r.published_note and r.verdict != "not comparable":
+            notes.append(r.published_note)
+        if r.verdict != "pass" and r.reason and r.reason not in said:
+            said.add(r.reason)
+            notes.append(r.reason)
         lines += [f"    ↳ {n}" for n in notes]
     return "\n".join(lines)
 

@@ -23,6 +23,7 @@ from core.health.verdict import overall, summary
 from core.health.words import answer
 from core.jsonable import json_ready
 from core.result import DeviceInfo, RunResult, new_run_id, now_iso
+from core.rows.health import HealthRow, health_rows
 from core.text import terminal_text
 from core.units import count_text
 
@@ -108,15 +109,15 @@ def _own_check(
         exchange.post(f"step/{node}", message)
         _say(env, f"[{done}/{total}] {message}")
 
-    def send(rows: list[dict]) -> None:
-        own.rows = json_ready(rows)
+    def send(rows: list[HealthRow]) -> None:
+        own.rows = json_ready([r.to_row() for r in rows])
         exchange.post(f"rows/{node}", own.rows)
 
     report = HealthReport(config=cfg)
     try:
         report = run_health(cfg, manager, store=store, on_progress=progress, on_rows=send)
         own.status = "ok"
-        own.rows = json_ready(report.rows)
+        own.rows = json_ready([r.to_row() for r in report.rows])
     except Exception as exc:  # noqa: BLE001 - the node's failure is a row of the cluster's run, with its rows
         own.status, own.error = "failed", f"{type(exc).__name__}: {exc}"
     finally:
@@ -131,7 +132,9 @@ def _print_run(run: RunResult, as_json: bool) -> None:
     if as_json:
         print(json.dumps(json_ready(run.to_dict()), indent=2, allow_nan=False))
     else:
-        print("\n".join(terminal_text(line) for line in f"{run.meta['answer']}\n\n{table(run.rows)}".splitlines()))
+        print(
+            "\n".join(terminal_text(line) for line in f"{run.meta['answer']}\n\n{table(health_rows(run))}".splitlines())
+        )
 
 
 def cluster_run(
@@ -153,7 +156,7 @@ def cluster_run(
         finished_at=now_iso(),
         status="error" if failed else "ok",
         error=("failed node(s): " + ", ".join(f"{n.name}: {n.error}" for n in failed)) if failed else None,
-        rows=rows,
+        rows=[r.to_row() for r in rows],
         meta={
             "verdict": verdict,
             "summary": summary(rows),

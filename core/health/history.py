@@ -8,42 +8,15 @@ into a flag). Other boxes, other settings and runs stored without a box identity
 from __future__ import annotations
 
 import statistics
-from dataclasses import asdict, dataclass
 
 from core.hardware.identity import box_key
 from core.health.figures import Figure, figures_of
 from core.result import RunResult, SchemaError
+from core.rows.health import History
 
 NOISE_FLOOR = 0.03  # a GPU's repeated runs differ by a few percent (clocks, temperature)
 MIN_EARLIER = 2  # a spread needs two runs
 MAX_EARLIER = 50  # the newest runs of the box are what "still" means
-
-
-@dataclass(frozen=True)
-class History:
-    """One figure's earlier values on this box, and whether the new one regressed beyond their spread."""
-
-    figure: str
-    where: str
-    unit: str
-    value: float
-    earlier: list[float]  # oldest first
-    earlier_ids: list[str]
-    median: float
-    low: float
-    high: float
-    regressed: bool
-
-    @property
-    def text(self) -> str:
-        unit = f" {self.unit}"
-        head = f"{self.value:.4g}{unit} now; earlier {len(self.earlier)} runs: median {self.median:.4g}{unit} " + (
-            f"(range {self.low:.4g}–{self.high:.4g})"
-        )
-        return ("regressed: " if self.regressed else "") + head
-
-    def to_dict(self) -> dict:
-        return asdict(self) | {"text": self.text}
 
 
 def same_settings(a: RunResult, b: RunResult) -> bool:

@@ -19,6 +19,7 @@ from core.health.config import HealthConfig
 from core.health.history import parts
 from core.health.verdict import slow_gpus, step_row
 from core.result import RunResult, now_iso
+from core.rows.health import HealthRow, health_rows
 from core.units import timestamp_text
 
 JUDGED = ("matmul-soak", "matmul", "interconnect")  # the experiments whose figures a check judges
@@ -43,7 +44,7 @@ def rejudge(check: RunResult, store) -> HealthReport:
         wall_s=float(check.meta.get("wall_s") or 0.0),
     )
     report.runs = runs
-    kept = [r for r in check.rows if r.get("unit") == ""]  # the doctor's checks, steps not run: as stored
+    kept = [r for r in health_rows(check) if not r.unit]  # the doctor's checks, steps not run: as stored
     judged = [r for run in runs for r in _run_rows(_label(run), run, store)]
     report.rows = slow_gpus(judged + kept + missing)
     report.judged = [r.id for r in runs]
@@ -61,7 +62,7 @@ def origin(check: RunResult) -> str:
     return f"{where} ({device.get('name', '?')}), {when}"
 
 
-def _measured_with(check: RunResult, store) -> tuple[list[RunResult], list[dict]]:
+def _measured_with(check: RunResult, store) -> tuple[list[RunResult], list[HealthRow]]:
     """The runs whose figures the check judged, and a failed row for each it names that the store lacks."""
     kept = parts(check)
     ids = check.meta.get("judged")

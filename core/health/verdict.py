@@ -15,6 +15,7 @@ history, the slow GPU of its node or (a cluster run) an outlier of the fleet. Ev
 from __future__ import annotations
 
 import statistics
+from dataclasses import replace
 
 from core.hardware import published
 from core.hardware.health_reference import (
@@ -30,83 +31,74 @@ from core.hardware.health_reference import (
     sku_of,
 )
 from core.health.figures import Figure
-from core.health.history import History
+from core.rows.health import ClocksSaid, HealthRow, History, PerClock
 
 ROW_VERDICTS = ("pass", "below expected", "far below", "not comparable", "no reference", "not measured", "fail")
-BAD = ("below expected", "far below", "fail")
 OVERALL = ("healthy", "below expected", "failed")
 UNJUDGED = ("not comparable", "no reference")
 _WORSE = {"pass": 0, "below expected": 1, "far below": 2}
 
 
-def figure_row(figure: Figure, history: History | None = None) -> dict:
+def figure_row(figure: Figure, history: History | None = None) -> HealthRow:
     """A measured figure judged by its like-for-like reference (or its ceiling), with what the card said while it
     was measured and the box's history beside it."""
-    row: dict = {
-        "figure": figure.figure,
-        "where": figure.where,
-        "device": device_name(figure.device),
-        "device_kind": figure.device_info.kind,
-        "measured": figure.value,
-        "unit": figure.unit,
-        "reference": None,
-        "reference_kind": None,
-        "reference_label": "",
-        "reference_card": "",
-        "source": "",
-        "date": "",
-        "fraction": None,
-        "verdict": "no reference",
-        "reason": figure.note,
-        "slowdown": figure.slowdown,
-        "shape": list(figure.shape) if figure.shape else None,
-        "searched": figure.searched,
-        "not_comparable": "",
-        "published_note": "",
-        "clocks": figure.clocks.to_dict() if figure.clocks.sampled else None,
-        "per_clock": _per_clock(figure),
-        "history": history.to_dict() if history else None,
-        "regressed": bool(history and history.regressed),
-    }
+    row = HealthRow(
+        figure=figure.figure,
+        where=figure.where,
+        device=device_name(figure.device),
+        device_kind=figure.device_info.kind,
+        measured=figure.value,
+        unit=figure.unit,
+        verdict="no reference",
+        reason=figure.note,
+        slowdown=figure.slowdown,
+        shape=tuple(figure.shape) if figure.shape else None,
+        searched=figure.searched,
+        clocks=ClocksSaid.of(figure.clocks) if figure.clocks.sampled else None,
+        per_clock=_per_clock(figure),
+        history=history,
+        regressed=bool(history and history.regressed),
+    )
     if figure.ceiling is not None and not figure.device_info.is_cuda:
         flagged = f"the soak flagged it (over {figure.ceiling:g}%)" if figure.flagged else ""
-        row["reason"] = "; ".join(x for x in (no_reference(figure.device), flagged) if x)
-        return row  # a CPU's drop moves with whatever else the machine runs: measured, not judged
+        # a CPU's drop moves with whatever else the machine runs: measured, not judged
+        return replace(row, reason="; ".join(x for x in (no_reference(figure.device), flagged) if x))
     if figure.ceiling is not None:
-        row |= {
-            "reference": figure.ceiling,
-            "reference_kind": "ceiling",
-            "reference_label": f"≤ {figure.ceiling:g}% (the soak's threshold)",
-            "verdict": "below expected" if figure.flagged else "pass",
-        }
-        return row
+        return replace(
+            row,
+            reference=figure.ceiling,
+            reference_kind="ceiling",
+            reference_label=f"≤ {figure.ceiling:g}% (the soak's threshold)",
+            verdict="below expected" if figure.flagged else "pass",
+        )
     ref = reference(figure.device, figure.reference_figure) if figure.reference_figure else None
     if ref is None:
-        row["reason"] = "; ".join(x for x in (no_reference(figure.device), figure.note) if x)
+        row = replace(row, reason="; ".join(x for x in (no_reference(figure.device), figure.note) if x))
     elif ref.entry is not None and (why := published.comparable(ref.entry, figure.shape, figure.searched)):
-        row |= _per_clock_row(figure, ref, why)
+        row = _per_clock_row(row, figure, ref, why)
     else:
-        row |= _against(figure, ref)
+        row = _against(row, figure, ref)
     return _with_faults(row, figure)
 
 
-def _against(figure: Figure, ref: Reference) -> dict:
+def _against(row: HealthRow, figure: Figure, ref: Reference) -> HealthRow:
     """The figure against a like-for-like reference: a search's best against the published maximum, or a figure
     against its datasheet × the stated fraction."""
-    return {
-        "reference": ref.value,
-        "reference_kind": ref.kind,
-        "reference_label": ref.label(),
-        "reference_card": ref.card_words,
-        "source": ref.source,
-        "date": ref.date,
-        "fraction": figure.value / ref.value,
-        "verdict": judge(figure.value, ref.value),
-        "reason": _reason(figure.note, ref.card_words, figure.slowdown, ref.reason, THRESHOLD_REASON),
-    }
+    return replace(
+        row,
+        reference=ref.value,
+        reference_kind=ref.kind,
+        reference_label=ref.label(),
+        reference_card=ref.card_words,
+        source=ref.source,
+        date=ref.date,
+        fraction=figure.value / ref.value,
+        verdict=judge(figure.value, ref.value),
+        reason=_reason(figure.note, ref.card_words, figure.slowdown, ref.reason, THRESHOLD_REASON),
+    )
 
 
-def _per_clock_row(figure: Figure, ref: Reference, why: str) -> dict:
+def _per_clock_row(row: HealthRow, figure: Figure, ref: Reference, why: str) -> HealthRow:
     """A fixed shape the published maximum does not judge: per clock against the same shape on a healthy card,
     where the lab has one and NVML read the clock; else not comparable, and why."""
     published_said = f"published {ref.value:g} TFLOPS, {ref.card_words}: {why}"
@@ -119,35 +111,37 @@ def _per_clock_row(figure: Figure, ref: Reference, why: str) -> dict:
             if same is not None
             else "the lab has no healthy card's figure at this shape to judge it per clock"
         )
-        return {
-            "verdict": "not comparable",
-            "not_comparable": why,
-            "published_note": published_said,
-            "reason": _reason(figure.note, published_said, missing),
-        }
+        return replace(
+            row,
+            verdict="not comparable",
+            not_comparable=why,
+            published_note=published_said,
+            reason=_reason(figure.note, published_said, missing),
+        )
     per_ghz = figure.value / (clock / 1000.0)
-    return {
-        "reference": same.per_ghz,
-        "reference_kind": "same shape per clock",
-        "reference_label": same.label(),
-        "reference_card": same.card_words(sku_of(figure.device)),
-        "source": same.source,
-        "date": same.date,
-        "fraction": per_ghz / same.per_ghz,
-        "verdict": judge(per_ghz, same.per_ghz),
-        "not_comparable": why,
-        "published_note": published_said,
-        "reason": _reason(
+    return replace(
+        row,
+        reference=same.per_ghz,
+        reference_kind="same shape per clock",
+        reference_label=same.label(),
+        reference_card=same.card_words(sku_of(figure.device)),
+        source=same.source,
+        date=same.date,
+        fraction=per_ghz / same.per_ghz,
+        verdict=judge(per_ghz, same.per_ghz),
+        not_comparable=why,
+        published_note=published_said,
+        reason=_reason(
             figure.note,
             f"per clock: {per_ghz:.1f} TFLOPS/GHz at {clock:.0f} MHz against {same.per_ghz:.1f} on the healthy card",
             figure.slowdown,
             published_said,
             THRESHOLD_REASON,
         ),
-    }
+    )
 
 
-def _per_clock(figure: Figure) -> dict | None:
+def _per_clock(figure: Figure) -> PerClock | None:
     """TFLOPS per GHz of SM clock against the card's datasheet peak per GHz: shown beside the TFLOPS, so a card
     held down by its power cap reads as the same card per clock."""
     dtype = (figure.reference_figure or "").removeprefix("matmul ")
@@ -156,94 +150,88 @@ def _per_clock(figure: Figure) -> dict | None:
     if not clock or peak is None:
         return None
     per_ghz, (peak_per_ghz, peak_clock, sheet) = figure.value / (clock / 1000.0), peak
-    return {
-        "tflops_per_ghz": per_ghz,
-        "peak_per_ghz": peak_per_ghz,
-        "efficiency": per_ghz / peak_per_ghz,
-        "sm_clock_mhz": clock,
-        "peak_clock_mhz": peak_clock,
-        "source": sheet,
-        "text": f"{per_ghz:.1f} TFLOPS/GHz = {per_ghz / peak_per_ghz:.1%} of the peak per clock "
+    return PerClock(
+        tflops_per_ghz=per_ghz,
+        peak_per_ghz=peak_per_ghz,
+        efficiency=per_ghz / peak_per_ghz,
+        sm_clock_mhz=clock,
+        peak_clock_mhz=peak_clock,
+        source=sheet,
+        text=f"{per_ghz:.1f} TFLOPS/GHz = {per_ghz / peak_per_ghz:.1%} of the peak per clock "
         f"({peak_per_ghz:.1f} at the sheet's {peak_clock:.0f} MHz)",
-    }
+    )
 
 
-def _with_faults(row: dict, figure: Figure) -> dict:
+def _with_faults(row: HealthRow, figure: Figure) -> HealthRow:
     """A fault the card named while measured (a hardware or thermal slowdown, a power brake, a clock far below
     boost at low power) makes the row at least below expected, named in words."""
     faults = figure.clocks.faults()
     if not faults:
         return row
-    verdict = row["verdict"]
-    worse = verdict if _WORSE.get(verdict, 0) >= _WORSE["below expected"] else "below expected"
+    worse = row.verdict if _WORSE.get(row.verdict, 0) >= _WORSE["below expected"] else "below expected"
     said = f"the card named a fault while measured: {'; '.join(faults)}"
-    return row | {"verdict": worse, "reason": _reason(said, row["reason"])}
+    return replace(row, verdict=worse, reason=_reason(said, row.reason))
 
 
-def _reason(*parts: str) -> str:
+def _reason(*parts: str | None) -> str:
     return "; ".join(dict.fromkeys(p for p in parts if p))
 
 
-def step_row(figure: str, where: str, verdict: str, reason: str, measured=None, reference=None) -> dict:
+def step_row(figure: str, where: str, verdict: str, reason: str, measured=None, reference=None) -> HealthRow:
     """A row for what is not a figure: a doctor's check, a step that did not run or is not in this build."""
-    return {
-        "figure": figure,
-        "where": where,
-        "measured": measured,
-        "unit": "",
-        "reference": reference,
-        "reference_kind": "check" if reference is not None else None,
-        "reference_label": str(reference or ""),
-        "reference_card": "",
-        "source": "",
-        "date": "",
-        "fraction": None,
-        "verdict": verdict,
-        "reason": reason,
-        "slowdown": "",
-        "clocks": None,
-        "per_clock": None,
-        "history": None,
-        "regressed": False,
-    }
+    return HealthRow(
+        figure=figure,
+        where=where,
+        verdict=verdict,
+        reason=reason,
+        measured=measured,
+        reference=reference,
+        reference_kind="check" if reference is not None else None,
+        reference_label=str(reference or ""),
+    )
 
 
-def slow_gpus(rows: list[dict]) -> list[dict]:
+def slow_gpus(rows: list[HealthRow]) -> list[HealthRow]:
     """The rows with each GPU's throughput against its node's other GPUs: more than :data:`NODE_SPREAD` below
     the median of the same figure on the same model is the slow GPU (``slow_gpu``), said in its reason."""
-    groups: dict[tuple, list[dict]] = {}
+    groups: dict[tuple, list[HealthRow]] = {}
     for r in rows:
-        if r.get("unit") == "TFLOPS" and r.get("device_kind") == "cuda" and isinstance(r.get("measured"), float):
-            groups.setdefault((r.get("node"), r["figure"], r.get("device")), []).append(r)
-    slow: dict[int, dict] = {}
+        if r.unit == "TFLOPS" and r.device_kind == "cuda" and isinstance(r.measured, float):
+            groups.setdefault((r.node, r.figure, r.device), []).append(r)
+    slow: dict[int, HealthRow] = {}
     for peers in groups.values():
-        if len({r["where"] for r in peers}) < 2:
+        if len({r.where for r in peers}) < 2:
             continue
-        median = statistics.median(r["measured"] for r in peers)
+        median = statistics.median(float(r.measured or 0.0) for r in peers)
         for r in peers:
-            share = r["measured"] / median
+            share = float(r.measured or 0.0) / median
             if share < 1 - NODE_SPREAD:
                 said = (
-                    f"the slow GPU of this node: {r['measured']:.4g} TFLOPS against the median of its "
+                    f"the slow GPU of this node: {r.measured:.4g} TFLOPS against the median of its "
                     f"{len(peers)} GPUs, {median:.4g} ({share:.1%}; GPUs of one healthy node differ by about "
                     f"{NODE_SPREAD:.0%})"
                 )
-                slow[id(r)] = r | {"slow_gpu": True, "reason": _reason(said, r["reason"])}
+                slow[id(r)] = replace(r, slow_gpu=True, reason=_reason(said, r.reason))
     return [slow.get(id(r), r) for r in rows]
 
 
-def overall(rows: list[dict]) -> str:
+def below(row: HealthRow) -> bool:
+    """Below its reference, its history, its fleet or its node's other GPUs."""
+    return row.verdict in ("below expected", "far below") or row.regressed or row.outlier or row.slow_gpu
+
+
+def overall(rows: list[HealthRow]) -> str:
     """healthy / below expected (a figure below its reference, its history or its node's other GPUs) / failed."""
-    if any(r["verdict"] == "fail" for r in rows):
+    if any(r.verdict == "fail" for r in rows):
         return "failed"
-    if any(r["verdict"] in BAD or r.get("regressed") or r.get("outlier") or r.get("slow_gpu") for r in rows):
+    if any(below(r) for r in rows):
         return "below expected"
     return "healthy"
 
 
-def summary(rows: list[dict]) -> dict[str, int]:
-    return {v: sum(r["verdict"] == v for r in rows) for v in ROW_VERDICTS} | {
-        "regressed": sum(bool(r.get("regressed")) for r in rows),
-        "outliers": sum(bool(r.get("outlier")) for r in rows),
-        "slow GPUs": sum(bool(r.get("slow_gpu")) for r in rows),
+def summary(rows: list[HealthRow]) -> dict[str, int]:
+    return {v: sum(r.verdict == v for r in rows) for v in ROW_VERDICTS} | {
+        "regressed": sum(r.regressed for r in rows),
+        "outliers": sum(r.outlier for r in rows),
+        "slow GPUs": sum(r.slow_gpu for r in rows),
     }

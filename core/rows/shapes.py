@@ -144,7 +144,7 @@ def _opt(types: tuple[type, ...]) -> tuple[type, ...]:
     return types + (NONE,)
 
 
-# A health check's row (core/health/verdict.py: figure_row, step_row), read by its table, banner and HTML report.
+# A health check's row (core/rows/health.py: HealthRow), read by its table, banner and HTML report.
 _CLOCKS = Obj(need={"text": TEXT, "state": TEXT, "faults": ListOf(TEXT)}, or_none=True)
 _HEALTH_ROW = Obj(
     need={

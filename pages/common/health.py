@@ -14,6 +14,7 @@ from core.health import check, words
 from core.health.rejudge import rejudge
 from core.jsonable import json_ready
 from core.result import RunResult, RunSummary
+from core.rows.health import HealthRow, health_rows
 from core.units import duration_text, timestamp_text
 from pages.common import lab, run_panel
 from pages.common.tables import show_table
@@ -116,7 +117,7 @@ def show(run: RunResult, key: str) -> None:
     kind, said = words.banner(run)
     took = duration_text(run.meta.get("wall_s") or 0.0)
     getattr(st, kind)(f"{said} ({took}, {timestamp_text(run.started_at)} UTC)")
-    show_table(pd.DataFrame([_row(r) for r in run.rows]), hide_index=True)
+    show_table(pd.DataFrame([_row(r) for r in health_rows(run)]), hide_index=True)
     cols = st.columns(2)
     cols[0].download_button(
         "Health report (one HTML page, for a ticket)",
@@ -136,20 +137,17 @@ def show(run: RunResult, key: str) -> None:
     )
 
 
-def _row(r: dict) -> dict:
-    flags = "".join(f" · {w}" for w, k in (("regressed", "regressed"), ("slow GPU", "slow_gpu")) if r.get(k))
+def _row(r: HealthRow) -> dict:
     return {
-        "figure": r["figure"],
-        "where": " ".join(filter(None, (r.get("node"), r["where"]))),
-        "measured": words.cell(r, "measured"),
-        "per clock": (r.get("per_clock") or {}).get("text", ""),
-        "while measured": f"{r['clocks']['text']} — {r['clocks']['state']}" if r.get("clocks") else "",
-        "reference": r["reference_label"] or words.cell(r, "reference"),
-        "verdict": ICONS.get(r["verdict"], r["verdict"]) + flags,
-        "why": "; ".join(filter(None, (r["reason"], (r.get("history") or {}).get("text")))),
-        "source": "; ".join(
-            filter(None, (f"{r['source']} ({r['date']})" if r.get("source") else "", r.get("reference_card")))
-        ),
+        "figure": r.figure,
+        "where": words.place(r),
+        "measured": words.cell(r, r.measured),
+        "per clock": r.per_clock.text if r.per_clock else "",
+        "while measured": words.while_measured(r),
+        "reference": words.reference_text(r),
+        "verdict": ICONS.get(r.verdict, r.verdict) + words.marks(r),
+        "why": words.why(r),
+        "source": words.source(r),
     }
 
 

@@ -7,7 +7,9 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from core.hardware.health_reference import FAR_FRACTION, PASS_FRACTION
+from core.health.words import at
 from core.result import RunResult
+from core.rows.health import health_rows
 from render.chart import Chart
 from render.style import style, title
 
@@ -15,18 +17,18 @@ VERDICT_COLORS = {"pass": "#009E73", "below expected": "#E69F00", "far below": "
 
 
 def figures(run: RunResult) -> list[Chart]:
-    judged = [r for r in run.rows if isinstance(r.get("fraction"), int | float)]
+    judged = [r for r in health_rows(run) if r.judged]
     if not judged:
         return []
     df = pd.DataFrame(
         {
-            "figure": [" @ ".join(filter(None, (r["figure"], r.get("node"), r["where"]))) for r in judged],
-            "percent_of_reference": [100.0 * r["fraction"] for r in judged],
-            "measured": [r["measured"] for r in judged],
-            "reference": [r["reference"] for r in judged],
-            "unit": [r["unit"] for r in judged],
-            "verdict": [r["verdict"] for r in judged],
-            "reference_kind": [r.get("reference_kind") or "" for r in judged],
+            "figure": [at(r) for r in judged],
+            "percent_of_reference": [100.0 * (r.fraction or 0.0) for r in judged],
+            "measured": [r.measured for r in judged],
+            "reference": [r.reference for r in judged],
+            "unit": [r.unit for r in judged],
+            "verdict": [r.verdict for r in judged],
+            "reference_kind": [r.reference_kind or "" for r in judged],
         }
     )
     fig = go.Figure(

@@ -1,6 +1,7 @@
 """The Home page's health panel: runs the check in the background, shows the verdict and the one-page report."""
 
 import time
+from dataclasses import replace
 
 from core.hardware.device import host_name
 from core.health import check
@@ -23,8 +24,8 @@ def test_the_health_button_runs_in_the_background_and_shows_the_verdict_table(cp
                 "matmul fp32 burst→sustained drop", "cpu", "no reference", "no reference for CPU — Test CPU", 28.2
             ),
         ]
-        report.rows[1]["unit"] = "GB/s"
-        report.rows[2]["unit"] = "%"
+        report.rows[1] = replace(report.rows[1], unit="GB/s")
+        report.rows[2] = replace(report.rows[2], unit="%")
         report.wall_s = 1.0
         return report
 

@@ -122,13 +122,13 @@ def test_a_cpu_soak_s_unjudged_drop_is_named_in_the_verdict_not_passed_over():
     soak = stand_in_soak(cpu, 0.1, 0.072, True)
     report = HealthReport(config=HealthConfig(device="cpu"), device=cpu)
     report.rows = [figure_row(f) for f in figures_of(soak)]
-    drop = next(r for r in report.rows if "drop" in r["figure"])
-    assert drop["verdict"] == "no reference" and report.verdict == "healthy"
+    drop = next(r for r in report.rows if "drop" in r.figure)
+    assert drop.verdict == "no reference" and report.verdict == "healthy"
     run = report.to_run()
     kind, words = banner(run)
     assert kind == "warning"
     assert words.startswith("Healthy on box-1: Test CPU — 3 figures not judged: matmul bf16 burst 100 GFLOPS (")
-    assert f"burst→sustained drop {drop['measured']:.0f}% (no reference for " in words
+    assert f"burst→sustained drop {drop.measured:.0f}% (no reference for " in words
     assert "nothing below expected" not in words
     run.meta["answer"] = "Healthy on box-1: nothing below expected — 3 measured without a reference."  # stored before
     assert "3 figures not judged" in health_html(run) and banner(run)[1] == words

@@ -48,7 +48,7 @@ def test_without_the_soak_experiment_the_step_says_so_and_the_rest_runs(monkeypa
     manager = StandIn(lambda *a: None)
     report = run_health(HealthConfig(device="cpu", parts=("soak",)), manager)
     (row,) = report.rows
-    assert row["verdict"] == "not measured" and "not available in this build" in row["reason"]
+    assert row.verdict == "not measured" and "not available in this build" in row.reason
     assert manager.submitted == [] and report.verdict == "healthy" and report.exit_code == 0
 
 
@@ -59,7 +59,7 @@ def test_the_soak_step_runs_matmul_soak_on_the_gpu_and_judges_it(monkeypatch):
     manager = StandIn(lambda exp, cfg, device: soak)
     report = run_health(HealthConfig(device="cuda:0", parts=("soak",), soak_s=30.0), manager)
     assert manager.submitted == [("matmul-soak", {"dtype": "bf16", "duration_s": 30.0}, "cuda:0")]
-    verdicts = {r["figure"]: r["verdict"] for r in report.rows}
+    verdicts = {r.figure: r.verdict for r in report.rows}
     assert verdicts == {
         "matmul bf16 burst": "pass",  # per clock 760 / 1.755 = 433.0 TFLOPS/GHz = 96.7 % of the healthy 447.9
         "matmul bf16 sustained": "below expected",  # 640 / 1.755 = 364.7 = 81.4 %
@@ -94,9 +94,9 @@ def test_the_search_step_runs_a_bounded_search_on_every_gpu_and_the_published_ma
     config = {"dtypes": ["bf16"], "mamf": True, "budget_s": 20.0, "roofline": False, "accuracy": False}
     assert manager.submitted == [("matmul", config, "cuda:0"), ("matmul", config, "cuda:1")]
     row = report.rows[0]
-    assert (row["figure"], row["verdict"], row["reference_kind"]) == ("matmul bf16 searched", "pass", "published")
-    assert row["fraction"] == pytest.approx(750 / 794.5)
-    assert row["reference_card"] == "measured on an H100 SXM; the source says the H200 SXM is the same"
+    assert (row.figure, row.verdict, row.reference_kind) == ("matmul bf16 searched", "pass", "published")
+    assert row.fraction == pytest.approx(750 / 794.5)
+    assert row.reference_card == "measured on an H100 SXM; the source says the H200 SXM is the same"
     assert report.judged == [r.id for r in report.runs] and report.verdict == "healthy"
 
 
@@ -104,7 +104,7 @@ def test_a_soak_that_fails_is_a_failed_row():
     run = stand_in_soak(H100_SXM, 1.0, 1.0, False)
     run.status, run.error = "error", "timed out after 60 s"
     (row,) = check._run_rows("matmul bf16 soak", run, None)
-    assert row["verdict"] == "fail" and row["reason"] == "timed out after 60 s"
+    assert row.verdict == "fail" and row.reason == "timed out after 60 s"
 
 
 def doctor_run(experiment, status):
@@ -120,12 +120,12 @@ def test_the_doctors_runs_are_one_row_and_its_cross_checks_one_each():
         Check("matmul timer vs torch.utils.benchmark", "ratio 3.1", "0.5–2", "fail", "disagree"),
     ]
     rows = check._doctor_rows(report)
-    assert [(r["figure"], r["measured"], r["verdict"]) for r in rows] == [
+    assert [(r.figure, r.measured, r.verdict) for r in rows] == [
         ("doctor: every experiment runs", "1 of 2 ok, 1 unsupported here", "pass"),
         ("doctor: seed: 65536 stored in fp16", "inf", "pass"),
         ("doctor: matmul timer vs torch.utils.benchmark", "ratio 3.1", "fail"),
     ]
-    assert rows[0]["reason"] == "unsupported here: max batch (max-batch)"
+    assert rows[0].reason == "unsupported here: max batch (max-batch)"
 
 
 def test_health_on_the_cpu_prints_json_rows_and_a_verdict(tmp_path):

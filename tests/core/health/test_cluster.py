@@ -20,8 +20,8 @@ from tests.core.health.test_verdict import gpu
 
 def node(index, host, values, status="ok"):
     device = gpu("NVIDIA H100 80GB HBM3", host=host)
-    rows = [figure_row(Figure("matmul bf16 sustained", f"cuda:{i}", v, "TFLOPS", device, "matmul bf16")) for i, v in
-            enumerate(values)]  # fmt: skip
+    rows = [figure_row(Figure("matmul bf16 sustained", f"cuda:{i}", v, "TFLOPS", device, "matmul bf16")).to_row()
+            for i, v in enumerate(values)]  # fmt: skip
     return NodeResult(index, host, status, rows)
 
 
@@ -48,21 +48,19 @@ def test_the_fleet_flags_a_gpu_more_than_10_percent_below_the_median_and_names_a
     nodes = [node(0, "a", [760.0, 750.0]), node(1, "b", [755.0, 660.0]), node(2, "c", [], status="failed")]
     nodes[2].error, nodes[2].step = "stopped responding (no heartbeat for 5 s)", "soak"
     rows = fleet_rows(nodes)
-    gpu_rows = [r for r in rows if r["figure"] == "matmul bf16 sustained"]
+    gpu_rows = [r for r in rows if r.figure == "matmul bf16 sustained"]
     # median of 760, 750, 755, 660 = 752.5; 660 / 752.5 = 87.7 % < 90 %: the outlier, though it passes its
     # reference (660 / 794.5 = 83 %: below expected anyway); 750 / 752.5 = 99.7 %: not an outlier
-    assert [(r["node"], r["where"], bool(r.get("outlier"))) for r in gpu_rows] == [
+    assert [(r.node, r.where, r.outlier) for r in gpu_rows] == [
         ("node 0 (a)", "cuda:0", False),
         ("node 0 (a)", "cuda:1", False),
         ("node 1 (b)", "cuda:0", False),
         ("node 1 (b)", "cuda:1", True),
     ]
-    assert gpu_rows[3]["fleet"]["median"] == pytest.approx(752.5)
-    assert "fleet median 752.5" in gpu_rows[3]["reason"]
-    (failed,) = [r for r in rows if r["verdict"] == "fail"]
-    assert (
-        failed["figure"] == "node 2 (c)" and "(no heartbeat for 5 s) during soak; it sent no rows" in failed["reason"]
-    )
+    assert gpu_rows[3].fleet.median == pytest.approx(752.5)
+    assert "fleet median 752.5" in gpu_rows[3].reason
+    (failed,) = [r for r in rows if r.verdict == "fail"]
+    assert failed.figure == "node 2 (c)" and "(no heartbeat for 5 s) during soak; it sent no rows" in failed.reason
     assert overall(rows) == "failed"
 
 
