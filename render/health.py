@@ -12,7 +12,7 @@ from datetime import UTC, datetime
 
 from core.health.words import banner, cell, marks, reference_text, source, while_measured, why
 from core.result import RunResult
-from core.rows.health import HealthRow, health_rows
+from core.rows.health import HealthRow, HealthSummary, health_rows
 from core.units import duration_text
 
 _CSS = """
@@ -53,7 +53,7 @@ def _row(r: HealthRow, nodes: bool) -> str:
 
 
 def health_html(run: RunResult) -> str:
-    meta, rows = run.meta, health_rows(run)
+    said, rows = HealthSummary.from_run(run), health_rows(run)
     nodes = any(r.node for r in rows)
     heads = (["node"] if nodes else []) + [
         "figure",
@@ -66,29 +66,22 @@ def health_html(run: RunResult) -> str:
         "why",
         "source and card",
     ]
-    again = meta.get("judged_again") or {}
+    again = said.judged_again
     rules = "".join(
-        f"<li><b>{_e(r.get('rule'))}</b>: {_e(r.get('says'))} <span class='muted'>— {_e(r.get('source'))}</span></li>"
-        for r in meta.get("rules") or []
+        f"<li><b>{_e(r.rule)}</b>: {_e(r.says)} <span class='muted'>— {_e(r.source)}</span></li>" for r in said.rules
     )
-    box = meta.get("box") or {}
     node_lines = "".join(
-        f"<li>{_e(n.get('node'))}: {_e(n.get('host'))} — {_e(n.get('status'))}"
-        f"{' — ' + _e(n.get('error')) if n.get('error') else ''}</li>"
-        for n in meta.get("nodes") or []
+        f"<li>{_e(n.node)}: {_e(n.host)} — {_e(n.status)}{' — ' + _e(n.error) if n.error else ''}</li>"
+        for n in said.nodes
     )
     generated = datetime.now(UTC).isoformat(timespec="seconds")
-    took = f" in {duration_text(meta['wall_s'])}" if isinstance(meta.get("wall_s"), int | float) else ""
+    took = f" in {duration_text(said.wall_s)}" if said.wall_s is not None else ""
     return (
         "<!DOCTYPE html>\n<html lang='en'><head><meta charset='utf-8'><title>GPU Lab health report</title>"
         f"<style>{_CSS}</style></head><body><h1>Health report</h1>"
-        + (
-            f"<p><b>Judged again by today's rules</b>: {_e(again.get('origin'))}, on {_e(again.get('at'))}</p>"
-            if again
-            else ""
-        )
-        + f"<p class='verdict'><b>{_e(meta.get('verdict', run.status))}</b> — {_e(banner(run)[1])}</p>"
-        f"<p>Box: {_e(box.get('host', '?'))} · devices: {_e(', '.join(box.get('devices') or []))} · "
+        + (f"<p><b>Judged again by today's rules</b>: {_e(again.origin)}, on {_e(again.at)}</p>" if again else "")
+        + f"<p class='verdict'><b>{_e(said.verdict or run.status)}</b> — {_e(banner(run)[1])}</p>"
+        f"<p>Box: {_e(said.host)} · devices: {_e(', '.join(said.devices))} · "
         f"{_e(run.device_info.shown)}</p>"
         f"<p class='muted'>run {_e(run.id)} · started {_e(run.started_at)}{_e(took)} · generated {generated} UTC · "
         f"torch {_e(run.versions.get('torch'))}, CUDA {_e(run.versions.get('cuda'))}, driver "
@@ -99,7 +92,7 @@ def health_html(run: RunResult) -> str:
         + "</tr>"
         + "".join(_row(r, nodes) for r in rows)
         + "</table>"
-        f"<p class='muted'>Thresholds: {_e(meta.get('thresholds', ''))}. A reference is the published measured "
+        f"<p class='muted'>Thresholds: {_e(said.thresholds)}. A reference is the published measured "
         "figure for the exact SKU where one exists, else its datasheet figure × the stated expected fraction; "
         "'no reference' means none is known for this device, never a guess; 'not comparable' means the only reference "
         "was measured another way (the best of a shape search against one fixed shape). Every measured number comes "

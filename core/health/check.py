@@ -24,7 +24,7 @@ from core.health.history import history_of
 from core.health.verdict import figure_row, overall, slow_gpus, step_row, summary
 from core.health.words import answer, cell, marks, place, reference_text, while_measured
 from core.result import RunResult, now_iso
-from core.rows.health import HealthRow
+from core.rows.health import HealthRow, JudgedAgain
 from core.rows.interconnect import InterconnectTables
 from core.units import count_text, duration_text
 
@@ -43,7 +43,7 @@ class HealthReport:
     finished_at: str | None = None
     wall_s: float = 0.0
     judged: list[str] = field(default_factory=list)  # the ids of the runs whose figures the rows judge
-    judged_again: dict | None = None  # a stored check judged again: of which run, when, from which box
+    judged_again: JudgedAgain | None = None  # a stored check judged again: of which run, when, from which box
 
     @property
     def verdict(self) -> str:
@@ -66,7 +66,7 @@ class HealthReport:
             "config": dataclasses.asdict(self.config),
             "thresholds": THRESHOLD_REASON,
             "rules": list(RULES),
-            "judged_again": self.judged_again,
+            "judged_again": dataclasses.asdict(self.judged_again) if self.judged_again else None,
             "started_at": self.started_at,
             "finished_at": self.finished_at,
             "wall_s": self.wall_s,
@@ -358,7 +358,7 @@ def _clip(text: str, width: int) -> str:
 
 def report_text(report: HealthReport) -> str:
     again = report.judged_again
-    head = [f"Judged again by today's rules: {again['origin']}", ""] if again else []
+    head = [f"Judged again by today's rules: {again.origin}", ""] if again else []
     return "\n".join(
         [
             *head,

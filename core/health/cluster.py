@@ -23,7 +23,7 @@ from core.health.verdict import overall, summary
 from core.health.words import answer
 from core.jsonable import json_ready
 from core.result import DeviceInfo, RunResult, new_run_id, now_iso
-from core.rows.health import HealthRow, health_rows
+from core.rows.health import HealthRow, HealthSummary, health_rows
 from core.text import terminal_text
 from core.units import count_text
 
@@ -82,7 +82,7 @@ def run_node(cfg: HealthConfig, env, args, secret: bytes) -> int:
     _print_run(run, args.json)
     # The verdict is in the stored and printed run, not the exit code: torchrun takes a non-zero exit for a
     # crashed worker, and the other nodes' launchers then wait out their exit barrier (5 minutes).
-    _say(env, f"verdict: {run.meta['verdict']} (run {run.id})")
+    _say(env, f"verdict: {HealthSummary.from_run(run).verdict} (run {run.id})")
     return 0
 
 
@@ -133,7 +133,10 @@ def _print_run(run: RunResult, as_json: bool) -> None:
         print(json.dumps(json_ready(run.to_dict()), indent=2, allow_nan=False))
     else:
         print(
-            "\n".join(terminal_text(line) for line in f"{run.meta['answer']}\n\n{table(health_rows(run))}".splitlines())
+            "\n".join(
+                terminal_text(line)
+                for line in f"{HealthSummary.from_run(run).answer}\n\n{table(health_rows(run))}".splitlines()
+            )
         )
 
 
@@ -161,7 +164,7 @@ def cluster_run(
             "verdict": verdict,
             "summary": summary(rows),
             "answer": f"{count_text(len(nodes), 'node')}: " + answer(rows, device),
-            "nodes": [n.summary() for n in sorted(nodes, key=lambda n: n.node)],
+            "nodes": [dataclasses.asdict(n.summary()) for n in sorted(nodes, key=lambda n: n.node)],
             "failed_nodes": [n.name for n in failed],
             "box": box_identity(device),
             "thresholds": THRESHOLD_REASON,

@@ -13,7 +13,7 @@ import statistics
 from dataclasses import dataclass, field, replace
 
 from core.health.verdict import step_row
-from core.rows.health import FleetShare, HealthRow, health_rows
+from core.rows.health import FleetShare, HealthRow, NodeSummary, health_rows
 from core.units import count_text
 
 OUTLIER_FRACTION = 0.10
@@ -34,14 +34,8 @@ class NodeResult:
     def name(self) -> str:
         return f"node {self.node} ({self.host})"
 
-    def summary(self) -> dict:
-        return {
-            "node": self.name,
-            "host": self.host,
-            "status": self.status,
-            "error": self.error,
-            "rows": len(self.rows),
-        }
+    def summary(self) -> NodeSummary:
+        return NodeSummary(self.name, self.host, self.status, self.error, len(self.rows))
 
 
 def _judged(row: HealthRow) -> bool:

@@ -19,7 +19,7 @@ from core.health.config import HealthConfig
 from core.health.history import parts
 from core.health.verdict import slow_gpus, step_row
 from core.result import RunResult, now_iso
-from core.rows.health import HealthRow, health_rows
+from core.rows.health import HealthRow, HealthSummary, JudgedAgain, health_rows
 from core.units import timestamp_text
 
 JUDGED = ("matmul-soak", "matmul", "interconnect")  # the experiments whose figures a check judges
@@ -29,48 +29,50 @@ def rejudge(check: RunResult, store) -> HealthReport:
     """``check`` (a stored health run) judged again; ConfigError where it is no health check or cannot be."""
     if check.experiment != "health":
         raise ConfigError(f"run {check.id} is a {check.experiment} run, not a health check")
-    if check.meta.get("nodes"):
+    said = HealthSummary.from_run(check)
+    if said.nodes:
         raise ConfigError(
-            f"run {check.id} is a cluster check of {len(check.meta['nodes'])} nodes: it keeps each node's rows, not "
+            f"run {check.id} is a cluster check of {len(said.nodes)} nodes: it keeps each node's rows, not "
             "the runs they were measured with, so it cannot be judged again"
         )
-    runs, missing = _measured_with(check, store)
+    runs, missing = _measured_with(check, said, store)
     report = HealthReport(
         config=_config(check),
         device=check.device,
         versions=check.versions,
         started_at=check.started_at,
         finished_at=check.finished_at,
-        wall_s=float(check.meta.get("wall_s") or 0.0),
+        wall_s=said.wall_s or 0.0,
     )
     report.runs = runs
     kept = [r for r in health_rows(check) if not r.unit]  # the doctor's checks, steps not run: as stored
     judged = [r for run in runs for r in _run_rows(_label(run), run, store)]
     report.rows = slow_gpus(judged + kept + missing)
     report.judged = [r.id for r in runs]
-    report.judged_again = {"of": check.id, "at": now_iso(), "origin": origin(check), "imported": check.imported}
+    report.judged_again = JudgedAgain(check.id, now_iso(), origin(check), check.imported)
     return report
 
 
 def origin(check: RunResult) -> str:
     """Where the check was measured, in words: this box's store, or imported from another box."""
     device = check.device or {}
-    where = box_label(device) if device else str((check.meta.get("box") or {}).get("host") or "?")
+    where = box_label(device) if device else HealthSummary.from_run(check).host
     when = f"measured {timestamp_text(check.started_at)} UTC"
     if check.imported:
         return f"imported from another box: {where} ({device.get('name', '?')}), {when}; judged as that box"
     return f"{where} ({device.get('name', '?')}), {when}"
 
 
-def _measured_with(check: RunResult, store) -> tuple[list[RunResult], list[HealthRow]]:
+def _measured_with(check: RunResult, said: HealthSummary, store) -> tuple[list[RunResult], list[HealthRow]]:
     """The runs whose figures the check judged, and a failed row for each it names that the store lacks."""
     kept = parts(check)
-    ids = check.meta.get("judged")
     if kept:
-        chosen = [r for r in kept if r.id in ids] if isinstance(ids, list) else [r for r in kept if _judged(r)]
+        ids = said.judged
+        chosen = [r for r in kept if r.id in ids] if ids is not None else [r for r in kept if _judged(r)]
         return chosen, []
-    runs, missing = [], []
-    for run_id in check.meta.get("run_ids") or []:
+    runs: list[RunResult] = []
+    missing: list[HealthRow] = []
+    for run_id in said.run_ids:
         try:
             runs.append(store.get(run_id))
         except (KeyError, AttributeError):

@@ -6,7 +6,7 @@ from __future__ import annotations
 from core.hardware.identity import box_label
 from core.health.verdict import UNJUDGED, below, overall, summary
 from core.result import RunResult
-from core.rows.health import HealthRow, Value, health_rows
+from core.rows.health import HealthRow, HealthSummary, Value, health_rows
 from core.units import count_text, throughput_unit
 
 
@@ -72,11 +72,11 @@ def banner(run: RunResult) -> tuple[str, str]:
     """A stored health run's banner: its kind (``success``, ``warning`` when healthy but some figure was not
     judged, ``error``) and its words, from its rows (a run stored before the words counted what was not judged
     says it too)."""
-    verdict = run.meta.get("verdict", run.status)
-    rows = health_rows(run)
-    text = answer(rows, run.device) if rows else str(run.meta.get("answer", verdict))
-    if run.meta.get("nodes"):
-        text = f"{count_text(len(run.meta['nodes']), 'node')}: {text}"
+    said = HealthSummary.from_run(run)
+    verdict, rows = said.verdict or run.status, health_rows(run)
+    text = answer(rows, run.device) if rows else (said.answer or verdict)
+    if said.nodes:
+        text = f"{count_text(len(said.nodes), 'node')}: {text}"
     if verdict != "healthy":
         return "error", text
     return ("warning" if not_judged(rows) else "success"), text

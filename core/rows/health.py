@@ -219,3 +219,78 @@ def _stored(value: Any) -> Any:
 def health_rows(rows: Sequence[Mapping[str, Any]] | RunResult) -> list[HealthRow]:
     """A stored check's rows (a run's, or a node's as it sent them), typed."""
     return [HealthRow.from_row(r) for r in (rows.rows if isinstance(rows, RunResult) else rows)]
+
+
+@dataclass(frozen=True)
+class Rule:
+    """A rule of the verdict, what it says and its source (core.hardware.health_reference.RULES), as judged."""
+
+    rule: str = ""
+    says: str = ""
+    source: str = ""
+
+
+@dataclass(frozen=True)
+class JudgedAgain:
+    """A stored check judged again by today's rules: which check, when, and the box it was measured on."""
+
+    of: str
+    at: str
+    origin: str
+    imported: bool = False
+
+    @classmethod
+    def from_dict(cls, stored: Mapping[str, Any]) -> JudgedAgain:
+        return cls(**known(cls, stored))
+
+
+@dataclass(frozen=True)
+class NodeSummary:
+    """A node of a cluster's check: its name, host, how it ended and how many rows it sent."""
+
+    node: str
+    host: str = "?"
+    status: str = ""
+    error: str = ""
+    rows: int = 0
+
+
+@dataclass(frozen=True)
+class HealthSummary:
+    """A stored check's meta as its views read it: the verdict and its words, the box, the rules it was judged
+    by, whether it was judged again, and a cluster's nodes."""
+
+    verdict: str | None = None  # absent in a check stored before the verdict was kept
+    answer: str = ""
+    host: str = "?"  # the box: its host and its GPUs' ids
+    devices: tuple[str, ...] = ()
+    thresholds: str = ""
+    rules: tuple[Rule, ...] = ()
+    judged_again: JudgedAgain | None = None
+    wall_s: float | None = None
+    nodes: tuple[NodeSummary, ...] = ()
+    judged: tuple[str, ...] | None = None  # the ids of the runs the rows judge (None: a check stored before)
+    run_ids: tuple[str, ...] = ()
+
+    @classmethod
+    def from_run(cls, run: RunResult) -> HealthSummary:
+        meta = run.meta
+        box = meta.get("box")
+        box = box if isinstance(box, Mapping) else {}
+        again, judged, wall = meta.get("judged_again"), meta.get("judged"), meta.get("wall_s")
+        return cls(
+            **known(
+                cls,
+                meta,
+                host=str(box.get("host") or "?"),
+                devices=tuple(box.get("devices") or ()),
+                rules=tuple(Rule(**known(Rule, r)) for r in meta.get("rules") or () if isinstance(r, Mapping)),
+                judged_again=JudgedAgain.from_dict(again) if isinstance(again, Mapping) else None,
+                wall_s=float(wall) if isinstance(wall, int | float) else None,
+                nodes=tuple(
+                    NodeSummary(**known(NodeSummary, n)) for n in meta.get("nodes") or () if isinstance(n, Mapping)
+                ),
+                judged=tuple(judged) if isinstance(judged, list) else None,
+                run_ids=tuple(meta.get("run_ids") or ()),
+            )
+        )

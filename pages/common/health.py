@@ -14,7 +14,7 @@ from core.health import check, words
 from core.health.rejudge import rejudge
 from core.jsonable import json_ready
 from core.result import RunResult, RunSummary
-from core.rows.health import HealthRow, health_rows
+from core.rows.health import HealthRow, HealthSummary, health_rows
 from core.units import duration_text, timestamp_text
 from pages.common import lab, run_panel
 from pages.common.tables import show_table
@@ -115,7 +115,7 @@ def section() -> None:
 def show(run: RunResult, key: str) -> None:
     """A check's banner, its verdict table and its report and bundle to download."""
     kind, said = words.banner(run)
-    took = duration_text(run.meta.get("wall_s") or 0.0)
+    took = duration_text(HealthSummary.from_run(run).wall_s or 0.0)
     getattr(st, kind)(f"{said} ({took}, {timestamp_text(run.started_at)} UTC)")
     show_table(pd.DataFrame([_row(r) for r in health_rows(run)]), hide_index=True)
     cols = st.columns(2)
@@ -169,7 +169,8 @@ def judge_again(store, checks: list[RunSummary]) -> None:
 
 def _judged_again(original: RunResult, store) -> None:
     report = rejudge(original, store)
-    st.info(f"Judged again by today's rules: {report.judged_again['origin']}")  # pyright: ignore[reportOptionalSubscript]
+    if report.judged_again:  # set by every judgement again
+        st.info(f"Judged again by today's rules: {report.judged_again.origin}")
     show(report.to_run(original), "home.health.judged")
 
 

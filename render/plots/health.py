@@ -9,7 +9,7 @@ import plotly.graph_objects as go
 from core.hardware.health_reference import FAR_FRACTION, PASS_FRACTION
 from core.health.words import at
 from core.result import RunResult
-from core.rows.health import health_rows
+from core.rows.health import HealthSummary, health_rows
 from render.chart import Chart
 from render.style import style, title
 
@@ -51,7 +51,7 @@ def figures(run: RunResult) -> list[Chart]:
     style(
         fig,
         title(
-            f"Health: {run.meta.get('verdict', run.status)}",
+            f"Health: {HealthSummary.from_run(run).verdict or run.status}",
             run,
             "measured as % of its like-for-like reference for the SKU (a fixed shape: per clock, same shape)",
         ),

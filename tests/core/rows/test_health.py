@@ -9,7 +9,16 @@ from core.hardware.clocks import ClockReading
 from core.health.figures import Figure
 from core.health.verdict import figure_row, step_row
 from core.health.words import at, cell, marks, place, source, while_measured, why
-from core.rows.health import ClocksSaid, FleetShare, HealthRow, health_rows
+from core.rows.health import (
+    ClocksSaid,
+    FleetShare,
+    HealthRow,
+    HealthSummary,
+    JudgedAgain,
+    NodeSummary,
+    Rule,
+    health_rows,
+)
 from tests.conftest import ROOT
 from tests.core.health.test_verdict import H100_SXM
 
@@ -97,3 +106,30 @@ def test_the_words_read_the_fields():
     assert marks(row) == " · regressed · slow GPU" and marks(replace(row, regressed=False, slow_gpu=False)) == ""
     assert while_measured(row) == "SM 1455 MHz, 693 W of 700 W, NVML: hw_slowdown — fault"
     assert why(row) == "the card named a fault" and source(row) == "this lab (2026-11-26); measured on an H200 SXM"
+
+
+def test_the_h200_check_s_meta_reads_as_its_summary():
+    from core.result import RunResult
+
+    (check,) = [r for r in json.loads(EXAMPLE.read_text())["runs"] if r["experiment"] == "health"]
+    said = HealthSummary.from_run(RunResult.from_dict(check))
+    meta = check["meta"]
+    assert said.verdict == meta["verdict"] and said.answer == meta["answer"]
+    assert (said.host, list(said.devices)) == (meta["box"]["host"], meta["box"]["devices"])
+    assert said.wall_s == meta["wall_s"] and list(said.run_ids) == meta["run_ids"]
+    assert said.judged is None and said.judged_again is None and said.nodes == ()  # stored before those were kept
+    cluster = RunResult.from_dict(
+        check
+        | {
+            "meta": meta
+            | {
+                "nodes": [{"node": "node 0 (a)", "host": "a", "status": "ok", "error": "", "rows": 6}],
+                "judged_again": {"of": "c380", "at": "2026-11-29T00:00:00", "origin": "vm", "imported": True},
+                "rules": [{"rule": "fleet", "says": "10 % below", "source": "gpu-fryer"}],
+            }
+        }
+    )
+    said = HealthSummary.from_run(cluster)
+    assert said.nodes == (NodeSummary("node 0 (a)", "a", "ok", "", 6),)
+    assert said.judged_again == JudgedAgain("c380", "2026-11-29T00:00:00", "vm", True)
+    assert said.rules == (Rule("fleet", "10 % below", "gpu-fryer"),)
