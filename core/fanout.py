@@ -30,6 +30,7 @@ from core.experiment import ALL, SLOW_FRACTION, DeviceMetric, Experiment, config
 from core.jsonable import json_ready
 from core.lifecycle import Job, Listener, Recorder, Submitter
 from core.result import RunResult, now_iso
+from core.rows.node import NodeComparison, NodeDevice
 
 POLL_S = 0.2
 STATUS_ORDER = ("cancelled", "error", "interrupted", "unsupported", "ok")  # the merged run takes the worst
@@ -301,7 +302,7 @@ def _clocks(rows: list[dict], meta: dict) -> dict:
     lows = [
         r.get("sm_clock_min_mhz", r["sm_clock_mhz"]) for r in rows if isinstance(r.get("sm_clock_mhz"), (int, float))
     ]
-    reasons = sorted({x for r in rows for x in (r.get("throttle_reasons") or [])})
+    reasons = tuple(sorted({x for r in rows for x in (r.get("throttle_reasons") or [])}))
     return {
         "sm_clock_mhz": statistics.fmean(sm),
         "sm_clock_min_mhz": min(lows),
@@ -340,23 +341,22 @@ def compare(metric: DeviceMetric, rows: list[dict], metas: dict[str, dict]) -> d
         mine = [r for r in rows if r["device"] == device]
         relative = statistics.median(ratios[device]) if ratios.get(device) else None
         per_device.append(
-            {
-                "device": device,
-                "gpu_index": mine[0].get("gpu_index") if mine else None,
-                "gpu_name": mine[0].get("gpu_name") if mine else None,
-                "relative": relative,
-                "points": len(ratios.get(device, [])),
-                "flagged": relative is not None and relative < 1 - SLOW_FRACTION,
+            NodeDevice(
+                device=device,
+                gpu_index=mine[0].get("gpu_index") if mine else None,
+                gpu_name=mine[0].get("gpu_name") if mine else None,
+                relative=relative,
+                points=len(ratios.get(device, [])),
+                flagged=relative is not None and relative < 1 - SLOW_FRACTION,
                 **_clocks([r for r in mine if value(r) is not None], metas.get(device, {})),
-            }
+            )
         )
-    flagged = [d["device"] for d in per_device if d["flagged"]]
-    return {
-        "metric": metric.column,
-        "label": metric.label,
-        "keys": list(metric.keys),
-        "threshold": SLOW_FRACTION,
-        "per_device": per_device,
-        "flagged": flagged,
-        "points": len(points),
-    }
+    return NodeComparison(
+        metric=metric.column,
+        label=metric.label,
+        keys=tuple(metric.keys),
+        threshold=SLOW_FRACTION,
+        per_device=tuple(per_device),
+        flagged=tuple(d.device for d in per_device if d.flagged),
+        points=len(points),
+    ).to_dict()

@@ -10,8 +10,9 @@ from __future__ import annotations
 import pandas as pd
 import plotly.graph_objects as go
 
-from core.experiment import ALL, SLOW_FRACTION
+from core.experiment import ALL
 from core.result import RunResult
+from core.rows.node import NodeComparison, NodeDevice
 from render.chart import Chart
 from render.style import style, title
 
@@ -22,28 +23,27 @@ def is_all_gpus(run: RunResult) -> bool:
     return run.device_info.torch_device == ALL
 
 
-def node_table(run: RunResult) -> pd.DataFrame:
-    per = (run.meta.get("node") or {}).get("per_device") or []
-    return pd.DataFrame(per)
+def node_table(node: NodeComparison) -> pd.DataFrame:
+    """Each GPU's figures as the chart's data and the page's table."""
+    return pd.DataFrame([d.to_dict() for d in node.per_device])
 
 
 def node_chart(run: RunResult) -> Chart | None:
     """Each GPU's median ratio to the node median, in %, with the median (100%) and the flag line."""
-    node = run.meta.get("node") or {}
-    df = node_table(run)
-    if df.empty or df.loc[:, "relative"].isna().all():
+    node = NodeComparison.from_run(run)
+    shown = [d for d in node.per_device if d.relative is not None] if node else []
+    if node is None or not shown:
         return None
-    df = df.dropna(subset=["relative"])
-    threshold = 100 * (1 - node.get("threshold", SLOW_FRACTION))
-    hover = [clock_text(r) for _, r in df.iterrows()]
+    relative = [100 * (d.relative or 0.0) for d in shown]
+    threshold = 100 * (1 - node.threshold)
     fig = go.Figure(
         go.Bar(
-            x=df["device"],
-            y=df["relative"] * 100,
-            marker_color=[SLOW_COLOR if f else OK_COLOR for f in df["flagged"]],
-            text=[f"{v * 100:.1f}%" for v in df["relative"]],
+            x=[d.device for d in shown],
+            y=relative,
+            marker_color=[SLOW_COLOR if d.flagged else OK_COLOR for d in shown],
+            text=[f"{v:.1f}%" for v in relative],
             textposition="outside",
-            hovertext=hover,
+            hovertext=[clock_text(d) for d in shown],
             hovertemplate="%{x}: %{y:.1f}% of the node median<br>%{hovertext}<extra></extra>",
         )
     )
@@ -56,20 +56,20 @@ def node_chart(run: RunResult) -> Chart | None:
         annotation_text=f"{threshold:.0f}%: flagged below",
         annotation_position="bottom left",
     )
-    low = min(90.0, float(df.loc[:, "relative"].min() * 100) - 5)
     style(
         fig,
         title(
             "Every GPU against the node median",
             run,
-            f"{node.get('label', node.get('metric'))}: median over {node.get('points', 0)} point(s) of "
-            f"each GPU's value / the median of all GPUs at that point",
+            f"{node.named}: median over {node.points} point(s) of each GPU's value / the median of all GPUs at "
+            "that point",
         ),
         "GPU",
         "% of the node median",
         showlegend=False,
     )
-    fig.update_yaxes(range=[low, max(110.0, float(df.loc[:, "relative"].max() * 100) + 5)])
+    fig.update_yaxes(range=[min(90.0, min(relative) - 5), max(110.0, max(relative) + 5)])
+    df = node_table(node).dropna(subset=["relative"])
     return Chart("node-per-gpu", fig, df)
 
 
@@ -77,13 +77,12 @@ def _num(value, unit: str) -> str:
     return f"{value:.0f} {unit}" if isinstance(value, (int, float)) and value == value else f"? {unit}"
 
 
-def clock_text(r) -> str:
+def clock_text(d: NodeDevice) -> str:
     """What NVML said about one GPU while it ran (or why it said nothing)."""
-    if not isinstance(r.get("sm_clock_mhz"), (int, float)) or r.get("sm_clock_mhz") != r.get("sm_clock_mhz"):
-        return str(r.get("clocks_note") or "no clock samples")
-    reasons = r.get("throttle_reasons")
+    if not d.sampled:
+        return str(d.clocks_note or "no clock samples")
     return (
-        f"SM clock {_num(r.get('sm_clock_mhz'), 'MHz')} (min {_num(r.get('sm_clock_min_mhz'), 'MHz')}), "
-        f"{_num(r.get('temp_c'), '°C')}, {_num(r.get('power_w'), 'W')}, throttle reasons: "
-        f"{', '.join(reasons) if isinstance(reasons, list) and reasons else 'none'}"
+        f"SM clock {_num(d.sm_clock_mhz, 'MHz')} (min {_num(d.sm_clock_min_mhz, 'MHz')}), "
+        f"{_num(d.temp_c, '°C')}, {_num(d.power_w, 'W')}, throttle reasons: "
+        f"{', '.join(d.throttle_reasons) if d.throttle_reasons else 'none'}"
     )

@@ -4,31 +4,25 @@ from __future__ import annotations
 
 import streamlit as st
 
-from core.experiment import SLOW_FRACTION
 from core.result import RunResult
-from render.node import clock_text, node_table
+from core.rows.node import NodeComparison, concurrency_note
+from render.node import clock_text
 
 
 def show(run: RunResult) -> None:
     """The verdict above an all-GPU run's charts: which GPUs are slow, with what their clocks said."""
-    node = run.meta.get("node") or {}
-    df = node_table(run)
-    if df.empty:
+    node = NodeComparison.from_run(run)
+    if node is None or not node.per_device:
         return
-    share = node.get("threshold", SLOW_FRACTION)
-    flagged = df[df["flagged"]]
-    if len(flagged):
+    flagged = [d for d in node.per_device if d.flagged]
+    if flagged:
         st.warning(
             "\n".join(
-                [f"More than {share:.0%} below the node median ({node.get('label', node.get('metric'))}):"]
-                + [
-                    f"- **{r['device']}** at {r['relative'] * 100:.1f}% — {clock_text(r)}"
-                    for _, r in flagged.iterrows()
-                ]
+                [f"More than {node.threshold:.0%} below the node median ({node.named}):"]
+                + [f"- **{d.device}** at {(d.relative or 0.0) * 100:.1f}% — {clock_text(d)}" for d in flagged]
             )
         )
-    elif df["relative"].notna().any():
-        st.success(f"All {len(df)} GPUs within {share:.0%} of the node median.")
-    note = (run.meta.get("concurrency") or {}).get("note")
-    if note:
+    elif any(d.relative is not None for d in node.per_device):
+        st.success(f"All {len(node.per_device)} GPUs within {node.threshold:.0%} of the node median.")
+    if note := concurrency_note(run):
         st.caption(note)
