@@ -10,7 +10,8 @@ from core.hardware import dtypes, published
 from core.measure.gemm import MAX_DIM
 from core.measure.soak import DROP_THRESHOLD_PCT
 from core.result import DeviceInfo, RunResult
-from core.rows.matmul import TFLOPS
+from core.rows.matmul import TFLOPS, MatmulMeta
+from core.rows.matmul_soak import SoakMeta
 from core.transformer.presets import DEFAULT_BATCH, DEFAULT_CONTEXT, PRESET_NAMES
 from core.units import rate_text, throughput_unit
 from pages.common import lab, node
@@ -20,6 +21,7 @@ from pages.common.markdown import markdown_text
 from pages.common.methods import how_measured
 from pages.common.run_panel import results, run_controls
 from pages.common.tables import show_table
+from render.node import is_all_gpus
 from render.plots import matmul_soak as soak_plots
 from render.plots.matmul import figures, measured, published_for
 from render.table import with_dashes
@@ -170,13 +172,12 @@ def render(run: RunResult) -> None:
                 for _, r in skipped.drop_duplicates(["dtype", "reason"]).iterrows()
             )
         )
-    notes = [run.meta.get(k) for k in ("cache_note", "clocks_note", "cpu_load_note") if run.meta.get(k)]
+    said = MatmulMeta.from_run(run)
+    notes = list(said.notes)
     if not run.device_info.is_cuda:
         notes.append("CPU run: GFLOPS only — the datasheet column shows — (no CPU peaks in the lab).")
-    if run.meta.get("copy_bandwidth_gbs"):
-        # a run stored before roofline_bandwidth_gbs existed counted the copy's read and write traffic
-        counted = "bytes copied once" if "roofline_bandwidth_gbs" in run.meta else "read + write traffic"
-        notes.append(f"measured copy bandwidth {rate_text(run.meta['copy_bandwidth_gbs'], 'GB/s')} ({counted})")
+    if said.copy_bandwidth_gbs:
+        notes.append(f"measured copy bandwidth {rate_text(said.copy_bandwidth_gbs, 'GB/s')} ({said.copy_counted})")
     if notes:
         st.caption(" · ".join(notes))
 
@@ -265,10 +266,9 @@ def render_soak(run: RunResult) -> None:
             ),
             hide_index=True,
         )
-    metas = [run.meta, *(run.meta.get("devices") or {}).values()]
-    notes = dict.fromkeys(m.get(k) for m in metas for k in ("clocks_note", "cpu_load_note", "dtype_note") if m.get(k))
+    notes = list(SoakMeta.from_run(run, is_all_gpus(run)).notes)
     if not run.device_info.is_cuda:
-        notes["CPU run: throughput in GFLOPS."] = None
+        notes.append("CPU run: throughput in GFLOPS.")
     if notes:
         st.caption(" · ".join(markdown_text(n) for n in notes))
 

@@ -184,3 +184,40 @@ def _upgraded_row(row: dict, device: dict) -> dict:
         mine = point.against(published.for_device(device))
         row = row | {"published_tflops": mine.published_tflops, "pct_of_published": mine.pct_of_published}
     return row
+
+
+@dataclass(frozen=True)
+class MatmulMeta:
+    """A matmul run's meta as its views read it: the copy bandwidth and the roofline's slope, the NVML samples
+    over the run (the clock chart's data) and what the run noted beside its figures."""
+
+    copy_bandwidth_gbs: float | None = None  # bytes copied once per second
+    roofline_bandwidth_gbs: float | None = None  # read + write traffic per second: the roofline's slope
+    clocks: tuple[Mapping[str, Any], ...] = ()
+    notes: tuple[str, ...] = ()  # the cache flush, the clock sampling, the machine's load
+
+    @property
+    def bandwidth_gbs(self) -> float | None:
+        """The roofline's slope; a run stored before it had its own key counted copy_bandwidth_gbs as read +
+        write, the same quantity."""
+        return self.roofline_bandwidth_gbs or self.copy_bandwidth_gbs
+
+    @property
+    def copy_counted(self) -> str:
+        """What the copy bandwidth counts: a run stored before roofline_bandwidth_gbs counted read + write."""
+        return "bytes copied once" if self.roofline_bandwidth_gbs is not None else "read + write traffic"
+
+    @classmethod
+    def from_run(cls, run: RunResult) -> MatmulMeta:
+        meta = run.meta
+        clocks = meta.get("clocks")
+        return cls(
+            copy_bandwidth_gbs=_float(meta.get("copy_bandwidth_gbs")),
+            roofline_bandwidth_gbs=_float(meta.get("roofline_bandwidth_gbs")),
+            clocks=tuple(c for c in clocks if isinstance(c, Mapping)) if isinstance(clocks, list) else (),
+            notes=tuple(str(meta[k]) for k in ("cache_note", "clocks_note", "cpu_load_note") if meta.get(k)),
+        )
+
+
+def _float(value: object) -> float | None:
+    return float(value) if isinstance(value, int | float) and not isinstance(value, bool) else None

@@ -17,6 +17,7 @@ from typing import Any
 
 from core.hardware.clocks import SLOWDOWNS
 from core.measure.soak import Interval
+from core.result import RunResult
 from core.rows.matmul import CLOCKS, TFLOPS
 
 
@@ -155,3 +156,30 @@ class SoakSummary:
         if "burst_tflops" not in meta:
             return None
         return cls(**{f.name: meta[f.name] for f in dataclasses.fields(cls) if f.name in meta})
+
+
+SOAK_NOTES = ("clocks_note", "cpu_load_note", "dtype_note")  # what a soak's meta (each GPU's) says beside its figures
+
+
+@dataclass(frozen=True)
+class SoakMeta:
+    """A soak run's meta as its views read it: its dtype, each device's summary (one, or one per GPU of an all-GPU
+    run, from that GPU's meta) and what any of its metas noted, each once."""
+
+    dtype: str | None = None
+    summaries: Mapping[str, SoakSummary] = field(default_factory=dict)
+    notes: tuple[str, ...] = ()
+
+    @classmethod
+    def from_run(cls, run: RunResult, all_gpus: bool) -> SoakMeta:
+        devices = run.meta.get("devices")
+        devices = devices if isinstance(devices, Mapping) else {}
+        metas = devices if all_gpus else {run.device_info.torch_device or "device": run.meta}
+        found = {device: SoakSummary.from_meta(meta) for device, meta in metas.items() if isinstance(meta, Mapping)}
+        every = [run.meta, *(m for m in devices.values() if isinstance(m, Mapping))]
+        dtype = run.meta.get("dtype")
+        return cls(
+            dtype=dtype if isinstance(dtype, str) else None,
+            summaries={device: s for device, s in found.items() if s},
+            notes=tuple(dict.fromkeys(str(m[k]) for m in every for k in SOAK_NOTES if m.get(k))),
+        )

@@ -8,7 +8,7 @@ from plotly.subplots import make_subplots
 
 from core.hardware import published
 from core.result import RunResult
-from core.rows.matmul import TFLOPS, MatmulPoint
+from core.rows.matmul import TFLOPS, MatmulMeta, MatmulPoint
 from core.units import throughput_unit
 from render.chart import Chart
 from render.node import is_all_gpus, node_chart
@@ -215,9 +215,7 @@ def accuracy_figure(run: RunResult, df: pd.DataFrame) -> go.Figure:
 def roofline_figure(run: RunResult, df: pd.DataFrame) -> go.Figure:
     fig = go.Figure()
     scale = _scale(run)
-    # memory traffic (read + write) of the device copy; runs stored before it had its own key counted
-    # copy_bandwidth_gbs as read + write, which is the same quantity
-    bw = run.meta.get("roofline_bandwidth_gbs") or run.meta.get("copy_bandwidth_gbs")
+    bw = MatmulMeta.from_run(run).bandwidth_gbs  # memory traffic (read + write) of the device copy
     lo, hi = df["intensity_flop_per_byte"].min(), df["intensity_flop_per_byte"].max()
     for series, g in df.groupby("series", sort=False):
         color = color_for(g["dtype"].iloc[0])
@@ -272,7 +270,7 @@ def roofline_figure(run: RunResult, df: pd.DataFrame) -> go.Figure:
 
 
 def clocks_figure(run: RunResult, df: pd.DataFrame) -> go.Figure | None:
-    samples = pd.DataFrame(run.meta.get("clocks") or [])
+    samples = pd.DataFrame(list(MatmulMeta.from_run(run).clocks))
     if samples.empty:
         return None
     fig = make_subplots(
@@ -345,7 +343,7 @@ def figures(run: RunResult, accelerator: str | None = None) -> list[Chart]:
     charts.append(Chart("matmul-roofline", roofline_figure(run, df), df))
     clocks = clocks_figure(run, df)
     if clocks is not None:
-        charts.append(Chart("matmul-clocks", clocks, pd.DataFrame(run.meta.get("clocks"))))
+        charts.append(Chart("matmul-clocks", clocks, pd.DataFrame(list(MatmulMeta.from_run(run).clocks))))
     return charts
 
 

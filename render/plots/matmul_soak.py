@@ -9,7 +9,7 @@ from plotly.subplots import make_subplots
 
 from core.result import RunResult
 from core.rows.matmul import TFLOPS
-from core.rows.matmul_soak import SoakSample, SoakSummary
+from core.rows.matmul_soak import SoakMeta, SoakSample, SoakSummary
 from core.units import throughput_unit
 from render.chart import Chart
 from render.node import is_all_gpus, node_chart
@@ -22,15 +22,12 @@ BURST_COLOR, SUSTAINED_COLOR, FLAG_COLOR, THROUGHPUT_COLOR = "#2ca02c", "#1f77b4
 
 def unit(run: RunResult) -> tuple[str, float]:
     """The run's throughput unit and the factor a stored TFLOPS value is multiplied by."""
-    return throughput_unit(run.device_info.is_cuda, ops=run.meta.get("dtype") == "int8")
+    return throughput_unit(run.device_info.is_cuda, ops=SoakMeta.from_run(run, is_all_gpus(run)).dtype == "int8")
 
 
 def summaries(run: RunResult) -> dict[str, SoakSummary]:
     """Each device's burst/sustained summary (the engine's meta): one entry, or one per GPU of an all-GPU run."""
-    one = {run.device_info.torch_device or "device": run.meta}
-    metas = (run.meta.get("devices") or {}) if is_all_gpus(run) else one
-    found = {device: SoakSummary.from_meta(meta) for device, meta in metas.items()}
-    return {device: summary for device, summary in found.items() if summary}
+    return dict(SoakMeta.from_run(run, is_all_gpus(run)).summaries)
 
 
 def change_figure(s: SoakSummary) -> tuple[str, str]:

@@ -88,3 +88,21 @@ def test_an_old_gpu_run_gets_its_above_peak_flag_and_published_figures(store):
     # bf16's published H100 SXM maximum is 794.5 TFLOPS: 397.25 of it is 50 %; the run's bf16 best is 1000
     assert rows[1]["published_tflops"] == 794.5 and rows[1]["pct_of_published"] == pytest.approx(50.0)
     assert rows[1]["pct_of_best"] == pytest.approx(39.725) and rows[0]["is_best"]
+
+
+def test_a_matmul_run_s_meta_reads_as_its_views_read_it():
+    """The stored CPU run's copy bandwidth and the roofline's slope (read + write: twice the bytes copied once), its
+    notes in their order; a run stored before the slope had its own key: the copy's figure counted read + write."""
+    from core.result import RunResult
+    from core.rows.matmul import MatmulMeta
+
+    run = RunResult.from_dict(json.loads(BEFORE_TYPED_ROWS.read_text()))
+    said = MatmulMeta.from_run(run)
+    meta = run.meta
+    assert said.bandwidth_gbs == meta["roofline_bandwidth_gbs"] == 2 * meta["copy_bandwidth_gbs"]
+    assert said.copy_counted == "bytes copied once" and said.clocks == ()
+    assert said.notes == (meta["cache_note"], meta["clocks_note"])
+    older = MatmulMeta.from_run(
+        RunResult.from_dict(run.to_dict() | {"meta": {"copy_bandwidth_gbs": 25.4, "clocks": [{"t_s": 0.0}]}})
+    )
+    assert (older.bandwidth_gbs, older.copy_counted, older.clocks) == (25.4, "read + write traffic", ({"t_s": 0.0},))

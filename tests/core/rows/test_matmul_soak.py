@@ -72,3 +72,20 @@ def test_a_run_of_the_previous_version_reads_back_as_it_was_stored(store):
     assert {k: got.meta[k] for k in _summary_keys(before["meta"])} == {
         k: before["meta"][k] for k in _summary_keys(before["meta"])
     }
+
+
+def test_a_soak_s_meta_reads_each_gpu_s_summary_and_every_note_once():
+    from core.rows.matmul_soak import SoakMeta
+
+    run = RunResult.from_dict(_before())
+    one = SoakMeta.from_run(run, all_gpus=False)
+    assert one.dtype == "fp32" and one.notes == (run.meta["clocks_note"],)
+    assert list(one.summaries) == [run.device_info.torch_device]
+    assert one.summaries[run.device_info.torch_device].burst_tflops == run.meta["burst_tflops"]
+    gpu = run.meta | {"cpu_load_note": "busy"}
+    both = RunResult.from_dict(
+        run.to_dict() | {"meta": {"dtype": "bf16", "devices": {"cuda:0": gpu, "cuda:1": gpu | {"burst_tflops": 1.0}}}}
+    )
+    every = SoakMeta.from_run(both, all_gpus=True)
+    assert {d: s.burst_tflops for d, s in every.summaries.items()} == {"cuda:0": gpu["burst_tflops"], "cuda:1": 1.0}
+    assert every.notes == (run.meta["clocks_note"], "busy")  # each GPU's notes, once
