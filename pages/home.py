@@ -12,6 +12,7 @@ from core.hardware import published
 from core.hardware.specs import datasheet_peaks
 from core.jsonable import json_ready
 from core.result import DeviceInfo, RunResult
+from core.rows.notes import RunNotes
 from core.store import RunStore, StoreError
 from core.units import bytes_text, duration_text, timestamp_text
 from pages.common import catalog, lab, run_panel
@@ -64,7 +65,7 @@ def _doctor_progress() -> None:
 def _report_of(store: RunStore, run: RunResult) -> doctor.Report:
     """A stored doctor run as its report, with the runs it made that are still stored."""
     runs = []
-    for run_id in run.meta.get("run_ids", []):
+    for run_id in RunNotes.from_run(run).run_ids:
         try:
             runs.append(store.get(run_id))
         except (KeyError, StoreError):

@@ -11,6 +11,7 @@ from typing import Any
 from core.jsonable import json_ready
 from core.result import RunResult
 from core.rows.kinds import of_kinds, other_kinds
+from core.rows.notes import RunNotes
 from core.text import terminal_text
 from core.units import bytes_text, count_text
 
@@ -126,7 +127,7 @@ def _print_rows(run: RunResult) -> None:
     from core import registry
 
     exp = registry.experiments().get(run.experiment)
-    byte_columns = frozenset(run.meta.get("byte_columns") or ())
+    byte_columns = RunNotes.from_run(run).byte_columns
     try:
         answer = exp.answer(run.rows, run.meta) if exp and exp.answer and run.rows else []
     except Exception as exc:  # noqa: BLE001 - a stored run's fields its answer cannot read: said, its rows still printed
@@ -149,5 +150,5 @@ def _print_rows(run: RunResult) -> None:
 
 def warn_measurement_errors(run: RunResult) -> None:
     """Said on stderr whatever the output format, so a script reading JSON still sees it."""
-    for error in run.meta.get("measurement_errors") or []:
+    for error in RunNotes.from_run(run).measurement_errors:
         print(terminal_text(f"warning: {error}"), file=sys.stderr)

@@ -22,6 +22,9 @@ class ExampleSource:
     commit: str = ""
     licence: str = ""
     repository: str = ""
+    gpu: str = ""  # as the file names it, or what is known where it names none
+    notes: str = ""
+    ranks: tuple[str, ...] = ()  # a set of rank traces: its files, in rank order
 
 
 @dataclass(frozen=True)
@@ -37,7 +40,8 @@ class Provenance:
         shipped = None
         if isinstance(example, Mapping):
             said = {k: example[k] for k in ExampleSource.__dataclass_fields__ if isinstance(example.get(k), str)}
-            shipped = ExampleSource(**said)
+            ranks = example.get("ranks")
+            shipped = ExampleSource(**said, ranks=tuple(map(str, ranks)) if isinstance(ranks, list) else ())
         file = meta.get("file")
         return cls(
             bool(meta.get("recorded_on")), file if isinstance(file, str) else None, meta.get("device_name"), shipped

@@ -7,25 +7,27 @@ from __future__ import annotations
 import streamlit as st
 
 from core.result import RunResult
+from core.rows.notes import RunNotes
+from core.rows.provenance import Provenance
 from core.workload.findings import stored_findings
 from pages.common.markdown import markdown_text
 
 
 def provenance(run: RunResult) -> None:
     """Where a file recorded elsewhere comes from; nothing for the user's own file."""
-    example = run.meta.get("example")
-    if not isinstance(example, dict):
+    example = Provenance.from_run(run).example
+    if example is None:
         return
 
-    def said(name: str) -> str:
-        return markdown_text(example.get(name) or "not recorded")
+    def said(value: str) -> str:
+        return markdown_text(value or "not recorded")
 
-    ranks = example.get("ranks") or []
-    one_rank = f" The set's {len(ranks)} rank files, side by side." if ranks else ""
-    notes = f"; {said('notes')}." if example.get("notes") else "."
+    one_rank = f" The set's {len(example.ranks)} rank files, side by side." if example.ranks else ""
+    notes = f"; {said(example.notes)}." if example.notes else "."
     st.info(
-        f"**Recorded elsewhere**, on {said('gpu')}, by others: {said('title')}. Source: {said('repository')}, "
-        f"{said('source_path')} at commit {markdown_text(str(example.get('commit', ''))[:12])} ({said('licence')}){notes}{one_rank}",
+        f"**Recorded elsewhere**, on {said(example.gpu)}, by others: {said(example.title)}. Source: "
+        f"{said(example.repository)}, {said(example.source_path)} at commit {markdown_text(example.commit[:12])} "
+        f"({said(example.licence)}){notes}{one_rank}",
         icon=":material/public:",
     )
 
@@ -40,6 +42,6 @@ def findings(meta: dict) -> None:
 
 def quirks(meta: dict) -> None:
     """What the reader found odd in the file, with counts: never silent, out of the way when there is none."""
-    if found := meta.get("quirks") or {}:
+    if found := RunNotes.from_meta(meta).quirks:
         with st.expander(f"What was odd in this file ({len(found)} kind{'s' if len(found) > 1 else ''})"):
             st.markdown("\n".join(f"- {count:,} × {markdown_text(why)}" for why, count in found.items()))

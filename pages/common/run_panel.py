@@ -15,6 +15,7 @@ import streamlit as st
 from core.errors import ConfigError
 from core.lifecycle import Listener
 from core.result import RunResult
+from core.rows.notes import RunNotes
 from core.store import StoreError
 from core.units import duration_text, timestamp_text
 from pages.common import lab
@@ -112,10 +113,11 @@ def status_banner(run: RunResult) -> None:
                 points=len(run.rows),
             )
         )
-    for error in run.meta.get("measurement_errors") or []:
+    said = RunNotes.from_run(run)
+    for error in said.measurement_errors:
         st.error(error[:1].upper() + error[1:])
-    if run.meta.get("store_error"):
-        st.warning(f"The run could not be stored: {markdown_text(run.meta['store_error'])}")
+    if said.store_error:
+        st.warning(f"The run could not be stored: {markdown_text(said.store_error)}")
 
 
 def submit(

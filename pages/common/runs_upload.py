@@ -11,6 +11,7 @@ import streamlit as st
 
 from core.errors import ConfigError
 from core.result import RunResult
+from core.rows.notes import RunNotes
 from core.store import RunStore
 from pages.common import lab, uploads
 from pages.common.markdown import markdown_text
@@ -86,8 +87,11 @@ def _refused(name: str, why: str) -> str:
 
 def _said(run: RunResult | None, name: str) -> tuple[str, str]:
     if run is not None and run.status == "ok":
-        added, present = run.meta.get("added", 0), run.meta.get("already_present", 0)
-        return "success", f"Imported {added} run(s) from {markdown_text(name)}; {present} were already here."
+        said = RunNotes.from_run(run)
+        return (
+            "success",
+            f"Imported {said.added} run(s) from {markdown_text(name)}; {said.already_present} were already here.",
+        )
     return "error", _refused(name, run.error or run.status if run is not None else "the import was lost")
 
 
