@@ -10,6 +10,7 @@ allocator's history recording on and dumps a snapshot when it ends (:mod:`core.w
 
 from __future__ import annotations
 
+import dataclasses
 import os
 import sys
 from typing import TYPE_CHECKING
@@ -358,7 +359,7 @@ def trace_diff(args) -> int:
                 {
                     "base": base_label,
                     "new": new_label,
-                    "total": compared.total,
+                    "total": dataclasses.asdict(compared.total),
                     "mismatches": compared.mismatches,
                     "headline": compared.headline,
                     "rows": compared.tables.rows(),

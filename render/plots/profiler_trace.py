@@ -329,7 +329,7 @@ def diff_chart(base: RunResult, new: RunResult) -> Chart:
     unlike = [text.split(":")[0] for text in compared.mismatches]
     sides = f"{_label(base)} → {_label(new)}" + (f" · not alike: {'; '.join(unlike)}" if unlike else "")
     names = [_label(base), *[str(r.group) for r in rows], _label(new)]
-    values = [total["base_us"] / 1000, *[r.delta_us / 1000 for r in rows], total["new_us"] / 1000]
+    values = [total.base_us / 1000, *[r.delta_us / 1000 for r in rows], total.new_us / 1000]
     fig = go.Figure(
         go.Waterfall(
             x=[html_text(n) for n in names],

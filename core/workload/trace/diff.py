@@ -223,13 +223,13 @@ def causes(base: Sequence[TraceStep], new: Sequence[TraceStep]) -> list[CauseCha
     return [CauseChange.of(r) for r in sorted(out, key=lambda r: -abs(r["delta_us"]))]
 
 
-def headline(base: Sequence[TraceStep], new: Sequence[TraceStep], total: dict, top: int = 2) -> str:
+def headline(base: Sequence[TraceStep], new: Sequence[TraceStep], total: GpuTime, top: int = 2) -> str:
     """What changed, first: the median step's wall with the causes that moved most per step (each ≥
     :data:`CAUSE_SHARE` of the base step's wall), where both sides have steps; else the GPU time."""
     step = next((r for r in steps(base, new) if r.figure == STEP[0][0]), None)
     if step is None:
-        pct = f" ({total['delta_pct']:+.1f}%)" if total["delta_pct"] is not None else ""
-        return f"GPU time (kernels, copies and memsets) {us_text(total['base_us'])} → {us_text(total['new_us'])}{pct}"
+        pct = f" ({total.delta_pct:+.1f}%)" if total.delta_pct is not None else ""
+        return f"GPU time (kernels, copies and memsets) {us_text(total.base_us)} → {us_text(total.new_us)}{pct}"
     pct = f" ({step.delta_pct:+.1f}%)" if step.delta_pct is not None else ""
     text = f"step wall (median) {us_text(step.base_us)} → {us_text(step.new_us)}{pct}"
     moved = [r for r in causes(base, new) if abs(r.delta_us) >= CAUSE_SHARE * step.base_us][:top]
@@ -298,15 +298,20 @@ def _or_unknown(value: object) -> str:
     return "not recorded" if value is None else str(value)
 
 
-def totals(groups: Sequence[GroupChange]) -> dict:
-    """GPU time of each side (kernels, copies and memsets: the group changes' sum) and the change."""
+@dataclass(frozen=True)
+class GpuTime:
+    """GPU time of each side (kernels, copies and memsets: the group changes' sum) and the change (``delta_pct``
+    of the base; None from 0)."""
+
+    base_us: float
+    new_us: float
+    delta_us: float
+    delta_pct: float | None
+
+
+def totals(groups: Sequence[GroupChange]) -> GpuTime:
     base, new = sum(r.base_us for r in groups), sum(r.new_us for r in groups)
-    return {
-        "base_us": base,
-        "new_us": new,
-        "delta_us": new - base,
-        "delta_pct": 100 * (new - base) / base if base else None,
-    }
+    return GpuTime(base, new, new - base, 100 * (new - base) / base if base else None)
 
 
 @dataclass(frozen=True)
@@ -315,7 +320,7 @@ class TraceDiff:
     and the headline."""
 
     tables: DiffTables
-    total: dict
+    total: GpuTime
     mismatches: list[str]
     headline: str
 

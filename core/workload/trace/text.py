@@ -336,10 +336,9 @@ def diff_lines(base_label: str, new_label: str, compared: TraceDiff, top: int) -
     t, total = compared.tables, compared.total
     out = [f"note: {text}" for text in compared.mismatches]
     out.append(f"{base_label} → {new_label}: {compared.headline}")
-    pct = f" ({total['delta_pct']:+.1f}%)" if total["delta_pct"] is not None else ""
+    pct = f" ({total.delta_pct:+.1f}%)" if total.delta_pct is not None else ""
     out.append(
-        f"GPU time (kernels, copies and memsets) {_ms(total['base_us'])} → {_ms(total['new_us'])}: "
-        f"{_ms(total['delta_us'])}{pct}"
+        f"GPU time (kernels, copies and memsets) {_ms(total.base_us)} → {_ms(total.new_us)}: {_ms(total.delta_us)}{pct}"
     )
     for r in (*t.whole, *t.steps):
         change = f" ({r.delta_pct:+.1f}%)" if r.delta_pct is not None else ""

@@ -19,7 +19,7 @@ def test_the_waterfall_climbs_from_one_side_to_the_other():
     chart = diff_chart(base, new)
     bars = chart.figure.data[0]
     assert list(bars.x) == ["before", "matmul", "memory", "after"] and list(bars.y) == [2.0, 1.0, 0.5, 3.5]
-    assert totals(diff(TraceTables.from_run(base), TraceTables.from_run(new))[0])["delta_us"] == 1500
+    assert totals(diff(TraceTables.from_run(base), TraceTables.from_run(new))[0]).delta_us == 1500
 
 
 def test_the_waterfall_says_when_the_two_traces_are_not_alike():
