@@ -89,6 +89,20 @@ class MatmulPoint:
         pct = 100.0 * self.tflops / best.tflops if best and self.tflops else None
         return dataclasses.replace(self, published_tflops=best.tflops if best else None, pct_of_published=pct)
 
+    def compared(
+        self, entries: Sequence[published.Published], searched: bool, device: Mapping[str, Any]
+    ) -> PublishedComparison:
+        """Like for like against the published maximum for the dtype: its percentage only where the point may meet
+        it (the best of a shape search, or the published best shape itself: :func:`published.comparable`), and
+        the card the figure was measured on, or why the point is not comparable."""
+        entry = published.figure(list(entries), self.dtype)
+        if entry is None:
+            return PublishedComparison("", None)
+        why = published.comparable(entry, (self.m, self.n, self.k), searched and bool(self.is_best))
+        if why is not None:
+            return PublishedComparison(why, None)
+        return PublishedComparison(published.provenance(entry, dict(device)), self.pct_of_published)
+
     def to_row(self) -> dict:
         """The stored row: the keys and order runs have always had (a measured point's fields only when
         measured, the sweep's once it is ranked)."""
@@ -118,6 +132,21 @@ class MatmulPoint:
             clocks={k: row[k] for k in CLOCKS if k in row},
             extra={k: v for k, v in row.items() if k not in named | set(TIMING) | set(CLOCKS) | {"gflops"}},
         )
+
+
+@dataclass(frozen=True)
+class PublishedComparison:
+    """A point against the published maximum of its dtype: ``pct`` where it is comparable; ``note``: the card the
+    figure was measured on, or why the point is not comparable ("" where there is no published figure)."""
+
+    note: str
+    pct: float | None
+
+    @property
+    def text(self) -> str:
+        if self.pct is not None:
+            return f"{self.pct:.1f}% of the published best ({self.note})"
+        return self.note or "no published figure"
 
 
 # the point's own fields, stored on every row, in the order runs have always had

@@ -26,14 +26,18 @@ def measured(run: RunResult, accelerator: str | None = None) -> pd.DataFrame:
     """The measured points with display columns, as the engine stored them (:mod:`core.rows.matmul`; the store
     fills what a run stored by an earlier version lacks). With ``accelerator``, ``published_tflops`` and
     ``pct_of_published`` compare with that GPU's published figures instead of the run's own."""
-    rows = run.rows
-    if accelerator:
-        entries = published_for(run, accelerator)
-        rows = [_against(r, entries) if r.get("status") == "ok" else r for r in rows]
+    entries = published_for(run, accelerator)
+    searched = bool(run.config.get("mamf"))  # a --mamf search's best may meet the published maximum
+    rows, said = [], []
+    for row in run.rows:
+        point = MatmulPoint.from_row(row)
+        if not point.ok:
+            continue
+        if accelerator:
+            point = point.against(entries)
+        rows.append(row | {"published_tflops": point.published_tflops, "pct_of_published": point.pct_of_published})
+        said.append(point.compared(entries, searched, run.device))
     df = pd.DataFrame(rows)
-    if df.empty or "status" not in df:
-        return pd.DataFrame()
-    df = df.loc[df["status"] == "ok"].copy()
     if df.empty:
         return df
     df["shape"] = df["m"].astype(str) + "×" + df["n"].astype(str) + "×" + df["k"].astype(str)
@@ -41,38 +45,11 @@ def measured(run: RunResult, accelerator: str | None = None) -> pd.DataFrame:
     # a run on every GPU draws one line per dtype and GPU (same colour per dtype)
     df["series"] = df["dtype"] + (" · " + df["device"] if is_all_gpus(run) else "")
     df["published_tflops"] = df["published_tflops"].astype(float)
+    df["published_note"] = [s.note for s in said]
+    df["pct_of_published"] = [s.pct for s in said]
     df["pct_of_published"] = df["pct_of_published"].astype(float)
-    return _like_for_like(df, run, accelerator).drop(columns=["samples_ms"], errors="ignore")
-
-
-def _like_for_like(df: pd.DataFrame, run: RunResult, accelerator: str | None) -> pd.DataFrame:
-    """``pct_of_published`` only where a point may meet the published maximum (the best of a ``--mamf`` search,
-    or the published best shape itself; :func:`core.hardware.published.comparable`), and ``published_note``: the
-    card the figure was measured on, or why the point is not comparable."""
-    entries = published_for(run, accelerator)
-    searched = bool(run.config.get("mamf"))
-    notes, keep = [], []
-    for r in df.to_dict("records"):
-        entry = published.figure(entries, str(r["dtype"]))
-        if entry is None:
-            notes.append("")
-            keep.append(False)
-            continue
-        why = published.comparable(entry, (int(r["m"]), int(r["n"]), int(r["k"])), searched and bool(r["is_best"]))
-        notes.append(why or published.provenance(entry, run.device))
-        keep.append(why is None)
-    df["published_note"] = notes
-    df["pct_of_published"] = df["pct_of_published"].where(keep)
-    df["published_text"] = [
-        f"{pct:.1f}% of the published best ({note})" if ok else note or "no published figure"
-        for pct, note, ok in zip(df["pct_of_published"], notes, keep)
-    ]
-    return df
-
-
-def _against(row: dict, entries: list[published.Published]) -> dict:
-    point = MatmulPoint.from_row(row).against(entries)
-    return row | {"published_tflops": point.published_tflops, "pct_of_published": point.pct_of_published}
+    df["published_text"] = [s.text for s in said]
+    return df.drop(columns=["samples_ms"], errors="ignore")
 
 
 def _scale(run: RunResult) -> float:

@@ -106,3 +106,19 @@ def test_a_matmul_run_s_meta_reads_as_its_views_read_it():
         RunResult.from_dict(run.to_dict() | {"meta": {"copy_bandwidth_gbs": 25.4, "clocks": [{"t_s": 0.0}]}})
     )
     assert (older.bandwidth_gbs, older.copy_counted, older.clocks) == (25.4, "read + write traffic", ({"t_s": 0.0},))
+
+
+def test_a_point_meets_the_published_maximum_only_like_for_like():
+    """The H100 SXM's published bf16 maximum, 794.5 TFLOPS, is the best of a shape search: a searched best point
+    meets it (700 / 794.5 = 88.1 %); a fixed 8192³ point is not comparable, and says why."""
+    from tests.core.health.test_verdict import H100_SXM
+
+    entries = published.for_device(H100_SXM)
+    point = MatmulPoint(dtype="bf16", m=8192, n=8192, k=8192, tflops=700.0, is_best=True).against(entries)
+    searched = point.compared(entries, True, H100_SXM)
+    assert searched.pct == pytest.approx(100 * 700 / 794.5) and searched.note == "measured on an H100 SXM"
+    assert searched.text == f"{100 * 700 / 794.5:.1f}% of the published best (measured on an H100 SXM)"
+    fixed = point.compared(entries, False, H100_SXM)
+    assert fixed.pct is None and fixed.text == fixed.note
+    assert "a fixed 8192×8192×8192 shape against the best of a shape search" in fixed.note
+    assert MatmulPoint(dtype="fp64", m=1, n=1, k=1).compared(entries, True, H100_SXM).text == "no published figure"
