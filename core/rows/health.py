@@ -12,11 +12,12 @@ from __future__ import annotations
 
 from collections.abc import Mapping, Sequence
 from dataclasses import asdict, dataclass, field
+from functools import partial
 from typing import Any
 
 from core.hardware.clocks import ClockReading
 from core.result import RunResult
-from core.rows.stored import known
+from core.rows.stored import known, read
 
 Value = float | int | str | None  # a figure's number; a check's words ("3 of 3 ok")
 
@@ -78,10 +79,6 @@ class PerClock:
     source: str
     text: str
 
-    @classmethod
-    def from_dict(cls, stored: Mapping[str, Any]) -> PerClock:
-        return cls(**known(cls, stored))
-
 
 @dataclass(frozen=True)
 class History:
@@ -106,10 +103,6 @@ class History:
         )
         return ("regressed: " if self.regressed else "") + head
 
-    @classmethod
-    def from_dict(cls, stored: Mapping[str, Any]) -> History:
-        return cls(**known(cls, stored))
-
     def to_dict(self) -> dict:
         return asdict(self) | {"text": self.text}
 
@@ -122,10 +115,6 @@ class FleetShare:
     fraction: float
     values: int
 
-    @classmethod
-    def from_dict(cls, stored: Mapping[str, Any]) -> FleetShare:
-        return cls(**known(cls, stored))
-
 
 # a figure's row: every key, in its stored order; a check's or a step's row stores these less FIGURE_ONLY
 FIGURE_KEYS = (
@@ -137,8 +126,8 @@ FIGURE_ONLY = frozenset(("device", "device_kind", "shape", "searched", "not_comp
 STEP_KEYS = [k for k in FIGURE_KEYS if k not in FIGURE_ONLY]
 # what a node's check (slow_gpu) and then a cluster's run (node, host, fleet, outlier) add after them, when set
 MARKS = ("slow_gpu", "node", "host", "fleet", "outlier")
-_NESTED = {"clocks": ClocksSaid.from_dict, "per_clock": PerClock.from_dict, "history": History.from_dict,
-           "fleet": FleetShare.from_dict}  # fmt: skip
+_NESTED = {"clocks": ClocksSaid.from_dict, "per_clock": partial(read, PerClock), "history": partial(read, History),
+           "fleet": partial(read, FleetShare)}  # fmt: skip
 
 
 @dataclass(frozen=True)
@@ -239,10 +228,6 @@ class JudgedAgain:
     origin: str
     imported: bool = False
 
-    @classmethod
-    def from_dict(cls, stored: Mapping[str, Any]) -> JudgedAgain:
-        return cls(**known(cls, stored))
-
 
 @dataclass(frozen=True)
 class NodeSummary:
@@ -284,8 +269,8 @@ class HealthSummary:
                 meta,
                 host=str(box.get("host") or "?"),
                 devices=tuple(box.get("devices") or ()),
-                rules=tuple(Rule(**known(Rule, r)) for r in meta.get("rules") or () if isinstance(r, Mapping)),
-                judged_again=JudgedAgain.from_dict(again) if isinstance(again, Mapping) else None,
+                rules=tuple(read(Rule, r) for r in meta.get("rules") or () if isinstance(r, Mapping)),
+                judged_again=read(JudgedAgain, again) if isinstance(again, Mapping) else None,
                 wall_s=float(wall) if isinstance(wall, int | float) else None,
                 nodes=tuple(
                     NodeSummary(**known(NodeSummary, n)) for n in meta.get("nodes") or () if isinstance(n, Mapping)

@@ -5,10 +5,17 @@ from __future__ import annotations
 
 from collections.abc import Mapping
 from dataclasses import fields
-from typing import Any
+from typing import Any, TypeVar
+
+T = TypeVar("T")
 
 
 def known(cls: type, stored: Mapping[str, Any], **read: Any) -> dict[str, Any]:
     """The stored keys ``cls`` names, with the fields read otherwise (``read``) in their place."""
     out: dict[str, Any] = {f.name: stored[f.name] for f in fields(cls) if f.name in stored}
     return out | read
+
+
+def read(cls: type[T], stored: Mapping[str, Any]) -> T:
+    """``cls`` from a stored dict: the keys it names, each as stored; those an earlier version lacked, defaults."""
+    return cls(**known(cls, stored))

@@ -156,12 +156,12 @@ def test_the_ranks_text_reads_the_fields():
 
 
 def test_the_diff_text_reads_the_fields():
-    from core.workload.trace.diff import TraceDiff
+    from core.workload.trace.diff import GpuTime, TraceDiff
     from core.workload.trace.text import diff_lines
 
     kernel = {"kind": "kernel", "group": "matmul", "kernel": "gemm_#", "base_us": 1000.0, "new_us": 3000.0,
               "delta_us": 2000.0, "base_count": 1, "new_count": 1, "delta_pct": 200.0}  # fmt: skip
     assert KernelChange.from_row(kernel).to_row() == kernel
-    total = {"base_us": 1000.0, "new_us": 3000.0, "delta_us": 2000.0, "delta_pct": 200.0}
+    total = GpuTime(base_us=1000.0, new_us=3000.0, delta_us=2000.0, delta_pct=200.0)
     said = diff_lines("a", "b", TraceDiff(DiffTables.from_rows([kernel]), total, [], "headline"), top=5)
     assert said[-1] == "  " + "     2.0 ms" + "  " + "     1.0 ms" + " → " + "     3.0 ms" + "  [matmul] gemm_#"
