@@ -54,6 +54,12 @@ class SoakSample:
     def throttled(self) -> bool:
         return bool(self.clocks.get("throttled"))
 
+    @property
+    def device(self) -> str | None:
+        """The GPU the fan-out tagged the sample with (an all-GPU run); None on a run of one device."""
+        device = self.extra.get("device")
+        return str(device) if device else None
+
     def to_row(self) -> dict:
         """The stored row: the keys and order runs have always had."""
         row = {name: getattr(self, name) for name in _SAMPLE}
@@ -67,6 +73,11 @@ class SoakSample:
             clocks={k: row[k] for k in CLOCKS if k in row},
             extra={k: v for k, v in row.items() if k not in {*_SAMPLE, *CLOCKS, "gflops"}},
         )
+
+
+def samples(rows: Sequence[Mapping[str, Any]]) -> list[SoakSample]:
+    """A run's samples, in order: its rows with a throughput (a row without one is no sample)."""
+    return [SoakSample.from_row(r) for r in rows if isinstance(r.get(TFLOPS), int | float)]
 
 
 # the sample's own fields, stored on every row, in the order runs have always had

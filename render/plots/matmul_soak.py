@@ -10,6 +10,7 @@ from plotly.subplots import make_subplots
 from core.result import RunResult
 from core.rows.matmul import TFLOPS
 from core.rows.matmul_soak import SoakMeta, SoakSample, SoakSummary
+from core.rows.matmul_soak import samples as samples_of
 from core.units import throughput_unit
 from render.chart import Chart
 from render.node import is_all_gpus, node_chart
@@ -49,10 +50,8 @@ def samples(run: RunResult) -> pd.DataFrame:
 def by_device(run: RunResult) -> dict[str, list[SoakSample]]:
     """The samples of each device, in order (one device unless the run is on every GPU)."""
     out: dict[str, list[SoakSample]] = {}
-    for row in run.rows:
-        if isinstance(row.get(TFLOPS), (int, float)):
-            device = str(row.get("device") or run.device_info.torch_device or "device")
-            out.setdefault(device, []).append(SoakSample.from_row(row))
+    for sample in samples_of(run.rows):
+        out.setdefault(sample.device or run.device_info.torch_device or "device", []).append(sample)
     return out
 
 

@@ -89,3 +89,17 @@ def test_a_soak_s_meta_reads_each_gpu_s_summary_and_every_note_once():
     every = SoakMeta.from_run(both, all_gpus=True)
     assert {d: s.burst_tflops for d, s in every.summaries.items()} == {"cuda:0": gpu["burst_tflops"], "cuda:1": 1.0}
     assert every.notes == (run.meta["clocks_note"], "busy")  # each GPU's notes, once
+
+
+def test_a_run_s_samples_are_its_rows_with_a_throughput_each_with_its_gpu():
+    from core.rows.matmul_soak import samples
+
+    rows = [
+        {"dtype": "bf16", "size": 8192, "second": 1, "tflops": 650.0, "device": "cuda:0", "gpu_index": 0},
+        {"dtype": "bf16", "size": 8192, "second": 1, "tflops": 640.0, "device": "cuda:1", "gpu_index": 1},
+        {"status": "unsupported", "reason": "no GPU", "device": "cuda:2"},  # no throughput: no sample
+        {"dtype": "fp32", "size": 256, "second": 1, "tflops": 0.5},  # a run on one device: no GPU tag
+    ]
+    found = samples(rows)
+    assert [(s.device, s.tflops) for s in found] == [("cuda:0", 650.0), ("cuda:1", 640.0), (None, 0.5)]
+    assert [s.to_row()["gpu_index"] for s in found[:2]] == [0, 1]  # the fan-out's keys kept as stored
