@@ -10,7 +10,7 @@ from core.hardware import dtypes, published
 from core.measure.gemm import MAX_DIM
 from core.measure.soak import DROP_THRESHOLD_PCT
 from core.result import DeviceInfo, RunResult
-from core.rows.matmul import TFLOPS, MatmulMeta
+from core.rows.matmul import TFLOPS, MatmulMeta, MatmulPoint
 from core.rows.matmul_soak import SoakMeta
 from core.transformer.presets import DEFAULT_BATCH, DEFAULT_CONTEXT, PRESET_NAMES
 from core.units import rate_text, throughput_unit
@@ -125,7 +125,6 @@ def _published_choice(run: RunResult) -> str | None:
 def render(run: RunResult) -> None:
     accelerator = _published_choice(run)
     df = measured(run, accelerator)
-    rows = pd.DataFrame(run.rows)
     if not df.empty:
         best = df.loc[df["is_best"].astype(bool)]  # the engine's; where several GPUs ran, the fastest one's
         best = best.loc[best.groupby("dtype", sort=False)[TFLOPS].idxmax()]
@@ -163,14 +162,13 @@ def render(run: RunResult) -> None:
                 )
                 + f". Source: {published.SOURCE}."
             )
-    skipped = rows[rows["status"] != "ok"] if "status" in rows else rows.iloc[0:0]
-    if len(skipped):
+    skipped: dict[tuple, MatmulPoint] = {}  # each dtype's reason once, at its first point
+    for point in map(MatmulPoint.from_row, run.rows):
+        if not point.ok:
+            skipped.setdefault((point.dtype, point.reason), point)
+    if skipped:
         st.warning(
-            "Not measured:\n"
-            + "\n".join(
-                f"- {r['dtype']} {r['m']}×{r['n']}×{r['k']}: {r['reason']}"
-                for _, r in skipped.drop_duplicates(["dtype", "reason"]).iterrows()
-            )
+            "Not measured:\n" + "\n".join(f"- {p.dtype} {p.m}×{p.n}×{p.k}: {p.reason}" for p in skipped.values())
         )
     said = MatmulMeta.from_run(run)
     notes = list(said.notes)

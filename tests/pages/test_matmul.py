@@ -31,6 +31,8 @@ def test_page_runs_a_tiny_cpu_sweep_and_draws_charts(cpu_app):
     assert not any(m.delta for m in at.metric)  # where a best was measured is a fact under it, not an arrow
     warning = " ".join(w.value for w in at.warning)
     assert "tf32" in warning and "unsupported on" in warning
+    assert warning.count("- tf32 ") == 1  # its two sizes share one reason: said once, at the first (64×64×64)
+    assert "- tf32 64×64×64: unsupported on" in warning
     # no "None" in the table: what a CPU run lacks (the datasheet's %, clocks, power) is "—", said once
     assert not table.isna().any().any() and (table["% of datasheet"] == "—").all()
     assert any("the datasheet column shows —" in c.value for c in at.caption)
