@@ -83,8 +83,3 @@ def signal_text(returncode: int) -> str:
         }.get(name, "")
         return f"killed by {name}{detail}"
     return f"exited with code {returncode}"
-
-
-def quirk_lines(meta: dict) -> list[str]:
-    """What a reader found odd in a file, one line each (the ``quirks`` of a trace's or a snapshot's meta)."""
-    return [f"quirk: {count:,} × {why}" for why, count in (meta.get("quirks") or {}).items()]

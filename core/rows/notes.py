@@ -41,6 +41,10 @@ class RunNotes:
     def from_run(cls, run: RunResult) -> RunNotes:
         return cls.from_meta(run.meta)
 
+    def quirk_lines(self) -> list[str]:
+        """What a reader found odd in a file, one line each, as the text reports end."""
+        return [f"quirk: {count:,} × {why}" for why, count in self.quirks.items()]
+
 
 def _list(value: object) -> list:
     return list(value) if isinstance(value, list | tuple) else []

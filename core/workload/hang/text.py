@@ -4,7 +4,7 @@ through the same :func:`~core.workload.findings.stored_findings`). Plotly-free, 
 from __future__ import annotations
 
 from core.rows.flight_recorder import HangRank, HangSummary
-from core.text import quirk_lines
+from core.rows.notes import RunNotes
 from core.workload.findings import finding_lines
 from core.workload.hang.findings import user_frame
 
@@ -38,4 +38,4 @@ def hang_lines(meta: dict, rows: list[HangRank], stored: str) -> list[str]:
     out += [f"also: group {o.group!r} disagrees at {o.op} #{o.seq_id}" for o in others[:MAX_ALSO]]
     if len(others) > MAX_ALSO:
         out.append(f"also: {len(others) - MAX_ALSO:,} more groups disagree (--json lists every one)")
-    return out + quirk_lines(meta)
+    return out + RunNotes.from_meta(meta).quirk_lines()

@@ -3,8 +3,8 @@ page alike (the page places the same stack in its expanders). Plotly-free, from 
 
 from __future__ import annotations
 
+from core.rows.notes import RunNotes
 from core.rows.snapshot import SnapshotSummary
-from core.text import quirk_lines
 from core.units import bytes_text, count_text
 from core.workload.findings import finding_lines
 from core.workload.snapshot.analysis import devices_text, python_and_cpp
@@ -26,7 +26,7 @@ def snapshot_lines(meta: dict, stored: str) -> list[str]:
     return (
         [head, *finding_lines(meta), *_peak_lines(s), *_held_lines(s)]
         + [f"note: {n}" for n in s.notes]
-        + quirk_lines(meta)
+        + RunNotes.from_meta(meta).quirk_lines()
     )
 
 

@@ -6,10 +6,10 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
+from core.rows.notes import RunNotes
 from core.rows.trace import Change, Rank, RankTables, TraceStep, TraceTables
 from core.rows.trace_breakdown import HostTime, ModuleTime, OpTime, TraceBreakdown
 from core.rows.trace_summary import Arrivals, LaunchSummary, RankSetSummary, TraceSummary
-from core.text import quirk_lines
 from core.units import duration_text, us_text
 from core.workload.findings import against_text
 from core.workload.trace.arrivals import matching_text
@@ -107,7 +107,7 @@ def report_lines(meta: dict, tables: TraceTables) -> list[str]:
         return [s.note or "no GPU activity"]
     out = _summary_lines(s, meta) + _idle_lines(s) + _launch_summary(s.launch)
     out += _group_lines(tables) + _rule_lines(s) + _kernel_lines(tables) + _step_lines(s, tables.steps)
-    return out + quirk_lines(meta)
+    return out + RunNotes.from_meta(meta).quirk_lines()
 
 
 def _summary_lines(s: TraceSummary, meta: dict) -> list[str]:
@@ -246,7 +246,7 @@ def ranks_lines(meta: dict, tables: RankTables) -> list[str]:
     s = RankSetSummary.from_meta(meta)
     out = _rank_table(s, tables.ranks) + _straggler_lines(s)
     out += _rank_step_lines(tables) + _rank_gap_lines(tables) + _arrival_lines(s.arrivals, tables)
-    return out + _rank_op_lines(s, tables) + quirk_lines(meta)
+    return out + _rank_op_lines(s, tables) + RunNotes.from_meta(meta).quirk_lines()
 
 
 def _rank_table(s: RankSetSummary, ranks: Sequence[Rank]) -> list[str]:

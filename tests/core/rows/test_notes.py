@@ -27,6 +27,7 @@ def test_every_note_reads_as_stored_and_a_wrong_type_as_absent():
         4,
         1,
     )
+    assert said.quirk_lines() == ["quirk: 3 × events without a timestamp"]
     junk = {"measurement_errors": "x", "store_error": "", "quirks": [1], "run_ids": None, "added": True}
     assert RunNotes.from_meta(junk) == RunNotes() == RunNotes.from_meta({})
 
