@@ -13,6 +13,8 @@ from collections.abc import Mapping, Sequence
 from dataclasses import dataclass, field
 from typing import Any
 
+from core.rows.stored import split
+
 # what a CUDA device adds after every step, in the stored order (None on a CPU: not measured, never zero)
 CUDA_FIELDS = (
     "allocated_bytes reserved_bytes peak_allocated_bytes driver_used_bytes driver_total_bytes segments alloc_count "
@@ -108,13 +110,12 @@ class AllocatorStep:
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> AllocatorStep:
         """A stored row; keys it lacks take their defaults, keys it does not name stay in ``extra``."""
-        named = {f.name for f in dataclasses.fields(cls)} - {"extra"}
-        values = {k: v for k, v in row.items() if k in named}
+        values, extra = split(cls, row)
         if row.get("segment_map") is not None:
             values["segment_map"] = tuple(Segment.from_dict(s) for s in row["segment_map"])
         if row.get("trace") is not None:
             values["trace"] = tuple(HistoryEvent(*entry) for entry in row["trace"])
-        return cls(**values, extra={k: v for k, v in row.items() if k not in named})
+        return cls(**values, extra=extra)
 
 
 @dataclass(frozen=True)

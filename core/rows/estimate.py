@@ -10,8 +10,10 @@ Torch-free.
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Any
+
+from core.rows.stored import split
 
 # the plan's keys in the order the planner has always stored them; the optional ones are left out when None
 _PLAN = (
@@ -108,8 +110,7 @@ class EstimatePlan:
 
     @classmethod
     def from_meta(cls, meta: Mapping[str, Any]) -> EstimatePlan:
-        names = {f.name for f in fields(cls)} - {"extra"}
-        known = {k: v for k, v in meta.items() if k in names}
-        if known.get("byte_columns") is not None:
-            known["byte_columns"] = tuple(known["byte_columns"])
-        return cls(**known, extra={k: v for k, v in meta.items() if k not in names})
+        values, extra = split(cls, meta)
+        if values.get("byte_columns") is not None:
+            values["byte_columns"] = tuple(values["byte_columns"])
+        return cls(**values, extra=extra)

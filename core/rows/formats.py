@@ -14,6 +14,7 @@ from typing import Any
 
 from core.result import RunResult
 from core.rows.numbers import real
+from core.rows.stored import split
 
 
 @dataclass(frozen=True)
@@ -163,9 +164,5 @@ def _stored(record: Any, layout: Sequence[str]) -> dict:
 
 
 def _from_row(cls: Any, row: Mapping[str, Any], numbers: frozenset[str]) -> Any:
-    named = {f.name for f in dataclasses.fields(cls)} - {"extra", "stored_keys"}
-    return cls(
-        **{k: real(v) if k in numbers else v for k, v in row.items() if k in named},
-        extra={k: v for k, v in row.items() if k not in named},
-        stored_keys=tuple(row),
-    )
+    values, extra = split(cls, row, skip=frozenset({"stored_keys"}))
+    return cls(**{k: real(v) if k in numbers else v for k, v in values.items()}, extra=extra, stored_keys=tuple(row))

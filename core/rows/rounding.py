@@ -5,13 +5,13 @@ order runs have always had; the chart reads the fields. Torch-free.
 
 from __future__ import annotations
 
-import dataclasses
 from collections.abc import Mapping
 from dataclasses import dataclass, field
 from typing import Any
 
 from core.result import RunResult
 from core.rows.numbers import real
+from core.rows.stored import split
 
 
 @dataclass(frozen=True)
@@ -45,11 +45,8 @@ class RoundingMode:
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> RoundingMode:
         """A stored row as a mode; keys it lacks take their defaults, keys it does not name stay in ``extra``."""
-        named = {f.name for f in dataclasses.fields(cls)} - {"extra"}
-        return cls(
-            **{k: real(v) if k in _ERRORS else v for k, v in row.items() if k in named},
-            extra={k: v for k, v in row.items() if k not in named},
-        )
+        values, extra = split(cls, row)
+        return cls(**{k: real(v) if k in _ERRORS else v for k, v in values.items()}, extra=extra)
 
 
 _MODE = ("mode", "size", "input_dtype", "compute_dtype", "status")

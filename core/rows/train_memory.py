@@ -8,10 +8,11 @@ stored by an earlier version lacks read as ``None`` (or empty) and are not writt
 from __future__ import annotations
 
 from collections.abc import Mapping
-from dataclasses import dataclass, field, fields
+from dataclasses import dataclass, field
 from typing import Any
 
 from core.rows.estimate import EstimatePlan
+from core.rows.stored import split
 
 # the meta's keys in the order the engine has always stored them; the optional ones are left out when None
 _META = (
@@ -90,12 +91,11 @@ class TrainMemorySummary:
 
     @classmethod
     def from_meta(cls, meta: Mapping[str, Any]) -> TrainMemorySummary:
-        names = {f.name for f in fields(cls)} - {"extra"}
-        known = {k: v for k, v in meta.items() if k in names}
-        if known.get("bands") is not None:
-            known["bands"] = tuple(PhaseBand.from_row(b) for b in known["bands"])
-        if known.get("estimate") is not None:
-            known["estimate"] = EstimatePlan.from_meta(known["estimate"])
-        if known.get("byte_columns") is not None:
-            known["byte_columns"] = tuple(known["byte_columns"])
-        return cls(**known, extra={k: v for k, v in meta.items() if k not in names})
+        values, extra = split(cls, meta)
+        if values.get("bands") is not None:
+            values["bands"] = tuple(PhaseBand.from_row(b) for b in values["bands"])
+        if values.get("estimate") is not None:
+            values["estimate"] = EstimatePlan.from_meta(values["estimate"])
+        if values.get("byte_columns") is not None:
+            values["byte_columns"] = tuple(values["byte_columns"])
+        return cls(**values, extra=extra)
