@@ -167,7 +167,7 @@ def _say_example(meta: dict) -> None:
 def list_examples(args) -> int:
     from core.paths import examples_dir
     from core.units import bytes_text
-    from core.workload import examples, hang_examples
+    from core.workload import examples
 
     listed = [
         {
@@ -178,10 +178,6 @@ def list_examples(args) -> int:
             "open": f"python -m core {e.kind} --example {e.name}",
         }
         for e in examples.EXAMPLES
-    ]
-    hangs = [
-        {**hang_examples.provenance(s.name), "kind": "hang", "open": f"python -m core hang --example {s.name}"}
-        for s in hang_examples.SETS
     ]
     runs = [
         {
@@ -194,15 +190,15 @@ def list_examples(args) -> int:
         for p in sorted(examples_dir().glob("*.json"))
     ]
     if args.json:
-        print(dump(listed + hangs + runs))
+        print(dump(listed + runs))
         return 0
     say("Recorded elsewhere, on real GPUs, by others (examples/README.md: sources and licences):")
-    for e in listed:
+    for e in (e for e in listed if e["origin"] == examples.ELSEWHERE):
         size = bytes_text(e["bytes"]) if e["present"] else "missing"
         say(f"  {e['name']:<22} {e['kind']:<9} {e['gpu']:<28} {size:>10}  {e['title']}")
         say(f"  {'':<22} {e['open']}   ({e['repository']}, {e['licence']})")
     say("Hung jobs recorded by this lab (real gloo jobs on a CPU), for the hang reader:")
-    for h in hangs:
+    for h in (e for e in listed if e["origin"] == examples.THIS_LAB):
         say(f"  {h['name']:<22} {h['title']}")
         say(f"  {'':<22} {h['open']}")
     say("The lab's own runs on real GPUs, to import into the history and compare (examples/README.md):")
@@ -269,7 +265,7 @@ def trace(args) -> int:
 def _rank_set(name: str) -> bool:
     from core.workload import examples
 
-    return any(e.name == name and e.ranks for e in examples.EXAMPLES)
+    return any(e.name == name and e.rank_set for e in examples.EXAMPLES)
 
 
 def trace_ranks(args) -> int:

@@ -29,11 +29,11 @@ class FlightRecorderConfig:
     example: str = field(default="", metadata={"help": "a set of dumps shipped in examples/"})
 
     def __post_init__(self) -> None:
-        from core.workload import hang_examples
+        from core.workload import examples
         from core.workload.hang.dump import dump_files
 
         if self.example:
-            object.__setattr__(self, "paths", hang_examples.paths(self.example, self.paths or (self.path,)))
+            object.__setattr__(self, "paths", examples.dump_paths(self.example, self.paths or (self.path,)))
         elif self.path:
             object.__setattr__(self, "paths", (*self.paths, self.path))
         if not self.paths:
@@ -78,9 +78,9 @@ def run(cfg: FlightRecorderConfig, ctx: Context):
         }
     )
     if cfg.example:
-        from core.workload import hang_examples
+        from core.workload import examples
 
-        meta["example"] = hang_examples.provenance(cfg.example)
+        meta["example"] = examples.provenance(examples.find(cfg.example))
     yield Progress(total, total, "done")
     return Output(rows=rows, meta=meta)
 

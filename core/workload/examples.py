@@ -1,10 +1,12 @@
-"""Memory snapshots and profiler traces recorded on real GPUs by others, shipped in ``examples/``.
+"""The files shipped in ``examples/``, one catalogue: memory snapshots and profiler traces recorded on real GPUs by
+others, and flight-recorder dumps of hung jobs recorded by this lab (no public repository ships real dumps of a
+hang: real gloo jobs on CPU, each rank dumping its recorder while the job was stuck).
 
-A laptop has no GPU to record on; these files let every workload view open something real. Each entry
-says what the file is, the GPU as the file names it (or that it names none), and where it comes from
-(repository, path, commit, licence), so a run imported from one is labelled *recorded elsewhere* with
-its GPU and source (:func:`provenance`, kept in the run's ``meta["example"]``). The facts are checked
-against the files themselves (``tests/core/workload/test_examples.py``); ``examples/README.md`` says
+A laptop has no GPU to record on; these files let every workload view open something real. Each entry says what
+the file is, where it was recorded (``origin``), the GPU as the file names it (or that it names none), and where it
+comes from (repository, path, commit, licence), so a run imported from one is labelled *recorded elsewhere* with its
+GPU and source, or *recorded by this lab* (:func:`provenance`, kept in the run's ``meta["example"]``). The facts
+are checked against the files themselves (``tests/core/workload/test_examples.py``); ``examples/README.md`` says
 the same for a reader.
 """
 
@@ -18,16 +20,18 @@ from core.paths import examples_dir
 
 HTA = "github.com/facebookresearch/HolisticTraceAnalysis"
 HTA_COMMIT = "f4d0062c382f42bd8a74838bcdad1916c7d5d2da"
-KINDS = {"snapshot": "memory-snapshot", "trace": "profiler-trace"}  # an example's kind → its import experiment
+KINDS = {"snapshot": "memory-snapshot", "trace": "profiler-trace", "hang": "flight-recorder"}  # kind → its import
+ELSEWHERE, THIS_LAB = "elsewhere", "this lab"  # an example's origin
+LAB_SOURCE = "tests/data/flight_recorder/generate.py"  # what recorded the lab's own dumps
 
 
 @dataclass(frozen=True)
 class Example:
     name: str  # what `--example` takes
-    kind: str  # "snapshot" or "trace"
-    file: str  # under examples/; a folder for a set of rank traces
+    kind: str  # "snapshot", "trace" or "hang"
+    file: str  # under examples/; a folder for a set of rank traces or a hung job's dumps
     title: str  # what it is, in a few words
-    gpu: str  # the GPU as the file names it (deviceProperties), or what is known where it names none
+    gpu: str  # the GPU as the file names it (deviceProperties), or what is known where it names none; the lab's: what ran it
     gpu_in_file: bool  # the file names its GPU: `gpu` is read from it
     repository: str
     source_path: str
@@ -35,16 +39,25 @@ class Example:
     licence: str
     sha256: tuple[str, ...]  # of the file as shipped; of each rank file, in rank order, for a folder
     notes: str = ""
-    ranks: tuple[str, ...] = ()  # a folder of rank traces: its files, rank order
+    ranks: tuple[str, ...] = ()  # a folder: its files, rank order
+    origin: str = ELSEWHERE  # or THIS_LAB
+
+    @property
+    def rank_set(self) -> bool:
+        """A folder of one job's rank traces, opened as its ranks side by side."""
+        return self.kind == "trace" and bool(self.ranks)
 
     @property
     def experiment(self) -> str:
         """The import that opens it: a set of rank traces as one job's ranks, side by side."""
-        return "profiler-trace-ranks" if self.ranks else KINDS[self.kind]
+        return "profiler-trace-ranks" if self.rank_set else KINDS[self.kind]
 
     @property
     def label(self) -> str:
-        """'recorded elsewhere on <GPU> (<repository>)': what every view of an imported example says."""
+        """'recorded elsewhere on <GPU> (<repository>)' or 'recorded by this lab: <what ran it> (<what recorded
+        it>)': what every view of an imported example says."""
+        if self.origin == THIS_LAB:
+            return f"recorded by this lab: {self.gpu} ({self.source_path})"
         return f"recorded elsewhere on {self.gpu} ({self.repository})"
 
 
@@ -154,14 +167,58 @@ EXAMPLES: tuple[Example, ...] = (
         notes="the files list no deviceProperties; their kernels are built for sm_80 (cutlass_80, ampere_sgemm)",
         ranks=("rank-0.json.gz", "rank-1.json.gz"),
     ),
+    Example(
+        name="hang-skipped-rank",
+        kind="hang",
+        file="flight_recorder/skipped_rank",
+        title="4 ranks, rank 3 never enters the 4th all_reduce",
+        gpu="a gloo job on CPU",
+        gpu_in_file=False,
+        repository="this repository",
+        source_path=LAB_SOURCE,
+        commit="",
+        licence="this repository's",
+        sha256=(
+            "0afb359806994f1dd52fc5bda2b6523a40d7669948088cb2a1098ba710c131bf",
+            "c269f785b49c031c2866720c97c976edd7335c653fc1a7e006e075dac7a05028",
+            "fa67a8f9fe6bd92d00f1641f24662c4fa45b834c9e4f8b36e6858dbaf3df7bdb",
+            "85412f24b76e9c86aa8f7ba577cf0ada8b40f521a4941371e0dcaddabc2abfee",
+        ),
+        notes="torch 2.13.0+cpu, recorder version 2.10; ranks 0–2 wait in the 4th all_reduce",
+        ranks=("rank0", "rank1", "rank2", "rank3"),
+        origin=THIS_LAB,
+    ),
+    Example(
+        name="hang-desync-op",
+        kind="hang",
+        file="flight_recorder/desync_op",
+        title="3 ranks, rank 1 calls broadcast where the others all_reduce",
+        gpu="a gloo job on CPU",
+        gpu_in_file=False,
+        repository="this repository",
+        source_path=LAB_SOURCE,
+        commit="",
+        licence="this repository's",
+        sha256=(
+            "60fac95108227a9db7ce24c448885326bbb9139262255b5c0dab2a1000f1dd76",
+            "aeecda12101d71fe535aced1b158f13bebf16a8bc1de26c183972250e6535e90",
+            "91976ac1833eeff6a85053766fdc049bab493a3d9d8fce7e603739836c4bd961",
+        ),
+        notes="torch 2.13.0+cpu, recorder version 2.10",
+        ranks=("rank0", "rank1", "rank2"),
+        origin=THIS_LAB,
+    ),
 )
 
 
-def find(name: str) -> Example:
-    """The example called ``name``; a ConfigError listing the names otherwise."""
+def find(name: str, kind: str | None = None) -> Example:
+    """The example called ``name`` (of ``kind``, where given); a ConfigError listing the names otherwise."""
     for example in EXAMPLES:
-        if example.name == name:
+        if example.name == name and kind in (None, example.kind):
             return example
+    if kind == "hang":
+        sets = ", ".join(e.name for e in of_kind(kind))
+        raise ConfigError(f"example: no dump set is called {name!r}; the dump sets are {sets}")
     raise ConfigError(f"example: no example is called {name!r}; the examples are {', '.join(e.name for e in EXAMPLES)}")
 
 
@@ -233,14 +290,24 @@ def rank_paths(name: str, paths: tuple[str, ...]) -> tuple[str, ...]:
     """A ranks import's files when it names an example: the example's rank files (a ConfigError when it is not
     a set of ranks, is missing, or files are named too)."""
     example = find(name)
-    if not example.ranks:
-        sets = ", ".join(e.name for e in EXAMPLES if e.ranks)
+    if not example.rank_set:
+        sets = ", ".join(e.name for e in EXAMPLES if e.rank_set)
         raise ConfigError(f"example: {name} is one trace, not a set of ranks; the rank sets are {sets}")
     resolve(name)
     own = tuple(str(f) for f in files(example))
     if paths and [Path(p).resolve() for p in paths] != [Path(p).resolve() for p in own]:
         raise ConfigError(f"example: name files or an example, not both ({len(paths)} file(s) and {name})")
     return own
+
+
+def dump_paths(name: str, given: tuple[str, ...]) -> tuple[str, ...]:
+    """A hang import's files when it names a dump set: the set's dumps, in rank order (a ConfigError when it is
+    not a dump set, is missing, or files are named too)."""
+    example = find(name, "hang")
+    if any(given):
+        raise ConfigError(f"example: name files or an example, not both ({name})")
+    resolve(name)
+    return tuple(str(f) for f in files(example))
 
 
 def label(meta: dict, name: str) -> None:

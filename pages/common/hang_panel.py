@@ -9,7 +9,7 @@ import streamlit as st
 
 from core.result import RunResult
 from core.rows.flight_recorder import HangSummary
-from core.workload import hang_examples
+from core.workload import examples
 from pages.common import imports, run_panel
 from pages.common.charts import show_charts
 from pages.common.facts import fact
@@ -36,7 +36,7 @@ def section(key: str) -> None:
 
 
 def _examples(key: str) -> None:
-    here = [s for s in hang_examples.SETS if hang_examples.folder(s).is_dir()]
+    here = [e for e in examples.of_kind("hang") if examples.present(e)]
     for s in here:
         if st.button(f"Open an example hang: {markdown_text(s.title)}", key=f"{key}.example.{s.name}"):
             run_panel.submit(key, EXPERIMENT, {"example": s.name}, device="cpu", name=f"example {s.name}")

@@ -10,7 +10,7 @@ import pytest
 
 pytest.importorskip("streamlit")
 
-from core.workload import examples, hang_examples
+from core.workload import examples
 from pages.common.catalog import available
 from tests.conftest import ROOT
 from tests.e2e.test_pages_load import url_path
@@ -250,7 +250,7 @@ EXAMPLES = {
     "pages/train_memory.py": (None, example_buttons("snapshot"), BANNER),
     "pages/interconnect.py": (
         None,
-        [f"Open an example hang: {s.title}" for s in hang_examples.SETS if hang_examples.folder(s).is_dir()],
+        [f"Open an example hang: {e.title}" for e in examples.of_kind("hang") if examples.present(e)],
         BANNER,
     ),
     "pages/compare.py": (None, ["Load example runs"], re.compile(r"^Imported \d+ run")),

@@ -17,7 +17,7 @@ import pytest
 pytest.importorskip("streamlit")
 pytest.importorskip("plotly")
 
-from core.workload import examples, hang_examples
+from core.workload import examples
 from tests.pages.waiting import until
 
 REPR = re.compile(r"\bNone\b|\bnan\b|<NA>|\[\[|\{'|\{\"")
@@ -40,7 +40,7 @@ CASES = (
         for e in examples.of_kind("snapshot")
         for page, key in (("pages/allocator.py", "allocator"), ("pages/train_memory.py", "training_memory"))
     ]
-    + [case("pages/interconnect.py", f"interconnect.hang.example.{s.name}", "Stuck collective", s.name) for s in hang_examples.SETS]
+    + [case("pages/interconnect.py", f"interconnect.hang.example.{s.name}", "Stuck collective", s.name) for s in examples.of_kind("hang")]
     + [case("pages/compare.py", "compare.examples", "", "h200-runs")]
     + [case(page, "", "", "no-example") for page in ("pages/home.py", "pages/matmul.py", "pages/number_formats.py")]
 )  # fmt: skip

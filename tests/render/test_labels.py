@@ -1,7 +1,7 @@
 """Where an imported run's numbers come from, as every chart and banner says it (render.style.device_label)."""
 
 from core.result import RunResult
-from core.workload import examples, hang_examples
+from core.workload import examples
 from render.style import device_label
 
 
@@ -13,7 +13,7 @@ def test_a_hang_the_lab_recorded_is_never_said_recorded_elsewhere():
     """The shipped hang dumps were recorded by this lab (tests/data/flight_recorder/generate.py): the banner above
     them said "recorded elsewhere" beside the page's "recorded by this lab"."""
     meta = {"recorded_on": "the machines that ran the job (imported files)", "file": "skipped_rank"}
-    said = device_label(imported(**meta, example=hang_examples.provenance("hang-skipped-rank")))
+    said = device_label(imported(**meta, example=examples.provenance(examples.find("hang-skipped-rank"))))
     assert "elsewhere" not in said and said.startswith("imported skipped_rank — recorded by this lab: a gloo job")
 
 

@@ -34,7 +34,12 @@ def test_each_file_is_the_one_the_catalogue_names(example):
     files = examples.files(example)
     assert all(f.is_file() for f in files) and examples.present(example)
     assert [hashlib.sha256(f.read_bytes()).hexdigest() for f in files] == list(example.sha256)
-    assert example.licence.startswith("MIT") and re.fullmatch(r"[0-9a-f]{40}", example.commit)
+    if example.origin == examples.THIS_LAB:  # recorded here, by a script of this repository, never "elsewhere"
+        assert (ROOT / example.source_path).is_file() and example.label.startswith("recorded by this lab: ")
+        assert sorted(p.name for p in examples.location(example).iterdir()) == list(example.ranks)
+    else:
+        assert example.licence.startswith("MIT") and re.fullmatch(r"[0-9a-f]{40}", example.commit)
+        assert example.label.startswith("recorded elsewhere on ")
 
 
 @pytest.mark.parametrize("example", TRACES, ids=lambda e: e.name)
@@ -94,6 +99,9 @@ def test_the_train_step_snapshot_has_cpp_stacks():
 def test_the_readme_lists_every_file_with_its_source_commit_and_licence():
     readme = (EXAMPLES_DIR / "README.md").read_text()
     for e in examples.EXAMPLES:
+        if e.origin == examples.THIS_LAB:  # a set's folder, its rank files and what recorded them
+            assert f"`{e.name}` | `{e.file}/rank{{0..{len(e.ranks) - 1}}}`" in readme and e.source_path in readme
+            continue
         for fact in (e.file, e.gpu, e.repository, e.commit, e.licence.split(" ")[0], e.name):
             assert fact in readme, (e.name, fact)
         for path in examples.files(e):
@@ -155,7 +163,7 @@ def test_the_cli_lists_the_examples_and_refuses_a_missing_one(tmp_path, monkeypa
 
     assert cli.main(["examples", "--json"]) == 0
     listed = json.loads(capsys.readouterr().out)
-    files = [e for e in listed if e["kind"] in ("snapshot", "trace")]
+    files = [e for e in listed if e["kind"] in ("snapshot", "trace", "hang")]
     assert [e["name"] for e in files] == [e.name for e in examples.EXAMPLES] and all(e["present"] for e in files)
     assert files[3]["open"] == "python -m core trace --example resnet50-v100"
     # the hang dump sets and the lab's own GPU runs the README uses are listed too, each with its command

@@ -10,13 +10,13 @@ import re
 
 import pytest
 
-from core.workload import examples, hang_examples
+from core.workload import examples
 from tests.conftest import ROOT
 
 pytest.importorskip("msgspec")
 
 LEAKS = re.compile(r"`|\[\[|\[\d|\{'|\{\"|\bNone\b|\bnan\b")
-IMPORTS = [(e.kind, e.name) for e in examples.EXAMPLES] + [("hang", s.name) for s in hang_examples.SETS]
+IMPORTS = [(e.kind, e.name) for e in examples.EXAMPLES]
 
 
 @pytest.fixture(scope="module")
@@ -65,7 +65,7 @@ def test_the_docs_say_how_many_findings_an_import_opens_with_as_the_code_caps_th
         assert "up to three" in (ROOT / doc).read_text(), doc
 
 
-@pytest.mark.parametrize("name", [s.name for s in hang_examples.SETS])
+@pytest.mark.parametrize("name", [e.name for e in examples.of_kind("hang")])
 def test_a_hang_finding_writes_the_tensor_s_shape_as_a_person_does(imported, name):
     """Each dump set's all_reduce takes a 4×8 float tensor (tests/data/flight_recorder/generate.py: torch.ones(4,
     8)), 128 B."""
