@@ -6,6 +6,7 @@ import streamlit as st
 from core.errors import ConfigError
 from core.experiments.allocator import GPU_ONLY_SCENARIOS, SCENARIOS, AllocatorConfig, check_size, scenario_steps
 from core.memory.steps import OPS, parse_step, validate_steps
+from core.result import DeviceInfo
 from core.rows.allocator import AllocatorMeta
 from core.units import MIB
 from pages.common import lab, run_panel, snapshot_panel
@@ -37,9 +38,9 @@ st.write(
 how_measured("allocator", "snapshot")
 
 device = lab.selected_device()
-info = lab.device_info(device) or {}
-on_gpu = info.get("kind") == "cuda"
-free_bytes = info.get("free_memory_bytes")
+info = lab.device_info(device) or DeviceInfo()
+on_gpu = info.is_cuda
+free_bytes = None if info.free_memory_bytes is None else int(info.free_memory_bytes)
 if not on_gpu:
     st.info(
         f"**CPU selected — no caching allocator here.** The lifecycle and custom scenarios run with the "

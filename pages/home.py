@@ -169,7 +169,7 @@ elif not info.get("cuda_available"):
 selected = lab.device_info(lab.selected_device())
 for device in info.get("devices", []):
     facts = DeviceInfo.of(device)
-    is_selected = selected is not None and facts.torch_device == DeviceInfo.of(selected).torch_device
+    is_selected = selected is not None and facts.torch_device == selected.torch_device
     with st.container(border=True):
         st.subheader(str(facts.label) + ("  (selected)" if is_selected else ""))
         mem, free = facts.total_memory_bytes, facts.free_memory_bytes

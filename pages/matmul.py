@@ -9,7 +9,7 @@ from core.experiments.matmul import CPU_SIZES, GPU_SIZES
 from core.hardware import dtypes, published
 from core.measure.gemm import MAX_DIM
 from core.measure.soak import DROP_THRESHOLD_PCT
-from core.result import DeviceInfo, RunResult
+from core.result import RunResult
 from core.rows.matmul import TFLOPS, MatmulMeta, MatmulPoint
 from core.rows.matmul_soak import SoakMeta
 from core.transformer.presets import DEFAULT_BATCH, DEFAULT_CONTEXT, PRESET_NAMES
@@ -48,7 +48,7 @@ NONE_FOR_CPU = "none (a CPU run: no published figures)"
 
 def _selected_is_cuda() -> bool:
     info = lab.device_info(lab.selected_device())
-    return info is not None and DeviceInfo.of(info).is_cuda
+    return info is not None and info.is_cuda
 
 
 def _start_dtype(is_cuda: bool) -> str:

@@ -12,7 +12,7 @@ import pandas as pd
 import streamlit as st
 
 from core.errors import ConfigError
-from core.result import RunResult, rows_frame
+from core.result import DeviceInfo, RunResult, rows_frame
 from core.rows.autocast import ModuleDtypes
 from core.rows.formats import FormatsSummary
 from core.rows.quantize import QuantizeSummary
@@ -49,9 +49,9 @@ def _stored_formats(value: float, device: str) -> RunResult | None:
     """The newest stored inspector run of this value on this device (the same card, by name), if any: a visit
     shows it instead of storing the same run again."""
     store = lab.store()
-    here = lab.device_info(device) or {}
+    here = lab.device_info(device) or DeviceInfo()
     for run in store.list(experiment="formats", status="ok", limit=50) if store is not None else []:
-        same = run.device.get("torch_device") == device and run.device.get("name") == here.get("name")
+        same = run.device.get("torch_device") == device and run.device_info.name == here.name
         if same and run.config.get("value") == value:
             return run
     return None

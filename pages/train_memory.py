@@ -4,7 +4,7 @@ import streamlit as st
 
 from core.errors import ConfigError
 from core.experiment import config_to_dict
-from core.result import RunResult
+from core.result import DeviceInfo, RunResult
 from core.rows.estimate import EstimatePlan
 from core.rows.train_memory import TrainMemorySummary
 from core.transformer.planner import EstimateConfig, fit_text
@@ -44,8 +44,8 @@ st.write(
 how_measured("train_memory", "model", "snapshot")
 
 device = lab.selected_device()
-info = lab.device_info(device) or {"kind": "cpu", "total_memory_bytes": None}
-target = "cuda" if info.get("kind") == "cuda" else "cpu"
+info = lab.device_info(device) or DeviceInfo()
+target = "cuda" if info.is_cuda else "cpu"
 
 MODEL_SOURCES = ("sidebar preset", "published architecture", "your own dimensions")
 source = st.radio(
@@ -112,7 +112,7 @@ settings = {
 st.caption(model_caption(model, get_preset(model)))
 
 st.header("Planner (estimate — nothing runs)")
-memory_default = (info.get("total_memory_bytes") or 16 * GIB) / GIB
+memory_default = (info.total_memory_bytes or 16 * GIB) / GIB
 memory_gib = st.number_input(
     "Device memory to plan for (GiB)",
     0.5,

@@ -91,8 +91,9 @@ def box_devices() -> list[DeviceInfo]:
     return [DeviceInfo.of(d) for d in devices()["devices"]]
 
 
-def device_info(torch_device: str) -> dict | None:
-    return next((d for d in devices()["devices"] if d["torch_device"] == torch_device), None)
+def device_info(torch_device: str) -> DeviceInfo | None:
+    """The box's device of that torch name, as fields; None where the box has no such device."""
+    return next((d for d in box_devices() if d.torch_device == torch_device), None)
 
 
 def selected_device() -> str:
