@@ -55,9 +55,12 @@ class StoreSink:
     def start(self, meta: dict, total: int) -> None:
         if self.env.rank:
             return
-        device = describe(meta["ranks"][0]["device"])
+        from core.rows.interconnect import InterconnectMeta
+
+        job = InterconnectMeta.from_meta(meta)
+        device = describe(job.first_device)
         device["label"] = (
-            f"torchrun job — {meta['world_size']} ranks on {count_text(meta['nodes'], 'node')}, "
+            f"torchrun job — {job.world_size} ranks on {count_text(job.nodes or 0, 'node')}, "
             f"rank 0: {device.get('label') or device.get('name')}"
         )
         self.run.device, self.run.meta = json_ready(device), json_ready(meta)

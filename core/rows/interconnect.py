@@ -296,6 +296,11 @@ class InterconnectMeta:
     omp_num_threads: str | None = None
     nccl_version: str | None = None
 
+    @property
+    def first_device(self) -> str:
+        """Rank 0's torch device: a job started by hand is described by it."""
+        return str(self.ranks[0].get("device") or "cpu") if self.ranks else "cpu"
+
     @classmethod
     def from_meta(cls, meta: Mapping[str, Any]) -> InterconnectMeta:
         named = {f.name for f in dataclasses.fields(cls)}
