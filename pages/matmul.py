@@ -1,7 +1,6 @@
 """Matmul throughput: achieved TFLOPS per dtype against the datasheet, with accuracy, roofline and clocks;
 and the soak: one shape for a fixed time, burst against sustained."""
 
-import pandas as pd
 import streamlit as st
 
 from core.experiments import matmul_soak as soak
@@ -10,7 +9,7 @@ from core.hardware import dtypes, published
 from core.measure.gemm import MAX_DIM
 from core.measure.soak import DROP_THRESHOLD_PCT
 from core.result import RunResult
-from core.rows.matmul import TFLOPS, MatmulMeta, MatmulPoint
+from core.rows.matmul import MatmulMeta, MatmulPoint
 from core.rows.matmul_soak import SoakMeta
 from core.transformer.presets import DEFAULT_BATCH, DEFAULT_CONTEXT, PRESET_NAMES
 from core.units import rate_text, throughput_unit
@@ -23,7 +22,7 @@ from pages.common.run_panel import results, run_controls
 from pages.common.tables import show_table
 from render.node import is_all_gpus
 from render.plots import matmul_soak as soak_plots
-from render.plots.matmul import figures, measured, published_for
+from render.plots.matmul import best_points, figures, measured, published_for, throughput
 from render.table import with_dashes
 
 KEY = "matmul"
@@ -126,19 +125,16 @@ def render(run: RunResult) -> None:
     accelerator = _published_choice(run)
     df = measured(run, accelerator)
     if not df.empty:
-        best = df.loc[df["is_best"].astype(bool)]  # the engine's; where several GPUs ran, the fastest one's
-        best = best.loc[best.groupby("dtype", sort=False)[TFLOPS].idxmax()]
+        best = best_points(run, accelerator)
         cols = st.columns(min(len(best), 6) or 1)
         is_cuda = run.device_info.is_cuda
-        for col, (_, r) in zip(cols * 2, best.iterrows()):
-            peak = f"{r['pct_of_peak']:.0f}% of datasheet" if pd.notna(r.get("pct_of_peak")) else None
-            if pd.notna(r.get("pct_of_published")):
-                peak = f"{peak or ''}, {r['pct_of_published']:.0f}% of the published best".lstrip(", ")
-            unit = throughput_unit(is_cuda, ops=r["dtype"] == "int8")[0]
-            said = f"at {r['shape']}" + (
-                f"; published figure: {r['published_note']}" if r.get("published_note") else ""
-            )
-            fact(col, f"best {r['dtype']} ({unit})", f"{r['throughput']:.1f}", peak, help=said)
+        for col, (p, compared) in zip(cols * 2, best):
+            peak = f"{p.pct_of_peak:.0f}% of datasheet" if p.pct_of_peak is not None else None
+            if compared.pct is not None:
+                peak = f"{peak or ''}, {compared.pct:.0f}% of the published best".lstrip(", ")
+            unit = throughput_unit(is_cuda, ops=p.dtype == "int8")[0]
+            said = f"at {p.m}×{p.n}×{p.k}" + (f"; published figure: {compared.note}" if compared.note else "")
+            fact(col, f"best {p.dtype} ({unit})", f"{throughput(run, p):.1f}", peak, help=said)
         node.show(run)
         show_charts(figures(run, accelerator), KEY)
         unit = throughput_unit(is_cuda)[0]

@@ -8,7 +8,7 @@ from plotly.subplots import make_subplots
 
 from core.hardware import published
 from core.result import RunResult
-from core.rows.matmul import TFLOPS, MatmulMeta, MatmulPoint
+from core.rows.matmul import TFLOPS, MatmulMeta, MatmulPoint, PublishedComparison
 from core.units import throughput_unit
 from render.chart import Chart
 from render.node import is_all_gpus, node_chart
@@ -22,21 +22,45 @@ def published_for(run: RunResult, accelerator: str | None = None) -> list[publis
     return published.for_accelerator(accelerator) if accelerator else published.for_device(run.device)
 
 
+def _compared(run: RunResult, accelerator: str | None) -> list[tuple[dict, MatmulPoint, PublishedComparison]]:
+    """Each measured point (its stored row beside it), held against the published maximum like for like; with
+    ``accelerator``, against that GPU's published figures instead of the run's own."""
+    entries = published_for(run, accelerator)
+    searched = bool(run.config.get("mamf"))  # a --mamf search's best may meet the published maximum
+    out = []
+    for row in run.rows:
+        point = MatmulPoint.from_row(row)
+        if point.ok:
+            point = point.against(entries) if accelerator else point
+            out.append((row, point, point.compared(entries, searched, run.device)))
+    return out
+
+
+def best_points(run: RunResult, accelerator: str | None = None) -> list[tuple[MatmulPoint, PublishedComparison]]:
+    """Each dtype's best point as the engine ranked it (``is_best``; where several GPUs ran, the fastest GPU's), in
+    the order the sweep met the dtypes, with its published comparison."""
+    best: dict[str, tuple[MatmulPoint, PublishedComparison]] = {}
+    for _, point, said in _compared(run, accelerator):
+        if point.is_best and (point.dtype not in best or (point.tflops or 0) > (best[point.dtype][0].tflops or 0)):
+            best[point.dtype] = (point, said)
+    return list(best.values())
+
+
+def throughput(run: RunResult, point: MatmulPoint) -> float:
+    """The point's median throughput in the unit the run's charts use (TFLOPS on a GPU, GFLOPS on a CPU)."""
+    return (point.tflops or 0.0) * _scale(run)
+
+
 def measured(run: RunResult, accelerator: str | None = None) -> pd.DataFrame:
     """The measured points with display columns, as the engine stored them (:mod:`core.rows.matmul`; the store
     fills what a run stored by an earlier version lacks). With ``accelerator``, ``published_tflops`` and
     ``pct_of_published`` compare with that GPU's published figures instead of the run's own."""
-    entries = published_for(run, accelerator)
-    searched = bool(run.config.get("mamf"))  # a --mamf search's best may meet the published maximum
-    rows, said = [], []
-    for row in run.rows:
-        point = MatmulPoint.from_row(row)
-        if not point.ok:
-            continue
-        if accelerator:
-            point = point.against(entries)
-        rows.append(row | {"published_tflops": point.published_tflops, "pct_of_published": point.pct_of_published})
-        said.append(point.compared(entries, searched, run.device))
+    compared = _compared(run, accelerator)
+    rows = [
+        row | {"published_tflops": point.published_tflops, "pct_of_published": point.pct_of_published}
+        for row, point, _ in compared
+    ]
+    said = [s for _, _, s in compared]
     df = pd.DataFrame(rows)
     if df.empty:
         return df

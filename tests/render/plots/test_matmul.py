@@ -200,3 +200,15 @@ def test_published_best_achievable_beside_the_datasheet():
     search.config = {"mamf": True}  # a bounded search: its best (8192³, 1000) meets the published best, no other
     assert list(measured(search)["pct_of_published"]) == pytest.approx([float("nan"), 100 * 1000 / 794.5], nan_ok=True)
     assert measured(_run(_rows()))["published_tflops"].isna().all()  # a CPU run has none
+
+
+def test_each_dtype_s_best_point_is_the_fastest_in_the_order_the_sweep_met_the_dtypes():
+    """The page's "best <dtype>" facts: by hand, fp32's best is 128³ at 0.2 TFLOPS (200 GFLOPS on a CPU), bf16's
+    128³ at 0.8, fp64's 64³ at 0.05; tf32 was not measured, so it has none."""
+    from render.plots.matmul import best_points, throughput
+
+    run = _run(_rows())
+    best = best_points(run)
+    assert [(p.dtype, p.m) for p, _ in best] == [("fp32", 128), ("bf16", 128), ("fp64", 64)]
+    assert [throughput(run, p) for p, _ in best] == pytest.approx([200.0, 800.0, 50.0])
+    assert all(said.pct is None and said.note == "" for _, said in best)  # a CPU has no published figure
