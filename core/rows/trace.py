@@ -19,7 +19,7 @@ from __future__ import annotations
 import dataclasses
 from collections.abc import Iterable, Mapping
 from dataclasses import dataclass, field
-from functools import cached_property
+from functools import cache, cached_property
 from typing import Any, ClassVar, Self
 
 from core.measure.kernels import KERNEL_GROUPS
@@ -38,12 +38,14 @@ class StoredRow:
     keys: tuple[str, ...] = field(default=(), compare=False, repr=False)  # every stored key, in the stored order
 
     @classmethod
+    @cache  # per class: a trace stores thousands of rows of a few kinds
     def _named(cls) -> dict[str, str]:
         """Stored key → field, for the fields a row of this kind stores as one key each."""
         own = _OWN | set(cls.SPREAD)
         return {cls.STORED.get(f.name, f.name): f.name for f in dataclasses.fields(cls) if f.name not in own}
 
     @classmethod
+    @cache
     def _spread(cls) -> dict[str, tuple[str, str]]:
         """Stored key → (mapping field, name in it), for the figures stored one key each under a mapping field."""
         return {key: (name, part) for name, keys in cls.SPREAD.items() for part, key in keys.items()}
