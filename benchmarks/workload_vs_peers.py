@@ -13,7 +13,11 @@ generated ones of real shape when asked (``--snapshot-mib 1024 --trace-mib 1024,
 whether the lab took at most :data:`TIME_TARGET` of the peer's time and :data:`RSS_TARGET` of its peak RSS, and
 the last line how many rows met both. HTA is a benchmark-only
 dependency (it brings JupyterLab): give its interpreter with ``--hta-python`` (a virtual environment with
-``pip install HolisticTraceAnalysis``), or its rows say "skipped: HTA not installed".
+``pip install HolisticTraceAnalysis``), or its rows say "skipped: HTA not installed". ``--lab-python`` runs the lab
+in another Python (a venv of the same Python with numpy, psutil and msgspec): the tools compared, not the start-up
+of two interpreters set up differently (a system Python whose site runs ``.pth`` hooks starts several times slower
+than a bare venv, and the lab starts two: the command and its worker). The first line gives each interpreter's bare
+start, measured in the same run.
 
     python benchmarks/workload_vs_peers.py --rounds 3 --hta-python /path/to/venv/bin/python
     python benchmarks/workload_vs_peers.py --trace-mib 1024 --snapshot-mib 1024 --rounds 1
@@ -139,8 +143,13 @@ def cases(args, work: Path) -> list[tuple[str, str, Path]]:
     return found
 
 
-def commands(kind: str, path: Path, work: Path, hta_python: str | None) -> dict[str, list[str] | None]:
-    lab = [sys.executable, "-m", "core", kind, str(path), "--no-save", "--json"]
+def bare_start(python: str) -> float:
+    """The median wall seconds of ``python -c pass`` over five runs: what the interpreter costs before any tool."""
+    return statistics.median(measure([python, "-c", "pass"], ROOT)[0] for _ in range(5))
+
+
+def commands(kind: str, path: Path, work: Path, lab_python: str, hta_python: str | None) -> dict[str, list[str] | None]:
+    lab = [lab_python, "-m", "core", kind, str(path), "--no-save", "--json"]
     if kind == "snapshot":
         peer = [sys.executable, "-m", "torch.cuda._memory_viz", "trace_plot", str(plain_copy(path, work))]
         return {"lab": lab, "peer": peer + ["-o", str(work / "viz.html")]}
@@ -156,6 +165,7 @@ def main(argv=None) -> int:
     parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--hta-python", help="a Python with HolisticTraceAnalysis installed")
+    parser.add_argument("--lab-python", default=sys.executable, help="the Python the lab runs in (default: this one)")
     sizes = lambda text: [float(x) for x in text.split(",") if x]  # noqa: E731
     parser.add_argument("--snapshot-mib", type=sizes, default=[], help="generated snapshots, e.g. 1024")
     parser.add_argument("--trace-mib", type=sizes, default=[], help="generated traces, e.g. 1024,5120")
@@ -167,7 +177,12 @@ def main(argv=None) -> int:
     )
     parser.add_argument("--kind", choices=["trace", "snapshot"], help="only this kind of file (default: both)")
     args = parser.parse_args(argv)
-    subprocess.run([sys.executable, "-m", "compileall", "-q", "core", "render"], cwd=ROOT, check=True)
+    subprocess.run([args.lab_python, "-m", "compileall", "-q", "core", "render"], cwd=ROOT, check=True)
+    starts = [("lab", args.lab_python), *([("HTA", args.hta_python)] if args.hta_python else [])]
+    print(
+        "bare start (python -c pass, median of 5): "
+        + "; ".join(f"{who} {bare_start(py):.3f} s ({py})" for who, py in starts)
+    )
     judged: list[bool] = []
     with tempfile.TemporaryDirectory(prefix="gpulab-peers-") as tmp:
         work = Path(tmp)
@@ -177,7 +192,7 @@ def main(argv=None) -> int:
         for kind, label, path in cases(args, work):
             if args.kind not in (None, kind):
                 continue
-            cmds = commands(kind, path, work, args.hta_python)
+            cmds = commands(kind, path, work, args.lab_python, args.hta_python)
             if path.stat().st_size > args.peer_max_mib * MIB:
                 cmds["peer"] = None
             runs: dict[str, list[tuple[float, int, int]]] = {"lab": [], "peer": []}
