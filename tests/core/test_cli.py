@@ -327,3 +327,19 @@ def test_a_reader_that_stops_reading_ends_the_command_quietly():
     )
     os.close(write)
     assert proc.returncode == 0 and b"Traceback" not in proc.stderr and b"BrokenPipe" not in proc.stderr
+
+
+def test_a_command_s_own_module_registers_it_alone_as_the_whole_parser_does():
+    """``python -m core trace …`` builds its parser from the one module the table names: each such command's parser
+    is the one the whole parser holds (same options), and every hand-written command is in the table."""
+    whole = core_cli.build_parser()
+    commands = whole._subparsers._group_actions[0].choices  # type: ignore[union-attr]
+    from core.registry import experiments
+
+    hand_written = set(commands) - set(experiments())
+    assert hand_written == set(core_cli.COMMAND_MODULES)
+    for command in core_cli.COMMAND_MODULES:
+        alone = core_cli.build_parser(command)._subparsers._group_actions[0].choices  # type: ignore[union-attr]
+        assert command in alone and set(alone) < set(commands), command
+        options = [a.option_strings for a in alone[command]._actions]
+        assert options == [a.option_strings for a in commands[command]._actions], command
