@@ -273,21 +273,58 @@ def describe_no_device(requested: str, in_process: bool = True) -> dict:
 
 def versions_no_device() -> dict:
     """Versions without importing torch (its installed version from the package metadata)."""
-    import importlib.metadata  # here, not at the top: it costs a tenth of --help's start-up
-
-    try:
-        torch_version = importlib.metadata.version("torch")
-    except importlib.metadata.PackageNotFoundError:
-        torch_version = None
     return {
         "gpulab": __version__,
         "python": platform.python_version(),
-        "torch": torch_version,
+        "torch": installed_version("torch"),
         "cuda": None,
         "cudnn": None,
         "driver": None,
         "platform": platform.platform(),
     }
+
+
+def installed_version(name: str) -> str | None:
+    """An installed distribution's version, as ``importlib.metadata.version`` gives it: the ``Version`` of the first
+    ``<name>-….dist-info`` or ``.egg-info`` on ``sys.path``, read directly; importlib.metadata itself only where a
+    path entry is a zip file it alone can look into. Why not it always: its import (email, zipfile, csv…) is a
+    tenth of an import worker's start, on the way to every import's answer."""
+    prefix, zipped = name.lower().replace("-", "_") + "-", False
+    for entry in sys.path:
+        folder = entry or "."
+        if os.path.isfile(folder):
+            zipped = True
+            continue
+        try:
+            names = sorted(os.listdir(folder))
+        except OSError:
+            continue
+        for found in names:
+            if found.lower().startswith(prefix) and found.endswith((".dist-info", ".egg-info")):
+                return _metadata_version(os.path.join(folder, found))
+    if not zipped:
+        return None
+    import importlib.metadata
+
+    try:
+        return importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        return None
+
+
+def _metadata_version(path: str) -> str | None:
+    """The ``Version:`` header of a dist-info's METADATA (an egg-info's PKG-INFO, or the egg-info file itself)."""
+    for candidate in (os.path.join(path, "METADATA"), os.path.join(path, "PKG-INFO"), path):
+        try:
+            with open(candidate, encoding="utf-8", errors="replace") as f:
+                for line in f:
+                    if line.startswith("Version:"):
+                        return line.split(":", 1)[1].strip()
+                    if not line.strip():  # the headers end at the first empty line
+                        break
+        except OSError:
+            continue
+    return None
 
 
 def describe(torch_device: str) -> dict:

@@ -126,3 +126,30 @@ def test_the_stored_description_s_peak_table_is_the_datasheet_entry_s():
     peaks = specs.datasheet_peaks({"kind": "cuda", "name": h100.name, "spec": h100.to_dict()})
     assert peaks["bf16"] == 989.4 and peaks == h100.tflops
     assert specs.datasheet_peaks({"kind": "cpu", "name": "x", "spec": None}) == {}
+
+
+@pytest.mark.parametrize("name", ["torch", "numpy", "msgspec", "psutil", "nvidia-ml-py", "no-such-distribution"])
+def test_an_installed_version_is_the_one_importlib_metadata_gives(name):
+    import importlib.metadata
+
+    from core.hardware.device import installed_version
+
+    try:
+        expected = importlib.metadata.version(name)
+    except importlib.metadata.PackageNotFoundError:
+        expected = None
+    assert installed_version(name) == expected
+
+
+def test_an_installed_version_reads_a_dist_info_s_or_an_egg_info_s_header(tmp_path, monkeypatch):
+    from core.hardware.device import installed_version
+
+    (tmp_path / "torch-9.9.9.dist-info").mkdir()
+    (tmp_path / "torch-9.9.9.dist-info" / "METADATA").write_text(
+        "Metadata-Version: 2.1\nName: torch\nVersion: 9.9.9+cu999\n\nVersion: not a header\n"
+    )
+    (tmp_path / "tiny_pkg-0.1.egg-info").write_text("Metadata-Version: 1.0\nName: tiny-pkg\nVersion: 0.1.post2\n")
+    monkeypatch.setattr("sys.path", [str(tmp_path / "missing"), str(tmp_path)])
+    assert installed_version("torch") == "9.9.9+cu999"  # the header, not the folder's name
+    assert installed_version("tiny-pkg") == "0.1.post2"
+    assert installed_version("absent") is None
