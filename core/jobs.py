@@ -22,7 +22,6 @@ from typing import Any
 from core import registry
 from core.errors import ConfigError
 from core.experiment import config_to_dict
-from core.fanout import submit_all
 from core.forkserver import Forked, SpawnCancelled
 from core.hardware.device import check_device_string
 from core.lifecycle import Job, Listener, Recorder, notify
@@ -294,6 +293,8 @@ class JobManager:
         if not (isinstance(timeout_s, (int, float)) and 0 < timeout_s < math.inf):
             raise ConfigError(f"timeout must be a positive number of seconds, got {timeout_s!r}")
         if device == "all":
+            from core.fanout import submit_all  # here: only a run on every GPU needs it
+
             return submit_all(self, exp, cfg, timeout_s=timeout_s, name=name, on_event=on_event)
         if device == "cuda":
             device = "cuda:0"

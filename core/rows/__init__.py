@@ -4,15 +4,16 @@ every run it reads)."""
 
 from __future__ import annotations
 
-from collections.abc import Callable
+import importlib
 
 from core.result import RunResult
-from core.rows import matmul
 
-UPGRADES: dict[str, Callable[[RunResult], RunResult]] = {"matmul": matmul.upgrade}
+# experiment → the module whose ``upgrade`` reads its earlier runs; imported when such a run is read, so that
+# importing one table's rows (a trace's, in an import worker) does not import another's
+UPGRADES: dict[str, str] = {"matmul": "core.rows.matmul"}
 
 
 def upgrade(run: RunResult) -> RunResult:
     """The run as the current version stores it: its experiment's upgrade, or the run itself."""
-    step = UPGRADES.get(run.experiment)
-    return step(run) if step else run
+    module = UPGRADES.get(run.experiment)
+    return importlib.import_module(module).upgrade(run) if module else run
