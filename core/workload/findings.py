@@ -32,7 +32,6 @@ from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
 from typing import Any
 
-from core.rows.snapshot import oom_cause
 from core.rows.trace import KernelGroup, Rank, RankTables, TraceTables
 from core.units import bytes_text, us_text
 
@@ -324,6 +323,8 @@ def _oom(o: dict) -> Finding:
         f"{bytes_text(o['device_free_bytes'])} free on the device and {bytes_text(o['reserved_unallocated_bytes'])} "
         f"reserved but unallocated, whose largest free block is {bytes_text(o['largest_free_block_bytes'][pool])}"
     )
+    from core.rows.snapshot import oom_cause  # here: a trace's import has no snapshot rows to read
+
     smaller = "; make less live at once (a smaller batch)"
     cause = oom_cause(o)
     if cause == "fragmentation" and not o["expandable_segments"]:
