@@ -164,46 +164,45 @@ def _say_example(meta: dict) -> None:
         say(f"example {e.name}: {e.title} — {e.label}, {e.source_path} at {e.commit[:12]}, {e.licence}")
 
 
+def _runs_import(path) -> str:
+    return f"python -m core runs import {path}"
+
+
 def list_examples(args) -> int:
     from core.paths import examples_dir
     from core.units import bytes_text
     from core.workload import examples
 
-    listed = [
-        {
-            **examples.provenance(e),
-            "path": str(examples.location(e)),
-            "present": examples.present(e),
-            "bytes": examples.size_bytes(e),
-            "open": f"python -m core {e.kind} --example {e.name}",
-        }
-        for e in examples.EXAMPLES
-    ]
-    runs = [
-        {
-            "name": p.name,
-            "kind": "runs",
-            "path": str(p),
-            "bytes": p.stat().st_size,
-            "open": f"python -m core runs import {p}",
-        }
-        for p in sorted(examples_dir().glob("*.json"))
-    ]
+    runs = sorted(examples_dir().glob("*.json"))
     if args.json:
-        print(dump(listed + runs))
+        shipped = [
+            examples.provenance(e)
+            | {
+                "path": str(examples.location(e)),
+                "present": examples.present(e),
+                "bytes": examples.size_bytes(e),
+                "open": e.command,
+            }
+            for e in examples.EXAMPLES
+        ]
+        listed = [
+            {"name": p.name, "kind": "runs", "path": str(p), "bytes": p.stat().st_size, "open": _runs_import(p)}
+            for p in runs
+        ]
+        print(dump(shipped + listed))
         return 0
     say("Recorded elsewhere, on real GPUs, by others (examples/README.md: sources and licences):")
-    for e in (e for e in listed if e["origin"] == examples.ELSEWHERE):
-        size = bytes_text(e["bytes"]) if e["present"] else "missing"
-        say(f"  {e['name']:<22} {e['kind']:<9} {e['gpu']:<28} {size:>10}  {e['title']}")
-        say(f"  {'':<22} {e['open']}   ({e['repository']}, {e['licence']})")
+    for e in (e for e in examples.EXAMPLES if e.origin == examples.ELSEWHERE):
+        size = bytes_text(examples.size_bytes(e)) if examples.present(e) else "missing"
+        say(f"  {e.name:<22} {e.kind:<9} {e.gpu:<28} {size:>10}  {e.title}")
+        say(f"  {'':<22} {e.command}   ({e.repository}, {e.licence})")
     say("Hung jobs recorded by this lab (real gloo jobs on a CPU), for the hang reader:")
-    for h in (e for e in listed if e["origin"] == examples.THIS_LAB):
-        say(f"  {h['name']:<22} {h['title']}")
-        say(f"  {'':<22} {h['open']}")
+    for e in (e for e in examples.EXAMPLES if e.origin == examples.THIS_LAB):
+        say(f"  {e.name:<22} {e.title}")
+        say(f"  {'':<22} {e.command}")
     say("The lab's own runs on real GPUs, to import into the history and compare (examples/README.md):")
-    for r in runs:
-        say(f"  {r['name']:<40} {bytes_text(r['bytes']):>10}  {r['open']}")
+    for p in runs:
+        say(f"  {p.name:<40} {bytes_text(p.stat().st_size):>10}  {_runs_import(p)}")
     for e in examples.EXAMPLES:
         if not examples.present(e):
             say(f"missing: {examples.missing_text(e)}")

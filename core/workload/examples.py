@@ -53,6 +53,11 @@ class Example:
         return "profiler-trace-ranks" if self.rank_set else KINDS[self.kind]
 
     @property
+    def command(self) -> str:
+        """The command that opens it."""
+        return f"python -m core {self.kind} --example {self.name}"
+
+    @property
     def label(self) -> str:
         """'recorded elsewhere on <GPU> (<repository>)' or 'recorded by this lab: <what ran it> (<what recorded
         it>)': what every view of an imported example says."""
