@@ -111,7 +111,7 @@ def example_buttons(key: str, kind: str) -> bool:
             icon=":material/public:",
             disabled=busy,
             help=f"{e.repository}, {e.source_path} at {e.commit[:12]} ({e.licence}). "
-            f"`python -m core {e.kind} --example {e.name}` opens it from a shell.",
+            f"`{e.command}` opens it from a shell.",
         ):
             earlier = [r for r in stored(e.experiment) if r.config.get("example") == e.name]
             if earlier and (run := run_panel.opened(earlier[0].id)):
