@@ -3,6 +3,7 @@
 from __future__ import annotations
 
 from core.cli.output import dump
+from core.result import DeviceInfo
 from core.units import bytes_text
 
 ORDER = 10
@@ -36,14 +37,14 @@ def run(args) -> int:
         print("GPUs not queried (--no-gpu-query)")
     elif not info["cuda_available"]:
         print(f"No GPU: {info['cuda_unavailable_reason']}")
-    for d in info["devices"]:
-        mem = d.get("total_memory_bytes")
-        print(f"- {d['label']}  memory {bytes_text(mem)}" if mem else f"- {d['label']}")
-        if d["kind"] == "cuda":
-            spec = d["spec"]
+    for d in map(DeviceInfo.of, info["devices"]):
+        mem = d.total_memory_bytes
+        print(f"- {d.label}  memory {bytes_text(mem)}" if mem else f"- {d.label}")
+        if d.is_cuda:
+            spec = d.spec
             print(
-                f"  compute capability {d['compute_capability']}, {d['multiprocessors']} SMs, "
-                f"bf16 {'yes' if d['bf16_supported'] else 'no'}, TF32 flags {d['tf32']}"
+                f"  compute capability {d.compute_capability}, {d.multiprocessors} SMs, "
+                f"bf16 {'yes' if d.bf16_supported else 'no'}, TF32 flags {d.tf32}"
             )
             print(f"  datasheet: {spec['name'] + ' ' + str(spec['tflops']) if spec else 'no datasheet entry'}")
     return 0
