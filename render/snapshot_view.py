@@ -14,7 +14,9 @@ from dataclasses import dataclass
 import numpy as np
 import pandas as pd
 
+from core.rows.allocator import Segment, SegmentNumbers
 from core.rows.snapshot import Site, SnapshotSummary
+from core.rows.stored import read
 from core.units import GIB, bytes_text, duration_text
 from core.workload.snapshot import detail
 from core.workload.snapshot.analysis import CATEGORIES, SnapshotAnalysis, analyse
@@ -69,8 +71,8 @@ class Moment:
     when: str  # "at 0.04 ms (6.5 KiB allocated)": the point's own time and what was allocated then
     sites: list[Site]  # the largest live sites, biggest first
     categories: dict[str, int]  # live bytes per category
-    segments: list[dict]  # the segment map's segments and their blocks
-    numbers: dict  # the segment map's counts, over every segment
+    segments: tuple[Segment, ...]  # the segment map's segments and their blocks, largest first
+    numbers: SegmentNumbers  # the segment map's counts, over every segment
 
     @property
     def held(self) -> str:
@@ -92,7 +94,8 @@ def moment(a: SnapshotAnalysis, t_ms: float, budget: int) -> Moment:
     )
     segments, numbers = a.segment_map_at(point, max_segments=SEGMENTS_SHOWN, max_blocks=budget)
     sites = [Site.from_dict(d) for d in a.top_sites(point, SITES_SHOWN)]
-    return Moment(when, sites, a.categories_at(point), segments, numbers)
+    drawn = tuple(map(Segment.from_dict, segments))
+    return Moment(when, sites, a.categories_at(point), drawn, read(SegmentNumbers, numbers))
 
 
 @dataclass(frozen=True)

@@ -42,11 +42,23 @@ class Segment:
     blocks: tuple[Block, ...] = ()
     expandable: bool = False
     stored: Mapping[str, Any] = field(default_factory=dict)  # the segment as stored, key for key
+    blocks_dropped: int = 0  # small blocks not kept, so that a map of thousands of blocks stays drawable
 
     @classmethod
     def from_dict(cls, seg: Mapping[str, Any]) -> Segment:
         blocks = tuple(Block(b["offset"], b["size"], b["state"]) for b in seg.get("blocks") or ())
-        return cls(seg["total_size"], blocks, bool(seg.get("expandable")), dict(seg))
+        dropped = int(seg.get("blocks_dropped") or 0)
+        return cls(seg["total_size"], blocks, bool(seg.get("expandable")), dict(seg), blocks_dropped=dropped)
+
+
+@dataclass(frozen=True)
+class SegmentNumbers:
+    """What a segment map says over every segment, drawn or not (:func:`core.memory.segments.segment_view`): the
+    largest request that fits without a new cudaMalloc, the free bytes held, and 1 − the one over the other."""
+
+    largest_free_block_bytes: int = 0
+    free_in_reserved_bytes: int = 0
+    fragmentation_ratio: float = 0.0
 
 
 @dataclass(frozen=True)

@@ -14,6 +14,7 @@ import pandas as pd
 import plotly.graph_objects as go
 
 from core.result import RunResult
+from core.rows.allocator import Segment, SegmentNumbers
 from core.rows.provenance import Provenance
 from core.rows.snapshot import Site, SnapshotSummary
 from core.units import GIB, MIB, bytes_text
@@ -207,17 +208,19 @@ def sites_figure(sites: Sequence[Site], when: str, run: RunResult | None = None)
     return fig
 
 
-def segment_map_figure(segments: list[dict], when: str, numbers: dict, run: RunResult | None = None) -> go.Figure:
+def segment_map_figure(
+    segments: Sequence[Segment], when: str, numbers: SegmentNumbers, run: RunResult | None = None
+) -> go.Figure:
     """Each segment a row, its blocks coloured by state: one trace per state, so thousands of blocks stay fast."""
     per_state: dict[str, dict[str, list]] = {}
     labels = []
     for i, seg in enumerate(segments):
-        label = f"{i}: {bytes_text(seg['total_size'], 0)}{' · exp' if seg.get('expandable') else ''}"
+        label = f"{i}: {bytes_text(seg.total_size, 0)}{' · exp' if seg.expandable else ''}"
         labels.append(label)
-        for block in seg["blocks"]:
-            d = per_state.setdefault(block["state"], {"x": [], "base": [], "y": []})
-            d["x"].append(block["size"] / MIB)
-            d["base"].append(block["offset"] / MIB)
+        for block in seg.blocks:
+            d = per_state.setdefault(block.state, {"x": [], "base": [], "y": []})
+            d["x"].append(block.size / MIB)
+            d["base"].append(block.offset / MIB)
             d["y"].append(label)
     fig = go.Figure()
     for state, d in per_state.items():
@@ -232,8 +235,8 @@ def segment_map_figure(segments: list[dict], when: str, numbers: dict, run: RunR
                 hovertemplate="%{x:.2f} MiB at +%{base:.2f} MiB<extra>" + STATE_NAMES.get(state, state) + "</extra>",
             )
         )
-    frag = numbers.get("fragmentation_ratio", 0.0)
-    dropped = sum(seg.get("blocks_dropped", 0) for seg in segments)
+    frag = numbers.fragmentation_ratio
+    dropped = sum(seg.blocks_dropped for seg in segments)
     style(
         fig,
         title(
@@ -241,7 +244,7 @@ def segment_map_figure(segments: list[dict], when: str, numbers: dict, run: RunR
             run,
             (f"{dropped:,} small blocks not drawn · " if dropped else "")
             + f"{len(segments)} segment(s) shown, largest first · largest free block "
-            f"{bytes_text(numbers.get('largest_free_block_bytes', 0))} · fragmentation {frag:.0%}",
+            f"{bytes_text(numbers.largest_free_block_bytes)} · fragmentation {frag:.0%}",
         ),
         "offset in segment (MiB)",
         "",

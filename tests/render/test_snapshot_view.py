@@ -85,7 +85,11 @@ def test_who_holds_memory_at_the_peak(hand):
         "unknown": 0,
     }
     assert at.held == "parameters 1,000 B, gradients 1.0 KiB, optimizer state 4.0 KiB, activations 512 B"
-    assert at.numbers and at.segments  # the segment map of both segments
+    # the segment map of both segments, largest first; free in them: 12288 reserved − the live blocks' 1024 (the
+    # baseline block), 512 (A), 1024 (B) and 4096 (C) = 5632 B, none of it in S2, which C fills
+    assert [s.total_size for s in at.segments] == [8192, 4096]
+    assert at.numbers.free_in_reserved_bytes == 5632
+    assert [b.state for b in at.segments[1].blocks] == ["active_allocated"]
 
 
 def test_a_moment_between_events_is_the_last_point_before_it(hand):
