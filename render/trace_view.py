@@ -10,7 +10,8 @@ from collections.abc import Sequence
 import pandas as pd
 
 from core.result import RunResult
-from core.rows.trace import HOST_CAUSES, RankTables, TraceTables
+from core.rows.trace import HOST_CAUSES, TraceTables
+from core.rows.trace_ranks import RankTables
 from core.rows.trace_summary import LaunchSummary, TraceSummary
 from render.table import with_dashes
 

@@ -277,7 +277,7 @@ def trace_ranks(args) -> int:
     code, run = run_import(args, "profiler-trace-ranks", values)
     if code:
         return code
-    from core.rows.trace import RankTables
+    from core.rows.trace_ranks import RankTables
     from core.rows.trace_summary import RankSetSummary
 
     m, t, s = run.meta, RankTables.from_run(run), RankSetSummary.from_run(run)

@@ -1,11 +1,11 @@
 """An imported profiler trace's rows as named tables: one frozen dataclass per kind of row, split once.
 
 A ``profiler-trace`` run stores one list of rows of several kinds (its devices, kernel groups, top kernels, each
-stream's idle, launch delays, steps, utilisation bins, collectives), a ``profiler-trace-ranks`` run another (ranks,
-each rank's steps, kernel groups, host gaps, operators, arrivals, collective waits), and ``trace-diff`` compares two
-imports (whole-trace figures, steps, causes, groups, kernels, operators). :class:`TraceTables`, :class:`RankTables`
-and :class:`DiffTables` split such a list by ``"kind"`` — the one place that reads it — into one tuple per kind, and
-``rows()`` gives the stored list back, each row with its keys in the order it was stored. A row keeps the keys its
+stream's idle, launch delays, steps, utilisation bins, collectives); a ``profiler-trace-ranks`` run's rows and
+``trace-diff``'s have their modules beside this one (:mod:`core.rows.trace_ranks`, :mod:`core.rows.trace_diff`), so
+that reading one trace defines only its own classes. :class:`Tables` splits such a list by ``"kind"`` — the one place
+that reads it — into one tuple per kind, and ``rows()`` gives the stored list back, each row with its keys in the
+order it was stored. A row keeps the keys its
 class does not name in ``extra`` (what a later version adds); a step's per-group and per-cause figures, one stored
 key each, are read as one mapping field each (``SPREAD``).
 
@@ -240,149 +240,6 @@ class Collective(StoredRow):
     busbw_gbs: float | None = None
 
 
-# --- a job's ranks (profiler-trace-ranks) -----------------------------------------------------------------------
-
-
-@dataclass(frozen=True, kw_only=True)
-class Rank(StoredRow):
-    """One rank: its file, GPU and times on its busiest GPU (µs)."""
-
-    KIND = "rank"
-    rank: int = 0
-    file: str = ""
-    world_size: int | None = None
-    backend: str | None = None
-    device_name: str | None = None
-    kernel_time_us: float = 0.0
-    busy_us: float = 0.0
-    span_us: float = 0.0
-    idle_us: float = 0.0
-    compute_us: float = 0.0
-    communication_us: float = 0.0
-    exposed_communication_us: float = 0.0
-    host_wait_us: float | None = None
-
-
-@dataclass(frozen=True, kw_only=True)
-class RankStep(StoredRow):
-    """A step on a rank."""
-
-    KIND = "step"
-    SPREAD = {"window_causes": WINDOW_CAUSE_KEYS}
-    rank: int = 0
-    step: int = 0
-    wall_us: float = 0.0
-    window_causes: Mapping[str, float] = field(default_factory=dict)  # the GPU window's idle by the host's cause
-
-
-@dataclass(frozen=True, kw_only=True)
-class RankGroup(StoredRow):
-    """A kernel group's time on a rank."""
-
-    KIND = "group"
-    rank: int = 0
-    group: str = ""
-    count: int = 0
-    total_us: float = 0.0
-
-
-@dataclass(frozen=True, kw_only=True)
-class RankHostGap(StoredRow):
-    """What a rank's host did while its GPU idled, by cause, with the operator holding most of it."""
-
-    KIND = "host_gap"
-    rank: int = 0
-    cause: str = ""
-    time_us: float = 0.0
-    share: float = 0.0
-    top_op: str | None = None
-
-
-@dataclass(frozen=True, kw_only=True)
-class RankOp(StoredRow):
-    """An operator's GPU time on a rank."""
-
-    KIND = "op"
-    rank: int = 0
-    op: str = ""
-    gpu_time_us: float = 0.0
-    kernels: int = 0
-    calls: int = 0
-
-
-@dataclass(frozen=True, kw_only=True)
-class Arrival(StoredRow):
-    """A rank's wait for the last rank at the collectives matched across the ranks."""
-
-    KIND = "arrival"
-    rank: int = 0
-    collectives: int = 0
-    waited_us: float = 0.0
-    last_arrivals: int = 0
-
-
-@dataclass(frozen=True, kw_only=True)
-class CollectiveWait(StoredRow):
-    """A collective matched across the ranks: its kernels' time and how much waited for the last rank."""
-
-    KIND = "collective_wait"
-    collective: str = ""
-    calls: int = 0
-    kernel_time_us: float = 0.0
-    waited_us: float = 0.0
-    waited_share: float | None = None
-
-
-# --- two traces compared (trace-diff) ---------------------------------------------------------------------------
-
-
-@dataclass(frozen=True, kw_only=True)
-class Change(StoredRow):
-    """A figure base → new (µs); ``delta_pct`` of base, None from 0; counts where the kind has them."""
-
-    figure: str = ""
-    base_us: float = 0.0
-    new_us: float = 0.0
-    delta_us: float = 0.0
-    delta_pct: float | None = None
-    base_count: int = 0
-    new_count: int = 0
-
-
-@dataclass(frozen=True, kw_only=True)
-class WholeChange(Change):
-    KIND = "whole"
-
-
-@dataclass(frozen=True, kw_only=True)
-class StepChange(Change):
-    KIND = "step"
-
-
-@dataclass(frozen=True, kw_only=True)
-class CauseChange(Change):
-    KIND = "cause"
-
-
-@dataclass(frozen=True, kw_only=True)
-class GroupChange(Change):
-    KIND = "group"
-    group: str = ""
-
-
-@dataclass(frozen=True, kw_only=True)
-class KernelChange(Change):
-    KIND = "kernel"
-    group: str | None = None
-    kernel: str = ""
-
-
-@dataclass(frozen=True, kw_only=True)
-class OpChange(Change):
-    KIND = "op"
-    op: str = ""
-
-
 # --- the tables --------------------------------------------------------------------------------------------------
 
 
@@ -455,47 +312,3 @@ class TraceTables(Tables):
     steps: tuple[TraceStep, ...] = ()
     busy: tuple[BusyBin, ...] = ()
     collectives: tuple[Collective, ...] = ()
-
-
-@dataclass(frozen=True)
-class RankTables(Tables):
-    """A ``profiler-trace-ranks`` run's rows."""
-
-    TABLES = {
-        "ranks": Rank,
-        "steps": RankStep,
-        "groups": RankGroup,
-        "host_gaps": RankHostGap,
-        "ops": RankOp,
-        "arrivals": Arrival,
-        "collective_waits": CollectiveWait,
-    }
-
-    ranks: tuple[Rank, ...] = ()
-    steps: tuple[RankStep, ...] = ()
-    groups: tuple[RankGroup, ...] = ()
-    host_gaps: tuple[RankHostGap, ...] = ()
-    ops: tuple[RankOp, ...] = ()
-    arrivals: tuple[Arrival, ...] = ()
-    collective_waits: tuple[CollectiveWait, ...] = ()
-
-
-@dataclass(frozen=True)
-class DiffTables(Tables):
-    """What ``trace-diff`` compares, in the order its ``--json`` lists the rows."""
-
-    TABLES = {
-        "whole": WholeChange,
-        "steps": StepChange,
-        "causes": CauseChange,
-        "groups": GroupChange,
-        "kernels": KernelChange,
-        "ops": OpChange,
-    }
-
-    whole: tuple[WholeChange, ...] = ()
-    steps: tuple[StepChange, ...] = ()
-    causes: tuple[CauseChange, ...] = ()
-    groups: tuple[GroupChange, ...] = ()
-    kernels: tuple[KernelChange, ...] = ()
-    ops: tuple[OpChange, ...] = ()

@@ -30,10 +30,13 @@ from __future__ import annotations
 
 from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field, replace
-from typing import Any
+from typing import TYPE_CHECKING, Any
 
-from core.rows.trace import KernelGroup, Rank, RankTables, TraceTables
+from core.rows.trace import KernelGroup, TraceTables
 from core.units import bytes_text, us_text
+
+if TYPE_CHECKING:  # a job's ranks are read where their findings are made, not by a single trace's import
+    from core.rows.trace_ranks import Rank, RankTables
 
 MAX_FINDINGS = 3
 MIN_SPAN_SHARE = 0.05  # a trace finding explains at least this share of the span

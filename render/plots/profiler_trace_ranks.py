@@ -6,7 +6,7 @@ from __future__ import annotations
 import plotly.graph_objects as go
 
 from core.result import RunResult
-from core.rows.trace import RankTables
+from core.rows.trace_ranks import RankTables
 from core.rows.trace_summary import RankSetSummary
 from core.workload.trace.text import verdict_text
 from render.chart import Chart

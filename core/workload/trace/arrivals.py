@@ -27,7 +27,7 @@ from collections import Counter
 import numpy as np
 
 from core.measure.nccl_tests import RECORDED_NAMES
-from core.rows.trace import Arrival, CollectiveWait
+from core.rows.trace_ranks import Arrival, CollectiveWait
 from core.rows.trace_summary import Arrivals
 from core.workload.findings import by_kernel_text
 from core.workload.trace.file import COMM, EVERY_RANK_KERNEL, TraceFile

@@ -22,19 +22,15 @@ from collections.abc import Callable, Sequence
 from dataclasses import dataclass
 from typing import Any, TypeVar
 
-from core.rows.trace import (
-    HOST_CAUSES,
+from core.rows.trace import HOST_CAUSES, Kernel, KernelGroup, TraceStep, TraceTables
+from core.rows.trace_diff import (
     CauseChange,
     Change,
     DiffTables,
     GroupChange,
-    Kernel,
     KernelChange,
-    KernelGroup,
     OpChange,
     StepChange,
-    TraceStep,
-    TraceTables,
     WholeChange,
 )
 from core.units import us_text

@@ -33,7 +33,8 @@ import numpy as np
 
 from core.errors import ConfigError
 from core.intake import InputRefused
-from core.rows.trace import Rank, RankGroup, RankHostGap, RankOp, RankStep, RankTables, TraceStep
+from core.rows.trace import TraceStep
+from core.rows.trace_ranks import Rank, RankGroup, RankHostGap, RankOp, RankStep, RankTables
 from core.workload.files import job_files
 from core.workload.findings import OTHERS
 from core.workload.trace.arrivals import Call, arrivals, rank_calls

@@ -7,8 +7,10 @@ from __future__ import annotations
 from collections.abc import Sequence
 
 from core.rows.notes import RunNotes
-from core.rows.trace import Change, Rank, RankTables, TraceStep, TraceTables
+from core.rows.trace import TraceStep, TraceTables
 from core.rows.trace_breakdown import HostTime, ModuleTime, OpTime, TraceBreakdown
+from core.rows.trace_diff import Change
+from core.rows.trace_ranks import Rank, RankTables
 from core.rows.trace_summary import Arrivals, LaunchSummary, RankSetSummary, TraceSummary
 from core.units import duration_text, us_text
 from core.workload.findings import against_text

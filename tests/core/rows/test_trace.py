@@ -5,16 +5,9 @@ from __future__ import annotations
 
 import dataclasses
 
-from core.rows.trace import (
-    DiffTables,
-    Kernel,
-    KernelChange,
-    LaunchDelayBin,
-    Rank,
-    RankTables,
-    TraceStep,
-    TraceTables,
-)
+from core.rows.trace import Kernel, LaunchDelayBin, TraceStep, TraceTables
+from core.rows.trace_diff import DiffTables, KernelChange
+from core.rows.trace_ranks import Rank, RankTables
 
 # rows of `trace tests/data/workload/kineto_v100_resnet50_workers0_step.json.gz`, copied from the stored run (the
 # step cut to the keys of a run stored before the GPU windows, the busy bin to two shares)

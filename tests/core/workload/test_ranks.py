@@ -169,7 +169,8 @@ def test_each_rank_s_operators_and_the_straggler_s_extra_time_by_operator(two_ra
 
 def test_each_rank_s_steps_say_what_its_host_did_in_their_idle(two_ranks):
     """Each rank's steps carry their idle by the host's cause (CPU-span steps: the causes are the step's idle)."""
-    from core.rows.trace import HOST_CAUSES, RankTables
+    from core.rows.trace import HOST_CAUSES
+    from core.rows.trace_ranks import RankTables
 
     rows, _ = two_ranks
     steps = RankTables.from_rows(rows).steps

@@ -24,7 +24,7 @@ import pytest
 
 pytest.importorskip("msgspec")
 
-from core.rows.trace import RankTables
+from core.rows.trace_ranks import RankTables
 from core.workload.findings import ranks_findings
 from core.workload.trace.ranks import NOISE_PCT, combine, read_rank
 
