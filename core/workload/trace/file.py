@@ -455,6 +455,8 @@ def _raw_number(raw: msgspec.Raw) -> int | float | str | None:
     if not len(raw):
         return None
     text = bytes(memoryview(raw)[:32])
+    if text.isdigit() and (text[0] != 0x30 or len(text) == 1):  # the common case, a plain JSON integer, read at once
+        return int(text)
     try:
         value = msgspec.json.decode(text)
     except msgspec.DecodeError:
@@ -497,9 +499,9 @@ class _Reader:
         if dur < 0:
             self._bad("negative duration")
             return None
-        if ts.copy_abs() > _TIME_US or dur > _TIME_US:
+        if (size := ts.copy_abs()) > _TIME_US or dur > _TIME_US:
             raise InputRefused(
-                f"an event's {'ts' if ts.copy_abs() > _TIME_US else 'dur'} of {max(ts.copy_abs(), dur):.3e} µs is "
+                f"an event's {'ts' if size > _TIME_US else 'dur'} of {max(size, dur):.3e} µs is "
                 f"beyond the ±2^63 ns of the trace_time_ns limit"
             )
         try:

@@ -77,3 +77,26 @@ def test_ids_of_any_json_type_and_long_names(tmp_path):
     assert ops.external.tolist() == [7, -1, 9, -1] and ops.correlation.tolist() == [-1, -1, -1, 4]
     assert ops.kind.tolist() == [OP, OP, OP, RUNTIME] and ops.tid.tolist() == [1, 1, 1, 12]
     assert ops.names[0].endswith(f"…({len(long):,} chars)") and ops.stack.tolist() == [-1, -1, -1, -1]
+
+
+@pytest.mark.parametrize(
+    "text, expected",
+    [
+        ("0", 0),
+        ("42", 42),
+        ("007", None),  # not JSON: a leading zero
+        ("-3", -3),
+        ('"12"', "12"),
+        ("9.0", 9.0),
+        ("1e3", 1000.0),
+        ("[1, 2]", None),
+        ("1" * 40, int("1" * 32)),  # an id is read from its first 32 bytes: out of int64 either way
+    ],
+)
+def test_an_id_is_read_as_json_says_it(text, expected):
+    """An id kept raw is its JSON value (a number, or a string of one), whether read at once or decoded."""
+    import msgspec
+
+    from core.workload.trace.file import _raw_number
+
+    assert _raw_number(msgspec.Raw(text.encode())) == expected
