@@ -66,6 +66,27 @@ class Example:
         return f"recorded elsewhere on {self.gpu} ({self.repository})"
 
 
+def _lab_hang(name: str, folder: str, title: str, sha256: tuple[str, ...], more: str = "") -> Example:
+    """A hung gloo job recorded by this lab (``LAB_SOURCE``): its folder under ``examples/flight_recorder``, one
+    dump per rank (``rank0``…), digests in rank order."""
+    return Example(
+        name=name,
+        kind="hang",
+        file=f"flight_recorder/{folder}",
+        title=title,
+        gpu="a gloo job on CPU",
+        gpu_in_file=False,
+        repository="this repository",
+        source_path=LAB_SOURCE,
+        commit="",
+        licence="this repository's",
+        sha256=sha256,
+        notes=f"torch 2.13.0+cpu, recorder version 2.10{more}",
+        ranks=tuple(f"rank{i}" for i in range(len(sha256))),
+        origin=THIS_LAB,
+    )
+
+
 EXAMPLES: tuple[Example, ...] = (
     Example(
         name="train-step-snapshot",
@@ -172,46 +193,27 @@ EXAMPLES: tuple[Example, ...] = (
         notes="the files list no deviceProperties; their kernels are built for sm_80 (cutlass_80, ampere_sgemm)",
         ranks=("rank-0.json.gz", "rank-1.json.gz"),
     ),
-    Example(
-        name="hang-skipped-rank",
-        kind="hang",
-        file="flight_recorder/skipped_rank",
-        title="4 ranks, rank 3 never enters the 4th all_reduce",
-        gpu="a gloo job on CPU",
-        gpu_in_file=False,
-        repository="this repository",
-        source_path=LAB_SOURCE,
-        commit="",
-        licence="this repository's",
-        sha256=(
+    _lab_hang(
+        "hang-skipped-rank",
+        "skipped_rank",
+        "4 ranks, rank 3 never enters the 4th all_reduce",
+        (
             "0afb359806994f1dd52fc5bda2b6523a40d7669948088cb2a1098ba710c131bf",
             "c269f785b49c031c2866720c97c976edd7335c653fc1a7e006e075dac7a05028",
             "fa67a8f9fe6bd92d00f1641f24662c4fa45b834c9e4f8b36e6858dbaf3df7bdb",
             "85412f24b76e9c86aa8f7ba577cf0ada8b40f521a4941371e0dcaddabc2abfee",
         ),
-        notes="torch 2.13.0+cpu, recorder version 2.10; ranks 0–2 wait in the 4th all_reduce",
-        ranks=("rank0", "rank1", "rank2", "rank3"),
-        origin=THIS_LAB,
+        "; ranks 0–2 wait in the 4th all_reduce",
     ),
-    Example(
-        name="hang-desync-op",
-        kind="hang",
-        file="flight_recorder/desync_op",
-        title="3 ranks, rank 1 calls broadcast where the others all_reduce",
-        gpu="a gloo job on CPU",
-        gpu_in_file=False,
-        repository="this repository",
-        source_path=LAB_SOURCE,
-        commit="",
-        licence="this repository's",
-        sha256=(
+    _lab_hang(
+        "hang-desync-op",
+        "desync_op",
+        "3 ranks, rank 1 calls broadcast where the others all_reduce",
+        (
             "60fac95108227a9db7ce24c448885326bbb9139262255b5c0dab2a1000f1dd76",
             "aeecda12101d71fe535aced1b158f13bebf16a8bc1de26c183972250e6535e90",
             "91976ac1833eeff6a85053766fdc049bab493a3d9d8fce7e603739836c4bd961",
         ),
-        notes="torch 2.13.0+cpu, recorder version 2.10",
-        ranks=("rank0", "rank1", "rank2"),
-        origin=THIS_LAB,
     ),
 )
 
