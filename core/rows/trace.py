@@ -17,7 +17,7 @@ Torch-free.
 from __future__ import annotations
 
 import dataclasses
-from collections.abc import Iterable, Mapping
+from collections.abc import Iterable, Mapping, Sequence
 from dataclasses import dataclass, field
 from functools import cache, cached_property
 from typing import Any, ClassVar, Self
@@ -52,38 +52,61 @@ class StoredRow:
 
     @classmethod
     def from_row(cls, row: Mapping[str, Any]) -> Self:
-        """A stored row; keys it lacks take their defaults, keys the class does not name stay in ``extra``."""
+        """A stored row; keys it lacks take their defaults, keys the class does not name stay in ``extra``. One
+        pass over the row's keys: a trace stores thousands of rows."""
         named, spread = cls._named(), cls._spread()
+        own: dict[str, Any] = {}
+        extra: dict[str, Any] = {}
+        for key, value in row.items():
+            name = named.get(key)
+            if name is not None:
+                own[name] = value
+            elif key not in spread and key != "kind":
+                extra[key] = value
         parts: dict[str, dict[str, Any]] = {name: {} for name in cls.SPREAD}
-        for key, (name, part) in spread.items():
+        for key, (name, part) in spread.items():  # in the class's order, whatever the row's
             if key in row:
                 parts[name][part] = row[key]
-        return cls(
-            **{named[k]: v for k, v in row.items() if k in named},
-            **parts,
-            extra={k: v for k, v in row.items() if k not in named and k not in spread and k != "kind"},
-            keys=tuple(row),
-        )
+        return cls(**own, **parts, extra=extra, keys=tuple(row))
 
     @classmethod
     def of(cls, values: Mapping[str, Any]) -> Self:
         """A row the engine builds, from its stored keys and values in the order it stores them."""
         return cls.from_row({"kind": cls.KIND, **values})
 
+    @classmethod
+    def series(cls, columns: Mapping[str, Sequence[Any]]) -> tuple[Self, ...]:
+        """Rows the engine builds a column at a time (stored key → one value per row, the keys in the order it
+        stores them): which keys are fields is settled once for all the rows, not once per row."""
+        named, spread = cls._named(), cls._spread()
+        if {len(column) for column in columns.values()} - {len(next(iter(columns.values()), ()))}:
+            raise ValueError(f"{cls.__name__}.series: columns of different lengths")
+        if spread.keys() & columns.keys():
+            raise ValueError(f"{cls.__name__}.series: {sorted(spread.keys() & columns.keys())} are spread keys")
+        keys = ("kind", *columns)
+        own = [(named[k], i) for i, k in enumerate(columns) if k in named]
+        rest = [(k, i) for i, k in enumerate(columns) if k not in named]
+        return tuple(
+            cls(**{f: values[i] for f, i in own}, extra={k: values[i] for k, i in rest}, keys=keys)
+            for values in zip(*columns.values())
+        )
+
     def to_row(self) -> dict:
         """The stored row: its keys in the order they were stored."""
         named, spread = self._named(), self._spread()
         keys = self.keys or ("kind", *named, *(k for k, (n, p) in spread.items() if p in getattr(self, n)), *self.extra)
-        return {k: self._stored(k, named, spread) for k in keys}
-
-    def _stored(self, key: str, named: dict[str, str], spread: dict[str, tuple[str, str]]) -> Any:
-        if key == "kind":
-            return self.KIND
-        if key in named:
-            return getattr(self, named[key])
-        if key in spread:
-            return getattr(self, spread[key][0])[spread[key][1]]
-        return self.extra[key]
+        row: dict[str, Any] = {}
+        for key in keys:
+            if key in named:
+                row[key] = getattr(self, named[key])
+            elif key in spread:
+                name, part = spread[key]
+                row[key] = getattr(self, name)[part]
+            elif key == "kind":
+                row[key] = self.KIND
+            else:
+                row[key] = self.extra[key]
+        return row
 
     def adding(self, **parts: Mapping[str, Any]) -> Self:
         """This row with figures added to its mapping fields (``SPREAD``), their keys stored after the row's own."""

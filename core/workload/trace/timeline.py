@@ -630,28 +630,17 @@ UTILISATION_BINS = 2000
 
 
 def _utilisation(a: Activities, sel: np.ndarray, bins: int = UTILISATION_BINS) -> tuple[BusyBin, ...]:
-    """Share of each time bin the GPU was busy, per kind: the busy/idle timeline at ≤ ``bins`` points."""
+    """Share of each time bin the GPU was busy, per kind: the busy/idle timeline at ≤ ``bins`` points. Worked out
+    as whole columns: every trace stores these bins, so a bin at a time was a fixed cost of each import."""
     s, e, k = a.start[sel], a.end[sel], a.kind[sel]
     t0, t1 = float(s.min()), float(e.max())
     edges = np.linspace(t0, t1, bins + 1)
     width = (t1 - t0) / bins if t1 > t0 else 1.0
-    rows = []
-    covered = {}
+    columns = {"t_ms": (edges[:-1] - t0) / 1000, "busy_share": _coverage(s, e, edges) / width}
     for i, name in enumerate(KINDS):
         m = k == i
-        covered[name] = _coverage(s[m], e[m], edges)
-    everything = _coverage(s, e, edges)
-    for b in range(bins):
-        rows.append(
-            BusyBin.of(
-                {
-                    "t_ms": (edges[b] - t0) / 1000,
-                    "busy_share": everything[b] / width,
-                    **{f"{name}_share": covered[name][b] / width for name in KINDS},
-                }
-            )
-        )
-    return tuple(rows)
+        columns[f"{name}_share"] = _coverage(s[m], e[m], edges) / width
+    return BusyBin.series({key: column.tolist() for key, column in columns.items()})
 
 
 def _coverage(s: np.ndarray, e: np.ndarray, edges: np.ndarray) -> np.ndarray:
