@@ -5,7 +5,9 @@ from __future__ import annotations
 
 import dataclasses
 
-from core.rows.trace import Kernel, LaunchDelayBin, TraceStep, TraceTables
+import pytest
+
+from core.rows.trace import BusyBin, Kernel, LaunchDelayBin, TraceStep, TraceTables
 from core.rows.trace_diff import DiffTables, KernelChange
 from core.rows.trace_ranks import Rank, RankTables
 
@@ -47,6 +49,21 @@ def test_the_rows_split_once_into_their_tables_and_come_back_in_the_stored_order
     assert tables.rows() == rows
     odd = {"kind": "from a later version", "x": 1}
     assert TraceTables.from_rows([GROUP, odd]).rows() == [GROUP, odd]  # a kind no table holds is kept
+
+
+def test_rows_built_a_column_at_a_time_are_the_stored_rows():
+    second = {"kind": "busy", "t_ms": 0.5, "busy_share": 0.25, "memcpy_share": 0.0}
+    bins = BusyBin.series({k: [BUSY[k], second[k]] for k in ("t_ms", "busy_share", "memcpy_share")})
+    assert [b.to_row() for b in bins] == [BUSY, second]
+    assert [list(b.to_row()) for b in bins] == [list(BUSY)] * 2
+    assert bins[1].busy_share == 0.25 and bins[1].extra == {"memcpy_share": 0.0}
+    assert BusyBin.series({"busy_share": [0.5]})[0].to_row() == {"kind": "busy", "busy_share": 0.5}
+    assert BusyBin.series({"memcpy_share": [0.5]})[0].extra == {"memcpy_share": 0.5}  # no named field at all
+    assert BusyBin.series({}) == ()
+    with pytest.raises(ValueError, match="different lengths"):
+        BusyBin.series({"t_ms": [0.0, 1.0], "busy_share": [1.0]})
+    with pytest.raises(ValueError, match="spread keys"):
+        TraceStep.series({"convolution_us": [1.0]})
 
 
 def test_compute_has_one_name_over_its_two_stored_ones():
