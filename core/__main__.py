@@ -47,6 +47,9 @@ class _ClosedPipeIsQuiet:
 
 signal.signal(signal.SIGINT, _leave)
 sys.stdout = _ClosedPipeIsQuiet(sys.stdout)
+from core.workerlaunch import prestart_for  # noqa: E402 - the standard library's process plumbing alone
+
+prestart_for(sys.argv[1:])  # a command whose job runs in a worker starts it first: its start is the long part
 from core.cli import main  # noqa: E402 - after the handler: this import is the slow part
 
 sys.exit(main())

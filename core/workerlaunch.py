@@ -11,10 +11,10 @@ import sys
 import tempfile
 import threading
 from collections.abc import Callable
-from typing import IO
+from typing import IO, TYPE_CHECKING
 
-from core.forkserver import Forked, ForkServer, ForkServerDown, SpawnCancelled, enabled, server_command
-from core.memory.alloc_conf import ENV_KEYS
+if TYPE_CHECKING:
+    from core.forkserver import Forked, ForkServer
 
 STARTUP_TIMEOUT_S = 120.0  # importing torch on a cold disk can take a while
 
@@ -46,11 +46,15 @@ class Launched:
         once true, :class:`core.forkserver.SpawnCancelled` is raised and no worker is left."""
         self.stderr: IO[bytes] = tempfile.TemporaryFile(prefix="gpulab-worker-", suffix=".log")
         args = [*(["--preload-torch"] if preload_torch else []), *(f"--preload={module}" for module in preload)]
-        try:
-            forked = preload_torch and _forkable(env) and _forked(args, env, self.stderr, cancelled)
-        except SpawnCancelled:
-            self.stderr.close()
-            raise
+        forked = None
+        if preload_torch and _forkable(env):  # the fork server's module only then: a plain worker starts sooner
+            from core.forkserver import SpawnCancelled
+
+            try:
+                forked = _forked(args, env, self.stderr, cancelled)
+            except SpawnCancelled:
+                self.stderr.close()
+                raise
         self.proc: subprocess.Popen[bytes] | Forked = forked or self._fresh(args, env)
 
     def _fresh(self, args: list[str], env: dict[str, str]) -> subprocess.Popen[bytes]:
@@ -70,6 +74,8 @@ def _forkable(env: dict[str, str]) -> bool:
     with an allocator setting of its own: torch reads the setting's ``backend`` when it is imported (a forked
     ``backend:cudaMallocAsync`` worker fails CUDA's initialisation, "backend parsed at runtime != … at load
     time"), so such a worker is a fresh interpreter."""
+    from core.memory.alloc_conf import ENV_KEYS
+
     return not any(key in env for key in ENV_KEYS)
 
 
@@ -80,6 +86,8 @@ _server_lock = threading.Lock()
 def _forked(args: list[str], env: dict[str, str], stderr: IO[bytes], cancelled: Callable[[], bool]) -> Forked | None:
     """A worker forked from this process's fork server (started at the first call), or None where it is off or
     cannot start one: the caller then starts a fresh interpreter."""
+    from core.forkserver import Forked, ForkServer, ForkServerDown, enabled, server_command
+
     if not enabled():
         return None
     child_in, our_in = os.pipe()
@@ -114,6 +122,25 @@ def stop_fork_server() -> None:
 
 
 _prestarted: list[Launched] = []
+
+# Commands whose job runs in a torch-free worker, with the engine modules that job imports there: the worker is
+# started (and imports them) before the command loads the rest of the engine, so the two start on two cores at once.
+WORKER_FIRST = {
+    "trace": ("core.workload.trace.timeline",),
+    "trace-diff": ("core.workload.trace.timeline",),
+    "snapshot": ("core.workload.snapshot.analysis",),
+    "hang": ("core.workload.hang.analysis",),
+}
+
+
+def prestart_for(argv: list[str]) -> bool:
+    """:func:`prestart` the worker of the command line ``argv`` (``python -m core``'s arguments) where its command
+    is one of :data:`WORKER_FIRST` and no help is asked for; whether it did (or had)."""
+    command = argv[0] if argv and not argv[0].startswith("-") else None
+    if command not in WORKER_FIRST or {"-h", "--help"} & set(argv):
+        return False
+    prestart(WORKER_FIRST[command])
+    return True
 
 
 def prestart(preload: tuple[str, ...] = ()) -> None:

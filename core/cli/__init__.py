@@ -17,7 +17,6 @@ from __future__ import annotations
 
 import argparse
 import importlib
-import pkgutil
 import signal
 import sys
 import threading
@@ -56,9 +55,12 @@ COMMAND_MODULES = {
 
 def _command_modules(command: str | None = None) -> list:
     """The modules that register commands, in ``--help``'s order; only ``command``'s where the table names it."""
-    names = (
-        [COMMAND_MODULES[command]] if command in COMMAND_MODULES else [i.name for i in pkgutil.iter_modules(__path__)]
-    )
+    if command in COMMAND_MODULES:
+        names = [COMMAND_MODULES[command]]
+    else:
+        import pkgutil
+
+        names = [i.name for i in pkgutil.iter_modules(__path__)]
     modules = [importlib.import_module(f"{__name__}.{name}") for name in names]
     return sorted((m for m in modules if hasattr(m, "register")), key=lambda m: m.ORDER)
 
@@ -73,23 +75,12 @@ def build_parser(command: str | None = None) -> argparse.ArgumentParser:
     return parser
 
 
-# Commands whose job runs in a torch-free worker, with the engine modules that job imports there: the worker is
-# started (and imports them) before this process builds its parser, so the two start on two cores at once.
-WORKER_FIRST = {
-    "trace": ("core.workload.trace.timeline",),
-    "trace-diff": ("core.workload.trace.timeline",),
-    "snapshot": ("core.workload.snapshot.analysis",),
-    "hang": ("core.workload.hang.analysis",),
-}
-
-
 def main(argv: list[str] | None = None) -> int:
     argv = sys.argv[1:] if argv is None else list(argv)
     command = argv[0] if argv and not argv[0].startswith("-") else None
-    if command in WORKER_FIRST and not {"-h", "--help"} & set(argv):
-        from core.workerlaunch import prestart, stop_prestarted
+    from core.workerlaunch import prestart_for, stop_prestarted
 
-        prestart(WORKER_FIRST[command])
+    if prestart_for(argv):  # its worker starts now (python -m core started it already, before importing this)
         try:
             return _run(command, argv)
         finally:  # not taken (the command was refused first): it serves no later command of this process
