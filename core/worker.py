@@ -33,6 +33,7 @@ import gc
 import importlib
 import json
 import os
+import platform
 import sys
 import threading
 import time
@@ -262,6 +263,9 @@ def serve(preload_torch: bool = False, preload: tuple[str, ...] = ()) -> int:
         return 2
     channel = _Channel()
     _watch_parent()
+    # Every job's start names the platform, and platform.platform() runs `uname -p` the first time it is asked:
+    # asked now, on its own thread, that wait overlaps the imports below instead of delaying the job's start.
+    threading.Thread(target=platform.platform, name="platform", daemon=True).start()
     # Each experiment's module is imported by its first job. torch is imported here only when the job that
     # started this worker runs tensors: a worker that reads a snapshot never pays for it.
     if preload_torch:
