@@ -239,11 +239,12 @@ def trace(args) -> int:
     source = _source(args, "trace")
     if isinstance(source, int):
         return source
+    if not args.json:  # the text's modules load while the worker reads the file, not after it answers
+        import core.workload.trace.text  # noqa: F401
     code, run = run_import(args, "profiler-trace", {**source, "top_kernels": args.top})
     if code:
         return code
     from core.rows.trace import TraceTables
-    from core.rows.trace_summary import TraceSummary
 
     m, tables = run.meta, TraceTables.from_run(run)
     if args.json:
@@ -252,6 +253,7 @@ def trace(args) -> int:
         )
         print_json(args, run, kernels=kernels, steps=steps, collectives=collectives)
         return 0
+    from core.rows.trace_summary import TraceSummary
     from core.workload.trace.text import trace_lines
 
     _say_example(m)
