@@ -25,6 +25,7 @@ A trace's optimizer kernels (``multi_tensor_apply``, fused Adam) are elementwise
 
 from __future__ import annotations
 
+import functools
 import re
 from typing import NamedTuple
 
@@ -322,9 +323,11 @@ KERNEL_RULES: tuple[KernelRule, ...] = (
 _KERNEL_PATTERNS = tuple((r.rule, r.group, re.compile(r.pattern)) for r in KERNEL_RULES)
 
 
+@functools.lru_cache(maxsize=1 << 14)
 def classify_kernel(name: str) -> tuple[str, str]:
     """(group, rule) of a GPU kernel by its name: the first rule of ``KERNEL_RULES`` that matches, else
-    ("other", NO_RULE)."""
+    ("other", NO_RULE). Remembered: a trace's kernel groups and its op breakdown each ask for every distinct name,
+    the ranks of one job share theirs, and a templated name of hundreds of characters takes up to 27 searches."""
     low = name.lower()
     for rule, group, pattern in _KERNEL_PATTERNS:
         if pattern.search(low):
