@@ -137,7 +137,7 @@ class WorkerProcess:
         self.proc.wait()
         self.close()
         # A killed worker could not remove the work folders of the ranks it launched (they die with it).
-        from core.distributed.launch import remove_work_folders
+        from core.distributed.work_folders import remove_work_folders
 
         remove_work_folders(self.proc.pid)
 

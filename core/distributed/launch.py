@@ -18,9 +18,9 @@ instruction (:mod:`core.distributed.rank_entry`, before torch is imported), so a
 leaves none behind.
 
 The ranks' work folder (their event file and logs), ``<tmp>/gpulab-ranks-<pid>-…``, names the process
-that launched them: it is removed when the launch ends, however it ends; the parent of a killed worker
-removes its worker's folders (:func:`remove_work_folders`), and every launch sweeps the folders whose
-owner is no longer alive.
+that launched them (:mod:`core.distributed.work_folders`): it is removed when the launch ends, however it ends; the
+parent of a killed worker removes its worker's folders, and every launch sweeps the folders whose owner is no
+longer alive.
 """
 
 from __future__ import annotations
@@ -42,11 +42,11 @@ import psutil
 
 from core.distributed.bound_store import bind_launcher_stores
 from core.distributed.rank_entry import PARENT_ENV
+from core.distributed.work_folders import WORK_PREFIX, work_folders
 from core.protocol import RANK_EVENTS, Message, RankDone, RankError, RankStep, decode
 from core.text import signal_text
 
 RANK_MODULE = "core.distributed.rank_entry"  # torch-free first lines, then core.distributed.rank
-WORK_PREFIX = "gpulab-ranks-"
 ERROR_GRACE_S = 4.0  # after a rank's error, how long the others get to report theirs before the lab stops them
 WATCHDOG_MARGIN_S = 60.0
 POLL_S = 0.05
@@ -87,30 +87,9 @@ def kill_ranks() -> set[int]:
     return killed
 
 
-def _work_folders(owner: int | None = None) -> list[tuple[Path, int | None]]:
-    """The rank work folders in the temporary directory, with the pid of the process that made each."""
-    found = []
-    try:
-        entries = list(Path(tempfile.gettempdir()).glob(WORK_PREFIX + "*"))
-    except OSError:
-        return []
-    for path in entries:
-        pid_text = path.name[len(WORK_PREFIX) :].split("-", 1)[0]
-        pid = int(pid_text) if pid_text.isdigit() else None
-        if owner is None or pid == owner:
-            found.append((path, pid))
-    return found
-
-
-def remove_work_folders(owner: int) -> None:
-    """Remove the work folders of the launcher ``owner`` (a worker that was killed, so it could not)."""
-    for path, _ in _work_folders(owner):
-        shutil.rmtree(path, ignore_errors=True)
-
-
 def sweep_work_folders() -> None:
     """Remove the work folders whose launcher is no longer alive (a worker killed with no parent to clean)."""
-    for path, pid in _work_folders():
+    for path, pid in work_folders():
         if pid is not None and pid != os.getpid() and not psutil.pid_exists(pid):
             shutil.rmtree(path, ignore_errors=True)
 

@@ -515,7 +515,8 @@ def test_a_job_timeout_leaves_no_rank_and_no_work_folder(private_tmp):
 
 
 def test_a_launch_sweeps_the_work_folders_of_dead_launchers_only(private_tmp):
-    from core.distributed.launch import remove_work_folders, sweep_work_folders
+    from core.distributed.launch import sweep_work_folders
+    from core.distributed.work_folders import remove_work_folders
 
     gone = subprocess.Popen([sys.executable, "-c", "pass"])
     gone.wait()
