@@ -13,7 +13,6 @@ import os
 import platform
 import re
 import shutil
-import socket
 import subprocess
 import sys
 from contextlib import nullcontext
@@ -110,8 +109,9 @@ def _meminfo() -> tuple[int | None, int | None]:
 
 
 def host_name() -> str:
-    """The box's name, part of every run's box identity (:mod:`core.hardware.identity`)."""
-    return socket.gethostname()
+    """The box's name, part of every run's box identity (:mod:`core.hardware.identity`): the host name, as
+    ``socket.gethostname`` gives it, without importing sockets into every worker."""
+    return platform.node()
 
 
 def describe_cpu() -> dict:
