@@ -26,7 +26,6 @@ exits by itself (it watches its parent pid), so no orphan keeps a GPU busy.
 
 from __future__ import annotations
 
-import argparse
 import copy
 import dataclasses
 import gc
@@ -37,7 +36,6 @@ import platform
 import sys
 import threading
 import time
-import traceback
 from collections.abc import Callable, Generator
 from contextlib import ExitStack, nullcontext
 from typing import Any
@@ -243,6 +241,8 @@ def _failed(exc: BaseException, job_id: str, exp: Experiment, device_name: str, 
         text = f"out of memory on {device_name}: {first_line(exc)}{under}"
         return ResultEvent.failed(job_id, "oom", text, meta=extra | {"oom": True}, recycle=True)
     text = f"{type(exc).__name__}: {exc}"
+    import traceback  # a crash's only: every worker's start would pay for it
+
     return ResultEvent.failed(job_id, "crash", text, meta=extra | {"traceback": traceback.format_exc()})
 
 
@@ -301,6 +301,12 @@ def _job_id_of(line: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
+    argv = sys.argv[1:] if argv is None else argv
+    preload = [arg.removeprefix("--preload=") for arg in argv if arg.startswith("--preload=")]
+    if len(preload) + argv.count("--preload-torch") == len(argv):  # as the lab starts it: no parser (10 ms) needed
+        return serve("--preload-torch" in argv, tuple(preload))
+    import argparse
+
     parser = argparse.ArgumentParser(prog="python -m core.worker", description=(__doc__ or "").partition("\n")[0])
     parser.add_argument("--info", action="store_true", help="print the device description as JSON and exit")
     parser.add_argument(
