@@ -5,7 +5,8 @@ Two channels speak JSON lines:
 * the worker (``python -m core.worker``): requests on its stdin (:class:`RunRequest`, :class:`ExitRequest`,
   keyed by ``op``) and events on its stdout (:class:`ReadyEvent` … :class:`ResultEvent`, keyed by ``type``);
 * the ranks of a one-box distributed job (:mod:`core.distributed.rank` writes, :mod:`core.distributed.launch`
-  reads): :class:`RankStart` … :class:`RankError`.
+  reads): their records are :mod:`core.distributed.events`', built on :class:`Message` and :func:`decode` here, and
+  kept there so that no worker or command that starts one defines them.
 
 Why records: a field is named in one place, and a line that does not follow the protocol is refused by
 :func:`decode` with the reason (:class:`ProtocolError`) instead of surfacing as a ``KeyError`` elsewhere.
@@ -218,67 +219,3 @@ class ResultEvent(Message):
 
 WORKER_EVENTS: tuple[type[Message], ...] = (ReadyEvent, WaitingEvent, StartedEvent, ProgressEvent, ResultEvent)
 WorkerEvent = ReadyEvent | WaitingEvent | StartedEvent | ProgressEvent | ResultEvent
-
-
-# --- the ranks' event file ------------------------------------------------------------------------------
-
-
-@dataclass(frozen=True)
-class RankStart(Message):
-    """Rank 0 joined and planned ``total`` points; ``meta`` describes every rank."""
-
-    TAG: ClassVar[str] = "start"
-    total: int
-    meta: dict
-
-
-@dataclass(frozen=True)
-class RankStep(Message):
-    """Rank 0 begins point ``index`` (what a hung job was doing)."""
-
-    TAG: ClassVar[str] = "step"
-    index: int
-    total: int
-    label: str
-
-
-@dataclass(frozen=True)
-class RankRows(Message):
-    """Rank 0 finished point ``index``: its rows."""
-
-    TAG: ClassVar[str] = "rows"
-    index: int
-    total: int
-    rows: list[dict]
-
-
-@dataclass(frozen=True)
-class RankDone(Message):
-    """Rank 0 finished every point; ``meta`` is the run's."""
-
-    TAG: ClassVar[str] = "done"
-    meta: dict
-
-
-@dataclass(frozen=True)
-class RankAlive(Message):
-    """Rank 0's heartbeat: the launcher's watchdog tells a long point from a frozen job."""
-
-    TAG: ClassVar[str] = "alive"
-
-
-@dataclass(frozen=True)
-class RankError(Message):
-    """What stopped a rank (any rank writes one): its words, the step, the ranks that stopped answering."""
-
-    TAG: ClassVar[str] = "error"
-    rank: int
-    message: str
-    stalled: list[int] = field(default_factory=list)
-    step: str | None = None
-    unsupported: bool = False
-    exception: str | None = None
-    timeout_s: float | None = None
-
-
-RANK_EVENTS: tuple[type[Message], ...] = (RankStart, RankStep, RankRows, RankDone, RankAlive, RankError)

@@ -18,11 +18,11 @@ import sys
 
 from core.cli.experiments import add_config_options, config_values
 from core.cli.output import print_run
+from core.distributed.events import RankError
 from core.errors import ConfigError
 from core.experiment import config_from_dict, config_to_dict
 from core.hardware.device import describe, versions
 from core.jsonable import json_ready
-from core.protocol import RankError
 from core.result import RunResult, now_iso
 from core.units import count_text
 

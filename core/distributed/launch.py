@@ -41,9 +41,10 @@ from pathlib import Path
 import psutil
 
 from core.distributed.bound_store import bind_launcher_stores
+from core.distributed.events import RANK_EVENTS, RankDone, RankError, RankStep
 from core.distributed.rank_entry import PARENT_ENV
 from core.distributed.work_folders import WORK_PREFIX, work_folders
-from core.protocol import RANK_EVENTS, Message, RankDone, RankError, RankStep, decode
+from core.protocol import Message, decode
 from core.text import signal_text
 
 RANK_MODULE = "core.distributed.rank_entry"  # torch-free first lines, then core.distributed.rank

@@ -45,12 +45,13 @@ from core.distributed.collectives import (
     unsupported_reason,
 )
 from core.distributed.config import InterconnectConfig, sizes_for
+from core.distributed.events import RankAlive, RankDone, RankError, RankRows, RankStart, RankStep
 from core.errors import ConfigError
 from core.experiment import config_from_dict
 from core.hardware.device import cuda_unavailable_reason
 from core.hardware.memory import available_ram
 from core.jsonable import json_ready
-from core.protocol import Message, RankAlive, RankDone, RankError, RankRows, RankStart, RankStep
+from core.protocol import Message
 from core.units import bytes_text, exact_size_text
 
 HEARTBEAT_S = 5.0

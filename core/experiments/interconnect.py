@@ -138,8 +138,8 @@ def _peers(cfg: InterconnectConfig, ctx: Context, gpus: int, tally: _Tally) -> I
 
 def _collectives(cfg: InterconnectConfig, backend: str, world: int, tally: _Tally):
     """The collectives over ``world`` ranks started by the elastic launcher; returns the launcher's meta."""
+    from core.distributed.events import RankRows, RankStep
     from core.distributed.launch import run_ranks
-    from core.protocol import RankRows, RankStep
 
     events = run_ranks(config_to_dict(cfg) | {"backend": backend, "world_size": world}, world, cfg.timeout_s)
     try:

@@ -5,19 +5,13 @@ import json
 
 import pytest
 
+from core.distributed.events import RANK_EVENTS, RankAlive, RankDone, RankError, RankRows, RankStart, RankStep
 from core.protocol import (
-    RANK_EVENTS,
     REQUESTS,
     WORKER_EVENTS,
     ExitRequest,
     ProgressEvent,
     ProtocolError,
-    RankAlive,
-    RankDone,
-    RankError,
-    RankRows,
-    RankStart,
-    RankStep,
     ReadyEvent,
     ResultEvent,
     RunRequest,
