@@ -23,3 +23,9 @@ class DoesNotFit(ConfigError):
     def __init__(self, message: str, need_bytes: int, limit_bytes: int, source: str) -> None:
         super().__init__(message)
         self.meta = {"refused": {"need_bytes": int(need_bytes), "limit_bytes": int(limit_bytes), "limit": source}}
+
+
+class SpawnCancelled(Exception):
+    """The caller gave up on a worker before the fork server answered (a Ctrl-C while torch imports); the child, if
+    it comes, is killed (:mod:`core.forkserver`). Here, not there: the job queue catches it without importing the
+    fork server into every command."""

@@ -5,7 +5,7 @@ Why not :mod:`multiprocessing`'s forkserver: the lab's worker is a process with 
 own session (a kill takes the ranks it launched) and a stderr file; the parent hands those three descriptors over
 a Unix socket and gets back the pid, then the exit status when the server reaps it.
 
-What keeps a fork sound: the server imports torch and nothing of the lab, and never touches CUDA (a process forked
+What keeps a fork sound: the server imports torch and nothing of the lab but its error classes, and never touches CUDA (a process forked
 after CUDA's initialisation cannot use it). Each child first takes the environment its parent sent — the job's
 ``CUDA_VISIBLE_DEVICES``, ``NVIDIA_TF32_OVERRIDE`` and memory cap are read when CUDA and the job start, after
 the fork — then imports the worker (an allocator setting is read partly at torch's import: such a worker is not
@@ -32,6 +32,8 @@ import traceback
 from collections.abc import Callable
 from typing import IO
 
+from core.errors import SpawnCancelled
+
 FORK_SERVER_ENV = "GPULAB_FORK_SERVER"
 _MESSAGE_BYTES = 1 << 20  # one request: the child's environment and arguments
 _REAP_EVERY_S = 0.05
@@ -40,11 +42,6 @@ _STOP_WAIT_S = 0.5  # an idle server exits within one look (_REAP_EVERY_S); a bu
 
 class ForkServerDown(Exception):
     """The fork server is gone or did not answer; the caller starts a plain worker instead."""
-
-
-class SpawnCancelled(Exception):
-    """The caller gave up on a child before the server answered (a Ctrl-C while torch imports); the child, if it
-    comes, is killed."""
 
 
 def enabled() -> bool:

@@ -20,9 +20,8 @@ from functools import partial
 from typing import Any
 
 from core import registry
-from core.errors import ConfigError
+from core.errors import ConfigError, SpawnCancelled
 from core.experiment import config_to_dict
-from core.forkserver import Forked, SpawnCancelled
 from core.hardware.device import check_device_string
 from core.lifecycle import Job, Listener, Recorder, notify
 from core.protocol import ProgressEvent, ResultEvent, RunRequest, StartedEvent, WaitingEvent
@@ -205,7 +204,7 @@ def _crash_outcome(job: Job, worker: WorkerProcess | LocalWorker | None, reason:
         code = worker.proc.wait()  # reaped by the kill: at once
     tail = worker.stderr_tail()
     how = signal_text(code)
-    if isinstance(worker.proc, Forked) and not worker.proc.status_known:
+    if not isinstance(worker.proc, subprocess.Popen) and not worker.proc.status_known:  # a forked worker
         how = "ended with the fork server it came from (its exit status is unknown)"
     text = f"worker {how} before finishing" if reason is None else f"worker failed: {reason}"
     if tail:

@@ -13,6 +13,8 @@ import threading
 from collections.abc import Callable
 from typing import IO, TYPE_CHECKING
 
+from core.errors import SpawnCancelled
+
 if TYPE_CHECKING:
     from core.forkserver import Forked, ForkServer
 
@@ -48,8 +50,6 @@ class Launched:
         args = [*(["--preload-torch"] if preload_torch else []), *(f"--preload={module}" for module in preload)]
         forked = None
         if preload_torch and _forkable(env):  # the fork server's module only then: a plain worker starts sooner
-            from core.forkserver import SpawnCancelled
-
             try:
                 forked = _forked(args, env, self.stderr, cancelled)
             except SpawnCancelled:
