@@ -187,3 +187,26 @@ def test_an_in_process_job_is_stored_like_any_run_and_never_waits_for_the_device
     assert probe.status == "ok"
     # it did not queue behind the 8-second probe on the CPU: it ended while the probe still ran
     assert datetime.fromisoformat(run.finished_at) < datetime.fromisoformat(probe.finished_at)
+
+
+@pytest.mark.parametrize(
+    "argv, served",
+    [
+        ([], (False, ())),
+        (["--preload=core.a", "--preload=core.b"], (False, ("core.a", "core.b"))),
+        (["--preload-torch", "--preload=core.a"], (True, ("core.a",))),
+        (["--preload", "core.a", "--preload-torch"], (True, ("core.a",))),  # argparse's spelling: its parser reads it
+    ],
+)
+def test_the_worker_reads_its_arguments_as_its_parser_would(monkeypatch, argv, served):
+    import core.worker
+
+    calls = []
+    monkeypatch.setattr(core.worker, "serve", lambda torch, preload: calls.append((torch, preload)) or 0)
+    assert core.worker.main(argv) == 0
+    assert calls == [served]
+
+
+def test_an_argument_the_worker_does_not_know_is_refused_by_its_parser():
+    out = subprocess.run([sys.executable, "-m", "core.worker", "--bogus"], capture_output=True, text=True, cwd=ROOT)
+    assert out.returncode == 2 and "unrecognized arguments: --bogus" in out.stderr
