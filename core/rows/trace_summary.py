@@ -14,9 +14,8 @@ from dataclasses import dataclass
 from typing import Any, Self
 
 from core.result import RunResult
+from core.rows.kernel_rules import KERNEL_WAIT_US, RuleCount
 from core.rows.stored import known
-
-KERNEL_WAIT_US = 30.0  # HTA's consecutive_kernel_delay default (30; its trace times are µs): shorter is launch overhead
 
 
 @dataclass(frozen=True)
@@ -63,20 +62,6 @@ class LaunchSummary:
     def measured_launch_bound(self) -> bool:
         """False for a run stored before launch-bound was measured: its launch_bound is HTA's short kernels."""
         return self.shorter_than_launch_call is not None
-
-
-@dataclass(frozen=True)
-class RuleCount:
-    """What one kernel-group rule matched."""
-
-    rule: str
-    group: str
-    count: int = 0
-    us: float = 0.0
-
-    def to_dict(self) -> dict[str, Any]:
-        """As the meta's ``rules`` store it, keys in their stored order."""
-        return {"rule": self.rule, "group": self.group, "count": self.count, "us": self.us}
 
 
 @dataclass(frozen=True)

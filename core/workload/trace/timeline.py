@@ -38,6 +38,7 @@ from dataclasses import dataclass
 import numpy as np
 
 from core.measure.kernels import KERNEL_GROUPS, KERNEL_RULES, NO_RULE, classify_kernel
+from core.rows.kernel_rules import KERNEL_WAIT_US, RuleCount
 from core.rows.trace import (
     GROUP_KEYS,
     BusyBin,
@@ -49,7 +50,6 @@ from core.rows.trace import (
     TraceStep,
     TraceTables,
 )
-from core.rows.trace_summary import KERNEL_WAIT_US, RuleCount
 from core.workload.trace.file import COMM, COMPUTE, KINDS, MEMCPY, MEMSET, Activities, TraceFile, read_trace
 from core.workload.trace.intervals import merged, merged_by_group, merged_groups, union_gaps
 

@@ -1,4 +1,4 @@
-"""An imported trace's stored rules (:class:`core.rows.trace_summary.RuleCount`): the engine builds each rule's count
+"""An imported trace's stored rules (:class:`core.rows.kernel_rules.RuleCount`): the engine builds each rule's count
 and stores ``to_dict()``, so a stored meta — HTA's A100 backward excerpt as `python -m core trace FILE --json`
 printed it before the engine built them — reads back into the same dicts, keys in order."""
 
@@ -7,7 +7,8 @@ from __future__ import annotations
 import json
 from pathlib import Path
 
-from core.rows.trace_summary import RankSetSummary, RuleCount, TraceSummary
+from core.rows.kernel_rules import RuleCount
+from core.rows.trace_summary import RankSetSummary, TraceSummary
 from core.workload.trace.file import read_trace
 from core.workload.trace.timeline import analyse_trace
 
