@@ -16,7 +16,6 @@ from pathlib import Path
 
 from core.errors import ConfigError
 from core.experiment import Context, Output, Progress, file_import
-from core.workload import examples
 from core.workload.files import check_file, read_imported
 
 OVERVIEW_POINTS = 2000
@@ -45,7 +44,9 @@ class MemorySnapshotConfig:
     def __post_init__(self) -> None:
         if self.trace_device is not None and not 0 <= self.trace_device <= 1024:
             raise ConfigError(f"trace_device must be a device index between 0 and 1024, got {self.trace_device}")
-        if self.example:
+        if self.example:  # the catalogue only then: a file's import never loads it
+            from core.workload import examples
+
             object.__setattr__(self, "path", examples.config_path(self.example, "snapshot", self.path))
         check_file(self.path, "snapshot")  # last: a bad option is named even when no file is given
 
@@ -97,6 +98,8 @@ def run(cfg: MemorySnapshotConfig, ctx: Context):
         }
     )
     if cfg.example:
+        from core.workload import examples
+
         examples.label(summary, cfg.example)
     summary["findings"] = to_store(snapshot_findings(summary))
     yield Progress(3, 3, "done")

@@ -13,7 +13,6 @@ from pathlib import Path
 
 from core.errors import ConfigError
 from core.experiment import Context, Output, Progress, file_import
-from core.workload import examples
 from core.workload.files import check_file, read_imported
 
 
@@ -34,7 +33,9 @@ class ProfilerTraceConfig:
     def __post_init__(self) -> None:
         if not 1 <= self.top_kernels <= 500:
             raise ConfigError(f"top_kernels must be between 1 and 500, got {self.top_kernels}")
-        if self.example:
+        if self.example:  # the catalogue only then: a file's import never loads it
+            from core.workload import examples
+
             object.__setattr__(self, "path", examples.config_path(self.example, "trace", self.path))
         check_file(self.path, "trace")  # last: a bad option is named even when no file is given
 
@@ -49,6 +50,8 @@ def run(cfg: ProfilerTraceConfig, ctx: Context):
     tables, meta = analyse(data, cfg.top_kernels)
     meta.update({**file, "recorded_on": "the machine that recorded the trace (imported file)"})
     if cfg.example:
+        from core.workload import examples
+
         examples.label(meta, cfg.example)
     yield Progress(2, 2, "done")
     return Output(rows=tables.rows(), meta=meta)  # each kind of row typed, in its table
