@@ -9,6 +9,8 @@ from __future__ import annotations
 
 import numpy as np
 
+from core.arrays import distinct
+
 
 def thin_indices(values, max_points: int, envelope: bool = False) -> np.ndarray:
     """Sorted indices of at most ``max_points`` points of ``values``: per bin the maximum (and the minimum
@@ -26,7 +28,7 @@ def thin_indices(values, max_points: int, envelope: bool = False) -> np.ndarray:
     if envelope:
         picks.append(_reduce_at(values, starts, ends, np.argmin))
     picks.append(np.array([0, n - 1, int(np.argmax(values))]))
-    return np.unique(np.concatenate(picks))
+    return distinct(np.concatenate(picks))
 
 
 def _reduce_at(values: np.ndarray, starts: np.ndarray, ends: np.ndarray, arg) -> np.ndarray:

@@ -26,6 +26,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from core.arrays import distinct
 from core.memory.segments import segment_view
 from core.units import MIB, bytes_text
 from core.workload.snapshot.reader import CODE, OLD_BLOCKS, DeviceTrace, Frame, Snapshot
@@ -197,7 +198,7 @@ def time_binned(t: np.ndarray, values: np.ndarray, max_points: int) -> np.ndarra
     # by bin, then value, then the later point first: a bin's highest is the first point to reach it (the peak's)
     order = np.lexsort((-np.arange(n), values, np.repeat(np.arange(len(starts)), ends - starts)))
     lowest, highest = order[starts], order[ends - 1]
-    return np.unique(np.concatenate([starts, ends - 1, lowest, highest]))
+    return distinct(np.concatenate([starts, ends - 1, lowest, highest]))
 
 
 def shown_stack(stack: tuple[Frame, ...]) -> tuple[Frame, ...]:

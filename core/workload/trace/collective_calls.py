@@ -14,8 +14,7 @@ from __future__ import annotations
 
 from collections.abc import Sequence
 
-import numpy as np
-
+from core.arrays import median
 from core.measure.nccl_tests import DTYPE_BYTES, RECORDED_NAMES, busbw_factor, size_elements
 from core.rows.trace import Collective
 from core.units import rate_text, size_text, us_text
@@ -40,9 +39,9 @@ def collective_rows(trace: TraceFile, device: int) -> tuple[Collective, ...]:
         calls.setdefault(key, []).append(float(a.end[i] - a.start[i]))
     rows: list[Collective] = []
     for (collective, dtype, group, nbytes, _, _), durations in calls.items():
-        median = float(np.median(durations))
-        rated = nbytes is not None and median > 0  # a size: a collective nccl-tests knows, of a known dtype
-        algbw = nbytes / (median / 1e6) / 1e9 if nbytes is not None and rated else None
+        median_us = median(durations)
+        rated = nbytes is not None and median_us > 0  # a size: a collective nccl-tests knows, of a known dtype
+        algbw = nbytes / (median_us / 1e6) / 1e9 if nbytes is not None and rated else None
         factor = busbw_factor(collective, group) if rated else None
         rows.append(
             Collective(
@@ -53,7 +52,7 @@ def collective_rows(trace: TraceFile, device: int) -> tuple[Collective, ...]:
                 size=size_text(nbytes) if nbytes is not None else None,
                 calls=len(durations),
                 total_us=float(sum(durations)),
-                median_us=median,
+                median_us=median_us,
                 algbw_gbs=algbw,
                 busbw_factor=factor,
                 busbw_gbs=algbw * factor if algbw is not None and factor is not None else None,

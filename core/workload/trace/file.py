@@ -41,6 +41,7 @@ from typing import Any
 import msgspec
 import numpy as np
 
+from core.arrays import distinct, isin
 from core.intake import GZIP_MAGIC, LIMITS, InputRefused, cut_name, inflated_limit, open_mapped, release_pages
 from core.measure.kernels import EVERY_RANK_BY_NAME, KERNEL_RULES
 from core.units import exact_size_text
@@ -714,7 +715,7 @@ def _only_gpu(device: np.ndarray, *by_id: dict[int, Any]) -> dict[str, int]:
     """A file that lists one GPU while its every activity is on one other device id (ROCm writes the process's
     only visible GPU as id 0 and the kernels' physical index, 2 say): that GPU's name, memory and architecture
     are given to the device the activities are on, in place, and said as a quirk; nothing otherwise."""
-    ids = np.unique(device).tolist()
+    ids = distinct(device).tolist()
     listed = list(by_id[0])
     if len(listed) != 1 or len(ids) != 1 or ids[0] == listed[0]:
         return {}
@@ -749,9 +750,9 @@ def quirks(a: Activities, gpu_names: dict[int, str], span_us: float, has_device_
             np.count_nonzero(a.start != np.floor(a.start)) + np.count_nonzero(a.end != np.floor(a.end))
         )
         if has_device_list:
-            missing = set(np.unique(a.device).tolist()) - set(gpu_names)
+            missing = set(distinct(a.device).tolist()) - set(gpu_names)
             found["activities on a device the trace's device list lacks"] = int(
-                np.count_nonzero(np.isin(a.device, list(missing)))
+                np.count_nonzero(isin(a.device, list(missing)))
             )
         else:
             found["activities of a trace without a device list (GPU names unknown)"] = n

@@ -34,6 +34,7 @@ from collections.abc import Sequence
 
 import numpy as np
 
+from core.arrays import distinct, isin, median
 from core.rows.trace import HOST_CAUSES, TraceStep
 from core.units import us_text
 from core.workload.findings import Finding
@@ -117,7 +118,7 @@ def op_causes(trace: TraceFile) -> tuple[np.ndarray, np.ndarray, list[str]]:
     label = ops.name.copy()
     labels = list(ops.names)
     copy_names = [i for i, n in enumerate(ops.names) if _MEMCPY_CALL.search(n)]
-    calls = np.flatnonzero(np.isin(ops.name, copy_names) & (ops.correlation >= 0) & (ops.kind == RUNTIME))
+    calls = np.flatnonzero(isin(ops.name, copy_names) & (ops.correlation >= 0) & (ops.kind == RUNTIME))
     copies = np.flatnonzero(a.kind == MEMCPY)
     found, at = correlated(a.correlation[copies], ops.correlation[calls])
     numbered: dict[str, int] = {}
@@ -143,8 +144,8 @@ def _parents_of_copies(ops: CpuOps, cause: np.ndarray, calls: np.ndarray) -> Non
     if not len(calls):
         return
     wanted = [i for i, n in enumerate(ops.names) if _COPY_OPS.search(n)]
-    parents = np.flatnonzero(np.isin(ops.name, wanted) & (ops.kind == OP))
-    for tid in np.unique(ops.tid[calls]).tolist():
+    parents = np.flatnonzero(isin(ops.name, wanted) & (ops.kind == OP))
+    for tid in distinct(ops.tid[calls]).tolist():
         starts = np.sort(ops.start[calls][ops.tid[calls] == tid])
         mine = parents[ops.tid[parents] == tid]
         inside = np.searchsorted(starts, ops.end[mine], side="right") - np.searchsorted(
@@ -223,7 +224,7 @@ def host_gaps(
     out = {"gaps": int(len(gap_start)), "gap_us": 0.0, "thread": main, "causes": []}
     lo = _ns(np.array([r.gpu_window_start_us for r in steps], float))  # the steps' GPU windows [lo, hi)
     hi = lo + _ns(np.array([r.gpu_window_us for r in steps], float))
-    gap_start, gap_end, gap_tid = _pieces(gap_start, gap_end, gap_tid, np.unique(np.concatenate([lo, hi])))
+    gap_start, gap_end, gap_tid = _pieces(gap_start, gap_end, gap_tid, distinct(np.concatenate([lo, hi])))
     total = int((gap_end - gap_start).sum())
     out["gap_us"] = total / NS
     held = np.zeros((len(gap_start), len(CAUSES)), np.int64)  # each piece's ns by cause
@@ -251,7 +252,7 @@ def _in_warmup(trace: TraceFile) -> float:
         return 0.0
     named = np.array([bool(_WARMUP.search(n)) for n in ops.names] or [False])
     inside = 0
-    for tid in np.unique(ops.tid[calls]).tolist():
+    for tid in distinct(ops.tid[calls]).tolist():
         mine = calls[ops.tid[calls] == tid]
         spans = np.flatnonzero(named[ops.name] & (ops.tid == tid) & (ops.kind != RUNTIME))
         w_s, w_e = merged(_ns(ops.start[spans]), _ns(ops.end[spans]))
@@ -321,7 +322,7 @@ def host_in_steps(
     summaries = []
     for lo, hi in ((t0, first), (first, t1)):  # before the first kernel; the rest of the step
         p_s, p_e = _less(*merged(lo, hi), busy_s, busy_e)
-        p_s, p_e, _ = _pieces(p_s, p_e, np.zeros(len(p_s), np.int64), np.unique(np.concatenate([lo, hi])))
+        p_s, p_e, _ = _pieces(p_s, p_e, np.zeros(len(p_s), np.int64), distinct(np.concatenate([lo, hi])))
         held = np.zeros((len(p_s), len(CAUSES)), np.int64)
         tops: list[dict[int, list]] = [{} for _ in CAUSES]
         labels = _hold(trace, p_s, p_e, np.full(len(p_s), tid), held, tops) if len(p_s) else []
@@ -339,7 +340,7 @@ def host_in_steps(
         "steps": len(timed),
         "time_us": int(held.sum()) / NS,
         "wall_us": float(sum(r.wall_us for r in timed)),
-        "median_share": float(np.median(shares)) if shares else 0.0,
+        "median_share": median(shares) if shares else 0.0,
         "causes": _by_cause(trace, held.sum(axis=0), tops, labels, top),
     }
     return summary, by_step
@@ -356,7 +357,7 @@ def _hold(
     # a Python frame of torch or a library (module.py's _call_impl) names nothing: it counts, but is not listed
     library = np.array([bool(_LIBRARY.search(n.partition("(")[0])) for n in ops.names] or [False])
     listed = (ops.kind != PYTHON) | ~library[ops.name]
-    for tid in np.unique(g_tid).tolist():
+    for tid in distinct(g_tid).tolist():
         mine = np.flatnonzero(g_tid == tid)
         p_s, p_e = g_s[mine], g_e[mine]
         on = np.flatnonzero(kinds & (ops.tid == tid))
@@ -470,18 +471,18 @@ def step_stall_findings(steps: Sequence[TraceStep]) -> list[Finding]:
     stalls = []
     for name in named:
         times = np.array([r.window_causes[name] for r in timed])
-        median, worst = float(np.median(times)), timed[int(np.argmax(times))]
+        typical, worst = median(times), timed[int(np.argmax(times))]
         us, window = worst.window_causes[name], worst.gpu_window_us or 0.0
-        if us >= STALL_RATIO * median and us >= MIN_SPAN_SHARE * window:
-            stalls.append((us, name, worst, median))
+        if us >= STALL_RATIO * typical and us >= MIN_SPAN_SHARE * window:
+            stalls.append((us, name, worst, typical))
     if not stalls:
         return []
-    us, name, step, median = max(stalls, key=lambda s: s[0])
+    us, name, step, typical = max(stalls, key=lambda s: s[0])
     window = step.gpu_window_us or 0.0
     share = us / window
     text = (
         f"step {step.step} stalls on {name}: the GPU idled {us_text(us)} of its {us_text(window)} "
-        f"window ({share:.1%}) while the host was in it, against {us_text(median) if median else 'none'} in the "
+        f"window ({share:.1%}) while the host was in it, against {us_text(typical) if typical else 'none'} in the "
         f"median step of {len(timed):,} — one step, not the steady state"
     )
     return [Finding("step_stall", text, 100 * share, "%", time_us=us, cause=name)]

@@ -39,6 +39,7 @@ import re
 
 import numpy as np
 
+from core.arrays import distinct
 from core.hardware.specs import match_spec
 from core.units import duration_text, shapes_text, us_text
 from core.workload.findings import Finding
@@ -253,7 +254,7 @@ def rates(trace: TraceFile, op_of: np.ndarray, idx: np.ndarray) -> tuple[np.ndar
     its shapes give none), its dtype (None) and whether its kernels' names say tf32, by host event."""
     ops: CpuOps = trace.ops
     a = trace.activities
-    events = np.unique(op_of[op_of >= 0])
+    events = distinct(op_of[op_of >= 0])
     flops = np.full(len(ops.name), np.nan)
     moved = np.full(len(ops.name), np.nan)
     dtype: list = [None] * len(ops.name)

@@ -31,6 +31,7 @@ from dataclasses import dataclass, field
 
 import numpy as np
 
+from core.arrays import distinct
 from core.measure.kernels import classify_kernel
 from core.units import us_text
 from core.workload.findings import Finding
@@ -104,7 +105,7 @@ def attribute(trace: TraceFile, idx: np.ndarray) -> tuple[np.ndarray, np.ndarray
     # the last event on the call's thread starting at or before the call, then up to the first that holds it
     key_t, key_s = ops.tid[call], ops.start[call]
     pos = np.full(len(idx), -1, np.int64)
-    for t in np.unique(key_t[found]).tolist():
+    for t in distinct(key_t[found]).tolist():
         lo, hi = np.searchsorted(tid, t, "left"), np.searchsorted(tid, t, "right")
         mine = found & (key_t == t)
         pos[mine] = lo + np.searchsorted(start[lo:hi], key_s[mine], "right") - 1

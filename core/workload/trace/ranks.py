@@ -29,8 +29,7 @@ from collections.abc import Sequence
 from dataclasses import dataclass, field
 from pathlib import Path
 
-import numpy as np
-
+from core.arrays import median
 from core.errors import ConfigError
 from core.intake import InputRefused
 from core.rows.trace import TraceStep
@@ -171,7 +170,7 @@ def others_median(values: dict[int, float], rank: int) -> float:
     """The median of ``values`` over the ranks but ``rank`` (its own value where it is the only rank): a rank is
     held against the others, never against a median it takes part in (with two ranks, that is half its margin)."""
     others = [v for r, v in values.items() if r != rank]
-    return float(np.median(others)) if others else values[rank]
+    return median(others) if others else values[rank]
 
 
 def straggler(rank_rows: Sequence[Rank]) -> dict:

@@ -37,6 +37,7 @@ from dataclasses import dataclass
 
 import numpy as np
 
+from core.arrays import distinct, isin, percentiles
 from core.measure.kernels import KERNEL_GROUPS, KERNEL_RULES, NO_RULE, classify_kernel
 from core.rows.kernel_rules import KERNEL_WAIT_US, RuleCount
 from core.rows.trace import (
@@ -106,7 +107,7 @@ def _time_breakdowns(a: Activities, parts: list[np.ndarray]) -> list[dict]:
     ends, rank = np.unique(e, return_inverse=True)
 
     def union_of(*kinds: int) -> np.ndarray:
-        m = np.isin(k, kinds)
+        m = isin(k, kinds)
         return _unions_ns(s[m], rank[m], ends, part[m], n)
 
     def summed(m: np.ndarray) -> np.ndarray:
@@ -158,7 +159,7 @@ def _time_breakdowns(a: Activities, parts: list[np.ndarray]) -> list[dict]:
 def _streams_of(stream_of: np.ndarray, part: np.ndarray, n: int) -> list[np.ndarray]:
     """Each of the ``n`` parts' streams, sorted (``stream_of``: each activity's stream, ``part``: its part)."""
     names, stream = np.unique(stream_of, return_inverse=True)
-    pairs = np.unique(part * len(names) + stream)  # each part's streams, sorted
+    pairs = distinct(part * len(names) + stream)  # each part's streams, sorted
     return np.split(names[pairs % max(len(names), 1)], np.searchsorted(pairs // max(len(names), 1), np.arange(1, n)))
 
 
@@ -255,7 +256,7 @@ def _launch_stats(launches: _Launches, idx: np.ndarray) -> dict:
     d, q = d[has], launches.queue[on]
     graph, bound, short = launches.graph[on], launches.bound[on], launches.short[on]
     own = int((~graph).sum())  # activities with a launch call of their own: where launch-bound means something
-    p50, p90, p99 = np.percentile(d, [50, 90, 99])
+    p50, p90, p99 = percentiles(d, [50, 90, 99])
     return {
         "launched": int(has.sum()),
         "launch_delay_p50_us": float(p50),
@@ -472,7 +473,7 @@ def _file_meta(trace: TraceFile) -> dict:
     return {
         "events": trace.events,
         "gpu_activities": int(len(trace.activities.start)),
-        "devices": np.unique(trace.activities.device).tolist(),
+        "devices": distinct(trace.activities.device).tolist(),
         "schema_version": trace.schema_version,
         "rank": trace.rank,
         "world_size": trace.world_size,
