@@ -21,8 +21,9 @@ def percentiles(values: np.ndarray, q: list[float]) -> np.ndarray:
     at = (len(ordered) - 1) * (np.asarray(q, dtype=np.float64) / 100)
     below = np.floor(at)
     weight = at - below
-    lower = ordered[below.astype(np.intp)]
-    upper = ordered[np.minimum(below.astype(np.intp) + 1, len(ordered) - 1)]
+    index = below.astype(np.intp)
+    lower = ordered[index]
+    upper = ordered[np.minimum(index + 1, len(ordered) - 1)]
     step = upper - lower
     out = lower + step * weight
     np.subtract(upper, step * (1 - weight), out=out, where=weight >= 0.5)

@@ -5,7 +5,7 @@ Two channels speak JSON lines:
 * the worker (``python -m core.worker``): requests on its stdin (:class:`RunRequest`, :class:`ExitRequest`,
   keyed by ``op``) and events on its stdout (:class:`ReadyEvent` … :class:`ResultEvent`, keyed by ``type``);
 * the ranks of a one-box distributed job (:mod:`core.distributed.rank` writes, :mod:`core.distributed.launch`
-  reads): their records are :mod:`core.distributed.events`', built on :class:`Message` and :func:`decode` here, and
+  reads): their records live in :mod:`core.distributed.events`, built on :class:`Message` and :func:`decode` here, and
   kept there so that no worker or command that starts one defines them.
 
 Why records: a field is named in one place, and a line that does not follow the protocol is refused by

@@ -45,7 +45,7 @@ class Launched:
         cancelled: Callable[[], bool] = lambda: False,
     ) -> None:
         """``cancelled`` is asked while the fork server is awaited (its first child waits for torch's import):
-        once true, :class:`core.forkserver.SpawnCancelled` is raised and no worker is left."""
+        once true, :class:`core.errors.SpawnCancelled` is raised and no worker is left."""
         self.stderr: IO[bytes] = tempfile.TemporaryFile(prefix="gpulab-worker-", suffix=".log")
         args = [*(["--preload-torch"] if preload_torch else []), *(f"--preload={module}" for module in preload)]
         forked = None

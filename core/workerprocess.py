@@ -57,7 +57,7 @@ class WorkerProcess:
         cancelled: Callable[[], bool] = lambda: False,
     ) -> None:
         """Start a worker, or take over one ``launched`` already (:func:`core.workerlaunch.prestart`); a start
-        that ``cancelled`` calls off raises :class:`core.forkserver.SpawnCancelled`."""
+        that ``cancelled`` calls off raises :class:`core.errors.SpawnCancelled`."""
         self.env = dict(env or {})
         launched = launched or Launched(self.env, preload_torch, preload, cancelled)
         self._stderr = launched.stderr
