@@ -5,7 +5,7 @@ them."""
 from __future__ import annotations
 
 from core.rows.trace_breakdown import HostTime, TraceBreakdown
-from core.workload.trace.op_flops import tensor_core_text
+from core.workload.trace.text import tensor_core_text
 
 
 def _percent(share: float | None) -> float | None:

@@ -13,8 +13,8 @@ from core.rows.trace_breakdown import TraceBreakdown
 from core.rows.trace_summary import IdleCauses, RankSetSummary, TraceSummary
 from core.units import us_text
 from core.workload.findings import against_text
-from core.workload.trace.arrivals import matching_text
-from core.workload.trace.timeline import gpu_text
+from core.workload.trace.gpu_name import gpu_text
+from core.workload.trace.text import matching_text
 from pages.common import imports, run_panel
 from pages.common.charts import show_charts
 from pages.common.facts import fact

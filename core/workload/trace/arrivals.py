@@ -28,8 +28,6 @@ import numpy as np
 
 from core.measure.nccl_tests import RECORDED_NAMES
 from core.rows.trace_ranks import Arrival, CollectiveWait
-from core.rows.trace_summary import Arrivals
-from core.workload.findings import by_kernel_text
 from core.workload.trace.file import COMM, EVERY_RANK_KERNEL, TraceFile
 
 # (the call's identity across ranks, its start and end in ns since the epoch); the identity opens with FIGURES
@@ -139,21 +137,3 @@ def _call_text(identity: tuple) -> str:
     return f"{RECORDED_NAMES.get(name, name)} of {elements:,} {dtype} in a group of {size:,}" + (
         f" (process group {group})" if group else ""
     )
-
-
-def matching_text(a: Arrivals) -> str:
-    """How the collectives were matched and what was left out, in words ("" where nothing was matched or left
-    out; runs stored before the checks say how many matched)."""
-    matched, by_kernel, inconsistent, sequences = a.matched, a.matched_by_kernel, a.inconsistent, a.sequences_left_out
-    said = []
-    if matched:
-        how = f" ({by_kernel_text(by_kernel)}: no collective figures recorded)" if by_kernel else ""
-        said.append(f"{matched:,} collective{'s' * (matched != 1)} matched across the ranks{how}")
-    if inconsistent:
-        said.append(
-            f"{inconsistent:,} left out: a rank's kernel ended before the last rank's began, which a collective "
-            "every rank receives in cannot do — the ranks' clocks disagree, or the calls were not the same"
-        )
-    if sequences:
-        said.append(f"{sequences:,} kernel sequence{'s' * (sequences != 1)} not matched: not alike on every rank")
-    return "; ".join(said)

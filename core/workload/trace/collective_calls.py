@@ -12,12 +12,10 @@ waiting for its peers to arrive, so on one rank's trace the bandwidth is a lower
 
 from __future__ import annotations
 
-from collections.abc import Sequence
-
 from core.arrays import median
 from core.measure.nccl_tests import DTYPE_BYTES, RECORDED_NAMES, busbw_factor, size_elements
 from core.rows.trace import Collective
-from core.units import rate_text, size_text, us_text
+from core.units import size_text
 from core.workload.trace.file import TraceFile
 
 
@@ -59,22 +57,3 @@ def collective_rows(trace: TraceFile, device: int) -> tuple[Collective, ...]:
             )
         )
     return tuple(sorted(rows, key=lambda r: -r.total_us))
-
-
-def collective_lines(calls: Sequence[Collective]) -> list[str]:
-    """The collectives as text (``python -m core trace FILE``), nccl-tests' figures at each one's median time."""
-    if not calls:
-        return []
-    out = ["collectives (sizes and bandwidths as nccl-tests counts them; a call's time includes waiting for peers):"]
-    for r in calls[:10]:
-        size = f"{r.size} {r.dtype}" if r.size else f"{r.dtype} (no size: no nccl-tests figure)"
-        rates = (
-            f", algbw {rate_text(r.algbw_gbs, 'GB/s')}, busbw {rate_text(r.busbw_gbs, 'GB/s')}"
-            if r.algbw_gbs is not None and r.busbw_gbs is not None  # nccl-tests' figures come together
-            else ""
-        )
-        out.append(
-            f"  {r.collective:<14} {size} ×{r.calls:,} in a group of {r.group_size:,}: "
-            f"median {us_text(r.median_us)}, total {us_text(r.total_us)}{rates}"
-        )
-    return out

@@ -34,7 +34,7 @@ from core.rows.trace_diff import (
     WholeChange,
 )
 from core.units import us_text
-from core.workload.trace.timeline import named_gpu
+from core.workload.trace.gpu_name import named_gpu
 
 _ARGS = re.compile(r"\([^()]*\)")
 _NUMBER = re.compile(r"\d+")

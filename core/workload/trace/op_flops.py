@@ -41,7 +41,7 @@ import numpy as np
 
 from core.arrays import distinct
 from core.hardware.specs import match_spec
-from core.units import duration_text, shapes_text, us_text
+from core.units import shapes_text, us_text
 from core.workload.findings import Finding
 from core.workload.trace.cpu_ops import CpuOps
 from core.workload.trace.file import COMM, TraceFile
@@ -434,16 +434,3 @@ def tensor_core_findings(meta: dict) -> list[Finding]:
             )
         )
     return out
-
-
-def tensor_core_text(meta: dict) -> str:
-    """The kernel time that used no tensor core or kernels built for an older architecture, in words (the CLI
-    and the page say it alike); empty where the trace had no kernels or the run predates the figure."""
-    t = meta.get("tensor_cores") or {}
-    if not t.get("kernel_time_us"):
-        return ""
-    ms = [duration_text(t[key] / 1e6) if t[key] else "none" for key in ("simt_us", "older_us", "kernel_time_us")]
-    return (
-        f"fp32 kernels without tensor cores {ms[0]}, kernels built for an older architecture {ms[1]}, "
-        f"of {ms[2]} kernel time"
-    )

@@ -1,24 +1,22 @@
 """What an imported trace says, in words: one trace (``python -m core trace FILE``), a job's ranks (``trace DIR``)
 and two traces compared (``trace-diff``). Plain text from the typed tables (:mod:`core.rows.trace`) and the run's
-summary, beside the engine, so the CLI and the page say the same and the engine never imports the renderers."""
+summary, beside the engine, so the CLI and the page say the same and the engine never imports the renderers. It
+imports none of the analysis either: the command that prints it reads the worker's answer without numpy."""
 
 from __future__ import annotations
 
 from collections.abc import Sequence
 
 from core.rows.notes import RunNotes
-from core.rows.trace import TraceStep, TraceTables
+from core.rows.trace import Collective, TraceStep, TraceTables
 from core.rows.trace_breakdown import HostTime, ModuleTime, OpTime, TraceBreakdown
 from core.rows.trace_diff import Change
 from core.rows.trace_ranks import Rank, RankTables
 from core.rows.trace_summary import Arrivals, LaunchSummary, RankSetSummary, TraceSummary
-from core.units import duration_text, us_text
-from core.workload.findings import against_text
-from core.workload.trace.arrivals import matching_text
-from core.workload.trace.collective_calls import collective_lines
+from core.units import duration_text, rate_text, us_text
+from core.workload.findings import against_text, by_kernel_text
 from core.workload.trace.diff import TraceDiff, largest_changes
-from core.workload.trace.op_flops import tensor_core_text
-from core.workload.trace.timeline import gpu_text
+from core.workload.trace.gpu_name import gpu_text
 
 MS = 1000.0  # µs in a ms
 
@@ -37,6 +35,25 @@ def trace_lines(meta: dict, tables: TraceTables) -> list[str]:
     why = TraceBreakdown.from_meta(meta)
     host = _before_first_kernel_lines(why.host_before_first_kernel) + _host_gap_lines(why.host_gaps)
     return host + op_lines(why, meta) + collective_lines(tables.collectives) + report_lines(meta, tables)
+
+
+def collective_lines(calls: Sequence[Collective]) -> list[str]:
+    """The collectives as text (``python -m core trace FILE``), nccl-tests' figures at each one's median time."""
+    if not calls:
+        return []
+    out = ["collectives (sizes and bandwidths as nccl-tests counts them; a call's time includes waiting for peers):"]
+    for r in calls[:10]:
+        size = f"{r.size} {r.dtype}" if r.size else f"{r.dtype} (no size: no nccl-tests figure)"
+        rates = (
+            f", algbw {rate_text(r.algbw_gbs, 'GB/s')}, busbw {rate_text(r.busbw_gbs, 'GB/s')}"
+            if r.algbw_gbs is not None and r.busbw_gbs is not None  # nccl-tests' figures come together
+            else ""
+        )
+        out.append(
+            f"  {r.collective:<14} {size} ×{r.calls:,} in a group of {r.group_size:,}: "
+            f"median {us_text(r.median_us)}, total {us_text(r.total_us)}{rates}"
+        )
+    return out
 
 
 def _before_first_kernel_lines(b: HostTime) -> list[str]:
@@ -364,3 +381,37 @@ def diff_lines(base_label: str, new_label: str, compared: TraceDiff, top: int) -
 
 def _change(r: Change) -> str:
     return f"{_ms(r.base_us):>11} → {_ms(r.new_us):>11}  {_ms(r.delta_us):>11}"
+
+
+# --- wording the page shares ------------------------------------------------------------------------------------
+
+
+def matching_text(a: Arrivals) -> str:
+    """How the collectives were matched and what was left out, in words ("" where nothing was matched or left
+    out; runs stored before the checks say how many matched)."""
+    matched, by_kernel, inconsistent, sequences = a.matched, a.matched_by_kernel, a.inconsistent, a.sequences_left_out
+    said = []
+    if matched:
+        how = f" ({by_kernel_text(by_kernel)}: no collective figures recorded)" if by_kernel else ""
+        said.append(f"{matched:,} collective{'s' * (matched != 1)} matched across the ranks{how}")
+    if inconsistent:
+        said.append(
+            f"{inconsistent:,} left out: a rank's kernel ended before the last rank's began, which a collective "
+            "every rank receives in cannot do — the ranks' clocks disagree, or the calls were not the same"
+        )
+    if sequences:
+        said.append(f"{sequences:,} kernel sequence{'s' * (sequences != 1)} not matched: not alike on every rank")
+    return "; ".join(said)
+
+
+def tensor_core_text(meta: dict) -> str:
+    """The kernel time that used no tensor core or kernels built for an older architecture, in words (the CLI
+    and the page say it alike); empty where the trace had no kernels or the run predates the figure."""
+    t = meta.get("tensor_cores") or {}
+    if not t.get("kernel_time_us"):
+        return ""
+    ms = [duration_text(t[key] / 1e6) if t[key] else "none" for key in ("simt_us", "older_us", "kernel_time_us")]
+    return (
+        f"fp32 kernels without tensor cores {ms[0]}, kernels built for an older architecture {ms[1]}, "
+        f"of {ms[2]} kernel time"
+    )

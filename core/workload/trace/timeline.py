@@ -32,7 +32,6 @@ Every GPU activity (``kernel``, ``gpu_memcpy``, ``gpu_memset``; the 2021 names `
 
 from __future__ import annotations
 
-import re
 from dataclasses import dataclass
 
 import numpy as np
@@ -663,15 +662,3 @@ def _coverage(s: np.ndarray, e: np.ndarray, edges: np.ndarray) -> np.ndarray:
 
     cum = covered_until(edges)
     return np.diff(cum)
-
-
-def named_gpu(meta: dict) -> str | None:
-    """The analysed GPU's name as the file gave it (or the shipped example's), None where nobody named it. Runs
-    stored before an unnamed GPU was stored as None hold "GPU <n>" there: that is no name either."""
-    name = meta.get("device_name")
-    return name if isinstance(name, str) and not re.fullmatch(r"GPU \d+", name) else None
-
-
-def gpu_text(meta: dict) -> str:
-    """The analysed GPU's name, or that the file names none: what every summary line says of it."""
-    return named_gpu(meta) or "the file names no GPU"

@@ -11,9 +11,10 @@ pytest.importorskip("msgspec")
 
 from core.rows.trace_summary import Arrivals
 from core.workload.findings import ranks_findings
-from core.workload.trace.arrivals import arrivals, matching_text, rank_calls
+from core.workload.trace.arrivals import arrivals, rank_calls
 from core.workload.trace.file import read_trace
 from core.workload.trace.ranks import combine
+from core.workload.trace.text import matching_text
 from render import trace_view
 from tests.core.workload.test_hostile_files import bounded_cli
 from tests.core.workload.test_ranks import RANK0, RANK1, imported

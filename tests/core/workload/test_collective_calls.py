@@ -14,8 +14,9 @@ pytest.importorskip("msgspec")
 from core.experiment import config_from_dict, drive
 from core.experiments.profiler_trace import ProfilerTraceConfig, run
 from core.rows.trace import TraceTables
-from core.workload.trace.collective_calls import collective_lines, collective_rows
+from core.workload.trace.collective_calls import collective_rows
 from core.workload.trace.file import read_trace
+from core.workload.trace.text import collective_lines
 from tests.conftest import ROOT
 
 DDP_A100 = ROOT / "examples" / "traces" / "resnet50_ddp_a100.json.gz"  # HTA's nccl_data.json.gz (examples/README.md)
