@@ -20,7 +20,7 @@ from core.rows.stored import read
 from core.units import GIB, bytes_text, duration_text
 from core.workload.snapshot import detail
 from core.workload.snapshot.analysis import CATEGORIES, SnapshotAnalysis, analyse
-from core.workload.snapshot.analysis import devices_text as devices_text  # the view says it as the CLI does
+from core.workload.snapshot.text import devices_text as devices_text  # the view says it as the CLI does
 
 MAX_CHART_POINTS = 20_000
 DEFAULT_CHART_POINTS = 5_000

@@ -29,7 +29,8 @@ import numpy as np
 from core.arrays import distinct
 from core.memory.segments import segment_view
 from core.units import MIB, bytes_text
-from core.workload.snapshot.reader import CODE, OLD_BLOCKS, DeviceTrace, Frame, Snapshot
+from core.workload.snapshot.frames import SEP, Frame, frame_text, is_python_frame, parse_frame, shown_stack, site_label
+from core.workload.snapshot.reader import CODE, OLD_BLOCKS, DeviceTrace, Snapshot
 
 SMALL_REQUEST = MIB  # a request up to this size is served from the allocator's small pool, a larger one from its large
 # What the allocator asks CUDA for to serve a request it has no free block for (torch's get_allocation_size):
@@ -85,7 +86,6 @@ _SETUP_NAMES = {
     "type",
 }
 _BACKWARD_NAMES = {"_engine_run_backward", "run_backward"}
-_SEP = re.compile(r"[\\/]+")
 # The C++ frame of a library workspace's allocation (only stacks recorded with C++ frames have it): a cuBLAS
 # handle's workspace lives as long as the handle, so the phase that first called a GEMM says nothing of it.
 _WORKSPACE = re.compile(r"at::cuda::(getNewWorkspace|getCUDABlasLtWorkspace|getCurrentCUDABlasHandle)\b")
@@ -97,7 +97,7 @@ def stack_kind(stack: tuple[Frame, ...]) -> int:
     engine's thread, which has no Python frame, is backward by its ``torch::autograd::Engine`` frames."""
     kinds = set()
     for filename, _, name in stack:
-        path = _SEP.sub("/", filename)
+        path = SEP.sub("/", filename)
         if _WORKSPACE.match(name):
             kinds.add(KIND_WORKSPACE)
         elif "/torch/optim/" in path:
@@ -126,63 +126,6 @@ def stack_kind(stack: tuple[Frame, ...]) -> int:
     return KIND_NONE
 
 
-# Frames of the recorder, the allocator and the interpreter, which every stack recorded with C++ frames
-# (``_record_memory_history()``'s default, stacks="all") carries: torch's memory_viz drops the same names
-# (``torch/cuda/_memory_viz.py``: ``_frame_filter``), and the caching allocator's own frames say nothing about
-# who asked for the memory either. Hidden from every stack shown, never used to name a site.
-HIDDEN_NAMES = (
-    "unwind::unwind",
-    "CapturedTraceback::gather",
-    "gather_with_cpp",
-    "_start",
-    "__libc_start_main",
-    "PyEval_",
-    "PyObject_",
-    "PyFunction_",
-    "CUDACachingAllocator",
-)
-HIDDEN_FILES = (
-    "core/boxing",
-    "/Register",
-    "/Redispatch",
-    "pythonrun.c",
-    "Modules/main.c",
-    "Objects/call.c",
-    "Objects/methodobject.c",
-    "pycore_ceval.h",
-    "ceval.c",
-    "cpython/abstract.h",
-)
-# C++ plumbing between an operator and the allocator (dispatch, output allocation, tensor teardown): shown,
-# but a C++-only stack is named by the first frame past them.
-PLUMBING_NAMES = (
-    "c10::impl::",
-    "c10::Dispatcher",
-    "c10::KernelFunction",
-    "c10::intrusive_ptr",
-    "c10::StorageImpl",
-    "c10::TensorImpl::~TensorImpl",
-    "THPVariable_",
-    "at::_ops::",
-    "at::detail::empty",
-    "at::empty",
-    "at::TensorIteratorBase::",
-    "at::(anonymous namespace)::",
-    "at::meta::",
-)
-_PY_API = re.compile(r"_?Py[A-Za-z]*_")  # the interpreter's C API (PyEval_…, _PyFunction_…, Py_RunMain)
-_AUTOGRAD_NODE = re.compile(r"torch::autograd::generated::(\w+)::apply")
-
-
-def hidden_frame(filename: str, name: str) -> bool:
-    """A recorder, allocator or interpreter frame (memory_viz's filter, plus the caching allocator)."""
-    return (
-        any(part in name for part in HIDDEN_NAMES)
-        or any(part in filename for part in HIDDEN_FILES)
-        or _PY_API.match(name) is not None
-    )
-
-
 def time_binned(t: np.ndarray, values: np.ndarray, max_points: int) -> np.ndarray:
     """Sorted indices of at most ``max_points`` of a step series over time ``t`` (sorted): equal spans of time, each
     keeping its first, last, highest and lowest point (M4, as a chart's pixel columns need), so a drop is drawn
@@ -199,79 +142,6 @@ def time_binned(t: np.ndarray, values: np.ndarray, max_points: int) -> np.ndarra
     order = np.lexsort((-np.arange(n), values, np.repeat(np.arange(len(starts)), ends - starts)))
     lowest, highest = order[starts], order[ends - 1]
     return distinct(np.concatenate([starts, ends - 1, lowest, highest]))
-
-
-def shown_stack(stack: tuple[Frame, ...]) -> tuple[Frame, ...]:
-    """A stack without its hidden frames (a stack of Python frames only is unchanged)."""
-    return tuple(f for f in stack if not hidden_frame(f[0], f[2]))
-
-
-def is_python_frame(frame: Frame) -> bool:
-    path = frame[0]
-    return path.endswith((".py", ".pyw")) or (path.startswith("<") and path.endswith(">"))
-
-
-def _user_python(path: str) -> bool:
-    return (
-        path.endswith((".py", ".pyw"))
-        and "/torch/" not in path
-        and "/lib/python" not in path
-        and "/site-packages/" not in path
-        and "/torchinductor_" not in path  # code torch.compile generated
-    )
-
-
-def _cpp_name(name: str) -> str:
-    """A C++ frame's function without its argument list (``at::native::div(at::Tensor const&, …)`` → ``at::native::div``)."""
-    depth, cut = 0, len(name)
-    for i in range(len(name) - 1, -1, -1):  # the last top-level parenthesis group is the argument list
-        if name[i] == ")":
-            depth += 1
-        elif name[i] == "(":
-            depth -= 1
-            if depth == 0:
-                cut = i
-                break
-    return name[:cut] or name
-
-
-def frame_text(frame: Frame) -> str:
-    filename, line, name = frame
-    return f"{_SEP.sub('/', filename)}:{line} {name}"
-
-
-def devices_text(device: int, devices: list[int] | None) -> str:
-    """Which device of the file the figures are: ``"device 0"``, ``"device 1 of 2 (0, 1)"`` (never a list)."""
-    others = list(devices or [])
-    if len(others) <= 1:
-        return f"device {device}"
-    return f"device {device} of {len(others)} ({', '.join(str(d) for d in others)})"
-
-
-def site_label(stack: tuple[Frame, ...]) -> str:
-    """A stack in one line. The innermost Python frame of the user's code (outside torch, the standard library,
-    site-packages and torch.compile's generated code); else the innermost Python frame; a stack with no Python
-    frame (an autograd engine thread) by its first frame past the recorder, allocator and dispatch plumbing,
-    with the autograd node it runs in. Recorder, allocator and interpreter frames never name a site."""
-    if not stack:
-        return "(no stack recorded)"
-    shown = [(_SEP.sub("/", f[0]), f[1], f[2]) for f in shown_stack(stack)]
-    python = [f for f in shown if is_python_frame(f)]
-    for path, line, name in python:
-        if _user_python(path):
-            return f"{path.rsplit('/', 1)[-1]}:{line} {name}"
-    if python:
-        path, line, name = python[0]
-        return f"{path.rsplit('/', 1)[-1]}:{line} {name}"
-    if not shown:
-        path, line, name = _SEP.sub("/", stack[0][0]), stack[0][1], stack[0][2]
-        return f"{path.rsplit('/', 1)[-1]}:{line} {name}"
-    first = next((f for f in shown if not any(part in f[2] for part in PLUMBING_NAMES)), shown[0])
-    label = _cpp_name(first[2])
-    node = next((m.group(1) for f in shown if (m := _AUTOGRAD_NODE.search(f[2]))), None)
-    if node and node not in label:
-        label += f" in {node}"
-    return label
 
 
 def _next_index(positions: np.ndarray, after: np.ndarray, default: int) -> np.ndarray:
@@ -920,21 +790,7 @@ def _event_categories(
 
 # -- two snapshots: who grew ---------------------------------------------------------------------------
 
-_FRAME_TEXT = re.compile(r"^(.*?):(-?\d+) (.*)$")
 OTHER_SITES = "(other sites: below each snapshot's top list)"
-
-
-def _parse_frame(text: str) -> Frame:
-    m = _FRAME_TEXT.match(text)
-    return (m.group(1), int(m.group(2)), m.group(3)) if m else ("", 0, text)
-
-
-def python_and_cpp(stack: list[str]) -> tuple[list[str], list[str]]:
-    """A stored stack's frames (``"file:line name"``, innermost first) as its Python frames and its C++ ones, each in
-    their order: a stack recorded with C++ frames starts with a score of them (the allocator, the dispatcher), and a
-    reader looks for the Python line that asked for the memory, so every view lists the Python frames first."""
-    frames = [(text, is_python_frame(_parse_frame(text))) for text in stack]
-    return [t for t, python in frames if python], [t for t, python in frames if not python]
 
 
 def _site_key(site: dict) -> tuple[str, tuple[str, ...]]:
@@ -942,7 +798,7 @@ def _site_key(site: dict) -> tuple[str, tuple[str, ...]]:
     (:func:`site_label` of the stored stack, with the recorder's frames hidden): the same code matches whether
     it was recorded with C++ frames or not, in runs stored before those were hidden, and in runs whose list
     gave one line several rows (stored before sites were grouped by their line)."""
-    stack = shown_stack(tuple(_parse_frame(t) for t in site.get("stack", [])))
+    stack = shown_stack(tuple(parse_frame(t) for t in site.get("stack", [])))
     if not stack:
         return str(site.get("label", "")), ()
     python = tuple(f for f in stack if is_python_frame(f))

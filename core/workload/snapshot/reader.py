@@ -35,6 +35,7 @@ from core.intake import (
 )
 from core.pickle_stream import load_pickle_stream
 from core.units import GIB, MIB
+from core.workload.snapshot.frames import Frame
 
 ACTIONS = (
     "alloc",
@@ -88,9 +89,6 @@ def _within(values: array, top: int) -> bool:
 def _pick(indices: list[int], values: list) -> tuple:
     """``values`` at ``indices`` (one or more), gathered in C."""
     return (values[indices[0]],) if len(indices) == 1 else itemgetter(*indices)(values)
-
-
-Frame = tuple[str, int, str]  # (filename, line, function)
 
 
 class Sites:

@@ -7,10 +7,18 @@ from core.rows.notes import RunNotes
 from core.rows.snapshot import SnapshotSummary
 from core.units import bytes_text, count_text
 from core.workload.findings import finding_lines
-from core.workload.snapshot.analysis import devices_text, python_and_cpp
+from core.workload.snapshot.frames import python_and_cpp
 
 STACK_FRAMES = 12  # the frames of the peak's stack the text lists
 SITES = 10  # the allocation sites live at the peak the text lists
+
+
+def devices_text(device: int, devices: list[int] | None) -> str:
+    """Which device of the file the figures are: ``"device 0"``, ``"device 1 of 2 (0, 1)"`` (never a list)."""
+    others = list(devices or [])
+    if len(others) <= 1:
+        return f"device {device}"
+    return f"device {device} of {len(others)} ({', '.join(str(d) for d in others)})"
 
 
 def peak_stack(s: SnapshotSummary) -> tuple[list[str], list[str]]:

@@ -17,7 +17,8 @@ import pytest
 
 from core.intake import InputRefused
 from core.workload.snapshot import reader as snapshot_module
-from core.workload.snapshot.analysis import analyse, hidden_frame, site_label, stack_kind
+from core.workload.snapshot.analysis import analyse, stack_kind
+from core.workload.snapshot.frames import hidden_frame, site_label
 from core.workload.snapshot.reader import read_snapshot
 from tests.conftest import ROOT
 from tests.core.workload import snapshots
