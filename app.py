@@ -9,7 +9,7 @@ from pathlib import Path
 import streamlit as st
 
 from core.errors import ConfigError
-from core.intake import check_limits
+from core.limits import check_limits
 from pages.common import catalog, lab
 
 # The tab's icon is a file of the lab's: a Material icon or an emoji as page_icon is fetched from a font host or a

@@ -4,7 +4,7 @@ the kernel on the import's own worker process.
 Every limit on a file's contents bounds what it makes the lab hold; this bounds what reading it may cost, for
 the readers' costs no limit foresaw (a 178-byte trace once took 77 s of CPU, a 332-byte pickle 2^40 hashing
 steps). The budget is ``import_cpu_s`` + ``import_cpu_s_per_100mb`` per 100 MB read (both in
-:class:`core.intake.Limits`, changed through ``GPULAB_LIMITS``), counted as the reader reads: a watcher reads,
+:class:`core.limits.Limits`, changed through ``GPULAB_LIMITS``), counted as the reader reads: a watcher reads,
 several times a second, how far each of the import's files has been read (its descriptors' offsets) or mapped, a gzip
 file counted at what the compressed bytes read may inflate to, and raises the limit with it. So a pickle that ends
 at 1.5 MB of a file with a 1 TiB sparse tail, or a gzip member never reached, buys nothing (they bought 219,962 and
@@ -27,7 +27,8 @@ from dataclasses import dataclass
 from pathlib import Path
 
 from core.errors import ConfigError
-from core.intake import GZIP_MAGIC, LIMITS, LIMITS_ENV, inflated_limit
+from core.intake import GZIP_MAGIC, inflated_limit
+from core.limits import LIMITS, LIMITS_ENV
 
 GRACE_S = 10  # from SIGXCPU to SIGKILL: time for the refusal to be reported
 WATCH_S = 0.1  # how often the bytes read are counted

@@ -2,7 +2,7 @@
 
 :class:`PickleGuard` reads the opcodes as they stream past and refuses the few that would make the unpickler
 spend far more than the file holds: memory (a memo index, a declared length, a pile of pending values, past the
-limits of :class:`core.intake.Limits`) and time (hashing shared tuples, :class:`_TupleCost`). Most of a file is
+limits of :class:`core.limits.Limits`) and time (hashing shared tuples, :class:`_TupleCost`). Most of a file is
 matched by regular expressions in C — runs of opcodes that only push, and whole filled containers nested three
 deep (a snapshot's events, a flight-recorder dump's entries) — and only what they cannot match is read in Python,
 so the check costs about what unpickling the same bytes does (a regular expression takes a step per opcode, as the
@@ -16,7 +16,8 @@ import pickletools
 import re
 from collections.abc import Callable
 
-from core.intake import DEFAULT_MAX_DEPTH, LIMITS, InputRefused, Limits
+from core.intake import DEFAULT_MAX_DEPTH, InputRefused
+from core.limits import LIMITS, Limits
 from core.units import exact_size_text
 
 

@@ -4,7 +4,7 @@ The plain-data unpickler of :mod:`core.intake` reads it from a counting stream t
 lists being built between chunks (:func:`load_pickle_stream`). Before the unpickler acts on any byte, a
 :class:`core.pickle_guard.PickleGuard` has read the opcodes up to it and refused the few that would make the
 unpickler spend far more than the file holds (a memo index, a declared length, a pile of pending values, shared
-tuples to hash, past the limits of :class:`core.intake.Limits`). For a large file the guard runs in a process of its own, on another core, ahead
+tuples to hash, past the limits of :class:`core.limits.Limits`). For a large file the guard runs in a process of its own, on another core, ahead
 of the unpickler (``python -m core.pickle_stream FD WHAT``), instead of taking turns with it: it reads the file
 the reader opened, through the descriptor it inherits, never the path opened again (a path can be made to name
 another file between two opens).
@@ -28,7 +28,6 @@ from core.intake import (
     CHUNK_BYTES,
     DEFAULT_MAX_DEPTH,
     GZIP_MAGIC,
-    LIMITS,
     STREAM_BUFFER_BYTES,
     InputRefused,
     PlainDataUnpickler,
@@ -36,6 +35,7 @@ from core.intake import (
     check_depth,
     decoded,
 )
+from core.limits import LIMITS
 from core.pickle_guard import PickleGuard
 from core.units import exact_size_text
 

@@ -19,8 +19,9 @@ from typing import BinaryIO
 from urllib.parse import quote
 
 from core.columns import headline
-from core.intake import LIMITS, InputRefused, check_containers, is_pickle, json_containers, loads_json, read_json_input
+from core.intake import InputRefused, check_containers, is_pickle, json_containers, loads_json, read_json_input
 from core.jsonable import json_ready
+from core.limits import LIMITS
 from core.locks import pid_alive
 from core.paths import db_path
 from core.result import SCHEMA_VERSION, STATUSES, RunResult, RunSummary, SchemaError, now_iso

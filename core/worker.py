@@ -45,8 +45,8 @@ from core.errors import ConfigError, DoesNotFit, Unsupported
 from core.experiment import Context, Experiment, Output, Progress
 from core.hardware.device import current_device
 from core.hardware.memory import MEMORY_FRACTION_ENV, MEMORY_LIMIT_ENV, allocation_failure, capped, cpu_cap
-from core.intake import check_limits
 from core.jsonable import json_ready
+from core.limits import check_limits
 from core.locks import device_lock
 from core.protocol import (
     REQUESTS,

@@ -20,7 +20,7 @@ from collections.abc import Callable
 from dataclasses import dataclass
 from typing import IO
 
-from core.intake import LIMITS
+from core.limits import LIMITS
 from core.protocol import WORKER_EVENTS, ProtocolError, ReadyEvent, RunRequest, WorkerEvent, decode
 from core.text import signal_text
 from core.workerlaunch import REPO_ROOT, STARTUP_TIMEOUT_S, Launched, take, worker_env

@@ -106,7 +106,7 @@ def _run(command: str | None, argv: list[str]) -> int:
     parser = build_parser(command)
     args = parser.parse_args(argv)
     from core.cli.output import OutputError
-    from core.intake import check_limits
+    from core.limits import check_limits
     from core.result import SchemaError
     from core.text import terminal_text
 

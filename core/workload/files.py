@@ -14,7 +14,8 @@ from typing import TypeVar
 
 from core.errors import ConfigError
 from core.experiment import Progress
-from core.intake import LIMITS, InputRefused
+from core.intake import InputRefused
+from core.limits import LIMITS
 from core.units import bytes_text
 
 T = TypeVar("T")

@@ -10,7 +10,8 @@ from core.rows.provenance import Provenance
 from core.rows.trace import TraceTables
 from core.rows.trace_summary import TraceSummary
 from core.units import MISSING
-from core.workload.trace.diff import TraceDiff, compare, largest_changes
+from core.workload.trace.diff import TraceDiff, compare
+from core.workload.trace.text import largest_changes
 from core.workload.trace.timeline import KINDS
 from render.chart import Chart
 from render.plots.step_bench import GROUP_COLORS

@@ -483,7 +483,7 @@ def test_a_small_gzip_of_85_million_runs_is_refused_unread_within_500_mib(seeded
     """Issue 32, hole 1: 242 KiB of gzip made 85 M ``{}`` and took the import past 4 GiB. Its objects are counted
     as it is inflated, a chunk at a time, and the file refused before any is made (the inflate ratio, which refuses
     it first, raised here past what it inflates to)."""
-    from core.intake import LIMITS, LIMITS_ENV
+    from core.limits import LIMITS, LIMITS_ENV
     from tests.core.workload.test_hostile_files import bounded_cli
 
     monkeypatch.setenv(LIMITS_ENV, "inflate_ratio=10000")
@@ -500,7 +500,7 @@ def test_a_small_gzip_of_85_million_runs_is_refused_unread_within_500_mib(seeded
 
 def test_the_objects_of_a_plain_runs_file_are_counted_before_decoding(seeded, monkeypatch):
     from core import store as store_module
-    from core.intake import LIMITS
+    from core.limits import LIMITS
 
     monkeypatch.setattr(store_module, "LIMITS", dataclasses.replace(LIMITS, runs_file_containers=1_000))
     before = snapshot(seeded)
@@ -511,7 +511,7 @@ def test_the_objects_of_a_plain_runs_file_are_counted_before_decoding(seeded, mo
 
 def test_more_runs_than_the_limit_are_refused_naming_it(seeded, monkeypatch):
     from core import store as store_module
-    from core.intake import LIMITS
+    from core.limits import LIMITS
 
     raw = seeded.export_json().encode()
     held = len(json.loads(raw)["runs"])

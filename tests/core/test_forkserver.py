@@ -16,8 +16,8 @@ import pytest
 from core import jobs, workerlaunch
 from core.forkserver import FORK_SERVER_ENV, Forked, ForkServer, SpawnCancelled, server_command
 from core.hardware.memory import MEMORY_LIMIT_ENV
-from core.intake import LIMITS_ENV
 from core.jobs import _crash_outcome
+from core.limits import LIMITS_ENV
 from core.workerprocess import WorkerDied, WorkerProcess
 from tests.conftest import ROOT, gone
 

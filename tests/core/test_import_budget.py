@@ -13,7 +13,7 @@ import pytest
 
 from core import import_budget, registry
 from core.errors import ConfigError
-from core.intake import LIMITS, LIMITS_ENV, limits_from
+from core.limits import LIMITS, LIMITS_ENV, limits_from
 from tests.conftest import ROOT
 
 TRACE = ROOT / "tests" / "data" / "workload" / "kineto_v100_trace.json"
@@ -129,9 +129,9 @@ def test_a_limit_too_large_or_misspelled_stops_the_cli_in_words(setting):
 
 def test_a_misspelled_limit_stops_the_dashboard_in_words(app, monkeypatch):
     """It started, and every job then failed (issue 48)."""
-    from core import intake
+    from core import limits
 
-    monkeypatch.setattr(intake, "_LIMITS_PROBLEM", str(_refusal("import_cpu=5")))
+    monkeypatch.setattr(limits, "_LIMITS_PROBLEM", str(_refusal("import_cpu=5")))
     at = app.run()
     assert not at.exception
     (said,) = [e.value for e in at.error]

@@ -5,7 +5,7 @@ per rank (``TORCH_FR_DUMP_TEMP_FILE`` + rank, on a watchdog timeout or on demand
 (``_dump_fr_trace``) or as JSON (``_dump_fr_trace_json``: no stack frames, the group status as strings). Both
 forms of the dump versions torch writes (2.10 today; earlier 2.x dumps lack some fields, which are then left
 unknown, never guessed) are read here: the pickle only through the lab's class-refusing, memory-guarded
-unpickler, the JSON strict and with its containers counted, each file within the ``fr_*`` limits of :class:`core.intake.Limits`.
+unpickler, the JSON strict and with its containers counted, each file within the ``fr_*`` limits of :class:`core.limits.Limits`.
 A field torch writes as a string that is anything else is refused, naming the field, never turned into text; what
 reading the entries walks is counted over the whole import (:class:`Tally`), so a list that many entries share, or
 millions of entries repeated by memo fetches across several files, cost what their bytes allow and no more.
@@ -28,7 +28,8 @@ from typing import Any
 
 from core.errors import ConfigError
 from core.import_budget import read_bytes
-from core.intake import LIMITS, InputRefused, cut_name, is_pickle, loads_json, open_input, read_json_input
+from core.intake import InputRefused, cut_name, is_pickle, loads_json, open_input, read_json_input
+from core.limits import LIMITS
 from core.pickle_stream import load_pickle_stream
 from core.workload.files import job_files
 

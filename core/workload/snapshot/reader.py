@@ -24,15 +24,8 @@ from typing import Any, cast
 
 import numpy as np
 
-from core.intake import (
-    LIMITS,
-    InputRefused,
-    cut_name,
-    is_pickle,
-    loads_json,
-    open_input,
-    read_limited,
-)
+from core.intake import InputRefused, cut_name, is_pickle, loads_json, open_input, read_limited
+from core.limits import LIMITS
 from core.pickle_stream import load_pickle_stream
 from core.units import GIB, MIB
 from core.workload.snapshot.frames import Frame
@@ -96,7 +89,7 @@ class Sites:
     first looked up by the identity of its list, then by the identities of its frames (cheap, and for a batch
     of events done in C: :meth:`of_many`), then by content; the identity caches keep what they name alive so an
     identity is never reused while it is a key. A stack keeps its first
-    :data:`~core.intake.Limits.frames_per_stack` frames and a last one that says how many were dropped, so a
+    :data:`~core.limits.Limits.frames_per_stack` frames and a last one that says how many were dropped, so a
     100,000-frame stack costs what a short one does."""
 
     def __init__(self) -> None:

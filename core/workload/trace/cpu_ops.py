@@ -19,7 +19,8 @@ from dataclasses import dataclass, field
 import msgspec
 import numpy as np
 
-from core.intake import LIMITS, cut_name
+from core.intake import cut_name
+from core.limits import LIMITS
 
 OP, ANNOTATION, PYTHON, RUNTIME = range(4)
 CPU_KINDS = {"cpu_op": OP, "operator": OP, "user_annotation": ANNOTATION, "python_function": PYTHON}

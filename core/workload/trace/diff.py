@@ -20,12 +20,11 @@ import re
 import statistics
 from collections.abc import Callable, Sequence
 from dataclasses import dataclass
-from typing import Any, TypeVar
+from typing import Any
 
 from core.rows.trace import HOST_CAUSES, Kernel, KernelGroup, TraceStep, TraceTables
 from core.rows.trace_diff import (
     CauseChange,
-    Change,
     DiffTables,
     GroupChange,
     KernelChange,
@@ -111,16 +110,6 @@ def operators(base_meta: dict, new_meta: dict) -> list[OpChange]:
             | {"base_count": int(b.get("calls") or 0), "new_count": int(n.get("calls") or 0)}
         )
     return [OpChange.of(r) for r in sorted(rows, key=lambda r: (-r["delta_us"], r["op"]))]
-
-
-C = TypeVar("C", bound=Change)
-
-
-def largest_changes(rows: Sequence[C], top: int) -> list[C]:
-    """The ``top`` rows that changed most either way (a speed-up matters as much as a slow-down), in the
-    rows' own order."""
-    keep = {id(r) for r in sorted(rows, key=lambda r: -abs(r.delta_us))[:top]}
-    return [r for r in rows if id(r) in keep]
 
 
 def kernel_names_shared(kernels: Sequence[KernelChange]) -> tuple[float, float] | None:

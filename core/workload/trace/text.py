@@ -6,6 +6,7 @@ imports none of the analysis either: the command that prints it reads the worker
 from __future__ import annotations
 
 from collections.abc import Sequence
+from typing import TYPE_CHECKING, TypeVar
 
 from core.rows.notes import RunNotes
 from core.rows.trace import Collective, TraceStep, TraceTables
@@ -15,8 +16,10 @@ from core.rows.trace_ranks import Rank, RankTables
 from core.rows.trace_summary import Arrivals, LaunchSummary, RankSetSummary, TraceSummary
 from core.units import duration_text, rate_text, us_text
 from core.workload.findings import against_text, by_kernel_text
-from core.workload.trace.diff import TraceDiff, largest_changes
 from core.workload.trace.gpu_name import gpu_text
+
+if TYPE_CHECKING:  # the diff's engine is loaded by the command that compares, not by every trace's words
+    from core.workload.trace.diff import TraceDiff
 
 MS = 1000.0  # µs in a ms
 
@@ -347,6 +350,16 @@ def _rank_op_lines(s: RankSetSummary, tables: RankTables) -> list[str]:
 
 
 # --- two traces compared ----------------------------------------------------------------------------------------
+
+
+C = TypeVar("C", bound=Change)
+
+
+def largest_changes(rows: Sequence[C], top: int) -> list[C]:
+    """The ``top`` rows that changed most either way (a speed-up matters as much as a slow-down), in the
+    rows' own order."""
+    keep = {id(r) for r in sorted(rows, key=lambda r: -abs(r.delta_us))[:top]}
+    return [r for r in rows if id(r) in keep]
 
 
 def diff_lines(base_label: str, new_label: str, compared: TraceDiff, top: int) -> list[str]:

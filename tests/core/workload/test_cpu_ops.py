@@ -8,7 +8,7 @@ import pytest
 
 pytest.importorskip("msgspec")
 
-from core.intake import LIMITS
+from core.limits import LIMITS
 from core.workload.trace import cpu_ops
 from core.workload.trace.cpu_ops import OP, OVER_CAP, RUNTIME, SHAPES_OVER_CAP, STACKS_OVER_CAP
 from core.workload.trace.file import read_trace

@@ -19,7 +19,7 @@ import pytest
 from core.errors import ConfigError
 from core.experiment import config_from_dict, drive
 from core.experiments.flight_recorder import FlightRecorderConfig, run
-from core.intake import LIMITS
+from core.limits import LIMITS
 from tests.conftest import ROOT
 from tests.core.workload.fr_trace_input import with_members
 from tests.core.workload.test_hostile_files import bounded_cli, refused
@@ -367,7 +367,7 @@ def test_a_gzip_of_a_json_bomb_is_refused_within_bounds(tmp_path, data_dir, monk
     """Its objects are counted as it inflates (the inflate ratio, which refuses it first, raised past it here)."""
     import gzip
 
-    from core.intake import LIMITS_ENV
+    from core.limits import LIMITS_ENV
 
     monkeypatch.setenv(LIMITS_ENV, "inflate_ratio=10000")
     folder = tmp_path / "bomb"

@@ -11,7 +11,7 @@ from pathlib import Path
 
 import pytest
 
-from core.intake import LIMITS
+from core.limits import LIMITS
 from tests.core.workload.test_flight_recorder import _entry
 from tests.core.workload.test_hostile_dumps import CPU_S, hang_refused, left_behind, memoised
 from tests.core.workload.test_hostile_files import bounded_cli

@@ -19,7 +19,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from core.intake import LIMITS, InputRefused, check_depth, loads_pickle
+from core.intake import InputRefused, check_depth, loads_pickle
+from core.limits import LIMITS
 from tests.conftest import ROOT
 
 WALL_S = 30.0  # of CPU time across the process tree: what a quadratic file costs, whatever else the box runs
@@ -253,7 +254,7 @@ def test_a_long_result_line_is_read_in_linear_time():
 
 def test_a_line_over_the_cap_ends_the_job_and_the_worker(monkeypatch):
     from core import workerprocess
-    from core.intake import Limits
+    from core.limits import Limits
     from core.workerprocess import WorkerLineTooLong
 
     monkeypatch.setattr(workerprocess, "LIMITS", Limits(worker_line_bytes=1 << 20))

@@ -11,7 +11,8 @@ from pathlib import Path
 
 import pytest
 
-from core.intake import LIMITS, inflated_limit
+from core.intake import inflated_limit
+from core.limits import LIMITS
 from tests.core.workload.test_hostile_files import bounded_cli, files_under
 from tests.core.workload.test_hostile_trees import gz
 

@@ -14,7 +14,7 @@ from pathlib import Path
 import numpy as np
 import pytest
 
-from core.intake import LIMITS
+from core.limits import LIMITS
 from tests.conftest import ROOT
 from tests.core.workload.test_hostile_files import bounded_cli, refused
 

@@ -9,7 +9,7 @@ from pathlib import Path
 
 import pytest
 
-from core.intake import LIMITS
+from core.limits import LIMITS
 from tests.core.workload.test_hostile_files import bounded_cli, files_under
 
 CPU_S = 10.0

@@ -1,7 +1,7 @@
 """Real small snapshots, traces and runs files, mutated at random: cut short, bytes flipped or overwritten, a
 number swapped for a huge one, a value nested thousands deep, a pickle's memo slots fetched again, overwritten or
 renumbered and a MARK region repeated, the result gzipped or not. Whatever the mutation, an import either reads
-the file within the limits of :class:`core.intake.Limits` or refuses it with :class:`InputRefused`: any other
+the file within the limits of :class:`core.limits.Limits` or refuses it with :class:`InputRefused`: any other
 exception is a traceback a user would see. Most examples call the readers (and the analysis an import runs
 next) in this process, bounded in CPU time and peak RSS; a few go through the CLI in a CPU- and RSS-bounded
 process tree. The inputs stay under ~1 MiB, so the work each example may do is bounded by the file, not by a
@@ -26,8 +26,9 @@ import pytest
 from hypothesis import HealthCheck, currently_in_test_context, event, given, settings
 from hypothesis import strategies as st
 
-from core.intake import LIMITS, InputRefused, loads_pickle
+from core.intake import InputRefused, loads_pickle
 from core.jsonable import json_ready
+from core.limits import LIMITS
 from tests.conftest import ROOT
 from tests.core.workload.test_hostile_files import RSS_BYTES, bounded_cli
 
