@@ -9,6 +9,11 @@ class ConfigError(ValueError):
     """A config that cannot run; the message names the field and the limit."""
 
 
+class InputRefused(ValueError):
+    """A file the lab will not take in; nothing was stored (raised by :mod:`core.intake` and the readers). Here, not
+    there: the command that imports a file catches it without loading the reader."""
+
+
 class Unsupported(Exception):
     """The device cannot run this experiment (the run is stored with status ``unsupported``)."""
 

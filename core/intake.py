@@ -28,6 +28,7 @@ from contextlib import contextmanager
 from pathlib import Path
 from typing import Any, BinaryIO, cast
 
+from core.errors import InputRefused
 from core.limits import LIMITS, Limits
 from core.units import exact_size_text
 
@@ -42,10 +43,6 @@ def cut_name(text: str, limit: int = LIMITS.name_chars) -> str:
     if len(text) <= limit:
         return text
     return f"{text[:limit]}…({len(text):,} chars)"
-
-
-class InputRefused(ValueError):
-    """A file the lab will not take in; nothing was stored."""
 
 
 def _chunks(source: str | os.PathLike | BinaryIO, what: str) -> Iterator[bytes]:

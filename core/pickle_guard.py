@@ -16,7 +16,8 @@ import pickletools
 import re
 from collections.abc import Callable
 
-from core.intake import DEFAULT_MAX_DEPTH, InputRefused
+from core.errors import InputRefused
+from core.intake import DEFAULT_MAX_DEPTH
 from core.limits import LIMITS, Limits
 from core.units import exact_size_text
 

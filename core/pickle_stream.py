@@ -24,12 +24,12 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import Any, cast
 
+from core.errors import InputRefused
 from core.intake import (
     CHUNK_BYTES,
     DEFAULT_MAX_DEPTH,
     GZIP_MAGIC,
     STREAM_BUFFER_BYTES,
-    InputRefused,
     PlainDataUnpickler,
     after_the_end,
     check_depth,

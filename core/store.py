@@ -19,7 +19,8 @@ from typing import BinaryIO
 from urllib.parse import quote
 
 from core.columns import headline
-from core.intake import InputRefused, check_containers, is_pickle, json_containers, loads_json, read_json_input
+from core.errors import InputRefused
+from core.intake import check_containers, is_pickle, json_containers, loads_json, read_json_input
 from core.jsonable import json_ready
 from core.limits import LIMITS
 from core.locks import pid_alive

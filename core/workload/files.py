@@ -12,9 +12,8 @@ from collections.abc import Callable
 from pathlib import Path
 from typing import TypeVar
 
-from core.errors import ConfigError
+from core.errors import ConfigError, InputRefused
 from core.experiment import Progress
-from core.intake import InputRefused
 from core.limits import LIMITS
 from core.units import bytes_text
 

@@ -9,7 +9,8 @@ import pickle
 
 import pytest
 
-from core.intake import InputRefused, check_depth, gunzip_limited, loads_json, loads_pickle, read_input, read_limited
+from core.errors import InputRefused
+from core.intake import check_depth, gunzip_limited, loads_json, loads_pickle, read_input, read_limited
 
 
 @pytest.mark.timeout(120)  # reading /dev/zero to its end would never stop: the limit fails it, not a clock

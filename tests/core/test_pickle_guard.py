@@ -16,7 +16,8 @@ import sys
 import pytest
 
 from core import pickle_guard
-from core.intake import DEFAULT_MAX_DEPTH, InputRefused, PlainDataUnpickler, loads_pickle
+from core.errors import InputRefused
+from core.intake import DEFAULT_MAX_DEPTH, PlainDataUnpickler, loads_pickle
 from core.limits import Limits
 from core.pickle_guard import PickleGuard
 from tests.conftest import ROOT

@@ -9,7 +9,8 @@ import pickle
 import threading
 
 from core import pickle_stream
-from core.intake import InputRefused, open_input
+from core.errors import InputRefused
+from core.intake import open_input
 from core.pickle_stream import load_pickle_stream
 
 BENIGN = pickle.dumps({"ok": 1}, protocol=4)

@@ -14,7 +14,8 @@ import psutil
 import pytest
 
 from core import pickle_guard, pickle_stream
-from core.intake import InputRefused, open_input
+from core.errors import InputRefused
+from core.intake import open_input
 from core.pickle_stream import load_pickle_stream
 from tests.core.workload import snapshots
 from tests.core.workload.test_hostile_files import refused

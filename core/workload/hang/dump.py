@@ -26,9 +26,9 @@ from operator import itemgetter
 from pathlib import Path
 from typing import Any
 
-from core.errors import ConfigError
+from core.errors import ConfigError, InputRefused
 from core.import_budget import read_bytes
-from core.intake import InputRefused, cut_name, is_pickle, loads_json, open_input, read_json_input
+from core.intake import cut_name, is_pickle, loads_json, open_input, read_json_input
 from core.limits import LIMITS
 from core.pickle_stream import load_pickle_stream
 from core.workload.files import job_files

@@ -24,7 +24,8 @@ from typing import Any, cast
 
 import numpy as np
 
-from core.intake import InputRefused, cut_name, is_pickle, loads_json, open_input, read_limited
+from core.errors import InputRefused
+from core.intake import cut_name, is_pickle, loads_json, open_input, read_limited
 from core.limits import LIMITS
 from core.pickle_stream import load_pickle_stream
 from core.units import GIB, MIB

@@ -42,7 +42,8 @@ import msgspec
 import numpy as np
 
 from core.arrays import distinct, isin
-from core.intake import GZIP_MAGIC, InputRefused, cut_name, inflated_limit, open_mapped, release_pages
+from core.errors import InputRefused
+from core.intake import GZIP_MAGIC, cut_name, inflated_limit, open_mapped, release_pages
 from core.limits import LIMITS
 from core.measure.kernels import EVERY_RANK_BY_NAME, KERNEL_RULES
 from core.units import exact_size_text

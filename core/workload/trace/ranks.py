@@ -30,8 +30,7 @@ from dataclasses import dataclass, field
 from pathlib import Path
 
 from core.arrays import median
-from core.errors import ConfigError
-from core.intake import InputRefused
+from core.errors import ConfigError, InputRefused
 from core.rows.trace import TraceStep
 from core.rows.trace_ranks import Rank, RankGroup, RankHostGap, RankOp, RankStep, RankTables
 from core.workload.files import job_files

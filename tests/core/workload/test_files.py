@@ -11,9 +11,8 @@ import threading
 
 import pytest
 
-from core.errors import ConfigError
+from core.errors import ConfigError, InputRefused
 from core.experiment import Progress
-from core.intake import InputRefused
 from core.workload.files import read_imported
 from core.workload.snapshot.reader import read_snapshot
 from tests.conftest import ROOT

@@ -19,7 +19,8 @@ from pathlib import Path
 import psutil
 import pytest
 
-from core.intake import InputRefused, check_depth, loads_pickle
+from core.errors import InputRefused
+from core.intake import check_depth, loads_pickle
 from core.limits import LIMITS
 from tests.conftest import ROOT
 

@@ -26,7 +26,8 @@ import pytest
 from hypothesis import HealthCheck, currently_in_test_context, event, given, settings
 from hypothesis import strategies as st
 
-from core.intake import InputRefused, loads_pickle
+from core.errors import InputRefused
+from core.intake import loads_pickle
 from core.jsonable import json_ready
 from core.limits import LIMITS
 from tests.conftest import ROOT

@@ -15,7 +15,7 @@ import sys
 import numpy as np
 import pytest
 
-from core.intake import InputRefused
+from core.errors import InputRefused
 from core.workload.snapshot import reader as snapshot_module
 from core.workload.snapshot.analysis import analyse, stack_kind
 from core.workload.snapshot.frames import hidden_frame, site_label

@@ -9,7 +9,7 @@ import pytest
 
 pytest.importorskip("msgspec")  # reading a trace decodes it with msgspec (core/workload/trace/file.py)
 
-from core.intake import InputRefused
+from core.errors import InputRefused
 from core.rows.trace import TraceTables
 from core.workload.trace.text import report_lines
 from core.workload.trace.timeline import analyse_trace, read_trace, union_us
