@@ -636,10 +636,14 @@ def _utilisation(a: Activities, sel: np.ndarray, bins: int = UTILISATION_BINS) -
     t0, t1 = float(s.min()), float(e.max())
     edges = np.linspace(t0, t1, bins + 1)
     width = (t1 - t0) / bins if t1 > t0 else 1.0
-    columns = {"t_ms": (edges[:-1] - t0) / 1000, "busy_share": _coverage(s, e, edges) / width}
+
+    def share(covered: np.ndarray) -> np.ndarray:  # at most the whole bin: the float sums can pass it by ~1e-9
+        return np.minimum(covered / width, 1.0)
+
+    columns = {"t_ms": (edges[:-1] - t0) / 1000, "busy_share": share(_coverage(s, e, edges))}
     for i, name in enumerate(KINDS):
         m = k == i
-        columns[f"{name}_share"] = _coverage(s[m], e[m], edges) / width
+        columns[f"{name}_share"] = share(_coverage(s[m], e[m], edges))
     return BusyBin.series({key: column.tolist() for key, column in columns.items()})
 
 

@@ -491,6 +491,14 @@ def test_real_files_step_and_device_figures_stay_within_their_windows(path):
         assert s["host_wait_us"] <= s["wall_us"]
 
 
+@pytest.mark.parametrize("path", [A100, V100], ids=lambda p: p.name)
+def test_every_utilisation_bin_is_a_share_of_its_bin(path):
+    """The A100 excerpt's first bin read 1.0000000009 busy: its float sums passed the bin by ~1e-9."""
+    bins = by_kind(analyse_trace(read_trace(path))[0].rows(), "busy")
+    shares = [b[key] for b in bins for key in b if key.endswith("_share")]
+    assert len(bins) == 2000 and all(0.0 <= share <= 1.0 for share in shares)
+
+
 def graph_trace() -> dict:
     """A CUDA graph: one cudaGraphLaunch call (0, 10) whose three kernels carry its correlation id (7) and run
     [20, 22], [22, 24], [24, 26] on stream 7; then a kernel of its own, call (30, 2) → [40, 41]. HTA's comparison
