@@ -116,15 +116,9 @@ def site_label(stack: tuple[Frame, ...]) -> str:
         return "(no stack recorded)"
     shown = [(SEP.sub("/", f[0]), f[1], f[2]) for f in shown_stack(stack)]
     python = [f for f in shown if is_python_frame(f)]
-    for path, line, name in python:
-        if _user_python(path):
-            return f"{path.rsplit('/', 1)[-1]}:{line} {name}"
-    if python:
-        path, line, name = python[0]
-        return f"{path.rsplit('/', 1)[-1]}:{line} {name}"
-    if not shown:
-        path, line, name = SEP.sub("/", stack[0][0]), stack[0][1], stack[0][2]
-        return f"{path.rsplit('/', 1)[-1]}:{line} {name}"
+    if python or not shown:  # the user's innermost line, else the innermost Python one, else the recorder's own
+        path, line, name = next((f for f in python if _user_python(f[0])), python[0]) if python else stack[0]
+        return f"{SEP.sub('/', path).rsplit('/', 1)[-1]}:{line} {name}"
     first = next((f for f in shown if not any(part in f[2] for part in PLUMBING_NAMES)), shown[0])
     label = _cpp_name(first[2])
     node = next((m.group(1) for f in shown if (m := _AUTOGRAD_NODE.search(f[2]))), None)
