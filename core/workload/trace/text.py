@@ -11,14 +11,15 @@ from typing import TYPE_CHECKING, TypeVar
 from core.rows.notes import RunNotes
 from core.rows.trace import Collective, TraceStep, TraceTables
 from core.rows.trace_breakdown import HostTime, ModuleTime, OpTime, TraceBreakdown
-from core.rows.trace_diff import Change
-from core.rows.trace_ranks import Rank, RankTables
 from core.rows.trace_summary import Arrivals, LaunchSummary, RankSetSummary, TraceSummary
 from core.units import duration_text, rate_text, us_text
 from core.workload.findings import against_text, by_kernel_text
 from core.workload.trace.gpu_name import gpu_text
 
-if TYPE_CHECKING:  # the diff's engine is loaded by the command that compares, not by every trace's words
+if TYPE_CHECKING:  # a diff's and a job's rows and the diff's engine are loaded by the commands that read them,
+    # not by every trace's words (their row classes took 15-25 ms of the command's start beside its worker)
+    from core.rows.trace_diff import Change
+    from core.rows.trace_ranks import Rank, RankTables
     from core.workload.trace.diff import TraceDiff
 
 MS = 1000.0  # µs in a ms
@@ -352,7 +353,7 @@ def _rank_op_lines(s: RankSetSummary, tables: RankTables) -> list[str]:
 # --- two traces compared ----------------------------------------------------------------------------------------
 
 
-C = TypeVar("C", bound=Change)
+C = TypeVar("C", bound="Change")
 
 
 def largest_changes(rows: Sequence[C], top: int) -> list[C]:
