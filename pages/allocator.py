@@ -69,11 +69,12 @@ def _composer() -> None:
     args: list[str] = []
     if kinds:
         first_is_new = op in ("alloc", "alloc_grad", "alloc_cpu", "scale", "matmul")
-        args.append(
+        name = (
             cols[1].text_input("Tensor", value="a", key="allocator.name")
             if first_is_new or not names
             else cols[1].selectbox("Tensor", names, key="allocator.pick")
         )
+        args.append(name or "")  # None only where the widget has no value: the step check refuses it, as it does ""
     if kinds[1:] == ("name",):
         args.append(cols[2].selectbox("From", names or ["(none yet)"], key="allocator.source"))
     if kinds[1:] == ("mib",):
@@ -120,6 +121,12 @@ def _allocator_report(run) -> None:
 def _seen(run) -> str:
     seen = AllocatorMeta.from_meta(run.meta).alloc_conf_seen
     return "?" if seen is None else seen
+
+
+def _ab_report(run) -> None:
+    """One side of the A/B comparison: the setting its worker saw, and what the allocator says it ran with."""
+    st.caption(f"setting seen by the worker: `{_seen(run)}`")
+    _allocator_report(run)
 
 
 def _render(run) -> None:
@@ -265,13 +272,7 @@ with tab_ab:
     finished = []
     for key in st.session_state.get(AB_KEYS, []):
         with st.container(border=True):
-            done = run_panel.results(
-                key,
-                lambda run: (
-                    st.caption(f"setting seen by the worker: `{_seen(run)}`"),
-                    _allocator_report(run),
-                ),
-            )
+            done = run_panel.results(key, _ab_report)
             if done is not None and done.rows:
                 finished.append(done)
     if finished and len(finished) == len(st.session_state.get(AB_KEYS, [])):

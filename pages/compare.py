@@ -2,6 +2,8 @@
 
 from __future__ import annotations
 
+from functools import partial
+
 import streamlit as st
 
 from core.health.figures import figures_of
@@ -290,7 +292,7 @@ try:
         actions(store, chosen)
     runs = opened(store, chosen)
     if len(runs) == 1:
-        guarded(runs, lambda: run_detail(store, runs[0]))
+        guarded(runs, partial(run_detail, store, runs[0]))
     elif len(runs) > 1:
         guarded(runs, lambda: compare_view(runs))
 except StoreError as exc:

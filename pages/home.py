@@ -237,4 +237,6 @@ else:
             "`python -m core …` on this box)."
         )
     else:
-        show_table(latest[["started_at", "experiment", "device", "status", "name", "duration_s"]], hide_index=True)
+        show_table(
+            latest.loc[:, ["started_at", "experiment", "device", "status", "name", "duration_s"]], hide_index=True
+        )

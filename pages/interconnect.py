@@ -44,7 +44,7 @@ def _gpus() -> int:
 def settings(gpus: int) -> dict:
     values: dict = {}
     values["parts"] = st.multiselect(
-        "Measure", PARTS, default=list(PARTS), format_func=PART_LABELS.get, key=f"{KEY}.parts"
+        "Measure", PARTS, default=list(PARTS), format_func=PART_LABELS.__getitem__, key=f"{KEY}.parts"
     )
     cols = st.columns(2)
     values["backend"] = cols[0].selectbox(
@@ -142,10 +142,10 @@ def render(run: RunResult) -> None:
     meta = InterconnectMeta.from_meta(run.meta)
     measured = frame_of(run, t.collectives)
     if not measured.empty:
-        show_table(measured[[c for c in COLLECTIVE_COLUMNS if c in measured]], hide_index=True)
+        show_table(measured.loc[:, [c for c in COLLECTIVE_COLUMNS if c in measured]], hide_index=True)
         ranks = frame_of(run, t.ranks, measured=False)
         with st.expander(f"Per rank ({meta.world_size} ranks)"):
-            show_table(ranks[[c for c in RANK_COLUMNS if c in ranks]], hide_index=True)
+            show_table(ranks.loc[:, [c for c in RANK_COLUMNS if c in ranks]], hide_index=True)
     for table in (frame_of(run, t.peers), frame_of(run, t.host_copies)):
         if not table.empty:
             show_table(table, hide_index=True)

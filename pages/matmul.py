@@ -140,7 +140,7 @@ def render(run: RunResult) -> None:
         unit = throughput_unit(is_cuda)[0]
         show_table(
             with_dashes(
-                df[[c for c in TABLE_COLUMNS if c in df]].rename(
+                df.loc[:, [c for c in TABLE_COLUMNS if c in df]].rename(
                     columns={"throughput": f"{unit} (int8: OPS)", **COLUMN_NAMES}
                 )
             ),
@@ -255,7 +255,7 @@ def render_soak(run: RunResult) -> None:
     df = soak_plots.samples(run)
     if not df.empty:
         show_table(
-            df[[c for c in SOAK_COLUMNS if c in df and (c != "device" or several)]].rename(
+            df.loc[:, [c for c in SOAK_COLUMNS if c in df and (c != "device" or several)]].rename(
                 columns={"throughput": name}
             ),
             hide_index=True,

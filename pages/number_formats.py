@@ -70,7 +70,7 @@ def render_formats(run: RunResult) -> None:
     cols = [
         c for c in ("format", "stored", "abs_error", "rel_error", "bits", "hex", "status", "reason") if c in df.columns
     ]
-    _table(df[cols], {"stored": 10, "abs_error": 4, "rel_error": 4})
+    _table(df.loc[:, cols], {"stored": 10, "abs_error": 4, "rel_error": 4})
     summary = FormatsSummary.from_meta(run.meta)
     st.caption(
         f"Errors against the typed decimal {summary.exact_value} (exact decimal arithmetic). "
@@ -85,7 +85,7 @@ def render_formats(run: RunResult) -> None:
             "format bits sign_bits exponent_bits mantissa_bits bytes max smallest_normal smallest_subnormal eps "
             "decimal_digits"
         ).split() + ["course note says", "source", "note"]
-        _table(table[columns], dict.fromkeys(("max", "smallest_normal", "smallest_subnormal", "eps"), 6))
+        _table(table.loc[:, columns], dict.fromkeys(("max", "smallest_normal", "smallest_subnormal", "eps"), 6))
         st.caption(
             "max / smallest normal / eps from torch.finfo/iinfo; eps and field widths measured from bit "
             "patterns; tf32, int4 and fp4 from their definitions (see *source*). The last column quotes "
@@ -95,11 +95,14 @@ def render_formats(run: RunResult) -> None:
 
 
 with tab_inspect:
-    text = st.text_input(
-        "Value",
-        value=st.session_state.get("nf.formats.sent", DEFAULT_VALUE),
-        key="nf.value",
-        help="Any number: 3.14159265, 65536, 1e-8, -0.1, inf, nan. The table updates by itself.",
+    text = (
+        st.text_input(
+            "Value",
+            value=st.session_state.get("nf.formats.sent", DEFAULT_VALUE),
+            key="nf.value",
+            help="Any number: 3.14159265, 65536, 1e-8, -0.1, inf, nan. The table updates by itself.",
+        )
+        or ""
     )
     try:
         value = float(text)
@@ -126,7 +129,7 @@ with tab_inspect:
 def render_accumulate(run: RunResult) -> None:
     df = run.frame()
     columns = "method accumulator addend result error addend_stored error_vs_stored_addend stalled_at_step".split()
-    _table(df[columns], {"result": 7})
+    _table(df.loc[:, columns], {"result": 7})
     st.caption(
         "error = result − value × steps (exact). addend_stored = what the addend dtype holds for the value; "
         "error_vs_stored_addend isolates the accumulation error. stalled_at_step = first step whose "

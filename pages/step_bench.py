@@ -203,7 +203,10 @@ with single:
     run_panel.run_controls(
         f"{KEY}.single",
         "step-bench",
-        lambda: config_to_dict(StepBenchConfig(**common, precision=precision, cold_steps=int(cold), trace=trace)),
+        lambda: config_to_dict(
+            # one of PRECISIONS, which the box offers (typed str by the widget); the config checks it
+            StepBenchConfig(**common, precision=precision, cold_steps=int(cold), trace=trace)  # pyright: ignore[reportArgumentType]
+        ),
         label="Run step benchmark",
         device=device,
     )

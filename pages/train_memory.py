@@ -137,9 +137,10 @@ def planned(values: dict) -> RunResult | None:
     """The stored plan of exactly these settings, else a plan made now and stored like any run (the planner runs
     in-process: milliseconds); None when the job could not answer."""
     store = lab.store()
-    for summary in store.summaries(experiment="estimate", status="ok", limit=PLAN_RUNS_READ) if store else []:
-        if summary.config == values and not summary.imported:
-            return store.get(summary.id)
+    if store is not None:
+        for summary in store.summaries(experiment="estimate", status="ok", limit=PLAN_RUNS_READ):
+            if summary.config == values and not summary.imported:
+                return store.get(summary.id)
     return lab.manager().submit("estimate", values, "auto", name="planned on Training memory").wait(PLAN_WAIT_S)
 
 
@@ -223,7 +224,7 @@ else:
         f"Runs (the newest {COMPARED})" if len(stored) == COMPARED else "Runs",
         list(labels),
         placeholder="pick two or more to overlay them (each is read when picked)",
-        format_func=labels.get,
+        format_func=labels.__getitem__,
         key=f"{KEY}.compare",
     )
     runs = [run for run_id in chosen if (run := run_panel.opened(run_id))]

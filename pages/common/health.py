@@ -159,7 +159,9 @@ def judge_again(store, checks: list[RunSummary]) -> None:
             "nothing is measured or stored. Also `python -m core health --judge RUN_ID`."
         )
         labels = {c.id: _label(c) for c in checks}
-        picked = st.selectbox("Stored check", list(labels), format_func=labels.get, key="home.health.judge.pick")
+        picked = st.selectbox(
+            "Stored check", list(labels), format_func=labels.__getitem__, key="home.health.judge.pick"
+        )
         if st.button("Judge again", key="home.health.judge", disabled=picked is None):
             st.session_state["home.health.judged"] = picked
         judged = st.session_state.get("home.health.judged")

@@ -144,7 +144,7 @@ def sidebar() -> None:
             "Device",
             list(options),
             key=DEVICE_KEY,
-            format_func=options.get,
+            format_func=options.__getitem__,
             help="Experiments run in a worker process on this device.",
         )
         st.selectbox(

@@ -2,12 +2,13 @@
 
 from __future__ import annotations
 
+from collections.abc import Sequence
 from typing import Any
 
 from core.transformer.stack import ATTENTION_IMPLS, ATTENTION_NOTES, OPTIMIZER_IMPLS, OPTIMIZER_NOTES, Stack
 
 
-def switches(cols: list[Any], key: str, compile_help: str) -> Stack:
+def switches(cols: Sequence[Any], key: str, compile_help: str) -> Stack:
     """Attention, AdamW implementation and torch.compile in three columns; checkpointing is the page's own."""
     attention = cols[0].selectbox(
         "Attention",

@@ -18,9 +18,12 @@ SEPARATED_FROM = 1000  # a column with a number this large or larger has its tho
 def separated(df: pd.DataFrame) -> list[str]:
     """The numeric columns whose numbers a person reads with separators: any of them ≥ 1,000, not an identifier."""
     out = []
-    for column in df.columns:
-        values = df[column]
-        if str(column) in IDENTIFIERS or values.dtype == bool or not pd.api.types.is_numeric_dtype(values):
+    for column, values in df.items():
+        if (
+            str(column) in IDENTIFIERS
+            or pd.api.types.is_bool_dtype(values)
+            or not pd.api.types.is_numeric_dtype(values)
+        ):
             continue
         if (values.abs() >= SEPARATED_FROM).any():
             out.append(column)

@@ -139,7 +139,8 @@ def forget(key: str, uploaded) -> None:
 
         ctx = get_script_run_ctx()
         if ctx is not None:
-            ctx.uploaded_file_mgr.remove_file(ctx.session_id, uploaded.file_id)
+            # the runtime's manager (MemoryUploadedFileManager) has it; the base class it is typed as does not
+            ctx.uploaded_file_mgr.remove_file(ctx.session_id, uploaded.file_id)  # pyright: ignore[reportAttributeAccessIssue]
     except Exception:  # noqa: BLE001 - freeing memory early is a courtesy, never a reason to fail the import
         pass
     st.session_state[f"{key}.upload_round"] = st.session_state.get(f"{key}.upload_round", 0) + 1
