@@ -127,7 +127,7 @@ def scale(dumps: Path, sizes: list[int], runs: int, env: dict[str, str]) -> None
 
 
 def main() -> None:
-    p = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    p = argparse.ArgumentParser(description=(__doc__ or "").split("\n\n")[0])
     p.add_argument("--ranks", type=int, nargs="*", default=[16, 32], help="recorded jobs to compare on")
     p.add_argument("--runs", type=int, default=3, help="timed runs of each, interleaved [default: 3]")
     p.add_argument("--generate", type=int, nargs="*", default=[], help="generated jobs of these many ranks")

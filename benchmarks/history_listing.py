@@ -104,7 +104,7 @@ def report(label: str, store: RunStore, repeats: int) -> bool:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").partition("\n")[0])
     parser.add_argument("--repeats", type=int, default=5)
     parser.add_argument("--big-mb", type=float, default=150.0)
     parser.add_argument("--runs", type=int, default=10_000)

@@ -129,7 +129,7 @@ def rank_main(rank: int, world: int, port: int, args: argparse.Namespace) -> Non
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").partition("\n")[0])
     parser.add_argument("--backend", default="gloo", choices=("gloo", "nccl"))
     parser.add_argument("--world-size", type=int, default=2)
     parser.add_argument("--collectives", default="all_reduce,all_gather,broadcast")

@@ -32,7 +32,7 @@ from core.transformer.training import matmul_precision  # noqa: E402
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").partition("\n")[0])
     parser.add_argument("--device", default="auto")
     parser.add_argument("--sizes", default="")
     parser.add_argument("--dtypes", default="")

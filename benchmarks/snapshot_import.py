@@ -250,7 +250,7 @@ class Workload:
         self.next_addr = 0x7F00_0000_0000
         self.segments: dict[int, dict] = {}  # address → {size, used, blocks: {addr: (size, stack)}}
         self.holes: dict[int, list[int]] = {}  # block size → addresses of freed blocks of that size
-        self.current = {True: None, False: None}  # small?, → segment being filled
+        self.current: dict[bool, int | None] = {True: None, False: None}  # small?, → segment being filled
         self.live: dict[int, tuple[int, int]] = {}  # addr → (segment, size)
         self.time_us = 1_700_000_000_000_000
         self.live_segment: dict[int, int] = {}  # block address → its segment
@@ -404,7 +404,7 @@ def write_snapshot(path: Path, target_mib: float, seed: int = 0) -> dict:
         enc.memoize()
         counts: dict[str, int] = {}
         pending: list = []
-        last_free_frames = [None]
+        last_free_frames: list[int | None] = [None]
 
         def write_entry(action, addr, size, t, stack) -> None:
             enc.op(b"}")
@@ -518,7 +518,7 @@ def measure(script: str, path: Path, *extra: str) -> dict:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(description=(__doc__ or "").partition("\n")[0])
     p.add_argument("--mib", type=float, default=1024, help="size of the synthetic snapshot [default: 1024]")
     p.add_argument("--file", type=Path, help="where to write it (kept and reused if it exists)")
     p.add_argument("--seed", type=int, default=0)

@@ -64,7 +64,7 @@ def bare_step(step: TrainStep, x, y, precision: str, device: str) -> float:
 
 
 def main(argv=None) -> int:
-    p = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    p = argparse.ArgumentParser(description=(__doc__ or "").partition("\n")[0])
     p.add_argument("--model", default="tiny")
     p.add_argument("--batch", type=int, default=4)
     p.add_argument("--context", type=int, default=128)

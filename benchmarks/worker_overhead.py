@@ -56,7 +56,7 @@ def one_job(manager: JobManager) -> dict:
     t0 = time.perf_counter()
     job = manager.submit("probe", CONFIG, "cpu", on_event=on_event)
     run = job.wait(300)
-    assert run.status == "ok", run.error
+    assert run is not None and run.status == "ok", run.error if run else "no result within 300 s"
     return {
         "to_first_s": marks["first"] - t0,
         "last_to_stored_s": marks["stored"] - marks["last"],
@@ -65,7 +65,7 @@ def one_job(manager: JobManager) -> dict:
 
 
 def main() -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").partition("\n")[0])
     parser.add_argument("--repeats", type=int, default=20)
     args = parser.parse_args()
     with tempfile.TemporaryDirectory() as tmp:

@@ -112,7 +112,8 @@ def measure(cmd: list[str], cwd: Path) -> tuple[float, int, int]:
         time.sleep(0.02)
     wall = time.perf_counter() - start
     if proc.returncode:
-        sys.stderr.write(f"{' '.join(cmd[:4])}…: exit {proc.returncode}: {proc.stderr.read().decode()[-500:]}\n")
+        said = proc.stderr.read().decode() if proc.stderr else ""
+        sys.stderr.write(f"{' '.join(cmd[:4])}…: exit {proc.returncode}: {said[-500:]}\n")
     return wall, peak, proc.returncode
 
 
@@ -168,7 +169,7 @@ def commands(kind: str, path: Path, work: Path, lab_python: str, hta_python: str
 
 
 def main(argv=None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").partition("\n")[0])
     parser.add_argument("--rounds", type=int, default=3)
     parser.add_argument("--hta-python", help="a Python with HolisticTraceAnalysis installed")
     parser.add_argument("--lab-python", default=sys.executable, help="the Python the lab runs in (default: this one)")

@@ -662,7 +662,7 @@ def export(ck: Check) -> None:
 
 
 def parse(argv: list[str] | None) -> argparse.Namespace:
-    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").partition("\n")[0])
     parser.add_argument("--device", default="cuda", help="cuda, cuda:N or cpu (a dry run at CPU sizes)")
     parser.add_argument("--only", default="", help=f"comma-separated steps to run: {', '.join(STEPS)}")
     parser.add_argument("--budget-s", type=float, default=480.0, help="the whole check's time budget [480]")

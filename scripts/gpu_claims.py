@@ -587,14 +587,15 @@ def own_step_findings(run: dict | None, course: str = "course", modern: str = "m
     if missing := _missing(claim, expected, run):
         return missing
     assert run is not None
-    found = {s: (_summary(run, s) or {}).get("trace_findings") for s in (course, modern)}
-    if found[course] is None or found[modern] is None:
+    in_course, in_modern = ((_summary(run, s) or {}).get("trace_findings") for s in (course, modern))
+    if in_course is None or in_modern is None:
         return Claim(
             claim, f"no trace read back on {_on(run)} (a GPU's only)", expected, INFO if not _cuda(run) else FAIL
         )
+    found = {course: in_course, modern: in_modern}
     said = "; ".join(f"{s}: " + (" | ".join(f["text"][:120] for f in f_) or "no finding") for s, f_ in found.items())
-    named = any(f["kind"] in HELD_BACK for f in found[course])
-    invented = any(f.get("cause") == WRITTEN_OUT_ATTENTION for f in found[modern])
+    named = any(f["kind"] in HELD_BACK for f in in_course)
+    invented = any(f.get("cause") == WRITTEN_OUT_ATTENTION for f in in_modern)
     return Claim(claim, said, expected, PASS if named and not invented else FAIL)
 
 

@@ -33,7 +33,7 @@ STEP = {"batch": 8, "context": 512, "warmup_steps": 5, "timed_steps": 20, "cold_
 
 def full_plan() -> list[tuple[str, str, dict]]:
     """(label, experiment, config) of the reference set for a GPU."""
-    plan = [(f"matmul {d}", "matmul", {"dtypes": [d]}) for d in MATMUL_DTYPES]
+    plan: list[tuple[str, str, dict]] = [(f"matmul {d}", "matmul", {"dtypes": [d]}) for d in MATMUL_DTYPES]
     plan += [("matmul bf16 search", "matmul", {"dtypes": ["bf16"], "search": True})]
     for model in ("small", "medium"):
         plan.append(
@@ -116,7 +116,7 @@ def slug(text: str) -> str:
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=__doc__.splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").partition("\n")[0])
     parser.add_argument("--device", default="auto", help="auto (first GPU, else CPU), cpu, cuda or cuda:N")
     parser.add_argument(
         "--budget",
@@ -152,6 +152,7 @@ def main(argv: list[str] | None = None) -> int:
         try:
             for i, (label, job) in enumerate(jobs, 1):
                 run = job.wait()
+                assert run is not None  # with no time limit, wait() returns once the job has finished
                 print(
                     f"[{i}/{len(jobs)}] {label}: {run.status}" + (f" — {run.error}" if run.error else ""),
                     file=sys.stderr,

@@ -19,7 +19,7 @@ sys.path.insert(0, str(Path(__file__).resolve().parent.parent))
 
 
 def main(argv: list[str] | None = None) -> int:
-    parser = argparse.ArgumentParser(description=(__doc__ or "").splitlines()[0])
+    parser = argparse.ArgumentParser(description=(__doc__ or "").partition("\n")[0])
     parser.add_argument("output", help="JSON file to write")
     parser.add_argument("--model", default="small")
     parser.add_argument("--precision", default="bf16-autocast")
@@ -39,7 +39,8 @@ def main(argv: list[str] | None = None) -> int:
     model = build_model(preset, args.context, device, param_dtype(args.precision))
     optimizer = make_optimizer("adamw", model.parameters())
     generator = torch.Generator(device).manual_seed(0)
-    for _ in range(2):  # the second step holds the optimizer's state from the first
+
+    def step() -> torch.Tensor:
         tokens, targets = random_batch(args.batch, args.context, preset.vocab_size, device, generator)
         with autocast(args.precision, str(device)):
             logits = model(tokens)
@@ -47,7 +48,11 @@ def main(argv: list[str] | None = None) -> int:
         loss.backward()
         optimizer.step()
         optimizer.zero_grad(set_to_none=True)
-    out = {"cuda": cuda, "model": args.model, "precision": args.precision, "loss": float(loss)}
+        return loss
+
+    step()
+    loss = step()  # the second step holds the optimizer's state from the first
+    out = {"cuda": cuda, "model": args.model, "precision": args.precision, "loss": loss.item()}
     if cuda:
         torch.cuda.synchronize(device)
         out |= {

@@ -1,5 +1,5 @@
 """The code base's habits, checked like any test: ruff's lint and format, and basedpyright's type check of
-``core``, the renderers and the pages against torch's and Streamlit's own inline types, configured in pyproject.toml. The type check is
+``core``, the renderers, the pages, the scripts and the benchmarks against torch's and Streamlit's own inline types, configured in pyproject.toml. The type check is
 what catches a misspelled or wrongly called ``torch.cuda`` API on a machine without a GPU, so the last
 test proves that it still does: a config that stops catching such misuse fails here."""
 
